@@ -1,0 +1,116 @@
+# snug: build, test, sanitizers, fuzzing.
+#   make            build build/snug and build/libsnug.a (installs missing packages first)
+#   make run        generate with the bundled demo model
+#   make test       build and run every test; ends with "N passed, M failed"
+#   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make fuzz       run each libFuzzer harness for FUZZ_SECONDS (clang)
+
+CC        ?= cc
+PKGS      := jansson libpcre2-8
+ARCH      ?= -march=native
+OPT       ?= -O2
+WARN      := -std=c11 -Wall -Wextra -Werror
+# Recursive (=) so pkg-config runs after scripts/install-deps has.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
+CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) -fopenmp -lm -lpthread $(LDLIBS)
+
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+
+LIB_SRCS  := $(filter-out src/main.c src/cmd_%.c,$(wildcard src/*.c))
+CLI_SRCS  := src/main.c $(wildcard src/cmd_*.c)
+TEST_SRCS := $(wildcard tests/test_*.c)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
+
+B := build
+LIB_OBJS  := $(LIB_SRCS:src/%.c=$(B)/obj/%.o)
+CLI_OBJS  := $(CLI_SRCS:src/%.c=$(B)/obj/%.o)
+TESTS     := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
+REPLAYS   := $(FUZZ_NAMES:%=$(B)/tests/replay_%)
+
+A := build/asan
+ASAN_LIB_OBJS := $(LIB_SRCS:src/%.c=$(A)/obj/%.o)
+ASAN_TESTS    := $(TEST_SRCS:tests/%.c=$(A)/tests/%)
+ASAN_REPLAYS  := $(FUZZ_NAMES:%=$(A)/tests/replay_%)
+
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+
+.PHONY: all deps run test test-asan fuzz clean
+all: $(B)/snug $(B)/libsnug.a
+
+deps:
+	@scripts/install-deps
+
+$(B)/obj/%.o: src/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(B)/libsnug.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/snug: $(CLI_OBJS) $(B)/libsnug.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(B)/libsnug.a $(LDLIBS_ALL)
+
+$(B)/tests/%: tests/%.c tests/test.h $(B)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -MMD -MP -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL)
+
+$(B)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(B)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< tests/fuzz/replay.c $(B)/libsnug.a $(LDLIBS_ALL)
+
+run: all
+	$(B)/snug inspect models/stories260K
+
+test: all $(TESTS) $(REPLAYS)
+	@tests/run $(B)
+
+# --- sanitizers ---------------------------------------------------------------
+$(A)/obj/%.o: src/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) -MMD -MP -c $< -o $@
+
+$(A)/libsnug.a: $(ASAN_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(A)/tests/%: tests/%.c tests/test.h $(A)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) -Itests -o $@ $< $(A)/libsnug.a $(LDLIBS_ALL)
+
+$(A)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(A)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) -Itests -o $@ $< tests/fuzz/replay.c $(A)/libsnug.a $(LDLIBS_ALL)
+
+test-asan: $(ASAN_TESTS) $(ASAN_REPLAYS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    tests/run $(A) --unit
+
+# --- fuzzing (clang, libFuzzer) -------------------------------------------------
+F := build/fuzz
+FUZZ_FLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -Itests \
+              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+
+$(F)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRCS) | deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB_SRCS) $(PKG_LIBS) -lm -lpthread
+
+fuzz: $(FUZZ_NAMES:%=$(F)/fuzz_%)
+	@scripts/install-deps --fuzz
+	@for n in $(FUZZ_NAMES); do \
+	    mkdir -p $(F)/corpus-$$n; \
+	    echo "fuzz $$n: $(FUZZ_SECONDS) s"; \
+	    $(F)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        -artifact_prefix=$(F)/crash-$$n- $(F)/corpus-$$n tests/fuzz/$$n \
+	        2>$(F)/log-$$n.txt || { tail -n 40 $(F)/log-$$n.txt; exit 1; }; \
+	    grep -E 'stat::number_of_executed_runs|stat::new_units_added' $(F)/log-$$n.txt; \
+	done
+
+clean:
+	rm -rf build
+
+-include $(wildcard $(B)/obj/*.d $(B)/tests/*.d $(A)/obj/*.d)

@@ -1,0 +1,345 @@
+/*
+ * checkpoint.c: the shard index and model directories.
+ */
+#include "checkpoint.h"
+
+#include "device.h"
+#include "dtype.h"
+#include "fileio.h"
+#include "json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { INDEX_MAX_BYTES = 256 << 20 };
+
+static int cmp_index_entry(const void *a, const void *b)
+{
+    return strcmp(((const snug_index_entry *)a)->tensor, ((const snug_index_entry *)b)->tensor);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Checks that a shard path is a plain file name inside the directory. */
+static snug_status check_file_name(const char *name, const char *tensor, const char *fname,
+                                   snug_error *err)
+{
+    size_t len = strlen(fname);
+    const char *why = NULL;
+    if (len == 0)
+        why = "is empty";
+    else if (len > SNUG_INDEX_MAX_FILE_NAME)
+        why = "is longer than 255 bytes";
+    else if (fname[0] == '/')
+        why = "is an absolute path";
+    else if (strcmp(fname, ".") == 0 || strcmp(fname, "..") == 0)
+        why = "names a directory";
+    else if (strchr(fname, '/') || strchr(fname, '\\'))
+        why = "contains a path separator";
+    if (why)
+        return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor '%.200s': file name "
+                           "'%.100s' %s; expected a plain file name in the model directory",
+                           name, tensor, fname, why);
+    return SNUG_OK;
+}
+
+static snug_status index_fill(const json_t *map, const char *name, snug_index *ix,
+                              snug_error *err)
+{
+    const char *key;
+    json_t *v;
+    size_t pool = 0;
+    size_t n = json_object_size(map);
+    char d[96];
+    json_object_foreach((json_t *)map, key, v) {
+        size_t kl = strlen(key);
+        if (kl == 0 || kl > SNUG_ST_MAX_NAME_BYTES)
+            return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor name of %zu bytes; "
+                               "expected 1 to %d", name, kl, SNUG_ST_MAX_NAME_BYTES);
+        if (!json_is_string(v))
+            return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor '%.200s': expected a "
+                               "file name, found %s", name, key,
+                               snug_json_describe(v, d, sizeof d));
+        snug_status st = check_file_name(name, key, json_string_value(v), err);
+        if (st != SNUG_OK) return st;
+        pool += kl + 1 + json_string_length(v) + 1;
+    }
+    ix->entries = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *ix->entries, err);
+    ix->files = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *ix->files, err);
+    ix->strings = snug_mem_alloc(SNUG_MEM_OTHER, pool, err);
+    if (!ix->entries || !ix->files || !ix->strings) return snug_error_prefix(err, "%s: ", name);
+
+    /* Copy names; collect the distinct file names (sorted, deduplicated). */
+    char *s = ix->strings;
+    const char **fnames = ix->files;
+    size_t i = 0;
+    json_object_foreach((json_t *)map, key, v) {
+        size_t kl = strlen(key), vl = json_string_length(v);
+        memcpy(s, key, kl + 1);
+        ix->entries[i].tensor = s;
+        s += kl + 1;
+        memcpy(s, json_string_value(v), vl + 1);
+        fnames[i] = s;
+        s += vl + 1;
+        i++;
+    }
+    const char **file_of = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *file_of, err);
+    if (!file_of) return snug_error_prefix(err, "%s: ", name);
+    memcpy(file_of, fnames, n * sizeof *file_of);
+    qsort(fnames, n, sizeof *fnames, cmp_str);
+    size_t nf = 0;
+    for (size_t k = 0; k < n; k++)
+        if (nf == 0 || strcmp(fnames[nf - 1], fnames[k]) != 0) fnames[nf++] = fnames[k];
+    snug_status st = SNUG_OK;
+    if (nf > SNUG_INDEX_MAX_FILES) {
+        st = snug_errorf(err, SNUG_FORMAT, "%s: weight_map names %zu files; at most %d are "
+                         "accepted", name, nf, SNUG_INDEX_MAX_FILES);
+    } else {
+        ix->n_files = (int32_t)nf;
+        for (size_t k = 0; k < n; k++) {
+            const char **hit = bsearch(&file_of[k], fnames, nf, sizeof *fnames, cmp_str);
+            SNUG_ASSERT(hit);
+            ix->entries[k].file = (int32_t)(hit - fnames);
+        }
+        ix->n_entries = (int64_t)n;
+        qsort(ix->entries, n, sizeof *ix->entries, cmp_index_entry);
+    }
+    snug_mem_free(file_of);
+    return st;
+}
+
+snug_status snug_index_parse(const char *text, size_t len, const char *name, snug_index **out,
+                             snug_error *err)
+{
+    json_t *root = NULL;
+    char d[96];
+    snug_index *ix = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ix, err);
+    if (!ix) return snug_error_prefix(err, "%s: ", name);
+    snug_status st = snug_json_parse(text, len, name, &root, err);
+    if (st != SNUG_OK) goto fail;
+    const json_t *meta = json_object_get(root, "metadata");
+    if (meta && !json_is_null(meta)) {
+        if (!json_is_object(meta)) {
+            st = snug_errorf(err, SNUG_FORMAT, "%s: field 'metadata': expected an object, "
+                             "found %s", name, snug_json_describe(meta, d, sizeof d));
+            goto fail;
+        }
+        int64_t total = 0;
+        char mname[512];
+        snprintf(mname, sizeof mname, "%s: metadata", name);
+        st = snug_json_get_int(meta, "total_size", mname, false, 0, INT64_MAX, &total, NULL,
+                               err);
+        if (st != SNUG_OK) goto fail;
+    }
+    const json_t *map = json_object_get(root, "weight_map");
+    if (!map) {
+        st = snug_errorf(err, SNUG_FORMAT, "%s: field 'weight_map' is missing; expected an "
+                         "object mapping tensor names to shard files", name);
+        goto fail;
+    }
+    if (!json_is_object(map)) {
+        st = snug_errorf(err, SNUG_FORMAT, "%s: field 'weight_map': expected an object "
+                         "mapping tensor names to shard files, found %s", name,
+                         snug_json_describe(map, d, sizeof d));
+        goto fail;
+    }
+    if (json_object_size(map) == 0) {
+        st = snug_errorf(err, SNUG_FORMAT, "%s: field 'weight_map' is empty", name);
+        goto fail;
+    }
+    if (json_object_size(map) > SNUG_ST_MAX_TENSORS) {
+        st = snug_errorf(err, SNUG_FORMAT, "%s: weight_map lists %zu tensors; at most %d are "
+                         "accepted", name, json_object_size(map), SNUG_ST_MAX_TENSORS);
+        goto fail;
+    }
+    st = index_fill(map, name, ix, err);
+    if (st != SNUG_OK) goto fail;
+    json_decref(root);
+    *out = ix;
+    return SNUG_OK;
+fail:
+    json_decref(root);
+    snug_index_free(ix);
+    return st;
+}
+
+void snug_index_free(snug_index *ix)
+{
+    if (!ix) return;
+    snug_mem_free(ix->entries);
+    snug_mem_free((void *)ix->files);
+    snug_mem_free(ix->strings);
+    snug_mem_free(ix);
+}
+
+static int cmp_ckpt_entry(const void *a, const void *b)
+{
+    return strcmp(((const snug_ckpt_entry *)a)->tensor->name,
+                  ((const snug_ckpt_entry *)b)->tensor->name);
+}
+
+/* Opens the shards named by the index and checks that they hold exactly
+ * the tensors the index assigns to them. */
+static snug_status open_sharded(snug_checkpoint *ck, const char *index_path, snug_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    snug_index *ix = NULL;
+    char path[4096];
+    snug_status st = snug_file_read_all(index_path, INDEX_MAX_BYTES, &text, &len, err);
+    if (st == SNUG_OK) st = snug_index_parse(text, len, index_path, &ix, err);
+    snug_mem_free(text);
+    if (st != SNUG_OK) return st;
+    ck->files = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_files * sizeof *ck->files, err);
+    if (!ck->files) {
+        st = snug_error_prefix(err, "%s: ", index_path);
+        goto done;
+    }
+    for (int32_t i = 0; i < ix->n_files; i++) {
+        st = snug_path_join(path, sizeof path, ck->dir, ix->files[i], err);
+        if (st != SNUG_OK) goto done;
+        if (!snug_file_exists(path)) {
+            st = snug_errorf(err, SNUG_FORMAT, "%s: names shard '%s', which is not a file in "
+                             "%s", index_path, ix->files[i], ck->dir);
+            goto done;
+        }
+        st = snug_st_open(path, &ck->files[i], err);
+        if (st != SNUG_OK) goto done;
+        ck->n_files = i + 1;
+    }
+    int64_t total = 0;
+    for (int32_t i = 0; i < ck->n_files; i++) total += ck->files[i]->n_tensors;
+    if (total != ix->n_entries) {
+        /* Some shard holds a tensor the index does not assign to it: find it. */
+        for (int32_t i = 0; i < ck->n_files; i++) {
+            const snug_st_file *f = ck->files[i];
+            for (int64_t k = 0; k < f->n_tensors; k++) {
+                snug_index_entry key = {.tensor = f->tensors[k].name};
+                const snug_index_entry *e = bsearch(&key, ix->entries, (size_t)ix->n_entries,
+                                                    sizeof key, cmp_index_entry);
+                if (!e || e->file != i) {
+                    st = snug_errorf(err, SNUG_FORMAT, "%s: shard '%s' holds tensor '%.200s', "
+                                     "which the index %s", index_path, ix->files[i],
+                                     f->tensors[k].name,
+                                     e ? "assigns to another shard" : "does not list");
+                    goto done;
+                }
+            }
+        }
+    }
+    ck->entries = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_entries * sizeof *ck->entries,
+                                 err);
+    if (!ck->entries) {
+        st = snug_error_prefix(err, "%s: ", index_path);
+        goto done;
+    }
+    for (int64_t k = 0; k < ix->n_entries; k++) {
+        const snug_index_entry *e = &ix->entries[k];
+        const snug_st_tensor *t = snug_st_find(ck->files[e->file], e->tensor);
+        if (!t) {
+            st = snug_errorf(err, SNUG_FORMAT, "%s: lists tensor '%.200s' in shard '%s', which "
+                             "does not hold it", index_path, e->tensor, ix->files[e->file]);
+            goto done;
+        }
+        ck->entries[k].tensor = t;
+        ck->entries[k].file = e->file;
+    }
+    ck->n_tensors = ix->n_entries;
+    ck->sharded = true;
+done:
+    snug_index_free(ix);
+    return st;
+}
+
+static snug_status open_single(snug_checkpoint *ck, const char *path, snug_error *err)
+{
+    ck->files = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ck->files, err);
+    if (!ck->files) return snug_error_prefix(err, "%s: ", path);
+    snug_status st = snug_st_open(path, &ck->files[0], err);
+    if (st != SNUG_OK) return st;
+    ck->n_files = 1;
+    const snug_st_file *f = ck->files[0];
+    ck->entries = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)f->n_tensors * sizeof *ck->entries, err);
+    if (!ck->entries) return snug_error_prefix(err, "%s: ", path);
+    for (int64_t k = 0; k < f->n_tensors; k++) {
+        ck->entries[k].tensor = &f->tensors[k];
+        ck->entries[k].file = 0;
+    }
+    ck->n_tensors = f->n_tensors;
+    return SNUG_OK;
+}
+
+snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_error *err)
+{
+    char index_path[4096], single_path[4096];
+    snug_status st;
+    snug_checkpoint *ck = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ck, err);
+    if (!ck) return snug_error_prefix(err, "%s: ", dir);
+    ck->dir = snug_mem_strdup(SNUG_MEM_OTHER, dir, err);
+    if (!ck->dir) {
+        st = snug_error_prefix(err, "%s: ", dir);
+        goto fail;
+    }
+    st = snug_config_load(dir, &ck->config, err);
+    if (st == SNUG_OK)
+        st = snug_path_join(index_path, sizeof index_path, dir, "model.safetensors.index.json",
+                            err);
+    if (st == SNUG_OK)
+        st = snug_path_join(single_path, sizeof single_path, dir, "model.safetensors", err);
+    if (st != SNUG_OK) goto fail;
+    if (snug_file_exists(index_path))
+        st = open_sharded(ck, index_path, err);
+    else if (snug_file_exists(single_path))
+        st = open_single(ck, single_path, err);
+    else
+        st = snug_errorf(err, SNUG_FORMAT, "%s: holds neither model.safetensors nor "
+                         "model.safetensors.index.json", dir);
+    if (st != SNUG_OK) goto fail;
+    qsort(ck->entries, (size_t)ck->n_tensors, sizeof *ck->entries, cmp_ckpt_entry);
+    *out = ck;
+    return SNUG_OK;
+fail:
+    snug_checkpoint_close(ck);
+    return st;
+}
+
+void snug_checkpoint_close(snug_checkpoint *ck)
+{
+    if (!ck) return;
+    for (int32_t i = 0; i < ck->n_files; i++) snug_st_close(ck->files[i]);
+    snug_mem_free(ck->files);
+    snug_mem_free(ck->entries);
+    snug_mem_free(ck->dir);
+    snug_mem_free(ck);
+}
+
+const snug_st_tensor *snug_checkpoint_find(const snug_checkpoint *ck, const char *name,
+                                           const snug_st_file **file)
+{
+    int64_t lo = 0, hi = ck->n_tensors;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ck->entries[mid].tensor->name, name);
+        if (c == 0) {
+            if (file) *file = ck->files[ck->entries[mid].file];
+            return ck->entries[mid].tensor;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+snug_dtype snug_checkpoint_weight_dtype(const snug_checkpoint *ck)
+{
+    if (ck->config.dtype != SNUG_DTYPE_NONE) return ck->config.dtype;
+    const snug_st_tensor *t = snug_checkpoint_find(ck, "model.embed_tokens.weight", NULL);
+    if (t && snug_dtype_is_weight(t->dtype)) return t->dtype;
+    return SNUG_DTYPE_F32;
+}

@@ -1,0 +1,74 @@
+/*
+ * checkpoint.h: a Hugging Face model directory: config.json, the shard
+ * index (model.safetensors.index.json) or the single model.safetensors, and
+ * which file holds which tensor.
+ */
+#ifndef SNUG_CHECKPOINT_H
+#define SNUG_CHECKPOINT_H
+
+#include "common.h"
+#include "config.h"
+#include "safetensors.h"
+
+enum { SNUG_INDEX_MAX_FILES = 1024, SNUG_INDEX_MAX_FILE_NAME = 255 };
+
+/* A parsed model.safetensors.index.json. */
+typedef struct snug_index_entry {
+    const char *tensor;  /* owned by the index */
+    int32_t file;        /* into files[] */
+} snug_index_entry;
+
+typedef struct snug_index {
+    int64_t n_entries;
+    snug_index_entry *entries; /* sorted by tensor name */
+    int32_t n_files;
+    const char **files;        /* distinct shard file names, sorted */
+    char *strings;
+} snug_index;
+
+/* Parses index JSON text (len bytes; name is for messages): a weight_map
+ * object mapping each tensor name (1 to 1,024 bytes, each once) to a plain
+ * file name in the same directory (no '/', not '.' or '..', not absolute, at
+ * most 255 bytes), with at most 1,024 distinct files. The caller frees *out
+ * with snug_index_free. */
+snug_status snug_index_parse(const char *text, size_t len, const char *name, snug_index **out,
+                             snug_error *err);
+
+/* Frees an index; NULL is ignored. */
+void snug_index_free(snug_index *index);
+
+typedef struct snug_ckpt_entry {
+    const snug_st_tensor *tensor; /* owned by files[file] */
+    int32_t file;
+} snug_ckpt_entry;
+
+typedef struct snug_checkpoint {
+    char *dir;
+    snug_model_config config;
+    bool sharded;                 /* has an index */
+    int32_t n_files;
+    snug_st_file **files;
+    int64_t n_tensors;
+    snug_ckpt_entry *entries;     /* every tensor of every file, sorted by name */
+} snug_checkpoint;
+
+/* Opens the model directory dir: reads config.json, then the index and
+ * every shard it names (checking that each shard exists and holds exactly
+ * the tensors the index assigns to it), or model.safetensors when there is
+ * no index. Close with snug_checkpoint_close. */
+snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_error *err);
+
+/* Closes every file and frees the checkpoint; NULL is ignored. */
+void snug_checkpoint_close(snug_checkpoint *ck);
+
+/* Finds a tensor by name; NULL when absent. When found and file is not
+ * NULL, *file is set to the file that holds it. */
+const snug_st_tensor *snug_checkpoint_find(const snug_checkpoint *ck, const char *name,
+                                           const snug_st_file **file);
+
+/* The element type weights load in when none is asked for: config.json's
+ * torch_dtype when it names one, otherwise the type of the embedding tensor
+ * when it is a weight type, otherwise F32. */
+snug_dtype snug_checkpoint_weight_dtype(const snug_checkpoint *ck);
+
+#endif /* SNUG_CHECKPOINT_H */

@@ -1,0 +1,28 @@
+/*
+ * cli.h: the commands of the `snug` program and the helpers they share.
+ * Commands print their results to stdout and their errors to stderr, and
+ * return the process exit status (0 success, 1 failure, 2 usage error).
+ */
+#ifndef SNUG_CLI_H
+#define SNUG_CLI_H
+
+#include "common.h"
+
+int snug_cmd_inspect(int argc, char **argv);
+int snug_cmd_mkmodel(int argc, char **argv);
+int snug_cmd_convert(int argc, char **argv);
+
+/* Prints "snug: <message>" to stderr and returns 1. */
+int cli_fail(const snug_error *err);
+
+/* Prints "snug <cmd>: <message>" and the usage line to stderr; returns 2. */
+int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a decimal integer argument in [lo, hi]; false when it is not one. */
+bool cli_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* Returns the value of option argv[*i] ("--tp 8" or "--tp=8"), advancing *i
+ * past it, or NULL when argv[*i] is not `name` or has no value. */
+const char *cli_option(int argc, char **argv, int *i, const char *name);
+
+#endif /* SNUG_CLI_H */

@@ -1,0 +1,78 @@
+/*
+ * common.h: what every module of snug uses: the public header, error
+ * reporting, assertions and overflow-checked arithmetic.
+ */
+#ifndef SNUG_COMMON_H
+#define SNUG_COMMON_H
+
+#include "snug.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Aborts with file and line when a broken invariant is found. The library
+ * never calls exit(); this is for states that cannot happen. */
+#define SNUG_ASSERT(cond)                                                     \
+    do {                                                                      \
+        if (!(cond)) snug_assert_fail(#cond, __FILE__, __LINE__);             \
+    } while (0)
+
+/* Prints the failed condition with its place and aborts. Never returns. */
+_Noreturn void snug_assert_fail(const char *cond, const char *file, int line);
+
+/* Writes a printf-style message into err (when err is not NULL), sets
+ * err->status and returns status, so that callers can write
+ * `return snug_errorf(err, SNUG_FORMAT, "...", ...)`. */
+snug_status snug_errorf(snug_error *err, snug_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Puts a printf-style prefix in front of the message already in err (for
+ * adding context such as the file being read). Returns err's status, or
+ * SNUG_OK when err is NULL. */
+snug_status snug_error_prefix(snug_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Formats a byte count for people ("1.50 GiB", "512 B") into buf, which must
+ * hold at least 32 bytes. Returns buf. */
+char *snug_fmt_bytes(size_t bytes, char *buf);
+
+/* Formats an integer with thousands separators ("16,060,522,496") into buf,
+ * which must hold at least 32 bytes. Returns buf. */
+char *snug_fmt_int(int64_t value, char *buf);
+
+/* Returns true when the n bytes at s are well-formed UTF-8 (no overlong
+ * forms, no surrogates, nothing above U+10FFFF). */
+bool snug_utf8_valid(const void *s, size_t n);
+
+/* Overflow-checked size arithmetic: returns false when the result does not
+ * fit, leaving *out unspecified. */
+static inline bool snug_mul_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool snug_add_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline bool snug_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool snug_add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* Rounds n up to a multiple of align (a power of two); no overflow check. */
+static inline size_t snug_round_up(size_t n, size_t align)
+{
+    return (n + align - 1) & ~(align - 1);
+}
+
+#define SNUG_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SNUG_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SNUG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif /* SNUG_COMMON_H */

@@ -1,0 +1,473 @@
+/*
+ * config.c: config.json of the Llama, Mistral and Qwen2 families: reading,
+ * validation and writing.
+ */
+#include "config.h"
+
+#include "device.h"
+#include "dtype.h"
+#include "fileio.h"
+#include "json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { CONFIG_MAX_BYTES = 16 << 20 };
+
+typedef struct arch_info {
+    snug_arch arch;
+    const char *architecture;
+    const char *model_type;
+} arch_info;
+
+static const arch_info g_archs[] = {
+    {SNUG_ARCH_LLAMA, "LlamaForCausalLM", "llama"},
+    {SNUG_ARCH_MISTRAL, "MistralForCausalLM", "mistral"},
+    {SNUG_ARCH_QWEN2, "Qwen2ForCausalLM", "qwen2"},
+};
+
+#define SUPPORTED_ARCHS "LlamaForCausalLM (llama), MistralForCausalLM (mistral), " \
+                        "Qwen2ForCausalLM (qwen2)"
+
+const char *snug_arch_model_type(snug_arch arch)
+{
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
+        if (g_archs[i].arch == arch) return g_archs[i].model_type;
+    return "unknown";
+}
+
+const char *snug_rope_type_name(snug_rope_type t)
+{
+    switch (t) {
+    case SNUG_ROPE_DEFAULT: return "default";
+    case SNUG_ROPE_LINEAR: return "linear";
+    case SNUG_ROPE_DYNAMIC: return "dynamic";
+    case SNUG_ROPE_LLAMA3: return "llama3";
+    case SNUG_ROPE_YARN: return "yarn";
+    }
+    return "unknown";
+}
+
+static snug_status parse_arch(const json_t *root, const char *name, snug_model_config *cfg,
+                              snug_error *err)
+{
+    const json_t *archs = json_object_get(root, "architectures");
+    const char *model_type = NULL;
+    bool has_type = false;
+    snug_status st = snug_json_get_string(root, "model_type", name, false, &model_type,
+                                          &has_type, err);
+    if (st != SNUG_OK) return st;
+    const arch_info *by_arch = NULL, *by_type = NULL;
+    if (archs && !json_is_null(archs)) {
+        char d[96];
+        if (!json_is_array(archs) || json_array_size(archs) == 0 ||
+            !json_is_string(json_array_get(archs, 0)))
+            return snug_errorf(err, SNUG_FORMAT, "%s: field 'architectures': expected a list "
+                               "of architecture names, found %s", name,
+                               snug_json_describe(archs, d, sizeof d));
+        const char *a = json_string_value(json_array_get(archs, 0));
+        for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
+            if (strcmp(a, g_archs[i].architecture) == 0) by_arch = &g_archs[i];
+        if (!by_arch)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'architectures': '%.60s' is "
+                               "not supported; supported: " SUPPORTED_ARCHS, name, a);
+    }
+    if (has_type) {
+        for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
+            if (strcmp(model_type, g_archs[i].model_type) == 0) by_type = &g_archs[i];
+        if (!by_type)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'model_type': '%.60s' is not "
+                               "supported; supported: " SUPPORTED_ARCHS, name, model_type);
+    }
+    if (!by_arch && !by_type)
+        return snug_errorf(err, SNUG_FORMAT, "%s: neither 'architectures' nor 'model_type' is "
+                           "given; expected one of " SUPPORTED_ARCHS, name);
+    if (by_arch && by_type && by_arch != by_type)
+        return snug_errorf(err, SNUG_FORMAT, "%s: 'architectures' says %s but 'model_type' "
+                           "says %s", name, by_arch->architecture, by_type->model_type);
+    const arch_info *a = by_arch ? by_arch : by_type;
+    cfg->arch = a->arch;
+    snprintf(cfg->architecture, sizeof cfg->architecture, "%s", a->architecture);
+    return SNUG_OK;
+}
+
+static snug_status parse_rope_scaling(const json_t *rs, const char *name, const char *field,
+                                      snug_rope_scaling *out, snug_error *err)
+{
+    char d[96];
+    if (!json_is_object(rs))
+        return snug_errorf(err, SNUG_FORMAT, "%s: field '%s': expected an object, found %s",
+                           name, field, snug_json_describe(rs, d, sizeof d));
+    char fname[256];
+    snprintf(fname, sizeof fname, "%s: %s", name, field);
+    const char *type = NULL;
+    bool has = false;
+    snug_status st = snug_json_get_string(rs, "rope_type", fname, false, &type, &has, err);
+    if (st == SNUG_OK && !has) st = snug_json_get_string(rs, "type", fname, false, &type, &has, err);
+    if (st != SNUG_OK) return st;
+    if (!has)
+        return snug_errorf(err, SNUG_FORMAT, "%s: field '%s': no 'rope_type' (or 'type'); "
+                           "expected one of default, linear, dynamic, llama3, yarn", name, field);
+    static const struct {
+        const char *name;
+        snug_rope_type type;
+    } types[] = {{"default", SNUG_ROPE_DEFAULT}, {"linear", SNUG_ROPE_LINEAR},
+                 {"dynamic", SNUG_ROPE_DYNAMIC}, {"llama3", SNUG_ROPE_LLAMA3},
+                 {"yarn", SNUG_ROPE_YARN}};
+    bool known = false;
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(types); i++)
+        if (strcmp(type, types[i].name) == 0) {
+            out->type = types[i].type;
+            known = true;
+        }
+    if (!known)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': rope type '%.40s' is not "
+                           "supported; supported: default, linear, dynamic, llama3, yarn", name,
+                           field, type);
+    out->factor = 1.0;
+    out->beta_fast = 32.0;
+    out->beta_slow = 1.0;
+    if (out->type == SNUG_ROPE_DEFAULT) return SNUG_OK;
+    st = snug_json_get_real(rs, "factor", fname, true, 1.0, 1e6, &out->factor, NULL, err);
+    if (st != SNUG_OK) return st;
+    bool orig_required = out->type == SNUG_ROPE_LLAMA3;
+    st = snug_json_get_int(rs, "original_max_position_embeddings", fname, orig_required, 1,
+                           (int64_t)1 << 28, &out->original_max_position_embeddings, NULL, err);
+    if (st != SNUG_OK) return st;
+    if (out->type == SNUG_ROPE_LLAMA3) {
+        st = snug_json_get_real(rs, "low_freq_factor", fname, true, 1e-6, 1e6,
+                                &out->low_freq_factor, NULL, err);
+        if (st == SNUG_OK)
+            st = snug_json_get_real(rs, "high_freq_factor", fname, true, 1e-6, 1e6,
+                                    &out->high_freq_factor, NULL, err);
+        if (st != SNUG_OK) return st;
+        if (!(out->low_freq_factor < out->high_freq_factor))
+            return snug_errorf(err, SNUG_FORMAT, "%s: field '%s': low_freq_factor %g must be "
+                               "below high_freq_factor %g", name, field, out->low_freq_factor,
+                               out->high_freq_factor);
+    }
+    if (out->type == SNUG_ROPE_YARN) {
+        st = snug_json_get_real(rs, "beta_fast", fname, false, 1e-6, 1e6, &out->beta_fast, NULL,
+                                err);
+        if (st == SNUG_OK)
+            st = snug_json_get_real(rs, "beta_slow", fname, false, 1e-6, 1e6, &out->beta_slow,
+                                    NULL, err);
+        if (st == SNUG_OK)
+            st = snug_json_get_real(rs, "mscale", fname, false, 0, 1e6, &out->mscale, NULL, err);
+        if (st == SNUG_OK)
+            st = snug_json_get_real(rs, "mscale_all_dim", fname, false, 0, 1e6,
+                                    &out->mscale_all_dim, NULL, err);
+        if (st == SNUG_OK)
+            st = snug_json_get_real(rs, "attention_factor", fname, false, 0, 1e6,
+                                    &out->attention_factor, NULL, err);
+        if (st != SNUG_OK) return st;
+    }
+    return SNUG_OK;
+}
+
+static snug_status parse_token_ids(const json_t *root, const char *name, snug_model_config *cfg,
+                                   snug_error *err)
+{
+    int64_t bos = -1;
+    snug_status st = snug_json_get_int(root, "bos_token_id", name, false, 0, INT32_MAX, &bos,
+                                       NULL, err);
+    if (st != SNUG_OK) return st;
+    cfg->bos_token_id = (int32_t)bos;
+    const json_t *eos = json_object_get(root, "eos_token_id");
+    cfg->n_eos = 0;
+    if (!eos || json_is_null(eos)) return SNUG_OK;
+    if (json_is_integer(eos)) {
+        st = snug_json_get_int(root, "eos_token_id", name, false, 0, INT32_MAX, &bos, NULL, err);
+        if (st != SNUG_OK) return st;
+        cfg->eos_token_ids[cfg->n_eos++] = (int32_t)bos;
+        return SNUG_OK;
+    }
+    char d[96];
+    if (!json_is_array(eos) || json_array_size(eos) > SNUG_MAX_EOS_IDS)
+        return snug_errorf(err, SNUG_FORMAT, "%s: field 'eos_token_id': expected a token id or "
+                           "a list of at most %d, found %s", name, SNUG_MAX_EOS_IDS,
+                           snug_json_describe(eos, d, sizeof d));
+    for (size_t i = 0; i < json_array_size(eos); i++) {
+        const json_t *v = json_array_get(eos, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > INT32_MAX)
+            return snug_errorf(err, SNUG_FORMAT, "%s: field 'eos_token_id': entry %zu: "
+                               "expected a token id, found %s", name, i,
+                               snug_json_describe(v, d, sizeof d));
+        cfg->eos_token_ids[cfg->n_eos++] = (int32_t)json_integer_value(v);
+    }
+    return SNUG_OK;
+}
+
+/* Reads an int field into an int32 with the given range. */
+static snug_status get_i32(const json_t *root, const char *key, const char *name, bool required,
+                           int32_t lo, int32_t hi, int32_t *out, bool *present, snug_error *err)
+{
+    int64_t v = *out;
+    snug_status st = snug_json_get_int(root, key, name, required, lo, hi, &v, present, err);
+    if (st == SNUG_OK) *out = (int32_t)v;
+    return st;
+}
+
+static snug_status parse_fields(const json_t *root, const char *name, snug_model_config *cfg,
+                                snug_error *err)
+{
+    snug_status st = parse_arch(root, name, cfg, err);
+    if (st != SNUG_OK) return st;
+    const char *act = NULL;
+    bool has = false;
+    st = snug_json_get_string(root, "hidden_act", name, false, &act, &has, err);
+    if (st != SNUG_OK) return st;
+    if (has && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'hidden_act': '%.40s' is not "
+                           "supported; expected silu", name, act);
+
+    st = get_i32(root, "hidden_size", name, true, 1, 1 << 20, &cfg->hidden_size, NULL, err);
+    if (st == SNUG_OK)
+        st = get_i32(root, "intermediate_size", name, true, 1, 1 << 22, &cfg->intermediate_size,
+                     NULL, err);
+    if (st == SNUG_OK)
+        st = get_i32(root, "num_hidden_layers", name, true, 1, 4096, &cfg->n_layers, NULL, err);
+    if (st == SNUG_OK)
+        st = get_i32(root, "num_attention_heads", name, true, 1, 4096, &cfg->n_heads, NULL, err);
+    if (st != SNUG_OK) return st;
+    cfg->n_kv_heads = cfg->n_heads;
+    st = get_i32(root, "num_key_value_heads", name, false, 1, 4096, &cfg->n_kv_heads, NULL, err);
+    if (st != SNUG_OK) return st;
+    bool has_head_dim = false;
+    cfg->head_dim = 0;
+    st = get_i32(root, "head_dim", name, false, 2, 4096, &cfg->head_dim, &has_head_dim, err);
+    if (st != SNUG_OK) return st;
+    if (!has_head_dim) {
+        if (cfg->hidden_size % cfg->n_heads != 0)
+            return snug_errorf(err, SNUG_FORMAT, "%s: num_attention_heads %d does not divide "
+                               "hidden_size %d (and no head_dim is given)", name, cfg->n_heads,
+                               cfg->hidden_size);
+        cfg->head_dim = cfg->hidden_size / cfg->n_heads;
+    }
+    st = get_i32(root, "vocab_size", name, true, 1, 1 << 24, &cfg->vocab_size, NULL, err);
+    if (st != SNUG_OK) return st;
+    cfg->max_position_embeddings = 2048;
+    st = snug_json_get_int(root, "max_position_embeddings", name, false, 1, (int64_t)1 << 28,
+                           &cfg->max_position_embeddings, NULL, err);
+    if (st != SNUG_OK) return st;
+    cfg->rms_norm_eps = 1e-6;
+    st = snug_json_get_real(root, "rms_norm_eps", name, false, 1e-30, 0.5, &cfg->rms_norm_eps,
+                            NULL, err);
+    if (st != SNUG_OK) return st;
+
+    cfg->rope_theta = 10000.0;
+    st = snug_json_get_real(root, "rope_theta", name, false, 1e-6, 1e15, &cfg->rope_theta, NULL,
+                            err);
+    if (st != SNUG_OK) return st;
+    cfg->rope_scaling.type = SNUG_ROPE_DEFAULT;
+    cfg->rope_scaling.factor = 1.0;
+    const json_t *rp = json_object_get(root, "rope_parameters");
+    const json_t *rs = json_object_get(root, "rope_scaling");
+    if (rp && !json_is_null(rp)) {
+        st = parse_rope_scaling(rp, name, "rope_parameters", &cfg->rope_scaling, err);
+        if (st == SNUG_OK)
+            st = snug_json_get_real(rp, "rope_theta", name, false, 1e-6, 1e15, &cfg->rope_theta,
+                                    NULL, err);
+        if (st != SNUG_OK) return st;
+    } else if (rs && !json_is_null(rs)) {
+        st = parse_rope_scaling(rs, name, "rope_scaling", &cfg->rope_scaling, err);
+        if (st != SNUG_OK) return st;
+    }
+
+    cfg->tie_word_embeddings = false;
+    st = snug_json_get_bool(root, "tie_word_embeddings", name, false, &cfg->tie_word_embeddings,
+                            NULL, err);
+    if (st != SNUG_OK) return st;
+    bool attention_bias = false, mlp_bias = false;
+    st = snug_json_get_bool(root, "attention_bias", name, false, &attention_bias, NULL, err);
+    if (st == SNUG_OK) st = snug_json_get_bool(root, "mlp_bias", name, false, &mlp_bias, NULL, err);
+    if (st != SNUG_OK) return st;
+    if (mlp_bias)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'mlp_bias': MLP biases are not "
+                           "supported; expected false", name);
+    cfg->qkv_bias = cfg->arch == SNUG_ARCH_QWEN2 || attention_bias;
+    cfg->o_bias = cfg->arch != SNUG_ARCH_QWEN2 && attention_bias;
+
+    const char *dt = NULL;
+    bool has_dt = false;
+    const char *dt_key = "dtype";
+    st = snug_json_get_string(root, "dtype", name, false, &dt, &has_dt, err);
+    if (st == SNUG_OK && !has_dt) {
+        dt_key = "torch_dtype";
+        st = snug_json_get_string(root, "torch_dtype", name, false, &dt, &has_dt, err);
+    }
+    if (st != SNUG_OK) return st;
+    cfg->dtype = SNUG_DTYPE_NONE;
+    if (has_dt) {
+        cfg->dtype = snug_dtype_from_torch(dt);
+        if (cfg->dtype == SNUG_DTYPE_NONE)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': '%.40s' is not a weight "
+                               "type snug loads; expected bfloat16, float16 or float32", name,
+                               dt_key, dt);
+    }
+    st = parse_token_ids(root, name, cfg, err);
+    if (st != SNUG_OK) return st;
+
+    cfg->sliding_window = 0;
+    bool use_sw = cfg->arch != SNUG_ARCH_QWEN2;
+    st = snug_json_get_bool(root, "use_sliding_window", name, false, &use_sw, NULL, err);
+    if (st == SNUG_OK)
+        st = snug_json_get_int(root, "sliding_window", name, false, 0, (int64_t)1 << 28,
+                               &cfg->sliding_window, NULL, err);
+    if (st != SNUG_OK) return st;
+    if (!use_sw) cfg->sliding_window = 0;
+    return SNUG_OK;
+}
+
+snug_status snug_config_validate(const snug_model_config *cfg, const char *name,
+                                 snug_error *err)
+{
+    if (cfg->hidden_size < 1 || cfg->intermediate_size < 1 || cfg->n_layers < 1 ||
+        cfg->n_heads < 1 || cfg->n_kv_heads < 1 || cfg->vocab_size < 1 ||
+        cfg->max_position_embeddings < 1)
+        return snug_errorf(err, SNUG_INVALID, "%s: every size must be positive", name);
+    if (cfg->n_heads % cfg->n_kv_heads != 0)
+        return snug_errorf(err, SNUG_FORMAT, "%s: num_key_value_heads %d does not divide "
+                           "num_attention_heads %d", name, cfg->n_kv_heads, cfg->n_heads);
+    if (cfg->head_dim < 2 || cfg->head_dim % 2 != 0)
+        return snug_errorf(err, SNUG_FORMAT, "%s: head_dim %d must be even (rotary embeddings "
+                           "rotate pairs)", name, cfg->head_dim);
+    if ((int64_t)cfg->n_heads * cfg->head_dim > (1 << 20))
+        return snug_errorf(err, SNUG_FORMAT, "%s: num_attention_heads %d x head_dim %d is above "
+                           "the limit of %d", name, cfg->n_heads, cfg->head_dim, 1 << 20);
+    if (!(cfg->rms_norm_eps > 0 && cfg->rms_norm_eps < 0.5))
+        return snug_errorf(err, SNUG_FORMAT, "%s: rms_norm_eps %g must be in (0, 0.5)", name,
+                           cfg->rms_norm_eps);
+    if (!(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
+        return snug_errorf(err, SNUG_FORMAT, "%s: rope_theta %g must be positive", name,
+                           cfg->rope_theta);
+    if (cfg->bos_token_id >= cfg->vocab_size)
+        return snug_errorf(err, SNUG_FORMAT, "%s: bos_token_id %d is not below vocab_size %d",
+                           name, cfg->bos_token_id, cfg->vocab_size);
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_token_ids[i] >= cfg->vocab_size)
+            return snug_errorf(err, SNUG_FORMAT, "%s: eos_token_id %d is not below vocab_size "
+                               "%d", name, cfg->eos_token_ids[i], cfg->vocab_size);
+    return SNUG_OK;
+}
+
+snug_status snug_config_parse(const char *text, size_t len, const char *name,
+                              snug_model_config *cfg, snug_error *err)
+{
+    json_t *root = NULL;
+    snug_model_config c;
+    memset(&c, 0, sizeof c);
+    snug_status st = snug_json_parse(text, len, name, &root, err);
+    if (st != SNUG_OK) return st;
+    st = parse_fields(root, name, &c, err);
+    json_decref(root);
+    if (st == SNUG_OK) st = snug_config_validate(&c, name, err);
+    if (st == SNUG_OK) *cfg = c;
+    return st;
+}
+
+snug_status snug_config_load(const char *dir, snug_model_config *cfg, snug_error *err)
+{
+    char path[4096];
+    char *text = NULL;
+    size_t len = 0;
+    snug_status st = snug_path_join(path, sizeof path, dir, "config.json", err);
+    if (st == SNUG_OK) st = snug_file_read_all(path, CONFIG_MAX_BYTES, &text, &len, err);
+    if (st != SNUG_OK) return st;
+    st = snug_config_parse(text, len, path, cfg, err);
+    snug_mem_free(text);
+    return st;
+}
+
+/* Adds key = value to obj; false when out of memory. */
+static bool put(json_t *obj, const char *key, json_t *value)
+{
+    return value && json_object_set_new(obj, key, value) == 0;
+}
+
+static json_t *rope_scaling_json(const snug_rope_scaling *rs)
+{
+    json_t *o = json_object();
+    if (!o) return NULL;
+    bool ok = put(o, "rope_type", json_string(snug_rope_type_name(rs->type))) &&
+              put(o, "factor", json_real(rs->factor));
+    if (ok && rs->original_max_position_embeddings > 0)
+        ok = put(o, "original_max_position_embeddings",
+                 json_integer(rs->original_max_position_embeddings));
+    if (ok && rs->type == SNUG_ROPE_LLAMA3)
+        ok = put(o, "low_freq_factor", json_real(rs->low_freq_factor)) &&
+             put(o, "high_freq_factor", json_real(rs->high_freq_factor));
+    if (ok && rs->type == SNUG_ROPE_YARN) {
+        ok = put(o, "beta_fast", json_real(rs->beta_fast)) &&
+             put(o, "beta_slow", json_real(rs->beta_slow));
+        if (ok && rs->mscale > 0) ok = put(o, "mscale", json_real(rs->mscale));
+        if (ok && rs->mscale_all_dim > 0)
+            ok = put(o, "mscale_all_dim", json_real(rs->mscale_all_dim));
+        if (ok && rs->attention_factor > 0)
+            ok = put(o, "attention_factor", json_real(rs->attention_factor));
+    }
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *snug_config_to_json(const snug_model_config *cfg)
+{
+    snug_json_init();
+    json_t *o = json_object();
+    json_t *archs = json_array();
+    if (!o || !archs || json_array_append_new(archs, json_string(cfg->architecture)) != 0) {
+        json_decref(archs);
+        json_decref(o);
+        return NULL;
+    }
+    bool ok = put(o, "architectures", archs) &&
+              put(o, "model_type", json_string(snug_arch_model_type(cfg->arch))) &&
+              put(o, "hidden_act", json_string("silu")) &&
+              put(o, "hidden_size", json_integer(cfg->hidden_size)) &&
+              put(o, "intermediate_size", json_integer(cfg->intermediate_size)) &&
+              put(o, "num_hidden_layers", json_integer(cfg->n_layers)) &&
+              put(o, "num_attention_heads", json_integer(cfg->n_heads)) &&
+              put(o, "num_key_value_heads", json_integer(cfg->n_kv_heads)) &&
+              put(o, "head_dim", json_integer(cfg->head_dim)) &&
+              put(o, "vocab_size", json_integer(cfg->vocab_size)) &&
+              put(o, "max_position_embeddings", json_integer(cfg->max_position_embeddings)) &&
+              put(o, "rms_norm_eps", json_real(cfg->rms_norm_eps)) &&
+              put(o, "rope_theta", json_real(cfg->rope_theta)) &&
+              put(o, "rope_scaling", cfg->rope_scaling.type == SNUG_ROPE_DEFAULT
+                                         ? json_null()
+                                         : rope_scaling_json(&cfg->rope_scaling)) &&
+              put(o, "tie_word_embeddings", json_boolean(cfg->tie_word_embeddings));
+    if (ok && cfg->arch != SNUG_ARCH_QWEN2)
+        ok = put(o, "attention_bias", json_boolean(cfg->qkv_bias));
+    if (ok && cfg->dtype != SNUG_DTYPE_NONE)
+        ok = put(o, "torch_dtype", json_string(snug_dtype_torch_name(cfg->dtype)));
+    if (ok && cfg->bos_token_id >= 0) ok = put(o, "bos_token_id", json_integer(cfg->bos_token_id));
+    if (ok && cfg->n_eos == 1) ok = put(o, "eos_token_id", json_integer(cfg->eos_token_ids[0]));
+    if (ok && cfg->n_eos > 1) {
+        json_t *e = json_array();
+        ok = put(o, "eos_token_id", e);
+        for (int i = 0; ok && i < cfg->n_eos; i++)
+            ok = json_array_append_new(e, json_integer(cfg->eos_token_ids[i])) == 0;
+    }
+    if (ok && cfg->arch == SNUG_ARCH_QWEN2)
+        ok = put(o, "use_sliding_window", json_boolean(cfg->sliding_window > 0));
+    if (ok)
+        ok = put(o, "sliding_window",
+                 cfg->sliding_window > 0 ? json_integer(cfg->sliding_window) : json_null());
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+size_t snug_config_kv_bytes_per_token(const snug_model_config *cfg, snug_dtype kv_dtype)
+{
+    return 2 * (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * (size_t)cfg->head_dim *
+           snug_dtype_size(kv_dtype);
+}

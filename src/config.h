@@ -1,0 +1,92 @@
+/*
+ * config.h: the model configuration of the Llama, Mistral and Qwen2
+ * families, read from a Hugging Face config.json and validated.
+ */
+#ifndef SNUG_CONFIG_H
+#define SNUG_CONFIG_H
+
+#include "common.h"
+
+#include <jansson.h>
+
+typedef enum snug_arch {
+    SNUG_ARCH_LLAMA = 0,
+    SNUG_ARCH_MISTRAL = 1,
+    SNUG_ARCH_QWEN2 = 2
+} snug_arch;
+
+typedef enum snug_rope_type {
+    SNUG_ROPE_DEFAULT = 0,
+    SNUG_ROPE_LINEAR,
+    SNUG_ROPE_DYNAMIC,
+    SNUG_ROPE_LLAMA3,
+    SNUG_ROPE_YARN
+} snug_rope_type;
+
+typedef struct snug_rope_scaling {
+    snug_rope_type type;
+    double factor;                        /* linear, dynamic, llama3, yarn */
+    double low_freq_factor;               /* llama3 */
+    double high_freq_factor;              /* llama3 */
+    int64_t original_max_position_embeddings; /* llama3, yarn; 0 when not given */
+    double beta_fast, beta_slow;          /* yarn (defaults 32 and 1) */
+    double mscale, mscale_all_dim;        /* yarn (0 when not given) */
+    double attention_factor;              /* yarn (0 when not given: derived) */
+} snug_rope_scaling;
+
+enum { SNUG_MAX_EOS_IDS = 8 };
+
+typedef struct snug_model_config {
+    snug_arch arch;
+    char architecture[64];        /* as config.json names it: "LlamaForCausalLM" */
+    int32_t hidden_size;
+    int32_t intermediate_size;
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t vocab_size;
+    int64_t max_position_embeddings;
+    double rms_norm_eps;
+    double rope_theta;
+    snug_rope_scaling rope_scaling;
+    bool tie_word_embeddings;
+    bool qkv_bias;                /* q/k/v projections have biases (Qwen2, attention_bias) */
+    bool o_bias;                  /* o_proj has a bias (Llama attention_bias) */
+    snug_dtype dtype;             /* torch_dtype / dtype; SNUG_DTYPE_NONE when absent */
+    int32_t bos_token_id;         /* -1 when absent */
+    int32_t n_eos;
+    int32_t eos_token_ids[SNUG_MAX_EOS_IDS];
+    int64_t sliding_window;       /* 0: none */
+} snug_model_config;
+
+/* Parses and validates config.json text (len bytes). name is used in
+ * messages. On failure the message names the file and the field and says
+ * what was expected; an unknown architecture names the supported ones. */
+snug_status snug_config_parse(const char *text, size_t len, const char *name,
+                              snug_model_config *cfg, snug_error *err);
+
+/* Reads and validates DIR/config.json. */
+snug_status snug_config_load(const char *dir, snug_model_config *cfg, snug_error *err);
+
+/* Checks the invariants of a filled-in config (sizes positive and in range,
+ * heads dividing hidden, kv heads dividing heads, rope settings sane). name
+ * is used in messages. */
+snug_status snug_config_validate(const snug_model_config *cfg, const char *name,
+                                 snug_error *err);
+
+/* Builds the config.json object of cfg (Hugging Face field names). The
+ * caller owns the returned reference; NULL when out of memory. */
+json_t *snug_config_to_json(const snug_model_config *cfg);
+
+/* The model_type string of an architecture ("llama", "mistral", "qwen2"). */
+const char *snug_arch_model_type(snug_arch arch);
+
+/* The rope scaling type's name ("default", "linear", ...). */
+const char *snug_rope_type_name(snug_rope_type t);
+
+/* Bytes of K and V per token, over all layers and KV heads of the whole
+ * model (not per rank), for a cache of element type kv_dtype. */
+size_t snug_config_kv_bytes_per_token(const snug_model_config *cfg, snug_dtype kv_dtype);
+
+#endif /* SNUG_CONFIG_H */

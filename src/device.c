@@ -1,0 +1,274 @@
+/*
+ * device.c: the accounting allocator (current and peak bytes per category,
+ * capacity, fault injection) and the process's resident memory.
+ *
+ * The counters below are the only global state in snug.
+ */
+#include "device.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define BLOCK_MAGIC 0x736e7567626c6b31ull  /* "snugblk1" */
+#define FREED_MAGIC 0x736e756766726565ull  /* "snugfree" */
+
+typedef struct mem_counter {
+    _Atomic size_t cur;
+    _Atomic size_t peak;
+} mem_counter;
+
+/* g_counters[SNUG_MEM_TOTAL] is the total over all categories. */
+static mem_counter g_counters[SNUG_MEM_N_CATS + 1];
+static _Atomic size_t g_capacity = SIZE_MAX;
+static _Atomic int64_t g_n_allocs;
+static _Atomic int64_t g_fail_at; /* allocation number that fails; 0 = none */
+
+/* The header in front of every block; exactly SNUG_MEM_HEADER_BYTES long. */
+typedef struct block_header {
+    uint64_t magic;
+    uint32_t cat;
+    uint32_t is_mapped;
+    size_t held;
+    unsigned char pad[SNUG_MEM_HEADER_BYTES - 24];
+} block_header;
+
+_Static_assert(sizeof(block_header) == SNUG_MEM_HEADER_BYTES, "header size");
+
+static size_t page_bytes(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+const char *snug_mem_cat_name(snug_mem_cat cat)
+{
+    switch (cat) {
+    case SNUG_MEM_WEIGHTS: return "weights";
+    case SNUG_MEM_KV: return "kv_cache";
+    case SNUG_MEM_ACTIVATIONS: return "activations";
+    case SNUG_MEM_STAGING: return "staging";
+    case SNUG_MEM_OTHER: return "other";
+    case SNUG_MEM_TOTAL: return "total";
+    }
+    return "unknown";
+}
+
+size_t snug_mem_held_bytes(size_t n)
+{
+    size_t with_header;
+    if (!snug_add_size(n, SNUG_MEM_HEADER_BYTES, &with_header)) return 0;
+    size_t align = n < SNUG_MEM_LARGE_BYTES ? SNUG_MEM_ALIGN : page_bytes();
+    if (with_header > SIZE_MAX - align) return 0;
+    return snug_round_up(with_header, align);
+}
+
+static void counter_add(mem_counter *c, size_t n)
+{
+    size_t now = atomic_fetch_add(&c->cur, n) + n;
+    size_t peak = atomic_load(&c->peak);
+    while (now > peak && !atomic_compare_exchange_weak(&c->peak, &peak, now)) {
+    }
+}
+
+/* Takes n bytes against the capacity; false (and nothing taken) when the
+ * total would pass it. */
+static bool total_reserve(size_t n)
+{
+    mem_counter *t = &g_counters[SNUG_MEM_TOTAL];
+    size_t cur = atomic_load(&t->cur);
+    size_t cap = atomic_load(&g_capacity);
+    do {
+        if (cur > cap || n > cap - cur) return false;
+    } while (!atomic_compare_exchange_weak(&t->cur, &cur, cur + n));
+    size_t now = cur + n;
+    size_t peak = atomic_load(&t->peak);
+    while (now > peak && !atomic_compare_exchange_weak(&t->peak, &peak, now)) {
+    }
+    return true;
+}
+
+void snug_mem_describe(char *buf, size_t size)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int c = 0; c <= SNUG_MEM_N_CATS && o < size; c++) {
+        char b[32];
+        size_t cur = atomic_load(&g_counters[c].cur);
+        int n = snprintf(buf + o, size - o, "%s%s %s", c ? ", " : "",
+                         snug_mem_cat_name((snug_mem_cat)c), snug_fmt_bytes(cur, b));
+        if (n < 0) break;
+        o += (size_t)n;
+    }
+}
+
+static void *nomem(snug_error *err, snug_mem_cat cat, size_t n, const char *why)
+{
+    char held[512], req[32], cap[32];
+    snug_mem_describe(held, sizeof held);
+    size_t c = atomic_load(&g_capacity);
+    snug_errorf(err, SNUG_NOMEM,
+                "out of memory: %s request of %zu bytes (%s) %s; capacity %s; held: %s",
+                snug_mem_cat_name(cat), n, snug_fmt_bytes(n, req), why,
+                c == SIZE_MAX ? "unlimited" : snug_fmt_bytes(c, cap), held);
+    return NULL;
+}
+
+/* Maps len bytes of anonymous memory and makes every page resident. */
+static void *map_populated(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
+{
+    SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
+    int64_t k = atomic_fetch_add(&g_n_allocs, 1) + 1;
+    int64_t fail_at = atomic_load(&g_fail_at);
+    if (fail_at > 0 && k == fail_at) {
+        char why[96];
+        snprintf(why, sizeof why, "failed by fault injection (allocation %lld)", (long long)k);
+        return nomem(err, cat, n, why);
+    }
+    size_t held = snug_mem_held_bytes(n);
+    if (held == 0) return nomem(err, cat, n, "is too large to represent");
+    if (!total_reserve(held)) return nomem(err, cat, n, "would pass the capacity");
+
+    bool mapped = n >= SNUG_MEM_LARGE_BYTES;
+    unsigned char *base;
+    if (mapped) {
+        base = map_populated(held);
+    } else {
+        base = aligned_alloc(SNUG_MEM_ALIGN, held);
+        if (base) memset(base, 0, held);
+    }
+    if (!base) {
+        int e = errno;
+        atomic_fetch_sub(&g_counters[SNUG_MEM_TOTAL].cur, held);
+        char why[96];
+        snprintf(why, sizeof why, "was refused by the system (%s)", strerror(e));
+        return nomem(err, cat, n, why);
+    }
+    counter_add(&g_counters[cat], held);
+    block_header *h = (block_header *)base;
+    h->magic = BLOCK_MAGIC;
+    h->cat = (uint32_t)cat;
+    h->is_mapped = mapped;
+    h->held = held;
+    return base + SNUG_MEM_HEADER_BYTES;
+}
+
+void snug_mem_free(void *p)
+{
+    if (!p) return;
+    unsigned char *base = (unsigned char *)p - SNUG_MEM_HEADER_BYTES;
+    block_header *h = (block_header *)base;
+    SNUG_ASSERT(h->magic == BLOCK_MAGIC && "free of a pointer that is not a live block");
+    SNUG_ASSERT(h->cat < SNUG_MEM_N_CATS);
+    size_t held = h->held;
+    snug_mem_cat cat = (snug_mem_cat)h->cat;
+    bool mapped = h->is_mapped;
+    h->magic = FREED_MAGIC;
+    atomic_fetch_sub(&g_counters[cat].cur, held);
+    atomic_fetch_sub(&g_counters[SNUG_MEM_TOTAL].cur, held);
+    if (mapped)
+        SNUG_ASSERT(munmap(base, held) == 0);
+    else
+        free(base);
+}
+
+char *snug_mem_strdup(snug_mem_cat cat, const char *s, snug_error *err)
+{
+    size_t n = strlen(s) + 1;
+    char *d = snug_mem_alloc(cat, n, err);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void snug_mem_status(snug_mem_cat cat, size_t *cur, size_t *peak, bool reset)
+{
+    SNUG_ASSERT(cat >= 0 && cat <= SNUG_MEM_TOTAL);
+    mem_counter *c = &g_counters[cat];
+    size_t now = atomic_load(&c->cur);
+    if (cur) *cur = now;
+    if (peak) *peak = atomic_load(&c->peak);
+    if (reset) atomic_store(&c->peak, atomic_load(&c->cur));
+}
+
+void snug_mem_set_capacity(size_t bytes) { atomic_store(&g_capacity, bytes); }
+
+size_t snug_mem_capacity(void) { return atomic_load(&g_capacity); }
+
+void snug_mem_fail_at(int64_t n)
+{
+    atomic_store(&g_fail_at, n > 0 ? atomic_load(&g_n_allocs) + n : 0);
+}
+
+int64_t snug_mem_alloc_count(void) { return atomic_load(&g_n_allocs); }
+
+/* Finds "Key:   123 kB" in /proc/self/status text and returns bytes. */
+static bool status_field(const char *text, const char *key, size_t *bytes)
+{
+    const char *p = strstr(text, key);
+    if (!p) return false;
+    p += strlen(key);
+    char *end;
+    unsigned long long kb = strtoull(p, &end, 10);
+    if (end == p) return false;
+    *bytes = (size_t)kb * 1024;
+    return true;
+}
+
+snug_status snug_proc_mem(size_t *rss, size_t *hwm, snug_error *err)
+{
+    char text[8192];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return snug_errorf(err, SNUG_IO, "/proc/self/status: cannot open: %s", strerror(errno));
+    size_t used = 0;
+    for (;;) {
+        ssize_t r = read(fd, text + used, sizeof text - 1 - used);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        used += (size_t)r;
+        if (used == sizeof text - 1) break;
+    }
+    close(fd);
+    text[used] = '\0';
+    size_t r = 0, h = 0;
+    if (!status_field(text, "VmRSS:", &r) || !status_field(text, "VmHWM:", &h))
+        return snug_errorf(err, SNUG_UNSUPPORTED,
+                           "/proc/self/status: no VmRSS/VmHWM lines (not a Linux /proc?)");
+    if (rss) *rss = r;
+    if (hwm) *hwm = h;
+    return SNUG_OK;
+}
+
+snug_status snug_proc_hwm_reset(snug_error *err)
+{
+    int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return snug_errorf(err, SNUG_UNSUPPORTED,
+                           "cannot reset the high-water mark: /proc/self/clear_refs: %s "
+                           "(the kernel or its sandbox does not allow it; peaks are then "
+                           "measured from process start)", strerror(errno));
+    ssize_t w;
+    do {
+        w = write(fd, "5", 1);
+    } while (w < 0 && errno == EINTR);
+    int e = errno;
+    close(fd);
+    if (w != 1)
+        return snug_errorf(err, SNUG_UNSUPPORTED,
+                           "cannot reset the high-water mark: writing 5 to "
+                           "/proc/self/clear_refs failed: %s (needs Linux 4.0 or later)",
+                           strerror(e));
+    return SNUG_OK;
+}

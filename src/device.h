@@ -1,0 +1,57 @@
+/*
+ * device.h: the accounting allocator and the process's memory as the kernel
+ * sees it (the public half of the API is in snug.h).
+ *
+ * Every byte snug allocates comes from snug_mem_alloc and is charged to one
+ * category. The counters are exact: they are updated inside the allocator in
+ * the same step as the allocation, with atomics, so that threads can allocate
+ * concurrently and the peak never misses a spike.
+ *
+ * What a block holds (and is charged):
+ *   small (request < SNUG_MEM_LARGE_BYTES): a 64-byte header plus the request
+ *     rounded up to 64 bytes, from the C library, 64-byte aligned;
+ *   large: the header plus the request rounded up to whole pages, from mmap,
+ *     populated (every page resident) before it is returned, and given back
+ *     to the system by snug_mem_free.
+ * All memory returned is zero-filled and 64-byte aligned.
+ */
+#ifndef SNUG_DEVICE_H
+#define SNUG_DEVICE_H
+
+#include "common.h"
+
+enum {
+    SNUG_MEM_ALIGN = 64,                 /* alignment of every block */
+    SNUG_MEM_HEADER_BYTES = 64,          /* bookkeeping in front of a block */
+    SNUG_MEM_LARGE_BYTES = 128 * 1024    /* from here on, blocks come from mmap */
+};
+
+/* Allocates n zeroed bytes charged to cat. Returns NULL and fills err (which
+ * may be NULL) with SNUG_NOMEM when the request would take the total past
+ * the capacity (the message names the category, the request, the capacity
+ * and what each category holds), when fault injection selects this
+ * allocation, or when the system has no memory. n = 0 gives a valid block. */
+void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err);
+
+/* Frees a block from snug_mem_alloc and takes its bytes off its category.
+ * NULL is ignored. The pointer is invalid afterwards; freeing a pointer that
+ * is not a live block aborts. */
+void snug_mem_free(void *p);
+
+/* Returns the bytes a request of n bytes holds (header and rounding
+ * included), or 0 when n is too large to be represented. Pure. */
+size_t snug_mem_held_bytes(size_t n);
+
+/* Writes "weights 1.00 GiB, kv_cache 0 B, ..., total ..." into buf (size
+ * bytes, truncated to fit). */
+void snug_mem_describe(char *buf, size_t size);
+
+/* The number of allocations made so far by this process (for tests and
+ * fault injection loops). */
+int64_t snug_mem_alloc_count(void);
+
+/* Copies a NUL-terminated string into a new block of category cat. Returns
+ * NULL and fills err on failure. */
+char *snug_mem_strdup(snug_mem_cat cat, const char *s, snug_error *err);
+
+#endif /* SNUG_DEVICE_H */

@@ -1,0 +1,169 @@
+/*
+ * dtype.c: element type names and sizes; f32/f16/bf16 conversions.
+ */
+#include "dtype.h"
+
+#include <string.h>
+#include <strings.h>
+
+typedef struct dtype_info {
+    const char *name;
+    size_t size;
+} dtype_info;
+
+static const dtype_info g_dtypes[SNUG_DTYPE_COUNT] = {
+    [SNUG_DTYPE_NONE] = {"NONE", 0},
+    [SNUG_DTYPE_F64] = {"F64", 8},      [SNUG_DTYPE_F32] = {"F32", 4},
+    [SNUG_DTYPE_F16] = {"F16", 2},      [SNUG_DTYPE_BF16] = {"BF16", 2},
+    [SNUG_DTYPE_I64] = {"I64", 8},      [SNUG_DTYPE_I32] = {"I32", 4},
+    [SNUG_DTYPE_I16] = {"I16", 2},      [SNUG_DTYPE_I8] = {"I8", 1},
+    [SNUG_DTYPE_U64] = {"U64", 8},      [SNUG_DTYPE_U32] = {"U32", 4},
+    [SNUG_DTYPE_U16] = {"U16", 2},      [SNUG_DTYPE_U8] = {"U8", 1},
+    [SNUG_DTYPE_BOOL] = {"BOOL", 1},    [SNUG_DTYPE_F8_E4M3] = {"F8_E4M3", 1},
+    [SNUG_DTYPE_F8_E5M2] = {"F8_E5M2", 1}, [SNUG_DTYPE_F8_E8M0] = {"F8_E8M0", 1},
+    [SNUG_DTYPE_C64] = {"C64", 8},
+};
+
+size_t snug_dtype_size(snug_dtype dt)
+{
+    return dt > 0 && dt < SNUG_DTYPE_COUNT ? g_dtypes[dt].size : 0;
+}
+
+const char *snug_dtype_name(snug_dtype dt)
+{
+    return dt >= 0 && dt < SNUG_DTYPE_COUNT ? g_dtypes[dt].name : "NONE";
+}
+
+snug_dtype snug_dtype_from_name(const char *name)
+{
+    for (int d = 1; d < SNUG_DTYPE_COUNT; d++)
+        if (strcmp(name, g_dtypes[d].name) == 0) return (snug_dtype)d;
+    return SNUG_DTYPE_NONE;
+}
+
+snug_dtype snug_dtype_from_torch(const char *name)
+{
+    static const struct {
+        const char *name;
+        snug_dtype dt;
+    } names[] = {
+        {"bf16", SNUG_DTYPE_BF16}, {"bfloat16", SNUG_DTYPE_BF16},
+        {"f16", SNUG_DTYPE_F16},   {"float16", SNUG_DTYPE_F16}, {"half", SNUG_DTYPE_F16},
+        {"fp16", SNUG_DTYPE_F16},  {"f32", SNUG_DTYPE_F32},     {"float32", SNUG_DTYPE_F32},
+        {"float", SNUG_DTYPE_F32}, {"fp32", SNUG_DTYPE_F32},
+    };
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(names); i++)
+        if (strcasecmp(name, names[i].name) == 0) return names[i].dt;
+    return SNUG_DTYPE_NONE;
+}
+
+const char *snug_dtype_torch_name(snug_dtype dt)
+{
+    switch (dt) {
+    case SNUG_DTYPE_BF16: return "bfloat16";
+    case SNUG_DTYPE_F16: return "float16";
+    case SNUG_DTYPE_F32: return "float32";
+    default: return "none";
+    }
+}
+
+bool snug_dtype_is_weight(snug_dtype dt)
+{
+    return dt == SNUG_DTYPE_F32 || dt == SNUG_DTYPE_F16 || dt == SNUG_DTYPE_BF16;
+}
+
+static inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+float snug_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t snug_f32_to_bf16(float f)
+{
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float snug_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t man = h & 0x3FFu;
+    uint32_t u;
+    if (exp == 0x1F) {
+        u = sign | 0x7F800000u | (man << 13) | (man ? 0x00400000u : 0);
+    } else if (exp != 0) {
+        u = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        u = sign;
+    } else { /* subnormal: normalize */
+        int e = -1;
+        do {
+            e++;
+            man <<= 1;
+        } while (!(man & 0x400u));
+        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3FFu) << 13);
+    }
+    return bits_f32(u);
+}
+
+uint16_t snug_f32_to_f16(float f)
+{
+    uint32_t u = f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u | ((a >> 13) & 0x3FFu)); /* NaN */
+    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u); /* rounds past 65504: inf */
+    if (a < 0x38800000u) {                                   /* below 2^-14: subnormal */
+        if (a < 0x33000000u) return sign;                    /* below half the least: zero */
+        uint32_t e = a >> 23;
+        uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+        uint32_t shift = 126 - e; /* 14..24 */
+        uint32_t q = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = a + 0xFFFu + ((a >> 13) & 1u); /* round mantissa to 10 bits, nearest even */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+void snug_convert(void *dst, snug_dtype dst_dtype, const void *src, snug_dtype src_dtype,
+                  size_t n)
+{
+    SNUG_ASSERT(snug_dtype_is_weight(dst_dtype) && snug_dtype_is_weight(src_dtype));
+    if (dst_dtype == src_dtype) {
+        memmove(dst, src, n * snug_dtype_size(src_dtype));
+        return;
+    }
+    const uint16_t *s16 = src;
+    const float *s32 = src;
+    uint16_t *d16 = dst;
+    float *d32 = dst;
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        switch (src_dtype) {
+        case SNUG_DTYPE_F32: x = s32[i]; break;
+        case SNUG_DTYPE_F16: x = snug_f16_to_f32(s16[i]); break;
+        default: x = snug_bf16_to_f32(s16[i]); break;
+        }
+        switch (dst_dtype) {
+        case SNUG_DTYPE_F32: d32[i] = x; break;
+        case SNUG_DTYPE_F16: d16[i] = snug_f32_to_f16(x); break;
+        default: d16[i] = snug_f32_to_bf16(x); break;
+        }
+    }
+}

@@ -1,0 +1,42 @@
+/*
+ * dtype.h: element types (their names in safetensors, PyTorch and GGUF, and
+ * their sizes) and conversions between the floating-point weight types.
+ */
+#ifndef SNUG_DTYPE_H
+#define SNUG_DTYPE_H
+
+#include "common.h"
+
+/* Bytes per element; 0 for SNUG_DTYPE_NONE. */
+size_t snug_dtype_size(snug_dtype dt);
+
+/* The safetensors name ("F32", "BF16", ...); "NONE" for SNUG_DTYPE_NONE. */
+const char *snug_dtype_name(snug_dtype dt);
+
+/* Parses a safetensors dtype name; SNUG_DTYPE_NONE when unknown. */
+snug_dtype snug_dtype_from_name(const char *name);
+
+/* Parses a dtype as people and config files write it: "bf16", "bfloat16",
+ * "f16", "float16", "half", "f32", "float32", "float" (case-insensitive).
+ * SNUG_DTYPE_NONE when it is none of the weight types. */
+snug_dtype snug_dtype_from_torch(const char *name);
+
+/* The PyTorch name of a weight type ("bfloat16", "float16", "float32"). */
+const char *snug_dtype_torch_name(snug_dtype dt);
+
+/* True for the types snug loads weights in: F32, F16, BF16. */
+bool snug_dtype_is_weight(snug_dtype dt);
+
+/* Scalar conversions; f32 to bf16 and f16 round to nearest even, keep
+ * infinities and turn NaNs into quiet NaNs. */
+float snug_bf16_to_f32(uint16_t h);
+uint16_t snug_f32_to_bf16(float f);
+float snug_f16_to_f32(uint16_t h);
+uint16_t snug_f32_to_f16(float f);
+
+/* Converts n elements between any two weight types (F32, F16, BF16). src
+ * and dst must not overlap unless the types are the same. */
+void snug_convert(void *dst, snug_dtype dst_dtype, const void *src, snug_dtype src_dtype,
+                  size_t n);
+
+#endif /* SNUG_DTYPE_H */

@@ -1,0 +1,181 @@
+/*
+ * json.c: jansson behind the accounting allocator, and typed field readers
+ * with messages that name the file, the field and what was expected.
+ */
+#include "json.h"
+
+#include "device.h"
+#include "fileio.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void *json_alloc_hook(size_t n) { return snug_mem_alloc(SNUG_MEM_OTHER, n, NULL); }
+static void json_free_hook(void *p) { snug_mem_free(p); }
+
+static pthread_once_t g_json_once = PTHREAD_ONCE_INIT;
+
+static void json_install_hooks(void) { json_set_alloc_funcs(json_alloc_hook, json_free_hook); }
+
+void snug_json_init(void) { pthread_once(&g_json_once, json_install_hooks); }
+
+snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
+                            snug_error *err)
+{
+    snug_json_init();
+    json_error_t jerr;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
+            char held[512];
+            snug_mem_describe(held, sizeof held);
+            return snug_errorf(err, SNUG_NOMEM, "%s: out of memory while parsing JSON; held: %s",
+                               name, held);
+        }
+        return snug_errorf(err, SNUG_FORMAT, "%s: not valid JSON: line %d, column %d: %s", name,
+                           jerr.line, jerr.column, jerr.text);
+    }
+    if (!json_is_object(root)) {
+        char d[64];
+        snug_json_describe(root, d, sizeof d);
+        json_decref(root);
+        return snug_errorf(err, SNUG_FORMAT, "%s: expected a JSON object at the top, found %s",
+                           name, d);
+    }
+    *out = root;
+    return SNUG_OK;
+}
+
+snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out,
+                                snug_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    snug_status st = snug_file_read_all(path, max_bytes, &buf, &len, err);
+    if (st != SNUG_OK) return st;
+    st = snug_json_parse(buf, len, path, out, err);
+    snug_mem_free(buf);
+    return st;
+}
+
+snug_status snug_json_write_file(const json_t *value, const char *path, snug_error *err)
+{
+    snug_json_init();
+    char *text = json_dumps(value, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(16));
+    if (!text) return snug_errorf(err, SNUG_NOMEM, "%s: out of memory formatting JSON", path);
+    int fd = -1;
+    size_t n = strlen(text);
+    snug_status st = snug_file_create(path, &fd, err);
+    if (st == SNUG_OK) st = snug_pwrite_full(fd, text, n, 0, path, err);
+    if (st == SNUG_OK) st = snug_pwrite_full(fd, "\n", 1, n, path, err);
+    if (st == SNUG_OK) st = snug_file_close(fd, path, err);
+    else if (fd >= 0) close(fd);
+    snug_mem_free(text);
+    return st;
+}
+
+char *snug_json_describe(const json_t *v, char *buf, size_t size)
+{
+    if (!v) {
+        snprintf(buf, size, "nothing");
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        if (n > 40)
+            snprintf(buf, size, "the string \"%.40s...\"", s);
+        else
+            snprintf(buf, size, "the string \"%s\"", s);
+    } else if (json_is_integer(v)) {
+        snprintf(buf, size, "the integer %lld", (long long)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        snprintf(buf, size, "the number %.17g", json_real_value(v));
+    } else if (json_is_true(v) || json_is_false(v)) {
+        snprintf(buf, size, "%s", json_is_true(v) ? "true" : "false");
+    } else if (json_is_null(v)) {
+        snprintf(buf, size, "null");
+    } else if (json_is_array(v)) {
+        snprintf(buf, size, "an array of %zu", json_array_size(v));
+    } else {
+        snprintf(buf, size, "an object");
+    }
+    return buf;
+}
+
+/* Looks up key; returns NULL (and present = false) when it is absent, or
+ * null and null counts as absent. */
+static const json_t *field(const json_t *obj, const char *key, bool *present)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (v && json_is_null(v)) v = NULL;
+    if (present) *present = v != NULL;
+    return v;
+}
+
+static snug_status missing(const char *name, const char *key, const char *what, snug_error *err)
+{
+    return snug_errorf(err, SNUG_FORMAT, "%s: field '%s' is missing; expected %s", name, key,
+                       what);
+}
+
+static snug_status wrong(const char *name, const char *key, const char *what, const json_t *v,
+                         snug_error *err)
+{
+    char d[96];
+    snug_json_describe(v, d, sizeof d);
+    return snug_errorf(err, SNUG_FORMAT, "%s: field '%s': expected %s, found %s", name, key,
+                       what, d);
+}
+
+snug_status snug_json_get_int(const json_t *obj, const char *key, const char *name,
+                              bool required, int64_t lo, int64_t hi, int64_t *out,
+                              bool *present, snug_error *err)
+{
+    char what[96];
+    snprintf(what, sizeof what, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
+    const json_t *v = field(obj, key, present);
+    if (!v) return required ? missing(name, key, what, err) : SNUG_OK;
+    if (!json_is_integer(v)) return wrong(name, key, what, v, err);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) return wrong(name, key, what, v, err);
+    *out = x;
+    return SNUG_OK;
+}
+
+snug_status snug_json_get_real(const json_t *obj, const char *key, const char *name,
+                               bool required, double lo, double hi, double *out,
+                               bool *present, snug_error *err)
+{
+    char what[96];
+    snprintf(what, sizeof what, "a number in [%g, %g]", lo, hi);
+    const json_t *v = field(obj, key, present);
+    if (!v) return required ? missing(name, key, what, err) : SNUG_OK;
+    if (!json_is_number(v)) return wrong(name, key, what, v, err);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi) return wrong(name, key, what, v, err);
+    *out = x;
+    return SNUG_OK;
+}
+
+snug_status snug_json_get_bool(const json_t *obj, const char *key, const char *name,
+                               bool required, bool *out, bool *present, snug_error *err)
+{
+    const json_t *v = field(obj, key, present);
+    if (!v) return required ? missing(name, key, "true or false", err) : SNUG_OK;
+    if (!json_is_boolean(v)) return wrong(name, key, "true or false", v, err);
+    *out = json_is_true(v);
+    return SNUG_OK;
+}
+
+snug_status snug_json_get_string(const json_t *obj, const char *key, const char *name,
+                                 bool required, const char **out, bool *present,
+                                 snug_error *err)
+{
+    const json_t *v = field(obj, key, present);
+    if (!v) return required ? missing(name, key, "a string", err) : SNUG_OK;
+    if (!json_is_string(v)) return wrong(name, key, "a string", v, err);
+    *out = json_string_value(v);
+    return SNUG_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * json.h: jansson with snug's accounting allocator behind it, and field
+ * readers that explain what was expected when a file breaks a rule.
+ *
+ * All jansson memory (parsing, building, dumping) is charged to the "other"
+ * category once snug_json_init has run; every function here runs it.
+ */
+#ifndef SNUG_JSON_H
+#define SNUG_JSON_H
+
+#include "common.h"
+
+#include <jansson.h>
+
+/* Routes jansson's allocations through the accounting allocator. Idempotent
+ * and thread-safe; called by every function below, and by callers that
+ * build JSON with jansson directly before their first use. */
+void snug_json_init(void);
+
+/* Parses len bytes as one JSON object (whitespace around it allowed) with
+ * duplicate keys rejected. `name` is used in messages (a file name). On
+ * success *out owns a new reference the caller must json_decref. */
+snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
+                            snug_error *err);
+
+/* Reads the file at path (at most max_bytes) and parses it as
+ * snug_json_parse does. */
+snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out,
+                                snug_error *err);
+
+/* Writes the JSON value to path with 2-space indentation and a final
+ * newline, replacing the file. */
+snug_status snug_json_write_file(const json_t *value, const char *path, snug_error *err);
+
+/* Field readers. Each reads obj[key] from the file called `name`:
+ * absent (or null, when null_ok) leaves *out untouched and sets *present to
+ * false (present may be NULL); a value of the wrong type or out of range
+ * fails with SNUG_FORMAT and a message naming the file, the key, what was
+ * expected and what was found. `required` makes absence an error too. */
+snug_status snug_json_get_int(const json_t *obj, const char *key, const char *name,
+                              bool required, int64_t lo, int64_t hi, int64_t *out,
+                              bool *present, snug_error *err);
+snug_status snug_json_get_real(const json_t *obj, const char *key, const char *name,
+                               bool required, double lo, double hi, double *out,
+                               bool *present, snug_error *err);
+snug_status snug_json_get_bool(const json_t *obj, const char *key, const char *name,
+                               bool required, bool *out, bool *present, snug_error *err);
+/* *out points into obj's storage: valid while obj lives. */
+snug_status snug_json_get_string(const json_t *obj, const char *key, const char *name,
+                                 bool required, const char **out, bool *present,
+                                 snug_error *err);
+
+/* Describes a JSON value for messages ("the string \"abc\"", "an array",
+ * "the number 1.5") into buf (at least 64 bytes). Returns buf. */
+char *snug_json_describe(const json_t *v, char *buf, size_t size);
+
+#endif /* SNUG_JSON_H */

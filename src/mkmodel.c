@@ -1,0 +1,380 @@
+/*
+ * mkmodel.c: presets of real model shapes and the streaming writer of
+ * seeded random checkpoints.
+ */
+#include "mkmodel.h"
+
+#include "device.h"
+#include "dtype.h"
+#include "fileio.h"
+#include "json.h"
+#include "params.h"
+#include "rng.h"
+#include "st_writer.h"
+
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { CHUNK_ELEMS = 1 << 20 }; /* elements generated per work item (even) */
+
+const char *const snug_preset_names[] = {"tiny",          "llama-3.2-1b", "llama-3-8b",
+                                         "tinyllama-1.1b", "qwen2-0.5b",   "mistral-7b", NULL};
+
+snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_error *err)
+{
+    snug_model_config c;
+    memset(&c, 0, sizeof c);
+    c.arch = SNUG_ARCH_LLAMA;
+    c.rms_norm_eps = 1e-5;
+    c.rope_theta = 10000.0;
+    c.rope_scaling.type = SNUG_ROPE_DEFAULT;
+    c.rope_scaling.factor = 1.0;
+    c.bos_token_id = 1;
+    c.n_eos = 1;
+    c.eos_token_ids[0] = 2;
+    c.dtype = SNUG_DTYPE_BF16;
+    if (strcmp(name, "tiny") == 0) { /* stories260K */
+        c.hidden_size = 64, c.intermediate_size = 172, c.n_layers = 5, c.n_heads = 8;
+        c.n_kv_heads = 4, c.vocab_size = 512, c.max_position_embeddings = 512;
+        c.tie_word_embeddings = true;
+        c.dtype = SNUG_DTYPE_F32;
+    } else if (strcmp(name, "llama-3.2-1b") == 0) {
+        c.hidden_size = 2048, c.intermediate_size = 8192, c.n_layers = 16, c.n_heads = 32;
+        c.n_kv_heads = 8, c.vocab_size = 128256, c.max_position_embeddings = 131072;
+        c.rope_theta = 500000.0, c.tie_word_embeddings = true;
+        c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LLAMA3, .factor = 32.0,
+                                             .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                                             .original_max_position_embeddings = 8192};
+        c.bos_token_id = 128000, c.eos_token_ids[0] = 128001;
+    } else if (strcmp(name, "llama-3-8b") == 0) {
+        c.hidden_size = 4096, c.intermediate_size = 14336, c.n_layers = 32, c.n_heads = 32;
+        c.n_kv_heads = 8, c.vocab_size = 128256, c.max_position_embeddings = 8192;
+        c.rope_theta = 500000.0;
+        c.bos_token_id = 128000, c.eos_token_ids[0] = 128001;
+    } else if (strcmp(name, "tinyllama-1.1b") == 0) {
+        c.hidden_size = 2048, c.intermediate_size = 5632, c.n_layers = 22, c.n_heads = 32;
+        c.n_kv_heads = 4, c.vocab_size = 32000, c.max_position_embeddings = 2048;
+    } else if (strcmp(name, "qwen2-0.5b") == 0) {
+        c.arch = SNUG_ARCH_QWEN2;
+        c.hidden_size = 896, c.intermediate_size = 4864, c.n_layers = 24, c.n_heads = 14;
+        c.n_kv_heads = 2, c.vocab_size = 151936, c.max_position_embeddings = 32768;
+        c.rms_norm_eps = 1e-6, c.rope_theta = 1000000.0, c.tie_word_embeddings = true;
+        c.qkv_bias = true;
+        c.bos_token_id = 151643, c.eos_token_ids[0] = 151643;
+    } else if (strcmp(name, "mistral-7b") == 0) { /* v0.3 */
+        c.arch = SNUG_ARCH_MISTRAL;
+        c.hidden_size = 4096, c.intermediate_size = 14336, c.n_layers = 32, c.n_heads = 32;
+        c.n_kv_heads = 8, c.vocab_size = 32768, c.max_position_embeddings = 32768;
+        c.rope_theta = 1000000.0;
+    } else {
+        return snug_errorf(err, SNUG_INVALID, "unknown preset '%s'; presets: tiny, "
+                           "llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, mistral-7b",
+                           name);
+    }
+    static const char *const arch_names[] = {"LlamaForCausalLM", "MistralForCausalLM",
+                                             "Qwen2ForCausalLM"};
+    snprintf(c.architecture, sizeof c.architecture, "%s", arch_names[c.arch]);
+    c.head_dim = c.hidden_size / c.n_heads;
+    *cfg = c;
+    return snug_config_validate(cfg, name, err);
+}
+
+/* One tensor to generate. */
+typedef struct gen_tensor {
+    snug_st_out out;
+    uint64_t numel;
+    uint64_t bytes;
+    uint64_t key;       /* random stream */
+    float mean;         /* 1 for norm weights, 0 otherwise */
+    int32_t shard;
+    int32_t index;      /* within its shard */
+} gen_tensor;
+
+/* Fills out[0..n) (element type dt) with elements e0.. of tensor t. e0 is
+ * even. */
+static void generate(const gen_tensor *t, uint64_t e0, size_t n, snug_dtype dt, void *out)
+{
+    float *f = out;
+    uint16_t *h = out;
+    for (size_t i = 0; i < n; i += 2) {
+        uint64_t w = snug_rng_at(t->key, (e0 + i) / 2);
+        float a = t->mean + 0.02f * snug_rng_normalish((uint32_t)w);
+        float b = t->mean + 0.02f * snug_rng_normalish((uint32_t)(w >> 32));
+        bool two = i + 1 < n;
+        switch (dt) {
+        case SNUG_DTYPE_F32:
+            f[i] = a;
+            if (two) f[i + 1] = b;
+            break;
+        case SNUG_DTYPE_F16:
+            h[i] = snug_f32_to_f16(a);
+            if (two) h[i + 1] = snug_f32_to_f16(b);
+            break;
+        default:
+            h[i] = snug_f32_to_bf16(a);
+            if (two) h[i + 1] = snug_f32_to_bf16(b);
+            break;
+        }
+    }
+}
+
+/* The checkpoint tensors of a model, with their names. */
+typedef struct gen_list {
+    int32_t n;
+    gen_tensor *t;
+    char (*names)[SNUG_PARAM_NAME_BYTES];
+} gen_list;
+
+static void gen_list_free(gen_list *l)
+{
+    snug_mem_free(l->t);
+    snug_mem_free(l->names);
+}
+
+/* Lists the checkpoint tensors of cfg: the sources of its unsharded table. */
+static snug_status list_tensors(const snug_model_config *cfg, const snug_mkmodel_opts *o,
+                                gen_list *out, snug_error *err)
+{
+    snug_param_table t;
+    snug_status st = snug_params_build(cfg, 1, 0, &t, err);
+    if (st != SNUG_OK) return st;
+    int32_t n = 0;
+    for (int32_t i = 0; i < t.n_params; i++) n += t.params[i].n_sources;
+    gen_tensor *g = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *g, err);
+    char (*names)[SNUG_PARAM_NAME_BYTES] =
+        snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * SNUG_PARAM_NAME_BYTES, err);
+    if (!g || !names) {
+        snug_mem_free(g);
+        snug_mem_free(names);
+        snug_params_free(&t);
+        return SNUG_NOMEM;
+    }
+    int32_t k = 0;
+    for (int32_t i = 0; i < t.n_params; i++) {
+        const snug_param *p = &t.params[i];
+        for (int32_t s = 0; s < p->n_sources; s++, k++) {
+            const snug_param_source *src = &p->sources[s];
+            memcpy(names[k], src->tensor, SNUG_PARAM_NAME_BYTES);
+            gen_tensor *e = &g[k];
+            memset(e, 0, sizeof *e);
+            e->out.name = names[k];
+            e->out.dtype = o->dtype;
+            e->out.n_dims = src->n_dims;
+            e->out.shape[0] = src->rows;
+            e->out.shape[1] = src->cols;
+            e->numel = (uint64_t)src->rows * (uint64_t)src->cols;
+            e->bytes = e->numel * snug_dtype_size(o->dtype);
+            e->key = snug_rng_key(o->seed, names[k]);
+            size_t len = strlen(names[k]);
+            e->mean = len > 11 && strcmp(names[k] + len - 11, "norm.weight") == 0 ? 1.0f : 0.0f;
+        }
+    }
+    snug_params_free(&t);
+    *out = (gen_list){.n = n, .t = g, .names = names};
+    return SNUG_OK;
+}
+
+/* Assigns tensors to shards by where they start in the concatenated data,
+ * so the shards are of about equal size; fails when a shard would be empty. */
+static snug_status assign_shards(gen_tensor *g, int32_t n, int32_t n_shards, snug_error *err)
+{
+    uint64_t total = 0, before = 0;
+    for (int32_t i = 0; i < n; i++) total += g[i].bytes;
+    int32_t count[1024] = {0};
+    if (n_shards > (int32_t)SNUG_ARRAY_LEN(count) || n_shards > n)
+        return snug_errorf(err, SNUG_INVALID, "%d shards for %d tensors: at most %d",
+                           n_shards, n, SNUG_MIN(n, (int32_t)SNUG_ARRAY_LEN(count)));
+    for (int32_t i = 0; i < n; i++) {
+        unsigned __int128 pos = (unsigned __int128)before * (unsigned)n_shards;
+        int32_t s = total ? (int32_t)(pos / total) : 0;
+        g[i].shard = SNUG_MIN(s, n_shards - 1);
+        g[i].index = count[g[i].shard]++;
+        before += g[i].bytes;
+    }
+    for (int32_t s = 0; s < n_shards; s++)
+        if (count[s] == 0)
+            return snug_errorf(err, SNUG_INVALID, "%d shards leave shard %d empty; use fewer",
+                               n_shards, s + 1);
+    return SNUG_OK;
+}
+
+static void shard_name(char *buf, size_t size, int32_t shard, int32_t n_shards)
+{
+    if (n_shards == 1)
+        snprintf(buf, size, "model.safetensors");
+    else
+        snprintf(buf, size, "model-%05d-of-%05d.safetensors", shard + 1, n_shards);
+}
+
+/* Writes one shard file: header, then data generated in parallel. */
+static snug_status write_shard(const gen_tensor *g, int32_t n, int32_t shard, const char *path,
+                               const snug_mkmodel_opts *o, void **buffers, snug_error *err)
+{
+    int32_t count = 0;
+    for (int32_t i = 0; i < n; i++) count += g[i].shard == shard;
+    snug_st_out *list = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)count * sizeof *list, err);
+    const gen_tensor **members = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)count * sizeof *members, err);
+    uint64_t *first_chunk = snug_mem_alloc(SNUG_MEM_OTHER, ((size_t)count + 1) * sizeof *first_chunk, err);
+    snug_st_writer *w = NULL;
+    snug_status st = SNUG_OK;
+    if (!list || !members || !first_chunk) {
+        st = SNUG_NOMEM;
+        goto done;
+    }
+    first_chunk[0] = 0;
+    for (int32_t i = 0, k = 0; i < n; i++) {
+        if (g[i].shard != shard) continue;
+        members[k] = &g[i];
+        list[k] = g[i].out;
+        first_chunk[k + 1] = first_chunk[k] + (g[i].numel + CHUNK_ELEMS - 1) / CHUNK_ELEMS;
+        k++;
+    }
+    st = snug_st_writer_create(path, list, count, &w, err);
+    if (st != SNUG_OK) goto done;
+
+    atomic_int failed = 0;
+    snug_error first_err = {0};
+    size_t esize = snug_dtype_size(o->dtype);
+    int64_t n_chunks = (int64_t)first_chunk[count];
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o->n_threads)
+    for (int64_t c = 0; c < n_chunks; c++) {
+        if (atomic_load(&failed)) continue;
+        int32_t lo = 0, hi = count; /* the member holding chunk c */
+        while (hi - lo > 1) {
+            int32_t mid = (lo + hi) / 2;
+            if (first_chunk[mid] <= (uint64_t)c)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        const gen_tensor *t = members[lo];
+        uint64_t e0 = ((uint64_t)c - first_chunk[lo]) * CHUNK_ELEMS;
+        size_t ne = (size_t)SNUG_MIN((uint64_t)CHUNK_ELEMS, t->numel - e0);
+        void *buf = buffers[omp_get_thread_num()];
+        generate(t, e0, ne, o->dtype, buf);
+        snug_error e;
+        if (snug_st_writer_write(w, t->index, e0 * esize, buf, ne * esize, &e) != SNUG_OK) {
+            if (atomic_exchange(&failed, 1) == 0) first_err = e;
+        }
+    }
+    if (failed) {
+        if (err) *err = first_err;
+        st = first_err.status;
+        snug_st_writer_abort(w);
+    } else {
+        st = snug_st_writer_finish(w, err);
+    }
+done:
+    snug_mem_free(list);
+    snug_mem_free((void *)members);
+    snug_mem_free(first_chunk);
+    return st;
+}
+
+static snug_status write_index(const gen_tensor *g, int32_t n, int32_t n_shards,
+                               const char *outdir, snug_error *err)
+{
+    char path[4096], fname[64];
+    uint64_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += g[i].bytes;
+    json_t *map = json_object();
+    json_t *root = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total,
+                             "weight_map", map);
+    if (!root) return snug_errorf(err, SNUG_NOMEM, "out of memory building the index");
+    for (int32_t i = 0; i < n; i++) {
+        shard_name(fname, sizeof fname, g[i].shard, n_shards);
+        if (json_object_set_new(map, g[i].out.name, json_string(fname)) != 0) {
+            json_decref(root);
+            return snug_errorf(err, SNUG_NOMEM, "out of memory building the index");
+        }
+    }
+    snug_status st = snug_path_join(path, sizeof path, outdir, "model.safetensors.index.json", err);
+    if (st == SNUG_OK) st = snug_json_write_file(root, path, err);
+    json_decref(root);
+    return st;
+}
+
+static snug_status write_configs(const snug_model_config *cfg, snug_dtype dtype,
+                                 const char *outdir, snug_error *err)
+{
+    char path[4096];
+    snug_model_config c = *cfg;
+    c.dtype = dtype;
+    json_t *o = snug_config_to_json(&c);
+    if (!o) return snug_errorf(err, SNUG_NOMEM, "out of memory building config.json");
+    snug_status st = snug_path_join(path, sizeof path, outdir, "config.json", err);
+    if (st == SNUG_OK) st = snug_json_write_file(o, path, err);
+    json_decref(o);
+    if (st != SNUG_OK) return st;
+    json_t *gen = json_object();
+    json_t *eos = json_array();
+    bool ok = gen && eos;
+    if (!ok) json_decref(eos);
+    ok = ok && json_object_set_new(gen, "eos_token_id", eos) == 0;
+    for (int i = 0; ok && i < cfg->n_eos; i++)
+        ok = json_array_append_new(eos, json_integer(cfg->eos_token_ids[i])) == 0;
+    if (ok && cfg->bos_token_id >= 0)
+        ok = json_object_set_new(gen, "bos_token_id", json_integer(cfg->bos_token_id)) == 0;
+    if (!ok) json_decref(gen);
+    if (!ok) return snug_errorf(err, SNUG_NOMEM, "out of memory building generation_config.json");
+    st = snug_path_join(path, sizeof path, outdir, "generation_config.json", err);
+    if (st == SNUG_OK) st = snug_json_write_file(gen, path, err);
+    json_decref(gen);
+    return st;
+}
+
+snug_status snug_mkmodel(const snug_model_config *cfg, const snug_mkmodel_opts *opts,
+                         const char *outdir, uint64_t *bytes_written, snug_error *err)
+{
+    snug_mkmodel_opts o = *opts;
+    if (!snug_dtype_is_weight(o.dtype))
+        return snug_errorf(err, SNUG_INVALID, "mkmodel writes bf16, f16 or f32 weights");
+    if (o.n_shards < 1) return snug_errorf(err, SNUG_INVALID, "the shard count must be >= 1");
+    if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
+    gen_list l = {0};
+    int32_t written = 0;
+    void **buffers = NULL;
+    char path[4096], fname[64];
+    snug_status st = list_tensors(cfg, &o, &l, err);
+    if (st == SNUG_OK) st = assign_shards(l.t, l.n, o.n_shards, err);
+    if (st != SNUG_OK) goto done;
+    buffers = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)o.n_threads * sizeof *buffers, err);
+    if (!buffers) {
+        st = SNUG_NOMEM;
+        goto done;
+    }
+    for (int32_t i = 0; i < o.n_threads; i++) {
+        buffers[i] = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)CHUNK_ELEMS * 4, err);
+        if (!buffers[i]) {
+            st = SNUG_NOMEM;
+            goto done;
+        }
+    }
+    for (int32_t s = 0; s < o.n_shards; s++) {
+        shard_name(fname, sizeof fname, s, o.n_shards);
+        st = snug_path_join(path, sizeof path, outdir, fname, err);
+        if (st == SNUG_OK) st = write_shard(l.t, l.n, s, path, &o, buffers, err);
+        if (st != SNUG_OK) goto done;
+        written = s + 1;
+    }
+    if (o.n_shards > 1) st = write_index(l.t, l.n, o.n_shards, outdir, err);
+    if (st == SNUG_OK) st = write_configs(cfg, o.dtype, outdir, err);
+    if (st == SNUG_OK && bytes_written) {
+        *bytes_written = 0;
+        for (int32_t i = 0; i < l.n; i++) *bytes_written += l.t[i].bytes;
+    }
+done:
+    if (st != SNUG_OK) /* leave no partial checkpoint behind */
+        for (int32_t s = 0; s < written; s++) {
+            shard_name(fname, sizeof fname, s, o.n_shards);
+            if (snug_path_join(path, sizeof path, outdir, fname, NULL) == SNUG_OK) unlink(path);
+        }
+    if (buffers)
+        for (int32_t i = 0; i < o.n_threads; i++) snug_mem_free(buffers[i]);
+    snug_mem_free(buffers);
+    gen_list_free(&l);
+    return st;
+}

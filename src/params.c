@@ -1,0 +1,257 @@
+/*
+ * params.c: the parameter table and shard arithmetic.
+ */
+#include "params.h"
+
+#include "device.h"
+#include "dtype.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *snug_shard_kind_name(snug_shard_kind kind)
+{
+    switch (kind) {
+    case SNUG_SHARD_REPLICATED: return "replicated";
+    case SNUG_SHARD_COLUMN: return "column";
+    case SNUG_SHARD_ROW: return "row";
+    case SNUG_SHARD_VOCAB: return "vocab";
+    }
+    return "unknown";
+}
+
+snug_status snug_shard_range(int64_t dim, int32_t rank, int32_t world, bool pad,
+                             const char *what, int64_t *begin, int64_t *len, int64_t *held,
+                             snug_error *err)
+{
+    if (world < 1 || rank < 0 || rank >= world || dim < 0)
+        return snug_errorf(err, SNUG_INVALID, "%s: rank %d of %d is not a valid shard", what,
+                           rank, world);
+    if (!pad) {
+        if (dim % world != 0)
+            return snug_errorf(err, SNUG_INVALID, "%s of %lld does not split %d ways", what,
+                               (long long)dim, world);
+        int64_t per = dim / world;
+        *begin = per * rank;
+        *len = per;
+        if (held) *held = per;
+        return SNUG_OK;
+    }
+    int64_t per = (dim + world - 1) / world;
+    int64_t b = SNUG_MIN(per * rank, dim);
+    *begin = b;
+    *len = SNUG_MIN(per, dim - b);
+    if (held) *held = per;
+    return SNUG_OK;
+}
+
+/* Why tp does not work for cfg, or NULL when it does. */
+static const char *tp_problem(const snug_model_config *cfg, int32_t tp)
+{
+    if (cfg->n_heads % tp != 0) return "num_attention_heads";
+    if (cfg->intermediate_size % tp != 0) return "intermediate_size";
+    if (cfg->n_kv_heads % tp != 0 && tp % cfg->n_kv_heads != 0) return "num_key_value_heads";
+    return NULL;
+}
+
+snug_status snug_params_check_tp(const snug_model_config *cfg, int32_t tp, snug_error *err)
+{
+    if (tp < 1) return snug_errorf(err, SNUG_INVALID, "tensor-parallel size %d must be >= 1", tp);
+    const char *why = tp_problem(cfg, tp);
+    if (!why) return SNUG_OK;
+    char ok[256];
+    size_t o = 0;
+    ok[0] = '\0';
+    for (int32_t t = 1; t <= 64 && o < sizeof ok; t++)
+        if (!tp_problem(cfg, t))
+            o += (size_t)snprintf(ok + o, sizeof ok - o, "%s%d", o ? ", " : "", t);
+    int32_t val = strcmp(why, "num_attention_heads") == 0   ? cfg->n_heads
+                  : strcmp(why, "intermediate_size") == 0 ? cfg->intermediate_size
+                                                          : cfg->n_kv_heads;
+    return snug_errorf(err, SNUG_INVALID, "tensor-parallel size %d does not fit this model: "
+                       "%s %d %s; sizes that work: %s", tp, why, val,
+                       strcmp(why, "num_key_value_heads") == 0
+                           ? "neither splits evenly nor divides it"
+                           : "is not divisible by it", ok);
+}
+
+typedef struct table_builder {
+    snug_param_table *t;
+    int32_t cap;
+} table_builder;
+
+static snug_param *add_param(table_builder *b, snug_shard_kind kind, int32_t layer,
+                             int32_t n_dims, int64_t rows, int64_t cols, const char *fmt, int arg)
+{
+    SNUG_ASSERT(b->t->n_params < b->cap);
+    snug_param *p = &b->t->params[b->t->n_params++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, fmt, arg);
+    p->kind = kind;
+    p->layer = layer;
+    p->n_dims = n_dims;
+    p->rows = rows;
+    p->cols = n_dims == 1 ? 1 : cols;
+    return p;
+}
+
+/* Adds a source reading rows [row_begin, +n_rows) and columns [col_begin,
+ * +n_cols) of a rows x cols checkpoint tensor into parameter row dst_row. */
+static void add_source(snug_param *p, int32_t n_dims, int64_t rows, int64_t cols,
+                       int64_t row_begin, int64_t n_rows, int64_t col_begin, int64_t n_cols,
+                       int64_t dst_row, const char *fmt, int arg)
+{
+    SNUG_ASSERT(p->n_sources < SNUG_PARAM_MAX_SOURCES);
+    snug_param_source *s = &p->sources[p->n_sources++];
+    snprintf(s->tensor, sizeof s->tensor, fmt, arg);
+    s->n_dims = n_dims;
+    s->rows = rows;
+    s->cols = n_dims == 1 ? 1 : cols;
+    s->row_begin = row_begin;
+    s->n_rows = n_rows;
+    s->col_begin = col_begin;
+    s->n_cols = n_dims == 1 ? 1 : n_cols;
+    s->dst_row = dst_row;
+}
+
+/* Adds a replicated 1-D parameter read whole from one tensor. */
+static void add_vector(table_builder *b, int32_t layer, int64_t n, const char *pname,
+                       const char *tname)
+{
+    snug_param *p = add_param(b, SNUG_SHARD_REPLICATED, layer, 1, n, 1, pname, layer);
+    add_source(p, 1, n, 1, 0, n, 0, 1, 0, tname, layer);
+}
+
+/* Adds the fused q/k/v weight (n_dims 2) or bias (n_dims 1) of a layer. */
+static void add_qkv(table_builder *b, const snug_model_config *cfg, int32_t layer,
+                    int32_t n_dims, int64_t q_begin, int64_t kv_begin)
+{
+    const snug_param_table *t = b->t;
+    int64_t hd = cfg->head_dim, h = cfg->hidden_size;
+    int64_t q_rows = (int64_t)t->n_q_heads * hd, kv_rows = (int64_t)t->n_kv_heads * hd;
+    int64_t full_q = (int64_t)cfg->n_heads * hd, full_kv = (int64_t)cfg->n_kv_heads * hd;
+    const char *suffix = n_dims == 2 ? "weight" : "bias";
+    char pname[64], tq[96], tk[96], tv[96];
+    snprintf(pname, sizeof pname, "layers.%%d.qkv%s", n_dims == 2 ? "" : "_bias");
+    snprintf(tq, sizeof tq, "model.layers.%%d.self_attn.q_proj.%s", suffix);
+    snprintf(tk, sizeof tk, "model.layers.%%d.self_attn.k_proj.%s", suffix);
+    snprintf(tv, sizeof tv, "model.layers.%%d.self_attn.v_proj.%s", suffix);
+    snug_param *p = add_param(b, SNUG_SHARD_COLUMN, layer, n_dims, q_rows + 2 * kv_rows, h,
+                              pname, layer);
+    add_source(p, n_dims, full_q, h, q_begin, q_rows, 0, h, 0, tq, layer);
+    add_source(p, n_dims, full_kv, h, kv_begin, kv_rows, 0, h, q_rows, tk, layer);
+    add_source(p, n_dims, full_kv, h, kv_begin, kv_rows, 0, h, q_rows + kv_rows, tv, layer);
+}
+
+snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t rank,
+                              snug_param_table *out, snug_error *err)
+{
+    memset(out, 0, sizeof *out);
+    snug_status st = snug_params_check_tp(cfg, tp, err);
+    if (st != SNUG_OK) return st;
+    if (rank < 0 || rank >= tp)
+        return snug_errorf(err, SNUG_INVALID, "rank %d is outside 0..%d", rank, tp - 1);
+
+    snug_param_table t = {.tp = tp, .rank = rank};
+    int64_t q_begin, q_len, kv_begin, kv_len, ff_begin, ff_len, v_begin, v_len, v_held;
+    st = snug_shard_range(cfg->n_heads, rank, tp, false, "num_attention_heads", &q_begin,
+                          &q_len, NULL, err);
+    if (st == SNUG_OK) {
+        if (cfg->n_kv_heads % tp == 0) /* split the KV heads */
+            st = snug_shard_range(cfg->n_kv_heads, rank, tp, false, "num_key_value_heads",
+                                  &kv_begin, &kv_len, NULL, err);
+        else /* one KV head per rank, replicated over tp / n_kv ranks */
+            st = snug_shard_range(cfg->n_kv_heads, rank / (tp / cfg->n_kv_heads),
+                                  cfg->n_kv_heads, false, "num_key_value_heads", &kv_begin,
+                                  &kv_len, NULL, err);
+    }
+    if (st == SNUG_OK)
+        st = snug_shard_range(cfg->intermediate_size, rank, tp, false, "intermediate_size",
+                              &ff_begin, &ff_len, NULL, err);
+    if (st == SNUG_OK)
+        st = snug_shard_range(cfg->vocab_size, rank, tp, true, "vocab_size", &v_begin, &v_len,
+                              &v_held, err);
+    if (st != SNUG_OK) return st;
+    t.n_q_heads = (int32_t)q_len;
+    t.n_kv_heads = (int32_t)kv_len;
+    t.kv_head_begin = (int32_t)kv_begin;
+    t.intermediate = (int32_t)ff_len;
+    t.vocab_rows = (int32_t)v_held;
+
+    int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0);
+    int32_t cap = 3 + per_layer * cfg->n_layers;
+    t.params = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t.params, err);
+    if (!t.params) return snug_error_prefix(err, "parameter table: ");
+    table_builder b = {&t, cap};
+
+    int64_t h = cfg->hidden_size, hd = cfg->head_dim, ff = cfg->intermediate_size;
+    int64_t v = cfg->vocab_size;
+    snug_param *p = add_param(&b, SNUG_SHARD_VOCAB, -1, 2, v_held, h, "embed_tokens", 0);
+    add_source(p, 2, v, h, v_begin, v_len, 0, h, 0, "model.embed_tokens.weight", 0);
+    for (int32_t l = 0; l < cfg->n_layers; l++) {
+        add_vector(&b, l, h, "layers.%d.input_layernorm", "model.layers.%d.input_layernorm.weight");
+        add_qkv(&b, cfg, l, 2, q_begin * hd, kv_begin * hd);
+        if (cfg->qkv_bias) add_qkv(&b, cfg, l, 1, q_begin * hd, kv_begin * hd);
+        int64_t q_cols = q_len * hd;
+        p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, q_cols, "layers.%d.o_proj", l);
+        add_source(p, 2, h, (int64_t)cfg->n_heads * hd, 0, h, q_begin * hd, q_cols, 0,
+                   "model.layers.%d.self_attn.o_proj.weight", l);
+        if (cfg->o_bias)
+            add_vector(&b, l, h, "layers.%d.o_proj_bias", "model.layers.%d.self_attn.o_proj.bias");
+        add_vector(&b, l, h, "layers.%d.post_attention_layernorm",
+                   "model.layers.%d.post_attention_layernorm.weight");
+        p = add_param(&b, SNUG_SHARD_COLUMN, l, 2, 2 * ff_len, h, "layers.%d.gate_up", l);
+        add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, 0, "model.layers.%d.mlp.gate_proj.weight", l);
+        add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, ff_len, "model.layers.%d.mlp.up_proj.weight", l);
+        p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, ff_len, "layers.%d.down_proj", l);
+        add_source(p, 2, h, ff, 0, h, ff_begin, ff_len, 0, "model.layers.%d.mlp.down_proj.weight", l);
+    }
+    p = add_param(&b, SNUG_SHARD_REPLICATED, -1, 1, h, 1, "norm", 0);
+    add_source(p, 1, h, 1, 0, h, 0, 1, 0, "model.norm.weight", 0);
+    if (!cfg->tie_word_embeddings) {
+        p = add_param(&b, SNUG_SHARD_VOCAB, -1, 2, v_held, h, "lm_head", 0);
+        add_source(p, 2, v, h, v_begin, v_len, 0, h, 0, "lm_head.weight", 0);
+    }
+    *out = t;
+    return SNUG_OK;
+}
+
+void snug_params_free(snug_param_table *table)
+{
+    snug_mem_free(table->params);
+    table->params = NULL;
+    table->n_params = 0;
+}
+
+uint64_t snug_param_numel(const snug_param *p) { return (uint64_t)p->rows * (uint64_t)p->cols; }
+
+uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt)
+{
+    uint64_t n = 0;
+    for (int32_t i = 0; i < table->n_params; i++) n += snug_param_numel(&table->params[i]);
+    return n * snug_dtype_size(dt);
+}
+
+snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_error *err)
+{
+    snug_param_table t;
+    snug_status st = snug_params_build(cfg, 1, 0, &t, err);
+    if (st != SNUG_OK) return st;
+    *n = 0;
+    for (int32_t i = 0; i < t.n_params; i++) *n += snug_param_numel(&t.params[i]);
+    snug_params_free(&t);
+    return SNUG_OK;
+}
+
+snug_status snug_params_rank_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
+                                   uint64_t *bytes, snug_error *err)
+{
+    for (int32_t r = 0; r < tp; r++) {
+        snug_param_table t;
+        snug_status st = snug_params_build(cfg, tp, r, &t, err);
+        if (st != SNUG_OK) return st;
+        bytes[r] = snug_params_bytes(&t, dt);
+        snug_params_free(&t);
+    }
+    return SNUG_OK;
+}

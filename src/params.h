@@ -1,0 +1,107 @@
+/*
+ * params.h: the parameter table of a Llama-family model at a tensor-parallel
+ * size and rank, and all of snug's shard arithmetic.
+ *
+ * A parameter is what a rank holds in memory at its final shape; each is
+ * filled from one or more checkpoint tensors (sources), each read only in
+ * the slice this rank needs:
+ *   embed_tokens, lm_head   vocab-parallel: rows split, the vocabulary padded
+ *                           up to a multiple of tp with zero rows;
+ *   qkv (+ qkv_bias)        column-parallel, fused from q_proj, k_proj,
+ *                           v_proj: this rank's query heads, then its KV
+ *                           heads (split when tp divides them, one head
+ *                           replicated across tp / n_kv ranks when they
+ *                           divide tp);
+ *   o_proj, down_proj       row-parallel: the input columns are split;
+ *   gate_up                 column-parallel, fused from gate_proj, up_proj;
+ *   norms, o_proj bias      replicated.
+ * `snug inspect --tp` and the loader both size memory from this table.
+ */
+#ifndef SNUG_PARAMS_H
+#define SNUG_PARAMS_H
+
+#include "common.h"
+#include "config.h"
+
+enum { SNUG_PARAM_MAX_SOURCES = 3, SNUG_PARAM_NAME_BYTES = 80 };
+
+typedef enum snug_shard_kind {
+    SNUG_SHARD_REPLICATED = 0,
+    SNUG_SHARD_COLUMN,
+    SNUG_SHARD_ROW,
+    SNUG_SHARD_VOCAB
+} snug_shard_kind;
+
+/* One checkpoint tensor, the part of it this rank reads, and where that
+ * lands in the parameter. For a 1-D tensor cols = 1. */
+typedef struct snug_param_source {
+    char tensor[SNUG_PARAM_NAME_BYTES]; /* checkpoint name */
+    int32_t n_dims;                     /* 1 or 2, as in the checkpoint */
+    int64_t rows, cols;                 /* the whole checkpoint tensor */
+    int64_t row_begin, n_rows;          /* rows this rank reads */
+    int64_t col_begin, n_cols;          /* columns this rank reads */
+    int64_t dst_row;                    /* parameter row where the first lands */
+} snug_param_source;
+
+typedef struct snug_param {
+    char name[SNUG_PARAM_NAME_BYTES];   /* "layers.3.qkv", "embed_tokens", ... */
+    snug_shard_kind kind;
+    int32_t layer;                      /* -1 outside the layers */
+    int32_t n_dims;                     /* 1 or 2 */
+    int64_t rows, cols;                 /* per-rank shape; cols = 1 when 1-D */
+    int32_t n_sources;
+    snug_param_source sources[SNUG_PARAM_MAX_SOURCES];
+} snug_param;
+
+typedef struct snug_param_table {
+    int32_t tp, rank;
+    int32_t n_q_heads;       /* query heads on this rank */
+    int32_t n_kv_heads;      /* KV heads on this rank */
+    int32_t kv_head_begin;   /* first KV head of the model this rank holds */
+    int32_t intermediate;    /* MLP width on this rank */
+    int32_t vocab_rows;      /* embedding and lm_head rows on this rank (padded) */
+    int32_t n_params;
+    snug_param *params;      /* category other */
+} snug_param_table;
+
+/* The one place shards are computed: the part of a dimension of size dim
+ * that rank `rank` of `world` holds. Without padding, world must divide dim
+ * (otherwise SNUG_INVALID naming `what` and the sizes); with padding, every
+ * rank holds ceil(dim / world) (*held) of which *len are real, starting at
+ * *begin (the last ranks may hold fewer real rows, or none). */
+snug_status snug_shard_range(int64_t dim, int32_t rank, int32_t world, bool pad,
+                             const char *what, int64_t *begin, int64_t *len, int64_t *held,
+                             snug_error *err);
+
+/* Checks that a model can be split tp ways: tp divides the query heads and
+ * the MLP width, and the KV heads are split or replicated evenly. The
+ * message of a failure names the tp values (up to 64) that would work. */
+snug_status snug_params_check_tp(const snug_model_config *cfg, int32_t tp, snug_error *err);
+
+/* Builds the parameter table of rank `rank` of `tp`. Free with
+ * snug_params_free. */
+snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t rank,
+                              snug_param_table *out, snug_error *err);
+
+/* Frees the table's storage; the table may be zero-filled. */
+void snug_params_free(snug_param_table *table);
+
+/* Elements of one parameter on its rank. */
+uint64_t snug_param_numel(const snug_param *p);
+
+/* Bytes of every parameter of the table, at element type dt. */
+uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt);
+
+/* The model's parameter count: the elements of the unsharded table (tied
+ * embeddings counted once). */
+snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_error *err);
+
+/* Bytes of weights each rank of tp holds at element type dt, for every rank,
+ * into bytes[0..tp-1]. */
+snug_status snug_params_rank_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
+                                   uint64_t *bytes, snug_error *err);
+
+/* The shard kind's name ("replicated", "column", "row", "vocab"). */
+const char *snug_shard_kind_name(snug_shard_kind kind);
+
+#endif /* SNUG_PARAMS_H */

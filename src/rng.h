@@ -1,0 +1,42 @@
+/*
+ * rng.h: counter-based random numbers. The value at position n of a stream
+ * is a pure function of (key, n), so that threads can generate any part of
+ * a stream independently and the same seed always gives the same bytes.
+ */
+#ifndef SNUG_RNG_H
+#define SNUG_RNG_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* The SplitMix64 output function: a bijective 64-bit mix. */
+static inline uint64_t snug_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The n-th 64-bit value of the stream `key` (SplitMix64 jumped to n). */
+static inline uint64_t snug_rng_at(uint64_t key, uint64_t n)
+{
+    return snug_mix64(key + (n + 1) * 0x9E3779B97F4A7C15ull);
+}
+
+/* A stream key derived from a seed and a name (FNV-1a of the name, mixed). */
+static inline uint64_t snug_rng_key(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0, n = strlen(name); i < n; i++) h = (h ^ (unsigned char)name[i]) * 0x100000001B3ull;
+    return snug_mix64(seed ^ snug_mix64(h));
+}
+
+/* A normal-like value (mean 0, standard deviation 1, within +-3.45) from 32
+ * random bits: the centred sum of four uniform bytes (Irwin-Hall, n = 4). */
+static inline float snug_rng_normalish(uint32_t r)
+{
+    int s = (int)(r & 0xFF) + (int)((r >> 8) & 0xFF) + (int)((r >> 16) & 0xFF) + (int)(r >> 24);
+    return (float)(s - 510) * (1.0f / 147.80054f);
+}
+
+#endif /* SNUG_RNG_H */
