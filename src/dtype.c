@@ -91,9 +91,10 @@ float snug_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 uint16_t snug_f32_to_bf16(float f)
 {
     uint32_t u = f32_bits(f);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    /* branch-free so that loops over it vectorize */
+    return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
 }
 
 float snug_f16_to_f32(uint16_t h)
@@ -153,17 +154,20 @@ void snug_convert(void *dst, snug_dtype dst_dtype, const void *src, snug_dtype s
     const float *s32 = src;
     uint16_t *d16 = dst;
     float *d32 = dst;
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        switch (src_dtype) {
-        case SNUG_DTYPE_F32: x = s32[i]; break;
-        case SNUG_DTYPE_F16: x = snug_f16_to_f32(s16[i]); break;
-        default: x = snug_bf16_to_f32(s16[i]); break;
-        }
-        switch (dst_dtype) {
-        case SNUG_DTYPE_F32: d32[i] = x; break;
-        case SNUG_DTYPE_F16: d16[i] = snug_f32_to_f16(x); break;
-        default: d16[i] = snug_f32_to_bf16(x); break;
-        }
+    /* one loop per pair, so that each can be vectorized */
+    if (src_dtype == SNUG_DTYPE_F32 && dst_dtype == SNUG_DTYPE_BF16) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) d16[i] = snug_f32_to_bf16(s32[i]);
+    } else if (src_dtype == SNUG_DTYPE_F32) {
+        for (size_t i = 0; i < n; i++) d16[i] = snug_f32_to_f16(s32[i]);
+    } else if (src_dtype == SNUG_DTYPE_BF16 && dst_dtype == SNUG_DTYPE_F32) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) d32[i] = snug_bf16_to_f32(s16[i]);
+    } else if (src_dtype == SNUG_DTYPE_F16 && dst_dtype == SNUG_DTYPE_F32) {
+        for (size_t i = 0; i < n; i++) d32[i] = snug_f16_to_f32(s16[i]);
+    } else if (src_dtype == SNUG_DTYPE_BF16) { /* to f16 */
+        for (size_t i = 0; i < n; i++) d16[i] = snug_f32_to_f16(snug_bf16_to_f32(s16[i]));
+    } else { /* f16 to bf16 */
+        for (size_t i = 0; i < n; i++) d16[i] = snug_f32_to_bf16(snug_f16_to_f32(s16[i]));
     }
 }

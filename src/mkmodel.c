@@ -93,32 +93,25 @@ typedef struct gen_tensor {
     int32_t index;      /* within its shard */
 } gen_tensor;
 
-/* Fills out[0..n) (element type dt) with elements e0.. of tensor t. e0 is
- * even. */
-static void generate(const gen_tensor *t, uint64_t e0, size_t n, snug_dtype dt, void *out)
+/* Fills out[0..n) (element type dt) with elements e0.. of tensor t; tmp
+ * holds n floats. Element e's value depends only on the tensor's key and
+ * e: a hash of (e, key) gives four uniform bytes whose sum is normal-like.
+ * Chunks never cross a multiple of 2^32 elements, so the high half of e is
+ * folded into the key once per call. */
+static void generate(const gen_tensor *t, uint64_t e0, size_t n, snug_dtype dt, float *tmp,
+                     void *out)
 {
-    float *f = out;
-    uint16_t *h = out;
-    for (size_t i = 0; i < n; i += 2) {
-        uint64_t w = snug_rng_at(t->key, (e0 + i) / 2);
-        float a = t->mean + 0.02f * snug_rng_normalish((uint32_t)w);
-        float b = t->mean + 0.02f * snug_rng_normalish((uint32_t)(w >> 32));
-        bool two = i + 1 < n;
-        switch (dt) {
-        case SNUG_DTYPE_F32:
-            f[i] = a;
-            if (two) f[i + 1] = b;
-            break;
-        case SNUG_DTYPE_F16:
-            h[i] = snug_f32_to_f16(a);
-            if (two) h[i + 1] = snug_f32_to_f16(b);
-            break;
-        default:
-            h[i] = snug_f32_to_bf16(a);
-            if (two) h[i + 1] = snug_f32_to_bf16(b);
-            break;
-        }
+    uint32_t key = (uint32_t)snug_mix64(t->key ^ (e0 >> 32));
+    uint32_t base = (uint32_t)e0;
+    float mean = t->mean, scale = 0.02f / 147.80054f;
+    float *f = dt == SNUG_DTYPE_F32 ? out : tmp;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = snug_hash32((base + (uint32_t)i) * 0x9E3779B9u ^ key);
+        int s = (int)(x & 0xFF) + (int)((x >> 8) & 0xFF) + (int)((x >> 16) & 0xFF) + (int)(x >> 24);
+        f[i] = mean + scale * (float)(s - 510);
     }
+    if (dt != SNUG_DTYPE_F32) snug_convert(out, dt, tmp, SNUG_DTYPE_F32, n);
 }
 
 /* The checkpoint tensors of a model, with their names. */
@@ -253,8 +246,8 @@ static snug_status write_shard(const gen_tensor *g, int32_t n, int32_t shard, co
         const gen_tensor *t = members[lo];
         uint64_t e0 = ((uint64_t)c - first_chunk[lo]) * CHUNK_ELEMS;
         size_t ne = (size_t)SNUG_MIN((uint64_t)CHUNK_ELEMS, t->numel - e0);
-        void *buf = buffers[omp_get_thread_num()];
-        generate(t, e0, ne, o->dtype, buf);
+        unsigned char *buf = buffers[omp_get_thread_num()];
+        generate(t, e0, ne, o->dtype, (float *)(buf + (size_t)CHUNK_ELEMS * 4), buf);
         snug_error e;
         if (snug_st_writer_write(w, t->index, e0 * esize, buf, ne * esize, &e) != SNUG_OK) {
             if (atomic_exchange(&failed, 1) == 0) first_err = e;
@@ -347,7 +340,7 @@ snug_status snug_mkmodel(const snug_model_config *cfg, const snug_mkmodel_opts *
         goto done;
     }
     for (int32_t i = 0; i < o.n_threads; i++) {
-        buffers[i] = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)CHUNK_ELEMS * 4, err);
+        buffers[i] = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)CHUNK_ELEMS * 8, err);
         if (!buffers[i]) {
             st = SNUG_NOMEM;
             goto done;

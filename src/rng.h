@@ -31,6 +31,18 @@ static inline uint64_t snug_rng_key(uint64_t seed, const char *name)
     return snug_mix64(seed ^ snug_mix64(h));
 }
 
+/* A 32-bit integer hash with low bias (Chris Wellons' "lowbias32"); cheap
+ * enough to vectorize, for streams that need speed more than quality. */
+static inline uint32_t snug_hash32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    x ^= x >> 16;
+    return x;
+}
+
 /* A normal-like value (mean 0, standard deviation 1, within +-3.45) from 32
  * random bits: the centred sum of four uniform bytes (Irwin-Hall, n = 4). */
 static inline float snug_rng_normalish(uint32_t r)
