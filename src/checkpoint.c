@@ -71,7 +71,7 @@ static snug_status index_fill(const json_t *map, const char *name, snug_index *i
     ix->entries = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *ix->entries, err);
     ix->files = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *ix->files, err);
     ix->strings = snug_mem_alloc(SNUG_MEM_OTHER, pool, err);
-    if (!ix->entries || !ix->files || !ix->strings) return snug_error_prefix(err, "%s: ", name);
+    if (!ix->entries || !ix->files || !ix->strings) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
 
     /* Copy names; collect the distinct file names (sorted, deduplicated). */
     char *s = ix->strings;
@@ -88,7 +88,7 @@ static snug_status index_fill(const json_t *map, const char *name, snug_index *i
         i++;
     }
     const char **file_of = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *file_of, err);
-    if (!file_of) return snug_error_prefix(err, "%s: ", name);
+    if (!file_of) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
     memcpy(file_of, fnames, n * sizeof *file_of);
     qsort(fnames, n, sizeof *fnames, cmp_str);
     size_t nf = 0;
@@ -118,7 +118,7 @@ snug_status snug_index_parse(const char *text, size_t len, const char *name, snu
     json_t *root = NULL;
     char d[96];
     snug_index *ix = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ix, err);
-    if (!ix) return snug_error_prefix(err, "%s: ", name);
+    if (!ix) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
     snug_status st = snug_json_parse(text, len, name, &root, err);
     if (st != SNUG_OK) goto fail;
     const json_t *meta = json_object_get(root, "metadata");
@@ -196,7 +196,7 @@ static snug_status open_sharded(snug_checkpoint *ck, const char *index_path, snu
     if (st != SNUG_OK) return st;
     ck->files = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_files * sizeof *ck->files, err);
     if (!ck->files) {
-        st = snug_error_prefix(err, "%s: ", index_path);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", index_path);
         goto done;
     }
     for (int32_t i = 0; i < ix->n_files; i++) {
@@ -234,7 +234,7 @@ static snug_status open_sharded(snug_checkpoint *ck, const char *index_path, snu
     ck->entries = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_entries * sizeof *ck->entries,
                                  err);
     if (!ck->entries) {
-        st = snug_error_prefix(err, "%s: ", index_path);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", index_path);
         goto done;
     }
     for (int64_t k = 0; k < ix->n_entries; k++) {
@@ -258,13 +258,13 @@ done:
 static snug_status open_single(snug_checkpoint *ck, const char *path, snug_error *err)
 {
     ck->files = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ck->files, err);
-    if (!ck->files) return snug_error_prefix(err, "%s: ", path);
+    if (!ck->files) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
     snug_status st = snug_st_open(path, &ck->files[0], err);
     if (st != SNUG_OK) return st;
     ck->n_files = 1;
     const snug_st_file *f = ck->files[0];
     ck->entries = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)f->n_tensors * sizeof *ck->entries, err);
-    if (!ck->entries) return snug_error_prefix(err, "%s: ", path);
+    if (!ck->entries) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
     for (int64_t k = 0; k < f->n_tensors; k++) {
         ck->entries[k].tensor = &f->tensors[k];
         ck->entries[k].file = 0;
@@ -278,10 +278,10 @@ snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_er
     char index_path[4096], single_path[4096];
     snug_status st;
     snug_checkpoint *ck = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ck, err);
-    if (!ck) return snug_error_prefix(err, "%s: ", dir);
+    if (!ck) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);
     ck->dir = snug_mem_strdup(SNUG_MEM_OTHER, dir, err);
     if (!ck->dir) {
-        st = snug_error_prefix(err, "%s: ", dir);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);
         goto fail;
     }
     st = snug_config_load(dir, &ck->config, err);

@@ -220,7 +220,7 @@ int snug_cmd_inspect(int argc, char **argv)
     }
     if (as_json) {
         json_t *o = report_json(&r, tensors);
-        char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        char *text = o ? snug_json_dumps(o, true) : NULL;
         json_decref(o);
         if (!text) {
             snug_errorf(&err, SNUG_NOMEM, "out of memory formatting the report");

@@ -42,9 +42,9 @@ snug_status snug_errorf(snug_error *err, snug_status status, const char *fmt, ..
     return status;
 }
 
-snug_status snug_error_prefix(snug_error *err, const char *fmt, ...)
+snug_status snug_error_prefix(snug_error *err, snug_status status, const char *fmt, ...)
 {
-    if (!err) return SNUG_OK;
+    if (!err) return status;
     char prefix[SNUG_ERROR_MSG_BYTES];
     va_list ap;
     va_start(ap, fmt);
@@ -58,7 +58,35 @@ snug_status snug_error_prefix(snug_error *err, const char *fmt, ...)
         memcpy(err->msg, prefix, SNUG_MIN(plen, sizeof err->msg - 1));
         err->msg[SNUG_MIN(plen + keep, sizeof err->msg - 1)] = '\0';
     }
-    return err->status;
+    err->status = status;
+    return status;
+}
+
+snug_status snug_error_context(snug_error *err, snug_status status, const char *file,
+                               const char *fmt, ...)
+{
+    if (!err) return status;
+    char ctx[SNUG_ERROR_MSG_BYTES / 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    size_t fl = strlen(file);
+    const char *rest = err->msg;
+    if (strncmp(err->msg, file, fl) == 0 && strncmp(err->msg + fl, ": ", 2) == 0)
+        rest = err->msg + fl + 2;
+    char msg[SNUG_ERROR_MSG_BYTES];
+    size_t o = 0;
+    const char *parts[] = {file, ": ", ctx, rest};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++) {
+        size_t n = SNUG_MIN(strlen(parts[i]), sizeof msg - 1 - o);
+        memcpy(msg + o, parts[i], n);
+        o += n;
+    }
+    msg[o] = '\0';
+    memcpy(err->msg, msg, o + 1);
+    err->status = status;
+    return status;
 }
 
 char *snug_fmt_bytes(size_t bytes, char *buf)

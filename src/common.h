@@ -29,10 +29,18 @@ snug_status snug_errorf(snug_error *err, snug_status status, const char *fmt, ..
     __attribute__((format(printf, 3, 4)));
 
 /* Puts a printf-style prefix in front of the message already in err (for
- * adding context such as the file being read). Returns err's status, or
- * SNUG_OK when err is NULL. */
-snug_status snug_error_prefix(snug_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ * adding context such as the file being read; err may be NULL) and returns
+ * status, the failure being passed on:
+ * `return snug_error_prefix(err, st, "%s: ", path);`. */
+snug_status snug_error_prefix(snug_error *err, snug_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Adds context after the file name that starts a message: "FILE: rest"
+ * becomes "FILE: <context>rest" (a message that does not start with FILE
+ * gets "FILE: <context>" in front), so that messages read file first, then
+ * the key or tensor, then the rule. err may be NULL. Returns status. */
+snug_status snug_error_context(snug_error *err, snug_status status, const char *file,
+                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Formats a byte count for people ("1.50 GiB", "512 B") into buf, which must
  * hold at least 32 bytes. Returns buf. */

@@ -110,7 +110,7 @@ static snug_status copy_tensor(const plan *p, int32_t i, const snug_st_writer *w
         size_t bytes = (size_t)n * row_bytes;
         snug_status st = snug_pread_full(p->fd, a, bytes, t->offset + (uint64_t)r0 * row_bytes,
                                          p->path, err);
-        if (st != SNUG_OK) return snug_error_prefix(err, "tensor '%s': ", t->name);
+        if (st != SNUG_OK) return snug_error_context(err, st, p->path, "tensor '%s': ", t->name);
         const unsigned char *out = a;
         if (t->rope_heads > 0) {
             permute_heads(a, b, n, p->cfg.head_dim, row_bytes);

@@ -107,15 +107,22 @@ void snug_mem_describe(char *buf, size_t size)
     }
 }
 
-static void *nomem(snug_error *err, snug_mem_cat cat, size_t n, const char *why)
+static void nomem_message(char *buf, size_t size, snug_mem_cat cat, size_t n, const char *why)
 {
     char held[512], req[32], cap[32];
     snug_mem_describe(held, sizeof held);
     size_t c = atomic_load(&g_capacity);
-    snug_errorf(err, SNUG_NOMEM,
-                "out of memory: %s request of %zu bytes (%s) %s; capacity %s; held: %s",
-                snug_mem_cat_name(cat), n, snug_fmt_bytes(n, req), why,
-                c == SIZE_MAX ? "unlimited" : snug_fmt_bytes(c, cap), held);
+    snprintf(buf, size, "out of memory: %s request of %zu bytes (%s) %s; capacity %s; held: %s",
+             snug_mem_cat_name(cat), n, snug_fmt_bytes(n, req), why,
+             c == SIZE_MAX ? "unlimited" : snug_fmt_bytes(c, cap), held);
+}
+
+static void *nomem(snug_error *err, snug_mem_cat cat, size_t n, const char *why)
+{
+    if (err) {
+        nomem_message(err->msg, sizeof err->msg, cat, n, why);
+        err->status = SNUG_NOMEM;
+    }
     return NULL;
 }
 
@@ -127,28 +134,50 @@ static void *map_populated(size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* Counts an allocation attempt; true when fault injection fails it. */
+static bool injected_failure(int64_t *k)
+{
+    *k = atomic_fetch_add(&g_n_allocs, 1) + 1;
+    int64_t fail_at = atomic_load(&g_fail_at);
+    return fail_at > 0 && *k == fail_at;
+}
+
+static void *injected(snug_error *err, snug_mem_cat cat, size_t n, int64_t k)
+{
+    char why[96];
+    snprintf(why, sizeof why, "failed by fault injection (allocation %lld)", (long long)k);
+    return nomem(err, cat, n, why);
+}
+
+/* Gets held bytes of memory from the system: mmap for large blocks. */
+static unsigned char *system_alloc(size_t n, size_t held)
+{
+    if (n >= SNUG_MEM_LARGE_BYTES) return map_populated(held);
+    unsigned char *base = aligned_alloc(SNUG_MEM_ALIGN, held);
+    if (base) memset(base, 0, held);
+    return base;
+}
+
+static void *finish_block(unsigned char *base, snug_mem_cat cat, size_t n, size_t held)
+{
+    counter_add(&g_counters[cat], held);
+    block_header *h = (block_header *)base;
+    h->magic = BLOCK_MAGIC;
+    h->cat = (uint32_t)cat;
+    h->is_mapped = n >= SNUG_MEM_LARGE_BYTES;
+    h->held = held;
+    return base + SNUG_MEM_HEADER_BYTES;
+}
+
 void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
 {
     SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
-    int64_t k = atomic_fetch_add(&g_n_allocs, 1) + 1;
-    int64_t fail_at = atomic_load(&g_fail_at);
-    if (fail_at > 0 && k == fail_at) {
-        char why[96];
-        snprintf(why, sizeof why, "failed by fault injection (allocation %lld)", (long long)k);
-        return nomem(err, cat, n, why);
-    }
+    int64_t k;
+    if (injected_failure(&k)) return injected(err, cat, n, k);
     size_t held = snug_mem_held_bytes(n);
     if (held == 0) return nomem(err, cat, n, "is too large to represent");
     if (!total_reserve(held)) return nomem(err, cat, n, "would pass the capacity");
-
-    bool mapped = n >= SNUG_MEM_LARGE_BYTES;
-    unsigned char *base;
-    if (mapped) {
-        base = map_populated(held);
-    } else {
-        base = aligned_alloc(SNUG_MEM_ALIGN, held);
-        if (base) memset(base, 0, held);
-    }
+    unsigned char *base = system_alloc(n, held);
     if (!base) {
         int e = errno;
         atomic_fetch_sub(&g_counters[SNUG_MEM_TOTAL].cur, held);
@@ -156,13 +185,40 @@ void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
         snprintf(why, sizeof why, "was refused by the system (%s)", strerror(e));
         return nomem(err, cat, n, why);
     }
-    counter_add(&g_counters[cat], held);
-    block_header *h = (block_header *)base;
-    h->magic = BLOCK_MAGIC;
-    h->cat = (uint32_t)cat;
-    h->is_mapped = mapped;
-    h->held = held;
-    return base + SNUG_MEM_HEADER_BYTES;
+    return finish_block(base, cat, n, held);
+}
+
+void *snug_mem_alloc_exempt(snug_mem_cat cat, size_t n)
+{
+    SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
+    size_t held = snug_mem_held_bytes(n);
+    unsigned char *base = held ? system_alloc(n, held) : NULL;
+    if (!base) {
+        char msg[SNUG_ERROR_MSG_BYTES];
+        nomem_message(msg, sizeof msg, cat, n, "was refused by the system where failing is "
+                      "not survivable");
+        fprintf(stderr, "snug: %s\n", msg);
+        abort();
+    }
+    counter_add(&g_counters[SNUG_MEM_TOTAL], held);
+    return finish_block(base, cat, n, held);
+}
+
+snug_status snug_mem_admit(snug_mem_cat cat, size_t n, snug_error *err)
+{
+    SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
+    int64_t k;
+    if (injected_failure(&k)) {
+        injected(err, cat, n, k);
+        return SNUG_NOMEM;
+    }
+    size_t cur = atomic_load(&g_counters[SNUG_MEM_TOTAL].cur);
+    size_t cap = atomic_load(&g_capacity);
+    if (cur > cap || n > cap - cur) {
+        nomem(err, cat, n, "would pass the capacity");
+        return SNUG_NOMEM;
+    }
+    return SNUG_OK;
 }
 
 void snug_mem_free(void *p)

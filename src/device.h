@@ -33,6 +33,22 @@ enum {
  * allocation, or when the system has no memory. n = 0 gives a valid block. */
 void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err);
 
+/* Allocates for a library that cannot survive a failed allocation (jansson
+ * drops bytes and corrupts its own state when one fails mid-parse): the
+ * block is counted like any other, but neither the capacity nor fault
+ * injection applies to it, and it is not counted by snug_mem_alloc_count.
+ * Callers bound such use beforehand with snug_mem_admit. If the system
+ * itself refuses the memory, the process aborts with a message: going on
+ * would corrupt memory. Never returns NULL. */
+void *snug_mem_alloc_exempt(snug_mem_cat cat, size_t n);
+
+/* Admits work that will make exempt allocations of up to n bytes: fails
+ * with SNUG_NOMEM (the message as for snug_mem_alloc) when n more bytes
+ * would not fit under the capacity now, or when fault injection selects
+ * it; it counts as one allocation for fault injection. Nothing is held
+ * afterwards either way. */
+snug_status snug_mem_admit(snug_mem_cat cat, size_t n, snug_error *err);
+
 /* Frees a block from snug_mem_alloc and takes its bytes off its category.
  * NULL is ignored. The pointer is invalid afterwards; freeing a pointer that
  * is not a live block aborts. */
@@ -46,8 +62,8 @@ size_t snug_mem_held_bytes(size_t n);
  * bytes, truncated to fit). */
 void snug_mem_describe(char *buf, size_t size);
 
-/* The number of allocations made so far by this process (for tests and
- * fault injection loops). */
+/* The number of allocations (and admissions) made so far by this process,
+ * exempt ones aside: what fault injection counts. */
 int64_t snug_mem_alloc_count(void);
 
 /* Copies a NUL-terminated string into a new block of category cat. Returns

@@ -125,7 +125,7 @@ snug_status snug_file_read_all(const char *path, size_t max_bytes, char **buf, s
     }
     data = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)size + 1, err);
     if (!data) {
-        st = snug_error_prefix(err, "%s: ", path);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
         goto fail;
     }
     st = snug_pread_full(fd, data, (size_t)size, 0, path, err);

@@ -47,6 +47,14 @@ static const size_t g_scalar_size[SNUG_GGUF_N_TYPES] = {
     [SNUG_GGUF_INT64] = 8, [SNUG_GGUF_FLOAT64] = 8,
 };
 
+static const char *gguf_type_name(snug_gguf_type t)
+{
+    static const char *const names[] = {"uint8", "int8", "uint16", "int16", "uint32", "int32",
+                                        "float32", "bool", "string", "array", "uint64", "int64",
+                                        "float64"};
+    return t < SNUG_GGUF_N_TYPES ? names[t] : "unknown";
+}
+
 /* A bounds-checked sequential reader over the file. */
 typedef struct reader {
     int fd;
@@ -128,7 +136,7 @@ static snug_status pool_add(pool *p, uint64_t n, uint64_t *off, const char *path
         size_t cap = SNUG_MAX(p->cap * 2, (size_t)(p->len + n + 1));
         cap = SNUG_MAX(cap, (size_t)4096);
         char *d = snug_mem_alloc(SNUG_MEM_OTHER, cap, err);
-        if (!d) return snug_error_prefix(err, "%s: ", path);
+        if (!d) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
         if (p->len) memcpy(d, p->data, p->len);
         snug_mem_free(p->data);
         p->data = d;
@@ -166,7 +174,7 @@ static snug_status rd_scalar(reader *r, snug_gguf_type t, snug_gguf_kv *kv, cons
     unsigned char b[8] = {0};
     size_t n = g_scalar_size[t];
     snug_status st = rd(r, b, n, "a value", err);
-    if (st != SNUG_OK) return snug_error_prefix(err, "key '%.200s': ", key);
+    if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", key);
     uint64_t u = 0;
     for (int i = (int)n - 1; i >= 0; i--) u = (u << 8) | b[i];
     switch (t) {
@@ -200,7 +208,7 @@ static snug_status rd_array(reader *r, snug_gguf_kv *kv, const char *key, snug_e
     uint64_t n;
     snug_status st = rd_u32(r, &et, "an array type", err);
     if (st == SNUG_OK) st = rd_u64(r, &n, "an array length", err);
-    if (st != SNUG_OK) return snug_error_prefix(err, "key '%.200s': ", key);
+    if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", key);
     if (et >= SNUG_GGUF_N_TYPES || et == SNUG_GGUF_ARRAY)
         return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': array element type %u is %s",
                            r->path, key, et, et == SNUG_GGUF_ARRAY ? "a nested array (not "
@@ -236,7 +244,7 @@ static snug_status rd_array(reader *r, snug_gguf_kv *kv, const char *key, snug_e
         if (st == SNUG_OK && len > r->size - r->pos) st = truncated(r, len, "a string", err);
         if (st == SNUG_OK) st = skip(r, len, "a string", err);
         if (st != SNUG_OK)
-            return snug_error_prefix(err, "key '%.200s': element %llu: ", key, (unsigned long long)i);
+            return snug_error_context(err, st, r->path, "key '%.200s': element %llu: ", key, (unsigned long long)i);
     }
     return SNUG_OK;
 }
@@ -266,21 +274,21 @@ static snug_status rd_kvs(reader *r, pool *p, snug_gguf_file *f, snug_error *err
         snug_gguf_kv *kv = &f->kv[i];
         uint64_t koff, klen;
         snug_status st = rd_string(r, p, SNUG_GGUF_MAX_KEY_BYTES, "a key", &koff, &klen, err);
-        if (st != SNUG_OK) return snug_error_prefix(err, "key %lld: ", (long long)i);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key %lld: ", (long long)i);
         if (klen == 0) return snug_errorf(err, SNUG_FORMAT, "%s: key %lld is empty", r->path, (long long)i);
         kv->key = (const char *)(uintptr_t)koff;
         const char *key = p->data + koff;
         uint32_t t;
         st = rd_u32(r, &t, "a value type", err);
-        if (st != SNUG_OK) return snug_error_prefix(err, "key '%.200s': ", key);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", key);
         if (t >= SNUG_GGUF_N_TYPES)
             return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': value type %u is unknown",
                                r->path, key, t);
         kv->type = (snug_gguf_type)t;
         if (t == SNUG_GGUF_STRING) {
             uint64_t soff, slen;
-            st = rd_string(r, p, r->size, "a string value", &soff, &slen, err);
-            if (st != SNUG_OK) return snug_error_prefix(err, "key '%.200s': ", p->data + koff);
+            st = rd_string(r, p, UINT64_MAX, "a string value", &soff, &slen, err);
+            if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", p->data + koff);
             kv->v.str.s = (const char *)(uintptr_t)soff;
             kv->v.str.len = slen;
         } else if (t == SNUG_GGUF_ARRAY) {
@@ -299,21 +307,21 @@ static snug_status rd_tensor_infos(reader *r, pool *p, snug_gguf_file *f, snug_e
         snug_gguf_tensor *t = &f->tensors[i];
         uint64_t noff, nlen;
         snug_status st = rd_string(r, p, SNUG_GGUF_MAX_NAME_BYTES, "a tensor name", &noff, &nlen, err);
-        if (st != SNUG_OK) return snug_error_prefix(err, "tensor %lld: ", (long long)i);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor %lld: ", (long long)i);
         if (nlen == 0)
             return snug_errorf(err, SNUG_FORMAT, "%s: tensor %lld has an empty name", r->path,
                                (long long)i);
         t->name = (const char *)(uintptr_t)noff;
         const char *name = p->data + noff;
         st = rd_u32(r, &t->n_dims, "a dimension count", err);
-        if (st != SNUG_OK) return snug_error_prefix(err, "tensor '%.200s': ", name);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%.200s': ", name);
         if (t->n_dims < 1 || t->n_dims > SNUG_GGUF_MAX_DIMS)
             return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': %u dimensions; expected "
                                "1 to %d", r->path, name, t->n_dims, SNUG_GGUF_MAX_DIMS);
         uint64_t numel = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             st = rd_u64(r, &t->ne[d], "a dimension", err);
-            if (st != SNUG_OK) return snug_error_prefix(err, "tensor '%.200s': ", name);
+            if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%.200s': ", name);
             if (t->ne[d] > (uint64_t)INT64_MAX || !snug_mul_u64(numel, t->ne[d], &numel) ||
                 numel > (uint64_t)INT64_MAX)
                 return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': element count "
@@ -322,7 +330,7 @@ static snug_status rd_tensor_infos(reader *r, pool *p, snug_gguf_file *f, snug_e
         for (uint32_t d = t->n_dims; d < SNUG_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         st = rd_u32(r, &t->type, "an element type", err);
         if (st == SNUG_OK) st = rd_u64(r, &t->offset, "a data offset", err);
-        if (st != SNUG_OK) return snug_error_prefix(err, "tensor '%.200s': ", name);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%.200s': ", name);
         if (t->type >= SNUG_ARRAY_LEN(g_ggml_types) || !g_ggml_types[t->type].name)
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s': ggml type %u is not "
                                "one snug knows", r->path, name, t->type);
@@ -344,7 +352,7 @@ static snug_status check_layout(snug_gguf_file *f, snug_error *err)
     snug_status st = SNUG_OK;
     int64_t n = f->n_tensors;
     const snug_gguf_tensor **by = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)SNUG_MAX(n, 1) * sizeof *by, err);
-    if (!by) return snug_error_prefix(err, "%s: ", f->path);
+    if (!by) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", f->path);
     for (int64_t i = 0; i < n; i++) by[i] = &f->tensors[i];
     qsort(by, (size_t)n, sizeof *by, cmp_tensor_name);
     for (int64_t i = 1; i < n; i++)
@@ -422,7 +430,7 @@ static snug_status parse(reader *r, snug_gguf_file *f, snug_error *err)
     f->kv = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_kv * sizeof *f->kv, err);
     f->tensors = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_tensors * sizeof *f->tensors, err);
     if (!f->kv || !f->tensors) {
-        st = snug_error_prefix(err, "%s: ", r->path);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", r->path);
         goto done;
     }
     st = rd_kvs(r, &p, f, err);
@@ -442,7 +450,7 @@ static snug_status parse(reader *r, snug_gguf_file *f, snug_error *err)
     /* Keys must be unique (checked on a sorted copy; the file order stays). */
     snug_gguf_kv *sorted = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)SNUG_MAX(f->n_kv, 1) * sizeof *sorted, err);
     if (!sorted) {
-        st = snug_error_prefix(err, "%s: ", r->path);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", r->path);
         goto done;
     }
     memcpy(sorted, f->kv, (size_t)f->n_kv * sizeof *sorted);
@@ -457,9 +465,14 @@ static snug_status parse(reader *r, snug_gguf_file *f, snug_error *err)
     f->alignment = 32;
     const snug_gguf_kv *al = snug_gguf_find(f, "general.alignment");
     if (al) {
-        if (al->type != SNUG_GGUF_UINT32 || al->v.u == 0 || (al->v.u & (al->v.u - 1)) != 0) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: key 'general.alignment' must be a uint32 "
-                             "power of two", r->path);
+        if (al->type != SNUG_GGUF_UINT32) {
+            st = snug_errorf(err, SNUG_FORMAT, "%s: key 'general.alignment' must be a uint32, "
+                             "found a %s", r->path, gguf_type_name(al->type));
+            goto done;
+        }
+        if (al->v.u == 0 || (al->v.u & (al->v.u - 1)) != 0) {
+            st = snug_errorf(err, SNUG_FORMAT, "%s: key 'general.alignment' must be a power of "
+                             "two, found %llu", r->path, (unsigned long long)al->v.u);
             goto done;
         }
         f->alignment = al->v.u;
@@ -483,12 +496,12 @@ snug_status snug_gguf_open_fd(int fd, const char *name, snug_gguf_file **out, sn
     snug_status st;
     reader *r = NULL;
     snug_gguf_file *f = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *f, err);
-    if (!f) return snug_error_prefix(err, "%s: ", name);
+    if (!f) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
     f->fd = fd;
     f->path = snug_mem_strdup(SNUG_MEM_OTHER, name, err);
     r = snug_mem_alloc(SNUG_MEM_STAGING, sizeof *r, err);
     if (!f->path || !r) {
-        st = snug_error_prefix(err, "%s: ", name);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
         goto fail;
     }
     struct stat sb;
@@ -549,14 +562,6 @@ const snug_gguf_tensor *snug_gguf_find_tensor(const snug_gguf_file *f, const cha
     for (int64_t i = 0; i < f->n_tensors; i++)
         if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;
-}
-
-static const char *gguf_type_name(snug_gguf_type t)
-{
-    static const char *const names[] = {"uint8", "int8", "uint16", "int16", "uint32", "int32",
-                                        "float32", "bool", "string", "array", "uint64", "int64",
-                                        "float64"};
-    return t < SNUG_GGUF_N_TYPES ? names[t] : "unknown";
 }
 
 /* Finds key; reports absence per `required`. Returns NULL when absent. */

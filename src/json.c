@@ -13,7 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static void *json_alloc_hook(size_t n) { return snug_mem_alloc(SNUG_MEM_OTHER, n, NULL); }
+/* jansson corrupts its lexer when an allocation fails mid-parse, so its
+ * allocations are exempt from failing; parses are admitted beforehand. */
+static void *json_alloc_hook(size_t n) { return snug_mem_alloc_exempt(SNUG_MEM_OTHER, n); }
 static void json_free_hook(void *p) { snug_mem_free(p); }
 
 static pthread_once_t g_json_once = PTHREAD_ONCE_INIT;
@@ -22,22 +24,26 @@ static void json_install_hooks(void) { json_set_alloc_funcs(json_alloc_hook, jso
 
 void snug_json_init(void) { pthread_once(&g_json_once, json_install_hooks); }
 
+/* The most memory jansson takes per byte of JSON text, and a constant:
+ * "[0,0,...]" costs one 128-byte block per 2 bytes plus the array's
+ * doubling storage, about 72 bytes per byte; 96 covers every shape. */
+enum { JSON_BYTES_PER_TEXT_BYTE = 96, JSON_BYTES_FIXED = 64 * 1024 };
+
 snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
                             snug_error *err)
 {
     snug_json_init();
+    size_t worst = SIZE_MAX;
+    if (len < (SIZE_MAX - JSON_BYTES_FIXED) / JSON_BYTES_PER_TEXT_BYTE)
+        worst = len * JSON_BYTES_PER_TEXT_BYTE + JSON_BYTES_FIXED;
+    snug_status st = snug_mem_admit(SNUG_MEM_OTHER, worst, err);
+    if (st != SNUG_OK)
+        return snug_error_prefix(err, st, "%s: parsing %zu bytes of JSON: ", name, len);
     json_error_t jerr;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        if (json_error_code(&jerr) == json_error_out_of_memory) {
-            char held[512];
-            snug_mem_describe(held, sizeof held);
-            return snug_errorf(err, SNUG_NOMEM, "%s: out of memory while parsing JSON; held: %s",
-                               name, held);
-        }
+    if (!root)
         return snug_errorf(err, SNUG_FORMAT, "%s: not valid JSON: line %d, column %d: %s", name,
                            jerr.line, jerr.column, jerr.text);
-    }
     if (!json_is_object(root)) {
         char d[64];
         snug_json_describe(root, d, sizeof d);
@@ -61,11 +67,18 @@ snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out
     return st;
 }
 
-snug_status snug_json_write_file(const json_t *value, const char *path, snug_error *err)
+char *snug_json_dumps(const json_t *value, bool pretty)
 {
     snug_json_init();
-    char *text = json_dumps(value, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(16));
-    if (!text) return snug_errorf(err, SNUG_NOMEM, "%s: out of memory formatting JSON", path);
+    size_t flags = (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER |
+                   JSON_REAL_PRECISION(16);
+    return json_dumps(value, flags);
+}
+
+snug_status snug_json_write_file(const json_t *value, const char *path, snug_error *err)
+{
+    char *text = snug_json_dumps(value, true);
+    if (!text) return snug_errorf(err, SNUG_INTERNAL, "%s: jansson could not format JSON", path);
     int fd = -1;
     size_t n = strlen(text);
     snug_status st = snug_file_create(path, &fd, err);

@@ -4,6 +4,10 @@
  *
  * All jansson memory (parsing, building, dumping) is charged to the "other"
  * category once snug_json_init has run; every function here runs it.
+ * jansson cannot survive a failed allocation, so its allocations are exempt
+ * from the capacity and fault injection (see snug_mem_alloc_exempt); a parse
+ * is admitted first against the capacity for its worst case, and fails
+ * cleanly with SNUG_NOMEM when that does not fit.
  */
 #ifndef SNUG_JSON_H
 #define SNUG_JSON_H
@@ -27,6 +31,12 @@ snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_
  * snug_json_parse does. */
 snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out,
                                 snug_error *err);
+
+/* Formats a JSON value (2-space indentation when pretty, else compact;
+ * object keys in insertion order; reals with 16 significant digits) into a
+ * new NUL-terminated string the caller frees with snug_mem_free. NULL only
+ * when jansson cannot format the value. */
+char *snug_json_dumps(const json_t *value, bool pretty);
 
 /* Writes the JSON value to path with 2-space indentation and a final
  * newline, replacing the file. */

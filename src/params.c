@@ -181,7 +181,7 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0);
     int32_t cap = 3 + per_layer * cfg->n_layers;
     t.params = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t.params, err);
-    if (!t.params) return snug_error_prefix(err, "parameter table: ");
+    if (!t.params) return snug_error_prefix(err, SNUG_NOMEM, "parameter table: ");
     table_builder b = {&t, cap};
 
     int64_t h = cfg->hidden_size, hd = cfg->head_dim, ff = cfg->intermediate_size;

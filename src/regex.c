@@ -45,7 +45,7 @@ snug_status snug_regex_compile(const char *pattern, snug_regex **out, snug_error
     if (!re->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        st = snug_errorf(err, code == PCRE2_ERROR_HEAPLIMIT || code == PCRE2_ERROR_NOMEMORY
+        st = snug_errorf(err, code == PCRE2_ERROR_HEAP_FAILED || code == PCRE2_ERROR_NOMEMORY
                                   ? SNUG_NOMEM : SNUG_FORMAT,
                          "regex rejected at offset %zu: %s", (size_t)offset, (const char *)msg);
         goto fail;

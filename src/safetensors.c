@@ -221,7 +221,7 @@ static snug_status parse_header(snug_st_file *f, const json_t *root, snug_error 
     f->tensors = snug_mem_alloc(SNUG_MEM_OTHER, n_tensors * sizeof *f->tensors, err);
     f->meta = snug_mem_alloc(SNUG_MEM_OTHER, n_meta * sizeof *f->meta, err);
     f->strings = snug_mem_alloc(SNUG_MEM_OTHER, pool, err);
-    if (!f->tensors || !f->meta || !f->strings) return snug_error_prefix(err, "%s: ", f->path);
+    if (!f->tensors || !f->meta || !f->strings) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", f->path);
 
     char *s = f->strings;
     int64_t nt = 0;
@@ -266,11 +266,11 @@ snug_status snug_st_open_fd(int fd, const char *name, snug_st_file **out, snug_e
     char *header = NULL;
     json_t *root = NULL;
     snug_st_file *f = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *f, err);
-    if (!f) return snug_error_prefix(err, "%s: ", name);
+    if (!f) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
     f->fd = fd;
     f->path = snug_mem_strdup(SNUG_MEM_OTHER, name, err);
     if (!f->path) {
-        st = snug_error_prefix(err, "%s: ", name);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
         goto fail;
     }
     struct stat sb;
@@ -307,7 +307,7 @@ snug_status snug_st_open_fd(int fd, const char *name, snug_st_file **out, snug_e
     f->data_start = 8 + n;
     header = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n, err);
     if (!header) {
-        st = snug_error_prefix(err, "%s: ", name);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
         goto fail;
     }
     st = snug_pread_full(fd, header, (size_t)n, 8, name, err);
@@ -405,8 +405,8 @@ snug_status snug_st_read(const snug_st_file *f, const snug_st_tensor *t, uint64_
     snug_status st = check_range(f, t, offset, n, err);
     if (st != SNUG_OK) return st;
     st = snug_pread_full(f->fd, dst, n, f->data_start + t->begin + offset, f->path, err);
-    if (st != SNUG_OK) return snug_error_prefix(err, "tensor '%s': ", t->name);
-    return SNUG_OK;
+    if (st != SNUG_OK) snug_error_context(err, st, f->path, "tensor '%s': ", t->name);
+    return st;
 }
 
 snug_status snug_st_read_strided(const snug_st_file *f, const snug_st_tensor *t,
@@ -424,6 +424,6 @@ snug_status snug_st_read_strided(const snug_st_file *f, const snug_st_tensor *t,
     if (st != SNUG_OK) return st;
     st = snug_pread_strided(f->fd, dst, seg_bytes, n_rows, f->data_start + t->begin + offset,
                             src_stride, dst_stride, f->path, err);
-    if (st != SNUG_OK) return snug_error_prefix(err, "tensor '%s': ", t->name);
-    return SNUG_OK;
+    if (st != SNUG_OK) snug_error_context(err, st, f->path, "tensor '%s': ", t->name);
+    return st;
 }

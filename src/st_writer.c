@@ -25,8 +25,7 @@ static snug_status header_json(const snug_st_out *tensors, int32_t n, snug_st_wr
                                json_t **out, snug_error *err)
 {
     json_t *root = json_object();
-    json_t *meta = json_pack("{s:s}", "format", "pt");
-    if (!root || !meta || json_object_set_new(root, "__metadata__", meta) != 0) {
+    if (!root || json_object_set_new(root, "__metadata__", json_pack("{s:s}", "format", "pt")) != 0) {
         json_decref(root);
         return snug_errorf(err, SNUG_NOMEM, "%s: out of memory building the header", w->path);
     }
@@ -71,14 +70,14 @@ snug_status snug_st_writer_create(const char *path, const snug_st_out *tensors, 
     char *text = NULL;
     snug_json_init();
     snug_st_writer *w = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *w, err);
-    if (!w) return snug_error_prefix(err, "%s: ", path);
+    if (!w) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
     w->fd = -1;
     w->n = n;
     w->path = snug_mem_strdup(SNUG_MEM_OTHER, path, err);
     w->begin = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *w->begin, err);
     w->size = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *w->size, err);
     if (!w->path || !w->begin || !w->size) {
-        st = snug_error_prefix(err, "%s: ", path);
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
         goto fail;
     }
     st = header_json(tensors, n, w, &root, err);
@@ -87,7 +86,7 @@ snug_status snug_st_writer_create(const char *path, const snug_st_out *tensors, 
         st = snug_errorf(err, SNUG_INVALID, "%s: tensor names are not distinct", path);
         goto fail;
     }
-    text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    text = snug_json_dumps(root, false);
     if (!text) {
         st = snug_errorf(err, SNUG_NOMEM, "%s: out of memory formatting the header", path);
         goto fail;
