@@ -80,6 +80,36 @@ static inline int test_summary(void)
     return g_tests_failed ? 1 : 0;
 }
 
+/* The out-of-memory loop (from SQLite's tests): runs op(ctx) with
+ * allocation k failing, for k = 1, 2, ... until op succeeds (then undo(ctx),
+ * which may be NULL, releases what it made). Every failure must return
+ * SNUG_NOMEM with a message and leave the allocator's total where it was.
+ * Returns the number of failures before the success, or -1 when op never
+ * succeeded within max tries. */
+static inline int test_oom_loop(const char *what, snug_status (*op)(void *ctx, snug_error *err),
+                                void (*undo)(void *ctx), void *ctx, int max)
+{
+    size_t base = 0, now = 0;
+    snug_mem_status(SNUG_MEM_TOTAL, &base, NULL, false);
+    for (int k = 1; k <= max; k++) {
+        snug_error err = {0};
+        snug_mem_fail_at(k);
+        snug_status st = op(ctx, &err);
+        snug_mem_fail_at(0);
+        if (st == SNUG_OK) {
+            if (undo) undo(ctx);
+            return k - 1;
+        }
+        CHECK(st == SNUG_NOMEM && err.msg[0], "%s, failing allocation %d: %s: %s", what, k,
+              snug_status_str(st), err.msg);
+        snug_mem_status(SNUG_MEM_TOTAL, &now, NULL, false);
+        CHECK(now == base, "%s, failing allocation %d: %zu bytes held, %zu before", what, k, now,
+              base);
+    }
+    CHECK(false, "%s never succeeded in %d tries", what, max);
+    return -1;
+}
+
 /* Makes a fresh temporary directory (under $TMPDIR or /tmp) into buf. */
 static inline void test_tmpdir(char *buf, size_t size)
 {

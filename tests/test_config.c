@@ -1,0 +1,232 @@
+/*
+ * test_config.c: config.json of the Llama, Mistral and Qwen2 families:
+ * real files, every rope scaling type, defaults, validation messages, and
+ * the writer's round trip.
+ */
+#include "test.h"
+
+#include "config.h"
+#include "device.h"
+#include "dtype.h"
+#include "fileio.h"
+#include "json.h"
+
+static snug_status parse(const char *text, snug_model_config *cfg, snug_error *err)
+{
+    return snug_config_parse(text, strlen(text), "config.json", cfg, err);
+}
+
+static snug_status load(const char *file, snug_model_config *cfg, snug_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    snug_status st = snug_file_read_all(file, 1 << 20, &text, &len, err);
+    if (st != SNUG_OK) return st;
+    st = snug_config_parse(text, len, file, cfg, err);
+    snug_mem_free(text);
+    return st;
+}
+
+static void test_real_configs(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_OK(load("tests/data/configs/mistral-v0.3.json", &c, &err), &err);
+    CHECK(c.arch == SNUG_ARCH_MISTRAL && strcmp(c.architecture, "MistralForCausalLM") == 0, "mistral");
+    CHECK(c.hidden_size == 4096 && c.intermediate_size == 14336 && c.n_layers == 32 &&
+          c.n_heads == 32 && c.n_kv_heads == 8 && c.head_dim == 128 && c.vocab_size == 32768,
+          "mistral shapes");
+    CHECK(c.rope_theta == 1000000.0 && c.rms_norm_eps == 1e-5 && c.sliding_window == 0,
+          "mistral rope %g eps %g window %lld", c.rope_theta, c.rms_norm_eps, (long long)c.sliding_window);
+    CHECK(c.dtype == SNUG_DTYPE_BF16 && !c.tie_word_embeddings && !c.qkv_bias, "mistral dtype/tie/bias");
+    CHECK(c.bos_token_id == 1 && c.n_eos == 1 && c.eos_token_ids[0] == 2, "mistral bos/eos");
+
+    CHECK_OK(load("tests/data/configs/tinyllama-1.1b-chat.json", &c, &err), &err);
+    CHECK(c.arch == SNUG_ARCH_LLAMA && c.n_kv_heads == 4 && c.intermediate_size == 5632 &&
+          c.n_layers == 22 && c.max_position_embeddings == 2048 && c.rope_scaling.type == SNUG_ROPE_DEFAULT,
+          "tinyllama");
+
+    CHECK_OK(load("tests/data/configs/smollm2-135m.json", &c, &err), &err);
+    CHECK(c.head_dim == 64 && c.n_heads == 9 && c.n_kv_heads == 3 && c.hidden_size == 576 &&
+          c.tie_word_embeddings && c.rope_theta == 100000.0 && c.dtype == SNUG_DTYPE_F32,
+          "smollm2: head_dim %d theta %g", c.head_dim, c.rope_theta);
+
+    CHECK_FAILS(load("tests/data/configs/gpt2.json", &c, &err), &err, SNUG_UNSUPPORTED,
+                "'GPT2LMHeadModel' is not supported; supported: LlamaForCausalLM (llama), "
+                "MistralForCausalLM (mistral), Qwen2ForCausalLM (qwen2)");
+    CHECK(strstr(err.msg, "gpt2.json: field 'architectures'") != NULL, "names file and field: %s", err.msg);
+    CHECK_FAILS(load("tests/data/configs/gemma-2b-it.json", &c, &err), &err, SNUG_UNSUPPORTED,
+                "'GemmaForCausalLM' is not supported");
+}
+
+static const char g_llama32[] =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 2048,"
+    " \"intermediate_size\": 8192, \"num_hidden_layers\": 16, \"num_attention_heads\": 32,"
+    " \"num_key_value_heads\": 8, \"head_dim\": 64, \"vocab_size\": 128256,"
+    " \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0,"
+    " \"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0,"
+    " \"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"},"
+    " \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"bos_token_id\": 128000,"
+    " \"eos_token_id\": [128001, 128008, 128009]}";
+
+static void test_llama3_rope_and_eos_list(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_OK(parse(g_llama32, &c, &err), &err);
+    CHECK(c.rope_scaling.type == SNUG_ROPE_LLAMA3 && c.rope_scaling.factor == 32.0 &&
+          c.rope_scaling.low_freq_factor == 1.0 && c.rope_scaling.high_freq_factor == 4.0 &&
+          c.rope_scaling.original_max_position_embeddings == 8192, "llama3 scaling");
+    CHECK(c.n_eos == 3 && c.eos_token_ids[2] == 128009, "eos list");
+    CHECK(c.tie_word_embeddings && c.rope_theta == 500000.0, "tied, theta");
+}
+
+static void test_other_rope_types(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    const char *base = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
+                       "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":100,%s}";
+    char buf[1024];
+    snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}");
+    CHECK_OK(parse(buf, &c, &err), &err);
+    CHECK(c.rope_scaling.type == SNUG_ROPE_LINEAR && c.rope_scaling.factor == 4.0, "linear via 'type'");
+    CHECK(c.n_kv_heads == 4 && c.head_dim == 16, "defaults: kv heads = heads, head_dim = hidden/heads");
+    CHECK(c.max_position_embeddings == 2048 && c.rms_norm_eps == 1e-6 && c.rope_theta == 10000.0,
+          "defaults of LlamaConfig");
+    snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":2.0}");
+    CHECK_OK(parse(buf, &c, &err), &err);
+    CHECK(c.rope_scaling.type == SNUG_ROPE_DYNAMIC, "dynamic");
+    snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0,"
+             "\"original_max_position_embeddings\":32768}");
+    CHECK_OK(parse(buf, &c, &err), &err);
+    CHECK(c.rope_scaling.type == SNUG_ROPE_YARN && c.rope_scaling.beta_fast == 32 &&
+          c.rope_scaling.beta_slow == 1 && c.rope_scaling.original_max_position_embeddings == 32768,
+          "yarn with defaults");
+    snprintf(buf, sizeof buf, base, "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":123.0}");
+    CHECK_OK(parse(buf, &c, &err), &err);
+    CHECK(c.rope_scaling.type == SNUG_ROPE_DEFAULT && c.rope_theta == 123.0, "rope_parameters (v5)");
+    snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":2}");
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_UNSUPPORTED, "rope type 'longrope' is not supported");
+    snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8}");
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_FORMAT,
+                "field 'original_max_position_embeddings' is missing");
+    snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":0.5}");
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_FORMAT, "field 'factor': expected a number in [1, 1e+06]");
+}
+
+static void test_qwen2(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    const char *q = "{\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":896,"
+                    "\"intermediate_size\":4864,\"num_hidden_layers\":24,\"num_attention_heads\":14,"
+                    "\"num_key_value_heads\":2,\"vocab_size\":151936,\"rms_norm_eps\":1e-06,"
+                    "\"rope_theta\":1000000.0,\"sliding_window\":131072,\"use_sliding_window\":false,"
+                    "\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"bos_token_id\":151643,"
+                    "\"eos_token_id\":151645,\"max_window_layers\":24}";
+    CHECK_OK(parse(q, &c, &err), &err);
+    CHECK(c.arch == SNUG_ARCH_QWEN2 && c.qkv_bias && !c.o_bias, "Qwen2 has q/k/v biases only");
+    CHECK(c.sliding_window == 0, "use_sliding_window false disables the window");
+    CHECK(c.head_dim == 64, "head_dim 896 / 14 = %d", c.head_dim);
+}
+
+static void test_validation_messages(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":100,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":3,\"vocab_size\":10}", &c, &err),
+                &err, SNUG_FORMAT, "num_attention_heads 3 does not divide hidden_size 100");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"num_key_value_heads\":3,"
+                      "\"vocab_size\":10}", &c, &err),
+                &err, SNUG_FORMAT, "num_key_value_heads 3 does not divide num_attention_heads 4");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":10,"
+                      "\"head_dim\":7}", &c, &err), &err, SNUG_FORMAT, "head_dim 7 must be even");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"intermediate_size\":8,\"num_hidden_layers\":1,"
+                      "\"num_attention_heads\":4,\"vocab_size\":10}", &c, &err),
+                &err, SNUG_FORMAT, "config.json: field 'hidden_size' is missing");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":\"64\",\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":10}", &c, &err),
+                &err, SNUG_FORMAT, "field 'hidden_size': expected an integer in [1, 1048576], found the string \"64\"");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":0,\"num_attention_heads\":4,\"vocab_size\":10}", &c, &err),
+                &err, SNUG_FORMAT, "field 'num_hidden_layers': expected an integer in [1, 4096], found the integer 0");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":10,"
+                      "\"eos_token_id\":10}", &c, &err), &err, SNUG_FORMAT, "eos_token_id 10 is not below vocab_size 10");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":10,"
+                      "\"torch_dtype\":\"int8\"}", &c, &err), &err, SNUG_UNSUPPORTED, "'int8' is not a weight type");
+    CHECK_FAILS(parse("{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"qwen2\"}", &c, &err),
+                &err, SNUG_FORMAT, "'architectures' says LlamaForCausalLM but 'model_type' says qwen2");
+    CHECK_FAILS(parse("{\"hidden_size\":64}", &c, &err), &err, SNUG_FORMAT,
+                "neither 'architectures' nor 'model_type' is given");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",", &c, &err), &err, SNUG_FORMAT, "not valid JSON");
+}
+
+static bool same_config(const snug_model_config *a, const snug_model_config *b)
+{
+    return a->arch == b->arch && strcmp(a->architecture, b->architecture) == 0 &&
+           a->hidden_size == b->hidden_size && a->intermediate_size == b->intermediate_size &&
+           a->n_layers == b->n_layers && a->n_heads == b->n_heads && a->n_kv_heads == b->n_kv_heads &&
+           a->head_dim == b->head_dim && a->vocab_size == b->vocab_size &&
+           a->max_position_embeddings == b->max_position_embeddings &&
+           a->rms_norm_eps == b->rms_norm_eps && a->rope_theta == b->rope_theta &&
+           a->rope_scaling.type == b->rope_scaling.type && a->rope_scaling.factor == b->rope_scaling.factor &&
+           a->rope_scaling.low_freq_factor == b->rope_scaling.low_freq_factor &&
+           a->rope_scaling.high_freq_factor == b->rope_scaling.high_freq_factor &&
+           a->rope_scaling.original_max_position_embeddings == b->rope_scaling.original_max_position_embeddings &&
+           a->tie_word_embeddings == b->tie_word_embeddings && a->qkv_bias == b->qkv_bias &&
+           a->o_bias == b->o_bias && a->dtype == b->dtype && a->bos_token_id == b->bos_token_id &&
+           a->n_eos == b->n_eos && memcmp(a->eos_token_ids, b->eos_token_ids, sizeof a->eos_token_ids) == 0 &&
+           a->sliding_window == b->sliding_window;
+}
+
+static void test_round_trip(void)
+{
+    const char *texts[] = {g_llama32};
+    snug_model_config a, b;
+    snug_error err = {0};
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    CHECK_OK(parse(texts[0], &a, &err), &err);
+    CHECK_OK(load("tests/data/configs/mistral-v0.3.json", &b, &err), &err);
+    const snug_model_config *cs[] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        json_t *o = snug_config_to_json(cs[i]);
+        CHECK(o != NULL, "to_json");
+        char *text = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        snug_model_config back;
+        memset(&back, 0, sizeof back);
+        CHECK_OK(parse(text, &back, &err), &err);
+        CHECK(same_config(cs[i], &back), "config %d survives writing and reading: %s", i, text);
+        snug_mem_free(text);
+    }
+}
+
+static void test_kv_bytes(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_OK(parse(g_llama32, &c, &err), &err);
+    /* 2 (K and V) * 16 layers * 8 kv heads * 64 dims * 2 bytes */
+    CHECK(snug_config_kv_bytes_per_token(&c, SNUG_DTYPE_BF16) == 32768, "llama-3.2-1b: %zu",
+          snug_config_kv_bytes_per_token(&c, SNUG_DTYPE_BF16));
+    CHECK(snug_config_kv_bytes_per_token(&c, SNUG_DTYPE_F32) == 65536, "f32 doubles it");
+}
+
+int main(void)
+{
+    RUN(test_real_configs);
+    RUN(test_llama3_rope_and_eos_list);
+    RUN(test_other_rope_types);
+    RUN(test_qwen2);
+    RUN(test_validation_messages);
+    RUN(test_round_trip);
+    RUN(test_kv_bytes);
+    return test_summary();
+}

@@ -1,0 +1,348 @@
+/*
+ * test_device.c: the accounting allocator: exact byte counts, peaks and
+ * their reset, the capacity and its message, fault injection, concurrent
+ * allocation, resident memory, and the jansson and PCRE2 hooks.
+ */
+#include "test.h"
+
+#include "device.h"
+#include "json.h"
+#include "regex.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+static size_t page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+static size_t cur_of(snug_mem_cat c)
+{
+    size_t cur;
+    snug_mem_status(c, &cur, NULL, false);
+    return cur;
+}
+
+static size_t peak_of(snug_mem_cat c)
+{
+    size_t peak;
+    snug_mem_status(c, NULL, &peak, false);
+    return peak;
+}
+
+static void test_held_bytes_rule(void)
+{
+    /* small: 64-byte header + request rounded up to 64; large: header + request to pages */
+    CHECK(snug_mem_held_bytes(0) == 64, "held(0) = %zu", snug_mem_held_bytes(0));
+    CHECK(snug_mem_held_bytes(1) == 128, "held(1) = %zu", snug_mem_held_bytes(1));
+    CHECK(snug_mem_held_bytes(64) == 128, "held(64) = %zu", snug_mem_held_bytes(64));
+    CHECK(snug_mem_held_bytes(65) == 192, "held(65) = %zu", snug_mem_held_bytes(65));
+    size_t big = SNUG_MEM_LARGE_BYTES;
+    size_t want = (big + 64 + page() - 1) / page() * page();
+    CHECK(snug_mem_held_bytes(big) == want, "held(%zu) = %zu, want %zu", big,
+          snug_mem_held_bytes(big), want);
+    CHECK(snug_mem_held_bytes(SIZE_MAX - 10) == 0, "an impossible size holds 0");
+}
+
+static void test_exact_counts(void)
+{
+    size_t base_w = cur_of(SNUG_MEM_WEIGHTS), base_t = cur_of(SNUG_MEM_TOTAL);
+    size_t sizes[] = {1, 64, 65, 1000, 4096, 128 * 1024, 1 << 20, (1 << 20) + 1, 3 * 1000 * 1000};
+    void *p[SNUG_ARRAY_LEN(sizes)];
+    size_t expect = 0;
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(sizes); i++) {
+        snug_error err = {0};
+        p[i] = snug_mem_alloc(SNUG_MEM_WEIGHTS, sizes[i], &err);
+        CHECK(p[i] != NULL, "alloc %zu: %s", sizes[i], err.msg);
+        CHECK(((uintptr_t)p[i] & 63) == 0, "block %zu is 64-byte aligned", i);
+        expect += snug_mem_held_bytes(sizes[i]);
+        CHECK(cur_of(SNUG_MEM_WEIGHTS) - base_w == expect, "after %zu allocs: %zu held, want %zu",
+              i + 1, cur_of(SNUG_MEM_WEIGHTS) - base_w, expect);
+        bool zero = true;
+        for (size_t k = 0; k < sizes[i]; k++) zero &= ((unsigned char *)p[i])[k] == 0;
+        CHECK(zero, "block of %zu bytes is zero-filled", sizes[i]);
+        memset(p[i], 0xAB, sizes[i]);
+    }
+    /* the exact sum, written out for this page size: small ones are fixed */
+    size_t small = 128 + 128 + 192 + 1088 + 4160;
+    size_t pg = page();
+    size_t large = ((128 * 1024 + 64 + pg - 1) / pg + ((1 << 20) + 64 + pg - 1) / pg +
+                    ((1 << 20) + 65 + pg - 1) / pg + (3000000 + 64 + pg - 1) / pg) * pg;
+    CHECK(expect == small + large, "rule sum %zu equals the written-out %zu", expect, small + large);
+    CHECK(cur_of(SNUG_MEM_TOTAL) - base_t == expect, "total follows weights");
+    /* free in a different order */
+    size_t order[] = {3, 0, 8, 5, 1, 7, 2, 6, 4};
+    for (size_t k = 0; k < SNUG_ARRAY_LEN(order); k++) {
+        size_t i = order[k];
+        snug_mem_free(p[i]);
+        expect -= snug_mem_held_bytes(sizes[i]);
+        CHECK(cur_of(SNUG_MEM_WEIGHTS) - base_w == expect, "after freeing %zu: %zu, want %zu", i,
+              cur_of(SNUG_MEM_WEIGHTS) - base_w, expect);
+    }
+    CHECK(cur_of(SNUG_MEM_WEIGHTS) == base_w, "weights back to baseline");
+    snug_mem_free(NULL);
+}
+
+static void test_categories_are_separate(void)
+{
+    size_t kv0 = cur_of(SNUG_MEM_KV), act0 = cur_of(SNUG_MEM_ACTIVATIONS);
+    void *a = snug_mem_alloc(SNUG_MEM_KV, 1000, NULL);
+    void *b = snug_mem_alloc(SNUG_MEM_ACTIVATIONS, 200000, NULL);
+    CHECK(cur_of(SNUG_MEM_KV) - kv0 == snug_mem_held_bytes(1000), "kv charged");
+    CHECK(cur_of(SNUG_MEM_ACTIVATIONS) - act0 == snug_mem_held_bytes(200000), "activations charged");
+    snug_mem_free(a);
+    snug_mem_free(b);
+    CHECK(cur_of(SNUG_MEM_KV) == kv0 && cur_of(SNUG_MEM_ACTIVATIONS) == act0, "both back");
+    CHECK(strcmp(snug_mem_cat_name(SNUG_MEM_KV), "kv_cache") == 0, "kv name");
+    CHECK(strcmp(snug_mem_cat_name(SNUG_MEM_TOTAL), "total") == 0, "total name");
+}
+
+static void test_peak_and_reset(void)
+{
+    snug_mem_status(SNUG_MEM_STAGING, NULL, NULL, true);
+    size_t base = cur_of(SNUG_MEM_STAGING);
+    CHECK(peak_of(SNUG_MEM_STAGING) == base, "after reset peak == current (%zu vs %zu)",
+          peak_of(SNUG_MEM_STAGING), base);
+    void *a = snug_mem_alloc(SNUG_MEM_STAGING, 1 << 20, NULL);
+    void *b = snug_mem_alloc(SNUG_MEM_STAGING, 1 << 21, NULL);
+    size_t both = snug_mem_held_bytes(1 << 20) + snug_mem_held_bytes(1 << 21);
+    snug_mem_free(a);
+    snug_mem_free(b);
+    void *c = snug_mem_alloc(SNUG_MEM_STAGING, 100, NULL);
+    size_t cur, peak;
+    snug_mem_status(SNUG_MEM_STAGING, &cur, &peak, false);
+    CHECK(peak - base == both, "peak saw both blocks at once: %zu, want %zu", peak - base, both);
+    CHECK(cur - base == snug_mem_held_bytes(100), "current is the small block");
+    snug_mem_status(SNUG_MEM_STAGING, &cur, &peak, true);
+    CHECK(peak - base == both, "the call that resets still reports the old peak");
+    snug_mem_status(SNUG_MEM_STAGING, &cur, &peak, false);
+    CHECK(peak == cur, "after reset peak %zu == current %zu", peak, cur);
+    snug_mem_free(c);
+    snug_mem_status(SNUG_MEM_STAGING, &cur, &peak, false);
+    CHECK(peak - base == snug_mem_held_bytes(100), "peak does not drop on free");
+}
+
+static void test_capacity(void)
+{
+    size_t total = cur_of(SNUG_MEM_TOTAL);
+    snug_mem_set_capacity(total + (4 << 20));
+    CHECK(snug_mem_capacity() == total + (4 << 20), "capacity reads back");
+    snug_error err = {0};
+    void *a = snug_mem_alloc(SNUG_MEM_WEIGHTS, 3 << 20, &err);
+    CHECK(a != NULL, "3 MiB fits in 4 MiB: %s", err.msg);
+    size_t before = cur_of(SNUG_MEM_TOTAL);
+    void *b = snug_mem_alloc(SNUG_MEM_KV, 2 << 20, &err);
+    CHECK(b == NULL, "2 more MiB do not fit");
+    CHECK(err.status == SNUG_NOMEM, "status %s", snug_status_str(err.status));
+    CHECK(strstr(err.msg, "kv_cache request of 2097152 bytes") != NULL, "names the category and "
+          "request: %s", err.msg);
+    CHECK(strstr(err.msg, "would pass the capacity") != NULL, "says why: %s", err.msg);
+    CHECK(strstr(err.msg, "capacity ") != NULL && strstr(err.msg, "MiB") != NULL,
+          "names the capacity: %s", err.msg);
+    CHECK(strstr(err.msg, "held: weights 3.00 MiB") != NULL, "says what weights hold: %s", err.msg);
+    CHECK(strstr(err.msg, "kv_cache") && strstr(err.msg, "activations") &&
+          strstr(err.msg, "staging") && strstr(err.msg, "other"), "lists every category: %s",
+          err.msg);
+    CHECK(cur_of(SNUG_MEM_TOTAL) == before, "a refused request changes nothing");
+    snug_mem_free(a);
+    snug_mem_set_capacity(SIZE_MAX);
+    b = snug_mem_alloc(SNUG_MEM_KV, 2 << 20, &err);
+    CHECK(b != NULL, "fits again without a capacity");
+    snug_mem_free(b);
+}
+
+static void test_fault_injection(void)
+{
+    snug_error err = {0};
+    snug_mem_fail_at(2);
+    void *a = snug_mem_alloc(SNUG_MEM_OTHER, 10, &err);
+    void *b = snug_mem_alloc(SNUG_MEM_OTHER, 10, &err);
+    CHECK(a != NULL, "allocation 1 succeeds");
+    CHECK(b == NULL && err.status == SNUG_NOMEM, "allocation 2 fails");
+    CHECK(strstr(err.msg, "fault injection") != NULL, "message: %s", err.msg);
+    void *c = snug_mem_alloc(SNUG_MEM_OTHER, 10, &err);
+    CHECK(c != NULL, "allocation 3 succeeds again");
+    snug_mem_free(a);
+    snug_mem_free(c);
+    snug_mem_fail_at(0);
+}
+
+enum { N_THREADS = 4, N_BLOCKS = 2000 };
+
+typedef struct churn_arg {
+    int id;
+    void *kept[10];
+} churn_arg;
+
+/* Allocates and frees thousands of blocks of every category, then keeps 10
+ * weights blocks of a known size. */
+static void *thread_churn(void *p)
+{
+    churn_arg *arg = p;
+    static void *blocks[N_THREADS][N_BLOCKS];
+    void **keep = blocks[arg->id];
+    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(arg->id + 1);
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < N_BLOCKS; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t n = (size_t)(x % 5000) + (i % 100 == 0 ? 200000 : 0);
+            keep[i] = snug_mem_alloc((snug_mem_cat)(i % SNUG_MEM_N_CATS), n, NULL);
+            if (!keep[i]) abort();
+        }
+        for (int i = 0; i < N_BLOCKS; i++) snug_mem_free(keep[i]);
+    }
+    for (int i = 0; i < 10; i++)
+        arg->kept[i] = snug_mem_alloc(SNUG_MEM_WEIGHTS, 1000 + (size_t)arg->id, NULL);
+    return NULL;
+}
+
+static void *thread_keep(void *arg)
+{
+    void **out = arg;
+    for (int i = 0; i < 100; i++) out[i] = snug_mem_alloc(SNUG_MEM_ACTIVATIONS, 777 + (size_t)i * 3000, NULL);
+    return NULL;
+}
+
+static void test_concurrent_counts(void)
+{
+    size_t base[SNUG_MEM_N_CATS + 1];
+    for (int c = 0; c <= SNUG_MEM_N_CATS; c++) base[c] = cur_of((snug_mem_cat)c);
+    pthread_t th[N_THREADS];
+    void *blocks[N_THREADS][100];
+    for (int i = 0; i < N_THREADS; i++) pthread_create(&th[i], NULL, thread_keep, blocks[i]);
+    for (int i = 0; i < N_THREADS; i++) pthread_join(th[i], NULL);
+    size_t expect = 0;
+    for (int i = 0; i < 100; i++) expect += snug_mem_held_bytes(777 + (size_t)i * 3000);
+    expect *= N_THREADS;
+    CHECK(cur_of(SNUG_MEM_ACTIVATIONS) - base[SNUG_MEM_ACTIVATIONS] == expect,
+          "concurrent allocations counted exactly: %zu vs %zu",
+          cur_of(SNUG_MEM_ACTIVATIONS) - base[SNUG_MEM_ACTIVATIONS], expect);
+    for (int i = 0; i < N_THREADS; i++)
+        for (int k = 0; k < 100; k++) snug_mem_free(blocks[i][k]);
+    CHECK(cur_of(SNUG_MEM_ACTIVATIONS) == base[SNUG_MEM_ACTIVATIONS], "and freed exactly");
+}
+
+static void test_concurrent_churn(void)
+{
+    size_t base[SNUG_MEM_N_CATS + 1];
+    for (int c = 0; c <= SNUG_MEM_N_CATS; c++) base[c] = cur_of((snug_mem_cat)c);
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
+    pthread_t th[N_THREADS];
+    churn_arg args[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++) {
+        args[i].id = i;
+        pthread_create(&th[i], NULL, thread_churn, &args[i]);
+    }
+    for (int i = 0; i < N_THREADS; i++) pthread_join(th[i], NULL);
+    size_t kept = 0;
+    for (int i = 0; i < N_THREADS; i++) kept += 10 * snug_mem_held_bytes(1000 + (size_t)i);
+    CHECK(cur_of(SNUG_MEM_WEIGHTS) - base[SNUG_MEM_WEIGHTS] == kept,
+          "after 200,000 concurrent allocations and frees the weights hold exactly the kept "
+          "%zu bytes (got %zu)", kept, cur_of(SNUG_MEM_WEIGHTS) - base[SNUG_MEM_WEIGHTS]);
+    for (int c = 1; c < SNUG_MEM_N_CATS; c++)
+        CHECK(cur_of((snug_mem_cat)c) == base[c], "%s back to baseline",
+              snug_mem_cat_name((snug_mem_cat)c));
+    CHECK(cur_of(SNUG_MEM_TOTAL) - base[SNUG_MEM_TOTAL] == kept, "the total agrees");
+    CHECK(peak_of(SNUG_MEM_TOTAL) > cur_of(SNUG_MEM_TOTAL), "the peak saw the churn");
+    for (int i = 0; i < N_THREADS; i++)
+        for (int k = 0; k < 10; k++) snug_mem_free(args[i].kept[k]);
+}
+
+static void test_resident_memory(void)
+{
+    snug_error err = {0};
+    size_t rss0, hwm0, rss1, hwm1, rss2;
+    CHECK_OK(snug_proc_mem(&rss0, &hwm0, &err), &err);
+    size_t n = 64 << 20;
+    void *p = snug_mem_alloc(SNUG_MEM_WEIGHTS, n, &err);
+    CHECK(p != NULL, "64 MiB: %s", err.msg);
+    CHECK_OK(snug_proc_mem(&rss1, &hwm1, &err), &err);
+    CHECK(rss1 >= rss0 + n - (1 << 20), "a large block is resident at once: RSS grew %zu bytes",
+          rss1 - rss0);
+    CHECK(hwm1 >= rss1, "high-water mark >= RSS");
+    snug_mem_free(p);
+    CHECK_OK(snug_proc_mem(&rss2, NULL, &err), &err);
+    CHECK(rss2 + n - (1 << 20) <= rss1, "freeing returns it to the system: %zu -> %zu", rss1, rss2);
+    snug_status st = snug_proc_hwm_reset(&err);
+    if (st == SNUG_OK) {
+        size_t rss3, hwm3;
+        CHECK_OK(snug_proc_mem(&rss3, &hwm3, &err), &err);
+        CHECK(hwm3 < hwm1, "after the reset the high-water mark dropped (%zu -> %zu)", hwm1, hwm3);
+        CHECK(hwm3 <= rss3 + (8 << 20), "and is near the RSS (%zu vs %zu)", hwm3, rss3);
+    } else {
+        CHECK(st == SNUG_UNSUPPORTED && strstr(err.msg, "clear_refs"), "says why: %s", err.msg);
+    }
+}
+
+static void test_jansson_hooks(void)
+{
+    size_t base = cur_of(SNUG_MEM_OTHER);
+    json_t *o = NULL;
+    snug_error err = {0};
+    const char text[] = "{\"a\": [1, 2, 3], \"b\": {\"c\": \"a longer string value here\"}}";
+    CHECK_OK(snug_json_parse(text, sizeof text - 1, "t.json", &o, &err), &err);
+    CHECK(cur_of(SNUG_MEM_OTHER) > base, "jansson's nodes are charged to other");
+    json_decref(o);
+    CHECK(cur_of(SNUG_MEM_OTHER) == base, "and released on decref");
+    /* jansson out of memory: fail its first allocation */
+    snug_mem_fail_at(1);
+    CHECK_FAILS(snug_json_parse(text, sizeof text - 1, "t.json", &o, &err), &err, SNUG_NOMEM,
+                "t.json: parsing 58 bytes of JSON: out of memory: other request of 71104 bytes");
+    snug_mem_fail_at(0);
+    CHECK(cur_of(SNUG_MEM_OTHER) == base, "nothing leaked on failure");
+}
+
+static void test_pcre2_hooks(void)
+{
+    size_t base = cur_of(SNUG_MEM_OTHER);
+    snug_regex *re = NULL;
+    snug_error err = {0};
+    CHECK_OK(snug_regex_compile("\\p{L}+|\\p{N}{1,3}", &re, &err), &err);
+    CHECK(cur_of(SNUG_MEM_OTHER) > base, "PCRE2's pattern is charged to other");
+    const char *s = "héllo 12345";
+    size_t b = 0, e = 0;
+    CHECK(snug_regex_find(re, s, strlen(s), 0, &b, &e) == 1 && b == 0 && e == 6,
+          "letters incl. a 2-byte one: [%zu, %zu)", b, e);
+    CHECK(snug_regex_find(re, s, strlen(s), 6, &b, &e) == 1 && b == 7 && e == 10,
+          "1-3 digits: [%zu, %zu)", b, e);
+    CHECK(snug_regex_find(re, s, strlen(s), 12, &b, &e) == 0, "no more matches");
+    snug_regex_free(re);
+    CHECK(cur_of(SNUG_MEM_OTHER) == base, "freed back to baseline");
+    CHECK_FAILS(snug_regex_compile("(unclosed", &re, &err), &err, SNUG_FORMAT,
+                "regex rejected at offset 9");
+    CHECK(cur_of(SNUG_MEM_OTHER) == base, "a rejected pattern leaks nothing");
+    for (int k = 1; k < 6; k++) {
+        snug_mem_fail_at(k);
+        snug_status st = snug_regex_compile("a+b", &re, &err);
+        snug_mem_fail_at(0);
+        if (st == SNUG_OK) {
+            snug_regex_free(re);
+            break;
+        }
+        CHECK(st == SNUG_NOMEM, "failing allocation %d gives SNUG_NOMEM, not %s", k, snug_status_str(st));
+        CHECK(cur_of(SNUG_MEM_OTHER) == base, "failing allocation %d leaks nothing", k);
+    }
+}
+
+static void test_status_names(void)
+{
+    CHECK(strcmp(snug_status_str(SNUG_NOMEM), "SNUG_NOMEM") == 0, "NOMEM");
+    CHECK(strcmp(snug_status_str(SNUG_FORMAT), "SNUG_FORMAT") == 0, "FORMAT");
+    CHECK(strcmp(snug_status_str((snug_status)-99), "SNUG_UNKNOWN_STATUS") == 0, "unknown");
+}
+
+int main(void)
+{
+    RUN(test_held_bytes_rule);
+    RUN(test_exact_counts);
+    RUN(test_categories_are_separate);
+    RUN(test_peak_and_reset);
+    RUN(test_capacity);
+    RUN(test_fault_injection);
+    RUN(test_concurrent_counts);
+    RUN(test_concurrent_churn);
+    RUN(test_resident_memory);
+    RUN(test_jansson_hooks);
+    RUN(test_pcre2_hooks);
+    RUN(test_status_names);
+    return test_summary();
+}

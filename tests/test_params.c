@@ -1,0 +1,258 @@
+/*
+ * test_params.c: the parameter table and shard arithmetic: the parameter
+ * counts of real models, per-rank bytes, every shard kind's coverage of its
+ * checkpoint tensors across ranks (each element read by exactly the ranks
+ * that should), GQA split and replication, vocabulary padding, tied
+ * embeddings and Qwen2 biases, and the messages for sizes that do not split.
+ */
+#include "test.h"
+
+#include "config.h"
+#include "dtype.h"
+#include "mkmodel.h"
+#include "params.h"
+
+/* The parameter count written out independently of the table. */
+static uint64_t formula_n_params(const snug_model_config *c)
+{
+    uint64_t h = (uint64_t)c->hidden_size, q = (uint64_t)c->n_heads * (uint64_t)c->head_dim;
+    uint64_t kv = (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim, ff = (uint64_t)c->intermediate_size;
+    uint64_t layer = 2 * h + (q + 2 * kv) * h + q * h + 3 * ff * h + (c->qkv_bias ? q + 2 * kv : 0) +
+                     (c->o_bias ? h : 0);
+    return (uint64_t)c->vocab_size * h * (c->tie_word_embeddings ? 1 : 2) + layer * (uint64_t)c->n_layers + h;
+}
+
+static void test_shard_range(void)
+{
+    snug_error err = {0};
+    int64_t b, n, held;
+    CHECK_OK(snug_shard_range(100, 3, 4, false, "x", &b, &n, &held, &err), &err);
+    CHECK(b == 75 && n == 25 && held == 25, "even split: %lld +%lld", (long long)b, (long long)n);
+    CHECK_FAILS(snug_shard_range(10, 1, 4, false, "intermediate_size", &b, &n, NULL, &err), &err,
+                SNUG_INVALID, "intermediate_size of 10 does not split 4 ways");
+    int64_t want[4][2] = {{0, 3}, {3, 3}, {6, 3}, {9, 1}};
+    for (int r = 0; r < 4; r++) {
+        CHECK_OK(snug_shard_range(10, r, 4, true, "vocab", &b, &n, &held, &err), &err);
+        CHECK(b == want[r][0] && n == want[r][1] && held == 3, "padded rank %d: %lld +%lld of %lld",
+              r, (long long)b, (long long)n, (long long)held);
+    }
+    CHECK_OK(snug_shard_range(3, 5, 8, true, "vocab", &b, &n, &held, &err), &err);
+    CHECK(b == 3 && n == 0 && held == 1, "a rank past the end holds only padding");
+    CHECK_FAILS(snug_shard_range(10, 4, 4, false, "x", &b, &n, NULL, &err), &err, SNUG_INVALID,
+                "rank 4 of 4 is not a valid shard");
+}
+
+static void test_preset_counts(void)
+{
+    static const struct {
+        const char *name;
+        uint64_t n;
+    } known[] = {{"tiny", 260032ull},           {"llama-3.2-1b", 1235814400ull},
+                 {"llama-3-8b", 8030261248ull}, {"tinyllama-1.1b", 1100048384ull},
+                 {"qwen2-0.5b", 494032768ull},  {"mistral-7b", 7248023552ull}};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(known); i++) {
+        snug_model_config c;
+        snug_error err = {0};
+        CHECK_OK(snug_preset_config(known[i].name, &c, &err), &err);
+        uint64_t n = 0;
+        CHECK_OK(snug_params_count(&c, &n, &err), &err);
+        CHECK(n == known[i].n, "%s: %llu parameters, known %llu", known[i].name,
+              (unsigned long long)n, (unsigned long long)known[i].n);
+        CHECK(n == formula_n_params(&c), "%s: the table agrees with the formula", known[i].name);
+    }
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_FAILS(snug_preset_config("gpt-5", &c, &err), &err, SNUG_INVALID, "presets: tiny");
+}
+
+static void test_llama3_8b_rank_bytes(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_OK(snug_preset_config("llama-3-8b", &c, &err), &err);
+    uint64_t bytes[8];
+    CHECK_OK(snug_params_rank_bytes(&c, 8, SNUG_DTYPE_BF16, bytes, &err), &err);
+    for (int r = 0; r < 8; r++)
+        CHECK(bytes[r] == 2008031232ull, "rank %d holds %llu bytes, want 2,008,031,232", r,
+              (unsigned long long)bytes[r]);
+    CHECK_OK(snug_params_rank_bytes(&c, 1, SNUG_DTYPE_BF16, bytes, &err), &err);
+    CHECK(bytes[0] == 16060522496ull, "unsharded: %llu", (unsigned long long)bytes[0]);
+    CHECK_OK(snug_params_rank_bytes(&c, 1, SNUG_DTYPE_F32, bytes, &err), &err);
+    CHECK(bytes[0] == 2 * 16060522496ull, "as f32 twice that");
+}
+
+/* Checks, for every parameter at every rank, that its sources fill it
+ * exactly, lie inside their tensors, and (over all ranks) read each element
+ * of each checkpoint tensor the expected number of times. */
+static void check_coverage(const snug_model_config *c, int tp)
+{
+    snug_error err = {0};
+    snug_param_table t0;
+    CHECK_OK(snug_params_build(c, tp, 0, &t0, &err), &err);
+    int n_params = t0.n_params;
+    /* per source: counts of reads of each row, and each column, summed over ranks */
+    typedef struct {
+        int64_t rows, cols;
+        int *row_reads, *col_reads;
+    } cover;
+    cover *cv = calloc((size_t)n_params * SNUG_PARAM_MAX_SOURCES, sizeof *cv);
+    int bad = 0;
+    for (int r = 0; r < tp; r++) {
+        snug_param_table t;
+        CHECK_OK(snug_params_build(c, tp, r, &t, &err), &err);
+        CHECK(t.n_params == n_params, "same parameters on every rank");
+        for (int i = 0; i < t.n_params && i < n_params; i++) {
+            const snug_param *p = &t.params[i];
+            int64_t filled = 0;
+            for (int s = 0; s < p->n_sources; s++) {
+                const snug_param_source *src = &p->sources[s];
+                cover *k = &cv[i * SNUG_PARAM_MAX_SOURCES + s];
+                if (!k->row_reads) {
+                    k->rows = src->rows, k->cols = src->cols;
+                    k->row_reads = calloc((size_t)src->rows, sizeof(int));
+                    k->col_reads = calloc((size_t)src->cols, sizeof(int));
+                }
+                if (src->row_begin < 0 || src->row_begin + src->n_rows > src->rows ||
+                    src->col_begin < 0 || src->col_begin + src->n_cols > src->cols) bad++;
+                if (src->dst_row + src->n_rows > p->rows || src->n_cols != p->cols) bad++;
+                for (int64_t x = 0; x < src->n_rows; x++) k->row_reads[src->row_begin + x]++;
+                for (int64_t x = 0; x < src->n_cols; x++) k->col_reads[src->col_begin + x]++;
+                filled += src->n_rows;
+            }
+            /* vocab-parallel parameters may have padding rows; others are filled exactly */
+            if (p->kind != SNUG_SHARD_VOCAB && filled != p->rows) bad++;
+            if (p->kind == SNUG_SHARD_VOCAB && filled > p->rows) bad++;
+        }
+        snug_params_free(&t);
+    }
+    CHECK(bad == 0, "tp %d: %d sources out of bounds or not filling their parameter", tp, bad);
+    int kv_rep = c->n_kv_heads % tp == 0 ? 1 : tp / c->n_kv_heads;
+    for (int i = 0; i < n_params; i++) {
+        const snug_param *p = &t0.params[i];
+        for (int s = 0; s < p->n_sources; s++) {
+            cover *k = &cv[i * SNUG_PARAM_MAX_SOURCES + s];
+            bool is_kv = strstr(p->sources[s].tensor, "k_proj") || strstr(p->sources[s].tensor, "v_proj");
+            int want_rows, want_cols;
+            switch (p->kind) {
+            case SNUG_SHARD_REPLICATED: want_rows = tp, want_cols = tp; break;
+            case SNUG_SHARD_ROW: want_rows = tp, want_cols = 1; break;
+            default: /* column or vocab: rows split, every column read */
+                want_rows = is_kv ? kv_rep : 1, want_cols = tp;
+                break;
+            }
+            int wrong = 0;
+            for (int64_t x = 0; x < k->rows; x++) wrong += k->row_reads[x] != want_rows;
+            for (int64_t x = 0; x < k->cols; x++) wrong += k->col_reads[x] != want_cols;
+            CHECK(wrong == 0, "tp %d: %s read with the wrong multiplicity (%d rows/cols off)", tp,
+                  p->sources[s].tensor, wrong);
+            free(k->row_reads);
+            free(k->col_reads);
+        }
+    }
+    free(cv);
+    snug_params_free(&t0);
+}
+
+static snug_model_config small_config(int32_t heads, int32_t kv, int32_t vocab, bool tied, bool bias)
+{
+    snug_model_config c;
+    memset(&c, 0, sizeof c);
+    c.arch = bias ? SNUG_ARCH_QWEN2 : SNUG_ARCH_LLAMA;
+    snprintf(c.architecture, sizeof c.architecture, "%s", bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+    c.hidden_size = 64, c.intermediate_size = 96, c.n_layers = 2, c.n_heads = heads;
+    c.n_kv_heads = kv, c.head_dim = 64 / heads, c.vocab_size = vocab;
+    c.max_position_embeddings = 128, c.rms_norm_eps = 1e-5, c.rope_theta = 10000;
+    c.rope_scaling.factor = 1, c.tie_word_embeddings = tied, c.qkv_bias = bias;
+    c.bos_token_id = -1;
+    return c;
+}
+
+static void test_coverage_every_kind(void)
+{
+    int tps[] = {1, 2, 4, 8};
+    snug_model_config gqa = small_config(8, 2, 1001, false, false);   /* split at 2, replicated at 4, 8 */
+    snug_model_config qwen = small_config(8, 8, 999, true, true);     /* biases, tied, padded vocab */
+    for (int i = 0; i < 4; i++) {
+        check_coverage(&gqa, tps[i]);
+        check_coverage(&qwen, tps[i]);
+    }
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_OK(snug_preset_config("llama-3-8b", &c, &err), &err);
+    check_coverage(&c, 16); /* 8 KV heads over 16 ranks: each head on two ranks */
+}
+
+static void test_gqa_replication(void)
+{
+    snug_model_config c = small_config(8, 2, 1000, false, false);
+    snug_error err = {0};
+    for (int tp = 4; tp <= 8; tp *= 2) {
+        for (int r = 0; r < tp; r++) {
+            snug_param_table t;
+            CHECK_OK(snug_params_build(&c, tp, r, &t, &err), &err);
+            CHECK(t.n_kv_heads == 1 && t.kv_head_begin == r / (tp / 2) && t.n_q_heads == 8 / tp,
+                  "tp %d rank %d: kv head %d (%d heads), %d query heads", tp, r, t.kv_head_begin,
+                  t.n_kv_heads, t.n_q_heads);
+            const snug_param *qkv = &t.params[2]; /* embed, input_layernorm, qkv */
+            CHECK(strcmp(qkv->name, "layers.0.qkv") == 0 && qkv->rows == (8 / tp + 2) * 8,
+                  "qkv holds this rank's query heads and one K and one V head: %s %lld rows",
+                  qkv->name, (long long)qkv->rows);
+            snug_params_free(&t);
+        }
+    }
+    snug_param_table t;
+    CHECK_OK(snug_params_build(&c, 2, 1, &t, &err), &err);
+    CHECK(t.n_kv_heads == 1 && t.kv_head_begin == 1, "tp 2 splits the 2 KV heads");
+    snug_params_free(&t);
+}
+
+static void test_vocab_padding_and_tying(void)
+{
+    snug_model_config c = small_config(8, 8, 1001, false, false);
+    snug_error err = {0};
+    snug_param_table t;
+    CHECK_OK(snug_params_build(&c, 4, 3, &t, &err), &err);
+    CHECK(t.vocab_rows == 251, "1001 rows padded to 1004 over 4 ranks: %d each", t.vocab_rows);
+    const snug_param *emb = &t.params[0], *head = &t.params[t.n_params - 1];
+    CHECK(strcmp(emb->name, "embed_tokens") == 0 && emb->rows == 251 && emb->sources[0].row_begin == 753 &&
+          emb->sources[0].n_rows == 248, "last rank reads rows 753..1000 and pads 3");
+    CHECK(strcmp(head->name, "lm_head") == 0 && head->kind == SNUG_SHARD_VOCAB, "untied lm_head");
+    snug_params_free(&t);
+    c.tie_word_embeddings = true;
+    CHECK_OK(snug_params_build(&c, 4, 3, &t, &err), &err);
+    CHECK(strcmp(t.params[t.n_params - 1].name, "norm") == 0, "tied: no lm_head at all");
+    snug_params_free(&t);
+}
+
+static void test_qwen2_biases(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_OK(snug_preset_config("qwen2-0.5b", &c, &err), &err);
+    snug_param_table t;
+    CHECK_OK(snug_params_build(&c, 2, 1, &t, &err), &err);
+    const snug_param *b = &t.params[3];
+    CHECK(strcmp(b->name, "layers.0.qkv_bias") == 0 && b->n_dims == 1 && b->rows == (7 + 2) * 64 &&
+          b->n_sources == 3, "fused bias %s rows %lld", b->name, (long long)b->rows);
+    CHECK(strcmp(b->sources[1].tensor, "model.layers.0.self_attn.k_proj.bias") == 0 &&
+          b->sources[1].row_begin == 64 && b->sources[1].dst_row == 7 * 64, "k bias of KV head 1");
+    snug_params_free(&t);
+    CHECK_FAILS(snug_params_build(&c, 8, 0, &t, &err), &err, SNUG_INVALID,
+                "tensor-parallel size 8 does not fit this model: num_attention_heads 14 is not "
+                "divisible by it; sizes that work: 1, 2");
+    snug_model_config g = small_config(12, 4, 100, false, false);
+    CHECK_FAILS(snug_params_check_tp(&g, 6, &err), &err, SNUG_INVALID,
+                "num_key_value_heads 4 neither splits evenly nor divides it; sizes that work: 1, 2, 4, 12");
+}
+
+int main(void)
+{
+    RUN(test_shard_range);
+    RUN(test_preset_counts);
+    RUN(test_llama3_8b_rank_bytes);
+    RUN(test_coverage_every_kind);
+    RUN(test_gqa_replication);
+    RUN(test_vocab_padding_and_tying);
+    RUN(test_qwen2_biases);
+    return test_summary();
+}
