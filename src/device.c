@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +31,24 @@ static _Atomic int64_t g_n_allocs;
 static _Atomic int64_t g_fail_at; /* allocation number that fails; 0 = none */
 
 /* The header in front of every block; exactly SNUG_MEM_HEADER_BYTES long. */
+/* The header in front of every block; exactly SNUG_MEM_HEADER_BYTES long. */
 typedef struct block_header {
-    uint64_t magic;
+    size_t held;        /* bytes charged to cat */
     uint32_t cat;
     uint32_t is_mapped;
-    size_t held;
     unsigned char pad[SNUG_MEM_HEADER_BYTES - 24];
+    uint64_t magic;     /* last, right before the caller's bytes */
 } block_header;
 
 _Static_assert(sizeof(block_header) == SNUG_MEM_HEADER_BYTES, "header size");
+
+/* A small block is charged what the C library holds for it: its usable size
+ * plus the one size word in front of every chunk. The request to the
+ * library is header + request rounded to 64; glibc's chunk for it is larger
+ * by its size word, rounding to 16 and a remainder too small to split off
+ * (less than 32 bytes), so at most 64 bytes: that bound is taken against
+ * the capacity before the library is asked, and the difference given back. */
+enum { CHUNK_WORD = sizeof(size_t), CHUNK_SLACK = 64 };
 
 static size_t page_bytes(void)
 {
@@ -59,7 +69,8 @@ const char *snug_mem_cat_name(snug_mem_cat cat)
     return "unknown";
 }
 
-size_t snug_mem_held_bytes(size_t n)
+/* The request a block of n bytes makes to the system (header included). */
+static size_t request_bytes(size_t n)
 {
     size_t with_header;
     if (!snug_add_size(n, SNUG_MEM_HEADER_BYTES, &with_header)) return 0;
@@ -68,16 +79,35 @@ size_t snug_mem_held_bytes(size_t n)
     return snug_round_up(with_header, align);
 }
 
-static void counter_add(mem_counter *c, size_t n)
+size_t snug_mem_held_bytes(size_t n)
 {
-    size_t now = atomic_fetch_add(&c->cur, n) + n;
+    size_t req = request_bytes(n);
+    if (req == 0 || n >= SNUG_MEM_LARGE_BYTES) return req;
+    return req + CHUNK_SLACK;
+}
+
+size_t snug_mem_block_bytes(const void *p)
+{
+    const block_header *h = (const block_header *)((const unsigned char *)p - SNUG_MEM_HEADER_BYTES);
+    SNUG_ASSERT(h->magic == BLOCK_MAGIC);
+    return h->held;
+}
+
+static void peak_raise(mem_counter *c, size_t now)
+{
     size_t peak = atomic_load(&c->peak);
     while (now > peak && !atomic_compare_exchange_weak(&c->peak, &peak, now)) {
     }
 }
 
-/* Takes n bytes against the capacity; false (and nothing taken) when the
- * total would pass it. */
+static void counter_add(mem_counter *c, size_t n)
+{
+    peak_raise(c, atomic_fetch_add(&c->cur, n) + n);
+}
+
+/* Takes n bytes of the total against the capacity; false (and nothing
+ * taken) when the total would pass it. The total's peak is raised only once
+ * the memory is really held (peak_raise after success). */
 static bool total_reserve(size_t n)
 {
     mem_counter *t = &g_counters[SNUG_MEM_TOTAL];
@@ -86,10 +116,6 @@ static bool total_reserve(size_t n)
     do {
         if (cur > cap || n > cap - cur) return false;
     } while (!atomic_compare_exchange_weak(&t->cur, &cur, cur + n));
-    size_t now = cur + n;
-    size_t peak = atomic_load(&t->peak);
-    while (now > peak && !atomic_compare_exchange_weak(&t->peak, &peak, now)) {
-    }
     return true;
 }
 
@@ -126,12 +152,23 @@ static void *nomem(snug_error *err, snug_mem_cat cat, size_t n, const char *why)
     return NULL;
 }
 
-/* Maps len bytes of anonymous memory and makes every page resident. */
+/* Maps len bytes of anonymous memory and makes every page resident (the
+ * kernel writes them, or, before Linux 5.14, this thread touches each). */
 static void *map_populated(size_t len)
 {
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (madvise(p, len, MADV_POPULATE_WRITE) != 0) {
+        int e = errno;
+        if (e != EINVAL) {
+            munmap(p, len);
+            errno = e;
+            return NULL;
+        }
+        size_t page = page_bytes();
+        for (size_t o = 0; o < len; o += page) ((volatile unsigned char *)p)[o] = 0;
+    }
+    return p;
 }
 
 /* Counts an allocation attempt; true when fault injection fails it. */
@@ -149,18 +186,26 @@ static void *injected(snug_error *err, snug_mem_cat cat, size_t n, int64_t k)
     return nomem(err, cat, n, why);
 }
 
-/* Gets held bytes of memory from the system: mmap for large blocks. */
-static unsigned char *system_alloc(size_t n, size_t held)
+/* Gets a block for a request of n bytes from the system: mmap for large
+ * blocks (req bytes, page-rounded), the C library for small ones. *held
+ * receives what the block really holds. */
+static unsigned char *system_alloc(size_t n, size_t req, size_t *held)
 {
-    if (n >= SNUG_MEM_LARGE_BYTES) return map_populated(held);
-    unsigned char *base = aligned_alloc(SNUG_MEM_ALIGN, held);
-    if (base) memset(base, 0, held);
+    if (n >= SNUG_MEM_LARGE_BYTES) {
+        *held = req;
+        return map_populated(req);
+    }
+    unsigned char *base = aligned_alloc(SNUG_MEM_ALIGN, req);
+    if (!base) return NULL;
+    memset(base, 0, req);
+    *held = malloc_usable_size(base) + CHUNK_WORD;
     return base;
 }
 
 static void *finish_block(unsigned char *base, snug_mem_cat cat, size_t n, size_t held)
 {
     counter_add(&g_counters[cat], held);
+    peak_raise(&g_counters[SNUG_MEM_TOTAL], atomic_load(&g_counters[SNUG_MEM_TOTAL].cur));
     block_header *h = (block_header *)base;
     h->magic = BLOCK_MAGIC;
     h->cat = (uint32_t)cat;
@@ -174,25 +219,31 @@ void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
     SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
     int64_t k;
     if (injected_failure(&k)) return injected(err, cat, n, k);
-    size_t held = snug_mem_held_bytes(n);
-    if (held == 0) return nomem(err, cat, n, "is too large to represent");
-    if (!total_reserve(held)) return nomem(err, cat, n, "would pass the capacity");
-    unsigned char *base = system_alloc(n, held);
+    size_t req = request_bytes(n), bound = snug_mem_held_bytes(n), held = 0;
+    if (req == 0) return nomem(err, cat, n, "is too large to represent");
+    if (!total_reserve(bound)) return nomem(err, cat, n, "would pass the capacity");
+    unsigned char *base = system_alloc(n, req, &held);
+    mem_counter *total = &g_counters[SNUG_MEM_TOTAL];
     if (!base) {
         int e = errno;
-        atomic_fetch_sub(&g_counters[SNUG_MEM_TOTAL].cur, held);
+        atomic_fetch_sub(&total->cur, bound);
         char why[96];
         snprintf(why, sizeof why, "was refused by the system (%s)", strerror(e));
         return nomem(err, cat, n, why);
     }
+    /* the reservation was a bound: settle it to what is held */
+    if (held <= bound)
+        atomic_fetch_sub(&total->cur, bound - held);
+    else
+        atomic_fetch_add(&total->cur, held - bound);
     return finish_block(base, cat, n, held);
 }
 
 void *snug_mem_alloc_exempt(snug_mem_cat cat, size_t n)
 {
     SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
-    size_t held = snug_mem_held_bytes(n);
-    unsigned char *base = held ? system_alloc(n, held) : NULL;
+    size_t req = request_bytes(n), held = 0;
+    unsigned char *base = req ? system_alloc(n, req, &held) : NULL;
     if (!base) {
         char msg[SNUG_ERROR_MSG_BYTES];
         nomem_message(msg, sizeof msg, cat, n, "was refused by the system where failing is "
@@ -200,7 +251,7 @@ void *snug_mem_alloc_exempt(snug_mem_cat cat, size_t n)
         fprintf(stderr, "snug: %s\n", msg);
         abort();
     }
-    counter_add(&g_counters[SNUG_MEM_TOTAL], held);
+    atomic_fetch_add(&g_counters[SNUG_MEM_TOTAL].cur, held);
     return finish_block(base, cat, n, held);
 }
 
@@ -255,7 +306,13 @@ void snug_mem_status(snug_mem_cat cat, size_t *cur, size_t *peak, bool reset)
     size_t now = atomic_load(&c->cur);
     if (cur) *cur = now;
     if (peak) *peak = atomic_load(&c->peak);
-    if (reset) atomic_store(&c->peak, atomic_load(&c->cur));
+    if (reset) {
+        /* An allocation racing with the store may have raised the peak just
+         * before it; raising again to the current value afterwards keeps
+         * peak >= current whatever the interleaving. */
+        atomic_store(&c->peak, atomic_load(&c->cur));
+        peak_raise(c, atomic_load(&c->cur));
+    }
 }
 
 void snug_mem_set_capacity(size_t bytes) { atomic_store(&g_capacity, bytes); }

@@ -8,11 +8,14 @@
  * concurrently and the peak never misses a spike.
  *
  * What a block holds (and is charged):
- *   small (request < SNUG_MEM_LARGE_BYTES): a 64-byte header plus the request
- *     rounded up to 64 bytes, from the C library, 64-byte aligned;
+ *   small (request < SNUG_MEM_LARGE_BYTES): from the C library, 64-byte
+ *     aligned; it asks for a 64-byte header plus the request rounded up to
+ *     64 bytes and is charged what the library really holds for that (the
+ *     chunk's usable size plus its size word: with glibc, at most 64
+ *     bytes more);
  *   large: the header plus the request rounded up to whole pages, from mmap,
  *     populated (every page resident) before it is returned, and given back
- *     to the system by snug_mem_free.
+ *     to the system by snug_mem_free; charged exactly that.
  * All memory returned is zero-filled and 64-byte aligned.
  */
 #ifndef SNUG_DEVICE_H
@@ -23,7 +26,7 @@
 enum {
     SNUG_MEM_ALIGN = 64,                 /* alignment of every block */
     SNUG_MEM_HEADER_BYTES = 64,          /* bookkeeping in front of a block */
-    SNUG_MEM_LARGE_BYTES = 128 * 1024    /* from here on, blocks come from mmap */
+    SNUG_MEM_LARGE_BYTES = 64 * 1024     /* from here on, blocks come from mmap */
 };
 
 /* Allocates n zeroed bytes charged to cat. Returns NULL and fills err (which
@@ -55,8 +58,13 @@ snug_status snug_mem_admit(snug_mem_cat cat, size_t n, snug_error *err);
 void snug_mem_free(void *p);
 
 /* Returns the bytes a request of n bytes holds (header and rounding
- * included), or 0 when n is too large to be represented. Pure. */
+ * included): exactly for large blocks, a bound for small ones (the C
+ * library's own rounding decides; with glibc it is never exceeded); 0 when
+ * n is too large to be represented. Pure. */
 size_t snug_mem_held_bytes(size_t n);
+
+/* The bytes the live block p is charged. */
+size_t snug_mem_block_bytes(const void *p);
 
 /* Writes "weights 1.00 GiB, kv_cache 0 B, ..., total ..." into buf (size
  * bytes, truncated to fit). */

@@ -24,18 +24,13 @@ static void json_install_hooks(void) { json_set_alloc_funcs(json_alloc_hook, jso
 
 void snug_json_init(void) { pthread_once(&g_json_once, json_install_hooks); }
 
-/* The most memory jansson takes per byte of JSON text, and a constant:
- * "[0,0,...]" costs one 128-byte block per 2 bytes plus the array's
- * doubling storage, about 72 bytes per byte; 96 covers every shape. */
-enum { JSON_BYTES_PER_TEXT_BYTE = 96, JSON_BYTES_FIXED = 64 * 1024 };
-
 snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
                             snug_error *err)
 {
     snug_json_init();
     size_t worst = SIZE_MAX;
-    if (len < (SIZE_MAX - JSON_BYTES_FIXED) / JSON_BYTES_PER_TEXT_BYTE)
-        worst = len * JSON_BYTES_PER_TEXT_BYTE + JSON_BYTES_FIXED;
+    if (len < (SIZE_MAX - SNUG_JSON_BYTES_FIXED) / SNUG_JSON_BYTES_PER_TEXT_BYTE)
+        worst = len * SNUG_JSON_BYTES_PER_TEXT_BYTE + SNUG_JSON_BYTES_FIXED;
     snug_status st = snug_mem_admit(SNUG_MEM_OTHER, worst, err);
     if (st != SNUG_OK)
         return snug_error_prefix(err, st, "%s: parsing %zu bytes of JSON: ", name, len);
@@ -84,8 +79,12 @@ snug_status snug_json_write_file(const json_t *value, const char *path, snug_err
     snug_status st = snug_file_create(path, &fd, err);
     if (st == SNUG_OK) st = snug_pwrite_full(fd, text, n, 0, path, err);
     if (st == SNUG_OK) st = snug_pwrite_full(fd, "\n", 1, n, path, err);
-    if (st == SNUG_OK) st = snug_file_close(fd, path, err);
-    else if (fd >= 0) close(fd);
+    if (st == SNUG_OK) {
+        st = snug_file_close(fd, path, err);
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    if (st != SNUG_OK && fd >= 0) unlink(path); /* no partial file is left */
     snug_mem_free(text);
     return st;
 }

@@ -16,13 +16,22 @@
 
 #include <jansson.h>
 
+/* The most memory jansson takes per byte of JSON text, and a constant: what
+ * a parse is admitted for. Measured (tests/test_json.c): "[{},{},...]" costs
+ * 142 bytes per byte (an object and its hash table per 3 bytes), "[[0],...]"
+ * 131, "[[],...]" and "[\"\",...]" 100, "[0,0,...]" 77, a safetensors
+ * header about 30. 192 covers every shape with room to spare. */
+enum { SNUG_JSON_BYTES_PER_TEXT_BYTE = 192, SNUG_JSON_BYTES_FIXED = 64 * 1024 };
+
 /* Routes jansson's allocations through the accounting allocator. Idempotent
  * and thread-safe; called by every function below, and by callers that
  * build JSON with jansson directly before their first use. */
 void snug_json_init(void);
 
 /* Parses len bytes as one JSON object (whitespace around it allowed) with
- * duplicate keys rejected. `name` is used in messages (a file name). On
+ * duplicate keys rejected. The parse is admitted against the capacity for
+ * the most jansson can take for len bytes (192 per byte); SNUG_NOMEM when
+ * that does not fit. `name` is used in messages (a file name). On
  * success *out owns a new reference the caller must json_decref. */
 snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
                             snug_error *err);
@@ -39,7 +48,7 @@ snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out
 char *snug_json_dumps(const json_t *value, bool pretty);
 
 /* Writes the JSON value to path with 2-space indentation and a final
- * newline, replacing the file. */
+ * newline, replacing the file; on failure no file is left at path. */
 snug_status snug_json_write_file(const json_t *value, const char *path, snug_error *err);
 
 /* Field readers. Each reads obj[key] from the file called `name`:

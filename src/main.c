@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static const char g_usage[] =
     "usage: snug COMMAND [ARGS]\n"
@@ -25,8 +27,23 @@ static const char g_usage[] =
     "\n"
     "environment: SNUG_FAIL_ALLOC=N makes the N-th allocation fail (fault injection)\n";
 
+/* The process may hold at most the machine's memory (what a hostile input
+ * can make a parser ask for is then refused, not killed), and may open as
+ * many files as the hard limit allows (a checkpoint can have many shards). */
+static void set_process_limits(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) snug_mem_set_capacity((size_t)pages * (size_t)page);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    set_process_limits();
     const char *fail = getenv("SNUG_FAIL_ALLOC");
     if (fail && *fail) snug_mem_fail_at(atoll(fail));
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
