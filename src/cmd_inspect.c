@@ -49,8 +49,8 @@ static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtyp
         st = snug_params_build(&ck->config, tp, rank, &t, err);
         if (st != SNUG_OK) return st;
         r->rank_bytes[rank] = snug_params_bytes(&t, r->weight_dtype);
-        r->rank_kv_bytes[rank] = 2 * (size_t)ck->config.n_layers * (size_t)t.n_kv_heads *
-                                 (size_t)ck->config.head_dim * snug_dtype_size(r->kv_dtype);
+        r->rank_kv_bytes[rank] =
+            snug_config_kv_bytes_per_token(&ck->config, t.n_kv_heads, r->kv_dtype);
         snug_params_free(&t);
     }
     return SNUG_OK;
@@ -88,7 +88,7 @@ static void print_text(const inspect_report *r, bool tensors)
                    snug_fmt_int((int64_t)r->bytes_by_dtype[d], a));
     printf("\n");
     printf("kv cache: %s bytes per token (%s)\n",
-           snug_fmt_int((int64_t)snug_config_kv_bytes_per_token(c, r->kv_dtype), a),
+           snug_fmt_int((int64_t)snug_config_kv_bytes_per_token(c, c->n_kv_heads, r->kv_dtype), a),
            snug_dtype_torch_name(r->kv_dtype));
     printf("loaded as %s, tensor parallel %d:\n", snug_dtype_torch_name(r->weight_dtype), r->tp);
     printf("  %-6s %20s %12s %18s\n", "rank", "weight bytes", "", "kv bytes/token");
@@ -133,7 +133,7 @@ static json_t *report_json(const inspect_report *r, bool tensors)
         "weight_bytes", (json_int_t)r->file_bytes,
         "bytes_by_dtype", by_dtype,
         "n_tensors", (json_int_t)ck->n_tensors,
-        "kv_bytes_per_token", (json_int_t)snug_config_kv_bytes_per_token(&ck->config, r->kv_dtype),
+        "kv_bytes_per_token", (json_int_t)snug_config_kv_bytes_per_token(&ck->config, ck->config.n_kv_heads, r->kv_dtype),
         "n_files", ck->n_files,
         "kv_cache_dtype", snug_dtype_torch_name(r->kv_dtype),
         "weight_dtype", snug_dtype_torch_name(r->weight_dtype),
@@ -219,11 +219,17 @@ int snug_cmd_inspect(int argc, char **argv)
         goto done;
     }
     if (as_json) {
+        if (!snug_utf8_valid(dir, strlen(dir))) {
+            snug_errorf(&err, SNUG_INVALID, "the model directory's path is not valid UTF-8, "
+                        "which JSON output needs");
+            rc = cli_fail(&err);
+            goto done;
+        }
         json_t *o = report_json(&r, tensors);
         char *text = o ? snug_json_dumps(o, true) : NULL;
         json_decref(o);
         if (!text) {
-            snug_errorf(&err, SNUG_NOMEM, "out of memory formatting the report");
+            snug_errorf(&err, SNUG_INTERNAL, "the report could not be written as JSON");
             rc = cli_fail(&err);
             goto done;
         }

@@ -170,20 +170,29 @@ static snug_status parse_token_ids(const json_t *root, const char *name, snug_mo
                                    snug_error *err)
 {
     int64_t bos = -1;
-    snug_status st = snug_json_get_int(root, "bos_token_id", name, false, 0, INT32_MAX, &bos,
-                                       NULL, err);
-    if (st != SNUG_OK) return st;
+    snug_status st;
+    const json_t *jb = json_object_get(root, "bos_token_id");
+    if (json_is_array(jb) && json_array_size(jb) > 0) /* a list: the first is the one used */
+        jb = json_array_get(jb, 0);
+    char d[96];
+    if (jb && !json_is_null(jb)) {
+        if (!json_is_integer(jb) || json_integer_value(jb) < 0 || json_integer_value(jb) > INT32_MAX)
+            return snug_errorf(err, SNUG_FORMAT, "%s: field 'bos_token_id': expected a token id "
+                               "or a list of them, found %s", name,
+                               snug_json_describe(jb, d, sizeof d));
+        bos = json_integer_value(jb);
+    }
     cfg->bos_token_id = (int32_t)bos;
     const json_t *eos = json_object_get(root, "eos_token_id");
     cfg->n_eos = 0;
     if (!eos || json_is_null(eos)) return SNUG_OK;
     if (json_is_integer(eos)) {
-        st = snug_json_get_int(root, "eos_token_id", name, false, 0, INT32_MAX, &bos, NULL, err);
+        int64_t id = 0;
+        st = snug_json_get_int(root, "eos_token_id", name, false, 0, INT32_MAX, &id, NULL, err);
         if (st != SNUG_OK) return st;
-        cfg->eos_token_ids[cfg->n_eos++] = (int32_t)bos;
+        cfg->eos_token_ids[cfg->n_eos++] = (int32_t)id;
         return SNUG_OK;
     }
-    char d[96];
     if (!json_is_array(eos) || json_array_size(eos) > SNUG_MAX_EOS_IDS)
         return snug_errorf(err, SNUG_FORMAT, "%s: field 'eos_token_id': expected a token id or "
                            "a list of at most %d, found %s", name, SNUG_MAX_EOS_IDS,
@@ -223,21 +232,21 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'hidden_act': '%.40s' is not "
                            "supported; expected silu", name, act);
 
-    st = get_i32(root, "hidden_size", name, true, 1, 1 << 20, &cfg->hidden_size, NULL, err);
+    st = get_i32(root, "hidden_size", name, true, 1, SNUG_MAX_HIDDEN, &cfg->hidden_size, NULL, err);
     if (st == SNUG_OK)
-        st = get_i32(root, "intermediate_size", name, true, 1, 1 << 22, &cfg->intermediate_size,
+        st = get_i32(root, "intermediate_size", name, true, 1, SNUG_MAX_INTERMEDIATE, &cfg->intermediate_size,
                      NULL, err);
     if (st == SNUG_OK)
-        st = get_i32(root, "num_hidden_layers", name, true, 1, 4096, &cfg->n_layers, NULL, err);
+        st = get_i32(root, "num_hidden_layers", name, true, 1, SNUG_MAX_LAYERS, &cfg->n_layers, NULL, err);
     if (st == SNUG_OK)
-        st = get_i32(root, "num_attention_heads", name, true, 1, 4096, &cfg->n_heads, NULL, err);
+        st = get_i32(root, "num_attention_heads", name, true, 1, SNUG_MAX_HEADS, &cfg->n_heads, NULL, err);
     if (st != SNUG_OK) return st;
     cfg->n_kv_heads = cfg->n_heads;
-    st = get_i32(root, "num_key_value_heads", name, false, 1, 4096, &cfg->n_kv_heads, NULL, err);
+    st = get_i32(root, "num_key_value_heads", name, false, 1, SNUG_MAX_HEADS, &cfg->n_kv_heads, NULL, err);
     if (st != SNUG_OK) return st;
     bool has_head_dim = false;
     cfg->head_dim = 0;
-    st = get_i32(root, "head_dim", name, false, 2, 4096, &cfg->head_dim, &has_head_dim, err);
+    st = get_i32(root, "head_dim", name, false, 2, SNUG_MAX_HEAD_DIM, &cfg->head_dim, &has_head_dim, err);
     if (st != SNUG_OK) return st;
     if (!has_head_dim) {
         if (cfg->hidden_size % cfg->n_heads != 0)
@@ -246,10 +255,10 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
                                cfg->hidden_size);
         cfg->head_dim = cfg->hidden_size / cfg->n_heads;
     }
-    st = get_i32(root, "vocab_size", name, true, 1, 1 << 24, &cfg->vocab_size, NULL, err);
+    st = get_i32(root, "vocab_size", name, true, 1, SNUG_MAX_VOCAB, &cfg->vocab_size, NULL, err);
     if (st != SNUG_OK) return st;
     cfg->max_position_embeddings = 2048;
-    st = snug_json_get_int(root, "max_position_embeddings", name, false, 1, (int64_t)1 << 28,
+    st = snug_json_get_int(root, "max_position_embeddings", name, false, 1, SNUG_MAX_POSITIONS,
                            &cfg->max_position_embeddings, NULL, err);
     if (st != SNUG_OK) return st;
     cfg->rms_norm_eps = 1e-6;
@@ -324,19 +333,32 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
 snug_status snug_config_validate(const snug_model_config *cfg, const char *name,
                                  snug_error *err)
 {
-    if (cfg->hidden_size < 1 || cfg->intermediate_size < 1 || cfg->n_layers < 1 ||
-        cfg->n_heads < 1 || cfg->n_kv_heads < 1 || cfg->vocab_size < 1 ||
-        cfg->max_position_embeddings < 1)
-        return snug_errorf(err, SNUG_INVALID, "%s: every size must be positive", name);
+    const struct {
+        const char *field;
+        int64_t value, max;
+    } sizes[] = {
+        {"hidden_size", cfg->hidden_size, SNUG_MAX_HIDDEN},
+        {"intermediate_size", cfg->intermediate_size, SNUG_MAX_INTERMEDIATE},
+        {"num_hidden_layers", cfg->n_layers, SNUG_MAX_LAYERS},
+        {"num_attention_heads", cfg->n_heads, SNUG_MAX_HEADS},
+        {"num_key_value_heads", cfg->n_kv_heads, SNUG_MAX_HEADS},
+        {"head_dim", cfg->head_dim, SNUG_MAX_HEAD_DIM},
+        {"vocab_size", cfg->vocab_size, SNUG_MAX_VOCAB},
+        {"max_position_embeddings", cfg->max_position_embeddings, SNUG_MAX_POSITIONS},
+    };
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(sizes); i++)
+        if (sizes[i].value < 1 || sizes[i].value > sizes[i].max)
+            return snug_errorf(err, SNUG_FORMAT, "%s: %s is %lld; expected 1 to %lld", name,
+                               sizes[i].field, (long long)sizes[i].value, (long long)sizes[i].max);
     if (cfg->n_heads % cfg->n_kv_heads != 0)
         return snug_errorf(err, SNUG_FORMAT, "%s: num_key_value_heads %d does not divide "
                            "num_attention_heads %d", name, cfg->n_kv_heads, cfg->n_heads);
     if (cfg->head_dim < 2 || cfg->head_dim % 2 != 0)
         return snug_errorf(err, SNUG_FORMAT, "%s: head_dim %d must be even (rotary embeddings "
                            "rotate pairs)", name, cfg->head_dim);
-    if ((int64_t)cfg->n_heads * cfg->head_dim > (1 << 20))
+    if ((int64_t)cfg->n_heads * cfg->head_dim > SNUG_MAX_Q_DIM)
         return snug_errorf(err, SNUG_FORMAT, "%s: num_attention_heads %d x head_dim %d is above "
-                           "the limit of %d", name, cfg->n_heads, cfg->head_dim, 1 << 20);
+                           "the limit of %d", name, cfg->n_heads, cfg->head_dim, SNUG_MAX_Q_DIM);
     if (!(cfg->rms_norm_eps > 0 && cfg->rms_norm_eps < 0.5))
         return snug_errorf(err, SNUG_FORMAT, "%s: rms_norm_eps %g must be in (0, 0.5)", name,
                            cfg->rms_norm_eps);
@@ -466,8 +488,9 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
     return o;
 }
 
-size_t snug_config_kv_bytes_per_token(const snug_model_config *cfg, snug_dtype kv_dtype)
+size_t snug_config_kv_bytes_per_token(const snug_model_config *cfg, int32_t n_kv_heads,
+                                      snug_dtype kv_dtype)
 {
-    return 2 * (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * (size_t)cfg->head_dim *
+    return 2 * (size_t)cfg->n_layers * (size_t)n_kv_heads * (size_t)cfg->head_dim *
            snug_dtype_size(kv_dtype);
 }

@@ -36,6 +36,19 @@ typedef struct snug_rope_scaling {
 
 enum { SNUG_MAX_EOS_IDS = 8 };
 
+/* The largest sizes snug accepts (beyond any released model, small enough
+ * that every product of them fits the arithmetic and the loader's staging). */
+enum {
+    SNUG_MAX_HIDDEN = 1 << 20,
+    SNUG_MAX_INTERMEDIATE = 1 << 22,
+    SNUG_MAX_LAYERS = 4096,
+    SNUG_MAX_HEADS = 4096,
+    SNUG_MAX_HEAD_DIM = 4096,
+    SNUG_MAX_Q_DIM = 1 << 20,          /* heads x head_dim */
+    SNUG_MAX_VOCAB = 1 << 24,
+    SNUG_MAX_POSITIONS = 1 << 28
+};
+
 typedef struct snug_model_config {
     snug_arch arch;
     char architecture[64];        /* as config.json names it: "LlamaForCausalLM" */
@@ -69,9 +82,11 @@ snug_status snug_config_parse(const char *text, size_t len, const char *name,
 /* Reads and validates DIR/config.json. */
 snug_status snug_config_load(const char *dir, snug_model_config *cfg, snug_error *err);
 
-/* Checks the invariants of a filled-in config (sizes positive and in range,
- * heads dividing hidden, kv heads dividing heads, rope settings sane). name
- * is used in messages. */
+/* Checks the invariants of a filled-in config: every size in [1, its
+ * SNUG_MAX_* limit], kv heads dividing heads, an even head_dim, sane norm
+ * and rope settings, token ids inside the vocabulary. Every reader of model
+ * shapes (config.json, GGUF, llama2.c) ends with it. name is used in
+ * messages, which name the field. */
 snug_status snug_config_validate(const snug_model_config *cfg, const char *name,
                                  snug_error *err);
 
@@ -85,8 +100,9 @@ const char *snug_arch_model_type(snug_arch arch);
 /* The rope scaling type's name ("default", "linear", ...). */
 const char *snug_rope_type_name(snug_rope_type t);
 
-/* Bytes of K and V per token, over all layers and KV heads of the whole
- * model (not per rank), for a cache of element type kv_dtype. */
-size_t snug_config_kv_bytes_per_token(const snug_model_config *cfg, snug_dtype kv_dtype);
+/* Bytes of K and V per token over all layers, for n_kv_heads KV heads (the
+ * model's, or one rank's) and a cache of element type kv_dtype. */
+size_t snug_config_kv_bytes_per_token(const snug_model_config *cfg, int32_t n_kv_heads,
+                                      snug_dtype kv_dtype);
 
 #endif /* SNUG_CONFIG_H */

@@ -40,36 +40,33 @@ typedef struct plan {
     plan_tensor *t;
 } plan;
 
-/* Fills the plan's tensor list (names, shapes, rope heads) from the
- * parameter table of its config; the importer then sets dtype and offset. */
+/* Fills the plan's tensor list (names, shapes, rope heads) with the
+ * checkpoint tensors of its config; the importer then sets dtype and
+ * offset. */
 static snug_status plan_init(plan *p, snug_error *err)
 {
-    snug_param_table t;
-    snug_status st = snug_params_build(&p->cfg, 1, 0, &t, err);
-    if (st != SNUG_OK) return st;
+    snug_tensor_spec *specs = NULL;
     int32_t n = 0;
-    for (int32_t i = 0; i < t.n_params; i++) n += t.params[i].n_sources;
+    snug_status st = snug_params_checkpoint_tensors(&p->cfg, &specs, &n, err);
+    if (st != SNUG_OK) return st;
     p->t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *p->t, err);
-    if (!p->t) {
-        snug_params_free(&t);
-        return SNUG_NOMEM;
-    }
-    p->n = n;
-    int32_t k = 0;
-    for (int32_t i = 0; i < t.n_params; i++)
-        for (int32_t s = 0; s < t.params[i].n_sources; s++, k++) {
-            const snug_param_source *src = &t.params[i].sources[s];
+    if (p->t) {
+        p->n = n;
+        for (int32_t k = 0; k < n; k++) {
             plan_tensor *pt = &p->t[k];
             memset(pt, 0, sizeof *pt);
-            memcpy(pt->name, src->tensor, sizeof pt->name);
-            pt->n_dims = src->n_dims;
-            pt->rows = src->rows;
-            pt->cols = src->cols;
+            memcpy(pt->name, specs[k].name, sizeof pt->name);
+            pt->n_dims = specs[k].n_dims;
+            pt->rows = specs[k].rows;
+            pt->cols = specs[k].cols;
             if (strstr(pt->name, "q_proj.weight")) pt->rope_heads = p->cfg.n_heads;
             if (strstr(pt->name, "k_proj.weight")) pt->rope_heads = p->cfg.n_kv_heads;
         }
-    snug_params_free(&t);
-    return SNUG_OK;
+    } else {
+        st = SNUG_NOMEM;
+    }
+    snug_mem_free(specs);
+    return st;
 }
 
 static plan_tensor *plan_find(plan *p, const char *name)
@@ -97,7 +94,11 @@ static snug_status copy_tensor(const plan *p, int32_t i, const snug_st_writer *w
 {
     const plan_tensor *t = &p->t[i];
     size_t row_bytes = (size_t)t->cols * snug_dtype_size(t->dtype);
-    int64_t step = SNUG_MAX((int64_t)1, (int64_t)(STAGING_BYTES / row_bytes));
+    if (row_bytes > STAGING_BYTES) /* the config limits keep rows within 16 MiB */
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s': a row of %zu bytes does "
+                           "not fit the %d-byte staging buffer", p->path, t->name, row_bytes,
+                           STAGING_BYTES);
+    int64_t step = (int64_t)(STAGING_BYTES / row_bytes);
     if (t->rope_heads > 0) {
         int64_t hd = p->cfg.head_dim;
         step = SNUG_MAX(hd, step / hd * hd);
@@ -348,8 +349,7 @@ static bool gguf_name(const char *hf, char *out, size_t size)
     return false;
 }
 
-/* Reads the llama hyper-parameters of a GGUF file into cfg. */
-static snug_status gguf_config(const snug_gguf_file *g, snug_model_config *c, snug_error *err)
+snug_status snug_gguf_llama_config(const snug_gguf_file *g, snug_model_config *c, snug_error *err)
 {
     const char *arch = NULL;
     snug_status st = snug_gguf_get_string(g, "general.architecture", true, &arch, NULL, err);
@@ -463,7 +463,7 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
     snug_gguf_file *g = NULL;
     plan p = {.path = path, .fd = -1};
     snug_status st = snug_gguf_open(path, &g, err);
-    if (st == SNUG_OK) st = gguf_config(g, &p.cfg, err);
+    if (st == SNUG_OK) st = snug_gguf_llama_config(g, &p.cfg, err);
     if (st != SNUG_OK) goto done;
     p.fd = g->fd;
     const snug_gguf_tensor *emb = snug_gguf_find_tensor(g, "token_embd.weight");
@@ -477,7 +477,7 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
     int64_t used = tied && out ? 1 : 0; /* a tied output.weight is accounted for */
     for (int32_t i = 0; i < p.n; i++) {
         plan_tensor *t = &p.t[i];
-        char name[SNUG_PARAM_NAME_BYTES];
+        char name[SNUG_PARAM_NAME_BYTES] = "(none)";
         const snug_gguf_tensor *gt = gguf_name(t->name, name, sizeof name)
                                          ? snug_gguf_find_tensor(g, name) : NULL;
         if (!gt) {

@@ -103,70 +103,52 @@ static void generate(const gen_tensor *t, uint64_t e0, size_t n, snug_dtype dt, 
 {
     uint32_t key = (uint32_t)snug_mix64(t->key ^ (e0 >> 32));
     uint32_t base = (uint32_t)e0;
-    float mean = t->mean, scale = 0.02f / 147.80054f;
+    float mean = t->mean, scale = 0.02f;
     float *f = dt == SNUG_DTYPE_F32 ? out : tmp;
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         uint32_t x = snug_hash32((base + (uint32_t)i) * 0x9E3779B9u ^ key);
-        int s = (int)(x & 0xFF) + (int)((x >> 8) & 0xFF) + (int)((x >> 16) & 0xFF) + (int)(x >> 24);
-        f[i] = mean + scale * (float)(s - 510);
+        f[i] = mean + scale * snug_rng_normalish(x);
     }
     if (dt != SNUG_DTYPE_F32) snug_convert(out, dt, tmp, SNUG_DTYPE_F32, n);
 }
 
-/* The checkpoint tensors of a model, with their names. */
+/* The checkpoint tensors of a model, with their generation settings. */
 typedef struct gen_list {
     int32_t n;
     gen_tensor *t;
-    char (*names)[SNUG_PARAM_NAME_BYTES];
+    snug_tensor_spec *specs;   /* names and shapes */
 } gen_list;
 
 static void gen_list_free(gen_list *l)
 {
     snug_mem_free(l->t);
-    snug_mem_free(l->names);
+    snug_mem_free(l->specs);
 }
 
-/* Lists the checkpoint tensors of cfg: the sources of its unsharded table. */
 static snug_status list_tensors(const snug_model_config *cfg, const snug_mkmodel_opts *o,
                                 gen_list *out, snug_error *err)
 {
-    snug_param_table t;
-    snug_status st = snug_params_build(cfg, 1, 0, &t, err);
+    gen_list l = {0};
+    snug_status st = snug_params_checkpoint_tensors(cfg, &l.specs, &l.n, err);
     if (st != SNUG_OK) return st;
-    int32_t n = 0;
-    for (int32_t i = 0; i < t.n_params; i++) n += t.params[i].n_sources;
-    gen_tensor *g = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *g, err);
-    char (*names)[SNUG_PARAM_NAME_BYTES] =
-        snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * SNUG_PARAM_NAME_BYTES, err);
-    if (!g || !names) {
-        snug_mem_free(g);
-        snug_mem_free(names);
-        snug_params_free(&t);
+    l.t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)l.n * sizeof *l.t, err);
+    if (!l.t) {
+        gen_list_free(&l);
         return SNUG_NOMEM;
     }
-    int32_t k = 0;
-    for (int32_t i = 0; i < t.n_params; i++) {
-        const snug_param *p = &t.params[i];
-        for (int32_t s = 0; s < p->n_sources; s++, k++) {
-            const snug_param_source *src = &p->sources[s];
-            memcpy(names[k], src->tensor, SNUG_PARAM_NAME_BYTES);
-            gen_tensor *e = &g[k];
-            memset(e, 0, sizeof *e);
-            e->out.name = names[k];
-            e->out.dtype = o->dtype;
-            e->out.n_dims = src->n_dims;
-            e->out.shape[0] = src->rows;
-            e->out.shape[1] = src->cols;
-            e->numel = (uint64_t)src->rows * (uint64_t)src->cols;
-            e->bytes = e->numel * snug_dtype_size(o->dtype);
-            e->key = snug_rng_key(o->seed, names[k]);
-            size_t len = strlen(names[k]);
-            e->mean = len > 11 && strcmp(names[k] + len - 11, "norm.weight") == 0 ? 1.0f : 0.0f;
-        }
+    for (int32_t k = 0; k < l.n; k++) {
+        const snug_tensor_spec *sp = &l.specs[k];
+        gen_tensor *e = &l.t[k];
+        e->out = (snug_st_out){.name = sp->name, .dtype = o->dtype, .n_dims = sp->n_dims,
+                               .shape = {sp->rows, sp->cols}};
+        e->numel = (uint64_t)sp->rows * (uint64_t)sp->cols;
+        e->bytes = e->numel * snug_dtype_size(o->dtype);
+        e->key = snug_rng_key(o->seed, sp->name);
+        size_t len = strlen(sp->name);
+        e->mean = len > 11 && strcmp(sp->name + len - 11, "norm.weight") == 0 ? 1.0f : 0.0f;
     }
-    snug_params_free(&t);
-    *out = (gen_list){.n = n, .t = g, .names = names};
+    *out = l;
     return SNUG_OK;
 }
 
@@ -267,56 +249,61 @@ done:
     return st;
 }
 
-static snug_status write_index(const gen_tensor *g, int32_t n, int32_t n_shards,
-                               const char *outdir, snug_error *err)
+/* Writes o (consumed; NULL means building it ran out of memory) to
+ * outdir/name. */
+static snug_status write_json(const char *outdir, const char *name, json_t *o, snug_error *err)
 {
-    char path[4096], fname[64];
-    uint64_t total = 0;
-    for (int32_t i = 0; i < n; i++) total += g[i].bytes;
-    json_t *map = json_object();
-    json_t *root = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total,
-                             "weight_map", map);
-    if (!root) return snug_errorf(err, SNUG_NOMEM, "out of memory building the index");
-    for (int32_t i = 0; i < n; i++) {
-        shard_name(fname, sizeof fname, g[i].shard, n_shards);
-        if (json_object_set_new(map, g[i].out.name, json_string(fname)) != 0) {
-            json_decref(root);
-            return snug_errorf(err, SNUG_NOMEM, "out of memory building the index");
-        }
-    }
-    snug_status st = snug_path_join(path, sizeof path, outdir, "model.safetensors.index.json", err);
-    if (st == SNUG_OK) st = snug_json_write_file(root, path, err);
-    json_decref(root);
+    char path[4096];
+    snug_status st = o ? snug_path_join(path, sizeof path, outdir, name, err)
+                       : snug_errorf(err, SNUG_NOMEM, "out of memory building %s", name);
+    if (st == SNUG_OK) st = snug_json_write_file(o, path, err);
+    json_decref(o);
     return st;
 }
 
-static snug_status write_configs(const snug_model_config *cfg, snug_dtype dtype,
-                                 const char *outdir, snug_error *err)
+static snug_status write_index(const gen_tensor *g, int32_t n, int32_t n_shards,
+                               const char *outdir, snug_error *err)
 {
-    char path[4096];
-    snug_model_config c = *cfg;
-    c.dtype = dtype;
-    json_t *o = snug_config_to_json(&c);
-    if (!o) return snug_errorf(err, SNUG_NOMEM, "out of memory building config.json");
-    snug_status st = snug_path_join(path, sizeof path, outdir, "config.json", err);
-    if (st == SNUG_OK) st = snug_json_write_file(o, path, err);
-    json_decref(o);
-    if (st != SNUG_OK) return st;
-    json_t *gen = json_object();
+    char fname[64];
+    uint64_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += g[i].bytes;
+    json_t *map = json_object();
+    for (int32_t i = 0; map && i < n; i++) {
+        shard_name(fname, sizeof fname, g[i].shard, n_shards);
+        if (json_object_set_new(map, g[i].out.name, json_string(fname)) != 0) {
+            json_decref(map);
+            map = NULL;
+        }
+    }
+    json_t *root = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total,
+                             "weight_map", map);
+    return write_json(outdir, "model.safetensors.index.json", root, err);
+}
+
+/* generation_config.json: the model's bos and eos ids. */
+static json_t *generation_config(const snug_model_config *cfg)
+{
     json_t *eos = json_array();
-    bool ok = gen && eos;
-    if (!ok) json_decref(eos);
-    ok = ok && json_object_set_new(gen, "eos_token_id", eos) == 0;
-    for (int i = 0; ok && i < cfg->n_eos; i++)
-        ok = json_array_append_new(eos, json_integer(cfg->eos_token_ids[i])) == 0;
-    if (ok && cfg->bos_token_id >= 0)
-        ok = json_object_set_new(gen, "bos_token_id", json_integer(cfg->bos_token_id)) == 0;
-    if (!ok) json_decref(gen);
-    if (!ok) return snug_errorf(err, SNUG_NOMEM, "out of memory building generation_config.json");
-    st = snug_path_join(path, sizeof path, outdir, "generation_config.json", err);
-    if (st == SNUG_OK) st = snug_json_write_file(gen, path, err);
-    json_decref(gen);
-    return st;
+    for (int i = 0; eos && i < cfg->n_eos; i++)
+        if (json_array_append_new(eos, json_integer(cfg->eos_token_ids[i])) != 0) {
+            json_decref(eos);
+            eos = NULL;
+        }
+    return json_pack("{s:o, s:i}", "eos_token_id", eos, "bos_token_id", cfg->bos_token_id);
+}
+
+/* Removes every file mkmodel writes into outdir (those that exist). */
+static void remove_outputs(const char *outdir, int32_t n_shards)
+{
+    char path[4096], fname[64];
+    for (int32_t s = 0; s < n_shards; s++) {
+        shard_name(fname, sizeof fname, s, n_shards);
+        if (snug_path_join(path, sizeof path, outdir, fname, NULL) == SNUG_OK) unlink(path);
+    }
+    const char *const others[] = {"model.safetensors.index.json", "config.json",
+                                  "generation_config.json"};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(others); i++)
+        if (snug_path_join(path, sizeof path, outdir, others[i], NULL) == SNUG_OK) unlink(path);
 }
 
 snug_status snug_mkmodel(const snug_model_config *cfg, const snug_mkmodel_opts *opts,
@@ -328,7 +315,6 @@ snug_status snug_mkmodel(const snug_model_config *cfg, const snug_mkmodel_opts *
     if (o.n_shards < 1) return snug_errorf(err, SNUG_INVALID, "the shard count must be >= 1");
     if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
     gen_list l = {0};
-    int32_t written = 0;
     void **buffers = NULL;
     char path[4096], fname[64];
     snug_status st = list_tensors(cfg, &o, &l, err);
@@ -351,20 +337,18 @@ snug_status snug_mkmodel(const snug_model_config *cfg, const snug_mkmodel_opts *
         st = snug_path_join(path, sizeof path, outdir, fname, err);
         if (st == SNUG_OK) st = write_shard(l.t, l.n, s, path, &o, buffers, err);
         if (st != SNUG_OK) goto done;
-        written = s + 1;
     }
     if (o.n_shards > 1) st = write_index(l.t, l.n, o.n_shards, outdir, err);
-    if (st == SNUG_OK) st = write_configs(cfg, o.dtype, outdir, err);
+    snug_model_config as_written = *cfg;
+    as_written.dtype = o.dtype;
+    if (st == SNUG_OK) st = write_json(outdir, "config.json", snug_config_to_json(&as_written), err);
+    if (st == SNUG_OK) st = write_json(outdir, "generation_config.json", generation_config(cfg), err);
     if (st == SNUG_OK && bytes_written) {
         *bytes_written = 0;
         for (int32_t i = 0; i < l.n; i++) *bytes_written += l.t[i].bytes;
     }
 done:
-    if (st != SNUG_OK) /* leave no partial checkpoint behind */
-        for (int32_t s = 0; s < written; s++) {
-            shard_name(fname, sizeof fname, s, o.n_shards);
-            if (snug_path_join(path, sizeof path, outdir, fname, NULL) == SNUG_OK) unlink(path);
-        }
+    if (st != SNUG_OK) remove_outputs(outdir, o.n_shards); /* no partial checkpoint */
     if (buffers)
         for (int32_t i = 0; i < o.n_threads; i++) snug_mem_free(buffers[i]);
     snug_mem_free(buffers);

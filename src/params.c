@@ -9,17 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *snug_shard_kind_name(snug_shard_kind kind)
-{
-    switch (kind) {
-    case SNUG_SHARD_REPLICATED: return "replicated";
-    case SNUG_SHARD_COLUMN: return "column";
-    case SNUG_SHARD_ROW: return "row";
-    case SNUG_SHARD_VOCAB: return "vocab";
-    }
-    return "unknown";
-}
-
 snug_status snug_shard_range(int64_t dim, int32_t rank, int32_t world, bool pad,
                              const char *what, int64_t *begin, int64_t *len, int64_t *held,
                              snug_error *err)
@@ -178,8 +167,10 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     t.intermediate = (int32_t)ff_len;
     t.vocab_rows = (int32_t)v_held;
 
+    st = snug_config_validate(cfg, "model config", err);
+    if (st != SNUG_OK) return st;
     int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0);
-    int32_t cap = 3 + per_layer * cfg->n_layers;
+    int32_t cap = 3 + per_layer * cfg->n_layers; /* n_layers <= SNUG_MAX_LAYERS */
     t.params = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t.params, err);
     if (!t.params) return snug_error_prefix(err, SNUG_NOMEM, "parameter table: ");
     table_builder b = {&t, cap};
@@ -214,6 +205,34 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     }
     *out = t;
     return SNUG_OK;
+}
+
+snug_status snug_params_checkpoint_tensors(const snug_model_config *cfg, snug_tensor_spec **specs,
+                                           int32_t *n, snug_error *err)
+{
+    snug_param_table t;
+    snug_status st = snug_params_build(cfg, 1, 0, &t, err);
+    if (st != SNUG_OK) return st;
+    int32_t count = 0;
+    for (int32_t i = 0; i < t.n_params; i++) count += t.params[i].n_sources;
+    snug_tensor_spec *out = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)count * sizeof *out, err);
+    if (out) {
+        int32_t k = 0;
+        for (int32_t i = 0; i < t.n_params; i++)
+            for (int32_t s = 0; s < t.params[i].n_sources; s++, k++) {
+                const snug_param_source *src = &t.params[i].sources[s];
+                memcpy(out[k].name, src->tensor, sizeof out[k].name);
+                out[k].n_dims = src->n_dims;
+                out[k].rows = src->rows;
+                out[k].cols = src->cols;
+            }
+        *specs = out;
+        *n = count;
+    } else {
+        st = snug_error_prefix(err, SNUG_NOMEM, "checkpoint tensor list: ");
+    }
+    snug_params_free(&t);
+    return st;
 }
 
 void snug_params_free(snug_param_table *table)

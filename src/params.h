@@ -83,6 +83,19 @@ snug_status snug_params_check_tp(const snug_model_config *cfg, int32_t tp, snug_
 snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t rank,
                               snug_param_table *out, snug_error *err);
 
+/* One tensor of a Hugging Face checkpoint, as the model expects it. */
+typedef struct snug_tensor_spec {
+    char name[SNUG_PARAM_NAME_BYTES];
+    int32_t n_dims;         /* 1 or 2 */
+    int64_t rows, cols;     /* cols = 1 when 1-D */
+} snug_tensor_spec;
+
+/* The tensors a checkpoint of cfg holds (the sources of the unsharded
+ * table, in parameter order) into *specs, a new block of category other the
+ * caller frees with snug_mem_free, and their number into *n. */
+snug_status snug_params_checkpoint_tensors(const snug_model_config *cfg, snug_tensor_spec **specs,
+                                           int32_t *n, snug_error *err);
+
 /* Frees the table's storage; the table may be zero-filled. */
 void snug_params_free(snug_param_table *table);
 
@@ -100,8 +113,5 @@ snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_er
  * into bytes[0..tp-1]. */
 snug_status snug_params_rank_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
                                    uint64_t *bytes, snug_error *err);
-
-/* The shard kind's name ("replicated", "column", "row", "vocab"). */
-const char *snug_shard_kind_name(snug_shard_kind kind);
 
 #endif /* SNUG_PARAMS_H */

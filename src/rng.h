@@ -1,7 +1,8 @@
 /*
- * rng.h: counter-based random numbers. The value at position n of a stream
- * is a pure function of (key, n), so that threads can generate any part of
- * a stream independently and the same seed always gives the same bytes.
+ * rng.h: counter-based random numbers: a value is a pure function of a
+ * stream key and a position (hash the two), so that threads can generate
+ * any part of a stream independently and the same seed always gives the
+ * same bytes.
  */
 #ifndef SNUG_RNG_H
 #define SNUG_RNG_H
@@ -15,12 +16,6 @@ static inline uint64_t snug_mix64(uint64_t z)
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
-}
-
-/* The n-th 64-bit value of the stream `key` (SplitMix64 jumped to n). */
-static inline uint64_t snug_rng_at(uint64_t key, uint64_t n)
-{
-    return snug_mix64(key + (n + 1) * 0x9E3779B97F4A7C15ull);
 }
 
 /* A stream key derived from a seed and a name (FNV-1a of the name, mixed). */

@@ -165,6 +165,38 @@ static void test_validation_messages(void)
     CHECK_FAILS(parse("{\"hidden_size\":64}", &c, &err), &err, SNUG_FORMAT,
                 "neither 'architectures' nor 'model_type' is given");
     CHECK_FAILS(parse("{\"model_type\":\"llama\",", &c, &err), &err, SNUG_FORMAT, "not valid JSON");
+    CHECK_FAILS(parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":10,"
+                      "\"bos_token_id\":\"<s>\"}", &c, &err),
+                &err, SNUG_FORMAT, "field 'bos_token_id': expected a token id or a list of them");
+}
+
+static void test_limits_in_validate(void)
+{
+    /* every reader of shapes (GGUF, llama2.c, presets) relies on validate for the limits */
+    snug_model_config c;
+    snug_error err = {0};
+    CHECK_OK(parse(g_llama32, &c, &err), &err);
+    snug_model_config x = c;
+    x.hidden_size = 4300000;
+    CHECK_FAILS(snug_config_validate(&x, "m.gguf", &err), &err, SNUG_FORMAT,
+                "m.gguf: hidden_size is 4300000; expected 1 to 1048576");
+    x = c;
+    x.n_layers = 715827883;
+    CHECK_FAILS(snug_config_validate(&x, "m.gguf", &err), &err, SNUG_FORMAT,
+                "num_hidden_layers is 715827883; expected 1 to 4096");
+    x = c;
+    x.vocab_size = 0;
+    CHECK_FAILS(snug_config_validate(&x, "m.gguf", &err), &err, SNUG_FORMAT, "vocab_size is 0");
+    x = c;
+    x.n_heads = 4096, x.head_dim = 512, x.n_kv_heads = 8;
+    CHECK_FAILS(snug_config_validate(&x, "m.gguf", &err), &err, SNUG_FORMAT,
+                "num_attention_heads 4096 x head_dim 512 is above the limit");
+    const char *listed = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                         "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":10,"
+                         "\"bos_token_id\":[3, 4]}";
+    CHECK_OK(parse(listed, &c, &err), &err);
+    CHECK(c.bos_token_id == 3, "a bos list gives its first id");
 }
 
 static bool same_config(const snug_model_config *a, const snug_model_config *b)
@@ -214,9 +246,9 @@ static void test_kv_bytes(void)
     snug_error err = {0};
     CHECK_OK(parse(g_llama32, &c, &err), &err);
     /* 2 (K and V) * 16 layers * 8 kv heads * 64 dims * 2 bytes */
-    CHECK(snug_config_kv_bytes_per_token(&c, SNUG_DTYPE_BF16) == 32768, "llama-3.2-1b: %zu",
-          snug_config_kv_bytes_per_token(&c, SNUG_DTYPE_BF16));
-    CHECK(snug_config_kv_bytes_per_token(&c, SNUG_DTYPE_F32) == 65536, "f32 doubles it");
+    CHECK(snug_config_kv_bytes_per_token(&c, c.n_kv_heads, SNUG_DTYPE_BF16) == 32768, "llama-3.2-1b: %zu",
+          snug_config_kv_bytes_per_token(&c, c.n_kv_heads, SNUG_DTYPE_BF16));
+    CHECK(snug_config_kv_bytes_per_token(&c, c.n_kv_heads, SNUG_DTYPE_F32) == 65536, "f32 doubles it");
 }
 
 int main(void)
@@ -226,6 +258,7 @@ int main(void)
     RUN(test_other_rope_types);
     RUN(test_qwen2);
     RUN(test_validation_messages);
+    RUN(test_limits_in_validate);
     RUN(test_round_trip);
     RUN(test_kv_bytes);
     return test_summary();

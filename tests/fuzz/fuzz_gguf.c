@@ -5,13 +5,15 @@
  * up: every key is found by name and its typed getters either succeed with
  * the stored value or fail cleanly, string values have the stated length,
  * every tensor is found by name, has a known type and lies inside the data
- * section, and its bytes read back equal the input's. The driver in
+ * section, and its bytes read back equal the input's; the import's reading
+ * of llama hyper-parameters gives a valid config or a clean failure. The driver in
  * fuzz_common.h checks failures, parses again without a message buffer and
  * with one allocation failing, and checks that nothing leaks.
  */
 #include "fuzz_common.h"
 #include "device.h"
 #include "fileio.h"
+#include "convert.h"
 #include "gguf.h"
 
 #include <stdio.h>
@@ -104,9 +106,22 @@ static snug_status parse(const fuzz_input *in, void **parsed, snug_error *err)
     return snug_gguf_open_fd(in->fd, in->name, (snug_gguf_file **)parsed, err);
 }
 
+/* The import's reading of the llama hyper-parameters holds up too. */
+static void exercise_llama_config(const snug_gguf_file *f)
+{
+    snug_error err = {0};
+    snug_model_config cfg;
+    snug_status st = snug_gguf_llama_config(f, &cfg, &err);
+    if (st == SNUG_OK)
+        REQUIRE(snug_config_validate(&cfg, NAME, &err) == SNUG_OK);
+    else
+        fuzz_check_failure(st, &err, NAME);
+}
+
 static void check(const fuzz_input *in, void *parsed)
 {
     exercise(parsed, in->fd, in->data, in->size);
+    exercise_llama_config(parsed);
     snug_gguf_close(parsed);
 }
 
