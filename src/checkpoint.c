@@ -8,9 +8,11 @@
 #include "fileio.h"
 #include "json.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum { INDEX_MAX_BYTES = 256 << 20 };
 
@@ -182,23 +184,62 @@ static int cmp_ckpt_entry(const void *a, const void *b)
                   ((const snug_ckpt_entry *)b)->tensor->name);
 }
 
-/* Opens the shards named by the index and checks that they hold exactly
- * the tensors the index assigns to them. */
+/* Checks shard i as soon as it is open, so that a hostile index cannot make
+ * snug open many large shards before it finds out: the shard is not
+ * another name for an earlier one (a link), and it holds exactly the
+ * tensors the index assigns to it (count[i] of them). */
+static snug_status check_shard(const snug_checkpoint *ck, const snug_index *ix, int32_t i,
+                               const int64_t *count, const char *index_path, snug_error *err)
+{
+    const snug_st_file *f = ck->files[i];
+    struct stat si;
+    if (fstat(f->fd, &si) != 0)
+        return snug_errorf(err, SNUG_IO, "%s: cannot stat: %s", f->path, strerror(errno));
+    for (int32_t k = 0; k < i; k++) {
+        struct stat sk;
+        if (fstat(ck->files[k]->fd, &sk) == 0 && sk.st_dev == si.st_dev && sk.st_ino == si.st_ino)
+            return snug_errorf(err, SNUG_FORMAT, "%s: shards '%s' and '%s' are the same file",
+                               index_path, ix->files[k], ix->files[i]);
+    }
+    for (int64_t k = 0; k < f->n_tensors; k++) {
+        snug_index_entry key = {.tensor = f->tensors[k].name};
+        const snug_index_entry *e =
+            bsearch(&key, ix->entries, (size_t)ix->n_entries, sizeof key, cmp_index_entry);
+        if (!e || e->file != i)
+            return snug_errorf(err, SNUG_FORMAT, "%s: shard '%s' holds tensor '%.200s', which the "
+                               "index %s", index_path, ix->files[i], f->tensors[k].name,
+                               e ? "assigns to another shard" : "does not list");
+    }
+    if (f->n_tensors != count[i]) { /* fewer than assigned: name the first missing one */
+        for (int64_t k = 0; k < ix->n_entries; k++)
+            if (ix->entries[k].file == i && !snug_st_find(f, ix->entries[k].tensor))
+                return snug_errorf(err, SNUG_FORMAT, "%s: lists tensor '%.200s' in shard '%s', "
+                                   "which does not hold it", index_path, ix->entries[k].tensor,
+                                   ix->files[i]);
+    }
+    return SNUG_OK;
+}
+
+/* Opens the shards named by the index, checking each as it opens. */
 static snug_status open_sharded(snug_checkpoint *ck, const char *index_path, snug_error *err)
 {
     char *text = NULL;
     size_t len = 0;
     snug_index *ix = NULL;
+    int64_t *count = NULL;
     char path[4096];
     snug_status st = snug_file_read_all(index_path, INDEX_MAX_BYTES, &text, &len, err);
     if (st == SNUG_OK) st = snug_index_parse(text, len, index_path, &ix, err);
     snug_mem_free(text);
     if (st != SNUG_OK) return st;
     ck->files = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_files * sizeof *ck->files, err);
-    if (!ck->files) {
+    count = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_files * sizeof *count, err);
+    ck->entries = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_entries * sizeof *ck->entries, err);
+    if (!ck->files || !count || !ck->entries) {
         st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", index_path);
         goto done;
     }
+    for (int64_t k = 0; k < ix->n_entries; k++) count[ix->entries[k].file]++;
     for (int32_t i = 0; i < ix->n_files; i++) {
         st = snug_path_join(path, sizeof path, ck->dir, ix->files[i], err);
         if (st != SNUG_OK) goto done;
@@ -210,47 +251,19 @@ static snug_status open_sharded(snug_checkpoint *ck, const char *index_path, snu
         st = snug_st_open(path, &ck->files[i], err);
         if (st != SNUG_OK) goto done;
         ck->n_files = i + 1;
-    }
-    int64_t total = 0;
-    for (int32_t i = 0; i < ck->n_files; i++) total += ck->files[i]->n_tensors;
-    if (total != ix->n_entries) {
-        /* Some shard holds a tensor the index does not assign to it: find it. */
-        for (int32_t i = 0; i < ck->n_files; i++) {
-            const snug_st_file *f = ck->files[i];
-            for (int64_t k = 0; k < f->n_tensors; k++) {
-                snug_index_entry key = {.tensor = f->tensors[k].name};
-                const snug_index_entry *e = bsearch(&key, ix->entries, (size_t)ix->n_entries,
-                                                    sizeof key, cmp_index_entry);
-                if (!e || e->file != i) {
-                    st = snug_errorf(err, SNUG_FORMAT, "%s: shard '%s' holds tensor '%.200s', "
-                                     "which the index %s", index_path, ix->files[i],
-                                     f->tensors[k].name,
-                                     e ? "assigns to another shard" : "does not list");
-                    goto done;
-                }
-            }
-        }
-    }
-    ck->entries = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)ix->n_entries * sizeof *ck->entries,
-                                 err);
-    if (!ck->entries) {
-        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", index_path);
-        goto done;
+        st = check_shard(ck, ix, i, count, index_path, err);
+        if (st != SNUG_OK) goto done;
     }
     for (int64_t k = 0; k < ix->n_entries; k++) {
         const snug_index_entry *e = &ix->entries[k];
-        const snug_st_tensor *t = snug_st_find(ck->files[e->file], e->tensor);
-        if (!t) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: lists tensor '%.200s' in shard '%s', which "
-                             "does not hold it", index_path, e->tensor, ix->files[e->file]);
-            goto done;
-        }
-        ck->entries[k].tensor = t;
+        ck->entries[k].tensor = snug_st_find(ck->files[e->file], e->tensor);
         ck->entries[k].file = e->file;
+        SNUG_ASSERT(ck->entries[k].tensor); /* check_shard saw every one */
     }
     ck->n_tensors = ix->n_entries;
     ck->sharded = true;
 done:
+    snug_mem_free(count);
     snug_index_free(ix);
     return st;
 }

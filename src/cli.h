@@ -8,8 +8,17 @@
 
 #include "common.h"
 
+/* `snug inspect DIR [--tp N] [--dtype D] [--tensors] [--json]`: argv[0] is
+ * "inspect". Prints the model's summary and the weight bytes of each rank. */
 int snug_cmd_inspect(int argc, char **argv);
+
+/* `snug mkmodel --preset NAME --dtype D [--shards K] [--seed S] [--threads T]
+ * OUTDIR`: writes a synthetic checkpoint (creating OUTDIR if needed) and
+ * reports its size and write speed on stderr. */
 int snug_cmd_mkmodel(int argc, char **argv);
+
+/* `snug convert llama2c|gguf INPUT OUTDIR`: imports a checkpoint as a
+ * Hugging Face model directory (creating OUTDIR if needed). */
 int snug_cmd_convert(int argc, char **argv);
 
 /* Prints "snug: <message>" to stderr and returns 1. */

@@ -16,7 +16,9 @@ enum { IO_CHUNK = 1 << 30 }; /* largest single read or write request */
 
 snug_status snug_file_open_read(const char *path, int *fd, uint64_t *size, snug_error *err)
 {
-    int f = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is then
+     * refused as not a regular file, and the flag is cleared for reads. */
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f < 0) return snug_errorf(err, SNUG_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(f, &sb) != 0) {
@@ -27,6 +29,12 @@ snug_status snug_file_open_read(const char *path, int *fd, uint64_t *size, snug_
     if (!S_ISREG(sb.st_mode)) {
         close(f);
         return snug_errorf(err, SNUG_IO, "%s: not a regular file", path);
+    }
+    int flags = fcntl(f, F_GETFL);
+    if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(f);
+        return snug_errorf(err, SNUG_IO, "%s: cannot set blocking reads: %s", path, strerror(e));
     }
     *fd = f;
     *size = (uint64_t)sb.st_size;
@@ -121,21 +129,20 @@ snug_status snug_file_read_all(const char *path, size_t max_bytes, char **buf, s
         char a[32], b[32];
         st = snug_errorf(err, SNUG_FORMAT, "%s: file is %s; at most %s is accepted", path,
                          snug_fmt_bytes((size_t)size, a), snug_fmt_bytes(max_bytes, b));
-        goto fail;
+        goto done;
     }
     data = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)size + 1, err);
     if (!data) {
         st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
-        goto fail;
+        goto done;
     }
     st = snug_pread_full(fd, data, (size_t)size, 0, path, err);
-    if (st != SNUG_OK) goto fail;
+    if (st != SNUG_OK) goto done;
     data[size] = '\0';
-    close(fd);
     *buf = data;
     *len = (size_t)size;
-    return SNUG_OK;
-fail:
+    data = NULL;
+done:
     snug_mem_free(data);
     close(fd);
     return st;

@@ -346,21 +346,28 @@ static snug_status rd_tensor_infos(reader *r, pool *p, snug_gguf_file *f, snug_e
     return SNUG_OK;
 }
 
-/* Checks keys unique, alignment, tensor names unique and data ranges. */
+/* Builds the by-name table and checks tensor names unique and the data
+ * ranges aligned, inside the file and apart. */
 static snug_status check_layout(snug_gguf_file *f, snug_error *err)
 {
     snug_status st = SNUG_OK;
     int64_t n = f->n_tensors;
-    const snug_gguf_tensor **by = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)SNUG_MAX(n, 1) * sizeof *by, err);
-    if (!by) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", f->path);
-    for (int64_t i = 0; i < n; i++) by[i] = &f->tensors[i];
-    qsort(by, (size_t)n, sizeof *by, cmp_tensor_name);
+    size_t bytes = (size_t)SNUG_MAX(n, 1) * sizeof *f->by_name;
+    f->by_name = snug_mem_alloc(SNUG_MEM_OTHER, bytes, err);
+    const snug_gguf_tensor **by = snug_mem_alloc(SNUG_MEM_OTHER, bytes, err);
+    if (!f->by_name || !by) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", f->path);
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) f->by_name[i] = &f->tensors[i];
+    qsort(f->by_name, (size_t)n, sizeof *f->by_name, cmp_tensor_name);
     for (int64_t i = 1; i < n; i++)
-        if (strcmp(by[i - 1]->name, by[i]->name) == 0) {
+        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
             st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s' appears twice", f->path,
-                             by[i]->name);
+                             f->by_name[i]->name);
             goto done;
         }
+    memcpy(by, f->by_name, (size_t)n * sizeof *by);
     qsort(by, (size_t)n, sizeof *by, cmp_tensor_offset);
     uint64_t data_bytes = f->file_size - f->data_start, end = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -545,6 +552,7 @@ void snug_gguf_close(snug_gguf_file *f)
     if (f->owns_fd) close(f->fd);
     snug_mem_free(f->kv);
     snug_mem_free(f->tensors);
+    snug_mem_free((void *)f->by_name);
     snug_mem_free(f->strings);
     snug_mem_free(f->path);
     snug_mem_free(f);
@@ -559,8 +567,16 @@ const snug_gguf_kv *snug_gguf_find(const snug_gguf_file *f, const char *key)
 
 const snug_gguf_tensor *snug_gguf_find_tensor(const snug_gguf_file *f, const char *name)
 {
-    for (int64_t i = 0; i < f->n_tensors; i++)
-        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
+    int64_t lo = 0, hi = f->n_tensors;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->by_name[mid]->name, name);
+        if (c == 0) return f->by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
 }
 

@@ -71,6 +71,7 @@ typedef struct snug_gguf_file {
     snug_gguf_kv *kv;         /* in file order */
     int64_t n_tensors;
     snug_gguf_tensor *tensors; /* in file order */
+    const snug_gguf_tensor **by_name; /* the same, sorted by name */
     char *strings;
 } snug_gguf_file;
 
@@ -88,7 +89,7 @@ void snug_gguf_close(snug_gguf_file *f);
 /* Finds a key; NULL when absent. */
 const snug_gguf_kv *snug_gguf_find(const snug_gguf_file *f, const char *key);
 
-/* Finds a tensor; NULL when absent. */
+/* Finds a tensor (binary search); NULL when absent. */
 const snug_gguf_tensor *snug_gguf_find_tensor(const snug_gguf_file *f, const char *name);
 
 /* Reads an integer key of any integer type into [lo, hi]. Absent: *present

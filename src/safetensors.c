@@ -381,9 +381,17 @@ const snug_st_tensor *snug_st_find(const snug_st_file *f, const char *name)
 
 const char *snug_st_meta_get(const snug_st_file *f, const char *key)
 {
-    for (int64_t i = 0; i < f->n_meta; i++)
-        if (strcmp(f->meta[i].key, key) == 0) return f->meta[i].value;
-    return NULL;
+    snug_st_meta probe = {.key = key};
+    const snug_st_meta *m = bsearch(&probe, f->meta, (size_t)f->n_meta, sizeof probe, cmp_meta);
+    return m ? m->value : NULL;
+}
+
+snug_status snug_st_check_weight(const snug_st_file *f, const snug_st_tensor *t, snug_error *err)
+{
+    if (snug_dtype_is_weight(t->dtype)) return SNUG_OK;
+    return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s': dtype %s is not a weight type "
+                       "snug loads (F32, F16, BF16)", f->path, t->name,
+                       snug_dtype_name(t->dtype));
 }
 
 /* Checks that [offset, offset + n) lies inside tensor t. */

@@ -65,8 +65,12 @@ void snug_st_close(snug_st_file *f);
 /* Finds a tensor by name (binary search); NULL when absent. */
 const snug_st_tensor *snug_st_find(const snug_st_file *f, const char *name);
 
-/* Finds a __metadata__ value by key; NULL when absent. */
+/* Finds a __metadata__ value by key (binary search); NULL when absent. */
 const char *snug_st_meta_get(const snug_st_file *f, const char *key);
+
+/* Checks that tensor t is of a type weights load from (F32, F16, BF16);
+ * any other dtype fails with SNUG_UNSUPPORTED and a message saying so. */
+snug_status snug_st_check_weight(const snug_st_file *f, const snug_st_tensor *t, snug_error *err);
 
 /* Number of elements of a tensor (validated at open not to overflow). */
 uint64_t snug_st_numel(const snug_st_tensor *t);

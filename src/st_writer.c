@@ -142,6 +142,7 @@ snug_status snug_st_writer_finish(snug_st_writer *w, snug_error *err)
 {
     snug_status st = snug_file_close(w->fd, w->path, err);
     w->fd = -1;
+    if (st != SNUG_OK) unlink(w->path);
     writer_free(w);
     return st;
 }

@@ -42,7 +42,8 @@ snug_status snug_st_writer_create(const char *path, const snug_st_out *tensors, 
 snug_status snug_st_writer_write(const snug_st_writer *w, int32_t i, uint64_t offset,
                                  const void *data, size_t n, snug_error *err);
 
-/* Syncs and closes the file and frees the writer (also on failure). */
+/* Syncs and closes the file and frees the writer (also on failure, when
+ * the file is removed). */
 snug_status snug_st_writer_finish(snug_st_writer *w, snug_error *err);
 
 /* Closes and removes the partly written file and frees the writer. NULL is

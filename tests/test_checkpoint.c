@@ -146,6 +146,20 @@ static void test_wrong_shard_assignment(void)
           "says the shard is wrong: %s", err.msg);
 }
 
+static void test_linked_shards(void)
+{
+    char d[512], a[600], b[600];
+    make_tiny("links", 2, d);
+    snprintf(a, sizeof a, "%s/model-00001-of-00002.safetensors", d);
+    snprintf(b, sizeof b, "%s/model-00002-of-00002.safetensors", d);
+    CHECK(unlink(b) == 0 && symlink(a, b) == 0, "setup: shard 2 is a link to shard 1");
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    CHECK_FAILS(snug_checkpoint_open(d, &ck, &err), &err, SNUG_FORMAT,
+                "shards 'model-00001-of-00002.safetensors' and 'model-00002-of-00002.safetensors' "
+                "are the same file");
+}
+
 static snug_status open_oom(void *ctx, snug_error *err)
 {
     snug_checkpoint *ck = NULL;
@@ -168,6 +182,7 @@ int main(void)
     RUN(test_single_and_sharded);
     RUN(test_index_directory_rules);
     RUN(test_wrong_shard_assignment);
+    RUN(test_linked_shards);
     RUN(test_out_of_memory_loop);
     test_rmtree(g_dir);
     return test_summary();

@@ -71,6 +71,9 @@ static void test_valid_file(void)
     CHECK_FAILS(snug_st_read_strided(f, t, 4, 8, 3, 12, cols, 8, &err), &err, SNUG_INVALID,
                 "tensor 'a'");
     CHECK_FAILS(snug_st_read(f, t, UINT64_MAX - 2, got, 8, &err), &err, SNUG_INVALID, "outside");
+    CHECK_OK(snug_st_check_weight(f, t, &err), &err);
+    CHECK_FAILS(snug_st_check_weight(f, snug_st_find(f, "c"), &err), &err, SNUG_UNSUPPORTED,
+                "tensor 'c': dtype U8 is not a weight type snug loads (F32, F16, BF16)");
     const snug_st_tensor *e = snug_st_find(f, "empty");
     CHECK(e && snug_st_numel(e) == 0, "zero-size tensor");
     CHECK_OK(snug_st_read(f, e, 0, got, 0, &err), &err);

@@ -63,6 +63,9 @@ expect "inspect --tp that does not fit" 1 \
     -- "$snug" inspect models/stories260K --tp 3
 expect "inspect --dtype bf16 halves rank bytes" 0 "520,064" -- "$snug" inspect models/stories260K --dtype bf16
 expect "inspect missing dir" 1 "/nonexistent/config.json: cannot open" -- "$snug" inspect /nonexistent
+mkdir "$tmp/fifo" && mkfifo "$tmp/fifo/config.json"
+expect "a FIFO is refused, not waited on" 1 "config.json: not a regular file" \
+    -- timeout 10 "$snug" inspect "$tmp/fifo"
 expect "inspect usage" 2 "usage: snug inspect" -- "$snug" inspect
 expect "inspect bad --tp" 2 "--tp expects an integer" -- "$snug" inspect models/stories260K --tp x
 expect "fault injection" 1 "failed by fault injection (allocation 5)" \
