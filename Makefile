@@ -36,6 +36,11 @@ ASAN_TESTS    := $(TEST_SRCS:tests/%.c=$(A)/tests/%)
 ASAN_REPLAYS  := $(FUZZ_NAMES:%=$(A)/tests/replay_%)
 
 FUZZ_SECONDS ?= 60
+# FUZZ_RUNS=N (with FUZZ_SEED) runs N inputs per harness from a fixed seed
+# instead of for FUZZ_SECONDS: the same inputs on every machine (CI uses it).
+FUZZ_RUNS ?=
+FUZZ_SEED ?= 0
+FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS) -seed=$(FUZZ_SEED),-max_total_time=$(FUZZ_SECONDS))
 V ?= 0
 ifeq ($(V),0)
 Q := @
@@ -113,8 +118,8 @@ $(F)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(LIB_SRCS) | fuzz-dep
 fuzz: $(FUZZ_NAMES:%=$(F)/fuzz_%)
 	@for n in $(FUZZ_NAMES); do \
 	    mkdir -p $(F)/corpus-$$n; \
-	    echo "fuzz $$n: $(FUZZ_SECONDS) s"; \
-	    $(F)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    echo "fuzz $$n: $(FUZZ_LIMIT)"; \
+	    $(F)/fuzz_$$n $(FUZZ_LIMIT) -print_final_stats=1 \
 	        -artifact_prefix=$(F)/crash-$$n- $(F)/corpus-$$n tests/fuzz/$$n \
 	        2>$(F)/log-$$n.txt || { tail -n 40 $(F)/log-$$n.txt; exit 1; }; \
 	    grep -E 'stat::number_of_executed_units|stat::new_units_added' $(F)/log-$$n.txt; \

@@ -8,6 +8,7 @@
 #include "fileio.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,11 +63,34 @@ snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out
     return st;
 }
 
+/* The fewest significant digits (15 to 17) with which every real in v
+ * prints as a string that reads back as the same double. */
+static int real_precision(const json_t *v)
+{
+    int need = 15;
+    if (json_is_real(v)) {
+        double x = json_real_value(v);
+        char buf[64];
+        for (; need < 17; need++) {
+            snprintf(buf, sizeof buf, "%.*g", need, x);
+            if (strtod(buf, NULL) == x) break;
+        }
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            need = SNUG_MAX(need, real_precision(json_array_get(v, i)));
+    } else if (json_is_object(v)) {
+        const char *key;
+        json_t *item;
+        json_object_foreach((json_t *)v, key, item) need = SNUG_MAX(need, real_precision(item));
+    }
+    return need;
+}
+
 char *snug_json_dumps(const json_t *value, bool pretty)
 {
     snug_json_init();
     size_t flags = (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER |
-                   JSON_REAL_PRECISION(16);
+                   JSON_REAL_PRECISION(real_precision(value));
     return json_dumps(value, flags);
 }
 

@@ -42,7 +42,8 @@ snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out
                                 snug_error *err);
 
 /* Formats a JSON value (2-space indentation when pretty, else compact;
- * object keys in insertion order; reals with 16 significant digits) into a
+ * object keys in insertion order; reals with the fewest significant digits,
+ * 15 to 17, with which every real of the value reads back exactly) into a
  * new NUL-terminated string the caller frees with snug_mem_free. NULL only
  * when jansson cannot format the value. */
 char *snug_json_dumps(const json_t *value, bool pretty);

@@ -108,10 +108,29 @@ static void test_field_readers(void)
     json_decref(o);
 }
 
+static void test_reals_round_trip(void)
+{
+    const double values[] = {1e-5, 500000.0, 0.1, 1.0777777777777777, 1.0 / 3.0, 9.999999747378752e-06};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(values); i++) {
+        json_t *o = json_pack("{s:f}", "x", values[i]);
+        char *text = snug_json_dumps(o, false);
+        json_decref(o);
+        json_t *back = NULL;
+        snug_error err = {0};
+        CHECK_OK(snug_json_parse(text, strlen(text), "r.json", &back, &err), &err);
+        double x = back ? json_real_value(json_object_get(back, "x")) : 0;
+        CHECK(x == values[i], "%.17g written as %s reads back as %.17g", values[i], text, x);
+        if (i == 0) CHECK(strcmp(text, "{\"x\":1e-5}") == 0, "short where short is exact: %s", text);
+        json_decref(back);
+        snug_mem_free(text);
+    }
+}
+
 int main(void)
 {
     RUN(test_parse_memory_within_admission);
     RUN(test_capacity_refuses_before_parsing);
     RUN(test_field_readers);
+    RUN(test_reals_round_trip);
     return test_summary();
 }
