@@ -152,21 +152,58 @@ static void *nomem(snug_error *err, snug_mem_cat cat, size_t n, const char *why)
     return NULL;
 }
 
-/* Maps len bytes of anonymous memory and makes every page resident (the
- * kernel writes them, or, before Linux 5.14, this thread touches each). */
+enum {
+    HUGE_PAGE_BYTES = 2 << 20,       /* blocks this large are 2 MiB-aligned, huge-paged */
+    POPULATE_CHUNK = 64 << 20,       /* populated in pieces of this size ... */
+    POPULATE_PARALLEL = 128 << 20    /* ... by all threads from this size on */
+};
+
+/* Makes [p, p + len) resident, writable, in pieces spread over threads.
+ * MADV_POPULATE_WRITE reports a failure (where touching would be killed);
+ * before Linux 5.14 it does not exist and the pages are touched instead.
+ * Measured on a 2-core VM, 2.5 GB: MAP_POPULATE 0.55 GB/s, one thread
+ * touching 4 KiB pages 0.58, both threads populating 4 KiB pages 3.6-4.1,
+ * huge pages 1.2 (the kernel compacting memory to find them) to 11.7. */
+static bool populate(unsigned char *p, size_t len)
+{
+    size_t n_chunks = (len + POPULATE_CHUNK - 1) / POPULATE_CHUNK;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) if (len >= POPULATE_PARALLEL) reduction(| : failed)
+    for (size_t i = 0; i < n_chunks; i++) {
+        size_t begin = i * (size_t)POPULATE_CHUNK;
+        size_t n = SNUG_MIN((size_t)POPULATE_CHUNK, len - begin);
+        if (madvise(p + begin, n, MADV_POPULATE_WRITE) == 0) continue;
+        if (errno != EINVAL) {
+            failed = 1;
+            continue;
+        }
+        for (size_t o = 0; o < n; o += 4096) ((volatile unsigned char *)p)[begin + o] = 0;
+    }
+    return !failed;
+}
+
+/* Maps len bytes (a multiple of the page size) of anonymous memory, 2 MiB-
+ * aligned with transparent huge pages asked for when len is at least 2 MiB,
+ * and makes every page resident. NULL with errno set on failure. */
 static void *map_populated(size_t len)
 {
-    unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    if (madvise(p, len, MADV_POPULATE_WRITE) != 0) {
-        int e = errno;
-        if (e != EINVAL) {
-            munmap(p, len);
-            errno = e;
-            return NULL;
-        }
-        size_t page = page_bytes();
-        for (size_t o = 0; o < len; o += page) ((volatile unsigned char *)p)[o] = 0;
+    bool huge = len >= HUGE_PAGE_BYTES;
+    size_t map_len = huge ? len + HUGE_PAGE_BYTES : len;
+    unsigned char *m = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                            -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    unsigned char *p = m;
+    if (huge) { /* keep the aligned middle; give the ends back */
+        p = (unsigned char *)snug_round_up((uintptr_t)m, HUGE_PAGE_BYTES);
+        if (p > m) munmap(m, (size_t)(p - m));
+        size_t tail = (size_t)(m + map_len - (p + len));
+        if (tail) munmap(p + len, tail);
+        madvise(p, len, MADV_HUGEPAGE); /* a hint: ignored where huge pages are off */
+    }
+    if (!populate(p, len)) {
+        munmap(p, len);
+        errno = ENOMEM;
+        return NULL;
     }
     return p;
 }
