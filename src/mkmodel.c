@@ -4,6 +4,8 @@
  */
 #include "mkmodel.h"
 
+#include "checkpoint.h"
+
 #include "device.h"
 #include "dtype.h"
 #include "fileio.h"
@@ -152,27 +154,30 @@ static snug_status list_tensors(const snug_model_config *cfg, const snug_mkmodel
     return SNUG_OK;
 }
 
-/* Assigns tensors to shards by where they start in the concatenated data,
- * so the shards are of about equal size; fails when a shard would be empty. */
+/* Assigns tensors, in order, to shards of about equal size: a tensor goes
+ * to the shard where its first byte falls, except that no shard is skipped
+ * and enough tensors are kept for the shards still to come, so that each of
+ * the n_shards (at most one per tensor, at most 1024) holds at least one. */
 static snug_status assign_shards(gen_tensor *g, int32_t n, int32_t n_shards, snug_error *err)
 {
+    if (n_shards > n || n_shards > SNUG_INDEX_MAX_FILES)
+        return snug_errorf(err, SNUG_INVALID, "%d shards for %d tensors: at most %d", n_shards, n,
+                           SNUG_MIN(n, (int32_t)SNUG_INDEX_MAX_FILES));
     uint64_t total = 0, before = 0;
     for (int32_t i = 0; i < n; i++) total += g[i].bytes;
-    int32_t count[1024] = {0};
-    if (n_shards > (int32_t)SNUG_ARRAY_LEN(count) || n_shards > n)
-        return snug_errorf(err, SNUG_INVALID, "%d shards for %d tensors: at most %d",
-                           n_shards, n, SNUG_MIN(n, (int32_t)SNUG_ARRAY_LEN(count)));
+    int32_t shard = 0, index = 0;
     for (int32_t i = 0; i < n; i++) {
         unsigned __int128 pos = (unsigned __int128)before * (unsigned)n_shards;
-        int32_t s = total ? (int32_t)(pos / total) : 0;
-        g[i].shard = SNUG_MIN(s, n_shards - 1);
-        g[i].index = count[g[i].shard]++;
+        int32_t by_size = total ? (int32_t)(pos / total) : 0;
+        int32_t want = SNUG_MAX(SNUG_MAX(by_size, n_shards - (n - i)), shard);
+        if (i > 0 && want > shard) {
+            shard++;
+            index = 0;
+        }
+        g[i].shard = shard;
+        g[i].index = index++;
         before += g[i].bytes;
     }
-    for (int32_t s = 0; s < n_shards; s++)
-        if (count[s] == 0)
-            return snug_errorf(err, SNUG_INVALID, "%d shards leave shard %d empty; use fewer",
-                               n_shards, s + 1);
     return SNUG_OK;
 }
 
