@@ -51,7 +51,7 @@ say =
 endif
 FUZZ_CC      ?= clang
 
-.PHONY: all deps fuzz-deps run test test-asan fuzz clean
+.PHONY: all deps fuzz-deps run test test-asan fuzz bench-tools clean
 all: $(B)/snug $(B)/libsnug.a
 
 deps:
@@ -81,6 +81,14 @@ run: all
 
 test: all $(TESTS) $(REPLAYS)
 	@tests/run $(B)
+
+# --- benchmark helpers (bench/*.c; not part of make test) ---------------------
+BENCH_TOOLS := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+bench-tools: $(BENCH_TOOLS)
+
+$(B)/bench/%: bench/%.c $(B)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL)
 
 # --- sanitizers ---------------------------------------------------------------
 $(A)/obj/%.o: src/%.c | deps

@@ -12,6 +12,12 @@
  * "inspect". Prints the model's summary and the weight bytes of each rank. */
 int snug_cmd_inspect(int argc, char **argv);
 
+/* `snug load DIR [--tp N] [--rank R | --all-ranks] [--dtype D] [--staging-bytes B]
+ * [--threads T] [--json]`: loads one rank's weights (or each rank's in turn)
+ * and prints weight bytes, peak/weights, high-water-mark growth/weights,
+ * bytes read/weights, seconds and GB/s per rank (--json: one object a line). */
+int snug_cmd_load(int argc, char **argv);
+
 /* `snug mkmodel --preset NAME --dtype D [--shards K] [--seed S] [--threads T]
  * OUTDIR`: writes a synthetic checkpoint (creating OUTDIR if needed) and
  * reports its size and write speed on stderr. */

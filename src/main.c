@@ -17,6 +17,9 @@ static const char g_usage[] =
     "  inspect DIR [--tp N] [--dtype D] [--tensors] [--json]\n"
     "        summarize a model directory: architecture, parameters, bytes by dtype,\n"
     "        KV cache bytes per token, and the weight bytes each tensor-parallel rank holds\n"
+    "  load DIR [--tp N] [--rank R | --all-ranks] [--dtype D] [--staging-bytes B] [--json]\n"
+    "        load one tensor-parallel rank's weights (or each in turn) and report the bytes\n"
+    "        held, the peak during the load, bytes read, seconds and GB/s\n"
     "  mkmodel --preset NAME --dtype bf16|f16|f32 [--shards K] [--seed S] OUTDIR\n"
     "        write a model directory with seeded random weights at a real model's shapes\n"
     "        (presets: tiny, llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, mistral-7b)\n"
@@ -56,6 +59,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {
         {"inspect", snug_cmd_inspect},
+        {"load", snug_cmd_load},
         {"mkmodel", snug_cmd_mkmodel},
         {"convert", snug_cmd_convert},
     };

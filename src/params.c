@@ -251,6 +251,17 @@ uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt)
     return n * snug_dtype_size(dt);
 }
 
+uint64_t snug_params_layout(const snug_param_table *table, snug_dtype dt, uint64_t *offsets)
+{
+    uint64_t end = 0;
+    for (int32_t i = 0; i < table->n_params; i++) {
+        end = snug_round_up(end, 64);
+        if (offsets) offsets[i] = end;
+        end += snug_param_numel(&table->params[i]) * snug_dtype_size(dt);
+    }
+    return end;
+}
+
 snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_error *err)
 {
     snug_param_table t;

@@ -105,6 +105,11 @@ uint64_t snug_param_numel(const snug_param *p);
 /* Bytes of every parameter of the table, at element type dt. */
 uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt);
 
+/* Where each parameter of the table starts in one allocation holding all
+ * of them at element type dt: offsets[i] (each 64-byte aligned, offsets may
+ * be NULL) and the allocation's size, returned. */
+uint64_t snug_params_layout(const snug_param_table *table, snug_dtype dt, uint64_t *offsets);
+
 /* The model's parameter count: the elements of the unsharded table (tied
  * embeddings counted once). */
 snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_error *err);

@@ -93,6 +93,32 @@ expect "mkmodel same seed" 0 "" -- "$snug" mkmodel --preset tiny --dtype f16 --s
 "$snug" mkmodel --preset tiny --dtype f16 --seed 9 --threads 1 "$tmp/s2" 2>/dev/null
 if cmp -s "$tmp/s1/model.safetensors" "$tmp/s2/model.safetensors"; then ok "mkmodel reproducible"; else fail "mkmodel reproducible"; fi
 
+# load
+"$snug" load models/stories260K --json >"$tmp/l.json"
+check_json "load weight bytes = inspect" "$tmp/l.json" '.weight_bytes' 1040128
+check_json "load reads exactly the weights" "$tmp/l.json" '.bytes_read' 1040128
+check_json "load json keys" "$tmp/l.json" \
+    '[has("rank"), has("weight_bytes"), has("load_peak_bytes"), has("hwm_growth_bytes"), has("bytes_read"), has("seconds")]' \
+    '[true,true,true,true,true,true]'
+"$snug" load models/stories260K --tp 2 --all-ranks --json --dtype bf16 >"$tmp/l2.json"
+check_json "load all ranks" "$tmp/l2.json" '[.rank, .weight_bytes]' '[0,260736]
+[1,260736]'
+expect "load text table" 0 "peak/weights" -- "$snug" load models/stories260K --tp 4 --rank 3
+expect "load rank past tp" 2 "--rank 2 is not below --tp 2" -- "$snug" load models/stories260K --tp 2 --rank 2
+expect "load tp that does not fit" 1 "sizes that work: 1, 2, 4" -- "$snug" load models/stories260K --tp 3
+expect "load staging too small" 1 "staging of 128 bytes per thread is less than one row" \
+    -- "$snug" load models/stories260K --dtype bf16 --staging-bytes 256 --threads 2
+# every allocation of a whole `snug load` run failing in turn: a clean exit 1 each time
+oom_ok=1 saw_weights=0
+for n in $(seq 1 40); do
+    out=$(SNUG_FAIL_ALLOC=$n "$snug" load models/stories260K 2>&1)
+    rc=$?
+    [[ $rc -eq 0 ]] && break
+    if [[ $rc -ne 1 ]] || ! grep -q "out of memory" <<<"$out"; then oom_ok=0; echo "  allocation $n: rc $rc: $out"; fi
+    grep -q "weights of rank 0: out of memory: weights request of 1040128 bytes" <<<"$out" && saw_weights=1
+done
+if [[ $oom_ok -eq 1 && $saw_weights -eq 1 && $rc -eq 0 ]]; then ok "load under fault injection"; else fail "load under fault injection"; fi
+
 # convert
 expect "convert gguf" 0 "converted" -- "$snug" convert gguf tests/data/stories260K/stories260K.gguf "$tmp/g"
 expect "converted gguf inspects" 0 "parameters: 260,032" -- "$snug" inspect "$tmp/g"

@@ -1,0 +1,148 @@
+/*
+ * cmd_load.c: `snug load DIR [--tp N] [--rank R | --all-ranks] [--dtype D]
+ * [--staging-bytes B] [--threads T] [--json]`: loads one rank's weights (or
+ * every rank's in turn, freeing between) in this process and reports what
+ * the load took.
+ */
+#include "checkpoint.h"
+#include "cli.h"
+#include "device.h"
+#include "dtype.h"
+#include "json.h"
+#include "loader.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char g_usage[] =
+    "snug load DIR [--tp N] [--rank R | --all-ranks] [--dtype bf16|f16|f32] "
+    "[--staging-bytes B[K|M|G]] [--threads T] [--json]";
+
+/* Parses a byte count with an optional K, M or G (binary) suffix. */
+static bool parse_bytes(const char *s, size_t *out)
+{
+    char num[32];
+    size_t n = strlen(s);
+    if (n == 0 || n >= sizeof num) return false;
+    int shift = 0;
+    switch (s[n - 1]) {
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    default: break;
+    }
+    memcpy(num, s, n + 1);
+    if (shift) num[n - 1] = '\0';
+    int64_t v;
+    if (!cli_parse_int(num, 1, INT64_MAX >> shift, &v)) return false;
+    *out = (size_t)v << shift;
+    return true;
+}
+
+static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as_json)
+{
+    double w = (double)s->weight_bytes;
+    double gbps = s->seconds > 0 ? w / s->seconds / 1e9 : 0;
+    if (as_json) {
+        snug_json_init();
+        json_t *j = json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "rank", o->rank,
+                              "tp", o->tp, "dtype", snug_dtype_torch_name(o->dtype),
+                              "weight_bytes", (json_int_t)s->weight_bytes,
+                              "weights_held", (json_int_t)s->weights_held,
+                              "load_peak_bytes", (json_int_t)s->load_peak_bytes,
+                              "hwm_growth_bytes", (json_int_t)s->hwm_growth_bytes,
+                              "bytes_read", (json_int_t)s->bytes_read, "seconds", s->seconds,
+                              "gb_per_s", gbps);
+        char *text = j ? snug_json_dumps(j, false) : NULL;
+        json_decref(j);
+        if (text) puts(text);
+        snug_mem_free(text);
+        return;
+    }
+    char a[32], hwm[32];
+    if (s->hwm_growth_bytes >= 0)
+        snprintf(hwm, sizeof hwm, "%.4f", (double)s->hwm_growth_bytes / w);
+    else
+        snprintf(hwm, sizeof hwm, "unknown");
+    printf("  %-5d %18s %12.4f %12s %12.4f %9.3f %8.2f\n", o->rank,
+           snug_fmt_int((int64_t)s->weight_bytes, a), (double)s->load_peak_bytes / w, hwm,
+           (double)s->bytes_read / w, s->seconds, gbps);
+    fflush(stdout);
+}
+
+int snug_cmd_load(int argc, char **argv)
+{
+    const char *dir = NULL;
+    snug_load_opts o = {.tp = 1, .rank = 0};
+    bool all = false, as_json = false, rank_given = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int64_t x;
+        if ((v = cli_option(argc, argv, &i, "--tp"))) {
+            if (!cli_parse_int(v, 1, 4096, &x))
+                return cli_usage(g_usage, "--tp expects an integer from 1 to 4096, got '%s'", v);
+            o.tp = (int32_t)x;
+        } else if ((v = cli_option(argc, argv, &i, "--rank"))) {
+            if (!cli_parse_int(v, 0, 4095, &x))
+                return cli_usage(g_usage, "--rank expects an integer from 0, got '%s'", v);
+            o.rank = (int32_t)x;
+            rank_given = true;
+        } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
+            o.dtype = snug_dtype_from_torch(v);
+            if (o.dtype == SNUG_DTYPE_NONE)
+                return cli_usage(g_usage, "--dtype expects bf16, f16 or f32, got '%s'", v);
+        } else if ((v = cli_option(argc, argv, &i, "--staging-bytes"))) {
+            if (!parse_bytes(v, &o.staging_bytes))
+                return cli_usage(g_usage, "--staging-bytes expects a byte count, got '%s'", v);
+        } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
+            if (!cli_parse_int(v, 1, 1024, &x))
+                return cli_usage(g_usage, "--threads expects 1 to 1024, got '%s'", v);
+            o.n_threads = (int32_t)x;
+        } else if (strcmp(argv[i], "--all-ranks") == 0) {
+            all = true;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            as_json = true;
+        } else if (argv[i][0] == '-') {
+            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+        } else if (!dir) {
+            dir = argv[i];
+        } else {
+            return cli_usage(g_usage, "more than one model directory given");
+        }
+    }
+    if (!dir) return cli_usage(g_usage, "no model directory given");
+    if (all && rank_given) return cli_usage(g_usage, "--rank and --all-ranks exclude each other");
+    if (o.rank >= o.tp)
+        return cli_usage(g_usage, "--rank %d is not below --tp %d", o.rank, o.tp);
+
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    if (snug_checkpoint_open(dir, &ck, &err) != SNUG_OK) return cli_fail(&err);
+    if (o.dtype == SNUG_DTYPE_NONE) o.dtype = snug_checkpoint_weight_dtype(ck);
+    if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
+    if (!as_json) {
+        char b[32];
+        printf("snug load %s: tp %d, as %s, %d threads, staging %s\n", dir, o.tp,
+               snug_dtype_torch_name(o.dtype), o.n_threads,
+               snug_fmt_bytes(o.staging_bytes ? o.staging_bytes : SNUG_LOAD_STAGING_BYTES, b));
+        printf("  %-5s %18s %12s %12s %12s %9s %8s\n", "rank", "weight bytes", "peak/weights",
+               "hwm/weights", "read/weights", "seconds", "GB/s");
+    }
+    int rc = 0;
+    int32_t first = all ? 0 : o.rank, last = all ? o.tp - 1 : o.rank;
+    for (int32_t r = first; r <= last && rc == 0; r++) {
+        snug_load_opts ro = o;
+        ro.rank = r;
+        snug_weights *w = NULL;
+        snug_load_stats s;
+        if (snug_weights_load(ck, &ro, &w, &s, &err) != SNUG_OK) {
+            rc = cli_fail(&err);
+            break;
+        }
+        print_row(&ro, &s, as_json);
+        snug_weights_free(w);
+    }
+    snug_checkpoint_close(ck);
+    return rc;
+}

@@ -1,0 +1,396 @@
+/*
+ * loader.c: checking a checkpoint against a rank's parameter table, planning
+ * the reads, and reading every slice into place on several threads.
+ */
+#include "loader.h"
+
+#include "device.h"
+#include "dtype.h"
+
+#include <fcntl.h>
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    ITEM_BYTES = 8 << 20, /* the most one read (one work item) moves */
+    LIST_NAMES = 8        /* names listed in a message before "and N more" */
+};
+
+/* Where one source of one parameter lives in the checkpoint. */
+typedef struct source_ref {
+    const snug_st_file *file;
+    const snug_st_tensor *tensor;
+} source_ref;
+
+/* A piece of work: rows [row0, row0 + n_rows) of one source's slice. */
+typedef struct load_item {
+    int32_t param, source;
+    int64_t row0, n_rows;
+} load_item;
+
+typedef struct load_plan {
+    source_ref *refs;          /* [n_params * SNUG_PARAM_MAX_SOURCES] */
+    uint64_t *expected;        /* [n_params] bytes each parameter must receive */
+    _Atomic uint64_t *written; /* [n_params] bytes each has received */
+    load_item *items;
+    int64_t n_items;
+    bool converts;             /* some source is of another dtype than the weights */
+} load_plan;
+
+static source_ref *ref_of(const load_plan *pl, int32_t param, int32_t source)
+{
+    return &pl->refs[(size_t)param * SNUG_PARAM_MAX_SOURCES + (size_t)source];
+}
+
+/* Appends a name to a list message ("a, b, c" then "and N more"). */
+static void list_add(char *buf, size_t size, int *count, const char *name)
+{
+    size_t o = strlen(buf);
+    if (*count < LIST_NAMES && o < size)
+        snprintf(buf + o, size - o, "%s'%.120s'", *count ? ", " : "", name);
+    (*count)++;
+}
+
+static void list_end(char *buf, size_t size, int count)
+{
+    size_t o = strlen(buf);
+    if (count > LIST_NAMES && o < size) snprintf(buf + o, size - o, " and %d more", count - LIST_NAMES);
+}
+
+/* Tensors a checkpoint may hold that the model does not need. */
+static bool ignorable(const char *name, const snug_model_config *cfg)
+{
+    static const char suffix[] = "rotary_emb.inv_freq";
+    size_t n = strlen(name), k = sizeof suffix - 1;
+    if (n >= k && strcmp(name + n - k, suffix) == 0) return true;
+    return cfg->tie_word_embeddings && strcmp(name, "lm_head.weight") == 0;
+}
+
+static int cmp_name_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Finds every source in the checkpoint and checks its shape and dtype, then
+ * that the checkpoint holds nothing else the model ignores. */
+static snug_status check_checkpoint(const snug_checkpoint *ck, const snug_param_table *t,
+                                    load_plan *pl, snug_error *err)
+{
+    char missing[600] = "";
+    int n_missing = 0;
+    snug_status st = SNUG_OK;
+    for (int32_t i = 0; i < t->n_params; i++) {
+        const snug_param *p = &t->params[i];
+        for (int32_t s = 0; s < p->n_sources; s++) {
+            const snug_param_source *src = &p->sources[s];
+            source_ref *r = ref_of(pl, i, s);
+            r->tensor = snug_checkpoint_find(ck, src->tensor, &r->file);
+            if (!r->tensor) {
+                list_add(missing, sizeof missing, &n_missing, src->tensor);
+                continue;
+            }
+            const snug_st_tensor *x = r->tensor;
+            bool shape_ok = x->n_dims == src->n_dims && x->shape[0] == src->rows &&
+                            (src->n_dims == 1 || x->shape[1] == src->cols);
+            if (!shape_ok) {
+                char want[64], got[200];
+                int64_t ws[2] = {src->rows, src->cols};
+                return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s' has shape %s; the config "
+                                   "implies %s", r->file->path, x->name,
+                                   snug_st_shape_str(x->shape, x->n_dims, got, sizeof got),
+                                   snug_st_shape_str(ws, src->n_dims, want, sizeof want));
+            }
+            st = snug_st_check_weight(r->file, x, err);
+            if (st != SNUG_OK) return st;
+        }
+    }
+    if (n_missing) {
+        list_end(missing, sizeof missing, n_missing);
+        return snug_errorf(err, SNUG_FORMAT, "%s: the checkpoint lacks %d tensor%s the model "
+                           "needs: %s", ck->dir, n_missing, n_missing == 1 ? "" : "s", missing);
+    }
+    /* Unused tensors: every checkpoint tensor must be a source (or ignorable). */
+    size_t n_refs = (size_t)t->n_params * SNUG_PARAM_MAX_SOURCES, n_used = 0;
+    const char **used = snug_mem_alloc(SNUG_MEM_OTHER, n_refs * sizeof *used, err);
+    if (!used) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", ck->dir);
+    for (int32_t i = 0; i < t->n_params; i++)
+        for (int32_t s = 0; s < t->params[i].n_sources; s++) used[n_used++] = t->params[i].sources[s].tensor;
+    qsort(used, n_used, sizeof *used, cmp_name_ptr);
+    char unused[600] = "";
+    int n_unused = 0;
+    for (int64_t k = 0; k < ck->n_tensors; k++) {
+        const char *name = ck->entries[k].tensor->name;
+        if (!bsearch(&name, used, n_used, sizeof *used, cmp_name_ptr) && !ignorable(name, &ck->config))
+            list_add(unused, sizeof unused, &n_unused, name);
+    }
+    snug_mem_free((void *)used);
+    if (n_unused) {
+        list_end(unused, sizeof unused, n_unused);
+        return snug_errorf(err, SNUG_FORMAT, "%s: the checkpoint holds %d tensor%s the model does "
+                           "not use: %s", ck->dir, n_unused, n_unused == 1 ? "" : "s", unused);
+    }
+    return SNUG_OK;
+}
+
+/* Checks that the sources of every parameter write each of its bytes at
+ * most once, all of them except a vocabulary parameter's padding rows, and
+ * records how many bytes each parameter must receive. */
+static snug_status check_coverage(const snug_param_table *t, size_t es, load_plan *pl,
+                                  snug_error *err)
+{
+    for (int32_t i = 0; i < t->n_params; i++) {
+        const snug_param *p = &t->params[i];
+        int64_t covered[SNUG_PARAM_MAX_SOURCES][2];
+        int32_t n = 0;
+        for (int32_t s = 0; s < p->n_sources; s++) {
+            const snug_param_source *src = &p->sources[s];
+            if (src->n_cols != p->cols || src->dst_row < 0 || src->n_rows < 0 ||
+                src->dst_row + src->n_rows > p->rows)
+                return snug_errorf(err, SNUG_INTERNAL, "parameter %s: source %s does not fit it",
+                                   p->name, src->tensor);
+            covered[n][0] = src->dst_row;
+            covered[n][1] = src->dst_row + src->n_rows;
+            n++;
+        }
+        int64_t rows = 0;
+        for (int32_t a = 0; a < n; a++) {
+            rows += covered[a][1] - covered[a][0];
+            for (int32_t b = 0; b < a; b++)
+                if (covered[a][0] < covered[b][1] && covered[b][0] < covered[a][1])
+                    return snug_errorf(err, SNUG_INTERNAL, "parameter %s: two sources write the "
+                                       "same rows", p->name);
+        }
+        if (rows != p->rows && p->kind != SNUG_SHARD_VOCAB)
+            return snug_errorf(err, SNUG_INTERNAL, "parameter %s: sources fill %lld of %lld rows",
+                               p->name, (long long)rows, (long long)p->rows);
+        pl->expected[i] = (uint64_t)rows * (uint64_t)p->cols * es;
+    }
+    return SNUG_OK;
+}
+
+/* Splits every source slice into work items of at most ITEM_BYTES (and, for
+ * conversions, at most one thread's staging). */
+static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_t staging_each,
+                              load_plan *pl, snug_error *err)
+{
+    size_t es = snug_dtype_size(dtype);
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill */
+        int64_t n = 0;
+        for (int32_t i = 0; i < t->n_params; i++) {
+            const snug_param *p = &t->params[i];
+            for (int32_t s = 0; s < p->n_sources; s++) {
+                const snug_param_source *src = &p->sources[s];
+                size_t src_es = snug_dtype_size(ref_of(pl, i, s)->tensor->dtype);
+                size_t row = (size_t)src->n_cols * SNUG_MAX(src_es, es);
+                size_t limit = ITEM_BYTES;
+                if (ref_of(pl, i, s)->tensor->dtype != dtype) {
+                    pl->converts = true;
+                    limit = SNUG_MIN(limit, staging_each);
+                    if ((size_t)src->n_cols * src_es > staging_each)
+                        return snug_errorf(err, SNUG_INVALID, "staging of %zu bytes per thread "
+                                           "is less than one row of %s (%zu bytes)", staging_each,
+                                           src->tensor, (size_t)src->n_cols * src_es);
+                }
+                int64_t step = (int64_t)SNUG_MAX((size_t)1, limit / row);
+                for (int64_t r0 = 0; r0 < src->n_rows; r0 += step, n++)
+                    if (pass == 1)
+                        pl->items[n] = (load_item){i, s, r0, SNUG_MIN(step, src->n_rows - r0)};
+            }
+        }
+        if (pass == 0) {
+            pl->items = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *pl->items, err);
+            if (!pl->items) return snug_error_prefix(err, SNUG_NOMEM, "load plan: ");
+            pl->n_items = n;
+        }
+    }
+    return SNUG_OK;
+}
+
+/* Reads one work item into place (through staging when it converts).
+ * Returns the bytes read in *read. */
+static snug_status load_item_run(const snug_weights *w, const load_plan *pl, const load_item *it,
+                                 unsigned char *staging, uint64_t *read, snug_error *err)
+{
+    const snug_param *p = &w->table.params[it->param];
+    const snug_param_source *src = &p->sources[it->source];
+    const source_ref *r = ref_of(pl, it->param, it->source);
+    size_t src_es = snug_dtype_size(r->tensor->dtype), es = snug_dtype_size(w->dtype);
+    size_t seg = (size_t)src->n_cols * src_es;      /* one row's slice in the file */
+    uint64_t stride = (uint64_t)src->cols * src_es;  /* one whole row in the file */
+    uint64_t off = (uint64_t)(src->row_begin + it->row0) * stride + (uint64_t)src->col_begin * src_es;
+    unsigned char *dst = w->arena + w->offsets[it->param] +
+                         (size_t)(src->dst_row + it->row0) * (size_t)p->cols * es;
+    bool same = r->tensor->dtype == w->dtype;
+    unsigned char *into = same ? dst : staging;
+    size_t n = (size_t)it->n_rows * seg;
+    snug_status st;
+    if (seg == stride) { /* whole rows: one read */
+        posix_fadvise(r->file->fd, (off_t)(r->file->data_start + r->tensor->begin + off), (off_t)n,
+                      POSIX_FADV_WILLNEED);
+        st = snug_st_read(r->file, r->tensor, off, into, n, err);
+    } else {
+        st = snug_st_read_strided(r->file, r->tensor, off, seg, (size_t)it->n_rows, stride, into,
+                                  seg, err);
+    }
+    if (st != SNUG_OK) return st;
+    if (!same)
+        snug_convert(dst, w->dtype, staging, r->tensor->dtype, (size_t)it->n_rows * (size_t)src->n_cols);
+    atomic_fetch_add(&pl->written[it->param], (uint64_t)it->n_rows * (uint64_t)p->cols * es);
+    *read = n;
+    return SNUG_OK;
+}
+
+/* Runs every item on n_threads threads; the first failure stops the rest. */
+static snug_status run_items(const snug_weights *w, const load_plan *pl, int32_t n_threads,
+                             unsigned char **staging, uint64_t *bytes_read, snug_error *err)
+{
+    atomic_int failed = 0;
+    _Atomic uint64_t total = 0;
+    snug_error first = {0};
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int64_t k = 0; k < pl->n_items; k++) {
+        if (atomic_load(&failed)) continue;
+        snug_error e;
+        uint64_t got = 0;
+        unsigned char *stage = staging ? staging[omp_get_thread_num()] : NULL;
+        if (load_item_run(w, pl, &pl->items[k], stage, &got, &e) != SNUG_OK) {
+            if (atomic_exchange(&failed, 1) == 0) first = e;
+        }
+        atomic_fetch_add(&total, got);
+    }
+    *bytes_read = atomic_load(&total);
+    if (failed) {
+        if (err) *err = first;
+        return first.status;
+    }
+    for (int32_t i = 0; i < w->table.n_params; i++)
+        if (atomic_load(&pl->written[i]) != pl->expected[i])
+            return snug_errorf(err, SNUG_INTERNAL, "parameter %s received %llu bytes, not %llu",
+                               w->table.params[i].name,
+                               (unsigned long long)atomic_load(&pl->written[i]),
+                               (unsigned long long)pl->expected[i]);
+    return SNUG_OK;
+}
+
+static void plan_free(load_plan *pl)
+{
+    snug_mem_free(pl->refs);
+    snug_mem_free(pl->expected);
+    snug_mem_free((void *)pl->written);
+    snug_mem_free(pl->items);
+}
+
+void snug_weights_free(snug_weights *w)
+{
+    if (!w) return;
+    snug_mem_free(w->arena);
+    snug_mem_free(w->offsets);
+    snug_params_free(&w->table);
+    snug_mem_free(w);
+}
+
+void *snug_weights_data(const snug_weights *w, int32_t i)
+{
+    SNUG_ASSERT(i >= 0 && i < w->table.n_params);
+    return w->arena + w->offsets[i];
+}
+
+int32_t snug_weights_find(const snug_weights *w, const char *name)
+{
+    for (int32_t i = 0; i < w->table.n_params; i++)
+        if (strcmp(w->table.params[i].name, name) == 0) return i;
+    return -1;
+}
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *opts,
+                              snug_weights **out, snug_load_stats *stats, snug_error *err)
+{
+    double t0 = seconds_now();
+    size_t total0 = 0, rss0 = 0, hwm0 = 0;
+    snug_mem_status(SNUG_MEM_TOTAL, &total0, NULL, true);
+    bool hwm_known = snug_proc_mem(&rss0, &hwm0, NULL) == SNUG_OK;
+    bool hwm_reset = hwm_known && snug_proc_hwm_reset(NULL) == SNUG_OK;
+
+    snug_load_opts o = *opts;
+    if (o.tp == 0) o.tp = 1;
+    if (o.dtype == SNUG_DTYPE_NONE) o.dtype = snug_checkpoint_weight_dtype(ck);
+    if (o.staging_bytes == 0) o.staging_bytes = SNUG_LOAD_STAGING_BYTES;
+    if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
+    if (!snug_dtype_is_weight(o.dtype))
+        return snug_errorf(err, SNUG_INVALID, "weights load as bf16, f16 or f32");
+
+    load_plan pl = {0};
+    unsigned char **staging = NULL;
+    snug_weights *w = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *w, err);
+    if (!w) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", ck->dir);
+    w->dtype = o.dtype;
+    snug_status st = snug_params_build(&ck->config, o.tp, o.rank, &w->table, err);
+    if (st != SNUG_OK) goto done;
+    size_t np = (size_t)w->table.n_params;
+    pl.refs = snug_mem_alloc(SNUG_MEM_OTHER, np * SNUG_PARAM_MAX_SOURCES * sizeof *pl.refs, err);
+    pl.expected = snug_mem_alloc(SNUG_MEM_OTHER, np * sizeof *pl.expected, err);
+    pl.written = snug_mem_alloc(SNUG_MEM_OTHER, np * sizeof *pl.written, err);
+    w->offsets = snug_mem_alloc(SNUG_MEM_OTHER, np * sizeof *w->offsets, err);
+    if (!pl.refs || !pl.expected || !pl.written || !w->offsets) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", ck->dir);
+        goto done;
+    }
+    size_t staging_each = o.staging_bytes / (size_t)o.n_threads;
+    st = check_checkpoint(ck, &w->table, &pl, err);
+    if (st == SNUG_OK) st = check_coverage(&w->table, snug_dtype_size(o.dtype), &pl, err);
+    if (st == SNUG_OK) st = plan_items(&w->table, o.dtype, staging_each, &pl, err);
+    if (st != SNUG_OK) goto done;
+
+    /* every parameter at its final shape, resident, before any read */
+    w->arena_bytes = snug_params_layout(&w->table, o.dtype, w->offsets);
+    w->arena = snug_mem_alloc(SNUG_MEM_WEIGHTS, (size_t)w->arena_bytes, err);
+    if (!w->arena) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: weights of rank %d: ", ck->dir, o.rank);
+        goto done;
+    }
+    if (pl.converts) {
+        staging = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)o.n_threads * sizeof *staging, err);
+        for (int32_t i = 0; staging && i < o.n_threads; i++)
+            if (!(staging[i] = snug_mem_alloc(SNUG_MEM_STAGING, staging_each, err))) break;
+        if (!staging || !staging[o.n_threads - 1]) {
+            st = snug_error_prefix(err, SNUG_NOMEM, "%s: staging: ", ck->dir);
+            goto done;
+        }
+    }
+    uint64_t bytes_read = 0;
+    st = run_items(w, &pl, o.n_threads, staging, &bytes_read, err);
+    if (st != SNUG_OK) goto done;
+    if (stats) {
+        size_t peak = 0, rss1 = 0, hwm1 = 0;
+        snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
+        memset(stats, 0, sizeof *stats);
+        stats->weight_bytes = snug_params_bytes(&w->table, o.dtype);
+        stats->weights_held = snug_mem_block_bytes(w->arena);
+        stats->load_peak_bytes = peak - total0;
+        stats->hwm_growth_bytes = -1;
+        if (hwm_known && snug_proc_mem(&rss1, &hwm1, NULL) == SNUG_OK)
+            stats->hwm_growth_bytes = (int64_t)hwm1 - (int64_t)(hwm_reset ? rss0 : hwm0);
+        stats->bytes_read = bytes_read;
+        stats->seconds = seconds_now() - t0;
+    }
+    *out = w;
+    w = NULL;
+done:
+    if (staging)
+        for (int32_t i = 0; i < o.n_threads; i++) snug_mem_free(staging[i]);
+    snug_mem_free(staging);
+    plan_free(&pl);
+    snug_weights_free(w);
+    return st;
+}

@@ -1,0 +1,72 @@
+/*
+ * loader.h: loads one tensor-parallel rank's weights from a checkpoint, at
+ * exactly their size.
+ *
+ * Every parameter of the rank's table (params.h) is carved from one
+ * allocation of category weights, made (and made resident) before anything
+ * is read. Each checkpoint tensor is then read only in the slice this rank
+ * holds, straight from the file into its final place: a column-parallel
+ * slice is a block of whole rows (one read), a row-parallel slice a read per
+ * row. Only a dtype conversion goes through staging memory (category
+ * staging, bounded, freed at the end). Reads run on several threads. The
+ * checkpoint is checked against the table first: missing tensors, tensors
+ * the model does not use, wrong shapes and dtypes that are not weight types
+ * are errors that list or name them; every byte of every parameter is
+ * written exactly once (checked when planning, and counted while loading).
+ * A failure anywhere frees everything: the counters return to where they
+ * were.
+ */
+#ifndef SNUG_LOADER_H
+#define SNUG_LOADER_H
+
+#include "checkpoint.h"
+#include "common.h"
+#include "params.h"
+
+enum { SNUG_LOAD_STAGING_BYTES = 64 << 20 };
+
+typedef struct snug_load_opts {
+    int32_t tp, rank;          /* tp 0 counts as 1 */
+    snug_dtype dtype;          /* SNUG_DTYPE_NONE: snug_checkpoint_weight_dtype */
+    size_t staging_bytes;      /* 0: SNUG_LOAD_STAGING_BYTES */
+    int32_t n_threads;         /* 0: as many as OpenMP offers (the cores) */
+} snug_load_opts;
+
+typedef struct snug_load_stats {
+    uint64_t weight_bytes;     /* the parameters' bytes: what inspect predicts */
+    size_t weights_held;       /* what the allocator charges for them */
+    size_t load_peak_bytes;    /* peak of the device total during the load, above its start */
+    int64_t hwm_growth_bytes;  /* growth of the process high-water mark; -1 if unknown */
+    uint64_t bytes_read;       /* bytes read from checkpoint files */
+    double seconds;
+} snug_load_stats;
+
+typedef struct snug_weights {
+    snug_param_table table;
+    snug_dtype dtype;
+    unsigned char *arena;      /* every parameter, category weights */
+    uint64_t *offsets;         /* [n_params] each parameter's place in the arena */
+    uint64_t arena_bytes;
+} snug_weights;
+
+/* Loads rank opts->rank of opts->tp from ck. On success *out owns the
+ * weights (free with snug_weights_free) and *stats (may be NULL) says what
+ * the load took. Fails with SNUG_FORMAT (the checkpoint does not match the
+ * model: the message lists what is missing or unused, or names the tensor,
+ * expected and actual shape), SNUG_UNSUPPORTED (a dtype that is not a
+ * weight type), SNUG_IO, SNUG_NOMEM or SNUG_INVALID (bad options); then
+ * nothing stays allocated. */
+snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *opts,
+                              snug_weights **out, snug_load_stats *stats, snug_error *err);
+
+/* Frees the weights; NULL is ignored. Every parameter pointer becomes
+ * invalid. */
+void snug_weights_free(snug_weights *w);
+
+/* The data of parameter i (rows x cols elements of w->dtype, row-major). */
+void *snug_weights_data(const snug_weights *w, int32_t i);
+
+/* The index of the parameter called name ("layers.0.qkv"); -1 if none. */
+int32_t snug_weights_find(const snug_weights *w, const char *name);
+
+#endif /* SNUG_LOADER_H */
