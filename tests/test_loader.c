@@ -227,6 +227,10 @@ static void test_gqa_every_tp(void)
     }
     check_all_ranks(many, &c, 4, SNUG_DTYPE_F32); /* bf16 -> f32 is exact */
     check_all_ranks(many, &c, 2, SNUG_DTYPE_F16);
+    char half[512];
+    make("gqa16", &c, SNUG_DTYPE_F16, 2, half);
+    check_all_ranks(half, &c, 2, SNUG_DTYPE_F32); /* f16 -> f32 is exact */
+    check_all_ranks(half, &c, 8, SNUG_DTYPE_BF16);
 }
 
 static void test_qwen2_every_tp(void)
