@@ -60,14 +60,18 @@ static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as
         snug_mem_free(text);
         return;
     }
-    char a[32], hwm[32];
+    char a[32], peak[48], hwm[48], read[48], b[32];
+    snprintf(peak, sizeof peak, "%s (%.4f)", snug_fmt_bytes(s->load_peak_bytes, b),
+             (double)s->load_peak_bytes / w);
     if (s->hwm_growth_bytes >= 0)
-        snprintf(hwm, sizeof hwm, "%.4f", (double)s->hwm_growth_bytes / w);
+        snprintf(hwm, sizeof hwm, "%s (%.4f)", snug_fmt_bytes((size_t)s->hwm_growth_bytes, b),
+                 (double)s->hwm_growth_bytes / w);
     else
         snprintf(hwm, sizeof hwm, "unknown");
-    printf("  %-5d %18s %12.4f %12s %12.4f %9.3f %8.2f\n", o->rank,
-           snug_fmt_int((int64_t)s->weight_bytes, a), (double)s->load_peak_bytes / w, hwm,
-           (double)s->bytes_read / w, s->seconds, gbps);
+    snprintf(read, sizeof read, "%s (%.4f)", snug_fmt_bytes(s->bytes_read, b),
+             (double)s->bytes_read / w);
+    printf("  %-5d %15s %21s %21s %21s %8.3f %7.2f\n", o->rank,
+           snug_fmt_int((int64_t)s->weight_bytes, a), peak, hwm, read, s->seconds, gbps);
     fflush(stdout);
 }
 
@@ -126,8 +130,9 @@ int snug_cmd_load(int argc, char **argv)
         printf("snug load %s: tp %d, as %s, %d threads, staging %s\n", dir, o.tp,
                snug_dtype_torch_name(o.dtype), o.n_threads,
                snug_fmt_bytes(o.staging_bytes ? o.staging_bytes : SNUG_LOAD_STAGING_BYTES, b));
-        printf("  %-5s %18s %12s %12s %12s %9s %8s\n", "rank", "weight bytes", "peak/weights",
-               "hwm/weights", "read/weights", "seconds", "GB/s");
+        printf("  %-5s %15s %21s %21s %21s %8s %7s\n", "rank", "weight bytes",
+               "load peak (/weights)", "hwm growth (/weights)", "bytes read (/weights)", "seconds",
+               "GB/s");
     }
     int rc = 0;
     int32_t first = all ? 0 : o.rank, last = all ? o.tp - 1 : o.rank;

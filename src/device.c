@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,19 +168,21 @@ enum {
 static bool populate(unsigned char *p, size_t len)
 {
     size_t n_chunks = (len + POPULATE_CHUNK - 1) / POPULATE_CHUNK;
-    int failed = 0;
-#pragma omp parallel for schedule(dynamic, 1) if (len >= POPULATE_PARALLEL) reduction(| : failed)
+    atomic_int failed = 0;
+    /* one thread when called from a parallel region (no nested teams) */
+#pragma omp parallel for schedule(dynamic, 1) if (len >= POPULATE_PARALLEL && !omp_in_parallel())
     for (size_t i = 0; i < n_chunks; i++) {
+        if (atomic_load(&failed)) continue; /* the block is given up: stop taking memory */
         size_t begin = i * (size_t)POPULATE_CHUNK;
         size_t n = SNUG_MIN((size_t)POPULATE_CHUNK, len - begin);
         if (madvise(p + begin, n, MADV_POPULATE_WRITE) == 0) continue;
         if (errno != EINVAL) {
-            failed = 1;
+            atomic_store(&failed, 1);
             continue;
         }
         for (size_t o = 0; o < n; o += 4096) ((volatile unsigned char *)p)[begin + o] = 0;
     }
-    return !failed;
+    return !atomic_load(&failed);
 }
 
 /* Maps len bytes (a multiple of the page size) of anonymous memory, 2 MiB-
@@ -188,6 +191,10 @@ static bool populate(unsigned char *p, size_t len)
 static void *map_populated(size_t len)
 {
     bool huge = len >= HUGE_PAGE_BYTES;
+    if (huge && len > SIZE_MAX - HUGE_PAGE_BYTES) {
+        errno = ENOMEM;
+        return NULL;
+    }
     size_t map_len = huge ? len + HUGE_PAGE_BYTES : len;
     unsigned char *m = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                             -1, 0);

@@ -15,10 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-enum {
-    ITEM_BYTES = 8 << 20, /* the most one read (one work item) moves */
-    LIST_NAMES = 8        /* names listed in a message before "and N more" */
-};
+enum { LIST_NAMES = 8 }; /* names listed in a message before "and N more" */
 
 /* Where one source of one parameter lives in the checkpoint. */
 typedef struct source_ref {
@@ -172,10 +169,10 @@ static snug_status check_coverage(const snug_param_table *t, size_t es, load_pla
     return SNUG_OK;
 }
 
-/* Splits every source slice into work items of at most ITEM_BYTES (and, for
- * conversions, at most one thread's staging). */
-static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_t staging_each,
-                              load_plan *pl, snug_error *err)
+/* Splits every source slice into work items of at most item_bytes (and,
+ * for conversions, at most one thread's staging). */
+static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_t item_bytes,
+                              size_t staging_each, load_plan *pl, snug_error *err)
 {
     size_t es = snug_dtype_size(dtype);
     for (int pass = 0; pass < 2; pass++) { /* count, then fill */
@@ -186,7 +183,7 @@ static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_
                 const snug_param_source *src = &p->sources[s];
                 size_t src_es = snug_dtype_size(ref_of(pl, i, s)->tensor->dtype);
                 size_t row = (size_t)src->n_cols * SNUG_MAX(src_es, es);
-                size_t limit = ITEM_BYTES;
+                size_t limit = item_bytes;
                 if (ref_of(pl, i, s)->tensor->dtype != dtype) {
                     pl->converts = true;
                     limit = SNUG_MIN(limit, staging_each);
@@ -229,8 +226,6 @@ static snug_status load_item_run(const snug_weights *w, const load_plan *pl, con
     size_t n = (size_t)it->n_rows * seg;
     snug_status st;
     if (seg == stride) { /* whole rows: one read */
-        posix_fadvise(r->file->fd, (off_t)(r->file->data_start + r->tensor->begin + off), (off_t)n,
-                      POSIX_FADV_WILLNEED);
         st = snug_st_read(r->file, r->tensor, off, into, n, err);
     } else {
         st = snug_st_read_strided(r->file, r->tensor, off, seg, (size_t)it->n_rows, stride, into,
@@ -242,6 +237,23 @@ static snug_status load_item_run(const snug_weights *w, const load_plan *pl, con
     atomic_fetch_add(&pl->written[it->param], (uint64_t)it->n_rows * (uint64_t)p->cols * es);
     *read = n;
     return SNUG_OK;
+}
+
+/* Asks the kernel to start reading every byte range the items will read
+ * (for a row-parallel slice, the span from its first to its last row). */
+static void hint_reads(const snug_weights *w, const load_plan *pl)
+{
+    for (int64_t k = 0; k < pl->n_items; k++) {
+        const load_item *it = &pl->items[k];
+        const snug_param_source *src = &w->table.params[it->param].sources[it->source];
+        const source_ref *r = ref_of(pl, it->param, it->source);
+        size_t es = snug_dtype_size(r->tensor->dtype);
+        uint64_t stride = (uint64_t)src->cols * es;
+        uint64_t first = (uint64_t)(src->row_begin + it->row0) * stride + (uint64_t)src->col_begin * es;
+        uint64_t span = (uint64_t)(it->n_rows - 1) * stride + (uint64_t)src->n_cols * es;
+        posix_fadvise(r->file->fd, (off_t)(r->file->data_start + r->tensor->begin + first),
+                      (off_t)span, POSIX_FADV_WILLNEED);
+    }
 }
 
 /* Runs every item on n_threads threads; the first failure stops the rest. */
@@ -317,16 +329,17 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
                               snug_weights **out, snug_load_stats *stats, snug_error *err)
 {
     double t0 = seconds_now();
-    size_t total0 = 0, rss0 = 0, hwm0 = 0;
+    size_t total0 = 0, rss0 = 0;
     snug_mem_status(SNUG_MEM_TOTAL, &total0, NULL, true);
-    bool hwm_known = snug_proc_mem(&rss0, &hwm0, NULL) == SNUG_OK;
-    bool hwm_reset = hwm_known && snug_proc_hwm_reset(NULL) == SNUG_OK;
+    bool hwm_reset = snug_proc_mem(&rss0, NULL, NULL) == SNUG_OK &&
+                     snug_proc_hwm_reset(NULL) == SNUG_OK;
 
     snug_load_opts o = *opts;
     if (o.tp == 0) o.tp = 1;
     if (o.dtype == SNUG_DTYPE_NONE) o.dtype = snug_checkpoint_weight_dtype(ck);
     if (o.staging_bytes == 0) o.staging_bytes = SNUG_LOAD_STAGING_BYTES;
     if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
+    if (o.item_bytes == 0) o.item_bytes = SNUG_LOAD_ITEM_BYTES;
     if (!snug_dtype_is_weight(o.dtype))
         return snug_errorf(err, SNUG_INVALID, "weights load as bf16, f16 or f32");
 
@@ -349,7 +362,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     size_t staging_each = o.staging_bytes / (size_t)o.n_threads;
     st = check_checkpoint(ck, &w->table, &pl, err);
     if (st == SNUG_OK) st = check_coverage(&w->table, snug_dtype_size(o.dtype), &pl, err);
-    if (st == SNUG_OK) st = plan_items(&w->table, o.dtype, staging_each, &pl, err);
+    if (st == SNUG_OK) st = plan_items(&w->table, o.dtype, o.item_bytes, staging_each, &pl, err);
     if (st != SNUG_OK) goto done;
 
     /* every parameter at its final shape, resident, before any read */
@@ -369,6 +382,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         }
     }
     uint64_t bytes_read = 0;
+    hint_reads(w, &pl);
     st = run_items(w, &pl, o.n_threads, staging, &bytes_read, err);
     if (st != SNUG_OK) goto done;
     if (stats) {
@@ -379,8 +393,8 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         stats->weights_held = snug_mem_block_bytes(w->arena);
         stats->load_peak_bytes = peak - total0;
         stats->hwm_growth_bytes = -1;
-        if (hwm_known && snug_proc_mem(&rss1, &hwm1, NULL) == SNUG_OK)
-            stats->hwm_growth_bytes = (int64_t)hwm1 - (int64_t)(hwm_reset ? rss0 : hwm0);
+        if (hwm_reset && snug_proc_mem(&rss1, &hwm1, NULL) == SNUG_OK)
+            stats->hwm_growth_bytes = (int64_t)hwm1 - (int64_t)rss0;
         stats->bytes_read = bytes_read;
         stats->seconds = seconds_now() - t0;
     }

@@ -23,20 +23,22 @@
 #include "common.h"
 #include "params.h"
 
-enum { SNUG_LOAD_STAGING_BYTES = 64 << 20 };
+enum { SNUG_LOAD_STAGING_BYTES = 64 << 20, SNUG_LOAD_ITEM_BYTES = 8 << 20 };
 
 typedef struct snug_load_opts {
     int32_t tp, rank;          /* tp 0 counts as 1 */
     snug_dtype dtype;          /* SNUG_DTYPE_NONE: snug_checkpoint_weight_dtype */
     size_t staging_bytes;      /* 0: SNUG_LOAD_STAGING_BYTES */
     int32_t n_threads;         /* 0: as many as OpenMP offers (the cores) */
+    size_t item_bytes;         /* most bytes one read moves; 0: SNUG_LOAD_ITEM_BYTES */
 } snug_load_opts;
 
 typedef struct snug_load_stats {
     uint64_t weight_bytes;     /* the parameters' bytes: what inspect predicts */
     size_t weights_held;       /* what the allocator charges for them */
     size_t load_peak_bytes;    /* peak of the device total during the load, above its start */
-    int64_t hwm_growth_bytes;  /* growth of the process high-water mark; -1 if unknown */
+    int64_t hwm_growth_bytes;  /* high-water mark at the end minus the resident set at
+                                * the start; -1 where the mark cannot be reset */
     uint64_t bytes_read;       /* bytes read from checkpoint files */
     double seconds;
 } snug_load_stats;
@@ -51,7 +53,9 @@ typedef struct snug_weights {
 
 /* Loads rank opts->rank of opts->tp from ck. On success *out owns the
  * weights (free with snug_weights_free) and *stats (may be NULL) says what
- * the load took. Fails with SNUG_FORMAT (the checkpoint does not match the
+ * the load took. To measure it, the load resets the peak of the device
+ * total (snug_mem_status) and the process high-water mark at its start.
+ * Vocabulary padding rows are zero. Fails with SNUG_FORMAT (the checkpoint does not match the
  * model: the message lists what is missing or unused, or names the tensor,
  * expected and actual shape), SNUG_UNSUPPORTED (a dtype that is not a
  * weight type), SNUG_IO, SNUG_NOMEM or SNUG_INVALID (bad options); then

@@ -158,6 +158,10 @@ static void test_capacity(void)
     CHECK(cur_of(SNUG_MEM_TOTAL) == before, "a refused request changes nothing");
     snug_mem_free(a);
     snug_mem_set_capacity(SIZE_MAX);
+    /* within 2 MiB of SIZE_MAX: no capacity stops it; the system must refuse it cleanly */
+    b = snug_mem_alloc(SNUG_MEM_OTHER, SIZE_MAX - (1u << 20), &err);
+    CHECK(b == NULL && err.status == SNUG_NOMEM && strstr(err.msg, "refused by the system"),
+          "an impossible request is refused: %s", err.msg);
     b = snug_mem_alloc(SNUG_MEM_KV, 2 << 20, &err);
     CHECK(b != NULL, "fits again without a capacity");
     snug_mem_free(b);

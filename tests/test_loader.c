@@ -6,7 +6,8 @@
  * this file's own reading of the tensor-parallel layout (not params.c's):
  * for tp 1, 2, 4, 8 on a GQA model (2 KV heads: split at tp 2, replicated
  * at 4 and 8) with a padded vocabulary and its own lm_head, and on a
- * Qwen2-like model (biases, tied embeddings), from sharded and single-file
+ * Qwen2-like model (biases, tied embeddings), on a Llama with attention
+ * biases and a head_dim that is not hidden / heads, from sharded and single-file
  * checkpoints, with and without dtype conversion. Also: special values
  * through conversion, byte counts against inspect's prediction, staging
  * back to 0, the out-of-memory loop, truncated files, and checkpoints that
@@ -28,6 +29,11 @@
 
 static char g_dir[256];
 
+/* The test models: a GQA Llama (2 KV heads, padded vocabulary, own
+ * lm_head), a Qwen2 (biases, tied embeddings), and (wide) a Llama with
+ * attention_bias and head_dim 16 != hidden / heads. */
+static snug_model_config model_wide(void);
+
 static snug_model_config model(bool qwen)
 {
     snug_model_config c;
@@ -40,6 +46,13 @@ static snug_model_config model(bool qwen)
     c.rope_scaling.factor = 1, c.tie_word_embeddings = qwen, c.qkv_bias = qwen;
     c.bos_token_id = 1, c.n_eos = 1, c.eos_token_ids[0] = 2;
     c.dtype = SNUG_DTYPE_BF16;
+    return c;
+}
+
+static snug_model_config model_wide(void)
+{
+    snug_model_config c = model(false);
+    c.head_dim = 16, c.n_kv_heads = 4, c.qkv_bias = true, c.o_bias = true;
     return c;
 }
 
@@ -131,6 +144,11 @@ static float *expected(const snug_checkpoint *ck, const snug_model_config *c, in
                 take(x, cols, kv0 * hd, nkv * hd, 0, cols, out, &o);
             free(x);
         }
+    } else if (strcmp(part, "o_proj_bias") == 0) {
+        snprintf(t, sizeof t, "model.layers.%d.self_attn.o_proj.bias", layer);
+        float *x = whole(ck, t, &rows, &cols);
+        take(x, 1, 0, rows, 0, 1, out, &o);
+        free(x);
     } else if (strcmp(part, "o_proj") == 0) {
         snprintf(t, sizeof t, "model.layers.%d.self_attn.o_proj.weight", layer);
         float *x = whole(ck, t, &rows, &cols);
@@ -180,10 +198,12 @@ static void check_all_ranks(const char *dir, const snug_model_config *c, int tp,
         snug_mem_status(SNUG_MEM_STAGING, &staging, NULL, false);
         CHECK(staging == 0, "staging is back to 0 after the load (%zu)", staging);
         int bad = 0;
+        uint64_t ref_bytes = 0;
         for (int32_t i = 0; i < w->table.n_params; i++) {
             const snug_param *p = &w->table.params[i];
             size_t n = 0;
             float *want = expected(ck, c, tp, r, p->name, &n);
+            ref_bytes += n * snug_dtype_size(dt);
             if (!want || n != snug_param_numel(p)) {
                 printf("  %s: reference has %zu elements, parameter %llu\n", p->name, n,
                        (unsigned long long)snug_param_numel(p));
@@ -208,6 +228,17 @@ static void check_all_ranks(const char *dir, const snug_model_config *c, int tp,
             free(want);
             free(got);
         }
+        CHECK(ref_bytes == s.weight_bytes, "tp %d rank %d: the reference holds %llu bytes, the load %llu",
+              tp, r, (unsigned long long)ref_bytes, (unsigned long long)s.weight_bytes);
+        /* the same load cut into many small reads and conversions, on 3 threads */
+        snug_load_opts small = {.tp = tp, .rank = r, .dtype = dt, .item_bytes = 700,
+                                .staging_bytes = 3 * 700, .n_threads = 3};
+        snug_weights *w2 = NULL;
+        CHECK_OK(snug_weights_load(ck, &small, &w2, NULL, &err), &err);
+        CHECK(w2 && w2->arena_bytes == w->arena_bytes &&
+              memcmp(w2->arena, w->arena, (size_t)w->arena_bytes) == 0,
+              "tp %d rank %d: small reads give the same bytes", tp, r);
+        snug_weights_free(w2);
         CHECK(bad == 0, "tp %d rank %d as %s: %d parameters differ from the reference", tp, r,
               snug_dtype_name(dt), bad);
         snug_weights_free(w);
@@ -244,6 +275,14 @@ static void test_qwen2_every_tp(void)
         check_all_ranks(many, &c, tp, SNUG_DTYPE_BF16); /* f32 -> bf16 rounds to nearest even */
     }
     check_all_ranks(one, &c, 8, SNUG_DTYPE_F16);
+}
+
+static void test_head_dim_and_attention_bias(void)
+{
+    snug_model_config c = model_wide();
+    char d[512];
+    make("wide", &c, SNUG_DTYPE_F32, 2, d);
+    for (int tp = 1; tp <= 8; tp *= 2) check_all_ranks(d, &c, tp, tp == 2 ? SNUG_DTYPE_BF16 : SNUG_DTYPE_F32);
 }
 
 static void test_bytes_read_are_the_shards(void)
@@ -478,6 +517,7 @@ int main(void)
     test_tmpdir(g_dir, sizeof g_dir);
     RUN(test_gqa_every_tp);
     RUN(test_qwen2_every_tp);
+    RUN(test_head_dim_and_attention_bias);
     RUN(test_bytes_read_are_the_shards);
     RUN(test_special_values);
     RUN(test_out_of_memory_loop);

@@ -103,7 +103,7 @@ check_json "load json keys" "$tmp/l.json" \
 "$snug" load models/stories260K --tp 2 --all-ranks --json --dtype bf16 >"$tmp/l2.json"
 check_json "load all ranks" "$tmp/l2.json" '[.rank, .weight_bytes]' '[0,260736]
 [1,260736]'
-expect "load text table" 0 "peak/weights" -- "$snug" load models/stories260K --tp 4 --rank 3
+expect "load text table" 0 "load peak (/weights)" -- "$snug" load models/stories260K --tp 4 --rank 3
 expect "load rank past tp" 2 "--rank 2 is not below --tp 2" -- "$snug" load models/stories260K --tp 2 --rank 2
 expect "load tp that does not fit" 1 "sizes that work: 1, 2, 4" -- "$snug" load models/stories260K --tp 3
 expect "load staging too small" 1 "staging of 128 bytes per thread is less than one row" \
