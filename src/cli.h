@@ -18,6 +18,13 @@ int snug_cmd_inspect(int argc, char **argv);
  * bytes read/weights, seconds and GB/s per rank (--json: one object a line). */
 int snug_cmd_load(int argc, char **argv);
 
+/* `snug tokenize PATH [--file F | TEXT] [--no-bos] [--special]`: prints the
+ * ids of the text, space-separated, on one line. */
+int snug_cmd_tokenize(int argc, char **argv);
+
+/* `snug detokenize PATH [--skip-special] IDS...`: prints the text of ids. */
+int snug_cmd_detokenize(int argc, char **argv);
+
 /* `snug mkmodel --preset NAME --dtype D [--shards K] [--seed S] [--threads T]
  * OUTDIR`: writes a synthetic checkpoint (creating OUTDIR if needed) and
  * reports its size and write speed on stderr. */

@@ -25,8 +25,8 @@ static void json_install_hooks(void) { json_set_alloc_funcs(json_alloc_hook, jso
 
 void snug_json_init(void) { pthread_once(&g_json_once, json_install_hooks); }
 
-snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
-                            snug_error *err)
+static snug_status parse_flags(const char *buf, size_t len, const char *name, size_t flags,
+                               json_t **out, snug_error *err)
 {
     snug_json_init();
     size_t worst = SIZE_MAX;
@@ -36,7 +36,7 @@ snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_
     if (st != SNUG_OK)
         return snug_error_prefix(err, st, "%s: parsing %zu bytes of JSON: ", name, len);
     json_error_t jerr;
-    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | flags, &jerr);
     if (!root)
         return snug_errorf(err, SNUG_FORMAT, "%s: not valid JSON: line %d, column %d: %s", name,
                            jerr.line, jerr.column, jerr.text);
@@ -51,16 +51,34 @@ snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_
     return SNUG_OK;
 }
 
-snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out,
-                                snug_error *err)
+snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
+                            snug_error *err)
+{
+    return parse_flags(buf, len, name, 0, out, err);
+}
+
+static snug_status load_flags(const char *path, size_t max_bytes, size_t flags, json_t **out,
+                              snug_error *err)
 {
     char *buf = NULL;
     size_t len = 0;
     snug_status st = snug_file_read_all(path, max_bytes, &buf, &len, err);
     if (st != SNUG_OK) return st;
-    st = snug_json_parse(buf, len, path, out, err);
+    st = parse_flags(buf, len, path, flags, out, err);
     snug_mem_free(buf);
     return st;
+}
+
+snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out,
+                                snug_error *err)
+{
+    return load_flags(path, max_bytes, 0, out, err);
+}
+
+snug_status snug_json_load_file_reals(const char *path, size_t max_bytes, json_t **out,
+                                      snug_error *err)
+{
+    return load_flags(path, max_bytes, JSON_DECODE_INT_AS_REAL, out, err);
 }
 
 /* The fewest significant digits (15 to 17) with which every real in v

@@ -41,6 +41,12 @@ snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_
 snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out,
                                 snug_error *err);
 
+/* As snug_json_load_file, with every integer read as a real: for files
+ * whose integers snug does not need but that may exceed 64 bits
+ * (tokenizer_config.json's model_max_length is often 1e30). */
+snug_status snug_json_load_file_reals(const char *path, size_t max_bytes, json_t **out,
+                                      snug_error *err);
+
 /* Formats a JSON value (2-space indentation when pretty, else compact;
  * object keys in insertion order; reals with the fewest significant digits,
  * 15 to 17, with which every real of the value reads back exactly) into a

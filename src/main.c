@@ -20,6 +20,10 @@ static const char g_usage[] =
     "  load DIR [--tp N] [--rank R | --all-ranks] [--dtype D] [--staging-bytes B] [--json]\n"
     "        load one tensor-parallel rank's weights (or each in turn) and report the bytes\n"
     "        held, the peak during the load, bytes read, seconds and GB/s\n"
+    "  tokenize PATH [--file F | TEXT] [--no-bos] [--special]\n"
+    "        print the token ids of a text (PATH: a model directory or a tokenizer file)\n"
+    "  detokenize PATH [--skip-special] IDS...\n"
+    "        print the text of token ids\n"
     "  mkmodel --preset NAME --dtype bf16|f16|f32 [--shards K] [--seed S] OUTDIR\n"
     "        write a model directory with seeded random weights at a real model's shapes\n"
     "        (presets: tiny, llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, mistral-7b)\n"
@@ -60,6 +64,8 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"inspect", snug_cmd_inspect},
         {"load", snug_cmd_load},
+        {"tokenize", snug_cmd_tokenize},
+        {"detokenize", snug_cmd_detokenize},
         {"mkmodel", snug_cmd_mkmodel},
         {"convert", snug_cmd_convert},
     };

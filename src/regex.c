@@ -1,5 +1,5 @@
 /*
- * regex.c: PCRE2 behind the accounting allocator.
+ * regex.c: PCRE2 behind the accounting allocator, with bounded matching.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "regex.h"
@@ -8,10 +8,20 @@
 
 #include <pcre2.h>
 
+enum {
+    MATCH_LIMIT = 10 * 1000 * 1000, /* backtracking steps per match attempt */
+    DEPTH_LIMIT = 100 * 1000
+};
+
 struct snug_regex {
     pcre2_general_context *gctx;
     pcre2_compile_context *cctx;
     pcre2_code *code;
+};
+
+struct snug_regex_matcher {
+    pcre2_general_context *gctx;
+    pcre2_match_context *mctx;
     pcre2_match_data *md;
 };
 
@@ -40,8 +50,9 @@ snug_status snug_regex_compile(const char *pattern, snug_regex **out, snug_error
     }
     int code;
     PCRE2_SIZE offset;
-    re->code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                             &code, &offset, re->cctx);
+    re->code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+                             PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset,
+                             re->cctx);
     if (!re->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
@@ -53,11 +64,6 @@ snug_status snug_regex_compile(const char *pattern, snug_regex **out, snug_error
     uint32_t jit = 0;
     pcre2_config(PCRE2_CONFIG_JIT, &jit);
     if (jit) pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE); /* falls back to the interpreter */
-    re->md = pcre2_match_data_create_from_pattern(re->code, re->gctx);
-    if (!re->md) {
-        st = snug_errorf(err, SNUG_NOMEM, "out of memory creating PCRE2 match data");
-        goto fail;
-    }
     *out = re;
     return SNUG_OK;
 fail:
@@ -65,22 +71,48 @@ fail:
     return st;
 }
 
-int snug_regex_find(snug_regex *re, const char *subject, size_t len, size_t start,
-                    size_t *begin, size_t *end)
+snug_status snug_regex_matcher_create(const snug_regex *re, snug_regex_matcher **out,
+                                      snug_error *err)
 {
-    int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, len, start, 0, re->md, NULL);
+    snug_regex_matcher *m = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *m, err);
+    if (!m) return SNUG_NOMEM;
+    m->gctx = pcre2_general_context_create(pcre2_alloc_hook, pcre2_free_hook, NULL);
+    m->mctx = m->gctx ? pcre2_match_context_create(m->gctx) : NULL;
+    m->md = m->gctx ? pcre2_match_data_create_from_pattern(re->code, m->gctx) : NULL;
+    if (!m->mctx || !m->md) {
+        snug_regex_matcher_free(m);
+        return snug_errorf(err, SNUG_NOMEM, "out of memory creating PCRE2 match data");
+    }
+    pcre2_set_match_limit(m->mctx, MATCH_LIMIT);
+    pcre2_set_depth_limit(m->mctx, DEPTH_LIMIT);
+    *out = m;
+    return SNUG_OK;
+}
+
+int snug_regex_find(const snug_regex *re, snug_regex_matcher *m, const char *subject, size_t len,
+                    size_t start, size_t *begin, size_t *end)
+{
+    int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, len, start, 0, m->md, m->mctx);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) return rc;
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(re->md);
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
     *begin = ov[0];
     *end = ov[1];
     return 1;
 }
 
+void snug_regex_matcher_free(snug_regex_matcher *m)
+{
+    if (!m) return;
+    pcre2_match_data_free(m->md);
+    pcre2_match_context_free(m->mctx);
+    pcre2_general_context_free(m->gctx);
+    snug_mem_free(m);
+}
+
 void snug_regex_free(snug_regex *re)
 {
     if (!re) return;
-    pcre2_match_data_free(re->md);
     pcre2_code_free(re->code);
     pcre2_compile_context_free(re->cctx);
     pcre2_general_context_free(re->gctx);

@@ -1,0 +1,272 @@
+/*
+ * test_tokenizer.c: tokenizer.json tokenizers against reference ids:
+ * llama.cpp's vectors (Llama 2 SentencePiece and GPT-2 vocabularies) and
+ * the Hugging Face conformance vectors (83 multilingual inputs for TinyLlama
+ * and GPT-2, and two long texts); detokenize(tokenize(s)) == s, and a
+ * stream of the same ids one at a time gives the same bytes.
+ */
+#include "test.h"
+
+#include "device.h"
+#include "fileio.h"
+#include "json.h"
+#include "tokenizer.h"
+
+/* Splits a llama.cpp .inp file into its test strings (libc memory). */
+static int read_inputs(const char *path, char ***out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    static char data[1 << 20];
+    size_t n = fread(data, 1, sizeof data - 1, f);
+    fclose(f);
+    data[n] = '\0';
+    const char sep[] = "\n__ggml_vocab_test__\n";
+    int count = 0;
+    char **list = malloc(256 * sizeof *list);
+    char *p = data;
+    for (;;) {
+        char *q = strstr(p, sep);
+        if (!q) break;
+        *q = '\0';
+        list[count++] = p;
+        p = q + strlen(sep);
+    }
+    *out = list;
+    return count;
+}
+
+/* Reads the expected id lines of a .out file. */
+static int read_outputs(const char *path, char ***out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    static char data[1 << 20];
+    size_t n = fread(data, 1, sizeof data - 1, f);
+    fclose(f);
+    data[n] = '\0';
+    int count = 0;
+    char **list = malloc(256 * sizeof *list);
+    for (char *p = data, *q; *p; p = q + 1) {
+        q = strchr(p, '\n');
+        if (!q) break;
+        *q = '\0';
+        list[count++] = p;
+    }
+    *out = list;
+    return count;
+}
+
+/* Encodes s and formats the ids as " 1 2 3" (llama.cpp's .out style). */
+static void ids_line(snug_tok_encoder *enc, const char *s, size_t len, bool add_special, char *line,
+                     size_t cap, const int32_t **ids_out, size_t *n_out)
+{
+    snug_tok_encode_opts o = {.add_special = add_special};
+    const int32_t *ids = NULL;
+    size_t n = 0;
+    snug_error err = {0};
+    line[0] = '\0';
+    if (snug_tok_encode(enc, s, len, &o, &ids, &n, &err) != SNUG_OK) {
+        snprintf(line, cap, "error: %s", err.msg);
+        return;
+    }
+    size_t o2 = 0;
+    for (size_t i = 0; i < n && o2 < cap; i++) o2 += (size_t)snprintf(line + o2, cap - o2, " %d", ids[i]);
+    if (ids_out) *ids_out = ids, *n_out = n;
+}
+
+/* Checks decode(ids) == text, and that streaming gives the same bytes. */
+static bool round_trips(const snug_tokenizer *tok, const int32_t *ids, size_t n, const char *text,
+                        size_t len, bool skip_special)
+{
+    snug_error err = {0};
+    char *out = NULL;
+    size_t out_len = 0;
+    if (snug_tok_decode(tok, ids, n, skip_special, &out, &out_len, &err) != SNUG_OK) return false;
+    bool ok = out_len == len && memcmp(out, text, len) == 0;
+    snug_tok_stream s;
+    snug_tok_stream_init(&s, tok, skip_special);
+    char *buf = malloc(len + 4096), chunk[4096];
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t got = 0;
+        if (snug_tok_stream_push(&s, ids[i], chunk, sizeof chunk, &got, &err) != SNUG_OK) ok = false;
+        if (o + got > len + 4096) break;
+        memcpy(buf + o, chunk, got);
+        o += got;
+    }
+    o += snug_tok_stream_finish(&s, buf + o, 8);
+    ok = ok && o == out_len && memcmp(buf, out, o) == 0;
+    free(buf);
+    snug_mem_free(out);
+    return ok;
+}
+
+static void run_llamacpp_vectors(const char *tokenizer, const char *base)
+{
+    char inp[256], outp[256];
+    snprintf(inp, sizeof inp, "tests/data/tokenizer/%s.inp", base);
+    snprintf(outp, sizeof outp, "tests/data/tokenizer/%s.out", base);
+    char **ins = NULL, **outs = NULL;
+    int n_in = read_inputs(inp, &ins), n_out = read_outputs(outp, &outs);
+    CHECK(n_in > 0 && n_in == n_out, "%s: %d inputs, %d outputs", base, n_in, n_out);
+    snug_error err = {0};
+    snug_tokenizer *tok = NULL;
+    snug_tok_encoder *enc = NULL;
+    CHECK_OK(snug_tokenizer_load(tokenizer, &tok, &err), &err);
+    if (tok) CHECK_OK(snug_tok_encoder_create(tok, &enc, &err), &err);
+    int bad = 0, bad_trip = 0;
+    for (int i = 0; enc && i < n_in && i < n_out; i++) {
+        char line[8192];
+        const int32_t *ids = NULL;
+        size_t n = 0;
+        ids_line(enc, ins[i], strlen(ins[i]), false, line, sizeof line, &ids, &n);
+        if (strcmp(line, outs[i]) != 0) {
+            if (bad < 4) printf("  %s #%d \"%.40s\": got%s\n    want%s\n", base, i, ins[i], line, outs[i]);
+            bad++;
+        } else if (!round_trips(tok, ids, n, ins[i], strlen(ins[i]), false)) {
+            if (bad_trip < 4) printf("  %s #%d \"%.40s\" does not decode back\n", base, i, ins[i]);
+            bad_trip++;
+        }
+    }
+    CHECK(bad == 0, "%s: %d of %d strings give other ids than llama.cpp's", base, bad, n_in);
+    CHECK(bad_trip == 0, "%s: %d strings do not round-trip", base, bad_trip);
+    snug_tok_encoder_free(enc);
+    snug_tokenizer_free(tok);
+    free(ins);
+    free(outs);
+}
+
+static void test_llamacpp_spm(void)
+{
+    run_llamacpp_vectors("tests/data/tokenizers/llama2/tokenizer.json", "ggml-vocab-llama-spm.gguf");
+}
+
+static void test_llamacpp_gpt2(void)
+{
+    run_llamacpp_vectors("tests/data/tokenizers/gpt2/tokenizer.json", "ggml-vocab-gpt-2.gguf");
+}
+
+/* The 83 multilingual inputs against one tokenizer's reference ids. */
+static void run_multilingual(const char *tokenizer, const char *refs, bool add_special)
+{
+    snug_error err = {0};
+    json_t *ref = NULL;
+    /* multilingual_inputs.json is a list; snug_json_parse wants an object */
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_OK(snug_file_read_all("tests/data/tokenizer/hf/multilingual_inputs.json", 1 << 24, &text, &len, &err), &err);
+    json_error_t jerr;
+    snug_json_init();
+    json_t *list = json_loadb(text, len, 0, &jerr);
+    snug_mem_free(text);
+    CHECK_OK(snug_json_load_file(refs, 1 << 24, &ref, &err), &err);
+    snug_tokenizer *tok = NULL;
+    snug_tok_encoder *enc = NULL;
+    CHECK_OK(snug_tokenizer_load(tokenizer, &tok, &err), &err);
+    if (tok) CHECK_OK(snug_tok_encoder_create(tok, &enc, &err), &err);
+    const json_t *results = json_object_get(ref, "entries");
+    int bad = 0, bad_trip = 0, checked = 0;
+    for (size_t i = 0; enc && list && i < json_array_size(list); i++) {
+        const json_t *item = json_array_get(list, i);
+        const char *id = json_string_value(json_object_get(item, "id"));
+        const char *s = json_string_value(json_object_get(item, "text"));
+        const json_t *want = NULL;
+        if (json_is_object(results)) want = json_object_get(json_object_get(results, id), "input_ids");
+        for (size_t k = 0; !want && json_is_array(results) && k < json_array_size(results); k++) {
+            const json_t *r = json_array_get(results, k);
+            const char *rid = json_string_value(json_object_get(r, "id"));
+            if (rid && strcmp(rid, id) == 0) want = json_object_get(r, "input_ids");
+        }
+        if (!want) continue;
+        checked++;
+        snug_tok_encode_opts o = {.add_special = add_special};
+        const int32_t *ids;
+        size_t n;
+        bool same = snug_tok_encode(enc, s, strlen(s), &o, &ids, &n, &err) == SNUG_OK &&
+                    n == json_array_size(want);
+        for (size_t k = 0; same && k < n; k++) same = ids[k] == json_integer_value(json_array_get(want, k));
+        if (!same) {
+            if (bad < 3) {
+                printf("  %s %s: got", tokenizer, id);
+                for (size_t k = 0; k < n && k < 30; k++) printf(" %d", ids[k]);
+                printf("\n    want");
+                for (size_t k = 0; k < json_array_size(want) && k < 30; k++)
+                    printf(" %lld", (long long)json_integer_value(json_array_get(want, k)));
+                printf("\n");
+            }
+            bad++;
+        } else if (!round_trips(tok, ids, n, s, strlen(s), true)) {
+            if (bad_trip < 3) printf("  %s %s does not decode back\n", tokenizer, id);
+            bad_trip++;
+        }
+    }
+    CHECK(checked == 83, "%s: %d vectors checked", refs, checked);
+    CHECK(bad == 0, "%s: %d of %d multilingual inputs differ", tokenizer, bad, checked);
+    CHECK(bad_trip == 0, "%s: %d inputs do not round-trip", tokenizer, bad_trip);
+    snug_tok_encoder_free(enc);
+    snug_tokenizer_free(tok);
+    json_decref(list);
+    json_decref(ref);
+}
+
+static void test_multilingual_tinyllama(void)
+{
+    run_multilingual("tests/data/tokenizers/llama2/tokenizer.json",
+                     "tests/data/tokenizer/hf/tinyllama_multilingual.json", true);
+}
+
+static void test_multilingual_gpt2(void)
+{
+    run_multilingual("tests/data/tokenizers/gpt2/tokenizer.json",
+                     "tests/data/tokenizer/hf/gpt2_multilingual.json", false);
+}
+
+/* One long text with its reference ids (and, when given, decoded text). */
+static void run_long_text(const char *tokenizer, const char *ref_path, bool add_special)
+{
+    snug_error err = {0};
+    json_t *ref = NULL;
+    snug_tokenizer *tok = NULL;
+    snug_tok_encoder *enc = NULL;
+    CHECK_OK(snug_json_load_file(ref_path, 1 << 24, &ref, &err), &err);
+    CHECK_OK(snug_tokenizer_load(tokenizer, &tok, &err), &err);
+    if (tok) CHECK_OK(snug_tok_encoder_create(tok, &enc, &err), &err);
+    if (!ref || !enc) goto done;
+    const char *s = json_string_value(json_object_get(ref, "text"));
+    const json_t *want = json_object_get(ref, "token_ids");
+    snug_tok_encode_opts o = {.add_special = add_special};
+    const int32_t *ids;
+    size_t n;
+    CHECK_OK(snug_tok_encode(enc, s, strlen(s), &o, &ids, &n, &err), &err);
+    size_t diff = 0;
+    while (diff < n && diff < json_array_size(want) && ids[diff] == json_integer_value(json_array_get(want, diff))) diff++;
+    CHECK(n == json_array_size(want) && diff == n, "%s: %zu ids, want %zu; first difference at %zu",
+          ref_path, n, json_array_size(want), diff);
+    const char *decoded = json_string_value(json_object_get(ref, "decoded_text"));
+    char *out = NULL;
+    size_t len = 0;
+    CHECK_OK(snug_tok_decode(tok, ids, n, false, &out, &len, &err), &err);
+    if (decoded) CHECK(out && strcmp(out, decoded) == 0, "%s: decodes as the reference does", ref_path);
+    snug_mem_free(out);
+done:
+    snug_tok_encoder_free(enc);
+    snug_tokenizer_free(tok);
+    json_decref(ref);
+}
+
+static void test_long_texts(void)
+{
+    run_long_text("tests/data/tokenizers/llama2/tokenizer.json", "tests/data/tokenizer/hf/llama_encoded.json", true);
+    run_long_text("tests/data/tokenizers/gpt2/tokenizer.json", "tests/data/tokenizer/hf/gpt2_encoded_tokens.json", false);
+}
+
+int main(void)
+{
+    RUN(test_llamacpp_spm);
+    RUN(test_llamacpp_gpt2);
+    RUN(test_multilingual_tinyllama);
+    RUN(test_multilingual_gpt2);
+    RUN(test_long_texts);
+    return test_summary();
+}
