@@ -183,6 +183,13 @@ snug_status tok_read_configs(snug_tokenizer *t, const char *dir, snug_error *err
 /* Reads a Hugging Face tokenizer.json (and the configs beside it). */
 snug_status tok_read_json(const char *path, snug_tokenizer **out, snug_error *err);
 
+/* Writes t as dir/tokenizer.json (a Hugging Face BPE model: byte-level or
+ * sentencepiece-style, with its pre-tokenizers, added tokens, post-processor
+ * and decoder) and dir/tokenizer_config.json (bos/eos tokens, whether to add
+ * them, the chat template). A tokenizer merged by scores gets the merge list
+ * tok_derive_merges gives. Reading the files back gives the same ids. */
+snug_status tok_write_json(const snug_tokenizer *t, const char *dir, snug_error *err);
+
 /* Finishes a tokenizer whose reader is done: checks bos/eos/unk ids and
  * computes what encoding and decoding need. */
 snug_status tok_finish(snug_tokenizer *t, snug_error *err);

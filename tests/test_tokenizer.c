@@ -10,7 +10,10 @@
 #include "device.h"
 #include "fileio.h"
 #include "json.h"
+#include "tok_internal.h"
 #include "tokenizer.h"
+
+#include <sys/stat.h>
 
 /* Splits a llama.cpp .inp file into its test strings (libc memory). */
 static int read_inputs(const char *path, char ***out)
@@ -261,6 +264,62 @@ static void test_long_texts(void)
     run_long_text("tests/data/tokenizers/gpt2/tokenizer.json", "tests/data/tokenizer/hf/gpt2_encoded_tokens.json", false);
 }
 
+/* Encodes every test string with both tokenizers; returns how many differ. */
+static int count_differences(const snug_tokenizer *a, const snug_tokenizer *b, bool parse_special)
+{
+    char **ins = NULL;
+    int n_in = read_inputs("tests/data/tokenizer/ggml-vocab-llama-spm.gguf.inp", &ins);
+    const char *extra[] = {"<s>[INST] special <|im_start|>text</s> <unk>", "  leading and trailing  ",
+                           "numbers 1234567 and 3.14159", "\xf0\x9f\xa6\x99 emoji \xe2\x80\x94 dash",
+                           "\xff\xfe invalid utf-8 \xc3"};
+    snug_tok_encoder *ea = NULL, *eb = NULL;
+    snug_error err = {0};
+    int bad = 0;
+    if (snug_tok_encoder_create(a, &ea, &err) != SNUG_OK || snug_tok_encoder_create(b, &eb, &err) != SNUG_OK)
+        bad = -1;
+    for (int i = 0; bad >= 0 && i < n_in + (int)SNUG_ARRAY_LEN(extra); i++) {
+        const char *s = i < n_in ? ins[i] : extra[i - n_in];
+        snug_tok_encode_opts o = {.add_special = true, .parse_special = parse_special};
+        const int32_t *x, *y;
+        size_t nx, ny;
+        snug_status sa = snug_tok_encode(ea, s, strlen(s), &o, &x, &nx, &err);
+        snug_status sb = snug_tok_encode(eb, s, strlen(s), &o, &y, &ny, &err);
+        if (sa != sb || (sa == SNUG_OK && (nx != ny || memcmp(x, y, nx * sizeof *x) != 0))) {
+            if (bad < 3) printf("  \"%.40s\" encodes differently\n", s);
+            bad++;
+        }
+    }
+    snug_tok_encoder_free(ea);
+    snug_tok_encoder_free(eb);
+    free(ins);
+    return bad;
+}
+
+static void test_written_json_reads_back(void)
+{
+    const char *dirs[] = {"llama2", "gpt2", "mistral-v0.3", "smollm2-135m", "phi-3-mini"};
+    char tmp[256];
+    test_tmpdir(tmp, sizeof tmp);
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(dirs); i++) {
+        char src[256];
+        snprintf(src, sizeof src, "tests/data/tokenizers/%s/tokenizer.json", dirs[i]);
+        snug_error err = {0};
+        snug_tokenizer *a = NULL, *b = NULL;
+        CHECK_OK(snug_tokenizer_load(src, &a, &err), &err);
+        if (a) CHECK_OK(tok_write_json(a, tmp, &err), &err);
+        if (a) CHECK_OK(snug_tokenizer_load(tmp, &b, &err), &err);
+        if (a && b) {
+            CHECK(count_differences(a, b, false) == 0 && count_differences(a, b, true) == 0,
+                  "%s: the written tokenizer.json encodes as the original", dirs[i]);
+            CHECK(a->bos == b->bos && a->eos == b->eos && a->add_bos == b->add_bos &&
+                  a->n_added == b->n_added, "%s: specials kept", dirs[i]);
+        }
+        snug_tokenizer_free(a);
+        snug_tokenizer_free(b);
+    }
+    test_rmtree(tmp);
+}
+
 int main(void)
 {
     RUN(test_llamacpp_spm);
@@ -268,5 +327,6 @@ int main(void)
     RUN(test_multilingual_tinyllama);
     RUN(test_multilingual_gpt2);
     RUN(test_long_texts);
+    RUN(test_written_json_reads_back);
     return test_summary();
 }
