@@ -27,8 +27,20 @@ typedef struct cand {
     int32_t result;
 } cand;
 
+/* A word already encoded: most words of a text repeat. Direct-mapped, so
+ * its memory is fixed: words up to 24 bytes that encode to at most 8 ids. */
+enum { CACHE_SLOTS = 4096, CACHE_WORD = 24, CACHE_IDS = 8 };
+
+typedef struct cache_slot {
+    uint64_t hash;
+    uint8_t len, n_ids;     /* len 0: empty */
+    char word[CACHE_WORD];
+    int32_t ids[CACHE_IDS];
+} cache_slot;
+
 struct snug_tok_encoder {
     const snug_tokenizer *tok;
+    cache_slot *cache;      /* [CACHE_SLOTS] */
     snug_regex_matcher *matchers[TOK_MAX_PRETOK];
     int32_t *ids;
     size_t n_ids, cap_ids;
@@ -69,6 +81,11 @@ snug_status snug_tok_encoder_create(const snug_tokenizer *tok, snug_tok_encoder 
     snug_tok_encoder *e = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *e, err);
     if (!e) return SNUG_NOMEM;
     e->tok = tok;
+    e->cache = snug_mem_alloc(SNUG_MEM_OTHER, CACHE_SLOTS * sizeof *e->cache, err);
+    if (!e->cache) {
+        snug_tok_encoder_free(e);
+        return SNUG_NOMEM;
+    }
     for (int32_t i = 0; i < tok->n_pretok; i++) {
         snug_status st = snug_regex_matcher_create(tok->pretok[i].re, &e->matchers[i], err);
         if (st != SNUG_OK) {
@@ -90,6 +107,7 @@ void snug_tok_encoder_free(snug_tok_encoder *e)
     snug_mem_free(e->pieces[1]);
     snug_mem_free(e->syms);
     snug_mem_free(e->heap);
+    snug_mem_free(e->cache);
     snug_mem_free(e);
 }
 
@@ -180,11 +198,45 @@ static snug_status emit_unknown(snug_tok_encoder *e, const char *w, const sym *s
     return SNUG_OK;
 }
 
+static uint64_t word_hash(const char *w, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)w[i]) * 0x100000001B3ull;
+    return h | 1; /* never 0 */
+}
+
 /* Encodes one pre-token (a word) by BPE, appending its ids. */
+static snug_status bpe_word_uncached(snug_tok_encoder *e, const char *w, size_t n, snug_error *err);
+
 static snug_status bpe_word(snug_tok_encoder *e, const char *w, size_t n, snug_error *err)
 {
-    const snug_tokenizer *t = e->tok;
     if (n == 0) return SNUG_OK;
+    if (n > CACHE_WORD) return bpe_word_uncached(e, w, n, err);
+    uint64_t h = word_hash(w, n);
+    cache_slot *c = &e->cache[h % CACHE_SLOTS];
+    if (c->hash == h && c->len == n && memcmp(c->word, w, n) == 0) {
+        snug_status st = grow((void **)&e->ids, &e->cap_ids, e->n_ids + c->n_ids, sizeof *e->ids, err);
+        if (st != SNUG_OK) return st;
+        memcpy(e->ids + e->n_ids, c->ids, c->n_ids * sizeof *c->ids);
+        e->n_ids += c->n_ids;
+        return SNUG_OK;
+    }
+    size_t before = e->n_ids;
+    snug_status st = bpe_word_uncached(e, w, n, err);
+    size_t made = e->n_ids - before;
+    if (st == SNUG_OK && made <= CACHE_IDS) {
+        c->hash = h;
+        c->len = (uint8_t)n;
+        c->n_ids = (uint8_t)made;
+        memcpy(c->word, w, n);
+        memcpy(c->ids, e->ids + before, made * sizeof *c->ids);
+    }
+    return st;
+}
+
+static snug_status bpe_word_uncached(snug_tok_encoder *e, const char *w, size_t n, snug_error *err)
+{
+    const snug_tokenizer *t = e->tok;
     if (t->ignore_merges) {
         int32_t id = tok_lookup(t, w, n);
         if (id >= 0) return push_id(e, id, err);
@@ -315,13 +367,18 @@ static snug_status encode_sentencepiece(snug_tok_encoder *e, const char *seg, si
             e->buf[o++] = seg[i];
         }
     }
-    if (!t->spm_split) return bpe_word(e, e->buf, o, err);
-    size_t begin = 0; /* a word starts at every space mark */
-    for (size_t i = 1; i <= o && st == SNUG_OK; i++)
-        if (i == o || (i + 3 <= o && memcmp(e->buf + i, SPACE_MARK, 3) == 0)) {
+    if (!t->spm_split && !t->spm_word_starts) return bpe_word(e, e->buf, o, err);
+    /* a word starts at every space mark (Metaspace split), or where no token
+     * can reach across: at the first mark of every run of them */
+    size_t begin = 0;
+    for (size_t i = 1; i <= o && st == SNUG_OK; i++) {
+        bool mark = i + 3 <= o && memcmp(e->buf + i, SPACE_MARK, 3) == 0;
+        bool after_mark = i >= 3 && memcmp(e->buf + i - 3, SPACE_MARK, 3) == 0;
+        if (i == o || (mark && (t->spm_split || !after_mark))) {
             st = bpe_word(e, e->buf + begin, i - begin, err);
             begin = i;
         }
+    }
     return st;
 }
 

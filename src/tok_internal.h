@@ -91,6 +91,8 @@ struct snug_tokenizer {
     bool spm_escape_spaces;  /* sentencepiece: ' ' -> U+2581 */
     tok_prepend spm_prepend; /* sentencepiece: where a U+2581 is put in front */
     bool spm_split;          /* sentencepiece: a piece starts at every U+2581 */
+    bool spm_word_starts;    /* no token joins a character to a following U+2581, so BPE
+                              * words may start at every run of them (found by tok_index) */
     bool strip_leading_space; /* decoding drops the output's first space */
     int32_t n_added;
     tok_added *added;        /* sorted by text length, longest first */

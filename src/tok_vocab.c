@@ -141,6 +141,15 @@ int32_t tok_find_any(const snug_tokenizer *t, const char *text, size_t len)
     return id;
 }
 
+/* True when text has a U+2581 right after a character that is not one. */
+static bool joins_before_space_mark(const char *s, size_t n)
+{
+    static const char mark[] = "\xE2\x96\x81";
+    for (size_t k = 1; k + 3 <= n; k++)
+        if (memcmp(s + k, mark, 3) == 0 && !(k >= 3 && memcmp(s + k - 3, mark, 3) == 0)) return true;
+    return false;
+}
+
 snug_status tok_index(snug_tokenizer *t, snug_error *err)
 {
     t->hash_cap = pow2_at_least((uint64_t)t->n_vocab * 2);
@@ -148,11 +157,13 @@ snug_status tok_index(snug_tokenizer *t, snug_error *err)
     if (!t->hash) return SNUG_NOMEM;
     memset(t->hash, 0xFF, (size_t)t->hash_cap * sizeof *t->hash);
     uint32_t mask = t->hash_cap - 1;
+    t->spm_word_starts = t->kind == TOK_SENTENCEPIECE;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         const tok_entry *e = &t->entries[id];
         if (e->attr == TOK_BYTE) t->byte_ids[e->byte] = id;
         if (e->attr != TOK_NORMAL) continue;
         const char *s = t->text + e->off;
+        if (t->spm_word_starts && joins_before_space_mark(s, e->len)) t->spm_word_starts = false;
         uint32_t i = (uint32_t)hash_bytes(s, e->len) & mask;
         for (; t->hash[i] >= 0; i = (i + 1) & mask) {
             const tok_entry *o = &t->entries[t->hash[i]];
