@@ -252,8 +252,15 @@ static snug_status read_vocab(snug_tokenizer *t, const json_t *model, const json
         uint8_t byte;
         if (a && a->content && a->special) attr = TOK_SPECIAL;
         if (unk && strcmp(key, unk) == 0) attr = TOK_UNKNOWN;
-        if (attr == TOK_NORMAL && byte_fallback && tok_parse_byte_token(key, strlen(key), &byte))
+        size_t klen = strlen(key);
+        if (attr == TOK_NORMAL && byte_fallback && klen >= 4 && memcmp(key, "<0x", 3) == 0 &&
+            key[klen - 1] == '>') {
+            if (!tok_parse_byte_token(key, klen, &byte)) {
+                st = bad(err, path, "vocab: byte token %d is '%.40s'; expected <0x00> to <0xFF>", id, key);
+                break;
+            }
             attr = TOK_BYTE;
+        }
         if (attr == TOK_NORMAL) {
             st = token_text(t, key, buf, &n, path, id, err);
         } else {

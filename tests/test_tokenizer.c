@@ -320,6 +320,85 @@ static void test_written_json_reads_back(void)
     test_rmtree(tmp);
 }
 
+/* Writes text as dir/tokenizer.json and tries to load it. */
+static snug_status load_text(const char *dir, const char *text, snug_error *err)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    test_write_file(p, text, strlen(text));
+    snug_tokenizer *t = NULL;
+    snug_status st = snug_tokenizer_load(p, &t, err);
+    snug_tokenizer_free(t);
+    return st;
+}
+
+#define SPM_HEAD "{\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, " \
+                 "\"content\": \"\xe2\x96\x81\"}, \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, "
+#define BL_HEAD "{\"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", "
+
+static void test_bad_tokenizer_json(void)
+{
+    char dir[256];
+    test_tmpdir(dir, sizeof dir);
+    snug_error err = {0};
+    CHECK_FAILS(load_text(dir, SPM_HEAD "\"vocab\": {\"a\": 0, \"b\": -3}, \"merges\": []}}", &err), &err,
+                SNUG_FORMAT, "vocab: token 'b' has id -3; expected 0 to 16777215");
+    CHECK(strstr(err.msg, "tokenizer.json") != NULL, "names the file: %s", err.msg);
+    CHECK_FAILS(load_text(dir, SPM_HEAD "\"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}}", &err), &err,
+                SNUG_FORMAT, "token id 0 is given twice");
+    CHECK_FAILS(load_text(dir, SPM_HEAD "\"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a c\"]}}", &err),
+                &err, SNUG_FORMAT, "merge 0 ('a' 'c') names a right part that is not a token");
+    CHECK_FAILS(load_text(dir, SPM_HEAD "\"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]}}", &err),
+                &err, SNUG_FORMAT, "merge 0 ('a' 'b') makes 'ab', which is not a token");
+    CHECK_FAILS(load_text(dir, SPM_HEAD "\"vocab\": {\"<0xZZ>\": 0}, \"merges\": []}}", &err), &err,
+                SNUG_FORMAT, "vocab: byte token 0 is '<0xZZ>'; expected <0x00> to <0xFF>");
+    CHECK_FAILS(load_text(dir, SPM_HEAD "\"vocab\": {\"<0x-1>\": 0}, \"merges\": []}}", &err), &err,
+                SNUG_FORMAT, "byte token 0 is '<0x-1>'");
+    CHECK_FAILS(load_text(dir, SPM_HEAD "\"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b c\"]}}", &err),
+                &err, SNUG_FORMAT, "merge 0 'a b c' is not two tokens separated by a space");
+    CHECK_FAILS(load_text(dir, "{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(unclosed\"}, "
+                               "\"behavior\": \"Isolated\"}, \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": "
+                               "{\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", &err),
+                &err, SNUG_FORMAT, "pre-tokenizer regex: regex rejected at offset 9");
+    CHECK_FAILS(load_text(dir, "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", &err), &err,
+                SNUG_UNSUPPORTED, "model type 'WordPiece' is not supported (BPE is)");
+    CHECK_FAILS(load_text(dir, BL_HEAD "\"vocab\": {\"\xc3\x28\": 0}, \"merges\": []}}", &err), &err,
+                SNUG_FORMAT, "not valid JSON");
+    CHECK_FAILS(load_text(dir, BL_HEAD "\"vocab\": {\"\xe2\x82\xac\": 0}, \"merges\": []}}", &err), &err,
+                SNUG_FORMAT, "token 0 '\xe2\x82\xac' is not written in the byte-level alphabet");
+    CHECK_FAILS(load_text(dir, BL_HEAD "\"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": "
+                               "[{\"id\": 5, \"content\": \"\"}]}", &err), &err,
+                SNUG_FORMAT, "added_tokens entry 0: no content");
+    CHECK_FAILS(load_text(dir, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", &err), &err,
+                SNUG_UNSUPPORTED, "neither a byte-level nor a sentencepiece-style BPE tokenizer");
+    test_rmtree(dir);
+}
+
+static snug_status load_oom(void *ctx, snug_error *err)
+{
+    snug_tokenizer *t = NULL;
+    snug_tok_encoder *e = NULL;
+    snug_status st = snug_tokenizer_load(ctx, &t, err);
+    if (st == SNUG_OK) st = snug_tok_encoder_create(t, &e, err);
+    if (st == SNUG_OK) {
+        snug_tok_encode_opts o = {.add_special = true, .parse_special = true};
+        const int32_t *ids;
+        size_t n;
+        const char text[] = "<|im_start|>user Hello, world! 12345<|im_end|>";
+        st = snug_tok_encode(e, text, sizeof text - 1, &o, &ids, &n, err);
+    }
+    snug_tok_encoder_free(e);
+    snug_tokenizer_free(t);
+    return st;
+}
+
+static void test_out_of_memory_loop(void)
+{
+    CHECK(test_oom_loop("smollm2 load and encode", load_oom, NULL,
+                        (void *)"tests/data/tokenizers/smollm2-135m/tokenizer.json", 2000) > 10,
+          "loading and encoding allocate");
+}
+
 int main(void)
 {
     RUN(test_llamacpp_spm);
@@ -328,5 +407,7 @@ int main(void)
     RUN(test_multilingual_gpt2);
     RUN(test_long_texts);
     RUN(test_written_json_reads_back);
+    RUN(test_bad_tokenizer_json);
+    RUN(test_out_of_memory_loop);
     return test_summary();
 }
