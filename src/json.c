@@ -40,7 +40,7 @@ static snug_status parse_flags(const char *buf, size_t len, const char *name, si
     if (!root)
         return snug_errorf(err, SNUG_FORMAT, "%s: not valid JSON: line %d, column %d: %s", name,
                            jerr.line, jerr.column, jerr.text);
-    if (!json_is_object(root)) {
+    if (!(flags & JSON_DECODE_ANY) && !json_is_object(root)) {
         char d[64];
         snug_json_describe(root, d, sizeof d);
         json_decref(root);
@@ -75,10 +75,12 @@ snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out
     return load_flags(path, max_bytes, 0, out, err);
 }
 
-snug_status snug_json_load_file_reals(const char *path, size_t max_bytes, json_t **out,
-                                      snug_error *err)
+snug_status snug_json_load_file_opts(const char *path, size_t max_bytes, int opts, json_t **out,
+                                     snug_error *err)
 {
-    return load_flags(path, max_bytes, JSON_DECODE_INT_AS_REAL, out, err);
+    size_t flags = (opts & SNUG_JSON_ANY_VALUE ? JSON_DECODE_ANY : 0) |
+                   (opts & SNUG_JSON_INTS_AS_REALS ? JSON_DECODE_INT_AS_REAL : 0);
+    return load_flags(path, max_bytes, flags, out, err);
 }
 
 /* The fewest significant digits (15 to 17) with which every real in v

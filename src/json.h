@@ -41,11 +41,17 @@ snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_
 snug_status snug_json_load_file(const char *path, size_t max_bytes, json_t **out,
                                 snug_error *err);
 
-/* As snug_json_load_file, with every integer read as a real: for files
- * whose integers snug does not need but that may exceed 64 bits
- * (tokenizer_config.json's model_max_length is often 1e30). */
-snug_status snug_json_load_file_reals(const char *path, size_t max_bytes, json_t **out,
-                                      snug_error *err);
+/* Options of snug_json_load_file_opts. */
+enum {
+    SNUG_JSON_ANY_VALUE = 1,     /* any JSON value at the top, not only an object */
+    SNUG_JSON_INTS_AS_REALS = 2  /* every integer read as a real: for files whose integers
+                                  * snug does not need but that may exceed 64 bits
+                                  * (tokenizer_config.json's model_max_length is often 1e30) */
+};
+
+/* As snug_json_load_file, with options (SNUG_JSON_* flags or'ed). */
+snug_status snug_json_load_file_opts(const char *path, size_t max_bytes, int opts, json_t **out,
+                                     snug_error *err);
 
 /* Formats a JSON value (2-space indentation when pretty, else compact;
  * object keys in insertion order; reals with the fewest significant digits,

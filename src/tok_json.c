@@ -418,7 +418,7 @@ static const char *token_field(const json_t *cfg, const char *key)
 static snug_status read_tokenizer_config(snug_tokenizer *t, const char *path, snug_error *err)
 {
     json_t *cfg = NULL;
-    snug_status st = snug_json_load_file_reals(path, CONFIG_MAX_BYTES, &cfg, err);
+    snug_status st = snug_json_load_file_opts(path, CONFIG_MAX_BYTES, SNUG_JSON_INTS_AS_REALS, &cfg, err);
     if (st != SNUG_OK) return st;
     const char *bos = token_field(cfg, "bos_token"), *eos = token_field(cfg, "eos_token");
     if (bos) {
