@@ -485,6 +485,8 @@ static snug_status parse(reader *r, snug_gguf_file *f, snug_error *err)
         f->alignment = al->v.u;
     }
     uint64_t start = snug_round_up(r->pos, f->alignment);
+    /* a vocabulary-only file (llama.cpp writes them) may end with its metadata */
+    if (start > r->size && f->n_tensors == 0) start = r->size;
     if (start > r->size) {
         st = snug_errorf(err, SNUG_FORMAT, "%s: the data section would start at %llu, past the "
                          "end of the file (%llu bytes)", r->path, (unsigned long long)start,

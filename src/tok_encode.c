@@ -6,6 +6,7 @@
 #include "tok_internal.h"
 
 #include "device.h"
+#include "unicode.h"
 
 #include <string.h>
 
@@ -52,6 +53,7 @@ struct snug_tok_encoder {
     size_t cap_syms;
     cand *heap;
     size_t cap_heap;
+    snug_nfc_buf nfc;    /* a segment normalized to NFC */
 };
 
 /* Makes room for need elements of elem bytes at *p (keeping the old ones). */
@@ -108,6 +110,7 @@ void snug_tok_encoder_free(snug_tok_encoder *e)
     snug_mem_free(e->syms);
     snug_mem_free(e->heap);
     snug_mem_free(e->cache);
+    snug_nfc_buf_free(&e->nfc);
     snug_mem_free(e);
 }
 
@@ -217,7 +220,7 @@ static snug_status bpe_word(snug_tok_encoder *e, const char *w, size_t n, snug_e
     if (c->hash == h && c->len == n && memcmp(c->word, w, n) == 0) {
         snug_status st = grow((void **)&e->ids, &e->cap_ids, e->n_ids + c->n_ids, sizeof *e->ids, err);
         if (st != SNUG_OK) return st;
-        memcpy(e->ids + e->n_ids, c->ids, c->n_ids * sizeof *c->ids);
+        if (c->n_ids) memcpy(e->ids + e->n_ids, c->ids, c->n_ids * sizeof *c->ids);
         e->n_ids += c->n_ids;
         return SNUG_OK;
     }
@@ -229,7 +232,7 @@ static snug_status bpe_word(snug_tok_encoder *e, const char *w, size_t n, snug_e
         c->len = (uint8_t)n;
         c->n_ids = (uint8_t)made;
         memcpy(c->word, w, n);
-        memcpy(c->ids, e->ids + before, made * sizeof *c->ids);
+        if (made) memcpy(c->ids, e->ids + before, made * sizeof *c->ids); /* e->ids may be NULL */
     }
     return st;
 }
@@ -386,6 +389,10 @@ static snug_status encode_segment(snug_tok_encoder *e, const char *seg, size_t l
                                   snug_error *err)
 {
     if (len == 0) return SNUG_OK;
+    if (e->tok->nfc) {
+        snug_status st = snug_utf8_nfc(seg, len, &e->nfc, &seg, &len, err);
+        if (st != SNUG_OK) return st;
+    }
     return e->tok->kind == TOK_BYTE_LEVEL ? encode_byte_level(e, seg, len, err)
                                           : encode_sentencepiece(e, seg, len, at_start, err);
 }

@@ -72,6 +72,7 @@ struct snug_tokenizer {
     tok_kind kind;
     tok_merge_mode merge_mode;
     bool ignore_merges;      /* a piece that is a token is that token */
+    bool nfc;                /* text is normalized to Unicode NFC before pre-tokenization */
     int32_t n_vocab;
     tok_entry *entries;      /* [n_vocab] */
     char *text;              /* token texts */
@@ -204,5 +205,80 @@ snug_status tok_finish(snug_tokenizer *t, snug_error *err);
  * halves' ids. *pairs (snug_mem_free) holds 2 ids per merge. */
 snug_status tok_derive_merges(const snug_tokenizer *t, int32_t **pairs, int32_t *n_merges,
                               snug_error *err);
+
+/* ---- native formats (tok_native.c, tok_spm.c, tok_tiktoken.c, tok_gpt2.c,
+ * tok_llama2c.c, tok_gguf_vocab.c) ------------------------------------------
+ * tok_parse_* build a finished tokenizer from bytes in memory (name is for
+ * messages); tok_read_* read a file, then the tokenizer_config.json and
+ * generation_config.json beside it (tok_read_configs), and finish. On
+ * success *out is the caller's (snug_tokenizer_free); every failure names
+ * the file and the entry, and leaves nothing allocated. */
+
+enum { TOK_NATIVE_MAX_BYTES = 256 << 20 }; /* the largest native file read */
+
+/* SentencePiece's piece types, which GGUF's tokenizer.ggml.token_type uses too. */
+typedef enum tok_piece_type {
+    TOK_PIECE_NORMAL = 1, TOK_PIECE_UNKNOWN = 2, TOK_PIECE_CONTROL = 3,
+    TOK_PIECE_USER_DEFINED = 4, TOK_PIECE_UNUSED = 5, TOK_PIECE_BYTE = 6
+} tok_piece_type;
+
+/* Formats "path: message" into err as SNUG_FORMAT and returns it. */
+snug_status tok_bad(snug_error *err, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Returns st; when it is a failure whose message does not name the file
+ * (the allocator's do not), puts "name: " in front of the message. */
+snug_status tok_named(snug_error *err, snug_status st, const char *name);
+
+/* The attribute of a piece type (1 to 6; anything else is TOK_UNUSED):
+ * NORMAL and USER_DEFINED normal, UNKNOWN unknown, CONTROL and UNUSED
+ * special, BYTE byte. */
+tok_attr tok_piece_attr(int type);
+
+/* After tok_index: makes every CONTROL and UNKNOWN piece a special added
+ * token and every USER_DEFINED piece an added token matched in any text.
+ * types holds n_vocab piece types. */
+snug_status tok_add_piece_tokens(snug_tokenizer *t, const uint8_t *types, snug_error *err);
+
+/* Finishes a natively read tokenizer: the configs of dir (NULL: none), the
+ * bos/eos text from their tokens where no config gave it, end-of-sequence
+ * ids without repeats, tok_finish. t stays the caller's either way. */
+snug_status tok_native_finish(snug_tokenizer *t, const char *dir, snug_error *err);
+
+/* Writes the directory of path ("." when it has none) into dir. */
+void tok_dir_of(const char *path, char *dir, size_t size);
+
+/* SentencePiece tokenizer.model (a protobuf ModelProto of model type BPE). */
+snug_status tok_parse_spm(const char *name, const uint8_t *data, size_t len, snug_tokenizer **out,
+                          snug_error *err);
+snug_status tok_read_spm(const char *path, snug_tokenizer **out, snug_error *err);
+
+/* True when data starts like a tiktoken file ("base64 rank" lines) rather
+ * than a protobuf. */
+bool tok_looks_like_tiktoken(const uint8_t *data, size_t len);
+
+/* Llama 3's tiktoken tokenizer.model ("base64 rank" per line), with the
+ * family's 256 special tokens and pre-split regex. */
+snug_status tok_parse_tiktoken(const char *name, const uint8_t *data, size_t len,
+                               snug_tokenizer **out, snug_error *err);
+snug_status tok_read_tiktoken(const char *path, snug_tokenizer **out, snug_error *err);
+
+/* GPT-2-style vocab.json + merges.txt (or encoder.json + vocab.bpe), with
+ * added_tokens.json and tokenizer_config.json from vocab_path's directory
+ * (GPT-2 or Qwen2 pre-splitting, by tokenizer_class). */
+snug_status tok_read_gpt2(const char *vocab_path, const char *merges_path, snug_tokenizer **out,
+                          snug_error *err);
+
+/* llama2.c tokenizer.bin (max_token_length, then score, length, bytes per
+ * token). */
+snug_status tok_parse_llama2c(const char *name, const uint8_t *data, size_t len,
+                              snug_tokenizer **out, snug_error *err);
+snug_status tok_read_llama2c(const char *path, snug_tokenizer **out, snug_error *err);
+
+/* The vocabulary of a GGUF file (tokenizer.ggml.*: "llama" or "gpt2"
+ * models), with its chat template; no config files are read. */
+struct snug_gguf_file;
+snug_status tok_from_gguf(const struct snug_gguf_file *f, snug_tokenizer **out, snug_error *err);
+snug_status tok_read_gguf(const char *path, snug_tokenizer **out, snug_error *err);
 
 #endif /* SNUG_TOK_INTERNAL_H */

@@ -77,6 +77,10 @@ static bool mentions_type(const json_t *o, const char *type)
 static snug_status normalizer(snug_tokenizer *t, const json_t *o, const char *path, snug_error *err)
 {
     const char *type = type_of(o);
+    if (strcmp(type, "NFC") == 0) {
+        t->nfc = true;
+        return SNUG_OK;
+    }
     if (strcmp(type, "Prepend") == 0) {
         const char *p = json_string_value(json_object_get(o, "prepend"));
         if (!p || strcmp(p, SPACE_MARK) != 0)
@@ -94,8 +98,8 @@ static snug_status normalizer(snug_tokenizer *t, const json_t *o, const char *pa
         t->spm_escape_spaces = true;
         return SNUG_OK;
     }
-    return snug_errorf(err, SNUG_UNSUPPORTED, "%s: normalizer '%s' is not supported (Prepend, "
-                       "Replace and Sequence are)", path, type);
+    return snug_errorf(err, SNUG_UNSUPPORTED, "%s: normalizer '%s' is not supported (NFC, "
+                       "Prepend, Replace and Sequence are)", path, type);
 }
 
 static snug_status pre_tokenizer(snug_tokenizer *t, const json_t *o, const char *path,

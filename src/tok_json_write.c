@@ -174,9 +174,14 @@ static json_t *pre_tokenizer_json(const snug_tokenizer *t)
 
 static json_t *normalizer_json(const snug_tokenizer *t)
 {
+    json_t *nfc = t->nfc ? json_pack("{s:s}", "type", "NFC") : json_null();
     if (t->kind != TOK_SENTENCEPIECE || t->spm_prepend == TOK_PREPEND_FIRST || t->spm_split)
-        return json_null();
+        return nfc;
     json_t *list = json_array();
+    if (t->nfc && !append(list, nfc)) {
+        json_decref(list);
+        return NULL;
+    }
     if (t->spm_prepend == TOK_PREPEND_EVERY &&
         !append(list, json_pack("{s:s, s:s}", "type", "Prepend", "prepend", SPACE_MARK))) {
         json_decref(list);
