@@ -25,6 +25,10 @@ int snug_cmd_tokenize(int argc, char **argv);
 /* `snug detokenize PATH [--skip-special] IDS...`: prints the text of ids. */
 int snug_cmd_detokenize(int argc, char **argv);
 
+/* `snug chat-template PATH --messages FILE.json [--generation-prompt]`:
+ * prints the model's chat template rendered for the messages. */
+int snug_cmd_chat_template(int argc, char **argv);
+
 /* `snug mkmodel --preset NAME --dtype D [--shards K] [--seed S] [--threads T]
  * OUTDIR`: writes a synthetic checkpoint (creating OUTDIR if needed) and
  * reports its size and write speed on stderr. */

@@ -419,6 +419,25 @@ static const char *token_field(const json_t *cfg, const char *key)
     return json_string_value(v);
 }
 
+/* The chat_template of a tokenizer_config.json into *dst (left NULL when
+ * absent): a string, or a list of {"name", "template"} of which the one named
+ * "default" (else the first) is taken. */
+static snug_status read_chat_template(const json_t *cfg, const char *path, char **dst, snug_error *err)
+{
+    const json_t *tpl = json_object_get(cfg, "chat_template");
+    if (json_is_array(tpl)) {
+        const json_t *pick = NULL;
+        for (size_t i = 0; i < json_array_size(tpl); i++) {
+            const char *name = json_string_value(json_object_get(json_array_get(tpl, i), "name"));
+            if (!pick || (name && strcmp(name, "default") == 0)) pick = json_array_get(tpl, i);
+        }
+        tpl = json_object_get(pick, "template");
+    }
+    if (!tpl || json_is_null(tpl)) return SNUG_OK;
+    if (!json_is_string(tpl)) return bad(err, path, "chat_template is not a string or a list of named templates");
+    return tok_set_string(dst, json_string_value(tpl), err);
+}
+
 static snug_status read_tokenizer_config(snug_tokenizer *t, const char *path, snug_error *err)
 {
     json_t *cfg = NULL;
@@ -437,23 +456,32 @@ static snug_status read_tokenizer_config(snug_tokenizer *t, const char *path, sn
     }
     if (st == SNUG_OK) st = snug_json_get_bool(cfg, "add_bos_token", path, false, &t->add_bos, NULL, err);
     if (st == SNUG_OK) st = snug_json_get_bool(cfg, "add_eos_token", path, false, &t->add_eos, NULL, err);
-    const json_t *tpl = json_object_get(cfg, "chat_template");
-    if (st == SNUG_OK && json_is_array(tpl)) { /* named templates: the default one */
-        const json_t *pick = NULL;
-        for (size_t i = 0; i < json_array_size(tpl); i++) {
-            const char *name = json_string_value(json_object_get(json_array_get(tpl, i), "name"));
-            if (!pick || (name && strcmp(name, "default") == 0)) pick = json_array_get(tpl, i);
-        }
-        tpl = json_object_get(pick, "template");
-    }
-    if (st == SNUG_OK && tpl && !json_is_null(tpl)) {
-        if (!json_is_string(tpl))
-            st = bad(err, path, "chat_template is not a string or a list of named templates");
-        else
-            st = tok_set_string(&t->chat_template, json_string_value(tpl), err);
-    }
+    if (st == SNUG_OK) st = read_chat_template(cfg, path, &t->chat_template, err);
     json_decref(cfg);
     return st;
+}
+
+snug_status snug_chat_config_load(const char *path, snug_chat_config *out, snug_error *err)
+{
+    json_t *cfg = NULL;
+    memset(out, 0, sizeof *out);
+    snug_status st = snug_json_load_file_opts(path, CONFIG_MAX_BYTES, SNUG_JSON_INTS_AS_REALS, &cfg, err);
+    if (st != SNUG_OK) return st;
+    const char *bos = token_field(cfg, "bos_token"), *eos = token_field(cfg, "eos_token");
+    st = read_chat_template(cfg, path, &out->chat_template, err);
+    if (st == SNUG_OK) st = tok_set_string(&out->bos_text, bos ? bos : "", err);
+    if (st == SNUG_OK) st = tok_set_string(&out->eos_text, eos ? eos : "", err);
+    json_decref(cfg);
+    if (st != SNUG_OK) snug_chat_config_free(out);
+    return st;
+}
+
+void snug_chat_config_free(snug_chat_config *cfg)
+{
+    snug_mem_free(cfg->chat_template);
+    snug_mem_free(cfg->bos_text);
+    snug_mem_free(cfg->eos_text);
+    memset(cfg, 0, sizeof *cfg);
 }
 
 static snug_status read_generation_config(snug_tokenizer *t, const char *path, snug_error *err)

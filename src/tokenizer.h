@@ -23,6 +23,10 @@ typedef struct snug_tok_encoder snug_tok_encoder;
  * present) or a tokenizer file. Messages name the file and the entry. */
 snug_status snug_tokenizer_load(const char *path, snug_tokenizer **out, snug_error *err);
 
+/* Writes tok as dir/tokenizer.json and dir/tokenizer_config.json (a
+ * Hugging Face BPE tokenizer that encodes as tok does). */
+snug_status snug_tokenizer_write_json(const snug_tokenizer *tok, const char *dir, snug_error *err);
+
 /* Frees a tokenizer (after every encoder made from it); NULL is ignored. */
 void snug_tokenizer_free(snug_tokenizer *tok);
 
@@ -43,6 +47,22 @@ const char *snug_tokenizer_chat_template(const snug_tokenizer *tok);
 /* The bos and eos tokens' text ("" when none), for chat templates. */
 const char *snug_tokenizer_bos_text(const snug_tokenizer *tok);
 const char *snug_tokenizer_eos_text(const snug_tokenizer *tok);
+
+/* What a chat template needs from tokenizer_config.json, read without a
+ * vocabulary: the template (NULL when there is none) and the bos and eos
+ * tokens' text ("" when absent). Owned; free with snug_chat_config_free. */
+typedef struct snug_chat_config {
+    char *chat_template;
+    char *bos_text;
+    char *eos_text;
+} snug_chat_config;
+
+/* Reads the chat fields of a tokenizer_config.json file into *out (zeroed
+ * first). Errors name the file and the field. */
+snug_status snug_chat_config_load(const char *path, snug_chat_config *out, snug_error *err);
+
+/* Frees what snug_chat_config_load filled in and zeroes *cfg. */
+void snug_chat_config_free(snug_chat_config *cfg);
 
 /* Makes one thread's encoder. */
 snug_status snug_tok_encoder_create(const snug_tokenizer *tok, snug_tok_encoder **out,
