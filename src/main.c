@@ -24,13 +24,17 @@ static const char g_usage[] =
     "        print the token ids of a text (PATH: a model directory or a tokenizer file)\n"
     "  detokenize PATH [--skip-special] IDS...\n"
     "        print the text of token ids\n"
+    "  chat-template PATH --messages FILE.json [--generation-prompt]\n"
+    "        print the model's chat template rendered for the messages\n"
     "  mkmodel --preset NAME --dtype bf16|f16|f32 [--shards K] [--seed S] OUTDIR\n"
     "        write a model directory with seeded random weights at a real model's shapes\n"
     "        (presets: tiny, llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, mistral-7b)\n"
-    "  convert llama2c MODEL.bin OUTDIR\n"
+    "  convert llama2c MODEL.bin OUTDIR [--tokenizer TOKENIZER.bin]\n"
     "  convert gguf MODEL.gguf OUTDIR\n"
+    "  convert tokenizer PATH OUTDIR\n"
     "        import a llama2.c checkpoint or a GGUF file (f32/f16/bf16) as a Hugging Face\n"
-    "        model directory\n"
+    "        model directory (with tokenizer.json when the input carries a vocabulary), or\n"
+    "        write any tokenizer snug reads as tokenizer.json + tokenizer_config.json\n"
     "\n"
     "environment: SNUG_FAIL_ALLOC=N makes the N-th allocation fail (fault injection)\n";
 
@@ -66,6 +70,7 @@ int main(int argc, char **argv)
         {"load", snug_cmd_load},
         {"tokenize", snug_cmd_tokenize},
         {"detokenize", snug_cmd_detokenize},
+        {"chat-template", snug_cmd_chat_template},
         {"mkmodel", snug_cmd_mkmodel},
         {"convert", snug_cmd_convert},
     };

@@ -285,3 +285,8 @@ done:
     json_decref(cfg);
     return st;
 }
+
+snug_status snug_tokenizer_write_json(const snug_tokenizer *tok, const char *dir, snug_error *err)
+{
+    return tok_write_json(tok, dir, err);
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Command-line tests of build/snug: inspect, mkmodel and convert, their
-# output, their exit statuses and their error messages.
+# Command-line tests of build/snug: inspect, load, mkmodel, convert, tokenize,
+# detokenize and chat-template; their output, exit statuses and error messages.
 # Usage: tests/cli/cli.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines
 # and a final "N passed, M failed" (see tests/run).
 set -u
@@ -126,6 +126,57 @@ expect "convert llama2c" 0 "converted" -- "$snug" convert llama2c tests/data/sto
 if cmp -s "$tmp/b/model.safetensors" "$tmp/g/model.safetensors"; then ok "llama2c and gguf imports identical"; else fail "llama2c and gguf imports identical"; fi
 expect "convert wrong format" 1 "not a GGUF file" -- "$snug" convert gguf tests/data/stories260K/stories260K.bin "$tmp/x"
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
+
+# tokenizers: the bundled model's tokenizer against the llama2.c reference's
+# ids and text (tests/data/stories260K/greedy.txt)
+greedy=tests/data/stories260K/greedy.txt
+for n in 1 2; do
+    prompt=$(grep '^prompt = ' "$greedy" | sed -n "${n}p" | sed "s/^prompt = '\(.*\)'$/\1/")
+    want=$(grep '^prompt_ids = ' "$greedy" | sed -n "${n}p" | sed 's/^prompt_ids = //')
+    got=$("$snug" tokenize models/stories260K "$prompt" 2>&1)
+    if [[ "$got" == "$want" ]]; then ok "stories260K prompt $n ids"; else fail "stories260K prompt $n ids" "got $got" "want $want"; fi
+    # the ids after BOS decode to the text run.c printed
+    ids=$(grep '^ids = ' "$greedy" | sed -n "${n}p" | sed 's/^ids = 1 //')
+    awk -v n="$n" '/^text <<END$/ { c++; if (c == n) { p = 1; next } } /^END$/ { p = 0 } p' "$greedy" >"$tmp/want$n.txt"
+    # shellcheck disable=SC2086
+    "$snug" detokenize models/stories260K $ids >"$tmp/got$n.txt" 2>&1
+    if cmp -s "$tmp/got$n.txt" "$tmp/want$n.txt"; then ok "stories260K text $n"; else fail "stories260K text $n" "$(head -c 300 "$tmp/got$n.txt")"; fi
+done
+printf 'Once upon a time' >"$tmp/prompt.txt"
+expect "tokenize --file" 0 "1 403 407 261 378" -- "$snug" tokenize models/stories260K --file "$tmp/prompt.txt"
+expect "tokenize --no-bos" 0 "403 407 261 378" -- "$snug" tokenize models/stories260K --no-bos "Once upon a time"
+expect "tokenize gpt2" 0 "15496 995" -- "$snug" tokenize tests/data/tokenizers/gpt2 "Hello world"
+expect "tokenize llama3 tiktoken" 0 "128000 9906 1917" -- "$snug" tokenize tests/data/tokenizers/llama3-tiktoken/tokenizer.model "Hello world"
+expect "tokenize --special" 0 "1 3 16127 29473 4" -- "$snug" tokenize tests/data/tokenizers/mistral-v0.3 --special "[INST] Hi [/INST]"
+expect "special text is plain text by default" 0 "1 1501 17057 29561 16127" -- "$snug" tokenize tests/data/tokenizers/mistral-v0.3 "[INST] Hi [/INST]"
+expect "detokenize gpt2" 0 "Hello world" -- "$snug" detokenize tests/data/tokenizers/gpt2 15496 995
+expect "detokenize --skip-special" 0 "Once upon a time" -- "$snug" detokenize models/stories260K --skip-special 1 403 407 261 378
+expect "detokenize id out of range" 1 "token id 99999 is not in the vocabulary" -- "$snug" detokenize tests/data/tokenizers/gpt2 99999
+expect "tokenize missing path" 1 "/nonexistent: no such tokenizer file or model directory" -- "$snug" tokenize /nonexistent x
+expect "tokenize usage" 2 "usage: snug tokenize" -- "$snug" tokenize
+expect "convert tokenizer" 0 "converted" -- "$snug" convert tokenizer tests/data/stories260K/tok512.bin "$tmp/tk"
+if cmp -s "$tmp/tk/tokenizer.json" models/stories260K/tokenizer.json && cmp -s "$tmp/tk/tokenizer_config.json" models/stories260K/tokenizer_config.json; then
+    ok "bundled tokenizer is the converter's output"
+else
+    fail "bundled tokenizer is the converter's output"
+fi
+expect "convert llama2c --tokenizer" 0 "converted" -- "$snug" convert llama2c tests/data/stories260K/stories260K.bin "$tmp/bt" --tokenizer tests/data/stories260K/tok512.bin
+expect "converted model tokenizes" 0 "1 403 407 261 378" -- "$snug" tokenize "$tmp/bt" "Once upon a time"
+expect "convert gguf writes its vocabulary" 0 "1 403 407 261 378" -- "$snug" tokenize "$tmp/g" "Once upon a time"
+
+# chat templates: the renderings Jinja made (tests/data/chat)
+for m in tinyllama-1.1b-chat smollm2-135m phi-3-mini qwen2.5 mistral-v0.3 gemma-2b-it mistral-v0.3.v0.2-style; do
+    msgs=tests/data/chat/messages.json
+    [[ $m == gemma-2b-it || $m == mistral-v0.3.v0.2-style ]] && msgs=tests/data/chat/messages-no-system.json
+    "$snug" chat-template "tests/data/chat/$m.tokenizer_config.json" --messages "$msgs" --generation-prompt >"$tmp/chat.txt" 2>&1
+    if cmp -s "$tmp/chat.txt" "tests/data/chat/$m.rendered.txt"; then ok "chat-template $m"; else fail "chat-template $m" "$(head -c 400 "$tmp/chat.txt")"; fi
+done
+expect "chat-template from a model directory" 0 "<|assistant|>" -- "$snug" chat-template tests/data/tokenizers/tinyllama-1.1b-chat --messages tests/data/chat/messages.json --generation-prompt
+expect "chat-template raise_exception" 1 "chat_template: System role not supported" -- "$snug" chat-template tests/data/chat/gemma-2b-it.tokenizer_config.json --messages tests/data/chat/messages.json
+expect "chat-template none" 1 "models/stories260K: the model has no chat template" -- "$snug" chat-template models/stories260K --messages tests/data/chat/messages.json
+echo '{"a": 1}' >"$tmp/bad-messages.json"
+expect "chat-template bad messages" 1 "expected a list of messages" -- "$snug" chat-template tests/data/chat/qwen2.5.tokenizer_config.json --messages "$tmp/bad-messages.json"
+expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-template models/stories260K
 
 expect "no command" 2 "usage: snug COMMAND" -- "$snug"
 expect "unknown command" 2 "unknown command 'frobnicate'" -- "$snug" frobnicate
