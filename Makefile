@@ -18,9 +18,13 @@ LDLIBS_ALL = $(PKG_LIBS) -fopenmp -lm -lpthread $(LDLIBS)
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-LIB_SRCS  := $(filter-out src/main.c src/cmd_%.c,$(wildcard src/*.c))
+LIB_SRCS  := $(filter-out src/main.c src/cmd_%.c,$(wildcard src/*.c)) $(wildcard src/kernels/*.c)
 CLI_SRCS  := src/main.c $(wildcard src/cmd_*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
+# Helpers some tests share (the float64 reference model): no code from src/.
+SUPPORT_SRCS := $(wildcard tests/support/*.c)
+SUPPORT_OBJS := $(SUPPORT_SRCS:tests/support/%.c=build/tests/support/%.o)
+ASAN_SUPPORT_OBJS := $(SUPPORT_SRCS:tests/support/%.c=build/asan/tests/support/%.o)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
 
@@ -68,16 +72,20 @@ $(B)/libsnug.a: $(LIB_OBJS)
 $(B)/snug: $(CLI_OBJS) $(B)/libsnug.a
 	$(call say,LINK,$@)$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(B)/libsnug.a $(LDLIBS_ALL)
 
-$(B)/tests/%: tests/%.c tests/test.h $(B)/libsnug.a
+$(B)/tests/support/%.o: tests/support/%.c | deps
 	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests -MMD -MP -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests -MMD -MP -c $< -o $@
+
+$(B)/tests/%: tests/%.c tests/test.h $(SUPPORT_OBJS) $(B)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests -MMD -MP -o $@ $< $(SUPPORT_OBJS) $(B)/libsnug.a $(LDLIBS_ALL)
 
 $(B)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_common.h $(B)/libsnug.a
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests -o $@ $< tests/fuzz/replay.c $(B)/libsnug.a $(LDLIBS_ALL)
 
 run: all
-	$(B)/snug inspect models/stories260K
+	$(B)/snug generate -p "Once upon a time"
 
 test: all $(TESTS) $(REPLAYS)
 	@tests/run $(B)
@@ -99,9 +107,13 @@ $(A)/libsnug.a: $(ASAN_LIB_OBJS)
 	@rm -f $@
 	$(call say,AR,$@)ar rcs $@ $^
 
-$(A)/tests/%: tests/%.c tests/test.h $(A)/libsnug.a
+$(A)/tests/support/%.o: tests/support/%.c | deps
 	@mkdir -p $(dir $@)
-	$(call say,CC,$< [asan])$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) -Itests -o $@ $< $(A)/libsnug.a $(LDLIBS_ALL)
+	$(call say,CC,$< [asan])$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) -Itests -c $< -o $@
+
+$(A)/tests/%: tests/%.c tests/test.h $(ASAN_SUPPORT_OBJS) $(A)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(call say,CC,$< [asan])$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) -Itests -o $@ $< $(ASAN_SUPPORT_OBJS) $(A)/libsnug.a $(LDLIBS_ALL)
 
 $(A)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_common.h $(A)/libsnug.a
 	@mkdir -p $(dir $@)
@@ -136,4 +148,4 @@ fuzz: $(FUZZ_NAMES:%=$(F)/fuzz_%)
 clean:
 	rm -rf build
 
--include $(wildcard $(B)/obj/*.d $(B)/tests/*.d $(A)/obj/*.d)
+-include $(wildcard $(B)/obj/*.d $(B)/obj/kernels/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(A)/obj/*.d $(A)/obj/kernels/*.d)

@@ -1,0 +1,596 @@
+/*
+ * k_avx2.c: the AVX2 + FMA + F16C kernels (8 floats per vector), compiled
+ * through target attributes whatever -march says, and only run after
+ * snug_isa_detect has seen the CPU support them.
+ *
+ * matmul: a 4 x 24 register tile (12 accumulators; per k step three loads
+ * of the packed weight panel and four broadcasts of x) under the blocked
+ * driver of k_matmul.c; the weight panels are packed with 8 x 8 transposes,
+ * converting bf16 with a 16-bit shift and f16 with vcvtph2ps. n <= 4 goes
+ * through a matrix-vector routine that streams a few weight rows at a time.
+ * attention: keys in chunks of up to 32 positions of one cache block, each
+ * key converted once for all heads of the group, an online softmax with a
+ * vectorized exp.
+ */
+#include "dtype.h"
+#include "kernels/k_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_AVX2_INL __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
+
+enum { MR = 4, NR = 24 };
+
+/* ---- loads and conversions ---------------------------------------------- */
+
+/* 8 elements of dtype dt at element index i of p, as floats. */
+T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
+{
+    if (dt == SNUG_DTYPE_BF16) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    if (dt == SNUG_DTYPE_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
+{
+    if (dt == SNUG_DTYPE_BF16) return snug_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+T_AVX2_INL float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* e^x for each lane: x clamped to [-87.3, 88.37] (so 2^n stays a normal
+ * float), n = round(x / ln 2), e^r for |r| <= ln2 / 2 by a degree-7
+ * Taylor polynomial (relative error about 1e-8 before rounding). */
+T_AVX2_INL __m256 exp8(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.37f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+                                  23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* ---- packing the weight ------------------------------------------------- */
+
+/* The 8 x 8 transpose of r[0..7] in place. */
+T_AVX2_INL void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* k step q of row `row` (elements p0.. of the block, kc of them) as 32
+ * bits: the float's bits, or a bf16 pair (the odd end padded with zero). */
+T_AVX2_INL uint32_t pack_elem(const void *w, snug_dtype dt, bool pairs, int64_t k, int64_t row,
+                              int64_t p0, int64_t kc, int64_t q)
+{
+    const uint16_t *w16 = (const uint16_t *)w + row * k + p0;
+    if (pairs) {
+        uint32_t lo = w16[2 * q], hi = 2 * q + 1 < kc ? w16[2 * q + 1] : 0;
+        return lo | hi << 16;
+    }
+    float f = elem1(w, dt, row * k + p0 + q);
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* Eight k steps of one row from element index i, as 32-bit lanes. */
+T_AVX2_INL __m256 pack_load8(const void *w, snug_dtype dt, bool pairs, int64_t i)
+{
+    if (pairs) return _mm256_loadu_ps((const float *)(const void *)((const uint16_t *)w + i));
+    return load8(w, dt, i);
+}
+
+T_AVX2_INL void pack_b_dt(void *bpv, const void *w, const snug_dtype dt, const bool pairs,
+                          int64_t k, int64_t o0, int64_t rows, int64_t p0, int64_t kc,
+                          int32_t nr, bool prefetch)
+{
+    if (prefetch && p0 + kc < k) {
+        size_t esz = dt == SNUG_DTYPE_F32 ? 4 : 2;
+        size_t len = (size_t)SNUG_MIN(kc, k - p0 - kc) * esz;
+        for (int64_t r = 0; r < rows; r++) {
+            const char *next = (const char *)w + ((size_t)(o0 + r) * (size_t)k + (size_t)(p0 + kc)) * esz;
+            for (size_t off = 0; off < len; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+        }
+    }
+    uint32_t *bp = bpv;
+    int64_t ksteps = pairs ? (kc + 1) / 2 : kc;
+    int64_t kfull = pairs ? kc / 2 : kc; /* steps with every element in the block */
+    int64_t kvec = kfull & ~(int64_t)7;
+    int64_t step = pairs ? 2 : 1; /* elements per k step */
+    int64_t panels = (rows + nr - 1) / nr;
+    for (int64_t j = 0; j < panels; j++) {
+        uint32_t *pan = bp + j * ksteps * nr;
+        for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+            int64_t o = o0 + j * nr + r0;
+            int64_t valid = SNUG_MAX(0, SNUG_MIN(8, o0 + rows - o));
+            int64_t q = 0;
+            if (valid == 8) {
+                for (; q < kvec; q += 8) {
+                    __m256 v[8];
+#pragma GCC unroll 8
+                    for (int i = 0; i < 8; i++)
+                        v[i] = pack_load8(w, dt, pairs, (o + i) * k + p0 + q * step);
+                    transpose8(v);
+#pragma GCC unroll 8
+                    for (int i = 0; i < 8; i++)
+                        _mm256_storeu_ps((float *)(void *)(pan + (q + i) * nr + r0), v[i]);
+                }
+            }
+            for (; q < ksteps; q++)
+                for (int64_t i = 0; i < 8; i++)
+                    pan[q * nr + r0 + i] =
+                        i < valid ? pack_elem(w, dt, pairs, k, o + i, p0, kc, q) : 0;
+        }
+    }
+}
+
+T_AVX2 void snug_avx2_pack_b(void *bp, const void *w, snug_dtype wdt, int64_t k, int64_t o0,
+                             int64_t rows, int64_t p0, int64_t kc, int32_t nr, bool pairs,
+                             bool prefetch)
+{
+    if (pairs)
+        pack_b_dt(bp, w, SNUG_DTYPE_BF16, true, k, o0, rows, p0, kc, nr, prefetch);
+    else if (wdt == SNUG_DTYPE_BF16)
+        pack_b_dt(bp, w, SNUG_DTYPE_BF16, false, k, o0, rows, p0, kc, nr, prefetch);
+    else if (wdt == SNUG_DTYPE_F16)
+        pack_b_dt(bp, w, SNUG_DTYPE_F16, false, k, o0, rows, p0, kc, nr, prefetch);
+    else
+        pack_b_dt(bp, w, SNUG_DTYPE_F32, false, k, o0, rows, p0, kc, nr, prefetch);
+}
+
+/* ---- the micro-kernel ---------------------------------------------------- */
+
+#define FMA_ROW(i)                                          \
+    do {                                                    \
+        __m256 t_ = _mm256_broadcast_ss(a + (i));           \
+        c##i##0 = _mm256_fmadd_ps(t_, b0, c##i##0);         \
+        c##i##1 = _mm256_fmadd_ps(t_, b1, c##i##1);         \
+        c##i##2 = _mm256_fmadd_ps(t_, b2, c##i##2);         \
+    } while (0)
+
+#define STORE_ROW(i, dst, ld)                                                         \
+    do {                                                                              \
+        float *d_ = (dst) + (i) * (ld);                                               \
+        if (add) {                                                                    \
+            c##i##0 = _mm256_add_ps(_mm256_loadu_ps(d_), c##i##0);                    \
+            c##i##1 = _mm256_add_ps(_mm256_loadu_ps(d_ + 8), c##i##1);                \
+            c##i##2 = _mm256_add_ps(_mm256_loadu_ps(d_ + 16), c##i##2);               \
+        }                                                                             \
+        _mm256_storeu_ps(d_, c##i##0);                                                \
+        _mm256_storeu_ps(d_ + 8, c##i##1);                                            \
+        _mm256_storeu_ps(d_ + 16, c##i##2);                                           \
+    } while (0)
+
+T_AVX2 static void micro_avx2(int64_t ksteps, const void *ap, const void *bv, float *c,
+                              int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
+{
+    const float *a = ap, *b = bv;
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+    __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+    for (int64_t p = 0; p < ksteps; p++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), b2 = _mm256_loadu_ps(b + 16);
+        /* keeps the three weight vectors in registers: otherwise compilers
+         * fold them into each FMA as memory operands, 16 loads per 12 FMAs */
+        __asm__("" : "+x"(b0), "+x"(b1), "+x"(b2));
+        FMA_ROW(0);
+        FMA_ROW(1);
+        FMA_ROW(2);
+        FMA_ROW(3);
+        a += MR;
+        b += NR;
+    }
+    if (mr_v == MR && nr_v == NR) {
+        STORE_ROW(0, c, ldc);
+        STORE_ROW(1, c, ldc);
+        STORE_ROW(2, c, ldc);
+        STORE_ROW(3, c, ldc);
+        return;
+    }
+    /* an edge tile: through a local tile, then only the real part */
+    float tile[MR * NR];
+    bool add_tile = add;
+    add = false;
+    STORE_ROW(0, tile, NR);
+    STORE_ROW(1, tile, NR);
+    STORE_ROW(2, tile, NR);
+    STORE_ROW(3, tile, NR);
+    for (int32_t i = 0; i < mr_v; i++)
+        for (int32_t j = 0; j < nr_v; j++)
+            c[i * ldc + j] = add_tile ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+}
+
+/* ---- the matrix-vector path ---------------------------------------------- */
+
+/* Rows [o, o + R) of w against NT rows of x. */
+T_AVX2_INL void gemv_rows(float *y, const float *x, const void *w, const snug_dtype dt,
+                          int64_t k, int64_t m, int64_t o, const int NT, const int R)
+{
+    __m256 acc[SNUG_GEMV_MAX_N][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) acc[t][r] = _mm256_setzero_ps();
+    int64_t k8 = k & ~(int64_t)7;
+    for (int64_t p = 0; p < k8; p += 8) {
+        __m256 xv[SNUG_GEMV_MAX_N];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + t * k + p);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256 wv = load8(w, dt, (o + r) * k + p);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) acc[t][r] = _mm256_fmadd_ps(xv[t], wv, acc[t][r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            float s = hsum8(acc[t][r]);
+            for (int64_t p = k8; p < k; p++) s += x[t * k + p] * elem1(w, dt, (o + r) * k + p);
+            y[t * m + o + r] = s;
+        }
+}
+
+T_AVX2_INL void gemv_nt(float *y, const float *x, const void *w, const snug_dtype dt, int64_t k,
+                        int64_t m, int64_t o0, int64_t o1, const int NT)
+{
+    const int R = NT == 4 ? 3 : 4;
+    int64_t o = o0;
+    for (; o + R <= o1; o += R) gemv_rows(y, x, w, dt, k, m, o, NT, R);
+    for (; o < o1; o++) gemv_rows(y, x, w, dt, k, m, o, NT, 1);
+}
+
+T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const void *w, const snug_dtype dt,
+                        int64_t k, int64_t m, int64_t o0, int64_t o1)
+{
+    switch (n) {
+    case 1: gemv_nt(y, x, w, dt, k, m, o0, o1, 1); break;
+    case 2: gemv_nt(y, x, w, dt, k, m, o0, o1, 2); break;
+    case 3: gemv_nt(y, x, w, dt, k, m, o0, o1, 3); break;
+    default: gemv_nt(y, x, w, dt, k, m, o0, o1, 4); break;
+    }
+}
+
+T_AVX2 void snug_avx2_gemv(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
+                           int64_t k, int64_t m, int64_t o0, int64_t o1)
+{
+    SNUG_ASSERT(n >= 1 && n <= SNUG_GEMV_MAX_N);
+    if (wdt == SNUG_DTYPE_BF16)
+        gemv_dt(y, x, n, w, SNUG_DTYPE_BF16, k, m, o0, o1);
+    else if (wdt == SNUG_DTYPE_F16)
+        gemv_dt(y, x, n, w, SNUG_DTYPE_F16, k, m, o0, o1);
+    else
+        gemv_dt(y, x, n, w, SNUG_DTYPE_F32, k, m, o0, o1);
+}
+
+static const snug_gemm_ops avx2_ops = {
+    .mr = MR,
+    .nr = NR,
+    .kc = 256,
+    .nc = 480,
+    .mc = 192,
+    .pairs = false,
+    .pack_b = snug_avx2_pack_b,
+    .micro = micro_avx2,
+    .gemv = snug_avx2_gemv,
+};
+
+static void matmul_avx2(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
+                        int64_t k, int64_t m, void *scratch, int32_t n_threads)
+{
+    snug_matmul_blocked(&avx2_ops, y, x, n, w, wdt, k, m, scratch, n_threads);
+}
+
+/* ---- elementwise kernels ------------------------------------------------- */
+
+T_AVX2 static void rmsnorm_avx2(float *y, const float *x, const void *w, snug_dtype wdt,
+                                int64_t dim, float eps)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= dim; i += 16) {
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+        s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    float ss = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < dim; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)dim + eps);
+    __m256 rv = _mm256_set1_ps(r);
+    i = 0;
+    for (; i + 8 <= dim; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), rv),
+                                              load8(w, wdt, i)));
+    for (; i < dim; i++) y[i] = x[i] * r * elem1(w, wdt, i);
+}
+
+T_AVX2 static void silu_mul_avx2(float *h, const float *gu, int64_t inter)
+{
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= inter; i += 8) {
+        __m256 g = _mm256_loadu_ps(gu + i), u = _mm256_loadu_ps(gu + inter + i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
+    }
+    for (; i < inter; i++) {
+        float g = gu[i];
+        h[i] = g / (1.0f + expf(-g)) * gu[inter + i];
+    }
+}
+
+T_AVX2 static void add_avx2(float *y, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+T_AVX2 static void add_bias_avx2(float *y, const void *b, snug_dtype bdt, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), load8(b, bdt, i)));
+    for (; i < n; i++) y[i] += elem1(b, bdt, i);
+}
+
+T_AVX2 static void rope_avx2(float *x, const float *cos_sin, int32_t head_dim)
+{
+    int32_t h = head_dim / 2, i = 0;
+    for (; i + 8 <= h; i += 8) {
+        __m256 lo = _mm256_loadu_ps(cos_sin + 2 * i), hi = _mm256_loadu_ps(cos_sin + 2 * i + 8);
+        /* de-interleave (c0 s0 c1 s1 ...) into c and s, in order */
+        __m256 c = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        __m256 s = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c), _MM_SHUFFLE(3, 1, 2, 0)));
+        s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)));
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + h);
+        _mm256_storeu_ps(x + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+        _mm256_storeu_ps(x + i + h, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
+    }
+    for (; i < h; i++) {
+        float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+        float a = x[i], b = x[i + h];
+        x[i] = a * c - b * s;
+        x[i + h] = b * c + a * s;
+    }
+}
+
+/* 8 floats to bf16, rounding to nearest even; NaNs become quiet NaNs. */
+T_AVX2_INL __m128i to_bf16x8(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                                                   lsb),
+                                  16);
+    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, qnan, nan);
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+T_AVX2 static void store_avx2(void *dst, snug_dtype dt, const float *src, int64_t n)
+{
+    if (dt == SNUG_DTYPE_F32) {
+        memmove(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    int64_t i = 0;
+    if (dt == SNUG_DTYPE_F16) {
+        for (; i + 8 <= n; i += 8)
+            _mm_storeu_si128((__m128i *)(d + i),
+                             _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        for (; i < n; i++) d[i] = snug_f32_to_f16(src[i]);
+    } else {
+        for (; i + 8 <= n; i += 8)
+            _mm_storeu_si128((__m128i *)(d + i), to_bf16x8(_mm256_loadu_ps(src + i)));
+        for (; i < n; i++) d[i] = snug_f32_to_bf16(src[i]);
+    }
+}
+
+T_AVX2 static void load_avx2(float *dst, const void *src, snug_dtype dt, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src, dt, i));
+    for (; i < n; i++) dst[i] = elem1(src, dt, i);
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+enum { ATT_CHUNK = 32, ATT_HEADS = 8, ATT_PIECE = 256 };
+
+T_AVX2_INL float dot_f32(const float *a, const float *b, int32_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y[i] = y[i] * c + p * v[i] (c == 1: y += p v). */
+T_AVX2_INL void axpy_f32(float *y, float p, const float *v, int32_t n)
+{
+    __m256 pv = _mm256_set1_ps(p);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += p * v[i];
+}
+
+T_AVX2_INL void scale_f32(float *y, float c, int32_t n)
+{
+    __m256 cv = _mm256_set1_ps(c);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(cv, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] *= c;
+}
+
+/* n elements of the cache from element index i as floats: a pointer into
+ * the cache when it is f32, else converted into tmp. */
+T_AVX2_INL const float *kv_f32(const void *base, snug_dtype dt, int64_t i, int32_t n, float *tmp)
+{
+    if (dt == SNUG_DTYPE_F32) return (const float *)base + i;
+    int32_t d = 0;
+    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(tmp + d, load8(base, dt, i + d));
+    for (; d < n; d++) tmp[d] = elem1(base, dt, i + d);
+    return tmp;
+}
+
+T_AVX2 static void attention_avx2(const snug_attn_args *a)
+{
+    const snug_kv_view *kv = &a->kv;
+    const int32_t hd = a->head_dim;
+    float s[ATT_HEADS][ATT_CHUNK] __attribute__((aligned(32)));
+    float tmp[ATT_PIECE] __attribute__((aligned(32)));
+    float mx[ATT_HEADS], l[ATT_HEADS];
+    for (int32_t t = 0; t < a->n_q; t++) {
+        int32_t last = a->pos0 + t;
+        int32_t first = a->window > 0 ? SNUG_MAX(0, last - a->window + 1) : 0;
+        for (int32_t g0 = 0; g0 < a->n_group; g0 += ATT_HEADS) {
+            int32_t ng = SNUG_MIN(ATT_HEADS, a->n_group - g0);
+            const float *q[ATT_HEADS];
+            float *out[ATT_HEADS];
+            for (int32_t g = 0; g < ng; g++) {
+                q[g] = a->q + t * a->q_row_stride + (g0 + g) * a->q_head_stride;
+                out[g] = a->out + t * a->out_row_stride + (g0 + g) * a->out_head_stride;
+                memset(out[g], 0, (size_t)hd * sizeof(float));
+                mx[g] = -INFINITY;
+                l[g] = 0.0f;
+            }
+            for (int32_t p = first; p <= last;) {
+                int32_t off = p % kv->block_size;
+                int32_t cnt = SNUG_MIN(SNUG_MIN(ATT_CHUNK, kv->block_size - off), last + 1 - p);
+                int64_t base = (int64_t)kv->block_table[p / kv->block_size] *
+                                   (int64_t)kv->block_stride +
+                               (int64_t)off * hd;
+                /* scores: each key converted once for every head */
+                for (int32_t j = 0; j < cnt; j++) {
+                    for (int32_t g = 0; g < ng; g++) s[g][j] = 0.0f;
+                    for (int32_t d0 = 0; d0 < hd; d0 += ATT_PIECE) {
+                        int32_t len = SNUG_MIN(ATT_PIECE, hd - d0);
+                        const float *kj = kv_f32(kv->k, kv->dtype, base + j * hd + d0, len, tmp);
+                        for (int32_t g = 0; g < ng; g++) s[g][j] += dot_f32(q[g] + d0, kj, len);
+                    }
+                }
+                /* the online softmax: new max, rescale, weights */
+                for (int32_t g = 0; g < ng; g++) {
+                    float cmax = -INFINITY;
+                    for (int32_t j = 0; j < cnt; j++) {
+                        s[g][j] *= a->scale;
+                        cmax = SNUG_MAX(cmax, s[g][j]);
+                    }
+                    float nm = SNUG_MAX(mx[g], cmax);
+                    if (nm > mx[g]) {
+                        float corr = expf(mx[g] - nm);
+                        l[g] *= corr;
+                        scale_f32(out[g], corr, hd);
+                        mx[g] = nm;
+                    }
+                    __m256 nmv = _mm256_set1_ps(nm);
+                    float sum = 0.0f;
+                    int32_t j = 0;
+                    for (; j + 8 <= cnt; j += 8) {
+                        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s[g] + j), nmv));
+                        _mm256_storeu_ps(s[g] + j, e);
+                        sum += hsum8(e);
+                    }
+                    for (; j < cnt; j++) {
+                        s[g][j] = expf(s[g][j] - nm);
+                        sum += s[g][j];
+                    }
+                    l[g] += sum;
+                }
+                /* out += weights times values, each value converted once */
+                for (int32_t j = 0; j < cnt; j++) {
+                    for (int32_t d0 = 0; d0 < hd; d0 += ATT_PIECE) {
+                        int32_t len = SNUG_MIN(ATT_PIECE, hd - d0);
+                        const float *vj = kv_f32(kv->v, kv->dtype, base + j * hd + d0, len, tmp);
+                        for (int32_t g = 0; g < ng; g++) axpy_f32(out[g] + d0, s[g][j], vj, len);
+                    }
+                }
+                p += cnt;
+            }
+            for (int32_t g = 0; g < ng; g++) scale_f32(out[g], l[g] > 0.0f ? 1.0f / l[g] : 0.0f, hd);
+        }
+    }
+}
+
+void snug_kernels_fill_avx2(snug_kernels *k)
+{
+    k->isa = SNUG_ISA_AVX2;
+    k->matmul = matmul_avx2;
+    k->rmsnorm = rmsnorm_avx2;
+    k->silu_mul = silu_mul_avx2;
+    k->add = add_avx2;
+    k->add_bias = add_bias_avx2;
+    k->rope = rope_avx2;
+    k->store = store_avx2;
+    k->load = load_avx2;
+    k->attention = attention_avx2;
+}
+
+#else /* not x86: never chosen (snug_isa_detect says scalar) */
+
+void snug_kernels_fill_avx2(snug_kernels *k) { snug_kernels_fill_scalar(k); }
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * k_scalar.c: the portable kernels, the reference the SIMD ones are tested
+ * against. Plain loops that accumulate in float in index order; they favour
+ * being obviously right over speed.
+ */
+#include "dtype.h"
+#include "kernels/k_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Element i of a buffer of dtype dt (F32, F16 or BF16) as a float. */
+static inline float elem_f32(const void *p, snug_dtype dt, int64_t i)
+{
+    if (dt == SNUG_DTYPE_F32) return ((const float *)p)[i];
+    if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)p)[i]);
+    return snug_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+static void matmul_scalar(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
+                          int64_t k, int64_t m, void *scratch, int32_t n_threads)
+{
+    (void)scratch;
+    if (n_threads < 1) n_threads = 1;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t o = 0; o < m; o++) {
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * k;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; i++) acc += xt[i] * elem_f32(w, wdt, o * k + i);
+            y[t * m + o] = acc;
+        }
+    }
+}
+
+static void rmsnorm_scalar(float *y, const float *x, const void *w, snug_dtype wdt, int64_t dim,
+                           float eps)
+{
+    float ss = 0.0f;
+    for (int64_t i = 0; i < dim; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int64_t i = 0; i < dim; i++) y[i] = x[i] * r * elem_f32(w, wdt, i);
+}
+
+static void silu_mul_scalar(float *h, const float *gu, int64_t inter)
+{
+    for (int64_t i = 0; i < inter; i++) {
+        float g = gu[i];
+        h[i] = g / (1.0f + expf(-g)) * gu[inter + i];
+    }
+}
+
+static void add_scalar(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void add_bias_scalar(float *y, const void *b, snug_dtype bdt, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += elem_f32(b, bdt, i);
+}
+
+static void rope_scalar(float *x, const float *cos_sin, int32_t head_dim)
+{
+    int32_t h = head_dim / 2;
+    for (int32_t i = 0; i < h; i++) {
+        float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+        float a = x[i], b = x[i + h];
+        x[i] = a * c - b * s;
+        x[i + h] = b * c + a * s;
+    }
+}
+
+static void store_scalar(void *dst, snug_dtype dt, const float *src, int64_t n)
+{
+    if (dt == SNUG_DTYPE_F32) {
+        memmove(dst, src, (size_t)n * sizeof(float));
+    } else if (dt == SNUG_DTYPE_F16) {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = snug_f32_to_f16(src[i]);
+    } else {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = snug_f32_to_bf16(src[i]);
+    }
+}
+
+static void load_scalar(float *dst, const void *src, snug_dtype dt, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = elem_f32(src, dt, i);
+}
+
+/* One key at a time: the running max m, the running sum l and the output
+ * (accumulated in place in out) are rescaled when the max grows. */
+static void attention_scalar(const snug_attn_args *a)
+{
+    const snug_kv_view *kv = &a->kv;
+    int32_t hd = a->head_dim;
+    for (int32_t t = 0; t < a->n_q; t++) {
+        int32_t last = a->pos0 + t;
+        int32_t first = a->window > 0 ? SNUG_MAX(0, last - a->window + 1) : 0;
+        for (int32_t g = 0; g < a->n_group; g++) {
+            const float *q = a->q + t * a->q_row_stride + g * a->q_head_stride;
+            float *out = a->out + t * a->out_row_stride + g * a->out_head_stride;
+            float mx = -INFINITY, l = 0.0f;
+            for (int32_t d = 0; d < hd; d++) out[d] = 0.0f;
+            for (int32_t p = first; p <= last; p++) {
+                int64_t off = (int64_t)kv->block_table[p / kv->block_size] *
+                                  (int64_t)kv->block_stride +
+                              (int64_t)(p % kv->block_size) * hd;
+                float s = 0.0f;
+                for (int32_t d = 0; d < hd; d++) s += q[d] * elem_f32(kv->k, kv->dtype, off + d);
+                s *= a->scale;
+                if (s > mx) {
+                    float corr = expf(mx - s);
+                    l *= corr;
+                    for (int32_t d = 0; d < hd; d++) out[d] *= corr;
+                    mx = s;
+                }
+                float e = expf(s - mx);
+                l += e;
+                for (int32_t d = 0; d < hd; d++) out[d] += e * elem_f32(kv->v, kv->dtype, off + d);
+            }
+            float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            for (int32_t d = 0; d < hd; d++) out[d] *= inv;
+        }
+    }
+}
+
+void snug_kernels_fill_scalar(snug_kernels *k)
+{
+    k->isa = SNUG_ISA_SCALAR;
+    k->matmul = matmul_scalar;
+    k->rmsnorm = rmsnorm_scalar;
+    k->silu_mul = silu_mul_scalar;
+    k->add = add_scalar;
+    k->add_bias = add_bias_scalar;
+    k->rope = rope_scalar;
+    k->store = store_scalar;
+    k->load = load_scalar;
+    k->attention = attention_scalar;
+}

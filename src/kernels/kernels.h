@@ -1,0 +1,137 @@
+/*
+ * kernels.h: the numeric kernels of the forward pass, in one table of
+ * function pointers per instruction set.
+ *
+ * Every kernel has a portable scalar version, always built: it is the
+ * reference the SIMD versions are tested against. The SIMD versions (AVX2 +
+ * FMA + F16C, AVX-512F, AVX-512F + AVX-512 BF16) are compiled with target
+ * attributes into the same binary, whatever -march says, and one is chosen
+ * at run time from what CPUID and XGETBV report; a lower one can be asked
+ * for (tests, benchmarks, SNUG_ISA=scalar|avx2|avx512|avx512bf16).
+ * There is no global state: the chosen table lives in a snug_kernels value
+ * that its user (the model) keeps.
+ *
+ * Activations are f32. Weights are f32, f16 or bf16, row-major (out, in) as
+ * in a Hugging Face Linear. The KV cache is f32, f16 or bf16.
+ *
+ * Threads: matmul runs its own OpenMP parallel region (over the output
+ * columns, so each thread streams its own rows of the weight); call it from
+ * outside any parallel region. Every other kernel is single-threaded and
+ * may be called from inside parallel regions. No kernel allocates: the
+ * scratch memory matmul needs comes from the caller (the activation arena),
+ * sized by snug_matmul_scratch_bytes.
+ *
+ * Tolerances against the scalar version (tests/test_kernels.c states and
+ * checks them): elementwise kernels and f32/f16 products to float rounding
+ * (a relative 1e-5 of the sum of |terms|); bf16 products on the AVX-512 BF16
+ * path round the activations to bf16 first (as llama.cpp and the
+ * accelerators do), a relative 1e-2 of the sum of |terms|.
+ */
+#ifndef SNUG_KERNELS_H
+#define SNUG_KERNELS_H
+
+#include "common.h"
+
+typedef enum snug_isa {
+    SNUG_ISA_SCALAR = 0,      /* portable C: the reference */
+    SNUG_ISA_AVX2 = 1,        /* AVX2 + FMA + F16C */
+    SNUG_ISA_AVX512 = 2,      /* AVX-512F (+ AVX2, FMA, F16C) */
+    SNUG_ISA_AVX512_BF16 = 3, /* AVX-512F + AVX-512 BF16 (vdpbf16ps) */
+    SNUG_ISA_COUNT = 4
+} snug_isa;
+
+/* The best instruction set this CPU and OS support (CPUID feature bits and
+ * the XGETBV register-state mask). Pure apart from reading the CPU. */
+snug_isa snug_isa_detect(void);
+
+/* "scalar", "avx2", "avx512", "avx512bf16"; never NULL. */
+const char *snug_isa_name(snug_isa isa);
+
+/* Parses a name of snug_isa_name; false when unknown. */
+bool snug_isa_from_name(const char *name, snug_isa *out);
+
+/* Where one query row's keys and values live in the paged cache, for one KV
+ * head of one layer: the key of position p is at element
+ *   k + block_table[p / block_size] * block_stride + (p % block_size) * head_dim
+ * (and the value likewise from v). */
+typedef struct snug_kv_view {
+    const void *k, *v;
+    snug_dtype dtype;            /* F32, F16 or BF16 */
+    size_t block_stride;         /* elements from one block to the next */
+    const int32_t *block_table;  /* the sequence's blocks, in order */
+    int32_t block_size;          /* positions per block */
+} snug_kv_view;
+
+/* The attention of a group of query heads that share one KV head (GQA),
+ * for a run of consecutive query positions of one sequence. */
+typedef struct snug_attn_args {
+    const float *q;        /* head g of query t: q + t * q_row_stride + g * q_head_stride */
+    int64_t q_row_stride;  /* floats from query position t to t + 1 */
+    int64_t q_head_stride; /* floats from head g to g + 1 of the group */
+    float *out;          /* same layout as q, with the strides below */
+    int64_t out_row_stride, out_head_stride;
+    int32_t n_group;     /* query heads sharing this KV head */
+    int32_t n_q;         /* query positions */
+    int32_t pos0;        /* position of query 0; query t sees keys 0 .. pos0 + t */
+    int32_t window;      /* > 0: query at position p sees only keys > p - window */
+    int32_t head_dim;
+    float scale;         /* usually 1 / sqrt(head_dim) */
+    snug_kv_view kv;
+} snug_attn_args;
+
+typedef struct snug_kernels {
+    snug_isa isa;
+
+    /* y (n, m) = x (n, k) times the transpose of w (m, k): y[t][o] = sum_i
+     * x[t][i] w[o][i]. x and y are dense row-major f32; w is row-major of
+     * dtype wdt. Reads each weight once for the whole batch (a matrix-vector
+     * path for n <= 4, a blocked matrix-matrix path above). Runs on
+     * n_threads OpenMP threads (<= the value scratch was sized for). scratch
+     * holds snug_matmul_scratch_bytes(n_threads) bytes, 64-byte aligned.
+     * y must not overlap x or w. */
+    void (*matmul)(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
+                   int64_t k, int64_t m, void *scratch, int32_t n_threads);
+
+    /* y = x / sqrt(mean(x^2) + eps) * w, one row of dim elements; w of dtype
+     * wdt. y may equal x. */
+    void (*rmsnorm)(float *y, const float *x, const void *w, snug_dtype wdt, int64_t dim,
+                    float eps);
+
+    /* h[i] = silu(gu[i]) * gu[inter + i] for i < inter (gate, then up). */
+    void (*silu_mul)(float *h, const float *gu, int64_t inter);
+
+    /* y[i] += x[i] for i < n. */
+    void (*add)(float *y, const float *x, int64_t n);
+
+    /* y[i] += b[i] for i < n; b of dtype bdt. */
+    void (*add_bias)(float *y, const void *b, snug_dtype bdt, int64_t n);
+
+    /* Rotary embedding of one head vector x (head_dim elements) in the
+     * half-split layout: for i < head_dim / 2, with c = cos_sin[2i] and
+     * s = cos_sin[2i + 1]:
+     *   x[i] = x[i] c - x[i + h] s;  x[i + h] = x[i + h] c + x[i] s  (h = head_dim/2). */
+    void (*rope)(float *x, const float *cos_sin, int32_t head_dim);
+
+    /* Stores n floats as dtype dt (F32, F16 or BF16, rounding to nearest
+     * even): the KV cache write. */
+    void (*store)(void *dst, snug_dtype dt, const float *src, int64_t n);
+
+    /* Loads n elements of dtype dt as floats: embedding rows. */
+    void (*load)(float *dst, const void *src, snug_dtype dt, int64_t n);
+
+    /* Causal attention over the paged cache with a numerically stable
+     * (online) softmax: out = softmax(scale q . K^T) V for each query row and
+     * head of the group. out is the accumulator, so it must not overlap
+     * q. Allocates nothing; uses a few KiB of stack. */
+    void (*attention)(const snug_attn_args *a);
+} snug_kernels;
+
+/* Fills *k with the kernels of isa. Fails with SNUG_UNSUPPORTED, naming the
+ * instruction set and the one detected, when this CPU cannot run it. */
+snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err);
+
+/* The scratch bytes matmul needs when run on n_threads threads (a constant
+ * per thread: its packed panels). Pure. */
+size_t snug_matmul_scratch_bytes(int32_t n_threads);
+
+#endif /* SNUG_KERNELS_H */

@@ -1,0 +1,753 @@
+/*
+ * test_kernels.c: the numeric kernels. The scalar kernels are checked
+ * against plain double-precision loops written here; every SIMD table the
+ * CPU supports is checked against the scalar one (the others print
+ * "skipped: cpu lacks ..."). Sizes are awkward on purpose: not multiples of
+ * the vector width, the register tile or the cache blocks.
+ *
+ * Tolerances (as kernels.h states them), on |got - want|:
+ *   matmul f32/f16/bf16 weights:   1e-5 * sum_i |x_i w_i|
+ *   matmul bf16 on avx512bf16:     1e-2 * sum_i |x_i w_i| (x rounded to bf16)
+ *   rmsnorm, silu_mul, rope:       1e-5 * the sum of |terms| of the result
+ *   add, add_bias, load, store:    exact (bit for bit, NaNs included)
+ *   attention:                     2e-5 * sum_j p_j |v_j| (p the softmax
+ *                                  weights: the output's sum of |terms|)
+ * The max error of each family is printed, relative to that bound's scale.
+ */
+#include "dtype.h"
+#include "kernels/k_impl.h"
+#include "kernels/kernels.h"
+#include "test.h"
+
+#include <stdint.h>
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t s;
+} rng_t;
+
+static uint32_t rng_u32(rng_t *r)
+{
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return (uint32_t)(r->s >> 11);
+}
+
+/* uniform in [-1, 1) */
+static float rng_f(rng_t *r) { return (float)((double)rng_u32(r) / 2147483648.0 - 1.0); }
+
+static void fill(rng_t *r, float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) p[i] = rng_f(r);
+}
+
+/* n random values stored as dt (malloc'd) */
+static void *make_typed(rng_t *r, snug_dtype dt, size_t n)
+{
+    float *f = malloc((n ? n : 1) * sizeof(float));
+    fill(r, f, n);
+    void *out = malloc((n ? n : 1) * snug_dtype_size(dt));
+    snug_convert(out, dt, f, SNUG_DTYPE_F32, n);
+    free(f);
+    return out;
+}
+
+static double typed_at(const void *p, snug_dtype dt, size_t i)
+{
+    if (dt == SNUG_DTYPE_F32) return ((const float *)p)[i];
+    if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)p)[i]);
+    return snug_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+static void *scratch_alloc(int32_t n_threads)
+{
+    size_t b = snug_round_up(snug_matmul_scratch_bytes(n_threads), 64);
+    return aligned_alloc(64, b);
+}
+
+static const snug_dtype wdts[] = {SNUG_DTYPE_F32, SNUG_DTYPE_F16, SNUG_DTYPE_BF16};
+
+/* The SIMD tables this CPU runs; prints a "skipped" line for the others. */
+static int simd_isas(snug_isa *out, const char *what)
+{
+    snug_isa best = snug_isa_detect();
+    int n = 0;
+    for (int i = SNUG_ISA_AVX2; i < SNUG_ISA_COUNT; i++) {
+        if ((snug_isa)i <= best)
+            out[n++] = (snug_isa)i;
+        else
+            printf("  %s %s: skipped: cpu lacks %s\n", what, snug_isa_name((snug_isa)i),
+                   snug_isa_name((snug_isa)i));
+    }
+    return n;
+}
+
+static snug_kernels kernels_of(snug_isa isa)
+{
+    snug_kernels k;
+    snug_error err = {0};
+    snug_status st = snug_kernels_init(&k, isa, &err);
+    if (st != SNUG_OK) {
+        printf("snug_kernels_init(%s): %s\n", snug_isa_name(isa), err.msg);
+        abort();
+    }
+    return k;
+}
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+static void test_isa_detect_and_init(void)
+{
+    snug_isa best = snug_isa_detect();
+    printf("  detected: %s\n", snug_isa_name(best));
+    CHECK(best >= SNUG_ISA_SCALAR && best < SNUG_ISA_COUNT, "detect returned %d", (int)best);
+    for (int i = 0; i < SNUG_ISA_COUNT; i++) {
+        snug_isa isa = (snug_isa)i, back = SNUG_ISA_COUNT;
+        CHECK(snug_isa_from_name(snug_isa_name(isa), &back) && back == isa, "name %s",
+              snug_isa_name(isa));
+        snug_kernels k;
+        snug_error err = {0};
+        if (isa <= best) {
+            CHECK_OK(snug_kernels_init(&k, isa, &err), &err);
+            CHECK(k.isa == isa && k.matmul && k.rmsnorm && k.silu_mul && k.add && k.add_bias &&
+                      k.rope && k.store && k.load && k.attention,
+                  "table of %s incomplete", snug_isa_name(isa));
+        } else {
+            CHECK_FAILS(snug_kernels_init(&k, isa, &err), &err, SNUG_UNSUPPORTED,
+                        snug_isa_name(isa));
+            CHECK(strstr(err.msg, snug_isa_name(best)) != NULL, "message names %s: %s",
+                  snug_isa_name(best), err.msg);
+        }
+    }
+    snug_isa x;
+    CHECK(!snug_isa_from_name("avx9", &x), "unknown name accepted");
+    CHECK(strcmp(snug_isa_name((snug_isa)99), "unknown") == 0, "name of a bad isa");
+    snug_kernels k;
+    snug_error err = {0};
+    CHECK_FAILS(snug_kernels_init(&k, (snug_isa)7, &err), &err, SNUG_INVALID, "unknown");
+    CHECK(snug_matmul_scratch_bytes(2) == 2 * snug_matmul_scratch_bytes(1) &&
+              snug_matmul_scratch_bytes(1) % 64 == 0 && snug_matmul_scratch_bytes(1) > 0,
+          "scratch bytes %zu", snug_matmul_scratch_bytes(1));
+}
+
+/* ---- matmul ----------------------------------------------------------------- */
+
+/* sum_i x[t][i] w[o][i] in double, and sum_i |x w| */
+static void matmul_ref(const float *x, const void *w, snug_dtype wdt, int64_t n, int64_t k,
+                       int64_t m, double *ref, double *mag)
+{
+    double *wd = malloc((size_t)(m * k + 1) * sizeof(double));
+    for (int64_t i = 0; i < m * k; i++) wd[i] = typed_at(w, wdt, (size_t)i);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < m; o++) {
+            double s = 0, a = 0;
+            for (int64_t i = 0; i < k; i++) {
+                double v = (double)x[t * k + i] * wd[o * k + i];
+                s += v;
+                a += fabs(v);
+            }
+            ref[t * m + o] = s;
+            mag[t * m + o] = a;
+        }
+    free(wd);
+}
+
+typedef struct {
+    int64_t n, k, m;
+} shape;
+
+static int n_shapes(shape *s, int max)
+{
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 7, 17, 33, 100};
+    static const int64_t ks[] = {1, 3, 17, 129, 1000};
+    static const int64_t ms[] = {1, 5, 31, 257};
+    int c = 0;
+    for (size_t a = 0; a < SNUG_ARRAY_LEN(ns); a++)
+        for (size_t b = 0; b < SNUG_ARRAY_LEN(ks); b++)
+            for (size_t d = 0; d < SNUG_ARRAY_LEN(ms); d++)
+                if (c < max) s[c++] = (shape){ns[a], ks[b], ms[d]};
+    /* across every cache block: mc (128), kc (256), nc (240 and 480) */
+    if (c < max) s[c++] = (shape){150, 600, 500};
+    if (c < max) s[c++] = (shape){300, 1000, 260}; /* x too big to pack whole */
+    if (c < max) s[c++] = (shape){4, 2051, 777};
+    return c;
+}
+
+static void test_matmul(void)
+{
+    shape shapes[256];
+    int ns = n_shapes(shapes, 256);
+    snug_isa isas[SNUG_ISA_COUNT];
+    int n_isa = simd_isas(isas, "matmul");
+    snug_kernels ks = kernels_of(SNUG_ISA_SCALAR), kv[SNUG_ISA_COUNT];
+    for (int i = 0; i < n_isa; i++) kv[i] = kernels_of(isas[i]);
+    void *scratch = scratch_alloc(2);
+    rng_t r = {0x1234567u};
+    double worst_scalar = 0, worst[SNUG_ISA_COUNT][3] = {{0}};
+    int thread_mismatch = 0;
+    for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++) {
+        snug_dtype wdt = wdts[d];
+        for (int si = 0; si < ns; si++) {
+            int64_t n = shapes[si].n, k = shapes[si].k, m = shapes[si].m;
+            float *x = malloc((size_t)(n * k) * sizeof(float));
+            fill(&r, x, (size_t)(n * k));
+            void *w = make_typed(&r, wdt, (size_t)(m * k));
+            double *ref = malloc((size_t)(n * m) * sizeof(double));
+            double *mag = malloc((size_t)(n * m) * sizeof(double));
+            float *y = malloc((size_t)(n * m) * sizeof(float));
+            float *y1 = malloc((size_t)(n * m) * sizeof(float));
+            float *y2 = malloc((size_t)(n * m) * sizeof(float));
+            matmul_ref(x, w, wdt, n, k, m, ref, mag);
+            ks.matmul(y, x, n, w, wdt, k, m, scratch, 2);
+            int bad = 0;
+            for (int64_t i = 0; i < n * m; i++) {
+                double e = fabs(y[i] - ref[i]) / (mag[i] + 1e-30);
+                worst_scalar = SNUG_MAX(worst_scalar, e);
+                if (!(e <= 1e-5) && bad++ < 3)
+                    CHECK(false, "scalar %s n=%ld k=%ld m=%ld [%ld]: %g vs %g", snug_dtype_name(wdt),
+                          (long)n, (long)k, (long)m, (long)i, y[i], ref[i]);
+            }
+            for (int v = 0; v < n_isa; v++) {
+                double tol = isas[v] == SNUG_ISA_AVX512_BF16 && wdt == SNUG_DTYPE_BF16 ? 1e-2 : 1e-5;
+                for (int64_t i = 0; i < n * m; i++) y1[i] = y2[i] = NAN;
+                kv[v].matmul(y1, x, n, w, wdt, k, m, scratch, 1);
+                kv[v].matmul(y2, x, n, w, wdt, k, m, scratch, 2);
+                bad = 0;
+                for (int64_t i = 0; i < n * m; i++) {
+                    double e = fabs((double)y1[i] - y[i]) / (mag[i] + 1e-30);
+                    worst[v][d] = SNUG_MAX(worst[v][d], e);
+                    if (!(e <= tol) && bad++ < 3)
+                        CHECK(false, "%s %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g",
+                              snug_isa_name(isas[v]), snug_dtype_name(wdt), (long)n, (long)k,
+                              (long)m, (long)i, y1[i], y[i]);
+                }
+                if (memcmp(y1, y2, (size_t)(n * m) * sizeof(float)) != 0) thread_mismatch++;
+            }
+            free(x);
+            free(w);
+            free(ref);
+            free(mag);
+            free(y);
+            free(y1);
+            free(y2);
+        }
+    }
+    CHECK(thread_mismatch == 0, "%d products differ between 1 and 2 threads", thread_mismatch);
+    printf("  matmul scalar vs double: max err %.3g of sum|terms| (tolerance 1e-5), %d shapes x 3 "
+           "dtypes\n",
+           worst_scalar, ns);
+    for (int v = 0; v < n_isa; v++)
+        printf("  matmul %s vs scalar: max err f32 %.3g, f16 %.3g, bf16 %.3g of sum|terms|\n",
+               snug_isa_name(isas[v]), worst[v][0], worst[v][1], worst[v][2]);
+    free(scratch);
+}
+
+/* The AVX-512 tables' GEMM layouts (an 8 x 48 tile; f32, and bf16 pairs
+ * with kc 256) through the real driver and AVX2 packing, with plain-C
+ * micro-kernels that compute what the zmm ones do (vdpbf16ps: the products
+ * of the low and the high bf16 halves of each pair). This runs the
+ * driver and packing of those tiles where AVX-512 cannot run. */
+enum { MOCK_MR = 8, MOCK_NR = 48 };
+
+static float bf16_lo(uint32_t u) { return snug_bf16_to_f32((uint16_t)(u & 0xFFFF)); }
+static float bf16_hi(uint32_t u) { return snug_bf16_to_f32((uint16_t)(u >> 16)); }
+
+static void mock_store(const float *acc, float *c, int64_t ldc, int32_t mr_v, int32_t nr_v,
+                       bool add)
+{
+    for (int32_t i = 0; i < mr_v; i++)
+        for (int32_t j = 0; j < nr_v; j++)
+            c[i * ldc + j] = (add ? c[i * ldc + j] : 0.0f) + acc[i * MOCK_NR + j];
+}
+
+static void mock_micro(int64_t ksteps, const void *ap, const void *bp, float *c, int64_t ldc,
+                       int32_t mr_v, int32_t nr_v, bool add)
+{
+    const float *a = ap, *b = bp;
+    float acc[MOCK_MR * MOCK_NR] = {0};
+    for (int64_t q = 0; q < ksteps; q++)
+        for (int i = 0; i < MOCK_MR; i++)
+            for (int j = 0; j < MOCK_NR; j++)
+                acc[i * MOCK_NR + j] += a[q * MOCK_MR + i] * b[q * MOCK_NR + j];
+    mock_store(acc, c, ldc, mr_v, nr_v, add);
+}
+
+static void mock_micro_pairs(int64_t ksteps, const void *ap, const void *bp, float *c,
+                             int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
+{
+    const uint32_t *a = ap, *b = bp;
+    float acc[MOCK_MR * MOCK_NR] = {0};
+    for (int64_t q = 0; q < ksteps; q++)
+        for (int i = 0; i < MOCK_MR; i++)
+            for (int j = 0; j < MOCK_NR; j++) {
+                uint32_t x = a[q * MOCK_MR + i], w = b[q * MOCK_NR + j];
+                acc[i * MOCK_NR + j] += bf16_lo(x) * bf16_lo(w) + bf16_hi(x) * bf16_hi(w);
+            }
+    mock_store(acc, c, ldc, mr_v, nr_v, add);
+}
+
+static void test_matmul_avx512_layouts(void)
+{
+    if (snug_isa_detect() < SNUG_ISA_AVX2) {
+        printf("  skipped: cpu lacks avx2 (the packing is AVX2)\n");
+        return;
+    }
+    const snug_gemm_ops f32_ops = {MOCK_MR, MOCK_NR, 128, 480, 192, false, snug_avx2_pack_b,
+                                   mock_micro, snug_avx2_gemv};
+    const snug_gemm_ops pair_ops = {MOCK_MR, MOCK_NR, 256, 480, 192, true, snug_avx2_pack_b,
+                                    mock_micro_pairs, snug_avx2_gemv};
+    static const shape shapes[] = {{5, 1, 1},      {7, 3, 50},     {17, 129, 31},
+                                   {33, 1000, 97}, {100, 257, 481}, {300, 1001, 100},
+                                   {9, 300, 1000}};
+    snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
+    void *scratch = scratch_alloc(2);
+    rng_t r = {77};
+    double worst_f32 = 0, worst_pairs = 0;
+    for (size_t si = 0; si < SNUG_ARRAY_LEN(shapes); si++) {
+        int64_t n = shapes[si].n, k = shapes[si].k, m = shapes[si].m;
+        float *x = malloc((size_t)(n * k) * sizeof(float));
+        fill(&r, x, (size_t)(n * k));
+        float *want = malloc((size_t)(n * m) * sizeof(float));
+        float *got = malloc((size_t)(n * m) * sizeof(float));
+        double *ref = malloc((size_t)(n * m) * sizeof(double));
+        double *mag = malloc((size_t)(n * m) * sizeof(double));
+        for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++) {
+            void *w = make_typed(&r, wdts[d], (size_t)(m * k));
+            matmul_ref(x, w, wdts[d], n, k, m, ref, mag);
+            ks.matmul(want, x, n, w, wdts[d], k, m, NULL, 1);
+            for (int pairs = 0; pairs < 2; pairs++) {
+                if (pairs && wdts[d] != SNUG_DTYPE_BF16) continue;
+                for (int64_t i = 0; i < n * m; i++) got[i] = NAN;
+                snug_matmul_blocked(pairs ? &pair_ops : &f32_ops, got, x, n, w, wdts[d], k, m,
+                                    scratch, 2);
+                double tol = pairs ? 1e-2 : 1e-5, *worst = pairs ? &worst_pairs : &worst_f32;
+                int bad = 0;
+                for (int64_t i = 0; i < n * m; i++) {
+                    double e = fabs((double)got[i] - want[i]) / (mag[i] + 1e-30);
+                    *worst = SNUG_MAX(*worst, e);
+                    if (!(e <= tol) && bad++ < 3)
+                        CHECK(false, "%s layout %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g",
+                              pairs ? "pairs" : "f32", snug_dtype_name(wdts[d]), (long)n, (long)k,
+                              (long)m, (long)i, got[i], want[i]);
+                }
+            }
+            free(w);
+        }
+        free(x);
+        free(want);
+        free(got);
+        free(ref);
+        free(mag);
+    }
+    printf("  8x48 layouts vs scalar: f32 max err %.3g (tolerance 1e-5), bf16 pairs %.3g "
+           "(tolerance 1e-2)\n",
+           worst_f32, worst_pairs);
+    free(scratch);
+}
+
+/* ---- elementwise ---------------------------------------------------------- */
+
+static const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 64, 100, 1001};
+
+static void test_elementwise_scalar(void)
+{
+    snug_kernels s = kernels_of(SNUG_ISA_SCALAR);
+    rng_t r = {99};
+    double worst_rms = 0, worst_silu = 0, worst_rope = 0;
+    for (size_t li = 0; li < SNUG_ARRAY_LEN(lens); li++) {
+        int64_t n = lens[li];
+        float *x = malloc((size_t)n * 2 * sizeof(float)), *y = malloc((size_t)n * 2 * sizeof(float));
+        fill(&r, x, (size_t)n * 2);
+        for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++) {
+            void *w = make_typed(&r, wdts[d], (size_t)n);
+            s.rmsnorm(y, x, w, wdts[d], n, 1e-5f);
+            double ss = 0;
+            for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+            double rr = 1.0 / sqrt(ss / (double)n + 1e-5);
+            for (int64_t i = 0; i < n; i++) {
+                double want = x[i] * rr * typed_at(w, wdts[d], (size_t)i);
+                double e = fabs(y[i] - want) / (fabs(want) + 1e-30);
+                worst_rms = SNUG_MAX(worst_rms, e);
+            }
+            free(w);
+        }
+        s.silu_mul(y, x, n);
+        for (int64_t i = 0; i < n; i++) {
+            double g = x[i], want = g / (1.0 + exp(-g)) * x[n + i];
+            worst_silu = SNUG_MAX(worst_silu, fabs(y[i] - want) / (fabs(want) + 1e-30));
+        }
+        if (n % 2 == 0) {
+            float *cs = malloc((size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n / 2; i++) {
+                double th = 0.37 * (double)i + 0.1;
+                cs[2 * i] = (float)cos(th);
+                cs[2 * i + 1] = (float)sin(th);
+            }
+            memcpy(y, x, (size_t)n * sizeof(float));
+            s.rope(y, cs, (int32_t)n);
+            int64_t h = n / 2;
+            for (int64_t i = 0; i < h; i++) {
+                double a = x[i], b = x[i + h], c = cs[2 * i], sn = cs[2 * i + 1];
+                double w0 = a * c - b * sn, w1 = b * c + a * sn, m = fabs(a * c) + fabs(b * sn);
+                worst_rope = SNUG_MAX(worst_rope, fabs(y[i] - w0) / m);
+                worst_rope = SNUG_MAX(worst_rope, fabs(y[i + h] - w1) / m);
+            }
+            free(cs);
+        }
+        free(x);
+        free(y);
+    }
+    printf("  scalar vs double: rmsnorm %.3g, silu_mul %.3g, rope %.3g (relative; tolerance 1e-5)\n",
+           worst_rms, worst_silu, worst_rope);
+    CHECK(worst_rms <= 1e-5 && worst_silu <= 1e-5 && worst_rope <= 1e-5, "scalar elementwise");
+
+    /* store and load: the dtype.h conversions exactly, on special values too */
+    float sp[] = {0.0f, -0.0f, 1.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 1e-8f,
+                  6e-8f, 3e-5f, 1.00390625f, 1.01171875f, -2.5e-39f, 3.4e38f};
+    uint32_t snan_bits = 0x7F800001u, nan2_bits = 0xFFC12345u;
+    float snan, nan2;
+    memcpy(&snan, &snan_bits, 4);
+    memcpy(&nan2, &nan2_bits, 4);
+    float src[17];
+    memcpy(src, sp, sizeof sp);
+    src[15] = snan;
+    src[16] = nan2;
+    uint16_t h16[17];
+    int bad = 0;
+    s.store(h16, SNUG_DTYPE_BF16, src, 17);
+    for (int i = 0; i < 17; i++) bad += h16[i] != snug_f32_to_bf16(src[i]);
+    s.store(h16, SNUG_DTYPE_F16, src, 17);
+    for (int i = 0; i < 17; i++) bad += h16[i] != snug_f32_to_f16(src[i]);
+    CHECK(bad == 0, "%d scalar stores differ from dtype.h", bad);
+    CHECK((h16[15] & 0x7E00) == 0x7E00, "f16 of a signalling NaN is quiet: %04x", h16[15]);
+}
+
+/* Runs every elementwise kernel of table v and of the scalar table on the
+ * same input; returns the worst error relative to the scale. */
+static void test_elementwise_simd(void)
+{
+    snug_isa isas[SNUG_ISA_COUNT];
+    int n_isa = simd_isas(isas, "elementwise");
+    snug_kernels s = kernels_of(SNUG_ISA_SCALAR);
+    rng_t r = {7};
+    for (int v = 0; v < n_isa; v++) {
+        snug_kernels kv = kernels_of(isas[v]);
+        double worst_rms = 0, worst_silu = 0, worst_rope = 0;
+        int inexact = 0;
+        for (size_t li = 0; li < SNUG_ARRAY_LEN(lens); li++) {
+            int64_t n = lens[li];
+            size_t nb = (size_t)n * 2 * sizeof(float);
+            float *x = malloc(nb), *a = malloc(nb), *b = malloc(nb);
+            fill(&r, x, (size_t)n * 2);
+            x[0] *= 40.0f; /* silu far out on both sides */
+            if (n > 1) x[1] = -95.0f;
+            for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++) {
+                void *w = make_typed(&r, wdts[d], (size_t)n);
+                s.rmsnorm(a, x, w, wdts[d], n, 1e-6f);
+                memcpy(b, x, (size_t)n * sizeof(float));
+                kv.rmsnorm(b, b, w, wdts[d], n, 1e-6f); /* in place */
+                for (int64_t i = 0; i < n; i++)
+                    worst_rms = SNUG_MAX(worst_rms, fabs(a[i] - b[i]) / (fabs(a[i]) + 1e-30));
+                memcpy(a, x, (size_t)n * sizeof(float));
+                memcpy(b, x, (size_t)n * sizeof(float));
+                s.add_bias(a, w, wdts[d], n);
+                kv.add_bias(b, w, wdts[d], n);
+                inexact += memcmp(a, b, (size_t)n * sizeof(float)) != 0;
+                s.load(a, w, wdts[d], n);
+                kv.load(b, w, wdts[d], n);
+                inexact += memcmp(a, b, (size_t)n * sizeof(float)) != 0;
+                uint16_t *ha = malloc((size_t)n * 4), *hb = malloc((size_t)n * 4);
+                s.store(ha, wdts[d], x, n);
+                kv.store(hb, wdts[d], x, n);
+                inexact += memcmp(ha, hb, (size_t)n * snug_dtype_size(wdts[d])) != 0;
+                free(ha);
+                free(hb);
+                free(w);
+            }
+            s.silu_mul(a, x, n);
+            kv.silu_mul(b, x, n);
+            for (int64_t i = 0; i < n; i++) {
+                double scale = fabs(x[i] * x[n + i]); /* |g u| bounds |silu(g) u| */
+                worst_silu = SNUG_MAX(worst_silu, fabs(a[i] - b[i]) / (scale + 1e-30));
+            }
+            memcpy(a, x, nb);
+            memcpy(b, x, nb);
+            s.add(a, x + n, n);
+            kv.add(b, x + n, n);
+            inexact += memcmp(a, b, (size_t)n * sizeof(float)) != 0;
+            if (n % 2 == 0) {
+                float *cs = malloc((size_t)n * sizeof(float));
+                for (int64_t i = 0; i < n / 2; i++) {
+                    cs[2 * i] = cosf(0.21f * (float)i);
+                    cs[2 * i + 1] = sinf(0.21f * (float)i);
+                }
+                memcpy(a, x, (size_t)n * sizeof(float));
+                memcpy(b, x, (size_t)n * sizeof(float));
+                s.rope(a, cs, (int32_t)n);
+                kv.rope(b, cs, (int32_t)n);
+                int64_t h = n / 2;
+                for (int64_t i = 0; i < n; i++) {
+                    int64_t j = i < h ? i : i - h;
+                    double m = fabs(x[j] * cs[2 * j]) + fabs(x[j + h] * cs[2 * j + 1]) +
+                               fabs(x[j] * cs[2 * j + 1]) + fabs(x[j + h] * cs[2 * j]);
+                    worst_rope = SNUG_MAX(worst_rope, fabs(a[i] - b[i]) / (m + 1e-30));
+                }
+                free(cs);
+            }
+            free(x);
+            free(a);
+            free(b);
+        }
+        /* store on special values: bit for bit with the scalar */
+        float src[40];
+        uint32_t specials[] = {0x7F800001u, 0xFFC12345u, 0x7F800000u, 0xFF800000u, 0x80000000u,
+                               0x3F808000u, 0x3F818000u, 0x477FF000u, 0x477FEFFFu, 0x33000001u,
+                               0x00000001u, 0x387FC000u, 0x7F7FFFFFu, 0x3F7FFFFFu, 0xBF808001u,
+                               0x33800000u};
+        for (int i = 0; i < 40; i++) {
+            uint32_t u = specials[i % SNUG_ARRAY_LEN(specials)];
+            memcpy(&src[i], &u, 4);
+        }
+        for (size_t d = 1; d < SNUG_ARRAY_LEN(wdts); d++) {
+            uint16_t ha[40], hb[40];
+            s.store(ha, wdts[d], src, 40);
+            kv.store(hb, wdts[d], src, 40);
+            for (int i = 0; i < 40; i++)
+                CHECK(ha[i] == hb[i], "%s store %s of %08x: %04x, scalar %04x",
+                      snug_isa_name(isas[v]), snug_dtype_name(wdts[d]),
+                      specials[i % SNUG_ARRAY_LEN(specials)], hb[i], ha[i]);
+        }
+        printf("  %s vs scalar: rmsnorm %.3g, silu_mul %.3g, rope %.3g (tolerance 1e-5); "
+               "add/add_bias/load/store exact\n",
+               snug_isa_name(isas[v]), worst_rms, worst_silu, worst_rope);
+        CHECK(worst_rms <= 1e-5 && worst_silu <= 1e-5 && worst_rope <= 1e-5, "%s elementwise",
+              snug_isa_name(isas[v]));
+        CHECK(inexact == 0, "%s: %d exact kernels differ from scalar", snug_isa_name(isas[v]),
+              inexact);
+    }
+}
+
+/* ---- attention -------------------------------------------------------------- */
+
+typedef struct {
+    int32_t block_size, n_group, n_q, pos0, window, head_dim;
+    snug_dtype dt;
+} attn_case;
+
+typedef struct {
+    snug_attn_args a;
+    void *k, *v;
+    int32_t *table;
+    float *q, *out;
+    size_t out_n;
+} attn_setup;
+
+/* A paged cache with blocks in a shuffled order, strides padded, and NaN in
+ * every position the queries must not see. */
+static attn_setup attn_make(rng_t *r, attn_case c)
+{
+    attn_setup s;
+    memset(&s, 0, sizeof s);
+    int32_t hd = c.head_dim, n_pos = c.pos0 + c.n_q;
+    int32_t n_blocks_used = (n_pos + c.block_size - 1) / c.block_size;
+    int32_t n_blocks = n_blocks_used * 2 + 3;
+    size_t stride = (size_t)c.block_size * hd + 5;
+    size_t esz = snug_dtype_size(c.dt), total = stride * (size_t)n_blocks;
+    s.k = malloc(total * esz);
+    s.v = malloc(total * esz);
+    float *nanbuf = malloc(total * sizeof(float));
+    for (size_t i = 0; i < total; i++) nanbuf[i] = NAN;
+    snug_convert(s.k, c.dt, nanbuf, SNUG_DTYPE_F32, total);
+    snug_convert(s.v, c.dt, nanbuf, SNUG_DTYPE_F32, total);
+    s.table = malloc((size_t)n_blocks_used * sizeof(int32_t));
+    for (int32_t b = 0; b < n_blocks_used; b++) s.table[b] = (b * 7 + 5) % n_blocks;
+    /* real keys and values at positions 0 .. n_pos - 1 */
+    float *row = malloc((size_t)hd * sizeof(float));
+    for (int32_t p = 0; p < n_pos; p++) {
+        size_t off = (size_t)s.table[p / c.block_size] * stride + (size_t)(p % c.block_size) * hd;
+        fill(r, row, (size_t)hd);
+        snug_convert((char *)s.k + off * esz, c.dt, row, SNUG_DTYPE_F32, (size_t)hd);
+        fill(r, row, (size_t)hd);
+        snug_convert((char *)s.v + off * esz, c.dt, row, SNUG_DTYPE_F32, (size_t)hd);
+    }
+    free(row);
+    free(nanbuf);
+    int64_t qrow = (int64_t)c.n_group * hd + 3, orow = (int64_t)c.n_group * (hd + 1) + 1;
+    s.q = malloc((size_t)(qrow * c.n_q) * sizeof(float));
+    fill(r, s.q, (size_t)(qrow * c.n_q));
+    for (size_t i = 0; i < (size_t)(qrow * c.n_q); i++) s.q[i] *= 3.0f; /* peaky softmax */
+    s.out_n = (size_t)(orow * c.n_q);
+    s.out = malloc(s.out_n * sizeof(float));
+    s.a = (snug_attn_args){
+        .q = s.q,
+        .q_row_stride = qrow,
+        .q_head_stride = hd,
+        .out = s.out,
+        .out_row_stride = orow,
+        .out_head_stride = hd + 1,
+        .n_group = c.n_group,
+        .n_q = c.n_q,
+        .pos0 = c.pos0,
+        .window = c.window,
+        .head_dim = hd,
+        .scale = 1.0f / sqrtf((float)hd),
+        .kv = {.k = s.k, .v = s.v, .dtype = c.dt, .block_stride = stride, .block_table = s.table,
+               .block_size = c.block_size},
+    };
+    return s;
+}
+
+static void attn_free(attn_setup *s)
+{
+    free(s->k);
+    free(s->v);
+    free(s->table);
+    free(s->q);
+    free(s->out);
+}
+
+/* out of query t, head g, element d in double, and its scale sum_j p_j |v_jd| */
+static void attn_ref(const snug_attn_args *a, int32_t t, int32_t g, double *want, double *scale)
+{
+    const snug_kv_view *kv = &a->kv;
+    int32_t hd = a->head_dim, last = a->pos0 + t;
+    int32_t first = a->window > 0 ? SNUG_MAX(0, last - a->window + 1) : 0;
+    const float *q = a->q + t * a->q_row_stride + g * a->q_head_stride;
+    int32_t n = last - first + 1;
+    double *s = malloc((size_t)n * sizeof(double)), mx = -INFINITY, l = 0;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t p = first + j;
+        size_t off = (size_t)kv->block_table[p / kv->block_size] * kv->block_stride +
+                     (size_t)(p % kv->block_size) * hd;
+        double d = 0;
+        for (int32_t i = 0; i < hd; i++) d += (double)q[i] * typed_at(kv->k, kv->dtype, off + i);
+        s[j] = d * a->scale;
+        mx = SNUG_MAX(mx, s[j]);
+    }
+    for (int32_t i = 0; i < hd; i++) want[i] = scale[i] = 0;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t p = first + j;
+        size_t off = (size_t)kv->block_table[p / kv->block_size] * kv->block_stride +
+                     (size_t)(p % kv->block_size) * hd;
+        double e = exp(s[j] - mx);
+        l += e;
+        for (int32_t i = 0; i < hd; i++) {
+            double v = typed_at(kv->v, kv->dtype, off + i);
+            want[i] += e * v;
+            scale[i] += e * fabs(v);
+        }
+    }
+    for (int32_t i = 0; i < hd; i++) {
+        want[i] /= l;
+        scale[i] /= l;
+    }
+    free(s);
+}
+
+static void test_attention(void)
+{
+    snug_isa isas[SNUG_ISA_COUNT];
+    int n_isa = simd_isas(isas, "attention");
+    snug_kernels s = kernels_of(SNUG_ISA_SCALAR), kv[SNUG_ISA_COUNT];
+    for (int i = 0; i < n_isa; i++) kv[i] = kernels_of(isas[i]);
+    static const int32_t bss[] = {1, 3, 16};
+    static const int32_t groups[] = {1, 2, 4, 9};
+    static const struct {
+        int32_t n_q, pos0;
+    } runs[] = {{1, 0}, {1, 40}, {5, 7}, {3, 70}};
+    static const int32_t windows[] = {0, 6};
+    static const int32_t hds[] = {16, 20, 64, 264};
+    double worst_s = 0, worst_v[SNUG_ISA_COUNT] = {0};
+    rng_t r = {4242};
+    int n_cases = 0;
+    for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++)
+        for (size_t bi = 0; bi < SNUG_ARRAY_LEN(bss); bi++)
+            for (size_t gi = 0; gi < SNUG_ARRAY_LEN(groups); gi++)
+                for (size_t ri = 0; ri < SNUG_ARRAY_LEN(runs); ri++)
+                    for (size_t wi = 0; wi < SNUG_ARRAY_LEN(windows); wi++) {
+                        /* head sizes in rotation, to keep the test short */
+                        int32_t hd = hds[(d + bi + gi + ri + wi) % SNUG_ARRAY_LEN(hds)];
+                        attn_case c = {bss[bi], groups[gi], runs[ri].n_q, runs[ri].pos0,
+                                       windows[wi], hd, wdts[d]};
+                        attn_setup st = attn_make(&r, c);
+                        n_cases++;
+                        float *got_s = malloc(st.out_n * sizeof(float));
+                        for (size_t i = 0; i < st.out_n; i++) st.out[i] = -7.0f;
+                        s.attention(&st.a);
+                        memcpy(got_s, st.out, st.out_n * sizeof(float));
+                        double *want = malloc((size_t)hd * sizeof(double));
+                        double *scale = malloc((size_t)hd * sizeof(double));
+                        float **got_v = malloc((size_t)(n_isa + 1) * sizeof(float *));
+                        for (int v = 0; v < n_isa; v++) {
+                            for (size_t i = 0; i < st.out_n; i++) st.out[i] = -7.0f;
+                            kv[v].attention(&st.a);
+                            got_v[v] = malloc(st.out_n * sizeof(float));
+                            memcpy(got_v[v], st.out, st.out_n * sizeof(float));
+                        }
+                        int bad = 0;
+                        for (int32_t t = 0; t < c.n_q; t++)
+                            for (int32_t g = 0; g < c.n_group; g++) {
+                                attn_ref(&st.a, t, g, want, scale);
+                                size_t o = (size_t)(t * st.a.out_row_stride +
+                                                    g * st.a.out_head_stride);
+                                for (int32_t i = 0; i < hd; i++) {
+                                    double e = fabs(got_s[o + i] - want[i]) / scale[i];
+                                    worst_s = SNUG_MAX(worst_s, e);
+                                    if (!(e <= 2e-5) && bad++ < 3)
+                                        CHECK(false, "scalar attention %s bs=%d g=%d nq=%d pos0=%d "
+                                              "win=%d hd=%d: [%d][%d][%d] %g vs %g",
+                                              snug_dtype_name(c.dt), c.block_size, c.n_group,
+                                              c.n_q, c.pos0, c.window, hd, t, g, i, got_s[o + i],
+                                              want[i]);
+                                    for (int v = 0; v < n_isa; v++) {
+                                        double ev = fabs(got_v[v][o + i] - got_s[o + i]) / scale[i];
+                                        worst_v[v] = SNUG_MAX(worst_v[v], ev);
+                                        if (!(ev <= 2e-5) && bad++ < 3)
+                                            CHECK(false, "%s attention %s bs=%d g=%d nq=%d pos0=%d "
+                                                  "win=%d hd=%d: [%d][%d][%d] %g vs scalar %g",
+                                                  snug_isa_name(isas[v]), snug_dtype_name(c.dt),
+                                                  c.block_size, c.n_group, c.n_q, c.pos0,
+                                                  c.window, hd, t, g, i, got_v[v][o + i],
+                                                  got_s[o + i]);
+                                    }
+                                }
+                            }
+                        /* the padding between heads and rows is left alone */
+                        for (int v = -1; v < n_isa; v++) {
+                            const float *o = v < 0 ? got_s : got_v[v];
+                            int touched = 0;
+                            for (size_t i = 0; i < st.out_n; i++) {
+                                size_t in_row = i % (size_t)st.a.out_row_stride;
+                                bool pad = in_row % (size_t)(hd + 1) == (size_t)hd ||
+                                           in_row >= (size_t)c.n_group * (hd + 1);
+                                if (pad && o[i] != -7.0f) touched++;
+                            }
+                            CHECK(touched == 0, "%s attention wrote %d padding floats",
+                                  v < 0 ? "scalar" : snug_isa_name(isas[v]), touched);
+                        }
+                        for (int v = 0; v < n_isa; v++) free(got_v[v]);
+                        free(got_v);
+                        free(want);
+                        free(scale);
+                        free(got_s);
+                        attn_free(&st);
+                    }
+    printf("  attention scalar vs double: max err %.3g of sum p|v| (tolerance 2e-5), %d cases\n",
+           worst_s, n_cases);
+    for (int v = 0; v < n_isa; v++)
+        printf("  attention %s vs scalar: max err %.3g of sum p|v|\n", snug_isa_name(isas[v]),
+               worst_v[v]);
+}
+
+int main(void)
+{
+    RUN(test_isa_detect_and_init);
+    RUN(test_matmul);
+    RUN(test_matmul_avx512_layouts);
+    RUN(test_elementwise_scalar);
+    RUN(test_elementwise_simd);
+    RUN(test_attention);
+    return test_summary();
+}
