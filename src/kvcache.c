@@ -1,0 +1,75 @@
+/*
+ * kvcache.c: the paged KV cache's one allocation and its addressing.
+ */
+#include "kvcache.h"
+
+#include "device.h"
+#include "dtype.h"
+
+size_t snug_kv_block_bytes(const snug_kv_shape *s)
+{
+    size_t n = 2 * snug_dtype_size(s->dtype);
+    if (s->n_layers < 1 || s->n_kv_heads < 1 || s->head_dim < 1 || s->block_size < 1 || n == 0)
+        return 0;
+    if (!snug_mul_size(n, (size_t)s->n_layers, &n) || !snug_mul_size(n, (size_t)s->block_size, &n) ||
+        !snug_mul_size(n, (size_t)s->n_kv_heads, &n) || !snug_mul_size(n, (size_t)s->head_dim, &n))
+        return 0;
+    return n;
+}
+
+snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
+                                snug_kvcache *out, snug_error *err)
+{
+    *out = (snug_kvcache){0};
+    if (shape->dtype != SNUG_DTYPE_F32 && shape->dtype != SNUG_DTYPE_F16 &&
+        shape->dtype != SNUG_DTYPE_BF16)
+        return snug_errorf(err, SNUG_INVALID, "kv cache dtype: expected f32, f16 or bf16, got %s",
+                           snug_dtype_name(shape->dtype));
+    size_t block = snug_kv_block_bytes(shape), total;
+    if (block == 0) return snug_errorf(err, SNUG_INVALID, "kv cache: invalid block shape");
+    if (n_blocks < 1) return snug_errorf(err, SNUG_INVALID, "kv cache: %d blocks", n_blocks);
+    if (!snug_mul_size(block, (size_t)n_blocks, &total))
+        return snug_errorf(err, SNUG_INVALID, "kv cache: %d blocks of %zu bytes overflow", n_blocks,
+                           block);
+    out->data = snug_mem_alloc(SNUG_MEM_KV, total, err);
+    if (!out->data) return snug_error_prefix(err, SNUG_NOMEM, "kv cache: ");
+    out->shape = *shape;
+    out->n_blocks = n_blocks;
+    return SNUG_OK;
+}
+
+void snug_kvcache_free(snug_kvcache *kv)
+{
+    snug_mem_free(kv->data);
+    *kv = (snug_kvcache){0};
+}
+
+/* Element offset of (layer, block, c, head, slot). */
+static size_t kv_offset(const snug_kvcache *kv, int32_t layer, int32_t block, int c, int32_t head,
+                        int32_t slot)
+{
+    const snug_kv_shape *s = &kv->shape;
+    size_t i = ((size_t)layer * (size_t)kv->n_blocks + (size_t)block) * 2 + (size_t)c;
+    i = (i * (size_t)s->n_kv_heads + (size_t)head) * (size_t)s->block_size + (size_t)slot;
+    return i * (size_t)s->head_dim;
+}
+
+void *snug_kvcache_at(const snug_kvcache *kv, int32_t layer, int32_t block, bool v, int32_t head,
+                      int32_t slot)
+{
+    return (char *)kv->data + kv_offset(kv, layer, block, v, head, slot) * snug_dtype_size(kv->shape.dtype);
+}
+
+snug_kv_view snug_kvcache_view(const snug_kvcache *kv, int32_t layer, int32_t head,
+                               const int32_t *block_table)
+{
+    const snug_kv_shape *s = &kv->shape;
+    return (snug_kv_view){
+        .k = snug_kvcache_at(kv, layer, 0, false, head, 0),
+        .v = snug_kvcache_at(kv, layer, 0, true, head, 0),
+        .dtype = s->dtype,
+        .block_stride = 2 * (size_t)s->n_kv_heads * (size_t)s->block_size * (size_t)s->head_dim,
+        .block_table = block_table,
+        .block_size = s->block_size,
+    };
+}

@@ -1,0 +1,56 @@
+/*
+ * kvcache.h: the paged KV cache: one allocation (category kv_cache) of
+ * n_blocks blocks, each holding the keys and values of block_size token
+ * positions for every layer and every KV head of this rank.
+ *
+ * Layout, in elements of the cache's dtype: for layer l, block b, K (c = 0)
+ * or V (c = 1), KV head h, slot s, dimension d:
+ *   ((((l * n_blocks + b) * 2 + c) * n_kv_heads + h) * block_size + s) * head_dim + d
+ * so that one head's keys in one block are contiguous (what attention
+ * reads), and a block's keys and values of one layer are side by side.
+ */
+#ifndef SNUG_KVCACHE_H
+#define SNUG_KVCACHE_H
+
+#include "common.h"
+#include "kernels/kernels.h"
+
+enum { SNUG_BLOCK_SIZE_DEFAULT = 16 };
+
+typedef struct snug_kv_shape {
+    int32_t n_layers;
+    int32_t n_kv_heads;   /* on this rank */
+    int32_t head_dim;
+    int32_t block_size;
+    snug_dtype dtype;     /* F32, F16 or BF16 */
+} snug_kv_shape;
+
+typedef struct snug_kvcache {
+    snug_kv_shape shape;
+    int32_t n_blocks;
+    void *data;           /* category kv_cache */
+} snug_kvcache;
+
+/* Bytes of one block: 2 * n_layers * block_size * n_kv_heads * head_dim *
+ * dtype size; 0 when the shape is invalid or the product overflows. Pure. */
+size_t snug_kv_block_bytes(const snug_kv_shape *shape);
+
+/* Allocates a cache of n_blocks blocks (zero-filled). Fails with
+ * SNUG_INVALID for a bad shape (naming the field) or SNUG_NOMEM. */
+snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
+                                snug_kvcache *out, snug_error *err);
+
+/* Frees the cache; a zero-filled one is ignored. */
+void snug_kvcache_free(snug_kvcache *kv);
+
+/* The view attention reads for KV head `head` of layer `layer` of a
+ * sequence with the given block table (valid while both live). */
+snug_kv_view snug_kvcache_view(const snug_kvcache *kv, int32_t layer, int32_t head,
+                               const int32_t *block_table);
+
+/* Where the key (v = false) or value (v = true) of KV head `head`, layer
+ * `layer`, at slot `slot` of block `block` starts. */
+void *snug_kvcache_at(const snug_kvcache *kv, int32_t layer, int32_t block, bool v, int32_t head,
+                      int32_t slot);
+
+#endif /* SNUG_KVCACHE_H */

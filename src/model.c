@@ -1,0 +1,536 @@
+/*
+ * model.c: the forward pass of a Llama-family model over one step's batch,
+ * and the size of its activation arena.
+ */
+#include "model.h"
+
+#include "device.h"
+#include "dtype.h"
+#include "params.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ATTN_ROWS_PER_ITEM = 32 }; /* query rows one attention work item takes */
+
+typedef struct layer_weights {
+    const void *attn_norm;  /* (hidden) */
+    const void *qkv;        /* (qkv_dim, hidden) */
+    const void *qkv_bias;   /* (qkv_dim) or NULL */
+    const void *o_proj;     /* (hidden, q_dim) */
+    const void *o_bias;     /* (hidden) or NULL */
+    const void *mlp_norm;   /* (hidden) */
+    const void *gate_up;    /* (2 * intermediate, hidden): gate rows, then up rows */
+    const void *down;       /* (hidden, intermediate) */
+} layer_weights;
+
+/* The arena's buffers, f32 unless said; T = n_tokens_max, L = n_logits_max. */
+typedef struct arena_buffers {
+    float *x;        /* (T, hidden) the residual stream */
+    float *xn;       /* (T, hidden) normed input of a projection, or its output */
+    float *qkv;      /* (T, qkv_dim) */
+    float *attn;     /* (T, q_dim) attention output */
+    float *gate_up;  /* (T, 2 * intermediate) */
+    float *h;        /* (T, intermediate) SwiGLU output */
+    float *cos_sin;  /* (T, head_dim) cos and sin of each token's rotary angles, interleaved */
+    float *lg_in;    /* (L, hidden) the rows whose logits are wanted, normed */
+    float *logits;   /* (L, vocab_rows) */
+    void *scratch;   /* snug_matmul_scratch_bytes(n_threads) */
+} arena_buffers;
+
+struct snug_model {
+    snug_model_config cfg;
+    snug_model_dims dims;
+    snug_step_shape shape;
+    snug_kernels kern;
+    snug_dtype wdt;
+    const void *embed;        /* (vocab_rows, hidden) */
+    const void *final_norm;   /* (hidden) */
+    const void *lm_head;      /* (vocab_rows, hidden); embed when tied */
+    layer_weights *layers;    /* [n_layers], category other */
+    float *inv_freq;          /* [head_dim / 2] rotary frequencies, category other */
+    snug_allreduce_fn allreduce;
+    void *allreduce_ctx;
+    unsigned char *arena;     /* category activations */
+    arena_buffers buf;
+};
+
+snug_status snug_model_dims_make(const snug_model_config *cfg, int32_t tp, int32_t rank,
+                                 snug_model_dims *dims, snug_error *err)
+{
+    snug_param_table t;
+    memset(dims, 0, sizeof *dims);
+    snug_status st = snug_params_build(cfg, tp, rank, &t, err);
+    if (st != SNUG_OK) return st;
+    int64_t v_begin = 0, v_len = 0;
+    st = snug_shard_range(cfg->vocab_size, rank, tp, true, "vocab_size", &v_begin, &v_len, NULL, err);
+    if (st == SNUG_OK) {
+        *dims = (snug_model_dims){
+            .tp = tp, .rank = rank, .n_layers = cfg->n_layers, .hidden = cfg->hidden_size,
+            .head_dim = cfg->head_dim, .n_q_heads = t.n_q_heads, .n_kv_heads = t.n_kv_heads,
+            .q_dim = t.n_q_heads * cfg->head_dim, .kv_dim = t.n_kv_heads * cfg->head_dim,
+            .qkv_dim = (t.n_q_heads + 2 * t.n_kv_heads) * cfg->head_dim,
+            .intermediate = t.intermediate, .vocab_rows = t.vocab_rows,
+            .vocab_begin = (int32_t)v_begin, .vocab_len = (int32_t)v_len};
+    }
+    snug_params_free(&t);
+    return st;
+}
+
+/* Lays the arena's buffers out from base (NULL: only sizes them); returns
+ * the bytes they take, 0 on overflow. The one place the layout lives, so
+ * that the size function and the carving cannot disagree. */
+static size_t layout_arena(const snug_model_dims *d, const snug_step_shape *s, unsigned char *base,
+                           arena_buffers *b)
+{
+    size_t T = (size_t)s->n_tokens_max, L = (size_t)s->n_logits_max;
+    struct { void **dst; size_t rows, cols, elem; } parts[] = {
+        {(void **)&b->x, T, (size_t)d->hidden, 4},
+        {(void **)&b->xn, T, (size_t)d->hidden, 4},
+        {(void **)&b->qkv, T, (size_t)d->qkv_dim, 4},
+        {(void **)&b->attn, T, (size_t)d->q_dim, 4},
+        {(void **)&b->gate_up, T, 2 * (size_t)d->intermediate, 4},
+        {(void **)&b->h, T, (size_t)d->intermediate, 4},
+        {(void **)&b->cos_sin, T, (size_t)d->head_dim, 4},
+        {(void **)&b->lg_in, L, (size_t)d->hidden, 4},
+        {(void **)&b->logits, L, (size_t)d->vocab_rows, 4},
+        {(void **)&b->scratch, 1, snug_matmul_scratch_bytes(s->n_threads), 1},
+    };
+    size_t off = 0;
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++) {
+        size_t n;
+        if (!snug_mul_size(parts[i].rows, parts[i].cols, &n) || !snug_mul_size(n, parts[i].elem, &n) ||
+            !snug_add_size(n, SNUG_MEM_ALIGN - 1, &n))
+            return 0;
+        n = snug_round_up(n - (SNUG_MEM_ALIGN - 1), SNUG_MEM_ALIGN);
+        if (base) *parts[i].dst = base + off;
+        if (!snug_add_size(off, n, &off)) return 0;
+    }
+    return off;
+}
+
+/* The shape's fields are in range (n_logits_max and n_threads resolved). */
+static bool shape_valid(const snug_step_shape *s)
+{
+    return s->n_tokens_max >= 1 && s->n_tokens_max <= (1 << 24) && s->n_seqs_max >= 1 &&
+           s->n_seqs_max <= s->n_tokens_max && s->n_logits_max >= 1 &&
+           s->n_logits_max <= s->n_tokens_max && s->n_threads >= 1 && s->n_threads <= 1024;
+}
+
+/* shape with its defaults filled in. */
+static snug_step_shape resolve_shape(const snug_step_shape *s)
+{
+    snug_step_shape r = *s;
+    if (r.n_logits_max == 0) r.n_logits_max = r.n_seqs_max;
+    if (r.n_threads == 0) r.n_threads = omp_get_max_threads();
+    return r;
+}
+
+size_t snug_model_activation_bytes(const snug_model_dims *dims, const snug_step_shape *shape)
+{
+    snug_step_shape s = resolve_shape(shape);
+    if (shape->n_threads <= 0 || !shape_valid(&s)) return 0;
+    arena_buffers b;
+    size_t n = layout_arena(dims, &s, NULL, &b);
+    return n ? snug_mem_held_bytes(n) : 0;
+}
+
+/* The rotary frequencies of cfg, as transformers computes them (in float). */
+static snug_status rope_frequencies(const snug_model_config *cfg, float *inv_freq, snug_error *err)
+{
+    const snug_rope_scaling *rs = &cfg->rope_scaling;
+    int32_t half = cfg->head_dim / 2;
+    if (rs->type != SNUG_ROPE_DEFAULT && rs->type != SNUG_ROPE_LINEAR && rs->type != SNUG_ROPE_LLAMA3)
+        return snug_errorf(err, SNUG_UNSUPPORTED,
+                           "config.json: rope_scaling type \"%s\" is not supported by the forward "
+                           "pass (supported: default, linear, llama3)",
+                           snug_rope_type_name(rs->type));
+    for (int32_t i = 0; i < half; i++) {
+        double f = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)cfg->head_dim);
+        if (rs->type == SNUG_ROPE_LINEAR) {
+            f /= rs->factor;
+        } else if (rs->type == SNUG_ROPE_LLAMA3) {
+            double orig = (double)rs->original_max_position_embeddings;
+            double low_wavelen = orig / rs->low_freq_factor, high_wavelen = orig / rs->high_freq_factor;
+            double wavelen = 2 * M_PI / f;
+            if (wavelen > low_wavelen) {
+                f /= rs->factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (orig / wavelen - rs->low_freq_factor) /
+                                (rs->high_freq_factor - rs->low_freq_factor);
+                f = (1 - smooth) * f / rs->factor + smooth * f;
+            }
+        }
+        inv_freq[i] = (float)f;
+    }
+    return SNUG_OK;
+}
+
+/* The parameter called name (with %d for layer) as a pointer; NULL when the
+ * weights do not have it. */
+static const void *param(const snug_weights *w, const char *fmt, int32_t layer)
+{
+    char name[SNUG_PARAM_NAME_BYTES];
+    snprintf(name, sizeof name, fmt, layer);
+    int32_t i = snug_weights_find(w, name);
+    return i < 0 ? NULL : snug_weights_data(w, i);
+}
+
+/* Points m's weight pointers at w's parameters; fails naming a missing one. */
+static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error *err)
+{
+    const char *missing = NULL;
+    m->embed = param(w, "embed_tokens", 0);
+    m->final_norm = param(w, "norm", 0);
+    m->lm_head = m->cfg.tie_word_embeddings ? m->embed : param(w, "lm_head", 0);
+    if (!m->embed) missing = "embed_tokens";
+    else if (!m->final_norm) missing = "norm";
+    else if (!m->lm_head) missing = "lm_head";
+    for (int32_t l = 0; l < m->dims.n_layers && !missing; l++) {
+        layer_weights *L = &m->layers[l];
+        L->attn_norm = param(w, "layers.%d.input_layernorm", l);
+        L->qkv = param(w, "layers.%d.qkv", l);
+        L->qkv_bias = m->cfg.qkv_bias ? param(w, "layers.%d.qkv_bias", l) : NULL;
+        L->o_proj = param(w, "layers.%d.o_proj", l);
+        L->o_bias = m->cfg.o_bias ? param(w, "layers.%d.o_proj_bias", l) : NULL;
+        L->mlp_norm = param(w, "layers.%d.post_attention_layernorm", l);
+        L->gate_up = param(w, "layers.%d.gate_up", l);
+        L->down = param(w, "layers.%d.down_proj", l);
+        if (!L->attn_norm || !L->qkv || !L->o_proj || !L->mlp_norm || !L->gate_up || !L->down ||
+            (m->cfg.qkv_bias && !L->qkv_bias) || (m->cfg.o_bias && !L->o_bias))
+            missing = "a layer parameter";
+    }
+    if (missing)
+        return snug_errorf(err, SNUG_INVALID, "model: the weights have no %s (loaded for another model?)",
+                           missing);
+    return SNUG_OK;
+}
+
+snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *w,
+                              const snug_model_opts *opts, snug_model **out, snug_error *err)
+{
+    snug_model *m = NULL;
+    snug_status st;
+    snug_step_shape s = resolve_shape(&opts->shape);
+    if (!shape_valid(&s)) {
+        st = snug_errorf(err, SNUG_INVALID,
+                         "model: step shape out of range (%d tokens, %d sequences, %d logit rows, "
+                         "%d threads)", s.n_tokens_max, s.n_seqs_max, s.n_logits_max, s.n_threads);
+        goto fail;
+    }
+    m = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *m, err);
+    if (!m) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "model: ");
+        goto fail;
+    }
+    m->cfg = *cfg;
+    m->shape = s;
+    m->wdt = w->dtype;
+    m->allreduce = opts->allreduce;
+    m->allreduce_ctx = opts->allreduce_ctx;
+    snug_isa isa = opts->isa < 0 ? snug_isa_detect() : (snug_isa)opts->isa;
+    const char *env = opts->isa < 0 ? getenv("SNUG_ISA") : NULL;
+    if (env && *env && !snug_isa_from_name(env, &isa)) {
+        st = snug_errorf(err, SNUG_INVALID, "SNUG_ISA: expected scalar, avx2, avx512 or avx512bf16, got '%s'", env);
+        goto fail;
+    }
+    st = snug_kernels_init(&m->kern, isa, err);
+    if (st == SNUG_OK) st = snug_model_dims_make(cfg, w->table.tp, w->table.rank, &m->dims, err);
+    if (st != SNUG_OK) goto fail;
+    if (m->dims.tp > 1 && !m->allreduce) {
+        st = snug_errorf(err, SNUG_INVALID, "model: tensor parallel (tp %d) needs an all-reduce", m->dims.tp);
+        goto fail;
+    }
+    m->layers = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)m->dims.n_layers * sizeof *m->layers, err);
+    m->inv_freq = m->layers ? snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(cfg->head_dim / 2) * sizeof(float), err)
+                            : NULL;
+    if (!m->inv_freq) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "model: ");
+        goto fail;
+    }
+    st = rope_frequencies(cfg, m->inv_freq, err);
+    if (st == SNUG_OK) st = bind_weights(m, w, err);
+    if (st != SNUG_OK) goto fail;
+    size_t bytes = layout_arena(&m->dims, &s, NULL, &m->buf);
+    if (bytes == 0) {
+        st = snug_errorf(err, SNUG_INVALID, "model: the activation arena's size overflows");
+        goto fail;
+    }
+    m->arena = snug_mem_alloc(SNUG_MEM_ACTIVATIONS, bytes, err);
+    if (!m->arena) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "model: activation arena: ");
+        goto fail;
+    }
+    layout_arena(&m->dims, &s, m->arena, &m->buf);
+    *out = m;
+    return SNUG_OK;
+fail:
+    snug_model_free(m);
+    return st;
+}
+
+void snug_model_free(snug_model *m)
+{
+    if (!m) return;
+    snug_mem_free(m->arena);
+    snug_mem_free(m->inv_freq);
+    snug_mem_free(m->layers);
+    snug_mem_free(m);
+}
+
+const snug_model_dims *snug_model_get_dims(const snug_model *m) { return &m->dims; }
+snug_isa snug_model_isa(const snug_model *m) { return m->kern.isa; }
+const snug_step_shape *snug_model_step_shape(const snug_model *m) { return &m->shape; }
+
+/* Checks a step against the model's shape and the cache; counts its logit
+ * rows into *n_rows. */
+static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const snug_step *step,
+                              int32_t *n_rows, snug_error *err)
+{
+    const snug_step_shape *s = &m->shape;
+    const snug_kv_shape *ks = &kv->shape;
+    if (ks->n_layers != m->dims.n_layers || ks->n_kv_heads != m->dims.n_kv_heads ||
+        ks->head_dim != m->dims.head_dim || !kv->data)
+        return snug_errorf(err, SNUG_INVALID, "step: the kv cache was made for another model");
+    if (step->n_tokens < 1 || step->n_tokens > s->n_tokens_max || step->n_seqs < 1 ||
+        step->n_seqs > s->n_seqs_max)
+        return snug_errorf(err, SNUG_INVALID,
+                           "step: %d tokens in %d sequences (the model takes 1..%d tokens in 1..%d)",
+                           step->n_tokens, step->n_seqs, s->n_tokens_max, s->n_seqs_max);
+    int64_t total = 0, rows = 0;
+    for (int32_t i = 0; i < step->n_seqs; i++) {
+        const snug_step_seq *q = &step->seqs[i];
+        if (q->n_tokens < 1 || q->pos0 < 0 || (int64_t)q->pos0 + q->n_tokens > m->cfg.max_position_embeddings ||
+            !q->block_table)
+            return snug_errorf(err, SNUG_INVALID,
+                               "step: sequence %d: %d tokens from position %d (positions end at %lld)", i,
+                               q->n_tokens, q->pos0, (long long)m->cfg.max_position_embeddings);
+        int64_t need = ((int64_t)q->pos0 + q->n_tokens + kv->shape.block_size - 1) / kv->shape.block_size;
+        if (q->n_blocks < need)
+            return snug_errorf(err, SNUG_INVALID, "step: sequence %d: %d blocks do not cover position %d", i,
+                               q->n_blocks, q->pos0 + q->n_tokens - 1);
+        for (int64_t b = 0; b < need; b++)
+            if (q->block_table[b] < 0 || q->block_table[b] >= kv->n_blocks)
+                return snug_errorf(err, SNUG_INVALID, "step: sequence %d: block %d is outside the cache (%d blocks)",
+                                   i, q->block_table[b], kv->n_blocks);
+        total += q->n_tokens;
+        rows += q->logits == SNUG_LOGITS_ALL ? q->n_tokens : q->logits == SNUG_LOGITS_LAST ? 1 : 0;
+    }
+    if (total != step->n_tokens)
+        return snug_errorf(err, SNUG_INVALID, "step: the sequences hold %lld tokens, the step %d",
+                           (long long)total, step->n_tokens);
+    if (rows > s->n_logits_max)
+        return snug_errorf(err, SNUG_INVALID, "step: %lld logit rows asked for (the model makes up to %d)",
+                           (long long)rows, s->n_logits_max);
+    for (int32_t t = 0; t < step->n_tokens; t++)
+        if (step->tokens[t] < 0 || step->tokens[t] >= m->cfg.vocab_size)
+            return snug_errorf(err, SNUG_INVALID, "step: token %d is %d, outside the vocabulary (0..%d)", t,
+                               step->tokens[t], m->cfg.vocab_size - 1);
+    *n_rows = (int32_t)rows;
+    return SNUG_OK;
+}
+
+/* x[t] = the embedding row of token t (zero where another rank holds it). */
+static void embed_tokens(const snug_model *m, const snug_step *step)
+{
+    const snug_model_dims *d = &m->dims;
+    size_t row_bytes = (size_t)d->hidden * snug_dtype_size(m->wdt);
+#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
+    for (int32_t t = 0; t < step->n_tokens; t++) {
+        float *x = m->buf.x + (size_t)t * (size_t)d->hidden;
+        int32_t local = step->tokens[t] - d->vocab_begin;
+        if (local >= 0 && local < d->vocab_len)
+            m->kern.load(x, (const char *)m->embed + (size_t)local * row_bytes, m->wdt, d->hidden);
+        else
+            memset(x, 0, (size_t)d->hidden * sizeof(float));
+    }
+}
+
+/* The cos and sin of every token's rotary angles, as transformers computes
+ * them: angle = float(position) * inv_freq in float. */
+static void rope_tables(const snug_model *m, const snug_step *step)
+{
+    int32_t half = m->dims.head_dim / 2, t = 0;
+    for (int32_t i = 0; i < step->n_seqs; i++) {
+        const snug_step_seq *q = &step->seqs[i];
+        for (int32_t j = 0; j < q->n_tokens; j++, t++) {
+            float *cs = m->buf.cos_sin + (size_t)t * (size_t)m->dims.head_dim;
+            float pos = (float)(q->pos0 + j);
+            for (int32_t k = 0; k < half; k++) {
+                float a = pos * m->inv_freq[k];
+                cs[2 * k] = cosf(a);
+                cs[2 * k + 1] = sinf(a);
+            }
+        }
+    }
+}
+
+/* y[t] = rmsnorm(x[t]) * w for the step's n rows. */
+static void norm_rows(const snug_model *m, float *y, const float *x, const void *w, int32_t n)
+{
+    int64_t h = m->dims.hidden;
+    float eps = (float)m->cfg.rms_norm_eps;
+#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
+    for (int32_t t = 0; t < n; t++) m->kern.rmsnorm(y + t * h, x + t * h, w, m->wdt, h, eps);
+}
+
+/* Sums a buffer over the ranks (nothing to do on one). */
+static snug_status reduce(const snug_model *m, float *buf, int64_t n, snug_error *err)
+{
+    if (m->dims.tp == 1 || m->allreduce(buf, n, m->allreduce_ctx)) return SNUG_OK;
+    return snug_errorf(err, SNUG_INTERNAL, "step: the all-reduce across %d ranks failed", m->dims.tp);
+}
+
+/* Biases, rotary embeddings and the cache write of one layer's qkv rows. */
+static void qkv_finish(const snug_model *m, snug_kvcache *kv, const snug_step *step, int32_t layer)
+{
+    const snug_model_dims *d = &m->dims;
+    const layer_weights *L = &m->layers[layer];
+    int32_t n_seqs = step->n_seqs;
+    /* Each token finds its sequence by walking the (few) sequences. */
+#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
+        for (int32_t t = 0; t < step->n_tokens; t++) {
+            int32_t i = 0, first = 0;
+            while (i < n_seqs && first + step->seqs[i].n_tokens <= t) first += step->seqs[i++].n_tokens;
+            const snug_step_seq *q = &step->seqs[i];
+            int32_t pos = q->pos0 + (t - first);
+            float *row = m->buf.qkv + (size_t)t * (size_t)d->qkv_dim;
+            const float *cs = m->buf.cos_sin + (size_t)t * (size_t)d->head_dim;
+            if (L->qkv_bias) m->kern.add_bias(row, L->qkv_bias, m->wdt, d->qkv_dim);
+            for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++)
+                m->kern.rope(row + (size_t)h * (size_t)d->head_dim, cs, d->head_dim);
+            int32_t block = q->block_table[pos / kv->shape.block_size], slot = pos % kv->shape.block_size;
+            for (int32_t h = 0; h < d->n_kv_heads; h++) {
+                const float *k = row + d->q_dim + (size_t)h * (size_t)d->head_dim;
+                m->kern.store(snug_kvcache_at(kv, layer, block, false, h, slot), kv->shape.dtype, k, d->head_dim);
+                m->kern.store(snug_kvcache_at(kv, layer, block, true, h, slot), kv->shape.dtype,
+                              k + d->kv_dim, d->head_dim);
+            }
+        }
+}
+
+/* Attention of one layer: work items are (sequence, KV head, run of up to
+ * ATTN_ROWS_PER_ITEM query rows), spread over the threads. */
+static void attention(const snug_model *m, const snug_kvcache *kv, const snug_step *step, int32_t layer)
+{
+    const snug_model_dims *d = &m->dims;
+    int32_t group = d->n_q_heads / d->n_kv_heads;
+    int64_t n_items = 0;
+    for (int32_t i = 0; i < step->n_seqs; i++)
+        n_items += (int64_t)d->n_kv_heads * ((step->seqs[i].n_tokens + ATTN_ROWS_PER_ITEM - 1) / ATTN_ROWS_PER_ITEM);
+    float scale = 1.0f / sqrtf((float)d->head_dim);
+    int32_t window = m->cfg.sliding_window > 0 && m->cfg.sliding_window < INT32_MAX ? (int32_t)m->cfg.sliding_window : 0;
+#pragma omp parallel for num_threads(m->shape.n_threads) schedule(dynamic, 1)
+    for (int64_t item = 0; item < n_items; item++) {
+        /* Find the item's sequence, head and row run. */
+        int64_t rest = item;
+        int32_t i = 0, first = 0;
+        for (;;) {
+            int64_t runs = (step->seqs[i].n_tokens + ATTN_ROWS_PER_ITEM - 1) / ATTN_ROWS_PER_ITEM;
+            if (rest < runs * d->n_kv_heads) break;
+            rest -= runs * d->n_kv_heads;
+            first += step->seqs[i++].n_tokens;
+        }
+        const snug_step_seq *q = &step->seqs[i];
+        int32_t head = (int32_t)(rest % d->n_kv_heads), run = (int32_t)(rest / d->n_kv_heads);
+        int32_t r0 = run * ATTN_ROWS_PER_ITEM, nr = SNUG_MIN(ATTN_ROWS_PER_ITEM, q->n_tokens - r0);
+        size_t t0 = (size_t)(first + r0);
+        snug_attn_args a = {
+            .q = m->buf.qkv + t0 * (size_t)d->qkv_dim + (size_t)head * (size_t)group * (size_t)d->head_dim,
+            .q_row_stride = d->qkv_dim,
+            .q_head_stride = d->head_dim,
+            .out = m->buf.attn + t0 * (size_t)d->q_dim + (size_t)head * (size_t)group * (size_t)d->head_dim,
+            .out_row_stride = d->q_dim,
+            .out_head_stride = d->head_dim,
+            .n_group = group,
+            .n_q = nr,
+            .pos0 = q->pos0 + r0,
+            .window = window,
+            .head_dim = d->head_dim,
+            .scale = scale,
+            .kv = snug_kvcache_view(kv, layer, head, q->block_table),
+        };
+        m->kern.attention(&a);
+    }
+}
+
+/* x[t] += y[t] (+ bias) for the step's n rows of hidden floats. */
+static void residual(const snug_model *m, float *x, const float *y, const void *bias, int32_t n)
+{
+    int64_t h = m->dims.hidden;
+#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
+    for (int32_t t = 0; t < n; t++) {
+        m->kern.add(x + t * h, y + t * h, h);
+        if (bias) m->kern.add_bias(x + t * h, bias, m->wdt, h);
+    }
+}
+
+/* One decoder layer over the step's n tokens. */
+static snug_status run_layer(const snug_model *m, snug_kvcache *kv, const snug_step *step, int32_t l,
+                             snug_error *err)
+{
+    const snug_model_dims *d = &m->dims;
+    const layer_weights *L = &m->layers[l];
+    const arena_buffers *b = &m->buf;
+    int32_t n = step->n_tokens, nt = m->shape.n_threads;
+    snug_status st;
+
+    norm_rows(m, b->xn, b->x, L->attn_norm, n);
+    m->kern.matmul(b->qkv, b->xn, n, L->qkv, m->wdt, d->hidden, d->qkv_dim, b->scratch, nt);
+    qkv_finish(m, kv, step, l);
+    attention(m, kv, step, l);
+    m->kern.matmul(b->xn, b->attn, n, L->o_proj, m->wdt, d->q_dim, d->hidden, b->scratch, nt);
+    if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
+    residual(m, b->x, b->xn, L->o_bias, n);
+
+    norm_rows(m, b->xn, b->x, L->mlp_norm, n);
+    m->kern.matmul(b->gate_up, b->xn, n, L->gate_up, m->wdt, d->hidden, 2 * (int64_t)d->intermediate,
+                   b->scratch, nt);
+    int64_t inter = d->intermediate;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int32_t t = 0; t < n; t++) m->kern.silu_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
+    m->kern.matmul(b->xn, b->h, n, L->down, m->wdt, inter, d->hidden, b->scratch, nt);
+    if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
+    residual(m, b->x, b->xn, NULL, n);
+    return SNUG_OK;
+}
+
+/* The final norm and lm_head for the rows that want logits. */
+static void logits_rows(const snug_model *m, const snug_step *step, int32_t n_rows)
+{
+    const snug_model_dims *d = &m->dims;
+    const arena_buffers *b = &m->buf;
+    int32_t r = 0, t = 0;
+    for (int32_t i = 0; i < step->n_seqs; i++) {
+        const snug_step_seq *q = &step->seqs[i];
+        int32_t from = q->logits == SNUG_LOGITS_ALL ? 0 : q->n_tokens - 1;
+        if (q->logits != SNUG_LOGITS_NONE)
+            for (int32_t j = from; j < q->n_tokens; j++, r++)
+                memcpy(b->lg_in + (size_t)r * (size_t)d->hidden, b->x + (size_t)(t + j) * (size_t)d->hidden,
+                       (size_t)d->hidden * sizeof(float));
+        t += q->n_tokens;
+    }
+    norm_rows(m, b->lg_in, b->lg_in, m->final_norm, n_rows);
+    m->kern.matmul(b->logits, b->lg_in, n_rows, m->lm_head, m->wdt, d->hidden, d->vocab_rows, b->scratch,
+                   m->shape.n_threads);
+}
+
+snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step *step,
+                               const float **logits, int32_t *n_rows, snug_error *err)
+{
+    int32_t rows = 0;
+    snug_status st = check_step(m, kv, step, &rows, err);
+    if (st != SNUG_OK) return st;
+    embed_tokens(m, step);
+    if ((st = reduce(m, m->buf.x, (int64_t)step->n_tokens * m->dims.hidden, err)) != SNUG_OK) return st;
+    rope_tables(m, step);
+    for (int32_t l = 0; l < m->dims.n_layers; l++)
+        if ((st = run_layer(m, kv, step, l, err)) != SNUG_OK) return st;
+    if (rows > 0) logits_rows(m, step, rows);
+    *logits = m->buf.logits;
+    *n_rows = rows;
+    return SNUG_OK;
+}

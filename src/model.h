@@ -1,0 +1,128 @@
+/*
+ * model.h: the Llama-family forward pass (Llama 2/3, Mistral, Qwen2) over a
+ * batch of sequences whose keys and values live in the paged KV cache, and
+ * the pure size functions the memory plan is built on.
+ *
+ * One step runs the tokens of several sequences flattened together: some in
+ * prefill (many tokens, possibly a chunk of a longer prompt), some decoding
+ * one token. Each sequence brings its first position and its block table;
+ * it sees only its own blocks. Per layer: RMSNorm, the fused qkv projection
+ * (+ biases, Qwen2), rotary embeddings (half-split layout; default, linear
+ * and llama3 scaling), the new keys and values written into the cache,
+ * grouped-query attention, o_proj, residual, RMSNorm, the fused gate_up,
+ * SwiGLU, down_proj, residual; then the final norm and the lm_head only for
+ * the rows whose logits are asked for.
+ *
+ * Activations are f32, weights as loaded (f32, f16 or bf16), the cache f32,
+ * f16 or bf16. All scratch memory is one arena (category activations) made
+ * when the model is made and sized by snug_model_activation_bytes: a
+ * forward step allocates nothing.
+ */
+#ifndef SNUG_MODEL_H
+#define SNUG_MODEL_H
+
+#include "common.h"
+#include "config.h"
+#include "kernels/kernels.h"
+#include "kvcache.h"
+#include "loader.h"
+
+/* The largest step the model is made for. */
+typedef struct snug_step_shape {
+    int32_t n_tokens_max;  /* tokens per step, all sequences together */
+    int32_t n_seqs_max;    /* sequences per step */
+    int32_t n_logits_max;  /* rows of logits per step; 0: n_seqs_max */
+    int32_t n_threads;     /* threads the kernels run on; 0: OpenMP's count */
+} snug_step_shape;
+
+/* One rank's shapes. */
+typedef struct snug_model_dims {
+    int32_t tp, rank;
+    int32_t n_layers, hidden, head_dim;
+    int32_t n_q_heads, n_kv_heads;   /* on this rank */
+    int32_t q_dim, kv_dim, qkv_dim;  /* n_q_heads * head_dim, n_kv_heads * head_dim, q + 2 kv */
+    int32_t intermediate;            /* MLP width on this rank */
+    int32_t vocab_rows;              /* logits per row on this rank (padded) */
+    int32_t vocab_begin, vocab_len;  /* the real vocabulary rows this rank holds */
+} snug_model_dims;
+
+/* Fills *dims for rank `rank` of tp. Fails as snug_params_build does (a tp
+ * that does not divide the model, naming the ones that do). */
+snug_status snug_model_dims_make(const snug_model_config *cfg, int32_t tp, int32_t rank,
+                                 snug_model_dims *dims, snug_error *err);
+
+/* The exact bytes the activation arena of a model with these dims takes for
+ * steps up to shape (every buffer, rounded to 64 bytes, plus the allocator's
+ * charge for the block: what snug_mem reports). Threads: shape->n_threads,
+ * which must be > 0 here. 0 when a shape field is out of range or the size
+ * overflows. Pure. */
+size_t snug_model_activation_bytes(const snug_model_dims *dims, const snug_step_shape *shape);
+
+/* Sums a buffer over the tensor-parallel ranks, in place (an all-reduce);
+ * what the dist module provides. Returns false when it failed. */
+typedef bool (*snug_allreduce_fn)(float *buf, int64_t n, void *ctx);
+
+typedef struct snug_model_opts {
+    snug_step_shape shape;
+    int isa;                     /* a snug_isa, or -1: $SNUG_ISA when set, else the best
+                                  * the CPU has */
+    snug_allreduce_fn allreduce; /* required when tp > 1 */
+    void *allreduce_ctx;
+} snug_model_opts;
+
+typedef struct snug_model snug_model;
+
+/* Makes a model over loaded weights w (borrowed: they must outlive the
+ * model) with the configuration they were loaded for, and allocates its
+ * activation arena. Fails with SNUG_UNSUPPORTED for a rope scaling the
+ * forward does not implement (dynamic, yarn: named) or an ISA the CPU
+ * lacks, SNUG_INVALID for a bad shape, SNUG_NOMEM; then nothing is held. */
+snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *w,
+                              const snug_model_opts *opts, snug_model **out, snug_error *err);
+
+/* Frees the model and its arena; NULL is ignored. */
+void snug_model_free(snug_model *m);
+
+/* The model's dims, kernels' ISA and step shape (threads resolved). */
+const snug_model_dims *snug_model_get_dims(const snug_model *m);
+snug_isa snug_model_isa(const snug_model *m);
+const snug_step_shape *snug_model_step_shape(const snug_model *m);
+
+/* Which logits a sequence of a step wants. */
+typedef enum snug_logits_mode {
+    SNUG_LOGITS_NONE = 0,   /* a prefill chunk that is not the prompt's last */
+    SNUG_LOGITS_LAST = 1,   /* the last token's row: the next token's distribution */
+    SNUG_LOGITS_ALL = 2     /* one row per token of the step (prompt log-probabilities, tests) */
+} snug_logits_mode;
+
+/* One sequence's part of a step: n_tokens consecutive tokens at positions
+ * pos0 .. pos0 + n_tokens - 1, whose keys and values go into (and whose
+ * attention reads) the blocks of block_table, which must cover position
+ * pos0 + n_tokens - 1 (checked, with every id). Positions before pos0 must already be in the cache. */
+typedef struct snug_step_seq {
+    int32_t n_tokens;
+    int32_t pos0;
+    const int32_t *block_table; /* [n_blocks] ids of kv's blocks */
+    int32_t n_blocks;
+    snug_logits_mode logits;
+} snug_step_seq;
+
+typedef struct snug_step {
+    const int32_t *tokens;     /* [n_tokens]: each sequence's tokens, in sequence order */
+    int32_t n_tokens;
+    const snug_step_seq *seqs; /* [n_seqs] */
+    int32_t n_seqs;
+} snug_step;
+
+/* Runs one step: writes the step's keys and values into kv and computes
+ * the logits asked for, *n_rows rows of dims.vocab_rows floats at *logits
+ * (in sequence order; rows beyond this rank's real vocabulary are 0). The
+ * rows live in the arena and are valid until the next step. Allocates
+ * nothing. Fails with SNUG_INVALID (a step larger than the model's shape,
+ * token ids outside the vocabulary, counts that do not add up, a cache of
+ * another shape: the message says which) before anything is written, or
+ * SNUG_INTERNAL when an all-reduce failed. */
+snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step *step,
+                               const float **logits, int32_t *n_rows, snug_error *err);
+
+#endif /* SNUG_MODEL_H */

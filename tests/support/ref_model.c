@@ -1,0 +1,699 @@
+/*
+ * ref_model.c: the float64 reference forward pass of Hugging Face
+ * LlamaForCausalLM / Qwen2ForCausalLM (see ref_model.h). Reads config.json
+ * with jansson and the safetensors files with stdio; nothing from src/.
+ *
+ * The forward pass follows transformers' modeling_llama.py step by step:
+ *   x = embed_tokens[token]
+ *   per layer: h = rmsnorm(x) * input_layernorm
+ *              q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
+ *              rotate q and k (half-split rotate_half layout) to the position
+ *              a = causal softmax(q k^T / sqrt(head_dim)) v, kv head = q head / group
+ *              x += a Wo^T + bo
+ *              h = rmsnorm(x) * post_attention_layernorm
+ *              x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *   logits = (rmsnorm(x) * norm) lm_head^T   (lm_head = embed_tokens when tied)
+ * Every step is done in double, one plain loop at a time.
+ */
+#include "support/ref_model.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REF_MAX_SHARDS 64
+#define REF_MAX_HEADER (64u << 20)
+
+typedef struct ref_layer {
+    double *attn_norm;       /* (hidden) */
+    double *wq, *wk, *wv;    /* (q_dim, hidden), (kv_dim, hidden), (kv_dim, hidden) */
+    double *wo;              /* (hidden, q_dim) */
+    double *bq, *bk, *bv;    /* (q_dim), (kv_dim), (kv_dim); NULL when absent */
+    double *bo;              /* (hidden); NULL when absent */
+    double *ffn_norm;        /* (hidden) */
+    double *w_gate, *w_up;   /* (inter, hidden) */
+    double *w_down;          /* (hidden, inter) */
+} ref_layer;
+
+struct ref_model {
+    ref_config cfg;
+    double *embed;    /* (vocab, hidden) */
+    ref_layer *layers; /* (n_layers) */
+    double *norm;     /* (hidden) */
+    double *lm_head;  /* (vocab, hidden); points at embed when tied */
+    double *inv_freq; /* (head_dim / 2) */
+};
+
+/* One safetensors file: its parsed header and where the data begins. */
+typedef struct ref_shard {
+    char *path;
+    FILE *f;
+    json_t *header;
+    long long data_start, file_size;
+} ref_shard;
+
+typedef struct ref_files {
+    ref_shard shards[REF_MAX_SHARDS];
+    int n;
+} ref_files;
+
+/* ---- config.json ----------------------------------------------------------- */
+
+static int get_int(json_t *root, const char *key, int *out, bool required, int dflt,
+                   const char *path)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        if (required) {
+            fprintf(stderr, "ref_model: %s: missing \"%s\"\n", path, key);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (1 << 24)) {
+        fprintf(stderr, "ref_model: %s: \"%s\" must be an integer in [1, 2^24]\n", path, key);
+        return -1;
+    }
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int get_num(json_t *obj, const char *key, double *out, bool required, double dflt,
+                   const char *path)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        if (required) {
+            fprintf(stderr, "ref_model: %s: missing \"%s\"\n", path, key);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_number(v)) {
+        fprintf(stderr, "ref_model: %s: \"%s\" must be a number\n", path, key);
+        return -1;
+    }
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int get_bool(json_t *root, const char *key, bool *out, bool dflt, const char *path)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_boolean(v)) {
+        fprintf(stderr, "ref_model: %s: \"%s\" must be true or false\n", path, key);
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int parse_rope_scaling(json_t *rs, ref_config *cfg, const char *path)
+{
+    cfg->rope_kind = REF_ROPE_DEFAULT;
+    cfg->rope_factor = 1.0;
+    if (!rs || json_is_null(rs)) return 0;
+    if (!json_is_object(rs)) {
+        fprintf(stderr, "ref_model: %s: rope_scaling must be an object or null\n", path);
+        return -1;
+    }
+    json_t *t = json_object_get(rs, "rope_type");
+    if (!t) t = json_object_get(rs, "type");
+    const char *type = json_string_value(t);
+    if (!type) {
+        fprintf(stderr, "ref_model: %s: rope_scaling has no rope_type\n", path);
+        return -1;
+    }
+    if (strcmp(type, "default") == 0) return 0;
+    if (strcmp(type, "linear") == 0) {
+        cfg->rope_kind = REF_ROPE_LINEAR;
+        if (get_num(rs, "factor", &cfg->rope_factor, true, 0, path)) return -1;
+    } else if (strcmp(type, "llama3") == 0) {
+        cfg->rope_kind = REF_ROPE_LLAMA3;
+        if (get_num(rs, "factor", &cfg->rope_factor, true, 0, path) ||
+            get_num(rs, "low_freq_factor", &cfg->rope_low_freq_factor, true, 0, path) ||
+            get_num(rs, "high_freq_factor", &cfg->rope_high_freq_factor, true, 0, path) ||
+            get_num(rs, "original_max_position_embeddings", &cfg->rope_original_max_pos, true, 0,
+                    path))
+            return -1;
+        if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) ||
+            !(cfg->rope_low_freq_factor > 0) || !(cfg->rope_original_max_pos > 0)) {
+            fprintf(stderr, "ref_model: %s: llama3 rope_scaling needs 0 < low < high\n", path);
+            return -1;
+        }
+    } else {
+        fprintf(stderr, "ref_model: %s: rope type \"%s\" not implemented\n", path, type);
+        return -1;
+    }
+    if (!(cfg->rope_factor > 0)) {
+        fprintf(stderr, "ref_model: %s: rope_scaling factor must be > 0\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+int ref_config_load(const char *path, ref_config *cfg)
+{
+    int rc = -1;
+    json_error_t jerr;
+    memset(cfg, 0, sizeof *cfg);
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        fprintf(stderr, "ref_model: %s: %s (line %d)\n", path, jerr.text, jerr.line);
+        goto done;
+    }
+    if (!json_is_object(root)) {
+        fprintf(stderr, "ref_model: %s: not a JSON object\n", path);
+        goto done;
+    }
+    const char *type = json_string_value(json_object_get(root, "model_type"));
+    if (!type || (strcmp(type, "llama") != 0 && strcmp(type, "qwen2") != 0)) {
+        fprintf(stderr, "ref_model: %s: model_type must be \"llama\" or \"qwen2\"\n", path);
+        goto done;
+    }
+    cfg->is_qwen2 = strcmp(type, "qwen2") == 0;
+    const char *act = json_string_value(json_object_get(root, "hidden_act"));
+    if (act && strcmp(act, "silu") != 0) {
+        fprintf(stderr, "ref_model: %s: hidden_act \"%s\" not implemented\n", path, act);
+        goto done;
+    }
+    bool mlp_bias = false, use_sliding = false;
+    if (get_int(root, "hidden_size", &cfg->hidden_size, true, 0, path) ||
+        get_int(root, "intermediate_size", &cfg->intermediate_size, true, 0, path) ||
+        get_int(root, "num_hidden_layers", &cfg->n_layers, true, 0, path) ||
+        get_int(root, "num_attention_heads", &cfg->n_heads, true, 0, path) ||
+        get_int(root, "num_key_value_heads", &cfg->n_kv_heads, false, cfg->n_heads, path) ||
+        get_int(root, "vocab_size", &cfg->vocab_size, true, 0, path) ||
+        get_num(root, "rms_norm_eps", &cfg->rms_norm_eps, false, 1e-6, path) ||
+        get_num(root, "rope_theta", &cfg->rope_theta, false, 10000.0, path) ||
+        get_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, false, path) ||
+        get_bool(root, "attention_bias", &cfg->attention_bias, false, path) ||
+        get_bool(root, "mlp_bias", &mlp_bias, false, path) ||
+        get_bool(root, "use_sliding_window", &use_sliding, false, path))
+        goto done;
+    if (cfg->hidden_size % cfg->n_heads != 0 && !json_object_get(root, "head_dim")) {
+        fprintf(stderr, "ref_model: %s: hidden_size not divisible by heads\n", path);
+        goto done;
+    }
+    if (get_int(root, "head_dim", &cfg->head_dim, false, cfg->hidden_size / cfg->n_heads, path))
+        goto done;
+    if (mlp_bias || use_sliding) {
+        fprintf(stderr, "ref_model: %s: mlp_bias / use_sliding_window not implemented\n", path);
+        goto done;
+    }
+    if (cfg->n_heads % cfg->n_kv_heads != 0 || cfg->head_dim % 2 != 0) {
+        fprintf(stderr, "ref_model: %s: heads %% kv heads or head_dim %% 2 is not 0\n", path);
+        goto done;
+    }
+    if (parse_rope_scaling(json_object_get(root, "rope_scaling"), cfg, path)) goto done;
+    rc = 0;
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* ---- rotary embedding -------------------------------------------------------- */
+
+void ref_rope_inv_freq(const ref_config *cfg, double *inv_freq)
+{
+    int d = cfg->head_dim;
+    for (int i = 0; i < d / 2; i++) {
+        double f = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)d);
+        if (cfg->rope_kind == REF_ROPE_LINEAR) {
+            f = f / cfg->rope_factor;
+        } else if (cfg->rope_kind == REF_ROPE_LLAMA3) {
+            double orig = cfg->rope_original_max_pos;
+            double low = cfg->rope_low_freq_factor, high = cfg->rope_high_freq_factor;
+            double low_freq_wavelen = orig / low;
+            double high_freq_wavelen = orig / high;
+            double wavelen = 2.0 * M_PI / f;
+            if (wavelen > low_freq_wavelen) {
+                f = f / cfg->rope_factor;
+            } else if (wavelen < high_freq_wavelen) {
+                /* unchanged */
+            } else {
+                double smooth = (orig / wavelen - low) / (high - low);
+                f = (1.0 - smooth) * f / cfg->rope_factor + smooth * f;
+            }
+        }
+        inv_freq[i] = f;
+    }
+}
+
+void ref_rope_apply(double *x, int head_dim, int pos, const double *inv_freq)
+{
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double angle = (double)pos * inv_freq[i];
+        double c = cos(angle), s = sin(angle);
+        double x1 = x[i], x2 = x[i + half];
+        x[i] = x1 * c - x2 * s;
+        x[i + half] = x2 * c + x1 * s;
+    }
+}
+
+/* ---- safetensors --------------------------------------------------------------- */
+
+static void files_close(ref_files *fs)
+{
+    for (int i = 0; i < fs->n; i++) {
+        if (fs->shards[i].f) fclose(fs->shards[i].f);
+        json_decref(fs->shards[i].header);
+        free(fs->shards[i].path);
+    }
+    fs->n = 0;
+}
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* Opens one safetensors file and parses its header into fs. */
+static int shard_open(ref_files *fs, const char *dir, const char *name)
+{
+    if (fs->n == REF_MAX_SHARDS) {
+        fprintf(stderr, "ref_model: more than %d shards\n", REF_MAX_SHARDS);
+        return -1;
+    }
+    ref_shard *s = &fs->shards[fs->n++];
+    memset(s, 0, sizeof *s);
+    unsigned char len8[8];
+    char *text = NULL;
+    int rc = -1;
+    s->path = join_path(dir, name);
+    if (!s->path) goto done;
+    s->f = fopen(s->path, "rb");
+    if (!s->f) {
+        fprintf(stderr, "ref_model: cannot open %s\n", s->path);
+        goto done;
+    }
+    if (fseeko(s->f, 0, SEEK_END) != 0) goto done;
+    s->file_size = (long long)ftello(s->f);
+    if (fseeko(s->f, 0, SEEK_SET) != 0) goto done;
+    if (fread(len8, 1, 8, s->f) != 8) {
+        fprintf(stderr, "ref_model: %s: shorter than 8 bytes\n", s->path);
+        goto done;
+    }
+    unsigned long long hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+    if (hlen > REF_MAX_HEADER || (long long)hlen > s->file_size - 8) {
+        fprintf(stderr, "ref_model: %s: header length %llu out of range\n", s->path, hlen);
+        goto done;
+    }
+    text = malloc(hlen + 1);
+    if (!text || fread(text, 1, hlen, s->f) != hlen) {
+        fprintf(stderr, "ref_model: %s: cannot read the header\n", s->path);
+        goto done;
+    }
+    json_error_t jerr;
+    s->header = json_loadb(text, hlen, 0, &jerr);
+    if (!s->header || !json_is_object(s->header)) {
+        fprintf(stderr, "ref_model: %s: header is not a JSON object\n", s->path);
+        goto done;
+    }
+    s->data_start = 8 + (long long)hlen;
+    rc = 0;
+done:
+    free(text);
+    return rc;
+}
+
+/* Opens dir/model.safetensors, or every shard the index names. */
+static int files_open(ref_files *fs, const char *dir)
+{
+    int rc = -1;
+    json_t *index = NULL;
+    char *index_path = join_path(dir, "model.safetensors.index.json");
+    if (!index_path) goto done;
+    FILE *probe = fopen(index_path, "rb");
+    if (!probe) {
+        rc = shard_open(fs, dir, "model.safetensors");
+        goto done;
+    }
+    fclose(probe);
+    json_error_t jerr;
+    index = json_load_file(index_path, 0, &jerr);
+    json_t *map = json_object_get(index, "weight_map");
+    if (!json_is_object(map)) {
+        fprintf(stderr, "ref_model: %s: no weight_map object\n", index_path);
+        goto done;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(map, key, val) {
+        const char *file = json_string_value(val);
+        if (!file || strchr(file, '/')) {
+            fprintf(stderr, "ref_model: %s: bad shard name for %s\n", index_path, key);
+            goto done;
+        }
+        bool seen = false;
+        for (int i = 0; i < fs->n; i++) {
+            const char *p = fs->shards[i].path;
+            size_t pl = strlen(p), fl = strlen(file);
+            if (pl > fl && strcmp(p + pl - fl, file) == 0 && p[pl - fl - 1] == '/') seen = true;
+        }
+        if (!seen && shard_open(fs, dir, file)) goto done;
+    }
+    rc = 0;
+done:
+    json_decref(index);
+    free(index_path);
+    return rc;
+}
+
+static double f16_to_double(unsigned h)
+{
+    int sign = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 0) v = ldexp((double)m, -24);
+    else if (e == 31) v = m ? NAN : INFINITY;
+    else v = ldexp((double)(m | 1024), e - 25);
+    return sign ? -v : v;
+}
+
+static double bf16_to_double(unsigned h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return (double)f;
+}
+
+/* Reads tensor name, which must have exactly the shape (d0) or (d0, d1)
+ * (d1 = 0 for a vector), into a new double array *out. A missing tensor is
+ * an error when required; otherwise *out stays NULL. */
+static int tensor_read(ref_files *fs, const char *name, int d0, int d1, bool required,
+                       double **out)
+{
+    ref_shard *s = NULL;
+    json_t *t = NULL;
+    unsigned char *raw = NULL;
+    int rc = -1;
+    *out = NULL;
+    for (int i = 0; i < fs->n && !t; i++) {
+        t = json_object_get(fs->shards[i].header, name);
+        s = &fs->shards[i];
+    }
+    if (!t) {
+        if (!required) return 0;
+        fprintf(stderr, "ref_model: tensor %s not found\n", name);
+        return -1;
+    }
+    const char *dtype = json_string_value(json_object_get(t, "dtype"));
+    json_t *shape = json_object_get(t, "shape");
+    json_t *offs = json_object_get(t, "data_offsets");
+    size_t want_rank = d1 ? 2 : 1;
+    size_t esize = 0;
+    if (dtype && strcmp(dtype, "F32") == 0) esize = 4;
+    else if (dtype && (strcmp(dtype, "F16") == 0 || strcmp(dtype, "BF16") == 0)) esize = 2;
+    else if (dtype && strcmp(dtype, "F64") == 0) esize = 8;
+    if (!esize) {
+        fprintf(stderr, "ref_model: %s: dtype %s not supported\n", name, dtype ? dtype : "?");
+        goto done;
+    }
+    if (!json_is_array(shape) || json_array_size(shape) != want_rank ||
+        json_integer_value(json_array_get(shape, 0)) != d0 ||
+        (d1 && json_integer_value(json_array_get(shape, 1)) != d1)) {
+        if (d1) fprintf(stderr, "ref_model: %s: shape is not [%d, %d]\n", name, d0, d1);
+        else fprintf(stderr, "ref_model: %s: shape is not [%d]\n", name, d0);
+        goto done;
+    }
+    size_t count = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    long long begin = json_integer_value(json_array_get(offs, 0));
+    long long end = json_integer_value(json_array_get(offs, 1));
+    if (!json_is_array(offs) || json_array_size(offs) != 2 || begin < 0 || end < begin ||
+        (unsigned long long)(end - begin) != count * esize) {
+        fprintf(stderr, "ref_model: %s: data_offsets do not match the shape\n", name);
+        goto done;
+    }
+    if (end > s->file_size - s->data_start) {
+        fprintf(stderr, "ref_model: %s: data runs past the end of %s\n", name, s->path);
+        goto done;
+    }
+    raw = malloc(count * esize);
+    *out = malloc(count * sizeof(double));
+    if (!raw || !*out) {
+        fprintf(stderr, "ref_model: %s: out of memory\n", name);
+        goto done;
+    }
+    if (fseeko(s->f, (off_t)(s->data_start + begin), SEEK_SET) != 0 ||
+        fread(raw, esize, count, s->f) != count) {
+        fprintf(stderr, "ref_model: %s: read failed\n", name);
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char *p = raw + i * esize;
+        if (esize == 4) {
+            float f;
+            memcpy(&f, p, 4);
+            (*out)[i] = f;
+        } else if (esize == 8) {
+            memcpy(&(*out)[i], p, 8);
+        } else {
+            unsigned h = (unsigned)p[0] | (unsigned)p[1] << 8;
+            (*out)[i] = dtype[0] == 'F' ? f16_to_double(h) : bf16_to_double(h);
+        }
+    }
+    rc = 0;
+done:
+    free(raw);
+    if (rc != 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* ---- the model ------------------------------------------------------------------ */
+
+void ref_model_free(ref_model *m)
+{
+    if (!m) return;
+    if (m->layers) {
+        for (int l = 0; l < m->cfg.n_layers; l++) {
+            ref_layer *L = &m->layers[l];
+            double *all[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk,
+                             L->bv, L->bo, L->ffn_norm, L->w_gate, L->w_up, L->w_down};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+        }
+        free(m->layers);
+    }
+    if (m->lm_head != m->embed) free(m->lm_head);
+    free(m->embed);
+    free(m->norm);
+    free(m->inv_freq);
+    free(m);
+}
+
+static int load_layer(ref_files *fs, const ref_config *c, int l, ref_layer *L)
+{
+    int H = c->hidden_size, I = c->intermediate_size;
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    bool qkv_bias = c->is_qwen2 || c->attention_bias;
+    bool o_bias = !c->is_qwen2 && c->attention_bias;
+    char n[128];
+#define RT(field, suffix, d0, d1, req)                                                \
+    do {                                                                              \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                       \
+        if (tensor_read(fs, n, d0, d1, req, &L->field)) return -1;                    \
+    } while (0)
+    RT(attn_norm, "input_layernorm.weight", H, 0, true);
+    RT(wq, "self_attn.q_proj.weight", qd, H, true);
+    RT(wk, "self_attn.k_proj.weight", kvd, H, true);
+    RT(wv, "self_attn.v_proj.weight", kvd, H, true);
+    RT(wo, "self_attn.o_proj.weight", H, qd, true);
+    if (qkv_bias) {
+        RT(bq, "self_attn.q_proj.bias", qd, 0, true);
+        RT(bk, "self_attn.k_proj.bias", kvd, 0, true);
+        RT(bv, "self_attn.v_proj.bias", kvd, 0, true);
+    }
+    if (o_bias) RT(bo, "self_attn.o_proj.bias", H, 0, true);
+    RT(ffn_norm, "post_attention_layernorm.weight", H, 0, true);
+    RT(w_gate, "mlp.gate_proj.weight", I, H, true);
+    RT(w_up, "mlp.up_proj.weight", I, H, true);
+    RT(w_down, "mlp.down_proj.weight", H, I, true);
+#undef RT
+    return 0;
+}
+
+ref_model *ref_model_load(const char *dir)
+{
+    ref_files fs = {0};
+    ref_model *m = calloc(1, sizeof *m);
+    char *cfg_path = join_path(dir, "config.json");
+    bool ok = false;
+    if (!m || !cfg_path) goto done;
+    if (ref_config_load(cfg_path, &m->cfg)) goto done;
+    const ref_config *c = &m->cfg;
+    if (files_open(&fs, dir)) goto done;
+    m->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double));
+    m->layers = calloc((size_t)c->n_layers, sizeof(ref_layer));
+    if (!m->inv_freq || !m->layers) goto done;
+    ref_rope_inv_freq(c, m->inv_freq);
+    if (tensor_read(&fs, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, true,
+                    &m->embed))
+        goto done;
+    for (int l = 0; l < c->n_layers; l++)
+        if (load_layer(&fs, c, l, &m->layers[l])) goto done;
+    if (tensor_read(&fs, "model.norm.weight", c->hidden_size, 0, true, &m->norm)) goto done;
+    if (c->tie_word_embeddings) {
+        m->lm_head = m->embed;
+    } else if (tensor_read(&fs, "lm_head.weight", c->vocab_size, c->hidden_size, true,
+                           &m->lm_head)) {
+        goto done;
+    }
+    ok = true;
+done:
+    files_close(&fs);
+    free(cfg_path);
+    if (!ok) {
+        if (!m || !cfg_path) fprintf(stderr, "ref_model: out of memory\n");
+        ref_model_free(m);
+        m = NULL;
+    }
+    return m;
+}
+
+const ref_config *ref_model_config(const ref_model *m)
+{
+    return &m->cfg;
+}
+
+int ref_model_vocab(const ref_model *m)
+{
+    return m->cfg.vocab_size;
+}
+
+/* y (rows) = W (rows, cols) x (cols) + b (rows, or NULL) */
+static void matvec(double *y, const double *w, const double *x, const double *b, int rows,
+                   int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        double s = 0.0;
+        for (int k = 0; k < cols; k++) s += w[(size_t)r * cols + k] * x[k];
+        y[r] = s + (b ? b[r] : 0.0);
+    }
+}
+
+/* y = x / sqrt(mean(x^2) + eps) * w */
+static void rmsnorm(double *y, const double *x, const double *w, int n, double eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *logits)
+{
+    const ref_config *c = &m->cfg;
+    int H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, D = c->head_dim;
+    int qd = c->n_heads * D, kvd = c->n_kv_heads * D, group = c->n_heads / c->n_kv_heads;
+    int rc = -1;
+    if (n < 1) {
+        fprintf(stderr, "ref_model_forward: n = %d\n", n);
+        return -1;
+    }
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= V) {
+            fprintf(stderr, "ref_model_forward: token %d out of range\n", (int)tokens[t]);
+            return -1;
+        }
+    }
+    size_t un = (size_t)n;
+    double *x = malloc(un * H * sizeof(double));     /* (n, hidden) residual stream */
+    double *h = malloc((size_t)H * sizeof(double));  /* (hidden) */
+    double *q = malloc(un * qd * sizeof(double));    /* (n, q_dim) */
+    double *k = malloc(un * kvd * sizeof(double));   /* (n, kv_dim) */
+    double *v = malloc(un * kvd * sizeof(double));   /* (n, kv_dim) */
+    double *att = malloc((size_t)qd * sizeof(double)); /* (q_dim) one position's heads */
+    double *sc = malloc(un * sizeof(double));        /* (n) scores of one head */
+    double *tmp = malloc((size_t)H * sizeof(double)); /* (hidden) */
+    double *g = malloc((size_t)I * sizeof(double));  /* (inter) */
+    double *u = malloc((size_t)I * sizeof(double));  /* (inter) */
+    if (!x || !h || !q || !k || !v || !att || !sc || !tmp || !g || !u) {
+        fprintf(stderr, "ref_model_forward: out of memory\n");
+        goto done;
+    }
+    for (int t = 0; t < n; t++)
+        memcpy(x + (size_t)t * H, m->embed + (size_t)tokens[t] * H, (size_t)H * sizeof(double));
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const ref_layer *L = &m->layers[l];
+        /* q, k, v of every position, rotated to its position */
+        for (int t = 0; t < n; t++) {
+            rmsnorm(h, x + (size_t)t * H, L->attn_norm, H, c->rms_norm_eps);
+            matvec(q + (size_t)t * qd, L->wq, h, L->bq, qd, H);
+            matvec(k + (size_t)t * kvd, L->wk, h, L->bk, kvd, H);
+            matvec(v + (size_t)t * kvd, L->wv, h, L->bv, kvd, H);
+            for (int hd = 0; hd < c->n_heads; hd++)
+                ref_rope_apply(q + (size_t)t * qd + (size_t)hd * D, D, t, m->inv_freq);
+            for (int hd = 0; hd < c->n_kv_heads; hd++)
+                ref_rope_apply(k + (size_t)t * kvd + (size_t)hd * D, D, t, m->inv_freq);
+        }
+        /* causal attention, o_proj, residual; then the MLP and its residual */
+        for (int t = 0; t < n; t++) {
+            for (int hd = 0; hd < c->n_heads; hd++) {
+                int kvh = hd / group;
+                const double *qh = q + (size_t)t * qd + (size_t)hd * D;
+                double mx = -INFINITY;
+                for (int s = 0; s <= t; s++) {
+                    const double *kh = k + (size_t)s * kvd + (size_t)kvh * D;
+                    double dot = 0.0;
+                    for (int i = 0; i < D; i++) dot += qh[i] * kh[i];
+                    sc[s] = dot / sqrt((double)D);
+                    if (sc[s] > mx) mx = sc[s];
+                }
+                double sum = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    sc[s] = exp(sc[s] - mx);
+                    sum += sc[s];
+                }
+                double *ah = att + (size_t)hd * D;
+                for (int i = 0; i < D; i++) ah[i] = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    const double *vh = v + (size_t)s * kvd + (size_t)kvh * D;
+                    for (int i = 0; i < D; i++) ah[i] += sc[s] / sum * vh[i];
+                }
+            }
+            double *xt = x + (size_t)t * H;
+            matvec(tmp, L->wo, att, L->bo, H, qd);
+            for (int i = 0; i < H; i++) xt[i] += tmp[i];
+            rmsnorm(h, xt, L->ffn_norm, H, c->rms_norm_eps);
+            matvec(g, L->w_gate, h, NULL, I, H);
+            matvec(u, L->w_up, h, NULL, I, H);
+            for (int i = 0; i < I; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            matvec(tmp, L->w_down, g, NULL, H, I);
+            for (int i = 0; i < H; i++) xt[i] += tmp[i];
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        rmsnorm(h, x + (size_t)t * H, m->norm, H, c->rms_norm_eps);
+        matvec(logits + (size_t)t * V, m->lm_head, h, NULL, V, H);
+    }
+    rc = 0;
+done:
+    free(x);
+    free(h);
+    free(q);
+    free(k);
+    free(v);
+    free(att);
+    free(sc);
+    free(tmp);
+    free(g);
+    free(u);
+    return rc;
+}

@@ -1,0 +1,455 @@
+/*
+ * test_model.c: the forward pass against the float64 reference
+ * (tests/support/ref_model.c, which shares no code with src/) on synthetic
+ * random-weight models of each feature, against llama2.c's run.c on the
+ * bundled stories260K, and batching, chunked prefill and the paged cache
+ * against running each sequence alone in one go.
+ */
+#include "blocks.h"
+#include "checkpoint.h"
+#include "device.h"
+#include "kvcache.h"
+#include "loader.h"
+#include "mkmodel.h"
+#include "model.h"
+#include "support/ref_model.h"
+#include "test.h"
+
+#include <ftw.h>
+#include <unistd.h>
+
+enum { MAX_TOKENS = 64, BLOCK = 4, N_BLOCKS = 96 };
+
+/* A loaded model with its cache and a pool of its blocks. */
+typedef struct rig {
+    snug_checkpoint *ck;
+    snug_weights *w;
+    snug_model *m;
+    snug_kvcache kv;
+    snug_block_pool pool;
+} rig;
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void rm_tree(const char *dir) { nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
+
+/* A small Llama config that tests then change. */
+static snug_model_config small_config(void)
+{
+    snug_model_config c;
+    memset(&c, 0, sizeof c);
+    c.arch = SNUG_ARCH_LLAMA;
+    snprintf(c.architecture, sizeof c.architecture, "LlamaForCausalLM");
+    c.hidden_size = 96, c.intermediate_size = 136, c.n_layers = 2, c.n_heads = 6, c.n_kv_heads = 2;
+    c.head_dim = 16, c.vocab_size = 301, c.max_position_embeddings = 256;
+    c.rms_norm_eps = 1e-5, c.rope_theta = 10000.0;
+    c.rope_scaling.type = SNUG_ROPE_DEFAULT, c.rope_scaling.factor = 1.0;
+    c.bos_token_id = 1, c.n_eos = 1, c.eos_token_ids[0] = 2;
+    c.dtype = SNUG_DTYPE_F32;
+    return c;
+}
+
+/* Opens dir's model with the given cache dtype and step shape. */
+static bool rig_open(rig *r, const char *dir, snug_dtype kv_dtype, int32_t n_tokens_max, int32_t n_seqs_max,
+                     int32_t n_logits_max, snug_error *err)
+{
+    memset(r, 0, sizeof *r);
+    snug_load_opts lo = {.tp = 1};
+    if (snug_checkpoint_open(dir, &r->ck, err) != SNUG_OK) return false;
+    if (snug_weights_load(r->ck, &lo, &r->w, NULL, err) != SNUG_OK) return false;
+    snug_model_opts mo = {.shape = {n_tokens_max, n_seqs_max, n_logits_max, 2}, .isa = -1};
+    if (snug_model_create(&r->ck->config, r->w, &mo, &r->m, err) != SNUG_OK) return false;
+    const snug_model_dims *d = snug_model_get_dims(r->m);
+    snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, kv_dtype};
+    if (snug_kvcache_create(&ks, N_BLOCKS, &r->kv, err) != SNUG_OK) return false;
+    return snug_block_pool_init(&r->pool, N_BLOCKS, err) == SNUG_OK;
+}
+
+static void rig_close(rig *r)
+{
+    snug_block_pool_free(&r->pool);
+    snug_kvcache_free(&r->kv);
+    snug_model_free(r->m);
+    snug_weights_free(r->w);
+    snug_checkpoint_close(r->ck);
+}
+
+/* Writes a synthetic checkpoint of cfg into a new temporary directory. */
+static bool make_model(const snug_model_config *cfg, snug_dtype dt, char *dir, snug_error *err)
+{
+    snprintf(dir, 64, "%s/snug-test-model-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir)) return false;
+    snug_model_config c = *cfg;
+    c.dtype = dt;
+    snug_mkmodel_opts o = {.dtype = dt, .n_shards = 1, .seed = 7, .n_threads = 1};
+    return snug_mkmodel(&c, &o, dir, NULL, err) == SNUG_OK;
+}
+
+/* Deterministic token ids in [0, vocab). */
+static void fill_tokens(int32_t *t, int n, int vocab, uint32_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = (int32_t)((seed >> 8) % (uint32_t)vocab);
+    }
+}
+
+/* Runs tokens [0, n) of one sequence in chunks of `chunk` through the
+ * model with every row's logits; copies the real-vocabulary logits into
+ * out (n x vocab). The table must be empty; it is left holding the blocks. */
+static bool run_chunks(rig *r, snug_block_table *table, const int32_t *tokens, int n, int chunk, float *out,
+                       snug_error *err)
+{
+    const snug_model_dims *d = snug_model_get_dims(r->m);
+    for (int p = 0; p < n; p += chunk) {
+        int len = SNUG_MIN(chunk, n - p);
+        if (!snug_block_table_grow(table, &r->pool, p + len, BLOCK)) return false;
+        snug_step_seq seq = {len, p, table->ids, table->n, SNUG_LOGITS_ALL};
+        snug_step step = {tokens + p, len, &seq, 1};
+        const float *lg;
+        int32_t rows;
+        if (snug_model_forward(r->m, &r->kv, &step, &lg, &rows, err) != SNUG_OK) return false;
+        if (rows != len) return false;
+        for (int i = 0; i < len; i++)
+            memcpy(out + (size_t)(p + i) * (size_t)d->vocab_len, lg + (size_t)i * (size_t)d->vocab_rows,
+                   (size_t)d->vocab_len * sizeof(float));
+    }
+    return true;
+}
+
+/* max |a - ref| / max |ref| over n values. */
+static double rel_err(const float *a, const double *ref, size_t n)
+{
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - ref[i]));
+        scale = fmax(scale, fabs(ref[i]));
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+/* Checks cfg's model (weights dt, cache kv_dt) against the reference on a
+ * 40-token sequence, prefilled in chunks of 7; tolerance tol. */
+static void check_against_reference(const char *what, const snug_model_config *cfg, snug_dtype dt,
+                                    snug_dtype kv_dt, double tol)
+{
+    snug_error err = {0};
+    char dir[64];
+    rig r;
+    snug_block_table table = {0};
+    ref_model *ref = NULL;
+    enum { N = 40 };
+    int32_t tokens[N];
+    float *got = malloc((size_t)N * (size_t)cfg->vocab_size * sizeof(float));
+    double *want = malloc((size_t)N * (size_t)cfg->vocab_size * sizeof(double));
+    fill_tokens(tokens, N, cfg->vocab_size, 11);
+    bool ok = make_model(cfg, dt, dir, &err);
+    CHECK(ok, "%s: mkmodel: %s", what, err.msg);
+    if (ok) ok = rig_open(&r, dir, kv_dt, 16, 4, 16, &err);
+    CHECK(ok, "%s: open: %s", what, err.msg);
+    if (ok) ok = snug_block_table_init(&table, MAX_TOKENS, BLOCK, &err) == SNUG_OK;
+    if (ok) ok = run_chunks(&r, &table, tokens, N, 7, got, &err);
+    CHECK(ok, "%s: forward: %s", what, err.msg);
+    ref = ok ? ref_model_load(dir) : NULL;
+    CHECK(!ok || ref, "%s: reference load", what);
+    if (ref) {
+        CHECK(ref_model_forward(ref, tokens, N, want) == 0, "%s: reference forward", what);
+        double e = rel_err(got, want, (size_t)N * (size_t)cfg->vocab_size);
+        printf("  %-44s max relative error %.3g (tolerance %.0e, %s)\n", what, e, tol,
+               snug_isa_name(snug_model_isa(r.m)));
+        CHECK(e <= tol, "%s: max relative error %.3g > %.0e", what, e, tol);
+    }
+    ref_model_free(ref);
+    if (table.ids) snug_block_table_release(&table, &r.pool);
+    snug_block_table_free(&table);
+    rig_close(&r);
+    rm_tree(dir);
+    free(got);
+    free(want);
+}
+
+static void test_gqa_f32(void)
+{
+    snug_model_config c = small_config();
+    check_against_reference("GQA (6 heads, 2 kv), f32 weights, f32 cache", &c, SNUG_DTYPE_F32,
+                            SNUG_DTYPE_F32, 1e-4);
+}
+
+static void test_gqa_bf16(void)
+{
+    snug_model_config c = small_config();
+    check_against_reference("GQA, bf16 weights, bf16 cache", &c, SNUG_DTYPE_BF16, SNUG_DTYPE_BF16, 2e-2);
+    check_against_reference("GQA, f16 weights, f16 cache", &c, SNUG_DTYPE_F16, SNUG_DTYPE_F16, 2e-2);
+}
+
+static void test_qwen2_like(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_QWEN2;
+    snprintf(c.architecture, sizeof c.architecture, "Qwen2ForCausalLM");
+    c.qkv_bias = true, c.tie_word_embeddings = true, c.rms_norm_eps = 1e-6, c.rope_theta = 1e6;
+    check_against_reference("Qwen2-like (q/k/v biases, tied embeddings)", &c, SNUG_DTYPE_F32,
+                            SNUG_DTYPE_F32, 1e-4);
+    check_against_reference("Qwen2-like, bf16", &c, SNUG_DTYPE_BF16, SNUG_DTYPE_BF16, 2e-2);
+}
+
+static void test_llama3_rope(void)
+{
+    snug_model_config c = small_config();
+    c.rope_theta = 500000.0;
+    /* original_max_position_embeddings small so that all three bands of
+     * the llama3 scaling (scaled, smoothed, kept) are used at head_dim 16. */
+    c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LLAMA3, .factor = 8.0, .low_freq_factor = 1.0,
+                                         .high_freq_factor = 4.0, .original_max_position_embeddings = 64};
+    check_against_reference("llama3 rope scaling", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+    c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LINEAR, .factor = 4.0};
+    check_against_reference("linear rope scaling", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+}
+
+static void test_head_dim(void)
+{
+    snug_model_config c = small_config();
+    c.hidden_size = 80, c.n_heads = 4, c.n_kv_heads = 1, c.head_dim = 32; /* q_dim 128 != hidden 80 */
+    c.o_bias = true, c.qkv_bias = true;                                    /* Llama attention_bias */
+    check_against_reference("head_dim 32 != hidden/heads 20, MQA, biases", &c, SNUG_DTYPE_F32,
+                            SNUG_DTYPE_F32, 1e-4);
+}
+
+/* Max |a - b| over n floats. */
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    return d;
+}
+
+/* Three sequences of different lengths, run (a) each alone in one go and
+ * (b) together: prefilled in chunks of 5 interleaved in the same steps,
+ * then decoding side by side, one sequence released halfway and a new one
+ * started on its freed blocks. Every logit row equals (a) within 1e-5 of
+ * its scale (the same arithmetic in another order of work only). */
+static void test_batch_chunks_blocks(void)
+{
+    snug_error err = {0};
+    snug_model_config c = small_config();
+    char dir[64];
+    rig r;
+    enum { NS = 4 };
+    const int len[NS] = {23, 9, 30, 17};
+    int32_t tok[NS][32];
+    float *alone[NS] = {0}, *got[NS] = {0};
+    snug_block_table tb[NS] = {{0}};
+    bool ok = make_model(&c, SNUG_DTYPE_F32, dir, &err) && rig_open(&r, dir, SNUG_DTYPE_F32, 40, 4, 40, &err);
+    CHECK(ok, "setup: %s", err.msg);
+    const snug_model_dims *d = ok ? snug_model_get_dims(r.m) : NULL;
+    size_t V = (size_t)c.vocab_size;
+    for (int s = 0; s < NS && ok; s++) {
+        fill_tokens(tok[s], len[s], c.vocab_size, 100u + (uint32_t)s);
+        alone[s] = calloc((size_t)len[s] * V, sizeof(float));
+        got[s] = calloc((size_t)len[s] * V, sizeof(float));
+        ok = snug_block_table_init(&tb[s], MAX_TOKENS, BLOCK, &err) == SNUG_OK &&
+             run_chunks(&r, &tb[s], tok[s], len[s], len[s], alone[s], &err);
+        snug_block_table_release(&tb[s], &r.pool);
+    }
+    CHECK(ok, "each alone: %s", err.msg);
+    /* Together: sequences 0..2 start at once; sequence 3 starts when 1 ends. */
+    int done[NS] = {0};
+    bool live[NS] = {true, true, true, false};
+    int32_t step_tokens[40];
+    snug_step_seq seqs[NS];
+    int steps = 0;
+    while (ok && (live[0] || live[1] || live[2] || live[3])) {
+        int n = 0, ns = 0, which[NS];
+        for (int s = 0; s < NS; s++) {
+            if (!live[s]) continue;
+            int take = SNUG_MIN(5, len[s] - done[s]);
+            if (!snug_block_table_grow(&tb[s], &r.pool, done[s] + take, BLOCK)) ok = false;
+            memcpy(step_tokens + n, tok[s] + done[s], (size_t)take * sizeof(int32_t));
+            seqs[ns] = (snug_step_seq){take, done[s], tb[s].ids, tb[s].n, SNUG_LOGITS_ALL};
+            which[ns++] = s;
+            n += take;
+        }
+        snug_step step = {step_tokens, n, seqs, ns};
+        const float *lg;
+        int32_t rows;
+        ok = ok && snug_model_forward(r.m, &r.kv, &step, &lg, &rows, &err) == SNUG_OK && rows == n;
+        for (int i = 0, row = 0; ok && i < ns; i++) {
+            int s = which[i];
+            for (int j = 0; j < seqs[i].n_tokens; j++, row++)
+                memcpy(got[s] + (size_t)(done[s] + j) * V, lg + (size_t)row * (size_t)d->vocab_rows, V * sizeof(float));
+            done[s] += seqs[i].n_tokens;
+            if (done[s] == len[s]) {
+                live[s] = false;
+                snug_block_table_release(&tb[s], &r.pool);
+                if (s == 1) live[3] = true; /* reuses sequence 1's blocks */
+            }
+        }
+        steps++;
+    }
+    CHECK(ok, "batched: %s", err.msg);
+    for (int s = 0; s < NS && ok; s++) {
+        double scale = 0;
+        for (size_t i = 0; i < (size_t)len[s] * V; i++) scale = fmax(scale, fabs(alone[s][i]));
+        double e = max_diff(got[s], alone[s], (size_t)len[s] * V) / scale;
+        printf("  sequence %d (%2d tokens, %d steps shared): batched vs alone max relative difference %.3g\n", s,
+               len[s], steps, e);
+        CHECK(e <= 1e-5, "sequence %d: %.3g", s, e);
+    }
+    CHECK(!ok || r.pool.n_free == N_BLOCKS, "%d of %d blocks free at the end", r.pool.n_free, N_BLOCKS);
+    for (int s = 0; s < NS; s++) {
+        if (tb[s].ids) snug_block_table_release(&tb[s], &r.pool);
+        snug_block_table_free(&tb[s]);
+        free(alone[s]);
+        free(got[s]);
+    }
+    rig_close(&r);
+    rm_tree(dir);
+}
+
+/* The arena is exactly snug_model_activation_bytes, and a step allocates
+ * nothing: no category's peak moves. Bad steps are refused before work. */
+static void test_arena_and_bad_steps(void)
+{
+    snug_error err = {0};
+    snug_model_config c = small_config();
+    char dir[64];
+    rig r;
+    bool ok = make_model(&c, SNUG_DTYPE_BF16, dir, &err);
+    size_t act0 = 0;
+    snug_mem_status(SNUG_MEM_ACTIVATIONS, &act0, NULL, false);
+    ok = ok && rig_open(&r, dir, SNUG_DTYPE_BF16, 24, 3, 5, &err);
+    CHECK(ok, "setup: %s", err.msg);
+    if (ok) {
+        size_t act = 0, peak = 0, total = 0, total_peak = 0;
+        snug_mem_status(SNUG_MEM_ACTIVATIONS, &act, NULL, false);
+        snug_step_shape shape = {24, 3, 5, 2};
+        size_t want = snug_model_activation_bytes(snug_model_get_dims(r.m), &shape);
+        CHECK(act - act0 == want, "activations hold %zu bytes, the size function says %zu", act - act0, want);
+        printf("  activation arena: %zu bytes for 24 tokens, 3 sequences, 5 logit rows, 2 threads\n", want);
+        snug_block_table tb = {0};
+        ok = snug_block_table_init(&tb, MAX_TOKENS, BLOCK, &err) == SNUG_OK &&
+             snug_block_table_grow(&tb, &r.pool, 24, BLOCK);
+        int32_t toks[24];
+        fill_tokens(toks, 24, c.vocab_size, 5);
+        snug_mem_status(SNUG_MEM_TOTAL, &total, &total_peak, true);
+        int64_t allocs = snug_mem_alloc_count();
+        snug_step_seq seq = {24, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step step = {toks, 24, &seq, 1};
+        const float *lg;
+        int32_t rows;
+        CHECK_OK(snug_model_forward(r.m, &r.kv, &step, &lg, &rows, &err), &err);
+        snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
+        CHECK(peak == total && snug_mem_alloc_count() == allocs, "a step allocated: peak %zu after %zu, %lld allocations",
+              peak, total, (long long)(snug_mem_alloc_count() - allocs));
+        /* Refused steps. */
+        snug_step_seq big = {25, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step s_big = {toks, 25, &big, 1};
+        CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_big, &lg, &rows, &err), &err, SNUG_INVALID, "25 tokens");
+        snug_step_seq all = {24, 0, tb.ids, tb.n, SNUG_LOGITS_ALL};
+        snug_step s_all = {toks, 24, &all, 1};
+        CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_all, &lg, &rows, &err), &err, SNUG_INVALID, "24 logit rows");
+        snug_step_seq short_table = {24, 0, tb.ids, 2, SNUG_LOGITS_LAST};
+        snug_step s_short = {toks, 24, &short_table, 1};
+        CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_short, &lg, &rows, &err), &err, SNUG_INVALID,
+                    "2 blocks do not cover position 23");
+        int32_t bad_ids[6] = {0, 1, 2, 999, 4, 5};
+        snug_step_seq six = {6, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step s_bad = {bad_ids, 6, &six, 1};
+        CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_bad, &lg, &rows, &err), &err, SNUG_INVALID,
+                    "token 3 is 999, outside the vocabulary");
+        snug_step s_count = {toks, 7, &six, 1};
+        CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_count, &lg, &rows, &err), &err, SNUG_INVALID,
+                    "the sequences hold 6 tokens, the step 7");
+        snug_block_table_release(&tb, &r.pool);
+        snug_block_table_free(&tb);
+    }
+    rig_close(&r);
+    rm_tree(dir);
+}
+
+/* Unsupported rope scalings are refused when the model is made. */
+static void test_unsupported_rope(void)
+{
+    snug_error err = {0};
+    snug_model_config c = small_config();
+    char dir[64];
+    rig r;
+    c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_YARN, .factor = 4.0, .beta_fast = 32, .beta_slow = 1,
+                                         .original_max_position_embeddings = 64};
+    bool ok = make_model(&c, SNUG_DTYPE_F32, dir, &err);
+    CHECK(ok, "mkmodel: %s", err.msg);
+    if (ok) {
+        bool opened = rig_open(&r, dir, SNUG_DTYPE_F32, 8, 1, 1, &err);
+        CHECK(!opened && err.status == SNUG_UNSUPPORTED && strstr(err.msg, "rope_scaling type \"yarn\""),
+              "yarn: %s", err.msg);
+        rig_close(&r);
+    }
+    rm_tree(dir);
+}
+
+/* The bundled stories260K: logits rows of llama2.c's run.c (in the greedy
+ * fixture: max and first 8 logits at positions 0 and 1) within 1e-4. */
+static void test_stories260k_logits(void)
+{
+    snug_error err = {0};
+    rig r;
+    bool ok = rig_open(&r, "models/stories260K", SNUG_DTYPE_F32, 8, 1, 8, &err);
+    CHECK(ok, "open: %s", err.msg);
+    FILE *f = fopen("tests/data/stories260K/greedy.txt", "r");
+    CHECK(f != NULL, "fixture");
+    char line[4096];
+    int checked = 0;
+    snug_block_table tb = {0};
+    ok = ok && f && snug_block_table_init(&tb, MAX_TOKENS, BLOCK, &err) == SNUG_OK;
+    double worst = 0;
+    while (ok && fgets(line, sizeof line, f)) {
+        int pos, token, argmax;
+        float mx, first[8];
+        if (sscanf(line, "logits = pos=%d token=%d argmax=%d max=%f first8: %f %f %f %f %f %f %f %f", &pos, &token,
+                   &argmax, &mx, &first[0], &first[1], &first[2], &first[3], &first[4], &first[5], &first[6],
+                   &first[7]) != 12 || pos != checked % 2)
+            continue;
+        /* Positions 0 and 1 are BOS (1) then the row's token, as in the fixture. */
+        int32_t toks[2] = {1, token};
+        if (pos == 0) {
+            snug_block_table_release(&tb, &r.pool);
+            snug_block_table_grow(&tb, &r.pool, 2, BLOCK);
+        }
+        snug_step_seq seq = {1, pos, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step step = {&toks[pos], 1, &seq, 1};
+        const float *lg;
+        int32_t rows;
+        ok = snug_model_forward(r.m, &r.kv, &step, &lg, &rows, &err) == SNUG_OK;
+        CHECK(ok, "forward: %s", err.msg);
+        int best = 0;
+        for (int i = 1; ok && i < 512; i++) if (lg[i] > lg[best]) best = i;
+        CHECK(best == argmax, "position %d: argmax %d, run.c %d", pos, best, argmax);
+        worst = fmax(worst, fabs(lg[best] - mx));
+        for (int i = 0; i < 8; i++) worst = fmax(worst, fabs(lg[i] - first[i]));
+        checked++;
+    }
+    printf("  stories260K: %d logits rows against run.c, max difference %.3g (tolerance 1e-4)\n", checked, worst);
+    CHECK(checked >= 4 && worst <= 1e-4, "%d rows, max difference %.3g", checked, worst);
+    if (f) fclose(f);
+    if (tb.ids) snug_block_table_release(&tb, &r.pool);
+    snug_block_table_free(&tb);
+    rig_close(&r);
+}
+
+int main(void)
+{
+    RUN(test_gqa_f32);
+    RUN(test_gqa_bf16);
+    RUN(test_qwen2_like);
+    RUN(test_llama3_rope);
+    RUN(test_head_dim);
+    RUN(test_batch_chunks_blocks);
+    RUN(test_arena_and_bad_steps);
+    RUN(test_unsupported_rope);
+    RUN(test_stories260k_logits);
+    return test_summary();
+}

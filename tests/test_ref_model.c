@@ -1,0 +1,442 @@
+/*
+ * test_ref_model.c: checks the float64 reference model (tests/support/
+ * ref_model.c) that snug's forward pass is tested against: stories260K's
+ * logits and greedy ids against the llama2.c run.c fixture, rotary
+ * frequencies and rotations worked out by hand, hand-computable tiny models
+ * in f16/bf16/f32 (Qwen2 biases, Llama attention_bias, tied and untied
+ * heads), and malformed directories.
+ */
+#include "test.h"
+
+#include "support/ref_model.h"
+
+#include <complex.h>
+#include <stdint.h>
+#include <time.h>
+
+/* ---- stories260K against llama2.c --------------------------------------------- */
+
+#define FIX_MAX_IDS 1024
+
+typedef struct fixture {
+    int32_t prompt[FIX_MAX_IDS], ids[FIX_MAX_IDS];
+    int n_prompt, n_ids;
+    int n_logit_rows;
+    int pos[2], token[2];
+    double max[2], first8[2][8];
+} fixture;
+
+static int parse_ids(const char *s, int32_t *out)
+{
+    int n = 0;
+    char *end;
+    for (;;) {
+        long v = strtol(s, &end, 10);
+        if (end == s || n == FIX_MAX_IDS) break;
+        out[n++] = (int32_t)v;
+        s = end;
+    }
+    return n;
+}
+
+/* Reads the first [case] of tests/data/stories260K/greedy.txt. */
+static bool fixture_read(fixture *fx)
+{
+    memset(fx, 0, sizeof *fx);
+    FILE *f = fopen("tests/data/stories260K/greedy.txt", "r");
+    if (!f) return false;
+    static char line[65536];
+    int cases = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "[case]", 6) == 0 && ++cases > 1) break;
+        if (cases != 1) continue;
+        if (strncmp(line, "prompt_ids = ", 13) == 0) fx->n_prompt = parse_ids(line + 13, fx->prompt);
+        if (strncmp(line, "ids = ", 6) == 0) fx->n_ids = parse_ids(line + 6, fx->ids);
+        if (strncmp(line, "logits = ", 9) == 0 && fx->n_logit_rows < 2) {
+            int r = fx->n_logit_rows;
+            double *v = fx->first8[r];
+            int argmax;
+            if (sscanf(line + 9, "pos=%d token=%d argmax=%d max=%lf first8: %lf %lf %lf %lf %lf %lf %lf %lf",
+                       &fx->pos[r], &fx->token[r], &argmax, &fx->max[r], &v[0], &v[1], &v[2],
+                       &v[3], &v[4], &v[5], &v[6], &v[7]) == 12)
+                fx->n_logit_rows++;
+        }
+    }
+    fclose(f);
+    return fx->n_prompt > 0 && fx->n_ids > fx->n_prompt && fx->n_logit_rows == 2;
+}
+
+static int argmax(const double *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+static void test_stories260k_logits(void)
+{
+    static fixture fx;
+    CHECK(fixture_read(&fx), "could not parse tests/data/stories260K/greedy.txt");
+    ref_model *m = ref_model_load("models/stories260K");
+    CHECK(m != NULL, "load models/stories260K");
+    if (!m || fx.n_logit_rows != 2) goto done;
+    int V = ref_model_vocab(m);
+    CHECK(V == 512, "vocab %d", V);
+    CHECK(fx.pos[0] == 0 && fx.pos[1] == 1, "fixture rows are positions 0 and 1");
+    int32_t toks[2] = {fx.token[0], fx.token[1]};
+    double *logits = malloc(2 * (size_t)V * sizeof(double));
+    CHECK(ref_model_forward(m, toks, 2, logits) == 0, "forward");
+    double max_err = 0.0;
+    for (int r = 0; r < 2; r++) {
+        const double *row = logits + (size_t)r * V;
+        double mx = row[argmax(row, V)];
+        max_err = fmax(max_err, fabs(mx - fx.max[r]));
+        for (int i = 0; i < 8; i++) max_err = fmax(max_err, fabs(row[i] - fx.first8[r][i]));
+    }
+    /* the argmax of each row is the next token of the run */
+    CHECK(argmax(logits, V) == fx.ids[1] && argmax(logits + V, V) == fx.ids[2],
+          "argmax %d %d, fixture %d %d", argmax(logits, V), argmax(logits + V, V), fx.ids[1],
+          fx.ids[2]);
+    printf("  stories260K logits vs llama2.c (max + first 8, 2 positions): max |err| %.3g\n",
+           max_err);
+    CHECK(max_err < 1e-4, "max |err| %.3g >= 1e-4", max_err);
+    free(logits);
+done:
+    ref_model_free(m);
+}
+
+static void test_stories260k_greedy(void)
+{
+    enum { N_CHECK = 64 }; /* ids compared (prompt included) */
+    static fixture fx;
+    CHECK(fixture_read(&fx), "could not parse tests/data/stories260K/greedy.txt");
+    ref_model *m = ref_model_load("models/stories260K");
+    CHECK(m != NULL, "load models/stories260K");
+    if (!m || fx.n_ids < N_CHECK) goto done;
+    int V = ref_model_vocab(m);
+    int32_t ids[N_CHECK];
+    double *logits = malloc((size_t)N_CHECK * V * sizeof(double));
+    memcpy(ids, fx.prompt, (size_t)fx.n_prompt * sizeof(int32_t));
+    for (int i = 0; i < fx.n_prompt; i++)
+        CHECK(fx.prompt[i] == fx.ids[i], "prompt id %d: %d vs %d", i, fx.prompt[i], fx.ids[i]);
+    clock_t t0 = clock();
+    int n = fx.n_prompt, first_diff = -1;
+    for (; n < N_CHECK; n++) {
+        if (ref_model_forward(m, ids, n, logits) != 0) break;
+        ids[n] = argmax(logits + (size_t)(n - 1) * V, V);
+        if (ids[n] != fx.ids[n] && first_diff < 0) first_diff = n;
+    }
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    printf("  stories260K greedy: %d of %d ids match llama2.c (%.2f s, full recompute per step)\n",
+           first_diff < 0 ? n : first_diff, N_CHECK, secs);
+    CHECK(n == N_CHECK && first_diff < 0, "first different id at %d (got %d, want %d)",
+          first_diff, first_diff >= 0 ? ids[first_diff] : -1,
+          first_diff >= 0 ? fx.ids[first_diff] : -1);
+    free(logits);
+done:
+    ref_model_free(m);
+}
+
+/* ---- rotary embedding ------------------------------------------------------------ */
+
+static ref_config rope_cfg(int head_dim, double theta)
+{
+    ref_config c;
+    memset(&c, 0, sizeof c);
+    c.head_dim = head_dim;
+    c.rope_theta = theta;
+    c.rope_kind = REF_ROPE_DEFAULT;
+    c.rope_factor = 1.0;
+    return c;
+}
+
+static void test_rope(void)
+{
+    ref_config c = rope_cfg(8, 10000.0);
+    double inv[4];
+    ref_rope_inv_freq(&c, inv);
+    /* 1 / 10000^(2i/8) = 10^(-i) */
+    double want_inv[4] = {1.0, 0.1, 0.01, 0.001};
+    double err = 0.0;
+    for (int i = 0; i < 4; i++) err = fmax(err, fabs(inv[i] - want_inv[i]) / want_inv[i]);
+    CHECK(err < 1e-15, "default inv_freq rel err %.3g", err);
+
+    /* position 0 is the identity */
+    double x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+    memcpy(y, x, sizeof x);
+    ref_rope_apply(y, 8, 0, inv);
+    CHECK(memcmp(x, y, sizeof x) == 0, "position 0 changed the vector");
+
+    /* position 3: the pair (x[i], x[i+4]) is the complex number x[i] + i x[i+4]
+     * turned by the angle 3 * 10^(-i) */
+    memcpy(y, x, sizeof x);
+    ref_rope_apply(y, 8, 3, inv);
+    double rot_err = 0.0;
+    for (int i = 0; i < 4; i++) {
+        double complex z = (x[i] + I * x[i + 4]) * cexp(I * 3.0 * want_inv[i]);
+        rot_err = fmax(rot_err, fmax(fabs(y[i] - creal(z)), fabs(y[i + 4] - cimag(z))));
+    }
+    /* and one pair by hand: cos 3 = -0.98999249660044542, sin 3 = 0.14112000805986721;
+     * (1, 5) -> (cos 3 - 5 sin 3, 5 cos 3 + sin 3) */
+    rot_err = fmax(rot_err, fabs(y[0] - (-0.98999249660044542 - 5 * 0.14112000805986721)));
+    rot_err = fmax(rot_err, fabs(y[4] - (5 * -0.98999249660044542 + 0.14112000805986721)));
+    printf("  rope at position 3: max |err| %.3g\n", rot_err);
+    CHECK(rot_err < 1e-14, "rotation error %.3g", rot_err);
+
+    /* linear: every frequency divided by the factor */
+    c.rope_kind = REF_ROPE_LINEAR;
+    c.rope_factor = 4.0;
+    ref_rope_inv_freq(&c, inv);
+    err = 0.0;
+    for (int i = 0; i < 4; i++) err = fmax(err, fabs(inv[i] - want_inv[i] / 4.0) / want_inv[i]);
+    CHECK(err < 1e-15, "linear inv_freq rel err %.3g", err);
+
+    /* llama3 with head_dim 16, theta 10000, factor 8, low 1, high 4, original 8192:
+     * base inv_freq[i] = 10^(-i/2), wavelength 2 pi 10^(i/2). The high-frequency
+     * bound is 8192/4 = 2048, the low one 8192/1 = 8192:
+     *   i = 0..5: wavelength <= 1987 < 2048: unchanged
+     *   i = 6: wavelength 6283.19, between: smooth = (8192/6283.19 - 1)/3 = 0.1012658,
+     *          inv = 1e-3 * ((1 - smooth)/8 + smooth) = 2.1360754e-4
+     *   i = 7: wavelength 19869 > 8192: 10^(-3.5) / 8 = 3.9528471e-5 */
+    c = rope_cfg(16, 10000.0);
+    c.rope_kind = REF_ROPE_LLAMA3;
+    c.rope_factor = 8.0;
+    c.rope_low_freq_factor = 1.0;
+    c.rope_high_freq_factor = 4.0;
+    c.rope_original_max_pos = 8192.0;
+    double inv16[8];
+    ref_rope_inv_freq(&c, inv16);
+    double want16[8] = {1.0, 0.31622776601683794, 0.1, 0.031622776601683794, 0.01,
+                        0.0031622776601683794, 2.1360754402756864e-4, 3.952847075210474e-05};
+    err = 0.0;
+    for (int i = 0; i < 8; i++) err = fmax(err, fabs(inv16[i] - want16[i]) / want16[i]);
+    printf("  llama3 inv_freq: max rel err %.3g\n", err);
+    CHECK(err < 1e-12, "llama3 inv_freq rel err %.3g", err);
+}
+
+/* ---- hand-made tiny models ----------------------------------------------------------- */
+
+/* The tiny model: hidden 4, 2 heads of dim 2 sharing 1 kv head, intermediate
+ * 2, vocab 3, one layer. v_proj is zero with bias (1, 2), so every head's
+ * attention output is (1, 2) at every position whatever q and k are; o_proj
+ * is the identity (plus o bias for Llama), down_proj is zero. So the logits
+ * of token t at any position are head . rmsnorm(embed[t] + (1,2,1,2) + bo) * norm. */
+enum flaw {
+    FLAW_NONE,
+    FLAW_WRONG_SHAPE,  /* q_proj declared (4, 3) */
+    FLAW_NO_BIAS,      /* q_proj.bias missing */
+    FLAW_PAST_END,     /* the file ends 4 bytes before the last tensor's data does */
+    FLAW_SIZE,         /* the last tensor's data_offsets span 4 bytes more than its shape */
+    FLAW_HEADER_LEN,   /* header length larger than the file */
+    FLAW_BAD_CONFIG,   /* config.json is not JSON */
+    FLAW_NO_HIDDEN,    /* config.json has no hidden_size */
+    FLAW_NO_WEIGHTS,   /* no model.safetensors */
+};
+
+typedef struct tensor_spec {
+    const char *name, *dtype;
+    int d0, d1; /* d1 = 0: a vector */
+    const void *data;
+} tensor_spec;
+
+static const uint16_t EMBED_F16[12] = {
+    0x3C00, 0x3800, 0xC000, 0x3400, /* 1, 0.5, -2, 0.25 */
+    0x3E00, 0xBA00, 0x3C00, 0x0000, /* 1.5, -0.75, 1, 0 */
+    0xBC00, 0x3C00, 0x0001, 0x3C00, /* -1, 1, 2^-24 (subnormal), 1 */
+};
+static const double EMBED[12] = {1, 0.5, -2, 0.25, 1.5, -0.75, 1, 0, -1, 1, 0x1p-24, 1};
+static const uint16_t ONES_BF16[4] = {0x3F80, 0x3F80, 0x3F80, 0x3F80};
+static const uint16_t NORM_BF16[4] = {0x3F80, 0x4000, 0xBF00, 0x3F80}; /* 1, 2, -0.5, 1 */
+static const double NORM[4] = {1, 2, -0.5, 1};
+static const uint16_t ZEROS_BF16[8] = {0};
+static const uint16_t VBIAS_BF16[2] = {0x3F80, 0x4000}; /* 1, 2 */
+static const float ONES_F32[4] = {1, 1, 1, 1};
+static const float ZEROS_F32[8] = {0};
+static const float EYE_F32[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+static const float ANY_F32[16] = {0.3f, -0.2f, 0.7f, 1.1f, -0.4f, 0.9f, 0.1f, -1.3f,
+                                  0.6f, 0.2f,  -0.8f, 0.5f, 1.2f,  -0.6f, 0.4f, 0.05f};
+static const float OBIAS_F32[4] = {0.5f, 0, 0, -0.5f};
+static const float HEAD_F32[12] = {0.5f, -1, 2, 0.25f, 1, 1, 1, 1, -0.5f, 0.75f, 0, -2};
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    test_write_file(path, text, strlen(text));
+}
+
+static size_t dtype_size(const char *dtype)
+{
+    return strcmp(dtype, "F32") == 0 ? 4 : 2;
+}
+
+/* Writes dir/name, a safetensors file holding the tensors of specs. */
+static void write_safetensors(const char *dir, const char *name, const tensor_spec *specs, int n,
+                              enum flaw flaw)
+{
+    static char header[8192];
+    static unsigned char file[16384];
+    size_t hl = 0, off = 0;
+    hl += (size_t)snprintf(header + hl, sizeof header - hl, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)specs[i].d0 * (size_t)(specs[i].d1 ? specs[i].d1 : 1) *
+                       dtype_size(specs[i].dtype);
+        size_t end = off + bytes + (flaw == FLAW_SIZE && i == n - 1 ? 4 : 0);
+        if (specs[i].d1)
+            hl += (size_t)snprintf(header + hl, sizeof header - hl,
+                                   ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}",
+                                   specs[i].name, specs[i].dtype, specs[i].d0, specs[i].d1, off, end);
+        else
+            hl += (size_t)snprintf(header + hl, sizeof header - hl,
+                                   ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}",
+                                   specs[i].name, specs[i].dtype, specs[i].d0, off, end);
+        off += bytes;
+    }
+    hl += (size_t)snprintf(header + hl, sizeof header - hl, "}");
+    uint64_t len = flaw == FLAW_HEADER_LEN ? 1u << 20 : hl;
+    for (int i = 0; i < 8; i++) file[i] = (unsigned char)(len >> (8 * i));
+    memcpy(file + 8, header, hl);
+    size_t pos = 8 + hl;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)specs[i].d0 * (size_t)(specs[i].d1 ? specs[i].d1 : 1) *
+                       dtype_size(specs[i].dtype);
+        memcpy(file + pos, specs[i].data, bytes);
+        pos += bytes;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    test_write_file(path, file, flaw == FLAW_PAST_END ? pos - 4 : pos);
+}
+
+/* Writes the tiny model into dir: Qwen2 with tied embeddings, or Llama
+ * with attention_bias and its own lm_head; in one model.safetensors, or
+ * (sharded) in two shards named by model.safetensors.index.json. */
+static void write_tiny(const char *dir, bool qwen2, bool sharded, enum flaw flaw)
+{
+    char config[1024];
+    snprintf(config, sizeof config,
+             "{\"model_type\": \"%s\", \"hidden_act\": \"silu\", %s\"intermediate_size\": 2, "
+             "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, "
+             "\"vocab_size\": 3, \"rms_norm_eps\": 1e-6, \"rope_theta\": 100.0, "
+             "\"rope_scaling\": null, \"tie_word_embeddings\": %s, \"attention_bias\": %s}",
+             qwen2 ? "qwen2" : "llama", flaw == FLAW_NO_HIDDEN ? "" : "\"hidden_size\": 4, ",
+             qwen2 ? "true" : "false", qwen2 ? "false" : "true");
+    write_text(dir, "config.json", flaw == FLAW_BAD_CONFIG ? "{\"model_type\": " : config);
+    if (flaw == FLAW_NO_WEIGHTS) return;
+    tensor_spec specs[20];
+    int n = 0;
+    specs[n++] = (tensor_spec){"model.embed_tokens.weight", "F16", 3, 4, EMBED_F16};
+    specs[n++] = (tensor_spec){"model.layers.0.input_layernorm.weight", "BF16", 4, 0, ONES_BF16};
+    specs[n++] = (tensor_spec){"model.layers.0.self_attn.q_proj.weight", "F32", 4,
+                               flaw == FLAW_WRONG_SHAPE ? 3 : 4, ANY_F32};
+    if (flaw != FLAW_NO_BIAS)
+        specs[n++] = (tensor_spec){"model.layers.0.self_attn.q_proj.bias", "F32", 4, 0, ANY_F32};
+    specs[n++] = (tensor_spec){"model.layers.0.self_attn.k_proj.weight", "F32", 2, 4, ANY_F32 + 8};
+    specs[n++] = (tensor_spec){"model.layers.0.self_attn.k_proj.bias", "F32", 2, 0, ANY_F32 + 4};
+    specs[n++] = (tensor_spec){"model.layers.0.self_attn.v_proj.weight", "BF16", 2, 4, ZEROS_BF16};
+    specs[n++] = (tensor_spec){"model.layers.0.self_attn.v_proj.bias", "BF16", 2, 0, VBIAS_BF16};
+    specs[n++] = (tensor_spec){"model.layers.0.self_attn.o_proj.weight", "F32", 4, 4, EYE_F32};
+    if (!qwen2)
+        specs[n++] = (tensor_spec){"model.layers.0.self_attn.o_proj.bias", "F32", 4, 0, OBIAS_F32};
+    specs[n++] = (tensor_spec){"model.layers.0.post_attention_layernorm.weight", "F32", 4, 0, ONES_F32};
+    specs[n++] = (tensor_spec){"model.layers.0.mlp.gate_proj.weight", "F32", 2, 4, ANY_F32};
+    specs[n++] = (tensor_spec){"model.layers.0.mlp.up_proj.weight", "F32", 2, 4, ANY_F32 + 4};
+    specs[n++] = (tensor_spec){"model.layers.0.mlp.down_proj.weight", "F32", 4, 2, ZEROS_F32};
+    specs[n++] = (tensor_spec){"model.norm.weight", "BF16", 4, 0, NORM_BF16};
+    if (!qwen2) specs[n++] = (tensor_spec){"lm_head.weight", "F32", 3, 4, HEAD_F32};
+    if (!sharded) {
+        write_safetensors(dir, "model.safetensors", specs, n, flaw);
+        return;
+    }
+    int half = n / 2;
+    write_safetensors(dir, "model-00001-of-00002.safetensors", specs, half, flaw);
+    write_safetensors(dir, "model-00002-of-00002.safetensors", specs + half, n - half, flaw);
+    static char index[8192];
+    size_t len = (size_t)snprintf(index, sizeof index, "{\"metadata\": {}, \"weight_map\": {");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(index + len, sizeof index - len, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+                                i ? ", " : "", specs[i].name, i < half ? 1 : 2);
+    snprintf(index + len, sizeof index - len, "}}");
+    write_text(dir, "model.safetensors.index.json", index);
+}
+
+static void check_tiny(bool qwen2, bool sharded)
+{
+    char dir[4096];
+    test_tmpdir(dir, sizeof dir);
+    write_tiny(dir, qwen2, sharded, FLAW_NONE);
+    ref_model *m = ref_model_load(dir);
+    CHECK(m != NULL, "load the tiny %s model", qwen2 ? "qwen2" : "llama");
+    if (m) {
+        int32_t toks[4] = {2, 0, 1, 2};
+        double logits[4 * 3];
+        CHECK(ref_model_forward(m, toks, 4, logits) == 0, "forward");
+        double err = 0.0;
+        for (int t = 0; t < 4; t++) {
+            double y[4], ss = 0.0;
+            for (int i = 0; i < 4; i++) {
+                y[i] = EMBED[toks[t] * 4 + i] + (i % 2 ? 2.0 : 1.0) +
+                       (qwen2 ? 0.0 : (double)OBIAS_F32[i]);
+                ss += y[i] * y[i];
+            }
+            for (int i = 0; i < 4; i++) y[i] = y[i] / sqrt(ss / 4 + 1e-6) * NORM[i];
+            for (int j = 0; j < 3; j++) {
+                double want = 0.0;
+                for (int i = 0; i < 4; i++)
+                    want += (qwen2 ? EMBED[j * 4 + i] : (double)HEAD_F32[j * 4 + i]) * y[i];
+                err = fmax(err, fabs(logits[t * 3 + j] - want));
+            }
+        }
+        printf("  tiny %s model (f16/bf16/f32, %s head, %s): max |err| %.3g\n",
+               qwen2 ? "qwen2" : "llama", qwen2 ? "tied" : "own", sharded ? "2 shards" : "1 file",
+               err);
+        CHECK(err < 1e-12, "tiny model logits error %.3g", err);
+        int32_t bad = 3;
+        CHECK(ref_model_forward(m, &bad, 1, logits) != 0, "token 3 of vocab 3 accepted");
+    }
+    ref_model_free(m);
+    test_rmtree(dir);
+}
+
+static void test_tiny_models(void)
+{
+    check_tiny(true, false);
+    check_tiny(false, false);
+    check_tiny(true, true);
+    check_tiny(false, true);
+}
+
+static void test_malformed(void)
+{
+    CHECK(ref_model_load("tests/data/no-such-model-dir") == NULL, "missing directory loaded");
+    static const struct {
+        enum flaw flaw;
+        const char *what;
+    } cases[] = {
+        {FLAW_WRONG_SHAPE, "wrong shape"},     {FLAW_NO_BIAS, "missing q bias"},
+        {FLAW_PAST_END, "data past the end"},  {FLAW_SIZE, "offsets do not match the shape"},
+        {FLAW_HEADER_LEN, "header length"},
+        {FLAW_BAD_CONFIG, "config not JSON"},  {FLAW_NO_HIDDEN, "no hidden_size"},
+        {FLAW_NO_WEIGHTS, "no safetensors"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[4096];
+        test_tmpdir(dir, sizeof dir);
+        write_tiny(dir, true, false, cases[i].flaw);
+        ref_model *m = ref_model_load(dir);
+        CHECK(m == NULL, "%s: loaded", cases[i].what);
+        ref_model_free(m);
+        test_rmtree(dir);
+    }
+}
+
+int main(void)
+{
+    RUN(test_stories260k_logits);
+    RUN(test_stories260k_greedy);
+    RUN(test_rope);
+    RUN(test_tiny_models);
+    RUN(test_malformed);
+    return test_summary();
+}
