@@ -29,6 +29,10 @@ int snug_cmd_detokenize(int argc, char **argv);
  * prints the model's chat template rendered for the messages. */
 int snug_cmd_chat_template(int argc, char **argv);
 
+/* `snug generate [MODEL] [-p PROMPT] [-n N] [sampling options] [--chat] [--ids]`:
+ * generates text from a prompt, streaming it to stdout; speeds to stderr. */
+int snug_cmd_generate(int argc, char **argv);
+
 /* `snug mkmodel --preset NAME --dtype D [--shards K] [--seed S] [--threads T]
  * OUTDIR`: writes a synthetic checkpoint (creating OUTDIR if needed) and
  * reports its size and write speed on stderr. */

@@ -20,6 +20,10 @@ static const char g_usage[] =
     "  load DIR [--tp N] [--rank R | --all-ranks] [--dtype D] [--staging-bytes B] [--json]\n"
     "        load one tensor-parallel rank's weights (or each in turn) and report the bytes\n"
     "        held, the peak during the load, bytes read, seconds and GB/s\n"
+    "  generate [MODEL] [-p PROMPT] [-n N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
+    "           [--chat] [--ids] ...\n"
+    "        generate text (MODEL: a model directory; default the bundled models/stories260K;\n"
+    "        'snug generate --help' lists every option)\n"
     "  tokenize PATH [--file F | TEXT] [--no-bos] [--special]\n"
     "        print the token ids of a text (PATH: a model directory or a tokenizer file)\n"
     "  detokenize PATH [--skip-special] IDS...\n"
@@ -68,6 +72,7 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"inspect", snug_cmd_inspect},
         {"load", snug_cmd_load},
+        {"generate", snug_cmd_generate},
         {"tokenize", snug_cmd_tokenize},
         {"detokenize", snug_cmd_detokenize},
         {"chat-template", snug_cmd_chat_template},

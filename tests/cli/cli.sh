@@ -164,6 +164,39 @@ expect "convert llama2c --tokenizer" 0 "converted" -- "$snug" convert llama2c te
 expect "converted model tokenizes" 0 "1 403 407 261 378" -- "$snug" tokenize "$tmp/bt" "Once upon a time"
 expect "convert gguf writes its vocabulary" 0 "1 403 407 261 378" -- "$snug" tokenize "$tmp/g" "Once upon a time"
 
+# generate: greedy decoding reproduces llama2.c's run.c (tests/data/stories260K/greedy.txt: every
+# id, and the printed text) from the bundled model and from both imports
+fixture=tests/data/stories260K/greedy.txt
+n_cases=$(grep -c '^\[case\]' "$fixture")
+for k in $(seq 1 "$n_cases"); do
+    prompt=$(awk -v k="$k" '/^\[case\]/{c++} c==k && /^prompt = /{sub(/^prompt = \047/,""); sub(/\047$/,""); print}' "$fixture")
+    want=$(awk -v k="$k" '/^\[case\]/{c++} c==k && /^ids = /{sub(/^ids = /,""); print}' "$fixture")
+    n_prompt=$(awk -v k="$k" '/^\[case\]/{c++} c==k && /^prompt_ids = /{print NF-2}' "$fixture")
+    n_new=$(( $(wc -w <<<"$want") - n_prompt ))
+    awk -v k="$k" '/^\[case\]/{c++} c==k && /^text <<END/{t=1; next} t && /^END$/{t=0} c==k && t' "$fixture" >"$tmp/want-text"
+    for m in models/stories260K "$tmp/bt" "$tmp/g"; do
+        got=$("$snug" generate "$m" -p "$prompt" -n "$n_new" --temperature 0 --ids 2>"$tmp/err")
+        if [[ "$got" == "$want" ]]; then ok "generate greedy ids, case $k, $m"; else fail "generate greedy ids, case $k, $m" "got:  ${got:0:300}" "want: ${want:0:300}" "$(cat "$tmp/err")"; fi
+    done
+    "$snug" generate -p "$prompt" -n "$n_new" --temperature 0 >"$tmp/got-text" 2>"$tmp/err"
+    if cmp -s "$tmp/got-text" "$tmp/want-text"; then ok "generate greedy text, case $k"; else fail "generate greedy text, case $k" "$(diff "$tmp/got-text" "$tmp/want-text" | head -5)"; fi
+done
+expect "generate reports speeds" 0 "tokens/s" -- "$snug" generate -n 8
+a=$("$snug" generate -n 40 --seed 5 2>/dev/null); b=$("$snug" generate -n 40 --seed 5 2>/dev/null); c=$("$snug" generate -n 40 --seed 6 2>/dev/null)
+if [[ "$a" == "$b" && "$a" != "$c" ]]; then ok "generate seed: same seed same text, another seed another"; else fail "generate seed" "$a" "$b" "$c"; fi
+n=$("$snug" generate -n 17 --seed 1 --ids 2>/dev/null | wc -w)
+if [[ $n -eq 18 ]]; then ok "generate -n counts new tokens"; else fail "generate -n counts new tokens" "$n ids"; fi
+out=$("$snug" generate -p "Once upon a time" -n 60 --temperature 0 --stop "Lily" 2>&1)
+if [[ "$out" == "Once upon a time, there was a little girl named "$'\n'*"finish: stop_string"* ]]; then ok "generate --stop"; else fail "generate --stop" "$out"; fi
+expect "generate kv cache dtypes agree" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --kv-cache-dtype f16
+expect "generate scalar kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa scalar
+expect "generate model length" 0 "finish: model_length" -- "$snug" generate -n 1000 --max-model-len 20
+expect "generate bad temperature" 2 "--temperature expects a number >= 0, got '-1'" -- "$snug" generate --temperature -1
+expect "generate bad top-p" 2 "--top-p expects a number in (0, 1], got '0'" -- "$snug" generate --top-p 0
+expect "generate no chat template" 1 "the model has no chat template" -- "$snug" generate --chat -p hi
+expect "generate missing model" 1 "/nonexistent" -- "$snug" generate /nonexistent -p hi
+expect "generate usage" 2 "usage: snug generate" -- "$snug" generate --frobnicate
+
 # chat templates: the renderings Jinja made (tests/data/chat)
 for m in tinyllama-1.1b-chat smollm2-135m phi-3-mini qwen2.5 mistral-v0.3 gemma-2b-it mistral-v0.3.v0.2-style; do
     msgs=tests/data/chat/messages.json

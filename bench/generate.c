@@ -1,0 +1,174 @@
+/*
+ * generate.c: the forward pass's speed against limits measured in the same
+ * run (bench/limits.h), on a checkpoint given on the command line (bench/
+ * generate makes a Llama-3.2-1B-shaped bf16 one):
+ *
+ *   decode, batch 1     tokens/s against bandwidth / bytes read per token
+ *                       (every weight the step reads, and the cache)
+ *   prefill, 512 tokens tokens/s and GFLOP/s against the arithmetic peak
+ *   decode, batch 32    tokens/s against batch 1, GFLOP/s against the peak
+ *
+ * The limits are measured right before and right after (the machine is
+ * noisy: bandwidth readings vary by up to 2x); ratios use the better of
+ * the two. Not part of make test.
+ *   build/bench/generate DIR [THREADS]
+ */
+#include "blocks.h"
+#include "checkpoint.h"
+#include "device.h"
+#include "dtype.h"
+#include "kvcache.h"
+#include "limits.h"
+#include "loader.h"
+#include "model.h"
+
+enum { PREFILL = 512, BATCH = 32, CONTEXT = 16, DECODE_STEPS = 12, WARMUP = 2, BLOCK = 16 };
+
+typedef struct bench {
+    snug_model *m;
+    const snug_model_dims *d;
+    snug_kvcache kv;
+    snug_block_pool pool;
+    snug_block_table tables[BATCH];
+} bench;
+
+/* Flops of the matrix products of one token (the lm_head when logits). */
+static double token_flops(const snug_model_dims *d, bool logits)
+{
+    double per_layer = (double)d->hidden * (d->qkv_dim + d->q_dim) + 3.0 * d->hidden * d->intermediate;
+    return 2.0 * (per_layer * d->n_layers + (logits ? (double)d->hidden * d->vocab_rows : 0));
+}
+
+/* Flops of attention for one token at position pos (q.k and p.v). */
+static double attn_flops(const snug_model_dims *d, int64_t pos)
+{
+    return 4.0 * (double)(pos + 1) * d->head_dim * d->n_q_heads * d->n_layers;
+}
+
+/* Runs one step: seqs[i] gets n tokens at position pos each. */
+static double run_step(bench *b, int n_seqs, int n, int pos, snug_logits_mode logits)
+{
+    static int32_t tokens[PREFILL];
+    snug_step_seq seqs[BATCH];
+    for (int i = 0; i < n_seqs * n; i++) tokens[i] = (int32_t)((i * 7919 + pos * 104729) % 32000);
+    for (int i = 0; i < n_seqs; i++) {
+        if (!snug_block_table_grow(&b->tables[i], &b->pool, pos + n, BLOCK)) {
+            fprintf(stderr, "bench/generate: out of blocks\n");
+            exit(1);
+        }
+        seqs[i] = (snug_step_seq){n, pos, b->tables[i].ids, b->tables[i].n, logits};
+    }
+    snug_step step = {tokens, n_seqs * n, seqs, n_seqs};
+    const float *lg;
+    int32_t rows;
+    snug_error err = {0};
+    double t0 = bench_now();
+    if (snug_model_forward(b->m, &b->kv, &step, &lg, &rows, &err) != SNUG_OK) {
+        fprintf(stderr, "bench/generate: %s\n", err.msg);
+        exit(1);
+    }
+    return bench_now() - t0;
+}
+
+static void release_all(bench *b)
+{
+    for (int i = 0; i < BATCH; i++) snug_block_table_release(&b->tables[i], &b->pool);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: build/bench/generate DIR [THREADS]\n");
+        return 2;
+    }
+    int threads = argc > 2 ? atoi(argv[2]) : omp_get_max_threads();
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    snug_weights *w = NULL;
+    bench b = {0};
+    snug_load_opts lo = {.tp = 1, .n_threads = threads};
+    if (snug_checkpoint_open(argv[1], &ck, &err) != SNUG_OK || snug_weights_load(ck, &lo, &w, NULL, &err) != SNUG_OK) {
+        fprintf(stderr, "bench/generate: %s\n", err.msg);
+        return 1;
+    }
+    snug_model_opts mo = {.shape = {PREFILL, BATCH, BATCH, threads}, .isa = -1};
+    if (snug_model_create(&ck->config, w, &mo, &b.m, &err) != SNUG_OK) {
+        fprintf(stderr, "bench/generate: %s\n", err.msg);
+        return 1;
+    }
+    b.d = snug_model_get_dims(b.m);
+    snug_isa isa = snug_model_isa(b.m);
+    int32_t n_blocks = BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2);
+    snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, SNUG_DTYPE_BF16};
+    if (snug_kvcache_create(&ks, n_blocks, &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, &err) != SNUG_OK) {
+        fprintf(stderr, "bench/generate: %s\n", err.msg);
+        return 1;
+    }
+    for (int i = 0; i < BATCH; i++)
+        if (snug_block_table_init(&b.tables[i], PREFILL + 64, BLOCK, &err) != SNUG_OK) return 1;
+
+    /* Bytes a decode step of one token reads: every weight (the embedding
+     * table only as the lm_head, when tied; one row otherwise) and the cache. */
+    size_t row = (size_t)b.d->hidden * snug_dtype_size(w->dtype);
+    double weight_read = (double)w->arena_bytes - (ck->config.tie_word_embeddings ? 0 : (double)b.d->vocab_rows * row - row);
+    double kv_per_pos = (double)snug_kv_block_bytes(&ks) / BLOCK;
+
+    printf("bench/generate: %s, %s weights (%.2f GB), %d threads, kernels %s\n", argv[1],
+           snug_dtype_torch_name(w->dtype), (double)w->arena_bytes / 1e9, threads, snug_isa_name(isa));
+    double bw0 = bench_read_bandwidth((size_t)1 << 30, threads, 3), peak0 = bench_fma_peak(isa, threads, 3);
+
+    /* Decode, batch 1: a CONTEXT-token prompt, then single steps. */
+    run_step(&b, 1, CONTEXT, 0, SNUG_LOGITS_LAST);
+    double t1 = 0;
+    for (int s = 0; s < WARMUP + DECODE_STEPS; s++) {
+        double t = run_step(&b, 1, 1, CONTEXT + s, SNUG_LOGITS_LAST);
+        if (s >= WARMUP) t1 += t;
+    }
+    release_all(&b);
+    double tps1 = DECODE_STEPS / t1;
+    double bytes1 = weight_read + kv_per_pos * (CONTEXT + WARMUP + DECODE_STEPS / 2.0);
+
+    /* Prefill of PREFILL tokens in one step (best of two). */
+    double tp = 1e30;
+    for (int k = 0; k < 2; k++) {
+        tp = SNUG_MIN(tp, run_step(&b, 1, PREFILL, 0, SNUG_LOGITS_LAST));
+        release_all(&b);
+    }
+    double fl_p = token_flops(b.d, false) * PREFILL + token_flops(b.d, true) - token_flops(b.d, false);
+    for (int p = 0; p < PREFILL; p++) fl_p += attn_flops(b.d, p);
+
+    /* Decode, batch BATCH: each sequence with a CONTEXT-token prompt. */
+    run_step(&b, BATCH, CONTEXT, 0, SNUG_LOGITS_LAST);
+    double tb = 0, fl_b = 0;
+    for (int s = 0; s < WARMUP + DECODE_STEPS; s++) {
+        double t = run_step(&b, BATCH, 1, CONTEXT + s, SNUG_LOGITS_LAST);
+        if (s >= WARMUP) {
+            tb += t;
+            fl_b += BATCH * (token_flops(b.d, true) + attn_flops(b.d, CONTEXT + s));
+        }
+    }
+    release_all(&b);
+    double tpsb = BATCH * DECODE_STEPS / tb;
+
+    double bw1 = bench_read_bandwidth((size_t)1 << 30, threads, 3), peak1 = bench_fma_peak(isa, threads, 3);
+    double bw = SNUG_MAX(bw0, bw1), peak = SNUG_MAX(peak0, peak1);
+    printf("limits: read bandwidth %.1f / %.1f GB/s (before / after), peak %.1f / %.1f GFLOP/s\n\n", bw0 / 1e9,
+           bw1 / 1e9, peak0 / 1e9, peak1 / 1e9);
+    printf("%-22s %10s %10s %14s %8s %6s\n", "", "tokens/s", "GFLOP/s", "limit", "ratio", "goal");
+    printf("%-22s %10.2f %10.1f %9.2f tok/s %8.2f %6s\n", "decode, batch 1", tps1, tps1 * token_flops(b.d, true) / 1e9,
+           bw / bytes1, tps1 / (bw / bytes1), ">=0.9");
+    printf("%-22s %10.1f %10.1f %8.1f GFLOP/s %8.2f %6s\n", "prefill, 512 tokens", PREFILL / tp, fl_p / tp / 1e9,
+           peak / 1e9, fl_p / tp / peak, ">=0.75");
+    printf("%-22s %10.1f %10.1f %8.1f GFLOP/s %8.2f %6s\n", "decode, batch 32", tpsb, fl_b / tb / 1e9, peak / 1e9,
+           fl_b / tb / peak, "");
+    printf("%-22s %10s %10s %14s %8.2f %6s\n", "  batch 32 / batch 1", "", "", "", tpsb / tps1, ">=8");
+    printf("\n(decode, batch 1 reads %.2f GB per token; limit = bandwidth / that)\n", bytes1 / 1e9);
+
+    for (int i = 0; i < BATCH; i++) snug_block_table_free(&b.tables[i]);
+    snug_block_pool_free(&b.pool);
+    snug_kvcache_free(&b.kv);
+    snug_model_free(b.m);
+    snug_weights_free(w);
+    snug_checkpoint_close(ck);
+    return 0;
+}

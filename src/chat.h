@@ -1,0 +1,23 @@
+/*
+ * chat.h: a model's chat template applied to a conversation, the way
+ * transformers' apply_chat_template does it (messages, add_generation_prompt,
+ * bos_token, eos_token).
+ */
+#ifndef SNUG_CHAT_H
+#define SNUG_CHAT_H
+
+#include "common.h"
+#include "tokenizer.h"
+
+#include <jansson.h>
+
+/* Renders tok's chat template for messages (a JSON list of {"role",
+ * "content", ...}) into a new NUL-terminated block *out (snug_mem_free) of
+ * *len bytes. Fails with SNUG_INVALID when the model has no chat template or
+ * the template raises an error (its message), SNUG_UNSUPPORTED or
+ * SNUG_FORMAT when the template cannot be compiled (naming the construct),
+ * SNUG_NOMEM. */
+snug_status snug_chat_apply(const snug_tokenizer *tok, const json_t *messages,
+                            bool add_generation_prompt, char **out, size_t *len, snug_error *err);
+
+#endif /* SNUG_CHAT_H */
