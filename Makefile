@@ -25,6 +25,7 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 SUPPORT_SRCS := $(wildcard tests/support/*.c)
 SUPPORT_OBJS := $(SUPPORT_SRCS:tests/support/%.c=build/tests/support/%.o)
 ASAN_SUPPORT_OBJS := $(SUPPORT_SRCS:tests/support/%.c=build/asan/tests/support/%.o)
+.SECONDARY: $(SUPPORT_OBJS) $(ASAN_SUPPORT_OBJS)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
 

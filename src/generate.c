@@ -147,7 +147,8 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
     if (g->tok) snug_tok_stream_init(&stream, g->tok, true);
     for (int64_t i = 0; g->echo && on_text && i < n_prompt && st == SNUG_OK; i++) {
         size_t n_text = 0;
-        st = snug_tok_stream_push(&stream, prompt[i], g->text, g->text_cap, &n_text, err);
+        if (prompt[i] < snug_tokenizer_n_vocab(g->tok))
+            st = snug_tok_stream_push(&stream, prompt[i], g->text, g->text_cap, &n_text, err);
         if (st == SNUG_OK) send(on_text, ctx, g->text, n_text);
     }
     if (st != SNUG_OK) return st;
@@ -167,7 +168,10 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
                                  g->ids + n_prompt, (int32_t)(len - n_prompt), g->sample_scratch);
         g->ids[len++] = id;
         size_t n_text = 0, n_emit = 0;
-        if (g->tok) st = snug_tok_stream_push(&stream, id, g->text, g->text_cap, &n_text, err);
+        /* Ids the model has beyond the tokenizer's vocabulary (embedding rows
+         * padded for speed, as Qwen2's) have no text. */
+        if (g->tok && id < snug_tokenizer_n_vocab(g->tok))
+            st = snug_tok_stream_push(&stream, id, g->text, g->text_cap, &n_text, err);
         if (st != SNUG_OK) break;
         finish = snug_stop_feed(stop, &ss, id, g->text, n_text, g->emit, &n_emit);
         bool go_on = send(on_text, ctx, g->emit, n_emit);

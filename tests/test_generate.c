@@ -48,13 +48,13 @@ typedef struct fixture {
 
 /* A TinyLlama-shaped vocabulary (32,000) on a tiny body, with TinyLlama's
  * tokenizer files, loaded, with a generator of max_len positions. */
-static bool fixture_open(fixture *f, int64_t max_len, snug_error *err)
+static bool fixture_open(fixture *f, int64_t max_len, int32_t vocab, snug_error *err)
 {
     memset(f, 0, sizeof *f);
     snug_model_config c;
     if (snug_preset_config("tinyllama-1.1b", &c, err) != SNUG_OK) return false;
     c.hidden_size = 32, c.intermediate_size = 48, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2;
-    c.head_dim = 8, c.dtype = SNUG_DTYPE_BF16;
+    c.head_dim = 8, c.dtype = SNUG_DTYPE_BF16, c.vocab_size = vocab;
     snprintf(f->dir, sizeof f->dir, "%s/snug-test-gen-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     snug_mkmodel_opts o = {.dtype = SNUG_DTYPE_BF16, .n_shards = 1, .seed = 3, .n_threads = 1};
     snug_load_opts lo = {.tp = 1};
@@ -98,7 +98,7 @@ static void test_chat_stream(void)
 {
     snug_error err = {0};
     fixture f;
-    bool ok = fixture_open(&f, 256, &err);
+    bool ok = fixture_open(&f, 256, 32000, &err);
     CHECK(ok, "setup: %s", err.msg);
     char *text = NULL;
     size_t len = 0;
@@ -183,7 +183,7 @@ static void test_model_length(void)
 {
     snug_error err = {0};
     fixture f;
-    bool ok = fixture_open(&f, 20, &err);
+    bool ok = fixture_open(&f, 20, 32000, &err);
     CHECK(ok, "setup: %s", err.msg);
     if (ok) {
         int32_t prompt[20] = {1, 450, 4996, 17354, 1701, 29916};
@@ -203,9 +203,37 @@ static void test_model_length(void)
     fixture_close(&f);
 }
 
+/* A model whose vocabulary is larger than its tokenizer's (padded
+ * embeddings, as Qwen2 has): ids past the tokenizer have no text, and are
+ * not an error. */
+static void test_ids_past_tokenizer(void)
+{
+    snug_error err = {0};
+    fixture f;
+    bool ok = fixture_open(&f, 64, 32064, &err);
+    CHECK(ok, "setup: %s", err.msg);
+    if (ok) {
+        int32_t prompt[3] = {1, 450, 4996};
+        snug_logit_bias bias = {32050, 100.0f};
+        snug_sampling_params sp;
+        snug_sampling_params_default(&sp);
+        sp.temperature = 0, sp.logit_bias = &bias, sp.n_logit_bias = 1;
+        snug_stop_params stop;
+        snug_stop_params_default(&stop);
+        stop.max_tokens = 3;
+        text_sink sink = {0};
+        snug_gen_result res;
+        CHECK_OK(snug_generate(f.g, prompt, 3, &sp, &stop, collect, &sink, &res, &err), &err);
+        CHECK(res.n_generated == 3 && res.ids[3] == 32050 && res.ids[5] == 32050 && sink.n == 0,
+              "%lld tokens, first %d, %zu bytes of text", (long long)res.n_generated, res.ids[3], sink.n);
+    }
+    fixture_close(&f);
+}
+
 int main(void)
 {
     RUN(test_chat_stream);
     RUN(test_model_length);
+    RUN(test_ids_past_tokenizer);
     return test_summary();
 }
