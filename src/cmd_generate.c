@@ -28,10 +28,13 @@ static const char g_usage[] =
     "              [--ids] [--max-model-len N] [--kv-cache-dtype bf16|f16|f32] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16]\n"
     "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
-    "  until EOS or the model length); --chat applies the model's chat template to PROMPT as\n"
-    "  a user message; --ids prints every id (BOS, prompt, generated) instead of the text";
+    "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
+    "  (default: the prompt and N, else the model's, at most 8192); --chat applies the model's\n"
+    "  chat template to PROMPT as a user message; --ids prints every id (BOS, prompt,\n"
+    "  generated) instead of the text";
 
 static const char BUNDLED[] = "models/stories260K";
+enum { DEFAULT_MAX_LEN = 8192 };
 
 typedef struct gen_args {
     const char *model, *prompt;
@@ -201,11 +204,12 @@ int snug_cmd_generate(int argc, char **argv)
     snug_load_opts lo = {.tp = 1, .n_threads = a.go.n_threads};
     if (snug_checkpoint_open(a.model, &ck, &err) != SNUG_OK) goto done;
     snug_model_config cfg = ck->config;
+    /* The tokenizer first: a model without one fails before its weights load. */
+    if (snug_tokenizer_load(a.model, &tok, &err) != SNUG_OK || snug_tok_encoder_create(tok, &enc, &err) != SNUG_OK)
+        goto done;
     if (snug_weights_load(ck, &lo, &w, NULL, &err) != SNUG_OK) goto done;
     snug_checkpoint_close(ck);
     ck = NULL;
-    if (snug_tokenizer_load(a.model, &tok, &err) != SNUG_OK || snug_tok_encoder_create(tok, &enc, &err) != SNUG_OK)
-        goto done;
     /* End of sequence: config.json's ids, then generation_config.json's. */
     int32_t eos[SNUG_STOP_EOS_MAX];
     int32_t n_eos = snug_tokenizer_eos_ids(tok, eos, SNUG_STOP_EOS_MAX);
@@ -218,7 +222,11 @@ int snug_cmd_generate(int argc, char **argv)
     const int32_t *ids;
     size_t n_ids;
     if (prompt_ids(&a, tok, enc, &ids, &n_ids, &err) != SNUG_OK) goto done;
-    if (a.n_new > 0 && a.go.max_len == 0) a.go.max_len = (int64_t)n_ids + a.n_new;
+    /* The cache holds one sequence: the prompt and -n tokens, or (without
+     * -n) up to DEFAULT_MAX_LEN positions unless --max-model-len asks for
+     * more, so that a 128k-context model does not reserve gigabytes. */
+    if (a.go.max_len == 0)
+        a.go.max_len = a.n_new > 0 ? (int64_t)n_ids + a.n_new : SNUG_MAX((int64_t)n_ids + 1, DEFAULT_MAX_LEN);
     a.go.echo = !a.chat;
     if (snug_generator_create(&cfg, w, tok, &a.go, &g, &err) != SNUG_OK) goto done;
     a.stop.max_tokens = (int32_t)a.n_new;

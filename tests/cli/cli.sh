@@ -196,6 +196,8 @@ expect "generate bad top-p" 2 "--top-p expects a number in (0, 1], got '0'" -- "
 expect "generate no chat template" 1 "the model has no chat template" -- "$snug" generate --chat -p hi
 expect "generate missing model" 1 "/nonexistent" -- "$snug" generate /nonexistent -p hi
 expect "generate usage" 2 "usage: snug generate" -- "$snug" generate --frobnicate
+"$snug" mkmodel --preset tiny --dtype f32 "$tmp/notok" >/dev/null 2>&1
+expect "generate without a tokenizer" 1 "$tmp/notok: no tokenizer found" -- "$snug" generate "$tmp/notok" -p hi
 
 # chat templates: the renderings Jinja made (tests/data/chat)
 for m in tinyllama-1.1b-chat smollm2-135m phi-3-mini qwen2.5 mistral-v0.3 gemma-2b-it mistral-v0.3.v0.2-style; do
