@@ -23,10 +23,12 @@
 #include "model.h"
 
 enum { PREFILL = 512, BATCH = 32, CONTEXT = 16, DECODE_STEPS = 12, WARMUP = 2, BLOCK = 16 };
+_Static_assert(BATCH * CONTEXT <= PREFILL, "the batched prompts are one step");
 
 typedef struct bench {
     snug_model *m;
     const snug_model_dims *d;
+    int32_t vocab;
     snug_kvcache kv;
     snug_block_pool pool;
     snug_block_table tables[BATCH];
@@ -50,7 +52,8 @@ static double run_step(bench *b, int n_seqs, int n, int pos, snug_logits_mode lo
 {
     static int32_t tokens[PREFILL];
     snug_step_seq seqs[BATCH];
-    for (int i = 0; i < n_seqs * n; i++) tokens[i] = (int32_t)((i * 7919 + pos * 104729) % 32000);
+    int32_t vocab = b->vocab;
+    for (int i = 0; i < n_seqs * n; i++) tokens[i] = (int32_t)((i * 7919 + pos * 104729) % vocab);
     for (int i = 0; i < n_seqs; i++) {
         if (!snug_block_table_grow(&b->tables[i], &b->pool, pos + n, BLOCK)) {
             fprintf(stderr, "bench/generate: out of blocks\n");
@@ -97,6 +100,7 @@ int main(int argc, char **argv)
         return 1;
     }
     b.d = snug_model_get_dims(b.m);
+    b.vocab = ck->config.vocab_size;
     snug_isa isa = snug_model_isa(b.m);
     int32_t n_blocks = BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2);
     snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, SNUG_DTYPE_BF16};

@@ -53,9 +53,10 @@ void snug_block_table_free(snug_block_table *table)
 bool snug_block_table_grow(snug_block_table *table, snug_block_pool *pool, int64_t n_tokens,
                            int32_t block_size)
 {
+    if (n_tokens > (int64_t)table->cap * block_size) return false;
     int32_t need = snug_blocks_for_tokens(n_tokens, block_size);
     if (need <= table->n) return true;
-    if (need > table->cap || need - table->n > pool->n_free) return false;
+    if (need - table->n > pool->n_free) return false;
     while (table->n < need) table->ids[table->n++] = pool->free_ids[--pool->n_free];
     return true;
 }

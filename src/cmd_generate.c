@@ -25,13 +25,13 @@ static const char g_usage[] =
     "snug generate [MODEL] [-p PROMPT] [-n N] [--temperature T] [--top-p P] [--top-k K]\n"
     "              [--min-p P] [--repetition-penalty R] [--frequency-penalty F]\n"
     "              [--presence-penalty F] [--seed S] [--stop TEXT]... [--ignore-eos] [--chat]\n"
-    "              [--ids] [--max-model-len N] [--kv-cache-dtype bf16|f16|f32] [--threads T]\n"
+    "              [--ids] [--max-model-len N] [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16]\n"
     "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
-    "  (default: the prompt and N, else the model's, at most 8192); --chat applies the model's\n"
-    "  chat template to PROMPT as a user message; --ids prints every id (BOS, prompt,\n"
-    "  generated) instead of the text";
+    "  (default: the prompt and N, or the prompt and 8192, at most the model's); --chat applies\n"
+    "  the model's chat template to PROMPT as a user message; --ids prints every id (BOS,\n"
+    "  prompt, generated) instead of the text";
 
 static const char BUNDLED[] = "models/stories260K";
 enum { DEFAULT_MAX_LEN = 8192 };
@@ -121,9 +121,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (!cli_parse_int(v, 2, INT32_MAX / 2, &a->go.max_len))
                 return cli_usage(g_usage, "--max-model-len expects an integer >= 2, got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--kv-cache-dtype"))) {
-            a->go.kv_dtype = snug_dtype_from_torch(v);
+            a->go.kv_dtype = strcmp(v, "auto") == 0 ? SNUG_DTYPE_BF16 : snug_dtype_from_torch(v);
             if (a->go.kv_dtype == SNUG_DTYPE_NONE)
-                return cli_usage(g_usage, "--kv-cache-dtype expects bf16, f16 or f32, got '%s'", v);
+                return cli_usage(g_usage, "--kv-cache-dtype expects auto (bf16), bf16, f16 or f32, got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
             if (!cli_parse_int(v, 1, 1024, &x)) return cli_usage(g_usage, "--threads expects 1 to 1024, got '%s'", v);
             a->go.n_threads = (int32_t)x;
@@ -213,11 +213,11 @@ int snug_cmd_generate(int argc, char **argv)
     /* End of sequence: config.json's ids, then generation_config.json's. */
     int32_t eos[SNUG_STOP_EOS_MAX];
     int32_t n_eos = snug_tokenizer_eos_ids(tok, eos, SNUG_STOP_EOS_MAX);
-    for (int32_t i = 0; i < cfg.n_eos; i++) snug_stop_params_add_eos(&a.stop, cfg.eos_token_ids[i], NULL);
-    for (int32_t i = 0; i < n_eos; i++) {
+    for (int32_t i = 0; i < cfg.n_eos + n_eos; i++) {
+        int32_t id = i < cfg.n_eos ? cfg.eos_token_ids[i] : eos[i - cfg.n_eos];
         bool seen = false;
-        for (int32_t j = 0; j < a.stop.n_eos; j++) seen |= a.stop.eos_ids[j] == eos[i];
-        if (!seen) snug_stop_params_add_eos(&a.stop, eos[i], NULL);
+        for (int32_t j = 0; j < a.stop.n_eos; j++) seen |= a.stop.eos_ids[j] == id;
+        if (!seen && snug_stop_params_add_eos(&a.stop, id, &err) != SNUG_OK) goto done;
     }
     const int32_t *ids;
     size_t n_ids;
@@ -225,8 +225,15 @@ int snug_cmd_generate(int argc, char **argv)
     /* The cache holds one sequence: the prompt and -n tokens, or (without
      * -n) up to DEFAULT_MAX_LEN positions unless --max-model-len asks for
      * more, so that a 128k-context model does not reserve gigabytes. */
+    if (a.go.max_len > cfg.max_position_embeddings) {
+        snug_errorf(&err, SNUG_INVALID, "--max-model-len %lld is more than the model's %lld positions "
+                    "(config.json: max_position_embeddings)", (long long)a.go.max_len,
+                    (long long)cfg.max_position_embeddings);
+        goto done;
+    }
     if (a.go.max_len == 0)
-        a.go.max_len = a.n_new > 0 ? (int64_t)n_ids + a.n_new : SNUG_MAX((int64_t)n_ids + 1, DEFAULT_MAX_LEN);
+        a.go.max_len = SNUG_MIN(cfg.max_position_embeddings,
+                                (int64_t)n_ids + (a.n_new > 0 ? a.n_new : DEFAULT_MAX_LEN));
     a.go.echo = !a.chat;
     if (snug_generator_create(&cfg, w, tok, &a.go, &g, &err) != SNUG_OK) goto done;
     a.stop.max_tokens = (int32_t)a.n_new;

@@ -326,7 +326,20 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
         st = snug_json_get_int(root, "sliding_window", name, false, 0, (int64_t)1 << 28,
                                &cfg->sliding_window, NULL, err);
     if (st != SNUG_OK) return st;
-    if (!use_sw) cfg->sliding_window = 0;
+    if (!use_sw || cfg->arch == SNUG_ARCH_LLAMA) cfg->sliding_window = 0; /* Llama has none */
+    if (cfg->arch == SNUG_ARCH_QWEN2 && cfg->sliding_window > 0) {
+        /* Qwen2 windows only the layers from max_window_layers on (28 when
+         * absent, as transformers' Qwen2Config). */
+        int64_t from = 28;
+        st = snug_json_get_int(root, "max_window_layers", name, false, 0, (int64_t)1 << 28, &from, NULL, err);
+        if (st != SNUG_OK) return st;
+        if (from >= cfg->n_layers)
+            cfg->sliding_window = 0;
+        else if (from > 0)
+            return snug_errorf(err, SNUG_UNSUPPORTED,
+                               "%s: max_window_layers %lld: a sliding window on only some layers is not "
+                               "supported (only on all layers, or none)", name, (long long)from);
+    }
     return SNUG_OK;
 }
 

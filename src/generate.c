@@ -129,7 +129,8 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
     if (st == SNUG_OK) st = snug_stop_params_validate(stop, err);
     if (st != SNUG_OK) return st;
     if (n_prompt < 1 || n_prompt >= g->max_len)
-        return snug_errorf(err, SNUG_INVALID, "generate: a prompt of %lld tokens (1 to %lld fit)",
+        return snug_errorf(err, SNUG_INVALID, "generate: a prompt of %lld tokens (1 to %lld fit; "
+                           "--max-model-len sets the positions a sequence may use)",
                            (long long)n_prompt, (long long)g->max_len - 1);
     for (int64_t i = 0; i < n_prompt; i++) {
         if (prompt[i] < 0 || prompt[i] >= g->cfg.vocab_size)
@@ -149,7 +150,10 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
         size_t n_text = 0;
         if (prompt[i] < snug_tokenizer_n_vocab(g->tok))
             st = snug_tok_stream_push(&stream, prompt[i], g->text, g->text_cap, &n_text, err);
-        if (st == SNUG_OK) send(on_text, ctx, g->text, n_text);
+        if (st == SNUG_OK && !send(on_text, ctx, g->text, n_text)) {
+            *res = (snug_gen_result){.ids = g->ids, .n_prompt = n_prompt, .finish = SNUG_FINISH_ABORT};
+            return SNUG_OK;
+        }
     }
     if (st != SNUG_OK) return st;
     *res = (snug_gen_result){.ids = g->ids, .n_prompt = n_prompt};

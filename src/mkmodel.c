@@ -91,6 +91,7 @@ typedef struct gen_tensor {
     uint64_t bytes;
     uint64_t key;       /* random stream */
     float mean;         /* 1 for norm weights, 0 otherwise */
+    float scale;        /* standard deviation */
     int32_t shard;
     int32_t index;      /* within its shard */
 } gen_tensor;
@@ -105,7 +106,7 @@ static void generate(const gen_tensor *t, uint64_t e0, size_t n, snug_dtype dt, 
 {
     uint32_t key = (uint32_t)snug_mix64(t->key ^ (e0 >> 32));
     uint32_t base = (uint32_t)e0;
-    float mean = t->mean, scale = 0.02f;
+    float mean = t->mean, scale = t->scale;
     float *f = dt == SNUG_DTYPE_F32 ? out : tmp;
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -148,7 +149,9 @@ static snug_status list_tensors(const snug_model_config *cfg, const snug_mkmodel
         e->bytes = e->numel * snug_dtype_size(o->dtype);
         e->key = snug_rng_key(o->seed, sp->name);
         size_t len = strlen(sp->name);
-        e->mean = len > 11 && strcmp(sp->name + len - 11, "norm.weight") == 0 ? 1.0f : 0.0f;
+        bool norm = len > 11 && strcmp(sp->name + len - 11, "norm.weight") == 0;
+        e->mean = norm ? 1.0f : 0.0f;
+        e->scale = norm || !(o->std > 0) ? 0.02f : (float)o->std;
     }
     *out = l;
     return SNUG_OK;

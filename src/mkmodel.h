@@ -22,11 +22,12 @@ typedef struct snug_mkmodel_opts {
     int32_t n_shards;    /* 1: model.safetensors; more: model-0000k-of-0000K + index */
     uint64_t seed;
     int32_t n_threads;   /* 0: as many as OpenMP offers */
+    double std;          /* standard deviation of matrices and biases; 0: 0.02 */
 } snug_mkmodel_opts;
 
 /* Writes config.json, generation_config.json and the weights of cfg into
  * outdir (which must exist). Matrices and biases get values with standard
- * deviation 0.02, norm weights 1 +- 0.02; the value of every element depends
+ * deviation opts->std (0.02 when 0), norm weights 1 +- 0.02; the value of every element depends
  * only on the seed, the tensor's name and the element's position, so the
  * same seed gives the same bytes whatever the sharding or thread count.
  * *bytes_written (may be NULL) receives the tensor bytes written. */

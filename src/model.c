@@ -138,7 +138,9 @@ size_t snug_model_activation_bytes(const snug_model_dims *dims, const snug_step_
     return n ? snug_mem_held_bytes(n) : 0;
 }
 
-/* The rotary frequencies of cfg, as transformers computes them (in float). */
+/* The rotary frequencies of cfg as transformers defines them, computed in
+ * double and rounded to float (transformers computes in float: the two may
+ * differ in the last bit). */
 static snug_status rope_frequencies(const snug_model_config *cfg, float *inv_freq, snug_error *err)
 {
     const snug_rope_scaling *rs = &cfg->rope_scaling;
@@ -304,10 +306,12 @@ static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const
     for (int32_t i = 0; i < step->n_seqs; i++) {
         const snug_step_seq *q = &step->seqs[i];
         if (q->n_tokens < 1 || q->pos0 < 0 || (int64_t)q->pos0 + q->n_tokens > m->cfg.max_position_embeddings ||
-            !q->block_table)
+            !q->block_table || (q->logits != SNUG_LOGITS_NONE && q->logits != SNUG_LOGITS_LAST &&
+                                q->logits != SNUG_LOGITS_ALL))
             return snug_errorf(err, SNUG_INVALID,
-                               "step: sequence %d: %d tokens from position %d (positions end at %lld)", i,
-                               q->n_tokens, q->pos0, (long long)m->cfg.max_position_embeddings);
+                               "step: sequence %d: %d tokens from position %d, logits mode %d (positions "
+                               "end at %lld; modes are NONE, LAST, ALL)", i, q->n_tokens, q->pos0, (int)q->logits,
+                               (long long)m->cfg.max_position_embeddings);
         int64_t need = ((int64_t)q->pos0 + q->n_tokens + kv->shape.block_size - 1) / kv->shape.block_size;
         if (q->n_blocks < need)
             return snug_errorf(err, SNUG_INVALID, "step: sequence %d: %d blocks do not cover position %d", i,
@@ -392,24 +396,24 @@ static void qkv_finish(const snug_model *m, snug_kvcache *kv, const snug_step *s
     int32_t n_seqs = step->n_seqs;
     /* Each token finds its sequence by walking the (few) sequences. */
 #pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
-        for (int32_t t = 0; t < step->n_tokens; t++) {
-            int32_t i = 0, first = 0;
-            while (i < n_seqs && first + step->seqs[i].n_tokens <= t) first += step->seqs[i++].n_tokens;
-            const snug_step_seq *q = &step->seqs[i];
-            int32_t pos = q->pos0 + (t - first);
-            float *row = m->buf.qkv + (size_t)t * (size_t)d->qkv_dim;
-            const float *cs = m->buf.cos_sin + (size_t)t * (size_t)d->head_dim;
-            if (L->qkv_bias) m->kern.add_bias(row, L->qkv_bias, m->wdt, d->qkv_dim);
-            for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++)
-                m->kern.rope(row + (size_t)h * (size_t)d->head_dim, cs, d->head_dim);
-            int32_t block = q->block_table[pos / kv->shape.block_size], slot = pos % kv->shape.block_size;
-            for (int32_t h = 0; h < d->n_kv_heads; h++) {
-                const float *k = row + d->q_dim + (size_t)h * (size_t)d->head_dim;
-                m->kern.store(snug_kvcache_at(kv, layer, block, false, h, slot), kv->shape.dtype, k, d->head_dim);
-                m->kern.store(snug_kvcache_at(kv, layer, block, true, h, slot), kv->shape.dtype,
-                              k + d->kv_dim, d->head_dim);
-            }
+    for (int32_t t = 0; t < step->n_tokens; t++) {
+        int32_t i = 0, first = 0;
+        while (i < n_seqs && first + step->seqs[i].n_tokens <= t) first += step->seqs[i++].n_tokens;
+        const snug_step_seq *q = &step->seqs[i];
+        int32_t pos = q->pos0 + (t - first);
+        float *row = m->buf.qkv + (size_t)t * (size_t)d->qkv_dim;
+        const float *cs = m->buf.cos_sin + (size_t)t * (size_t)d->head_dim;
+        if (L->qkv_bias) m->kern.add_bias(row, L->qkv_bias, m->wdt, d->qkv_dim);
+        for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++)
+            m->kern.rope(row + (size_t)h * (size_t)d->head_dim, cs, d->head_dim);
+        int32_t block = q->block_table[pos / kv->shape.block_size], slot = pos % kv->shape.block_size;
+        for (int32_t h = 0; h < d->n_kv_heads; h++) {
+            const float *k = row + d->q_dim + (size_t)h * (size_t)d->head_dim;
+            m->kern.store(snug_kvcache_at(kv, layer, block, false, h, slot), kv->shape.dtype, k, d->head_dim);
+            m->kern.store(snug_kvcache_at(kv, layer, block, true, h, slot), kv->shape.dtype,
+                          k + d->kv_dim, d->head_dim);
         }
+    }
 }
 
 /* Attention of one layer: work items are (sequence, KV head, run of up to

@@ -98,7 +98,9 @@ typedef enum snug_logits_mode {
 /* One sequence's part of a step: n_tokens consecutive tokens at positions
  * pos0 .. pos0 + n_tokens - 1, whose keys and values go into (and whose
  * attention reads) the blocks of block_table, which must cover position
- * pos0 + n_tokens - 1 (checked, with every id). Positions before pos0 must already be in the cache. */
+ * pos0 + n_tokens - 1 (checked, with the ids of the blocks that cover it).
+ * Positions before pos0 must already be in the cache. The sequences of one
+ * step must not share a block they write into (prefix sharing is read-only). */
 typedef struct snug_step_seq {
     int32_t n_tokens;
     int32_t pos0;

@@ -129,6 +129,20 @@ static void test_qwen2(void)
     CHECK(c.arch == SNUG_ARCH_QWEN2 && c.qkv_bias && !c.o_bias, "Qwen2 has q/k/v biases only");
     CHECK(c.sliding_window == 0, "use_sliding_window false disables the window");
     CHECK(c.head_dim == 64, "head_dim 896 / 14 = %d", c.head_dim);
+    /* With the window on: every layer from max_window_layers on has it. */
+    const char *w = "{\"architectures\":[\"Qwen2ForCausalLM\"],\"hidden_size\":896,"
+                    "\"intermediate_size\":4864,\"num_hidden_layers\":24,\"num_attention_heads\":14,"
+                    "\"num_key_value_heads\":2,\"vocab_size\":151936,\"sliding_window\":4096,"
+                    "\"use_sliding_window\":true,\"max_window_layers\":%d}";
+    char buf[1024];
+    snprintf(buf, sizeof buf, w, 0);
+    CHECK_OK(parse(buf, &c, &err), &err);
+    CHECK(c.sliding_window == 4096, "max_window_layers 0: every layer windowed (%lld)", (long long)c.sliding_window);
+    snprintf(buf, sizeof buf, w, 24);
+    CHECK_OK(parse(buf, &c, &err), &err);
+    CHECK(c.sliding_window == 0, "max_window_layers 24 of 24 layers: none windowed (%lld)", (long long)c.sliding_window);
+    snprintf(buf, sizeof buf, w, 12);
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_UNSUPPORTED, "max_window_layers 12: a sliding window on only some layers");
 }
 
 static void test_validation_messages(void)

@@ -198,7 +198,7 @@ static void test_model_length(void)
         CHECK(res.finish == SNUG_FINISH_MODEL_LENGTH && res.n_prompt + res.n_generated == 20, "finish %s at %lld",
               snug_finish_name(res.finish), (long long)(res.n_prompt + res.n_generated));
         CHECK_FAILS(snug_generate(f.g, prompt, 20, &sp, &stop, NULL, NULL, &res, &err), &err, SNUG_INVALID,
-                    "a prompt of 20 tokens (1 to 19 fit)");
+                    "a prompt of 20 tokens (1 to 19 fit;");
     }
     fixture_close(&f);
 }

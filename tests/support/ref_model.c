@@ -175,10 +175,15 @@ int ref_config_load(const char *path, ref_config *cfg)
         goto done;
     }
     const char *type = json_string_value(json_object_get(root, "model_type"));
-    if (!type || (strcmp(type, "llama") != 0 && strcmp(type, "qwen2") != 0)) {
-        fprintf(stderr, "ref_model: %s: model_type must be \"llama\" or \"qwen2\"\n", path);
+    if (!type || (strcmp(type, "llama") != 0 && strcmp(type, "qwen2") != 0 && strcmp(type, "mistral") != 0)) {
+        fprintf(stderr, "ref_model: %s: model_type must be \"llama\", \"mistral\" or \"qwen2\"\n", path);
         goto done;
     }
+    /* Mistral: attention sees the last sliding_window positions (itself
+     * included) when sliding_window is a number; null means no window. */
+    cfg->sliding_window = 0;
+    if (strcmp(type, "mistral") == 0 && json_is_integer(json_object_get(root, "sliding_window")))
+        cfg->sliding_window = (int)json_integer_value(json_object_get(root, "sliding_window"));
     cfg->is_qwen2 = strcmp(type, "qwen2") == 0;
     const char *act = json_string_value(json_object_get(root, "hidden_act"));
     if (act && strcmp(act, "silu") != 0) {
@@ -649,7 +654,9 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
                 int kvh = hd / group;
                 const double *qh = q + (size_t)t * qd + (size_t)hd * D;
                 double mx = -INFINITY;
-                for (int s = 0; s <= t; s++) {
+                /* keys s with t - s < sliding_window (all when 0) */
+                int s0 = c->sliding_window > 0 && t - c->sliding_window + 1 > 0 ? t - c->sliding_window + 1 : 0;
+                for (int s = s0; s <= t; s++) {
                     const double *kh = k + (size_t)s * kvd + (size_t)kvh * D;
                     double dot = 0.0;
                     for (int i = 0; i < D; i++) dot += qh[i] * kh[i];
@@ -657,13 +664,13 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
                     if (sc[s] > mx) mx = sc[s];
                 }
                 double sum = 0.0;
-                for (int s = 0; s <= t; s++) {
+                for (int s = s0; s <= t; s++) {
                     sc[s] = exp(sc[s] - mx);
                     sum += sc[s];
                 }
                 double *ah = att + (size_t)hd * D;
                 for (int i = 0; i < D; i++) ah[i] = 0.0;
-                for (int s = 0; s <= t; s++) {
+                for (int s = s0; s <= t; s++) {
                     const double *vh = v + (size_t)s * kvd + (size_t)kvh * D;
                     for (int i = 0; i < D; i++) ah[i] += sc[s] / sum * vh[i];
                 }

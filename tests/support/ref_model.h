@@ -1,6 +1,6 @@
 /*
  * ref_model.h: a float64 reference forward pass of Hugging Face
- * LlamaForCausalLM / Qwen2ForCausalLM, for tests only. It reads a Hugging
+ * LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM, for tests only. It reads a Hugging
  * Face model directory (config.json + model.safetensors, or
  * model.safetensors.index.json + shards) by itself and shares no code with
  * src/: it is the oracle snug's model forward is checked against. Written
@@ -33,6 +33,7 @@ typedef struct ref_config {
     double rope_original_max_pos;                 /* llama3 */
     bool tie_word_embeddings;
     bool attention_bias; /* Llama: q/k/v/o biases */
+    int sliding_window;  /* Mistral: a query sees this many positions, itself included; 0: all */
 } ref_config;
 
 typedef struct ref_model ref_model;
@@ -40,7 +41,7 @@ typedef struct ref_model ref_model;
 /* Reads and checks the config.json at path into *cfg. Defaults as
  * transformers: num_key_value_heads = num_attention_heads, head_dim =
  * hidden/heads, rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings
- * false, attention_bias false. Accepts model_type "llama" and "qwen2";
+ * false, attention_bias false. Accepts model_type "llama", "mistral" (with sliding_window) and "qwen2";
  * rejects what the reference does not implement (other rope types,
  * hidden_act other than silu, mlp_bias). Returns 0, or -1 with a message
  * on stderr. */
