@@ -191,6 +191,7 @@ if [[ "$out" == "Once upon a time, there was a little girl named "$'\n'*"finish:
 expect "generate kv cache dtypes agree" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --kv-cache-dtype f16
 expect "generate scalar kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa scalar
 expect "generate model length" 0 "finish: model_length" -- "$snug" generate -n 1000 --max-model-len 20
+expect "generate --max-model-len beyond the model" 1 "--max-model-len 600 is more than the model's 512 positions" -- "$snug" generate --max-model-len 600
 expect "generate bad temperature" 2 "--temperature expects a number >= 0, got '-1'" -- "$snug" generate --temperature -1
 expect "generate bad top-p" 2 "--top-p expects a number in (0, 1], got '0'" -- "$snug" generate --top-p 0
 expect "generate no chat template" 1 "the model has no chat template" -- "$snug" generate --chat -p hi
