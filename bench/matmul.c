@@ -55,7 +55,7 @@ int main(int argc, char **argv)
                                    {"down", 8192, 2048}};
     static const int64_t ns[] = {1, 32, 512};
     size_t esz = snug_dtype_size(wdt);
-    void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(threads), 64));
+    void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(threads, 512, 8192), 64));
     size_t x_max = 512 * 8192, y_max = 512 * 16384;
     float *x = aligned_alloc(64, x_max * sizeof(float));
     float *y = aligned_alloc(64, y_max * sizeof(float));

@@ -38,7 +38,7 @@ typedef struct arena_buffers {
     float *cos_sin;  /* (T, head_dim) cos and sin of each token's rotary angles, interleaved */
     float *lg_in;    /* (L, hidden) the rows whose logits are wanted, normed */
     float *logits;   /* (L, vocab_rows) */
-    void *scratch;   /* snug_matmul_scratch_bytes(n_threads) */
+    void *scratch;   /* snug_matmul_scratch_bytes(n_threads, T, the largest k) */
 } arena_buffers;
 
 struct snug_model {
@@ -97,7 +97,9 @@ static size_t layout_arena(const snug_model_dims *d, const snug_step_shape *s, u
         {(void **)&b->cos_sin, T, (size_t)d->head_dim, 4},
         {(void **)&b->lg_in, L, (size_t)d->hidden, 4},
         {(void **)&b->logits, L, (size_t)d->vocab_rows, 4},
-        {(void **)&b->scratch, 1, snug_matmul_scratch_bytes(s->n_threads), 1},
+        {(void **)&b->scratch, 1,
+         snug_matmul_scratch_bytes(s->n_threads, s->n_tokens_max, SNUG_MAX(SNUG_MAX(d->hidden, d->q_dim), d->intermediate)),
+         1},
     };
     size_t off = 0;
     for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++) {

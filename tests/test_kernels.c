@@ -61,9 +61,10 @@ static double typed_at(const void *p, snug_dtype dt, size_t i)
     return snug_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+/* Scratch for every shape these tests multiply (n <= 512, k <= 4096). */
 static void *scratch_alloc(int32_t n_threads)
 {
-    size_t b = snug_round_up(snug_matmul_scratch_bytes(n_threads), 64);
+    size_t b = snug_round_up(snug_matmul_scratch_bytes(n_threads, 512, 4096), 64);
     return aligned_alloc(64, b);
 }
 
@@ -127,9 +128,11 @@ static void test_isa_detect_and_init(void)
     snug_kernels k;
     snug_error err = {0};
     CHECK_FAILS(snug_kernels_init(&k, (snug_isa)7, &err), &err, SNUG_INVALID, "unknown");
-    CHECK(snug_matmul_scratch_bytes(2) == 2 * snug_matmul_scratch_bytes(1) &&
-              snug_matmul_scratch_bytes(1) % 64 == 0 && snug_matmul_scratch_bytes(1) > 0,
-          "scratch bytes %zu", snug_matmul_scratch_bytes(1));
+    size_t s1 = snug_matmul_scratch_bytes(1, 32, 2048), s2 = snug_matmul_scratch_bytes(2, 32, 2048);
+    CHECK(s1 > 0 && s1 % 64 == 0 && s2 > s1 && snug_matmul_scratch_bytes(1, 64, 2048) > s1 &&
+              snug_matmul_scratch_bytes(1, 32, 4096) > s1 &&
+              snug_matmul_scratch_bytes(1, 32, 2048) >= 4 * 32 * 2048,
+          "scratch bytes %zu, %zu", s1, s2);
 }
 
 /* ---- matmul ----------------------------------------------------------------- */
@@ -168,10 +171,15 @@ static int n_shapes(shape *s, int max)
         for (size_t b = 0; b < SNUG_ARRAY_LEN(ks); b++)
             for (size_t d = 0; d < SNUG_ARRAY_LEN(ms); d++)
                 if (c < max) s[c++] = (shape){ns[a], ks[b], ms[d]};
-    /* across every cache block: mc (128), kc (256), nc (240 and 480) */
+    /* across the cache blocks: mc (192), kc (256; 512 for bf16 pairs), nc
+     * (96; 64 for bf16 pairs) */
     if (c < max) s[c++] = (shape){150, 600, 500};
-    if (c < max) s[c++] = (shape){300, 1000, 260}; /* x too big to pack whole */
+    if (c < max) s[c++] = (shape){300, 1000, 260}; /* two mc blocks */
     if (c < max) s[c++] = (shape){4, 2051, 777};
+    /* several nc blocks and kc blocks per thread, edge tiles in both (38: a
+     * 2-row tile of the 6-row bf16-pairs kernel) */
+    if (c < max) s[c++] = (shape){38, 1100, 1000};
+    if (c < max) s[c++] = (shape){397, 530, 611};
     return c;
 }
 
@@ -294,10 +302,12 @@ static void test_matmul_avx512_layouts(void)
         printf("  skipped: cpu lacks avx2 (the packing is AVX2)\n");
         return;
     }
-    const snug_gemm_ops f32_ops = {MOCK_MR, MOCK_NR, 128, 480, 192, false, snug_avx2_pack_b,
-                                   mock_micro, snug_avx2_gemv};
-    const snug_gemm_ops pair_ops = {MOCK_MR, MOCK_NR, 256, 480, 192, true, snug_avx2_pack_b,
-                                    mock_micro_pairs, snug_avx2_gemv};
+    const snug_gemm_ops f32_ops = {.mr = MOCK_MR, .nr = MOCK_NR, .kc = 128, .nc = 480, .mc = 192,
+                                   .pairs = false, .pack_b = snug_avx2_pack_b,
+                                   .micro = mock_micro, .gemv = snug_avx2_gemv};
+    const snug_gemm_ops pair_ops = {.mr = MOCK_MR, .nr = MOCK_NR, .kc = 256, .nc = 480, .mc = 192,
+                                    .pairs = true, .a_bf16 = true, .pack_b = snug_avx2_pack_b,
+                                    .micro = mock_micro_pairs, .gemv = snug_avx2_gemv};
     static const shape shapes[] = {{5, 1, 1},      {7, 3, 50},     {17, 129, 31},
                                    {33, 1000, 97}, {100, 257, 481}, {300, 1001, 100},
                                    {9, 300, 1000}};
@@ -656,7 +666,7 @@ static void test_attention(void)
     static const int32_t groups[] = {1, 2, 4, 9};
     static const struct {
         int32_t n_q, pos0;
-    } runs[] = {{1, 0}, {1, 40}, {5, 7}, {3, 70}};
+    } runs[] = {{1, 0}, {1, 40}, {5, 7}, {3, 70}, {33, 2}}; /* 33: more than one tile of rows */
     static const int32_t windows[] = {0, 6};
     static const int32_t hds[] = {16, 20, 64, 264};
     double worst_s = 0, worst_v[SNUG_ISA_COUNT] = {0};

@@ -6,11 +6,16 @@
  * matmul: a 4 x 24 register tile (12 accumulators; per k step three loads
  * of the packed weight panel and four broadcasts of x) under the blocked
  * driver of k_matmul.c; the weight panels are packed with 8 x 8 transposes,
- * converting bf16 with a 16-bit shift and f16 with vcvtph2ps. n <= 4 goes
- * through a matrix-vector routine that streams a few weight rows at a time.
- * attention: keys in chunks of up to 32 positions of one cache block, each
- * key converted once for all heads of the group, an online softmax with a
- * vectorized exp.
+ * converting bf16 with a 16-bit shift and f16 with vcvtph2ps. bf16 weights
+ * with fewer than SNUG_PAIRS_MAX_N rows of x take a 6 x 8 tile over panels
+ * of bf16 pairs instead (packing a pure transposition, the conversion in
+ * the micro-kernel). n <= 4 goes through a matrix-vector routine that
+ * streams a few weight rows at a time.
+ * attention: for head sizes that are a multiple of 8 up to 128, a tile of
+ * query rows and heads against chunks of up to 32 keys, each chunk's keys
+ * and values converted once per tile (the keys transposed, so that scores
+ * are broadcast-FMAs), an online softmax with a vectorized exp; other head
+ * sizes one query row at a time.
  */
 #include "dtype.h"
 #include "kernels/k_impl.h"
@@ -130,16 +135,8 @@ T_AVX2_INL __m256 pack_load8(const void *w, snug_dtype dt, bool pairs, int64_t i
 
 T_AVX2_INL void pack_b_dt(void *bpv, const void *w, const snug_dtype dt, const bool pairs,
                           int64_t k, int64_t o0, int64_t rows, int64_t p0, int64_t kc,
-                          int32_t nr, bool prefetch)
+                          int32_t nr)
 {
-    if (prefetch && p0 + kc < k) {
-        size_t esz = dt == SNUG_DTYPE_F32 ? 4 : 2;
-        size_t len = (size_t)SNUG_MIN(kc, k - p0 - kc) * esz;
-        for (int64_t r = 0; r < rows; r++) {
-            const char *next = (const char *)w + ((size_t)(o0 + r) * (size_t)k + (size_t)(p0 + kc)) * esz;
-            for (size_t off = 0; off < len; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-        }
-    }
     uint32_t *bp = bpv;
     int64_t ksteps = pairs ? (kc + 1) / 2 : kc;
     int64_t kfull = pairs ? kc / 2 : kc; /* steps with every element in the block */
@@ -173,17 +170,16 @@ T_AVX2_INL void pack_b_dt(void *bpv, const void *w, const snug_dtype dt, const b
 }
 
 T_AVX2 void snug_avx2_pack_b(void *bp, const void *w, snug_dtype wdt, int64_t k, int64_t o0,
-                             int64_t rows, int64_t p0, int64_t kc, int32_t nr, bool pairs,
-                             bool prefetch)
+                             int64_t rows, int64_t p0, int64_t kc, int32_t nr, bool pairs)
 {
     if (pairs)
-        pack_b_dt(bp, w, SNUG_DTYPE_BF16, true, k, o0, rows, p0, kc, nr, prefetch);
+        pack_b_dt(bp, w, SNUG_DTYPE_BF16, true, k, o0, rows, p0, kc, nr);
     else if (wdt == SNUG_DTYPE_BF16)
-        pack_b_dt(bp, w, SNUG_DTYPE_BF16, false, k, o0, rows, p0, kc, nr, prefetch);
+        pack_b_dt(bp, w, SNUG_DTYPE_BF16, false, k, o0, rows, p0, kc, nr);
     else if (wdt == SNUG_DTYPE_F16)
-        pack_b_dt(bp, w, SNUG_DTYPE_F16, false, k, o0, rows, p0, kc, nr, prefetch);
+        pack_b_dt(bp, w, SNUG_DTYPE_F16, false, k, o0, rows, p0, kc, nr);
     else
-        pack_b_dt(bp, w, SNUG_DTYPE_F32, false, k, o0, rows, p0, kc, nr, prefetch);
+        pack_b_dt(bp, w, SNUG_DTYPE_F32, false, k, o0, rows, p0, kc, nr);
 }
 
 /* ---- the micro-kernel ---------------------------------------------------- */
@@ -213,6 +209,11 @@ T_AVX2 static void micro_avx2(int64_t ksteps, const void *ap, const void *bv, fl
                               int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
 {
     const float *a = ap, *b = bv;
+    /* the tile of c is read and written at the end: start fetching it now */
+    for (int32_t i = 0; i < mr_v; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+    }
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
     for (int64_t p = 0; p < ksteps; p++) {
@@ -247,6 +248,102 @@ T_AVX2 static void micro_avx2(int64_t ksteps, const void *ap, const void *bv, fl
             c[i * ldc + j] = add_tile ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
 }
 
+/* The bf16-pairs micro-kernel: a 6 x 8 tile over panels of w packed as
+ * bf16 pairs (pure 16-bit data, no conversion when packed) and x packed as
+ * float pairs. Per k step pair: one 256-bit load of 8 rows' pairs,
+ * unpacked against zero into two vectors of floats (rows 0, 1, 4, 5 and
+ * 2, 3, 6, 7, each lane pair the row's even and odd element; a bf16 is the
+ * high half of its float), six 64-bit broadcasts of x's pairs, 12 FMAs.
+ * Each accumulator lane pair holds a row's even and odd partial sums,
+ * which one horizontal add per row of x joins (and puts in row order). */
+enum { MR2 = 6, NR2 = 8 };
+
+/* The tile's first R rows of x (R <= MR2: the edge tiles do only the rows
+ * they have). */
+T_AVX2_INL void pairs_rows(int64_t ksteps, const float *a, const uint32_t *b, float *c,
+                           int64_t ldc, const int R, int32_t nr_v, bool add)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    for (int i = 0; i < R; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    __m256 l[MR2], h[MR2];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) l[i] = h[i] = _mm256_setzero_ps();
+    int64_t q = 0;
+    if (R <= 3) {
+        /* few rows: a second set of accumulators for odd k step pairs, so
+         * that enough FMA chains are in flight to cover their latency */
+        __m256 l2[3], h2[3];
+#pragma GCC unroll 3
+        for (int i = 0; i < R; i++) l2[i] = h2[i] = _mm256_setzero_ps();
+        for (; q + 2 <= ksteps; q += 2) {
+            __m256i p0 = _mm256_loadu_si256((const __m256i *)(const void *)b);
+            __m256i p1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + NR2));
+            __m256 wl0 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, p0));
+            __m256 wh0 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, p0));
+            __m256 wl1 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, p1));
+            __m256 wh1 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, p1));
+#pragma GCC unroll 3
+            for (int i = 0; i < R; i++) {
+                __m256 t0 = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(a + 2 * i)));
+                __m256 t1 = _mm256_castpd_ps(
+                    _mm256_broadcast_sd((const double *)(const void *)(a + 2 * MR2 + 2 * i)));
+                l[i] = _mm256_fmadd_ps(t0, wl0, l[i]);
+                h[i] = _mm256_fmadd_ps(t0, wh0, h[i]);
+                l2[i] = _mm256_fmadd_ps(t1, wl1, l2[i]);
+                h2[i] = _mm256_fmadd_ps(t1, wh1, h2[i]);
+            }
+            a += 4 * MR2;
+            b += 2 * NR2;
+        }
+#pragma GCC unroll 3
+        for (int i = 0; i < R; i++) {
+            l[i] = _mm256_add_ps(l[i], l2[i]);
+            h[i] = _mm256_add_ps(h[i], h2[i]);
+        }
+    }
+    for (; q < ksteps; q++) {
+        __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)b);
+        __m256 wl = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, p));
+        __m256 wh = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, p));
+#pragma GCC unroll 6
+        for (int i = 0; i < R; i++) {
+            __m256 t = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(a + 2 * i)));
+            l[i] = _mm256_fmadd_ps(t, wl, l[i]);
+            h[i] = _mm256_fmadd_ps(t, wh, h[i]);
+        }
+        a += 2 * MR2;
+        b += NR2;
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+        __m256 r = _mm256_hadd_ps(l[i], h[i]);
+        float *d = c + i * ldc;
+        if (nr_v == NR2) {
+            if (add) r = _mm256_add_ps(_mm256_loadu_ps(d), r);
+            _mm256_storeu_ps(d, r);
+        } else {
+            float t[NR2];
+            _mm256_storeu_ps(t, r);
+            for (int32_t j = 0; j < nr_v; j++) d[j] = add ? d[j] + t[j] : t[j];
+        }
+    }
+}
+
+T_AVX2 static void micro_avx2_pairs(int64_t ksteps, const void *ap, const void *bv, float *c,
+                                    int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
+{
+    const float *a = ap;
+    const uint32_t *b = bv;
+    switch (mr_v) {
+    case 1: pairs_rows(ksteps, a, b, c, ldc, 1, nr_v, add); break;
+    case 2: pairs_rows(ksteps, a, b, c, ldc, 2, nr_v, add); break;
+    case 3: pairs_rows(ksteps, a, b, c, ldc, 3, nr_v, add); break;
+    case 4: pairs_rows(ksteps, a, b, c, ldc, 4, nr_v, add); break;
+    case 5: pairs_rows(ksteps, a, b, c, ldc, 5, nr_v, add); break;
+    default: pairs_rows(ksteps, a, b, c, ldc, 6, nr_v, add); break;
+    }
+}
+
 /* ---- the matrix-vector path ---------------------------------------------- */
 
 /* Rows [o, o + R) of w against NT rows of x. */
@@ -259,7 +356,14 @@ T_AVX2_INL void gemv_rows(float *y, const float *x, const void *w, const snug_dt
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) acc[t][r] = _mm256_setzero_ps();
     int64_t k8 = k & ~(int64_t)7;
+    const int64_t esz = dt == SNUG_DTYPE_F32 ? 4 : 2;
+    const char *ahead = (const char *)w + (o + R) * k * esz; /* the next group's rows */
     for (int64_t p = 0; p < k8; p += 8) {
+        /* rows of a few KiB are too short for the hardware prefetcher to
+         * get ahead: fetch the next group's line at this offset */
+        if (((p * esz) & 63) == 0)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) _mm_prefetch(ahead + (r * k + p) * esz, _MM_HINT_T0);
         __m256 xv[SNUG_GEMV_MAX_N];
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + t * k + p);
@@ -316,7 +420,7 @@ static const snug_gemm_ops avx2_ops = {
     .mr = MR,
     .nr = NR,
     .kc = 256,
-    .nc = 480,
+    .nc = 96,
     .mc = 192,
     .pairs = false,
     .pack_b = snug_avx2_pack_b,
@@ -324,10 +428,28 @@ static const snug_gemm_ops avx2_ops = {
     .gemv = snug_avx2_gemv,
 };
 
+const snug_gemm_ops snug_avx2_pairs_ops = {
+    .mr = MR2,
+    .nr = NR2,
+    .kc = 512,
+    .nc = 64,
+    .mc = 192,
+    .pairs = true,
+    .a_bf16 = false,
+    .pack_b = snug_avx2_pack_b,
+    .micro = micro_avx2_pairs,
+    .gemv = snug_avx2_gemv,
+};
+
 static void matmul_avx2(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
                         int64_t k, int64_t m, void *scratch, int32_t n_threads)
 {
-    snug_matmul_blocked(&avx2_ops, y, x, n, w, wdt, k, m, scratch, n_threads);
+    /* bf16 with few rows of x: the pairs kernel (its packing is a pure
+     * 32-bit transposition, which a few rows cannot amortize); with many,
+     * the f32 panels, whose conversion is paid once per weight */
+    const snug_gemm_ops *g =
+        wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx2_ops;
+    snug_matmul_blocked(g, y, x, n, w, wdt, k, m, scratch, n_threads);
 }
 
 /* ---- elementwise kernels ------------------------------------------------- */
@@ -496,8 +618,180 @@ T_AVX2_INL const float *kv_f32(const void *base, snug_dtype dt, int64_t i, int32
     return tmp;
 }
 
+/* ---- blocked attention ------------------------------------------------------
+ * For head_dim a multiple of 8 up to ATT_HD_MAX: a tile of up to ATT_QROWS
+ * query rows by ATT_HEADS heads of the group against keys in chunks of up
+ * to ATT_CHUNK positions of one cache block. Each chunk's keys are
+ * converted once per tile, transposed (kt[d][j], 8 x 8 blocks), and its
+ * values converted once (vt[j][d]); then each query vector gets its 32
+ * scores as four vectors of broadcast-FMAs (no horizontal sums), masked
+ * to the keys it sees, an online-softmax update with the vectorized exp,
+ * and out += p V. The running max and sum of each query vector of the
+ * tile live in small arrays. */
+enum { ATT_QROWS = 32, ATT_HD_MAX = 128 };
+
+/* Scores of one query vector against the chunk: s[c] for keys 8c..8c+7,
+ * times scale, -inf outside [lo, hi). */
+T_AVX2_INL void att_scores(const float *q, const float *kt, int32_t hd, float scale, int32_t lo,
+                           int32_t hi, __m256 s[4])
+{
+    /* even and odd d in separate accumulators: eight FMA chains */
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, u0 = s0, u1 = s0, u2 = s0, u3 = s0;
+    for (int32_t d = 0; d < hd; d += 2) {
+        __m256 b = _mm256_broadcast_ss(q + d), c = _mm256_broadcast_ss(q + d + 1);
+        const float *r = kt + d * ATT_CHUNK;
+        s0 = _mm256_fmadd_ps(b, _mm256_load_ps(r), s0);
+        s1 = _mm256_fmadd_ps(b, _mm256_load_ps(r + 8), s1);
+        s2 = _mm256_fmadd_ps(b, _mm256_load_ps(r + 16), s2);
+        s3 = _mm256_fmadd_ps(b, _mm256_load_ps(r + 24), s3);
+        u0 = _mm256_fmadd_ps(c, _mm256_load_ps(r + ATT_CHUNK), u0);
+        u1 = _mm256_fmadd_ps(c, _mm256_load_ps(r + ATT_CHUNK + 8), u1);
+        u2 = _mm256_fmadd_ps(c, _mm256_load_ps(r + ATT_CHUNK + 16), u2);
+        u3 = _mm256_fmadd_ps(c, _mm256_load_ps(r + ATT_CHUNK + 24), u3);
+    }
+    s[0] = _mm256_add_ps(s0, u0);
+    s[1] = _mm256_add_ps(s1, u1);
+    s[2] = _mm256_add_ps(s2, u2);
+    s[3] = _mm256_add_ps(s3, u3);
+    const __m256 sc = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lov = _mm256_set1_epi32(lo - 1), hiv = _mm256_set1_epi32(hi);
+    for (int c = 0; c < 4; c++) {
+        __m256i j = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                     _mm256_set1_epi32(8 * c));
+        __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(j, lov), _mm256_cmpgt_epi32(hiv, j));
+        s[c] = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[c], sc), _mm256_castsi256_ps(in));
+    }
+}
+
+/* out = out * corr + sum_{j in [lo, hi)} p[j] v[j] (v rows hd apart):
+ * 64 floats of out at a time in eight accumulators (independent FMA
+ * chains), then 8 at a time. */
+T_AVX2_INL void att_pv(float *out, const float *p, const float *v, int32_t hd, int32_t lo,
+                       int32_t hi, float corr)
+{
+    const __m256 cv = _mm256_set1_ps(corr);
+    int32_t d = 0;
+    for (; d + 64 <= hd; d += 64) {
+        __m256 o[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) o[i] = _mm256_mul_ps(_mm256_loadu_ps(out + d + 8 * i), cv);
+        for (int32_t j = lo; j < hi; j++) {
+            __m256 b = _mm256_broadcast_ss(p + j);
+            const float *r = v + j * hd + d;
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) o[i] = _mm256_fmadd_ps(b, _mm256_load_ps(r + 8 * i), o[i]);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) _mm256_storeu_ps(out + d + 8 * i, o[i]);
+    }
+    for (; d < hd; d += 8) {
+        __m256 o = _mm256_mul_ps(_mm256_loadu_ps(out + d), cv), o2 = _mm256_setzero_ps();
+        int32_t j = lo;
+        for (; j + 2 <= hi; j += 2) {
+            o = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_load_ps(v + j * hd + d), o);
+            o2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j + 1), _mm256_load_ps(v + (j + 1) * hd + d), o2);
+        }
+        if (j < hi) o = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_load_ps(v + j * hd + d), o);
+        _mm256_storeu_ps(out + d, _mm256_add_ps(o, o2));
+    }
+}
+
+T_AVX2_INL float hmax8(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+T_AVX2 static void attention_blocked(const snug_attn_args *a)
+{
+    const snug_kv_view *kv = &a->kv;
+    const int32_t hd = a->head_dim;
+    float kt[ATT_HD_MAX * ATT_CHUNK] __attribute__((aligned(32)));
+    float vt[ATT_CHUNK * ATT_HD_MAX] __attribute__((aligned(32)));
+    float p[ATT_CHUNK] __attribute__((aligned(32)));
+    float mx[ATT_QROWS * ATT_HEADS], l[ATT_QROWS * ATT_HEADS];
+    for (int32_t t0 = 0; t0 < a->n_q; t0 += ATT_QROWS) {
+        int32_t nq = SNUG_MIN(ATT_QROWS, a->n_q - t0);
+        for (int32_t g0 = 0; g0 < a->n_group; g0 += ATT_HEADS) {
+            int32_t ng = SNUG_MIN(ATT_HEADS, a->n_group - g0);
+            for (int32_t t = 0; t < nq; t++)
+                for (int32_t g = 0; g < ng; g++) {
+                    float *out = a->out + (t0 + t) * a->out_row_stride + (g0 + g) * a->out_head_stride;
+                    memset(out, 0, (size_t)hd * sizeof(float));
+                    mx[t * ATT_HEADS + g] = -INFINITY;
+                    l[t * ATT_HEADS + g] = 0.0f;
+                }
+            int32_t last = a->pos0 + t0 + nq - 1;
+            int32_t first = a->window > 0 ? SNUG_MAX(0, a->pos0 + t0 - a->window + 1) : 0;
+            for (int32_t pos = first; pos <= last;) {
+                int32_t off = pos % kv->block_size;
+                int32_t cnt = SNUG_MIN(SNUG_MIN(ATT_CHUNK, kv->block_size - off), last + 1 - pos);
+                int64_t base = (int64_t)kv->block_table[pos / kv->block_size] *
+                                   (int64_t)kv->block_stride +
+                               (int64_t)off * hd;
+                /* the chunk's keys transposed, its values as floats */
+                int32_t j = 0;
+                for (; j + 8 <= cnt; j += 8)
+                    for (int32_t d = 0; d < hd; d += 8) {
+                        __m256 r[8];
+#pragma GCC unroll 8
+                        for (int i = 0; i < 8; i++) r[i] = load8(kv->k, kv->dtype, base + (j + i) * hd + d);
+                        transpose8(r);
+#pragma GCC unroll 8
+                        for (int i = 0; i < 8; i++) _mm256_store_ps(kt + (d + i) * ATT_CHUNK + j, r[i]);
+                    }
+                for (; j < ATT_CHUNK; j++)
+                    for (int32_t d = 0; d < hd; d++)
+                        kt[d * ATT_CHUNK + j] = j < cnt ? elem1(kv->k, kv->dtype, base + j * hd + d) : 0.0f;
+                for (j = 0; j < cnt; j++)
+                    for (int32_t d = 0; d < hd; d += 8)
+                        _mm256_store_ps(vt + j * hd + d, load8(kv->v, kv->dtype, base + j * hd + d));
+                for (int32_t t = 0; t < nq; t++) {
+                    int32_t lt = a->pos0 + t0 + t;
+                    int32_t ft = a->window > 0 ? SNUG_MAX(0, lt - a->window + 1) : 0;
+                    int32_t lo = SNUG_MAX(0, ft - pos), hi = SNUG_MIN(cnt, lt - pos + 1);
+                    if (lo >= hi) continue;
+                    for (int32_t g = 0; g < ng; g++) {
+                        const float *q = a->q + (t0 + t) * a->q_row_stride + (g0 + g) * a->q_head_stride;
+                        float *out = a->out + (t0 + t) * a->out_row_stride + (g0 + g) * a->out_head_stride;
+                        __m256 s[4];
+                        att_scores(q, kt, hd, a->scale, lo, hi, s);
+                        float cmax = hmax8(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])));
+                        float *m = &mx[t * ATT_HEADS + g];
+                        float nm = SNUG_MAX(*m, cmax);
+                        float corr = expf(*m - nm);
+                        *m = nm;
+                        __m256 nmv = _mm256_set1_ps(nm), sum = _mm256_setzero_ps();
+                        for (int c = 0; c < 4; c++) {
+                            __m256 mask = _mm256_cmp_ps(s[c], _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+                            __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(s[c], nmv)), mask);
+                            _mm256_store_ps(p + 8 * c, e);
+                            sum = _mm256_add_ps(sum, e);
+                        }
+                        l[t * ATT_HEADS + g] = l[t * ATT_HEADS + g] * corr + hsum8(sum);
+                        att_pv(out, p, vt, hd, lo, hi, corr);
+                    }
+                }
+                pos += cnt;
+            }
+            for (int32_t t = 0; t < nq; t++)
+                for (int32_t g = 0; g < ng; g++) {
+                    float *out = a->out + (t0 + t) * a->out_row_stride + (g0 + g) * a->out_head_stride;
+                    float lv = l[t * ATT_HEADS + g];
+                    scale_f32(out, lv > 0.0f ? 1.0f / lv : 0.0f, hd);
+                }
+        }
+    }
+}
+
 T_AVX2 static void attention_avx2(const snug_attn_args *a)
 {
+    if (a->head_dim % 8 == 0 && a->head_dim <= ATT_HD_MAX) {
+        attention_blocked(a);
+        return;
+    }
     const snug_kv_view *kv = &a->kv;
     const int32_t hd = a->head_dim;
     float s[ATT_HEADS][ATT_CHUNK] __attribute__((aligned(32)));

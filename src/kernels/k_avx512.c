@@ -5,7 +5,9 @@
  * memory-bound matrix-vector path, the elementwise kernels and attention.
  *
  *   avx512:     an 8 x 48 f32 register tile (24 zmm accumulators), the
- *               AVX2 micro-kernel's structure with 16-lane vectors.
+ *               AVX2 micro-kernel's structure with 16-lane vectors; bf16
+ *               weights with few rows of x take the AVX2 pairs kernel, as
+ *               in the AVX2 table.
  *   avx512bf16: for bf16 weights, the same tile with vdpbf16ps: w packed as
  *               bf16 pairs (two k steps per 32-bit lane, no conversion), x
  *               rounded to bf16 pairs when packed; f32 and f16 weights take
@@ -60,6 +62,17 @@ enum { MR = 8, NR = 48 };
                                          : tile[i * NR + j];                             \
     } while (0)
 
+/* The tile of c is read and written at the end: start fetching it (each
+ * row's 48 floats span up to four lines). */
+#define PREFETCH_TILE()                                                                  \
+    do {                                                                                 \
+        for (int32_t i_ = 0; i_ < mr_v; i_++)                                            \
+            for (int32_t j_ = 0; j_ < NR; j_ += 16)                                      \
+                _mm_prefetch((const char *)(c + i_ * ldc + j_), _MM_HINT_T0);            \
+        for (int32_t i_ = 0; i_ < mr_v; i_++)                                            \
+            _mm_prefetch((const char *)(c + i_ * ldc + NR - 1), _MM_HINT_T0);            \
+    } while (0)
+
 #define FMA_ROW(i)                                          \
     do {                                                    \
         __m512 t_ = _mm512_set1_ps(a[i]);                \
@@ -72,6 +85,7 @@ T_512 static void micro_avx512(int64_t ksteps, const void *ap, const void *bv, f
                                int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
 {
     const float *a = ap, *b = bv;
+    PREFETCH_TILE();
     ALL_ROWS(ZERO_ROW);
     for (int64_t p = 0; p < ksteps; p++) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32);
@@ -95,6 +109,7 @@ T_512BF static void micro_avx512bf16(int64_t ksteps, const void *ap, const void 
                                      int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
 {
     const uint32_t *a = ap, *b = bv;
+    PREFETCH_TILE();
     ALL_ROWS(ZERO_ROW);
     for (int64_t p = 0; p < ksteps; p++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
@@ -126,6 +141,7 @@ static const snug_gemm_ops avx512bf16_ops = {
     .nc = 480,
     .mc = 192,
     .pairs = true,
+    .a_bf16 = true,
     .pack_b = snug_avx2_pack_b,
     .micro = micro_avx512bf16,
     .gemv = snug_avx2_gemv,
@@ -134,7 +150,10 @@ static const snug_gemm_ops avx512bf16_ops = {
 static void matmul_avx512(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
                           int64_t k, int64_t m, void *scratch, int32_t n_threads)
 {
-    snug_matmul_blocked(&avx512_ops, y, x, n, w, wdt, k, m, scratch, n_threads);
+    /* as the AVX2 table: bf16 with few rows of x through the pairs kernel */
+    const snug_gemm_ops *g =
+        wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx512_ops;
+    snug_matmul_blocked(g, y, x, n, w, wdt, k, m, scratch, n_threads);
 }
 
 static void matmul_avx512bf16(float *y, const float *x, int64_t n, const void *w,

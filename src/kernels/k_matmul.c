@@ -2,11 +2,20 @@
  * k_matmul.c: the threaded driver of the SIMD matmuls: splits the weight
  * rows across OpenMP threads, then runs the instruction set's matrix-vector
  * routine (n <= SNUG_GEMV_MAX_N) or the blocked GEMM loops around its
- * packing routines and micro-kernel (see k_impl.h).
+ * packing routine and micro-kernel (see k_impl.h).
  *
- * Each output element is computed by the same sequence of operations
- * whatever the number of threads (row blocks are aligned to the register
- * tile), so results do not depend on n_threads.
+ * The GEMM packs all of x once per call, into the shared part of the
+ * scratch (each thread packs a share of the panels, then all wait at a
+ * barrier), so that no thread re-packs x for each block of weight rows.
+ * Each thread then runs the BLIS loops over its own weight rows: nc rows,
+ * kc deep, mc rows of x; each register panel of w is packed just before
+ * its first use (so it is in L1 for the mr-row tiles of x that follow),
+ * while the next panel is prefetched into L2.
+ *
+ * Threads get weight rows in units of a whole register tile and a whole
+ * number of 64-byte lines of y, so no two threads write the same line of
+ * y. Each output element is computed by the same sequence of operations
+ * whatever the number of threads, so results do not depend on n_threads.
  */
 #include "dtype.h"
 #include "kernels/k_impl.h"
@@ -14,91 +23,163 @@
 #include <omp.h>
 #include <string.h>
 
+/* Bytes of one thread's packed block of w. */
 static size_t b_bytes(void)
 {
     return snug_round_up((size_t)SNUG_GEMM_KC_MAX * SNUG_GEMM_NC_MAX * sizeof(float), 64);
 }
 
-static size_t a_bytes(void)
+/* Bytes of all of x packed (n rows padded to a tile, k to a pair of words). */
+static size_t a_bytes(int64_t n, int64_t k)
 {
-    size_t block = (size_t)SNUG_GEMM_MC_MAX * SNUG_GEMM_KC_MAX * sizeof(float);
-    return snug_round_up(SNUG_MAX(block, SNUG_GEMM_A_FULL_BYTES), 64);
+    return snug_round_up((size_t)(n + SNUG_GEMM_MR_MAX) * (size_t)(k + 2) * sizeof(float), 64);
 }
 
-size_t snug_matmul_thread_bytes(void) { return b_bytes() + a_bytes(); }
-
-/* Packs rows [t0, t0 + rows) of x, elements [p0, p0 + kc) of each, as
- * ceil(rows / mr) panels pstride 32-bit values apart (see k_impl.h). */
-static void pack_a(uint32_t *ap, const float *x, int64_t k, int64_t t0, int64_t rows, int64_t p0,
-                   int64_t kc, int32_t mr, bool pairs, int64_t pstride)
+size_t snug_matmul_scratch_bytes(int32_t n_threads, int64_t n_max, int64_t k_max)
 {
-    int64_t ksteps = pairs ? (kc + 1) / 2 : kc;
-    for (int64_t i0 = 0; i0 < rows; i0 += mr) {
-        uint32_t *pan = ap + (i0 / mr) * pstride;
-        for (int32_t i = 0; i < mr; i++) {
-            if (i0 + i >= rows) {
-                for (int64_t q = 0; q < ksteps; q++) pan[q * mr + i] = 0;
-                continue;
+    if (n_threads < 1) n_threads = 1;
+    if (n_max < 1) n_max = 1;
+    if (k_max < 1) k_max = 1;
+    return (size_t)n_threads * b_bytes() + a_bytes(n_max, k_max);
+}
+
+/* 32-bit words per (k step, row) of packed x. */
+static int64_t a_words(const snug_gemm_ops *g) { return g->pairs && !g->a_bf16 ? 2 : 1; }
+
+/* k steps of a packed row of x or w over `len` elements. */
+static int64_t steps_of(const snug_gemm_ops *g, int64_t len) { return g->pairs ? (len + 1) / 2 : len; }
+
+/* Packs panels [p_first, p_last) of x (n rows of k) into ap, each of
+ * steps_of(k) * mr * a_words words (the layout of k_impl.h). */
+static void pack_a(const snug_gemm_ops *g, uint32_t *ap, const float *x, int64_t n, int64_t k,
+                   int64_t p_first, int64_t p_last)
+{
+    const int64_t mr = g->mr, ks = steps_of(g, k), aw = a_words(g);
+    for (int64_t p = p_first; p < p_last; p++) {
+        uint32_t *pan = ap + p * ks * mr * aw;
+        int64_t rv = SNUG_MIN(mr, n - p * mr); /* real rows of the panel */
+        const float *x0 = x + p * mr * k;
+        if (!g->pairs) {
+            for (int64_t q = 0; q < ks; q++) {
+                float *d = (float *)(void *)(pan + q * mr);
+                for (int64_t i = 0; i < mr; i++) d[i] = i < rv ? x0[i * k + q] : 0.0f;
             }
-            const float *xr = x + (t0 + i0 + i) * k + p0;
-            if (pairs) {
-                for (int64_t q = 0; q < ksteps; q++) {
-                    uint32_t lo = snug_f32_to_bf16(xr[2 * q]);
-                    uint32_t hi = 2 * q + 1 < kc ? snug_f32_to_bf16(xr[2 * q + 1]) : 0;
+        } else if (g->a_bf16) {
+            for (int64_t q = 0; q < ks; q++)
+                for (int64_t i = 0; i < mr; i++) {
+                    uint32_t lo = 0, hi = 0;
+                    if (i < rv) {
+                        lo = snug_f32_to_bf16(x0[i * k + 2 * q]);
+                        hi = 2 * q + 1 < k ? snug_f32_to_bf16(x0[i * k + 2 * q + 1]) : 0;
+                    }
                     pan[q * mr + i] = lo | hi << 16;
                 }
-            } else {
-                for (int64_t q = 0; q < ksteps; q++) memcpy(&pan[q * mr + i], &xr[q], 4);
+        } else {
+            for (int64_t q = 0; q < ks; q++) {
+                float *d = (float *)(void *)(pan + q * mr * 2);
+                for (int64_t i = 0; i < mr; i++) {
+                    d[2 * i] = i < rv ? x0[i * k + 2 * q] : 0.0f;
+                    d[2 * i + 1] = i < rv && 2 * q + 1 < k ? x0[i * k + 2 * q + 1] : 0.0f;
+                }
             }
         }
     }
 }
 
-/* One thread's share: weight rows [o0, o1), all n rows of x. When all of x
- * fits packed, it is packed once and the weight streams one register panel
- * at a time (each row read front to back); otherwise the BLIS order, with
- * each weight panel packed on its first use. */
-static void gemm_thread(const snug_gemm_ops *g, float *y, const float *x, int64_t n,
-                        const void *w, snug_dtype wdt, int64_t k, int64_t m, int64_t o0,
-                        int64_t o1, unsigned char *scratch)
+/* Where the driver is in the weight: the block of rows [jc, jc + nc) and
+ * elements [pc, pc + kc); a register panel is nr rows of it. */
+typedef struct wpos {
+    int64_t jc, nc, pc, kc;
+} wpos;
+
+/* The panel `ahead` panels after panel jr of block p (same rows the next
+ * kc when past the block's rows; none past the thread's rows o1): its
+ * first row, last row and elements. False when there is none. */
+static bool panel_ahead(const snug_gemm_ops *g, wpos p, int64_t jr, int64_t ahead, int64_t k,
+                        int64_t o1, int64_t *r0, int64_t *r1, int64_t *e0, int64_t *len)
 {
-    uint32_t *bp = (uint32_t *)(void *)scratch;
-    uint32_t *ap = (uint32_t *)(void *)(scratch + b_bytes());
-    const int64_t nr = g->nr, mr = g->mr;
-    int64_t ksteps_all = g->pairs ? (k + 1) / 2 : k;
-    int64_t n_pad = (n + mr - 1) / mr * mr;
-    bool a_full = (size_t)n_pad * (size_t)ksteps_all * 4 <= a_bytes();
-    if (a_full) pack_a(ap, x, k, 0, n, 0, k, g->mr, g->pairs, ksteps_all * mr);
-    int64_t nc_blk = a_full ? nr : g->nc, mc_blk = a_full ? n : g->mc;
-    for (int64_t jc = o0; jc < o1; jc += nc_blk) {
-        int64_t nc = SNUG_MIN(nc_blk, o1 - jc);
+    int64_t j = jr + ahead * g->nr;
+    while (j >= p.nc) {
+        j -= p.nc;
+        p.pc += p.kc;
+        if (p.pc >= k) {
+            p.pc = 0;
+            p.jc += p.nc;
+            p.nc = SNUG_MIN((int64_t)g->nc, o1 - p.jc);
+            if (p.nc <= 0) return false;
+        }
+        p.kc = SNUG_MIN((int64_t)g->kc, k - p.pc);
+    }
+    *r0 = p.jc + j;
+    *r1 = p.jc + SNUG_MIN(p.nc, j + g->nr);
+    *e0 = p.pc;
+    *len = p.kc;
+    return true;
+}
+
+/* Asks for part `part` of `parts` of that panel to be fetched into L2 (the
+ * parts split its rows' bytes evenly into 64-byte lines). */
+static void prefetch_part(const void *w, size_t esz, int64_t k, int64_t r0, int64_t r1, int64_t e0,
+                          int64_t len, int64_t part, int64_t parts)
+{
+    int64_t lines = ((int64_t)esz * len + 63) / 64, total = lines * (r1 - r0);
+    for (int64_t i = total * part / parts; i < total * (part + 1) / parts; i++) {
+        int64_t r = r0 + i / lines, l = i % lines;
+        __builtin_prefetch((const char *)w + ((size_t)r * (size_t)k + (size_t)e0) * esz +
+                               (size_t)l * 64,
+                           0, 2);
+    }
+}
+
+/* One thread's share: weight rows [o0, o1) against all n rows of x, packed
+ * whole in ap; bp is the thread's block of packed w. While the tiles of
+ * one register panel run, the panel PREFETCH_AHEAD panels on is fetched
+ * into L2 a part per tile. */
+enum { PREFETCH_AHEAD = 2 };
+
+static void gemm_thread(const snug_gemm_ops *g, float *y, const uint32_t *ap, int64_t n,
+                        const void *w, snug_dtype wdt, int64_t k, int64_t m, int64_t o0,
+                        int64_t o1, uint32_t *bp)
+{
+    const int64_t nr = g->nr, mr = g->mr, aw = a_words(g);
+    const int64_t pstride = steps_of(g, k) * mr * aw;
+    const size_t esz = snug_dtype_size(wdt);
+    for (int64_t jc = o0; jc < o1; jc += g->nc) {
+        int64_t nc = SNUG_MIN((int64_t)g->nc, o1 - jc);
         for (int64_t pc = 0; pc < k; pc += g->kc) {
             int64_t kc = SNUG_MIN((int64_t)g->kc, k - pc);
-            int64_t ksteps = g->pairs ? (kc + 1) / 2 : kc;
-            for (int64_t ic = 0; ic < n; ic += mc_blk) {
-                int64_t mc = SNUG_MIN(mc_blk, n - ic);
-                const uint32_t *a = ap;
-                int64_t a_stride = ksteps * mr;
-                if (a_full) {
-                    a = ap + (g->pairs ? pc / 2 : pc) * mr;
-                    a_stride = ksteps_all * mr;
-                } else {
-                    pack_a(ap, x, k, ic, mc, pc, kc, g->mr, g->pairs, a_stride);
-                }
+            int64_t ksteps = steps_of(g, kc), q0 = steps_of(g, pc);
+            wpos here = {jc, nc, pc, kc};
+            for (int64_t ic = 0; ic < n; ic += g->mc) {
+                int64_t mc = SNUG_MIN((int64_t)g->mc, n - ic);
+                int64_t tiles = (mc + mr - 1) / mr;
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     uint32_t *panel = bp + (jr / nr) * ksteps * nr;
                     int32_t nr_v = (int32_t)SNUG_MIN(nr, nc - jr);
-                    if (ic == 0)
-                        g->pack_b(panel, w, wdt, k, jc + jr, nr_v, pc, kc, g->nr, g->pairs,
-                                  a_full);
-                    for (int64_t ir = 0; ir < mc; ir += mr)
-                        g->micro(ksteps, a + (ir / mr) * a_stride, panel,
-                                 y + (ic + ir) * m + jc + jr, m,
-                                 (int32_t)SNUG_MIN(mr, mc - ir), nr_v, pc > 0);
+                    int64_t r0 = 0, r1 = 0, e0 = 0, len = 0;
+                    bool pf = ic == 0 &&
+                              panel_ahead(g, here, jr, PREFETCH_AHEAD, k, o1, &r0, &r1, &e0, &len);
+                    if (ic == 0) g->pack_b(panel, w, wdt, k, jc + jr, nr_v, pc, kc, g->nr, g->pairs);
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
+                        if (pf) prefetch_part(w, esz, k, r0, r1, e0, len, ir / mr, tiles);
+                        g->micro(ksteps, ap + ((ic + ir) / mr) * pstride + q0 * mr * aw, panel,
+                                 y + (ic + ir) * m + jc + jr, m, (int32_t)SNUG_MIN(mr, mc - ir),
+                                 nr_v, pc > 0);
+                    }
                 }
             }
         }
     }
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
 }
 
 void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64_t n,
@@ -111,21 +192,27 @@ void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64
         return;
     }
     SNUG_ASSERT(g->kc <= SNUG_GEMM_KC_MAX && g->nc <= SNUG_GEMM_NC_MAX &&
-                g->mc <= SNUG_GEMM_MC_MAX && g->nc % g->nr == 0 && g->kc % 2 == 0 &&
-                g->mc % g->mr == 0);
+                g->mc <= SNUG_GEMM_MC_MAX && g->mr <= SNUG_GEMM_MR_MAX && g->nc % g->nr == 0 &&
+                g->kc % 2 == 0 && g->mc % g->mr == 0);
     bool gemv = n <= SNUG_GEMV_MAX_N;
-    /* rows go to threads in units of a register tile (or 8 rows) */
-    int64_t unit = gemv ? 8 : g->nr;
+    /* rows go to threads in units of a register tile (or 8 rows) that are
+     * also a whole number of 16-float lines of y */
+    int64_t tile = gemv ? 8 : g->nr;
+    int64_t unit = tile / gcd64(tile, 16) * 16;
     int64_t units = (m + unit - 1) / unit;
     int64_t nt = SNUG_MAX(1, SNUG_MIN((int64_t)n_threads, units));
     /* tiny products are not worth waking threads for */
     if ((double)n * (double)k * (double)m < 65536.0) nt = 1;
-    size_t per_thread = snug_matmul_thread_bytes();
+    unsigned char *s = scratch;
+    uint32_t *ap = (uint32_t *)(void *)(s + (size_t)nt * b_bytes());
+    int64_t panels = (n + g->mr - 1) / g->mr;
     if (nt == 1) {
-        if (gemv)
+        if (gemv) {
             g->gemv(y, x, n, w, wdt, k, m, 0, m);
-        else
-            gemm_thread(g, y, x, n, w, wdt, k, m, 0, m, scratch);
+        } else {
+            pack_a(g, ap, x, n, k, 0, panels);
+            gemm_thread(g, y, ap, n, w, wdt, k, m, 0, m, (uint32_t *)scratch);
+        }
         return;
     }
 #pragma omp parallel num_threads((int)nt)
@@ -133,12 +220,14 @@ void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64
         int64_t tid = omp_get_thread_num(), nth = omp_get_num_threads();
         int64_t o0 = SNUG_MIN(m, units * tid / nth * unit);
         int64_t o1 = SNUG_MIN(m, units * (tid + 1) / nth * unit);
-        if (o0 < o1) {
-            if (gemv)
-                g->gemv(y, x, n, w, wdt, k, m, o0, o1);
-            else
-                gemm_thread(g, y, x, n, w, wdt, k, m, o0, o1,
-                            (unsigned char *)scratch + (size_t)tid * per_thread);
+        if (gemv) {
+            if (o0 < o1) g->gemv(y, x, n, w, wdt, k, m, o0, o1);
+        } else {
+            pack_a(g, ap, x, n, k, panels * tid / nth, panels * (tid + 1) / nth);
+#pragma omp barrier
+            if (o0 < o1)
+                gemm_thread(g, y, ap, n, w, wdt, k, m, o0, o1,
+                            (uint32_t *)(void *)(s + (size_t)tid * b_bytes()));
         }
     }
 }

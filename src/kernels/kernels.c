@@ -1,7 +1,7 @@
 /*
  * kernels.c: choosing the kernels: what the CPU supports (CPUID and XGETBV),
- * instruction-set names, filling a snug_kernels table, and the size of the
- * scratch memory matmul needs.
+ * instruction-set names, filling a snug_kernels table. (The size of the
+ * scratch memory matmul needs is k_matmul.c's.)
  */
 #include "kernels/k_impl.h"
 
@@ -79,10 +79,4 @@ snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err)
     }
     k->isa = isa;
     return SNUG_OK;
-}
-
-size_t snug_matmul_scratch_bytes(int32_t n_threads)
-{
-    if (n_threads < 1) n_threads = 1;
-    return (size_t)n_threads * snug_matmul_thread_bytes();
 }

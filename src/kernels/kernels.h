@@ -86,8 +86,8 @@ typedef struct snug_kernels {
      * x[t][i] w[o][i]. x and y are dense row-major f32; w is row-major of
      * dtype wdt. Reads each weight once for the whole batch (a matrix-vector
      * path for n <= 4, a blocked matrix-matrix path above). Runs on
-     * n_threads OpenMP threads (<= the value scratch was sized for). scratch
-     * holds snug_matmul_scratch_bytes(n_threads) bytes, 64-byte aligned.
+     * n_threads OpenMP threads. scratch holds snug_matmul_scratch_bytes(
+     * T, N, K) bytes, 64-byte aligned, with n_threads <= T, n <= N, k <= K.
      * y must not overlap x or w. */
     void (*matmul)(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
                    int64_t k, int64_t m, void *scratch, int32_t n_threads);
@@ -122,7 +122,7 @@ typedef struct snug_kernels {
     /* Causal attention over the paged cache with a numerically stable
      * (online) softmax: out = softmax(scale q . K^T) V for each query row and
      * head of the group. out is the accumulator, so it must not overlap
-     * q. Allocates nothing; uses a few KiB of stack. */
+     * q. Allocates nothing; uses up to about 40 KiB of stack. */
     void (*attention)(const snug_attn_args *a);
 } snug_kernels;
 
@@ -130,8 +130,11 @@ typedef struct snug_kernels {
  * instruction set and the one detected, when this CPU cannot run it. */
 snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err);
 
-/* The scratch bytes matmul needs when run on n_threads threads (a constant
- * per thread: its packed panels). Pure. */
-size_t snug_matmul_scratch_bytes(int32_t n_threads);
+/* The scratch bytes matmul needs when run on up to n_threads threads with
+ * up to n_max rows of x of up to k_max elements: a block of packed weight
+ * per thread (a constant) and all of x packed once, shared by the threads
+ * (about 4 (n_max + 8) (k_max + 2) bytes). Pure. (Before, it took only
+ * n_threads; the shared packed x is what the two new bounds size.) */
+size_t snug_matmul_scratch_bytes(int32_t n_threads, int64_t n_max, int64_t k_max);
 
 #endif /* SNUG_KERNELS_H */
