@@ -258,9 +258,12 @@ snug_status snug_convert_llama2c(const char *path, const char *outdir, snug_erro
     c->rope_scaling.factor = 1.0;
     c->tie_word_embeddings = shared;
     c->dtype = SNUG_DTYPE_F32;
+    /* llama2.c's data separates stories with BOS, and run.c stops when it
+     * samples BOS: both end a sequence (eos_token_id [2, 1]). */
     c->bos_token_id = 1;
-    c->n_eos = 1;
+    c->n_eos = 2;
     c->eos_token_ids[0] = 2;
+    c->eos_token_ids[1] = 1;
     st = snug_config_validate(c, path, err);
     if (st == SNUG_OK) st = plan_init(&p, err);
     if (st != SNUG_OK) goto done;

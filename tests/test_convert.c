@@ -91,6 +91,8 @@ static void test_bin_and_gguf_identical(void)
     CHECK(ca.n_kv_heads == 4 && cb.n_kv_heads == 4 && ca.vocab_size == 512 && cb.vocab_size == 512,
           "shapes agree");
     CHECK(cb.bos_token_id == 1 && cb.n_eos == 1 && cb.eos_token_ids[0] == 2, "GGUF bos/eos");
+    CHECK(ca.bos_token_id == 1 && ca.n_eos == 2 && ca.eos_token_ids[0] == 2 && ca.eos_token_ids[1] == 1,
+          "llama2.c: EOS and BOS both end a story, as in run.c (%d ids)", ca.n_eos);
     CHECK(count_identical(a, "models/stories260K") == 47, "the bundled model is this conversion");
     char p1[600], p2[600];
     snprintf(p1, sizeof p1, "%s/model.safetensors", a);
