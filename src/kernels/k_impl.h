@@ -33,7 +33,8 @@
  *
  * Packed x ("a"), made once per call for all threads by the driver: panels
  * of mr rows of x, each a run of k steps of mr values (step q: row i at
- * q * mr + i), rows past n zero. A value is one of:
+ * q * mr + i), rows past n zero; the driver stores them block-major (the
+ * micro-kernel sees one panel's run for one kc block of k). A value is one of:
  *   !pairs:           a float x[q] (32 bits);
  *   pairs, a_bf16:    the bf16 pair (x[2q], x[2q + 1]) rounded to nearest
  *                     even, low half first (32 bits);

@@ -7,6 +7,8 @@
  * The GEMM packs all of x once per call, into the shared part of the
  * scratch (each thread packs a share of the panels, then all wait at a
  * barrier), so that no thread re-packs x for each block of weight rows.
+ * It is packed block-major (all panels' slices of one kc block of k
+ * together), so that the mc rows of x one block runs over are contiguous.
  * Each thread then runs the BLIS loops over its own weight rows: nc rows,
  * kc deep, mc rows of x; each register panel of w is packed just before
  * its first use (so it is in L1 for the mr-row tiles of x that follow),
@@ -49,37 +51,46 @@ static int64_t a_words(const snug_gemm_ops *g) { return g->pairs && !g->a_bf16 ?
 /* k steps of a packed row of x or w over `len` elements. */
 static int64_t steps_of(const snug_gemm_ops *g, int64_t len) { return g->pairs ? (len + 1) / 2 : len; }
 
-/* Packs panels [p_first, p_last) of x (n rows of k) into ap, each of
- * steps_of(k) * mr * a_words words (the layout of k_impl.h). */
+/* Packs panels [p_first, p_last) of x (n rows of k; `panels` in all) into
+ * ap, block-major: the kc-deep slices of every panel for one block of k
+ * are together (block pc from word steps_of(pc) * panels * mr * aw, then
+ * each panel's ksteps * mr * aw words of it), so that the slices a thread
+ * runs over for one block are one contiguous run (no cache set conflicts
+ * between them, as panels a whole k apart would have). */
 static void pack_a(const snug_gemm_ops *g, uint32_t *ap, const float *x, int64_t n, int64_t k,
-                   int64_t p_first, int64_t p_last)
+                   int64_t panels, int64_t p_first, int64_t p_last)
 {
-    const int64_t mr = g->mr, ks = steps_of(g, k), aw = a_words(g);
+    const int64_t mr = g->mr, aw = a_words(g);
     for (int64_t p = p_first; p < p_last; p++) {
-        uint32_t *pan = ap + p * ks * mr * aw;
         int64_t rv = SNUG_MIN(mr, n - p * mr); /* real rows of the panel */
         const float *x0 = x + p * mr * k;
-        if (!g->pairs) {
-            for (int64_t q = 0; q < ks; q++) {
-                float *d = (float *)(void *)(pan + q * mr);
-                for (int64_t i = 0; i < mr; i++) d[i] = i < rv ? x0[i * k + q] : 0.0f;
-            }
-        } else if (g->a_bf16) {
-            for (int64_t q = 0; q < ks; q++)
-                for (int64_t i = 0; i < mr; i++) {
-                    uint32_t lo = 0, hi = 0;
-                    if (i < rv) {
-                        lo = snug_f32_to_bf16(x0[i * k + 2 * q]);
-                        hi = 2 * q + 1 < k ? snug_f32_to_bf16(x0[i * k + 2 * q + 1]) : 0;
-                    }
-                    pan[q * mr + i] = lo | hi << 16;
+        for (int64_t pc = 0; pc < k; pc += g->kc) {
+            int64_t q0 = steps_of(g, pc), ks = steps_of(g, SNUG_MIN((int64_t)g->kc, k - pc));
+            uint32_t *pan = ap + (q0 * panels + p * ks) * mr * aw;
+            if (!g->pairs) {
+                for (int64_t q = 0; q < ks; q++) {
+                    float *d = (float *)(void *)(pan + q * mr);
+                    for (int64_t i = 0; i < mr; i++) d[i] = i < rv ? x0[i * k + pc + q] : 0.0f;
                 }
-        } else {
-            for (int64_t q = 0; q < ks; q++) {
-                float *d = (float *)(void *)(pan + q * mr * 2);
-                for (int64_t i = 0; i < mr; i++) {
-                    d[2 * i] = i < rv ? x0[i * k + 2 * q] : 0.0f;
-                    d[2 * i + 1] = i < rv && 2 * q + 1 < k ? x0[i * k + 2 * q + 1] : 0.0f;
+            } else if (g->a_bf16) {
+                for (int64_t q = 0; q < ks; q++)
+                    for (int64_t i = 0; i < mr; i++) {
+                        uint32_t lo = 0, hi = 0;
+                        int64_t e = pc + 2 * q;
+                        if (i < rv) {
+                            lo = snug_f32_to_bf16(x0[i * k + e]);
+                            hi = e + 1 < k ? snug_f32_to_bf16(x0[i * k + e + 1]) : 0;
+                        }
+                        pan[q * mr + i] = lo | hi << 16;
+                    }
+            } else {
+                for (int64_t q = 0; q < ks; q++) {
+                    float *d = (float *)(void *)(pan + q * mr * 2);
+                    int64_t e = pc + 2 * q;
+                    for (int64_t i = 0; i < mr; i++) {
+                        d[2 * i] = i < rv ? x0[i * k + e] : 0.0f;
+                        d[2 * i + 1] = i < rv && e + 1 < k ? x0[i * k + e + 1] : 0.0f;
+                    }
                 }
             }
         }
@@ -141,8 +152,7 @@ static void gemm_thread(const snug_gemm_ops *g, float *y, const uint32_t *ap, in
                         const void *w, snug_dtype wdt, int64_t k, int64_t m, int64_t o0,
                         int64_t o1, uint32_t *bp)
 {
-    const int64_t nr = g->nr, mr = g->mr, aw = a_words(g);
-    const int64_t pstride = steps_of(g, k) * mr * aw;
+    const int64_t nr = g->nr, mr = g->mr, aw = a_words(g), panels = (n + mr - 1) / mr;
     const size_t esz = snug_dtype_size(wdt);
     for (int64_t jc = o0; jc < o1; jc += g->nc) {
         int64_t nc = SNUG_MIN((int64_t)g->nc, o1 - jc);
@@ -150,6 +160,7 @@ static void gemm_thread(const snug_gemm_ops *g, float *y, const uint32_t *ap, in
             int64_t kc = SNUG_MIN((int64_t)g->kc, k - pc);
             int64_t ksteps = steps_of(g, kc), q0 = steps_of(g, pc);
             wpos here = {jc, nc, pc, kc};
+            const uint32_t *ablock = ap + q0 * panels * mr * aw; /* this block of k, packed */
             for (int64_t ic = 0; ic < n; ic += g->mc) {
                 int64_t mc = SNUG_MIN((int64_t)g->mc, n - ic);
                 int64_t tiles = (mc + mr - 1) / mr;
@@ -162,7 +173,7 @@ static void gemm_thread(const snug_gemm_ops *g, float *y, const uint32_t *ap, in
                     if (ic == 0) g->pack_b(panel, w, wdt, k, jc + jr, nr_v, pc, kc, g->nr, g->pairs);
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         if (pf) prefetch_part(w, esz, k, r0, r1, e0, len, ir / mr, tiles);
-                        g->micro(ksteps, ap + ((ic + ir) / mr) * pstride + q0 * mr * aw, panel,
+                        g->micro(ksteps, ablock + ((ic + ir) / mr) * ksteps * mr * aw, panel,
                                  y + (ic + ir) * m + jc + jr, m, (int32_t)SNUG_MIN(mr, mc - ir),
                                  nr_v, pc > 0);
                     }
@@ -210,7 +221,7 @@ void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64
         if (gemv) {
             g->gemv(y, x, n, w, wdt, k, m, 0, m);
         } else {
-            pack_a(g, ap, x, n, k, 0, panels);
+            pack_a(g, ap, x, n, k, panels, 0, panels);
             gemm_thread(g, y, ap, n, w, wdt, k, m, 0, m, (uint32_t *)scratch);
         }
         return;
@@ -223,7 +234,7 @@ void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64
         if (gemv) {
             if (o0 < o1) g->gemv(y, x, n, w, wdt, k, m, o0, o1);
         } else {
-            pack_a(g, ap, x, n, k, panels * tid / nth, panels * (tid + 1) / nth);
+            pack_a(g, ap, x, n, k, panels, panels * tid / nth, panels * (tid + 1) / nth);
 #pragma omp barrier
             if (o0 < o1)
                 gemm_thread(g, y, ap, n, w, wdt, k, m, o0, o1,
