@@ -17,6 +17,7 @@
 #ifndef SNUG_BENCH_LIMITS_H
 #define SNUG_BENCH_LIMITS_H
 
+#include "device.h"
 #include "kernels/kernels.h"
 
 #include <omp.h>
@@ -72,7 +73,9 @@ static double bench_sum_plain(const float *p, size_t n)
 static double bench_read_bandwidth(size_t bytes, int n_threads, int tries)
 {
     size_t n = bytes / sizeof(float) / 64 * 64;
-    float *buf = aligned_alloc(64, n * sizeof(float));
+    /* From snug's allocator, as the weights are: the same (huge) pages, so
+     * the limit and the decode read memory the same way. */
+    float *buf = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof(float), NULL);
     if (!buf) return 0;
     bool avx2 = snug_isa_detect() >= SNUG_ISA_AVX2;
     double best = 1e30, sink = 0;
@@ -99,7 +102,7 @@ static double bench_read_bandwidth(size_t bytes, int n_threads, int tries)
         double dt = bench_now() - t0;
         if (dt < best) best = dt;
     }
-    free(buf);
+    snug_mem_free(buf);
     if (sink == 42.4242) printf(" ");
     return (double)(n * sizeof(float)) / best;
 }
