@@ -491,6 +491,8 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
     }
     if (ok && cfg->arch == SNUG_ARCH_QWEN2)
         ok = put(o, "use_sliding_window", json_boolean(cfg->sliding_window > 0));
+    if (ok && cfg->arch == SNUG_ARCH_QWEN2 && cfg->sliding_window > 0) /* every layer */
+        ok = put(o, "max_window_layers", json_integer(0));
     if (ok)
         ok = put(o, "sliding_window",
                  cfg->sliding_window > 0 ? json_integer(cfg->sliding_window) : json_null());
