@@ -13,13 +13,14 @@ WARN      := -std=c11 -Wall -Wextra -Werror
 # Recursive (=) so pkg-config runs after scripts/install-deps has.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
-CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(CFLAGS)
+CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(SRC_DIRS:%=-I%) $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -fopenmp -lm -lpthread $(LDLIBS)
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-LIB_SRCS  := $(filter-out src/main.c src/cmd_%.c,$(wildcard src/*.c)) $(wildcard src/kernels/*.c)
-CLI_SRCS  := src/main.c $(wildcard src/cmd_*.c)
+SRC_DIRS  := $(sort $(dir $(wildcard src/*/*.c)))
+LIB_SRCS  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+CLI_SRCS  := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 # Helpers some tests share (the float64 reference model): no code from src/.
 SUPPORT_SRCS := $(wildcard tests/support/*.c)
@@ -126,7 +127,7 @@ test-asan: $(ASAN_TESTS) $(ASAN_REPLAYS)
 
 # --- fuzzing (clang, libFuzzer) -------------------------------------------------
 F := build/fuzz
-FUZZ_FLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -Itests \
+FUZZ_FLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(SRC_DIRS:%=-I%) -Itests \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-pass-failed
 
 fuzz-deps:
@@ -149,4 +150,4 @@ fuzz: $(FUZZ_NAMES:%=$(F)/fuzz_%)
 clean:
 	rm -rf build
 
--include $(wildcard $(B)/obj/*.d $(B)/obj/kernels/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(A)/obj/*.d $(A)/obj/kernels/*.d)
+-include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(A)/obj/*/*.d)
