@@ -13,12 +13,11 @@ WARN      := -std=c11 -Wall -Wextra -Werror
 # Recursive (=) so pkg-config runs after scripts/install-deps has.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
-CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(SRC_DIRS:%=-I%) $(PKG_CFLAGS) $(CFLAGS)
+CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -fopenmp -lm -lpthread $(LDLIBS)
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-SRC_DIRS  := $(sort $(dir $(wildcard src/*/*.c)))
 LIB_SRCS  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 CLI_SRCS  := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
@@ -127,7 +126,7 @@ test-asan: $(ASAN_TESTS) $(ASAN_REPLAYS)
 
 # --- fuzzing (clang, libFuzzer) -------------------------------------------------
 F := build/fuzz
-FUZZ_FLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(SRC_DIRS:%=-I%) -Itests \
+FUZZ_FLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -Itests \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-pass-failed
 
 fuzz-deps:

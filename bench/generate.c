@@ -13,14 +13,14 @@
  * the two. Not part of make test.
  *   build/bench/generate DIR [THREADS]
  */
-#include "blocks.h"
-#include "checkpoint.h"
-#include "device.h"
-#include "dtype.h"
-#include "kvcache.h"
+#include "model/blocks.h"
+#include "formats/checkpoint.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "model/kvcache.h"
 #include "limits.h"
-#include "loader.h"
-#include "model.h"
+#include "model/loader.h"
+#include "model/model.h"
 
 enum { PREFILL = 512, BATCH = 32, CONTEXT = 16, DECODE_STEPS = 12, WARMUP = 2, BLOCK = 16 };
 _Static_assert(BATCH * CONTEXT <= PREFILL, "the batched prompts are one step");

@@ -11,10 +11,10 @@
  *
  * Each prints "name seconds GB/s" lines. Not part of make test.
  */
-#include "checkpoint.h"
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
+#include "formats/checkpoint.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
 
 #include <stdio.h>
 #include <stdlib.h>

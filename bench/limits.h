@@ -17,7 +17,7 @@
 #ifndef SNUG_BENCH_LIMITS_H
 #define SNUG_BENCH_LIMITS_H
 
-#include "device.h"
+#include "base/device.h"
 #include "kernels/kernels.h"
 
 #include <omp.h>

@@ -11,7 +11,7 @@
  * are compute-bound: GFLOP/s (2 n k m / time) against the FMA peak.
  * Not part of make test.
  */
-#include "dtype.h"
+#include "base/dtype.h"
 #include "kernels/kernels.h"
 #include "limits.h"
 

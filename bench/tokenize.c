@@ -12,12 +12,12 @@
  *   build/bench/tokenize NAME=PATH...
  * Not part of make test; bench/tokenize runs it on every family.
  */
-#include "device.h"
-#include "fileio.h"
-#include "json.h"
-#include "regex.h"
-#include "tok_internal.h"
-#include "tokenizer.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "tokenizer/regex.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

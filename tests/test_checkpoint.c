@@ -6,11 +6,11 @@
  */
 #include "test.h"
 
-#include "checkpoint.h"
-#include "device.h"
-#include "dtype.h"
-#include "mkmodel.h"
-#include "params.h"
+#include "formats/checkpoint.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "convert/mkmodel.h"
+#include "model/params.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -5,11 +5,11 @@
  */
 #include "test.h"
 
-#include "config.h"
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "json.h"
+#include "formats/config.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 static snug_status parse(const char *text, snug_model_config *cfg, snug_error *err)
 {

@@ -9,11 +9,11 @@
  */
 #include "test.h"
 
-#include "checkpoint.h"
-#include "convert.h"
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
+#include "formats/checkpoint.h"
+#include "convert/convert.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
 
 #include <sys/stat.h>
 

@@ -5,9 +5,9 @@
  */
 #include "test.h"
 
-#include "device.h"
-#include "json.h"
-#include "regex.h"
+#include "base/device.h"
+#include "base/json.h"
+#include "tokenizer/regex.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
  */
 #include "test.h"
 
-#include "dtype.h"
+#include "base/dtype.h"
 
 #include <float.h>
 #include <math.h>

@@ -4,13 +4,13 @@
  * the chat prompt's ids, streamed text against decoding the ids, seeds,
  * stop strings, the model length, and that a generation allocates nothing.
  */
-#include "chat.h"
-#include "checkpoint.h"
-#include "device.h"
-#include "fileio.h"
-#include "generate.h"
-#include "json.h"
-#include "mkmodel.h"
+#include "chat/chat.h"
+#include "formats/checkpoint.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "engine/generate.h"
+#include "base/json.h"
+#include "convert/mkmodel.h"
 #include "test.h"
 
 #include <ftw.h>

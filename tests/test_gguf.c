@@ -5,8 +5,8 @@
  */
 #include "test.h"
 
-#include "device.h"
-#include "gguf.h"
+#include "base/device.h"
+#include "formats/gguf.h"
 
 static const char *const GGUF = "tests/data/stories260K/stories260K.gguf";
 

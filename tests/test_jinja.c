@@ -8,10 +8,10 @@
  */
 #include "test.h"
 
-#include "device.h"
-#include "fileio.h"
-#include "jinja.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "chat/jinja.h"
+#include "base/json.h"
 
 #include <pthread.h>
 

@@ -6,8 +6,8 @@
  */
 #include "test.h"
 
-#include "device.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/json.h"
 
 /* Builds OPEN ITEM SEP ITEM ... CLOSE with n items (libc memory). */
 static char *repeat(const char *open, const char *item, const char *sep, const char *close, int n,

@@ -14,7 +14,7 @@
  *                                  weights: the output's sum of |terms|)
  * The max error of each family is printed, relative to that bound's scale.
  */
-#include "dtype.h"
+#include "base/dtype.h"
 #include "kernels/k_impl.h"
 #include "kernels/kernels.h"
 #include "test.h"

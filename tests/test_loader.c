@@ -15,14 +15,14 @@
  */
 #include "test.h"
 
-#include "checkpoint.h"
-#include "device.h"
-#include "dtype.h"
-#include "json.h"
-#include "loader.h"
-#include "mkmodel.h"
-#include "params.h"
-#include "st_writer.h"
+#include "formats/checkpoint.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/json.h"
+#include "model/loader.h"
+#include "convert/mkmodel.h"
+#include "model/params.h"
+#include "formats/st_writer.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -11,12 +11,12 @@
  */
 #include "test.h"
 
-#include "checkpoint.h"
-#include "config.h"
-#include "device.h"
-#include "fileio.h"
-#include "gguf.h"
-#include "safetensors.h"
+#include "formats/checkpoint.h"
+#include "formats/config.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -6,11 +6,11 @@
  */
 #include "test.h"
 
-#include "checkpoint.h"
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "mkmodel.h"
+#include "formats/checkpoint.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "convert/mkmodel.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -5,13 +5,13 @@
  * bundled stories260K, and batching, chunked prefill and the paged cache
  * against running each sequence alone in one go.
  */
-#include "blocks.h"
-#include "checkpoint.h"
-#include "device.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "mkmodel.h"
-#include "model.h"
+#include "model/blocks.h"
+#include "formats/checkpoint.h"
+#include "base/device.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "convert/mkmodel.h"
+#include "model/model.h"
 #include "support/ref_model.h"
 #include "test.h"
 

@@ -7,10 +7,10 @@
  */
 #include "test.h"
 
-#include "config.h"
-#include "dtype.h"
-#include "mkmodel.h"
-#include "params.h"
+#include "formats/config.h"
+#include "base/dtype.h"
+#include "convert/mkmodel.h"
+#include "model/params.h"
 
 /* The parameter count written out independently of the table. */
 static uint64_t formula_n_params(const snug_model_config *c)

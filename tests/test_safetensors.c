@@ -6,10 +6,10 @@
  */
 #include "test.h"
 
-#include "device.h"
-#include "dtype.h"
-#include "safetensors.h"
-#include "st_writer.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "formats/safetensors.h"
+#include "formats/st_writer.h"
 
 #include <unistd.h>
 

@@ -5,9 +5,9 @@
  * frequency within 5 binomial standard deviations of its probability (plus
  * 3 draws, for tokens too rare for the normal approximation).
  */
-#include "device.h"
-#include "rng.h"
-#include "sampler.h"
+#include "base/device.h"
+#include "base/rng.h"
+#include "engine/sampler.h"
 #include "test.h"
 
 #include <time.h>

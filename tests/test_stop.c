@@ -4,8 +4,8 @@
  * randomized case compares many tokenizations of the same text with a
  * reference that searches the whole text at once.
  */
-#include "rng.h"
-#include "stop.h"
+#include "base/rng.h"
+#include "engine/stop.h"
 #include "test.h"
 
 enum { EOS = 2, OTHER_EOS = 7, WORD = 100 };

@@ -17,13 +17,13 @@
  */
 #include "test.h"
 
-#include "device.h"
-#include "fileio.h"
-#include "gguf.h"
-#include "json.h"
-#include "tok_internal.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "formats/gguf.h"
+#include "base/json.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -7,11 +7,11 @@
  */
 #include "test.h"
 
-#include "device.h"
-#include "fileio.h"
-#include "json.h"
-#include "tok_internal.h"
-#include "tokenizer.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/tokenizer.h"
 
 #include <sys/stat.h>
 

@@ -4,7 +4,7 @@
 #include "chat.h"
 
 #include "jinja.h"
-#include "json.h"
+#include "base/json.h"
 
 #include <string.h>
 

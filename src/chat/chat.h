@@ -6,8 +6,8 @@
 #ifndef SNUG_CHAT_H
 #define SNUG_CHAT_H
 
-#include "common.h"
-#include "tokenizer.h"
+#include "base/common.h"
+#include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
 

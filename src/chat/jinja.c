@@ -5,7 +5,7 @@
  */
 #include "jinja_impl.h"
 
-#include "device.h"
+#include "base/device.h"
 
 #include <string.h>
 

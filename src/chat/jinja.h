@@ -22,7 +22,7 @@
 #ifndef SNUG_JINJA_H
 #define SNUG_JINJA_H
 
-#include "common.h"
+#include "base/common.h"
 
 #include <jansson.h>
 

@@ -17,7 +17,7 @@
  */
 #include "jinja_impl.h"
 
-#include "device.h"
+#include "base/device.h"
 
 #include <errno.h>
 #include <math.h>

@@ -7,7 +7,7 @@
  */
 #include "jinja_impl.h"
 
-#include "device.h"
+#include "base/device.h"
 
 #include <inttypes.h>
 #include <math.h>

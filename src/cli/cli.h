@@ -6,7 +6,7 @@
 #ifndef SNUG_CLI_H
 #define SNUG_CLI_H
 
-#include "common.h"
+#include "base/common.h"
 
 /* `snug inspect DIR [--tp N] [--dtype D] [--tensors] [--json]`: argv[0] is
  * "inspect". Prints the model's summary and the weight bytes of each rank. */

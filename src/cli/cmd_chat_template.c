@@ -7,11 +7,11 @@
  * vocabulary, so a directory with only tokenizer_config.json will do.
  */
 #include "cli.h"
-#include "device.h"
-#include "fileio.h"
-#include "jinja.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "chat/jinja.h"
+#include "base/json.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,9 +5,9 @@
  *   snug convert tokenizer PATH OUTDIR        (any tokenizer snug reads -> tokenizer.json)
  */
 #include "cli.h"
-#include "convert.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "convert/convert.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 #include <errno.h>
 #include <stdio.h>

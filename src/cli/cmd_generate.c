@@ -3,14 +3,14 @@
  * loads a model, generates from a prompt and streams the text to stdout;
  * speeds go to stderr.
  */
-#include "chat.h"
-#include "checkpoint.h"
+#include "chat/chat.h"
+#include "formats/checkpoint.h"
 #include "cli.h"
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "generate.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "engine/generate.h"
+#include "base/json.h"
 #include "kernels/kernels.h"
 
 #include <errno.h>

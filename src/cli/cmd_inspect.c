@@ -2,12 +2,12 @@
  * cmd_inspect.c: `snug inspect DIR [--tp N] [--dtype D] [--tensors] [--json]`:
  * what a model directory holds and what each tensor-parallel rank will load.
  */
-#include "checkpoint.h"
+#include "formats/checkpoint.h"
 #include "cli.h"
-#include "device.h"
-#include "dtype.h"
-#include "json.h"
-#include "params.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/json.h"
+#include "model/params.h"
 
 #include <stdio.h>
 #include <string.h>

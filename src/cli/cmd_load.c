@@ -4,12 +4,12 @@
  * every rank's in turn, freeing between) in this process and reports what
  * the load took.
  */
-#include "checkpoint.h"
+#include "formats/checkpoint.h"
 #include "cli.h"
-#include "device.h"
-#include "dtype.h"
-#include "json.h"
-#include "loader.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/json.h"
+#include "model/loader.h"
 
 #include <omp.h>
 #include <stdio.h>

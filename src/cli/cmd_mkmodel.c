@@ -3,8 +3,8 @@
  * [--threads T] OUTDIR`: write a synthetic checkpoint.
  */
 #include "cli.h"
-#include "dtype.h"
-#include "mkmodel.h"
+#include "base/dtype.h"
+#include "convert/mkmodel.h"
 
 #include <errno.h>
 #include <stdio.h>

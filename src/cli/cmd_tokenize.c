@@ -3,9 +3,9 @@
  * and `snug detokenize PATH IDS...`.
  */
 #include "cli.h"
-#include "device.h"
-#include "fileio.h"
-#include "tokenizer.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>

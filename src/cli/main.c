@@ -2,7 +2,7 @@
  * main.c: the `snug` command line. The only place that calls exit().
  */
 #include "cli.h"
-#include "device.h"
+#include "base/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,14 +7,14 @@
  */
 #include "convert.h"
 
-#include "config.h"
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "gguf.h"
-#include "json.h"
-#include "params.h"
-#include "st_writer.h"
+#include "formats/config.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "formats/gguf.h"
+#include "base/json.h"
+#include "model/params.h"
+#include "formats/st_writer.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -11,9 +11,9 @@
 #ifndef SNUG_CONVERT_H
 #define SNUG_CONVERT_H
 
-#include "common.h"
-#include "config.h"
-#include "gguf.h"
+#include "base/common.h"
+#include "formats/config.h"
+#include "formats/gguf.h"
 
 /* Converts a llama2.c checkpoint (the legacy float32 format, or version 1
  * with the "ak42" magic) into outdir (which must exist). The file's size

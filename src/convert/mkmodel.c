@@ -4,15 +4,15 @@
  */
 #include "mkmodel.h"
 
-#include "checkpoint.h"
+#include "formats/checkpoint.h"
 
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "json.h"
-#include "params.h"
-#include "rng.h"
-#include "st_writer.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "model/params.h"
+#include "base/rng.h"
+#include "formats/st_writer.h"
 
 #include <omp.h>
 #include <stdatomic.h>

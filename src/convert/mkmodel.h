@@ -6,8 +6,8 @@
 #ifndef SNUG_MKMODEL_H
 #define SNUG_MKMODEL_H
 
-#include "common.h"
-#include "config.h"
+#include "base/common.h"
+#include "formats/config.h"
 
 /* Fills cfg with the shapes of a named preset: tiny (stories260K),
  * llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, mistral-7b. An

@@ -4,10 +4,10 @@
  */
 #include "generate.h"
 
-#include "blocks.h"
-#include "device.h"
-#include "kvcache.h"
-#include "model.h"
+#include "model/blocks.h"
+#include "base/device.h"
+#include "model/kvcache.h"
+#include "model/model.h"
 
 #include <time.h>
 

@@ -11,12 +11,12 @@
 #ifndef SNUG_GENERATE_H
 #define SNUG_GENERATE_H
 
-#include "common.h"
+#include "base/common.h"
 #include "kernels/kernels.h"
-#include "loader.h"
+#include "model/loader.h"
 #include "sampler.h"
 #include "stop.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 enum { SNUG_PREFILL_CHUNK_DEFAULT = 256 };
 

@@ -18,7 +18,7 @@
  */
 #include "sampler.h"
 
-#include "rng.h"
+#include "base/rng.h"
 
 #include <math.h>
 #include <string.h>

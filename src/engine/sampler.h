@@ -18,7 +18,7 @@
 #ifndef SNUG_SAMPLER_H
 #define SNUG_SAMPLER_H
 
-#include "common.h"
+#include "base/common.h"
 
 /* One entry of a request's logit_bias: bias is added to the raw logit of
  * token id before anything else (+100 all but forces it, -100 bans it). */

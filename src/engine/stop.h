@@ -19,7 +19,7 @@
 #ifndef SNUG_STOP_H
 #define SNUG_STOP_H
 
-#include "common.h"
+#include "base/common.h"
 
 enum {
     SNUG_STOP_MAX = 16,         /* stop strings per request */

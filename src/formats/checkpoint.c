@@ -3,10 +3,10 @@
  */
 #include "checkpoint.h"
 
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <stdio.h>

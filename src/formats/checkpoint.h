@@ -6,7 +6,7 @@
 #ifndef SNUG_CHECKPOINT_H
 #define SNUG_CHECKPOINT_H
 
-#include "common.h"
+#include "base/common.h"
 #include "config.h"
 #include "safetensors.h"
 

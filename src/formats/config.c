@@ -4,10 +4,10 @@
  */
 #include "config.h"
 
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 #include <math.h>
 #include <stdio.h>

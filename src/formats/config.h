@@ -5,7 +5,7 @@
 #ifndef SNUG_CONFIG_H
 #define SNUG_CONFIG_H
 
-#include "common.h"
+#include "base/common.h"
 
 #include <jansson.h>
 

@@ -4,8 +4,8 @@
  */
 #include "gguf.h"
 
-#include "device.h"
-#include "fileio.h"
+#include "base/device.h"
+#include "base/fileio.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 #ifndef SNUG_GGUF_H
 #define SNUG_GGUF_H
 
-#include "common.h"
+#include "base/common.h"
 
 typedef enum snug_gguf_type {
     SNUG_GGUF_UINT8 = 0, SNUG_GGUF_INT8 = 1, SNUG_GGUF_UINT16 = 2, SNUG_GGUF_INT16 = 3,

@@ -11,7 +11,7 @@
 #ifndef SNUG_SAFETENSORS_H
 #define SNUG_SAFETENSORS_H
 
-#include "common.h"
+#include "base/common.h"
 
 enum {
     SNUG_ST_MAX_DIMS = 8,

@@ -3,10 +3,10 @@
  */
 #include "st_writer.h"
 
-#include "device.h"
-#include "dtype.h"
-#include "fileio.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -7,7 +7,7 @@
 #ifndef SNUG_ST_WRITER_H
 #define SNUG_ST_WRITER_H
 
-#include "common.h"
+#include "base/common.h"
 #include "safetensors.h"
 
 /* A tensor to be written: the caller's name and shape. */

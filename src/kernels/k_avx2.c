@@ -17,8 +17,8 @@
  * are broadcast-FMAs), an online softmax with a vectorized exp; other head
  * sizes one query row at a time.
  */
-#include "dtype.h"
-#include "kernels/k_impl.h"
+#include "base/dtype.h"
+#include "k_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -13,8 +13,8 @@
  *               rounded to bf16 pairs when packed; f32 and f16 weights take
  *               the avx512 path.
  */
-#include "dtype.h"
-#include "kernels/k_impl.h"
+#include "base/dtype.h"
+#include "k_impl.h"
 
 #include <string.h>
 

@@ -16,7 +16,7 @@
 #ifndef SNUG_K_IMPL_H
 #define SNUG_K_IMPL_H
 
-#include "kernels/kernels.h"
+#include "kernels.h"
 
 /* n up to this goes through the matrix-vector path. */
 #define SNUG_GEMV_MAX_N 4

@@ -19,8 +19,8 @@
  * y. Each output element is computed by the same sequence of operations
  * whatever the number of threads, so results do not depend on n_threads.
  */
-#include "dtype.h"
-#include "kernels/k_impl.h"
+#include "base/dtype.h"
+#include "k_impl.h"
 
 #include <omp.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * against. Plain loops that accumulate in float in index order; they favour
  * being obviously right over speed.
  */
-#include "dtype.h"
-#include "kernels/k_impl.h"
+#include "base/dtype.h"
+#include "k_impl.h"
 
 #include <math.h>
 #include <string.h>

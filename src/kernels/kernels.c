@@ -3,7 +3,7 @@
  * instruction-set names, filling a snug_kernels table. (The size of the
  * scratch memory matmul needs is k_matmul.c's.)
  */
-#include "kernels/k_impl.h"
+#include "k_impl.h"
 
 #include <string.h>
 

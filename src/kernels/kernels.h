@@ -30,7 +30,7 @@
 #ifndef SNUG_KERNELS_H
 #define SNUG_KERNELS_H
 
-#include "common.h"
+#include "base/common.h"
 
 typedef enum snug_isa {
     SNUG_ISA_SCALAR = 0,      /* portable C: the reference */

@@ -4,7 +4,7 @@
  */
 #include "blocks.h"
 
-#include "device.h"
+#include "base/device.h"
 
 snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, snug_error *err)
 {

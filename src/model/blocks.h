@@ -15,7 +15,7 @@
 #ifndef SNUG_BLOCKS_H
 #define SNUG_BLOCKS_H
 
-#include "common.h"
+#include "base/common.h"
 
 typedef struct snug_block_pool {
     int32_t n_blocks;

@@ -3,8 +3,8 @@
  */
 #include "kvcache.h"
 
-#include "device.h"
-#include "dtype.h"
+#include "base/device.h"
+#include "base/dtype.h"
 
 size_t snug_kv_block_bytes(const snug_kv_shape *s)
 {

@@ -12,7 +12,7 @@
 #ifndef SNUG_KVCACHE_H
 #define SNUG_KVCACHE_H
 
-#include "common.h"
+#include "base/common.h"
 #include "kernels/kernels.h"
 
 enum { SNUG_BLOCK_SIZE_DEFAULT = 16 };

@@ -4,8 +4,8 @@
  */
 #include "loader.h"
 
-#include "device.h"
-#include "dtype.h"
+#include "base/device.h"
+#include "base/dtype.h"
 
 #include <fcntl.h>
 #include <omp.h>

@@ -19,8 +19,8 @@
 #ifndef SNUG_LOADER_H
 #define SNUG_LOADER_H
 
-#include "checkpoint.h"
-#include "common.h"
+#include "formats/checkpoint.h"
+#include "base/common.h"
 #include "params.h"
 
 enum { SNUG_LOAD_STAGING_BYTES = 64 << 20, SNUG_LOAD_ITEM_BYTES = 8 << 20 };

@@ -4,8 +4,8 @@
  */
 #include "model.h"
 
-#include "device.h"
-#include "dtype.h"
+#include "base/device.h"
+#include "base/dtype.h"
 #include "params.h"
 
 #include <math.h>

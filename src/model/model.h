@@ -21,8 +21,8 @@
 #ifndef SNUG_MODEL_H
 #define SNUG_MODEL_H
 
-#include "common.h"
-#include "config.h"
+#include "base/common.h"
+#include "formats/config.h"
 #include "kernels/kernels.h"
 #include "kvcache.h"
 #include "loader.h"

@@ -3,8 +3,8 @@
  */
 #include "params.h"
 
-#include "device.h"
-#include "dtype.h"
+#include "base/device.h"
+#include "base/dtype.h"
 
 #include <stdio.h>
 #include <string.h>

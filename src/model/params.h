@@ -20,8 +20,8 @@
 #ifndef SNUG_PARAMS_H
 #define SNUG_PARAMS_H
 
-#include "common.h"
-#include "config.h"
+#include "base/common.h"
+#include "formats/config.h"
 
 enum { SNUG_PARAM_MAX_SOURCES = 3, SNUG_PARAM_NAME_BYTES = 80 };
 

@@ -12,7 +12,7 @@
 #ifndef SNUG_REGEX_H
 #define SNUG_REGEX_H
 
-#include "common.h"
+#include "base/common.h"
 
 typedef struct snug_regex snug_regex;
 typedef struct snug_regex_matcher snug_regex_matcher;

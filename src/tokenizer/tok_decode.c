@@ -4,7 +4,7 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
+#include "base/device.h"
 
 #include <string.h>
 

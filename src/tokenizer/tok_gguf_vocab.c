@@ -16,9 +16,9 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
-#include "fileio.h"
-#include "gguf.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "formats/gguf.h"
 
 #include <math.h>
 #include <string.h>

@@ -14,9 +14,9 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
-#include "fileio.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,9 +5,9 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
-#include "fileio.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "base/json.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,8 +13,8 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
-#include "fileio.h"
+#include "base/device.h"
+#include "base/fileio.h"
 
 #include <math.h>
 #include <stdio.h>

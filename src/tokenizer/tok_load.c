@@ -12,7 +12,7 @@
  */
 #include "tok_internal.h"
 
-#include "fileio.h"
+#include "base/fileio.h"
 
 #include <string.h>
 #include <sys/stat.h>

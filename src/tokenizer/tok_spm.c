@@ -20,8 +20,8 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
-#include "fileio.h"
+#include "base/device.h"
+#include "base/fileio.h"
 
 #include <math.h>
 #include <string.h>

@@ -15,8 +15,8 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
-#include "fileio.h"
+#include "base/device.h"
+#include "base/fileio.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  */
 #include "tok_internal.h"
 
-#include "device.h"
+#include "base/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 #ifndef SNUG_TOKENIZER_H
 #define SNUG_TOKENIZER_H
 
-#include "common.h"
+#include "base/common.h"
 
 typedef struct snug_tokenizer snug_tokenizer;
 typedef struct snug_tok_encoder snug_tok_encoder;

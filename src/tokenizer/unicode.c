@@ -12,7 +12,7 @@
  */
 #include "unicode.h"
 
-#include "device.h"
+#include "base/device.h"
 #include "unicode_impl.h"
 
 #include <string.h>

@@ -12,7 +12,7 @@
 #ifndef SNUG_UNICODE_H
 #define SNUG_UNICODE_H
 
-#include "common.h"
+#include "base/common.h"
 
 /* The Unicode version of the tables ("14.0.0"). */
 const char *snug_unicode_version(void);

@@ -7,10 +7,10 @@
  * fuzz_common.h checks failures, parses again without a message buffer and
  * with one allocation failing, and checks that nothing leaks.
  */
-#include "config.h"
+#include "formats/config.h"
 #include "fuzz_common.h"
-#include "device.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

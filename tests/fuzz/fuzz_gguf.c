@@ -11,10 +11,10 @@
  * with one allocation failing, and checks that nothing leaks.
  */
 #include "fuzz_common.h"
-#include "device.h"
-#include "fileio.h"
-#include "convert.h"
-#include "gguf.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "convert/convert.h"
+#include "formats/gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,10 +9,10 @@
  * failures, parses again without a message buffer and with one allocation
  * failing, and checks that nothing leaks.
  */
-#include "checkpoint.h"
+#include "formats/checkpoint.h"
 #include "fuzz_common.h"
-#include "device.h"
-#include "json.h"
+#include "base/device.h"
+#include "base/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

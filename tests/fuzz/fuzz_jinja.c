@@ -9,8 +9,8 @@
  * again, with fault injection off, to the same bytes.
  */
 #include "fuzz_common.h"
-#include "jinja.h"
-#include "json.h"
+#include "chat/jinja.h"
+#include "base/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

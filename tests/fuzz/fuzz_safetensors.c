@@ -10,10 +10,10 @@
  * with one allocation failing, and checks that nothing leaks.
  */
 #include "fuzz_common.h"
-#include "device.h"
-#include "dtype.h"
-#include "json.h"
-#include "safetensors.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/json.h"
+#include "formats/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

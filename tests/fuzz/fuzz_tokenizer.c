@@ -32,11 +32,11 @@
  * characters).
  */
 #include "fuzz_common.h"
-#include "device.h"
-#include "gguf.h"
-#include "tok_internal.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "base/device.h"
+#include "formats/gguf.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
