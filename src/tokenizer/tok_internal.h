@@ -248,6 +248,22 @@ snug_status tok_native_finish(snug_tokenizer *t, const char *dir, snug_error *er
 /* Writes the directory of path ("." when it has none) into dir. */
 void tok_dir_of(const char *path, char *dir, size_t size);
 
+/* A native format's reader of bytes in memory: an unfinished tokenizer into
+ * *out (the caller's on success; nothing left allocated on failure). */
+typedef snug_status (*tok_build_fn)(const char *name, const uint8_t *data, size_t len,
+                                    snug_tokenizer **out, snug_error *err);
+
+/* What every tok_parse_* does: build from the len bytes at data, then
+ * tok_native_finish without configs. On failure the message names `name`. */
+snug_status tok_native_parse(tok_build_fn build, const char *name, const uint8_t *data, size_t len,
+                             snug_tokenizer **out, snug_error *err);
+
+/* What every one-file tok_read_* does: read path whole (at most
+ * TOK_NATIVE_MAX_BYTES), build, free the bytes, then tok_native_finish with
+ * the configs beside path. On failure the message names path. */
+snug_status tok_native_read(tok_build_fn build, const char *path, snug_tokenizer **out,
+                            snug_error *err);
+
 /* SentencePiece tokenizer.model (a protobuf ModelProto of model type BPE). */
 snug_status tok_parse_spm(const char *name, const uint8_t *data, size_t len, snug_tokenizer **out,
                           snug_error *err);

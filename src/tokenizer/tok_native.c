@@ -1,9 +1,13 @@
 /*
  * tok_native.c: what the readers of native tokenizer files share: piece
  * types, messages, and the finishing step (configs, bos/eos text, unique
- * end-of-sequence ids).
+ * end-of-sequence ids), and the one way every one-file format is parsed or
+ * read around its own build function.
  */
 #include "tok_internal.h"
+
+#include "base/device.h"
+#include "base/fileio.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -84,5 +88,41 @@ snug_status tok_native_finish(snug_tokenizer *t, const char *dir, snug_error *er
         if (!seen) t->eos_ids[n++] = t->eos_ids[i];
     }
     if (st == SNUG_OK) t->n_eos_ids = n;
+    return st;
+}
+
+/* Builds from bytes and finishes with the configs of dir (NULL: none); on
+ * failure frees what was built and names `name` in the message. */
+static snug_status build_and_finish(tok_build_fn build, const char *name, const uint8_t *data,
+                                    size_t len, const char *dir, snug_tokenizer **out,
+                                    snug_error *err)
+{
+    snug_tokenizer *t = NULL;
+    snug_status st = build(name, data, len, &t, err);
+    if (st == SNUG_OK) st = tok_native_finish(t, dir, err);
+    if (st != SNUG_OK) {
+        snug_tokenizer_free(t);
+        return tok_named(err, st, name);
+    }
+    *out = t;
+    return SNUG_OK;
+}
+
+snug_status tok_native_parse(tok_build_fn build, const char *name, const uint8_t *data, size_t len,
+                             snug_tokenizer **out, snug_error *err)
+{
+    return build_and_finish(build, name, data, len, NULL, out, err);
+}
+
+snug_status tok_native_read(tok_build_fn build, const char *path, snug_tokenizer **out,
+                            snug_error *err)
+{
+    char *data = NULL, dir[4096];
+    size_t len = 0;
+    snug_status st = snug_file_read_all(path, TOK_NATIVE_MAX_BYTES, &data, &len, err);
+    if (st != SNUG_OK) return tok_named(err, st, path);
+    tok_dir_of(path, dir, sizeof dir);
+    st = build_and_finish(build, path, (const uint8_t *)data, len, dir, out, err);
+    snug_mem_free(data);
     return st;
 }

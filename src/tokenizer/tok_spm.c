@@ -21,7 +21,6 @@
 #include "tok_internal.h"
 
 #include "base/device.h"
-#include "base/fileio.h"
 
 #include <math.h>
 #include <string.h>
@@ -349,31 +348,10 @@ done:
 snug_status tok_parse_spm(const char *name, const uint8_t *data, size_t len, snug_tokenizer **out,
                           snug_error *err)
 {
-    snug_tokenizer *t = NULL;
-    snug_status st = build(name, data, len, &t, err);
-    if (st == SNUG_OK) st = tok_native_finish(t, NULL, err);
-    if (st != SNUG_OK) {
-        snug_tokenizer_free(t);
-        return tok_named(err, st, name);
-    }
-    *out = t;
-    return SNUG_OK;
+    return tok_native_parse(build, name, data, len, out, err);
 }
 
 snug_status tok_read_spm(const char *path, snug_tokenizer **out, snug_error *err)
 {
-    char *data = NULL, dir[4096];
-    size_t len = 0;
-    snug_tokenizer *t = NULL;
-    snug_status st = snug_file_read_all(path, TOK_NATIVE_MAX_BYTES, &data, &len, err);
-    if (st == SNUG_OK) st = build(path, (const uint8_t *)data, len, &t, err);
-    snug_mem_free(data);
-    tok_dir_of(path, dir, sizeof dir);
-    if (st == SNUG_OK) st = tok_native_finish(t, dir, err);
-    if (st != SNUG_OK) {
-        snug_tokenizer_free(t);
-        return tok_named(err, st, path);
-    }
-    *out = t;
-    return SNUG_OK;
+    return tok_native_read(build, path, out, err);
 }
