@@ -41,6 +41,18 @@ snug_status snug_file_open_read(const char *path, int *fd, uint64_t *size, snug_
     return SNUG_OK;
 }
 
+snug_status snug_file_adopt(int fd, const char *name, char **path, uint64_t *size,
+                            snug_error *err)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return snug_errorf(err, SNUG_IO, "%s: cannot stat: %s", name, strerror(errno));
+    *path = snug_mem_strdup(SNUG_MEM_OTHER, name, err);
+    if (!*path) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
+    *size = (uint64_t)sb.st_size;
+    return SNUG_OK;
+}
+
 snug_status snug_file_create(const char *path, int *fd, snug_error *err)
 {
     int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

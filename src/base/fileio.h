@@ -11,6 +11,13 @@
  * SNUG_IO when it cannot be opened or is not a regular file. */
 snug_status snug_file_open_read(const char *path, int *fd, uint64_t *size, snug_error *err);
 
+/* What a file reader keeps of a descriptor it is handed: a copy of name
+ * (for messages; category other, the caller frees it with snug_mem_free)
+ * into *path and the file's size (fstat) into *size. Fails with SNUG_NOMEM
+ * or SNUG_IO, the message naming name, leaving nothing allocated. */
+snug_status snug_file_adopt(int fd, const char *name, char **path, uint64_t *size,
+                            snug_error *err);
+
 /* Creates (or truncates) path for writing, mode 0644. */
 snug_status snug_file_create(const char *path, int *fd, snug_error *err);
 

@@ -7,11 +7,9 @@
 #include "base/device.h"
 #include "base/fileio.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 enum { READ_BUF = 64 * 1024 };
@@ -507,18 +505,13 @@ snug_status snug_gguf_open_fd(int fd, const char *name, snug_gguf_file **out, sn
     snug_gguf_file *f = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *f, err);
     if (!f) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
     f->fd = fd;
-    f->path = snug_mem_strdup(SNUG_MEM_OTHER, name, err);
+    st = snug_file_adopt(fd, name, &f->path, &f->file_size, err);
+    if (st != SNUG_OK) goto fail;
     r = snug_mem_alloc(SNUG_MEM_STAGING, sizeof *r, err);
-    if (!f->path || !r) {
+    if (!r) {
         st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
         goto fail;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = snug_errorf(err, SNUG_IO, "%s: cannot stat: %s", name, strerror(errno));
-        goto fail;
-    }
-    f->file_size = (uint64_t)sb.st_size;
     r->fd = fd;
     r->path = f->path;
     r->size = f->file_size;
@@ -533,6 +526,8 @@ fail:
     return st;
 }
 
+/* As snug_st_open: open, parse the descriptor, own it (see the comment
+ * there for why the two are not one function). */
 snug_status snug_gguf_open(const char *path, snug_gguf_file **out, snug_error *err)
 {
     int fd;

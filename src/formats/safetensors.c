@@ -13,11 +13,9 @@
 #include "base/fileio.h"
 #include "base/json.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static snug_status bad(snug_error *err, const char *path, const char *fmt, ...)
@@ -268,17 +266,8 @@ snug_status snug_st_open_fd(int fd, const char *name, snug_st_file **out, snug_e
     snug_st_file *f = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *f, err);
     if (!f) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
     f->fd = fd;
-    f->path = snug_mem_strdup(SNUG_MEM_OTHER, name, err);
-    if (!f->path) {
-        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", name);
-        goto fail;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = snug_errorf(err, SNUG_IO, "%s: cannot stat: %s", name, strerror(errno));
-        goto fail;
-    }
-    f->file_size = (uint64_t)sb.st_size;
+    st = snug_file_adopt(fd, name, &f->path, &f->file_size, err);
+    if (st != SNUG_OK) goto fail;
     if (f->file_size < 8) {
         st = bad(err, name, "file is %llu bytes; a safetensors file starts with an 8-byte "
                  "header length", (unsigned long long)f->file_size);
@@ -338,6 +327,9 @@ fail:
     return st;
 }
 
+/* The same three steps as snug_gguf_open (open, parse the descriptor, own
+ * it); they stay two functions because the handles differ in type and C
+ * offers no way to share them without casting function pointers. */
 snug_status snug_st_open(const char *path, snug_st_file **out, snug_error *err)
 {
     int fd;
