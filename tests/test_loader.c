@@ -10,7 +10,8 @@
  * biases and a head_dim that is not hidden / heads, from sharded and single-file
  * checkpoints, with and without dtype conversion. Also: special values
  * through conversion, byte counts against inspect's prediction, staging
- * back to 0, the out-of-memory loop, truncated files, and checkpoints that
+ * back to 0 and sized to the conversions (a bf16 checkpoint with f32 norms
+ * stages only the norms), the out-of-memory loop, truncated files, and checkpoints that
  * do not match the model.
  */
 #include "test.h"
@@ -234,10 +235,15 @@ static void check_all_ranks(const char *dir, const snug_model_config *c, int tp,
         snug_load_opts small = {.tp = tp, .rank = r, .dtype = dt, .item_bytes = 700,
                                 .staging_bytes = 3 * 700, .n_threads = 3};
         snug_weights *w2 = NULL;
-        CHECK_OK(snug_weights_load(ck, &small, &w2, NULL, &err), &err);
+        snug_load_stats s2 = {0};
+        CHECK_OK(snug_weights_load(ck, &small, &w2, &s2, &err), &err);
         CHECK(w2 && w2->arena_bytes == w->arena_bytes &&
               memcmp(w2->arena, w->arena, (size_t)w->arena_bytes) == 0,
               "tp %d rank %d: small reads give the same bytes", tp, r);
+        CHECK(s2.staging_bytes <= 3 * snug_round_up(700, SNUG_MEM_ALIGN) &&
+              s.staging_bytes <= SNUG_LOAD_STAGING_BYTES,
+              "tp %d rank %d: staging of %zu and %zu bytes within the configured 3 x 700 and default",
+              tp, r, s2.staging_bytes, s.staging_bytes);
         snug_weights_free(w2);
         CHECK(bad == 0, "tp %d rank %d as %s: %d parameters differ from the reference", tp, r,
               snug_dtype_name(dt), bad);
@@ -364,6 +370,102 @@ static void test_special_values(void)
         snug_weights_free(w);
     }
     snug_checkpoint_close(ck);
+}
+
+/* Rewrites the single-file checkpoint in src as dst with its matrices in
+ * bf16 and its 1-D tensors (the norms) kept in f32, as a GGUF import has
+ * them. */
+static void write_bf16_with_f32_norms(const char *src, const char *dst, const snug_model_config *c)
+{
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    if (snug_checkpoint_open(src, &ck, &err) != SNUG_OK) abort();
+    int32_t n = (int32_t)ck->n_tensors;
+    snug_st_out *outs = calloc((size_t)n, sizeof *outs);
+    for (int32_t i = 0; i < n; i++) {
+        const snug_st_tensor *t = ck->entries[i].tensor;
+        outs[i] = (snug_st_out){.name = t->name, .dtype = t->n_dims == 1 ? SNUG_DTYPE_F32 : SNUG_DTYPE_BF16,
+                                .n_dims = t->n_dims, .shape = {t->shape[0], t->n_dims == 2 ? t->shape[1] : 0}};
+    }
+    char p[600];
+    snprintf(p, sizeof p, "%s/model.safetensors", dst);
+    snug_st_writer *w = NULL;
+    if (snug_st_writer_create(p, outs, n, &w, &err) != SNUG_OK) abort();
+    for (int32_t i = 0; i < n; i++) {
+        int64_t rows, cols;
+        float *x = whole(ck, outs[i].name, &rows, &cols);
+        size_t numel = (size_t)(rows * cols), es = snug_dtype_size(outs[i].dtype);
+        void *out = malloc(numel * es);
+        snug_convert(out, outs[i].dtype, x, SNUG_DTYPE_F32, numel);
+        if (snug_st_writer_write(w, i, 0, out, numel * es, &err) != SNUG_OK) abort();
+        free(out);
+        free(x);
+    }
+    if (snug_st_writer_finish(w, &err) != SNUG_OK) abort();
+    json_t *cfg = snug_config_to_json(c);
+    snprintf(p, sizeof p, "%s/config.json", dst);
+    if (snug_json_write_file(cfg, p, &err) != SNUG_OK) abort();
+    json_decref(cfg);
+    free(outs);
+    snug_checkpoint_close(ck);
+}
+
+/* A bf16 checkpoint whose only f32 tensors are its norms, loaded as bf16:
+ * the staging is sized to the norms (one slot per thread that can use one,
+ * each a norm's bytes rounded up to 64), not the default 64 MiB, so the
+ * load peaks at the weights. */
+static void test_staging_sized_to_conversions(void)
+{
+    snug_model_config c = model(false);
+    c.hidden_size = 256, c.intermediate_size = 512, c.head_dim = 32, c.vocab_size = 4096;
+    char f32[512], mixed[512];
+    make("norms-f32", &c, SNUG_DTYPE_F32, 1, f32);
+    snprintf(mixed, sizeof mixed, "%s/norms-mixed", g_dir);
+    mkdir(mixed, 0755);
+    write_bf16_with_f32_norms(f32, mixed, &c);
+    /* the converting reads: 2 norms per layer and the final one, each whole */
+    int64_t n_norms = 2 * (int64_t)c.n_layers + 1;
+    size_t slot = snug_round_up((size_t)c.hidden_size * sizeof(float), SNUG_MEM_ALIGN);
+
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    CHECK_OK(snug_checkpoint_open(mixed, &ck, &err), &err);
+    if (!ck) return;
+    snug_weights *ref = NULL;
+    static const int32_t threads[] = {1, 2, 3, 8};
+    for (size_t k = 0; k < SNUG_ARRAY_LEN(threads); k++) {
+        int32_t nt = threads[k];
+        snug_load_opts o = {.tp = 1, .dtype = SNUG_DTYPE_BF16, .n_threads = nt};
+        snug_weights *w = NULL;
+        snug_load_stats s;
+        size_t peak_staging = 0;
+        snug_mem_status(SNUG_MEM_STAGING, NULL, NULL, true);
+        CHECK_OK(snug_weights_load(ck, &o, &w, &s, &err), &err);
+        if (!w) continue;
+        snug_mem_status(SNUG_MEM_STAGING, NULL, &peak_staging, false);
+        size_t want = (size_t)SNUG_MIN((int64_t)nt, n_norms) * slot;
+        CHECK(s.staging_bytes == want, "%d threads: staging of %zu bytes, want %lld slots of %zu = %zu",
+              nt, s.staging_bytes, (long long)SNUG_MIN((int64_t)nt, n_norms), slot, want);
+        CHECK(s.staging_held >= s.staging_bytes && s.staging_held <= snug_mem_held_bytes(s.staging_bytes) &&
+              peak_staging == s.staging_held, "%d threads: the staging is one block of %zu bytes "
+              "(held %zu, category peak %zu)", nt, s.staging_bytes, s.staging_held, peak_staging);
+        double ratio = (double)s.load_peak_bytes / (double)s.weight_bytes;
+        CHECK(ratio <= 1.01, "%d threads: load peak / weights %.4f (peak %zu, weights %llu)", nt, ratio,
+              s.load_peak_bytes, (unsigned long long)s.weight_bytes);
+        if (!ref) {
+            ref = w;
+            continue;
+        }
+        CHECK(w->arena_bytes == ref->arena_bytes && memcmp(w->arena, ref->arena, (size_t)w->arena_bytes) == 0,
+              "%d threads give the bytes 1 thread gives", nt);
+        snug_weights_free(w);
+    }
+    snug_weights_free(ref);
+    /* every parameter against the reference, at tp 1 and 2, and as f32,
+     * where the matrices convert and the norms do not */
+    snug_checkpoint_close(ck);
+    for (int tp = 1; tp <= 2; tp *= 2) check_all_ranks(mixed, &c, tp, SNUG_DTYPE_BF16);
+    check_all_ranks(mixed, &c, 2, SNUG_DTYPE_F32);
 }
 
 typedef struct oom_ctx {
@@ -520,6 +622,7 @@ int main(void)
     RUN(test_head_dim_and_attention_bias);
     RUN(test_bytes_read_are_the_shards);
     RUN(test_special_values);
+    RUN(test_staging_sized_to_conversions);
     RUN(test_out_of_memory_loop);
     RUN(test_truncated);
     RUN(test_checkpoint_must_match);

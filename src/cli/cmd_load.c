@@ -46,11 +46,13 @@ static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as
     double gbps = s->seconds > 0 ? w / s->seconds / 1e9 : 0;
     if (as_json) {
         snug_json_init();
-        json_t *j = json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "rank", o->rank,
-                              "tp", o->tp, "dtype", snug_dtype_torch_name(o->dtype),
+        json_t *j = json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
+                              "rank", o->rank, "tp", o->tp, "dtype", snug_dtype_torch_name(o->dtype),
                               "weight_bytes", (json_int_t)s->weight_bytes,
                               "weights_held", (json_int_t)s->weights_held,
                               "load_peak_bytes", (json_int_t)s->load_peak_bytes,
+                              "staging_bytes", (json_int_t)s->staging_bytes,
+                              "staging_held", (json_int_t)s->staging_held,
                               "hwm_growth_bytes", (json_int_t)s->hwm_growth_bytes,
                               "bytes_read", (json_int_t)s->bytes_read, "seconds", s->seconds,
                               "gb_per_s", gbps);
@@ -60,7 +62,7 @@ static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as
         snug_mem_free(text);
         return;
     }
-    char a[32], peak[48], hwm[48], read[48], b[32];
+    char a[32], peak[48], hwm[48], read[48], b[32], stage[32];
     snprintf(peak, sizeof peak, "%s (%.4f)", snug_fmt_bytes(s->load_peak_bytes, b),
              (double)s->load_peak_bytes / w);
     if (s->hwm_growth_bytes >= 0)
@@ -70,8 +72,9 @@ static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as
         snprintf(hwm, sizeof hwm, "unknown");
     snprintf(read, sizeof read, "%s (%.4f)", snug_fmt_bytes(s->bytes_read, b),
              (double)s->bytes_read / w);
-    printf("  %-5d %15s %21s %21s %21s %8.3f %7.2f\n", o->rank,
-           snug_fmt_int((int64_t)s->weight_bytes, a), peak, hwm, read, s->seconds, gbps);
+    printf("  %-5d %15s %21s %13s %21s %21s %8.3f %7.2f\n", o->rank,
+           snug_fmt_int((int64_t)s->weight_bytes, a), peak,
+           snug_fmt_int((int64_t)s->staging_bytes, stage), hwm, read, s->seconds, gbps);
     fflush(stdout);
 }
 
@@ -127,12 +130,12 @@ int snug_cmd_load(int argc, char **argv)
     if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
     if (!as_json) {
         char b[32];
-        printf("snug load %s: tp %d, as %s, %d threads, staging %s\n", dir, o.tp,
+        printf("snug load %s: tp %d, as %s, %d threads, staging at most %s\n", dir, o.tp,
                snug_dtype_torch_name(o.dtype), o.n_threads,
                snug_fmt_bytes(o.staging_bytes ? o.staging_bytes : SNUG_LOAD_STAGING_BYTES, b));
-        printf("  %-5s %15s %21s %21s %21s %8s %7s\n", "rank", "weight bytes",
-               "load peak (/weights)", "hwm growth (/weights)", "bytes read (/weights)", "seconds",
-               "GB/s");
+        printf("  %-5s %15s %21s %13s %21s %21s %8s %7s\n", "rank", "weight bytes",
+               "load peak (/weights)", "staging bytes", "hwm growth (/weights)",
+               "bytes read (/weights)", "seconds", "GB/s");
     }
     int rc = 0;
     int32_t first = all ? 0 : o.rank, last = all ? o.tp - 1 : o.rank;

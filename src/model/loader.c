@@ -27,6 +27,8 @@ typedef struct source_ref {
 typedef struct load_item {
     int32_t param, source;
     int64_t row0, n_rows;
+    int64_t convert;           /* -1: read straight into place; else this item's place
+                                * among the items that go through staging */
 } load_item;
 
 typedef struct load_plan {
@@ -35,7 +37,10 @@ typedef struct load_plan {
     _Atomic uint64_t *written; /* [n_params] bytes each has received */
     load_item *items;
     int64_t n_items;
-    bool converts;             /* some source is of another dtype than the weights */
+    int64_t n_converting;      /* items of a source of another dtype than the weights */
+    int32_t n_slots;           /* staging slots: min(threads, n_converting) */
+    size_t slot_bytes;         /* one slot: the most source bytes a converting item
+                                * reads, rounded up to SNUG_MEM_ALIGN; 0 without any */
 } load_plan;
 
 static source_ref *ref_of(const load_plan *pl, int32_t param, int32_t source)
@@ -170,13 +175,18 @@ static snug_status check_coverage(const snug_param_table *t, size_t es, load_pla
 }
 
 /* Splits every source slice into work items of at most item_bytes (and,
- * for conversions, at most one thread's staging). */
+ * for conversions, at most staging_each, one thread's share of the
+ * configured staging), and sizes the staging from the items: as many slots
+ * as threads can use at once (min(n_threads, converting items)), each as
+ * large as the largest converting item's read, rounded up to SNUG_MEM_ALIGN
+ * so that every slot starts on a block boundary. */
 static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_t item_bytes,
-                              size_t staging_each, load_plan *pl, snug_error *err)
+                              size_t staging_each, int32_t n_threads, load_plan *pl,
+                              snug_error *err)
 {
-    size_t es = snug_dtype_size(dtype);
+    size_t es = snug_dtype_size(dtype), staged_max = 0;
     for (int pass = 0; pass < 2; pass++) { /* count, then fill */
-        int64_t n = 0;
+        int64_t n = 0, n_conv = 0;
         for (int32_t i = 0; i < t->n_params; i++) {
             const snug_param *p = &t->params[i];
             for (int32_t s = 0; s < p->n_sources; s++) {
@@ -184,8 +194,8 @@ static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_
                 size_t src_es = snug_dtype_size(ref_of(pl, i, s)->tensor->dtype);
                 size_t row = (size_t)src->n_cols * SNUG_MAX(src_es, es);
                 size_t limit = item_bytes;
-                if (ref_of(pl, i, s)->tensor->dtype != dtype) {
-                    pl->converts = true;
+                bool converts = ref_of(pl, i, s)->tensor->dtype != dtype;
+                if (converts) {
                     limit = SNUG_MIN(limit, staging_each);
                     if ((size_t)src->n_cols * src_es > staging_each)
                         return snug_errorf(err, SNUG_INVALID, "staging of %zu bytes per thread "
@@ -193,18 +203,36 @@ static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_
                                            src->tensor, (size_t)src->n_cols * src_es);
                 }
                 int64_t step = (int64_t)SNUG_MAX((size_t)1, limit / row);
-                for (int64_t r0 = 0; r0 < src->n_rows; r0 += step, n++)
+                for (int64_t r0 = 0; r0 < src->n_rows; r0 += step, n++) {
+                    int64_t rows = SNUG_MIN(step, src->n_rows - r0);
+                    if (converts) /* what load_item_run reads into staging */
+                        staged_max = SNUG_MAX(staged_max, (size_t)rows * (size_t)src->n_cols * src_es);
                     if (pass == 1)
-                        pl->items[n] = (load_item){i, s, r0, SNUG_MIN(step, src->n_rows - r0)};
+                        pl->items[n] = (load_item){i, s, r0, rows, converts ? n_conv : -1};
+                    n_conv += converts;
+                }
             }
         }
         if (pass == 0) {
             pl->items = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *pl->items, err);
             if (!pl->items) return snug_error_prefix(err, SNUG_NOMEM, "load plan: ");
             pl->n_items = n;
+            pl->n_converting = n_conv;
         }
     }
+    pl->n_slots = (int32_t)SNUG_MIN((int64_t)n_threads, pl->n_converting);
+    pl->slot_bytes = pl->n_slots ? snug_round_up(staged_max, SNUG_MEM_ALIGN) : 0;
     return SNUG_OK;
+}
+
+/* The staging slot item it uses on thread `thread` (of n_threads): with no
+ * more converting items than threads each has a slot of its own, else each
+ * thread has one; either way the slot is below pl->n_slots and no two items
+ * running at once share one. -1 for an item that does not convert. */
+static int64_t slot_of(const load_plan *pl, const load_item *it, int32_t thread, int32_t n_threads)
+{
+    if (it->convert < 0) return -1;
+    return pl->n_converting <= n_threads ? it->convert : thread;
 }
 
 /* Reads one work item into place (through staging when it converts).
@@ -256,9 +284,11 @@ static void hint_reads(const snug_weights *w, const load_plan *pl)
     }
 }
 
-/* Runs every item on n_threads threads; the first failure stops the rest. */
+/* Runs every item on n_threads threads, each converting one through its
+ * slot of staging (pl->n_slots x pl->slot_bytes); the first failure stops
+ * the rest. */
 static snug_status run_items(const snug_weights *w, const load_plan *pl, int32_t n_threads,
-                             unsigned char **staging, uint64_t *bytes_read, snug_error *err)
+                             unsigned char *staging, uint64_t *bytes_read, snug_error *err)
 {
     atomic_int failed = 0;
     _Atomic uint64_t total = 0;
@@ -268,7 +298,8 @@ static snug_status run_items(const snug_weights *w, const load_plan *pl, int32_t
         if (atomic_load(&failed)) continue;
         snug_error e;
         uint64_t got = 0;
-        unsigned char *stage = staging ? staging[omp_get_thread_num()] : NULL;
+        int64_t slot = slot_of(pl, &pl->items[k], omp_get_thread_num(), n_threads);
+        unsigned char *stage = slot < 0 ? NULL : staging + (size_t)slot * pl->slot_bytes;
         if (load_item_run(w, pl, &pl->items[k], stage, &got, &e) != SNUG_OK) {
             if (atomic_exchange(&failed, 1) == 0) first = e;
         }
@@ -344,7 +375,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         return snug_errorf(err, SNUG_INVALID, "weights load as bf16, f16 or f32");
 
     load_plan pl = {0};
-    unsigned char **staging = NULL;
+    unsigned char *staging = NULL; /* pl.n_slots x pl.slot_bytes */
     snug_weights *w = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *w, err);
     if (!w) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", ck->dir);
     w->dtype = o.dtype;
@@ -362,7 +393,8 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     size_t staging_each = o.staging_bytes / (size_t)o.n_threads;
     st = check_checkpoint(ck, &w->table, &pl, err);
     if (st == SNUG_OK) st = check_coverage(&w->table, snug_dtype_size(o.dtype), &pl, err);
-    if (st == SNUG_OK) st = plan_items(&w->table, o.dtype, o.item_bytes, staging_each, &pl, err);
+    if (st == SNUG_OK)
+        st = plan_items(&w->table, o.dtype, o.item_bytes, staging_each, o.n_threads, &pl, err);
     if (st != SNUG_OK) goto done;
 
     /* every parameter at its final shape, resident, before any read */
@@ -372,11 +404,9 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         st = snug_error_prefix(err, SNUG_NOMEM, "%s: weights of rank %d: ", ck->dir, o.rank);
         goto done;
     }
-    if (pl.converts) {
-        staging = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)o.n_threads * sizeof *staging, err);
-        for (int32_t i = 0; staging && i < o.n_threads; i++)
-            if (!(staging[i] = snug_mem_alloc(SNUG_MEM_STAGING, staging_each, err))) break;
-        if (!staging || !staging[o.n_threads - 1]) {
+    if (pl.n_slots > 0) {
+        staging = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)pl.n_slots * pl.slot_bytes, err);
+        if (!staging) {
             st = snug_error_prefix(err, SNUG_NOMEM, "%s: staging: ", ck->dir);
             goto done;
         }
@@ -392,6 +422,8 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         stats->weight_bytes = snug_params_bytes(&w->table, o.dtype);
         stats->weights_held = snug_mem_block_bytes(w->arena);
         stats->load_peak_bytes = peak - total0;
+        stats->staging_bytes = (size_t)pl.n_slots * pl.slot_bytes;
+        stats->staging_held = staging ? snug_mem_block_bytes(staging) : 0;
         stats->hwm_growth_bytes = -1;
         if (hwm_reset && snug_proc_mem(&rss1, &hwm1, NULL) == SNUG_OK)
             stats->hwm_growth_bytes = (int64_t)hwm1 - (int64_t)rss0;
@@ -401,8 +433,6 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     *out = w;
     w = NULL;
 done:
-    if (staging)
-        for (int32_t i = 0; i < o.n_threads; i++) snug_mem_free(staging[i]);
     snug_mem_free(staging);
     plan_free(&pl);
     snug_weights_free(w);

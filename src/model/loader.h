@@ -8,7 +8,11 @@
  * holds, straight from the file into its final place: a column-parallel
  * slice is a block of whole rows (one read), a row-parallel slice a read per
  * row. Only a dtype conversion goes through staging memory (category
- * staging, bounded, freed at the end). Reads run on several threads. The
+ * staging, freed at the end), sized to what the conversions need: one slot
+ * per thread that can convert at once (min(threads, converting reads)), each
+ * the largest converting read rounded up to 64 bytes; a read is at most one
+ * thread's share of opts->staging_bytes, so the staging is never more than
+ * that (plus the rounding). Reads run on several threads. The
  * checkpoint is checked against the table first: missing tensors, tensors
  * the model does not use, wrong shapes and dtypes that are not weight types
  * are errors that list or name them; every byte of every parameter is
@@ -28,7 +32,9 @@ enum { SNUG_LOAD_STAGING_BYTES = 64 << 20, SNUG_LOAD_ITEM_BYTES = 8 << 20 };
 typedef struct snug_load_opts {
     int32_t tp, rank;          /* tp 0 counts as 1 */
     snug_dtype dtype;          /* SNUG_DTYPE_NONE: snug_checkpoint_weight_dtype */
-    size_t staging_bytes;      /* 0: SNUG_LOAD_STAGING_BYTES */
+    size_t staging_bytes;      /* most staging for conversions, all threads together
+                                * (each thread's share bounds one read); 0:
+                                * SNUG_LOAD_STAGING_BYTES */
     int32_t n_threads;         /* 0: as many as OpenMP offers (the cores) */
     size_t item_bytes;         /* most bytes one read moves; 0: SNUG_LOAD_ITEM_BYTES */
 } snug_load_opts;
@@ -37,6 +43,9 @@ typedef struct snug_load_stats {
     uint64_t weight_bytes;     /* the parameters' bytes: what inspect predicts */
     size_t weights_held;       /* what the allocator charges for them */
     size_t load_peak_bytes;    /* peak of the device total during the load, above its start */
+    size_t staging_bytes;      /* staging the load allocated: slots x bytes each, as planned
+                                * (see snug_weights_load); 0 when nothing converts */
+    size_t staging_held;       /* what the allocator charged for it (category staging) */
     int64_t hwm_growth_bytes;  /* high-water mark at the end minus the resident set at
                                 * the start; -1 where the mark cannot be reset */
     uint64_t bytes_read;       /* bytes read from checkpoint files */

@@ -98,12 +98,17 @@ if cmp -s "$tmp/s1/model.safetensors" "$tmp/s2/model.safetensors"; then ok "mkmo
 check_json "load weight bytes = inspect" "$tmp/l.json" '.weight_bytes' 1040128
 check_json "load reads exactly the weights" "$tmp/l.json" '.bytes_read' 1040128
 check_json "load json keys" "$tmp/l.json" \
-    '[has("rank"), has("weight_bytes"), has("load_peak_bytes"), has("hwm_growth_bytes"), has("bytes_read"), has("seconds")]' \
-    '[true,true,true,true,true,true]'
+    '[has("rank"), has("weight_bytes"), has("load_peak_bytes"), has("staging_bytes"), has("hwm_growth_bytes"), has("bytes_read"), has("seconds")]' \
+    '[true,true,true,true,true,true,true]'
 "$snug" load models/stories260K --tp 2 --all-ranks --json --dtype bf16 >"$tmp/l2.json"
 check_json "load all ranks" "$tmp/l2.json" '[.rank, .weight_bytes]' '[0,260736]
 [1,260736]'
 expect "load text table" 0 "load peak (/weights)" -- "$snug" load models/stories260K --tp 4 --rank 3
+# staging sized to the conversions: 2 slots of the largest converting read, the f32 embedding
+# (vocab 512 x hidden 64 x 4 bytes); none when nothing converts
+"$snug" load models/stories260K --dtype bf16 --threads 2 --json >"$tmp/ls.json"
+check_json "load staging = 2 threads x the embedding" "$tmp/ls.json" '.staging_bytes' $((2 * 512 * 64 * 4))
+check_json "load staging without conversion" "$tmp/l.json" '.staging_bytes' 0
 expect "load rank past tp" 2 "--rank 2 is not below --tp 2" -- "$snug" load models/stories260K --tp 2 --rank 2
 expect "load tp that does not fit" 1 "sizes that work: 1, 2, 4" -- "$snug" load models/stories260K --tp 3
 expect "load staging too small" 1 "staging of 128 bytes per thread is less than one row" \
