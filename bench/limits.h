@@ -7,10 +7,12 @@
  *                         their contiguous share of a buffer much larger
  *                         than the caches, eight independent accumulators
  *                         (AVX2 loads when the CPU has it); bytes/s
- *   bench_fma_peak        a register-only loop of independent FMAs per
- *                         thread: vfmadd231ps ymm (avx2), zmm (avx512), or
- *                         vdpbf16ps zmm (avx512bf16, 4 flops per lane pair);
- *                         flop/s
+ *   bench_insn_peak       a register-only loop of independent chains of
+ *                         one multiply-add instruction per thread: the one
+ *                         the matmul kernels run for the weight dtype and
+ *                         batch (snug_kernels.matmul_insn): vfmadd231ps ymm
+ *                         or zmm (2 flops per lane), vdpbf16ps zmm (4 per
+ *                         lane); flop/s, 0 for the scalar kernels
  *
  * Each returns the best of a few tries (the machine is noisy).
  */
@@ -108,87 +110,139 @@ static double bench_read_bandwidth(size_t bytes, int n_threads, int tries)
 }
 
 #ifdef BENCH_X86
-/* iters x 12 independent FMAs of 8 lanes */
-__attribute__((target("avx2,fma"))) static float bench_fma_avx2(long iters)
+/* The peak loops: register-only chains of one instruction, as many
+ * independent accumulators as cover its latency at full throughput (an FMA
+ * has latency 4 on two ports: 8 chains or more; on an Emerald Rapids 8
+ * chains of zmm FMAs reach 0.88 of the rate 12 and 16 reach, and vdpbf16ps
+ * zmm, at about a quarter of the FMA's instruction rate, is flat from 8).
+ * The accumulators are separate variables, not an array, and the empty asm
+ * keeps each in a register: a loop that stores them every step is bound by
+ * the stores (the zmm FMA loop this replaced, an array, measured 100
+ * GFLOP/s on 2 threads where this one measures 330). Each function is compiled for its instruction
+ * set alone, so the binary runs anywhere; call one only when
+ * snug_isa_detect() reaches snug_insn_isa() of its instruction. */
+#define BENCH_ACC12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define BENCH_ACC16(X) BENCH_ACC12(X) X(12) X(13) X(14) X(15)
+/* (two statements: a "+v" counts twice against asm's 30 operands) */
+#define BENCH_LIVE8(o)                                                                  \
+    __asm__ volatile("" : "+v"(a##o##0), "+v"(a##o##1), "+v"(a##o##2), "+v"(a##o##3), \
+                          "+v"(a##o##4), "+v"(a##o##5), "+v"(a##o##6), "+v"(a##o##7))
+#define BENCH_LIVE12() \
+    BENCH_LIVE8(); \
+    __asm__ volatile("" : "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11))
+#define BENCH_LIVE16() \
+    BENCH_LIVE8(); \
+    __asm__ volatile("" : "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11), "+v"(a12), "+v"(a13), \
+                          "+v"(a14), "+v"(a15))
+
+enum { BENCH_CHAINS_YMM = 12, BENCH_CHAINS_ZMM = 16 };
+
+/* iters x 12 chains of vfmadd231ps ymm (16 registers: 12 chains and the
+ * two operands) */
+__attribute__((target("avx2,fma"))) static float bench_loop_fma_ymm(long iters)
 {
     __m256 m = _mm256_set1_ps(0.999999f), d = _mm256_set1_ps(1e-7f);
-    __m256 a0 = _mm256_set1_ps(0.1f), a1 = _mm256_set1_ps(0.2f), a2 = _mm256_set1_ps(0.3f),
-           a3 = _mm256_set1_ps(0.4f), a4 = _mm256_set1_ps(0.5f), a5 = _mm256_set1_ps(0.6f),
-           a6 = _mm256_set1_ps(0.7f), a7 = _mm256_set1_ps(0.8f), a8 = _mm256_set1_ps(0.9f),
-           a9 = _mm256_set1_ps(1.0f), a10 = _mm256_set1_ps(1.1f), a11 = _mm256_set1_ps(1.2f);
+#define INIT(j) __m256 a##j = _mm256_set1_ps(0.1f * (float)((j) + 1));
+#define STEP(j) a##j = _mm256_fmadd_ps(a##j, m, d);
+#define SUM(j) s = _mm256_add_ps(s, a##j);
+    BENCH_ACC12(INIT)
     for (long i = 0; i < iters; i++) {
-        a0 = _mm256_fmadd_ps(a0, m, d);
-        a1 = _mm256_fmadd_ps(a1, m, d);
-        a2 = _mm256_fmadd_ps(a2, m, d);
-        a3 = _mm256_fmadd_ps(a3, m, d);
-        a4 = _mm256_fmadd_ps(a4, m, d);
-        a5 = _mm256_fmadd_ps(a5, m, d);
-        a6 = _mm256_fmadd_ps(a6, m, d);
-        a7 = _mm256_fmadd_ps(a7, m, d);
-        a8 = _mm256_fmadd_ps(a8, m, d);
-        a9 = _mm256_fmadd_ps(a9, m, d);
-        a10 = _mm256_fmadd_ps(a10, m, d);
-        a11 = _mm256_fmadd_ps(a11, m, d);
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+        BENCH_ACC12(STEP)
+        BENCH_LIVE12();
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    __m256 s = _mm256_setzero_ps();
+    BENCH_ACC12(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
     return _mm256_cvtss_f32(s);
 }
 
-/* iters x 12 independent FMAs (or dot products of bf16 pairs) of 16 lanes */
-__attribute__((target("avx512f,avx512bf16"))) static float bench_fma_avx512(long iters, bool bf16)
+/* iters x 16 chains of vfmadd231ps zmm */
+__attribute__((target("avx512f"))) static float bench_loop_fma_zmm(long iters)
 {
-    __m512 a[12];
-    for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps(0.1f * (float)j);
     __m512 m = _mm512_set1_ps(0.999999f), d = _mm512_set1_ps(1e-7f);
-    __m512bh mb = (__m512bh)_mm512_set1_epi32(0x3F803F80), db = mb;
-    if (bf16) {
-        for (long i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-            for (int j = 0; j < 12; j++) a[j] = _mm512_dpbf16_ps(a[j], mb, db);
-            __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]));
-        }
-    } else {
-        for (long i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-            for (int j = 0; j < 12; j++) a[j] = _mm512_fmadd_ps(a[j], m, d);
-            __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]));
-        }
+#define INIT(j) __m512 a##j = _mm512_set1_ps(0.1f * (float)((j) + 1));
+#define STEP(j) a##j = _mm512_fmadd_ps(a##j, m, d);
+#define SUM(j) s = _mm512_add_ps(s, a##j);
+    BENCH_ACC16(INIT)
+    for (long i = 0; i < iters; i++) {
+        BENCH_ACC16(STEP)
+        BENCH_LIVE16();
     }
-    __m512 s = a[0];
-    for (int j = 1; j < 12; j++) s = _mm512_add_ps(s, a[j]);
+    __m512 s = _mm512_setzero_ps();
+    BENCH_ACC16(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return _mm512_reduce_add_ps(s);
+}
+
+/* iters x 16 chains of vdpbf16ps zmm (each lane adds 1 x 1 + 1 x 1) */
+__attribute__((target("avx512f,avx512bf16"))) static float bench_loop_dpbf16_zmm(long iters)
+{
+    __m512bh ones = (__m512bh)_mm512_set1_epi32(0x3F803F80);
+#define INIT(j) __m512 a##j = _mm512_set1_ps(0.1f * (float)((j) + 1));
+#define STEP(j) a##j = _mm512_dpbf16_ps(a##j, ones, ones);
+#define SUM(j) s = _mm512_add_ps(s, a##j);
+    BENCH_ACC16(INIT)
+    for (long i = 0; i < iters; i++) {
+        BENCH_ACC16(STEP)
+        BENCH_LIVE16();
+    }
+    __m512 s = _mm512_setzero_ps();
+    BENCH_ACC16(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
     return _mm512_reduce_add_ps(s);
 }
 #endif
 
-/* Arithmetic peak in flop/s of n_threads threads for the matmul inner
- * instruction of isa (an FMA counts 2 flops per lane, vdpbf16ps 4); 0 for
- * scalar. Best of `tries`. */
-static double bench_fma_peak(snug_isa isa, int n_threads, int tries)
+/* Arithmetic peak in flop/s of n_threads threads each running a loop of
+ * insn alone (bench_loop_*; snug_insn_flops flops per instruction: an FMA
+ * 2 per lane, vdpbf16ps 4). 0 for SNUG_INSN_SCALAR (the scalar kernels have
+ * no one instruction to measure) or an instruction this CPU lacks. Best of
+ * `tries`. */
+static double bench_insn_peak(snug_insn insn, int n_threads, int tries)
 {
 #ifdef BENCH_X86
-    if (isa == SNUG_ISA_SCALAR || isa > snug_isa_detect()) return 0;
-    const long iters = 20 * 1000 * 1000;
-    double flops_per_iter = isa == SNUG_ISA_AVX2 ? 12.0 * 8 * 2
-                            : isa == SNUG_ISA_AVX512 ? 12.0 * 16 * 2
-                                                     : 12.0 * 16 * 4;
+    if (insn == SNUG_INSN_SCALAR || snug_insn_flops(insn) == 0 ||
+        snug_insn_isa(insn) > snug_isa_detect())
+        return 0;
+    /* short tries (tens of ms), so that the best of several catches one
+     * that nothing else on the machine interrupted */
+    const long iters = 2 * 1000 * 1000;
+    int chains = insn == SNUG_INSN_FMA_YMM ? BENCH_CHAINS_YMM : BENCH_CHAINS_ZMM;
+    double flops_per_iter = (double)chains * snug_insn_flops(insn);
     double best = 1e30, sink = 0;
     for (int k = 0; k < tries; k++) {
         double t0 = bench_now();
 #pragma omp parallel num_threads(n_threads) reduction(+ : sink)
-        sink += isa == SNUG_ISA_AVX2 ? bench_fma_avx2(iters)
-                                     : bench_fma_avx512(iters, isa == SNUG_ISA_AVX512_BF16);
+        sink += insn == SNUG_INSN_FMA_YMM   ? bench_loop_fma_ymm(iters)
+                : insn == SNUG_INSN_FMA_ZMM ? bench_loop_fma_zmm(iters)
+                                            : bench_loop_dpbf16_zmm(iters);
         double dt = bench_now() - t0;
         if (dt < best) best = dt;
     }
     if (sink == 42.4242) printf(" ");
     return flops_per_iter * (double)iters * n_threads / best;
 #else
-    (void)isa, (void)n_threads, (void)tries;
+    (void)insn, (void)n_threads, (void)tries;
     return 0;
 #endif
+}
+
+/* "vdpbf16ps zmm, 2 threads" into buf (size bytes), or "scalar kernels: no
+ * instruction peak". Returns buf. */
+static const char *bench_insn_label(snug_insn insn, int n_threads, char *buf, size_t size)
+{
+    if (insn == SNUG_INSN_SCALAR)
+        snprintf(buf, size, "scalar kernels: no instruction peak");
+    else
+        snprintf(buf, size, "%s, %d thread%s", snug_insn_name(insn), n_threads,
+                 n_threads == 1 ? "" : "s");
+    return buf;
 }
 
 #endif /* SNUG_BENCH_LIMITS_H */

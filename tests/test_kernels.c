@@ -113,7 +113,7 @@ static void test_isa_detect_and_init(void)
         if (isa <= best) {
             CHECK_OK(snug_kernels_init(&k, isa, &err), &err);
             CHECK(k.isa == isa && k.matmul && k.rmsnorm && k.silu_mul && k.add && k.add_bias &&
-                      k.rope && k.store && k.load && k.attention,
+                      k.rope && k.store && k.load && k.attention && k.matmul_insn,
                   "table of %s incomplete", snug_isa_name(isa));
         } else {
             CHECK_FAILS(snug_kernels_init(&k, isa, &err), &err, SNUG_UNSUPPORTED,
@@ -133,6 +133,54 @@ static void test_isa_detect_and_init(void)
               snug_matmul_scratch_bytes(1, 32, 4096) > s1 &&
               snug_matmul_scratch_bytes(1, 32, 2048) >= 4 * 32 * 2048,
           "scratch bytes %zu, %zu", s1, s2);
+}
+
+/* What each table's matmul_insn says its matmul runs: this file's own
+ * reading of the dispatch (kernels.h, k_avx2.c, k_avx512.c): n <= 4 the
+ * matrix-vector path (ymm FMAs); bf16 below 128 rows of x on avx2/avx512
+ * the ymm pairs kernel; avx512bf16 with bf16 weights vdpbf16ps. */
+static void test_matmul_insn(void)
+{
+    static const struct {
+        snug_isa isa;
+        snug_dtype wdt;
+        int64_t n;
+        snug_insn want;
+    } cases[] = {
+        {SNUG_ISA_SCALAR, SNUG_DTYPE_BF16, 512, SNUG_INSN_SCALAR},
+        {SNUG_ISA_SCALAR, SNUG_DTYPE_F32, 1, SNUG_INSN_SCALAR},
+        {SNUG_ISA_AVX2, SNUG_DTYPE_F32, 512, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX2, SNUG_DTYPE_BF16, 32, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX2, SNUG_DTYPE_F16, 1, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX512, SNUG_DTYPE_F32, 32, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512, SNUG_DTYPE_BF16, 512, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512, SNUG_DTYPE_BF16, 127, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX512, SNUG_DTYPE_F16, 4, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX512, SNUG_DTYPE_F16, 5, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_BF16, 512, SNUG_INSN_DPBF16_ZMM},
+        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_BF16, 5, SNUG_INSN_DPBF16_ZMM},
+        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_BF16, 1, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_F32, 512, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_F16, 32, SNUG_INSN_FMA_ZMM},
+    };
+    snug_isa best = snug_isa_detect();
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(cases); i++) {
+        if (cases[i].isa > best) continue; /* its table cannot be made here */
+        snug_kernels k = kernels_of(cases[i].isa);
+        snug_insn got = k.matmul_insn(cases[i].wdt, cases[i].n);
+        CHECK(got == cases[i].want, "%s, %s weights, n %lld: %s, want %s", snug_isa_name(cases[i].isa),
+              snug_dtype_name(cases[i].wdt), (long long)cases[i].n, snug_insn_name(got),
+              snug_insn_name(cases[i].want));
+        CHECK(snug_insn_isa(got) <= cases[i].isa, "%s needs %s, more than the table's %s",
+              snug_insn_name(got), snug_isa_name(snug_insn_isa(got)), snug_isa_name(cases[i].isa));
+    }
+    CHECK(snug_insn_flops(SNUG_INSN_SCALAR) == 0 && snug_insn_flops(SNUG_INSN_FMA_YMM) == 16 &&
+              snug_insn_flops(SNUG_INSN_FMA_ZMM) == 32 && snug_insn_flops(SNUG_INSN_DPBF16_ZMM) == 64,
+          "flops per instruction");
+    CHECK(strcmp(snug_insn_name(SNUG_INSN_DPBF16_ZMM), "vdpbf16ps zmm") == 0 &&
+              strcmp(snug_insn_name(SNUG_INSN_FMA_YMM), "vfmadd231ps ymm") == 0 &&
+              strcmp(snug_insn_name((snug_insn)9), "unknown") == 0,
+          "instruction names");
 }
 
 /* ---- matmul ----------------------------------------------------------------- */
@@ -754,6 +802,7 @@ static void test_attention(void)
 int main(void)
 {
     RUN(test_isa_detect_and_init);
+    RUN(test_matmul_insn);
     RUN(test_matmul);
     RUN(test_matmul_avx512_layouts);
     RUN(test_elementwise_scalar);

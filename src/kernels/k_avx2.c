@@ -423,6 +423,8 @@ static const snug_gemm_ops avx2_ops = {
     .nc = 96,
     .mc = 192,
     .pairs = false,
+    .insn = SNUG_INSN_FMA_YMM,
+    .gemv_insn = SNUG_INSN_FMA_YMM,
     .pack_b = snug_avx2_pack_b,
     .micro = micro_avx2,
     .gemv = snug_avx2_gemv,
@@ -436,20 +438,30 @@ const snug_gemm_ops snug_avx2_pairs_ops = {
     .mc = 192,
     .pairs = true,
     .a_bf16 = false,
+    .insn = SNUG_INSN_FMA_YMM,
+    .gemv_insn = SNUG_INSN_FMA_YMM,
     .pack_b = snug_avx2_pack_b,
     .micro = micro_avx2_pairs,
     .gemv = snug_avx2_gemv,
 };
 
+/* bf16 with few rows of x: the pairs kernel (its packing is a pure 32-bit
+ * transposition, which a few rows cannot amortize); with many, the f32
+ * panels, whose conversion is paid once per weight */
+static const snug_gemm_ops *ops_avx2(snug_dtype wdt, int64_t n)
+{
+    return wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx2_ops;
+}
+
 static void matmul_avx2(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
                         int64_t k, int64_t m, void *scratch, int32_t n_threads)
 {
-    /* bf16 with few rows of x: the pairs kernel (its packing is a pure
-     * 32-bit transposition, which a few rows cannot amortize); with many,
-     * the f32 panels, whose conversion is paid once per weight */
-    const snug_gemm_ops *g =
-        wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx2_ops;
-    snug_matmul_blocked(g, y, x, n, w, wdt, k, m, scratch, n_threads);
+    snug_matmul_blocked(ops_avx2(wdt, n), y, x, n, w, wdt, k, m, scratch, n_threads);
+}
+
+static snug_insn matmul_insn_avx2(snug_dtype wdt, int64_t n)
+{
+    return snug_matmul_blocked_insn(ops_avx2(wdt, n), n);
 }
 
 /* ---- elementwise kernels ------------------------------------------------- */
@@ -873,6 +885,7 @@ void snug_kernels_fill_avx2(snug_kernels *k)
 {
     k->isa = SNUG_ISA_AVX2;
     k->matmul = matmul_avx2;
+    k->matmul_insn = matmul_insn_avx2;
     k->rmsnorm = rmsnorm_avx2;
     k->silu_mul = silu_mul_avx2;
     k->add = add_avx2;

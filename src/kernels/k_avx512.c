@@ -129,6 +129,8 @@ static const snug_gemm_ops avx512_ops = {
     .nc = 480,
     .mc = 192,
     .pairs = false,
+    .insn = SNUG_INSN_FMA_ZMM,
+    .gemv_insn = SNUG_INSN_FMA_YMM,
     .pack_b = snug_avx2_pack_b,
     .micro = micro_avx512,
     .gemv = snug_avx2_gemv,
@@ -142,26 +144,45 @@ static const snug_gemm_ops avx512bf16_ops = {
     .mc = 192,
     .pairs = true,
     .a_bf16 = true,
+    .insn = SNUG_INSN_DPBF16_ZMM,
+    .gemv_insn = SNUG_INSN_FMA_YMM,
     .pack_b = snug_avx2_pack_b,
     .micro = micro_avx512bf16,
     .gemv = snug_avx2_gemv,
 };
 
+/* as the AVX2 table: bf16 with few rows of x through the pairs kernel */
+static const snug_gemm_ops *ops_avx512(snug_dtype wdt, int64_t n)
+{
+    return wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx512_ops;
+}
+
+static const snug_gemm_ops *ops_avx512bf16(snug_dtype wdt)
+{
+    return wdt == SNUG_DTYPE_BF16 ? &avx512bf16_ops : &avx512_ops;
+}
+
 static void matmul_avx512(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
                           int64_t k, int64_t m, void *scratch, int32_t n_threads)
 {
-    /* as the AVX2 table: bf16 with few rows of x through the pairs kernel */
-    const snug_gemm_ops *g =
-        wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx512_ops;
-    snug_matmul_blocked(g, y, x, n, w, wdt, k, m, scratch, n_threads);
+    snug_matmul_blocked(ops_avx512(wdt, n), y, x, n, w, wdt, k, m, scratch, n_threads);
 }
 
 static void matmul_avx512bf16(float *y, const float *x, int64_t n, const void *w,
                               snug_dtype wdt, int64_t k, int64_t m, void *scratch,
                               int32_t n_threads)
 {
-    const snug_gemm_ops *g = wdt == SNUG_DTYPE_BF16 ? &avx512bf16_ops : &avx512_ops;
-    snug_matmul_blocked(g, y, x, n, w, wdt, k, m, scratch, n_threads);
+    snug_matmul_blocked(ops_avx512bf16(wdt), y, x, n, w, wdt, k, m, scratch, n_threads);
+}
+
+static snug_insn matmul_insn_avx512(snug_dtype wdt, int64_t n)
+{
+    return snug_matmul_blocked_insn(ops_avx512(wdt, n), n);
+}
+
+static snug_insn matmul_insn_avx512bf16(snug_dtype wdt, int64_t n)
+{
+    return snug_matmul_blocked_insn(ops_avx512bf16(wdt), n);
 }
 
 void snug_kernels_fill_avx512(snug_kernels *k)
@@ -169,6 +190,7 @@ void snug_kernels_fill_avx512(snug_kernels *k)
     snug_kernels_fill_avx2(k);
     k->isa = SNUG_ISA_AVX512;
     k->matmul = matmul_avx512;
+    k->matmul_insn = matmul_insn_avx512;
 }
 
 void snug_kernels_fill_avx512bf16(snug_kernels *k)
@@ -176,6 +198,7 @@ void snug_kernels_fill_avx512bf16(snug_kernels *k)
     snug_kernels_fill_avx2(k);
     k->isa = SNUG_ISA_AVX512_BF16;
     k->matmul = matmul_avx512bf16;
+    k->matmul_insn = matmul_insn_avx512bf16;
 }
 
 #else /* not x86: never chosen (snug_isa_detect says scalar) */

@@ -48,6 +48,8 @@ typedef struct snug_gemm_ops {
     int32_t kc, nc, mc; /* cache blocks: depth, rows of w, rows of x */
     bool pairs;         /* w as bf16 pairs (k steps of 2), w must be BF16 */
     bool a_bf16;        /* with pairs: x as bf16 pairs, else as float pairs */
+    snug_insn insn;      /* the multiply-add of micro */
+    snug_insn gemv_insn; /* the multiply-add of gemv */
 
     /* Packs rows [o0, o0 + rows) of w (row-major (m, k) of dtype wdt; rows
      * <= nc), elements [p0, p0 + kc) of each, into ceil(rows / nr) panels of
@@ -73,6 +75,10 @@ typedef struct snug_gemm_ops {
 void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64_t n,
                          const void *w, snug_dtype wdt, int64_t k, int64_t m, void *scratch,
                          int32_t n_threads);
+
+/* The instruction snug_matmul_blocked runs with g for n rows of x: its
+ * gemv's or its micro-kernel's (the contract of snug_kernels.matmul_insn). */
+snug_insn snug_matmul_blocked_insn(const snug_gemm_ops *g, int64_t n);
 
 /* The AVX2 pieces the AVX-512 tables reuse (k_avx2.c): the packing of w
  * (8 x 8 transposes work for any nr that is a multiple of 8) and the

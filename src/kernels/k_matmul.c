@@ -193,6 +193,11 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
+snug_insn snug_matmul_blocked_insn(const snug_gemm_ops *g, int64_t n)
+{
+    return n <= SNUG_GEMV_MAX_N ? g->gemv_insn : g->insn;
+}
+
 void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64_t n,
                          const void *w, snug_dtype wdt, int64_t k, int64_t m, void *scratch,
                          int32_t n_threads)

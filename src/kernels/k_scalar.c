@@ -126,10 +126,17 @@ static void attention_scalar(const snug_attn_args *a)
     }
 }
 
+static snug_insn matmul_insn_scalar(snug_dtype wdt, int64_t n)
+{
+    (void)wdt, (void)n;
+    return SNUG_INSN_SCALAR;
+}
+
 void snug_kernels_fill_scalar(snug_kernels *k)
 {
     k->isa = SNUG_ISA_SCALAR;
     k->matmul = matmul_scalar;
+    k->matmul_insn = matmul_insn_scalar;
     k->rmsnorm = rmsnorm_scalar;
     k->silu_mul = silu_mul_scalar;
     k->add = add_scalar;

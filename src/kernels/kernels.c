@@ -41,6 +41,35 @@ snug_isa snug_isa_detect(void)
 snug_isa snug_isa_detect(void) { return SNUG_ISA_SCALAR; }
 #endif
 
+static const char *const insn_names[SNUG_INSN_COUNT] = {"scalar", "vfmadd231ps ymm",
+                                                         "vfmadd231ps zmm", "vdpbf16ps zmm"};
+
+const char *snug_insn_name(snug_insn insn)
+{
+    if ((int)insn < 0 || insn >= SNUG_INSN_COUNT) return "unknown";
+    return insn_names[insn];
+}
+
+int32_t snug_insn_flops(snug_insn insn)
+{
+    switch (insn) {
+    case SNUG_INSN_FMA_YMM: return 8 * 2;
+    case SNUG_INSN_FMA_ZMM: return 16 * 2;
+    case SNUG_INSN_DPBF16_ZMM: return 16 * 2 * 2; /* per lane: two products, two adds */
+    default: return 0;
+    }
+}
+
+snug_isa snug_insn_isa(snug_insn insn)
+{
+    switch (insn) {
+    case SNUG_INSN_FMA_YMM: return SNUG_ISA_AVX2;
+    case SNUG_INSN_FMA_ZMM: return SNUG_ISA_AVX512;
+    case SNUG_INSN_DPBF16_ZMM: return SNUG_ISA_AVX512_BF16;
+    default: return SNUG_ISA_SCALAR;
+    }
+}
+
 static const char *const isa_names[SNUG_ISA_COUNT] = {"scalar", "avx2", "avx512", "avx512bf16"};
 
 const char *snug_isa_name(snug_isa isa)

@@ -40,6 +40,28 @@ typedef enum snug_isa {
     SNUG_ISA_COUNT = 4
 } snug_isa;
 
+/* The multiply-add instruction in the inner loop of a matmul: what its
+ * arithmetic peak is measured with (bench/). */
+typedef enum snug_insn {
+    SNUG_INSN_SCALAR = 0,     /* the portable C loops: no one instruction */
+    SNUG_INSN_FMA_YMM = 1,    /* vfmadd231ps ymm: 8 lanes x 2 flops */
+    SNUG_INSN_FMA_ZMM = 2,    /* vfmadd231ps zmm: 16 lanes x 2 flops */
+    SNUG_INSN_DPBF16_ZMM = 3, /* vdpbf16ps zmm: 16 lanes x 2 bf16 products added */
+    SNUG_INSN_COUNT = 4
+} snug_insn;
+
+/* "scalar", "vfmadd231ps ymm", "vfmadd231ps zmm", "vdpbf16ps zmm"; never
+ * NULL ("unknown" out of range). */
+const char *snug_insn_name(snug_insn insn);
+
+/* The flops one instruction does (16, 32, 64); 0 for SNUG_INSN_SCALAR or
+ * out of range. Pure. */
+int32_t snug_insn_flops(snug_insn insn);
+
+/* The least instruction set that has insn (an FMA: AVX2; a zmm FMA:
+ * AVX512; vdpbf16ps: AVX512_BF16; scalar: SCALAR). Pure. */
+snug_isa snug_insn_isa(snug_insn insn);
+
 /* The best instruction set this CPU and OS support (CPUID feature bits and
  * the XGETBV register-state mask). Pure apart from reading the CPU. */
 snug_isa snug_isa_detect(void);
@@ -91,6 +113,10 @@ typedef struct snug_kernels {
      * y must not overlap x or w. */
     void (*matmul)(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
                    int64_t k, int64_t m, void *scratch, int32_t n_threads);
+
+    /* The instruction the inner loop of matmul runs for weights of dtype
+     * wdt and n rows of x: the path matmul itself chooses for them. Pure. */
+    snug_insn (*matmul_insn)(snug_dtype wdt, int64_t n);
 
     /* y = x / sqrt(mean(x^2) + eps) * w, one row of dim elements; w of dtype
      * wdt. y may equal x. */
