@@ -12,6 +12,8 @@
  *   - stories260K's tok512.bin encodes "Once upon a time" as llama2.c does;
  *   - decode(encode(s)) == s (NFC(s) for Qwen2), whole and streamed;
  *   - NFC against vectors made with Python's unicodedata, and by hand;
+ *     the bounds and boundaries unicode.c relies on, for every code point,
+ *     against utf8proc's own decompositions; its out-of-memory loop;
  *   - out-of-memory loops; malformed files of every format, each rejected
  *     with a message naming the file and the entry.
  */
@@ -28,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #define TD "tests/data/tokenizers/"
 
@@ -588,7 +591,9 @@ static size_t utf8_put(uint32_t cp, char *o)
            o[2] = (char)(0x80 | ((cp >> 6) & 63)), o[3] = (char)(0x80 | (cp & 63)), 4;
 }
 
-/* Every vector tools/gen_unicode.py made with Python's unicodedata. */
+/* Every vector of tests/data/unicode/nfc.txt (made with Python's unicodedata,
+ * Unicode 14.0.0; NFC of assigned characters is stable from version to
+ * version, so a later utf8proc gives the same). */
 static void test_nfc_vectors(void)
 {
     char *data = slurp("tests/data/unicode/nfc.txt", NULL);
@@ -655,11 +660,131 @@ static void test_nfc_cases(void)
     expect_nfc("e\xff\xcc\x81", "e\xff\xcc\x81", "nothing composes across an invalid byte");
     expect_nfc("\xed\xa0\x80\xcc\x81", "\xed\xa0\x80\xcc\x81", "a surrogate's bytes pass through");
     expect_nfc("", "", "empty text");
+    /* invalid bytes between combining marks: copied, and nothing reorders
+     * or composes across them */
+    expect_nfc("a\xcc\x81\xff\xcc\x96", "\xc3\xa1\xff\xcc\x96",
+               "a + U+0301 composes; U+0316 after an invalid byte stays after it");
+    expect_nfc("a\xcc\x96\x80\xcc\x81", "a\xcc\x96\x80\xcc\x81",
+               "U+0301 after an invalid byte does not compose with the a before it");
+    expect_nfc("\xcc\x81\xfe\xcc\x96", "\xcc\x81\xfe\xcc\x96",
+               "U+0301 (230) and U+0316 (220) either side of an invalid byte keep their order");
+    expect_nfc("\xcc\x81\xcc\x96\xe0\x80\xcc\x81\xcc\x96",
+               "\xcc\x96\xcc\x81\xe0\x80\xcc\x96\xcc\x81",
+               "marks reordered on each side of an overlong form, not across it");
+    /* utf8proc 2.8 composes an LV syllable with U+11A7 (no trailing
+     * consonant: T index 0) and drops the U+11A7; snug must not */
+    expect_nfc("\xea\xb0\x80\xe1\x86\xa7", "\xea\xb0\x80\xe1\x86\xa7", "U+AC00 U+11A7 stays");
+    expect_nfc("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa7", "\xea\xb0\x80\xe1\x86\xa7",
+               "U+1100 U+1161 compose to U+AC00; U+11A7 stays after it");
+    /* marks new in Unicode 15.0 */
+    expect_nfc("\xf0\x9e\x82\x8f\xe0\xb8\xb9", "\xe0\xb8\xb9\xf0\x9e\x82\x8f",
+               "U+1E08F (class 230, Unicode 15) sorts after U+0E39 (class 103)");
+    expect_nfc("e\xf0\x90\xbb\xbd\xcc\x81", "\xc3\xa9\xf0\x90\xbb\xbd",
+               "U+10EFD (class 220, Unicode 15) sorts before U+0301, which composes with e");
+    CHECK(atoi(snug_unicode_version()) >= 15, "Unicode version %s", snug_unicode_version());
     CHECK(snug_utf8_nfc_quick("plain ASCII text", 16), "ASCII is NFC");
     CHECK(snug_utf8_nfc_quick("\xe4\xb8\xad\xe6\x96\x87 caf\xc3\xa9", 13), "CJK and composed text are NFC");
     CHECK(!snug_utf8_nfc_quick("e\xcc\x81", 3), "e + U+0301 may change");
     CHECK(snug_unicode_ccc(0x0301) == 230 && snug_unicode_ccc(0x0316) == 220 &&
-          snug_unicode_ccc('a') == 0 && snug_unicode_ccc(0x110000) == 0, "combining classes");
+          snug_unicode_ccc('a') == 0 && snug_unicode_ccc(0x110000) == 0 &&
+          snug_unicode_ccc(0xFFFFFFFFu) == 0 && snug_unicode_ccc(0x10EFD) == 220,
+          "combining classes");
+    CHECK(snug_utf8_nfc_quick("\xea\xb0\x80\xe1\x86\xa7", 6) &&
+          !snug_utf8_nfc_quick("\xea\xb0\x80\xe1\x86\xa8", 6),
+          "U+11A7 is an NFC boundary, U+11A8 (a trailing consonant) is not");
+}
+
+/* The bounds and the boundaries unicode.c relies on, for every code point,
+ * against utf8proc's own canonical decompositions (what the generator of
+ * snug's former NFC tables checked of them): NFC makes at most 2 code
+ * points and 3 bytes of each byte of a character; a character the quick
+ * check passes is of class 0 and kept by NFC; the last code point of every
+ * primary composite's decomposition (which ends its composition pair;
+ * Hangul V and T jamo among them) fails the quick check; composing never
+ * makes text longer. */
+static void test_nfc_every_code_point(void)
+{
+    snug_nfc_buf b = {0};
+    int n = 0, n_pairs = 0, bad_bound = 0, bad_boundary = 0, bad_second = 0, bad_longer = 0;
+    for (uint32_t cp = 0; cp < 0x110000; cp++) {
+        if (cp >= 0xD800 && cp < 0xE000) continue;
+        n++;
+        char in[4], nfd[64], part[64];
+        size_t n_in = utf8_put(cp, in), n_nfd = 0, n_part = 0;
+        const char *out = NULL;
+        size_t n_out = 0;
+        snug_error err = {0};
+        if (snug_utf8_nfc(in, n_in, &b, &out, &n_out, &err) != SNUG_OK) {
+            if (bad_bound++ < 3) printf("  NFC of U+%04X failed: %s\n", cp, err.msg);
+            continue;
+        }
+        utf8proc_int32_t d[16];
+        int boundclass = 0;
+        utf8proc_ssize_t m = utf8proc_decompose_char(
+            (utf8proc_int32_t)cp, d, 16, UTF8PROC_STABLE | UTF8PROC_COMPOSE, &boundclass);
+        if (m < 1 || m > 16 || (size_t)m > 2 * n_in) {
+            if (bad_bound++ < 3)
+                printf("  U+%04X decomposes into %td code points\n", cp, (ptrdiff_t)m);
+            continue;
+        }
+        for (utf8proc_ssize_t k = 0; k < m; k++) n_nfd += utf8_put((uint32_t)d[k], nfd + n_nfd);
+        if (n_nfd > 3 * n_in || n_out > 3 * n_in) {
+            if (bad_bound++ < 3) printf("  U+%04X: NFD %zu bytes, NFC %zu\n", cp, n_nfd, n_out);
+        }
+        bool kept = n_out == n_in && memcmp(out, in, n_in) == 0;
+        if (snug_utf8_nfc_quick(in, n_in) && (snug_unicode_ccc(cp) != 0 || !kept)) {
+            if (bad_boundary++ < 3)
+                printf("  U+%04X passes the quick check but is no boundary\n", cp);
+        }
+        if (!kept || m < 2) continue;
+        /* a primary composite: its decomposition's last code point ends a pair */
+        n_pairs++;
+        char last[4];
+        size_t n_last = utf8_put((uint32_t)d[m - 1], last);
+        if (snug_utf8_nfc_quick(last, n_last)) {
+            if (bad_second++ < 3)
+                printf("  U+%04X ends the pair of U+%04X but passes the quick check\n",
+                       (unsigned)d[m - 1], cp);
+        }
+        for (utf8proc_ssize_t k = 0; k + 1 < m; k++)
+            n_part += utf8_put((uint32_t)d[k], part + n_part);
+        if (snug_utf8_nfc(part, n_part, &b, &out, &n_out, &err) != SNUG_OK ||
+            n_in > n_out + n_last) {
+            if (bad_longer++ < 3) printf("  U+%04X is longer than the pair it composes from\n", cp);
+        }
+    }
+    CHECK(n == 0x110000 - 0x800 && bad_bound == 0, "%d of %d code points break the bounds",
+          bad_bound, n);
+    CHECK(bad_boundary == 0, "%d code points pass the quick check but are no NFC boundary",
+          bad_boundary);
+    CHECK(n_pairs > 11172 + 900 && bad_second == 0 && bad_longer == 0,
+          "of %d primary composites, %d end with a boundary and %d are longer than their pair",
+          n_pairs, bad_second, bad_longer);
+    snug_nfc_buf_free(&b);
+}
+
+/* NFC's own out-of-memory loop: the text, then code points for each chunk. */
+static snug_status oom_nfc(void *ctx, snug_error *err)
+{
+    const char *const *texts = ctx; /* input, its NFC */
+    snug_nfc_buf b = {0};
+    const char *out = NULL;
+    size_t n = 0;
+    snug_status st = snug_utf8_nfc(texts[0], strlen(texts[0]), &b, &out, &n, err);
+    if (st == SNUG_OK)
+        CHECK(n == strlen(texts[1]) && memcmp(out, texts[1], n) == 0, "NFC gives \"%.*s\"",
+              (int)n, out);
+    snug_nfc_buf_free(&b);
+    return st;
+}
+
+static void test_nfc_out_of_memory(void)
+{
+    const char *texts[2] = {
+        "ab cafe\xcc\x81 a\xcc\x81\xcc\x96\xff \xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab",
+        "ab caf\xc3\xa9 \xc3\xa1\xcc\x96\xff \xed\x95\x9c"};
+    int fails = test_oom_loop("NFC", oom_nfc, NULL, (void *)texts, 100);
+    CHECK(fails >= 2, "NFC made only %d allocations", fails);
 }
 
 /* ---- out of memory ------------------------------------------------------------------------ */
@@ -1337,6 +1462,8 @@ int main(void)
     RUN(test_round_trips_native);
     RUN(test_nfc_vectors);
     RUN(test_nfc_cases);
+    RUN(test_nfc_every_code_point);
+    RUN(test_nfc_out_of_memory);
     RUN(test_small_native_files);
     RUN(test_out_of_memory_native);
     RUN(test_out_of_memory_tiktoken);

@@ -1,50 +1,100 @@
 /*
- * unicode.c: NFC normalization of UTF-8 (UAX #15): canonical decomposition
- * (tables from tools/gen_unicode.py; Hangul by arithmetic), canonical
- * ordering of combining marks, canonical composition.
+ * unicode.c: NFC normalization of UTF-8 (UAX #15) with utf8proc's Unicode
+ * data and algorithms: utf8proc decomposes each character canonically
+ * (Hangul by arithmetic), snug puts the combining marks in canonical order,
+ * and utf8proc composes the result and encodes it again, in snug's buffers.
+ * utf8proc_NFC and utf8proc_map are not used: they allocate with malloc,
+ * outside snug's accounting allocator.
  *
  * Text is cut into chunks that normalize apart: a chunk starts at an NFC
  * boundary (a character of combining class 0 that NFC keeps and that ends
  * no composition pair), at an invalid byte, or at the start. A chunk of one
  * boundary character is copied as it is; any other is decomposed into code
  * points, reordered, composed and encoded again. Invalid bytes are copied
- * one by one and end the chunk before them.
+ * one by one and end the chunk before them (utf8proc never sees them).
+ *
+ * Cutting at boundaries also keeps a bug of utf8proc 2.8 away: it composes
+ * an LV syllable with a following U+11A7 (which is not a trailing consonant:
+ * its T index is 0) and so drops the U+11A7. U+11A7 is a boundary, so it
+ * always starts a chunk and never follows a syllable inside one.
  */
 #include "unicode.h"
 
 #include "base/device.h"
-#include "unicode_impl.h"
 
+#include <stdatomic.h>
 #include <string.h>
+#include <utf8proc.h>
 
-/* Hangul syllables, by arithmetic (Unicode chapter 3.12). */
+/* What utf8proc_NFC uses: canonical decomposition and composition, without
+ * the composition exclusions. */
+#define NFC_OPTIONS ((utf8proc_option_t)(UTF8PROC_STABLE | UTF8PROC_COMPOSE))
+
 enum {
-    HANGUL_S = 0xAC00, HANGUL_L = 0x1100, HANGUL_V = 0x1161, HANGUL_T = 0x11A7,
-    HANGUL_L_COUNT = 19, HANGUL_V_COUNT = 21, HANGUL_T_COUNT = 28,
-    HANGUL_N_COUNT = HANGUL_V_COUNT * HANGUL_T_COUNT,   /* 588 */
-    HANGUL_S_COUNT = HANGUL_L_COUNT * HANGUL_N_COUNT    /* 11172 */
+    MAX_CP = 0x110000,
+    /* Hangul vowel (V) and trailing consonant (T) jamo: they end the
+     * algorithmic pairs L+V and LV+T, which utf8proc's tables do not list */
+    HANGUL_V_FIRST = 0x1161, HANGUL_V_LAST = 0x1175,
+    HANGUL_T_FIRST = 0x11A8, HANGUL_T_LAST = 0x11C2,
+    /* utf8proc_property_t.comb_index: UINT16_MAX for a code point that
+     * takes part in no composition pair, below this for one that starts
+     * pairs, from this on for one that ends pairs */
+    COMB_SECOND = 0x8000,
+    /* room for one character's canonical decomposition in a boundary test
+     * (the longest has 4 code points; a longer one counts as no boundary) */
+    DECOMP_MAX = 8
 };
 
 /* Runs of combining marks longer than this are sorted by counting. */
 enum { INSERTION_SORT_MAX = 32 };
 
-const char *snug_unicode_version(void) { return SNUG_UNICODE_VERSION; }
+/* is_boundary's answers for characters with a canonical decomposition
+ * (working one out takes a decomposition and a composition, some 60 ns;
+ * text that uses such characters uses a few of them again and again), by
+ * the code point's low bits: cp << 2 | 2 | answer, 0 when empty. Threads
+ * may overwrite each other's entries; an entry is one atomic word, so a
+ * reader sees an empty one or a right answer. */
+enum { RECENT_BITS = 8 };
+static _Atomic uint32_t g_recent[1u << RECENT_BITS];
 
-static bool is_syllable(uint32_t cp) { return cp - HANGUL_S < (uint32_t)HANGUL_S_COUNT; }
+const char *snug_unicode_version(void) { return utf8proc_unicode_version(); }
 
-static const snug_uni_record *record(uint32_t cp)
+int snug_unicode_ccc(uint32_t cp)
 {
-    if (cp >= 0x110000) return &snug_uni_records[0];
-    uint32_t block = snug_uni_stage1[cp >> SNUG_UNI_SHIFT];
-    return &snug_uni_records[snug_uni_stage2[(block << SNUG_UNI_SHIFT) +
-                                             (cp & ((1u << SNUG_UNI_SHIFT) - 1))]];
+    if (cp >= MAX_CP) return 0;
+    return utf8proc_get_property((utf8proc_int32_t)cp)->combining_class;
 }
 
-int snug_unicode_ccc(uint32_t cp) { return record(cp)->ccc; }
-
+/* cp (a code point) is an NFC boundary: combining class 0, NFC keeps it,
+ * and it ends no composition pair, so text before it normalizes apart from
+ * text after it. tests/test_tok_native.c checks this against utf8proc's
+ * NFC for every code point. */
 static bool is_boundary(uint32_t cp)
 {
-    return is_syllable(cp) || (record(cp)->flags & SNUG_UNI_BOUNDARY);
+    const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)cp);
+    if (p->combining_class != 0) return false;
+    if ((cp >= HANGUL_V_FIRST && cp <= HANGUL_V_LAST) ||
+        (cp >= HANGUL_T_FIRST && cp <= HANGUL_T_LAST))
+        return false;
+    if (p->comb_index != UINT16_MAX && p->comb_index >= COMB_SECOND) return false;
+    /* no canonical decomposition (none, or a compatibility one): NFC keeps it */
+    if (p->decomp_seqindex == UINT16_MAX || p->decomp_type != 0) return true;
+    _Atomic uint32_t *slot = &g_recent[cp & ((1u << RECENT_BITS) - 1)];
+    uint32_t e = atomic_load_explicit(slot, memory_order_relaxed);
+    if ((e >> 2) == cp && (e & 2)) return e & 1;
+    /* NFC keeps it when its decomposition composes back to it (not a
+     * singleton, a composition exclusion or a non-starter decomposition) */
+    utf8proc_int32_t d[DECOMP_MAX];
+    int boundclass = 0;
+    utf8proc_ssize_t m =
+        utf8proc_decompose_char((utf8proc_int32_t)cp, d, DECOMP_MAX, NFC_OPTIONS, &boundclass);
+    bool keeps = false;
+    if (m > 0 && m <= DECOMP_MAX) {
+        m = utf8proc_normalize_utf32(d, m, NFC_OPTIONS);
+        keeps = m == 1 && (uint32_t)d[0] == cp;
+    }
+    atomic_store_explicit(slot, cp << 2 | 2 | (uint32_t)keeps, memory_order_relaxed);
+    return keeps;
 }
 
 /* Decodes the well-formed UTF-8 character at s (n bytes left) into *cp and
@@ -84,30 +134,6 @@ static size_t decode(const unsigned char *s, size_t n, uint32_t *cp)
     return len;
 }
 
-static size_t encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 bool snug_utf8_nfc_quick(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -128,111 +154,40 @@ bool snug_utf8_nfc_quick(const char *s, size_t n)
     return true;
 }
 
-/* Appends the full canonical decomposition of cp at out; returns its length. */
-static size_t decompose(uint32_t cp, uint32_t *out)
-{
-    if (is_syllable(cp)) {
-        uint32_t s = cp - HANGUL_S, t = s % HANGUL_T_COUNT;
-        out[0] = HANGUL_L + s / HANGUL_N_COUNT;
-        out[1] = HANGUL_V + (s % HANGUL_N_COUNT) / HANGUL_T_COUNT;
-        if (t == 0) return 2;
-        out[2] = HANGUL_T + t;
-        return 3;
-    }
-    const snug_uni_record *r = record(cp);
-    if (r->decomp_len == 0) {
-        out[0] = cp;
-        return 1;
-    }
-    memcpy(out, snug_uni_decomp + r->decomp_off, r->decomp_len * sizeof *out);
-    return r->decomp_len;
-}
-
 /* Stable sort of a run of combining marks by combining class. */
 static void sort_marks(uint32_t *cps, size_t m, uint32_t *tmp)
 {
     if (m <= INSERTION_SORT_MAX) {
         for (size_t i = 1; i < m; i++) {
             uint32_t c = cps[i];
-            int cc = record(c)->ccc;
+            int cc = snug_unicode_ccc(c);
             size_t k = i;
-            for (; k > 0 && record(cps[k - 1])->ccc > cc; k--) cps[k] = cps[k - 1];
+            for (; k > 0 && snug_unicode_ccc(cps[k - 1]) > cc; k--) cps[k] = cps[k - 1];
             cps[k] = c;
         }
         return;
     }
     size_t start[257] = {0}; /* counting sort: where each class starts in tmp */
-    for (size_t i = 0; i < m; i++) start[record(cps[i])->ccc + 1]++;
+    for (size_t i = 0; i < m; i++) start[snug_unicode_ccc(cps[i]) + 1]++;
     for (int c = 1; c <= 256; c++) start[c] += start[c - 1];
-    for (size_t i = 0; i < m; i++) tmp[start[record(cps[i])->ccc]++] = cps[i];
+    for (size_t i = 0; i < m; i++) tmp[start[snug_unicode_ccc(cps[i])]++] = cps[i];
     memcpy(cps, tmp, m * sizeof *cps);
 }
 
-/* Puts every run of combining marks in canonical order. */
+/* Puts every run of combining marks in canonical order (utf8proc_decompose
+ * would too, but by exchanging neighbours: quadratic in a run's length). */
 static void reorder(uint32_t *cps, size_t m, uint32_t *tmp)
 {
     for (size_t i = 0; i < m;) {
-        if (record(cps[i])->ccc == 0) {
+        if (snug_unicode_ccc(cps[i]) == 0) {
             i++;
             continue;
         }
         size_t j = i;
-        while (j < m && record(cps[j])->ccc != 0) j++;
+        while (j < m && snug_unicode_ccc(cps[j]) != 0) j++;
         if (j - i > 1) sort_marks(cps + i, j - i, tmp);
         i = j;
     }
-}
-
-/* The primary composite of a and b; false when there is none. */
-static bool compose_pair(uint32_t a, uint32_t b, uint32_t *out)
-{
-    if (a - HANGUL_L < (uint32_t)HANGUL_L_COUNT && b - HANGUL_V < (uint32_t)HANGUL_V_COUNT) {
-        *out = HANGUL_S + ((a - HANGUL_L) * HANGUL_V_COUNT + (b - HANGUL_V)) * HANGUL_T_COUNT;
-        return true;
-    }
-    if (is_syllable(a) && (a - HANGUL_S) % HANGUL_T_COUNT == 0 && b > HANGUL_T &&
-        b < (uint32_t)HANGUL_T + HANGUL_T_COUNT) {
-        *out = a + (b - HANGUL_T);
-        return true;
-    }
-    if (!(record(a)->flags & SNUG_UNI_FIRST) || !(record(b)->flags & SNUG_UNI_SECOND)) return false;
-    size_t lo = 0, hi = snug_uni_n_pairs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const snug_uni_pair *p = &snug_uni_pairs[mid];
-        if (p->first < a || (p->first == a && p->second < b)) {
-            lo = mid + 1;
-        } else if (p->first == a && p->second == b) {
-            *out = p->composite;
-            return true;
-        } else {
-            hi = mid;
-        }
-    }
-    return false;
-}
-
-/* Canonical composition in place; returns the new length. */
-static size_t compose(uint32_t *cps, size_t m)
-{
-    size_t w = 0, starter = SIZE_MAX;
-    int last_cc = 0;
-    for (size_t r = 0; r < m; r++) {
-        uint32_t c = cps[r], comp;
-        int cc = record(c)->ccc;
-        /* c composes with the last starter unless something between blocks
-         * it: a mark of its class or higher (the marks are in order, so the
-         * last one has the highest), or another starter */
-        if (starter != SIZE_MAX && (w == starter + 1 || last_cc < cc) &&
-            compose_pair(cps[starter], c, &comp)) {
-            cps[starter] = comp;
-            continue;
-        }
-        if (cc == 0) starter = w;
-        last_cc = cc;
-        cps[w++] = c;
-    }
-    return w;
 }
 
 /* Makes room for need elements of elem bytes at *p (the old ones are not kept). */
@@ -251,22 +206,46 @@ static snug_status reserve(void **p, size_t *cap, size_t need, size_t elem, snug
     return SNUG_OK;
 }
 
-/* Normalizes one chunk (len bytes at s, all well-formed) to out; returns
- * the bytes written. */
-static size_t normalize_chunk(const unsigned char *s, size_t len, uint32_t *cps, uint32_t *tmp,
-                              char *out)
+/* Normalizes one chunk (len bytes at s, all well-formed) to out, which has
+ * room for 3 len bytes; *out_len receives the bytes written. */
+static snug_status normalize_chunk(const unsigned char *s, size_t len, snug_nfc_buf *buf,
+                                   char *out, size_t *out_len, snug_error *err)
 {
+    /* room for 2 code points per byte decomposed (there are at most 1.5:
+     * tests/test_tok_native.c checks every character) and one more (for
+     * the 4m + 1 bytes utf8proc_reencode writes over m code points), then
+     * as many to reorder in */
+    size_t half, need;
+    if (!snug_mul_size(len, 2, &half) || !snug_add_size(half, 2, &half) ||
+        !snug_mul_size(half, 2, &need))
+        return snug_errorf(err, SNUG_NOMEM, "NFC of a text of %zu bytes does not fit in memory",
+                           len);
+    snug_status st = reserve((void **)&buf->cps, &buf->cap_cps, need, sizeof *buf->cps, err);
+    if (st != SNUG_OK) return st;
+    uint32_t *cps = buf->cps, *tmp = buf->cps + half;
     size_t m = 0;
+    int boundclass = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         i += decode(s + i, len - i, &cp);
-        m += decompose(cp, cps + m);
+        size_t room = half - 1 - m;
+        utf8proc_ssize_t r =
+            utf8proc_decompose_char((utf8proc_int32_t)cp, (utf8proc_int32_t *)cps + m,
+                                    (utf8proc_ssize_t)room, NFC_OPTIONS, &boundclass);
+        if (r < 0 || (size_t)r > room)
+            return snug_errorf(err, SNUG_INTERNAL, "NFC: utf8proc_decompose_char(U+%04X): %s", cp,
+                               r < 0 ? utf8proc_errmsg(r) : "more than 2 code points per byte");
+        m += (size_t)r;
     }
     reorder(cps, m, tmp);
-    m = compose(cps, m);
-    size_t o = 0;
-    for (size_t i = 0; i < m; i++) o += encode(cps[i], out + o);
-    return o;
+    utf8proc_ssize_t k =
+        utf8proc_reencode((utf8proc_int32_t *)cps, (utf8proc_ssize_t)m, NFC_OPTIONS);
+    if (k < 0 || (size_t)k > 3 * len) /* NFC at most triples text: the tests check it too */
+        return snug_errorf(err, SNUG_INTERNAL, "NFC: utf8proc_reencode of %zu bytes: %s", len,
+                           k < 0 ? utf8proc_errmsg(k) : "more than 3 bytes per byte");
+    memcpy(out, cps, (size_t)k);
+    *out_len = (size_t)k;
+    return SNUG_OK;
 }
 
 snug_status snug_utf8_nfc(const char *s, size_t n, snug_nfc_buf *buf, const char **out,
@@ -280,6 +259,8 @@ snug_status snug_utf8_nfc(const char *s, size_t n, snug_nfc_buf *buf, const char
     size_t need;
     if (!snug_mul_size(n, 3, &need) || !snug_add_size(need, 1, &need))
         return snug_errorf(err, SNUG_NOMEM, "NFC of a text of %zu bytes does not fit in memory", n);
+    /* buf->bytes holds o bytes and room for 3 more for each byte left of
+     * s: copying a byte or a character or normalizing a chunk keeps it so */
     snug_status st = reserve((void **)&buf->bytes, &buf->cap_bytes, need, 1, err);
     if (st != SNUG_OK) return st;
     const unsigned char *p = (const unsigned char *)s;
@@ -305,15 +286,13 @@ snug_status snug_utf8_nfc(const char *s, size_t n, snug_nfc_buf *buf, const char
             memcpy(buf->bytes + o, p + i, k);
             o += k;
         } else {
-            /* at most 2 code points per byte decomposed, and as many to reorder in */
-            size_t half = 2 * (j - i) + 4;
-            st = reserve((void **)&buf->cps, &buf->cap_cps, 2 * half, sizeof *buf->cps, err);
+            size_t k_out = 0;
+            st = normalize_chunk(p + i, j - i, buf, buf->bytes + o, &k_out, err);
             if (st != SNUG_OK) return st;
-            o += normalize_chunk(p + i, j - i, buf->cps, buf->cps + half, buf->bytes + o);
+            o += k_out;
         }
         i = j;
     }
-    SNUG_ASSERT(o < need); /* tools/gen_unicode.py checks that NFC at most triples the bytes */
     *out = buf->bytes;
     *out_len = o;
     return SNUG_OK;

@@ -5,16 +5,17 @@
  * Text is decomposed canonically (Hangul algorithmically), combining marks
  * are put in canonical order, and the result is composed again (UAX #15).
  * Bytes that are not well-formed UTF-8 are copied unchanged and nothing
- * composes or reorders across them. The tables come from
- * tools/gen_unicode.py (src/unicode_data.c); snug_unicode_version() names
- * the Unicode version they were made from.
+ * composes or reorders across them. The Unicode data and the decomposition
+ * and composition come from utf8proc (the system's libutf8proc), working in
+ * snug's buffers; snug_unicode_version() names utf8proc's Unicode version.
  */
 #ifndef SNUG_UNICODE_H
 #define SNUG_UNICODE_H
 
 #include "base/common.h"
 
-/* The Unicode version of the tables ("14.0.0"). */
+/* The Unicode version of utf8proc's data ("15.0.0" with Debian 12's
+ * utf8proc 2.8.0); a static string. */
 const char *snug_unicode_version(void);
 
 /* The canonical combining class of code point cp (0 for anything that is
@@ -36,9 +37,12 @@ typedef struct snug_nfc_buf {
     size_t cap_cps;
 } snug_nfc_buf;
 
-/* Normalizes the n bytes at s to NFC into buf: *out (inside buf, valid
- * until buf's next use) receives the text and *out_len its length (at most
- * 3n). Fails only with SNUG_NOMEM, when buf cannot grow. */
+/* Normalizes the n bytes at s to NFC into buf: *out (inside buf, or s
+ * itself when the text is NFC already; valid until buf's next use) receives
+ * the text and *out_len its length (at most 3n). Fails with SNUG_NOMEM when
+ * buf cannot grow (buf stays the caller's to free), and with SNUG_INTERNAL
+ * only if utf8proc broke the bounds NFC keeps (2 code points and 3 bytes
+ * per byte of text; the tests check every character). */
 snug_status snug_utf8_nfc(const char *s, size_t n, snug_nfc_buf *buf, const char **out,
                           size_t *out_len, snug_error *err);
 
