@@ -22,7 +22,6 @@
 
 #include "base/device.h"
 
-#include <stdatomic.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -48,14 +47,6 @@ enum {
 /* Runs of combining marks longer than this are sorted by counting. */
 enum { INSERTION_SORT_MAX = 32 };
 
-/* is_boundary's answers for characters with a canonical decomposition
- * (working one out takes a decomposition and a composition, some 60 ns;
- * text that uses such characters uses a few of them again and again), by
- * the code point's low bits: cp << 2 | 2 | answer, 0 when empty. Threads
- * may overwrite each other's entries; an entry is one atomic word, so a
- * reader sees an empty one or a right answer. */
-enum { RECENT_BITS = 8 };
-static _Atomic uint32_t g_recent[1u << RECENT_BITS];
 
 const char *snug_unicode_version(void) { return utf8proc_unicode_version(); }
 
@@ -69,7 +60,7 @@ int snug_unicode_ccc(uint32_t cp)
  * and it ends no composition pair, so text before it normalizes apart from
  * text after it. tests/test_tok_native.c checks this against utf8proc's
  * NFC for every code point. */
-static bool is_boundary(uint32_t cp)
+static bool is_boundary(uint32_t cp, uint32_t *recent)
 {
     const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)cp);
     if (p->combining_class != 0) return false;
@@ -79,9 +70,8 @@ static bool is_boundary(uint32_t cp)
     if (p->comb_index != UINT16_MAX && p->comb_index >= COMB_SECOND) return false;
     /* no canonical decomposition (none, or a compatibility one): NFC keeps it */
     if (p->decomp_seqindex == UINT16_MAX || p->decomp_type != 0) return true;
-    _Atomic uint32_t *slot = &g_recent[cp & ((1u << RECENT_BITS) - 1)];
-    uint32_t e = atomic_load_explicit(slot, memory_order_relaxed);
-    if ((e >> 2) == cp && (e & 2)) return e & 1;
+    uint32_t *slot = recent ? &recent[cp % SNUG_NFC_RECENT] : NULL;
+    if (slot && (*slot >> 2) == cp && (*slot & 2)) return *slot & 1;
     /* NFC keeps it when its decomposition composes back to it (not a
      * singleton, a composition exclusion or a non-starter decomposition) */
     utf8proc_int32_t d[DECOMP_MAX];
@@ -93,7 +83,7 @@ static bool is_boundary(uint32_t cp)
         m = utf8proc_normalize_utf32(d, m, NFC_OPTIONS);
         keeps = m == 1 && (uint32_t)d[0] == cp;
     }
-    atomic_store_explicit(slot, cp << 2 | 2 | (uint32_t)keeps, memory_order_relaxed);
+    if (slot) *slot = cp << 2 | 2 | (uint32_t)keeps;
     return keeps;
 }
 
@@ -134,7 +124,8 @@ static size_t decode(const unsigned char *s, size_t n, uint32_t *cp)
     return len;
 }
 
-bool snug_utf8_nfc_quick(const char *s, size_t n)
+/* snug_utf8_nfc_quick, remembering answers in recent (NULL: nowhere). */
+static bool nfc_quick(const char *s, size_t n, uint32_t *recent)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
@@ -148,11 +139,13 @@ bool snug_utf8_nfc_quick(const char *s, size_t n)
             i++;
             continue;
         }
-        if (!is_boundary(cp)) return false;
+        if (!is_boundary(cp, recent)) return false;
         i += k;
     }
     return true;
 }
+
+bool snug_utf8_nfc_quick(const char *s, size_t n) { return nfc_quick(s, n, NULL); }
 
 /* Stable sort of a run of combining marks by combining class. */
 static void sort_marks(uint32_t *cps, size_t m, uint32_t *tmp)
@@ -251,7 +244,7 @@ static snug_status normalize_chunk(const unsigned char *s, size_t len, snug_nfc_
 snug_status snug_utf8_nfc(const char *s, size_t n, snug_nfc_buf *buf, const char **out,
                           size_t *out_len, snug_error *err)
 {
-    if (snug_utf8_nfc_quick(s, n)) {
+    if (nfc_quick(s, n, buf->recent)) {
         *out = s;
         *out_len = n;
         return SNUG_OK;
@@ -279,10 +272,10 @@ snug_status snug_utf8_nfc(const char *s, size_t n, snug_nfc_buf *buf, const char
         size_t j = i + k; /* the chunk: up to the next boundary or invalid byte */
         while (j < n) {
             size_t kk = decode(p + j, n - j, &cp);
-            if (kk == 0 || is_boundary(cp)) break;
+            if (kk == 0 || is_boundary(cp, buf->recent)) break;
             j += kk;
         }
-        if (j == i + k && is_boundary(first)) {
+        if (j == i + k && is_boundary(first, buf->recent)) {
             memcpy(buf->bytes + o, p + i, k);
             o += k;
         } else {

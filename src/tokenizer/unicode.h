@@ -28,13 +28,21 @@ int snug_unicode_ccc(uint32_t cp);
  * means that NFC may change them. Never allocates. */
 bool snug_utf8_nfc_quick(const char *s, size_t n);
 
+enum { SNUG_NFC_RECENT = 256 };
+
 /* Buffers snug_utf8_nfc reuses from call to call (zero-initialize; free
- * with snug_nfc_buf_free). */
+ * with snug_nfc_buf_free). One buffer is one thread's. */
 typedef struct snug_nfc_buf {
     char *bytes;           /* the normalized text */
     size_t cap_bytes;
     uint32_t *cps;         /* code points of the part being normalized, and room to reorder */
     size_t cap_cps;
+    /* whether recently seen characters with a canonical decomposition are
+     * NFC boundaries (working it out costs a decomposition and a
+     * composition, some 60 ns; text that uses such characters uses a few
+     * of them again and again): by code point modulo SNUG_NFC_RECENT,
+     * cp << 2 | 2 | answer, 0 when empty */
+    uint32_t recent[SNUG_NFC_RECENT];
 } snug_nfc_buf;
 
 /* Normalizes the n bytes at s to NFC into buf: *out (inside buf, or s
