@@ -88,10 +88,11 @@ $(B)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_com
 run: all
 	$(B)/snug generate -p "Once upon a time"
 
-test: all $(TESTS) $(REPLAYS)
+# tests/cli/cli.sh imports a GGUF that build/bench/mkgguf writes
+test: all $(TESTS) $(REPLAYS) $(B)/bench/mkgguf
 	@tests/run $(B)
 
-# --- benchmark helpers (bench/*.c; not part of make test) ---------------------
+# --- benchmark helpers (bench/*.c; not run by make test, which builds mkgguf) -
 BENCH_TOOLS := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 bench-tools: $(BENCH_TOOLS)
 

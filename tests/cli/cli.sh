@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Command-line tests of build/snug: inspect, load, mkmodel, convert, tokenize,
-# detokenize and chat-template; their output, exit statuses and error messages.
+# detokenize and chat-template; their output, exit statuses and error messages (and
+# build/bench/mkgguf, whose GGUF the loader test imports; make test builds it).
 # Usage: tests/cli/cli.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines
 # and a final "N passed, M failed" (see tests/run).
 set -u
@@ -109,6 +110,26 @@ expect "load text table" 0 "load peak (/weights)" -- "$snug" load models/stories
 "$snug" load models/stories260K --dtype bf16 --threads 2 --json >"$tmp/ls.json"
 check_json "load staging = 2 threads x the embedding" "$tmp/ls.json" '.staging_bytes' $((2 * 512 * 64 * 4))
 check_json "load staging without conversion" "$tmp/l.json" '.staging_bytes' 0
+# a GGUF import keeps its norms in f32 (build/bench/mkgguf writes bf16 matrices and f32 norms):
+# loaded as bf16 only the 2 x layers + 1 norms convert, so the staging is min(threads, norms)
+# slots of round_up(hidden x 4, 64) bytes, not its 64 MiB cap (peak / weights is no test at this
+# size: the load's own bookkeeping is 4% of its 520 KB; bench/load checks it at 1B)
+expect "mkgguf tiny" 0 "11 f32 norms (2816 bytes)" -- "$build/bench/mkgguf" "$tmp/tiny.gguf" --preset tiny --seed 7
+expect "convert mkgguf's tiny" 0 "converted" -- "$snug" convert gguf "$tmp/tiny.gguf" "$tmp/tg"
+"$snug" inspect "$tmp/tg" --dtype bf16 --json >"$tmp/tgi.json"
+hidden=$(json_get "$tmp/tgi.json" .config.hidden_size)
+n_norms=$((2 * $(json_get "$tmp/tgi.json" .config.num_hidden_layers) + 1))
+check_json "gguf import keeps the norms f32" "$tmp/tgi.json" .bytes_by_dtype.F32 $((n_norms * hidden * 4))
+for threads in 2 16; do
+    "$snug" load "$tmp/tg" --dtype bf16 --threads $threads --json >"$tmp/tgl.json"
+    slots=$((threads < n_norms ? threads : n_norms))
+    check_json "gguf import as bf16, $threads threads: staging = $slots slots of one f32 norm" \
+        "$tmp/tgl.json" .staging_bytes $((slots * ((hidden * 4 + 63) / 64 * 64)))
+    check_json "gguf import as bf16, $threads threads: weight bytes = inspect" "$tmp/tgl.json" \
+        .weight_bytes "$(json_get "$tmp/tgi.json" '.rank_weight_bytes[0]')"
+    check_json "gguf import as bf16, $threads threads: reads exactly the file's tensors" \
+        "$tmp/tgl.json" .bytes_read "$(json_get "$tmp/tgi.json" .weight_bytes)"
+done
 expect "load rank past tp" 2 "--rank 2 is not below --tp 2" -- "$snug" load models/stories260K --tp 2 --rank 2
 expect "load tp that does not fit" 1 "sizes that work: 1, 2, 4" -- "$snug" load models/stories260K --tp 3
 expect "load staging too small" 1 "staging of 128 bytes per thread is less than one row" \

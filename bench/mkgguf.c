@@ -1,0 +1,346 @@
+/*
+ * mkgguf.c: writes a synthetic GGUF file (version 3, llama architecture) at
+ * the shapes of a preset of src/convert/mkmodel.h, laid out as an
+ * unquantised llama.cpp export: the matrices in bf16 and the norm weights
+ * in f32, since GGUF files keep norms in f32 whatever type the matrices
+ * have. Importing it (`snug convert gguf`) therefore gives a checkpoint of
+ * mixed dtypes, and loading that as bf16 converts only the norms: the case
+ * bench/load measures (the loader's staging must be sized to those small
+ * conversions, not to its cap) and tests/cli/cli.sh checks at the tiny shape.
+ *
+ *   build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N]
+ *       NAME: a preset of the llama architecture (default llama-3.2-1b; tiny,
+ *       llama-3-8b, tinyllama-1.1b); N: the random seed (default 5)
+ *
+ * What it writes: the keys `snug convert gguf` reads (general.architecture,
+ * general.alignment 32, llama.embedding_length, feed_forward_length,
+ * block_count, attention.head_count, head_count_kv, context_length,
+ * rope.freq_base, attention.layer_norm_rms_epsilon, tokenizer.ggml.bos_token_id
+ * and eos_token_id; attention.key_length only when the head size is not
+ * hidden / heads; no vocabulary and no rope scaling, which the weights do
+ * not depend on), then token_embd.weight, per layer blk.L.{attn_norm,
+ * attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,
+ * ffn_down}.weight, output_norm.weight and, for a preset without tied
+ * embeddings, output.weight. Dimensions are listed innermost first (GGUF
+ * order): a matrix of `rows` outputs and `cols` inputs is [cols, rows].
+ * Every tensor's data starts on a multiple of 32 bytes.
+ *
+ * Values are seeded pseudo-random (src/base/rng.h's counter hash, as
+ * snug mkmodel draws them): matrices 0.02 x a normal-like value, norms 1 +
+ * 0.02 x one; element e of a tensor depends only on the seed, the tensor's
+ * name and e. The q/k rows are not in GGUF's interleaved rotary order, which
+ * for random values makes no difference. The data are generated and written
+ * in chunks (two buffers of 2 MiB), so memory stays small whatever the
+ * preset; the file is synced to disk before the program exits.
+ *
+ * Prints one line saying what it wrote. Exit status 0, 1 on a failure (the
+ * message on stderr), 2 on a usage error. Not part of the library.
+ */
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "base/rng.h"
+#include "convert/mkmodel.h"
+#include "formats/gguf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    ALIGNMENT = 32,          /* general.alignment: where each tensor's data starts */
+    CHUNK_ELEMS = 1 << 19,   /* elements generated per write; divides 2^32 */
+    NAME_BYTES = 64
+};
+
+/* One tensor of the file. */
+typedef struct gg_tensor {
+    char name[NAME_BYTES];
+    uint32_t type;           /* SNUG_GGML_BF16 (matrices) or SNUG_GGML_F32 (norms) */
+    uint32_t n_dims;         /* 1 or 2 */
+    uint64_t ne[2];          /* innermost first: (cols, rows) */
+    uint64_t numel, bytes;
+    uint64_t offset;         /* in the data section, a multiple of ALIGNMENT */
+    uint64_t key;            /* random stream */
+    float mean;              /* 1 for norms, 0 for matrices */
+} gg_tensor;
+
+/* The GGUF header as it is built: with p NULL only its length is counted. */
+typedef struct gg_header {
+    unsigned char *p;
+    size_t len, cap;
+} gg_header;
+
+static void put(gg_header *h, const void *src, size_t n)
+{
+    if (h->p) {
+        SNUG_ASSERT(h->len + n <= h->cap);
+        memcpy(h->p + h->len, src, n);
+    }
+    h->len += n;
+}
+
+/* Little-endian integers, whatever the host's byte order. */
+static void put_u32(gg_header *h, uint32_t v)
+{
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+    put(h, b, sizeof b);
+}
+
+static void put_u64(gg_header *h, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    put(h, b, sizeof b);
+}
+
+static void put_f32(gg_header *h, float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, sizeof v);
+    put_u32(h, v);
+}
+
+static void put_str(gg_header *h, const char *s)
+{
+    put_u64(h, strlen(s));
+    put(h, s, strlen(s));
+}
+
+static void kv_u32(gg_header *h, const char *key, uint32_t v)
+{
+    put_str(h, key);
+    put_u32(h, SNUG_GGUF_UINT32);
+    put_u32(h, v);
+}
+
+static void kv_f32(gg_header *h, const char *key, float v)
+{
+    put_str(h, key);
+    put_u32(h, SNUG_GGUF_FLOAT32);
+    put_f32(h, v);
+}
+
+/* Builds (or, with h->p NULL, measures) the header: magic, version, counts,
+ * the keys, the tensor infos, and zeros up to the data section's start.
+ * Returns the number of keys written. */
+static uint64_t build_header(gg_header *h, const snug_model_config *c, const gg_tensor *t,
+                             int32_t n)
+{
+    uint64_t n_kv = 12 + (c->head_dim != c->hidden_size / c->n_heads);
+    put(h, "GGUF", 4);
+    put_u32(h, 3);
+    put_u64(h, (uint64_t)n);
+    put_u64(h, n_kv);
+    put_str(h, "general.architecture");
+    put_u32(h, SNUG_GGUF_STRING);
+    put_str(h, "llama");
+    kv_u32(h, "general.alignment", ALIGNMENT);
+    kv_u32(h, "llama.embedding_length", (uint32_t)c->hidden_size);
+    kv_u32(h, "llama.feed_forward_length", (uint32_t)c->intermediate_size);
+    kv_u32(h, "llama.block_count", (uint32_t)c->n_layers);
+    kv_u32(h, "llama.attention.head_count", (uint32_t)c->n_heads);
+    kv_u32(h, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
+    kv_u32(h, "llama.context_length", (uint32_t)c->max_position_embeddings);
+    kv_f32(h, "llama.rope.freq_base", (float)c->rope_theta);
+    kv_f32(h, "llama.attention.layer_norm_rms_epsilon", (float)c->rms_norm_eps);
+    kv_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
+    kv_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
+    if (c->head_dim != c->hidden_size / c->n_heads) {
+        kv_u32(h, "llama.attention.key_length", (uint32_t)c->head_dim);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        put_str(h, t[i].name);
+        put_u32(h, t[i].n_dims);
+        for (uint32_t d = 0; d < t[i].n_dims; d++) put_u64(h, t[i].ne[d]);
+        put_u32(h, t[i].type);
+        put_u64(h, t[i].offset);
+    }
+    static const unsigned char zeros[ALIGNMENT];
+    put(h, zeros, snug_round_up(h->len, ALIGNMENT) - h->len);
+    return n_kv;
+}
+
+/* Appends one tensor to t[*n]: a matrix of rows x cols (bf16) or, with
+ * rows 0, a norm of cols elements (f32). */
+static void add_tensor(gg_tensor *t, int32_t *n, uint64_t seed, const char *name, int64_t rows,
+                       int64_t cols)
+{
+    gg_tensor *e = &t[(*n)++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    bool norm = rows == 0;
+    e->type = norm ? SNUG_GGML_F32 : SNUG_GGML_BF16;
+    e->n_dims = norm ? 1 : 2;
+    e->ne[0] = (uint64_t)cols;
+    e->ne[1] = norm ? 1 : (uint64_t)rows;
+    e->numel = e->ne[0] * e->ne[1];
+    e->bytes = e->numel * (norm ? 4 : 2);
+    e->key = snug_rng_key(seed, name);
+    e->mean = norm ? 1.0f : 0.0f;
+}
+
+/* Lists the tensors of cfg in file order with their data offsets into t
+ * (room for 3 + 9 x layers) and returns their number; *data_bytes gets the
+ * size of the data section. */
+static int32_t list_tensors(const snug_model_config *c, uint64_t seed, gg_tensor *t,
+                            uint64_t *data_bytes)
+{
+    int64_t h = c->hidden_size, ff = c->intermediate_size;
+    int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
+    int32_t n = 0;
+    char name[NAME_BYTES];
+    add_tensor(t, &n, seed, "token_embd.weight", c->vocab_size, h);
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        static const struct {
+            const char *name;
+            char rows, cols; /* h: hidden, q, k: kv dim, f: intermediate, 0: a norm */
+        } layer[] = {{"attn_norm", 0, 'h'},   {"attn_q", 'q', 'h'},   {"attn_k", 'k', 'h'},
+                     {"attn_v", 'k', 'h'},    {"attn_output", 'h', 'q'},
+                     {"ffn_norm", 0, 'h'},    {"ffn_gate", 'f', 'h'}, {"ffn_up", 'f', 'h'},
+                     {"ffn_down", 'h', 'f'}};
+        for (size_t k = 0; k < SNUG_ARRAY_LEN(layer); k++) {
+            int64_t dim[2];
+            for (int d = 0; d < 2; d++) {
+                char x = d ? layer[k].cols : layer[k].rows;
+                dim[d] = x == 'h' ? h : x == 'q' ? q : x == 'k' ? kv : x == 'f' ? ff : 0;
+            }
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, layer[k].name);
+            add_tensor(t, &n, seed, name, dim[0], dim[1]);
+        }
+    }
+    add_tensor(t, &n, seed, "output_norm.weight", 0, h);
+    if (!c->tie_word_embeddings) add_tensor(t, &n, seed, "output.weight", c->vocab_size, h);
+    uint64_t off = 0;
+    for (int32_t i = 0; i < n; i++) {
+        t[i].offset = off;
+        off += snug_round_up(t[i].bytes, ALIGNMENT);
+    }
+    *data_bytes = off;
+    return n;
+}
+
+/* Fills out with elements e0 .. e0 + count of tensor t in its type; tmp
+ * holds count floats. The chunk must not cross a multiple of 2^32 elements
+ * (the high half of e is folded into the key once). */
+static void generate(const gg_tensor *t, uint64_t e0, size_t count, float *tmp, void *out)
+{
+    uint32_t key = (uint32_t)snug_mix64(t->key ^ (e0 >> 32));
+    uint32_t base = (uint32_t)e0;
+    float mean = t->mean;
+    float *f = t->type == SNUG_GGML_F32 ? out : tmp;
+#pragma omp simd
+    for (size_t i = 0; i < count; i++) {
+        uint32_t x = snug_hash32((base + (uint32_t)i) * 0x9E3779B9u ^ key);
+        f[i] = mean + 0.02f * snug_rng_normalish(x);
+    }
+    if (t->type == SNUG_GGML_BF16) snug_convert(out, SNUG_DTYPE_BF16, tmp, SNUG_DTYPE_F32, count);
+}
+
+static int usage(const char *msg)
+{
+    fprintf(stderr, "mkgguf: %s\nusage: build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N]\n",
+            msg);
+    return 2;
+}
+
+/* The program: see the top of this file. */
+int main(int argc, char **argv)
+{
+    const char *path = NULL, *preset = "llama-3.2-1b";
+    uint64_t seed = 5;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) {
+            preset = argv[++i];
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            char *end;
+            seed = strtoull(argv[++i], &end, 10);
+            if (*end || !*argv[i]) return usage("--seed expects an unsigned integer");
+        } else if (argv[i][0] == '-' || path) {
+            return usage("unknown or repeated argument");
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) return usage("no output file given");
+
+    snug_error err = {0};
+    snug_status st;
+    snug_model_config cfg;
+    gg_tensor *t = NULL;
+    gg_header h = {0};
+    float *tmp = NULL;          /* (CHUNK_ELEMS) f32 values before conversion */
+    unsigned char *buf = NULL;  /* (CHUNK_ELEMS) elements as written, f32 or bf16 */
+    int fd = -1;
+    st = snug_preset_config(preset, &cfg, &err);
+    if (st != SNUG_OK) goto fail;
+    if (cfg.arch != SNUG_ARCH_LLAMA || cfg.qkv_bias || cfg.o_bias) {
+        st = snug_errorf(&err, SNUG_UNSUPPORTED, "preset %s is not of the plain llama "
+                         "architecture, the only one the GGUF import converts", preset);
+        goto fail;
+    }
+    t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(3 + 9 * cfg.n_layers) * sizeof *t, &err);
+    tmp = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof *tmp, &err);
+    buf = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof(float), &err);
+    if (!t || !tmp || !buf) {
+        st = SNUG_NOMEM;
+        goto fail;
+    }
+    uint64_t data_bytes;
+    int32_t n = list_tensors(&cfg, seed, t, &data_bytes);
+    build_header(&h, &cfg, t, n); /* measure, then build */
+    h.cap = h.len;
+    h.len = 0;
+    h.p = snug_mem_alloc(SNUG_MEM_OTHER, h.cap, &err);
+    if (!h.p) {
+        st = SNUG_NOMEM;
+        goto fail;
+    }
+    uint64_t n_kv = build_header(&h, &cfg, t, n);
+
+    st = snug_file_create(path, &fd, &err);
+    if (st == SNUG_OK) st = snug_pwrite_full(fd, h.p, h.len, 0, path, &err);
+    if (st != SNUG_OK) goto fail;
+    uint64_t matrix_bytes = 0, norm_bytes = 0;
+    int32_t n_norms = 0;
+    for (int32_t i = 0; i < n && st == SNUG_OK; i++) {
+        size_t es = t[i].type == SNUG_GGML_F32 ? 4 : 2;
+        for (uint64_t e0 = 0; e0 < t[i].numel && st == SNUG_OK; e0 += CHUNK_ELEMS) {
+            size_t count = (size_t)SNUG_MIN((uint64_t)CHUNK_ELEMS, t[i].numel - e0);
+            generate(&t[i], e0, count, tmp, buf);
+            st = snug_pwrite_full(fd, buf, count * es, h.len + t[i].offset + e0 * es, path, &err);
+        }
+        if (t[i].type == SNUG_GGML_F32) n_norms++, norm_bytes += t[i].bytes;
+        else matrix_bytes += t[i].bytes;
+    }
+    /* the padding after the last tensor, so that the file ends on the alignment */
+    static const unsigned char zeros[ALIGNMENT];
+    const gg_tensor *last = &t[n - 1];
+    uint64_t end = last->offset + last->bytes;
+    if (st == SNUG_OK && end < data_bytes)
+        st = snug_pwrite_full(fd, zeros, (size_t)(data_bytes - end), h.len + end, path, &err);
+    if (st != SNUG_OK) goto fail;
+    st = snug_file_close(fd, path, &err);
+    fd = -1;
+    if (st != SNUG_OK) goto fail;
+    printf("mkgguf: wrote %s: preset %s, seed %llu, GGUF v3, %llu keys, %d tensors: %d bf16 "
+           "matrices (%llu bytes), %d f32 norms (%llu bytes); %llu bytes in all\n",
+           path, preset, (unsigned long long)seed, (unsigned long long)n_kv, n, n - n_norms,
+           (unsigned long long)matrix_bytes, n_norms, (unsigned long long)norm_bytes,
+           (unsigned long long)(h.len + data_bytes));
+    snug_mem_free(h.p);
+    snug_mem_free(buf);
+    snug_mem_free(tmp);
+    snug_mem_free(t);
+    return 0;
+fail:
+    if (fd >= 0) close(fd);
+    fprintf(stderr, "mkgguf: %s\n", err.msg[0] ? err.msg : snug_status_str(st));
+    snug_mem_free(h.p);
+    snug_mem_free(buf);
+    snug_mem_free(tmp);
+    snug_mem_free(t);
+    return 1;
+}
