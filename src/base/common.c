@@ -5,7 +5,9 @@
 #include "common.h"
 
 #include <inttypes.h>
+#include <ctype.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +105,49 @@ char *snug_fmt_bytes(size_t bytes, char *buf)
     else
         snprintf(buf, 32, "%.2f %s", v, units[u]);
     return buf;
+}
+
+/* The multiplier of a byte-count unit (see snug_parse_bytes); 0 if unknown. */
+static uint64_t byte_unit(const char *u)
+{
+    static const struct { const char *name; uint64_t mult; } units[] = {
+        {"", 1}, {"b", 1},
+        {"k", 1ull << 10}, {"kib", 1ull << 10}, {"kb", 1000ull},
+        {"m", 1ull << 20}, {"mib", 1ull << 20}, {"mb", 1000000ull},
+        {"g", 1ull << 30}, {"gib", 1ull << 30}, {"gb", 1000000000ull},
+        {"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1000000000000ull},
+    };
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(units); i++)
+        if (strcasecmp(u, units[i].name) == 0) return units[i].mult;
+    return 0;
+}
+
+bool snug_parse_bytes(const char *s, size_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s)) return false;
+    uint64_t whole = 0, frac = 0, scale = 1;
+    const char *p = s;
+    for (; isdigit((unsigned char)*p); p++)
+        if (!snug_mul_u64(whole, 10, &whole) || !snug_add_u64(whole, (uint64_t)(*p - '0'), &whole))
+            return false;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p)) return false;
+        for (; isdigit((unsigned char)*p); p++) {
+            if (scale >= 1000000000000000000ull) continue; /* digits past 1e-18 cannot matter */
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            scale *= 10;
+        }
+    }
+    uint64_t mult = byte_unit(p), bytes;
+    if (mult == 0 || !snug_mul_u64(whole, mult, &bytes)) return false;
+    /* frac / scale of a unit, exactly: frac < scale <= 1e18 and mult <= 2^40,
+     * so the product is done in 128 bits */
+    unsigned __int128 part = (unsigned __int128)frac * mult / scale;
+    if (!snug_add_u64(bytes, (uint64_t)part, &bytes) || bytes == 0 || bytes > SIZE_MAX)
+        return false;
+    *out = (size_t)bytes;
+    return true;
 }
 
 char *snug_fmt_int(int64_t value, char *buf)

@@ -46,6 +46,14 @@ snug_status snug_error_context(snug_error *err, snug_status status, const char *
  * hold at least 32 bytes. Returns buf. */
 char *snug_fmt_bytes(size_t bytes, char *buf);
 
+/* Parses a byte count as people write it: digits, an optional fraction
+ * ("1.5"), then an optional unit: none or B (bytes); KB, MB, GB, TB (powers
+ * of 1000); KiB, MiB, GiB, TiB and the bare K, M, G, T (powers of 1024).
+ * Units are case-insensitive; no spaces, signs or exponents. A fraction is
+ * taken exactly and rounded down to whole bytes. Returns false for anything
+ * else, for zero, and for counts that do not fit in size_t. */
+bool snug_parse_bytes(const char *s, size_t *out);
+
 /* Formats an integer with thousands separators ("16,060,522,496") into buf,
  * which must hold at least 32 bytes. Returns buf. */
 char *snug_fmt_int(int64_t value, char *buf);

@@ -17,28 +17,7 @@
 
 static const char g_usage[] =
     "snug load DIR [--tp N] [--rank R | --all-ranks] [--dtype bf16|f16|f32] "
-    "[--staging-bytes B[K|M|G]] [--threads T] [--json]";
-
-/* Parses a byte count with an optional K, M or G (binary) suffix. */
-static bool parse_bytes(const char *s, size_t *out)
-{
-    char num[32];
-    size_t n = strlen(s);
-    if (n == 0 || n >= sizeof num) return false;
-    int shift = 0;
-    switch (s[n - 1]) {
-    case 'K': case 'k': shift = 10; break;
-    case 'M': case 'm': shift = 20; break;
-    case 'G': case 'g': shift = 30; break;
-    default: break;
-    }
-    memcpy(num, s, n + 1);
-    if (shift) num[n - 1] = '\0';
-    int64_t v;
-    if (!cli_parse_int(num, 1, INT64_MAX >> shift, &v)) return false;
-    *out = (size_t)v << shift;
-    return true;
-}
+    "[--staging-bytes BYTES] [--threads T] [--json]";
 
 static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as_json)
 {
@@ -100,7 +79,7 @@ int snug_cmd_load(int argc, char **argv)
             if (o.dtype == SNUG_DTYPE_NONE)
                 return cli_usage(g_usage, "--dtype expects bf16, f16 or f32, got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--staging-bytes"))) {
-            if (!parse_bytes(v, &o.staging_bytes))
+            if (!snug_parse_bytes(v, &o.staging_bytes))
                 return cli_usage(g_usage, "--staging-bytes expects a byte count, got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
             if (!cli_parse_int(v, 1, 1024, &x))
