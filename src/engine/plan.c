@@ -1,0 +1,118 @@
+/*
+ * plan.c: the KV cache's share of the budget, in whole blocks (plan.h).
+ */
+#include "plan.h"
+
+#include <stdio.h>
+
+/* "1.50 GiB (1,610,612,736 bytes)" into buf (at least 80 bytes). */
+static const char *both(size_t bytes, char *buf)
+{
+    char h[32], n[32];
+    snprintf(buf, 80, "%s (%s bytes)", snug_fmt_bytes(bytes, h), snug_fmt_int((int64_t)bytes, n));
+    return buf;
+}
+
+const char *snug_kv_limit_name(snug_kv_limit limit)
+{
+    switch (limit) {
+    case SNUG_KV_LIMIT_BUDGET: return "budget";
+    case SNUG_KV_LIMIT_MAX_NUM_SEQS: return "max_num_seqs";
+    case SNUG_KV_LIMIT_KV_CACHE_MEMORY: return "kv_cache_memory";
+    }
+    return "unknown";
+}
+
+/* The message for a cache of `have` blocks where one sequence needs
+ * `need`: the max_model_len that fits, and the budget that fits the one
+ * asked for. `what` names who decided the size. */
+static snug_status too_few_blocks(const snug_plan_sizes *in, int64_t have, int64_t need,
+                                  const char *what, snug_error *err)
+{
+    char a[80], b[80];
+    size_t more = (size_t)(need - have) * in->block_bytes; /* need <= INT32_MAX blocks: fits */
+    size_t fit = 0;
+    bool fits = snug_add_size(in->budget, more, &fit);
+    int64_t len = have * in->block_size;
+    if (have == 0)
+        return snug_errorf(err, SNUG_NOMEM,
+                           "%s leaves no KV cache block of %s; one sequence of max_model_len "
+                           "%lld needs %lld blocks: a budget of %s would fit it", what,
+                           both(in->block_bytes, a), (long long)in->max_model_len,
+                           (long long)need, fits ? both(fit, b) : "(too large)");
+    return snug_errorf(err, SNUG_NOMEM,
+                       "%s leaves %lld KV cache blocks (%lld tokens), but one sequence of "
+                       "max_model_len %lld needs %lld: the largest --max-model-len that fits is "
+                       "%lld, and a budget of %s would fit %lld", what, (long long)have,
+                       (long long)len, (long long)in->max_model_len, (long long)need,
+                       (long long)len, fits ? both(fit, b) : "(too large)",
+                       (long long)in->max_model_len);
+}
+
+snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_error *err)
+{
+    char a[80], b[80], c[80];
+    if (in->block_bytes == 0 || in->block_size <= 0 || in->max_model_len <= 0 ||
+        in->max_num_seqs <= 0)
+        return snug_errorf(err, SNUG_INVALID, "memory plan: block_bytes, block_size, "
+                           "max_model_len and max_num_seqs must be positive");
+    snug_kv_plan p = {0};
+    p.blocks_per_seq = (in->max_model_len + in->block_size - 1) / in->block_size;
+    if (p.blocks_per_seq > INT32_MAX)
+        return snug_errorf(err, SNUG_INVALID, "memory plan: max_model_len %lld is too large",
+                           (long long)in->max_model_len);
+    if (in->weights > in->budget)
+        return snug_errorf(err, SNUG_NOMEM, "the weights, %s, are over the budget of %s by %s",
+                           both(in->weights, a), both(in->budget, b),
+                           both(in->weights - in->budget, c));
+    size_t fixed = in->weights;
+    const size_t parts[] = {in->activations, in->serving_state, in->untracked, in->reserve};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++)
+        if (!snug_add_size(fixed, parts[i], &fixed)) fixed = SIZE_MAX;
+    if (fixed > in->budget) {
+        size_t bytes = 0, fit = 0;
+        bool ok = snug_mul_size((size_t)p.blocks_per_seq, in->block_bytes, &bytes) &&
+                  snug_add_size(fixed, bytes, &fit);
+        return snug_errorf(err, SNUG_NOMEM,
+                           "the budget of %s is smaller than weights %zu + activations %zu + "
+                           "serving state %zu + untracked %zu + reserve %zu bytes = %s, leaving "
+                           "nothing for the KV cache; one sequence of max_model_len %lld needs "
+                           "%lld blocks: a budget of %s would fit it", both(in->budget, a),
+                           in->weights, in->activations, in->serving_state, in->untracked,
+                           in->reserve, both(fixed, b), (long long)in->max_model_len,
+                           (long long)p.blocks_per_seq, ok ? both(fit, c) : "(too large)");
+    }
+    p.left_bytes = in->budget - fixed;
+
+    /* what any request could reach: max_num_seqs sequences at max_model_len */
+    int64_t useful = p.blocks_per_seq * (int64_t)in->max_num_seqs;
+    if (in->kv_cache_memory) {
+        int64_t fixed_blocks =
+            (int64_t)SNUG_MIN(in->kv_cache_memory / in->block_bytes, (size_t)INT32_MAX);
+        if (fixed_blocks < p.blocks_per_seq)
+            return too_few_blocks(in, fixed_blocks, p.blocks_per_seq, "--kv-cache-memory", err);
+        if ((size_t)fixed_blocks * in->block_bytes > p.left_bytes)
+            return snug_errorf(err, SNUG_NOMEM,
+                               "--kv-cache-memory %s does not fit: the budget leaves %s for "
+                               "the KV cache (at most %lld blocks); a budget of %s would fit it",
+                               both(in->kv_cache_memory, a), both(p.left_bytes, b),
+                               (long long)(p.left_bytes / in->block_bytes),
+                               both(fixed + (size_t)fixed_blocks * in->block_bytes, c));
+        p.blocks = fixed_blocks;
+        p.limited_by = SNUG_KV_LIMIT_KV_CACHE_MEMORY;
+    } else {
+        p.blocks = (int64_t)SNUG_MIN(p.left_bytes / in->block_bytes, (size_t)INT32_MAX);
+        if (p.blocks < p.blocks_per_seq)
+            return too_few_blocks(in, p.blocks, p.blocks_per_seq, "the budget", err);
+        p.limited_by = SNUG_KV_LIMIT_BUDGET;
+    }
+    if (p.blocks > useful) {
+        p.blocks = useful;
+        p.limited_by = SNUG_KV_LIMIT_MAX_NUM_SEQS;
+    }
+    p.kv_bytes = (size_t)p.blocks * in->block_bytes;
+    p.tokens = p.blocks * in->block_size;
+    p.max_concurrency = (double)p.tokens / (double)in->max_model_len;
+    *out = p;
+    return SNUG_OK;
+}

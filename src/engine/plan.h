@@ -1,0 +1,65 @@
+/*
+ * plan.h: the memory plan's arithmetic: how many KV cache blocks the
+ * budget leaves once everything else is measured.
+ *
+ *   KV = C - W - A - S - U - R,  blocks = floor(KV / block_bytes)
+ *
+ * C the budget (budget.h), W the weights, A the activation peak of the
+ * profile step, S the serving state made up front for max_num_seqs
+ * sequences, U what the process holds outside the allocator, R the reserve
+ * the user keeps back. The cache never gets more blocks than max_num_seqs
+ * sequences of max_model_len tokens can use (memory no request can reach
+ * is not taken), and with --kv-cache-memory its size is fixed instead (the
+ * plan still checks that it fits). One max_model_len sequence must fit;
+ * when it does not, the message says which max_model_len would and which
+ * budget would. Pure: nothing here allocates or measures.
+ */
+#ifndef SNUG_PLAN_H
+#define SNUG_PLAN_H
+
+#include "base/common.h"
+
+/* What decided the number of blocks. */
+typedef enum snug_kv_limit {
+    SNUG_KV_LIMIT_BUDGET = 0,          /* every byte the budget leaves */
+    SNUG_KV_LIMIT_MAX_NUM_SEQS,        /* all that max_num_seqs x max_model_len can use */
+    SNUG_KV_LIMIT_KV_CACHE_MEMORY      /* --kv-cache-memory */
+} snug_kv_limit;
+
+/* The measured and chosen sizes the plan divides the budget by. */
+typedef struct snug_plan_sizes {
+    size_t budget;            /* C */
+    size_t weights;           /* W */
+    size_t activations;       /* A */
+    size_t serving_state;     /* S */
+    size_t untracked;         /* U */
+    size_t reserve;           /* R */
+    size_t kv_cache_memory;   /* --kv-cache-memory; 0: the budget decides */
+    size_t block_bytes;       /* snug_kv_block_bytes of the cache's shape, > 0 */
+    int32_t block_size;       /* token positions per block, > 0 */
+    int64_t max_model_len;    /* positions one sequence may use, > 0 */
+    int32_t max_num_seqs;     /* sequences at once, > 0 */
+} snug_plan_sizes;
+
+typedef struct snug_kv_plan {
+    int64_t blocks;           /* blocks the cache gets */
+    size_t kv_bytes;          /* blocks x block_bytes */
+    size_t left_bytes;        /* C - W - A - S - U - R: what the budget leaves the cache */
+    int64_t tokens;           /* blocks x block_size */
+    int64_t blocks_per_seq;   /* ceil(max_model_len / block_size) */
+    double max_concurrency;   /* tokens / max_model_len: max_model_len sequences at once */
+    snug_kv_limit limited_by;
+} snug_kv_plan;
+
+/* Plans the KV cache. Fails with SNUG_INVALID for sizes out of range, and
+ * with SNUG_NOMEM when the budget is too small: the weights alone over it
+ * (by how much), nothing left after W + A + S + U + R, fewer blocks than
+ * one max_model_len sequence needs (the message gives the largest
+ * max_model_len that fits and the budget that would fit the one asked
+ * for), or a --kv-cache-memory that does not fit (what would). */
+snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_error *err);
+
+/* "budget", "max_num_seqs", "kv_cache_memory"; never NULL. */
+const char *snug_kv_limit_name(snug_kv_limit limit);
+
+#endif /* SNUG_PLAN_H */
