@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 static size_t page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
@@ -365,6 +366,122 @@ static void test_status_names(void)
     CHECK(strcmp(snug_status_str((snug_status)-99), "SNUG_UNKNOWN_STATUS") == 0, "unknown");
 }
 
+/* The event log: one event per allocation and free, exact bytes, marks
+ * with the RSS; replaying it from start_bytes gives today's counters. */
+static void test_trace_events(void)
+{
+    snug_error err = {0};
+    CHECK_OK(snug_mem_trace_start(64, &err), &err);
+    snug_mem_trace_mark("first");
+    void *a = snug_mem_alloc(SNUG_MEM_WEIGHTS, 1000, &err);
+    void *b = snug_mem_alloc(SNUG_MEM_KV, 100000, &err);
+    size_t ha = snug_mem_block_bytes(a), hb = snug_mem_block_bytes(b);
+    snug_mem_free(a);
+    snug_mem_trace_mark("second");
+    snug_mem_trace t;
+    snug_mem_trace_get(&t);
+    CHECK(t.n_events == 5 && t.dropped == 0, "%zu events, %lld dropped", t.n_events,
+          (long long)t.dropped);
+    static const struct { uint32_t kind, cat; } want[] = {
+        {SNUG_MEM_EVENT_MARK, 0}, {SNUG_MEM_EVENT_ALLOC, SNUG_MEM_WEIGHTS},
+        {SNUG_MEM_EVENT_ALLOC, SNUG_MEM_KV}, {SNUG_MEM_EVENT_FREE, SNUG_MEM_WEIGHTS},
+        {SNUG_MEM_EVENT_MARK, 0}};
+    const size_t bytes[] = {0, ha, hb, ha, 0};
+    for (size_t i = 0; i < t.n_events && i < 5; i++) {
+        const snug_mem_event *e = &t.events[i];
+        CHECK(e->kind == want[i].kind && e->cat == want[i].cat, "event %zu: kind %u cat %u", i,
+              e->kind, e->cat);
+        if (e->kind != SNUG_MEM_EVENT_MARK)
+            CHECK(e->bytes == bytes[i] && !e->label, "event %zu: %zu bytes", i, e->bytes);
+        else
+            CHECK(e->bytes > 0 && e->label, "mark %zu: RSS %zu", i, e->bytes);
+        CHECK(i == 0 || e->ns >= t.events[i - 1].ns, "time runs forward at %zu", i);
+    }
+    CHECK(t.n_events == 5 && strcmp(t.events[0].label, "first") == 0 &&
+          strcmp(t.events[4].label, "second") == 0, "mark labels");
+    /* replay */
+    size_t now[SNUG_MEM_N_CATS];
+    memcpy(now, t.start_bytes, sizeof now);
+    for (size_t i = 0; i < t.n_events; i++) {
+        const snug_mem_event *e = &t.events[i];
+        if (e->kind == SNUG_MEM_EVENT_ALLOC) now[e->cat] += e->bytes;
+        if (e->kind == SNUG_MEM_EVENT_FREE) now[e->cat] -= e->bytes;
+    }
+    for (int c = 0; c < SNUG_MEM_N_CATS; c++)
+        CHECK(now[c] == cur_of((snug_mem_cat)c), "replayed %s: %zu, counter %zu",
+              snug_mem_cat_name((snug_mem_cat)c), now[c], cur_of((snug_mem_cat)c));
+    snug_mem_free(b);
+    snug_mem_trace_stop();
+    snug_mem_trace_get(&t);
+    CHECK(t.events == NULL && t.n_events == 0, "stopped: no log");
+    snug_mem_trace_mark("ignored"); /* no log: nothing happens */
+    snug_mem_trace_stop();          /* twice: nothing happens */
+}
+
+/* A full log drops what does not fit, counts it, and allocates nothing. */
+static void test_trace_full(void)
+{
+    snug_error err = {0};
+    CHECK_OK(snug_mem_trace_start(3, &err), &err);
+    int64_t allocs = snug_mem_alloc_count();
+    for (int i = 0; i < 5; i++) snug_mem_free(snug_mem_alloc(SNUG_MEM_OTHER, 10, &err));
+    snug_mem_trace t;
+    snug_mem_trace_get(&t);
+    CHECK(t.n_events == 3 && t.dropped == 7, "%zu kept, %lld dropped", t.n_events,
+          (long long)t.dropped);
+    CHECK(snug_mem_alloc_count() - allocs == 5, "the log itself allocated nothing");
+    snug_mem_trace_stop();
+}
+
+static void *thread_churn_traced(void *arg)
+{
+    (void)arg;
+    for (int k = 0; k < 200; k++) snug_mem_free(snug_mem_alloc(SNUG_MEM_ACTIVATIONS, 64 + k, NULL));
+    return NULL;
+}
+
+/* Threads allocating at once: every event recorded once. */
+static void test_trace_concurrent(void)
+{
+    snug_error err = {0};
+    CHECK_OK(snug_mem_trace_start(N_THREADS * 400 + 10, &err), &err);
+    pthread_t th[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++) pthread_create(&th[i], NULL, thread_churn_traced, NULL);
+    for (int i = 0; i < N_THREADS; i++) pthread_join(th[i], NULL);
+    snug_mem_trace t;
+    snug_mem_trace_get(&t);
+    int64_t alloc = 0, freed = 0, n_alloc = 0;
+    for (size_t i = 0; i < t.n_events; i++) {
+        if (t.events[i].kind == SNUG_MEM_EVENT_ALLOC) alloc += (int64_t)t.events[i].bytes, n_alloc++;
+        if (t.events[i].kind == SNUG_MEM_EVENT_FREE) freed += (int64_t)t.events[i].bytes;
+    }
+    CHECK(t.n_events == N_THREADS * 400 && t.dropped == 0 && n_alloc == N_THREADS * 200 &&
+          alloc == freed && alloc > 0,
+          "%zu events, %lld allocations, %lld bytes in, %lld out", t.n_events, (long long)n_alloc,
+          (long long)alloc, (long long)freed);
+    snug_mem_trace_stop();
+}
+
+static snug_status trace_start_op(void *ctx, snug_error *err)
+{
+    (void)ctx;
+    return snug_mem_trace_start(1000, err);
+}
+
+static void trace_stop_undo(void *ctx)
+{
+    (void)ctx;
+    snug_mem_trace_stop();
+}
+
+static void test_trace_oom(void)
+{
+    CHECK(test_oom_loop("event log", trace_start_op, trace_stop_undo, NULL, 5) == 1,
+          "the log's one block fails cleanly");
+    snug_error err = {0};
+    CHECK_FAILS(snug_mem_trace_start(SIZE_MAX / 8, &err), &err, SNUG_NOMEM, "too large");
+}
+
 int main(void)
 {
     RUN(test_held_bytes_rule);
@@ -379,5 +496,9 @@ int main(void)
     RUN(test_jansson_hooks);
     RUN(test_pcre2_hooks);
     RUN(test_status_names);
+    RUN(test_trace_events);
+    RUN(test_trace_full);
+    RUN(test_trace_concurrent);
+    RUN(test_trace_oom);
     return test_summary();
 }

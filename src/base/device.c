@@ -2,7 +2,8 @@
  * device.c: the accounting allocator (current and peak bytes per category,
  * capacity, fault injection) and the process's resident memory.
  *
- * The counters below are the only global state in snug.
+ * The counters below (and the event log, when one runs) are the only
+ * global state in snug.
  */
 #include "device.h"
 
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BLOCK_MAGIC 0x736e7567626c6b31ull  /* "snugblk1" */
@@ -30,6 +32,14 @@ static mem_counter g_counters[SNUG_MEM_N_CATS + 1];
 static _Atomic size_t g_capacity = SIZE_MAX;
 static _Atomic int64_t g_n_allocs;
 static _Atomic int64_t g_fail_at; /* allocation number that fails; 0 = none */
+
+/* The event log (snug_mem_trace_start): part of the allocator's state. */
+static _Atomic(snug_mem_event *) g_trace;
+static size_t g_trace_cap;
+static _Atomic size_t g_trace_used;
+static _Atomic int64_t g_trace_dropped;
+static int64_t g_trace_t0;
+static size_t g_trace_start[SNUG_MEM_N_CATS];
 
 /* The header in front of every block; exactly SNUG_MEM_HEADER_BYTES long. */
 /* The header in front of every block; exactly SNUG_MEM_HEADER_BYTES long. */
@@ -246,9 +256,30 @@ static unsigned char *system_alloc(size_t n, size_t req, size_t *held)
     return base;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Appends one event to the running log, if any. */
+static void trace_record(snug_mem_event_kind kind, uint32_t cat, size_t bytes, const char *label)
+{
+    snug_mem_event *log = atomic_load_explicit(&g_trace, memory_order_acquire);
+    if (!log) return;
+    size_t i = atomic_fetch_add(&g_trace_used, 1);
+    if (i >= g_trace_cap) {
+        atomic_fetch_add(&g_trace_dropped, 1);
+        return;
+    }
+    log[i] = (snug_mem_event){now_ns() - g_trace_t0, bytes, label, (uint32_t)kind, cat};
+}
+
 static void *finish_block(unsigned char *base, snug_mem_cat cat, size_t n, size_t held)
 {
     counter_add(&g_counters[cat], held);
+    trace_record(SNUG_MEM_EVENT_ALLOC, (uint32_t)cat, held, NULL);
     peak_raise(&g_counters[SNUG_MEM_TOTAL], atomic_load(&g_counters[SNUG_MEM_TOTAL].cur));
     block_header *h = (block_header *)base;
     h->magic = BLOCK_MAGIC;
@@ -329,6 +360,7 @@ void snug_mem_free(void *p)
     h->magic = FREED_MAGIC;
     atomic_fetch_sub(&g_counters[cat].cur, held);
     atomic_fetch_sub(&g_counters[SNUG_MEM_TOTAL].cur, held);
+    trace_record(SNUG_MEM_EVENT_FREE, (uint32_t)cat, held, NULL);
     if (mapped)
         SNUG_ASSERT(munmap(base, held) == 0);
     else
@@ -428,4 +460,46 @@ snug_status snug_proc_hwm_reset(snug_error *err)
                            "/proc/self/clear_refs failed: %s (needs Linux 4.0 or later)",
                            strerror(e));
     return SNUG_OK;
+}
+
+snug_status snug_mem_trace_start(size_t max_events, snug_error *err)
+{
+    snug_mem_trace_stop();
+    size_t bytes;
+    if (!snug_mul_size(max_events, sizeof(snug_mem_event), &bytes))
+        return snug_errorf(err, SNUG_NOMEM, "memory event log of %zu events: too large", max_events);
+    snug_mem_event *log = snug_mem_alloc(SNUG_MEM_OTHER, bytes, err);
+    if (!log) return snug_error_prefix(err, SNUG_NOMEM, "memory event log: ");
+    for (int c = 0; c < SNUG_MEM_N_CATS; c++) g_trace_start[c] = atomic_load(&g_counters[c].cur);
+    g_trace_cap = max_events;
+    atomic_store(&g_trace_used, 0);
+    atomic_store(&g_trace_dropped, 0);
+    g_trace_t0 = now_ns();
+    atomic_store_explicit(&g_trace, log, memory_order_release);
+    return SNUG_OK;
+}
+
+void snug_mem_trace_mark(const char *label)
+{
+    if (!atomic_load(&g_trace)) return;
+    size_t rss = 0;
+    if (snug_proc_mem(&rss, NULL, NULL) != SNUG_OK) rss = 0;
+    trace_record(SNUG_MEM_EVENT_MARK, 0, rss, label);
+}
+
+void snug_mem_trace_get(snug_mem_trace *out)
+{
+    memset(out, 0, sizeof *out);
+    snug_mem_event *log = atomic_load(&g_trace);
+    if (!log) return;
+    out->events = log;
+    out->n_events = SNUG_MIN(atomic_load(&g_trace_used), g_trace_cap);
+    out->dropped = atomic_load(&g_trace_dropped);
+    memcpy(out->start_bytes, g_trace_start, sizeof g_trace_start);
+}
+
+void snug_mem_trace_stop(void)
+{
+    snug_mem_event *log = atomic_exchange(&g_trace, NULL);
+    snug_mem_free(log);
 }

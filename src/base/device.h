@@ -78,4 +78,48 @@ int64_t snug_mem_alloc_count(void);
  * NULL and fills err on failure. */
 char *snug_mem_strdup(snug_mem_cat cat, const char *s, snug_error *err);
 
+/* ---- the event log: every allocation and free, timestamped -------------
+ * What the memory timeline (snug profile --timeline) is drawn from: not
+ * sampled, so no spike is missed. Off unless started; when on, each
+ * allocation and free appends one event to a log of fixed size made at
+ * start (events past its end are counted as dropped, never allocated).
+ * Start, stop and reading the log must not race with allocations on other
+ * threads (call them between phases); recording itself is thread-safe. */
+
+typedef enum snug_mem_event_kind {
+    SNUG_MEM_EVENT_ALLOC = 0,
+    SNUG_MEM_EVENT_FREE = 1,
+    SNUG_MEM_EVENT_MARK = 2     /* a phase begins: label, and the process RSS in bytes */
+} snug_mem_event_kind;
+
+typedef struct snug_mem_event {
+    int64_t ns;                 /* since snug_mem_trace_start (CLOCK_MONOTONIC) */
+    size_t bytes;               /* what the block is charged; for a mark, the RSS (0 if unknown) */
+    const char *label;          /* a mark's name (a string that outlives the log); else NULL */
+    uint32_t kind;              /* a snug_mem_event_kind */
+    uint32_t cat;               /* the block's category; 0 for a mark */
+} snug_mem_event;
+
+typedef struct snug_mem_trace {
+    const snug_mem_event *events;   /* in the order recorded (by ns within a thread) */
+    size_t n_events;
+    int64_t dropped;                /* events that did not fit */
+    size_t start_bytes[SNUG_MEM_N_CATS]; /* each category's bytes when the log started */
+} snug_mem_trace;
+
+/* Starts a log of at most max_events events (one block of category other,
+ * made before the start, so it is in start_bytes). A log already running is
+ * stopped first. Fails with SNUG_NOMEM (nothing started). */
+snug_status snug_mem_trace_start(size_t max_events, snug_error *err);
+
+/* Records that the phase `label` begins, with the process's RSS. Nothing
+ * happens when no log runs. */
+void snug_mem_trace_mark(const char *label);
+
+/* The running log, valid until snug_mem_trace_stop; all zero when none. */
+void snug_mem_trace_get(snug_mem_trace *out);
+
+/* Stops the log and frees it; nothing happens when none runs. */
+void snug_mem_trace_stop(void);
+
 #endif /* SNUG_DEVICE_H */
