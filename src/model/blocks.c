@@ -6,15 +6,22 @@
 
 #include "base/device.h"
 
+void snug_block_pool_attach(snug_block_pool *pool, int32_t *ids, int32_t n_blocks)
+{
+    SNUG_ASSERT(n_blocks >= 0);
+    *pool = (snug_block_pool){.free_ids = ids};
+    /* Pushed in reverse so that block 0 is handed out first. */
+    for (int32_t i = 0; i < n_blocks; i++) pool->free_ids[i] = n_blocks - 1 - i;
+    pool->n_blocks = pool->n_free = n_blocks;
+}
+
 snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, snug_error *err)
 {
     *pool = (snug_block_pool){0};
     if (n_blocks < 0) return snug_errorf(err, SNUG_INVALID, "block pool: %d blocks", n_blocks);
-    pool->free_ids = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_blocks * sizeof(int32_t), err);
-    if (!pool->free_ids) return snug_error_prefix(err, SNUG_NOMEM, "block pool: ");
-    /* Pushed in reverse so that block 0 is handed out first. */
-    for (int32_t i = 0; i < n_blocks; i++) pool->free_ids[i] = n_blocks - 1 - i;
-    pool->n_blocks = pool->n_free = n_blocks;
+    int32_t *ids = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_blocks * sizeof(int32_t), err);
+    if (!ids) return snug_error_prefix(err, SNUG_NOMEM, "block pool: ");
+    snug_block_pool_attach(pool, ids, n_blocks);
     return SNUG_OK;
 }
 
@@ -41,6 +48,12 @@ snug_status snug_block_table_init(snug_block_table *table, int64_t max_tokens,
     if (!table->ids) return snug_error_prefix(err, SNUG_NOMEM, "block table: ");
     table->cap = cap;
     return SNUG_OK;
+}
+
+void snug_block_table_attach(snug_block_table *table, int32_t *ids, int32_t cap)
+{
+    SNUG_ASSERT(cap >= 0);
+    *table = (snug_block_table){.ids = ids, .cap = cap};
 }
 
 void snug_block_table_free(snug_block_table *table)

@@ -33,6 +33,11 @@ typedef struct snug_block_table {
  * 0). The free list is charged to category other. */
 snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, snug_error *err);
 
+/* As snug_block_pool_init, over storage the caller keeps (ids: n_blocks
+ * entries that outlive the pool; the serving state's, made up front).
+ * Never fails, never allocates; do not snug_block_pool_free such a pool. */
+void snug_block_pool_attach(snug_block_pool *pool, int32_t *ids, int32_t n_blocks);
+
 /* Frees the pool's free list; the pool may be zero-filled. */
 void snug_block_pool_free(snug_block_pool *pool);
 
@@ -40,6 +45,11 @@ void snug_block_pool_free(snug_block_pool *pool);
  * blocks of block_size (its id array, category other). */
 snug_status snug_block_table_init(snug_block_table *table, int64_t max_tokens,
                                   int32_t block_size, snug_error *err);
+
+/* As snug_block_table_init, over storage the caller keeps (ids: cap
+ * entries that outlive the table). Never fails, never allocates; do not
+ * snug_block_table_free such a table. */
+void snug_block_table_attach(snug_block_table *table, int32_t *ids, int32_t cap);
 
 /* Frees the table's id array (its blocks must have been released); the
  * table may be zero-filled. */

@@ -1,0 +1,88 @@
+/*
+ * profile.c: the profile step (profile.h).
+ */
+#include "profile.h"
+
+#include "base/device.h"
+#include "model/blocks.h"
+
+#include <string.h>
+#include <time.h>
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
+                              snug_serving_state *serving, snug_profile_result *out,
+                              snug_error *err)
+{
+    const snug_step_shape *shape = snug_model_step_shape(m);
+    const snug_model_dims *d = snug_model_get_dims(m);
+    const snug_serving_shape *ss = &serving->shape;
+    snug_profile_result r = {0};
+    snug_kvcache kv = {0};
+    snug_status st = SNUG_OK;
+    r.n_seqs = SNUG_MIN(shape->n_seqs_max, ss->max_num_seqs);
+    int64_t most = (int64_t)r.n_seqs * ss->max_model_len;
+    r.n_tokens = (int32_t)SNUG_MIN((int64_t)SNUG_MIN(shape->n_tokens_max, ss->max_num_batched_tokens), most);
+    if (ss->n_vocab < d->vocab_len)
+        return snug_errorf(err, SNUG_INVALID, "profile step: the serving state samples %d "
+                           "tokens, the model has %d", ss->n_vocab, d->vocab_len);
+    if (r.n_tokens < r.n_seqs)
+        return snug_errorf(err, SNUG_INVALID, "profile step: %d tokens for %d sequences "
+                           "(max_num_batched_tokens must be at least max_num_seqs)",
+                           r.n_tokens, r.n_seqs);
+
+    /* the tokens, spread evenly: each sequence a prefill from position 0 */
+    for (int32_t i = 0; i < r.n_seqs; i++) {
+        int32_t n = r.n_tokens / r.n_seqs + (i < r.n_tokens % r.n_seqs);
+        serving->step_seqs[i] = (snug_step_seq){n, 0, serving->seqs[i].table.ids,
+                                                snug_blocks_for_tokens(n, kv_shape->block_size),
+                                                SNUG_LOGITS_LAST};
+        r.scratch_blocks += serving->step_seqs[i].n_blocks;
+    }
+    for (int32_t t = 0; t < r.n_tokens; t++)
+        serving->step_tokens[t] = (int32_t)(((int64_t)t * 7919 + 1) % d->vocab_len);
+
+    /* the window: from here on, peaks are the step's */
+    bool reset = snug_proc_hwm_reset(NULL) == SNUG_OK;
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
+    double t0 = now_seconds();
+    st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
+    if (st != SNUG_OK) goto done;
+    int32_t next = 0;
+    for (int32_t i = 0; i < r.n_seqs; i++) {
+        int32_t *ids = serving->seqs[i].table.ids;
+        for (int32_t b = 0; b < serving->step_seqs[i].n_blocks; b++) ids[b] = next++;
+    }
+    snug_step step = {serving->step_tokens, r.n_tokens, serving->step_seqs, r.n_seqs};
+    const float *rows = NULL;
+    int32_t n_rows = 0;
+    st = snug_model_forward(m, &kv, &step, &rows, &n_rows, err);
+    if (st != SNUG_OK) goto done;
+    snug_sampling_params sp;
+    snug_sampling_params_default(&sp);
+    snug_sampler_state rng;
+    snug_sampler_state_init(&rng, &sp, 1);
+    for (int32_t i = 0; i < n_rows; i++) {
+        float *row = (float *)rows + (size_t)i * (size_t)d->vocab_rows;
+        snug_sample(&sp, &rng, row, d->vocab_len, serving->step_tokens, 1, NULL, 0,
+                    serving->scratch[i % ss->n_samplers]);
+    }
+    r.seconds = now_seconds() - t0;
+    size_t hwm = 0;
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, &r.allocator_peak, false);
+    st = snug_proc_mem(NULL, &hwm, err);
+    if (st != SNUG_OK) goto done;
+    r.hwm = hwm;
+    r.untracked = hwm > r.allocator_peak ? hwm - r.allocator_peak : 0;
+    r.hwm_was_reset = reset;
+    *out = r;
+done:
+    snug_kvcache_free(&kv);
+    return st;
+}

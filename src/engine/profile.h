@@ -1,0 +1,44 @@
+/*
+ * profile.h: the profile step of the memory plan: the largest step serving
+ * will ever run, run for real, measured.
+ *
+ * max_num_batched_tokens tokens spread over max_num_seqs sequences (each a
+ * prefill from position 0, every one asking for its last token's logits:
+ * the most logits rows and the most sampling a step can have) go through
+ * the forward pass and the sampler, with scratch KV blocks for exactly
+ * those tokens, using the serving state's step buffers and sampler scratch
+ * as serving will. Around the step the allocator's total peak and the
+ * process's high-water mark are reset and read: what the process held
+ * beyond what the allocator gave out (code, libraries, thread stacks,
+ * OpenMP's pools) is U of the plan.
+ */
+#ifndef SNUG_PROFILE_H
+#define SNUG_PROFILE_H
+
+#include "base/common.h"
+#include "model/kvcache.h"
+#include "model/model.h"
+#include "serving.h"
+
+typedef struct snug_profile_result {
+    int32_t n_tokens, n_seqs;     /* what the step ran */
+    int64_t scratch_blocks;       /* KV blocks made for it (freed after) */
+    size_t allocator_peak;        /* the allocator's total peak over the step */
+    size_t hwm;                   /* the process's high-water mark over the step */
+    size_t untracked;             /* U = hwm - allocator_peak, 0 when below */
+    bool hwm_was_reset;           /* false: the kernel refused, hwm counts from start */
+    double seconds;
+} snug_profile_result;
+
+/* Runs the profile step on m (made for steps of n_tokens_max tokens over
+ * n_seqs_max sequences: those are the step's sizes, the tokens capped at
+ * max_model_len per sequence) with a scratch cache of kv_shape, sampling
+ * each sequence's row with default parameters. Allocates only the scratch
+ * cache (category kv_cache), freed before it returns. Fails as the forward
+ * pass does, or with SNUG_NOMEM for the scratch cache; nothing is left
+ * held either way. */
+snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
+                              snug_serving_state *serving, snug_profile_result *out,
+                              snug_error *err);
+
+#endif /* SNUG_PROFILE_H */

@@ -1,0 +1,120 @@
+/*
+ * serving.c: the serving state in one block (serving.h). The layout is
+ * computed once, by carve(), for sizing and for filling alike, so the two
+ * cannot disagree.
+ */
+#include "serving.h"
+
+#include "base/device.h"
+
+#include <string.h>
+
+/* Where each part lives in the block; every part 64-byte aligned. */
+typedef struct layout {
+    size_t seqs, free_ids, scratch_ptrs, step_tokens, step_seqs; /* offsets */
+    size_t slot_tables, slot_ids, slot_text, slot_emit, scratch; /* first of each kind */
+    size_t table_bytes, ids_bytes, text_bytes, emit_bytes, scratch_bytes; /* one of each */
+    size_t total;
+} layout;
+
+/* Takes count parts of n bytes each (each rounded up to 64) at *at, the
+ * first at *first; false on overflow. */
+static bool take(size_t *at, size_t n, size_t count, size_t *first)
+{
+    size_t bytes;
+    if (!snug_mul_size(snug_round_up(n, SNUG_MEM_ALIGN), count, &bytes)) return false;
+    *first = *at;
+    return snug_add_size(*at, bytes, at);
+}
+
+static bool valid(const snug_serving_shape *s)
+{
+    return s->max_num_seqs > 0 && s->max_num_batched_tokens > 0 && s->max_model_len > 0 && s->max_model_len <= INT32_MAX &&
+           s->block_size > 0 && s->n_vocab > 0 && s->n_samplers > 0 &&
+           s->max_token_bytes <= ((size_t)1 << 20);
+}
+
+/* The text buffer of one sequence: room for one token's text and a stop
+ * string held back, as snug generate sizes it. */
+static size_t text_cap_of(const snug_serving_shape *s) { return 64 + s->max_token_bytes; }
+
+static bool carve(const snug_serving_shape *s, layout *l)
+{
+    memset(l, 0, sizeof *l);
+    if (!valid(s)) return false;
+    size_t n = (size_t)s->max_num_seqs;
+    size_t per_seq = (size_t)snug_blocks_for_tokens(s->max_model_len, s->block_size);
+    size_t max_blocks;
+    if (!snug_mul_size(per_seq, n, &max_blocks) || max_blocks > INT32_MAX) return false;
+    l->table_bytes = per_seq * sizeof(int32_t);
+    l->ids_bytes = (size_t)s->max_model_len * sizeof(int32_t);
+    l->text_bytes = text_cap_of(s);
+    l->emit_bytes = snug_stop_emit_bytes(l->text_bytes);
+    l->scratch_bytes = snug_sampler_scratch_bytes(s->n_vocab);
+    size_t at = 0;
+    bool ok = take(&at, n * sizeof(snug_seq_slot), 1, &l->seqs) &&
+              take(&at, max_blocks * sizeof(int32_t), 1, &l->free_ids) &&
+              take(&at, (size_t)s->n_samplers * sizeof(unsigned char *), 1, &l->scratch_ptrs) &&
+              take(&at, l->table_bytes, n, &l->slot_tables) &&
+              take(&at, l->ids_bytes, n, &l->slot_ids) &&
+              take(&at, l->text_bytes, n, &l->slot_text) &&
+              take(&at, l->emit_bytes, n, &l->slot_emit) &&
+              take(&at, (size_t)s->max_num_batched_tokens * sizeof(int32_t), 1, &l->step_tokens) &&
+              take(&at, n * sizeof(snug_step_seq), 1, &l->step_seqs) &&
+              take(&at, l->scratch_bytes, (size_t)s->n_samplers, &l->scratch);
+    l->total = SNUG_MAX(at, (size_t)SNUG_MEM_LARGE_BYTES);
+    return ok;
+}
+
+size_t snug_serving_bytes(const snug_serving_shape *shape)
+{
+    layout l;
+    return carve(shape, &l) ? snug_mem_held_bytes(l.total) : 0;
+}
+
+snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_state *out,
+                                snug_error *err)
+{
+    memset(out, 0, sizeof *out);
+    layout l;
+    if (!carve(shape, &l))
+        return snug_errorf(err, SNUG_INVALID, "serving state: max_num_seqs %d, "
+                           "max_num_batched_tokens %d, max_model_len %lld, block_size %d, "
+                           "vocabulary %d, samplers %d: out of range", shape->max_num_seqs,
+                           shape->max_num_batched_tokens, (long long)shape->max_model_len,
+                           shape->block_size, shape->n_vocab, shape->n_samplers);
+    unsigned char *b = snug_mem_alloc(SNUG_MEM_OTHER, l.total, err);
+    if (!b) return snug_error_prefix(err, SNUG_NOMEM, "serving state: ");
+    snug_serving_state s = {.shape = *shape, .block = b};
+    s.blocks_per_seq = snug_blocks_for_tokens(shape->max_model_len, shape->block_size);
+    s.max_blocks = (int64_t)s.blocks_per_seq * shape->max_num_seqs;
+    s.seqs = (snug_seq_slot *)(b + l.seqs);
+    s.free_ids = (int32_t *)(b + l.free_ids);
+    s.scratch = (unsigned char **)(b + l.scratch_ptrs);
+    s.step_tokens = (int32_t *)(b + l.step_tokens);
+    s.step_seqs = (snug_step_seq *)(b + l.step_seqs);
+    for (int32_t i = 0; i < shape->max_num_seqs; i++) {
+        snug_seq_slot *q = &s.seqs[i];
+        size_t k = (size_t)i;
+        snug_block_table_attach(&q->table,
+                                (int32_t *)(b + l.slot_tables + k * snug_round_up(l.table_bytes, SNUG_MEM_ALIGN)),
+                                s.blocks_per_seq);
+        q->ids = (int32_t *)(b + l.slot_ids + k * snug_round_up(l.ids_bytes, SNUG_MEM_ALIGN));
+        q->text = (char *)(b + l.slot_text + k * snug_round_up(l.text_bytes, SNUG_MEM_ALIGN));
+        q->emit = (char *)(b + l.slot_emit + k * snug_round_up(l.emit_bytes, SNUG_MEM_ALIGN));
+        q->text_cap = l.text_bytes;
+        snug_sampling_params_default(&q->sampling);
+        snug_stop_params_default(&q->stop_params);
+        snug_stop_state_init(&q->stop);
+    }
+    for (int32_t i = 0; i < shape->n_samplers; i++)
+        s.scratch[i] = b + l.scratch + (size_t)i * snug_round_up(l.scratch_bytes, SNUG_MEM_ALIGN);
+    *out = s;
+    return SNUG_OK;
+}
+
+void snug_serving_free(snug_serving_state *s)
+{
+    snug_mem_free(s->block);
+    memset(s, 0, sizeof *s);
+}

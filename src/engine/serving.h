@@ -1,0 +1,79 @@
+/*
+ * serving.h: the serving state, S of the memory plan: everything serving
+ * holds for max_num_seqs sequences besides the KV cache and the activation
+ * arena, made once, at its largest, before the profile step, so that no
+ * request and no step ever allocates.
+ *
+ * One block (category other) carved into:
+ *   - per sequence slot: its block table (ceil(max_model_len / block_size)
+ *     ids), its token ids (prompt and output, max_model_len), its sampler
+ *     and stop state and its stop parameters (by value), and its text
+ *     buffers (the decoder's text and what may be streamed: stop.h);
+ *   - the block pool's free list, for the most blocks the cache can get
+ *     (max_num_seqs x blocks per sequence: plan.h never gives more);
+ *   - one sampler scratch area per sampling thread;
+ *   - a step's description: its tokens (max_num_batched_tokens) and its
+ *     sequences (max_num_seqs snug_step_seq).
+ * snug_serving_bytes is the pure function the plan uses; the block is made
+ * at least SNUG_MEM_LARGE_BYTES long so that what it holds is exactly that
+ * (small blocks' charge depends on the C library).
+ */
+#ifndef SNUG_SERVING_H
+#define SNUG_SERVING_H
+
+#include "base/common.h"
+#include "model/blocks.h"
+#include "model/model.h"
+#include "sampler.h"
+#include "stop.h"
+
+typedef struct snug_serving_shape {
+    int32_t max_num_seqs;      /* > 0 */
+    int32_t max_num_batched_tokens; /* tokens per step, > 0 */
+    int64_t max_model_len;     /* positions a sequence may use, > 0 */
+    int32_t block_size;        /* > 0 */
+    int32_t n_vocab;           /* > 0: the sampler's scratch */
+    size_t max_token_bytes;    /* the tokenizer's longest token text */
+    int32_t n_samplers;        /* sampling threads (> 0) */
+} snug_serving_shape;
+
+/* One sequence's place. */
+typedef struct snug_seq_slot {
+    snug_block_table table;    /* ids: blocks_per_seq entries in the block */
+    int32_t *ids;              /* [max_model_len] prompt, then output */
+    int64_t n_ids;
+    char *text;                /* [text_cap] decoded text not yet streamed */
+    char *emit;                /* [snug_stop_emit_bytes(text_cap)] */
+    size_t text_cap;
+    snug_sampling_params sampling;
+    snug_sampler_state sampler;
+    snug_stop_params stop_params;
+    snug_stop_state stop;
+} snug_seq_slot;
+
+typedef struct snug_serving_state {
+    snug_serving_shape shape;
+    int32_t blocks_per_seq;
+    int64_t max_blocks;        /* max_num_seqs x blocks_per_seq */
+    void *block;               /* the one allocation */
+    snug_seq_slot *seqs;       /* [max_num_seqs] */
+    int32_t *free_ids;         /* [max_blocks]: the block pool's storage */
+    unsigned char **scratch;   /* [n_samplers] sampler scratch areas */
+    int32_t *step_tokens;      /* [max_num_batched_tokens] */
+    snug_step_seq *step_seqs;  /* [max_num_seqs] */
+} snug_serving_state;
+
+/* The bytes the serving state of shape holds (what the allocator charges
+ * its block); 0 when a field is out of range or the size overflows. Pure. */
+size_t snug_serving_bytes(const snug_serving_shape *shape);
+
+/* Makes the state: one block, carved, every slot's buffers attached.
+ * Fails with SNUG_INVALID naming a bad field, or SNUG_NOMEM. */
+snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_state *out,
+                                snug_error *err);
+
+/* Frees the state; a zero-filled one is ignored. Every pointer into it is
+ * invalid afterwards. */
+void snug_serving_free(snug_serving_state *s);
+
+#endif /* SNUG_SERVING_H */
