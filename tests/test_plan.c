@@ -6,12 +6,16 @@
  */
 #include "test.h"
 
+#include "base/device.h"
 #include "engine/plan.h"
 
 #include <string.h>
 
 /* stories260K's cache at bf16: 2 x 5 layers x 16 positions x 4 heads x 8 x 2 bytes */
 enum { BLOCK_BYTES = 2 * 5 * 16 * 4 * 8 * 2 };
+
+/* What the allocator charges a cache of n blocks (its header, page rounding). */
+static size_t held(int64_t n) { return snug_mem_held_bytes((size_t)n * BLOCK_BYTES); }
 
 static snug_plan_sizes base_sizes(void)
 {
@@ -30,11 +34,13 @@ static void test_budget_decides(void)
     CHECK_OK(snug_plan_kv(&in, &p, &err), &err);
     size_t left = (64u << 20) - 1040128 - 3000000 - 200000 - 30000000;
     CHECK(p.left_bytes == left, "left %zu, want %zu", p.left_bytes, left);
-    CHECK(p.blocks == (int64_t)(left / BLOCK_BYTES) && p.limited_by == SNUG_KV_LIMIT_BUDGET,
-          "blocks %lld, want %zu (%s)", (long long)p.blocks, left / BLOCK_BYTES,
-          snug_kv_limit_name(p.limited_by));
-    CHECK(p.left_bytes - p.kv_bytes < BLOCK_BYTES && p.kv_bytes == (size_t)p.blocks * BLOCK_BYTES,
-          "left over %zu of a block of %d", p.left_bytes - p.kv_bytes, BLOCK_BYTES);
+    /* the most blocks whose one allocation fits what is left */
+    CHECK(held(p.blocks) <= left && held(p.blocks + 1) > left && p.limited_by == SNUG_KV_LIMIT_BUDGET,
+          "blocks %lld (%s)", (long long)p.blocks, snug_kv_limit_name(p.limited_by));
+    CHECK(p.blocks >= (int64_t)(left / BLOCK_BYTES) - 1, "the header costs at most one block");
+    CHECK(p.left_bytes - p.kv_held < BLOCK_BYTES && p.kv_bytes == (size_t)p.blocks * BLOCK_BYTES &&
+          p.kv_held == held(p.blocks),
+          "left over %zu of a block of %d", p.left_bytes - p.kv_held, BLOCK_BYTES);
     CHECK(p.tokens == p.blocks * 16 && p.blocks_per_seq == 32, "tokens %lld, per seq %lld",
           (long long)p.tokens, (long long)p.blocks_per_seq);
     CHECK(p.max_concurrency == (double)p.tokens / 512.0, "concurrency %g", p.max_concurrency);
@@ -43,8 +49,8 @@ static void test_budget_decides(void)
     in.reserve = 10 * BLOCK_BYTES + 1;
     snug_kv_plan q;
     CHECK_OK(snug_plan_kv(&in, &q, &err), &err);
-    CHECK(q.blocks == (int64_t)((left - 10 * BLOCK_BYTES - 1) / BLOCK_BYTES) &&
-          q.left_bytes == left - 10 * BLOCK_BYTES - 1,
+    CHECK(held(q.blocks) <= q.left_bytes && held(q.blocks + 1) > q.left_bytes &&
+          q.blocks < p.blocks - 9 && q.left_bytes == left - 10 * BLOCK_BYTES - 1,
           "reserve: %lld blocks, %zu left", (long long)q.blocks, q.left_bytes);
 
     /* a max_model_len that is not a multiple of the block size rounds up */
@@ -66,7 +72,7 @@ static void test_max_num_seqs_caps(void)
           "4 sequences of 512 use 128 blocks: got %lld (%s)", (long long)p.blocks,
           snug_kv_limit_name(p.limited_by));
     /* exactly enough budget for the cap: the budget still decides */
-    in.budget = in.weights + in.activations + in.serving_state + in.untracked + 128 * BLOCK_BYTES;
+    in.budget = in.weights + in.activations + in.serving_state + in.untracked + held(128);
     CHECK_OK(snug_plan_kv(&in, &p, &err), &err);
     CHECK(p.blocks == 128 && p.limited_by == SNUG_KV_LIMIT_BUDGET, "%lld (%s)",
           (long long)p.blocks, snug_kv_limit_name(p.limited_by));
@@ -114,24 +120,24 @@ static void test_too_small(void)
     size_t fixed = 1040128 + 3000000 + 200000 + 30000000;
     char want[128], n[32];
     snprintf(want, sizeof want, "(%s bytes) would fit it",
-             snug_fmt_int((int64_t)(fixed + 32 * BLOCK_BYTES), n));
+             snug_fmt_int((int64_t)(fixed + held(32)), n));
     CHECK(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
     /* room for 10 blocks where a sequence needs 32: which length fits, which budget fits */
-    in.budget = fixed + 10 * BLOCK_BYTES + 5;
+    in.budget = fixed + held(10) + 5;
     CHECK_FAILS(snug_plan_kv(&in, &p, &err), &err, SNUG_NOMEM,
                 "the budget leaves 10 KV cache blocks (160 tokens), but one sequence of "
                 "max_model_len 512 needs 32: the largest --max-model-len that fits is 160");
     snprintf(want, sizeof want, "(%s bytes) would fit 512",
-             snug_fmt_int((int64_t)(fixed + 32 * BLOCK_BYTES + 5), n));
+             snug_fmt_int((int64_t)(fixed + held(32)), n));
     CHECK(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
     /* less than one block */
-    in.budget = fixed + BLOCK_BYTES - 1;
+    in.budget = fixed + held(1) - 1;
     CHECK_FAILS(snug_plan_kv(&in, &p, &err), &err, SNUG_NOMEM,
                 "the budget leaves no KV cache block of 10.00 KiB (10,240 bytes)");
     /* exactly one sequence fits */
-    in.budget = fixed + 32 * BLOCK_BYTES;
+    in.budget = fixed + held(32);
     CHECK_OK(snug_plan_kv(&in, &p, &err), &err);
-    CHECK(p.blocks == 32 && p.left_bytes == p.kv_bytes, "%lld blocks", (long long)p.blocks);
+    CHECK(p.blocks == 32 && p.left_bytes == p.kv_held, "%lld blocks", (long long)p.blocks);
     /* bad shapes */
     in.block_bytes = 0;
     CHECK_FAILS(snug_plan_kv(&in, &p, &err), &err, SNUG_INVALID, "must be positive");

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *snug_status_str(snug_status status)
 {
@@ -197,4 +198,11 @@ bool snug_utf8_valid(const void *s, size_t n)
         i += len;
     }
     return true;
+}
+
+double snug_now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }

@@ -58,6 +58,9 @@ bool snug_parse_bytes(const char *s, size_t *out);
  * which must hold at least 32 bytes. Returns buf. */
 char *snug_fmt_int(int64_t value, char *buf);
 
+/* Seconds on the monotonic clock (for measuring spans; no epoch). */
+double snug_now_seconds(void);
+
 /* Returns true when the n bytes at s are well-formed UTF-8 (no overlong
  * forms, no surrogates, nothing above U+10FFFF). */
 bool snug_utf8_valid(const void *s, size_t n);

@@ -18,6 +18,11 @@ int snug_cmd_inspect(int argc, char **argv);
  * bytes read/weights, seconds and GB/s per rank (--json: one object a line). */
 int snug_cmd_load(int argc, char **argv);
 
+/* `snug profile [MODEL] [options] [--json]`: runs the memory plan and
+ * prints its report (budget, weights, activations, serving state,
+ * untracked, reserve, KV cache). */
+int snug_cmd_profile(int argc, char **argv);
+
 /* `snug tokenize PATH [--file F | TEXT] [--no-bos] [--special]`: prints the
  * ids of the text, space-separated, on one line. */
 int snug_cmd_tokenize(int argc, char **argv);

@@ -20,6 +20,9 @@ static const char g_usage[] =
     "  load DIR [--tp N] [--rank R | --all-ranks] [--dtype D] [--staging-bytes B] [--json]\n"
     "        load one tensor-parallel rank's weights (or each in turn) and report the bytes\n"
     "        held, the peak during the load, bytes read, seconds and GB/s\n"
+    "  profile [MODEL] [--memory BYTES | --memory-fraction F] [--max-model-len N] [--json] ...\n"
+    "        run the memory plan: load, reset, profile the largest step, size the KV cache\n"
+    "        to the byte ('snug profile --help' lists every option)\n"
     "  generate [MODEL] [-p PROMPT] [-n N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
     "           [--chat] [--ids] ...\n"
     "        generate text (MODEL: a model directory; default the bundled models/stories260K;\n"
@@ -72,6 +75,7 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"inspect", snug_cmd_inspect},
         {"load", snug_cmd_load},
+        {"profile", snug_cmd_profile},
         {"generate", snug_cmd_generate},
         {"tokenize", snug_cmd_tokenize},
         {"detokenize", snug_cmd_detokenize},

@@ -9,7 +9,6 @@
 #include "model/kvcache.h"
 #include "model/model.h"
 
-#include <time.h>
 
 struct snug_generator {
     snug_model_config cfg;
@@ -27,13 +26,6 @@ struct snug_generator {
     size_t text_cap;
     char *emit;            /* what the stop check lets through */
 };
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 snug_status snug_generator_create(const snug_model_config *cfg, const snug_weights *w,
                                   const snug_tokenizer *tok, const snug_generator_opts *opts,
@@ -141,7 +133,7 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
     if (!g->tok) on_text = NULL;
     snug_block_table_release(&g->table, &g->pool);
     snug_sampler_state rng;
-    snug_sampler_state_init(&rng, sp, (uint64_t)(now_seconds() * 1e9));
+    snug_sampler_state_init(&rng, sp, (uint64_t)(snug_now_seconds() * 1e9));
     snug_stop_state ss;
     snug_stop_state_init(&ss);
     snug_tok_stream stream;
@@ -158,13 +150,13 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
     if (st != SNUG_OK) return st;
     *res = (snug_gen_result){.ids = g->ids, .n_prompt = n_prompt};
 
-    double t0 = now_seconds();
+    double t0 = snug_now_seconds();
     float *logits = NULL;
     for (int64_t pos = 0; pos < n_prompt && st == SNUG_OK; pos += g->chunk) {
         int32_t n = (int32_t)SNUG_MIN((int64_t)g->chunk, n_prompt - pos);
         st = step(g, pos, n, pos + n == n_prompt, &logits, err);
     }
-    double t1 = now_seconds();
+    double t1 = snug_now_seconds();
     int64_t len = n_prompt;
     snug_finish finish = SNUG_FINISH_NONE;
     while (st == SNUG_OK) {
@@ -195,6 +187,6 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
     res->n_generated = len - n_prompt;
     res->finish = finish;
     res->prefill_seconds = t1 - t0;
-    res->decode_seconds = now_seconds() - t1;
+    res->decode_seconds = snug_now_seconds() - t1;
     return st;
 }

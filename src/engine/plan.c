@@ -3,6 +3,8 @@
  */
 #include "plan.h"
 
+#include "base/device.h"
+
 #include <stdio.h>
 
 /* "1.50 GiB (1,610,612,736 bytes)" into buf (at least 80 bytes). */
@@ -25,14 +27,16 @@ const char *snug_kv_limit_name(snug_kv_limit limit)
 
 /* The message for a cache of `have` blocks where one sequence needs
  * `need`: the max_model_len that fits, and the budget that fits the one
- * asked for. `what` names who decided the size. */
-static snug_status too_few_blocks(const snug_plan_sizes *in, int64_t have, int64_t need,
-                                  const char *what, snug_error *err)
+ * asked for (fixed, what the rest takes, plus such a cache). `what` names
+ * who decided the size. */
+static snug_status too_few_blocks(const snug_plan_sizes *in, size_t fixed, int64_t have,
+                                  int64_t need, const char *what, snug_error *err)
 {
     char a[80], b[80];
-    size_t more = (size_t)(need - have) * in->block_bytes; /* need <= INT32_MAX blocks: fits */
-    size_t fit = 0;
-    bool fits = snug_add_size(in->budget, more, &fit);
+    size_t bytes = 0, fit = 0;
+    bool fits = snug_mul_size((size_t)need, in->block_bytes, &bytes) &&
+                snug_mem_held_bytes(bytes) != 0 &&
+                snug_add_size(fixed, snug_mem_held_bytes(bytes), &fit);
     int64_t len = have * in->block_size;
     if (have == 0)
         return snug_errorf(err, SNUG_NOMEM,
@@ -72,7 +76,8 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
     if (fixed > in->budget) {
         size_t bytes = 0, fit = 0;
         bool ok = snug_mul_size((size_t)p.blocks_per_seq, in->block_bytes, &bytes) &&
-                  snug_add_size(fixed, bytes, &fit);
+                  snug_mem_held_bytes(bytes) != 0 &&
+                  snug_add_size(fixed, snug_mem_held_bytes(bytes), &fit);
         return snug_errorf(err, SNUG_NOMEM,
                            "the budget of %s is smaller than weights %zu + activations %zu + "
                            "serving state %zu + untracked %zu + reserve %zu bytes = %s, leaving "
@@ -90,20 +95,24 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         int64_t fixed_blocks =
             (int64_t)SNUG_MIN(in->kv_cache_memory / in->block_bytes, (size_t)INT32_MAX);
         if (fixed_blocks < p.blocks_per_seq)
-            return too_few_blocks(in, fixed_blocks, p.blocks_per_seq, "--kv-cache-memory", err);
-        if ((size_t)fixed_blocks * in->block_bytes > p.left_bytes)
+            return too_few_blocks(in, fixed, fixed_blocks, p.blocks_per_seq, "--kv-cache-memory",
+                                  err);
+        if (snug_mem_held_bytes((size_t)fixed_blocks * in->block_bytes) > p.left_bytes)
             return snug_errorf(err, SNUG_NOMEM,
                                "--kv-cache-memory %s does not fit: the budget leaves %s for "
                                "the KV cache (at most %lld blocks); a budget of %s would fit it",
                                both(in->kv_cache_memory, a), both(p.left_bytes, b),
                                (long long)(p.left_bytes / in->block_bytes),
-                               both(fixed + (size_t)fixed_blocks * in->block_bytes, c));
+                               both(fixed + snug_mem_held_bytes((size_t)fixed_blocks * in->block_bytes), c));
         p.blocks = fixed_blocks;
         p.limited_by = SNUG_KV_LIMIT_KV_CACHE_MEMORY;
     } else {
         p.blocks = (int64_t)SNUG_MIN(p.left_bytes / in->block_bytes, (size_t)INT32_MAX);
+        /* the cache's header and page rounding come out of the same bytes */
+        while (p.blocks > 0 && snug_mem_held_bytes((size_t)p.blocks * in->block_bytes) > p.left_bytes)
+            p.blocks--;
         if (p.blocks < p.blocks_per_seq)
-            return too_few_blocks(in, p.blocks, p.blocks_per_seq, "the budget", err);
+            return too_few_blocks(in, fixed, p.blocks, p.blocks_per_seq, "the budget", err);
         p.limited_by = SNUG_KV_LIMIT_BUDGET;
     }
     if (p.blocks > useful) {
@@ -111,6 +120,7 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         p.limited_by = SNUG_KV_LIMIT_MAX_NUM_SEQS;
     }
     p.kv_bytes = (size_t)p.blocks * in->block_bytes;
+    p.kv_held = snug_mem_held_bytes(p.kv_bytes);
     p.tokens = p.blocks * in->block_size;
     p.max_concurrency = (double)p.tokens / (double)in->max_model_len;
     *out = p;

@@ -4,6 +4,8 @@
  *
  *   KV = C - W - A - S - U - R,  blocks = floor(KV / block_bytes)
  *
+ * (less the allocator's charge for the cache's one block: its header and
+ * the rounding to pages, snug_mem_held_bytes),  *
  * C the budget (budget.h), W the weights, A the activation peak of the
  * profile step, S the serving state made up front for max_num_seqs
  * sequences, U what the process holds outside the allocator, R the reserve
@@ -44,6 +46,8 @@ typedef struct snug_plan_sizes {
 typedef struct snug_kv_plan {
     int64_t blocks;           /* blocks the cache gets */
     size_t kv_bytes;          /* blocks x block_bytes */
+    size_t kv_held;           /* what the allocator charges a cache of that size (its
+                               * header, rounded to pages): what the budget pays */
     size_t left_bytes;        /* C - W - A - S - U - R: what the budget leaves the cache */
     int64_t tokens;           /* blocks x block_size */
     int64_t blocks_per_seq;   /* ceil(max_model_len / block_size) */

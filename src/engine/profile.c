@@ -7,14 +7,6 @@
 #include "model/blocks.h"
 
 #include <string.h>
-#include <time.h>
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
                               snug_serving_state *serving, snug_profile_result *out,
@@ -51,7 +43,7 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
     /* the window: from here on, peaks are the step's */
     bool reset = snug_proc_hwm_reset(NULL) == SNUG_OK;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
-    double t0 = now_seconds();
+    double t0 = snug_now_seconds();
     st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
     if (st != SNUG_OK) goto done;
     int32_t next = 0;
@@ -73,7 +65,7 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
         snug_sample(&sp, &rng, row, d->vocab_len, serving->step_tokens, 1, NULL, 0,
                     serving->scratch[i % ss->n_samplers]);
     }
-    r.seconds = now_seconds() - t0;
+    r.seconds = snug_now_seconds() - t0;
     size_t hwm = 0;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, &r.allocator_peak, false);
     st = snug_proc_mem(NULL, &hwm, err);

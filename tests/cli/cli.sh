@@ -240,6 +240,31 @@ echo '{"a": 1}' >"$tmp/bad-messages.json"
 expect "chat-template bad messages" 1 "expected a list of messages" -- "$snug" chat-template tests/data/chat/qwen2.5.tokenizer_config.json --messages "$tmp/bad-messages.json"
 expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-template models/stories260K
 
+# snug profile: the memory plan
+"$snug" profile models/stories260K --memory 64MiB --max-model-len 512 --max-num-seqs 256 --json >"$tmp/plan.json" 2>&1
+check_json "profile budget" "$tmp/plan.json" '[.budget_bytes, .budget_source]' '[67108864,"memory flag"]'
+check_json "profile limited by the budget" "$tmp/plan.json" '.kv_limited_by' '"budget"'
+check_json "profile block bytes" "$tmp/plan.json" '[.block_bytes, .block_size, .kv_cache_dtype]' '[10240,16,"bfloat16"]'
+check_json "profile sums to the budget, less than a block over" "$tmp/plan.json" \
+    '(.budget_bytes - .weight_bytes - .activation_bytes - .serving_state_bytes - .untracked_bytes - .reserve_bytes) as $k
+     | [$k == .kv_left_bytes, .kv_left_bytes - .kv_cache_bytes < .block_bytes, .kv_cache_bytes >= .kv_blocks * .block_bytes,
+        .kv_tokens == .kv_blocks * 16, .max_concurrency == .kv_tokens / 512]' '[true,true,true,true,true]'
+check_json "profile step at the largest batch" "$tmp/plan.json" '[.max_num_batched_tokens, .profile_seqs]' '[2048,256]'
+"$snug" profile models/stories260K --memory 64MiB --max-model-len 512 --max-num-seqs 4 --max-num-batched-tokens 64 --json >"$tmp/plan4.json" 2>&1
+check_json "profile limited by max_num_seqs" "$tmp/plan4.json" '[.kv_blocks, .kv_limited_by]' '[128,"max_num_seqs"]'
+"$snug" profile models/stories260K --memory 64MiB --max-model-len 512 --kv-cache-memory 1MiB --json >"$tmp/plan-kv.json" 2>&1
+check_json "profile --kv-cache-memory" "$tmp/plan-kv.json" '[.kv_blocks, .kv_limited_by]' '[102,"kv_cache_memory"]'
+expect "profile text" 0 "limited by budget; max concurrency at 512 tokens" -- "$snug" profile --memory 64MiB --max-model-len 512
+expect "profile budget from the machine" 0 "budget: " -- "$snug" profile --memory-fraction 0.5 --max-model-len 64 --max-num-seqs 2 --max-num-batched-tokens 64
+expect "profile weights over the budget" 1 "are over the budget of 512.00 KiB (524,288 bytes) by" -- "$snug" profile --memory 512KiB
+expect "profile nothing left" 1 "leaving nothing for the KV cache" -- "$snug" profile --memory 12MiB --max-model-len 512
+expect "profile kv cache memory too large" 1 "--kv-cache-memory 1.00 GiB (1,073,741,824 bytes) does not fit" -- "$snug" profile --memory 64MiB --max-model-len 512 --kv-cache-memory 1GiB
+expect "profile bad memory" 2 "--memory expects a byte count (6GiB, 1500MB), got '6 lots'" -- "$snug" profile --memory "6 lots"
+expect "profile bad fraction" 2 "--memory-fraction expects a number in (0, 1], got '1.5'" -- "$snug" profile --memory-fraction 1.5
+expect "profile both budgets" 2 "--memory and --memory-fraction: give one" -- "$snug" profile --memory 1GiB --memory-fraction 0.5
+expect "profile max-model-len beyond the model" 1 "--max-model-len 1000: the model has 512 positions" -- "$snug" profile --max-model-len 1000 --memory 1GiB
+expect "profile batched tokens below seqs" 1 "must be at least --max-num-seqs" -- "$snug" profile --memory 1GiB --max-num-seqs 64 --max-num-batched-tokens 16
+
 expect "no command" 2 "usage: snug COMMAND" -- "$snug"
 expect "unknown command" 2 "unknown command 'frobnicate'" -- "$snug" frobnicate
 expect "help" 0 "commands:" -- "$snug" --help

@@ -1,0 +1,155 @@
+/*
+ * planner.c: the memory lifecycle, step by step (planner.h).
+ */
+#include "planner.h"
+
+#include "base/device.h"
+#include "base/fileio.h"
+#include "model/blocks.h"
+
+#include <string.h>
+
+/* Resets every category's peak to its current value. */
+static void reset_peaks(void)
+{
+    for (int c = 0; c <= SNUG_MEM_N_CATS; c++) snug_mem_status((snug_mem_cat)c, NULL, NULL, true);
+}
+
+static size_t cur_of(snug_mem_cat c)
+{
+    size_t cur = 0;
+    snug_mem_status(c, &cur, NULL, false);
+    return cur;
+}
+
+/* True when dir holds a tokenizer in one of the files snug reads. */
+static bool has_tokenizer(const char *dir)
+{
+    static const char *const names[] = {"tokenizer.json", "tokenizer.model", "vocab.json",
+                                        "tokenizer.bin"};
+    char path[4096];
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(names); i++)
+        if (snug_path_join(path, sizeof path, dir, names[i], NULL) == SNUG_OK &&
+            snug_file_exists(path))
+            return true;
+    return false;
+}
+
+/* The options with their defaults filled in and checked against the model. */
+static snug_status resolve(const snug_planner_opts *in, const snug_model_config *cfg,
+                           snug_planner_opts *o, snug_error *err)
+{
+    *o = *in;
+    if (o->max_model_len == 0) o->max_model_len = cfg->max_position_embeddings;
+    if (o->max_model_len < 1 || o->max_model_len > cfg->max_position_embeddings)
+        return snug_errorf(err, SNUG_INVALID, "--max-model-len %lld: the model has %lld positions",
+                           (long long)o->max_model_len, (long long)cfg->max_position_embeddings);
+    if (o->max_num_seqs == 0) o->max_num_seqs = SNUG_MAX_NUM_SEQS_DEFAULT;
+    if (o->max_num_batched_tokens == 0)
+        o->max_num_batched_tokens = SNUG_MAX(SNUG_MAX_NUM_BATCHED_TOKENS_DEFAULT, o->max_num_seqs);
+    if (o->block_size == 0) o->block_size = SNUG_BLOCK_SIZE_DEFAULT;
+    if (o->kv_dtype == SNUG_DTYPE_NONE) o->kv_dtype = SNUG_DTYPE_BF16;
+    if (o->max_num_seqs < 1 || o->max_num_batched_tokens < o->max_num_seqs)
+        return snug_errorf(err, SNUG_INVALID, "--max-num-batched-tokens (%d) must be at least "
+                           "--max-num-seqs (%d), which must be at least 1",
+                           o->max_num_batched_tokens, o->max_num_seqs);
+    if (o->block_size < 1 || o->block_size > 1024)
+        return snug_errorf(err, SNUG_INVALID, "--block-size %d: expected 1 to 1024", o->block_size);
+    return SNUG_OK;
+}
+
+snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, snug_planned **out,
+                              snug_error *err)
+{
+    snug_status st = SNUG_OK;
+    size_t old_capacity = snug_mem_capacity();
+    snug_planned *p = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *p, err);
+    if (!p) return snug_error_prefix(err, SNUG_NOMEM, "memory plan: ");
+    snug_plan_report *r = &p->report;
+
+    /* baseline and budget */
+    st = snug_proc_mem(&r->baseline_rss, NULL, err);
+    if (st != SNUG_OK) goto fail;
+    snug_budget_opts bo = opts->budget;
+    if (bo.rss_bytes == 0) bo.rss_bytes = r->baseline_rss;
+    st = snug_budget_resolve(&bo, &r->budget, err);
+    if (st != SNUG_OK) goto fail;
+
+    /* load */
+    st = snug_checkpoint_open(dir, &p->ck, err);
+    if (st != SNUG_OK) goto fail;
+    snug_planner_opts o;
+    st = resolve(opts, &p->ck->config, &o, err);
+    if (st != SNUG_OK) goto fail;
+    snug_load_opts lo = {.tp = 1, .dtype = o.weight_dtype, .staging_bytes = o.staging_bytes,
+                         .n_threads = o.n_threads};
+    st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
+    if (st != SNUG_OK) goto fail;
+    if (has_tokenizer(dir)) { /* without one (a synthetic checkpoint): 64-byte tokens */
+        st = snug_tokenizer_load(dir, &p->tok, err);
+        if (st != SNUG_OK) goto fail;
+    }
+
+    /* reset, then everything serving holds besides the KV cache, at its largest */
+    reset_peaks();
+    snug_model_opts mo = {.shape = {o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs,
+                                    o.n_threads},
+                          .isa = o.isa};
+    st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);
+    if (st != SNUG_OK) goto fail;
+    snug_serving_shape ss = {o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len,
+                             o.block_size, p->ck->config.vocab_size,
+                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1};
+    st = snug_serving_create(&ss, &p->serving, err);
+    if (st != SNUG_OK) goto fail;
+    r->serving_block = snug_mem_block_bytes(p->serving.block);
+
+    /* profile */
+    const snug_model_dims *d = snug_model_get_dims(p->model);
+    snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
+    st = snug_profile_step(p->model, &ks, &p->serving, &r->profile, err);
+    if (st != SNUG_OK) goto fail;
+
+    /* plan */
+    r->weights = cur_of(SNUG_MEM_WEIGHTS);
+    snug_mem_status(SNUG_MEM_ACTIVATIONS, NULL, &r->activations, false);
+    r->serving_state = cur_of(SNUG_MEM_TOTAL) - r->weights - cur_of(SNUG_MEM_ACTIVATIONS);
+    r->kv_dtype = o.kv_dtype;
+    r->sizes = (snug_plan_sizes){
+        .budget = r->budget.bytes, .weights = r->weights, .activations = r->activations,
+        .serving_state = r->serving_state, .untracked = r->profile.untracked,
+        .reserve = o.reserve, .kv_cache_memory = o.kv_cache_memory,
+        .block_bytes = snug_kv_block_bytes(&ks), .block_size = o.block_size,
+        .max_model_len = o.max_model_len, .max_num_seqs = o.max_num_seqs};
+    st = snug_plan_kv(&r->sizes, &r->kv, err);
+    if (st != SNUG_OK) goto fail;
+
+    /* allocate, populated, once */
+    double t0 = snug_now_seconds();
+    st = snug_kvcache_create(&ks, (int32_t)r->kv.blocks, &p->kv, err);
+    if (st != SNUG_OK) goto fail;
+    r->populate_seconds = snug_now_seconds() - t0;
+    r->kv_held = cur_of(SNUG_MEM_KV);
+    snug_block_pool_attach(&p->pool, p->serving.free_ids, (int32_t)r->kv.blocks);
+    r->capacity = r->budget.bytes - r->profile.untracked - o.reserve;
+    snug_mem_set_capacity(r->capacity);
+    *out = p;
+    return SNUG_OK;
+fail:
+    snug_planner_close(p);
+    snug_mem_set_capacity(old_capacity);
+    return st;
+}
+
+void snug_planner_close(snug_planned *p)
+{
+    if (!p) return;
+    snug_mem_set_capacity(SIZE_MAX);
+    snug_kvcache_free(&p->kv);
+    snug_serving_free(&p->serving);
+    snug_model_free(p->model);
+    snug_tokenizer_free(p->tok);
+    snug_weights_free(p->weights);
+    snug_checkpoint_close(p->ck);
+    snug_mem_free(p);
+}

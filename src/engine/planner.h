@@ -1,0 +1,94 @@
+/*
+ * planner.h: the memory lifecycle from start to a KV cache sized to the
+ * byte (../shared/DESIGN.md, "The memory lifecycle"), for one rank:
+ *
+ *   baseline   process RSS and high-water mark, the allocator's counters
+ *   budget     C (budget.h)
+ *   load       the checkpoint's weights W (and the tokenizer) at their size
+ *   reset      the allocator's peaks and the process high-water mark
+ *   make       the activation arena for the largest step, the serving state
+ *   profile    the largest step, run for real: A, U (profile.h)
+ *   plan       blocks = floor((C - W - A - S - U - R) / block_bytes) (plan.h)
+ *   allocate   the KV cache of exactly that many blocks, populated, once;
+ *              the block pool over the serving state's storage
+ *
+ * S is everything the allocator holds at the plan besides the weights and
+ * the arena: the serving state's block, and what serving keeps of the rest
+ * (the tokenizer, the model's tables). After the plan the allocator's
+ * capacity is set to C - U - R, so nothing can take the process past C.
+ */
+#ifndef SNUG_PLANNER_H
+#define SNUG_PLANNER_H
+
+#include "base/common.h"
+#include "budget.h"
+#include "formats/checkpoint.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "plan.h"
+#include "profile.h"
+#include "serving.h"
+#include "tokenizer/tokenizer.h"
+
+enum {
+    SNUG_MAX_NUM_SEQS_DEFAULT = 256,           /* as vLLM */
+    SNUG_MAX_NUM_BATCHED_TOKENS_DEFAULT = 2048 /* vLLM's CPU default */
+};
+
+typedef struct snug_planner_opts {
+    snug_budget_opts budget;
+    size_t kv_cache_memory;        /* 0: the budget decides */
+    size_t reserve;                /* R */
+    int64_t max_model_len;         /* 0: the model's */
+    int32_t max_num_seqs;          /* 0: SNUG_MAX_NUM_SEQS_DEFAULT */
+    int32_t max_num_batched_tokens;/* 0: max(default, max_num_seqs) */
+    int32_t block_size;            /* 0: SNUG_BLOCK_SIZE_DEFAULT */
+    snug_dtype kv_dtype;           /* SNUG_DTYPE_NONE: bf16 */
+    int32_t n_threads;             /* 0: OpenMP's count */
+    int isa;                       /* -1: the best (or $SNUG_ISA) */
+    size_t staging_bytes;          /* the loader's; 0: its default */
+    snug_dtype weight_dtype;       /* SNUG_DTYPE_NONE: the checkpoint's */
+} snug_planner_opts;
+
+/* What the plan found, for the report. */
+typedef struct snug_plan_report {
+    snug_budget budget;
+    snug_load_stats load;
+    size_t baseline_rss;           /* at start, before loading */
+    size_t weights;                /* W: what the allocator charges the weights */
+    size_t activations;            /* A: the activations' peak since the reset */
+    size_t serving_state;          /* S */
+    size_t serving_block;          /* of which the serving state's own block */
+    snug_profile_result profile;   /* U and the step */
+    snug_plan_sizes sizes;
+    snug_kv_plan kv;
+    snug_dtype kv_dtype;
+    size_t kv_held;                /* what the allocator charges the cache */
+    double populate_seconds;       /* making the cache resident */
+    size_t capacity;               /* set after the plan: C - U - R */
+} snug_plan_report;
+
+/* Everything serving runs on, planned and made. */
+typedef struct snug_planned {
+    snug_checkpoint *ck;
+    snug_weights *weights;
+    snug_tokenizer *tok;           /* NULL when the directory has none */
+    snug_model *model;
+    snug_serving_state serving;
+    snug_kvcache kv;
+    snug_block_pool pool;          /* over serving.free_ids */
+    snug_plan_report report;
+} snug_planned;
+
+/* Runs the lifecycle for the model directory dir into *out (the caller's;
+ * snug_planner_close frees it). Fails with the step's error (a bad
+ * checkpoint, SNUG_NOMEM with plan.h's messages for a budget that is too
+ * small, ...); then nothing is held and the capacity is as it was. */
+snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, snug_planned **out,
+                              snug_error *err);
+
+/* Frees everything and lifts the capacity; NULL is ignored. */
+void snug_planner_close(snug_planned *p);
+
+#endif /* SNUG_PLANNER_H */
