@@ -44,6 +44,10 @@ static void print_text(const snug_plan_report *r)
            (long long)r->kv.blocks, r->sizes.block_size, (long long)r->kv.tokens,
            snug_dtype_torch_name(r->kv_dtype), snug_kv_limit_name(r->kv.limited_by),
            (long long)r->sizes.max_model_len, r->kv.max_concurrency);
+    if (r->max_model_len_reduced_from)
+        printf("max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
+               "budget; --max-model-len chooses)\n", (long long)r->sizes.max_model_len,
+               (long long)r->max_model_len_reduced_from);
     printf("profile step: %d tokens over %d sequences in %.3f s; kv cache populated in %.3f s "
            "(%.2f GB/s)%s\n",
            r->profile.n_tokens, r->profile.n_seqs, r->profile.seconds, r->populate_seconds,
@@ -78,6 +82,7 @@ static int print_json(const snug_plan_report *r)
     PUT("kv_tokens", json_integer((json_int_t)r->kv.tokens));
     PUT("max_model_len", json_integer((json_int_t)r->sizes.max_model_len));
     PUT("max_num_seqs", json_integer(r->sizes.max_num_seqs));
+    PUT("max_model_len_reduced_from", json_integer((json_int_t)r->max_model_len_reduced_from));
     PUT("max_num_batched_tokens", json_integer(r->profile.n_tokens));
     PUT("max_concurrency", json_real(r->kv.max_concurrency));
     PUT("kv_limited_by", json_string(snug_kv_limit_name(r->kv.limited_by)));

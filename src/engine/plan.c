@@ -53,6 +53,32 @@ static snug_status too_few_blocks(const snug_plan_sizes *in, size_t fixed, int64
                        (long long)in->max_model_len);
 }
 
+/* W + A + S + U + R, SIZE_MAX when the sum overflows. */
+static size_t fixed_bytes(const snug_plan_sizes *in)
+{
+    size_t fixed = in->weights;
+    const size_t parts[] = {in->activations, in->serving_state, in->untracked, in->reserve};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++)
+        if (!snug_add_size(fixed, parts[i], &fixed)) return SIZE_MAX;
+    return fixed;
+}
+
+/* The most blocks whose one allocation fits in left bytes. */
+static int64_t blocks_in(size_t left, size_t block_bytes)
+{
+    int64_t n = (int64_t)SNUG_MIN(left / block_bytes, (size_t)INT32_MAX);
+    /* the cache's header and page rounding come out of the same bytes */
+    while (n > 0 && snug_mem_held_bytes((size_t)n * block_bytes) > left) n--;
+    return n;
+}
+
+int64_t snug_plan_budget_blocks(const snug_plan_sizes *in)
+{
+    size_t fixed = fixed_bytes(in);
+    if (in->block_bytes == 0 || fixed >= in->budget) return 0;
+    return blocks_in(in->budget - fixed, in->block_bytes);
+}
+
 snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_error *err)
 {
     char a[80], b[80], c[80];
@@ -69,10 +95,7 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         return snug_errorf(err, SNUG_NOMEM, "the weights, %s, are over the budget of %s by %s",
                            both(in->weights, a), both(in->budget, b),
                            both(in->weights - in->budget, c));
-    size_t fixed = in->weights;
-    const size_t parts[] = {in->activations, in->serving_state, in->untracked, in->reserve};
-    for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++)
-        if (!snug_add_size(fixed, parts[i], &fixed)) fixed = SIZE_MAX;
+    size_t fixed = fixed_bytes(in);
     if (fixed > in->budget) {
         size_t bytes = 0, fit = 0;
         bool ok = snug_mul_size((size_t)p.blocks_per_seq, in->block_bytes, &bytes) &&
@@ -107,10 +130,7 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         p.blocks = fixed_blocks;
         p.limited_by = SNUG_KV_LIMIT_KV_CACHE_MEMORY;
     } else {
-        p.blocks = (int64_t)SNUG_MIN(p.left_bytes / in->block_bytes, (size_t)INT32_MAX);
-        /* the cache's header and page rounding come out of the same bytes */
-        while (p.blocks > 0 && snug_mem_held_bytes((size_t)p.blocks * in->block_bytes) > p.left_bytes)
-            p.blocks--;
+        p.blocks = blocks_in(p.left_bytes, in->block_bytes);
         if (p.blocks < p.blocks_per_seq)
             return too_few_blocks(in, fixed, p.blocks, p.blocks_per_seq, "the budget", err);
         p.limited_by = SNUG_KV_LIMIT_BUDGET;

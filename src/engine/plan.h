@@ -63,6 +63,11 @@ typedef struct snug_kv_plan {
  * for), or a --kv-cache-memory that does not fit (what would). */
 snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_error *err);
 
+/* The most blocks the budget alone leaves room for (the cache's header and
+ * page rounding counted), whatever max_model_len and max_num_seqs say; 0
+ * when W + A + S + U + R already take the budget or a size is 0. Pure. */
+int64_t snug_plan_budget_blocks(const snug_plan_sizes *in);
+
 /* "budget", "max_num_seqs", "kv_cache_memory"; never NULL. */
 const char *snug_kv_limit_name(snug_kv_limit limit);
 

@@ -58,6 +58,25 @@ static snug_status resolve(const snug_planner_opts *in, const snug_model_config 
     return SNUG_OK;
 }
 
+/* The plan from what the allocator holds now: W, A (the activations'
+ * peak since the reset), S (the rest), and the profile step's U. */
+static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const snug_kv_shape *ks,
+                            snug_error *err)
+{
+    snug_plan_report *r = &p->report;
+    r->weights = cur_of(SNUG_MEM_WEIGHTS);
+    snug_mem_status(SNUG_MEM_ACTIVATIONS, NULL, &r->activations, false);
+    r->serving_state = cur_of(SNUG_MEM_TOTAL) - r->weights - cur_of(SNUG_MEM_ACTIVATIONS);
+    r->kv_dtype = o->kv_dtype;
+    r->sizes = (snug_plan_sizes){
+        .budget = r->budget.bytes, .weights = r->weights, .activations = r->activations,
+        .serving_state = r->serving_state, .untracked = r->profile.untracked,
+        .reserve = o->reserve, .kv_cache_memory = o->kv_cache_memory,
+        .block_bytes = snug_kv_block_bytes(ks), .block_size = o->block_size,
+        .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
+    return snug_plan_kv(&r->sizes, &r->kv, err);
+}
+
 snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, snug_planned **out,
                               snug_error *err)
 {
@@ -110,18 +129,21 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     st = snug_profile_step(p->model, &ks, &p->serving, &r->profile, err);
     if (st != SNUG_OK) goto fail;
 
-    /* plan */
-    r->weights = cur_of(SNUG_MEM_WEIGHTS);
-    snug_mem_status(SNUG_MEM_ACTIVATIONS, NULL, &r->activations, false);
-    r->serving_state = cur_of(SNUG_MEM_TOTAL) - r->weights - cur_of(SNUG_MEM_ACTIVATIONS);
-    r->kv_dtype = o.kv_dtype;
-    r->sizes = (snug_plan_sizes){
-        .budget = r->budget.bytes, .weights = r->weights, .activations = r->activations,
-        .serving_state = r->serving_state, .untracked = r->profile.untracked,
-        .reserve = o.reserve, .kv_cache_memory = o.kv_cache_memory,
-        .block_bytes = snug_kv_block_bytes(&ks), .block_size = o.block_size,
-        .max_model_len = o.max_model_len, .max_num_seqs = o.max_num_seqs};
-    st = snug_plan_kv(&r->sizes, &r->kv, err);
+    /* plan; without --max-model-len, a model length that does not fit
+     * becomes the longest that does (the serving state made again for it) */
+    st = plan_now(p, &o, &ks, err);
+    if (st == SNUG_NOMEM && opts->max_model_len == 0 && o.kv_cache_memory == 0) {
+        int64_t fit = snug_plan_budget_blocks(&r->sizes) * o.block_size;
+        if (fit >= o.block_size && fit < o.max_model_len) {
+            r->max_model_len_reduced_from = o.max_model_len;
+            o.max_model_len = fit;
+            snug_serving_free(&p->serving);
+            ss.max_model_len = fit;
+            st = snug_serving_create(&ss, &p->serving, err);
+            if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
+            if (st == SNUG_OK) st = plan_now(p, &o, &ks, err);
+        }
+    }
     if (st != SNUG_OK) goto fail;
 
     /* allocate, populated, once */

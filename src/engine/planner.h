@@ -12,7 +12,9 @@
  *   allocate   the KV cache of exactly that many blocks, populated, once;
  *              the block pool over the serving state's storage
  *
- * S is everything the allocator holds at the plan besides the weights and
+ * Without a max_model_len the model's own is taken, and when one sequence
+ * of it does not fit, the longest that fits (a whole number of blocks), as
+ * the report says. S is everything the allocator holds at the plan besides the weights and
  * the arena: the serving state's block, and what serving keeps of the rest
  * (the tokenizer, the model's tables). After the plan the allocator's
  * capacity is set to C - U - R, so nothing can take the process past C.
@@ -63,6 +65,8 @@ typedef struct snug_plan_report {
     snug_profile_result profile;   /* U and the step */
     snug_plan_sizes sizes;
     snug_kv_plan kv;
+    int64_t max_model_len_reduced_from; /* the model's length, when it did not fit and
+                                         * max_model_len was not given; else 0 */
     snug_dtype kv_dtype;
     size_t kv_held;                /* what the allocator charges the cache */
     double populate_seconds;       /* making the cache resident */
