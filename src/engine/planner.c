@@ -82,6 +82,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
 {
     snug_status st = SNUG_OK;
     size_t old_capacity = snug_mem_capacity();
+    *out = NULL;
     snug_planned *p = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *p, err);
     if (!p) return snug_error_prefix(err, SNUG_NOMEM, "memory plan: ");
     snug_plan_report *r = &p->report;

@@ -88,7 +88,8 @@ typedef struct snug_planned {
 /* Runs the lifecycle for the model directory dir into *out (the caller's;
  * snug_planner_close frees it). Fails with the step's error (a bad
  * checkpoint, SNUG_NOMEM with plan.h's messages for a budget that is too
- * small, ...); then nothing is held and the capacity is as it was. */
+ * small, ...); then *out is NULL, nothing is held and the capacity is as
+ * it was. */
 snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, snug_planned **out,
                               snug_error *err);
 

@@ -29,13 +29,15 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
                            "(max_num_batched_tokens must be at least max_num_seqs)",
                            r.n_tokens, r.n_seqs);
 
-    /* the tokens, spread evenly: each sequence a prefill from position 0 */
+    /* the tokens, spread evenly: each sequence a prefill from position 0,
+     * with a block more where its decode step needs one */
     for (int32_t i = 0; i < r.n_seqs; i++) {
         int32_t n = r.n_tokens / r.n_seqs + (i < r.n_tokens % r.n_seqs);
         serving->step_seqs[i] = (snug_step_seq){n, 0, serving->seqs[i].table.ids,
                                                 snug_blocks_for_tokens(n, kv_shape->block_size),
                                                 SNUG_LOGITS_LAST};
-        r.scratch_blocks += serving->step_seqs[i].n_blocks;
+        r.scratch_blocks += snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len),
+                                                   kv_shape->block_size);
     }
     for (int32_t t = 0; t < r.n_tokens; t++)
         serving->step_tokens[t] = (int32_t)(((int64_t)t * 7919 + 1) % d->vocab_len);
@@ -49,22 +51,41 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
     int32_t next = 0;
     for (int32_t i = 0; i < r.n_seqs; i++) {
         int32_t *ids = serving->seqs[i].table.ids;
-        for (int32_t b = 0; b < serving->step_seqs[i].n_blocks; b++) ids[b] = next++;
+        int32_t n = serving->step_seqs[i].n_tokens;
+        int32_t nb = snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len), kv_shape->block_size);
+        for (int32_t b = 0; b < nb; b++) ids[b] = next++;
     }
-    snug_step step = {serving->step_tokens, r.n_tokens, serving->step_seqs, r.n_seqs};
-    const float *rows = NULL;
-    int32_t n_rows = 0;
-    st = snug_model_forward(m, &kv, &step, &rows, &n_rows, err);
-    if (st != SNUG_OK) goto done;
     snug_sampling_params sp;
     snug_sampling_params_default(&sp);
+    sp.repetition_penalty = 1.1f; /* the penalty paths too: they walk each history */
+    sp.frequency_penalty = 0.1f;
     snug_sampler_state rng;
     snug_sampler_state_init(&rng, &sp, 1);
-    for (int32_t i = 0; i < n_rows; i++) {
-        float *row = (float *)rows + (size_t)i * (size_t)d->vocab_rows;
-        snug_sample(&sp, &rng, row, d->vocab_len, serving->step_tokens, 1, NULL, 0,
-                    serving->scratch[i % ss->n_samplers]);
+    /* the largest step, then the shapes serving runs most: every sequence
+     * decoding one token, and one sequence alone (the matrix-vector path) */
+    for (int pass = 0; pass < 3 && st == SNUG_OK; pass++) {
+        int32_t n_seqs = pass == 2 ? 1 : r.n_seqs, n_tokens = pass == 0 ? r.n_tokens : n_seqs;
+        if (pass > 0)
+            for (int32_t i = 0; i < n_seqs; i++) {
+                snug_step_seq *q = &serving->step_seqs[i];
+                int32_t pos = q->pos0 + q->n_tokens;
+                if (pos >= ss->max_model_len) pos = (int32_t)ss->max_model_len - 1;
+                *q = (snug_step_seq){1, pos, q->block_table,
+                                     snug_blocks_for_tokens(pos + 1, kv_shape->block_size),
+                                     SNUG_LOGITS_LAST};
+            }
+        snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs};
+        const float *rows = NULL;
+        int32_t n_rows = 0;
+        st = snug_model_forward(m, &kv, &step, &rows, &n_rows, err);
+        for (int32_t i = 0; st == SNUG_OK && i < n_rows; i++) {
+            float *row = (float *)rows + (size_t)i * (size_t)d->vocab_rows;
+            snug_sample(&sp, &rng, row, d->vocab_len, serving->step_tokens,
+                        SNUG_MIN(n_tokens, 64), serving->step_tokens, 1,
+                        serving->scratch[i % ss->n_samplers]);
+        }
     }
+    if (st != SNUG_OK) goto done;
     r.seconds = snug_now_seconds() - t0;
     size_t hwm = 0;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, &r.allocator_peak, false);

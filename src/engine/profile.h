@@ -7,7 +7,10 @@
  * the most logits rows and the most sampling a step can have) go through
  * the forward pass and the sampler, with scratch KV blocks for exactly
  * those tokens, using the serving state's step buffers and sampler scratch
- * as serving will. Around the step the allocator's total peak and the
+ * as serving will; then a step of every sequence decoding one token and
+ * one of a single sequence, so that every path serving takes (the
+ * matrix-vector kernels, the penalties) has touched its code and stacks.
+ * Around the steps the allocator's total peak and the
  * process's high-water mark are reset and read: what the process held
  * beyond what the allocator gave out (code, libraries, thread stacks,
  * OpenMP's pools) is U of the plan.
