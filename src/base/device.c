@@ -7,6 +7,8 @@
  */
 #include "device.h"
 
+#include "fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -418,19 +420,9 @@ static bool status_field(const char *text, const char *key, size_t *bytes)
 snug_status snug_proc_mem(size_t *rss, size_t *hwm, snug_error *err)
 {
     char text[8192];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return snug_errorf(err, SNUG_IO, "/proc/self/status: cannot open: %s", strerror(errno));
     size_t used = 0;
-    for (;;) {
-        ssize_t r = read(fd, text + used, sizeof text - 1 - used);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        used += (size_t)r;
-        if (used == sizeof text - 1) break;
-    }
-    close(fd);
-    text[used] = '\0';
+    snug_status st = snug_file_read_text("/proc/self/status", text, sizeof text - 1, &used, err);
+    if (st == SNUG_IO) return st; /* a longer file still has VmRSS and VmHWM in its start */
     size_t r = 0, h = 0;
     if (!status_field(text, "VmRSS:", &r) || !status_field(text, "VmHWM:", &h))
         return snug_errorf(err, SNUG_UNSUPPORTED,

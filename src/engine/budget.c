@@ -3,20 +3,19 @@
  * /proc/meminfo (see budget.h for the rules).
  *
  * Files under /proc and /sys report no size, so they are read until end of
- * file into bounded buffers. Every cgroup file that cannot be read or does
- * not hold a number is taken as "no limit here": a process outside any
- * memory cgroup still gets a budget from /proc/meminfo.
+ * file into bounded buffers (snug_file_read_text). Every cgroup file that
+ * cannot be read or does not hold a number is taken as "no limit here": a
+ * process outside any memory cgroup still gets a budget from /proc/meminfo.
  */
 #include "budget.h"
 
 #include "base/device.h"
+#include "base/fileio.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum {
     PROC_FILE_MAX = 1 << 20,      /* /proc/self/mountinfo of a busy host fits */
@@ -26,35 +25,6 @@ enum {
 /* cgroup v1 writes PAGE_COUNTER_MAX pages for "no limit" (about 2^63 bytes);
  * anything from here on is no limit. */
 static const uint64_t V1_UNLIMITED = 1ull << 62;
-
-/* Reads the file at path until end of file, at most max bytes, into buf
- * (max + 1 bytes), NUL-terminated; *len excludes the NUL. SNUG_IO when it
- * cannot be read, SNUG_FORMAT when it is longer than max. */
-static snug_status read_text(const char *path, char *buf, size_t max, size_t *len, snug_error *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return snug_errorf(err, SNUG_IO, "%s: cannot open: %s", path, strerror(errno));
-    snug_status st = SNUG_OK;
-    size_t used = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + used, max + 1 - used);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            st = snug_errorf(err, SNUG_IO, "%s: cannot read: %s", path, strerror(errno));
-            break;
-        }
-        if (r == 0) break;
-        used += (size_t)r;
-        if (used > max) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: longer than %zu bytes", path, max);
-            break;
-        }
-    }
-    close(fd);
-    buf[SNUG_MIN(used, max)] = '\0';
-    *len = SNUG_MIN(used, max);
-    return st;
-}
 
 /* root + path into out (size bytes); false when it does not fit. */
 static bool rooted(char *out, size_t size, const char *root, const char *path)
@@ -181,7 +151,7 @@ static bool read_limit(const char *path, int v, uint64_t *limit)
 {
     char buf[LIMIT_FILE_MAX + 1];
     size_t len;
-    if (read_text(path, buf, LIMIT_FILE_MAX, &len, NULL) != SNUG_OK) return false;
+    if (snug_file_read_text(path, buf, LIMIT_FILE_MAX, &len, NULL) != SNUG_OK) return false;
     char *end;
     errno = 0;
     unsigned long long x = strtoull(buf, &end, 10);
@@ -258,7 +228,7 @@ snug_status snug_budget_resolve(const snug_budget_opts *opts, snug_budget *out, 
         st = snug_errorf(err, SNUG_INVALID, "memory budget: root path too long");
         goto done;
     }
-    st = read_text(path, text, PROC_FILE_MAX, &len, err);
+    st = snug_file_read_text(path, text, PROC_FILE_MAX, &len, err);
     if (st != SNUG_OK) goto done;
     if (!meminfo_available(text, &avail)) {
         st = snug_errorf(err, SNUG_FORMAT, "%s: no MemAvailable line (Linux 3.14 or later has "
@@ -276,8 +246,8 @@ snug_status snug_budget_resolve(const snug_budget_opts *opts, snug_budget *out, 
     size_t cg_len, m_len;
     if (rooted(path, sizeof path, root, "/proc/self/cgroup") &&
         rooted(mpath, sizeof mpath, root, "/proc/self/mountinfo") &&
-        read_text(path, cg, PROC_FILE_MAX, &cg_len, NULL) == SNUG_OK &&
-        read_text(mpath, text, PROC_FILE_MAX, &m_len, NULL) == SNUG_OK) {
+        snug_file_read_text(path, cg, PROC_FILE_MAX, &cg_len, NULL) == SNUG_OK &&
+        snug_file_read_text(mpath, text, PROC_FILE_MAX, &m_len, NULL) == SNUG_OK) {
         for (int v = 2; v >= 1; v--) {
             uint64_t limit = 0;
             char file[SNUG_BUDGET_PATH_BYTES] = "";

@@ -55,7 +55,7 @@ snug_status snug_generator_create(const snug_model_config *cfg, const snug_weigh
     if (st == SNUG_OK) st = snug_block_pool_init(&g->pool, n_blocks, err);
     if (st == SNUG_OK) st = snug_block_table_init(&g->table, g->max_len, block, err);
     if (st != SNUG_OK) goto fail;
-    g->text_cap = 64 + (tok ? snug_tokenizer_max_token_bytes(tok) : 0);
+    g->text_cap = snug_stop_text_bytes(tok ? snug_tokenizer_max_token_bytes(tok) : 0);
     g->ids = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)g->max_len * sizeof(int32_t), err);
     g->sample_scratch = g->ids ? snug_mem_alloc(SNUG_MEM_OTHER, snug_sampler_scratch_bytes(cfg->vocab_size), err) : NULL;
     g->text = g->sample_scratch ? snug_mem_alloc(SNUG_MEM_OTHER, g->text_cap, err) : NULL;

@@ -30,14 +30,16 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
                            r.n_tokens, r.n_seqs);
 
     /* the tokens, spread evenly: each sequence a prefill from position 0,
-     * with a block more where its decode step needs one */
+     * its table the next scratch blocks, one more where its decode step
+     * needs one */
     for (int32_t i = 0; i < r.n_seqs; i++) {
         int32_t n = r.n_tokens / r.n_seqs + (i < r.n_tokens % r.n_seqs);
-        serving->step_seqs[i] = (snug_step_seq){n, 0, serving->seqs[i].table.ids,
+        int32_t *ids = serving->seqs[i].table.ids;
+        serving->step_seqs[i] = (snug_step_seq){n, 0, ids,
                                                 snug_blocks_for_tokens(n, kv_shape->block_size),
                                                 SNUG_LOGITS_LAST};
-        r.scratch_blocks += snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len),
-                                                   kv_shape->block_size);
+        int32_t nb = snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len), kv_shape->block_size);
+        for (int32_t b = 0; b < nb; b++) ids[b] = (int32_t)r.scratch_blocks++;
     }
     for (int32_t t = 0; t < r.n_tokens; t++)
         serving->step_tokens[t] = (int32_t)(((int64_t)t * 7919 + 1) % d->vocab_len);
@@ -48,13 +50,6 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
     double t0 = snug_now_seconds();
     st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
     if (st != SNUG_OK) goto done;
-    int32_t next = 0;
-    for (int32_t i = 0; i < r.n_seqs; i++) {
-        int32_t *ids = serving->seqs[i].table.ids;
-        int32_t n = serving->step_seqs[i].n_tokens;
-        int32_t nb = snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len), kv_shape->block_size);
-        for (int32_t b = 0; b < nb; b++) ids[b] = next++;
-    }
     snug_sampling_params sp;
     snug_sampling_params_default(&sp);
     sp.repetition_penalty = 1.1f; /* the penalty paths too: they walk each history */

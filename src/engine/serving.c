@@ -34,10 +34,6 @@ static bool valid(const snug_serving_shape *s)
            s->max_token_bytes <= ((size_t)1 << 20);
 }
 
-/* The text buffer of one sequence: room for one token's text and a stop
- * string held back, as snug generate sizes it. */
-static size_t text_cap_of(const snug_serving_shape *s) { return 64 + s->max_token_bytes; }
-
 static bool carve(const snug_serving_shape *s, layout *l)
 {
     memset(l, 0, sizeof *l);
@@ -48,7 +44,7 @@ static bool carve(const snug_serving_shape *s, layout *l)
     if (!snug_mul_size(per_seq, n, &max_blocks) || max_blocks > INT32_MAX) return false;
     l->table_bytes = per_seq * sizeof(int32_t);
     l->ids_bytes = (size_t)s->max_model_len * sizeof(int32_t);
-    l->text_bytes = text_cap_of(s);
+    l->text_bytes = snug_stop_text_bytes(s->max_token_bytes);
     l->emit_bytes = snug_stop_emit_bytes(l->text_bytes);
     l->scratch_bytes = snug_sampler_scratch_bytes(s->n_vocab);
     size_t at = 0;
