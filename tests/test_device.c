@@ -380,25 +380,33 @@ static void test_trace_events(void)
     snug_mem_trace_mark("second");
     snug_mem_trace t;
     snug_mem_trace_get(&t);
-    CHECK(t.n_events == 5 && t.dropped == 0, "%zu events, %lld dropped", t.n_events,
+    CHECK(t.n_events == 6 && t.dropped == 0, "%zu events, %lld dropped", t.n_events,
           (long long)t.dropped);
     static const struct { uint32_t kind, cat; } want[] = {
         {SNUG_MEM_EVENT_MARK, 0}, {SNUG_MEM_EVENT_ALLOC, SNUG_MEM_WEIGHTS},
-        {SNUG_MEM_EVENT_ALLOC, SNUG_MEM_KV}, {SNUG_MEM_EVENT_FREE, SNUG_MEM_WEIGHTS},
-        {SNUG_MEM_EVENT_MARK, 0}};
-    const size_t bytes[] = {0, ha, hb, ha, 0};
-    for (size_t i = 0; i < t.n_events && i < 5; i++) {
+        {SNUG_MEM_EVENT_ALLOC, SNUG_MEM_KV}, {SNUG_MEM_EVENT_RSS, SNUG_MEM_KV},
+        {SNUG_MEM_EVENT_FREE, SNUG_MEM_WEIGHTS}, {SNUG_MEM_EVENT_MARK, 0}};
+    const size_t bytes[] = {0, ha, hb, 0, ha, 0};
+    for (size_t i = 0; i < t.n_events && i < 6; i++) {
         const snug_mem_event *e = &t.events[i];
         CHECK(e->kind == want[i].kind && e->cat == want[i].cat, "event %zu: kind %u cat %u", i,
               e->kind, e->cat);
         if (e->kind != SNUG_MEM_EVENT_MARK)
             CHECK(e->bytes == bytes[i] && !e->label, "event %zu: %zu bytes", i, e->bytes);
         else
-            CHECK(e->bytes > 0 && e->label, "mark %zu: RSS %zu", i, e->bytes);
+            CHECK(e->bytes == 0 && e->label, "mark %zu: %zu bytes", i, e->bytes);
+        /* the RSS is read for marks and the large block (before and after it is
+         * populated), never for the small one */
+        bool large = i == 2 || i == 3, mark = e->kind == SNUG_MEM_EVENT_MARK;
+        CHECK((e->rss > 0) == (mark || large), "event %zu: RSS %zu", i, e->rss);
+        if (i == 3)
+            CHECK(e->rss >= t.events[2].rss + hb - SNUG_MEM_HEADER_BYTES - 4096,
+                  "populated: RSS %zu after, %zu before a block of %zu", e->rss,
+                  t.events[2].rss, hb);
         CHECK(i == 0 || e->ns >= t.events[i - 1].ns, "time runs forward at %zu", i);
     }
-    CHECK(t.n_events == 5 && strcmp(t.events[0].label, "first") == 0 &&
-          strcmp(t.events[4].label, "second") == 0, "mark labels");
+    CHECK(t.n_events == 6 && strcmp(t.events[0].label, "first") == 0 &&
+          strcmp(t.events[5].label, "second") == 0, "mark labels");
     /* replay */
     size_t now[SNUG_MEM_N_CATS];
     memcpy(now, t.start_bytes, sizeof now);

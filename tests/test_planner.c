@@ -10,6 +10,7 @@
 #include "test.h"
 
 #include "base/device.h"
+#include "engine/fcfs.h"
 #include "engine/planner.h"
 
 #include <string.h>
@@ -51,6 +52,11 @@ static void test_plan_exact(void)
     size_t s = snug_serving_bytes(&p->serving.shape);
     CHECK(r->serving_block == s && s > 0, "serving state: %zu measured, %zu predicted", r->serving_block, s);
     CHECK(r->weights == r->load.weights_held && r->weights >= 1040128, "weights %zu", r->weights);
+    /* the code was made resident before the baseline: the C library alone is over 1 MiB */
+    CHECK(r->code_bytes > (1u << 20), "code made resident: %zu bytes", r->code_bytes);
+    if (RSS_IS_MEANINGFUL)
+        CHECK(r->baseline_rss > r->code_bytes / 2, "baseline RSS %zu with %zu of code",
+              r->baseline_rss, r->code_bytes);
     CHECK(r->kv.limited_by == SNUG_KV_LIMIT_BUDGET, "64 MiB decides: %s", snug_kv_limit_name(r->kv.limited_by));
     size_t left = r->sizes.budget - r->weights - r->activations - r->serving_state -
                   r->sizes.untracked - r->sizes.reserve;
@@ -159,108 +165,12 @@ static void test_too_small(void)
 }
 
 
-/* A first-come batcher over the planned state: admits a waiting sequence
- * when a slot is free and the pool holds blocks for its whole length, runs
- * chunked prefills and decodes in steps of at most max_num_batched_tokens,
- * samples every row it gets, releases a finished sequence's blocks. */
-typedef struct stress_seq {
-    int32_t prompt, output;   /* lengths */
-    int32_t slot;             /* -1 while waiting */
-    int32_t done;             /* tokens through the model so far */
-    int32_t generated;
-} stress_seq;
-
 enum { STRESS_SEQS = 300, STRESS_LEN = 256 };
 
 static uint64_t stress_rng(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return *s >> 33;
-}
-
-typedef struct stress_stats {
-    int finished, waited, steps;
-    bool ok;
-} stress_stats;
-
-/* Runs STRESS_SEQS sequences (lengths from seqs) through the planned state
- * p with max_num_seqs slots; allocates nothing. */
-static stress_stats run_stress(snug_planned *p, stress_seq *seqs, int32_t n_slots)
-{
-    snug_error err = {0};
-    const snug_plan_report *r = &p->report;
-    snug_serving_state *sv = &p->serving;
-    stress_stats x = {.ok = true};
-    int32_t slot_seq[64];
-    for (int i = 0; i < n_slots; i++) slot_seq[i] = -1;
-    for (int i = 0; i < STRESS_SEQS; i++) seqs[i].slot = -1, seqs[i].done = seqs[i].generated = 0;
-    int next = 0;
-    snug_sampling_params sp;
-    snug_sampling_params_default(&sp);
-    const snug_model_dims *d = snug_model_get_dims(p->model);
-    int32_t budget = r->profile.n_tokens;
-    while (x.finished < STRESS_SEQS) {
-        /* admit, first come first served, with blocks for the whole length */
-        for (int s = 0; s < n_slots && next < STRESS_SEQS; s++) {
-            if (slot_seq[s] >= 0) continue;
-            stress_seq *q = &seqs[next];
-            if (!snug_block_table_grow(&sv->seqs[s].table, &p->pool, q->prompt + q->output,
-                                       r->sizes.block_size)) {
-                x.waited++;
-                break;
-            }
-            q->slot = s;
-            slot_seq[s] = next++;
-            snug_sampler_state_init(&sv->seqs[s].sampler, &sp, (uint64_t)next);
-            for (int32_t k = 0; k < q->prompt; k++) sv->seqs[s].ids[k] = (k * 31 + next) % d->vocab_len;
-            sv->seqs[s].n_ids = q->prompt;
-        }
-        /* the step: decodes first, then prefill chunks while tokens remain */
-        int32_t n_tok = 0, n_seq = 0, which[64];
-        for (int pass = 0; pass < 2; pass++)
-            for (int s = 0; s < n_slots; s++) {
-                if (slot_seq[s] < 0) continue;
-                stress_seq *q = &seqs[slot_seq[s]];
-                bool decoding = q->done >= q->prompt;
-                if (decoding != (pass == 0)) continue;
-                int32_t n = decoding ? 1 : SNUG_MIN(q->prompt - q->done, budget - n_tok);
-                if (n <= 0) continue;
-                memcpy(sv->step_tokens + n_tok, sv->seqs[s].ids + q->done, (size_t)n * sizeof(int32_t));
-                bool last = q->done + n >= q->prompt;
-                sv->step_seqs[n_seq] = (snug_step_seq){n, q->done, sv->seqs[s].table.ids,
-                                                       sv->seqs[s].table.n,
-                                                       last ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE};
-                which[n_seq++] = s;
-                n_tok += n;
-            }
-        if (n_seq == 0) break;
-        snug_step step = {sv->step_tokens, n_tok, sv->step_seqs, n_seq};
-        const float *rows = NULL;
-        int32_t n_rows = 0;
-        if (snug_model_forward(p->model, &p->kv, &step, &rows, &n_rows, &err) != SNUG_OK) {
-            CHECK(false, "step %d: %s", x.steps, err.msg);
-            x.ok = false;
-            break;
-        }
-        x.steps++;
-        int32_t row = 0;
-        for (int32_t k = 0; k < n_seq; k++) {
-            int s = which[k];
-            stress_seq *q = &seqs[slot_seq[s]];
-            q->done += sv->step_seqs[k].n_tokens;
-            if (sv->step_seqs[k].logits != SNUG_LOGITS_LAST) continue;
-            float *lg = (float *)rows + (size_t)row++ * (size_t)d->vocab_rows;
-            int32_t id = snug_sample(&sp, &sv->seqs[s].sampler, lg, d->vocab_len, sv->seqs[s].ids,
-                                     q->prompt, NULL, 0, sv->scratch[0]);
-            sv->seqs[s].ids[sv->seqs[s].n_ids++] = id;
-            if (++q->generated == q->output) {
-                snug_block_table_release(&sv->seqs[s].table, &p->pool);
-                slot_seq[s] = -1;
-                x.finished++;
-            }
-        }
-    }
-    return x;
 }
 
 /* After the plan, hundreds of sequences of random lengths up to
@@ -270,7 +180,7 @@ static stress_stats run_stress(snug_planned *p, stress_seq *seqs, int32_t n_slot
 static void test_stress_never_allocates(void)
 {
     snug_error err = {0};
-    static stress_seq seqs[STRESS_SEQS];
+    static snug_fcfs_job seqs[STRESS_SEQS];
     uint64_t rng = 42;
     for (int i = 0; i < STRESS_SEQS; i++) {
         seqs[i].prompt = 1 + (int32_t)(stress_rng(&rng) % (STRESS_LEN - 1));
@@ -287,7 +197,8 @@ static void test_stress_never_allocates(void)
     if (!p) return;
     size_t fixed = p->report.sizes.budget - p->report.kv.left_bytes;
     size_t block = p->report.sizes.block_bytes;
-    run_stress(p, seqs, 16);
+    snug_fcfs_stats x = {0};
+    CHECK_OK(snug_fcfs_run(p, seqs, STRESS_SEQS, 0, &x, &err), &err);
     snug_planner_close(p);
     p = NULL;
     /* a budget that leaves about 60 blocks: far fewer than 16 sequences of 256 can use
@@ -305,12 +216,14 @@ static void test_stress_never_allocates(void)
           "%lld blocks (%s)", (long long)r->kv.blocks, snug_kv_limit_name(r->kv.limited_by));
     int64_t allocs = snug_mem_alloc_count();
     snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
-    stress_stats x = run_stress(p, seqs, 16);
+    snug_status st = snug_fcfs_run(p, seqs, STRESS_SEQS, 0, &x, &err);
     size_t peak = 0, hwm = 0;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
     CHECK_OK(snug_proc_mem(NULL, &hwm, &err), &err);
-    CHECK(x.ok && x.finished == STRESS_SEQS && x.waited > 0, "%d of %d finished in %d steps; %d waits",
-          x.finished, STRESS_SEQS, x.steps, x.waited);
+    CHECK_OK(st, &err);
+    CHECK(x.finished == STRESS_SEQS && x.waits > 0 && x.most_running > 1,
+          "%d of %d finished in %d steps; %d waits, at most %d running", x.finished, STRESS_SEQS,
+          x.steps, x.waits, x.most_running);
     CHECK(snug_mem_alloc_count() == allocs, "the step loop made %lld allocations",
           (long long)(snug_mem_alloc_count() - allocs));
     CHECK(peak <= r->sizes.budget - r->sizes.untracked, "allocator peak %zu, budget %zu less U %zu",
@@ -321,8 +234,9 @@ static void test_stress_never_allocates(void)
     if (RSS_IS_MEANINGFUL && r->profile.hwm_was_reset)
         CHECK(hwm <= r->sizes.budget, "process high-water mark %zu over the budget %zu by %zu", hwm,
               r->sizes.budget, hwm - r->sizes.budget);
-    printf("  stress: %d sequences in %d steps over %lld blocks (%d waits); hwm %zu of %zu\n",
-           STRESS_SEQS, x.steps, (long long)r->kv.blocks, x.waited, hwm, r->sizes.budget);
+    printf("  stress: %d sequences in %d steps over %lld blocks (%d waits, at most %d running); "
+           "hwm %zu of %zu\n", STRESS_SEQS, x.steps, (long long)r->kv.blocks, x.waits,
+           x.most_running, hwm, r->sizes.budget);
     snug_planner_close(p);
 }
 

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <malloc.h>
 #include <omp.h>
 #include <stdatomic.h>
@@ -41,6 +42,8 @@ static size_t g_trace_cap;
 static _Atomic size_t g_trace_used;
 static _Atomic int64_t g_trace_dropped;
 static int64_t g_trace_t0;
+static int g_trace_statm = -1;      /* /proc/self/statm, open while a log runs */
+static size_t g_page_bytes;
 static size_t g_trace_start[SNUG_MEM_N_CATS];
 
 /* The header in front of every block; exactly SNUG_MEM_HEADER_BYTES long. */
@@ -265,8 +268,23 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Appends one event to the running log, if any. */
-static void trace_record(snug_mem_event_kind kind, uint32_t cat, size_t bytes, const char *label)
+/* The resident set from /proc/self/statm (its second field, in pages);
+ * 0 when it cannot be read. One pread, nothing allocated. */
+static size_t trace_rss(void)
+{
+    char text[128];
+    ssize_t n = g_trace_statm >= 0 ? pread(g_trace_statm, text, sizeof text - 1, 0) : -1;
+    if (n <= 0) return 0;
+    text[n] = 0;
+    unsigned long long size = 0, resident = 0;
+    if (sscanf(text, "%llu %llu", &size, &resident) != 2) return 0;
+    return (size_t)resident * g_page_bytes;
+}
+
+/* Appends one event to the running log, if any; with_rss reads the
+ * resident set for it (marks and large blocks: a read costs a system call). */
+static void trace_record(snug_mem_event_kind kind, uint32_t cat, size_t bytes, const char *label,
+                         bool with_rss)
 {
     snug_mem_event *log = atomic_load_explicit(&g_trace, memory_order_acquire);
     if (!log) return;
@@ -275,13 +293,19 @@ static void trace_record(snug_mem_event_kind kind, uint32_t cat, size_t bytes, c
         atomic_fetch_add(&g_trace_dropped, 1);
         return;
     }
-    log[i] = (snug_mem_event){now_ns() - g_trace_t0, bytes, label, (uint32_t)kind, cat};
+    size_t rss = with_rss ? trace_rss() : 0;
+    log[i] = (snug_mem_event){now_ns() - g_trace_t0, bytes, rss, label, (uint32_t)kind, cat};
 }
 
 static void *finish_block(unsigned char *base, snug_mem_cat cat, size_t n, size_t held)
 {
     counter_add(&g_counters[cat], held);
-    trace_record(SNUG_MEM_EVENT_ALLOC, (uint32_t)cat, held, NULL);
+    /* a large block's allocation was recorded when its bytes were taken (the
+     * counter's view), before populating it; now the resident set it reached */
+    if (n >= SNUG_MEM_LARGE_BYTES)
+        trace_record(SNUG_MEM_EVENT_RSS, (uint32_t)cat, 0, NULL, true);
+    else
+        trace_record(SNUG_MEM_EVENT_ALLOC, (uint32_t)cat, held, NULL, false);
     peak_raise(&g_counters[SNUG_MEM_TOTAL], atomic_load(&g_counters[SNUG_MEM_TOTAL].cur));
     block_header *h = (block_header *)base;
     h->magic = BLOCK_MAGIC;
@@ -299,10 +323,13 @@ void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
     size_t req = request_bytes(n), bound = snug_mem_held_bytes(n), held = 0;
     if (req == 0) return nomem(err, cat, n, "is too large to represent");
     if (!total_reserve(bound)) return nomem(err, cat, n, "would pass the capacity");
+    bool large = n >= SNUG_MEM_LARGE_BYTES; /* then bound is exact */
+    if (large) trace_record(SNUG_MEM_EVENT_ALLOC, (uint32_t)cat, bound, NULL, true);
     unsigned char *base = system_alloc(n, req, &held);
     mem_counter *total = &g_counters[SNUG_MEM_TOTAL];
     if (!base) {
         int e = errno;
+        if (large) trace_record(SNUG_MEM_EVENT_FREE, (uint32_t)cat, bound, NULL, true);
         atomic_fetch_sub(&total->cur, bound);
         char why[96];
         snprintf(why, sizeof why, "was refused by the system (%s)", strerror(e));
@@ -320,6 +347,8 @@ void *snug_mem_alloc_exempt(snug_mem_cat cat, size_t n)
 {
     SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
     size_t req = request_bytes(n), held = 0;
+    if (req && n >= SNUG_MEM_LARGE_BYTES)
+        trace_record(SNUG_MEM_EVENT_ALLOC, (uint32_t)cat, snug_mem_held_bytes(n), NULL, true);
     unsigned char *base = req ? system_alloc(n, req, &held) : NULL;
     if (!base) {
         char msg[SNUG_ERROR_MSG_BYTES];
@@ -362,11 +391,11 @@ void snug_mem_free(void *p)
     h->magic = FREED_MAGIC;
     atomic_fetch_sub(&g_counters[cat].cur, held);
     atomic_fetch_sub(&g_counters[SNUG_MEM_TOTAL].cur, held);
-    trace_record(SNUG_MEM_EVENT_FREE, (uint32_t)cat, held, NULL);
     if (mapped)
         SNUG_ASSERT(munmap(base, held) == 0);
     else
         free(base);
+    trace_record(SNUG_MEM_EVENT_FREE, (uint32_t)cat, held, NULL, mapped);
 }
 
 char *snug_mem_strdup(snug_mem_cat cat, const char *s, snug_error *err)
@@ -454,6 +483,46 @@ snug_status snug_proc_hwm_reset(snug_error *err)
     return SNUG_OK;
 }
 
+typedef struct prefault_ctx {
+    size_t page, bytes;
+    snug_status st;
+    snug_error *err;
+} prefault_ctx;
+
+static int prefault_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    prefault_ctx *c = arg;
+    for (int i = 0; i < info->dlpi_phnum && c->st == SNUG_OK; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_R) || ph->p_memsz == 0) continue;
+        uintptr_t begin = (uintptr_t)(info->dlpi_addr + ph->p_vaddr) & ~(uintptr_t)(c->page - 1);
+        uintptr_t end = snug_round_up((size_t)(info->dlpi_addr + ph->p_vaddr + ph->p_memsz), c->page);
+        if (madvise((void *)begin, end - begin, MADV_POPULATE_READ) != 0) {
+            if (errno != EINVAL && errno != ENOSYS) {
+                c->st = snug_errorf(c->err, SNUG_IO, "making %s resident: %s",
+                                    info->dlpi_name[0] ? info->dlpi_name : "the program",
+                                    strerror(errno));
+                break;
+            }
+            volatile unsigned char sink = 0; /* a kernel without MADV_POPULATE_READ */
+            for (uintptr_t a = begin; a < end; a += c->page) sink ^= *(volatile unsigned char *)a;
+            (void)sink;
+        }
+        c->bytes += end - begin;
+    }
+    return c->st == SNUG_OK ? 0 : 1;
+}
+
+snug_status snug_proc_prefault_code(size_t *bytes, snug_error *err)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    prefault_ctx c = {page > 0 ? (size_t)page : 4096, 0, SNUG_OK, err};
+    dl_iterate_phdr(prefault_object, &c);
+    if (bytes) *bytes = c.bytes;
+    return c.st;
+}
+
 snug_status snug_mem_trace_start(size_t max_events, snug_error *err)
 {
     snug_mem_trace_stop();
@@ -463,6 +532,9 @@ snug_status snug_mem_trace_start(size_t max_events, snug_error *err)
     snug_mem_event *log = snug_mem_alloc(SNUG_MEM_OTHER, bytes, err);
     if (!log) return snug_error_prefix(err, SNUG_NOMEM, "memory event log: ");
     for (int c = 0; c < SNUG_MEM_N_CATS; c++) g_trace_start[c] = atomic_load(&g_counters[c].cur);
+    g_trace_statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC); /* -1: no RSS, still a log */
+    long page = sysconf(_SC_PAGESIZE);
+    g_page_bytes = page > 0 ? (size_t)page : 4096;
     g_trace_cap = max_events;
     atomic_store(&g_trace_used, 0);
     atomic_store(&g_trace_dropped, 0);
@@ -473,10 +545,7 @@ snug_status snug_mem_trace_start(size_t max_events, snug_error *err)
 
 void snug_mem_trace_mark(const char *label)
 {
-    if (!atomic_load(&g_trace)) return;
-    size_t rss = 0;
-    if (snug_proc_mem(&rss, NULL, NULL) != SNUG_OK) rss = 0;
-    trace_record(SNUG_MEM_EVENT_MARK, 0, rss, label);
+    trace_record(SNUG_MEM_EVENT_MARK, 0, 0, label, true);
 }
 
 void snug_mem_trace_get(snug_mem_trace *out)
@@ -493,5 +562,7 @@ void snug_mem_trace_get(snug_mem_trace *out)
 void snug_mem_trace_stop(void)
 {
     snug_mem_event *log = atomic_exchange(&g_trace, NULL);
+    if (g_trace_statm >= 0) close(g_trace_statm);
+    g_trace_statm = -1;
     snug_mem_free(log);
 }

@@ -78,23 +78,38 @@ int64_t snug_mem_alloc_count(void);
  * NULL and fills err on failure. */
 char *snug_mem_strdup(snug_mem_cat cat, const char *s, snug_error *err);
 
+/* Makes every readable segment of the program and of each library it has
+ * loaded resident (code, read-only data: MADV_POPULATE_READ, or a read of
+ * each page where the kernel lacks it), so that no code path first taken
+ * later, in serving, faults a page in past what the memory plan measured.
+ * Costs the size of those segments in resident set (a few MiB); *bytes
+ * (may be NULL) gets the bytes it covered. Fails with SNUG_IO naming the
+ * object when a segment cannot be made resident. */
+snug_status snug_proc_prefault_code(size_t *bytes, snug_error *err);
+
 /* ---- the event log: every allocation and free, timestamped -------------
  * What the memory timeline (snug profile --timeline) is drawn from: not
  * sampled, so no spike is missed. Off unless started; when on, each
  * allocation and free appends one event to a log of fixed size made at
  * start (events past its end are counted as dropped, never allocated).
+ * A large block's allocation is recorded when its bytes are charged, before
+ * it is populated (which may take a second), and an RSS event follows once
+ * it is; its free is recorded once it is unmapped.
  * Start, stop and reading the log must not race with allocations on other
  * threads (call them between phases); recording itself is thread-safe. */
 
 typedef enum snug_mem_event_kind {
     SNUG_MEM_EVENT_ALLOC = 0,
     SNUG_MEM_EVENT_FREE = 1,
-    SNUG_MEM_EVENT_MARK = 2     /* a phase begins: label, and the process RSS in bytes */
+    SNUG_MEM_EVENT_MARK = 2,    /* a phase begins: its label */
+    SNUG_MEM_EVENT_RSS = 3      /* the resident set after a large block was populated */
 } snug_mem_event_kind;
 
 typedef struct snug_mem_event {
     int64_t ns;                 /* since snug_mem_trace_start (CLOCK_MONOTONIC) */
-    size_t bytes;               /* what the block is charged; for a mark, the RSS (0 if unknown) */
+    size_t bytes;               /* what the block is charged; 0 for a mark */
+    size_t rss;                 /* the process's resident set right after the event, for
+                                 * marks and large blocks (mmap, munmap); 0 when not read */
     const char *label;          /* a mark's name (a string that outlives the log); else NULL */
     uint32_t kind;              /* a snug_mem_event_kind */
     uint32_t cat;               /* the block's category; 0 for a mark */
@@ -112,8 +127,8 @@ typedef struct snug_mem_trace {
  * stopped first. Fails with SNUG_NOMEM (nothing started). */
 snug_status snug_mem_trace_start(size_t max_events, snug_error *err);
 
-/* Records that the phase `label` begins, with the process's RSS. Nothing
- * happens when no log runs. */
+/* Records that the phase `label` begins (label must outlive the log), with
+ * the process's RSS. Nothing happens when no log runs. */
 void snug_mem_trace_mark(const char *label);
 
 /* The running log, valid until snug_mem_trace_stop; all zero when none. */

@@ -7,8 +7,9 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
-#include "base/json.h"
+#include "engine/plan_report.h"
 #include "engine/planner.h"
+#include "engine/timeline.h"
 #include "kernels/kernels.h"
 
 #include <stdio.h>
@@ -20,82 +21,37 @@ static const char g_usage[] =
     "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n"
     "              [--dtype bf16|f16|f32] [--staging-bytes BYTES] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16] [--json]\n"
+    "              [--timeline FILE.svg [--timeline-events N]]\n"
     "  MODEL defaults to the bundled models/stories260K; BYTES may carry a unit (6GiB, 1500MB,\n"
-    "  512MiB); the budget defaults to 0.9 of the memory cgroup's limit or of MemAvailable";
+    "  512MiB); the budget defaults to 0.9 of the memory cgroup's limit or of MemAvailable;\n"
+    "  --timeline draws memory over time from the allocator's event log of N events\n"
+    "  (default 65536, 40 bytes each, held during the plan and counted in its serving state)";
 
-static void print_text(const snug_plan_report *r)
+enum { TIMELINE_EVENTS_DEFAULT = 65536 };
+
+/* Writes the timeline of t, the log as it was when the plan ended (r NULL
+ * when the plan failed: then no budget line, the chart shows how far it
+ * got). */
+static int write_timeline(const char *path, const char *dir, const snug_mem_trace *t,
+                          const snug_plan_report *r)
 {
-    const snug_load_stats *l = &r->load;
-    char a[160], b[8][32];
-    printf("loaded weights: %s in %.2f s (%.2f GB/s); peak during load %s (%.4fx weights)\n",
-           snug_fmt_bytes(l->weights_held, b[0]), l->seconds,
-           l->seconds > 0 ? (double)l->bytes_read / l->seconds / 1e9 : 0,
-           snug_fmt_bytes(l->load_peak_bytes, b[1]),
-           (double)l->load_peak_bytes / (double)l->weights_held);
-    printf("budget: %s\n", snug_budget_describe(&r->budget, a, sizeof a));
-    printf("memory plan: budget %s = weights %s + activations %s + serving state %s\n"
-           "  + untracked %s + reserve %s + kv cache %s (%s left over)\n",
-           snug_fmt_bytes(r->sizes.budget, b[0]), snug_fmt_bytes(r->weights, b[1]),
-           snug_fmt_bytes(r->activations, b[2]), snug_fmt_bytes(r->serving_state, b[3]),
-           snug_fmt_bytes(r->sizes.untracked, b[4]), snug_fmt_bytes(r->sizes.reserve, b[5]),
-           snug_fmt_bytes(r->kv.kv_held, b[6]), snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held, b[7]));
-    printf("kv cache: %lld blocks of %d tokens (%lld tokens, %s), limited by %s; max concurrency at "
-           "%lld tokens: %.2fx\n",
-           (long long)r->kv.blocks, r->sizes.block_size, (long long)r->kv.tokens,
-           snug_dtype_torch_name(r->kv_dtype), snug_kv_limit_name(r->kv.limited_by),
-           (long long)r->sizes.max_model_len, r->kv.max_concurrency);
-    if (r->max_model_len_reduced_from)
-        printf("max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
-               "budget; --max-model-len chooses)\n", (long long)r->sizes.max_model_len,
-               (long long)r->max_model_len_reduced_from);
-    printf("profile step: %d tokens over %d sequences in %.3f s; kv cache populated in %.3f s "
-           "(%.2f GB/s)%s\n",
-           r->profile.n_tokens, r->profile.n_seqs, r->profile.seconds, r->populate_seconds,
-           r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0,
-           r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
+    char title[512], sub[256];
+    snprintf(title, sizeof title, "snug profile %s: memory over time", dir);
+    snug_timeline_opts to = {.title = title};
+    if (r) {
+        to.subtitle = snug_plan_report_line(r, sub, sizeof sub);
+        to.budget = r->sizes.budget;
+        to.capacity = r->capacity;
+    }
+    snug_error err = {0};
+    if (snug_timeline_write(path, t, &to, &err) != SNUG_OK) return cli_fail(&err);
+    fprintf(stderr, "snug: memory timeline written to %s (%zu events)\n", path, t->n_events);
+    return 0;
 }
 
 static int print_json(const snug_plan_report *r)
 {
-    snug_json_init();
-    json_t *j = json_object();
-#define PUT(k, v) json_object_set_new(j, k, v)
-    PUT("budget_bytes", json_integer((json_int_t)r->sizes.budget));
-    PUT("budget_source", json_string(snug_budget_source_name(r->budget.source)));
-    PUT("budget_file", json_string(r->budget.file));
-    PUT("budget_fraction", json_real(r->budget.fraction));
-    PUT("weight_bytes", json_integer((json_int_t)r->weights));
-    PUT("load_peak_bytes", json_integer((json_int_t)r->load.load_peak_bytes));
-    PUT("load_seconds", json_real(r->load.seconds));
-    PUT("activation_bytes", json_integer((json_int_t)r->activations));
-    PUT("serving_state_bytes", json_integer((json_int_t)r->serving_state));
-    PUT("serving_block_bytes", json_integer((json_int_t)r->serving_block));
-    PUT("untracked_bytes", json_integer((json_int_t)r->sizes.untracked));
-    PUT("reserve_bytes", json_integer((json_int_t)r->sizes.reserve));
-    PUT("kv_cache_bytes", json_integer((json_int_t)r->kv.kv_held));
-    PUT("kv_cache_payload_bytes", json_integer((json_int_t)r->kv.kv_bytes));
-    PUT("kv_left_bytes", json_integer((json_int_t)r->kv.left_bytes));
-    PUT("kv_blocks", json_integer((json_int_t)r->kv.blocks));
-    PUT("block_bytes", json_integer((json_int_t)r->sizes.block_bytes));
-    PUT("block_size", json_integer(r->sizes.block_size));
-    PUT("kv_cache_dtype", json_string(snug_dtype_torch_name(r->kv_dtype)));
-    PUT("kv_tokens", json_integer((json_int_t)r->kv.tokens));
-    PUT("max_model_len", json_integer((json_int_t)r->sizes.max_model_len));
-    PUT("max_num_seqs", json_integer(r->sizes.max_num_seqs));
-    PUT("max_model_len_reduced_from", json_integer((json_int_t)r->max_model_len_reduced_from));
-    PUT("max_num_batched_tokens", json_integer(r->profile.n_tokens));
-    PUT("max_concurrency", json_real(r->kv.max_concurrency));
-    PUT("kv_limited_by", json_string(snug_kv_limit_name(r->kv.limited_by)));
-    PUT("profile_seqs", json_integer(r->profile.n_seqs));
-    PUT("profile_seconds", json_real(r->profile.seconds));
-    PUT("profile_allocator_peak_bytes", json_integer((json_int_t)r->profile.allocator_peak));
-    PUT("profile_hwm_bytes", json_integer((json_int_t)r->profile.hwm));
-    PUT("hwm_was_reset", json_boolean(r->profile.hwm_was_reset));
-    PUT("populate_seconds", json_real(r->populate_seconds));
-    PUT("capacity_bytes", json_integer((json_int_t)r->capacity));
-#undef PUT
-    char *text = snug_json_dumps(j, false);
-    json_decref(j);
+    char *text = snug_plan_report_json(r);
     if (!text) {
         fprintf(stderr, "snug: out of memory writing the report\n");
         return 1;
@@ -110,6 +66,8 @@ int snug_cmd_profile(int argc, char **argv)
     const char *dir = NULL;
     snug_planner_opts o = {.isa = -1};
     bool as_json = false;
+    const char *timeline = NULL;
+    int64_t timeline_events = TIMELINE_EVENTS_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int64_t x;
@@ -166,6 +124,11 @@ int snug_cmd_profile(int argc, char **argv)
             if (!snug_isa_from_name(v, &isa))
                 return cli_usage(g_usage, "--isa expects scalar, avx2, avx512 or avx512bf16, got '%s'", v);
             o.isa = (int)isa;
+        } else if ((v = cli_option(argc, argv, &i, "--timeline"))) {
+            timeline = v;
+        } else if ((v = cli_option(argc, argv, &i, "--timeline-events"))) {
+            if (!cli_parse_int(v, 16, 1 << 28, &timeline_events))
+                return cli_usage(g_usage, "--timeline-events expects 16 to 268435456, got '%s'", v);
         } else if (strcmp(argv[i], "--json") == 0) {
             as_json = true;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -183,13 +146,28 @@ int snug_cmd_profile(int argc, char **argv)
         return cli_usage(g_usage, "--memory and --memory-fraction: give one");
     snug_error err = {0};
     snug_planned *p = NULL;
-    if (snug_planner_open(dir ? dir : "models/stories260K", &o, &p, &err) != SNUG_OK)
+    if (!dir) dir = "models/stories260K";
+    if (timeline && snug_mem_trace_start((size_t)timeline_events, &err) != SNUG_OK)
         return cli_fail(&err);
     int rc = 0;
-    if (as_json)
-        rc = print_json(&p->report);
-    else
-        print_text(&p->report);
+    snug_mem_trace t;
+    if (snug_planner_open(dir, &o, &p, &err) != SNUG_OK) {
+        rc = cli_fail(&err);
+        snug_mem_trace_get(&t);
+        if (timeline) write_timeline(timeline, dir, &t, NULL);
+    } else {
+        snug_mem_trace_get(&t); /* up to "ready": what follows is the report and the close */
+        if (as_json)
+            rc = print_json(&p->report);
+        else
+            snug_plan_report_print(stdout, &p->report);
+        /* drawn once the plan is given back: the KV cache took what was left */
+        snug_plan_report r = p->report;
+        snug_planner_close(p);
+        p = NULL;
+        if (timeline && write_timeline(timeline, dir, &t, &r) != 0) rc = 1;
+    }
     snug_planner_close(p);
+    snug_mem_trace_stop();
     return rc;
 }

@@ -87,7 +87,10 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (!p) return snug_error_prefix(err, SNUG_NOMEM, "memory plan: ");
     snug_plan_report *r = &p->report;
 
-    /* baseline and budget */
+    /* baseline and budget: the code made resident first, so that it is in
+     * the baseline and in U, and no path serving takes later faults in more */
+    st = snug_proc_prefault_code(&r->code_bytes, err);
+    if (st != SNUG_OK) goto fail;
     st = snug_proc_mem(&r->baseline_rss, NULL, err);
     if (st != SNUG_OK) goto fail;
     snug_budget_opts bo = opts->budget;
@@ -96,6 +99,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st != SNUG_OK) goto fail;
 
     /* load */
+    snug_mem_trace_mark("load");
     st = snug_checkpoint_open(dir, &p->ck, err);
     if (st != SNUG_OK) goto fail;
     snug_planner_opts o;
@@ -111,6 +115,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     }
 
     /* reset, then everything serving holds besides the KV cache, at its largest */
+    snug_mem_trace_mark("reset");
     reset_peaks();
     snug_model_opts mo = {.shape = {o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs,
                                     o.n_threads},
@@ -125,6 +130,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     r->serving_block = snug_mem_block_bytes(p->serving.block);
 
     /* profile */
+    snug_mem_trace_mark("profile");
     const snug_model_dims *d = snug_model_get_dims(p->model);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
     st = snug_profile_step(p->model, &ks, &p->serving, &r->profile, err);
@@ -132,6 +138,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
 
     /* plan; without --max-model-len, a model length that does not fit
      * becomes the longest that does (the serving state made again for it) */
+    snug_mem_trace_mark("plan");
     st = plan_now(p, &o, &ks, err);
     if (st == SNUG_NOMEM && opts->max_model_len == 0 && o.kv_cache_memory == 0) {
         int64_t fit = snug_plan_budget_blocks(&r->sizes) * o.block_size;
@@ -148,6 +155,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st != SNUG_OK) goto fail;
 
     /* allocate, populated, once */
+    snug_mem_trace_mark("populate");
     double t0 = snug_now_seconds();
     st = snug_kvcache_create(&ks, (int32_t)r->kv.blocks, &p->kv, err);
     if (st != SNUG_OK) goto fail;
@@ -156,6 +164,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     snug_block_pool_attach(&p->pool, p->serving.free_ids, (int32_t)r->kv.blocks);
     r->capacity = r->budget.bytes - r->profile.untracked - o.reserve;
     snug_mem_set_capacity(r->capacity);
+    snug_mem_trace_mark("ready");
     *out = p;
     return SNUG_OK;
 fail:

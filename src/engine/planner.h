@@ -2,7 +2,8 @@
  * planner.h: the memory lifecycle from start to a KV cache sized to the
  * byte (../shared/DESIGN.md, "The memory lifecycle"), for one rank:
  *
- *   baseline   process RSS and high-water mark, the allocator's counters
+ *   baseline   the program's code made resident (snug_proc_prefault_code),
+ *              then the process RSS and high-water mark
  *   budget     C (budget.h)
  *   load       the checkpoint's weights W (and the tokenizer) at their size
  *   reset      the allocator's peaks and the process high-water mark
@@ -18,6 +19,10 @@
  * the arena: the serving state's block, and what serving keeps of the rest
  * (the tokenizer, the model's tables). After the plan the allocator's
  * capacity is set to C - U - R, so nothing can take the process past C.
+ *
+ * Each phase marks the allocator's event log as it begins ("load", "reset",
+ * "profile", "plan", "populate", and "ready" at the end): a caller that
+ * wants the timeline starts the log before snug_planner_open.
  */
 #ifndef SNUG_PLANNER_H
 #define SNUG_PLANNER_H
@@ -57,7 +62,8 @@ typedef struct snug_planner_opts {
 typedef struct snug_plan_report {
     snug_budget budget;
     snug_load_stats load;
-    size_t baseline_rss;           /* at start, before loading */
+    size_t code_bytes;             /* the program's and libraries' segments made resident */
+    size_t baseline_rss;           /* at start, before loading (with that code) */
     size_t weights;                /* W: what the allocator charges the weights */
     size_t activations;            /* A: the activations' peak since the reset */
     size_t serving_state;          /* S */

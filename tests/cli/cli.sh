@@ -259,6 +259,23 @@ expect "profile budget from the machine" 0 "budget: " -- "$snug" profile --memor
 expect "profile weights over the budget" 1 "are over the budget of 512.00 KiB (524,288 bytes) by" -- "$snug" profile --memory 512KiB
 expect "profile nothing left" 1 "leaving nothing for the KV cache" -- "$snug" profile --memory 12MiB --max-model-len 512
 expect "profile kv cache memory too large" 1 "--kv-cache-memory 1.00 GiB (1,073,741,824 bytes) does not fit" -- "$snug" profile --memory 64MiB --max-model-len 512 --kv-cache-memory 1GiB
+# the timeline: an SVG with every phase, the budget and the legend; a failed plan still draws
+"$snug" profile --memory 64MiB --max-model-len 512 --timeline "$tmp/t.svg" >/dev/null 2>"$tmp/t.err"
+if [[ -s $tmp/t.svg ]] && grep -q "memory timeline written to $tmp/t.svg" "$tmp/t.err" &&
+    [[ $(head -c 5 "$tmp/t.svg") == "<?xml" && $(tail -n 1 "$tmp/t.svg") == "</svg>" ]] &&
+    for w in '>load ' '>reset ' '>profile ' '>plan ' '>populate ' '>ready<' 'budget 64.00 MiB<' \
+        '>kv cache ' '>weights 1016.00 KiB<' 'memory (GiB)' 'time (seconds)'; do
+        grep -qF -- "$w" "$tmp/t.svg" || { echo "missing $w"; false; }; done >"$tmp/t.why"; then
+    ok "profile --timeline"
+else
+    fail "profile --timeline" "$(cat "$tmp/t.err" "$tmp/t.why")"
+fi
+expect "profile --timeline of a failed plan" 1 "memory timeline written to $tmp/t2.svg" -- \
+    "$snug" profile --memory 12MiB --max-model-len 512 --timeline "$tmp/t2.svg"
+expect "profile --timeline unwritable" 1 "/nonexistent-dir/t.svg" -- \
+    "$snug" profile --memory 64MiB --max-model-len 512 --timeline /nonexistent-dir/t.svg
+expect "profile --timeline-events" 2 "--timeline-events expects 16 to 268435456, got '3'" -- \
+    "$snug" profile --timeline "$tmp/t3.svg" --timeline-events 3
 expect "profile bad memory" 2 "--memory expects a byte count (6GiB, 1500MB), got '6 lots'" -- "$snug" profile --memory "6 lots"
 expect "profile bad fraction" 2 "--memory-fraction expects a number in (0, 1], got '1.5'" -- "$snug" profile --memory-fraction 1.5
 expect "profile both budgets" 2 "--memory and --memory-fraction: give one" -- "$snug" profile --memory 1GiB --memory-fraction 0.5

@@ -1,0 +1,96 @@
+/*
+ * plan_report.c: the memory plan's report in words and in JSON
+ * (plan_report.h).
+ */
+#include "plan_report.h"
+
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/json.h"
+
+char *snug_plan_report_line(const snug_plan_report *r, char *buf, size_t size)
+{
+    char b[7][32];
+    snprintf(buf, size, "budget %s = weights %s + activations %s + serving state %s + untracked %s "
+             "+ reserve %s + kv cache %s", snug_fmt_bytes(r->sizes.budget, b[0]),
+             snug_fmt_bytes(r->weights, b[1]), snug_fmt_bytes(r->activations, b[2]),
+             snug_fmt_bytes(r->serving_state, b[3]), snug_fmt_bytes(r->sizes.untracked, b[4]),
+             snug_fmt_bytes(r->sizes.reserve, b[5]), snug_fmt_bytes(r->kv.kv_held, b[6]));
+    return buf;
+}
+
+void snug_plan_report_print(FILE *f, const snug_plan_report *r)
+{
+    const snug_load_stats *l = &r->load;
+    char a[256], b[2][32];
+    fprintf(f, "loaded weights: %s in %.2f s (%.2f GB/s); peak during load %s (%.4fx)\n",
+           snug_fmt_bytes(l->weights_held, b[0]), l->seconds,
+           l->seconds > 0 ? (double)l->bytes_read / l->seconds / 1e9 : 0,
+           snug_fmt_bytes(l->load_peak_bytes, b[1]),
+           (double)l->load_peak_bytes / (double)l->weights_held);
+    fprintf(f, "budget: %s\n", snug_budget_describe(&r->budget, a, sizeof a));
+    fprintf(f, "memory plan: %s\n", snug_plan_report_line(r, a, sizeof a));
+    fprintf(f, "kv cache: %lld blocks of %d tokens (%lld tokens, dtype %s), limited by %s; max "
+           "concurrency at %lld tokens: %.2fx\n",
+           (long long)r->kv.blocks, r->sizes.block_size, (long long)r->kv.tokens,
+           snug_dtype_torch_name(r->kv_dtype), snug_kv_limit_name(r->kv.limited_by),
+           (long long)r->sizes.max_model_len, r->kv.max_concurrency);
+    if (r->max_model_len_reduced_from)
+        fprintf(f, "max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
+               "budget; --max-model-len chooses)\n", (long long)r->sizes.max_model_len,
+               (long long)r->max_model_len_reduced_from);
+    fprintf(f, "profile step: %d tokens over %d sequences in %.3f s; kv cache populated in %.3f s "
+           "(%.2f GB/s)%s\n",
+           r->profile.n_tokens, r->profile.n_seqs, r->profile.seconds, r->populate_seconds,
+           r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0,
+           r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
+    fprintf(f, "left over: %s, less than one block of %s\n",
+           snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held, b[0]),
+           snug_fmt_bytes(r->sizes.block_bytes, b[1]));
+}
+
+char *snug_plan_report_json(const snug_plan_report *r)
+{
+    snug_json_init();
+    json_t *j = json_object();
+#define PUT(k, v) json_object_set_new(j, k, v)
+    PUT("budget_bytes", json_integer((json_int_t)r->sizes.budget));
+    PUT("budget_source", json_string(snug_budget_source_name(r->budget.source)));
+    PUT("budget_file", json_string(r->budget.file));
+    PUT("budget_fraction", json_real(r->budget.fraction));
+    PUT("weight_bytes", json_integer((json_int_t)r->weights));
+    PUT("load_peak_bytes", json_integer((json_int_t)r->load.load_peak_bytes));
+    PUT("load_seconds", json_real(r->load.seconds));
+    PUT("activation_bytes", json_integer((json_int_t)r->activations));
+    PUT("serving_state_bytes", json_integer((json_int_t)r->serving_state));
+    PUT("serving_block_bytes", json_integer((json_int_t)r->serving_block));
+    PUT("untracked_bytes", json_integer((json_int_t)r->sizes.untracked));
+    PUT("reserve_bytes", json_integer((json_int_t)r->sizes.reserve));
+    PUT("kv_cache_bytes", json_integer((json_int_t)r->kv.kv_held));
+    PUT("kv_cache_payload_bytes", json_integer((json_int_t)r->kv.kv_bytes));
+    PUT("kv_left_bytes", json_integer((json_int_t)r->kv.left_bytes));
+    PUT("kv_blocks", json_integer((json_int_t)r->kv.blocks));
+    PUT("block_bytes", json_integer((json_int_t)r->sizes.block_bytes));
+    PUT("block_size", json_integer(r->sizes.block_size));
+    PUT("kv_cache_dtype", json_string(snug_dtype_torch_name(r->kv_dtype)));
+    PUT("kv_tokens", json_integer((json_int_t)r->kv.tokens));
+    PUT("max_model_len", json_integer((json_int_t)r->sizes.max_model_len));
+    PUT("max_num_seqs", json_integer(r->sizes.max_num_seqs));
+    PUT("max_model_len_reduced_from", json_integer((json_int_t)r->max_model_len_reduced_from));
+    PUT("max_num_batched_tokens", json_integer(r->profile.n_tokens));
+    PUT("max_concurrency", json_real(r->kv.max_concurrency));
+    PUT("kv_limited_by", json_string(snug_kv_limit_name(r->kv.limited_by)));
+    PUT("profile_seqs", json_integer(r->profile.n_seqs));
+    PUT("profile_seconds", json_real(r->profile.seconds));
+    PUT("profile_allocator_peak_bytes", json_integer((json_int_t)r->profile.allocator_peak));
+    PUT("profile_hwm_bytes", json_integer((json_int_t)r->profile.hwm));
+    PUT("hwm_was_reset", json_boolean(r->profile.hwm_was_reset));
+    PUT("populate_seconds", json_real(r->populate_seconds));
+    PUT("code_bytes", json_integer((json_int_t)r->code_bytes));
+    PUT("baseline_rss_bytes", json_integer((json_int_t)r->baseline_rss));
+    PUT("capacity_bytes", json_integer((json_int_t)r->capacity));
+#undef PUT
+    char *text = snug_json_dumps(j, false);
+    json_decref(j);
+    return text;
+}
