@@ -6,7 +6,7 @@
 #   make fuzz       run each libFuzzer harness for FUZZ_SECONDS (clang)
 
 CC        ?= cc
-PKGS      := jansson libpcre2-8 libutf8proc
+PKGS      := jansson libpcre2-8 libutf8proc libmicrohttpd
 ARCH      ?= -march=native
 OPT       ?= -O2
 WARN      := -std=c11 -Wall -Wextra -Werror

@@ -28,7 +28,8 @@ typedef enum snug_status {
     SNUG_FORMAT = -3,      /* a file's contents break a rule of its format */
     SNUG_INVALID = -4,     /* an argument or setting is out of range */
     SNUG_UNSUPPORTED = -5, /* valid input that snug does not handle */
-    SNUG_INTERNAL = -6     /* a broken invariant that was caught */
+    SNUG_INTERNAL = -6,    /* a broken invariant that was caught */
+    SNUG_BUSY = -7         /* a bounded queue is full: try again later */
 } snug_status;
 
 /* Returns a constant name for a status code ("SNUG_NOMEM", ...); never NULL. */

@@ -22,6 +22,7 @@ const char *snug_status_str(snug_status status)
     case SNUG_INVALID: return "SNUG_INVALID";
     case SNUG_UNSUPPORTED: return "SNUG_UNSUPPORTED";
     case SNUG_INTERNAL: return "SNUG_INTERNAL";
+    case SNUG_BUSY: return "SNUG_BUSY";
     }
     return "SNUG_UNKNOWN_STATUS";
 }

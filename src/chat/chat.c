@@ -11,7 +11,14 @@
 snug_status snug_chat_apply(const snug_tokenizer *tok, const json_t *messages,
                             bool add_generation_prompt, char **out, size_t *len, snug_error *err)
 {
-    const char *text = snug_tokenizer_chat_template(tok);
+    return snug_chat_apply_template(snug_tokenizer_chat_template(tok), tok, messages,
+                                    add_generation_prompt, out, len, err);
+}
+
+snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
+                                     const json_t *messages, bool add_generation_prompt,
+                                     char **out, size_t *len, snug_error *err)
+{
     if (!text) return snug_errorf(err, SNUG_INVALID, "the model has no chat template (tokenizer_config.json: chat_template)");
     snug_json_init();
     snug_template *tpl = NULL;

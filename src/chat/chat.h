@@ -20,4 +20,11 @@
 snug_status snug_chat_apply(const snug_tokenizer *tok, const json_t *messages,
                             bool add_generation_prompt, char **out, size_t *len, snug_error *err);
 
+/* As snug_chat_apply with the template text given (a server's
+ * --chat-template) instead of tok's; text NULL fails as a model without a
+ * template does. */
+snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
+                                     const json_t *messages, bool add_generation_prompt,
+                                     char **out, size_t *len, snug_error *err);
+
 #endif /* SNUG_CHAT_H */

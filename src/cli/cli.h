@@ -7,6 +7,11 @@
 #define SNUG_CLI_H
 
 #include "base/common.h"
+#include "engine/planner.h"
+
+/* `snug serve [MODEL] [options]`: plans, prints the plan, and serves the
+ * OpenAI-compatible API until SIGINT or SIGTERM (then drains and exits 0). */
+int snug_cmd_serve(int argc, char **argv);
 
 /* `snug inspect DIR [--tp N] [--dtype D] [--tensors] [--json]`: argv[0] is
  * "inspect". Prints the model's summary and the weight bytes of each rank. */
@@ -59,5 +64,13 @@ bool cli_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* Returns the value of option argv[*i] ("--tp 8" or "--tp=8"), advancing *i
  * past it, or NULL when argv[*i] is not `name` or has no value. */
 const char *cli_option(int argc, char **argv, int *i, const char *name);
+
+/* Parses the memory-plan option at argv[*at] (--memory, --memory-fraction,
+ * --kv-cache-memory, --reserve, --staging-bytes, --dtype, --max-model-len,
+ * --max-num-seqs, --max-num-batched-tokens, --block-size, --kv-cache-dtype,
+ * --threads, --isa) into o, moving *at past its value. Returns 1 when it
+ * took one, 0 when argv[*at] is another option, 2 after printing a usage
+ * error. */
+int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage);
 
 #endif /* SNUG_CLI_H */

@@ -23,6 +23,8 @@ static const char g_usage[] =
     "  profile [MODEL] [--memory BYTES | --memory-fraction F] [--max-model-len N] [--json] ...\n"
     "        run the memory plan: load, reset, profile the largest step, size the KV cache\n"
     "        to the byte ('snug profile --help' lists every option)\n"
+    "  serve [MODEL] [--host H] [--port P] [--api-key KEY] [memory options] ...\n"
+    "        plan, then serve the OpenAI-compatible API ('snug serve --help')\n"
     "  generate [MODEL] [-p PROMPT] [-n N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
     "           [--chat] [--ids] ...\n"
     "        generate text (MODEL: a model directory; default the bundled models/stories260K;\n"
@@ -76,6 +78,7 @@ int main(int argc, char **argv)
         {"inspect", snug_cmd_inspect},
         {"load", snug_cmd_load},
         {"profile", snug_cmd_profile},
+        {"serve", snug_cmd_serve},
         {"generate", snug_cmd_generate},
         {"tokenize", snug_cmd_tokenize},
         {"detokenize", snug_cmd_detokenize},

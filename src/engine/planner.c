@@ -71,7 +71,8 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
     r->sizes = (snug_plan_sizes){
         .budget = r->budget.bytes, .weights = r->weights, .activations = r->activations,
         .serving_state = r->serving_state, .untracked = r->profile.untracked,
-        .reserve = o->reserve, .kv_cache_memory = o->kv_cache_memory,
+        .reserve = o->reserve + o->server_tracked + o->server_untracked,
+        .kv_cache_memory = o->kv_cache_memory,
         .block_bytes = snug_kv_block_bytes(ks), .block_size = o->block_size,
         .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
     return snug_plan_kv(&r->sizes, &r->kv, err);
@@ -162,7 +163,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     r->populate_seconds = snug_now_seconds() - t0;
     r->kv_held = cur_of(SNUG_MEM_KV);
     snug_block_pool_attach(&p->pool, p->serving.free_ids, (int32_t)r->kv.blocks);
-    r->capacity = r->budget.bytes - r->profile.untracked - o.reserve;
+    r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
     snug_mem_set_capacity(r->capacity);
     snug_mem_trace_mark("ready");
     *out = p;

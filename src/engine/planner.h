@@ -18,7 +18,9 @@
  * the report says. S is everything the allocator holds at the plan besides the weights and
  * the arena: the serving state's block, and what serving keeps of the rest
  * (the tokenizer, the model's tables). After the plan the allocator's
- * capacity is set to C - U - R, so nothing can take the process past C.
+ * capacity is set to C - U - R, so nothing can take the process past C;
+ * of R, the server's tracked part stays allocatable (the capacity is that
+ * much higher) while the KV cache never gets it.
  *
  * Each phase marks the allocator's event log as it begins ("load", "reset",
  * "profile", "plan", "populate", and "ready" at the end): a caller that
@@ -46,7 +48,12 @@ enum {
 typedef struct snug_planner_opts {
     snug_budget_opts budget;
     size_t kv_cache_memory;        /* 0: the budget decides */
-    size_t reserve;                /* R */
+    size_t reserve;                /* R: the user's headroom, never allocated */
+    size_t server_tracked;         /* kept from the KV cache for the server to allocate
+                                    * per request (bodies, parsing, responses); part of R */
+    size_t server_untracked;       /* kept for what the server holds outside the allocator
+                                    * (the HTTP library's connection pools, thread stacks);
+                                    * part of R, and not allocatable */
     int64_t max_model_len;         /* 0: the model's */
     int32_t max_num_seqs;          /* 0: SNUG_MAX_NUM_SEQS_DEFAULT */
     int32_t max_num_batched_tokens;/* 0: max(default, max_num_seqs) */
@@ -76,7 +83,7 @@ typedef struct snug_plan_report {
     snug_dtype kv_dtype;
     size_t kv_held;                /* what the allocator charges the cache */
     double populate_seconds;       /* making the cache resident */
-    size_t capacity;               /* set after the plan: C - U - R */
+    size_t capacity;               /* set after the plan: C - U - R, plus server_tracked */
 } snug_plan_report;
 
 /* Everything serving runs on, planned and made. */

@@ -12,6 +12,7 @@
 /* Where each part lives in the block; every part 64-byte aligned. */
 typedef struct layout {
     size_t seqs, free_ids, scratch_ptrs, step_tokens, step_seqs; /* offsets */
+    size_t sched, sched_running, sched_waiting, items, rings, ring_text;
     size_t slot_tables, slot_ids, slot_text, slot_emit, scratch; /* first of each kind */
     size_t table_bytes, ids_bytes, text_bytes, emit_bytes, scratch_bytes; /* one of each */
     size_t total;
@@ -57,7 +58,13 @@ static bool carve(const snug_serving_shape *s, layout *l)
               take(&at, l->emit_bytes, n, &l->slot_emit) &&
               take(&at, (size_t)s->max_num_batched_tokens * sizeof(int32_t), 1, &l->step_tokens) &&
               take(&at, n * sizeof(snug_step_seq), 1, &l->step_seqs) &&
-              take(&at, l->scratch_bytes, (size_t)s->n_samplers, &l->scratch);
+              take(&at, l->scratch_bytes, (size_t)s->n_samplers, &l->scratch) &&
+              take(&at, n * sizeof(snug_sched_seq), 1, &l->sched) &&
+              take(&at, n * sizeof(int32_t), 1, &l->sched_running) &&
+              take(&at, n * sizeof(int32_t), 1, &l->sched_waiting) &&
+              take(&at, n * sizeof(snug_sched_item), 1, &l->items) &&
+              take(&at, SNUG_OUT_RING * sizeof(snug_out_record), n, &l->rings) &&
+              take(&at, l->emit_bytes, n * SNUG_OUT_RING, &l->ring_text);
     l->total = SNUG_MAX(at, (size_t)SNUG_MEM_LARGE_BYTES);
     return ok;
 }
@@ -89,6 +96,12 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     s.scratch = (unsigned char **)(b + l.scratch_ptrs);
     s.step_tokens = (int32_t *)(b + l.step_tokens);
     s.step_seqs = (snug_step_seq *)(b + l.step_seqs);
+    s.sched = (snug_sched_seq *)(b + l.sched);
+    s.sched_running = (int32_t *)(b + l.sched_running);
+    s.sched_waiting = (int32_t *)(b + l.sched_waiting);
+    s.items = (snug_sched_item *)(b + l.items);
+    size_t ring_bytes = snug_round_up(SNUG_OUT_RING * sizeof(snug_out_record), SNUG_MEM_ALIGN);
+    size_t emit_stride = snug_round_up(l.emit_bytes, SNUG_MEM_ALIGN);
     for (int32_t i = 0; i < shape->max_num_seqs; i++) {
         snug_seq_slot *q = &s.seqs[i];
         size_t k = (size_t)i;
@@ -102,6 +115,10 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
         snug_sampling_params_default(&q->sampling);
         snug_stop_params_default(&q->stop_params);
         snug_stop_state_init(&q->stop);
+        q->ring = (snug_out_record *)(b + l.rings + k * ring_bytes);
+        for (size_t r = 0; r < SNUG_OUT_RING; r++)
+            q->ring[r].text = (char *)(b + l.ring_text + (k * SNUG_OUT_RING + r) * emit_stride);
+        s.sched[i].table = &q->table;
     }
     for (int32_t i = 0; i < shape->n_samplers; i++)
         s.scratch[i] = b + l.scratch + (size_t)i * snug_round_up(l.scratch_bytes, SNUG_MEM_ALIGN);

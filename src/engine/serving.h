@@ -13,7 +13,9 @@
  *     (max_num_seqs x blocks per sequence: plan.h never gives more);
  *   - one sampler scratch area per sampling thread;
  *   - a step's description: its tokens (max_num_batched_tokens) and its
- *     sequences (max_num_seqs snug_step_seq).
+ *     sequences (max_num_seqs snug_step_seq);
+ *   - the scheduler's arrays (scheduler.h) and, per slot, a ring of
+ *     SNUG_OUT_RING outputs with their text, for the engine's consumers.
  * snug_serving_bytes is the pure function the plan uses; the block is made
  * at least SNUG_MEM_LARGE_BYTES long so that what it holds is exactly that
  * (small blocks' charge depends on the C library).
@@ -25,7 +27,21 @@
 #include "model/blocks.h"
 #include "model/model.h"
 #include "sampler.h"
+#include "scheduler.h"
 #include "stop.h"
+#include "tokenizer/tokenizer.h"
+
+enum { SNUG_OUT_RING = 8 };    /* outputs a sequence may have waiting for its consumer */
+
+/* One step's output for one sequence, waiting in its ring for the consumer:
+ * the token sampled and the text it released (stop strings held back), or
+ * the sequence's end. */
+typedef struct snug_out_record {
+    int32_t token;             /* -1 for an end without a token */
+    snug_finish finish;        /* SNUG_FINISH_NONE while it goes on */
+    uint32_t n_text;
+    char *text;                /* [emit_bytes] in the serving state's block */
+} snug_out_record;
 
 typedef struct snug_serving_shape {
     int32_t max_num_seqs;      /* > 0 */
@@ -49,6 +65,12 @@ typedef struct snug_seq_slot {
     snug_sampler_state sampler;
     snug_stop_params stop_params;
     snug_stop_state stop;
+    snug_tok_stream stream;    /* the incremental decoder of its output */
+    int64_t n_prompt;
+    snug_out_record *ring;     /* [SNUG_OUT_RING] outputs, oldest at ring_head */
+    int32_t ring_head, ring_n;
+    void *owner;               /* the request it serves (the engine's); NULL: free */
+    int32_t choice;            /* which of the owner's choices */
 } snug_seq_slot;
 
 typedef struct snug_serving_state {
@@ -61,6 +83,9 @@ typedef struct snug_serving_state {
     unsigned char **scratch;   /* [n_samplers] sampler scratch areas */
     int32_t *step_tokens;      /* [max_num_batched_tokens] */
     snug_step_seq *step_seqs;  /* [max_num_seqs] */
+    snug_sched_seq *sched;     /* [max_num_seqs] the scheduler's view of each slot */
+    int32_t *sched_running, *sched_waiting; /* [max_num_seqs] each */
+    snug_sched_item *items;    /* [max_num_seqs] a step's plan */
 } snug_serving_state;
 
 /* The bytes the serving state of shape holds (what the allocator charges

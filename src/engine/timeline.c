@@ -8,9 +8,9 @@
 #include "timeline.h"
 
 #include "base/fileio.h"
+#include "base/strbuf.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,49 +35,6 @@ static const struct {
     {SNUG_MEM_STAGING, "staging", "#b07aa1"},
     {SNUG_MEM_OTHER, "other", "#bab0ac"},
 };
-
-/* ---- a growing text buffer in the allocator's memory ------------------- */
-
-typedef struct text {
-    char *p;
-    size_t len, cap;
-    bool failed;           /* an allocation failed: everything after is dropped */
-    snug_error *err;
-} text;
-
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) { t->failed = true; return; }
-        if (t->p && t->len + (size_t)n < t->cap) { t->len += (size_t)n; return; }
-        size_t cap = SNUG_MAX(t->cap * 2, t->len + (size_t)n + 4096);
-        char *q = snug_mem_alloc(SNUG_MEM_OTHER, cap, t->err);
-        if (!q) { t->failed = true; return; }
-        if (t->p) memcpy(q, t->p, t->len);
-        snug_mem_free(t->p);
-        t->p = q;
-        t->cap = cap;
-    }
-}
-
-/* Text with &, <, > and " escaped for SVG. */
-static void put_escaped(text *t, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': put(t, "&amp;"); break;
-        case '<': put(t, "&lt;"); break;
-        case '>': put(t, "&gt;"); break;
-        case '"': put(t, "&quot;"); break;
-        default: put(t, "%c", *s);
-        }
-    }
-}
 
 /* ---- the data: the log replayed into columns ----------------------------- */
 
@@ -159,33 +116,33 @@ static double x_of(const chart *ch, double s) { return PLOT_X + s / ch->t_end * 
 
 static double y_of(const chart *ch, double bytes) { return PLOT_Y + PLOT_H - bytes / ch->y_max * PLOT_H; }
 
-static void draw_axes(text *t, const chart *ch)
+static void draw_axes(snug_strbuf *t, const chart *ch)
 {
     int dec;
     double step = tick_step(ch->y_max / GIB, 8, &dec);
-    put(t, "<g font-size=\"12\" fill=\"#333\">\n");
+    snug_strbuf_printf(t, "<g font-size=\"12\" fill=\"#333\">\n");
     for (double v = 0; v <= ch->y_max / GIB + 1e-12; v += step) {
         double y = y_of(ch, v * GIB);
-        put(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", PLOT_X, y,
+        snug_strbuf_printf(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", PLOT_X, y,
             PLOT_X + PLOT_W, y);
-        put(t, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", PLOT_X - 6, y + 4,
+        snug_strbuf_printf(t, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", PLOT_X - 6, y + 4,
             dec, v);
     }
     step = tick_step(ch->t_end, 10, &dec);
     for (double s = 0; s <= ch->t_end + 1e-12; s += step) {
         double x = x_of(ch, s);
-        put(t, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x,
+        snug_strbuf_printf(t, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x,
             PLOT_Y + PLOT_H, x, PLOT_Y + PLOT_H + 5);
-        put(t, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.*f</text>\n", x,
+        snug_strbuf_printf(t, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.*f</text>\n", x,
             PLOT_Y + PLOT_H + 19, dec, s);
     }
-    put(t, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n",
+    snug_strbuf_printf(t, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n",
         PLOT_X, PLOT_Y, PLOT_W, PLOT_H);
-    put(t, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"13\">time (seconds)</text>\n",
+    snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"13\">time (seconds)</text>\n",
         PLOT_X + PLOT_W / 2, PLOT_Y + PLOT_H + 42);
-    put(t, "<text transform=\"translate(%d %d) rotate(-90)\" text-anchor=\"middle\" "
+    snug_strbuf_printf(t, "<text transform=\"translate(%d %d) rotate(-90)\" text-anchor=\"middle\" "
         "font-size=\"13\">memory (GiB)</text>\n", PLOT_X - 58, PLOT_Y + PLOT_H / 2);
-    put(t, "</g>\n");
+    snug_strbuf_printf(t, "</g>\n");
 }
 
 /* ---- the stack, the lines, the phases, the legend ------------------------- */
@@ -207,62 +164,62 @@ static double level_y(const chart *ch, int x, int level)
 /* One filled band per category: the top of its level left to right, then
  * the top of the level below right to left, a step wherever a column
  * differs from the one before. */
-static void draw_stack(text *t, const chart *ch)
+static void draw_stack(snug_strbuf *t, const chart *ch)
 {
     for (int k = 0; k < SNUG_MEM_N_CATS; k++) {
         if (ch->peak_cat[g_stack[k].cat] == 0) continue;
-        put(t, "<path fill=\"%s\" stroke=\"none\" d=\"", g_stack[k].colour);
+        snug_strbuf_printf(t, "<path fill=\"%s\" stroke=\"none\" d=\"", g_stack[k].colour);
         double prev = level_y(ch, 0, k);
-        put(t, "M%d %.1f ", PLOT_X, prev);
+        snug_strbuf_printf(t, "M%d %.1f ", PLOT_X, prev);
         for (int x = 1; x < PLOT_W; x++) {
             double y = level_y(ch, x, k);
-            if (y != prev) put(t, "L%d %.1f L%d %.1f ", PLOT_X + x, prev, PLOT_X + x, y);
+            if (y != prev) snug_strbuf_printf(t, "L%d %.1f L%d %.1f ", PLOT_X + x, prev, PLOT_X + x, y);
             prev = y;
         }
-        put(t, "L%d %.1f ", PLOT_X + PLOT_W, prev);
+        snug_strbuf_printf(t, "L%d %.1f ", PLOT_X + PLOT_W, prev);
         prev = level_y(ch, PLOT_W - 1, k - 1);
-        put(t, "L%d %.1f ", PLOT_X + PLOT_W, prev);
+        snug_strbuf_printf(t, "L%d %.1f ", PLOT_X + PLOT_W, prev);
         for (int x = PLOT_W - 2; x >= 0; x--) {
             double y = level_y(ch, x, k - 1);
-            if (y != prev) put(t, "L%d %.1f L%d %.1f ", PLOT_X + x + 1, prev, PLOT_X + x + 1, y);
+            if (y != prev) snug_strbuf_printf(t, "L%d %.1f L%d %.1f ", PLOT_X + x + 1, prev, PLOT_X + x + 1, y);
             prev = y;
         }
-        put(t, "L%d %.1f Z\"/>\n", PLOT_X, prev);
+        snug_strbuf_printf(t, "L%d %.1f Z\"/>\n", PLOT_X, prev);
     }
 }
 
-static void draw_rss(text *t, const chart *ch)
+static void draw_rss(snug_strbuf *t, const chart *ch)
 {
     if (ch->peak_rss == 0) return;
-    put(t, "<polyline fill=\"none\" stroke=\"#111\" stroke-width=\"1.5\" points=\"");
+    snug_strbuf_printf(t, "<polyline fill=\"none\" stroke=\"#111\" stroke-width=\"1.5\" points=\"");
     for (int x = 0; x < PLOT_W; x++)
-        if (ch->col[x].rss) put(t, "%.1f,%.1f ", PLOT_X + x + 0.5, y_of(ch, (double)ch->col[x].rss));
-    put(t, "\"/>\n");
+        if (ch->col[x].rss) snug_strbuf_printf(t, "%.1f,%.1f ", PLOT_X + x + 0.5, y_of(ch, (double)ch->col[x].rss));
+    snug_strbuf_printf(t, "\"/>\n");
 }
 
 /* A horizontal line at bytes, labelled at the plot's right end above the
  * line (below it when below is set: the capacity sits just under the
  * budget, and the two labels must not meet). */
-static void draw_level(text *t, const chart *ch, size_t bytes, const char *colour, const char *dash,
+static void draw_level(snug_strbuf *t, const chart *ch, size_t bytes, const char *colour, const char *dash,
                        const char *what, bool below)
 {
     if (bytes == 0) return;
     char b[32];
     double y = y_of(ch, (double)bytes);
-    put(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\" "
+    snug_strbuf_printf(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\" "
         "stroke-dasharray=\"%s\"/>\n", PLOT_X, y, PLOT_X + PLOT_W, y, colour, dash);
-    put(t, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" text-anchor=\"end\">%s %s</text>\n",
+    snug_strbuf_printf(t, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" text-anchor=\"end\">%s %s</text>\n",
         PLOT_X + PLOT_W - 4, below ? y + 13 : y - 4, colour, what, snug_fmt_bytes(bytes, b));
 }
 
 /* Each phase: a dashed line at its start and a label "name 1.23 s" in the
  * first row above the plot where it does not overlap the one before; when
  * every row is taken, the emptiest row, moved right, with a leader line. */
-static void draw_phases(text *t, const chart *ch)
+static void draw_phases(snug_strbuf *t, const chart *ch)
 {
     double row_end[LABEL_ROWS];
     for (int r = 0; r < LABEL_ROWS; r++) row_end[r] = -1e9;
-    put(t, "<g font-size=\"11\" fill=\"#222\">\n");
+    snug_strbuf_printf(t, "<g font-size=\"11\" fill=\"#222\">\n");
     for (int m = 0; m < ch->n_marks; m++) {
         const mark *k = &ch->marks[m];
         double x = x_of(ch, k->s);
@@ -287,58 +244,58 @@ static void draw_phases(text *t, const chart *ch)
         if (lx + w > WIDTH - 4) lx = WIDTH - 4 - w;
         row_end[row] = lx + w;
         double ly = PLOT_Y - 8 - (LABEL_ROWS - 1 - row) * LABEL_ROW_H;
-        put(t, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#666\" "
+        snug_strbuf_printf(t, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#666\" "
             "stroke-dasharray=\"3 3\"/>\n", x, PLOT_Y, x, PLOT_Y + PLOT_H);
-        put(t, "<polyline fill=\"none\" stroke=\"#999\" points=\"%.1f,%d %.1f,%.1f %.1f,%.1f\"/>\n",
+        snug_strbuf_printf(t, "<polyline fill=\"none\" stroke=\"#999\" points=\"%.1f,%d %.1f,%.1f %.1f,%.1f\"/>\n",
             x, PLOT_Y, x, ly + 3, lx, ly + 3);
-        put(t, "<text x=\"%.1f\" y=\"%.1f\">", lx + 2, ly);
-        put_escaped(t, label);
-        put(t, "</text>\n");
+        snug_strbuf_printf(t, "<text x=\"%.1f\" y=\"%.1f\">", lx + 2, ly);
+        snug_strbuf_xml(t, label);
+        snug_strbuf_printf(t, "</text>\n");
     }
-    put(t, "</g>\n");
+    snug_strbuf_printf(t, "</g>\n");
 }
 
-static void draw_legend(text *t, const chart *ch, const snug_timeline_opts *o)
+static void draw_legend(snug_strbuf *t, const chart *ch, const snug_timeline_opts *o)
 {
     char b[32];
     int y = PLOT_Y + 4;
-    put(t, "<g font-size=\"12\" fill=\"#222\">\n");
-    put(t, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">allocator (peak)</text>\n", LEGEND_X, y);
+    snug_strbuf_printf(t, "<g font-size=\"12\" fill=\"#222\">\n");
+    snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">allocator (peak)</text>\n", LEGEND_X, y);
     y += 10;
     for (int k = SNUG_MEM_N_CATS - 1; k >= 0; k--) { /* top of the stack first, as drawn */
-        put(t, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", LEGEND_X, y,
+        snug_strbuf_printf(t, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", LEGEND_X, y,
             g_stack[k].colour);
-        put(t, "<text x=\"%d\" y=\"%d\">%s %s</text>\n", LEGEND_X + 20, y + 12, g_stack[k].name,
+        snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">%s %s</text>\n", LEGEND_X + 20, y + 12, g_stack[k].name,
             snug_fmt_bytes(ch->peak_cat[g_stack[k].cat], b));
         y += 20;
     }
-    put(t, "<text x=\"%d\" y=\"%d\">total %s (top of the stack)</text>\n", LEGEND_X, y + 12,
+    snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">total %s (top of the stack)</text>\n", LEGEND_X, y + 12,
         snug_fmt_bytes(ch->peak_total, b));
     y += 30;
-    put(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#111\" stroke-width=\"1.5\"/>\n",
+    snug_strbuf_printf(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#111\" stroke-width=\"1.5\"/>\n",
         LEGEND_X, y + 7, LEGEND_X + 14, y + 7);
-    put(t, "<text x=\"%d\" y=\"%d\">process resident set</text>\n", LEGEND_X + 20, y + 11);
-    put(t, "<text x=\"%d\" y=\"%d\" fill=\"#555\">(peak %s)</text>\n", LEGEND_X + 20, y + 26,
+    snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">process resident set</text>\n", LEGEND_X + 20, y + 11);
+    snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\" fill=\"#555\">(peak %s)</text>\n", LEGEND_X + 20, y + 26,
         ch->peak_rss ? snug_fmt_bytes(ch->peak_rss, b) : "not read");
     y += 40;
     if (o->budget) {
-        put(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d62728\" stroke-width=\"1.5\" "
+        snug_strbuf_printf(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d62728\" stroke-width=\"1.5\" "
             "stroke-dasharray=\"6 3\"/>\n", LEGEND_X, y + 7, LEGEND_X + 14, y + 7);
-        put(t, "<text x=\"%d\" y=\"%d\">budget C</text>\n", LEGEND_X + 20, y + 11);
+        snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">budget C</text>\n", LEGEND_X + 20, y + 11);
         y += 20;
     }
     if (o->capacity) {
-        put(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#7f4f00\" stroke-width=\"1.5\" "
+        snug_strbuf_printf(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#7f4f00\" stroke-width=\"1.5\" "
             "stroke-dasharray=\"2 2\"/>\n", LEGEND_X, y + 7, LEGEND_X + 14, y + 7);
-        put(t, "<text x=\"%d\" y=\"%d\">allocator capacity</text>\n", LEGEND_X + 20, y + 11);
-        put(t, "<text x=\"%d\" y=\"%d\" fill=\"#555\">after the plan: C - U - R</text>\n",
+        snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">allocator capacity</text>\n", LEGEND_X + 20, y + 11);
+        snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\" fill=\"#555\">after the plan: C - U - R</text>\n",
             LEGEND_X + 20, y + 26);
         y += 40;
     }
-    put(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#666\" stroke-dasharray=\"3 3\"/>\n",
+    snug_strbuf_printf(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#666\" stroke-dasharray=\"3 3\"/>\n",
         LEGEND_X + 7, y, LEGEND_X + 7, y + 14);
-    put(t, "<text x=\"%d\" y=\"%d\">a phase begins</text>\n", LEGEND_X + 20, y + 11);
-    put(t, "</g>\n");
+    snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">a phase begins</text>\n", LEGEND_X + 20, y + 11);
+    snug_strbuf_printf(t, "</g>\n");
 }
 
 snug_status snug_timeline_svg(const snug_mem_trace *t, const snug_timeline_opts *o, char **svg,
@@ -356,20 +313,20 @@ snug_status snug_timeline_svg(const snug_mem_trace *t, const snug_timeline_opts 
     double step = tick_step(top * 1.04 / GIB, 8, &dec) * GIB;
     ch->y_max = SNUG_MAX(ceil(top * 1.04 / step) * step, step);
 
-    text out = {.err = err};
-    put(&out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    snug_strbuf out = {.err = err};
+    snug_strbuf_printf(&out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
         "font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
         "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", WIDTH, HEIGHT, WIDTH, HEIGHT);
-    put(&out, "<text x=\"%d\" y=\"28\" font-size=\"18\" font-weight=\"bold\">", PLOT_X);
-    put_escaped(&out, o->title ? o->title : "memory over time");
-    put(&out, "</text>\n");
+    snug_strbuf_printf(&out, "<text x=\"%d\" y=\"28\" font-size=\"18\" font-weight=\"bold\">", PLOT_X);
+    snug_strbuf_xml(&out, o->title ? o->title : "memory over time");
+    snug_strbuf_printf(&out, "</text>\n");
     if (o->subtitle) {
-        put(&out, "<text x=\"%d\" y=\"50\" font-size=\"12\" fill=\"#333\">", PLOT_X);
-        put_escaped(&out, o->subtitle);
-        put(&out, "</text>\n");
+        snug_strbuf_printf(&out, "<text x=\"%d\" y=\"50\" font-size=\"12\" fill=\"#333\">", PLOT_X);
+        snug_strbuf_xml(&out, o->subtitle);
+        snug_strbuf_printf(&out, "</text>\n");
     }
-    put(&out, "<text x=\"%d\" y=\"68\" font-size=\"11\" fill=\"#555\">from the allocator's log of "
+    snug_strbuf_printf(&out, "<text x=\"%d\" y=\"68\" font-size=\"11\" fill=\"#555\">from the allocator's log of "
         "%zu events (every allocation and free)%s</text>\n", PLOT_X, t->n_events,
         t->dropped ? "; the log filled up: the chart ends at its last event" : "");
     draw_axes(&out, ch);
@@ -379,10 +336,10 @@ snug_status snug_timeline_svg(const snug_mem_trace *t, const snug_timeline_opts 
     draw_rss(&out, ch);
     draw_phases(&out, ch);
     draw_legend(&out, ch, o);
-    put(&out, "</svg>\n");
+    snug_strbuf_printf(&out, "</svg>\n");
     snug_mem_free(ch);
     if (out.failed) {
-        snug_mem_free(out.p);
+        snug_strbuf_free(&out);
         return snug_error_prefix(err, SNUG_NOMEM, "memory timeline: ");
     }
     *svg = out.p;

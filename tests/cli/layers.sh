@@ -63,11 +63,11 @@ wrong "layers: unknown folder" tokenizer/regex.c '#include "pcre/pcre2.h"' \
 
 # A folder without a row and a README, and a file outside the folders.
 rm -rf "$tmp/src" && cp -r src "$tmp/src"
-mkdir "$tmp/src/server" && printf '#include "engine/generate.h"\n' >"$tmp/src/server/http.c"
+mkdir "$tmp/src/newpart" && printf '#include "engine/generate.h"\n' >"$tmp/src/newpart/x.c"
 touch "$tmp/src/loose.c"
 out=$(scripts/check-layers "$tmp/src" 2>&1)
 rc=$?
-if [[ $rc -eq 1 && "$out" == *"src/server: folder has no row"* && "$out" == *"src/server: folder has no README.md"* &&
+if [[ $rc -eq 1 && "$out" == *"src/newpart: folder has no row"* && "$out" == *"src/newpart: folder has no README.md"* &&
       "$out" == *"src/loose.c: source files belong in a subsystem's folder"* ]]; then
     ok "layers: a new folder needs a row and a README"
 else

@@ -1,0 +1,148 @@
+/*
+ * cmd_serve.c: `snug serve [MODEL] [options]`: the memory plan, printed,
+ * then the OpenAI-compatible server until SIGINT or SIGTERM.
+ */
+#include "cli.h"
+
+#include "engine/engine.h"
+#include "base/device.h"
+#include "base/fileio.h"
+#include "engine/plan_report.h"
+#include "server/server.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char g_usage[] =
+    "snug serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
+    "              [--served-model-name NAME] [--max-connections N] [--max-body-bytes BYTES]\n"
+    "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
+    "              [--max-queue N] [--chat-template FILE]\n"
+    "              [memory and scheduler options as for snug profile]\n"
+    "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
+    "  directory's base name unless --served-model-name says otherwise";
+
+/* The last part of a path, without trailing slashes, into buf. */
+static const char *base_name(const char *path, char *buf, size_t size)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    snprintf(buf, size, "%.*s", (int)(n - b), path + b);
+    return buf;
+}
+
+int snug_cmd_serve(int argc, char **argv)
+{
+    const char *dir = NULL;
+    snug_engine_opts eo = {.plan = {.isa = -1}};
+    snug_server_opts so = {.port = 8000};
+    size_t server_memory = 0;
+    double drain_s = 30;
+    const char *template_path = NULL;
+    char *template_text = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int64_t x;
+        int rc = cli_plan_option(argc, argv, &i, &eo.plan, g_usage);
+        if (rc > 1) return rc;
+        if (rc == 1) {
+            continue;
+        } else if ((v = cli_option(argc, argv, &i, "--host"))) {
+            so.host = v;
+        } else if ((v = cli_option(argc, argv, &i, "--port"))) {
+            if (!cli_parse_int(v, 0, 65535, &x))
+                return cli_usage(g_usage, "--port expects 0 to 65535, got '%s'", v);
+            so.port = (int)x;
+        } else if ((v = cli_option(argc, argv, &i, "--api-key"))) {
+            so.api_key = v;
+        } else if ((v = cli_option(argc, argv, &i, "--served-model-name"))) {
+            so.model_name = v;
+        } else if ((v = cli_option(argc, argv, &i, "--max-connections"))) {
+            if (!cli_parse_int(v, 1, 4096, &x))
+                return cli_usage(g_usage, "--max-connections expects 1 to 4096, got '%s'", v);
+            so.max_connections = (int)x;
+        } else if ((v = cli_option(argc, argv, &i, "--max-body-bytes"))) {
+            if (!snug_parse_bytes(v, &so.max_body_bytes) || so.max_body_bytes < 1024)
+                return cli_usage(g_usage, "--max-body-bytes expects a byte count of 1KiB or more, got '%s'", v);
+        } else if ((v = cli_option(argc, argv, &i, "--server-memory"))) {
+            if (!snug_parse_bytes(v, &server_memory))
+                return cli_usage(g_usage, "--server-memory expects a byte count, got '%s'", v);
+        } else if ((v = cli_option(argc, argv, &i, "--timeout-seconds"))) {
+            if (!cli_parse_int(v, 1, 86400, &x))
+                return cli_usage(g_usage, "--timeout-seconds expects 1 to 86400, got '%s'", v);
+            so.timeout_s = (double)x;
+        } else if ((v = cli_option(argc, argv, &i, "--drain-seconds"))) {
+            if (!cli_parse_int(v, 0, 86400, &x))
+                return cli_usage(g_usage, "--drain-seconds expects 0 to 86400, got '%s'", v);
+            drain_s = (double)x;
+        } else if ((v = cli_option(argc, argv, &i, "--chat-template"))) {
+            template_path = v;
+        } else if ((v = cli_option(argc, argv, &i, "--max-queue"))) {
+            if (!cli_parse_int(v, 1, 1 << 20, &x))
+                return cli_usage(g_usage, "--max-queue expects 1 to 1048576, got '%s'", v);
+            eo.max_queue = (int32_t)x;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s\n", g_usage);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+        } else if (!dir) {
+            dir = argv[i];
+        } else {
+            return cli_usage(g_usage, "one model directory, got '%s' too", argv[i]);
+        }
+    }
+    if (eo.plan.budget.memory_bytes && eo.plan.budget.fraction)
+        return cli_usage(g_usage, "--memory and --memory-fraction: give one");
+    if (!dir) dir = "models/stories260K";
+    char name[256];
+    if (!so.model_name) so.model_name = base_name(dir, name, sizeof name);
+    /* the server's share of the plan: what its connections hold outside the
+     * allocator, and what its requests may allocate */
+    eo.plan.server_untracked = snug_server_untracked_bytes(&so);
+    eo.plan.server_tracked = server_memory ? server_memory : snug_server_tracked_bytes_default(&so);
+
+    /* SIGINT and SIGTERM are taken by sigwait below, in no thread */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_server *s = NULL;
+    size_t template_len = 0;
+    if (template_path) { /* read before the plan, which counts it */
+        if (snug_file_read_all(template_path, 1 << 20, &template_text, &template_len, &err) != SNUG_OK)
+            return cli_fail(&err);
+        so.chat_template = template_text;
+    }
+    if (snug_engine_open(dir, &eo, &e, &err) != SNUG_OK) {
+        snug_mem_free(template_text);
+        return cli_fail(&err);
+    }
+    snug_plan_report_print(stdout, snug_engine_plan(e));
+    int rc = 0;
+    if (snug_server_start(e, &so, &s, &err) != SNUG_OK) {
+        rc = cli_fail(&err);
+    } else {
+        printf("serving %s as \"%s\" on http://%s:%d (server: %zu bytes of requests, %zu for "
+               "%d connections)\n", dir, so.model_name, so.host ? so.host : "127.0.0.1",
+               snug_server_port(s), eo.plan.server_tracked, eo.plan.server_untracked,
+               so.max_connections ? so.max_connections : 32);
+        fflush(stdout);
+        int sig = 0;
+        sigwait(&stop, &sig);
+        fprintf(stderr, "snug: %s: draining for up to %.0f s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                drain_s);
+        snug_server_stop(s, drain_s);
+    }
+    snug_engine_close(e);
+    snug_mem_free(template_text);
+    return rc;
+}

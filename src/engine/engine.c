@@ -1,0 +1,553 @@
+/*
+ * engine.c: the step loop and the hand-over between request threads and it
+ * (engine.h). One mutex guards the queue, the slots' owners and rings, and
+ * the counters; the loop holds it except while the forward pass runs and
+ * while it samples (the slots' sampling state is the loop's alone, and the
+ * ring entry a sample writes is one no consumer reads until it is
+ * published under the mutex).
+ */
+#include "engine.h"
+
+#include "base/device.h"
+
+#include <string.h>
+#include <time.h>
+
+enum { REQ_QUEUED = 1, REQ_ADMITTED = 2, REQ_DONE = 3 };
+
+struct snug_engine {
+    snug_planned *p;
+    snug_sched sched;
+    pthread_mutex_t mu;
+    pthread_cond_t work;            /* the loop waits here for something to do */
+    pthread_cond_t out;             /* consumers wait here for outputs */
+    pthread_t thread;
+    bool started, stopping, failed;
+    snug_error fail_err;
+    snug_request **queue;           /* [q_cap] a ring of requests waiting for slots */
+    int32_t q_head, q_n, q_cap;
+    int32_t eos[SNUG_STOP_EOS_MAX];
+    int32_t n_eos;
+    uint64_t next_id;
+    int32_t *ring_pos;              /* [max_num_seqs] where a step's sample goes in its ring */
+    snug_engine_counters c;
+    /* the plan, made on the loop's thread (see snug_engine_open) */
+    const char *dir;
+    const snug_planner_opts *plan_opts;
+    snug_error *open_err;
+    snug_status open_status;
+    bool open_done;
+};
+
+/* ---- slots ------------------------------------------------------------------ */
+
+static snug_seq_slot *slot_of(snug_engine *e, int32_t i) { return &e->p->serving.seqs[i]; }
+
+/* Starts choice k of r in the free slot i. */
+static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
+{
+    snug_seq_slot *q = slot_of(e, i);
+    memcpy(q->ids, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    q->n_ids = q->n_prompt = r->n_prompt;
+    q->sampling = r->sampling;
+    uint64_t fallback = r->id * 0x9E3779B97F4A7C15ull + (uint64_t)k;
+    snug_sampling_params sp = r->sampling;
+    if (sp.has_seed) sp.seed += (uint64_t)k; /* the choices of a seeded request differ, repeatably */
+    snug_sampler_state_init(&q->sampler, &sp, fallback);
+    q->stop_params = r->stop;
+    snug_stop_state_init(&q->stop);
+    snug_tok_stream_init(&q->stream, e->p->tok, true);
+    q->stream.started = true; /* the output continues the prompt: no leading space is dropped */
+    q->ring_head = q->ring_n = 0;
+    q->owner = r;
+    q->choice = k;
+    r->slots[k] = i;
+    snug_sched_add(&e->sched, i, r->n_prompt);
+}
+
+/* Lets go of slot i: the engine no longer owes its owner anything there. */
+static void free_slot(snug_engine *e, int32_t i)
+{
+    snug_seq_slot *q = slot_of(e, i);
+    snug_request *r = q->owner;
+    if (e->sched.seqs[i].phase != SNUG_SEQ_FREE) snug_sched_finish(&e->sched, i);
+    q->owner = NULL;
+    q->ring_n = 0;
+    if (r && --r->n_live == 0) {
+        r->state = REQ_DONE;
+        e->c.requests_finished++;
+    }
+}
+
+static bool slot_is_free(snug_engine *e, int32_t i)
+{
+    return slot_of(e, i)->owner == NULL && e->sched.seqs[i].phase == SNUG_SEQ_FREE;
+}
+
+/* Moves queued requests into free slots, first come first served. */
+static void admit_queued(snug_engine *e)
+{
+    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    while (e->q_n > 0) {
+        snug_request *r = e->queue[e->q_head];
+        int32_t free_found = 0;
+        for (int32_t i = 0; i < n_slots && free_found < r->n; i++) free_found += slot_is_free(e, i);
+        if (free_found < r->n) return;
+        e->q_head = (e->q_head + 1) % e->q_cap;
+        e->q_n--;
+        r->state = REQ_ADMITTED;
+        r->n_live = r->n;
+        int32_t k = 0;
+        for (int32_t i = 0; i < n_slots && k < r->n; i++)
+            if (slot_is_free(e, i)) start_slot(e, r, k++, i);
+        e->c.prompt_tokens += r->n_prompt * r->n;
+    }
+}
+
+/* Ends the sequences of cancelled requests, and pauses those whose
+ * consumers are a full ring behind. */
+static void tend_slots(snug_engine *e)
+{
+    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    for (int32_t i = 0; i < n_slots; i++) {
+        snug_seq_slot *q = slot_of(e, i);
+        snug_request *r = q->owner;
+        if (!r) continue;
+        if (r->cancelled) {
+            free_slot(e, i);
+            continue;
+        }
+        if (e->sched.seqs[i].phase != SNUG_SEQ_FREE)
+            snug_sched_pause(&e->sched, i, q->ring_n >= SNUG_OUT_RING);
+    }
+}
+
+/* ---- one step --------------------------------------------------------------- */
+
+/* The step's description from the scheduler's items (under the mutex). */
+static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
+{
+    snug_serving_state *sv = &e->p->serving;
+    int32_t at = 0;
+    for (int32_t k = 0; k < n_items; k++) {
+        const snug_sched_item *it = &sv->items[k];
+        snug_seq_slot *q = slot_of(e, it->seq);
+        memcpy(sv->step_tokens + at, q->ids + it->pos0, (size_t)it->n_tokens * sizeof(int32_t));
+        at += it->n_tokens;
+        sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
+                                           it->sample ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE};
+        e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING;
+    }
+    return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items};
+}
+
+/* Samples the next token of the sequence in slot i from its logits, feeds
+ * the stop conditions, and writes the output to its ring at pos (not yet
+ * published). */
+static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t pos)
+{
+    snug_serving_state *sv = &e->p->serving;
+    const snug_model_dims *d = snug_model_get_dims(e->p->model);
+    snug_seq_slot *q = slot_of(e, i);
+    int32_t id = snug_sample(&q->sampling, &q->sampler, logits, d->vocab_len, q->ids,
+                             (int32_t)q->n_prompt, q->ids + q->n_prompt,
+                             (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
+    q->ids[q->n_ids++] = id;
+    size_t n_text = 0, n_emit = 0, n_more = 0;
+    if (e->p->tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
+        n_text = 0;
+    snug_out_record *rec = &q->ring[pos];
+    snug_finish f = snug_stop_feed(&q->stop_params, &q->stop, id, q->text, n_text, rec->text, &n_emit);
+    if (f == SNUG_FINISH_NONE && q->n_ids >= sv->shape.max_model_len)
+        f = snug_stop_end(&q->stop, SNUG_FINISH_MODEL_LENGTH, rec->text + n_emit, &n_more);
+    if ((f == SNUG_FINISH_MAX_TOKENS || f == SNUG_FINISH_MODEL_LENGTH) && e->p->tok)
+        n_more += snug_tok_stream_finish(&q->stream, rec->text + n_emit + n_more, 4);
+    rec->token = id;
+    rec->finish = f;
+    rec->n_text = (uint32_t)(n_emit + n_more);
+}
+
+/* Runs one planned step without the mutex: the forward pass, then a sample
+ * for every item that asks for one. */
+static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_items)
+{
+    const float *rows = NULL;
+    int32_t n_rows = 0;
+    snug_status st = snug_model_forward(e->p->model, &e->p->kv, step, &rows, &n_rows,
+                                        &e->fail_err);
+    if (st != SNUG_OK) return st;
+    const snug_model_dims *d = snug_model_get_dims(e->p->model);
+    const snug_sched_item *items = e->p->serving.items;
+    int32_t row = 0;
+    for (int32_t k = 0; k < n_items; k++)
+        if (items[k].sample)
+            sample_one(e, items[k].seq, (float *)rows + (size_t)row++ * (size_t)d->vocab_rows,
+                       e->ring_pos[k]);
+    return SNUG_OK;
+}
+
+/* Publishes the step's outputs and ends what finished (under the mutex). */
+static void publish(snug_engine *e, int32_t n_items)
+{
+    const snug_sched_item *items = e->p->serving.items;
+    snug_sched_done(&e->sched, items, n_items);
+    for (int32_t k = 0; k < n_items; k++) {
+        if (!items[k].sample) continue;
+        int32_t i = items[k].seq;
+        snug_seq_slot *q = slot_of(e, i);
+        snug_sched_append(&e->sched, i);
+        q->ring_n++;
+        e->c.generation_tokens++;
+        if (q->ring[e->ring_pos[k]].finish != SNUG_FINISH_NONE)
+            snug_sched_finish(&e->sched, i); /* its blocks back now; the slot waits to be drained */
+    }
+    e->c.steps++;
+}
+
+/* Tells the owners of the step's sequences that outputs are ready. */
+static void notify_owners(snug_engine *e, int32_t n_items)
+{
+    const snug_sched_item *items = e->p->serving.items;
+    for (int32_t k = 0; k < n_items; k++) {
+        snug_request *r = slot_of(e, items[k].seq)->owner;
+        if (items[k].sample && r && r->notify) r->notify(r->notify_ctx);
+    }
+}
+
+/* Ends everything at shutdown or failure: queued requests and running
+ * sequences alike, with an ABORT output where a consumer waits. */
+static void end_all(snug_engine *e)
+{
+    while (e->q_n > 0) {
+        snug_request *r = e->queue[e->q_head];
+        e->q_head = (e->q_head + 1) % e->q_cap;
+        e->q_n--;
+        r->state = REQ_DONE;
+    }
+    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    for (int32_t i = 0; i < n_slots; i++) {
+        snug_seq_slot *q = slot_of(e, i);
+        if (!q->owner || e->sched.seqs[i].phase == SNUG_SEQ_FREE) continue;
+        snug_sched_finish(&e->sched, i);
+        if (q->ring_n < SNUG_OUT_RING) {
+            snug_out_record *rec = &q->ring[(q->ring_head + q->ring_n) % SNUG_OUT_RING];
+            size_t n = 0;
+            snug_stop_end(&q->stop, SNUG_FINISH_ABORT, rec->text, &n);
+            *rec = (snug_out_record){-1, SNUG_FINISH_ABORT, (uint32_t)n, rec->text};
+            q->ring_n++;
+        } else {
+            free_slot(e, i); /* a consumer a full ring behind gets what is there, then done */
+        }
+    }
+}
+
+/* The model's end-of-sequence ids: config.json's, then the tokenizer's. */
+static void collect_eos(snug_engine *e);
+
+/* Plans on this thread, the one that will run every step: the profile
+ * step's OpenMP team and stack are then the ones serving uses, and what
+ * they hold is in U. Tells snug_engine_open how it went. */
+static bool plan_here(snug_engine *e)
+{
+    snug_status st = snug_planner_open(e->dir, e->plan_opts, &e->p, e->open_err);
+    if (st == SNUG_OK) {
+        snug_serving_state *sv = &e->p->serving;
+        snug_sched_init(&e->sched, sv->shape.max_num_seqs, sv->shape.max_num_batched_tokens,
+                        sv->shape.block_size, sv->sched, sv->sched_running, sv->sched_waiting,
+                        &e->p->pool);
+        collect_eos(e);
+    }
+    pthread_mutex_lock(&e->mu);
+    e->open_status = st;
+    e->open_done = true;
+    pthread_cond_broadcast(&e->out);
+    pthread_mutex_unlock(&e->mu);
+    return st == SNUG_OK;
+}
+
+static void *step_loop(void *arg)
+{
+    snug_engine *e = arg;
+    if (!plan_here(e)) return NULL;
+    pthread_mutex_lock(&e->mu);
+    while (!e->stopping) {
+        admit_queued(e);
+        tend_slots(e);
+        int32_t n_tokens = 0;
+        int32_t n_items = snug_sched_step(&e->sched, e->p->serving.items, &n_tokens);
+        if (n_items == 0) {
+            pthread_cond_broadcast(&e->out); /* cancelled requests may be done */
+            pthread_cond_wait(&e->work, &e->mu);
+            continue;
+        }
+        snug_step step = build_step(e, n_items, n_tokens);
+        pthread_mutex_unlock(&e->mu);
+        snug_status st = run_step(e, &step, n_items);
+        pthread_mutex_lock(&e->mu);
+        if (st != SNUG_OK) {
+            e->failed = true;
+            break;
+        }
+        publish(e, n_items);
+        pthread_cond_broadcast(&e->out);
+        notify_owners(e, n_items);
+    }
+    end_all(e);
+    pthread_cond_broadcast(&e->out);
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- the API ---------------------------------------------------------------- */
+
+static void collect_eos(snug_engine *e)
+{
+    const snug_model_config *cfg = &e->p->ck->config;
+    int32_t ids[SNUG_STOP_EOS_MAX * 2], n = 0;
+    for (int32_t i = 0; i < cfg->n_eos && n < SNUG_STOP_EOS_MAX; i++) ids[n++] = cfg->eos_token_ids[i];
+    if (e->p->tok) n += snug_tokenizer_eos_ids(e->p->tok, ids + n, SNUG_STOP_EOS_MAX);
+    for (int32_t i = 0; i < n && e->n_eos < SNUG_STOP_EOS_MAX; i++) {
+        bool seen = ids[i] < 0;
+        for (int32_t j = 0; j < e->n_eos; j++) seen |= e->eos[j] == ids[i];
+        if (!seen) e->eos[e->n_eos++] = ids[i];
+    }
+}
+
+snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug_engine **out,
+                             snug_error *err)
+{
+    *out = NULL;
+    snug_status st = SNUG_OK;
+    int32_t q_cap = opts->max_queue > 0 ? opts->max_queue : SNUG_MAX_QUEUE_DEFAULT;
+    int32_t max_seqs = opts->plan.max_num_seqs > 0 ? opts->plan.max_num_seqs : SNUG_MAX_NUM_SEQS_DEFAULT;
+    /* made before the plan, so that the plan counts it in S */
+    snug_engine *e = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *e, err);
+    if (!e) return snug_error_prefix(err, SNUG_NOMEM, "engine: ");
+    e->queue = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)q_cap * sizeof *e->queue, err);
+    e->ring_pos = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->ring_pos, err);
+    if (!e->queue || !e->ring_pos) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
+        goto fail;
+    }
+    e->q_cap = q_cap;
+    e->dir = dir;
+    e->plan_opts = &opts->plan;
+    e->open_err = err;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->out, NULL);
+    e->started = true;
+    if (pthread_create(&e->thread, NULL, step_loop, e) != 0) {
+        e->started = false;
+        st = snug_errorf(err, SNUG_INTERNAL, "engine: cannot start the step loop's thread");
+        goto fail;
+    }
+    pthread_mutex_lock(&e->mu);
+    while (!e->open_done) pthread_cond_wait(&e->out, &e->mu);
+    st = e->open_status;
+    pthread_mutex_unlock(&e->mu);
+    e->open_err = NULL;
+    if (st != SNUG_OK) goto fail;
+    *out = e;
+    return SNUG_OK;
+fail:
+    snug_engine_close(e);
+    return st;
+}
+
+const snug_plan_report *snug_engine_plan(const snug_engine *e) { return &e->p->report; }
+
+const snug_tokenizer *snug_engine_tokenizer(const snug_engine *e) { return e->p->tok; }
+
+int64_t snug_engine_max_model_len(const snug_engine *e) { return e->p->serving.shape.max_model_len; }
+
+int32_t snug_engine_n_vocab(const snug_engine *e) { return snug_model_get_dims(e->p->model)->vocab_len; }
+
+size_t snug_engine_text_bytes(const snug_engine *e)
+{
+    return snug_stop_emit_bytes(e->p->serving.seqs[0].text_cap);
+}
+
+/* Checks r against the model before it is queued. */
+static snug_status check_request(snug_engine *e, snug_request *r, snug_error *err)
+{
+    int32_t n_vocab = snug_engine_n_vocab(e);
+    int64_t max_len = snug_engine_max_model_len(e);
+    if (r->n_prompt < 1 || !r->prompt)
+        return snug_errorf(err, SNUG_INVALID, "prompt: expected at least one token");
+    for (int64_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab)
+            return snug_errorf(err, SNUG_INVALID, "prompt: token %lld is %d, expected 0 to %d",
+                               (long long)i, r->prompt[i], n_vocab - 1);
+    if (r->n < 1 || r->n > SNUG_CHOICES_MAX || r->n > e->p->serving.shape.max_num_seqs)
+        return snug_errorf(err, SNUG_INVALID, "n: expected 1 to %d, got %d",
+                           SNUG_MIN(SNUG_CHOICES_MAX, e->p->serving.shape.max_num_seqs), r->n);
+    if (r->stop.max_tokens < 0)
+        return snug_errorf(err, SNUG_INVALID, "max_tokens: expected at least 1, got %d",
+                           r->stop.max_tokens);
+    if (r->n_prompt >= max_len)
+        return snug_errorf(err, SNUG_INVALID, "context_length_exceeded: this model's maximum "
+                           "context length is %lld tokens; the prompt has %lld, leaving no room "
+                           "for output", (long long)max_len, (long long)r->n_prompt);
+    if (r->stop.max_tokens && r->n_prompt + r->stop.max_tokens > max_len)
+        return snug_errorf(err, SNUG_INVALID, "context_length_exceeded: this model's maximum "
+                           "context length is %lld tokens; the request has %lld in its prompt "
+                           "and asks for %d more", (long long)max_len, (long long)r->n_prompt,
+                           r->stop.max_tokens);
+    for (int32_t i = 0; i < e->n_eos; i++) {
+        bool seen = false;
+        for (int32_t j = 0; j < r->stop.n_eos; j++) seen |= r->stop.eos_ids[j] == e->eos[i];
+        if (!seen && r->stop.n_eos < SNUG_STOP_EOS_MAX) r->stop.eos_ids[r->stop.n_eos++] = e->eos[i];
+    }
+    snug_status st = snug_sampling_params_validate(&r->sampling, n_vocab, err);
+    return st == SNUG_OK ? snug_stop_params_validate(&r->stop, err) : st;
+}
+
+snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
+{
+    snug_status st = check_request(e, r, err);
+    if (st != SNUG_OK) return st;
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping || e->failed) {
+        st = snug_errorf(err, SNUG_BUSY, "the engine is %s", e->failed ? "failed" : "stopping");
+    } else if (e->q_n == e->q_cap) {
+        st = snug_errorf(err, SNUG_BUSY, "the queue is full (%d requests waiting)", e->q_cap);
+    } else {
+        r->id = ++e->next_id;
+        r->cancelled = false;
+        r->n_live = r->n;
+        r->state = REQ_QUEUED;
+        e->queue[(e->q_head + e->q_n++) % e->q_cap] = r;
+        pthread_cond_signal(&e->work);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return st;
+}
+
+bool snug_engine_next(snug_engine *e, snug_request *r, snug_output *out, char *text, size_t cap)
+{
+    bool got = false;
+    pthread_mutex_lock(&e->mu);
+    if (r->state == REQ_ADMITTED) {
+        /* the choice whose oldest output is oldest: take them in slot order */
+        for (int32_t k = 0; k < r->n && !got; k++) {
+            int32_t i = r->slots[k];
+            snug_seq_slot *q = slot_of(e, i);
+            if (q->owner != r || q->ring_n == 0) continue;
+            const snug_out_record *rec = &q->ring[q->ring_head];
+            size_t n = SNUG_MIN((size_t)rec->n_text, cap);
+            memcpy(text, rec->text, n);
+            *out = (snug_output){k, rec->token, rec->finish, n};
+            q->ring_head = (q->ring_head + 1) % SNUG_OUT_RING;
+            q->ring_n--;
+            if (rec->finish != SNUG_FINISH_NONE) free_slot(e, i);
+            else if (q->ring_n == SNUG_OUT_RING - 1) pthread_cond_signal(&e->work); /* unpaused */
+            got = true;
+        }
+        if (got && r->state == REQ_DONE) pthread_cond_signal(&e->work); /* slots to admit into */
+    }
+    pthread_mutex_unlock(&e->mu);
+    return got;
+}
+
+bool snug_engine_done(snug_engine *e, const snug_request *r)
+{
+    pthread_mutex_lock(&e->mu);
+    bool done = r->state == REQ_DONE;
+    pthread_mutex_unlock(&e->mu);
+    return done;
+}
+
+/* Takes r out of the queue if it is there (under the mutex). */
+static void unqueue(snug_engine *e, snug_request *r)
+{
+    for (int32_t k = 0; k < e->q_n; k++) {
+        if (e->queue[(e->q_head + k) % e->q_cap] != r) continue;
+        for (; k + 1 < e->q_n; k++)
+            e->queue[(e->q_head + k) % e->q_cap] = e->queue[(e->q_head + k + 1) % e->q_cap];
+        e->q_n--;
+        r->state = REQ_DONE;
+        return;
+    }
+}
+
+void snug_engine_cancel(snug_engine *e, snug_request *r)
+{
+    pthread_mutex_lock(&e->mu);
+    if (r->state == REQ_QUEUED) unqueue(e, r);
+    if (r->state == REQ_ADMITTED) {
+        r->cancelled = true;
+        if (!e->started || e->stopping) { /* no loop to do it */
+            for (int32_t k = 0; k < r->n; k++)
+                if (slot_of(e, r->slots[k])->owner == r) free_slot(e, r->slots[k]);
+        }
+        pthread_cond_signal(&e->work);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void snug_engine_release(snug_engine *e, snug_request *r)
+{
+    snug_engine_cancel(e, r);
+    pthread_mutex_lock(&e->mu);
+    while (r->state != REQ_DONE && r->state != 0) { /* 0: never queued (refused) */
+        /* after the loop has ended nobody else ends it: do it here */
+        if (e->stopping || e->failed) {
+            for (int32_t k = 0; k < r->n; k++)
+                if (slot_of(e, r->slots[k])->owner == r) free_slot(e, r->slots[k]);
+            break;
+        }
+        pthread_cond_wait(&e->out, &e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void snug_engine_wait(snug_engine *e, snug_request *r, double timeout_s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double s = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + timeout_s;
+    until.tv_sec = (time_t)s;
+    until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    pthread_mutex_lock(&e->mu);
+    bool ready = r->state == REQ_DONE || e->stopping || e->failed;
+    for (int32_t k = 0; k < r->n && !ready && r->state == REQ_ADMITTED; k++)
+        ready = slot_of(e, r->slots[k])->owner == r && slot_of(e, r->slots[k])->ring_n > 0;
+    if (!ready) pthread_cond_timedwait(&e->out, &e->mu, &until);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out)
+{
+    pthread_mutex_lock(&e->mu);
+    *out = e->c;
+    out->running = e->sched.n_running;
+    out->waiting = e->sched.n_waiting;
+    out->queued = e->q_n;
+    out->preemptions = e->sched.n_preemptions;
+    out->kv_blocks_total = e->p->pool.n_blocks;
+    out->kv_blocks_used = e->p->pool.n_blocks - e->p->pool.n_free;
+    out->failed = e->failed;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void snug_engine_close(snug_engine *e)
+{
+    if (!e) return;
+    if (e->started) {
+        pthread_mutex_lock(&e->mu);
+        e->stopping = true;
+        pthread_cond_signal(&e->work);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    if (e->queue && e->ring_pos) { /* the mutex and conditions were made */
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->work);
+        pthread_cond_destroy(&e->out);
+    }
+    snug_planner_close(e->p);
+    snug_mem_free(e->ring_pos);
+    snug_mem_free(e->queue);
+    snug_mem_free(e);
+}

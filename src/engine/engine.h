@@ -1,0 +1,120 @@
+/*
+ * engine.h: the serving engine. One model, planned (planner.h), and a step
+ * loop on its own thread that runs every request submitted to it in
+ * continuous batches (scheduler.h); request threads hand requests in through
+ * a bounded queue and take their outputs from bounded rings.
+ *
+ * Memory: the engine's own block (the queue) is made before the plan, the
+ * rest is in the serving state; after snug_engine_open nothing is allocated
+ * by the step loop, a submit, a poll or a cancel.
+ *
+ * A request is the caller's memory, from snug_engine_submit until
+ * snug_engine_release returns. Its n choices run as n sequences; each
+ * produces outputs (a token and the text it releases, stop strings held
+ * back) and ends with one whose finish is set. When a consumer falls
+ * SNUG_OUT_RING outputs behind, its sequence pauses (keeping its blocks)
+ * until it catches up. The notify callback is called on the engine thread
+ * whenever outputs are ready or the request ended; it must not block or
+ * call back into the engine.
+ */
+#ifndef SNUG_ENGINE_H
+#define SNUG_ENGINE_H
+
+#include "planner.h"
+
+#include <pthread.h>
+
+enum {
+    SNUG_MAX_QUEUE_DEFAULT = 1024,  /* requests waiting for a slot */
+    SNUG_CHOICES_MAX = 16           /* n per request */
+};
+
+typedef struct snug_engine_opts {
+    snug_planner_opts plan;
+    int32_t max_queue;              /* 0: SNUG_MAX_QUEUE_DEFAULT */
+} snug_engine_opts;
+
+typedef struct snug_request {
+    /* in: set by the caller before submitting */
+    const int32_t *prompt;          /* [n_prompt] ids, the caller's until released */
+    int64_t n_prompt;
+    snug_sampling_params sampling;
+    snug_stop_params stop;          /* the model's EOS ids are added by submit */
+    int32_t n;                      /* choices, 1 .. SNUG_CHOICES_MAX */
+    void (*notify)(void *ctx);
+    void *notify_ctx;
+    /* the engine's (read them only through the functions below) */
+    int32_t slots[SNUG_CHOICES_MAX];
+    int32_t n_live;                 /* choices not yet ended and drained */
+    int32_t state;
+    bool cancelled;
+    uint64_t id;
+} snug_request;
+
+/* One output taken by snug_engine_next. */
+typedef struct snug_output {
+    int32_t choice;
+    int32_t token;                  /* -1: an end without a token */
+    snug_finish finish;             /* SNUG_FINISH_NONE while the choice goes on */
+    size_t n_text;                  /* bytes copied to the caller's buffer */
+} snug_output;
+
+typedef struct snug_engine_counters {
+    int32_t running, waiting, queued;  /* sequences, sequences, requests */
+    int64_t preemptions;
+    int64_t prompt_tokens, generation_tokens;
+    int64_t requests_finished;
+    int32_t kv_blocks_used, kv_blocks_total;
+    int64_t steps;
+    bool failed;                    /* the step loop stopped on an error */
+} snug_engine_counters;
+
+typedef struct snug_engine snug_engine;
+
+/* Plans the model in dir (planner.h) and starts the step loop. Fails as
+ * snug_planner_open does; then nothing is held. */
+snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug_engine **out,
+                             snug_error *err);
+
+/* What the plan found; valid until close. */
+const snug_plan_report *snug_engine_plan(const snug_engine *e);
+
+/* The tokenizer (NULL when the model has none) and model length. */
+const snug_tokenizer *snug_engine_tokenizer(const snug_engine *e);
+int64_t snug_engine_max_model_len(const snug_engine *e);
+int32_t snug_engine_n_vocab(const snug_engine *e);
+
+/* Checks r and queues it. Fails with SNUG_INVALID (a message naming the
+ * field: an empty prompt, ids outside the vocabulary, n out of range,
+ * prompt plus max_tokens over max_model_len, which starts
+ * "context_length_exceeded:"), or SNUG_BUSY when the queue is full or the
+ * engine is stopping or failed. max_tokens 0 means up to the model length. */
+snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err);
+
+/* Takes r's oldest output, copying its text into text (cap bytes, at least
+ * snug_engine_text_bytes). Returns false when none is waiting. */
+bool snug_engine_next(snug_engine *e, snug_request *r, snug_output *out, char *text, size_t cap);
+
+/* The most text one output carries. */
+size_t snug_engine_text_bytes(const snug_engine *e);
+
+/* True once every choice of r has ended and every output was taken. */
+bool snug_engine_done(snug_engine *e, const snug_request *r);
+
+/* Aborts r: its sequences end (finish ABORT) and free their blocks within
+ * a step; outputs not taken are dropped. */
+void snug_engine_cancel(snug_engine *e, snug_request *r);
+
+/* Cancels r if it is not done and waits until the engine has let go of
+ * it; r may be freed afterwards. */
+void snug_engine_release(snug_engine *e, snug_request *r);
+
+/* Blocks until r has an output or is done, or timeout_s passes. */
+void snug_engine_wait(snug_engine *e, snug_request *r, double timeout_s);
+
+void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out);
+
+/* Stops the loop (running requests end with ABORT), frees everything. */
+void snug_engine_close(snug_engine *e);
+
+#endif /* SNUG_ENGINE_H */

@@ -1,0 +1,173 @@
+/*
+ * scheduler.c: continuous batching (scheduler.h).
+ */
+#include "scheduler.h"
+
+void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_t block_size,
+                     snug_sched_seq *seqs, int32_t *running, int32_t *waiting,
+                     snug_block_pool *pool)
+{
+    SNUG_ASSERT(max_seqs > 0 && max_tokens > 0 && block_size > 0);
+    *s = (snug_sched){.max_seqs = max_seqs, .max_tokens = max_tokens, .block_size = block_size,
+                      .watermark = SNUG_MAX(1, pool->n_blocks / 100), .seqs = seqs, .pool = pool,
+                      .running = running, .waiting = waiting};
+    for (int32_t i = 0; i < max_seqs; i++) {
+        snug_block_table *t = seqs[i].table;
+        seqs[i] = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t};
+    }
+}
+
+static int32_t wait_at(const snug_sched *s, int32_t k)
+{
+    return s->waiting[(s->wait_head + k) % s->max_seqs];
+}
+
+void snug_sched_add(snug_sched *s, int32_t seq, int64_t n_tokens)
+{
+    snug_sched_seq *q = &s->seqs[seq];
+    SNUG_ASSERT(q->phase == SNUG_SEQ_FREE && n_tokens >= 1 && s->n_waiting < s->max_seqs);
+    *q = (snug_sched_seq){.phase = SNUG_SEQ_WAITING, .n_tokens = n_tokens, .table = q->table};
+    s->waiting[(s->wait_head + s->n_waiting++) % s->max_seqs] = seq;
+}
+
+/* Takes the running sequence at index i out of the running order. */
+static void unrun(snug_sched *s, int32_t i)
+{
+    for (int32_t k = i + 1; k < s->n_running; k++) s->running[k - 1] = s->running[k];
+    s->n_running--;
+}
+
+/* Preempts the most recently admitted running sequence: its blocks back,
+ * to the front of the waiting queue, to be recomputed. */
+static void preempt_last(snug_sched *s)
+{
+    int32_t seq = s->running[--s->n_running];
+    snug_sched_seq *q = &s->seqs[seq];
+    snug_block_table_release(q->table, s->pool);
+    q->phase = SNUG_SEQ_WAITING;
+    q->n_computed = 0;
+    q->n_preempted++;
+    s->wait_head = (s->wait_head + s->max_seqs - 1) % s->max_seqs;
+    s->waiting[s->wait_head] = seq;
+    s->n_waiting++;
+    s->n_preemptions++;
+}
+
+/* The most tokens of q beyond n_computed its blocks and the free ones can
+ * hold (keeping `keep` free blocks), at most want. */
+static int32_t fit_tokens(const snug_sched *s, const snug_sched_seq *q, int32_t want, int32_t keep)
+{
+    int64_t blocks = (int64_t)q->table->n + SNUG_MAX(0, s->pool->n_free - keep);
+    blocks = SNUG_MIN(blocks, (int64_t)q->table->cap);
+    int64_t room = blocks * s->block_size - q->n_computed;
+    return (int32_t)SNUG_MAX(0, SNUG_MIN((int64_t)want, room));
+}
+
+static void add_item(snug_sched_item *items, int32_t *n_items, int32_t *budget, int32_t seq,
+                     const snug_sched_seq *q, int32_t n)
+{
+    items[(*n_items)++] = (snug_sched_item){seq, n, q->n_computed, q->n_computed + n == q->n_tokens};
+    *budget -= n;
+}
+
+/* One try at a step (snug_sched_step); 0 items when nothing could run. */
+static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens)
+{
+    int32_t n_items = 0, budget = s->max_tokens;
+    /* 1. decodes, preempting from the most recent when the cache is full */
+    for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
+        int32_t seq = s->running[i];
+        snug_sched_seq *q = &s->seqs[seq];
+        if (q->paused || q->n_tokens - q->n_computed != 1) continue;
+        bool grown = false;
+        while (!(grown = snug_block_table_grow(q->table, s->pool, q->n_computed + 1,
+                                               s->block_size)) && s->n_running - 1 > i)
+            preempt_last(s);
+        if (!grown) { /* the most recent itself */
+            preempt_last(s);
+            break;
+        }
+        add_item(items, &n_items, &budget, seq, q, 1);
+    }
+    /* 2. chunks of running prefills */
+    for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
+        int32_t seq = s->running[i];
+        snug_sched_seq *q = &s->seqs[seq];
+        int64_t left = q->n_tokens - q->n_computed;
+        if (q->paused || left <= 1) continue;
+        int32_t n = fit_tokens(s, q, (int32_t)SNUG_MIN(left, (int64_t)budget), 0);
+        if (n == 0 || !snug_block_table_grow(q->table, s->pool, q->n_computed + n, s->block_size))
+            continue;
+        add_item(items, &n_items, &budget, seq, q, n);
+    }
+    /* 3. admission, first come first served */
+    while (s->n_waiting > 0 && budget > 0 && s->n_running < s->max_seqs) {
+        int32_t seq = wait_at(s, 0);
+        snug_sched_seq *q = &s->seqs[seq];
+        int32_t n = fit_tokens(s, q, (int32_t)SNUG_MIN(q->n_tokens, (int64_t)budget), s->watermark);
+        if (n == 0 || !snug_block_table_grow(q->table, s->pool, n, s->block_size)) break;
+        s->wait_head = (s->wait_head + 1) % s->max_seqs;
+        s->n_waiting--;
+        q->phase = SNUG_SEQ_RUNNING;
+        s->running[s->n_running++] = seq;
+        add_item(items, &n_items, &budget, seq, q, n);
+    }
+    *n_tokens = s->max_tokens - budget;
+    return n_items;
+}
+
+/* True when a running sequence is not paused. */
+static bool any_runnable(const snug_sched *s)
+{
+    for (int32_t i = 0; i < s->n_running; i++)
+        if (!s->seqs[s->running[i]].paused) return true;
+    return false;
+}
+
+int32_t snug_sched_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens)
+{
+    /* prefills that each hold part of a full cache wait for each other:
+     * the most recent gives way until one can go on (one alone always can:
+     * the cache holds a whole sequence) */
+    int32_t n = plan_step(s, items, n_tokens);
+    while (n == 0 && s->n_running > 1 && any_runnable(s)) {
+        preempt_last(s);
+        n = plan_step(s, items, n_tokens);
+    }
+    return n;
+}
+
+void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_items)
+{
+    for (int32_t k = 0; k < n_items; k++) s->seqs[items[k].seq].n_computed += items[k].n_tokens;
+}
+
+void snug_sched_append(snug_sched *s, int32_t seq)
+{
+    snug_sched_seq *q = &s->seqs[seq];
+    SNUG_ASSERT(q->phase == SNUG_SEQ_RUNNING && q->n_computed == q->n_tokens);
+    q->n_tokens++;
+}
+
+void snug_sched_finish(snug_sched *s, int32_t seq)
+{
+    snug_sched_seq *q = &s->seqs[seq];
+    if (q->phase == SNUG_SEQ_RUNNING) {
+        for (int32_t i = 0; i < s->n_running; i++)
+            if (s->running[i] == seq) {
+                unrun(s, i);
+                break;
+            }
+    } else if (q->phase == SNUG_SEQ_WAITING) {
+        int32_t k = 0;
+        while (k < s->n_waiting && wait_at(s, k) != seq) k++;
+        for (; k + 1 < s->n_waiting; k++)
+            s->waiting[(s->wait_head + k) % s->max_seqs] = wait_at(s, k + 1);
+        s->n_waiting--;
+    }
+    snug_block_table_release(q->table, s->pool);
+    snug_block_table *t = q->table;
+    *q = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t};
+}
+
+void snug_sched_pause(snug_sched *s, int32_t seq, bool paused) { s->seqs[seq].paused = paused; }

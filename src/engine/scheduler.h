@@ -1,0 +1,104 @@
+/*
+ * scheduler.h: continuous batching over a paged KV cache. Which sequences
+ * run in the next step, with how many tokens each, and which give their
+ * blocks up when the cache is full. Pure bookkeeping: no model, no
+ * threads, nothing allocated (every array is the caller's, made up front).
+ *
+ * A sequence has n_tokens known tokens (its prompt, then what it has
+ * generated) of which the first n_computed have their keys and values in
+ * the cache; it needs the rest computed, and when they are, its last
+ * token's logits give the next token. A step takes at most max_tokens
+ * tokens over at most max_seqs sequences:
+ *   1. running sequences with one token to compute (decodes), in the order
+ *      they were admitted, so a long prompt never starves them; one that
+ *      needs a block when none is free preempts the most recently admitted
+ *      running sequence (itself, when it is that one): the victim's blocks
+ *      are freed and it goes to the front of the waiting queue, to be
+ *      recomputed later from its tokens (prompt and generated);
+ *   2. running sequences with more (chunked prefills), in order, each a
+ *      chunk of what the step has left and the free blocks can hold;
+ *   3. waiting sequences, first come first served (preempted ones first),
+ *      while a slot, tokens and blocks remain, keeping a watermark of free
+ *      blocks (1% of the cache, at least 1) for the running ones to grow
+ *      into; the first that cannot be admitted stops admission (no
+ *      overtaking).
+ * When nothing can run although running sequences could (prefills that
+ * each hold part of a full cache), the most recently admitted are
+ * preempted until one can.
+ * A running sequence can be paused (its consumer has not taken its last
+ * output): it keeps its blocks and is skipped until resumed.
+ */
+#ifndef SNUG_SCHEDULER_H
+#define SNUG_SCHEDULER_H
+
+#include "base/common.h"
+#include "model/blocks.h"
+
+typedef enum snug_seq_phase {
+    SNUG_SEQ_FREE = 0,
+    SNUG_SEQ_WAITING,       /* no blocks: new, or preempted */
+    SNUG_SEQ_RUNNING        /* admitted: holds the blocks of n_computed tokens or more */
+} snug_seq_phase;
+
+typedef struct snug_sched_seq {
+    snug_seq_phase phase;
+    int64_t n_tokens;       /* known tokens: prompt, then generated */
+    int64_t n_computed;     /* of those, in the cache */
+    bool paused;            /* skipped by steps while set */
+    int32_t n_preempted;    /* times it was preempted */
+    snug_block_table *table;/* its blocks (the caller's; capacity: the longest sequence) */
+} snug_sched_seq;
+
+/* One sequence's part of a step: tokens [pos0, pos0 + n_tokens) of it;
+ * sample: they end at its last known token (its logits give the next). */
+typedef struct snug_sched_item {
+    int32_t seq;
+    int32_t n_tokens;
+    int64_t pos0;
+    bool sample;
+} snug_sched_item;
+
+typedef struct snug_sched {
+    int32_t max_seqs;       /* slots: seqs[0 .. max_seqs) */
+    int32_t max_tokens;     /* per step */
+    int32_t block_size;
+    int32_t watermark;      /* free blocks admission leaves */
+    snug_sched_seq *seqs;
+    snug_block_pool *pool;
+    int32_t *running;       /* [max_seqs] seq indices in admission order */
+    int32_t n_running;
+    int32_t *waiting;       /* [max_seqs] a ring of seq indices */
+    int32_t wait_head, n_waiting;
+    int64_t n_preemptions;  /* since init */
+} snug_sched;
+
+/* Sets s up over the caller's arrays: seqs[max_seqs] (all set FREE here,
+ * table pointers kept), running[max_seqs], waiting[max_seqs], and the pool
+ * the tables draw from. max_seqs, max_tokens, block_size > 0. */
+void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_t block_size,
+                     snug_sched_seq *seqs, int32_t *running, int32_t *waiting,
+                     snug_block_pool *pool);
+
+/* Queues the free slot seq with n_tokens >= 1 known tokens (its prompt)
+ * at the back of the waiting queue. */
+void snug_sched_add(snug_sched *s, int32_t seq, int64_t n_tokens);
+
+/* Plans the next step into items (room for max_seqs) and returns how many;
+ * *n_tokens gets their total. Blocks are taken (and victims' freed) here,
+ * so the cache holds room for every item's tokens. 0 when nothing can run. */
+int32_t snug_sched_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens);
+
+/* Records that the step ran: each item's tokens are in the cache now. */
+void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_items);
+
+/* Records a token generated for seq (after its item with sample ran). */
+void snug_sched_append(snug_sched *s, int32_t seq);
+
+/* Ends seq (finished or aborted, running or waiting): its blocks go back
+ * to the pool at once and its slot is free. */
+void snug_sched_finish(snug_sched *s, int32_t seq);
+
+/* Sets or clears seq's pause. */
+void snug_sched_pause(snug_sched *s, int32_t seq, bool paused);
+
+#endif /* SNUG_SCHEDULER_H */

@@ -1,0 +1,724 @@
+/*
+ * api_request.c: an OpenAI completions or chat completions body into a
+ * checked snug_api_request, or an OpenAI-shaped error naming the field.
+ *
+ * The order: the bytes (size, UTF-8, nesting depth), the JSON (admitted and
+ * parsed by snug_json_parse), then the fields: the prompt or the messages,
+ * sampling, stopping, output. The first rule broken is the one reported.
+ * The field readers below treat an absent field and JSON null alike, and
+ * leave the default in place for both.
+ */
+#include "api_request.h"
+
+#include "base/device.h"
+#include "base/json.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void snug_api_limits_default(snug_api_limits *l)
+{
+    *l = (snug_api_limits){
+        .max_body_bytes = 1u << 20,
+        .max_depth = 64,
+        .n_vocab = INT32_MAX,
+        .max_n = 16,
+        .max_prompts = 16,
+        .max_model_len = 0,
+    };
+}
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* The longest prefix of the NUL-terminated, valid UTF-8 s of at most n
+ * bytes that does not split a character. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    if (strlen(s) <= n) return strlen(s);
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    return n;
+}
+
+/* Replaces each byte of s that does not start a valid UTF-8 character by
+ * '?': jansson's "near '...'" may cut a character in two, and so may a
+ * message cut to fit. */
+static void utf8_scrub(char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        if (i + len <= n && snug_utf8_valid(s + i, len))
+            i += len;
+        else
+            s[i++] = '?';
+    }
+}
+
+/* Formats a param path ("messages[2].role") into buf (64 bytes, truncated
+ * to fit). Returns buf. */
+static const char *pathf(char buf[64], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *pathf(char buf[64], const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, 64, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+/* Fills err with a 400 for param ("" for the body as a whole) whose
+ * message is "param: " and the formatted text. Returns SNUG_INVALID. */
+static snug_status bad(snug_api_error *err, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static snug_status bad(snug_api_error *err, const char *param, const char *fmt, ...)
+{
+    err->status = 400;
+    err->type = "invalid_request_error";
+    err->code = NULL;
+    snprintf(err->param, sizeof err->param, "%s", param);
+    size_t n = param[0] ? (size_t)snprintf(err->message, sizeof err->message, "%s: ", param) : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message + n, sizeof err->message - n, fmt, ap);
+    va_end(ap);
+    utf8_scrub(err->message);
+    return SNUG_INVALID;
+}
+
+/* Describes v for a message, as snug_json_describe does but cutting long
+ * strings between characters (the message must stay valid UTF-8). */
+static const char *describe(const json_t *v, char buf[96])
+{
+    if (!json_is_string(v)) return snug_json_describe(v, buf, 96);
+    const char *s = json_string_value(v);
+    size_t n = utf8_cut(s, 40);
+    snprintf(buf, 96, "the string \"%.*s%s\"", (int)n, s, s[n] ? "..." : "");
+    return buf;
+}
+
+/* A 400: "param: expected <expected>, got <v described>". */
+static snug_status wrong(snug_api_error *err, const char *param, const char *expected,
+                         const json_t *v)
+{
+    char got[96];
+    return bad(err, param, "expected %s, got %s", expected, describe(v, got));
+}
+
+/* A 503 for memory that did not fit (e holds the allocator's message).
+ * Returns SNUG_NOMEM. */
+static snug_status overloaded(snug_api_error *err, const snug_error *e)
+{
+    err->status = 503;
+    err->type = "server_error";
+    err->code = "overloaded";
+    err->param[0] = '\0';
+    snprintf(err->message, sizeof err->message,
+             "the server has no memory for this request now; try again later (%.400s)", e->msg);
+    utf8_scrub(err->message);
+    return SNUG_NOMEM;
+}
+
+/* ---- field readers -------------------------------------------------------
+ * Each reads obj[key]; absent or null leaves *out as it is. A value of the
+ * wrong type or out of range is a 400 naming key. */
+
+/* obj[key], or NULL when it is absent or null. */
+static const json_t *opt(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* A JSON integer, or a real with an integral value in int64 range (as
+ * OpenAI's server takes 2.0 for 2), into *out. */
+static bool as_int(const json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return true;
+    }
+    if (!json_is_real(v)) return false;
+    double x = json_real_value(v);
+    if (!(x >= -0x1p63 && x < 0x1p63) || x != floor(x)) return false;
+    *out = (int64_t)x;
+    return true;
+}
+
+static snug_status get_int(const json_t *obj, const char *key, int64_t lo, int64_t hi,
+                           int64_t *out, bool *present, snug_api_error *err)
+{
+    const json_t *v = opt(obj, key);
+    if (present) *present = v != NULL;
+    if (!v) return SNUG_OK;
+    int64_t x = 0;
+    if (!as_int(v, &x) || x < lo || x > hi) {
+        char what[96];
+        if (hi == INT64_MAX && lo == INT64_MIN)
+            snprintf(what, sizeof what, "an integer");
+        else
+            snprintf(what, sizeof what, "an integer in [%lld, %lld]", (long long)lo,
+                     (long long)hi);
+        return wrong(err, key, what, v);
+    }
+    *out = x;
+    return SNUG_OK;
+}
+
+/* A number in [lo, hi], or in (lo, hi] when lo_open. */
+static snug_status get_real(const json_t *obj, const char *key, double lo, double hi,
+                            bool lo_open, float *out, snug_api_error *err)
+{
+    const json_t *v = opt(obj, key);
+    if (!v) return SNUG_OK;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
+        char what[96];
+        snprintf(what, sizeof what, "a number in %c%g, %g]", lo_open ? '(' : '[', lo, hi);
+        return wrong(err, key, what, v);
+    }
+    *out = (float)x;
+    return SNUG_OK;
+}
+
+static snug_status get_bool(const json_t *obj, const char *key, bool *out, snug_api_error *err)
+{
+    const json_t *v = opt(obj, key);
+    if (!v) return SNUG_OK;
+    if (!json_is_boolean(v)) return wrong(err, key, "true or false", v);
+    *out = json_is_true(v);
+    return SNUG_OK;
+}
+
+static snug_status get_string(const json_t *obj, const char *key, const char **out,
+                              snug_api_error *err)
+{
+    const json_t *v = opt(obj, key);
+    if (!v) return SNUG_OK;
+    if (!json_is_string(v)) return wrong(err, key, "a string", v);
+    *out = json_string_value(v);
+    return SNUG_OK;
+}
+
+/* Checks that the JSON array list (named param) holds 1 or more token ids
+ * in [0, n_vocab); writes them to dst when it is not NULL. */
+static snug_status read_ids(const json_t *list, const char *param, int32_t n_vocab,
+                            int32_t *dst, snug_api_error *err)
+{
+    char what[64], at[64];
+    snprintf(what, sizeof what, "a token id in [0, %d)", (int)n_vocab);
+    if (json_array_size(list) == 0) return wrong(err, param, "a non-empty list of token ids", list);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *v = json_array_get(list, i);
+        int64_t id = -1;
+        if (!as_int(v, &id) || id < 0 || id >= n_vocab)
+            return wrong(err, pathf(at, "%s[%zu]", param, i), what, v);
+        if (dst) dst[i] = (int32_t)id;
+    }
+    return SNUG_OK;
+}
+
+/* ---- the body ------------------------------------------------------------ */
+
+/* The deepest nesting of arrays and objects in the n bytes of JSON text at
+ * s, counting brackets outside strings (exact for valid JSON); stops once
+ * past max, so a hostile body costs one pass. */
+static int json_depth(const char *s, size_t n, int max)
+{
+    int depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < n && deepest <= max; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped byte cannot end the string */
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            depth++;
+            deepest = SNUG_MAX(deepest, depth);
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
+/* The checks made before jansson sees the bytes. */
+static snug_status check_bytes(const char *body, size_t len, const snug_api_limits *lim,
+                               snug_api_error *err)
+{
+    if (len == 0) return bad(err, "", "the request body is empty; expected a JSON object");
+    if (len > lim->max_body_bytes) {
+        bad(err, "", "the request body is %zu bytes; at most %zu are accepted", len,
+            lim->max_body_bytes);
+        err->status = 413;
+        err->code = "body_too_large";
+        return SNUG_INVALID;
+    }
+    if (!snug_utf8_valid(body, len)) return bad(err, "", "the request body is not valid UTF-8");
+    if (json_depth(body, len, lim->max_depth) > lim->max_depth)
+        return bad(err, "", "the request body nests arrays and objects more than %d deep",
+                   lim->max_depth);
+    return SNUG_OK;
+}
+
+/* Parses the body into *root with snug_json_parse, whose messages
+ * ("body: not valid JSON: line 1, ...", "body: expected a JSON object at
+ * the top, found ...") are reworded for a client. */
+static snug_status parse_json(const char *body, size_t len, json_t **root, snug_api_error *err)
+{
+    snug_error e = {0};
+    snug_status st = snug_json_parse(body, len, "body", root, &e);
+    if (st == SNUG_NOMEM) return overloaded(err, &e);
+    if (st == SNUG_OK) return SNUG_OK;
+    const char *invalid = strstr(e.msg, "not valid JSON: ");
+    const char *found = strstr(e.msg, ", found ");
+    if (invalid) return bad(err, "", "the body is %s", invalid);
+    if (found) return bad(err, "", "the body is not a JSON object: got %s", found + 8);
+    return bad(err, "", "the body is not a JSON object (%s)", e.msg);
+}
+
+/* ---- completions: the prompt ------------------------------------------- */
+
+static const char PROMPT_WHAT[] = "a non-empty string, a list of strings, a list of token ids "
+                                  "or a list of lists of token ids";
+
+/* Walks the prompt p: with out and ids NULL it checks p and counts its
+ * prompts and token ids into *n_prompts and *n_ids; given room for those,
+ * it fills them in from the p that was checked. */
+static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug_api_prompt *out,
+                               int32_t *ids, size_t *n_prompts, size_t *n_ids,
+                               snug_api_error *err)
+{
+    size_t n = json_array_size(p);
+    const json_t *first = json_array_get(p, 0);
+    int64_t id;
+    *n_prompts = *n_ids = 0;
+    if (json_is_string(p)) { /* one text */
+        if (json_string_length(p) == 0) return wrong(err, "prompt", "a non-empty string", p);
+        if (out) out[0] = (snug_api_prompt){json_string_value(p), json_string_length(p), NULL, 0};
+        *n_prompts = 1;
+        return SNUG_OK;
+    }
+    if (!json_is_array(p) || n == 0) return wrong(err, "prompt", PROMPT_WHAT, p);
+    if (as_int(first, &id) || json_is_number(first)) { /* one list of ids */
+        snug_status st = read_ids(p, "prompt", lim->n_vocab, ids, err);
+        if (st != SNUG_OK) return st;
+        if (out) out[0] = (snug_api_prompt){NULL, 0, ids, (int64_t)n};
+        *n_prompts = 1;
+        *n_ids = n;
+        return SNUG_OK;
+    }
+    if (!json_is_string(first) && !json_is_array(first))
+        return wrong(err, "prompt[0]", "a string, a token id or a list of token ids", first);
+    if (n > (size_t)lim->max_prompts)
+        return bad(err, "prompt", "is a list of %zu prompts; at most %d are accepted", n,
+                   lim->max_prompts);
+    for (size_t i = 0; i < n; i++) { /* texts, or lists of ids */
+        const json_t *v = json_array_get(p, i);
+        char at[64];
+        pathf(at, "prompt[%zu]", i);
+        if (json_is_string(first)) {
+            if (!json_is_string(v) || json_string_length(v) == 0)
+                return wrong(err, at, "a non-empty string (as prompt[0] is)", v);
+            if (out)
+                out[i] = (snug_api_prompt){json_string_value(v), json_string_length(v), NULL, 0};
+        } else {
+            if (!json_is_array(v)) return wrong(err, at, "a list of token ids (as prompt[0] is)", v);
+            snug_status st = read_ids(v, at, lim->n_vocab, ids ? ids + *n_ids : NULL, err);
+            if (st != SNUG_OK) return st;
+            if (out)
+                out[i] = (snug_api_prompt){NULL, 0, ids + *n_ids, (int64_t)json_array_size(v)};
+            *n_ids += json_array_size(v);
+        }
+    }
+    *n_prompts = n;
+    return SNUG_OK;
+}
+
+/* Reads the required prompt into r->prompts: one block, the prompts
+ * followed by every token id. */
+static snug_status parse_prompt(const json_t *body, const snug_api_limits *lim,
+                                snug_api_request *r, snug_api_error *err)
+{
+    const json_t *p = opt(body, "prompt");
+    if (!p) return bad(err, "prompt", "is required: expected %s", PROMPT_WHAT);
+    size_t n_prompts = 0, n_ids = 0;
+    snug_status st = walk_prompt(p, lim, NULL, NULL, &n_prompts, &n_ids, err);
+    if (st != SNUG_OK) return st;
+    snug_error e = {0};
+    r->prompts = snug_mem_alloc(SNUG_MEM_OTHER,
+                                n_prompts * sizeof *r->prompts + n_ids * sizeof(int32_t), &e);
+    if (!r->prompts) return overloaded(err, &e);
+    r->n_prompts = (int)n_prompts;
+    int32_t *ids = (int32_t *)(r->prompts + n_prompts);
+    return walk_prompt(p, lim, r->prompts, ids, &n_prompts, &n_ids, err);
+}
+
+/* ---- chat: the messages ---------------------------------------------------- */
+
+static const char *const ROLES[] = {"system", "developer", "user", "assistant", "tool"};
+static const char ROLES_WHAT[] =
+    "one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\"";
+
+static bool is_role(const char *s)
+{
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(ROLES); i++)
+        if (strcmp(s, ROLES[i]) == 0) return true;
+    return false;
+}
+
+/* Checks messages[i]: an object with a known role and a content that is a
+ * string or a list of text parts (or null or absent for an assistant).
+ * *join_bytes gets the bytes its text parts take joined, or 0 when its
+ * content is not a list. */
+static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
+                                 snug_api_error *err)
+{
+    char at[64];
+    *join_bytes = 0;
+    if (!json_is_object(m))
+        return wrong(err, pathf(at, "messages[%zu]", i), "an object with a role and content", m);
+    const json_t *role = opt(m, "role");
+    pathf(at, "messages[%zu].role", i);
+    if (!role) return bad(err, at, "is required: expected %s", ROLES_WHAT);
+    if (!json_is_string(role) || !is_role(json_string_value(role)))
+        return wrong(err, at, ROLES_WHAT, role);
+    const json_t *content = opt(m, "content");
+    pathf(at, "messages[%zu].content", i);
+    if (!content) {
+        if (strcmp(json_string_value(role), "assistant") == 0) return SNUG_OK;
+        return bad(err, at, "is required for a message of role \"%s\"", json_string_value(role));
+    }
+    if (json_is_string(content)) return SNUG_OK;
+    if (!json_is_array(content)) return wrong(err, at, "a string or a list of text parts", content);
+    for (size_t j = 0; j < json_array_size(content); j++) {
+        const json_t *part = json_array_get(content, j);
+        const json_t *type = opt(part, "type"), *text = opt(part, "text");
+        if (!json_is_object(part))
+            return wrong(err, pathf(at, "messages[%zu].content[%zu]", i, j),
+                         "an object {\"type\": \"text\", \"text\": ...}", part);
+        pathf(at, "messages[%zu].content[%zu].type", i, j);
+        if (!json_is_string(type)) return wrong(err, at, "\"text\"", type);
+        if (strcmp(json_string_value(type), "text") != 0) {
+            const char *s = json_string_value(type);
+            return bad(err, at, "only text content is supported, got the type \"%.*s\"",
+                       (int)utf8_cut(s, 40), s);
+        }
+        if (!json_is_string(text))
+            return wrong(err, pathf(at, "messages[%zu].content[%zu].text", i, j), "a string", text);
+        *join_bytes += json_string_length(text) + (j > 0);
+    }
+    return SNUG_OK;
+}
+
+/* Replaces m's list of text parts by one string: the parts' texts joined
+ * with "\n" (as vLLM does), built in buf. */
+static void join_parts(json_t *m, char *buf)
+{
+    const json_t *content = json_object_get(m, "content");
+    size_t n = 0;
+    for (size_t j = 0; j < json_array_size(content); j++) {
+        const json_t *text = json_object_get(json_array_get(content, j), "text");
+        if (j > 0) buf[n++] = '\n';
+        memcpy(buf + n, json_string_value(text), json_string_length(text));
+        n += json_string_length(text);
+    }
+    json_t *s = json_stringn_nocheck(buf, n);
+    SNUG_ASSERT(s != NULL && json_object_set_new(m, "content", s) == 0);
+}
+
+/* Reads the required messages, checks each, and joins lists of text parts
+ * into strings (the chat template expects strings). jansson's allocations
+ * for the new strings are admitted first. */
+static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_error *err)
+{
+    json_t *msgs = json_object_get(body, "messages");
+    if (!msgs || json_is_null(msgs))
+        return bad(err, "messages", "is required: expected a non-empty list of messages");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return wrong(err, "messages", "a non-empty list of messages", msgs);
+    size_t admit = 0, longest = 0, join = 0;
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        snug_status st = check_message(json_array_get(msgs, i), i, &join, err);
+        if (st != SNUG_OK) return st;
+        if (json_is_array(json_object_get(json_array_get(msgs, i), "content"))) {
+            /* a json_string_t (under 64 bytes) and its copy of the text */
+            admit += snug_mem_held_bytes(64) + snug_mem_held_bytes(join + 1);
+            longest = SNUG_MAX(longest, join + 1);
+        }
+    }
+    r->messages = msgs;
+    if (admit == 0) return SNUG_OK;
+    snug_error e = {0};
+    char *buf = NULL;
+    snug_status st = snug_mem_admit(SNUG_MEM_OTHER, admit, &e);
+    if (st == SNUG_OK) {
+        buf = snug_mem_alloc(SNUG_MEM_OTHER, longest, &e);
+        if (!buf) st = SNUG_NOMEM;
+    }
+    for (size_t i = 0; st == SNUG_OK && i < json_array_size(msgs); i++) {
+        json_t *m = json_array_get(msgs, i);
+        if (json_is_array(json_object_get(m, "content"))) join_parts(m, buf);
+    }
+    snug_mem_free(buf);
+    return st == SNUG_OK ? SNUG_OK : overloaded(err, &e);
+}
+
+/* ---- sampling ------------------------------------------------------------ */
+
+/* The float fields of snug_sampling_params and their ranges. */
+static const struct real_field {
+    const char *key;
+    double lo, hi;
+    bool lo_open; /* lo itself is out of range */
+    size_t offset;
+} REAL_FIELDS[] = {
+    {"temperature", 0, 2, false, offsetof(snug_sampling_params, temperature)},
+    {"top_p", 0, 1, true, offsetof(snug_sampling_params, top_p)},
+    {"min_p", 0, 1, false, offsetof(snug_sampling_params, min_p)},
+    {"repetition_penalty", 0, 2, true, offsetof(snug_sampling_params, repetition_penalty)},
+    {"frequency_penalty", -2, 2, false, offsetof(snug_sampling_params, frequency_penalty)},
+    {"presence_penalty", -2, 2, false, offsetof(snug_sampling_params, presence_penalty)},
+};
+
+/* Parses a logit_bias key: a token id in canonical decimal (no sign, no
+ * leading zero, so that two keys never name one token) below n_vocab. */
+static bool token_key(const char *s, int32_t n_vocab, int32_t *out)
+{
+    int64_t x = 0;
+    if (s[0] == '\0' || (s[0] == '0' && s[1] != '\0')) return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        x = x * 10 + (*s - '0');
+        if (x >= n_vocab) return false;
+    }
+    *out = (int32_t)x;
+    return true;
+}
+
+/* Reads logit_bias into r->logit_bias (owned) and r->sampling. */
+static snug_status parse_logit_bias(const json_t *body, int32_t n_vocab, snug_api_request *r,
+                                    snug_api_error *err)
+{
+    const json_t *lb = opt(body, "logit_bias");
+    if (!lb) return SNUG_OK;
+    if (!json_is_object(lb))
+        return wrong(err, "logit_bias", "an object of token ids to biases in [-100, 100]", lb);
+    size_t n = json_object_size(lb);
+    if (n > SNUG_API_LOGIT_BIAS_MAX)
+        return bad(err, "logit_bias", "has %zu entries; at most %d are accepted", n,
+                   SNUG_API_LOGIT_BIAS_MAX);
+    if (n == 0) return SNUG_OK;
+    snug_error e = {0};
+    r->logit_bias = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *r->logit_bias, &e);
+    if (!r->logit_bias) return overloaded(err, &e);
+    const char *key;
+    json_t *v;
+    int32_t i = 0;
+    json_object_foreach((json_t *)lb, key, v) {
+        snug_logit_bias *b = &r->logit_bias[i++];
+        double x = json_is_number(v) ? json_number_value(v) : NAN;
+        char got[96];
+        if (!token_key(key, n_vocab, &b->id))
+            return bad(err, "logit_bias", "the key \"%.*s\" is not a token id in [0, %d)",
+                       (int)utf8_cut(key, 40), key, (int)n_vocab);
+        if (!(x >= -100 && x <= 100))
+            return bad(err, "logit_bias", "token %d: expected a bias in [-100, 100], got %s",
+                       b->id, describe(v, got));
+        b->bias = (float)x;
+    }
+    r->sampling.logit_bias = r->logit_bias;
+    r->sampling.n_logit_bias = i;
+    return SNUG_OK;
+}
+
+/* Reads the sampling fields into r->sampling and checks the whole with
+ * snug_sampling_params_validate (whose message starts with the param). */
+static snug_status parse_sampling(const json_t *body, const snug_api_limits *lim,
+                                  snug_api_request *r, snug_api_error *err)
+{
+    snug_sampling_params *s = &r->sampling;
+    snug_status st = SNUG_OK;
+    for (size_t i = 0; st == SNUG_OK && i < SNUG_ARRAY_LEN(REAL_FIELDS); i++) {
+        const struct real_field *f = &REAL_FIELDS[i];
+        st = get_real(body, f->key, f->lo, f->hi, f->lo_open,
+                      (float *)((char *)s + f->offset), err);
+    }
+    int64_t top_k = 0, seed = 0;
+    if (st == SNUG_OK) st = get_int(body, "top_k", -1, INT32_MAX, &top_k, NULL, err);
+    if (st == SNUG_OK) st = get_int(body, "seed", INT64_MIN, INT64_MAX, &seed, &s->has_seed, err);
+    if (st == SNUG_OK) st = parse_logit_bias(body, lim->n_vocab, r, err);
+    if (st != SNUG_OK) return st;
+    s->top_k = top_k == -1 ? 0 : (int32_t)top_k; /* -1 and 0 both mean off */
+    s->seed = (uint64_t)seed;
+    snug_error e = {0};
+    if (snug_sampling_params_validate(s, lim->n_vocab, &e) == SNUG_OK) return SNUG_OK;
+    char param[64] = "";
+    const char *rest = e.msg;
+    size_t n = strcspn(e.msg, ":");
+    if (e.msg[n] == ':' && n < sizeof param) { /* "top_p: expected ..." */
+        pathf(param, "%.*s", (int)n, e.msg);
+        rest = e.msg + n + 1 + (e.msg[n + 1] == ' ');
+    }
+    return bad(err, param, "%s", rest);
+}
+
+/* ---- stopping -------------------------------------------------------------- */
+
+/* Adds the stop string v (named param) to r->stop. */
+static snug_status add_stop(const json_t *v, const char *param, snug_api_request *r,
+                            snug_api_error *err)
+{
+    char what[64];
+    snprintf(what, sizeof what, "a non-empty string of at most %d bytes", SNUG_STOP_STRING_MAX);
+    if (!json_is_string(v) || json_string_length(v) == 0 ||
+        json_string_length(v) > SNUG_STOP_STRING_MAX)
+        return wrong(err, param, what, v);
+    snug_error e = {0};
+    if (snug_stop_params_add_string(&r->stop, json_string_value(v), json_string_length(v), &e) !=
+        SNUG_OK)
+        return bad(err, param, "%s", e.msg);
+    return SNUG_OK;
+}
+
+/* Reads max_tokens or max_completion_tokens (key) into *out when given:
+ * 1 to SNUG_API_MAX_TOKENS_MAX and, when the model's context is known, no
+ * more than it (no prompt could leave room for more). */
+static snug_status get_max_tokens(const json_t *body, const char *key,
+                                  const snug_api_limits *lim, int64_t *out, snug_api_error *err)
+{
+    bool given = false;
+    snug_status st = get_int(body, key, 1, SNUG_API_MAX_TOKENS_MAX, out, &given, err);
+    if (st == SNUG_OK && given && lim->max_model_len > 0 && *out > lim->max_model_len)
+        return bad(err, key, "is %lld, more than the model's context of %lld tokens",
+                   (long long)*out, (long long)lim->max_model_len);
+    return st;
+}
+
+/* Reads stop, stop_token_ids, ignore_eos and max_tokens (for chat,
+ * max_completion_tokens wins over it) into r->stop and r->max_tokens. */
+static snug_status parse_stop(const json_t *body, const snug_api_limits *lim,
+                              snug_api_request *r, snug_api_error *err)
+{
+    const json_t *stop = opt(body, "stop"), *ids = opt(body, "stop_token_ids");
+    char at[64];
+    snug_status st = SNUG_OK;
+    if (json_is_array(stop) && json_array_size(stop) > SNUG_API_STOP_STRINGS_MAX)
+        return bad(err, "stop", "has %zu strings; at most %d are accepted",
+                   json_array_size(stop), SNUG_API_STOP_STRINGS_MAX);
+    if (stop && !json_is_array(stop)) st = add_stop(stop, "stop", r, err);
+    for (size_t i = 0; st == SNUG_OK && i < json_array_size(stop); i++)
+        st = add_stop(json_array_get(stop, i), pathf(at, "stop[%zu]", i), r, err);
+    if (st != SNUG_OK) return st;
+
+    if (ids && (!json_is_array(ids) || json_array_size(ids) > SNUG_API_STOP_TOKEN_IDS_MAX)) {
+        char what[64];
+        snprintf(what, sizeof what, "a list of at most %d token ids", SNUG_API_STOP_TOKEN_IDS_MAX);
+        return wrong(err, "stop_token_ids", what, ids);
+    }
+    int32_t id[SNUG_API_STOP_TOKEN_IDS_MAX];
+    if (json_array_size(ids) > 0) st = read_ids(ids, "stop_token_ids", lim->n_vocab, id, err);
+    for (size_t i = 0; st == SNUG_OK && i < json_array_size(ids); i++)
+        SNUG_ASSERT(snug_stop_params_add_eos(&r->stop, id[i], NULL) == SNUG_OK);
+    if (st == SNUG_OK) st = get_bool(body, "ignore_eos", &r->stop.ignore_eos, err);
+
+    int64_t max_tokens = 0;
+    if (st == SNUG_OK) st = get_max_tokens(body, "max_tokens", lim, &max_tokens, err);
+    if (st == SNUG_OK && r->kind == SNUG_API_CHAT)
+        st = get_max_tokens(body, "max_completion_tokens", lim, &max_tokens, err);
+    r->max_tokens = r->stop.max_tokens = (int32_t)max_tokens;
+    return st;
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+/* Reads n, stream, stream_options, logprobs (and chat's top_logprobs), echo
+ * (completions) and add_generation_prompt (chat). stream_options without
+ * stream is checked and otherwise ignored. */
+static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
+                                snug_api_request *r, snug_api_error *err)
+{
+    int64_t n = 1, logprobs = -1, top = 0;
+    bool want_logprobs = false, top_given = false;
+    const json_t *so = opt(body, "stream_options"), *usage = opt(so, "include_usage");
+    snug_status st = get_int(body, "n", 1, lim->max_n, &n, NULL, err);
+    if (st == SNUG_OK) st = get_bool(body, "stream", &r->stream, err);
+    if (st == SNUG_OK && so && !json_is_object(so))
+        st = wrong(err, "stream_options", "an object", so);
+    if (st == SNUG_OK && usage && !json_is_boolean(usage))
+        st = wrong(err, "stream_options.include_usage", "true or false", usage);
+    if (r->kind == SNUG_API_COMPLETIONS) {
+        if (st == SNUG_OK)
+            st = get_int(body, "logprobs", 0, SNUG_API_LOGPROBS_MAX, &logprobs, NULL, err);
+        if (st == SNUG_OK) st = get_bool(body, "echo", &r->echo, err);
+    } else {
+        if (st == SNUG_OK) st = get_bool(body, "logprobs", &want_logprobs, err);
+        if (st == SNUG_OK)
+            st = get_int(body, "top_logprobs", 0, SNUG_API_LOGPROBS_MAX, &top, &top_given, err);
+        if (st == SNUG_OK && top_given && !want_logprobs)
+            st = bad(err, "top_logprobs", "is only accepted when logprobs is true");
+        if (want_logprobs) logprobs = top;
+        if (st == SNUG_OK)
+            st = get_bool(body, "add_generation_prompt", &r->add_generation_prompt, err);
+    }
+    r->n = (int)n;
+    r->logprobs = (int)logprobs;
+    r->include_usage = r->stream && json_is_true(usage);
+    return st;
+}
+
+/* ---- the request ------------------------------------------------------------ */
+
+/* Reads every field of the parsed r->root into r. */
+static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
+                                snug_api_request *r, snug_api_error *err)
+{
+    r->kind = kind;
+    r->n = 1;
+    r->logprobs = -1;
+    r->add_generation_prompt = true;
+    snug_sampling_params_default(&r->sampling);
+    snug_stop_params_default(&r->stop);
+    snug_status st = get_string(r->root, "model", &r->model, err);
+    if (st == SNUG_OK)
+        st = kind == SNUG_API_CHAT ? parse_messages(r->root, r, err)
+                                   : parse_prompt(r->root, lim, r, err);
+    if (st == SNUG_OK) st = parse_sampling(r->root, lim, r, err);
+    if (st == SNUG_OK) st = parse_stop(r->root, lim, r, err);
+    if (st == SNUG_OK) st = parse_output(r->root, lim, r, err);
+    return st;
+}
+
+snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
+                           const snug_api_limits *lim, snug_api_request *out,
+                           snug_api_error *err)
+{
+    snug_api_limits defaults;
+    snug_api_error scratch;
+    if (!lim) {
+        snug_api_limits_default(&defaults);
+        lim = &defaults;
+    }
+    if (!err) err = &scratch;
+    memset(err, 0, sizeof *err);
+    memset(out, 0, sizeof *out);
+    snug_status st = check_bytes(body, len, lim, err);
+    if (st == SNUG_OK) st = parse_json(body, len, &out->root, err);
+    if (st == SNUG_OK) st = parse_fields(kind, lim, out, err);
+    if (st != SNUG_OK) snug_api_request_free(out);
+    return st;
+}
+
+void snug_api_request_free(snug_api_request *r)
+{
+    if (r->root) json_decref(r->root);
+    snug_mem_free(r->prompts);
+    snug_mem_free(r->logit_bias);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,113 @@
+/*
+ * api_request.h: the JSON body of an OpenAI `POST /v1/completions` or
+ * `POST /v1/chat/completions` request, parsed into a checked C struct.
+ *
+ * Every rule a field breaks is answered in OpenAI's error shape: HTTP 400,
+ * type "invalid_request_error", `param` naming the field ("temperature",
+ * "messages[2].role", "prompt[1][3]") and a message that names the field,
+ * what was expected and what was found. Unknown fields are ignored; JSON
+ * null for an optional field means it was omitted.
+ *
+ * Before jansson sees the body it is checked for size (413 past
+ * max_body_bytes), UTF-8 and nesting depth (a scan of the bytes, so that
+ * 10,000 nested brackets are a 400, not a deep recursion); the parse is
+ * then admitted against the allocator's capacity (snug_json_parse). Memory
+ * that does not fit is SNUG_NOMEM with status 503, code "overloaded": the
+ * server is out of room for the request, not the request at fault.
+ * All memory is the accounting allocator's (category other).
+ */
+#ifndef SNUG_API_REQUEST_H
+#define SNUG_API_REQUEST_H
+
+#include "base/common.h"
+#include "engine/sampler.h"
+#include "engine/stop.h"
+#include "formats/config.h"
+
+#include <jansson.h>
+
+enum {
+    SNUG_API_LOGPROBS_MAX = 20,     /* logprobs (completions), top_logprobs (chat) */
+    SNUG_API_STOP_STRINGS_MAX = 4,  /* OpenAI's limit on `stop` */
+    SNUG_API_LOGIT_BIAS_MAX = 300,  /* OpenAI's limit on `logit_bias` entries */
+    SNUG_API_MAX_TOKENS_MAX = 1 << 24,
+    /* stop_token_ids share snug_stop_params' EOS slots with the model's own
+     * EOS ids (at most SNUG_MAX_EOS_IDS), which the caller adds afterwards. */
+    SNUG_API_STOP_TOKEN_IDS_MAX = SNUG_STOP_EOS_MAX - SNUG_MAX_EOS_IDS
+};
+
+typedef enum snug_api_kind { SNUG_API_COMPLETIONS = 0, SNUG_API_CHAT = 1 } snug_api_kind;
+
+typedef struct snug_api_limits {
+    size_t max_body_bytes;  /* a longer body is 413; default 1 MiB */
+    int max_depth;          /* most nested arrays and objects; default 64 */
+    int32_t n_vocab;        /* token ids (prompt, logit_bias, stop_token_ids) must be below;
+                             * default INT32_MAX (set it to the model's) */
+    int max_n;              /* most choices per request; default 16 */
+    int max_prompts;        /* most prompts in a completions list; default 16 */
+    int64_t max_model_len;  /* the model's context; max_tokens above it is a 400. 0 (the
+                             * default) = unknown. Prompt lengths are checked by the caller
+                             * after tokenizing */
+} snug_api_limits;
+
+/* One completions prompt: text or token ids, never both. */
+typedef struct snug_api_prompt {
+    const char *text;       /* a string prompt (points into the request's root), or NULL */
+    size_t text_len;        /* bytes, >= 1 */
+    int32_t *ids;           /* a token-id prompt (owned by the request), or NULL */
+    int64_t n_ids;          /* >= 1 when ids is set */
+} snug_api_prompt;
+
+typedef struct snug_api_request {
+    snug_api_kind kind;
+    json_t *root;                   /* the parsed body (owned; strings point into it) */
+    const char *model;              /* NULL when omitted */
+    snug_api_prompt *prompts;       /* completions: n_prompts >= 1 (owned); chat: NULL */
+    int n_prompts;
+    const json_t *messages;         /* chat: the checked messages (borrowed from root), every
+                                     * content a string or, for an assistant, null/absent;
+                                     * arrays of text parts are joined with "\n" */
+    snug_sampling_params sampling;  /* checked with snug_sampling_params_validate */
+    snug_logit_bias *logit_bias;    /* owned storage sampling.logit_bias points to, or NULL */
+    snug_stop_params stop;          /* stop strings, stop_token_ids as EOS ids (the caller adds
+                                     * the model's), ignore_eos, max_tokens */
+    int32_t max_tokens;             /* 0 when omitted (the caller picks the default) */
+    int n;                          /* choices, >= 1; default 1 */
+    bool stream;
+    bool include_usage;             /* stream_options.include_usage when streaming (without
+                                     * stream, stream_options is checked, then ignored) */
+    int logprobs;                   /* completions: logprobs 0..20; chat: top_logprobs 0..20
+                                     * when logprobs is true; -1 when not asked for */
+    bool echo;                      /* completions only */
+    bool add_generation_prompt;     /* chat (vLLM's extension): default true */
+} snug_api_request;
+
+typedef struct snug_api_error {
+    int status;         /* HTTP status: 400, 413, 503 */
+    const char *type;   /* "invalid_request_error" or "server_error" (a constant) */
+    char param[64];     /* the field ("temperature", "messages[2].role"); "" when none */
+    const char *code;   /* a constant ("body_too_large", "overloaded") or NULL */
+    char message[512];
+} snug_api_error;
+
+/* Fills l with the defaults above. */
+void snug_api_limits_default(snug_api_limits *l);
+
+/* Parses the len bytes at body (not NUL-terminated) as a request of kind
+ * `kind` under the limits lim (NULL = the defaults). On success *out owns
+ * what it points to (snug_api_request_free releases it) and every field is
+ * in range. On failure *out is zeroed (freeing it is harmless) and *err
+ * (which may be NULL) says why:
+ *   SNUG_INVALID, status 400 (a bad field, body or JSON) or 413 (the body
+ *     is longer than lim->max_body_bytes, code "body_too_large");
+ *   SNUG_NOMEM, status 503, type "server_error", code "overloaded": the
+ *     parse or an allocation did not fit; nothing is held. */
+snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
+                           const snug_api_limits *lim, snug_api_request *out,
+                           snug_api_error *err);
+
+/* Frees everything r owns and zeroes it; r->messages and every prompt's
+ * text become invalid. A zeroed request is ignored. */
+void snug_api_request_free(snug_api_request *r);
+
+#endif /* SNUG_API_REQUEST_H */

@@ -1,0 +1,407 @@
+/*
+ * openai.c: POST /v1/completions and /v1/chat/completions (server.h): the
+ * body parsed and checked (api_request.h), the prompts tokenized (chat
+ * messages through the model's template), one engine request per prompt
+ * with n choices, and the answer as one JSON object or as server-sent
+ * events in OpenAI's chunk shapes, ending with data: [DONE].
+ */
+#include "server_impl.h"
+
+#include "base/device.h"
+#include "chat/chat.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    COMPLETIONS_MAX_TOKENS_DEFAULT = 16,   /* as OpenAI's completions */
+    KEEPALIVE_SECONDS = 10                 /* an SSE comment on a quiet stream */
+};
+
+/* What one choice has produced (non-streaming answers keep its text). */
+typedef struct choice_acc {
+    snug_strbuf text;
+    snug_finish finish;
+    int64_t n_tokens;
+    bool started;                  /* chat streaming: the role chunk was sent */
+} choice_acc;
+
+struct openai_job {
+    snug_server *srv;
+    snug_api_request req;
+    snug_request *reqs;            /* [n_prompts] */
+    bool *submitted;               /* [n_prompts] */
+    int32_t **ids;                 /* [n_prompts] each prompt's ids (owned) */
+    choice_acc *acc;               /* [n_prompts * n] */
+    int n_prompts;
+    int64_t prompt_tokens;
+    char id[48];
+    int64_t created;
+    char *tmp;                     /* an output's text */
+    size_t tmp_cap;
+    snug_strbuf pending;           /* streaming: bytes not yet given to the connection */
+    size_t sent;
+    bool ended;                    /* [DONE] is in pending */
+    double idle;                   /* seconds since the last bytes */
+};
+
+void openai_job_free(openai_job *j)
+{
+    if (!j) return;
+    for (int i = 0; i < j->n_prompts; i++) {
+        if (j->submitted && j->submitted[i]) snug_engine_release(j->srv->e, &j->reqs[i]);
+        if (j->ids) snug_mem_free(j->ids[i]);
+    }
+    if (j->acc)
+        for (int k = 0; k < j->n_prompts * j->req.n; k++) snug_strbuf_free(&j->acc[k].text);
+    snug_strbuf_free(&j->pending);
+    snug_mem_free(j->tmp);
+    snug_mem_free(j->acc);
+    snug_mem_free(j->ids);
+    snug_mem_free(j->submitted);
+    snug_mem_free(j->reqs);
+    snug_api_request_free(&j->req);
+    atomic_fetch_sub(&j->srv->active, 1);
+    snug_mem_free(j);
+}
+
+/* ---- building the job --------------------------------------------------------- */
+
+static void *take(size_t n, bool *ok)
+{
+    void *p = *ok ? snug_mem_alloc(SNUG_MEM_OTHER, n, NULL) : NULL;
+    *ok = *ok && p;
+    return p;
+}
+
+/* Tokenizes text into a new id array for prompt i of j. */
+static snug_status encode(openai_job *j, int i, const char *text, size_t len, bool chat,
+                          snug_error *err)
+{
+    const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
+    if (!tok) return snug_errorf(err, SNUG_INVALID, "the model has no tokenizer: send token ids");
+    snug_tok_encoder *enc = NULL;
+    const int32_t *ids = NULL;
+    size_t n = 0;
+    /* a chat template writes the special tokens itself */
+    snug_tok_encode_opts eo = {.add_special = !chat, .parse_special = true};
+    snug_status st = snug_tok_encoder_create(tok, &enc, err);
+    if (st == SNUG_OK) st = snug_tok_encode(enc, text, len, &eo, &ids, &n, err);
+    if (st == SNUG_OK && n == 0) st = snug_errorf(err, SNUG_INVALID, "the prompt has no tokens");
+    if (st == SNUG_OK) {
+        j->ids[i] = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof(int32_t), err);
+        if (j->ids[i]) {
+            memcpy(j->ids[i], ids, n * sizeof(int32_t));
+            j->reqs[i].prompt = j->ids[i];
+            j->reqs[i].n_prompt = (int64_t)n;
+        } else {
+            st = SNUG_NOMEM;
+        }
+    }
+    snug_tok_encoder_free(enc);
+    return st;
+}
+
+/* The ids of prompt i: tokenized text, a copy of given ids, or the chat. */
+static snug_status prompt_ids(openai_job *j, int i, snug_error *err)
+{
+    if (j->req.kind == SNUG_API_CHAT) {
+        char *text = NULL;
+        size_t len = 0;
+        const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
+        if (!tok) return snug_errorf(err, SNUG_INVALID, "the model has no tokenizer, so no chat template");
+        const char *tpl = j->srv->o.chat_template ? j->srv->o.chat_template
+                                                  : snug_tokenizer_chat_template(tok);
+        snug_status st = snug_chat_apply_template(tpl, tok, j->req.messages,
+                                                  j->req.add_generation_prompt, &text, &len, err);
+        if (st == SNUG_OK) st = encode(j, i, text, len, true, err);
+        snug_mem_free(text);
+        return st;
+    }
+    const snug_api_prompt *p = &j->req.prompts[i];
+    if (p->text) return encode(j, i, p->text, p->text_len, false, err);
+    j->ids[i] = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)p->n_ids * sizeof(int32_t), err);
+    if (!j->ids[i]) return SNUG_NOMEM;
+    memcpy(j->ids[i], p->ids, (size_t)p->n_ids * sizeof(int32_t));
+    j->reqs[i].prompt = j->ids[i];
+    j->reqs[i].n_prompt = p->n_ids;
+    return SNUG_OK;
+}
+
+/* Answers a failed step of making the job. */
+static enum MHD_Result fail(struct MHD_Connection *c, snug_status st, const snug_error *err,
+                            const char *param)
+{
+    if (st == SNUG_NOMEM)
+        return http_error(c, 503, "server_error", NULL, "overloaded",
+                          "the server has no memory for this request now; try again (%s)", err->msg);
+    if (st == SNUG_BUSY)
+        return http_error(c, 429, "server_error", NULL, "queue_full", "%s", err->msg);
+    if (strncmp(err->msg, "context_length_exceeded: ", 25) == 0)
+        return http_error(c, 400, "invalid_request_error", param, "context_length_exceeded", "%s",
+                          err->msg + 25);
+    return http_error(c, 400, "invalid_request_error", param, NULL, "%s", err->msg);
+}
+
+/* ---- formatting ---------------------------------------------------------------- */
+
+static void put_str(snug_strbuf *b, const char *s, size_t n)
+{
+    snug_strbuf_put(b, "\"", 1);
+    snug_strbuf_json(b, s, n);
+    snug_strbuf_put(b, "\"", 1);
+}
+
+static void put_head(openai_job *j, snug_strbuf *b, bool chunk)
+{
+    bool chat = j->req.kind == SNUG_API_CHAT;
+    const char *object = chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+    snug_strbuf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", j->id,
+                       object, (long long)j->created);
+    put_str(b, j->srv->o.model_name, strlen(j->srv->o.model_name));
+}
+
+static void put_finish(snug_strbuf *b, snug_finish f)
+{
+    const char *why = snug_finish_reason_str(f);
+    if (why)
+        snug_strbuf_printf(b, ",\"finish_reason\":\"%s\"", why);
+    else
+        snug_strbuf_printf(b, ",\"finish_reason\":null");
+}
+
+static void put_usage(openai_job *j, snug_strbuf *b)
+{
+    int64_t out = 0;
+    for (int k = 0; k < j->n_prompts * j->req.n; k++) out += j->acc[k].n_tokens;
+    snug_strbuf_printf(b, "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
+                       "\"total_tokens\":%lld}", (long long)j->prompt_tokens, (long long)out,
+                       (long long)(j->prompt_tokens + out));
+}
+
+/* The whole answer of a finished job. */
+static void put_answer(openai_job *j, snug_strbuf *b)
+{
+    bool chat = j->req.kind == SNUG_API_CHAT;
+    put_head(j, b, false);
+    snug_strbuf_printf(b, ",\"choices\":[");
+    for (int k = 0; k < j->n_prompts * j->req.n; k++) {
+        const choice_acc *a = &j->acc[k];
+        snug_strbuf_printf(b, "%s{\"index\":%d,", k ? "," : "", k);
+        if (chat) {
+            snug_strbuf_printf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            put_str(b, a->text.p ? a->text.p : "", a->text.len);
+            snug_strbuf_printf(b, "}");
+        } else {
+            snug_strbuf_printf(b, "\"text\":");
+            put_str(b, a->text.p ? a->text.p : "", a->text.len);
+        }
+        snug_strbuf_printf(b, ",\"logprobs\":null");
+        put_finish(b, a->finish);
+        snug_strbuf_printf(b, "}");
+    }
+    snug_strbuf_printf(b, "],");
+    put_usage(j, b);
+    snug_strbuf_printf(b, "}");
+}
+
+/* One output as an SSE event. */
+static void put_chunk(openai_job *j, int index, const snug_output *o, const char *text)
+{
+    snug_strbuf *b = &j->pending;
+    choice_acc *a = &j->acc[index];
+    bool chat = j->req.kind == SNUG_API_CHAT;
+    snug_strbuf_printf(b, "data: ");
+    put_head(j, b, true);
+    snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,", index);
+    if (chat) {
+        snug_strbuf_printf(b, "\"delta\":{");
+        if (!a->started) snug_strbuf_printf(b, "\"role\":\"assistant\",");
+        snug_strbuf_printf(b, "\"content\":");
+        put_str(b, text, o->n_text);
+        snug_strbuf_printf(b, "}");
+        a->started = true;
+    } else {
+        snug_strbuf_printf(b, "\"text\":");
+        put_str(b, text, o->n_text);
+    }
+    snug_strbuf_printf(b, ",\"logprobs\":null");
+    put_finish(b, o->finish);
+    snug_strbuf_printf(b, "}]}\n\n");
+}
+
+/* Takes every output waiting for j: into its choices' text, or as chunks.
+ * Returns how many. */
+static int take_outputs(openai_job *j, bool stream)
+{
+    int n = 0;
+    for (int i = 0; i < j->n_prompts; i++) {
+        snug_output o;
+        while (snug_engine_next(j->srv->e, &j->reqs[i], &o, j->tmp, j->tmp_cap)) {
+            int index = i * j->req.n + o.choice;
+            choice_acc *a = &j->acc[index];
+            a->n_tokens += o.token >= 0;
+            a->finish = o.finish;
+            if (stream)
+                put_chunk(j, index, &o, j->tmp);
+            else
+                snug_strbuf_put(&a->text, j->tmp, o.n_text);
+            n++;
+        }
+    }
+    return n;
+}
+
+static bool all_done(openai_job *j)
+{
+    for (int i = 0; i < j->n_prompts; i++)
+        if (!snug_engine_done(j->srv->e, &j->reqs[i])) return false;
+    return true;
+}
+
+/* Waits a little for j's next output; cancels j when the server stops. */
+static void wait_some(openai_job *j, double s)
+{
+    for (int i = 0; i < j->n_prompts; i++)
+        if (!snug_engine_done(j->srv->e, &j->reqs[i])) {
+            snug_engine_wait(j->srv->e, &j->reqs[i], s);
+            break;
+        }
+    if (atomic_load(&j->srv->stopping))
+        for (int i = 0; i < j->n_prompts; i++) snug_engine_cancel(j->srv->e, &j->reqs[i]);
+}
+
+/* True when the client has closed its side of the connection (it sent
+ * its request and went away): a read would find the end of the stream. */
+static bool client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+    char byte;
+    return recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* libmicrohttpd asks for the next bytes of a stream. */
+static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    openai_job *j = cls;
+    for (;;) {
+        if (j->pending.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (j->sent < j->pending.len) {
+            size_t n = SNUG_MIN(max, j->pending.len - j->sent);
+            memcpy(buf, j->pending.p + j->sent, n);
+            j->sent += n;
+            j->idle = 0;
+            return (ssize_t)n;
+        }
+        j->pending.len = j->sent = 0;
+        if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (take_outputs(j, true) > 0) continue;
+        if (all_done(j)) {
+            if (j->req.include_usage) {
+                snug_strbuf_printf(&j->pending, "data: ");
+                put_head(j, &j->pending, true);
+                snug_strbuf_printf(&j->pending, ",\"choices\":[],");
+                put_usage(j, &j->pending);
+                snug_strbuf_printf(&j->pending, "}\n\n");
+            }
+            snug_strbuf_printf(&j->pending, "data: [DONE]\n\n");
+            j->ended = true;
+            continue;
+        }
+        wait_some(j, 0.5);
+        j->idle += 0.5;
+        if (j->idle >= KEEPALIVE_SECONDS) snug_strbuf_printf(&j->pending, ": keep-alive\n\n");
+    }
+}
+
+enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req *h,
+                              snug_api_kind kind)
+{
+    snug_api_limits lim;
+    snug_api_limits_default(&lim);
+    if (s->o.max_body_bytes) lim.max_body_bytes = s->o.max_body_bytes;
+    lim.n_vocab = snug_engine_n_vocab(s->e);
+    lim.max_model_len = snug_engine_max_model_len(s->e);
+    openai_job *j = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *j, NULL);
+    if (!j)
+        return http_error(c, 503, "server_error", NULL, "overloaded",
+                          "the server has no memory for this request now; try again");
+    j->srv = s;
+    atomic_fetch_add(&s->active, 1);
+    h->job = j; /* freed when the request completes, whatever happens here */
+    snug_api_error ae = {0};
+    if (snug_api_parse(kind, h->body ? h->body : "", h->len, &lim, &j->req, &ae) != SNUG_OK)
+        return http_error(c, (unsigned)ae.status, ae.type, ae.param, ae.code, "%s", ae.message);
+    if (j->req.model && strcmp(j->req.model, s->o.model_name) != 0)
+        return http_error(c, 404, "invalid_request_error", "model", "model_not_found",
+                          "The model `%s` does not exist; this server serves `%s`", j->req.model,
+                          s->o.model_name);
+    if (j->req.logprobs >= 0)
+        return http_error(c, 400, "invalid_request_error", "logprobs", "unsupported",
+                          "logprobs are not supported yet");
+    if (j->req.echo)
+        return http_error(c, 400, "invalid_request_error", "echo", "unsupported",
+                          "echo is not supported yet");
+    j->n_prompts = kind == SNUG_API_CHAT ? 1 : j->req.n_prompts;
+    int n_choices = j->n_prompts * j->req.n;
+    bool ok = true;
+    j->reqs = take((size_t)j->n_prompts * sizeof *j->reqs, &ok);
+    j->submitted = take((size_t)j->n_prompts * sizeof *j->submitted, &ok);
+    j->ids = take((size_t)j->n_prompts * sizeof *j->ids, &ok);
+    j->acc = take((size_t)n_choices * sizeof *j->acc, &ok);
+    j->tmp_cap = snug_engine_text_bytes(s->e);
+    j->tmp = take(j->tmp_cap, &ok);
+    snug_error err = {0};
+    if (!ok) return fail(c, SNUG_NOMEM, &err, NULL);
+    j->created = (int64_t)time(NULL);
+    const char *param = kind == SNUG_API_CHAT ? "messages" : "prompt";
+    for (int i = 0; i < j->n_prompts; i++) {
+        snug_request *r = &j->reqs[i];
+        snug_status st = prompt_ids(j, i, &err);
+        if (st != SNUG_OK) return fail(c, st, &err, param);
+        r->sampling = j->req.sampling;
+        r->stop = j->req.stop;
+        r->stop.max_tokens = j->req.max_tokens ? j->req.max_tokens
+                           : kind == SNUG_API_COMPLETIONS ? COMPLETIONS_MAX_TOKENS_DEFAULT : 0;
+        if (kind == SNUG_API_COMPLETIONS && !j->req.max_tokens)
+            r->stop.max_tokens = (int32_t)SNUG_MIN((int64_t)r->stop.max_tokens,
+                                                   SNUG_MAX(1, lim.max_model_len - r->n_prompt));
+        r->n = j->req.n;
+        st = snug_engine_submit(s->e, r, &err);
+        if (st != SNUG_OK) return fail(c, st, &err, param);
+        j->submitted[i] = true;
+        j->prompt_tokens += r->n_prompt;
+    }
+    snprintf(j->id, sizeof j->id, "%s-%016llx", kind == SNUG_API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)j->reqs[0].id * 0x9E3779B97F4A7C15ull ^ (unsigned long long)j->created);
+    if (j->req.stream) {
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                      read_stream, j, NULL);
+        if (!resp) return fail(c, SNUG_NOMEM, &err, NULL);
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    while (!all_done(j)) {
+        if (take_outputs(j, false) > 0) continue;
+        wait_some(j, 0.25);
+        if (client_gone(c)) /* nobody to answer: stop generating now */
+            for (int i = 0; i < j->n_prompts; i++) snug_engine_cancel(s->e, &j->reqs[i]);
+    }
+    take_outputs(j, false);
+    for (int k = 0; k < n_choices; k++)
+        if (j->acc[k].text.failed) return fail(c, SNUG_NOMEM, &err, NULL);
+    snug_strbuf b = {0};
+    put_answer(j, &b);
+    return http_send(c, MHD_HTTP_OK, &b, "application/json");
+}

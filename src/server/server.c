@@ -1,0 +1,452 @@
+/*
+ * server.c: libmicrohttpd's side of the server (server.h): the daemon, the
+ * upload of each request into allocator memory, routing, authentication,
+ * and the endpoints that are not completions.
+ */
+#include "server_impl.h"
+
+#include "base/device.h"
+#include "base/json.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    CONNECTIONS_DEFAULT = 32,
+    BODY_DEFAULT = 1 << 20,
+    POOL_BYTES = 64 * 1024,          /* libmicrohttpd's per-connection pool: headers and all */
+    STACK_BYTES = 1 << 20,           /* a connection thread's stack (templates recurse) */
+    CONNECTION_OVERHEAD = 16 * 1024, /* its connection struct, socket buffers' bookkeeping */
+    DISCARD_MAX = 256 << 20          /* a body over the limit is read and dropped up to this */
+};
+
+static int max_connections(const snug_server_opts *o)
+{
+    return o->max_connections > 0 ? o->max_connections : CONNECTIONS_DEFAULT;
+}
+
+size_t snug_server_untracked_bytes(const snug_server_opts *o)
+{
+    return (size_t)max_connections(o) * (POOL_BYTES + STACK_BYTES + CONNECTION_OVERHEAD);
+}
+
+size_t snug_server_tracked_bytes_default(const snug_server_opts *o)
+{
+    /* a body and its parse for a few connections at once, and every
+     * connection's response and token ids: the rest wait or get 503 */
+    size_t body = o->max_body_bytes ? o->max_body_bytes : BODY_DEFAULT;
+    return 4 * body * 8 + (size_t)max_connections(o) * (256 * 1024);
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+static void free_block(void *p) { snug_mem_free(p); }
+
+enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf *body,
+                          const char *content_type)
+{
+    struct MHD_Response *r = NULL;
+    if (!body->failed)
+        r = MHD_create_response_from_buffer_with_free_callback(body->len, body->p, free_block);
+    if (!r) { /* no memory for the body: a bare 503 from a constant */
+        snug_strbuf_free(body);
+        static const char msg[] = "{\"error\":{\"message\":\"the server is out of memory for "
+                                  "this response\",\"type\":\"server_error\",\"param\":null,"
+                                  "\"code\":\"overloaded\"}}";
+        r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        content_type = "application/json";
+        if (!r) return MHD_NO;
+    }
+    body->p = NULL; /* the response owns it now */
+    MHD_add_response_header(r, "Content-Type", content_type);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char *type,
+                           const char *param, const char *code, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snug_strbuf b = {0};
+    snug_strbuf_printf(&b, "{\"error\":{\"message\":\"");
+    snug_strbuf_json(&b, msg, strlen(msg));
+    snug_strbuf_printf(&b, "\",\"type\":\"%s\",\"param\":", type);
+    if (param && *param) {
+        snug_strbuf_put(&b, "\"", 1);
+        snug_strbuf_json(&b, param, strlen(param));
+        snug_strbuf_put(&b, "\"", 1);
+    } else {
+        snug_strbuf_printf(&b, "null");
+    }
+    if (code)
+        snug_strbuf_printf(&b, ",\"code\":\"%s\"}}", code);
+    else
+        snug_strbuf_printf(&b, ",\"code\":null}}");
+    return http_send(c, status, &b, "application/json");
+}
+
+/* ---- plain endpoints ------------------------------------------------------- */
+
+static enum MHD_Result get_models(snug_server *s, struct MHD_Connection *c)
+{
+    snug_strbuf b = {0};
+    snug_strbuf_printf(&b, "{\"object\":\"list\",\"data\":[{\"id\":\"");
+    snug_strbuf_json(&b, s->o.model_name, strlen(s->o.model_name));
+    snug_strbuf_printf(&b, "\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"snug\","
+                       "\"root\":\"", (long long)s->created);
+    snug_strbuf_json(&b, s->o.model_name, strlen(s->o.model_name));
+    snug_strbuf_printf(&b, "\",\"max_model_len\":%lld}]}", (long long)snug_engine_max_model_len(s->e));
+    return http_send(c, MHD_HTTP_OK, &b, "application/json");
+}
+
+static enum MHD_Result get_health(snug_server *s, struct MHD_Connection *c)
+{
+    snug_engine_counters k;
+    snug_engine_counters_get(s->e, &k);
+    snug_strbuf b = {0};
+    bool ok = !k.failed && !atomic_load(&s->draining);
+    snug_strbuf_printf(&b, "{\"status\":\"%s\"}", k.failed ? "failed" : ok ? "ok" : "draining");
+    return http_send(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, &b, "application/json");
+}
+
+static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
+{
+    snug_engine_counters k;
+    snug_engine_counters_get(s->e, &k);
+    const snug_plan_report *r = snug_engine_plan(s->e);
+    snug_strbuf b = {0};
+#define GAUGE(name, help, fmt, v)                                                                  \
+    snug_strbuf_printf(&b, "# HELP snug_" name " " help "\n# TYPE snug_" name " gauge\nsnug_" name   \
+                       " " fmt "\n", v)
+#define COUNTER(name, help, v)                                                                     \
+    snug_strbuf_printf(&b, "# HELP snug_" name " " help "\n# TYPE snug_" name                      \
+                       " counter\nsnug_" name " %lld\n", (long long)(v))
+    GAUGE("num_requests_running", "Sequences in the running batch.", "%d", k.running);
+    GAUGE("num_requests_waiting", "Sequences waiting for blocks or preempted.", "%d", k.waiting);
+    GAUGE("num_requests_queued", "Requests waiting for a slot.", "%d", k.queued);
+    GAUGE("kv_blocks_used", "KV cache blocks held by sequences.", "%d", k.kv_blocks_used);
+    GAUGE("kv_blocks_free", "KV cache blocks free.", "%d", k.kv_blocks_total - k.kv_blocks_used);
+    COUNTER("num_preemptions_total", "Sequences preempted for recompute.", k.preemptions);
+    COUNTER("prompt_tokens_total", "Prompt tokens admitted.", k.prompt_tokens);
+    COUNTER("generation_tokens_total", "Tokens generated.", k.generation_tokens);
+    COUNTER("request_success_total", "Requests finished.", k.requests_finished);
+    COUNTER("engine_steps_total", "Steps of the engine loop.", k.steps);
+    COUNTER("http_requests_total", "HTTP requests answered.", atomic_load(&s->http_requests));
+    snug_strbuf_printf(&b, "# HELP snug_memory_bytes Allocator bytes held by category.\n"
+                       "# TYPE snug_memory_bytes gauge\n");
+    for (int cat = 0; cat <= SNUG_MEM_N_CATS; cat++) {
+        size_t cur = 0, peak = 0;
+        snug_mem_status((snug_mem_cat)cat, &cur, &peak, false);
+        snug_strbuf_printf(&b, "snug_memory_bytes{category=\"%s\"} %zu\n",
+                           snug_mem_cat_name((snug_mem_cat)cat), cur);
+        snug_strbuf_printf(&b, "snug_memory_peak_bytes{category=\"%s\"} %zu\n",
+                           snug_mem_cat_name((snug_mem_cat)cat), peak);
+    }
+    snug_strbuf_printf(&b, "# HELP snug_plan_bytes The memory plan's figures.\n"
+                       "# TYPE snug_plan_bytes gauge\n");
+    const struct { const char *name; size_t v; } plan[] = {
+        {"budget", r->sizes.budget}, {"weights", r->weights}, {"activations", r->activations},
+        {"serving_state", r->serving_state}, {"untracked", r->sizes.untracked},
+        {"reserve", r->sizes.reserve}, {"kv_cache", r->kv.kv_held}, {"capacity", r->capacity}};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(plan); i++)
+        snug_strbuf_printf(&b, "snug_plan_bytes{part=\"%s\"} %zu\n", plan[i].name, plan[i].v);
+    size_t rss = 0, hwm = 0;
+    if (snug_proc_mem(&rss, &hwm, NULL) == SNUG_OK) {
+        GAUGE("process_resident_bytes", "The process's resident set.", "%zu", rss);
+        GAUGE("process_resident_peak_bytes", "The process's high-water mark.", "%zu", hwm);
+    }
+#undef GAUGE
+#undef COUNTER
+    return http_send(c, MHD_HTTP_OK, &b, "text/plain; version=0.0.4");
+}
+
+/* POST /tokenize {"prompt": "...", "add_special_tokens": true} and
+ * POST /detokenize {"tokens": [...]}. */
+static enum MHD_Result tokenize(snug_server *s, struct MHD_Connection *c, http_req *h, bool encode)
+{
+    const snug_tokenizer *tok = snug_engine_tokenizer(s->e);
+    if (!tok)
+        return http_error(c, 400, "invalid_request_error", NULL, NULL, "the model has no tokenizer");
+    snug_error err = {0};
+    json_t *root = NULL;
+    snug_tok_encoder *enc = NULL;
+    char *text = NULL;
+    enum MHD_Result ret;
+    if (h->len == 0 || snug_json_parse(h->body, h->len, "request body", &root, &err) != SNUG_OK) {
+        ret = http_error(c, err.status == SNUG_NOMEM ? 503 : 400,
+                         err.status == SNUG_NOMEM ? "server_error" : "invalid_request_error", NULL,
+                         NULL, "%s", h->len ? err.msg : "the request body is empty");
+        goto done;
+    }
+    snug_strbuf b = {0};
+    if (encode) {
+        const json_t *p = json_object_get(root, "prompt");
+        const json_t *add = json_object_get(root, "add_special_tokens");
+        if (!json_is_string(p) || (add && !json_is_boolean(add))) {
+            ret = http_error(c, 400, "invalid_request_error", json_is_string(p) ? "add_special_tokens" : "prompt",
+                             NULL, "expected {\"prompt\": string, \"add_special_tokens\": boolean}");
+            goto done;
+        }
+        const int32_t *ids = NULL;
+        size_t n = 0;
+        snug_tok_encode_opts eo = {.add_special = !add || json_is_true(add), .parse_special = true};
+        if (snug_tok_encoder_create(tok, &enc, &err) != SNUG_OK ||
+            snug_tok_encode(enc, json_string_value(p), json_string_length(p), &eo, &ids, &n, &err) != SNUG_OK) {
+            ret = http_error(c, 503, "server_error", NULL, "overloaded", "%s", err.msg);
+            goto done;
+        }
+        snug_strbuf_printf(&b, "{\"tokens\":[");
+        for (size_t i = 0; i < n; i++) snug_strbuf_printf(&b, i ? ",%d" : "%d", ids[i]);
+        snug_strbuf_printf(&b, "],\"count\":%zu,\"max_model_len\":%lld}", n,
+                           (long long)snug_engine_max_model_len(s->e));
+    } else {
+        const json_t *t = json_object_get(root, "tokens");
+        size_t n = json_array_size(t);
+        int32_t n_vocab = snug_engine_n_vocab(s->e);
+        int32_t *ids = json_is_array(t) ? snug_mem_alloc(SNUG_MEM_OTHER, (n + 1) * sizeof *ids, &err) : NULL;
+        if (!ids) {
+            ret = json_is_array(t) ? http_error(c, 503, "server_error", NULL, "overloaded", "%s", err.msg)
+                                   : http_error(c, 400, "invalid_request_error", "tokens", NULL,
+                                                "tokens: expected a list of token ids");
+            goto done;
+        }
+        for (size_t i = 0; i < n; i++) {
+            const json_t *v = json_array_get(t, i);
+            json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (id < 0 || id >= n_vocab) {
+                snug_mem_free(ids);
+                ret = http_error(c, 400, "invalid_request_error", "tokens", NULL,
+                                 "tokens[%zu]: expected a token id from 0 to %d", i, n_vocab - 1);
+                goto done;
+            }
+            ids[i] = (int32_t)id;
+        }
+        size_t len = 0;
+        snug_status st = snug_tok_decode(tok, ids, n, false, &text, &len, &err);
+        snug_mem_free(ids);
+        if (st != SNUG_OK) {
+            ret = http_error(c, 503, "server_error", NULL, "overloaded", "%s", err.msg);
+            goto done;
+        }
+        snug_strbuf_printf(&b, "{\"prompt\":\"");
+        snug_strbuf_json(&b, text, len);
+        snug_strbuf_printf(&b, "\"}");
+    }
+    ret = http_send(c, MHD_HTTP_OK, &b, "application/json");
+done:
+    snug_mem_free(text);
+    snug_tok_encoder_free(enc);
+    json_decref(root);
+    return ret;
+}
+
+/* ---- routing ----------------------------------------------------------------- */
+
+typedef enum route {
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE
+} route;
+
+static const struct {
+    const char *path, *method;
+    route r;
+} g_routes[] = {
+    {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
+    {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
+    {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},
+};
+
+/* The route for url, or R_NONE; *known_path tells a wrong method from an
+ * unknown path. */
+static route find_route(const char *url, const char *method, bool *known_path)
+{
+    *known_path = false;
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(g_routes); i++) {
+        if (strcmp(url, g_routes[i].path) != 0) continue;
+        *known_path = true;
+        if (strcmp(method, g_routes[i].method) == 0 ||
+            (strcmp(method, "HEAD") == 0 && strcmp(g_routes[i].method, "GET") == 0))
+            return g_routes[i].r; /* HEAD: the GET's headers; libmicrohttpd drops the body */
+    }
+    return R_NONE;
+}
+
+/* True when the request carries the API key (or none is asked for). */
+static bool authorized(const snug_server *s, struct MHD_Connection *c)
+{
+    if (!s->o.api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    return h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->o.api_key) == 0;
+}
+
+/* Takes the next piece of the upload; false when it cannot be kept. */
+static void take_upload(http_req *h, const char *data, size_t n, size_t max)
+{
+    if (h->too_large || h->no_memory || n == 0) return;
+    if (h->len + n > max) {
+        h->too_large = true;
+        return;
+    }
+    if (h->len + n + 1 > h->cap) {
+        size_t cap = SNUG_MIN(SNUG_MAX(h->cap * 2, h->len + n + 1), max + 1);
+        char *b = snug_mem_alloc(SNUG_MEM_OTHER, cap, NULL);
+        if (!b) {
+            h->no_memory = true;
+            return;
+        }
+        if (h->body) memcpy(b, h->body, h->len);
+        snug_mem_free(h->body);
+        h->body = b;
+        h->cap = cap;
+    }
+    memcpy(h->body + h->len, data, n);
+    h->len += n;
+    h->body[h->len] = 0;
+}
+
+static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req *h, route r)
+{
+    size_t max = s->o.max_body_bytes ? s->o.max_body_bytes : BODY_DEFAULT;
+    if (h->too_large)
+        return http_error(c, 413, "invalid_request_error", NULL, "body_too_large",
+                          "the request body is over the limit of %zu bytes", max);
+    if (h->no_memory)
+        return http_error(c, 503, "server_error", NULL, "overloaded",
+                          "the server has no memory for this request now; try again");
+    switch (r) {
+    case R_COMPLETIONS: return openai_handle(s, c, h, SNUG_API_COMPLETIONS);
+    case R_CHAT: return openai_handle(s, c, h, SNUG_API_CHAT);
+    case R_MODELS: return get_models(s, c);
+    case R_HEALTH: return get_health(s, c);
+    case R_METRICS: return get_metrics(s, c);
+    case R_TOKENIZE: return tokenize(s, c, h, true);
+    case R_DETOKENIZE: return tokenize(s, c, h, false);
+    default: return MHD_NO;
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    snug_server *s = cls;
+    bool known = false;
+    route r = find_route(url, method, &known);
+    http_req *h = *con_cls;
+    if (!h) { /* the headers are in: decide what can be decided now */
+        atomic_fetch_add(&s->http_requests, 1);
+        if (r == R_NONE)
+            return known ? http_error(c, 405, "invalid_request_error", NULL, "method_not_allowed",
+                                      "%s is not allowed on %s", method, url)
+                         : http_error(c, 404, "invalid_request_error", NULL, "not_found",
+                                      "no such path: %s", url);
+        if (strncmp(url, "/v1/", 4) == 0 && !authorized(s, c))
+            return http_error(c, 401, "invalid_request_error", NULL, "invalid_api_key",
+                              "a missing or wrong API key: send Authorization: Bearer KEY");
+        if (atomic_load(&s->draining) && (r == R_COMPLETIONS || r == R_CHAT))
+            return http_error(c, 503, "server_error", NULL, "draining",
+                              "the server is shutting down");
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+        size_t max = s->o.max_body_bytes ? s->o.max_body_bytes : BODY_DEFAULT;
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        /* a client that waits for 100 Continue gets the 413 before it sends;
+         * one that sends anyway is read to the end (and the body dropped) up
+         * to DISCARD_MAX, so that it sees the 413 instead of a reset */
+        if (declared > max && (expect || declared > DISCARD_MAX))
+            return http_error(c, 413, "invalid_request_error", NULL, "body_too_large",
+                              "the request body is over the limit of %zu bytes", max);
+        h = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *h, NULL);
+        if (!h)
+            return http_error(c, 503, "server_error", NULL, "overloaded",
+                              "the server has no memory for this request now; try again");
+        h->srv = s;
+        h->too_large = declared > max;
+        *con_cls = h;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        take_upload(h, upload_data, *upload_size,
+                    s->o.max_body_bytes ? s->o.max_body_bytes : BODY_DEFAULT);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return answer(s, c, h, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode why)
+{
+    (void)cls;
+    (void)c;
+    (void)why;
+    http_req *h = *con_cls;
+    if (!h) return;
+    openai_job_free(h->job);
+    snug_mem_free(h->body);
+    snug_mem_free(h);
+    *con_cls = NULL;
+}
+
+snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_server **out,
+                              snug_error *err)
+{
+    *out = NULL;
+    snug_server *s = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *s, err);
+    if (!s) return snug_error_prefix(err, SNUG_NOMEM, "server: ");
+    s->e = e;
+    s->o = *o;
+    s->created = (int64_t)time(NULL);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    const char *host = o->host ? o->host : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        snug_mem_free(s);
+        return snug_errorf(err, SNUG_INVALID, "--host %s: expected an IPv4 address such as "
+                           "127.0.0.1 or 0.0.0.0", host);
+    }
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+                            (uint16_t)o->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_connections(o),
+                            MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(o->timeout_s > 0 ? o->timeout_s : 60),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES,
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_BYTES,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    if (!s->d) {
+        snug_mem_free(s);
+        return snug_errorf(err, SNUG_IO, "cannot listen on %s:%d (in use, or not this host's "
+                           "address)", host, o->port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : o->port;
+    *out = s;
+    return SNUG_OK;
+}
+
+int snug_server_port(const snug_server *s) { return s->port; }
+
+void snug_server_stop(snug_server *s, double drain_s)
+{
+    if (!s) return;
+    atomic_store(&s->draining, true);
+    MHD_socket fd = MHD_quiesce_daemon(s->d);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+    for (double waited = 0; atomic_load(&s->active) > 0 && waited < drain_s; waited += 0.05)
+        usleep(50 * 1000);
+    atomic_store(&s->stopping, true); /* streams still running cancel themselves */
+    MHD_stop_daemon(s->d);
+    snug_mem_free(s);
+}

@@ -1,0 +1,56 @@
+/*
+ * server.h: the OpenAI-compatible HTTP server in front of an engine
+ * (libmicrohttpd, one thread per connection, at most max_connections).
+ *
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or
+ * server-sent events), GET /v1/models, GET /health, GET /metrics
+ * (Prometheus text), POST /tokenize, POST /detokenize. Errors are in
+ * OpenAI's shape {"error": {"message", "type", "param", "code"}}.
+ *
+ * Memory: what a request needs (its body, the parse, its token ids, its
+ * response) comes from the allocator, out of the server's share of the
+ * plan (planner.h server_tracked); a request that does not fit gets 503.
+ * What libmicrohttpd holds per connection (its pool, the thread's stack) is
+ * outside the allocator; snug_server_untracked_bytes says how much, for
+ * the plan to keep (server_untracked).
+ */
+#ifndef SNUG_SERVER_H
+#define SNUG_SERVER_H
+
+#include "base/common.h"
+#include "engine/engine.h"
+
+typedef struct snug_server_opts {
+    const char *host;              /* NULL: 127.0.0.1 */
+    int port;                      /* 0: any free port (snug_server_port says which) */
+    const char *api_key;           /* NULL: none asked for */
+    const char *model_name;        /* the model's name in the API */
+    int max_connections;           /* 0: 32 */
+    size_t max_body_bytes;         /* 0: 1 MiB */
+    double timeout_s;              /* idle connections are closed after it; 0: 60 */
+    const char *chat_template;     /* a template's text overriding the model's, or NULL */
+} snug_server_opts;
+
+typedef struct snug_server snug_server;
+
+/* The bytes, outside the allocator, that libmicrohttpd may hold for o's
+ * connections: per connection its memory pool, its thread's stack and its
+ * bookkeeping. */
+size_t snug_server_untracked_bytes(const snug_server_opts *o);
+
+/* The allocator bytes the server keeps for its requests by default. */
+size_t snug_server_tracked_bytes_default(const snug_server_opts *o);
+
+/* Starts serving e on o->host:o->port. Fails with SNUG_IO (the address is
+ * taken, cannot be bound) or SNUG_NOMEM. */
+snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_server **out,
+                              snug_error *err);
+
+/* The port it listens on. */
+int snug_server_port(const snug_server *s);
+
+/* Stops accepting, lets running requests finish for up to drain_s seconds,
+ * cancels the rest, closes every connection and frees the server. */
+void snug_server_stop(snug_server *s, double drain_s);
+
+#endif /* SNUG_SERVER_H */

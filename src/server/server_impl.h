@@ -1,0 +1,56 @@
+/*
+ * server_impl.h: what the server's modules share (server.c: the HTTP side,
+ * routes and plain endpoints; openai.c: completions and chat). Private to
+ * src/server/.
+ */
+#ifndef SNUG_SERVER_IMPL_H
+#define SNUG_SERVER_IMPL_H
+
+#include "server.h"
+
+#include "api_request.h"
+#include "base/strbuf.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+
+struct snug_server {
+    snug_engine *e;
+    snug_server_opts o;
+    struct MHD_Daemon *d;
+    int port;
+    atomic_bool draining;          /* no new completions */
+    atomic_bool stopping;          /* the drain is over: what runs is cancelled */
+    atomic_int active;             /* generation requests in flight */
+    int64_t created;               /* seconds since the epoch, for /v1/models */
+    atomic_llong http_requests, http_errors;
+};
+
+typedef struct openai_job openai_job;
+
+/* One HTTP request, from its first byte to its completion callback. */
+typedef struct http_req {
+    snug_server *srv;
+    char *body;                    /* the upload, from the allocator */
+    size_t len, cap;
+    bool too_large, no_memory;
+    openai_job *job;               /* a completion in flight */
+} http_req;
+
+/* Queues a JSON response of body (taken: freed here). */
+enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf *body,
+                          const char *content_type);
+
+/* Queues an error in OpenAI's shape. param and code may be NULL. */
+enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char *type,
+                           const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* Answers POST /v1/completions or /v1/chat/completions for h's body. */
+enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req *h,
+                              snug_api_kind kind);
+
+/* Ends a job: its requests cancelled and released, its memory freed. */
+void openai_job_free(openai_job *j);
+
+#endif /* SNUG_SERVER_IMPL_H */

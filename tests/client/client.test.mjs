@@ -1,0 +1,504 @@
+// snug's OpenAI-compatible API driven by the official `openai` npm package: what a real
+// client sends, parses and raises. Run by tests/client/client.sh, which starts the server
+// (with --api-key and a chat template) and sets
+//   SNUG_BASE_URL  e.g. http://127.0.0.1:PORT/v1
+//   SNUG_API_KEY   the key the server was started with
+// The model is the bundled models/stories260K (served as "stories260K", max-model-len 256).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const baseURL = process.env.SNUG_BASE_URL ?? 'http://127.0.0.1:8000/v1';
+const apiKey = process.env.SNUG_API_KEY ?? 'test-key';
+const model = process.env.SNUG_MODEL ?? 'stories260K';
+// {base}/../metrics: the Prometheus page beside /v1
+const metricsURL = new URL('../metrics', baseURL.endsWith('/') ? baseURL : baseURL + '/').href;
+
+// maxRetries 0: an error status must reach the test as the SDK raised it, not be retried
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 20_000 });
+
+// every test's own time limit: a hung request fails its test, not the whole file
+const T = { timeout: 15_000 };
+
+const prompt = 'Once upon a time';
+const messages = [{ role: 'user', content: 'Tell me a story about a dog.' }];
+
+// expectAPIError(promise, Class, fields): the promise rejects with an instance of Class (an
+// OpenAI.APIError subclass) whose status, param, code and type are as given (undefined: not
+// checked); returns the error for further checks.
+async function expectAPIError(promise, Class, fields = {}) {
+    let err;
+    try {
+        await promise;
+    } catch (e) {
+        err = e;
+    }
+    assert.ok(err, `expected ${Class.name}, but the request succeeded`);
+    assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
+    assert.ok(err instanceof OpenAI.APIError);
+    for (const [k, v] of Object.entries(fields)) {
+        assert.equal(err[k], v, `err.${k} = ${JSON.stringify(err[k])}, expected ${JSON.stringify(v)} (${err.message})`);
+    }
+    // err.error is the body's "error" object: OpenAI's shape
+    assert.equal(typeof err.error, 'object', `err.error = ${JSON.stringify(err.error)}`);
+    assert.equal(typeof err.error.message, 'string');
+    assert.ok(err.error.message.length > 0);
+    assert.equal(err.error.type, err.type);
+    assert.ok('param' in err.error, 'error.param is present (null when none)');
+    assert.ok('code' in err.error, 'error.code is present (null when none)');
+    return err;
+}
+
+async function metrics() {
+    const r = await fetch(metricsURL);
+    assert.equal(r.status, 200, `GET ${metricsURL}: ${r.status}`);
+    return r.text();
+}
+
+function gauge(text, name) {
+    const m = text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+    return m ? Number(m[1]) : undefined;
+}
+
+// waitForGauges({name: value, ...}): within ms (5 s) the metrics show every gauge at its
+// value; returns the last metrics text.
+async function waitForGauges(want, ms = 5000) {
+    const deadline = Date.now() + ms;
+    let text = '';
+    for (;;) {
+        text = await metrics();
+        if (Object.entries(want).every(([k, v]) => gauge(text, k) === v)) return text;
+        if (Date.now() > deadline) {
+            const got = Object.keys(want).map((k) => `${k} ${gauge(text, k)}`).join(', ');
+            assert.fail(`after ${ms} ms: ${got}; expected ${JSON.stringify(want)}`);
+        }
+        await new Promise((r) => setTimeout(r, 50));
+    }
+}
+
+function checkUsage(usage, completionTokens) {
+    assert.ok(usage, 'usage is present');
+    assert.ok(Number.isInteger(usage.prompt_tokens) && usage.prompt_tokens > 0, `prompt_tokens ${usage.prompt_tokens}`);
+    if (completionTokens !== undefined) assert.equal(usage.completion_tokens, completionTokens);
+    assert.ok(Number.isInteger(usage.completion_tokens) && usage.completion_tokens >= 0);
+    assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
+}
+
+test('completion: text, finish_reason length, usage', T, async () => {
+    const r = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 0 });
+    assert.equal(r.object, 'text_completion');
+    assert.equal(typeof r.id, 'string');
+    assert.ok(r.id.length > 0);
+    assert.equal(r.model, model);
+    assert.ok(Number.isInteger(r.created));
+    assert.equal(r.choices.length, 1);
+    const c = r.choices[0];
+    assert.equal(c.index, 0);
+    assert.equal(typeof c.text, 'string');
+    assert.ok(c.text.length > 0);
+    assert.equal(c.finish_reason, 'length');
+    checkUsage(r.usage, 8);
+    // "Once upon a time" is BOS + 4 tokens in the bundled tokenizer
+    assert.equal(r.usage.prompt_tokens, 5);
+});
+
+test('completion: greedy text is the reference text', T, async () => {
+    // tests/data/stories260K/greedy.txt: llama2.c's greedy continuation
+    const r = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 0 });
+    assert.equal(r.choices[0].text, ', there was a little girl');
+});
+
+test('completion: a stop string ends it with finish_reason stop', T, async () => {
+    const r = await client.completions.create({ model, prompt, max_tokens: 40, temperature: 0, stop: ['Lily'] });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.ok(!r.choices[0].text.includes('Lily'), r.choices[0].text);
+    assert.ok(r.choices[0].text.startsWith(', there was a little girl named'), r.choices[0].text);
+    checkUsage(r.usage);
+});
+
+test('completion: echo is honoured or refused, not ignored', T, async () => {
+    let r;
+    try {
+        r = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0, echo: true });
+    } catch (e) {
+        assert.ok(e instanceof OpenAI.BadRequestError, `${e.constructor.name}: ${e.message}`);
+        assert.equal(e.param, 'echo');
+        return;
+    }
+    assert.ok(r.choices[0].text.startsWith(prompt), `echo: true, text ${JSON.stringify(r.choices[0].text)}`);
+});
+
+test('chat completion: an assistant message', T, async () => {
+    const r = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0 });
+    assert.equal(r.object, 'chat.completion');
+    assert.equal(r.model, model);
+    assert.equal(r.choices.length, 1);
+    const c = r.choices[0];
+    assert.equal(c.index, 0);
+    assert.equal(c.message.role, 'assistant');
+    assert.equal(typeof c.message.content, 'string');
+    assert.ok(c.message.content.length > 0);
+    assert.equal(c.finish_reason, 'length');
+    checkUsage(r.usage, 8);
+});
+
+test('chat completion: max_completion_tokens', T, async () => {
+    const r = await client.chat.completions.create({ model, messages, max_completion_tokens: 3, temperature: 0 });
+    assert.equal(r.choices[0].finish_reason, 'length');
+    assert.equal(r.usage.completion_tokens, 3);
+});
+
+test('streaming completion: chunks add up to the greedy text', T, async () => {
+    const want = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0 });
+    const stream = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, stream: true });
+    let text = '';
+    let chunks = 0;
+    let finish = null;
+    let id;
+    for await (const chunk of stream) {
+        chunks++;
+        assert.equal(chunk.object, 'text_completion');
+        assert.equal(chunk.model, model);
+        id ??= chunk.id;
+        assert.equal(chunk.id, id, 'every chunk has the same id');
+        assert.equal(chunk.usage ?? undefined, undefined, 'no usage without stream_options.include_usage');
+        for (const c of chunk.choices) {
+            assert.equal(c.index, 0);
+            text += c.text;
+            if (c.finish_reason) finish = c.finish_reason;
+        }
+    }
+    assert.ok(chunks > 1, `${chunks} chunks`);
+    assert.equal(text, want.choices[0].text);
+    assert.equal(finish, 'length');
+});
+
+test('streaming completion: include_usage puts usage on the final chunk', T, async () => {
+    const stream = await client.completions.create({
+        model, prompt, max_tokens: 6, temperature: 0, stream: true, stream_options: { include_usage: true },
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    const last = chunks.at(-1);
+    assert.deepEqual(last.choices, []);
+    checkUsage(last.usage, 6);
+    assert.equal(last.usage.prompt_tokens, 5);
+    for (const c of chunks.slice(0, -1)) assert.ok(c.usage == null, 'only the final chunk has usage');
+});
+
+test('streaming chat: role first, content adds up to the greedy reply, usage last', T, async () => {
+    const want = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0 });
+    const stream = await client.chat.completions.create({
+        model, messages, max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true },
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    assert.ok(chunks.length > 2, `${chunks.length} chunks`);
+    for (const c of chunks) assert.equal(c.object, 'chat.completion.chunk');
+    assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+    let content = '';
+    let finish = null;
+    for (const c of chunks) {
+        for (const ch of c.choices) {
+            assert.equal(ch.index, 0);
+            content += ch.delta.content ?? '';
+            if (ch.finish_reason) finish = ch.finish_reason;
+        }
+    }
+    assert.equal(content, want.choices[0].message.content);
+    assert.equal(finish, 'length');
+    const last = chunks.at(-1);
+    assert.deepEqual(last.choices, []);
+    checkUsage(last.usage, 10);
+    assert.equal(last.usage.prompt_tokens, want.usage.prompt_tokens);
+});
+
+test('streaming chat: the SDK stream helper assembles the message', T, async () => {
+    const want = await client.chat.completions.create({ model, messages, max_tokens: 6, temperature: 0 });
+    const runner = client.chat.completions.stream({ model, messages, max_tokens: 6, temperature: 0 });
+    const final = await runner.finalChatCompletion();
+    assert.equal(final.choices[0].message.role, 'assistant');
+    assert.equal(final.choices[0].message.content, want.choices[0].message.content);
+    assert.equal(final.choices[0].finish_reason, 'length');
+});
+
+// A stream the client leaves after 3 chunks, in each of the SDK's ways: break out of the
+// loop (the SDK aborts the request), stream.controller.abort(), or an AbortSignal passed in the
+// request options. The server must notice, free the sequence and go on answering. (After an
+// abort the SDK may still yield chunks it had already read, then ends the loop quietly.)
+async function abandonAfter3(how) {
+    const before = gauge(await metrics(), 'snug_generation_tokens_total');
+    const ac = new AbortController();
+    const maxTokens = 240;
+    const stream = await client.completions.create(
+        { model, prompt, max_tokens: maxTokens, temperature: 0, stream: true },
+        how === 'signal' ? { signal: ac.signal } : {},
+    );
+    let n = 0;
+    let err;
+    try {
+        for await (const chunk of stream) {
+            assert.ok(chunk.choices.length <= 1);
+            if (++n === 3) {
+                if (how === 'break') break;
+                if (how === 'controller') stream.controller.abort();
+                else ac.abort();
+            }
+        }
+    } catch (e) {
+        err = e;
+    }
+    assert.ok(err === undefined || err instanceof OpenAI.APIUserAbortError || err.name === 'AbortError',
+        `${err?.constructor?.name}: ${err?.message}`);
+    assert.ok(n >= 3, `${n} chunks`);
+    if (how === 'break') assert.equal(n, 3);
+
+    // the server still answers
+    const r = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0 });
+    assert.equal(r.choices[0].text, ', there was a');
+    const text = await waitForGauges({ snug_num_requests_running: 0 });
+    return { before, after: gauge(text, 'snug_generation_tokens_total'), maxTokens };
+}
+
+test('streaming: a client that breaks out after 3 chunks; the server goes on', T, async () => {
+    await abandonAfter3('break');
+});
+
+test('streaming: stream.controller.abort() after 3 chunks; the server goes on', T, async () => {
+    await abandonAfter3('controller');
+});
+
+test('streaming: an AbortSignal fired after 3 chunks; the server goes on', T, async () => {
+    await abandonAfter3('signal');
+});
+
+test('streaming: an abandoned stream frees its KV blocks and stops generating', T, async () => {
+    const { before, after, maxTokens } = await abandonAfter3('break');
+    await waitForGauges({ snug_num_requests_running: 0, snug_num_requests_waiting: 0, snug_kv_blocks_used: 0 });
+    // the abandoned request plus the 4-token one after it: less than the whole 240
+    assert.ok(after - before < maxTokens, `generated ${after - before} tokens, the abandoned request asked for ${maxTokens}`);
+});
+
+test('a non-streaming request the client aborts: the server stops generating it', T, async () => {
+    const before = gauge(await metrics(), 'snug_generation_tokens_total');
+    const req = { model, prompt, max_tokens: 240, temperature: 0, n: 8 }; // 1920 tokens
+    const ac = new AbortController();
+    const p = client.completions.create(req, { signal: ac.signal });
+    p.catch(() => {});
+    // abort once the server runs it
+    const deadline = Date.now() + 5000;
+    while (gauge(await metrics(), 'snug_num_requests_running') === 0 && Date.now() < deadline) {}
+    ac.abort();
+    await assert.rejects(p, OpenAI.APIUserAbortError);
+    const text = await waitForGauges({ snug_num_requests_running: 0, snug_kv_blocks_used: 0 });
+    const generated = gauge(text, 'snug_generation_tokens_total') - before;
+    assert.ok(generated < 8 * 240, `the server generated all ${generated} tokens for a client that had gone`);
+});
+
+test('n = 3: three choices, indexes 0, 1, 2', T, async () => {
+    const r = await client.completions.create({ model, prompt, max_tokens: 6, temperature: 1, n: 3 });
+    assert.deepEqual(r.choices.map((c) => c.index).sort(), [0, 1, 2]);
+    for (const c of r.choices) {
+        assert.equal(typeof c.text, 'string');
+        assert.equal(c.finish_reason, 'length');
+    }
+    checkUsage(r.usage, 18);
+});
+
+test('chat n = 3: three assistant messages, indexes 0, 1, 2', T, async () => {
+    const r = await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 1, n: 3 });
+    assert.deepEqual(r.choices.map((c) => c.index).sort(), [0, 1, 2]);
+    for (const c of r.choices) assert.equal(c.message.role, 'assistant');
+});
+
+test('streaming n = 2: chunks of both choices, each adds up', T, async () => {
+    const want = await client.completions.create({ model, prompt, max_tokens: 5, temperature: 0 });
+    const stream = await client.completions.create({ model, prompt, max_tokens: 5, temperature: 0, n: 2, stream: true });
+    const texts = ['', ''];
+    for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.text;
+    assert.deepEqual(texts, [want.choices[0].text, want.choices[0].text]);
+});
+
+test('a batch of prompts: one choice each, in order', T, async () => {
+    const r = await client.completions.create({ model, prompt: [prompt, prompt], max_tokens: 4, temperature: 0 });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+    assert.deepEqual(r.choices.map((c) => c.text), [', there was a', ', there was a']);
+});
+
+test('seed: the same seed at temperature 1 gives the same text', T, async () => {
+    const req = { model, prompt, max_tokens: 24, temperature: 1, seed: 1234 };
+    const a = await client.completions.create(req);
+    const b = await client.completions.create(req);
+    assert.equal(a.choices[0].text, b.choices[0].text);
+    const ca = await client.chat.completions.create({ model, messages, max_tokens: 16, temperature: 1, seed: 99 });
+    const cb = await client.chat.completions.create({ model, messages, max_tokens: 16, temperature: 1, seed: 99 });
+    assert.equal(ca.choices[0].message.content, cb.choices[0].message.content);
+});
+
+test('streaming with a stop string: the stop string never reaches the client', T, async () => {
+    const want = await client.completions.create({ model, prompt, max_tokens: 40, temperature: 0, stop: ['Lily'] });
+    const stream = await client.completions.create({ model, prompt, max_tokens: 40, temperature: 0, stop: ['Lily'], stream: true });
+    let text = '';
+    let finish = null;
+    for await (const chunk of stream) {
+        for (const c of chunk.choices) {
+            text += c.text;
+            if (c.finish_reason) finish = c.finish_reason;
+        }
+    }
+    assert.equal(text, want.choices[0].text);
+    assert.equal(finish, 'stop');
+});
+
+test('chat: a system message and content given as text parts', T, async () => {
+    const r = await client.chat.completions.create({
+        model,
+        messages: [
+            { role: 'system', content: 'You tell stories.' },
+            { role: 'user', content: [{ type: 'text', text: 'Tell me a story ' }, { type: 'text', text: 'about a dog.' }] },
+        ],
+        max_tokens: 4,
+        temperature: 0,
+    });
+    assert.equal(r.choices[0].message.role, 'assistant');
+    assert.equal(typeof r.choices[0].message.content, 'string');
+    checkUsage(r.usage, 4);
+});
+
+test('concurrent requests: 8 at once, each the greedy text', T, async () => {
+    const want = (await client.completions.create({ model, prompt, max_tokens: 16, temperature: 0 })).choices[0].text;
+    const plain = Array.from({ length: 4 }, () => client.completions.create({ model, prompt, max_tokens: 16, temperature: 0 }));
+    const streamed = Array.from({ length: 4 }, async () => {
+        const stream = await client.completions.create({ model, prompt, max_tokens: 16, temperature: 0, stream: true });
+        let text = '';
+        for await (const chunk of stream) for (const c of chunk.choices) text += c.text;
+        return text;
+    });
+    const texts = [...(await Promise.all(plain)).map((r) => r.choices[0].text), ...(await Promise.all(streamed))];
+    assert.deepEqual(texts, Array(8).fill(want));
+});
+
+test('models.list(): the served model', T, async () => {
+    const page = await client.models.list();
+    const ids = page.data.map((m) => m.id);
+    assert.ok(ids.includes('stories260K'), JSON.stringify(ids));
+    const m = page.data.find((m) => m.id === 'stories260K');
+    assert.equal(m.object, 'model');
+    assert.equal(typeof m.owned_by, 'string');
+    const all = [];
+    for await (const x of client.models.list()) all.push(x.id);
+    assert.deepEqual(all, ids);
+});
+
+test('a bad temperature: BadRequestError, 400, param temperature', T, async () => {
+    const err = await expectAPIError(
+        client.completions.create({ model, prompt, max_tokens: 4, temperature: -1 }),
+        OpenAI.BadRequestError,
+        { status: 400, param: 'temperature', type: 'invalid_request_error' },
+    );
+    assert.match(err.message, /^400 /);
+});
+
+test('a bad parameter on a stream: BadRequestError before any chunk', T, async () => {
+    await expectAPIError(
+        client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 5, stream: true }),
+        OpenAI.BadRequestError,
+        { status: 400, param: 'temperature' },
+    );
+});
+
+test('logprobs: BadRequestError, param logprobs (not supported yet)', T, async () => {
+    await expectAPIError(
+        client.completions.create({ model, prompt, max_tokens: 4, logprobs: 2 }),
+        OpenAI.BadRequestError,
+        { status: 400, param: 'logprobs' },
+    );
+    await expectAPIError(
+        client.chat.completions.create({ model, messages, max_tokens: 4, logprobs: true }),
+        OpenAI.BadRequestError,
+        { status: 400, param: 'logprobs' },
+    );
+});
+
+test('a body over the server\'s limit: APIError 413, code body_too_large', T, async () => {
+    const err = await expectAPIError(
+        client.completions.create({ model, prompt: 'a'.repeat(2 << 20), max_tokens: 1 }),
+        OpenAI.APIError,
+        { status: 413, code: 'body_too_large' },
+    );
+    assert.ok(!(err instanceof OpenAI.APIConnectionError));
+});
+
+test('an unknown model: NotFoundError, code model_not_found', T, async () => {
+    await expectAPIError(
+        client.completions.create({ model: 'gpt-9', prompt, max_tokens: 4 }),
+        OpenAI.NotFoundError,
+        { status: 404, code: 'model_not_found' },
+    );
+    await expectAPIError(
+        client.chat.completions.create({ model: 'gpt-9', messages, max_tokens: 4 }),
+        OpenAI.NotFoundError,
+        { status: 404, code: 'model_not_found' },
+    );
+});
+
+test('a wrong API key: AuthenticationError; the right key works', T, async () => {
+    const wrong = new OpenAI({ baseURL, apiKey: apiKey + '-wrong', maxRetries: 0, timeout: 20_000 });
+    await expectAPIError(
+        wrong.completions.create({ model, prompt, max_tokens: 4 }),
+        OpenAI.AuthenticationError,
+        { status: 401 },
+    );
+    await expectAPIError(wrong.models.list(), OpenAI.AuthenticationError, { status: 401 });
+    await expectAPIError(
+        wrong.chat.completions.create({ model, messages, max_tokens: 4, stream: true }),
+        OpenAI.AuthenticationError,
+        { status: 401 },
+    );
+    const right = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 20_000 });
+    const r = await right.completions.create({ model, prompt, max_tokens: 2 });
+    assert.equal(r.choices.length, 1);
+});
+
+test('a prompt over the model length: BadRequestError, context_length_exceeded', T, async () => {
+    const long = 'Once upon a time '.repeat(100); // 400 tokens, over 256
+    await expectAPIError(
+        client.completions.create({ model, prompt: long, max_tokens: 4 }),
+        OpenAI.BadRequestError,
+        { status: 400, code: 'context_length_exceeded' },
+    );
+    // fits alone, but not with max_tokens
+    await expectAPIError(
+        client.completions.create({ model, prompt: 'Once upon a time '.repeat(40), max_tokens: 100 }),
+        OpenAI.BadRequestError,
+        { status: 400, code: 'context_length_exceeded' },
+    );
+});
+
+test('a chat over the model length: BadRequestError, context_length_exceeded', T, async () => {
+    const long = [{ role: 'user', content: 'Once upon a time '.repeat(100) }];
+    await expectAPIError(
+        client.chat.completions.create({ model, messages: long }),
+        OpenAI.BadRequestError,
+        { status: 400, code: 'context_length_exceeded' },
+    );
+    await expectAPIError(
+        client.chat.completions.create({ model, messages: long, max_tokens: 4, stream: true }),
+        OpenAI.BadRequestError,
+        { status: 400, code: 'context_length_exceeded' },
+    );
+});
+
+test('a chat over the model length without max_tokens: the message counts no negative tokens', T, async () => {
+    const long = [{ role: 'user', content: 'Once upon a time '.repeat(100) }];
+    const err = await expectAPIError(
+        client.chat.completions.create({ model, messages: long }),
+        OpenAI.BadRequestError,
+        { status: 400 },
+    );
+    assert.doesNotMatch(err.error.message, /-\d/);
+});
+
+test('after all that: nothing running, no KV blocks held', T, async () => {
+    await waitForGauges({ snug_num_requests_running: 0, snug_num_requests_waiting: 0, snug_kv_blocks_used: 0 });
+});

@@ -1,0 +1,165 @@
+/*
+ * fuzz_api_request.c: fuzzes the OpenAI request parser (snug_api_parse),
+ * each input as a completions body and as a chat completions body.
+ *
+ * A failure must be a well-formed OpenAI error: SNUG_INVALID with status
+ * 400 or 413 and type "invalid_request_error", or SNUG_NOMEM with 503,
+ * "server_error" and "overloaded" (only when an allocation was made to
+ * fail); a message in valid UTF-8 that starts with the param when there is
+ * one. A request that parses must hold every invariant the header promises
+ * (prompts in the vocabulary, messages normalized to strings, sampling and
+ * stop parameters that validate). The driver in fuzz_common.h parses again
+ * without a message buffer and with one allocation failing, and checks
+ * that nothing leaks.
+ */
+#include "server/api_request.h"
+#include "fuzz_common.h"
+#include "base/device.h"
+#include "base/json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N_VOCAB = 1000 };
+
+static snug_api_limits limits(void)
+{
+    snug_api_limits l;
+    snug_api_limits_default(&l);
+    l.n_vocab = N_VOCAB;
+    l.max_depth = 16; /* small, so that the fuzzer reaches the limit */
+    l.max_model_len = 4096;
+    return l;
+}
+
+/* Checks the OpenAI error shape of a failure. */
+static void require_error(snug_status st, const snug_api_error *e)
+{
+    if (st == SNUG_NOMEM) {
+        REQUIRE(e->status == 503 && strcmp(e->type, "server_error") == 0);
+        REQUIRE(e->code && strcmp(e->code, "overloaded") == 0);
+    } else {
+        REQUIRE(st == SNUG_INVALID);
+        REQUIRE(e->status == 400 || e->status == 413);
+        REQUIRE(e->type && strcmp(e->type, "invalid_request_error") == 0);
+        REQUIRE((e->status == 413) == (e->code && strcmp(e->code, "body_too_large") == 0));
+    }
+    REQUIRE(e->message[0] != '\0');
+    REQUIRE(snug_utf8_valid(e->message, strlen(e->message)));
+    REQUIRE(memchr(e->param, '\0', sizeof e->param) != NULL);
+    if (e->param[0]) {
+        REQUIRE(strncmp(e->message, e->param, strlen(e->param)) == 0);
+    }
+}
+
+/* Checks a parsed chat request's messages: strings, or null/absent for an
+ * assistant. */
+static void require_messages(const json_t *msgs)
+{
+    REQUIRE(json_is_array(msgs) && json_array_size(msgs) > 0);
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        const json_t *m = json_array_get(msgs, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        const json_t *content = json_object_get(m, "content");
+        REQUIRE(role != NULL);
+        if (!json_is_string(content)) {
+            REQUIRE(strcmp(role, "assistant") == 0 && (!content || json_is_null(content)));
+        }
+    }
+    char *text = snug_json_dumps(msgs, false); /* the template's input formats */
+    REQUIRE(text != NULL);
+    snug_mem_free(text);
+}
+
+/* Checks every invariant of a parsed request. */
+static void exercise(const snug_api_request *r, snug_api_kind kind)
+{
+    snug_api_limits l = limits();
+    snug_error err = {0};
+    REQUIRE(r->kind == kind && r->root != NULL);
+    REQUIRE(r->n >= 1 && r->n <= l.max_n);
+    REQUIRE(r->max_tokens >= 0 && r->max_tokens <= l.max_model_len);
+    REQUIRE(r->stop.max_tokens == r->max_tokens);
+    REQUIRE(r->logprobs >= -1 && r->logprobs <= SNUG_API_LOGPROBS_MAX);
+    REQUIRE(!r->include_usage || r->stream);
+    REQUIRE(r->stop.n_stop <= SNUG_API_STOP_STRINGS_MAX);
+    REQUIRE(r->stop.n_eos <= SNUG_API_STOP_TOKEN_IDS_MAX);
+    REQUIRE(snug_stop_params_validate(&r->stop, &err) == SNUG_OK);
+    REQUIRE(snug_sampling_params_validate(&r->sampling, N_VOCAB, &err) == SNUG_OK);
+    REQUIRE(r->sampling.n_logit_bias <= SNUG_API_LOGIT_BIAS_MAX);
+    REQUIRE((r->sampling.n_logit_bias > 0) == (r->logit_bias != NULL));
+    REQUIRE(r->sampling.logit_bias == r->logit_bias);
+    if (r->model) REQUIRE(snug_utf8_valid(r->model, strlen(r->model)));
+    if (kind == SNUG_API_CHAT) {
+        REQUIRE(r->prompts == NULL && r->n_prompts == 0 && !r->echo);
+        require_messages(r->messages);
+        return;
+    }
+    REQUIRE(r->messages == NULL && r->add_generation_prompt);
+    REQUIRE(r->n_prompts >= 1 && r->n_prompts <= l.max_prompts && r->prompts != NULL);
+    for (int i = 0; i < r->n_prompts; i++) {
+        const snug_api_prompt *p = &r->prompts[i];
+        REQUIRE((p->text != NULL) != (p->ids != NULL));
+        if (p->text) {
+            REQUIRE(p->text_len >= 1 && strlen(p->text) == p->text_len);
+            REQUIRE(snug_utf8_valid(p->text, p->text_len));
+        } else {
+            REQUIRE(p->n_ids >= 1);
+            for (int64_t j = 0; j < p->n_ids; j++) REQUIRE(p->ids[j] >= 0 && p->ids[j] < N_VOCAB);
+        }
+    }
+}
+
+/* The request being checked lives here. */
+static snug_api_request g_req;
+
+static snug_status parse_kind(snug_api_kind kind, const fuzz_input *in, void **parsed,
+                              snug_error *err)
+{
+    snug_api_limits l = limits();
+    snug_api_error e;
+    *parsed = &g_req;
+    snug_status st =
+        snug_api_parse(kind, (const char *)in->data, in->size, &l, &g_req, err ? &e : NULL);
+    if (st == SNUG_OK) return st;
+    REQUIRE(g_req.root == NULL && g_req.prompts == NULL && g_req.logit_bias == NULL);
+    if (!err) return st;
+    require_error(st, &e);
+    return snug_errorf(err, st, "%s: %d %s: %s", in->name, e.status, e.param, e.message);
+}
+
+static snug_status parse_completions(const fuzz_input *in, void **parsed, snug_error *err)
+{
+    return parse_kind(SNUG_API_COMPLETIONS, in, parsed, err);
+}
+
+static snug_status parse_chat(const fuzz_input *in, void **parsed, snug_error *err)
+{
+    return parse_kind(SNUG_API_CHAT, in, parsed, err);
+}
+
+static void check_completions(const fuzz_input *in, void *parsed)
+{
+    (void)in;
+    exercise(parsed, SNUG_API_COMPLETIONS);
+    snug_api_request_free(parsed);
+}
+
+static void check_chat(const fuzz_input *in, void *parsed)
+{
+    (void)in;
+    exercise(parsed, SNUG_API_CHAT);
+    snug_api_request_free(parsed);
+}
+
+static const fuzz_target g_completions = {"fuzz/completions", false, parse_completions,
+                                          check_completions};
+static const fuzz_target g_chat = {"fuzz/chat", false, parse_chat, check_chat};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_drive(&g_completions, data, size);
+    fuzz_drive(&g_chat, data, size);
+    return 0;
+}

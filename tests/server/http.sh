@@ -1,0 +1,705 @@
+#!/usr/bin/env bash
+# HTTP tests of `snug serve` on the bundled models/stories260K: every class of bad request
+# (status and OpenAI error shape, and a good request still served after each group), the API
+# key, the raw server-sent-event bytes of streams, greedy decoding over HTTP against
+# `snug generate`, n > 1 and seeds, a stream the client aborts (the engine lets go of its
+# sequences and blocks), and SIGTERM. Uses bash, curl, jq and coreutils.
+# Usage: tests/server/http.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines
+# and a final "N passed, M failed" (see tests/run); exit status 1 if any failed.
+set -u
+build=${1:-build}
+[[ -d $build ]] && build=$(cd "$build" && pwd)
+snug="$build/snug"
+cd "$(dirname "$0")/../.." || exit 1 # the repository root: models/, tests/data/
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0 failed=0
+
+ok() { echo "ok - $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL - $1"; shift; for l in "$@"; do echo "  $l"; done; failed=$((failed + 1)); }
+summary() { echo "$passed passed, $failed failed"; [[ $failed -eq 0 ]]; }
+
+model_len=256
+template=tests/data/chat/tinyllama-1.1b-chat.jinja
+# one thread for the servers and generate: these are tests of HTTP, not of the kernels, and a
+# thread pool on a loaded machine (tests running beside these) makes every step slow; greedy
+# output does not depend on the thread count
+threads=1
+
+# start_server NAME ARGS...: starts `snug serve` on port 0 and sets $pid and $url from its
+# "serving ... on http://HOST:PORT" line (waiting up to 30 s); gives up the whole run if the
+# line never comes.
+start_server() {
+    local name=$1; shift
+    "$snug" serve --port 0 --memory 256MiB --max-model-len $model_len --threads $threads "$@" \
+        >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    pid=$!
+    pids+=("$pid")
+    local i line
+    for ((i = 0; i < 300; i++)); do
+        line=$(grep -s -m1 '^serving .* on http://' "$tmp/$name.out")
+        [[ -n $line ]] && break
+        running "$pid" || break
+        sleep 0.1
+    done
+    if [[ $line =~ on\ (http://[0-9.]+:[0-9]+) ]]; then
+        url=${BASH_REMATCH[1]}
+        ok "$name server started ($url)"
+    else
+        fail "$name server started" "no 'serving ... on http://' line within 30 s" \
+            "$(tail -5 "$tmp/$name.out")" "$(tail -5 "$tmp/$name.err")"
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        forget "$pid"
+        summary
+        exit 1
+    fi
+}
+
+# forget PID: a server reaped, not to be killed at the exit
+forget() {
+    local p keep=()
+    for p in "${pids[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+    pids=("${keep[@]}")
+}
+
+# running PID: the process runs and is no zombie (an exited child not yet waited for still
+# answers kill -0; /proc/PID/stat's third field says Z)
+running() {
+    local st
+    read -r _ _ st _ 2>/dev/null <"/proc/$1/stat" || return 1
+    [[ $st != Z && $st != X ]]
+}
+
+# stop_server NAME SIGNAL: sends SIGNAL to $pid; it must exit 0 within 10 s.
+stop_server() {
+    local name=$1 sig=$2 i rc
+    kill -"$sig" "$pid"
+    for ((i = 0; i < 100; i++)); do
+        running "$pid" || break
+        sleep 0.1
+    done
+    if running "$pid"; then
+        kill -KILL "$pid"
+        wait "$pid" 2>/dev/null
+        forget "$pid"
+        fail "$name server exits 0 on SIG$sig within 10 s" "still running after 10 s; killed" \
+            "$(tail -3 "$tmp/$name.err")"
+        return
+    fi
+    wait "$pid"
+    rc=$?
+    forget "$pid"
+    if [[ $rc -eq 0 ]]; then
+        ok "$name server exits 0 on SIG$sig within 10 s ($((i / 10)).$((i % 10)) s)"
+    else
+        fail "$name server exits 0 on SIG$sig within 10 s" "exit status $rc" "$(tail -3 "$tmp/$name.err")"
+    fi
+}
+
+# req PATH CURL_ARGS...: one request to $url/PATH; the body goes to $tmp/body and $status and
+# $ctype are set ($status 000 when no answer came).
+req() {
+    local path=$1; shift
+    local w
+    : >"$tmp/body"
+    w=$(curl -s --max-time 20 -o "$tmp/body" -w '%{http_code} %{content_type}' "$@" "$url$path")
+    status=${w%% *}
+    ctype=${w#* }
+}
+# post PATH JSON [CURL_ARGS...]: POST a JSON body.
+post() {
+    local path=$1 body=$2; shift 2
+    req "$path" -H 'Content-Type: application/json' --data-binary "$body" "$@"
+}
+body() { head -c 1500 "$tmp/body"; }
+
+# check_error NAME STATUS PARAM CODE: the last answer was STATUS, application/json, and an
+# OpenAI error: error.message a non-empty string, error.type a string, error.param and error.code
+# the JSON values PARAM and CODE (null or a quoted string).
+check_error() {
+    local name=$1 want=$2 param=$3 code=$4
+    if [[ $status != "$want" ]]; then
+        fail "$name" "HTTP $status, expected $want" "$(body)"
+    elif [[ $ctype != application/json* ]]; then
+        fail "$name" "Content-Type '$ctype', expected application/json" "$(body)"
+    elif ! jq -e --argjson p "$param" --argjson c "$code" \
+        '(.error.message | type == "string" and length > 0) and (.error.type | type == "string")
+         and .error.param == $p and .error.code == $c' "$tmp/body" >/dev/null 2>&1; then
+        fail "$name" "error shape: expected param $param, code $code" "$(body)"
+    else
+        ok "$name"
+    fi
+}
+# bad NAME STATUS PARAM CODE PATH JSON [CURL_ARGS...]: POST JSON to PATH, expect that error.
+bad() {
+    local name=$1 want=$2 param=$3 code=$4 path=$5 json=$6; shift 6
+    post "$path" "$json" "$@"
+    check_error "$name" "$want" "$param" "$code"
+}
+badc() { bad "$1" "$2" "$3" "$4" /v1/completions "$5"; } # a completion body
+badch() { bad "$1" "$2" "$3" "$4" /v1/chat/completions "$5"; } # a chat body
+
+# still_serves GROUP [CURL_ARGS...]: a good completion after a group of bad requests.
+still_serves() {
+    local group=$1; shift
+    post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 4}' "$@"
+    if [[ $status == 200 ]] && jq -e '.choices[0].text | type == "string"' "$tmp/body" >/dev/null 2>&1; then
+        ok "a good request after $group"
+    else
+        fail "a good request after $group" "HTTP $status" "$(body)"
+    fi
+}
+# good NAME PATH JSON: a 200 answer with choices[0].text (a chat's .message.content) a string.
+good() {
+    post "$2" "$3"
+    if [[ $status == 200 && $ctype == application/json* ]] &&
+        jq -e '.choices[0] | (.text // .message.content) | type == "string"' "$tmp/body" >/dev/null 2>&1; then
+        ok "$1"
+    else
+        fail "$1" "HTTP $status, Content-Type '$ctype'" "$(body)"
+    fi
+}
+# metric NAME: the value of an unlabelled metric in /metrics.
+metric() { curl -s --max-time 5 "$url/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+
+start_server main --chat-template "$template"
+
+# --- plain endpoints ---
+req /health
+if [[ $status == 200 ]]; then ok "GET /health 200"; else fail "GET /health 200" "HTTP $status" "$(body)"; fi
+req /v1/models
+if [[ $status == 200 ]] && jq -e '.object == "list" and .data[0].id == "stories260K"' "$tmp/body" >/dev/null; then
+    ok "GET /v1/models"
+else
+    fail "GET /v1/models" "HTTP $status" "$(body)"
+fi
+good "a completion" /v1/completions '{"prompt": "Once upon a time", "max_tokens": 8}'
+req /nope
+check_error "404 for an unknown path" 404 null '"not_found"'
+req /v1/nope -X POST -d '{}'
+check_error "404 for an unknown /v1 path" 404 null '"not_found"'
+req /v1/completions
+check_error "405 for GET /v1/completions" 405 null '"method_not_allowed"'
+req /v1/chat/completions
+check_error "405 for GET /v1/chat/completions" 405 null '"method_not_allowed"'
+req /v1/models -X POST -H 'Content-Type: application/json' -d '{}'
+check_error "405 for POST /v1/models" 405 null '"method_not_allowed"'
+still_serves "404s and 405s"
+
+# --- bodies that are not a JSON object ---
+badc "body not JSON" 400 null null 'nope'
+badc "body a JSON array [1]" 400 null null '[1]'
+badc "body a JSON string \"x\"" 400 null null '"x"'
+badc "body a JSON number 3" 400 null null '3'
+badc "body truncated JSON" 400 null null '{"prompt": "a"'
+badc "body JSON with trailing garbage" 400 null null '{"prompt": "a"} x'
+req /v1/completions -X POST -H 'Content-Type: application/json'
+check_error "empty body" 400 null null
+printf '{"prompt": "Once upon a \xff\xfe time", "max_tokens": 2}' >"$tmp/badutf8.json"
+req /v1/completions -H 'Content-Type: application/json' --data-binary @"$tmp/badutf8.json"
+check_error "invalid UTF-8 in a string" 400 null null
+printf '{"prompt": "a", "\xc3\x28": 1}' >"$tmp/badutf8key.json"
+req /v1/completions -H 'Content-Type: application/json' --data-binary @"$tmp/badutf8key.json"
+check_error "invalid UTF-8 in a key" 400 null null
+printf '{"messages": [{"role": "user", "content": "hi \xed\xa0\x80"}]}' >"$tmp/badutf8chat.json"
+req /v1/chat/completions -H 'Content-Type: application/json' --data-binary @"$tmp/badutf8chat.json"
+check_error "invalid UTF-8 (a UTF-8-encoded surrogate) in chat content" 400 null null
+still_serves "bodies that are not JSON objects"
+
+# --- wrong types, field by field ---
+badc "prompt a number" 400 '"prompt"' null '{"prompt": 3}'
+badc "prompt an object" 400 '"prompt"' null '{"prompt": {}}'
+badc "prompt missing" 400 '"prompt"' null '{"max_tokens": 2}'
+badc "max_tokens a string" 400 '"max_tokens"' null '{"prompt": "a", "max_tokens": "5"}'
+badc "max_tokens a float" 400 '"max_tokens"' null '{"prompt": "a", "max_tokens": 1.5}'
+badc "temperature a string" 400 '"temperature"' null '{"prompt": "a", "temperature": "1"}'
+badc "top_p a bool" 400 '"top_p"' null '{"prompt": "a", "top_p": true}'
+badc "top_k a float" 400 '"top_k"' null '{"prompt": "a", "top_k": 1.5}'
+badc "n a string" 400 '"n"' null '{"prompt": "a", "n": "2"}'
+badc "stream a string" 400 '"stream"' null '{"prompt": "a", "stream": "yes"}'
+badc "stop a number" 400 '"stop"' null '{"prompt": "a", "stop": 3}'
+badch "messages an object" 400 '"messages"' null '{"messages": {}}'
+badc "seed a string" 400 '"seed"' null '{"prompt": "a", "seed": "1"}'
+badc "logit_bias a list" 400 '"logit_bias"' null '{"prompt": "a", "logit_bias": [1]}'
+badc "stop_token_ids a string" 400 '"stop_token_ids"' null '{"prompt": "a", "stop_token_ids": "1"}'
+badc "echo a number" 400 '"echo"' null '{"prompt": "a", "echo": 1}'
+badc "ignore_eos a string" 400 '"ignore_eos"' null '{"prompt": "a", "ignore_eos": "true"}'
+badc "stream_options a number" 400 '"stream_options"' null '{"prompt": "a", "stream_options": 3}'
+badc "model a number" 400 '"model"' null '{"prompt": "a", "model": 3}'
+badch "max_tokens a string (chat)" 400 '"max_tokens"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "x"}'
+still_serves "fields of the wrong type"
+
+# --- messages ---
+badch "messages missing" 400 '"messages"' null '{"max_tokens": 2}'
+badch "messages empty" 400 '"messages"' null '{"messages": []}'
+badch "messages with an unknown role" 400 '"messages[0].role"' null '{"messages": [{"role": "wizard", "content": "hi"}]}'
+badch "a user message with null content" 400 '"messages[0].content"' null '{"messages": [{"role": "user", "content": null}]}'
+badch "a message that is not an object" 400 '"messages[0]"' null '{"messages": [3]}'
+badch "a message without a role" 400 '"messages[0].role"' null '{"messages": [{"content": "hi"}]}'
+good "a chat completion still works" /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}'
+if jq -e '.object == "chat.completion" and (.choices[0].message.content | type == "string")
+          and .choices[0].message.role == "assistant"' "$tmp/body" >/dev/null 2>&1; then
+    ok "chat completion shape"
+else
+    fail "chat completion shape" "$(body)"
+fi
+still_serves "bad messages"
+
+# --- values out of range ---
+badc "max_tokens 0" 400 '"max_tokens"' null '{"prompt": "a", "max_tokens": 0}'
+badc "max_tokens negative" 400 '"max_tokens"' null '{"prompt": "a", "max_tokens": -1}'
+badc "max_tokens huge (1e9)" 400 '"max_tokens"' null '{"prompt": "a", "max_tokens": 1e9}'
+badc "max_tokens huge (1000000000)" 400 '"max_tokens"' null '{"prompt": "a", "max_tokens": 1000000000}'
+badc "temperature negative" 400 '"temperature"' null '{"prompt": "a", "temperature": -0.5}'
+badc "temperature above 2" 400 '"temperature"' null '{"prompt": "a", "temperature": 2.5}'
+badc "top_p 0" 400 '"top_p"' null '{"prompt": "a", "top_p": 0}'
+badc "top_p above 1" 400 '"top_p"' null '{"prompt": "a", "top_p": 1.5}'
+badc "top_k below -1" 400 '"top_k"' null '{"prompt": "a", "top_k": -2}'
+badc "frequency_penalty below -2" 400 '"frequency_penalty"' null '{"prompt": "a", "frequency_penalty": -2.5}'
+badc "frequency_penalty above 2" 400 '"frequency_penalty"' null '{"prompt": "a", "frequency_penalty": 2.5}'
+badc "presence_penalty below -2" 400 '"presence_penalty"' null '{"prompt": "a", "presence_penalty": -2.5}'
+badc "presence_penalty above 2" 400 '"presence_penalty"' null '{"prompt": "a", "presence_penalty": 2.5}'
+badc "repetition_penalty 0" 400 '"repetition_penalty"' null '{"prompt": "a", "repetition_penalty": 0}'
+badc "repetition_penalty negative" 400 '"repetition_penalty"' null '{"prompt": "a", "repetition_penalty": -1}'
+badc "n 0" 400 '"n"' null '{"prompt": "a", "n": 0}'
+badc "n huge (1000)" 400 '"n"' null '{"prompt": "a", "n": 1000}'
+badc "more than 4 stop strings" 400 '"stop"' null '{"prompt": "a", "stop": ["a", "b", "c", "d", "e"]}'
+badc "an empty stop string" 400 '"stop"' null '{"prompt": "a", "stop": ""}'
+badc "an empty stop string in a list" 400 '"stop[1]"' null '{"prompt": "a", "stop": ["x", ""]}'
+badc "a negative prompt token id" 400 '"prompt[1]"' null '{"prompt": [1, -1]}'
+badc "a prompt token id >= the vocabulary (512)" 400 '"prompt[1]"' null '{"prompt": [1, 512]}'
+badc "a stop_token_id >= the vocabulary" 400 '"stop_token_ids[0]"' null '{"prompt": "a", "stop_token_ids": [512]}'
+badc "a logit_bias key that is no token id" 400 '"logit_bias"' null '{"prompt": "a", "logit_bias": {"abc": 1}}'
+badc "logprobs (not supported yet)" 400 '"logprobs"' '"unsupported"' '{"prompt": "a", "logprobs": 1}'
+still_serves "values out of range"
+
+# --- the context length (--max-model-len 256) ---
+ids300=$(seq -s, 1 300)
+badc "a prompt over the model length (300 token ids)" 400 '"prompt"' '"context_length_exceeded"' "{\"prompt\": [$ids300]}"
+ids200=$(seq -s, 1 200)
+post /v1/completions "{\"prompt\": [$ids200], \"max_tokens\": 57}"
+# the prompt fits, prompt + max_tokens (257) does not: the error may name either field
+if [[ $status == 400 ]] && jq -e '(.error.message | type == "string" and length > 0) and (.error.type | type == "string")
+        and (.error.param == "prompt" or .error.param == "max_tokens") and .error.code == "context_length_exceeded"' \
+        "$tmp/body" >/dev/null 2>&1; then
+    ok "prompt + max_tokens over the model length"
+else
+    fail "prompt + max_tokens over the model length" "HTTP $status" "$(body)"
+fi
+good "prompt + max_tokens exactly the model length" /v1/completions "{\"prompt\": [$ids200], \"max_tokens\": 56}"
+long=$(printf 'Once upon a time %.0s' $(seq 80))
+badch "a chat prompt over the model length" 400 '"messages"' '"context_length_exceeded"' \
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"$long\"}]}"
+# the message gives the prompt's length and what it asks for; no request asks for a negative count
+if grep -q 'asks for -' "$tmp/body"; then
+    fail "the chat context-length message asks for no negative number of tokens" "$(body)"
+else
+    ok "the chat context-length message asks for no negative number of tokens"
+fi
+still_serves "context-length errors"
+
+# --- unknown model, unknown fields ---
+badc "an unknown model" 404 '"model"' '"model_not_found"' '{"prompt": "a", "model": "gpt-9"}'
+badch "an unknown model (chat)" 404 '"model"' '"model_not_found"' \
+    '{"messages": [{"role": "user", "content": "hi"}], "model": "gpt-9"}'
+good "the served model's name" /v1/completions '{"prompt": "a", "model": "stories260K", "max_tokens": 2}'
+good "unknown fields are ignored" /v1/completions \
+    '{"prompt": "a", "max_tokens": 2, "frobnicate": {"x": [1, 2]}, "user": "u"}'
+
+# --- /tokenize and /detokenize ---
+post /tokenize '{"prompt": "Once upon a time"}'
+if [[ $status == 200 ]] && jq -e '.tokens == [1, 403, 407, 261, 378] and .count == 5' "$tmp/body" >/dev/null 2>&1; then
+    ok "/tokenize"
+else
+    fail "/tokenize" "HTTP $status" "$(body)"
+fi
+post /detokenize '{"tokens": [403, 407, 261, 378]}'
+if [[ $status == 200 ]] && jq -e '.prompt == "Once upon a time"' "$tmp/body" >/dev/null 2>&1; then
+    ok "/detokenize"
+else
+    fail "/detokenize" "HTTP $status" "$(body)"
+fi
+bad "/tokenize without a prompt" 400 '"prompt"' null /tokenize '{}'
+bad "/tokenize with a number prompt" 400 '"prompt"' null /tokenize '{"prompt": 3}'
+bad "/tokenize body not JSON" 400 null null /tokenize 'nope'
+bad "/detokenize without tokens" 400 '"tokens"' null /detokenize '{}'
+bad "/detokenize tokens a string" 400 '"tokens"' null /detokenize '{"tokens": "a"}'
+for t in 512 -1 1.5; do
+    post /detokenize "{\"tokens\": [3, $t]}"
+    # the field is tokens[1] (as prompt[1] is for /v1/completions); "tokens" is taken too
+    if [[ $status == 400 ]] && jq -e '(.error.message | type == "string" and length > 0) and (.error.type | type == "string")
+            and (.error.param == "tokens[1]" or .error.param == "tokens") and .error.code == null' "$tmp/body" >/dev/null 2>&1; then
+        ok "/detokenize token $t -> 400"
+    else
+        fail "/detokenize token $t -> 400" "HTTP $status" "$(body)"
+    fi
+done
+still_serves "bad /tokenize and /detokenize requests"
+
+# --- a 100 KB header ---
+req /health -H "X-Big: $(head -c 100000 /dev/zero | tr '\0' a)"
+if [[ $status == 431 ]]; then ok "a 100 KB header -> 431"; else fail "a 100 KB header -> 431" "HTTP $status" "$(body)"; fi
+# libmicrohttpd answers headers over its connection pool itself, before snug's handler runs,
+# so this one answer is its own short HTML page, not OpenAI's error JSON (a known limit)
+still_serves "a 100 KB header"
+
+# --- deep nesting: refused at once, not recursed into ---
+deep() { head -c 10000 /dev/zero | tr '\0' "$1"; }
+{ printf '{"prompt": '; deep '['; deep ']'; printf '}'; } >"$tmp/deep1.json"
+{ deep '['; deep ']'; } >"$tmp/deep2.json"
+{ printf '{"prompt": "a", "x": '; for ((i = 0; i < 10000; i++)); do printf '{"a":'; done; printf 1; deep '}'; printf '}'; } >"$tmp/deep3.json"
+for f in deep1 deep2 deep3; do
+    start=$(date +%s%N)
+    req /v1/completions -H 'Content-Type: application/json' --data-binary @"$tmp/$f.json"
+    ms=$((($(date +%s%N) - start) / 1000000))
+    check_error "JSON nested 10,000 deep ($f) -> 400" 400 null null
+    if [[ $ms -lt 2000 ]]; then ok "JSON nested 10,000 deep ($f) answered in under 2 s (${ms} ms)"; else fail "JSON nested 10,000 deep ($f) answered in under 2 s" "${ms} ms"; fi
+done
+still_serves "deep nesting"
+
+# --- a 100 MB body -> 413, and the server stays healthy ---
+# (a JSON opening and then NUL bytes: the server must refuse it by its size, before parsing)
+printf '{"prompt": "' >"$tmp/big.json"
+truncate -s 100000000 "$tmp/big.json"
+req /v1/completions -H 'Content-Type: application/json' --data-binary @"$tmp/big.json"
+check_error "a 100 MB body -> 413" 413 null '"body_too_large"'
+req /v1/completions -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' --data-binary @"$tmp/big.json"
+check_error "a 100 MB chunked body -> 413" 413 null '"body_too_large"'
+# without "Expect: 100-continue" the client sends the whole body at once: the server must still
+# get its 413 to the client (read or linger on the rest of the body before closing, rather than
+# resetting the connection under the answer), every time
+got=""
+for ((i = 0; i < 20; i++)); do
+    req /v1/completions -H 'Content-Type: application/json' -H 'Expect:' --data-binary @"$tmp/big.json"
+    got+="$status "
+done
+if [[ $got == "$(printf '413 %.0s' $(seq 20))" ]]; then
+    ok "a 100 MB body sent without Expect: 100-continue -> 413, 20 times out of 20"
+else
+    fail "a 100 MB body sent without Expect: 100-continue -> 413, 20 times out of 20" "statuses: $got"
+fi
+rm -f "$tmp/big.json"
+req /health
+if [[ $status == 200 ]]; then ok "/health 200 after the 100 MB bodies"; else fail "/health 200 after the 100 MB bodies" "HTTP $status"; fi
+still_serves "the 100 MB bodies"
+
+# --- content types ---
+post /v1/completions '{"prompt": "a", "max_tokens": 2}'
+if [[ $ctype == application/json* ]]; then ok "Content-Type application/json for a completion"; else fail "Content-Type application/json for a completion" "got '$ctype'"; fi
+
+# --- raw server-sent events ---
+# sse_parse FILE: splits FILE (a raw SSE body) into $tmp/events.jsonl, one JSON event a line;
+# sets $sse_err when the bytes are not exactly a run of "data: X\n\n" events of which the last,
+# and only the last, is "data: [DONE]" and every other X one line of JSON (one jq reads it all).
+sse_parse() {
+    sse_err=""
+    if ! jq -Rsrc '
+        split("\n\n")
+        | if length < 2 or .[-1] != "" then error("the body does not end in an event and a blank line: " + (.[-1] | tostring)[-200:]) else .[:-1] end
+        | if .[-1] != "data: [DONE]" then error("the last event is not data: [DONE]: " + .[-1][:200]) else .[:-1] end
+        | to_entries[]
+        | .key as $k | .value
+        | if (startswith("data: {") | not) or contains("\n") then error("event \($k) is not one data: {json} line: " + .[:200]) else . end
+        | .[6:] | (try fromjson catch error("event \($k) is not JSON: " + .[:200])) | tojson' \
+        "$1" >"$tmp/events.jsonl" 2>"$tmp/sse.err"; then
+        sse_err=$(head -c 600 "$tmp/sse.err")
+        [[ -n $sse_err ]] || sse_err="jq could not read the body"
+    fi
+}
+# stream PATH JSON: a streaming request; raw body in $tmp/sse, headers in $tmp/sse.h.
+stream() {
+    curl -sN --max-time 20 -D "$tmp/sse.h" -o "$tmp/sse" -H 'Content-Type: application/json' \
+        --data-binary "$2" "$url$1"
+    sse_ctype=$(grep -i '^content-type:' "$tmp/sse.h" | tr -d '\r' | sed 's/^[^:]*: *//')
+}
+
+req_c='"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0'
+post /v1/completions "{$req_c}"
+plain_text=$(jq -j '.choices[0].text' "$tmp/body")
+plain_usage=$(jq -c '.usage' "$tmp/body")
+stream /v1/completions "{$req_c, \"stream\": true}"
+sse_parse "$tmp/sse"
+if [[ -z $sse_err ]]; then ok "completion stream: data: {json} events, the last data: [DONE]"; else fail "completion stream: data: {json} events, the last data: [DONE]" "$sse_err"; fi
+if [[ $sse_ctype == text/event-stream* ]]; then ok "completion stream Content-Type text/event-stream"; else fail "completion stream Content-Type text/event-stream" "got '$sse_ctype'"; fi
+if jq -se 'length > 1 and all(.object == "text_completion" and (.choices | length == 1) and (.choices[0].text | type == "string"))' \
+    "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "completion stream events: object text_completion, one choice with text"
+else
+    fail "completion stream events: object text_completion, one choice with text" "$(head -c 600 "$tmp/events.jsonl")"
+fi
+if jq -se '(map(.choices[0].finish_reason) | (.[:-1] | all(. == null)) and (.[-1] | type == "string"))' \
+    "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "completion stream: only the last event has a finish_reason"
+else
+    fail "completion stream: only the last event has a finish_reason" "$(jq -c '.choices[0].finish_reason' "$tmp/events.jsonl" | tr '\n' ' ')"
+fi
+streamed=$(jq -j '.choices[0].text' "$tmp/events.jsonl")
+if [[ $streamed == "$plain_text" && -n $plain_text ]]; then
+    ok "completion stream texts concatenate to the non-streaming greedy text"
+else
+    fail "completion stream texts concatenate to the non-streaming greedy text" "streamed: $streamed" "plain:    $plain_text"
+fi
+
+stream /v1/completions "{$req_c, \"stream\": true, \"stream_options\": {\"include_usage\": true}}"
+sse_parse "$tmp/sse"
+if [[ -z $sse_err ]]; then ok "include_usage stream well formed"; else fail "include_usage stream well formed" "$sse_err"; fi
+if jq -se --argjson pu "$plain_usage" '.[-1] as $u | ($u.choices == [] and ($u.usage | .prompt_tokens + .completion_tokens == .total_tokens)
+        and $u.usage == $pu and $u.usage.completion_tokens == length - 1
+        and (.[:-1] | all(.usage == null and (.choices | length == 1))))' "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "include_usage: the second-to-last event has choices [] and consistent usage"
+else
+    fail "include_usage: the second-to-last event has choices [] and consistent usage" "non-streaming usage $plain_usage" \
+        "$(tail -n 2 "$tmp/events.jsonl")"
+fi
+streamed=$(jq -j '.choices[]?.text' "$tmp/events.jsonl")
+if [[ $streamed == "$plain_text" ]]; then ok "include_usage stream text = non-streaming text"; else fail "include_usage stream text = non-streaming text" "$streamed"; fi
+
+req_ch='"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 16, "temperature": 0'
+post /v1/chat/completions "{$req_ch}"
+plain_chat=$(jq -j '.choices[0].message.content' "$tmp/body")
+stream /v1/chat/completions "{$req_ch, \"stream\": true, \"stream_options\": {\"include_usage\": true}}"
+sse_parse "$tmp/sse"
+if [[ -z $sse_err ]]; then ok "chat stream well formed"; else fail "chat stream well formed" "$sse_err"; fi
+if [[ $sse_ctype == text/event-stream* ]]; then ok "chat stream Content-Type text/event-stream"; else fail "chat stream Content-Type text/event-stream" "got '$sse_ctype'"; fi
+if jq -se 'all(.object == "chat.completion.chunk")' "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "chat stream objects are chat.completion.chunk"
+else
+    fail "chat stream objects are chat.completion.chunk" "$(jq -c .object "$tmp/events.jsonl" | sort | uniq -c)"
+fi
+if jq -se '.[0].choices[0].delta.role == "assistant"' "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "chat stream: the first delta has role assistant"
+else
+    fail "chat stream: the first delta has role assistant" "$(head -n 1 "$tmp/events.jsonl")"
+fi
+if jq -se 'map(select(.choices | length > 0)) | (.[-1].choices[0].finish_reason | type == "string")
+        and (.[:-1] | all(.choices[0].finish_reason == null))' "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "chat stream: the last content chunk (only) has a finish_reason"
+else
+    fail "chat stream: the last content chunk (only) has a finish_reason" "$(tail -n 2 "$tmp/events.jsonl")"
+fi
+if jq -se '.[-1].choices == [] and (.[-1].usage | .prompt_tokens + .completion_tokens == .total_tokens)' \
+    "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "chat stream usage chunk"
+else
+    fail "chat stream usage chunk" "$(tail -n 1 "$tmp/events.jsonl")"
+fi
+streamed=$(jq -j '.choices[]?.delta.content // empty' "$tmp/events.jsonl")
+if [[ $streamed == "$plain_chat" && -n $plain_chat ]]; then
+    ok "chat stream deltas concatenate to the non-streaming greedy content"
+else
+    fail "chat stream deltas concatenate to the non-streaming greedy content" "streamed: $streamed" "plain:    $plain_chat"
+fi
+stream /v1/completions '{"prompt": "Once upon a time", "max_tokens": 6, "n": 2, "temperature": 1, "seed": 3, "stream": true}'
+sse_parse "$tmp/sse"
+if [[ -z $sse_err ]] && jq -se 'map(.choices[0]) | (map(.index) | unique == [0, 1])
+        and (map(select(.finish_reason != null) | .index) | sort == [0, 1])' "$tmp/events.jsonl" >/dev/null 2>&1; then
+    ok "n 2 stream: choices 0 and 1, each finished once"
+else
+    fail "n 2 stream: choices 0 and 1, each finished once" "$sse_err" "$(jq -c '.choices' "$tmp/events.jsonl" | head -4)"
+fi
+
+# a stream with a stop string: the same text as without streaming, ended by the stop
+stop_req='"prompt": "Once upon a time", "max_tokens": 30, "temperature": 0, "stop": ["Lily", " l"]'
+post /v1/completions "{$stop_req}"
+plain_text=$(jq -j '.choices[0].text' "$tmp/body")
+plain_finish=$(jq -r '.choices[0].finish_reason' "$tmp/body")
+stream /v1/completions "{$stop_req, \"stream\": true}"
+sse_parse "$tmp/sse"
+streamed=$(jq -j '.choices[0].text' "$tmp/events.jsonl")
+last_finish=$(tail -n 1 "$tmp/events.jsonl" | jq -r '.choices[0].finish_reason')
+if [[ -z $sse_err && $plain_finish == stop && $last_finish == stop && $streamed == "$plain_text" && $streamed != *Lily* && $streamed != *" l"* ]]; then
+    ok "a stream with stop strings: the non-streaming text, finish_reason stop"
+else
+    fail "a stream with stop strings: the non-streaming text, finish_reason stop" "$sse_err" \
+        "streamed ($last_finish): $streamed" "plain ($plain_finish):    $plain_text"
+fi
+# a stream request that fails its checks is answered as a JSON error, not as events
+post /v1/completions '{"prompt": "a", "max_tokens": 0, "stream": true}'
+check_error "a bad stream request -> a JSON 400" 400 '"max_tokens"' null
+post /v1/chat/completions '{"messages": [], "stream": true}'
+check_error "a bad chat stream request -> a JSON 400" 400 '"messages"' null
+
+# --- greedy over HTTP = snug generate ---
+# generate prints the whole sequence (prompt and new tokens) decoded in one go, then a newline;
+# --ids prints every id (BOS, prompt, new). The server answers text, so the exact comparison is
+# of bytes: the prompt followed by the completion's text must be generate's text byte for byte
+# (re-tokenizing the text would not be exact: greedy ids need not be the canonical tokenization
+# of their text). The ids are compared too: the completion from the prompt given as generate's
+# prompt ids must give the same text, and /detokenize of generate's ids after BOS must be the
+# same prompt + text. Two prompts: one whose first new token starts with a space (" upon"), one
+# whose does not (",").
+for prompt in "Once upon a time" "Once"; do
+    "$snug" generate -p "$prompt" -n 20 --temperature 0 --threads $threads >"$tmp/gen.txt" 2>"$tmp/gen.err"
+    ids=$("$snug" generate -p "$prompt" -n 20 --temperature 0 --threads $threads --ids 2>>"$tmp/gen.err")
+    post /v1/completions "$(jq -nc --arg p "$prompt" '{prompt: $p, max_tokens: 20, temperature: 0, ignore_eos: true}')"
+    text=$(jq -j '.choices[0].text' "$tmp/body")
+    printf '%s%s\n' "$prompt" "$text" >"$tmp/http.txt"
+    if cmp -s "$tmp/gen.txt" "$tmp/http.txt"; then
+        ok "greedy over HTTP = snug generate ('$prompt')"
+    else
+        fail "greedy over HTTP = snug generate ('$prompt')" "generate: $(head -c 300 "$tmp/gen.txt")" \
+            "HTTP:     $(head -c 300 "$tmp/http.txt")" "$(head -c 300 "$tmp/gen.err")"
+    fi
+    read -r -a idv <<<"$ids"
+    n_prompt=$(post /tokenize "$(jq -nc --arg p "$prompt" '{prompt: $p}')"; jq '.count' "$tmp/body")
+    prompt_ids=$(IFS=,; echo "${idv[*]:0:n_prompt}")
+    after_bos=$(IFS=,; echo "${idv[*]:1}")
+    post /v1/completions "{\"prompt\": [$prompt_ids], \"max_tokens\": 20, \"temperature\": 0, \"ignore_eos\": true}"
+    id_text=$(jq -j '.choices[0].text' "$tmp/body")
+    post /detokenize "{\"tokens\": [$after_bos]}"
+    detok=$(jq -j '.prompt' "$tmp/body")
+    if [[ ${#idv[@]} -eq $((n_prompt + 20)) && $id_text == "$text" && $detok == "$(cat "$tmp/gen.txt")" ]]; then
+        ok "greedy from generate's prompt ids = the text prompt's; /detokenize of generate's ids = generate's text ('$prompt')"
+    else
+        fail "greedy from generate's prompt ids = the text prompt's; /detokenize of generate's ids = generate's text ('$prompt')" \
+            "ids: ${#idv[@]} (prompt $n_prompt + 20)" "from ids: $id_text" "text:     $text" "detokenize: $detok"
+    fi
+done
+
+# --- n > 1, seeds ---
+nreq='"prompt": "Once upon a time", "max_tokens": 30, "temperature": 1, "n": 3, "seed": 7, "ignore_eos": true'
+post /v1/completions "{$nreq}"
+cp "$tmp/body" "$tmp/n1.json"
+if [[ $status == 200 ]] && jq -e '(.choices | length == 3) and (.choices | map(.index) == [0, 1, 2])
+        and (.choices | all((.text | type == "string") and (.finish_reason | type == "string")))
+        and .usage.completion_tokens == (.choices | length) * 30' "$tmp/n1.json" >/dev/null 2>&1; then
+    ok "n 3: three choices, indexes 0..2"
+else
+    fail "n 3: three choices, indexes 0..2" "HTTP $status" "$(head -c 600 "$tmp/n1.json")"
+fi
+post /v1/completions "{$nreq}"
+if [[ $(jq -c '.choices' "$tmp/body") == "$(jq -c '.choices' "$tmp/n1.json")" ]]; then
+    ok "n 3 with a seed: the same choices twice"
+else
+    fail "n 3 with a seed: the same choices twice" "$(jq -c '[.choices[].text]' "$tmp/n1.json")" "$(jq -c '[.choices[].text]' "$tmp/body")"
+fi
+seeded() { post /v1/completions "{\"prompt\": \"Once upon a time\", \"max_tokens\": 60, \"temperature\": 1, \"seed\": $1}"; jq -j '.choices[0].text' "$tmp/body"; }
+a=$(seeded 1); b=$(seeded 1); c=$(seeded 2)
+if [[ -n $a && $a == "$b" ]]; then ok "the same seed gives the same text"; else fail "the same seed gives the same text" "$a" "$b"; fi
+if [[ -n $a && $a != "$c" ]]; then ok "another seed gives another text"; else fail "another seed gives another text" "$a" "$c"; fi
+
+# concurrent requests are batched together: each must still give what it gives alone
+greedy='{"prompt": "Once upon a time", "max_tokens": 100, "temperature": 0, "ignore_eos": true}'
+post /v1/completions "$greedy"
+alone=$(jq -j '.choices[0].text' "$tmp/body")
+cpids=()
+for i in 1 2 3 4 5 6 7 8; do
+    curl -s --max-time 30 -o "$tmp/par$i" -H 'Content-Type: application/json' --data-binary "$greedy" "$url/v1/completions" &
+    cpids+=($!)
+done
+# and other prompts beside them
+for i in 1 2 3 4; do
+    curl -s --max-time 30 -o /dev/null -H 'Content-Type: application/json' \
+        --data-binary "{\"prompt\": \"Tim and $i\", \"max_tokens\": 60, \"temperature\": 1, \"n\": 4}" "$url/v1/completions" &
+    cpids+=($!)
+done
+wait "${cpids[@]}"
+same=0
+for i in 1 2 3 4 5 6 7 8; do [[ $(jq -j '.choices[0].text' "$tmp/par$i" 2>/dev/null) == "$alone" ]] && same=$((same + 1)); done
+if [[ -n $alone && $same -eq 8 ]]; then
+    ok "8 concurrent greedy completions = the one alone"
+else
+    fail "8 concurrent greedy completions = the one alone" "$same of 8 the same" "alone: ${alone:0:200}" \
+        "$(for i in 1 2 3 4 5 6 7 8; do jq -c '.choices[0].text // .' "$tmp/par$i" 2>&1 | head -c 200; echo; done)"
+fi
+cpids=()
+for i in 1 2 3 4; do
+    curl -s --max-time 30 -o "$tmp/par$i" -H 'Content-Type: application/json' --data-binary "{$nreq}" "$url/v1/completions" &
+    cpids+=($!)
+done
+wait "${cpids[@]}"
+same=0
+for i in 1 2 3 4; do [[ $(jq -c '.choices' "$tmp/par$i" 2>/dev/null) == "$(jq -c '.choices' "$tmp/n1.json")" ]] && same=$((same + 1)); done
+if [[ $same -eq 4 ]]; then ok "4 concurrent seeded n 3 requests = the one alone"; else fail "4 concurrent seeded n 3 requests = the one alone" "$same of 4 the same"; fi
+
+# --- a stream the client aborts ---
+# the client reads the first 3000 bytes of a stream of n 16 x 250 tokens and goes (head closes the
+# pipe, curl dies of it): the engine must drop the request's sequences (no requests running, no
+# KV blocks held) within 5 s, and stop generating for it. The same with curl --max-time 0.3.
+abort_check() { # NAME CURL_RC: after the client has gone
+    local name=$1 rc=$2 running="" used="" i generated
+    for ((i = 0; i < 50; i++)); do
+        running=$(metric snug_num_requests_running)
+        used=$(metric snug_kv_blocks_used)
+        [[ $running == 0 && $used == 0 ]] && break
+        sleep 0.1
+    done
+    if [[ $running == 0 && $used == 0 ]]; then
+        ok "$name: snug_num_requests_running 0 and snug_kv_blocks_used 0 within 5 s ($((i / 10)).$((i % 10)) s)"
+    else
+        fail "$name: snug_num_requests_running 0 and snug_kv_blocks_used 0 within 5 s" \
+            "snug_num_requests_running $running, snug_kv_blocks_used $used"
+    fi
+    generated=$(metric snug_generation_tokens_total)
+    generated=$((${generated:-0} - ${gen0:-0}))
+    if grep -q '^data: \[DONE\]' "$tmp/aborted"; then
+        ok "$name stops its generation (# skipped: the stream finished before the client left)"
+    elif [[ $generated -lt 4000 ]]; then
+        ok "$name stops its generation ($generated of 4000 tokens generated; curl exit $rc)"
+    elif [[ $name == *"0.3 s"* ]]; then
+        # a fast machine generates all 4000 within 0.3 s (the client reads nothing, so the
+        # sequences pause only once their rings are full): nothing to tell from the count
+        ok "$name stops its generation (# skipped: all 4000 were generated before it left)"
+    else
+        fail "$name stops its generation" "$generated tokens generated after the client left (of 4000)"
+    fi
+}
+long_stream='{"prompt": "Once upon a time", "max_tokens": 250, "n": 16, "temperature": 1, "ignore_eos": true, "stream": true}'
+gen0=$(metric snug_generation_tokens_total)
+curl -sN --max-time 20 -H 'Content-Type: application/json' --data-binary "$long_stream" "$url/v1/completions" |
+    head -c 3000 >"$tmp/aborted"
+abort_check "a stream the client leaves after 3000 bytes" "${PIPESTATUS[0]}"
+gen0=$(metric snug_generation_tokens_total)
+curl -sN --max-time 0.3 -o "$tmp/aborted" -H 'Content-Type: application/json' --data-binary "$long_stream" "$url/v1/completions"
+abort_check "a stream the client leaves after 0.3 s" $?
+still_serves "an aborted stream"
+
+# --- the API key ---
+main_pid=$pid main_url=$url
+start_server api-key --api-key sekrit --max-num-seqs 16 --max-body-bytes 4096
+comp='{"prompt": "Once upon a time", "max_tokens": 4}'
+bad "no API key -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp"
+bad "a wrong API key -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp" -H 'Authorization: Bearer nope'
+bad "the key's prefix -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp" -H 'Authorization: Bearer sekri'
+bad "the key without Bearer -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp" -H 'Authorization: sekrit'
+bad "no API key on chat -> 401" 401 null '"invalid_api_key"' /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": "hi"}]}'
+req /v1/models
+check_error "no API key on GET /v1/models -> 401" 401 null '"invalid_api_key"'
+still_serves "the right API key" -H 'Authorization: Bearer sekrit'
+req /health
+if [[ $status == 200 ]]; then ok "/health needs no API key"; else fail "/health needs no API key" "HTTP $status" "$(body)"; fi
+head -c 5000 /dev/zero | tr '\0' ' ' >"$tmp/5k"
+req /v1/completions -H 'Authorization: Bearer sekrit' -H 'Content-Type: application/json' --data-binary @"$tmp/5k"
+check_error "a body over --max-body-bytes 4096 -> 413" 413 null '"body_too_large"'
+still_serves "a body over --max-body-bytes" -H 'Authorization: Bearer sekrit'
+stop_server api-key INT
+
+# --- SIGTERM, with a stream in flight: it is finished, then the server exits 0 ---
+pid=$main_pid url=$main_url
+: >"$tmp/draining"
+curl -sN --max-time 30 -o "$tmp/draining" -H 'Content-Type: application/json' --data-binary \
+    '{"prompt": "Once upon a time", "max_tokens": 240, "n": 16, "temperature": 1, "ignore_eos": true, "stream": true}' \
+    "$url/v1/completions" &
+curl_pid=$!
+for ((i = 0; i < 500; i++)); do [[ -s $tmp/draining ]] && break; sleep 0.01; done # its first event
+stop_server main TERM
+wait "$curl_pid"
+sse_parse "$tmp/draining"
+if [[ -z $sse_err ]] && [[ $(wc -l <"$tmp/events.jsonl") -eq 3840 ]]; then
+    ok "a stream in flight at SIGTERM is finished (3840 events, data: [DONE])"
+else
+    fail "a stream in flight at SIGTERM is finished (3840 events, data: [DONE])" "$sse_err" \
+        "$(wc -l <"$tmp/events.jsonl") events"
+fi
+
+summary

@@ -1,0 +1,330 @@
+/*
+ * test_engine.c: the serving engine on the bundled model (engine/engine.h):
+ * greedy output equals snug_generate's; a request batched with 31 others
+ * gives the same ids as alone; sequences preempted and recomputed give the
+ * same ids as never-preempted ones; cancelling frees the blocks; requests
+ * that cannot fit are refused; a full queue says so; and serving, from the
+ * first submit to the last output, allocates nothing.
+ */
+#include "test.h"
+
+#include "base/device.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
+
+#include <string.h>
+
+static const char *const MODEL = "models/stories260K";
+
+enum { N_OUT = 40, PROMPT_LEN = 6 };
+
+static const int32_t g_prompt[PROMPT_LEN] = {1, 403, 407, 261, 378, 29}; /* "Once upon a time," */
+
+static snug_engine_opts opts(int32_t max_seqs, size_t kv_bytes)
+{
+    snug_engine_opts o = {.plan = {.isa = -1}};
+    o.plan.budget.memory_bytes = (size_t)256 << 20;
+    o.plan.max_model_len = 256;
+    o.plan.max_num_seqs = max_seqs;
+    o.plan.max_num_batched_tokens = 64;
+    o.plan.kv_cache_memory = kv_bytes;
+    return o;
+}
+
+static void greedy_request(snug_request *r, int32_t max_tokens)
+{
+    memset(r, 0, sizeof *r);
+    r->prompt = g_prompt;
+    r->n_prompt = PROMPT_LEN;
+    snug_sampling_params_default(&r->sampling);
+    r->sampling.temperature = 0;
+    snug_stop_params_default(&r->stop);
+    r->stop.max_tokens = max_tokens;
+    r->stop.ignore_eos = true;
+    r->n = 1;
+}
+
+/* Takes every output of r into ids (choice 0), waiting as needed. */
+static int32_t drain(snug_engine *e, snug_request *r, int32_t *ids, int32_t max, snug_finish *why)
+{
+    int32_t n = 0;
+    char text[4096];
+    snug_output o;
+    while (!snug_engine_done(e, r)) {
+        if (!snug_engine_next(e, r, &o, text, sizeof text)) {
+            snug_engine_wait(e, r, 1.0);
+            continue;
+        }
+        if (o.token >= 0 && n < max) ids[n++] = o.token;
+        if (o.finish != SNUG_FINISH_NONE) *why = o.finish;
+    }
+    return n;
+}
+
+/* The ids snug_generate gives for the prompt, greedy. */
+static int32_t reference(int32_t *ids)
+{
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    snug_weights *w = NULL;
+    snug_generator *g = NULL;
+    int32_t n = 0;
+    CHECK_OK(snug_checkpoint_open(MODEL, &ck, &err), &err);
+    snug_load_opts lo = {.tp = 1};
+    if (ck) CHECK_OK(snug_weights_load(ck, &lo, &w, NULL, &err), &err);
+    snug_generator_opts go = {.max_len = 256, .isa = -1};
+    if (w) CHECK_OK(snug_generator_create(&ck->config, w, NULL, &go, &g, &err), &err);
+    if (g) {
+        snug_sampling_params sp;
+        snug_sampling_params_default(&sp);
+        sp.temperature = 0;
+        snug_stop_params stop;
+        snug_stop_params_default(&stop);
+        stop.max_tokens = N_OUT;
+        stop.ignore_eos = true;
+        snug_gen_result res;
+        CHECK_OK(snug_generate(g, g_prompt, PROMPT_LEN, &sp, &stop, NULL, NULL, &res, &err), &err);
+        n = (int32_t)res.n_generated;
+        memcpy(ids, res.ids + res.n_prompt, (size_t)n * sizeof(int32_t));
+    }
+    snug_generator_free(g);
+    snug_weights_free(w);
+    snug_checkpoint_close(ck);
+    return n;
+}
+
+static void check_same(const char *what, const int32_t *a, int32_t na, const int32_t *b, int32_t nb)
+{
+    int32_t at = 0;
+    while (at < na && at < nb && a[at] == b[at]) at++;
+    CHECK(na == nb && at == na, "%s: %d ids against %d, first difference at %d", what, na, nb, at);
+}
+
+static void test_greedy_alone_and_batched(void)
+{
+    int32_t want[N_OUT];
+    int32_t n_want = reference(want);
+    CHECK(n_want == N_OUT, "reference: %d ids", n_want);
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(32, 0);
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e) return;
+    int64_t allocs = snug_mem_alloc_count();
+    /* alone */
+    static snug_request r[32];
+    static int32_t got[32][N_OUT];
+    snug_finish why = SNUG_FINISH_NONE;
+    greedy_request(&r[0], N_OUT);
+    CHECK_OK(snug_engine_submit(e, &r[0], &err), &err);
+    int32_t n = drain(e, &r[0], got[0], N_OUT, &why);
+    check_same("alone", got[0], n, want, n_want);
+    CHECK(why == SNUG_FINISH_MAX_TOKENS, "finish %s", snug_finish_name(why));
+    snug_engine_release(e, &r[0]);
+    /* with 31 others of other lengths, all at once */
+    for (int i = 0; i < 32; i++) {
+        greedy_request(&r[i], i == 0 ? N_OUT : 5 + i);
+        r[i].n_prompt = i == 0 ? PROMPT_LEN : 1 + i % PROMPT_LEN;
+        CHECK_OK(snug_engine_submit(e, &r[i], &err), &err);
+    }
+    int32_t ns[32];
+    for (int i = 0; i < 32; i++) ns[i] = drain(e, &r[i], got[i], N_OUT, &why);
+    check_same("batched with 31 others", got[0], ns[0], want, n_want);
+    for (int i = 1; i < 32; i++) CHECK(ns[i] == 5 + i, "request %d: %d tokens", i, ns[i]);
+    for (int i = 0; i < 32; i++) snug_engine_release(e, &r[i]);
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    CHECK(c.kv_blocks_used == 0 && c.running == 0 && c.requests_finished == 33,
+          "after: %d blocks used, %d running, %lld finished", c.kv_blocks_used, c.running,
+          (long long)c.requests_finished);
+    CHECK(snug_mem_alloc_count() == allocs, "serving made %lld allocations",
+          (long long)(snug_mem_alloc_count() - allocs));
+    snug_engine_close(e);
+}
+
+/* A cache of 16 blocks (256 tokens) for 8 sequences of 6 + 40: they cannot
+ * all run at once, so some are preempted and recomputed; every one still
+ * gives the reference ids. */
+static void test_preempted_same_ids(void)
+{
+    int32_t want[N_OUT];
+    int32_t n_want = reference(want);
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(8, 16 * 10240);
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e) return;
+    static snug_request r[8];
+    static int32_t got[8][N_OUT];
+    for (int i = 0; i < 8; i++) {
+        greedy_request(&r[i], N_OUT);
+        CHECK_OK(snug_engine_submit(e, &r[i], &err), &err);
+    }
+    /* every consumer keeps up (round robin), so that all eight run and grow at once */
+    int32_t n[8] = {0};
+    char text[4096];
+    for (bool busy = true; busy;) {
+        busy = false;
+        for (int i = 0; i < 8; i++) {
+            snug_output out;
+            while (snug_engine_next(e, &r[i], &out, text, sizeof text))
+                if (out.token >= 0 && n[i] < N_OUT) got[i][n[i]++] = out.token;
+            busy |= !snug_engine_done(e, &r[i]);
+        }
+        if (busy) snug_engine_wait(e, &r[0], 0.01);
+    }
+    for (int i = 0; i < 8; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "sequence %d", i);
+        check_same(what, got[i], n[i], want, n_want);
+    }
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    CHECK(c.preemptions > 0 && c.kv_blocks_total == 16, "%lld preemptions over %d blocks",
+          (long long)c.preemptions, c.kv_blocks_total);
+    for (int i = 0; i < 8; i++) snug_engine_release(e, &r[i]);
+    snug_engine_close(e);
+}
+
+/* Refusals, cancel, and the queue's bound. */
+static void test_refusals_and_cancel(void)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(2, 0);
+    o.max_queue = 2;
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e) return;
+    snug_request r;
+    greedy_request(&r, 251);
+    CHECK_FAILS(snug_engine_submit(e, &r, &err), &err, SNUG_INVALID, "context_length_exceeded");
+    greedy_request(&r, 10);
+    int32_t bad[2] = {5, 512};
+    r.prompt = bad;
+    r.n_prompt = 2;
+    CHECK_FAILS(snug_engine_submit(e, &r, &err), &err, SNUG_INVALID, "prompt: token 1 is 512");
+    greedy_request(&r, 10);
+    r.n = 3;
+    CHECK_FAILS(snug_engine_submit(e, &r, &err), &err, SNUG_INVALID, "n: expected 1 to 2");
+    /* long requests fill both slots and the queue; the next is turned away */
+    static snug_request q[5];
+    int busy = 0;
+    for (int i = 0; i < 5; i++) {
+        greedy_request(&q[i], 240);
+        snug_status st = snug_engine_submit(e, &q[i], &err);
+        busy += st == SNUG_BUSY;
+    }
+    CHECK(busy >= 1, "a full queue answers SNUG_BUSY (%d of 5)", busy);
+    for (int i = 0; i < 5; i++) snug_engine_cancel(e, &q[i]);
+    for (int i = 0; i < 5; i++) snug_engine_release(e, &q[i]);
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    CHECK(c.kv_blocks_used == 0 && c.running == 0 && c.queued == 0,
+          "cancelled: %d blocks used, %d running, %d queued", c.kv_blocks_used, c.running, c.queued);
+    snug_engine_close(e);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_IS_MEANINGFUL 0 /* the sanitizer's shadow memory is in the RSS */
+#else
+#define RSS_IS_MEANINGFUL 1
+#endif
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+enum { STRESS = 300, STRESS_SEQS = 16 };
+
+/* The memory plan's guarantee through the scheduler: hundreds of requests
+ * of random prompt and output lengths up to max_model_len, over a cache of
+ * about 60 blocks (sequences wait and are preempted): serving allocates
+ * nothing, the allocator's total stays within its capacity, every block
+ * comes back, and the process's high-water mark stays within C. */
+static void test_stress_within_plan(void)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(STRESS_SEQS, 0);
+    o.max_queue = STRESS;
+    /* the test's own requests, made first: their pages are the test's, not the plan's */
+    static snug_request q[STRESS];
+    static int32_t prompts[STRESS][256];
+    uint64_t seed = 11;
+    for (int i = 0; i < STRESS; i++) {
+        int32_t n_prompt = 1 + (int32_t)(rnd(&seed) % 200);
+        greedy_request(&q[i], 1 + (int32_t)(rnd(&seed) % (uint64_t)(255 - n_prompt)));
+        for (int32_t k = 0; k < n_prompt; k++) prompts[i][k] = (int32_t)((k * 31 + i) % 512);
+        q[i].prompt = prompts[i];
+        q[i].n_prompt = n_prompt;
+        q[i].sampling.temperature = 1; /* the sampler's full path */
+        q[i].sampling.has_seed = true;
+        q[i].sampling.seed = (uint64_t)i;
+    }
+    /* a first plan says what the rest takes */
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e) return;
+    const snug_plan_report *r0 = snug_engine_plan(e);
+    size_t fixed = r0->sizes.budget - r0->kv.left_bytes, block = r0->sizes.block_bytes;
+    snug_engine_close(e);
+    e = NULL;
+    if (RSS_IS_MEANINGFUL) {
+        o.plan.budget.memory_bytes = fixed + 60 * block + (1u << 20) / 4;
+    } else {
+        o.plan.kv_cache_memory = 60 * block;
+    }
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e) return;
+    const snug_plan_report *r = snug_engine_plan(e);
+    int64_t allocs = snug_mem_alloc_count();
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
+    int submitted = 0, done = 0, refused = 0;
+    char text[4096];
+    while (done < STRESS) {
+        for (; submitted < STRESS; submitted++) { /* the queue is the bound: retry when full */
+            snug_status st = snug_engine_submit(e, &q[submitted], &err);
+            if (st == SNUG_BUSY) break;
+            CHECK_OK(st, &err);
+        }
+        refused += submitted < STRESS;
+        for (int i = 0; i < submitted; i++) {
+            snug_output out;
+            while (snug_engine_next(e, &q[i], &out, text, sizeof text)) {}
+        }
+        done = 0;
+        for (int i = 0; i < submitted; i++) done += snug_engine_done(e, &q[i]);
+        if (done < STRESS) snug_engine_wait(e, &q[submitted - 1 < 0 ? 0 : submitted - 1], 0.01);
+    }
+    size_t peak = 0, hwm = 0;
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
+    CHECK_OK(snug_proc_mem(NULL, &hwm, &err), &err);
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    CHECK(snug_mem_alloc_count() == allocs, "serving made %lld allocations",
+          (long long)(snug_mem_alloc_count() - allocs));
+    CHECK(peak <= r->capacity, "allocator peak %zu over the capacity %zu", peak, r->capacity);
+    CHECK(c.kv_blocks_used == 0 && c.requests_finished == STRESS && c.preemptions > 0 &&
+          c.kv_blocks_total < 16 * 16,
+          "%d blocks still used, %lld of %d finished, %lld preemptions over %d blocks",
+          c.kv_blocks_used, (long long)c.requests_finished, STRESS, (long long)c.preemptions,
+          c.kv_blocks_total);
+    if (RSS_IS_MEANINGFUL && r->profile.hwm_was_reset)
+        CHECK(hwm <= r->sizes.budget, "process high-water mark %zu over the budget %zu by %zu", hwm,
+              r->sizes.budget, hwm - r->sizes.budget);
+    printf("  stress: %d requests over %d blocks, %lld steps, %lld preemptions; hwm %zu of %zu\n",
+           STRESS, c.kv_blocks_total, (long long)c.steps, (long long)c.preemptions, hwm,
+           r->sizes.budget);
+    for (int i = 0; i < STRESS; i++) snug_engine_release(e, &q[i]);
+    snug_engine_close(e);
+}
+
+int main(void)
+{
+    RUN(test_greedy_alone_and_batched);
+    RUN(test_preempted_same_ids);
+    RUN(test_refusals_and_cancel);
+    RUN(test_stress_within_plan);
+    return test_summary();
+}
