@@ -11,6 +11,9 @@
 #include "base/device.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "support/ref_model.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -224,6 +227,65 @@ static void test_refusals_and_cancel(void)
     snug_engine_close(e);
 }
 
+/* Log-probabilities: each token's and its alternatives' agree with the
+ * float64 reference model's log-softmax over the same ids (within 2e-3,
+ * with an f32 cache),
+ * the alternatives come most likely first, and greedy takes the first. */
+static void test_logprobs(void)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(4, 0);
+    o.plan.kv_dtype = SNUG_DTYPE_F32; /* a bf16 cache moves log-probabilities by ~1e-2 */
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    ref_model *ref = ref_model_load(MODEL);
+    CHECK(ref != NULL, "reference model");
+    if (!e || !ref) goto out;
+    snug_request r;
+    greedy_request(&r, 8);
+    r.logprobs = true;
+    r.top_logprobs = 5;
+    CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+    int32_t ids[PROMPT_LEN + 8];
+    memcpy(ids, g_prompt, sizeof g_prompt);
+    int n = PROMPT_LEN, checked = 0;
+    int n_vocab = ref_model_vocab(ref);
+    static double all[(PROMPT_LEN + 8) * 512];
+    char text[4096];
+    snug_output out;
+    while (!snug_engine_done(e, &r)) {
+        if (!snug_engine_next(e, &r, &out, text, sizeof text)) {
+            snug_engine_wait(e, &r, 1.0);
+            continue;
+        }
+        if (out.token < 0) continue;
+        CHECK(out.n_top == 5 && out.top_ids[0] == out.token && out.top_logprobs[0] == out.logprob,
+              "greedy takes the first of %d alternatives", out.n_top);
+        for (int k = 1; k < out.n_top; k++)
+            CHECK(out.top_logprobs[k] <= out.top_logprobs[k - 1], "alternatives in order at %d", k);
+        /* the reference's log-softmax at the last position */
+        if (n_vocab <= 512 && ref_model_forward(ref, ids, n, all) == 0) {
+            const double *logits = all + (size_t)(n - 1) * (size_t)n_vocab;
+            double max = logits[0], sum = 0;
+            for (int v = 1; v < n_vocab; v++) max = logits[v] > max ? logits[v] : max;
+            for (int v = 0; v < n_vocab; v++) sum += exp(logits[v] - max);
+            double lse = max + log(sum);
+            for (int k = 0; k < out.n_top; k++) {
+                double want = logits[out.top_ids[k]] - lse;
+                CHECK(fabs(want - out.top_logprobs[k]) < 2e-3, "token %d, alternative %d: %.6f, "
+                      "the reference %.6f", n - PROMPT_LEN, k, out.top_logprobs[k], want);
+            }
+            checked++;
+        }
+        ids[n++] = out.token;
+    }
+    CHECK(checked == 8, "%d tokens checked against the reference", checked);
+    snug_engine_release(e, &r);
+out:
+    ref_model_free(ref);
+    snug_engine_close(e);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define RSS_IS_MEANINGFUL 0 /* the sanitizer's shadow memory is in the RSS */
 #else
@@ -325,6 +387,7 @@ int main(void)
     RUN(test_greedy_alone_and_batched);
     RUN(test_preempted_same_ids);
     RUN(test_refusals_and_cancel);
+    RUN(test_logprobs);
     RUN(test_stress_within_plan);
     return test_summary();
 }

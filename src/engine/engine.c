@@ -10,6 +10,7 @@
 
 #include "base/device.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -61,6 +62,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->ring_head = q->ring_n = 0;
     q->owner = r;
     q->choice = k;
+    q->n_logprobs = r->logprobs ? r->top_logprobs : -1;
     r->slots[k] = i;
     snug_sched_add(&e->sched, i, r->n_prompt);
 }
@@ -141,6 +143,30 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
     return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items};
 }
 
+/* The log of the sum of exp over row[0 .. n), and the k most likely
+ * tokens with their log-probabilities into rec, most likely first. */
+static double top_logprobs(const float *row, int32_t n, int32_t k, snug_out_record *rec)
+{
+    float max = row[0];
+    for (int32_t i = 1; i < n; i++) max = row[i] > max ? row[i] : max;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(row[i] - max));
+    double lse = (double)max + log(sum);
+    int32_t m = 0; /* insertion into the k best so far, kept sorted */
+    for (int32_t i = 0; i < n && k > 0; i++) {
+        if (m == k && row[i] <= row[rec->top_ids[m - 1]]) continue;
+        int32_t at = m < k ? m++ : k - 1;
+        while (at > 0 && row[rec->top_ids[at - 1]] < row[i]) {
+            rec->top_ids[at] = rec->top_ids[at - 1];
+            at--;
+        }
+        rec->top_ids[at] = i;
+    }
+    for (int32_t j = 0; j < m; j++) rec->top_logprobs[j] = (float)((double)row[rec->top_ids[j]] - lse);
+    rec->n_top = m;
+    return lse;
+}
+
 /* Samples the next token of the sequence in slot i from its logits, feeds
  * the stop conditions, and writes the output to its ring at pos (not yet
  * published). */
@@ -149,6 +175,13 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t pos)
     snug_serving_state *sv = &e->p->serving;
     const snug_model_dims *d = snug_model_get_dims(e->p->model);
     snug_seq_slot *q = slot_of(e, i);
+    snug_out_record *rec = &q->ring[pos];
+    rec->n_top = 0;
+    double lse = 0;
+    if (q->n_logprobs >= 0) { /* the raw row, before the sampler changes it */
+        memcpy(sv->lp_row, logits, (size_t)d->vocab_len * sizeof(float));
+        lse = top_logprobs(sv->lp_row, d->vocab_len, q->n_logprobs, rec);
+    }
     int32_t id = snug_sample(&q->sampling, &q->sampler, logits, d->vocab_len, q->ids,
                              (int32_t)q->n_prompt, q->ids + q->n_prompt,
                              (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
@@ -156,7 +189,7 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t pos)
     size_t n_text = 0, n_emit = 0, n_more = 0;
     if (e->p->tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
         n_text = 0;
-    snug_out_record *rec = &q->ring[pos];
+    if (q->n_logprobs >= 0) rec->logprob = (float)((double)sv->lp_row[id] - lse);
     snug_finish f = snug_stop_feed(&q->stop_params, &q->stop, id, q->text, n_text, rec->text, &n_emit);
     if (f == SNUG_FINISH_NONE && q->n_ids >= sv->shape.max_model_len)
         f = snug_stop_end(&q->stop, SNUG_FINISH_MODEL_LENGTH, rec->text + n_emit, &n_more);
@@ -233,7 +266,10 @@ static void end_all(snug_engine *e)
             snug_out_record *rec = &q->ring[(q->ring_head + q->ring_n) % SNUG_OUT_RING];
             size_t n = 0;
             snug_stop_end(&q->stop, SNUG_FINISH_ABORT, rec->text, &n);
-            *rec = (snug_out_record){-1, SNUG_FINISH_ABORT, (uint32_t)n, rec->text};
+            rec->token = -1;
+            rec->finish = SNUG_FINISH_ABORT;
+            rec->n_text = (uint32_t)n;
+            rec->n_top = 0;
             q->ring_n++;
         } else {
             free_slot(e, i); /* a consumer a full ring behind gets what is there, then done */
@@ -379,6 +415,9 @@ static snug_status check_request(snug_engine *e, snug_request *r, snug_error *er
         if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab)
             return snug_errorf(err, SNUG_INVALID, "prompt: token %lld is %d, expected 0 to %d",
                                (long long)i, r->prompt[i], n_vocab - 1);
+    if (r->top_logprobs < 0 || r->top_logprobs > SNUG_LOGPROBS_MAX)
+        return snug_errorf(err, SNUG_INVALID, "top_logprobs: expected 0 to %d, got %d",
+                           SNUG_LOGPROBS_MAX, r->top_logprobs);
     if (r->n < 1 || r->n > SNUG_CHOICES_MAX || r->n > e->p->serving.shape.max_num_seqs)
         return snug_errorf(err, SNUG_INVALID, "n: expected 1 to %d, got %d",
                            SNUG_MIN(SNUG_CHOICES_MAX, e->p->serving.shape.max_num_seqs), r->n);
@@ -437,7 +476,9 @@ bool snug_engine_next(snug_engine *e, snug_request *r, snug_output *out, char *t
             const snug_out_record *rec = &q->ring[q->ring_head];
             size_t n = SNUG_MIN((size_t)rec->n_text, cap);
             memcpy(text, rec->text, n);
-            *out = (snug_output){k, rec->token, rec->finish, n};
+            *out = (snug_output){k, rec->token, rec->finish, n, rec->logprob, rec->n_top, {0}, {0}};
+            memcpy(out->top_ids, rec->top_ids, (size_t)rec->n_top * sizeof(int32_t));
+            memcpy(out->top_logprobs, rec->top_logprobs, (size_t)rec->n_top * sizeof(float));
             q->ring_head = (q->ring_head + 1) % SNUG_OUT_RING;
             q->ring_n--;
             if (rec->finish != SNUG_FINISH_NONE) free_slot(e, i);

@@ -41,6 +41,8 @@ typedef struct snug_request {
     snug_sampling_params sampling;
     snug_stop_params stop;          /* the model's EOS ids are added by submit */
     int32_t n;                      /* choices, 1 .. SNUG_CHOICES_MAX */
+    bool logprobs;                  /* each token's log-probability, and ... */
+    int32_t top_logprobs;           /* ... that many alternatives (0 .. SNUG_LOGPROBS_MAX) */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */
@@ -57,6 +59,12 @@ typedef struct snug_output {
     int32_t token;                  /* -1: an end without a token */
     snug_finish finish;             /* SNUG_FINISH_NONE while the choice goes on */
     size_t n_text;                  /* bytes copied to the caller's buffer */
+    float logprob;                  /* the token's log-probability under the model's
+                                     * distribution (the raw logits: before penalties,
+                                     * bias and temperature), when asked for */
+    int32_t n_top;                  /* alternatives, most likely first */
+    int32_t top_ids[SNUG_LOGPROBS_MAX];
+    float top_logprobs[SNUG_LOGPROBS_MAX];
 } snug_output;
 
 typedef struct snug_engine_counters {

@@ -12,7 +12,7 @@
 /* Where each part lives in the block; every part 64-byte aligned. */
 typedef struct layout {
     size_t seqs, free_ids, scratch_ptrs, step_tokens, step_seqs; /* offsets */
-    size_t sched, sched_running, sched_waiting, items, rings, ring_text;
+    size_t sched, sched_running, sched_waiting, items, rings, ring_text, lp_row;
     size_t slot_tables, slot_ids, slot_text, slot_emit, scratch; /* first of each kind */
     size_t table_bytes, ids_bytes, text_bytes, emit_bytes, scratch_bytes; /* one of each */
     size_t total;
@@ -64,7 +64,8 @@ static bool carve(const snug_serving_shape *s, layout *l)
               take(&at, n * sizeof(int32_t), 1, &l->sched_waiting) &&
               take(&at, n * sizeof(snug_sched_item), 1, &l->items) &&
               take(&at, SNUG_OUT_RING * sizeof(snug_out_record), n, &l->rings) &&
-              take(&at, l->emit_bytes, n * SNUG_OUT_RING, &l->ring_text);
+              take(&at, l->emit_bytes, n * SNUG_OUT_RING, &l->ring_text) &&
+              take(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row);
     l->total = SNUG_MAX(at, (size_t)SNUG_MEM_LARGE_BYTES);
     return ok;
 }
@@ -100,6 +101,7 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     s.sched_running = (int32_t *)(b + l.sched_running);
     s.sched_waiting = (int32_t *)(b + l.sched_waiting);
     s.items = (snug_sched_item *)(b + l.items);
+    s.lp_row = (float *)(b + l.lp_row);
     size_t ring_bytes = snug_round_up(SNUG_OUT_RING * sizeof(snug_out_record), SNUG_MEM_ALIGN);
     size_t emit_stride = snug_round_up(l.emit_bytes, SNUG_MEM_ALIGN);
     for (int32_t i = 0; i < shape->max_num_seqs; i++) {

@@ -31,7 +31,10 @@
 #include "stop.h"
 #include "tokenizer/tokenizer.h"
 
-enum { SNUG_OUT_RING = 8 };    /* outputs a sequence may have waiting for its consumer */
+enum {
+    SNUG_OUT_RING = 8,         /* outputs a sequence may have waiting for its consumer */
+    SNUG_LOGPROBS_MAX = 20     /* alternatives per token (OpenAI's limit) */
+};
 
 /* One step's output for one sequence, waiting in its ring for the consumer:
  * the token sampled and the text it released (stop strings held back), or
@@ -41,6 +44,10 @@ typedef struct snug_out_record {
     snug_finish finish;        /* SNUG_FINISH_NONE while it goes on */
     uint32_t n_text;
     char *text;                /* [emit_bytes] in the serving state's block */
+    float logprob;             /* the token's, under the model's distribution (when asked) */
+    int32_t n_top;             /* alternatives below, most likely first; 0 when not asked */
+    int32_t top_ids[SNUG_LOGPROBS_MAX];
+    float top_logprobs[SNUG_LOGPROBS_MAX];
 } snug_out_record;
 
 typedef struct snug_serving_shape {
@@ -71,6 +78,7 @@ typedef struct snug_seq_slot {
     int32_t ring_head, ring_n;
     void *owner;               /* the request it serves (the engine's); NULL: free */
     int32_t choice;            /* which of the owner's choices */
+    int32_t n_logprobs;        /* alternatives asked for per token; -1: no log-probabilities */
 } snug_seq_slot;
 
 typedef struct snug_serving_state {
@@ -86,6 +94,7 @@ typedef struct snug_serving_state {
     snug_sched_seq *sched;     /* [max_num_seqs] the scheduler's view of each slot */
     int32_t *sched_running, *sched_waiting; /* [max_num_seqs] each */
     snug_sched_item *items;    /* [max_num_seqs] a step's plan */
+    float *lp_row;             /* [n_vocab] a row of logits kept raw for log-probabilities */
 } snug_serving_state;
 
 /* The bytes the serving state of shape holds (what the allocator charges

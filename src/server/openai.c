@@ -27,6 +27,11 @@ typedef struct choice_acc {
     snug_finish finish;
     int64_t n_tokens;
     bool started;                  /* chat streaming: the role chunk was sent */
+    /* log-probabilities of a non-streaming answer, as JSON array items:
+     * completions: tokens, token_logprobs, top_logprobs, text_offset; chat:
+     * content in lp[0] */
+    snug_strbuf lp[4];
+    int64_t text_offset;           /* bytes of text before the next token */
 } choice_acc;
 
 struct openai_job {
@@ -56,7 +61,10 @@ void openai_job_free(openai_job *j)
         if (j->ids) snug_mem_free(j->ids[i]);
     }
     if (j->acc)
-        for (int k = 0; k < j->n_prompts * j->req.n; k++) snug_strbuf_free(&j->acc[k].text);
+        for (int k = 0; k < j->n_prompts * j->req.n; k++) {
+            snug_strbuf_free(&j->acc[k].text);
+            for (int a = 0; a < 4; a++) snug_strbuf_free(&j->acc[k].lp[a]);
+        }
     snug_strbuf_free(&j->pending);
     snug_mem_free(j->tmp);
     snug_mem_free(j->acc);
@@ -182,6 +190,113 @@ static void put_usage(openai_job *j, snug_strbuf *b)
                        (long long)(j->prompt_tokens + out));
 }
 
+/* ---- log-probabilities ---------------------------------------------------------- */
+
+/* The text of token id alone (special tokens as their text), into buf. */
+static size_t piece(const snug_tokenizer *tok, int32_t id, char *buf, size_t cap)
+{
+    if (!tok) return (size_t)snprintf(buf, cap, "<%d>", id);
+    snug_tok_stream st;
+    snug_tok_stream_init(&st, tok, false);
+    st.started = true;
+    size_t n = 0;
+    if (snug_tok_stream_push(&st, id, buf, cap, &n, NULL) != SNUG_OK) n = 0;
+    return n + snug_tok_stream_finish(&st, buf + n, cap - n);
+}
+
+/* A log-probability as JSON: a probability of 0 has none, so the lowest
+ * float stands in (as vLLM does). */
+static void put_lp(snug_strbuf *b, float lp)
+{
+    snug_strbuf_printf(b, "%.7g", lp > -9999.0f ? (double)lp : -9999.0);
+}
+
+/* {"token": ..., "logprob": ..., "bytes": [...]} of chat's logprobs. */
+static void put_chat_token(snug_strbuf *b, const char *text, size_t n, float lp)
+{
+    snug_strbuf_printf(b, "{\"token\":");
+    snug_strbuf_put(b, "\"", 1);
+    snug_strbuf_json(b, text, n);
+    snug_strbuf_printf(b, "\",\"logprob\":");
+    put_lp(b, lp);
+    snug_strbuf_printf(b, ",\"bytes\":[");
+    for (size_t i = 0; i < n; i++) snug_strbuf_printf(b, i ? ",%u" : "%u", (unsigned char)text[i]);
+    snug_strbuf_printf(b, "]");
+}
+
+/* Appends output o's log-probabilities as array items: into lp[0..3]
+ * (completions: the token, its log-probability, the alternatives, the
+ * text offset) or lp[0] (chat: one content entry). */
+static void add_logprobs(openai_job *j, snug_strbuf *lp, int64_t offset, const snug_output *o)
+{
+    const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
+    char t[512];
+    size_t n = piece(tok, o->token, t, sizeof t);
+    if (j->req.kind == SNUG_API_CHAT) {
+        if (lp[0].len) snug_strbuf_put(&lp[0], ",", 1);
+        put_chat_token(&lp[0], t, n, o->logprob);
+        snug_strbuf_printf(&lp[0], ",\"top_logprobs\":[");
+        for (int32_t k = 0; k < o->n_top; k++) {
+            char a[512];
+            size_t na = piece(tok, o->top_ids[k], a, sizeof a);
+            if (k) snug_strbuf_put(&lp[0], ",", 1);
+            put_chat_token(&lp[0], a, na, o->top_logprobs[k]);
+            snug_strbuf_put(&lp[0], "}", 1);
+        }
+        snug_strbuf_printf(&lp[0], "]}");
+        return;
+    }
+    for (int a = 0; a < 4; a++)
+        if (lp[a].len) snug_strbuf_put(&lp[a], ",", 1);
+    snug_strbuf_put(&lp[0], "\"", 1);
+    snug_strbuf_json(&lp[0], t, n);
+    snug_strbuf_put(&lp[0], "\"", 1);
+    put_lp(&lp[1], o->logprob);
+    snug_strbuf_put(&lp[2], "{", 1);
+    int32_t shown = 0;
+    for (int32_t k = 0; k < o->n_top; k++) {
+        char a[512];
+        size_t na = piece(tok, o->top_ids[k], a, sizeof a);
+        bool seen = false; /* one key per text: two tokens may read alike */
+        for (int32_t m = 0; m < k && !seen; m++) {
+            char p2[512];
+            size_t n2 = piece(tok, o->top_ids[m], p2, sizeof p2);
+            seen = n2 == na && memcmp(p2, a, na) == 0;
+        }
+        if (seen) continue;
+        if (shown++) snug_strbuf_put(&lp[2], ",", 1);
+        snug_strbuf_put(&lp[2], "\"", 1);
+        snug_strbuf_json(&lp[2], a, na);
+        snug_strbuf_put(&lp[2], "\":", 2);
+        put_lp(&lp[2], o->top_logprobs[k]);
+    }
+    snug_strbuf_put(&lp[2], "}", 1);
+    snug_strbuf_printf(&lp[3], "%lld", (long long)offset);
+}
+
+/* "logprobs": the object of arrays lp holds, or null when none were asked. */
+static void put_logprobs(openai_job *j, snug_strbuf *b, const snug_strbuf *lp)
+{
+    if (j->req.logprobs < 0) {
+        snug_strbuf_printf(b, ",\"logprobs\":null");
+        return;
+    }
+    if (j->req.kind == SNUG_API_CHAT) {
+        snug_strbuf_printf(b, ",\"logprobs\":{\"content\":[");
+        if (lp[0].len) snug_strbuf_put(b, lp[0].p, lp[0].len);
+        snug_strbuf_printf(b, "]}");
+        return;
+    }
+    static const char *const names[4] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    snug_strbuf_printf(b, ",\"logprobs\":{");
+    for (int a = 0; a < 4; a++) {
+        snug_strbuf_printf(b, "%s\"%s\":[", a ? "," : "", names[a]);
+        if (lp[a].len) snug_strbuf_put(b, lp[a].p, lp[a].len);
+        snug_strbuf_printf(b, "]");
+    }
+    snug_strbuf_printf(b, "}");
+}
+
 /* The whole answer of a finished job. */
 static void put_answer(openai_job *j, snug_strbuf *b)
 {
@@ -199,7 +314,7 @@ static void put_answer(openai_job *j, snug_strbuf *b)
             snug_strbuf_printf(b, "\"text\":");
             put_str(b, a->text.p ? a->text.p : "", a->text.len);
         }
-        snug_strbuf_printf(b, ",\"logprobs\":null");
+        put_logprobs(j, b, a->lp);
         put_finish(b, a->finish);
         snug_strbuf_printf(b, "}");
     }
@@ -228,7 +343,11 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
         snug_strbuf_printf(b, "\"text\":");
         put_str(b, text, o->n_text);
     }
-    snug_strbuf_printf(b, ",\"logprobs\":null");
+    snug_strbuf one[4] = {{0}, {0}, {0}, {0}};
+    if (j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
+    put_logprobs(j, b, one);
+    for (int k = 0; k < 4; k++) snug_strbuf_free(&one[k]);
+    a->text_offset += (int64_t)o->n_text;
     put_finish(b, o->finish);
     snug_strbuf_printf(b, "}]}\n\n");
 }
@@ -245,10 +364,13 @@ static int take_outputs(openai_job *j, bool stream)
             choice_acc *a = &j->acc[index];
             a->n_tokens += o.token >= 0;
             a->finish = o.finish;
-            if (stream)
+            if (stream) {
                 put_chunk(j, index, &o, j->tmp);
-            else
+            } else {
+                if (j->req.logprobs >= 0 && o.token >= 0) add_logprobs(j, a->lp, a->text_offset, &o);
                 snug_strbuf_put(&a->text, j->tmp, o.n_text);
+                a->text_offset += (int64_t)o.n_text;
+            }
             n++;
         }
     }
@@ -344,9 +466,6 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         return http_error(c, 404, "invalid_request_error", "model", "model_not_found",
                           "The model `%s` does not exist; this server serves `%s`", j->req.model,
                           s->o.model_name);
-    if (j->req.logprobs >= 0)
-        return http_error(c, 400, "invalid_request_error", "logprobs", "unsupported",
-                          "logprobs are not supported yet");
     if (j->req.echo)
         return http_error(c, 400, "invalid_request_error", "echo", "unsupported",
                           "echo is not supported yet");
@@ -375,6 +494,8 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
             r->stop.max_tokens = (int32_t)SNUG_MIN((int64_t)r->stop.max_tokens,
                                                    SNUG_MAX(1, lim.max_model_len - r->n_prompt));
         r->n = j->req.n;
+        r->logprobs = j->req.logprobs >= 0;
+        r->top_logprobs = SNUG_MAX(0, j->req.logprobs);
         st = snug_engine_submit(s->e, r, &err);
         if (st != SNUG_OK) return fail(c, st, &err, param);
         j->submitted[i] = true;
@@ -400,7 +521,9 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     }
     take_outputs(j, false);
     for (int k = 0; k < n_choices; k++)
-        if (j->acc[k].text.failed) return fail(c, SNUG_NOMEM, &err, NULL);
+        if (j->acc[k].text.failed || j->acc[k].lp[0].failed || j->acc[k].lp[1].failed ||
+            j->acc[k].lp[2].failed || j->acc[k].lp[3].failed)
+            return fail(c, SNUG_NOMEM, &err, NULL);
     snug_strbuf b = {0};
     put_answer(j, &b);
     return http_send(c, MHD_HTTP_OK, &b, "application/json");

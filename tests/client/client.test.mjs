@@ -407,14 +407,25 @@ test('a bad parameter on a stream: BadRequestError before any chunk', T, async (
     );
 });
 
-test('logprobs: BadRequestError, param logprobs (not supported yet)', T, async () => {
+test('logprobs: tokens and alternatives for completions and chat', T, async () => {
+    const c = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0, logprobs: 2 });
+    const l = c.choices[0].logprobs;
+    assert.equal(l.tokens.length, 4);
+    assert.equal(l.tokens.join(''), c.choices[0].text);
+    assert.equal(l.token_logprobs.length, 4);
+    for (const lp of l.token_logprobs) assert.ok(lp <= 0);
+    assert.equal(l.top_logprobs.length, 4);
+    const r = await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0,
+                                                     logprobs: true, top_logprobs: 3 });
+    const content = r.choices[0].logprobs.content;
+    assert.equal(content.length, 4);
+    assert.equal(content.map((t) => t.token).join(''), r.choices[0].message.content);
+    for (const t of content) {
+        assert.equal(t.top_logprobs.length, 3);
+        assert.equal(t.top_logprobs[0].logprob, t.logprob);
+    }
     await expectAPIError(
-        client.completions.create({ model, prompt, max_tokens: 4, logprobs: 2 }),
-        OpenAI.BadRequestError,
-        { status: 400, param: 'logprobs' },
-    );
-    await expectAPIError(
-        client.chat.completions.create({ model, messages, max_tokens: 4, logprobs: true }),
+        client.completions.create({ model, prompt, max_tokens: 4, logprobs: 21 }),
         OpenAI.BadRequestError,
         { status: 400, param: 'logprobs' },
     );

@@ -279,7 +279,29 @@ badc "a negative prompt token id" 400 '"prompt[1]"' null '{"prompt": [1, -1]}'
 badc "a prompt token id >= the vocabulary (512)" 400 '"prompt[1]"' null '{"prompt": [1, 512]}'
 badc "a stop_token_id >= the vocabulary" 400 '"stop_token_ids[0]"' null '{"prompt": "a", "stop_token_ids": [512]}'
 badc "a logit_bias key that is no token id" 400 '"logit_bias"' null '{"prompt": "a", "logit_bias": {"abc": 1}}'
-badc "logprobs (not supported yet)" 400 '"logprobs"' '"unsupported"' '{"prompt": "a", "logprobs": 1}'
+badc "logprobs above 20" 400 '"logprobs"' null '{"prompt": "a", "logprobs": 21}'
+badch "top_logprobs above 20" 400 '"top_logprobs"' null '{"messages": [{"role": "user", "content": "a"}], "logprobs": true, "top_logprobs": 21}'
+# logprobs: one entry per token, its alternatives most likely first, greedy takes the first
+post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 5, "temperature": 0, "logprobs": 3}'
+if [[ $status == 200 ]] && jq -e '.choices[0].logprobs as $l | ($l.tokens | length) == 5 and
+        ($l.token_logprobs | length) == 5 and ($l.top_logprobs | length) == 5 and
+        ($l.text_offset | length) == 5 and ($l.tokens | join("")) == .choices[0].text and
+        all($l.token_logprobs[]; . <= 0) and
+        ([range(5) as $i | ($l.top_logprobs[$i] | to_entries | max_by(.value) | .value) == $l.token_logprobs[$i]] | all) and
+        ([range(5) as $i | ($l.top_logprobs[$i] | length) <= 3] | all)' "$tmp/body" >/dev/null; then
+    ok "completions logprobs: 5 tokens, 3 alternatives each, greedy takes the best"
+else
+    fail "completions logprobs" "HTTP $status" "$(body)"
+fi
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 2}'
+if [[ $status == 200 ]] && jq -e '.choices[0].logprobs.content as $c | ($c | length) == 4 and
+        ([$c[].token] | join("")) == .choices[0].message.content and
+        all($c[]; (.top_logprobs | length) == 2 and .top_logprobs[0].logprob == .logprob and
+            (.bytes | length) == (.token | utf8bytelength))' "$tmp/body" >/dev/null; then
+    ok "chat logprobs: content entries with bytes and 2 alternatives"
+else
+    fail "chat logprobs" "HTTP $status" "$(body)"
+fi
 still_serves "values out of range"
 
 # --- the context length (--max-model-len 256) ---
