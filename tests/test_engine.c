@@ -227,7 +227,8 @@ static void test_refusals_and_cancel(void)
     snug_engine_close(e);
 }
 
-/* Log-probabilities: each token's and its alternatives' agree with the
+/* Log-probabilities: each token's and its alternatives', and the prompt's
+ * (for echo), agree with the
  * float64 reference model's log-softmax over the same ids (within 2e-3,
  * with an f32 cache),
  * the alternatives come most likely first, and greedy takes the first. */
@@ -245,6 +246,8 @@ static void test_logprobs(void)
     greedy_request(&r, 8);
     r.logprobs = true;
     r.top_logprobs = 5;
+    static snug_prompt_logprob plp[PROMPT_LEN];
+    r.prompt_logprobs = plp;
     CHECK_OK(snug_engine_submit(e, &r, &err), &err);
     int32_t ids[PROMPT_LEN + 8];
     memcpy(ids, g_prompt, sizeof g_prompt);
@@ -280,6 +283,19 @@ static void test_logprobs(void)
         ids[n++] = out.token;
     }
     CHECK(checked == 8, "%d tokens checked against the reference", checked);
+    /* the prompt's: the row of position p - 1 predicts token p */
+    if (n_vocab <= 512 && ref_model_forward(ref, ids, PROMPT_LEN, all) == 0) {
+        for (int p = 1; p < PROMPT_LEN; p++) {
+            const double *logits = all + (size_t)(p - 1) * (size_t)n_vocab;
+            double max = logits[0], sum = 0;
+            for (int v = 1; v < n_vocab; v++) max = logits[v] > max ? logits[v] : max;
+            for (int v = 0; v < n_vocab; v++) sum += exp(logits[v] - max);
+            double want = logits[ids[p]] - (max + log(sum));
+            CHECK(fabs(want - plp[p].logprob) < 2e-3 && plp[p].n_top == 5,
+                  "prompt token %d: %.6f, the reference %.6f (%d alternatives)", p, plp[p].logprob,
+                  want, plp[p].n_top);
+        }
+    }
     snug_engine_release(e, &r);
 out:
     ref_model_free(ref);

@@ -136,6 +136,32 @@ static void test_pause(void)
     CHECK(step(f, &nt) == 2, "both again");
 }
 
+/* A prompt whose log-probabilities are asked for takes a row of logits
+ * per token: its chunks are cut to the rows a step has left, after the
+ * decodes' one row each. */
+static void test_rows_for_prompt_logprobs(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    setup(f, 256, MAX_SEQS, 64);
+    f->s.max_rows = 8;
+    snug_sched_add(&f->s, 0, 3);
+    int32_t nt = 0;
+    step(f, &nt); /* seq 0 decodes from now on */
+    snug_sched_add(&f->s, 1, 20);
+    f->seqs[1].all_logits_until = 20;
+    CHECK(step(f, &nt) == 2 && nt == 8, "step 2: %d tokens", nt);
+    ITEM(0, 0, 1, 3, true);
+    ITEM(1, 1, 7, 0, false);
+    CHECK(f->items[1].all_logits, "a row per token");
+    CHECK(step(f, &nt) == 2 && nt == 8, "step 3: %d tokens", nt);
+    ITEM(1, 1, 7, 7, false);
+    CHECK(step(f, &nt) == 2 && nt == 7, "step 4: %d tokens", nt);
+    ITEM(1, 1, 6, 14, true); /* the last 6, the last of them sampling */
+    CHECK(step(f, &nt) == 2 && !f->items[1].all_logits && f->items[1].n_tokens == 1,
+          "then it decodes with one row");
+}
+
 static uint64_t rnd(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -202,6 +228,7 @@ int main(void)
     RUN(test_chunks_and_order);
     RUN(test_preemption);
     RUN(test_pause);
+    RUN(test_rows_for_prompt_logprobs);
     RUN(test_random);
     return test_summary();
 }

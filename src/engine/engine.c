@@ -63,8 +63,10 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->owner = r;
     q->choice = k;
     q->n_logprobs = r->logprobs ? r->top_logprobs : -1;
+    q->prompt_lp = k == 0 ? r->prompt_logprobs : NULL; /* the choices share one prompt */
     r->slots[k] = i;
     snug_sched_add(&e->sched, i, r->n_prompt);
+    if (q->prompt_lp) e->sched.seqs[i].all_logits_until = r->n_prompt;
 }
 
 /* Lets go of slot i: the engine no longer owes its owner anything there. */
@@ -136,16 +138,20 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
         snug_seq_slot *q = slot_of(e, it->seq);
         memcpy(sv->step_tokens + at, q->ids + it->pos0, (size_t)it->n_tokens * sizeof(int32_t));
         at += it->n_tokens;
+        snug_logits_mode mode = it->all_logits ? SNUG_LOGITS_ALL
+                              : it->sample ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE;
         sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
-                                           it->sample ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE};
+                                           mode};
         e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING;
     }
     return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items};
 }
 
 /* The log of the sum of exp over row[0 .. n), and the k most likely
- * tokens with their log-probabilities into rec, most likely first. */
-static double top_logprobs(const float *row, int32_t n, int32_t k, snug_out_record *rec)
+ * tokens with their log-probabilities into ids and lps, most likely first
+ * (*n_top of them). */
+static double top_logprobs(const float *row, int32_t n, int32_t k, int32_t *ids, float *lps,
+                           int32_t *n_top)
 {
     float max = row[0];
     for (int32_t i = 1; i < n; i++) max = row[i] > max ? row[i] : max;
@@ -154,16 +160,16 @@ static double top_logprobs(const float *row, int32_t n, int32_t k, snug_out_reco
     double lse = (double)max + log(sum);
     int32_t m = 0; /* insertion into the k best so far, kept sorted */
     for (int32_t i = 0; i < n && k > 0; i++) {
-        if (m == k && row[i] <= row[rec->top_ids[m - 1]]) continue;
+        if (m == k && row[i] <= row[ids[m - 1]]) continue;
         int32_t at = m < k ? m++ : k - 1;
-        while (at > 0 && row[rec->top_ids[at - 1]] < row[i]) {
-            rec->top_ids[at] = rec->top_ids[at - 1];
+        while (at > 0 && row[ids[at - 1]] < row[i]) {
+            ids[at] = ids[at - 1];
             at--;
         }
-        rec->top_ids[at] = i;
+        ids[at] = i;
     }
-    for (int32_t j = 0; j < m; j++) rec->top_logprobs[j] = (float)((double)row[rec->top_ids[j]] - lse);
-    rec->n_top = m;
+    for (int32_t j = 0; j < m; j++) lps[j] = (float)((double)row[ids[j]] - lse);
+    *n_top = m;
     return lse;
 }
 
@@ -180,7 +186,8 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t pos)
     double lse = 0;
     if (q->n_logprobs >= 0) { /* the raw row, before the sampler changes it */
         memcpy(sv->lp_row, logits, (size_t)d->vocab_len * sizeof(float));
-        lse = top_logprobs(sv->lp_row, d->vocab_len, q->n_logprobs, rec);
+        lse = top_logprobs(sv->lp_row, d->vocab_len, q->n_logprobs, rec->top_ids,
+                           rec->top_logprobs, &rec->n_top);
     }
     int32_t id = snug_sample(&q->sampling, &q->sampler, logits, d->vocab_len, q->ids,
                              (int32_t)q->n_prompt, q->ids + q->n_prompt,
@@ -200,6 +207,25 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t pos)
     rec->n_text = (uint32_t)(n_emit + n_more);
 }
 
+/* Fills the prompt log-probabilities that item it's rows give: the row of
+ * position p predicts the token at p + 1. */
+static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const float *rows)
+{
+    const snug_model_dims *d = snug_model_get_dims(e->p->model);
+    snug_seq_slot *q = slot_of(e, it->seq);
+    snug_prompt_logprob *out = q->prompt_lp;
+    if (!out) return;
+    for (int32_t j = 0; j < it->n_tokens; j++) {
+        int64_t target = it->pos0 + j + 1;
+        if (target >= q->n_prompt) break;
+        const float *row = rows + (size_t)j * (size_t)d->vocab_rows;
+        snug_prompt_logprob *lp = &out[target];
+        double lse = top_logprobs(row, d->vocab_len, SNUG_MAX(0, q->n_logprobs), lp->top_ids,
+                                  lp->top_logprobs, &lp->n_top);
+        lp->logprob = (float)((double)row[q->ids[target]] - lse);
+    }
+}
+
 /* Runs one planned step without the mutex: the forward pass, then a sample
  * for every item that asks for one. */
 static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_items)
@@ -212,10 +238,16 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
     const snug_model_dims *d = snug_model_get_dims(e->p->model);
     const snug_sched_item *items = e->p->serving.items;
     int32_t row = 0;
-    for (int32_t k = 0; k < n_items; k++)
-        if (items[k].sample)
-            sample_one(e, items[k].seq, (float *)rows + (size_t)row++ * (size_t)d->vocab_rows,
+    for (int32_t k = 0; k < n_items; k++) {
+        const snug_sched_item *it = &items[k];
+        if (it->all_logits) { /* a row per token: the prompt's log-probabilities */
+            prompt_logprobs(e, it, rows + (size_t)row * (size_t)d->vocab_rows);
+            row += it->n_tokens - it->sample; /* the last row, if it samples, is taken below */
+        }
+        if (it->sample)
+            sample_one(e, it->seq, (float *)rows + (size_t)row++ * (size_t)d->vocab_rows,
                        e->ring_pos[k]);
+    }
     return SNUG_OK;
 }
 
@@ -292,6 +324,8 @@ static bool plan_here(snug_engine *e)
                         sv->shape.block_size, sv->sched, sv->sched_running, sv->sched_waiting,
                         &e->p->pool);
         collect_eos(e);
+        const snug_step_shape *shape = snug_model_step_shape(e->p->model);
+        e->sched.max_rows = shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max;
     }
     pthread_mutex_lock(&e->mu);
     e->open_status = st;

@@ -34,6 +34,15 @@ typedef struct snug_engine_opts {
     int32_t max_queue;              /* 0: SNUG_MAX_QUEUE_DEFAULT */
 } snug_engine_opts;
 
+/* A prompt token's log-probability given the tokens before it, and the
+ * alternatives there, most likely first. */
+typedef struct snug_prompt_logprob {
+    float logprob;
+    int32_t n_top;
+    int32_t top_ids[SNUG_LOGPROBS_MAX];
+    float top_logprobs[SNUG_LOGPROBS_MAX];
+} snug_prompt_logprob;
+
 typedef struct snug_request {
     /* in: set by the caller before submitting */
     const int32_t *prompt;          /* [n_prompt] ids, the caller's until released */
@@ -43,6 +52,9 @@ typedef struct snug_request {
     int32_t n;                      /* choices, 1 .. SNUG_CHOICES_MAX */
     bool logprobs;                  /* each token's log-probability, and ... */
     int32_t top_logprobs;           /* ... that many alternatives (0 .. SNUG_LOGPROBS_MAX) */
+    snug_prompt_logprob *prompt_logprobs; /* NULL, or [n_prompt] the caller's: filled for
+                                     * tokens 1 .. n_prompt - 1 (with top_logprobs
+                                     * alternatives) before the first output arrives */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */

@@ -9,7 +9,8 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
 {
     SNUG_ASSERT(max_seqs > 0 && max_tokens > 0 && block_size > 0);
     *s = (snug_sched){.max_seqs = max_seqs, .max_tokens = max_tokens, .block_size = block_size,
-                      .watermark = SNUG_MAX(1, pool->n_blocks / 100), .seqs = seqs, .pool = pool,
+                      .watermark = SNUG_MAX(1, pool->n_blocks / 100), .max_rows = max_seqs,
+                      .seqs = seqs, .pool = pool,
                       .running = running, .waiting = waiting};
     for (int32_t i = 0; i < max_seqs; i++) {
         snug_block_table *t = seqs[i].table;
@@ -63,19 +64,32 @@ static int32_t fit_tokens(const snug_sched *s, const snug_sched_seq *q, int32_t 
     return (int32_t)SNUG_MAX(0, SNUG_MIN((int64_t)want, room));
 }
 
-static void add_item(snug_sched_item *items, int32_t *n_items, int32_t *budget, int32_t seq,
-                     const snug_sched_seq *q, int32_t n)
+/* True when a chunk of q starting now needs a row per token. */
+static bool wants_all(const snug_sched_seq *q) { return q->n_computed < q->all_logits_until; }
+
+/* The tokens a chunk of q may take with `rows` rows of logits left (a
+ * chunk that samples takes one; one that wants them all, one per token). */
+static int32_t fit_rows(const snug_sched_seq *q, int32_t n, int32_t rows)
 {
-    items[(*n_items)++] = (snug_sched_item){seq, n, q->n_computed, q->n_computed + n == q->n_tokens};
+    if (wants_all(q)) return SNUG_MIN(n, rows);
+    return q->n_computed + n == q->n_tokens && rows < 1 ? 0 : n;
+}
+
+static void add_item(snug_sched_item *items, int32_t *n_items, int32_t *budget, int32_t *rows,
+                     int32_t seq, const snug_sched_seq *q, int32_t n)
+{
+    bool sample = q->n_computed + n == q->n_tokens, all = wants_all(q);
+    items[(*n_items)++] = (snug_sched_item){seq, n, q->n_computed, sample, all};
     *budget -= n;
+    *rows -= all ? n : sample;
 }
 
 /* One try at a step (snug_sched_step); 0 items when nothing could run. */
 static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens)
 {
-    int32_t n_items = 0, budget = s->max_tokens;
+    int32_t n_items = 0, budget = s->max_tokens, rows = s->max_rows;
     /* 1. decodes, preempting from the most recent when the cache is full */
-    for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
+    for (int32_t i = 0; i < s->n_running && budget > 0 && rows > 0; i++) {
         int32_t seq = s->running[i];
         snug_sched_seq *q = &s->seqs[seq];
         if (q->paused || q->n_tokens - q->n_computed != 1) continue;
@@ -87,7 +101,7 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
             preempt_last(s);
             break;
         }
-        add_item(items, &n_items, &budget, seq, q, 1);
+        add_item(items, &n_items, &budget, &rows, seq, q, 1);
     }
     /* 2. chunks of running prefills */
     for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
@@ -95,22 +109,23 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
         snug_sched_seq *q = &s->seqs[seq];
         int64_t left = q->n_tokens - q->n_computed;
         if (q->paused || left <= 1) continue;
-        int32_t n = fit_tokens(s, q, (int32_t)SNUG_MIN(left, (int64_t)budget), 0);
+        int32_t n = fit_rows(q, fit_tokens(s, q, (int32_t)SNUG_MIN(left, (int64_t)budget), 0), rows);
         if (n == 0 || !snug_block_table_grow(q->table, s->pool, q->n_computed + n, s->block_size))
             continue;
-        add_item(items, &n_items, &budget, seq, q, n);
+        add_item(items, &n_items, &budget, &rows, seq, q, n);
     }
     /* 3. admission, first come first served */
     while (s->n_waiting > 0 && budget > 0 && s->n_running < s->max_seqs) {
         int32_t seq = wait_at(s, 0);
         snug_sched_seq *q = &s->seqs[seq];
-        int32_t n = fit_tokens(s, q, (int32_t)SNUG_MIN(q->n_tokens, (int64_t)budget), s->watermark);
+        int32_t n = fit_rows(q, fit_tokens(s, q, (int32_t)SNUG_MIN(q->n_tokens, (int64_t)budget),
+                                           s->watermark), rows);
         if (n == 0 || !snug_block_table_grow(q->table, s->pool, n, s->block_size)) break;
         s->wait_head = (s->wait_head + 1) % s->max_seqs;
         s->n_waiting--;
         q->phase = SNUG_SEQ_RUNNING;
         s->running[s->n_running++] = seq;
-        add_item(items, &n_items, &budget, seq, q, n);
+        add_item(items, &n_items, &budget, &rows, seq, q, n);
     }
     *n_tokens = s->max_tokens - budget;
     return n_items;

@@ -25,6 +25,9 @@
  * When nothing can run although running sequences could (prefills that
  * each hold part of a full cache), the most recently admitted are
  * preempted until one can.
+ * Each item that samples takes one row of logits; a chunk of a prompt
+ * whose log-probabilities are asked for takes a row per token, and is cut
+ * to the rows the step has left (max_rows).
  * A running sequence can be paused (its consumer has not taken its last
  * output): it keeps its blocks and is skipped until resumed.
  */
@@ -46,6 +49,8 @@ typedef struct snug_sched_seq {
     int64_t n_computed;     /* of those, in the cache */
     bool paused;            /* skipped by steps while set */
     int32_t n_preempted;    /* times it was preempted */
+    int64_t all_logits_until; /* positions below it need a row of logits each (a prompt
+                             * whose log-probabilities are asked for); 0: none */
     snug_block_table *table;/* its blocks (the caller's; capacity: the longest sequence) */
 } snug_sched_seq;
 
@@ -56,6 +61,7 @@ typedef struct snug_sched_item {
     int32_t n_tokens;
     int64_t pos0;
     bool sample;
+    bool all_logits;        /* a row of logits for every token (not only the last) */
 } snug_sched_item;
 
 typedef struct snug_sched {
@@ -63,6 +69,7 @@ typedef struct snug_sched {
     int32_t max_tokens;     /* per step */
     int32_t block_size;
     int32_t watermark;      /* free blocks admission leaves */
+    int32_t max_rows;       /* rows of logits per step (the arena's); init: max_seqs */
     snug_sched_seq *seqs;
     snug_block_pool *pool;
     int32_t *running;       /* [max_seqs] seq indices in admission order */

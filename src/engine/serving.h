@@ -79,6 +79,7 @@ typedef struct snug_seq_slot {
     void *owner;               /* the request it serves (the engine's); NULL: free */
     int32_t choice;            /* which of the owner's choices */
     int32_t n_logprobs;        /* alternatives asked for per token; -1: no log-probabilities */
+    void *prompt_lp;           /* the owner's snug_prompt_logprob array to fill, or NULL */
 } snug_seq_slot;
 
 typedef struct snug_serving_state {

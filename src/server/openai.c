@@ -32,6 +32,7 @@ typedef struct choice_acc {
      * content in lp[0] */
     snug_strbuf lp[4];
     int64_t text_offset;           /* bytes of text before the next token */
+    bool echoed;                   /* streaming with echo: the prompt's chunk was sent */
 } choice_acc;
 
 struct openai_job {
@@ -42,6 +43,9 @@ struct openai_job {
     int32_t **ids;                 /* [n_prompts] each prompt's ids (owned) */
     choice_acc *acc;               /* [n_prompts * n] */
     int n_prompts;
+    snug_prompt_logprob **plp;     /* [n_prompts] with echo and logprobs: the engine fills */
+    char **echo_text;              /* [n_prompts] with echo: each prompt's text (owned) */
+    size_t *echo_len;
     int64_t prompt_tokens;
     char id[48];
     int64_t created;
@@ -59,7 +63,12 @@ void openai_job_free(openai_job *j)
     for (int i = 0; i < j->n_prompts; i++) {
         if (j->submitted && j->submitted[i]) snug_engine_release(j->srv->e, &j->reqs[i]);
         if (j->ids) snug_mem_free(j->ids[i]);
+        if (j->plp) snug_mem_free(j->plp[i]);
+        if (j->echo_text) snug_mem_free(j->echo_text[i]);
     }
+    snug_mem_free(j->plp);
+    snug_mem_free(j->echo_text);
+    snug_mem_free(j->echo_len);
     if (j->acc)
         for (int k = 0; k < j->n_prompts * j->req.n; k++) {
             snug_strbuf_free(&j->acc[k].text);
@@ -136,6 +145,38 @@ static snug_status prompt_ids(openai_job *j, int i, snug_error *err)
     memcpy(j->ids[i], p->ids, (size_t)p->n_ids * sizeof(int32_t));
     j->reqs[i].prompt = j->ids[i];
     j->reqs[i].n_prompt = p->n_ids;
+    return SNUG_OK;
+}
+
+/* With echo: prompt i's text for the answer (the request's, or its ids
+ * decoded), the choices' texts started with it, and with logprobs the
+ * array the engine fills with the prompt's log-probabilities. */
+static snug_status echo_prompt(openai_job *j, int i, snug_error *err)
+{
+    const snug_api_prompt *p = &j->req.prompts[i];
+    snug_request *r = &j->reqs[i];
+    if (p->text) {
+        j->echo_text[i] = snug_mem_alloc(SNUG_MEM_OTHER, p->text_len + 1, err);
+        if (!j->echo_text[i]) return SNUG_NOMEM;
+        memcpy(j->echo_text[i], p->text, p->text_len);
+        j->echo_len[i] = p->text_len;
+    } else {
+        const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
+        if (!tok) return snug_errorf(err, SNUG_INVALID, "echo: the model has no tokenizer");
+        snug_status st = snug_tok_decode(tok, r->prompt, (size_t)r->n_prompt, true,
+                                         &j->echo_text[i], &j->echo_len[i], err);
+        if (st != SNUG_OK) return st;
+    }
+    for (int k = 0; k < j->req.n; k++) {
+        choice_acc *a = &j->acc[i * j->req.n + k];
+        snug_strbuf_put(&a->text, j->echo_text[i], j->echo_len[i]);
+        a->text_offset = (int64_t)j->echo_len[i];
+    }
+    if (j->plp) {
+        j->plp[i] = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)r->n_prompt * sizeof(snug_prompt_logprob), err);
+        if (!j->plp[i]) return SNUG_NOMEM;
+        r->prompt_logprobs = j->plp[i];
+    }
     return SNUG_OK;
 }
 
@@ -275,7 +316,48 @@ static void add_logprobs(openai_job *j, snug_strbuf *lp, int64_t offset, const s
 }
 
 /* "logprobs": the object of arrays lp holds, or null when none were asked. */
-static void put_logprobs(openai_job *j, snug_strbuf *b, const snug_strbuf *lp)
+/* The prompt's log-probability entries (echo) of prompt i as array items
+ * into pre[0..3]: the first token has none (null), as OpenAI's answers. */
+static void add_prompt_logprobs(openai_job *j, int i, snug_strbuf *pre)
+{
+    const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
+    const snug_request *r = &j->reqs[i];
+    int64_t offset = 0;
+    for (int64_t p = 0; p < r->n_prompt; p++) {
+        char t[512];
+        size_t n = piece(tok, r->prompt[p], t, sizeof t);
+        for (int a = 0; a < 4; a++)
+            if (p) snug_strbuf_put(&pre[a], ",", 1);
+        snug_strbuf_put(&pre[0], "\"", 1);
+        snug_strbuf_json(&pre[0], t, n);
+        snug_strbuf_put(&pre[0], "\"", 1);
+        snug_strbuf_printf(&pre[3], "%lld", (long long)offset);
+        offset += (int64_t)n;
+        if (p == 0 || !j->plp || !j->plp[i]) {
+            snug_strbuf_printf(&pre[1], "null");
+            snug_strbuf_printf(&pre[2], "null");
+            continue;
+        }
+        const snug_prompt_logprob *lp = &j->plp[i][p];
+        put_lp(&pre[1], lp->logprob);
+        snug_strbuf_put(&pre[2], "{", 1);
+        for (int32_t k = 0; k < lp->n_top; k++) {
+            char a[512];
+            size_t na = piece(tok, lp->top_ids[k], a, sizeof a);
+            if (k) snug_strbuf_put(&pre[2], ",", 1);
+            snug_strbuf_put(&pre[2], "\"", 1);
+            snug_strbuf_json(&pre[2], a, na);
+            snug_strbuf_put(&pre[2], "\":", 2);
+            put_lp(&pre[2], lp->top_logprobs[k]);
+        }
+        snug_strbuf_put(&pre[2], "}", 1);
+    }
+}
+
+/* "logprobs": the object of arrays pre (the prompt's, with echo; may be
+ * NULL) and lp hold, or null when none were asked. */
+static void put_logprobs(openai_job *j, snug_strbuf *b, const snug_strbuf *pre,
+                         const snug_strbuf *lp)
 {
     if (j->req.logprobs < 0) {
         snug_strbuf_printf(b, ",\"logprobs\":null");
@@ -291,6 +373,8 @@ static void put_logprobs(openai_job *j, snug_strbuf *b, const snug_strbuf *lp)
     snug_strbuf_printf(b, ",\"logprobs\":{");
     for (int a = 0; a < 4; a++) {
         snug_strbuf_printf(b, "%s\"%s\":[", a ? "," : "", names[a]);
+        if (pre && pre[a].len) snug_strbuf_put(b, pre[a].p, pre[a].len);
+        if (pre && pre[a].len && lp[a].len) snug_strbuf_put(b, ",", 1);
         if (lp[a].len) snug_strbuf_put(b, lp[a].p, lp[a].len);
         snug_strbuf_printf(b, "]");
     }
@@ -314,7 +398,10 @@ static void put_answer(openai_job *j, snug_strbuf *b)
             snug_strbuf_printf(b, "\"text\":");
             put_str(b, a->text.p ? a->text.p : "", a->text.len);
         }
-        put_logprobs(j, b, a->lp);
+        snug_strbuf pre[4] = {{0}, {0}, {0}, {0}};
+        if (j->req.echo && j->req.logprobs >= 0) add_prompt_logprobs(j, k / j->req.n, pre);
+        put_logprobs(j, b, pre, a->lp);
+        for (int m = 0; m < 4; m++) snug_strbuf_free(&pre[m]);
         put_finish(b, a->finish);
         snug_strbuf_printf(b, "}");
     }
@@ -323,12 +410,31 @@ static void put_answer(openai_job *j, snug_strbuf *b)
     snug_strbuf_printf(b, "}");
 }
 
+/* With echo, the prompt's text (and its log-probabilities) as the first
+ * SSE event of choice index. */
+static void put_echo_chunk(openai_job *j, int index)
+{
+    snug_strbuf *b = &j->pending;
+    int i = index / j->req.n;
+    snug_strbuf_printf(b, "data: ");
+    put_head(j, b, true);
+    snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", index);
+    put_str(b, j->echo_text[i], j->echo_len[i]);
+    snug_strbuf pre[4] = {{0}, {0}, {0}, {0}}, none[4] = {{0}, {0}, {0}, {0}};
+    if (j->req.logprobs >= 0) add_prompt_logprobs(j, i, pre);
+    put_logprobs(j, b, pre, none);
+    for (int m = 0; m < 4; m++) snug_strbuf_free(&pre[m]);
+    snug_strbuf_printf(b, ",\"finish_reason\":null}]}\n\n");
+    j->acc[index].echoed = true;
+}
+
 /* One output as an SSE event. */
 static void put_chunk(openai_job *j, int index, const snug_output *o, const char *text)
 {
     snug_strbuf *b = &j->pending;
     choice_acc *a = &j->acc[index];
     bool chat = j->req.kind == SNUG_API_CHAT;
+    if (j->req.echo && !a->echoed) put_echo_chunk(j, index);
     snug_strbuf_printf(b, "data: ");
     put_head(j, b, true);
     snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,", index);
@@ -345,7 +451,7 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
     }
     snug_strbuf one[4] = {{0}, {0}, {0}, {0}};
     if (j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
-    put_logprobs(j, b, one);
+    put_logprobs(j, b, NULL, one);
     for (int k = 0; k < 4; k++) snug_strbuf_free(&one[k]);
     a->text_offset += (int64_t)o->n_text;
     put_finish(b, o->finish);
@@ -466,9 +572,6 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         return http_error(c, 404, "invalid_request_error", "model", "model_not_found",
                           "The model `%s` does not exist; this server serves `%s`", j->req.model,
                           s->o.model_name);
-    if (j->req.echo)
-        return http_error(c, 400, "invalid_request_error", "echo", "unsupported",
-                          "echo is not supported yet");
     j->n_prompts = kind == SNUG_API_CHAT ? 1 : j->req.n_prompts;
     int n_choices = j->n_prompts * j->req.n;
     bool ok = true;
@@ -478,6 +581,12 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     j->acc = take((size_t)n_choices * sizeof *j->acc, &ok);
     j->tmp_cap = snug_engine_text_bytes(s->e);
     j->tmp = take(j->tmp_cap, &ok);
+    bool echo = kind == SNUG_API_COMPLETIONS && j->req.echo;
+    if (echo) {
+        j->echo_text = take((size_t)j->n_prompts * sizeof *j->echo_text, &ok);
+        j->echo_len = take((size_t)j->n_prompts * sizeof *j->echo_len, &ok);
+        if (j->req.logprobs >= 0) j->plp = take((size_t)j->n_prompts * sizeof *j->plp, &ok);
+    }
     snug_error err = {0};
     if (!ok) return fail(c, SNUG_NOMEM, &err, NULL);
     j->created = (int64_t)time(NULL);
@@ -485,6 +594,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     for (int i = 0; i < j->n_prompts; i++) {
         snug_request *r = &j->reqs[i];
         snug_status st = prompt_ids(j, i, &err);
+        if (st == SNUG_OK && echo) st = echo_prompt(j, i, &err);
         if (st != SNUG_OK) return fail(c, st, &err, param);
         r->sampling = j->req.sampling;
         r->stop = j->req.stop;

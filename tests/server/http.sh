@@ -293,6 +293,15 @@ if [[ $status == 200 ]] && jq -e '.choices[0].logprobs as $l | ($l.tokens | leng
 else
     fail "completions logprobs" "HTTP $status" "$(body)"
 fi
+post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "logprobs": 1, "echo": true}'
+if [[ $status == 200 ]] && jq -e '.choices[0] as $c | ($c.text | startswith("Once upon a time")) and
+        ($c.logprobs.tokens | length) == (($c.logprobs.token_logprobs | length)) and
+        $c.logprobs.token_logprobs[0] == null and ($c.logprobs.token_logprobs[1:] | all(. <= 0))' \
+        "$tmp/body" >/dev/null; then
+    ok "echo: the prompt's text first, its tokens' log-probabilities (the first null)"
+else
+    fail "echo with logprobs" "HTTP $status" "$(body)"
+fi
 post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 2}'
 if [[ $status == 200 ]] && jq -e '.choices[0].logprobs.content as $c | ($c | length) == 4 and
         ([$c[].token] | join("")) == .choices[0].message.content and
