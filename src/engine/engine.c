@@ -16,6 +16,18 @@
 
 enum { REQ_QUEUED = 1, REQ_ADMITTED = 2, REQ_DONE = 3 };
 
+const double snug_latency_bounds[SNUG_LATENCY_BUCKETS] = {
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+static void observe(snug_latency_histogram *h, double s)
+{
+    int b = 0;
+    while (b < SNUG_LATENCY_BUCKETS && s > snug_latency_bounds[b]) b++;
+    h->count[b]++;
+    h->sum += s;
+    h->n++;
+}
+
 struct snug_engine {
     snug_planned *p;
     snug_sched sched;
@@ -64,6 +76,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->choice = k;
     q->n_logprobs = r->logprobs ? r->top_logprobs : -1;
     q->prompt_lp = k == 0 ? r->prompt_logprobs : NULL; /* the choices share one prompt */
+    q->t_last = 0;
     r->slots[k] = i;
     snug_sched_add(&e->sched, i, r->n_prompt);
     if (q->prompt_lp) e->sched.seqs[i].all_logits_until = r->n_prompt;
@@ -256,6 +269,7 @@ static void publish(snug_engine *e, int32_t n_items)
 {
     const snug_sched_item *items = e->p->serving.items;
     snug_sched_done(&e->sched, items, n_items);
+    double now = snug_now_seconds();
     for (int32_t k = 0; k < n_items; k++) {
         if (!items[k].sample) continue;
         int32_t i = items[k].seq;
@@ -263,6 +277,12 @@ static void publish(snug_engine *e, int32_t n_items)
         snug_sched_append(&e->sched, i);
         q->ring_n++;
         e->c.generation_tokens++;
+        const snug_request *r = q->owner;
+        if (q->t_last == 0 && r)
+            observe(&e->c.ttft, now - r->t_submit);
+        else if (q->t_last > 0)
+            observe(&e->c.itl, now - q->t_last);
+        q->t_last = now;
         if (q->ring[e->ring_pos[k]].finish != SNUG_FINISH_NONE)
             snug_sched_finish(&e->sched, i); /* its blocks back now; the slot waits to be drained */
     }
@@ -490,6 +510,7 @@ snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
         r->cancelled = false;
         r->n_live = r->n;
         r->state = REQ_QUEUED;
+        r->t_submit = snug_now_seconds();
         e->queue[(e->q_head + e->q_n++) % e->q_cap] = r;
         pthread_cond_signal(&e->work);
     }

@@ -63,6 +63,7 @@ typedef struct snug_request {
     int32_t state;
     bool cancelled;
     uint64_t id;
+    double t_submit;                /* seconds (snug_now_seconds) */
 } snug_request;
 
 /* One output taken by snug_engine_next. */
@@ -79,6 +80,17 @@ typedef struct snug_output {
     float top_logprobs[SNUG_LOGPROBS_MAX];
 } snug_output;
 
+/* Latency buckets' upper bounds in seconds (Prometheus histograms); the
+ * last bucket is everything above. */
+enum { SNUG_LATENCY_BUCKETS = 16 };
+extern const double snug_latency_bounds[SNUG_LATENCY_BUCKETS];
+
+typedef struct snug_latency_histogram {
+    int64_t count[SNUG_LATENCY_BUCKETS + 1]; /* per bucket, not cumulative */
+    double sum;
+    int64_t n;
+} snug_latency_histogram;
+
 typedef struct snug_engine_counters {
     int32_t running, waiting, queued;  /* sequences, sequences, requests */
     int64_t preemptions;
@@ -87,6 +99,8 @@ typedef struct snug_engine_counters {
     int32_t kv_blocks_used, kv_blocks_total;
     int64_t steps;
     bool failed;                    /* the step loop stopped on an error */
+    snug_latency_histogram ttft;    /* submit to a choice's first token */
+    snug_latency_histogram itl;     /* between a choice's tokens */
 } snug_engine_counters;
 
 typedef struct snug_engine snug_engine;

@@ -80,6 +80,7 @@ typedef struct snug_seq_slot {
     int32_t choice;            /* which of the owner's choices */
     int32_t n_logprobs;        /* alternatives asked for per token; -1: no log-probabilities */
     void *prompt_lp;           /* the owner's snug_prompt_logprob array to fill, or NULL */
+    double t_last;             /* when its last token was published; 0: none yet */
 } snug_seq_slot;
 
 typedef struct snug_serving_state {

@@ -120,6 +120,21 @@ static enum MHD_Result get_health(snug_server *s, struct MHD_Connection *c)
     return http_send(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, &b, "application/json");
 }
 
+/* A Prometheus histogram: cumulative buckets, +Inf, sum and count. */
+static void put_histogram(snug_strbuf *b, const char *name, const char *help,
+                          const snug_latency_histogram *h)
+{
+    snug_strbuf_printf(b, "# HELP snug_%s %s\n# TYPE snug_%s histogram\n", name, help, name);
+    int64_t cum = 0;
+    for (int i = 0; i < SNUG_LATENCY_BUCKETS; i++) {
+        cum += h->count[i];
+        snug_strbuf_printf(b, "snug_%s_bucket{le=\"%g\"} %lld\n", name, snug_latency_bounds[i],
+                           (long long)cum);
+    }
+    snug_strbuf_printf(b, "snug_%s_bucket{le=\"+Inf\"} %lld\nsnug_%s_sum %.6f\nsnug_%s_count %lld\n",
+                       name, (long long)h->n, name, h->sum, name, (long long)h->n);
+}
+
 static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
 {
     snug_engine_counters k;
@@ -143,6 +158,9 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);
     COUNTER("engine_steps_total", "Steps of the engine loop.", k.steps);
     COUNTER("http_requests_total", "HTTP requests answered.", atomic_load(&s->http_requests));
+    put_histogram(&b, "time_to_first_token_seconds", "From a request's arrival to a choice's "
+                  "first token.", &k.ttft);
+    put_histogram(&b, "inter_token_latency_seconds", "Between a choice's tokens.", &k.itl);
     snug_strbuf_printf(&b, "# HELP snug_memory_bytes Allocator bytes held by category.\n"
                        "# TYPE snug_memory_bytes gauge\n");
     for (int cat = 0; cat <= SNUG_MEM_N_CATS; cat++) {

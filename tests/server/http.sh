@@ -694,6 +694,17 @@ curl -sN --max-time 0.3 -o "$tmp/aborted" -H 'Content-Type: application/json' --
 abort_check "a stream the client leaves after 0.3 s" $?
 still_serves "an aborted stream"
 
+# --- /metrics: the latency histograms count every choice's tokens, buckets cumulative ---
+curl -s --max-time 5 "$url/metrics" >"$tmp/metrics"
+if awk '/^snug_time_to_first_token_seconds_count / { t = $2 } /^snug_inter_token_latency_seconds_count / { i = $2 }
+        /^snug_inter_token_latency_seconds_bucket/ { if ($2 < last) bad = 1; last = $2 }
+        /^snug_inter_token_latency_seconds_bucket\{le="\+Inf"\}/ { inf = $2 }
+        END { exit !(t > 0 && i > t && inf == i && !bad) }' "$tmp/metrics"; then
+    ok "/metrics: time-to-first-token and inter-token histograms, cumulative, +Inf = count"
+else
+    fail "/metrics latency histograms" "$(grep -E 'first_token|inter_token' "$tmp/metrics" | head -8)"
+fi
+
 # --- the API key ---
 main_pid=$pid main_url=$url
 start_server api-key --api-key sekrit --max-num-seqs 16 --max-body-bytes 4096
