@@ -1,5 +1,6 @@
 # snug: build, test, sanitizers, fuzzing.
-#   make            build build/snug and build/libsnug.a (installs missing packages first)
+#   make            build build/snug, build/libsnug.a and build/examples/ (installs missing
+#                   packages first)
 #   make run        generate with the bundled demo model
 #   make test       build and run every test; ends with "N passed, M failed"
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -34,6 +35,8 @@ LIB_OBJS  := $(LIB_SRCS:src/%.c=$(B)/obj/%.o)
 CLI_OBJS  := $(CLI_SRCS:src/%.c=$(B)/obj/%.o)
 TESTS     := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 REPLAYS   := $(FUZZ_NAMES:%=$(B)/tests/replay_%)
+# Programs that use the public API (snug.h) alone.
+EXAMPLES  := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
 A := build/asan
 ASAN_LIB_OBJS := $(LIB_SRCS:src/%.c=$(A)/obj/%.o)
@@ -57,7 +60,7 @@ endif
 FUZZ_CC      ?= clang
 
 .PHONY: all deps fuzz-deps run test test-asan fuzz bench-tools clean
-all: $(B)/snug $(B)/libsnug.a
+all: $(B)/snug $(B)/libsnug.a $(EXAMPLES)
 
 deps:
 	@scripts/install-deps
@@ -72,6 +75,10 @@ $(B)/libsnug.a: $(LIB_OBJS)
 
 $(B)/snug: $(CLI_OBJS) $(B)/libsnug.a
 	$(call say,LINK,$@)$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(B)/libsnug.a $(LDLIBS_ALL)
+
+$(B)/examples/%: examples/%.c $(B)/libsnug.a
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL)
 
 $(B)/tests/support/%.o: tests/support/%.c | deps
 	@mkdir -p $(dir $@)
@@ -89,7 +96,7 @@ run: all
 	$(B)/snug generate -p "Once upon a time"
 
 # tests/cli/cli.sh imports a GGUF that build/bench/mkgguf writes
-test: all $(TESTS) $(REPLAYS) $(B)/bench/mkgguf
+test: all $(TESTS) $(REPLAYS) $(EXAMPLES) $(B)/bench/mkgguf
 	@tests/run $(B)
 
 # --- benchmark helpers (bench/*.c; not run by make test, which builds mkgguf) -
@@ -150,4 +157,5 @@ fuzz: $(FUZZ_NAMES:%=$(F)/fuzz_%)
 clean:
 	rm -rf build
 
--include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(A)/obj/*/*.d)
+-include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(B)/examples/*.d \
+    $(A)/obj/*/*.d)

@@ -98,6 +98,196 @@ typedef enum snug_dtype {
     SNUG_DTYPE_COUNT
 } snug_dtype;
 
+/* ---- the engine: open, submit, stream, cancel, close -------------------
+ *
+ * One snug_llm serves one model: snug_llm_open plans its memory once (the
+ * weights, the activations of the largest step, the serving state, and a
+ * KV cache sized to the byte from what is left) and starts the step loop on
+ * a thread of its own, which runs every submitted job in continuous batches.
+ * Nothing the loop does allocates.
+ *
+ * A job (snug_job) is one prompt with n choices. Its memory (the job
+ * itself, its prompt ids, the text buffer events point into) is taken at
+ * submit from the job memory the plan kept back from the KV cache
+ * (snug_llm_opts.job_memory) and given back by snug_job_free; polling,
+ * waiting and cancelling allocate nothing. When the job memory is used up,
+ * submit fails with SNUG_NOMEM until jobs are freed.
+ *
+ * Threads: every function may be called from any thread, and jobs may be
+ * submitted and polled from several threads at once; one job is used by
+ * one thread at a time.
+ */
+
+typedef struct snug_llm snug_llm;
+typedef struct snug_job snug_job;
+
+enum {
+    SNUG_GEN_STOP_MAX = 4,                         /* stop strings per job */
+    SNUG_LLM_JOB_MEMORY_DEFAULT = 4 * 1024 * 1024  /* bytes for jobs, 4 MiB */
+};
+
+/* How snug_llm_open plans. Fill with snug_llm_opts_default, then set
+ * model_dir and what should differ; 0 in a size or count means the default
+ * that its comment gives. */
+typedef struct snug_llm_opts {
+    const char *model_dir;          /* a checkpoint directory (config.json, weights,
+                                     * tokenizer); read during open only */
+    size_t memory_bytes;            /* the budget C; 0: a fraction of what the process may use */
+    double memory_fraction;         /* in (0, 1]; 0: 0.9 (only without memory_bytes) */
+    int64_t max_model_len;          /* positions per sequence; 0: the model's, or the
+                                     * longest that fits the budget */
+    int32_t max_num_seqs;           /* sequences at once; 0: 256 */
+    int32_t max_num_batched_tokens; /* tokens per step; 0: max(2048, max_num_seqs) */
+    size_t kv_cache_memory;         /* the KV cache's bytes; 0: what the budget leaves */
+    size_t reserve;                 /* headroom kept out of the plan, never allocated */
+    size_t job_memory;              /* bytes kept from the KV cache for jobs (part of the
+                                     * reserve in the plan); 0: SNUG_LLM_JOB_MEMORY_DEFAULT */
+    int32_t n_threads;              /* compute threads; 0: OpenMP's count */
+    int32_t max_queue;              /* jobs waiting for a slot; 0: 1024 */
+} snug_llm_opts;
+
+/* Fills o with the defaults: every field 0 (model_dir NULL) but job_memory,
+ * which is SNUG_LLM_JOB_MEMORY_DEFAULT. */
+void snug_llm_opts_default(snug_llm_opts *o);
+
+/* Loads and plans the model in o->model_dir and starts the step loop; *out
+ * receives the handle (the caller's until snug_llm_close). While it is open
+ * the allocator's capacity is the plan's, so that nothing takes the process
+ * past the budget. Fails with SNUG_INVALID naming the field (no model_dir,
+ * memory_bytes and memory_fraction both given, a fraction outside (0, 1],
+ * a count out of range), with the loader's errors for a bad checkpoint
+ * (naming the file), or with SNUG_NOMEM saying what would fit when the
+ * budget is too small; then *out is NULL and nothing is held. */
+snug_status snug_llm_open(const snug_llm_opts *o, snug_llm **out, snug_error *err);
+
+/* Frees the jobs not yet freed (as snug_job_free: cancelled, then let go
+ * of), stops the loop and frees the engine; the allocator's capacity is
+ * lifted. NULL is ignored; llm and every job handle of it are invalid
+ * afterwards. */
+void snug_llm_close(snug_llm *llm);
+
+/* How a job samples and when it stops. Fill with snug_gen_params_default. */
+typedef struct snug_gen_params {
+    float temperature;        /* >= 0; 0: greedy (the most likely token) */
+    float top_p;              /* in (0, 1]; 1: off */
+    int32_t top_k;            /* >= 0; 0: off */
+    float min_p;              /* in [0, 1]; 0: off */
+    float repetition_penalty; /* > 0; 1: off */
+    float frequency_penalty;  /* in [-2, 2]; 0: off */
+    float presence_penalty;   /* in [-2, 2]; 0: off */
+    bool has_seed;            /* seed is used: the same seed gives the same tokens */
+    uint64_t seed;            /* choice k draws from seed + k */
+    int32_t max_tokens;       /* tokens per choice, >= 0; 0: up to max_model_len */
+    bool ignore_eos;          /* end-of-sequence tokens are ordinary text */
+    const char *stop[SNUG_GEN_STOP_MAX]; /* NUL-terminated UTF-8, 1 to 256 bytes each; copied
+                                          * at submit. The text stops before the first one */
+    int32_t n_stop;           /* how many of stop are used, 0 to SNUG_GEN_STOP_MAX */
+    int32_t n;                /* choices, 1 to min(16, max_num_seqs) */
+    /* Called on the engine's thread whenever the job has outputs to take
+     * (then poll with snug_job_next), or NULL. It must return quickly: it
+     * may not block, nor call any snug_ function (signal a condition, write
+     * to a pipe). It is not called after snug_job_free returns. */
+    void (*on_ready)(void *ctx);
+    void *on_ready_ctx;
+} snug_gen_params;
+
+/* Fills p with the defaults: temperature 1, top_p 1, top_k 0, min_p 0,
+ * repetition_penalty 1, no frequency or presence penalty, no seed,
+ * max_tokens 0, EOS honoured, no stop strings, n 1, no callback. */
+void snug_gen_params_default(snug_gen_params *p);
+
+/* Tokenizes len bytes of prompt with the model's tokenizer (BOS added as
+ * its configuration says; special-token text becomes those tokens) and
+ * submits it with p (NULL: the defaults) as a new job into *out, which the
+ * caller owns until snug_job_free. Fails, with *out NULL and nothing held,
+ * with SNUG_INVALID and a message naming the field: a sampling parameter
+ * out of range ("temperature: ...", "top_p: ...", ...), more than
+ * SNUG_GEN_STOP_MAX stop strings or a bad one ("stop: ..."), "n: ...",
+ * "max_tokens: ...", a prompt with no tokens, or a prompt that with
+ * max_tokens does not fit max_model_len ("context_length_exceeded: ...");
+ * with SNUG_UNSUPPORTED when the model has no tokenizer; with SNUG_NOMEM
+ * when the job memory is used up (free finished jobs and try again); or
+ * with SNUG_BUSY when max_queue jobs already wait or the engine failed. */
+snug_status snug_llm_submit_text(snug_llm *llm, const char *prompt, size_t len,
+                                 const snug_gen_params *p, snug_job **out, snug_error *err);
+
+/* As snug_llm_submit_text, for a prompt of n token ids (copied; each in
+ * [0, vocabulary size), else SNUG_INVALID naming the token). */
+snug_status snug_llm_submit_ids(snug_llm *llm, const int32_t *ids, size_t n,
+                                const snug_gen_params *p, snug_job **out, snug_error *err);
+
+/* One output of a job, taken by snug_job_next. */
+typedef struct snug_token_event {
+    int32_t choice;            /* 0 .. n - 1 */
+    int32_t token;             /* the token generated; -1 for an end without one */
+    const char *text;          /* n_text bytes (not NUL-terminated) the token adds to the
+                                * choice's text (held back while it could start a stop
+                                * string); valid until the next call on the job */
+    size_t n_text;
+    const char *finish_reason; /* NULL while the choice goes on; its last event says
+                                * why it ended: "stop" (EOS or a stop string),
+                                * "length" (max_tokens or max_model_len), "abort" */
+} snug_token_event;
+
+/* Takes job's oldest output into *ev. Returns false when none is waiting
+ * (wait with snug_job_wait, or for on_ready). The events of one choice come
+ * in order; those of different choices interleave. Allocates nothing. */
+bool snug_job_next(snug_llm *llm, snug_job *job, snug_token_event *ev);
+
+/* Blocks until job has an output waiting or is done, or timeout_s seconds
+ * pass (it may also return early). */
+void snug_job_wait(snug_llm *llm, snug_job *job, double timeout_s);
+
+/* True once every choice of job has ended and every event was taken. */
+bool snug_job_done(snug_llm *llm, snug_job *job);
+
+/* Aborts job: its choices end within a step and their KV blocks are freed;
+ * events not yet taken are dropped. The job stays the caller's (free it
+ * with snug_job_free). Cancelling a done job does nothing. */
+void snug_job_cancel(snug_llm *llm, snug_job *job);
+
+/* Cancels job if it is not done, waits until the engine has let go of it,
+ * and frees it, giving its bytes back to the job memory. NULL is ignored;
+ * job and the text of its events are invalid afterwards. */
+void snug_job_free(snug_llm *llm, snug_job *job);
+
+/* The memory plan, in bytes: budget = weights + activations + serving_state
+ * + untracked + reserve + kv_cache (+ less than one block left over). */
+typedef struct snug_llm_plan_info {
+    size_t budget;            /* C */
+    size_t weights;           /* W: what the allocator charges the weights */
+    size_t activations;       /* A: the largest step's peak */
+    size_t serving_state;     /* S: per-sequence state, tokenizer, tables */
+    size_t untracked;         /* U: what the process holds outside the allocator */
+    size_t reserve;           /* R: the reserve, with the job memory */
+    size_t job_memory;        /* of R, what jobs may allocate */
+    size_t kv_cache;          /* K: what the allocator charges the KV cache */
+    int64_t kv_blocks;
+    int32_t block_size;       /* token positions per block */
+    int64_t max_model_len;
+    int32_t max_num_seqs;
+} snug_llm_plan_info;
+
+/* Fills *out with llm's plan. Cannot fail. */
+void snug_llm_plan(snug_llm *llm, snug_llm_plan_info *out);
+
+/* What the engine is doing and has done, read at one instant. */
+typedef struct snug_llm_counters_info {
+    int32_t running;          /* sequences in the batch */
+    int32_t waiting;          /* sequences admitted but waiting (preempted, or no blocks) */
+    int32_t queued;           /* jobs waiting for slots */
+    int64_t preemptions;
+    int64_t prompt_tokens;    /* admitted, once per choice */
+    int64_t generation_tokens;
+    int32_t kv_blocks_used, kv_blocks_total;
+    int64_t requests_finished; /* jobs whose every choice ended and was taken */
+    size_t job_memory_used;   /* bytes the live jobs hold, of job_memory */
+    bool failed;              /* the step loop stopped on an error: submits are refused */
+} snug_llm_counters_info;
+
+/* Fills *out with llm's counters. Cannot fail. */
+void snug_llm_counters(snug_llm *llm, snug_llm_counters_info *out);
+
 #ifdef __cplusplus
 }
 #endif

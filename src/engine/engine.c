@@ -132,6 +132,7 @@ static void tend_slots(snug_engine *e)
         if (!r) continue;
         if (r->cancelled) {
             free_slot(e, i);
+            if (r->state == REQ_DONE && r->notify) r->notify(r->notify_ctx); /* it ended */
             continue;
         }
         if (e->sched.seqs[i].phase != SNUG_SEQ_FREE)

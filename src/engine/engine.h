@@ -105,8 +105,9 @@ typedef struct snug_engine_counters {
 
 typedef struct snug_engine snug_engine;
 
-/* Plans the model in dir (planner.h) and starts the step loop. Fails as
- * snug_planner_open does; then nothing is held. */
+/* Plans the model in dir (planner.h) and starts the step loop; opts is
+ * read during the call only. Fails as snug_planner_open does; then nothing
+ * is held. */
 snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug_engine **out,
                              snug_error *err);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Command-line tests of build/snug: inspect, load, mkmodel, convert, tokenize,
 # detokenize and chat-template; their output, exit statuses and error messages (and
-# build/bench/mkgguf, whose GGUF the loader test imports; make test builds it).
+# build/bench/mkgguf, whose GGUF the loader test imports, and build/examples/complete;
+# make test builds both).
 # Usage: tests/cli/cli.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines
 # and a final "N passed, M failed" (see tests/run).
 set -u
@@ -285,6 +286,12 @@ expect "profile batched tokens below seqs" 1 "must be at least --max-num-seqs" -
 expect "no command" 2 "usage: snug COMMAND" -- "$snug"
 expect "unknown command" 2 "unknown command 'frobnicate'" -- "$snug" frobnicate
 expect "help" 0 "commands:" -- "$snug" --help
+
+# examples/complete.c, the public API's example (make builds it)
+expect "example complete" 0 "choice 1 (finish length): Once upon a time" -- "$build/examples/complete"
+expect "example complete counters" 0 "kv blocks 0 of 128 used, 1 requests finished" -- "$build/examples/complete"
+expect "example complete bad model" 1 "complete: open: SNUG_IO: /nonexistent/config.json" -- \
+    "$build/examples/complete" /nonexistent
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
