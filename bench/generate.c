@@ -16,7 +16,10 @@
  * The limits are measured right before and right after (the machine is
  * noisy: bandwidth readings vary by up to 2x); ratios use the better of
  * the two. Not part of make test.
- *   build/bench/generate DIR [THREADS]
+ *   build/bench/generate DIR [THREADS] [--decode-batch-only]
+ * --decode-batch-only runs only the batch-32 decode (no limits, no batch 1,
+ * no prefill) and prints its tokens/s on one line (bench/serve compares the
+ * server's throughput with it).
  */
 #include "model/blocks.h"
 #include "formats/checkpoint.h"
@@ -83,13 +86,47 @@ static void release_all(bench *b)
     for (int i = 0; i < BATCH; i++) snug_block_table_release(&b->tables[i], &b->pool);
 }
 
+/* Decode at batch BATCH, each sequence with a CONTEXT-token prompt: tokens/s;
+ * the seconds and flops of the timed steps into *tb and *fl_b. */
+static double decode_batch_timed(bench *b, double *tb, double *fl_b)
+{
+    run_step(b, BATCH, CONTEXT, 0, SNUG_LOGITS_LAST);
+    *tb = *fl_b = 0;
+    for (int s = 0; s < WARMUP + DECODE_STEPS; s++) {
+        double t = run_step(b, BATCH, 1, CONTEXT + s, SNUG_LOGITS_LAST);
+        if (s >= WARMUP) {
+            *tb += t;
+            *fl_b += BATCH * (token_flops(b->d, true) + attn_flops(b->d, CONTEXT + s));
+        }
+    }
+    release_all(b);
+    return BATCH * DECODE_STEPS / *tb;
+}
+
+static double decode_batch(bench *b)
+{
+    double tb, fl_b;
+    return decode_batch_timed(b, &tb, &fl_b);
+}
+
+static void bench_free(bench *b, snug_weights *w, snug_checkpoint *ck)
+{
+    for (int i = 0; i < BATCH; i++) snug_block_table_free(&b->tables[i]);
+    snug_block_pool_free(&b->pool);
+    snug_kvcache_free(&b->kv);
+    snug_model_free(b->m);
+    snug_weights_free(w);
+    snug_checkpoint_close(ck);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: build/bench/generate DIR [THREADS]\n");
+        fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only]\n");
         return 2;
     }
     int threads = argc > 2 ? atoi(argv[2]) : omp_get_max_threads();
+    bool batch_only = argc > 3 && strcmp(argv[3], "--decode-batch-only") == 0;
     snug_error err = {0};
     snug_checkpoint *ck = NULL;
     snug_weights *w = NULL;
@@ -122,6 +159,13 @@ int main(int argc, char **argv)
     double weight_read = (double)w->arena_bytes - (ck->config.tie_word_embeddings ? 0 : (double)b.d->vocab_rows * row - row);
     double kv_per_pos = (double)snug_kv_block_bytes(&ks) / BLOCK;
 
+    if (batch_only) {
+        double tpsb = decode_batch(&b);
+        printf("decode, batch %d: %.2f tokens/s (%s weights, %d threads, kernels %s)\n", BATCH, tpsb,
+               snug_dtype_torch_name(w->dtype), threads, snug_isa_name(isa));
+        bench_free(&b, w, ck);
+        return 0;
+    }
     printf("bench/generate: %s, %s weights (%.2f GB), %d threads, kernels %s\n", argv[1],
            snug_dtype_torch_name(w->dtype), (double)w->arena_bytes / 1e9, threads, snug_isa_name(isa));
     snug_kernels kern;
@@ -156,17 +200,8 @@ int main(int argc, char **argv)
     for (int p = 0; p < PREFILL; p++) fl_p += attn_flops(b.d, p);
 
     /* Decode, batch BATCH: each sequence with a CONTEXT-token prompt. */
-    run_step(&b, BATCH, CONTEXT, 0, SNUG_LOGITS_LAST);
-    double tb = 0, fl_b = 0;
-    for (int s = 0; s < WARMUP + DECODE_STEPS; s++) {
-        double t = run_step(&b, BATCH, 1, CONTEXT + s, SNUG_LOGITS_LAST);
-        if (s >= WARMUP) {
-            tb += t;
-            fl_b += BATCH * (token_flops(b.d, true) + attn_flops(b.d, CONTEXT + s));
-        }
-    }
-    release_all(&b);
-    double tpsb = BATCH * DECODE_STEPS / tb;
+    double tb, fl_b;
+    double tpsb = decode_batch_timed(&b, &tb, &fl_b);
 
     double bw1 = bench_read_bandwidth((size_t)1 << 30, threads, 3);
     double peak_p1 = bench_insn_peak(insn_p, threads, 9);
@@ -200,11 +235,6 @@ int main(int argc, char **argv)
     printf("%-22s %10s %10s %15s %8.2f %7s\n", "  batch 32 / batch 1", "", "", "", tpsb / tps1, ">=8");
     printf("\n(decode, batch 1 reads %.2f GB per token; limit = bandwidth / that)\n", bytes1 / 1e9);
 
-    for (int i = 0; i < BATCH; i++) snug_block_table_free(&b.tables[i]);
-    snug_block_pool_free(&b.pool);
-    snug_kvcache_free(&b.kv);
-    snug_model_free(b.m);
-    snug_weights_free(w);
-    snug_checkpoint_close(ck);
+    bench_free(&b, w, ck);
     return 0;
 }
