@@ -30,9 +30,15 @@ static int max_connections(const snug_server_opts *o)
     return o->max_connections > 0 ? o->max_connections : CONNECTIONS_DEFAULT;
 }
 
+/* Connections accepted past the limit only to be told 503 at once (a
+ * client over the limit gets an answer instead of waiting in the kernel's
+ * queue for a connection to close). */
+static int overflow_connections(const snug_server_opts *o) { return max_connections(o) / 4 + 4; }
+
 size_t snug_server_untracked_bytes(const snug_server_opts *o)
 {
-    return (size_t)max_connections(o) * (POOL_BYTES + STACK_BYTES + CONNECTION_OVERHEAD);
+    return (size_t)(max_connections(o) + overflow_connections(o)) *
+           (POOL_BYTES + STACK_BYTES + CONNECTION_OVERHEAD);
 }
 
 size_t snug_server_tracked_bytes_default(const snug_server_opts *o)
@@ -354,6 +360,33 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     }
 }
 
+/* Counts open connections. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)c;
+    (void)socket_ctx;
+    snug_server *s = cls;
+    atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+}
+
+/* 503 to a connection over --max-connections, and the connection closed. */
+static enum MHD_Result too_many(struct MHD_Connection *c, int max)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "{\"error\":{\"message\":\"the server has its %d connections "
+             "open; try again\",\"type\":\"server_error\",\"param\":null,"
+             "\"code\":\"too_many_connections\"}}", max);
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Connection", "close");
+    MHD_add_response_header(r, "Retry-After", "1");
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_SERVICE_UNAVAILABLE, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -365,6 +398,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     http_req *h = *con_cls;
     if (!h) { /* the headers are in: decide what can be decided now */
         atomic_fetch_add(&s->http_requests, 1);
+        if (atomic_load(&s->connections) > max_connections(&s->o))
+            return too_many(c, max_connections(&s->o));
         if (r == R_NONE)
             return known ? http_error(c, 405, "invalid_request_error", NULL, "method_not_allowed",
                                       "%s is not allowed on %s", method, url)
@@ -437,7 +472,9 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
                             (uint16_t)o->port, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_connections(o),
+                            MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(max_connections(o) + overflow_connections(o)),
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(o->timeout_s > 0 ? o->timeout_s : 60),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES,
