@@ -116,6 +116,12 @@ void snug_strbuf_xml(snug_strbuf *b, const char *s)
     }
 }
 
+void snug_strbuf_clear(snug_strbuf *b)
+{
+    b->len = 0;
+    if (b->p) b->p[0] = 0;
+}
+
 void snug_strbuf_free(snug_strbuf *b)
 {
     snug_mem_free(b->p);

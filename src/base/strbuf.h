@@ -30,6 +30,10 @@ void snug_strbuf_json(snug_strbuf *b, const char *s, size_t n);
 /* Appends s with &, <, > and " escaped for XML and HTML. */
 void snug_strbuf_xml(snug_strbuf *b, const char *s);
 
+/* Empties the buffer, keeping its memory for what comes next (and its
+ * failure, if any). */
+void snug_strbuf_clear(snug_strbuf *b);
+
 /* Frees the text and zeroes the buffer (keeping max and err). */
 void snug_strbuf_free(snug_strbuf *b);
 

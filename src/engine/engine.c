@@ -459,8 +459,7 @@ size_t snug_engine_text_bytes(const snug_engine *e)
     return snug_stop_emit_bytes(e->p->serving.seqs[0].text_cap);
 }
 
-/* Checks r against the model before it is queued. */
-static snug_status check_request(snug_engine *e, snug_request *r, snug_error *err)
+snug_status snug_engine_check(const snug_engine *e, snug_request *r, snug_error *err)
 {
     int32_t n_vocab = snug_engine_n_vocab(e);
     int64_t max_len = snug_engine_max_model_len(e);
@@ -499,7 +498,7 @@ static snug_status check_request(snug_engine *e, snug_request *r, snug_error *er
 
 snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
 {
-    snug_status st = check_request(e, r, err);
+    snug_status st = snug_engine_check(e, r, err);
     if (st != SNUG_OK) return st;
     pthread_mutex_lock(&e->mu);
     if (e->stopping || e->failed) {

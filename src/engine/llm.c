@@ -220,17 +220,17 @@ static void job_unmake(snug_llm *llm, snug_job *j)
 static snug_status submit(snug_llm *llm, const snug_request *r, const int32_t *ids, size_t n,
                           snug_job **out, snug_error *err)
 {
-    int64_t max_len = snug_engine_max_model_len(llm->e);
-    if (n == 0 || !ids) return snug_errorf(err, SNUG_INVALID, "prompt: expected at least one token");
-    if (n >= (size_t)max_len) /* before the job is made: its size follows n */
-        return snug_errorf(err, SNUG_INVALID, "context_length_exceeded: this model's maximum "
-                           "context length is %lld tokens; the prompt has %zu, leaving no room "
-                           "for output", (long long)max_len, n);
+    /* checked before the job is made: its size follows n */
+    snug_request checked = *r;
+    checked.prompt = ids;
+    checked.n_prompt = (int64_t)n;
+    snug_status st = snug_engine_check(llm->e, &checked, err);
+    if (st != SNUG_OK) return st;
     snug_job *j = NULL;
-    snug_status st = job_make(llm, n, &j, err);
+    st = job_make(llm, n, &j, err);
     if (st != SNUG_OK) return st;
     memcpy(j->ids, ids, n * sizeof(int32_t));
-    j->r = *r;
+    j->r = checked;
     j->r.prompt = j->ids;
     j->r.n_prompt = (int64_t)n;
     st = snug_engine_submit(llm->e, &j->r, err);

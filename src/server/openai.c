@@ -52,6 +52,7 @@ struct openai_job {
     char *tmp;                     /* an output's text */
     size_t tmp_cap;
     snug_strbuf pending;           /* streaming: bytes not yet given to the connection */
+    snug_strbuf chunk_lp[4];       /* streaming: one chunk's log-probabilities */
     size_t sent;
     bool ended;                    /* [DONE] is in pending */
     double idle;                   /* seconds since the last bytes */
@@ -75,6 +76,7 @@ void openai_job_free(openai_job *j)
             for (int a = 0; a < 4; a++) snug_strbuf_free(&j->acc[k].lp[a]);
         }
     snug_strbuf_free(&j->pending);
+    for (int a = 0; a < 4; a++) snug_strbuf_free(&j->chunk_lp[a]);
     snug_mem_free(j->tmp);
     snug_mem_free(j->acc);
     snug_mem_free(j->ids);
@@ -169,7 +171,7 @@ static snug_status echo_prompt(openai_job *j, int i, snug_error *err)
     }
     for (int k = 0; k < j->req.n; k++) {
         choice_acc *a = &j->acc[i * j->req.n + k];
-        snug_strbuf_put(&a->text, j->echo_text[i], j->echo_len[i]);
+        if (!j->req.stream) snug_strbuf_put(&a->text, j->echo_text[i], j->echo_len[i]);
         a->text_offset = (int64_t)j->echo_len[i];
     }
     if (j->plp) {
@@ -294,20 +296,18 @@ static void add_logprobs(openai_job *j, snug_strbuf *lp, int64_t offset, const s
     snug_strbuf_put(&lp[0], "\"", 1);
     put_lp(&lp[1], o->logprob);
     snug_strbuf_put(&lp[2], "{", 1);
+    char alt[SNUG_LOGPROBS_MAX][512]; /* each alternative decoded once */
+    size_t n_alt[SNUG_LOGPROBS_MAX];
     int32_t shown = 0;
     for (int32_t k = 0; k < o->n_top; k++) {
-        char a[512];
-        size_t na = piece(tok, o->top_ids[k], a, sizeof a);
+        n_alt[k] = piece(tok, o->top_ids[k], alt[k], sizeof alt[k]);
         bool seen = false; /* one key per text: two tokens may read alike */
-        for (int32_t m = 0; m < k && !seen; m++) {
-            char p2[512];
-            size_t n2 = piece(tok, o->top_ids[m], p2, sizeof p2);
-            seen = n2 == na && memcmp(p2, a, na) == 0;
-        }
+        for (int32_t m = 0; m < k && !seen; m++)
+            seen = n_alt[m] == n_alt[k] && memcmp(alt[m], alt[k], n_alt[k]) == 0;
         if (seen) continue;
         if (shown++) snug_strbuf_put(&lp[2], ",", 1);
         snug_strbuf_put(&lp[2], "\"", 1);
-        snug_strbuf_json(&lp[2], a, na);
+        snug_strbuf_json(&lp[2], alt[k], n_alt[k]);
         snug_strbuf_put(&lp[2], "\":", 2);
         put_lp(&lp[2], o->top_logprobs[k]);
     }
@@ -449,10 +449,10 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
         snug_strbuf_printf(b, "\"text\":");
         put_str(b, text, o->n_text);
     }
-    snug_strbuf one[4] = {{0}, {0}, {0}, {0}};
+    snug_strbuf *one = j->chunk_lp; /* kept across chunks: emptied, not freed */
+    for (int k = 0; k < 4; k++) snug_strbuf_clear(&one[k]);
     if (j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
     put_logprobs(j, b, NULL, one);
-    for (int k = 0; k < 4; k++) snug_strbuf_free(&one[k]);
     a->text_offset += (int64_t)o->n_text;
     put_finish(b, o->finish);
     snug_strbuf_printf(b, "}]}\n\n");
@@ -529,7 +529,8 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             j->idle = 0;
             return (ssize_t)n;
         }
-        j->pending.len = j->sent = 0;
+        snug_strbuf_clear(&j->pending);
+        j->sent = 0;
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (take_outputs(j, true) > 0) continue;
         if (all_done(j)) {
