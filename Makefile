@@ -14,8 +14,15 @@ WARN      := -std=c11 -Wall -Wextra -Werror
 # Recursive (=) so pkg-config runs after scripts/install-deps has.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
-CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(CFLAGS)
-LDLIBS_ALL = $(PKG_LIBS) -fopenmp -lm -lpthread $(LDLIBS)
+# Tensor parallelism over Open MPI when its mpicc is there (scripts/install-deps
+# installs it); MPI=0 builds a single-process snug (--tp 1 only). Recursive, as
+# above; $(B)/mpi-flags remembers the choice, so that changing it rebuilds.
+MPI ?= auto
+MPI_ON = $(if $(filter 0,$(MPI)),0,$(if $(shell command -v mpicc 2>/dev/null),1,0))
+MPI_CFLAGS = $(if $(filter 1,$(MPI_ON)),-DSNUG_HAVE_MPI=1 $(shell mpicc --showme:compile),)
+MPI_LIBS = $(if $(filter 1,$(MPI_ON)),$(shell mpicc --showme:link),)
+CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(MPI_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lm -lpthread $(LDLIBS)
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
@@ -59,11 +66,18 @@ say =
 endif
 FUZZ_CC      ?= clang
 
-.PHONY: all deps fuzz-deps run test test-asan fuzz bench-tools clean
+.PHONY: FORCE all deps fuzz-deps run test test-asan fuzz bench-tools clean
 all: $(B)/snug $(B)/libsnug.a $(EXAMPLES)
 
 deps:
 	@scripts/install-deps
+
+# rewritten only when the MPI choice changes
+$(B)/mpi-flags: FORCE | deps
+	@mkdir -p $(B)
+	@echo '$(MPI_CFLAGS)' | cmp -s - $@ || echo '$(MPI_CFLAGS)' > $@
+FORCE:
+$(B)/obj/dist/comm_mpi.o $(B)/obj/dist/comm_single.o $(A)/obj/dist/comm_mpi.o $(A)/obj/dist/comm_single.o: $(B)/mpi-flags
 
 $(B)/obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)

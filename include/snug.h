@@ -19,6 +19,9 @@
 extern "C" {
 #endif
 
+/* The release; the ranks of one tensor-parallel run must all be this one. */
+#define SNUG_VERSION "0.5.0"
+
 /* ---- status codes ---------------------------------------------------- */
 
 typedef enum snug_status {

@@ -21,6 +21,7 @@ typedef struct fixture {
     snug_checkpoint *ck;
     snug_weights *w;
     snug_model *m;
+    snug_stepper *step;   /* the model's steps, one process */
     snug_serving_state s;
     snug_serving_shape shape;
     snug_kv_shape kv;
@@ -33,7 +34,8 @@ static bool open_fixture(fixture *f, snug_error *err)
     snug_model_opts mo = {.shape = {N_TOKENS, N_SEQS, N_SEQS, 2}, .isa = -1};
     if (snug_checkpoint_open("models/stories260K", &f->ck, err) != SNUG_OK ||
         snug_weights_load(f->ck, &lo, &f->w, NULL, err) != SNUG_OK ||
-        snug_model_create(&f->ck->config, f->w, &mo, &f->m, err) != SNUG_OK)
+        snug_model_create(&f->ck->config, f->w, &mo, &f->m, err) != SNUG_OK ||
+        snug_stepper_create(NULL, f->m, &f->ck->config, MAX_LEN / BLOCK, &f->step, err) != SNUG_OK)
         return false;
     f->shape = (snug_serving_shape){N_SEQS, N_TOKENS, MAX_LEN, BLOCK, f->ck->config.vocab_size, 64, 1};
     const snug_model_dims *d = snug_model_get_dims(f->m);
@@ -44,6 +46,7 @@ static bool open_fixture(fixture *f, snug_error *err)
 static void close_fixture(fixture *f)
 {
     snug_serving_free(&f->s);
+    snug_stepper_free(f->step);
     snug_model_free(f->m);
     snug_weights_free(f->w);
     snug_checkpoint_close(f->ck);
@@ -89,7 +92,7 @@ static void test_profile_step(void)
     snug_mem_status(SNUG_MEM_KV, NULL, NULL, true);
     int64_t allocs = snug_mem_alloc_count();
     snug_profile_result r;
-    CHECK_OK(snug_profile_step(f.m, &f.kv, &f.s, &r, &err), &err);
+    CHECK_OK(snug_profile_step(f.step, &f.kv, &f.s, &r, &err), &err);
     /* 200 tokens over 16 sequences: 8 of 13 and 8 of 12, one block each */
     CHECK(r.n_tokens == N_TOKENS && r.n_seqs == N_SEQS && r.scratch_blocks == N_SEQS,
           "%d tokens, %d seqs, %lld blocks", r.n_tokens, r.n_seqs, (long long)r.scratch_blocks);
@@ -114,7 +117,7 @@ static snug_status profile_op(void *ctx, snug_error *err)
 {
     fixture *f = ctx;
     snug_profile_result r;
-    return snug_profile_step(f->m, &f->kv, &f->s, &r, err);
+    return snug_profile_step(f->step, &f->kv, &f->s, &r, err);
 }
 
 static void test_profile_oom(void)
@@ -129,7 +132,7 @@ static void test_profile_oom(void)
     snug_serving_state s2;
     CHECK_OK(snug_serving_create(&bad, &s2, &err), &err);
     snug_profile_result r;
-    CHECK_FAILS(snug_profile_step(f.m, &f.kv, &s2, &r, &err), &err, SNUG_INVALID,
+    CHECK_FAILS(snug_profile_step(f.step, &f.kv, &s2, &r, &err), &err, SNUG_INVALID,
                 "the serving state samples 10 tokens, the model has 512");
     snug_serving_free(&s2);
     bad = f.shape;

@@ -73,4 +73,33 @@ const char *cli_option(int argc, char **argv, int *i, const char *name);
  * error. */
 int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage);
 
+/* Tensor parallelism on the command line: --tp N (also vLLM's
+ * --tensor-parallel-size) and --step-timeout SECONDS. */
+typedef struct cli_tp {
+    int32_t tp;               /* 0: 1 */
+    double step_timeout;      /* 0: SNUG_STEP_TIMEOUT_DEFAULT */
+} cli_tp;
+
+/* Parses a tensor-parallel option at argv[*at] into t; returns as
+ * cli_plan_option does. */
+int cli_tp_option(int argc, char **argv, int *at, cli_tp *t, const char *usage);
+
+/* Opens the communicator for t (*out NULL for one process: tp 1 outside
+ * mpirun). Fails as snug_comm_open does. */
+snug_status cli_tp_open(const cli_tp *t, snug_comm **out, snug_error *err);
+
+/* This process's rank (0 without a communicator). */
+int32_t cli_rank(const snug_comm *c);
+
+/* Ends a command that ran with communicator c and exit status rc: when a
+ * step broke the communicator, the ranks cannot finish together, so every
+ * process of the run is ended at once (a follower first waits grace_s, so
+ * that rank 0 can answer its clients first); otherwise closes c and
+ * returns rc. */
+int cli_tp_end(snug_comm *c, int rc, double grace_s);
+
+/* Prints the error as cli_fail does on rank 0 only: a failure every rank
+ * agreed on is told once. Returns 1. */
+int cli_fail_once(const snug_comm *c, const snug_error *err);
+
 #endif /* SNUG_CLI_H */

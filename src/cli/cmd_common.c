@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int cli_fail(const snug_error *err)
 {
@@ -114,4 +115,61 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
     }
     *at = i;
     return rc;
+}
+
+int cli_tp_option(int argc, char **argv, int *at, cli_tp *t, const char *usage)
+{
+    const char *v;
+    int64_t x;
+    char *end;
+    int i = *at;
+    if ((v = cli_option(argc, argv, &i, "--tp")) ||
+        (v = cli_option(argc, argv, &i, "--tensor-parallel-size"))) {
+        if (!cli_parse_int(v, 1, 64, &x))
+            return cli_usage(usage, "--tp expects 1 to 64, got '%s'", v);
+        t->tp = (int32_t)x;
+    } else if ((v = cli_option(argc, argv, &i, "--step-timeout"))) {
+        double f = strtod(v, &end);
+        if (end == v || *end || !(f > 0 && f <= 86400))
+            return cli_usage(usage, "--step-timeout expects seconds in (0, 86400], got '%s'", v);
+        t->step_timeout = f;
+    } else {
+        return 0;
+    }
+    *at = i;
+    return 1;
+}
+
+snug_status cli_tp_open(const cli_tp *t, snug_comm **out, snug_error *err)
+{
+    *out = NULL;
+    int32_t world = 1;
+    snug_comm_world(&world, NULL);
+    int32_t tp = t->tp > 0 ? t->tp : 1;
+    if (tp == 1 && world == 1) return SNUG_OK;
+    return snug_comm_open(tp, t->step_timeout > 0 ? t->step_timeout : SNUG_STEP_TIMEOUT_DEFAULT,
+                          out, err);
+}
+
+int32_t cli_rank(const snug_comm *c) { return c ? snug_comm_rank(c) : 0; }
+
+int cli_tp_end(snug_comm *c, int rc, double grace_s)
+{
+    if (c && snug_comm_broken(c)) {
+        if (snug_comm_rank(c) != 0 && grace_s > 0) {
+            struct timespec ts = {(time_t)grace_s, (long)((grace_s - (double)(time_t)grace_s) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        snug_comm_abort(rc ? rc : 1);
+    }
+    snug_comm_close(c);
+    return rc;
+}
+
+int cli_fail_once(const snug_comm *c, const snug_error *err)
+{
+    int32_t rank = 0;
+    snug_comm_world(NULL, &rank);
+    if ((c ? snug_comm_rank(c) : rank) == 0) cli_fail(err);
+    return 1;
 }

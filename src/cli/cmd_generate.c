@@ -6,6 +6,8 @@
 #include "chat/chat.h"
 #include "formats/checkpoint.h"
 #include "cli.h"
+
+#include "dist/agree.h"
 #include "base/device.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
@@ -26,12 +28,13 @@ static const char g_usage[] =
     "              [--min-p P] [--repetition-penalty R] [--frequency-penalty F]\n"
     "              [--presence-penalty F] [--seed S] [--stop TEXT]... [--ignore-eos] [--chat]\n"
     "              [--ids] [--max-model-len N] [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
-    "              [--isa scalar|avx2|avx512|avx512bf16]\n"
+    "              [--isa scalar|avx2|avx512|avx512bf16] [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
     "  (default: the prompt and N, or the prompt and 8192, at most the model's); --chat applies\n"
     "  the model's chat template to PROMPT as a user message; --ids prints every id (BOS,\n"
-    "  prompt, generated) instead of the text";
+    "  prompt, generated) instead of the text; --tp N splits the model over N processes\n"
+    "  started by mpirun -np N (rank 0 prints)";
 
 static const char BUNDLED[] = "models/stories260K";
 enum { DEFAULT_MAX_LEN = 8192 };
@@ -43,6 +46,7 @@ typedef struct gen_args {
     snug_stop_params stop;
     bool chat, ids;
     snug_generator_opts go;
+    cli_tp tp;
 } gen_args;
 
 /* Parses a float in [lo, hi]. */
@@ -82,6 +86,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
     for (int i = 1; i < argc; i++) {
         const char *v;
         int64_t x;
+        int tprc = cli_tp_option(argc, argv, &i, &a->tp, g_usage);
+        if (tprc > 1) return tprc;
+        if (tprc == 1) continue;
         if ((v = cli_option(argc, argv, &i, "-p")) || (v = cli_option(argc, argv, &i, "--prompt"))) {
             a->prompt = v;
         } else if ((v = cli_option(argc, argv, &i, "-n")) || (v = cli_option(argc, argv, &i, "--max-tokens"))) {
@@ -195,69 +202,112 @@ int snug_cmd_generate(int argc, char **argv)
     if (!a.model) a.model = bundled_model(bundled, sizeof bundled);
 
     snug_error err = {0};
+    snug_comm *comm = NULL;
     snug_checkpoint *ck = NULL;
     snug_weights *w = NULL;
     snug_tokenizer *tok = NULL;
     snug_tok_encoder *enc = NULL;
     snug_generator *g = NULL;
+    const int32_t *ids = NULL;
+    size_t n_ids = 0;
     rc = 1;
-    snug_load_opts lo = {.tp = 1, .n_threads = a.go.n_threads};
-    if (snug_checkpoint_open(a.model, &ck, &err) != SNUG_OK) goto done;
+    bool printed = false;
+    char note[96] = "";
+    snug_status st = cli_tp_open(&a.tp, &comm, &err);
+    if (st != SNUG_OK) { /* every rank finds the same */
+        cli_fail_once(NULL, &err);
+        return 1;
+    }
+    int32_t tp = comm ? snug_comm_size(comm) : 1, rank = cli_rank(comm);
+    if (tp > 1 && a.go.n_threads == 0) a.go.n_threads = snug_comm_default_threads();
+    a.go.comm = comm;
+    /* Every rank does all of this alike (the prompt too, so that each
+     * finds the same errors), agreeing after each part; only its shard of
+     * the weights differs. The tokenizer first: a model without one fails
+     * before its weights load. */
+    st = snug_checkpoint_open(a.model, &ck, &err);
+    st = snug_dist_agree(comm, st, &err);
+    if (st == SNUG_OK) st = snug_dist_check_model(comm, ck, &err);
+    if (st != SNUG_OK) goto done;
     snug_model_config cfg = ck->config;
-    /* The tokenizer first: a model without one fails before its weights load. */
-    if (snug_tokenizer_load(a.model, &tok, &err) != SNUG_OK || snug_tok_encoder_create(tok, &enc, &err) != SNUG_OK)
-        goto done;
-    if (snug_weights_load(ck, &lo, &w, NULL, &err) != SNUG_OK) goto done;
+    st = snug_tokenizer_load(a.model, &tok, &err);
+    if (st == SNUG_OK) st = snug_tok_encoder_create(tok, &enc, &err);
+    st = snug_dist_agree(comm, st, &err);
+    snug_load_opts lo = {.tp = tp, .rank = rank, .n_threads = a.go.n_threads};
+    if (st == SNUG_OK) st = snug_weights_load(ck, &lo, &w, NULL, &err);
+    st = snug_dist_agree(comm, st, &err);
+    if (st != SNUG_OK) goto done;
     snug_checkpoint_close(ck);
     ck = NULL;
     /* End of sequence: config.json's ids, then generation_config.json's. */
     int32_t eos[SNUG_STOP_EOS_MAX];
     int32_t n_eos = snug_tokenizer_eos_ids(tok, eos, SNUG_STOP_EOS_MAX);
-    for (int32_t i = 0; i < cfg.n_eos + n_eos; i++) {
+    for (int32_t i = 0; i < cfg.n_eos + n_eos && st == SNUG_OK; i++) {
         int32_t id = i < cfg.n_eos ? cfg.eos_token_ids[i] : eos[i - cfg.n_eos];
         bool seen = false;
         for (int32_t j = 0; j < a.stop.n_eos; j++) seen |= a.stop.eos_ids[j] == id;
-        if (!seen && snug_stop_params_add_eos(&a.stop, id, &err) != SNUG_OK) goto done;
+        if (!seen) st = snug_stop_params_add_eos(&a.stop, id, &err);
     }
-    const int32_t *ids;
-    size_t n_ids;
-    if (prompt_ids(&a, tok, enc, &ids, &n_ids, &err) != SNUG_OK) goto done;
+    if (st == SNUG_OK) st = prompt_ids(&a, tok, enc, &ids, &n_ids, &err);
     /* The cache holds one sequence: the prompt and -n tokens, or (without
      * -n) up to DEFAULT_MAX_LEN positions unless --max-model-len asks for
      * more, so that a 128k-context model does not reserve gigabytes. */
-    if (a.go.max_len > cfg.max_position_embeddings) {
-        snug_errorf(&err, SNUG_INVALID, "--max-model-len %lld is more than the model's %lld positions "
-                    "(config.json: max_position_embeddings)", (long long)a.go.max_len,
-                    (long long)cfg.max_position_embeddings);
-        goto done;
-    }
+    if (st == SNUG_OK && a.go.max_len > cfg.max_position_embeddings)
+        st = snug_errorf(&err, SNUG_INVALID, "--max-model-len %lld is more than the model's %lld "
+                         "positions (config.json: max_position_embeddings)", (long long)a.go.max_len,
+                         (long long)cfg.max_position_embeddings);
     if (a.go.max_len == 0)
         a.go.max_len = SNUG_MIN(cfg.max_position_embeddings,
                                 (int64_t)n_ids + (a.n_new > 0 ? a.n_new : DEFAULT_MAX_LEN));
     a.go.echo = !a.chat;
-    if (snug_generator_create(&cfg, w, tok, &a.go, &g, &err) != SNUG_OK) goto done;
+    if (st == SNUG_OK) st = snug_generator_create(&cfg, w, tok, &a.go, &g, &err);
+    st = snug_dist_agree(comm, st, &err);
+    if (st != SNUG_OK) goto done;
+    if (rank > 0) { /* rank 0 runs the generation; this rank its steps */
+        st = snug_generator_follow(g, &err);
+        if (st == SNUG_OK) rc = 0;
+        else fprintf(stderr, "snug: rank %d: %s\n", rank, err.msg);
+        printed = true;
+        goto done;
+    }
     a.stop.max_tokens = (int32_t)a.n_new;
     snug_gen_result res;
-    if (snug_generate(g, ids, (int64_t)n_ids, &a.sp, &a.stop, a.ids ? NULL : write_text, NULL, &res, &err) != SNUG_OK)
+    st = snug_generate(g, ids, (int64_t)n_ids, &a.sp, &a.stop, a.ids ? NULL : write_text, NULL, &res, &err);
+    snug_error stop_err = {0};
+    if (snug_generator_stop(g, &stop_err) != SNUG_OK && st == SNUG_OK) {
+        st = stop_err.status;
+        err = stop_err;
+    }
+    if (st != SNUG_OK) {
+        printed = cli_fail(&err);
         goto done;
+    }
     if (a.ids) {
         for (int64_t i = 0; i < res.n_prompt + res.n_generated; i++) printf(i ? " %d" : "%d", res.ids[i]);
     }
     printf("\n");
     fflush(stdout);
     double ps = res.prefill_seconds, ds = res.decode_seconds;
-    fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s (%s, %s); finish: %s\n",
+    if (tp > 1) { /* the all-reduces' share of the run, as rank 0 waited in them */
+        int64_t calls = 0;
+        double ar = 0;
+        snug_comm_allreduce_stats(comm, &calls, &ar);
+        snprintf(note, sizeof note, ", tp %d: all-reduce %.1f%% of the time", tp,
+                 ps + ds > 0 ? 100.0 * ar / (ps + ds) : 0.0);
+    }
+    fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s (%s, %s%s); finish: %s\n",
             (long long)res.n_prompt, ps > 0 ? (double)res.n_prompt / ps : 0.0, (long long)res.n_generated,
             ds > 0 && res.n_generated > 1 ? (double)(res.n_generated - 1) / ds : 0.0,
             snug_isa_name(snug_generator_isa(g)),
-            snug_dtype_torch_name(w->dtype), snug_finish_name(res.finish));
+            snug_dtype_torch_name(w->dtype), note,
+            snug_finish_name(res.finish));
     rc = 0;
 done:
-    if (rc) cli_fail(&err);
+    if (rc && !printed) cli_fail_once(comm, &err); /* a failure all ranks agreed on */
     snug_generator_free(g);
     snug_tok_encoder_free(enc);
     snug_tokenizer_free(tok);
     snug_weights_free(w);
     snug_checkpoint_close(ck);
-    return rc;
+    return cli_tp_end(comm, rc, 3.0);
 }

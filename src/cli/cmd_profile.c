@@ -9,6 +9,7 @@
 #include "base/dtype.h"
 #include "engine/plan_report.h"
 #include "engine/planner.h"
+#include "dist/agree.h"
 #include "engine/timeline.h"
 #include "kernels/kernels.h"
 
@@ -21,11 +22,14 @@ static const char g_usage[] =
     "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n"
     "              [--dtype bf16|f16|f32] [--staging-bytes BYTES] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16] [--json]\n"
-    "              [--timeline FILE.svg [--timeline-events N]]\n"
+    "              [--timeline FILE.svg [--timeline-events N]] [--tp N [--step-timeout S]]\n"
+    "              [--load-only]\n"
     "  MODEL defaults to the bundled models/stories260K; BYTES may carry a unit (6GiB, 1500MB,\n"
     "  512MiB); the budget defaults to 0.9 of the memory cgroup's limit or of MemAvailable;\n"
     "  --timeline draws memory over time from the allocator's event log of N events\n"
-    "  (default 65536, 40 bytes each, held during the plan and counted in its serving state)";
+    "  (default 65536, 40 bytes each, held during the plan and counted in its serving state);\n"
+    "  --tp N plans each of N ranks started by mpirun -np N (rank 0 prints every rank's line);\n"
+    "  --load-only loads each rank's shard and reports its weights, load peak and bytes read";
 
 enum { TIMELINE_EVENTS_DEFAULT = 65536 };
 
@@ -61,6 +65,75 @@ static int print_json(const snug_plan_report *r)
     return 0;
 }
 
+/* --load-only: each rank loads its shard (every rank reading only its own
+ * bytes); rank 0 prints each rank's weights against the parameter table's
+ * prediction, its load peak over its weights, and the bytes all ranks read
+ * together over the checkpoint's bytes. */
+static int load_shards(const char *dir, const snug_planner_opts *o, snug_comm *comm, bool as_json)
+{
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    snug_weights *w = NULL;
+    snug_load_stats ls = {0};
+    int32_t tp = comm ? snug_comm_size(comm) : 1, rank = cli_rank(comm);
+    snug_status st = snug_checkpoint_open(dir, &ck, &err);
+    st = snug_dist_agree(comm, st, &err);
+    if (st == SNUG_OK) st = snug_dist_check_model(comm, ck, &err);
+    snug_load_opts lo = {.tp = tp, .rank = rank, .dtype = o->weight_dtype,
+                         .staging_bytes = o->staging_bytes,
+                         .n_threads = o->n_threads ? o->n_threads : tp > 1 ? snug_comm_default_threads() : 0};
+    if (st == SNUG_OK) st = snug_weights_load(ck, &lo, &w, &ls, &err);
+    st = snug_dist_agree(comm, st, &err);
+    uint64_t ck_bytes = 0;
+    for (int32_t i = 0; st == SNUG_OK && i < ck->n_files; i++) ck_bytes += ck->files[i]->file_size;
+    /* per rank: weights held, predicted, load peak, hwm growth, bytes read, seconds (as bits) */
+    uint64_t predicted[SNUG_TP_MAX] = {0}; /* the parameter table's, as snug inspect --tp says */
+    if (st == SNUG_OK) st = snug_params_rank_bytes(&ck->config, tp, w->dtype, predicted, &err);
+    int64_t mine[6] = {(int64_t)ls.arena_bytes, (int64_t)predicted[rank],
+                       (int64_t)ls.load_peak_bytes, ls.hwm_growth_bytes, (int64_t)ls.bytes_read, 0};
+    memcpy(&mine[5], &ls.seconds, sizeof(double));
+    int64_t all[6 * SNUG_TP_MAX];
+    if (st == SNUG_OK)
+        st = snug_comm_gather(comm, mine, sizeof mine, all, 0, SNUG_WAIT_START, "the load reports", &err);
+    if (st != SNUG_OK) {
+        cli_fail_once(comm, &err);
+    } else if (rank == 0) {
+        uint64_t read = 0;
+        double worst = 0;
+        for (int32_t k = 0; k < tp; k++) {
+            const int64_t *q = all + 6 * k;
+            double secs;
+            memcpy(&secs, &q[5], sizeof secs);
+            double ratio = (double)q[2] / (double)q[0];
+            read += (uint64_t)q[4];
+            if (ratio > worst) worst = ratio;
+            char b[3][32];
+            if (as_json)
+                printf("{\"rank\":%d,\"tp\":%d,\"weight_bytes\":%lld,\"weights_predicted_bytes\":%lld,"
+                       "\"load_peak_bytes\":%lld,\"hwm_growth_bytes\":%lld,\"bytes_read\":%lld,"
+                       "\"seconds\":%.6f}\n", k, tp, (long long)q[0], (long long)q[1], (long long)q[2],
+                       (long long)q[3], (long long)q[4], secs);
+            else
+                printf("rank %d of %d: weights %s bytes (predicted %s%s), load peak / weights %.4f, "
+                       "read %s bytes in %.2f s\n", k, tp, snug_fmt_int(q[0], b[0]),
+                       snug_fmt_int(q[1], b[1]), q[0] == q[1] ? "" : ": DIFFERENT", ratio,
+                       snug_fmt_int(q[4], b[2]), secs);
+        }
+        char b[2][32];
+        if (as_json)
+            printf("{\"tp\":%d,\"checkpoint_bytes\":%llu,\"bytes_read\":%llu,\"read_ratio\":%.6f,"
+                   "\"load_peak_ratio_max\":%.6f}\n", tp, (unsigned long long)ck_bytes,
+                   (unsigned long long)read, (double)read / (double)ck_bytes, worst);
+        else
+            printf("all %d ranks read %s bytes of the checkpoint's %s (%.4fx); the highest load "
+                   "peak / weights %.4f\n", tp, snug_fmt_int((int64_t)read, b[0]),
+                   snug_fmt_int((int64_t)ck_bytes, b[1]), (double)read / (double)ck_bytes, worst);
+    }
+    snug_weights_free(w);
+    snug_checkpoint_close(ck);
+    return st == SNUG_OK ? 0 : 1;
+}
+
 int snug_cmd_profile(int argc, char **argv)
 {
     const char *dir = NULL;
@@ -68,9 +141,12 @@ int snug_cmd_profile(int argc, char **argv)
     bool as_json = false;
     const char *timeline = NULL;
     int64_t timeline_events = TIMELINE_EVENTS_DEFAULT;
+    cli_tp tp = {0};
+    bool load_only = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int rc = cli_plan_option(argc, argv, &i, &o, g_usage);
+        if (rc == 0) rc = cli_tp_option(argc, argv, &i, &tp, g_usage);
         if (rc > 1) return rc;
         if (rc == 1) {
             continue;
@@ -81,6 +157,8 @@ int snug_cmd_profile(int argc, char **argv)
                 return cli_usage(g_usage, "--timeline-events expects 16 to 268435456, got '%s'", v);
         } else if (strcmp(argv[i], "--json") == 0) {
             as_json = true;
+        } else if (strcmp(argv[i], "--load-only") == 0) {
+            load_only = true;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: %s\n", g_usage);
             return 0;
@@ -97,15 +175,23 @@ int snug_cmd_profile(int argc, char **argv)
     snug_error err = {0};
     snug_planned *p = NULL;
     if (!dir) dir = "models/stories260K";
-    if (timeline && snug_mem_trace_start((size_t)timeline_events, &err) != SNUG_OK)
-        return cli_fail(&err);
+    snug_comm *comm = NULL;
+    if (cli_tp_open(&tp, &comm, &err) != SNUG_OK) return cli_fail_once(NULL, &err);
+    if (load_only) return cli_tp_end(comm, load_shards(dir, &o, comm, as_json), 0);
+    o.comm = comm;
+    bool lead = cli_rank(comm) == 0;
+    if (timeline && lead && snug_mem_trace_start((size_t)timeline_events, &err) != SNUG_OK) {
+        if (!comm) return cli_fail(&err);
+        timeline = NULL; /* the other ranks plan on: this one too, without the chart */
+        cli_fail(&err);
+    }
     int rc = 0;
     snug_mem_trace t;
     if (snug_planner_open(dir, &o, &p, &err) != SNUG_OK) {
-        rc = cli_fail(&err);
+        rc = cli_fail_once(comm, &err);
         snug_mem_trace_get(&t);
-        if (timeline) write_timeline(timeline, dir, &t, NULL);
-    } else {
+        if (timeline && lead) write_timeline(timeline, dir, &t, NULL);
+    } else if (lead) {
         snug_mem_trace_get(&t); /* up to "ready": what follows is the report and the close */
         if (as_json)
             rc = print_json(&p->report);
@@ -119,5 +205,5 @@ int snug_cmd_profile(int argc, char **argv)
     }
     snug_planner_close(p);
     snug_mem_trace_stop();
-    return rc;
+    return cli_tp_end(comm, rc, 0);
 }

@@ -7,12 +7,14 @@
 #include "engine/engine.h"
 #include "base/device.h"
 #include "base/fileio.h"
+#include "dist/agree.h"
 #include "engine/plan_report.h"
 #include "server/server.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const char g_usage[] =
     "snug serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
@@ -20,8 +22,12 @@ static const char g_usage[] =
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
     "              [--max-queue N] [--chat-template FILE]\n"
     "              [memory and scheduler options as for snug profile]\n"
+    "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
-    "  directory's base name unless --served-model-name says otherwise";
+    "  directory's base name unless --served-model-name says otherwise; --tp N splits the model\n"
+    "  over N processes started by mpirun -np N: rank 0 serves, every rank computes each step,\n"
+    "  and a rank that does not take part in a step within S seconds (default 60) fails the\n"
+    "  server (/health 503, requests end with an error, every process exits)";
 
 /* The last part of a path, without trailing slashes, into buf. */
 static const char *base_name(const char *path, char *buf, size_t size)
@@ -43,10 +49,12 @@ int snug_cmd_serve(int argc, char **argv)
     double drain_s = 30;
     const char *template_path = NULL;
     char *template_text = NULL;
+    cli_tp tp = {0};
     for (int i = 1; i < argc; i++) {
         const char *v;
         int64_t x;
         int rc = cli_plan_option(argc, argv, &i, &eo.plan, g_usage);
+        if (rc == 0) rc = cli_tp_option(argc, argv, &i, &tp, g_usage);
         if (rc > 1) return rc;
         if (rc == 1) {
             continue;
@@ -100,12 +108,35 @@ int snug_cmd_serve(int argc, char **argv)
     if (!dir) dir = "models/stories260K";
     char name[256];
     if (!so.model_name) so.model_name = base_name(dir, name, sizeof name);
+    snug_error err = {0};
+    snug_comm *comm = NULL;
+    if (cli_tp_open(&tp, &comm, &err) != SNUG_OK) return cli_fail_once(NULL, &err);
+    eo.plan.comm = comm;
+    size_t template_len = 0;
+    if (template_path) { /* read before the plan, which counts it; by every rank alike */
+        snug_status st = snug_file_read_all(template_path, 1 << 20, &template_text, &template_len, &err);
+        if (snug_dist_agree(comm, st, &err) != SNUG_OK) {
+            snug_mem_free(template_text);
+            cli_fail_once(comm, &err);
+            return cli_tp_end(comm, 1, 0);
+        }
+        so.chat_template = template_text;
+    }
+    if (cli_rank(comm) > 0) { /* a follower: its shard of every step until rank 0 stops */
+        int rc = 0;
+        if (snug_engine_follow(dir, &eo, &err) != SNUG_OK) {
+            rc = 1;
+            if (comm && snug_comm_broken(comm)) fprintf(stderr, "snug: rank %d: %s\n", cli_rank(comm), err.msg);
+        }
+        snug_mem_free(template_text);
+        return cli_tp_end(comm, rc, 3.0);
+    }
     /* the server's share of the plan: what its connections hold outside the
      * allocator, and what its requests may allocate */
     eo.plan.server_untracked = snug_server_untracked_bytes(&so);
     eo.plan.server_tracked = server_memory ? server_memory : snug_server_tracked_bytes_default(&so);
 
-    /* SIGINT and SIGTERM are taken by sigwait below, in no thread */
+    /* SIGINT and SIGTERM are taken by sigtimedwait below, in no thread */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -113,18 +144,12 @@ int snug_cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    snug_error err = {0};
     snug_engine *e = NULL;
     snug_server *s = NULL;
-    size_t template_len = 0;
-    if (template_path) { /* read before the plan, which counts it */
-        if (snug_file_read_all(template_path, 1 << 20, &template_text, &template_len, &err) != SNUG_OK)
-            return cli_fail(&err);
-        so.chat_template = template_text;
-    }
     if (snug_engine_open(dir, &eo, &e, &err) != SNUG_OK) {
         snug_mem_free(template_text);
-        return cli_fail(&err);
+        cli_fail(&err);
+        return cli_tp_end(comm, 1, 0);
     }
     snug_plan_report_print(stdout, snug_engine_plan(e));
     int rc = 0;
@@ -132,17 +157,30 @@ int snug_cmd_serve(int argc, char **argv)
         rc = cli_fail(&err);
     } else {
         printf("serving %s as \"%s\" on http://%s:%d (server: %zu bytes of requests, %zu for "
-               "%d connections)\n", dir, so.model_name, so.host ? so.host : "127.0.0.1",
+               "%d connections%s)\n", dir, so.model_name, so.host ? so.host : "127.0.0.1",
                snug_server_port(s), eo.plan.server_tracked, eo.plan.server_untracked,
-               so.max_connections ? so.max_connections : 32);
+               so.max_connections ? so.max_connections : 32, comm ? ", tensor parallel" : "");
         fflush(stdout);
-        int sig = 0;
-        sigwait(&stop, &sig);
-        fprintf(stderr, "snug: %s: draining for up to %.0f s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                drain_s);
-        snug_server_stop(s, drain_s);
+        for (;;) {
+            struct timespec tick = {0, 200 * 1000 * 1000};
+            int sig = sigtimedwait(&stop, NULL, &tick);
+            if (sig == SIGINT || sig == SIGTERM) {
+                fprintf(stderr, "snug: %s: draining for up to %.0f s\n",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM", drain_s);
+                snug_server_stop(s, drain_s);
+                break;
+            }
+            if (snug_engine_failed(e)) { /* its requests have ended with an error */
+                fprintf(stderr, "snug: the engine failed: %s\n", snug_engine_error(e));
+                struct timespec linger = {1, 0}; /* /health says 503 meanwhile */
+                nanosleep(&linger, NULL);
+                snug_server_stop(s, 0);
+                rc = 1;
+                break;
+            }
+        }
     }
     snug_engine_close(e);
     snug_mem_free(template_text);
-    return rc;
+    return cli_tp_end(comm, rc, 0);
 }

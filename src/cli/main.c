@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 #include "base/device.h"
+#include "dist/comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,12 +64,18 @@ static void set_process_limits(void)
 
 int main(int argc, char **argv)
 {
+    snug_error err = {0};
+    if (snug_comm_start(&argc, &argv, &err) != SNUG_OK) { /* MPI's start-up is in every baseline */
+        fprintf(stderr, "snug: %s\n", err.msg);
+        return 1;
+    }
     set_process_limits();
     const char *fail = getenv("SNUG_FAIL_ALLOC");
     if (fail && *fail) snug_mem_fail_at(atoll(fail));
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(g_usage, argc < 2 ? stderr : stdout);
+        snug_comm_finish();
         return argc < 2 ? 2 : 0;
     }
     static const struct {
@@ -90,8 +97,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name) == 0) {
             int rc = cmds[i].fn(argc - 1, argv + 1);
             fflush(stdout);
+            snug_comm_finish();
             exit(rc);
         }
     fprintf(stderr, "snug: unknown command '%s'\n\n%s", argv[1], g_usage);
+    snug_comm_finish();
     return 2;
 }

@@ -190,20 +190,19 @@ static double top_logprobs(const float *row, int32_t n, int32_t k, int32_t *ids,
 /* Samples the next token of the sequence in slot i from its logits, feeds
  * the stop conditions, and writes the output to its ring at pos (not yet
  * published). */
-static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t pos)
+static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab, int32_t pos)
 {
     snug_serving_state *sv = &e->p->serving;
-    const snug_model_dims *d = snug_model_get_dims(e->p->model);
     snug_seq_slot *q = slot_of(e, i);
     snug_out_record *rec = &q->ring[pos];
     rec->n_top = 0;
     double lse = 0;
     if (q->n_logprobs >= 0) { /* the raw row, before the sampler changes it */
-        memcpy(sv->lp_row, logits, (size_t)d->vocab_len * sizeof(float));
-        lse = top_logprobs(sv->lp_row, d->vocab_len, q->n_logprobs, rec->top_ids,
+        memcpy(sv->lp_row, logits, (size_t)n_vocab * sizeof(float));
+        lse = top_logprobs(sv->lp_row, n_vocab, q->n_logprobs, rec->top_ids,
                            rec->top_logprobs, &rec->n_top);
     }
-    int32_t id = snug_sample(&q->sampling, &q->sampler, logits, d->vocab_len, q->ids,
+    int32_t id = snug_sample(&q->sampling, &q->sampler, logits, n_vocab, q->ids,
                              (int32_t)q->n_prompt, q->ids + q->n_prompt,
                              (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
     q->ids[q->n_ids++] = id;
@@ -223,18 +222,18 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t pos)
 
 /* Fills the prompt log-probabilities that item it's rows give: the row of
  * position p predicts the token at p + 1. */
-static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const float *rows)
+static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const snug_logits *lg,
+                            int32_t row0)
 {
-    const snug_model_dims *d = snug_model_get_dims(e->p->model);
     snug_seq_slot *q = slot_of(e, it->seq);
     snug_prompt_logprob *out = q->prompt_lp;
     if (!out) return;
     for (int32_t j = 0; j < it->n_tokens; j++) {
         int64_t target = it->pos0 + j + 1;
         if (target >= q->n_prompt) break;
-        const float *row = rows + (size_t)j * (size_t)d->vocab_rows;
+        const float *row = lg->rows + (size_t)(row0 + j) * (size_t)lg->stride;
         snug_prompt_logprob *lp = &out[target];
-        double lse = top_logprobs(row, d->vocab_len, SNUG_MAX(0, q->n_logprobs), lp->top_ids,
+        double lse = top_logprobs(row, lg->n_vocab, SNUG_MAX(0, q->n_logprobs), lp->top_ids,
                                   lp->top_logprobs, &lp->n_top);
         lp->logprob = (float)((double)row[q->ids[target]] - lse);
     }
@@ -244,23 +243,20 @@ static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const flo
  * for every item that asks for one. */
 static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_items)
 {
-    const float *rows = NULL;
-    int32_t n_rows = 0;
-    snug_status st = snug_model_forward(e->p->model, &e->p->kv, step, &rows, &n_rows,
-                                        &e->fail_err);
+    snug_logits lg;
+    snug_status st = snug_stepper_run(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err);
     if (st != SNUG_OK) return st;
-    const snug_model_dims *d = snug_model_get_dims(e->p->model);
     const snug_sched_item *items = e->p->serving.items;
     int32_t row = 0;
     for (int32_t k = 0; k < n_items; k++) {
         const snug_sched_item *it = &items[k];
         if (it->all_logits) { /* a row per token: the prompt's log-probabilities */
-            prompt_logprobs(e, it, rows + (size_t)row * (size_t)d->vocab_rows);
+            prompt_logprobs(e, it, &lg, row);
             row += it->n_tokens - it->sample; /* the last row, if it samples, is taken below */
         }
         if (it->sample)
-            sample_one(e, it->seq, (float *)rows + (size_t)row++ * (size_t)d->vocab_rows,
-                       e->ring_pos[k]);
+            sample_one(e, it->seq, (float *)lg.rows + (size_t)row++ * (size_t)lg.stride,
+                       lg.n_vocab, e->ring_pos[k]);
     }
     return SNUG_OK;
 }
@@ -383,6 +379,7 @@ static void *step_loop(void *arg)
         pthread_cond_broadcast(&e->out);
         notify_owners(e, n_items);
     }
+    if (!e->failed) snug_stepper_stop(e->p->stepper, NULL); /* the followers return */
     end_all(e);
     pthread_cond_broadcast(&e->out);
     pthread_mutex_unlock(&e->mu);
@@ -446,13 +443,33 @@ fail:
     return st;
 }
 
+snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, snug_error *err)
+{
+    snug_planned *p = NULL;
+    snug_status st = snug_planner_open(dir, &opts->plan, &p, err);
+    if (st != SNUG_OK) return st;
+    st = snug_stepper_follow(p->stepper, &p->kv, err);
+    snug_planner_close(p);
+    return st;
+}
+
+bool snug_engine_failed(snug_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    bool f = e->failed;
+    pthread_mutex_unlock(&e->mu);
+    return f;
+}
+
+const char *snug_engine_error(snug_engine *e) { return snug_engine_failed(e) ? e->fail_err.msg : ""; }
+
 const snug_plan_report *snug_engine_plan(const snug_engine *e) { return &e->p->report; }
 
 const snug_tokenizer *snug_engine_tokenizer(const snug_engine *e) { return e->p->tok; }
 
 int64_t snug_engine_max_model_len(const snug_engine *e) { return e->p->serving.shape.max_model_len; }
 
-int32_t snug_engine_n_vocab(const snug_engine *e) { return snug_model_get_dims(e->p->model)->vocab_len; }
+int32_t snug_engine_n_vocab(const snug_engine *e) { return e->p->ck->config.vocab_size; }
 
 size_t snug_engine_text_bytes(const snug_engine *e)
 {

@@ -111,6 +111,20 @@ typedef struct snug_engine snug_engine;
 snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug_engine **out,
                              snug_error *err);
 
+/* Runs a follower rank of a tensor-parallel engine (opts->plan.comm over
+ * several ranks, this one not rank 0): plans on this thread together with
+ * the other ranks (rank 0 in snug_engine_open), then runs the steps rank 0
+ * sends until its engine closes (SNUG_OK). Fails as snug_planner_open does
+ * (the same failure as rank 0's), or with a step's failure (a rank died or
+ * hangs: snug_comm_broken then says that the ranks can only be ended). */
+snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, snug_error *err);
+
+/* True once the step loop stopped on an error (a failed step: with tensor
+ * parallelism, a rank that died or hangs); the error's message. Every
+ * request then ends (finish ABORT) and submits fail. */
+bool snug_engine_failed(snug_engine *e);
+const char *snug_engine_error(snug_engine *e);
+
 /* What the plan found; valid until close. */
 const snug_plan_report *snug_engine_plan(const snug_engine *e);
 

@@ -8,12 +8,14 @@
 #include "base/device.h"
 #include "model/kvcache.h"
 #include "model/model.h"
+#include "dist/stepper.h"
 
 
 struct snug_generator {
     snug_model_config cfg;
     const snug_tokenizer *tok;
     snug_model *model;
+    snug_stepper *stepper;
     snug_kvcache kv;
     snug_block_pool pool;
     snug_block_table table;
@@ -44,8 +46,15 @@ snug_status snug_generator_create(const snug_model_config *cfg, const snug_weigh
     g->chunk = opts->prefill_chunk > 0 ? opts->prefill_chunk : SNUG_PREFILL_CHUNK_DEFAULT;
     if (g->chunk > g->max_len) g->chunk = (int32_t)g->max_len;
 
-    snug_model_opts mo = {.shape = {g->chunk, 1, 1, opts->n_threads}, .isa = opts->isa};
+    snug_model_opts mo = {.shape = {g->chunk, 1, 1, opts->n_threads}, .isa = opts->isa,
+                          .allreduce = snug_comm_allreduce_hook, .allreduce_ctx = opts->comm};
     st = snug_model_create(cfg, w, &mo, &g->model, err);
+    if (st == SNUG_OK)
+        st = snug_stepper_create(opts->comm, g->model, cfg,
+                                 snug_blocks_for_tokens(g->max_len, opts->block_size > 0
+                                                                        ? opts->block_size
+                                                                        : SNUG_BLOCK_SIZE_DEFAULT),
+                                 &g->stepper, err);
     if (st != SNUG_OK) goto fail;
     const snug_model_dims *d = snug_model_get_dims(g->model);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, block,
@@ -82,6 +91,7 @@ void snug_generator_free(snug_generator *g)
     snug_block_table_free(&g->table);
     snug_block_pool_free(&g->pool);
     snug_kvcache_free(&g->kv);
+    snug_stepper_free(g->stepper);
     snug_model_free(g->model);
     snug_mem_free(g);
 }
@@ -99,12 +109,21 @@ static snug_status step(snug_generator *g, int64_t pos, int32_t n, bool want, fl
                            (long long)(pos + n - 1));
     snug_step_seq seq = {n, (int32_t)pos, g->table.ids, g->table.n, want ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE};
     snug_step s = {g->ids + pos, n, &seq, 1};
-    const float *rows;
-    int32_t n_rows;
-    snug_status st = snug_model_forward(g->model, &g->kv, &s, &rows, &n_rows, err);
+    snug_logits lg;
+    snug_status st = snug_stepper_run(g->stepper, &g->kv, &s, &lg, err);
     /* The arena's logits row is the sampler's to change (bias, penalties). */
-    if (st == SNUG_OK) *logits = (float *)rows;
+    if (st == SNUG_OK) *logits = (float *)lg.rows;
     return st;
+}
+
+snug_status snug_generator_follow(snug_generator *g, snug_error *err)
+{
+    return snug_stepper_follow(g->stepper, &g->kv, err);
+}
+
+snug_status snug_generator_stop(snug_generator *g, snug_error *err)
+{
+    return snug_stepper_stop(g->stepper, err);
 }
 
 /* Passes n bytes of text on when there is a listener; false: stop. */

@@ -12,6 +12,7 @@
 #define SNUG_GENERATE_H
 
 #include "base/common.h"
+#include "dist/comm.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
 #include "sampler.h"
@@ -29,6 +30,7 @@ typedef struct snug_generator_opts {
     int32_t n_threads;      /* 0: OpenMP's count */
     int isa;                /* a snug_isa, or -1: the best the CPU has */
     bool echo;              /* the prompt's text goes to on_text first (special tokens skipped) */
+    snug_comm *comm;        /* the tensor-parallel ranks (borrowed); NULL: one process */
 } snug_generator_opts;
 
 typedef struct snug_generator snug_generator;
@@ -40,6 +42,13 @@ typedef struct snug_generator snug_generator;
 snug_status snug_generator_create(const snug_model_config *cfg, const snug_weights *w,
                                   const snug_tokenizer *tok, const snug_generator_opts *opts,
                                   snug_generator **out, snug_error *err);
+
+/* With several ranks: rank 0 generates (snug_generate, then
+ * snug_generator_stop), every other rank runs its steps in
+ * snug_generator_follow until then. Both fail as snug_stepper_follow and
+ * snug_stepper_stop do. */
+snug_status snug_generator_follow(snug_generator *g, snug_error *err);
+snug_status snug_generator_stop(snug_generator *g, snug_error *err);
 
 /* Frees the generator; NULL is ignored. */
 void snug_generator_free(snug_generator *g);

@@ -21,6 +21,7 @@ const char *snug_kv_limit_name(snug_kv_limit limit)
     case SNUG_KV_LIMIT_BUDGET: return "budget";
     case SNUG_KV_LIMIT_MAX_NUM_SEQS: return "max_num_seqs";
     case SNUG_KV_LIMIT_KV_CACHE_MEMORY: return "kv_cache_memory";
+    case SNUG_KV_LIMIT_OTHER_RANK: return "other_rank";
     }
     return "unknown";
 }
@@ -139,10 +140,19 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         p.blocks = useful;
         p.limited_by = SNUG_KV_LIMIT_MAX_NUM_SEQS;
     }
-    p.kv_bytes = (size_t)p.blocks * in->block_bytes;
-    p.kv_held = snug_mem_held_bytes(p.kv_bytes);
-    p.tokens = p.blocks * in->block_size;
-    p.max_concurrency = (double)p.tokens / (double)in->max_model_len;
     *out = p;
+    snug_plan_kv_cap(in, p.blocks, out);
     return SNUG_OK;
+}
+
+void snug_plan_kv_cap(const snug_plan_sizes *in, int64_t blocks, snug_kv_plan *kv)
+{
+    if (blocks < kv->blocks) {
+        kv->blocks = blocks;
+        kv->limited_by = SNUG_KV_LIMIT_OTHER_RANK;
+    }
+    kv->kv_bytes = (size_t)kv->blocks * in->block_bytes;
+    kv->kv_held = snug_mem_held_bytes(kv->kv_bytes);
+    kv->tokens = kv->blocks * in->block_size;
+    kv->max_concurrency = (double)kv->tokens / (double)in->max_model_len;
 }

@@ -25,7 +25,8 @@
 typedef enum snug_kv_limit {
     SNUG_KV_LIMIT_BUDGET = 0,          /* every byte the budget leaves */
     SNUG_KV_LIMIT_MAX_NUM_SEQS,        /* all that max_num_seqs x max_model_len can use */
-    SNUG_KV_LIMIT_KV_CACHE_MEMORY      /* --kv-cache-memory */
+    SNUG_KV_LIMIT_KV_CACHE_MEMORY,     /* --kv-cache-memory */
+    SNUG_KV_LIMIT_OTHER_RANK           /* a tensor-parallel rank with room for fewer */
 } snug_kv_limit;
 
 /* The measured and chosen sizes the plan divides the budget by. */
@@ -62,6 +63,11 @@ typedef struct snug_kv_plan {
  * max_model_len that fits and the budget that would fit the one asked
  * for), or a --kv-cache-memory that does not fit (what would). */
 snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_error *err);
+
+/* Lowers a plan to blocks (at most kv->blocks: the fewest any
+ * tensor-parallel rank has room for), limited by another rank when that
+ * is fewer; the sizes of kv follow. Pure. */
+void snug_plan_kv_cap(const snug_plan_sizes *in, int64_t blocks, snug_kv_plan *kv);
 
 /* The most blocks the budget alone leaves room for (the cache's header and
  * page rounding counted), whatever max_model_len and max_num_seqs say; 0

@@ -44,9 +44,27 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            r->profile.n_tokens, r->profile.n_seqs, r->profile.seconds, r->populate_seconds,
            r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0,
            r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
-    fprintf(f, "left over: %s, less than one block of %s\n",
-           snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held, b[0]),
-           snug_fmt_bytes(r->sizes.block_bytes, b[1]));
+    if (r->kv.limited_by == SNUG_KV_LIMIT_BUDGET)
+        fprintf(f, "left over: %s, less than one block of %s\n",
+               snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held, b[0]),
+               snug_fmt_bytes(r->sizes.block_bytes, b[1]));
+    else
+        fprintf(f, "left over: %s (the KV cache is limited by %s)\n",
+               snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held, b[0]),
+               snug_kv_limit_name(r->kv.limited_by));
+    for (int32_t k = 0; r->tp > 1 && k < r->tp; k++) {
+        const snug_rank_plan *q = &r->ranks[k];
+        char c[7][32];
+        fprintf(f, "rank %d of %d: weights %s bytes (predicted %s%s), load peak %.4fx, read %s; "
+               "activations %s, serving state %s, untracked %s, kv cache %s (room for %lld "
+               "blocks)\n", k, r->tp, snug_fmt_int((int64_t)q->weights, c[0]),
+               snug_fmt_int((int64_t)q->weights_predicted, c[1]),
+               q->weights == q->weights_predicted ? "" : ": DIFFERENT",
+               q->weights ? (double)q->load_peak / (double)q->weights : 0.0, /* as the bench's */
+               snug_fmt_bytes(q->bytes_read, c[2]), snug_fmt_bytes(q->activations, c[3]),
+               snug_fmt_bytes(q->serving_state, c[4]), snug_fmt_bytes(q->untracked, c[5]),
+               snug_fmt_bytes(q->kv_held, c[6]), (long long)q->kv_blocks_own);
+    }
 }
 
 char *snug_plan_report_json(const snug_plan_report *r)
@@ -89,6 +107,23 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("code_bytes", json_integer((json_int_t)r->code_bytes));
     PUT("baseline_rss_bytes", json_integer((json_int_t)r->baseline_rss));
     PUT("capacity_bytes", json_integer((json_int_t)r->capacity));
+    PUT("tp", json_integer(r->tp));
+    PUT("rank", json_integer(r->rank));
+    PUT("weights_predicted_bytes", json_integer((json_int_t)r->weights_predicted));
+    PUT("kv_blocks_own", json_integer((json_int_t)r->kv_blocks_own));
+    json_t *ranks = json_array();
+    for (int32_t k = 0; k < r->tp && k < SNUG_TP_MAX; k++) {
+        const snug_rank_plan *q = &r->ranks[k];
+        json_array_append_new(ranks, json_pack(
+            "{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "rank", k,
+            "weight_bytes", (json_int_t)q->weights, "weights_predicted_bytes",
+            (json_int_t)q->weights_predicted, "load_peak_bytes", (json_int_t)q->load_peak,
+            "bytes_read", (json_int_t)q->bytes_read, "activation_bytes", (json_int_t)q->activations,
+            "serving_state_bytes", (json_int_t)q->serving_state, "untracked_bytes",
+            (json_int_t)q->untracked, "kv_cache_bytes", (json_int_t)q->kv_held, "kv_blocks_own",
+            (json_int_t)q->kv_blocks_own, "profile_hwm_bytes", (json_int_t)q->profile_hwm));
+    }
+    PUT("ranks", ranks);
 #undef PUT
     char *text = snug_json_dumps(j, false);
     json_decref(j);

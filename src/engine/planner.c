@@ -5,6 +5,7 @@
 
 #include "base/device.h"
 #include "base/fileio.h"
+#include "dist/agree.h"
 #include "model/blocks.h"
 
 #include <string.h>
@@ -83,87 +84,120 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
 {
     snug_status st = SNUG_OK;
     size_t old_capacity = snug_mem_capacity();
+    snug_comm *comm = opts->comm;
     *out = NULL;
     snug_planned *p = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *p, err);
-    if (!p) return snug_error_prefix(err, SNUG_NOMEM, "memory plan: ");
+    if (!p) st = snug_error_prefix(err, SNUG_NOMEM, "memory plan: ");
+    st = snug_dist_agree(comm, st, err);
+    if (st != SNUG_OK) goto fail;
     snug_plan_report *r = &p->report;
+    r->tp = comm ? snug_comm_size(comm) : 1;
+    r->rank = comm ? snug_comm_rank(comm) : 0;
 
     /* baseline and budget: the code made resident first, so that it is in
      * the baseline and in U, and no path serving takes later faults in more */
     st = snug_proc_prefault_code(&r->code_bytes, err);
-    if (st != SNUG_OK) goto fail;
-    st = snug_proc_mem(&r->baseline_rss, NULL, err);
-    if (st != SNUG_OK) goto fail;
+    if (st == SNUG_OK) st = snug_proc_mem(&r->baseline_rss, NULL, err);
     snug_budget_opts bo = opts->budget;
     if (bo.rss_bytes == 0) bo.rss_bytes = r->baseline_rss;
-    st = snug_budget_resolve(&bo, &r->budget, err);
-    if (st != SNUG_OK) goto fail;
+    if (st == SNUG_OK) st = snug_budget_resolve(&bo, &r->budget, err);
 
-    /* load */
+    /* load: the same model on every rank, then each rank's shard */
     snug_mem_trace_mark("load");
-    st = snug_checkpoint_open(dir, &p->ck, err);
+    if (st == SNUG_OK) st = snug_checkpoint_open(dir, &p->ck, err);
+    st = snug_dist_agree(comm, st, err);
+    if (st == SNUG_OK) st = snug_dist_check_model(comm, p->ck, err);
     if (st != SNUG_OK) goto fail;
     snug_planner_opts o;
     st = resolve(opts, &p->ck->config, &o, err);
-    if (st != SNUG_OK) goto fail;
-    snug_load_opts lo = {.tp = 1, .dtype = o.weight_dtype, .staging_bytes = o.staging_bytes,
-                         .n_threads = o.n_threads};
+    if (st != SNUG_OK) goto fail; /* the same on every rank */
+    if (o.n_threads == 0 && r->tp > 1) o.n_threads = snug_comm_default_threads();
+    snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
+                         .staging_bytes = o.staging_bytes, .n_threads = o.n_threads};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
-    if (st != SNUG_OK) goto fail;
-    if (has_tokenizer(dir)) { /* without one (a synthetic checkpoint): 64-byte tokens */
+    uint64_t predicted[SNUG_TP_MAX]; /* the parameter table's, as snug inspect --tp says */
+    if (st == SNUG_OK)
+        st = snug_params_rank_bytes(&p->ck->config, r->tp, p->weights->dtype, predicted, err);
+    if (st == SNUG_OK) r->weights_predicted = predicted[r->rank];
+    if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
         st = snug_tokenizer_load(dir, &p->tok, err);
-        if (st != SNUG_OK) goto fail;
-    }
+    st = snug_dist_agree(comm, st, err);
+    if (st != SNUG_OK) goto fail;
 
     /* reset, then everything serving holds besides the KV cache, at its largest */
     snug_mem_trace_mark("reset");
     reset_peaks();
     snug_model_opts mo = {.shape = {o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs,
                                     o.n_threads},
-                          .isa = o.isa};
+                          .isa = o.isa, .allreduce = snug_comm_allreduce_hook, .allreduce_ctx = comm};
     st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);
-    if (st != SNUG_OK) goto fail;
     snug_serving_shape ss = {o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len,
                              o.block_size, p->ck->config.vocab_size,
                              p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1};
-    st = snug_serving_create(&ss, &p->serving, err);
+    if (st == SNUG_OK) st = snug_serving_create(&ss, &p->serving, err);
+    if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
+    if (st == SNUG_OK)
+        st = snug_stepper_create(comm, p->model, &p->ck->config,
+                                 snug_blocks_for_tokens(o.max_model_len, o.block_size), &p->stepper, err);
+    st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
-    r->serving_block = snug_mem_block_bytes(p->serving.block);
 
-    /* profile */
+    /* profile, on every rank at once */
     snug_mem_trace_mark("profile");
     const snug_model_dims *d = snug_model_get_dims(p->model);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
-    st = snug_profile_step(p->model, &ks, &p->serving, &r->profile, err);
+    st = snug_profile_step(p->stepper, &ks, &p->serving, &r->profile, err);
+    if (comm && snug_comm_broken(comm)) goto fail; /* the ranks cannot agree any more */
+    st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
 
     /* plan; without --max-model-len, a model length that does not fit
-     * becomes the longest that does (the serving state made again for it) */
+     * becomes the longest that does on every rank (the serving state made
+     * again for it) */
     snug_mem_trace_mark("plan");
     st = plan_now(p, &o, &ks, err);
-    if (st == SNUG_NOMEM && opts->max_model_len == 0 && o.kv_cache_memory == 0) {
-        int64_t fit = snug_plan_budget_blocks(&r->sizes) * o.block_size;
-        if (fit >= o.block_size && fit < o.max_model_len) {
-            r->max_model_len_reduced_from = o.max_model_len;
-            o.max_model_len = fit;
-            snug_serving_free(&p->serving);
-            ss.max_model_len = fit;
-            st = snug_serving_create(&ss, &p->serving, err);
-            if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
-            if (st == SNUG_OK) st = plan_now(p, &o, &ks, err);
-        }
+    int64_t fit = st == SNUG_NOMEM ? snug_plan_budget_blocks(&r->sizes) * o.block_size : INT64_MAX;
+    snug_status cst = snug_comm_allreduce_i64(comm, &fit, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
+                                              "the plan's model length", err);
+    if (cst != SNUG_OK) {
+        st = cst;
+        goto fail;
     }
+    if (fit != INT64_MAX && opts->max_model_len == 0 && o.kv_cache_memory == 0 &&
+        fit >= o.block_size && fit < o.max_model_len) { /* on every rank alike */
+        r->max_model_len_reduced_from = o.max_model_len;
+        o.max_model_len = fit;
+        snug_serving_free(&p->serving);
+        ss.max_model_len = fit;
+        st = snug_serving_create(&ss, &p->serving, err);
+        if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
+        if (st == SNUG_OK) st = plan_now(p, &o, &ks, err);
+    }
+    st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
+    r->kv_blocks_own = r->kv.blocks;
+    int64_t blocks = r->kv.blocks;
+    st = snug_comm_allreduce_i64(comm, &blocks, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
+                                 "the KV cache's blocks", err);
+    if (st != SNUG_OK) goto fail;
+    snug_plan_kv_cap(&r->sizes, blocks, &r->kv);
 
     /* allocate, populated, once */
     snug_mem_trace_mark("populate");
     double t0 = snug_now_seconds();
     st = snug_kvcache_create(&ks, (int32_t)r->kv.blocks, &p->kv, err);
+    st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
     r->populate_seconds = snug_now_seconds() - t0;
     r->kv_held = cur_of(SNUG_MEM_KV);
     snug_block_pool_attach(&p->pool, p->serving.free_ids, (int32_t)r->kv.blocks);
     r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
+    snug_rank_plan mine = {r->weights_predicted, r->load.arena_bytes, r->load.load_peak_bytes,
+                           r->load.bytes_read, r->activations, r->serving_state,
+                           r->sizes.untracked, r->kv_held, r->kv_blocks_own, r->profile.hwm};
+    st = snug_comm_gather(comm, &mine, sizeof mine, r->ranks, 0, SNUG_WAIT_START,
+                          "the ranks' plans", err);
+    if (st != SNUG_OK) goto fail;
     snug_mem_set_capacity(r->capacity);
     snug_mem_trace_mark("ready");
     *out = p;
@@ -179,6 +213,7 @@ void snug_planner_close(snug_planned *p)
     if (!p) return;
     snug_mem_set_capacity(SIZE_MAX);
     snug_kvcache_free(&p->kv);
+    snug_stepper_free(p->stepper);
     snug_serving_free(&p->serving);
     snug_model_free(p->model);
     snug_tokenizer_free(p->tok);

@@ -22,6 +22,13 @@
  * of R, the server's tracked part stays allocatable (the capacity is that
  * much higher) while the KV cache never gets it.
  *
+ * With opts->comm over several ranks every rank runs the lifecycle together:
+ * each loads its shard, the profile step runs on all at once through the
+ * stepper (made before it, with its buffers for the largest step, so that
+ * MPI's buffers for that step are in U), and the KV cache gets the fewest
+ * blocks any rank has room for. After each phase the ranks agree
+ * (agree.h): a failure on one rank is every rank's, with its message.
+ *
  * Each phase marks the allocator's event log as it begins ("load", "reset",
  * "profile", "plan", "populate", and "ready" at the end): a caller that
  * wants the timeline starts the log before snug_planner_open.
@@ -31,6 +38,8 @@
 
 #include "base/common.h"
 #include "budget.h"
+#include "dist/comm.h"
+#include "dist/stepper.h"
 #include "formats/checkpoint.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
@@ -63,7 +72,19 @@ typedef struct snug_planner_opts {
     int isa;                       /* -1: the best (or $SNUG_ISA) */
     size_t staging_bytes;          /* the loader's; 0: its default */
     snug_dtype weight_dtype;       /* SNUG_DTYPE_NONE: the checkpoint's */
+    snug_comm *comm;               /* the tensor-parallel ranks (borrowed); NULL: one process */
 } snug_planner_opts;
+
+/* One rank's part of the plan, as rank 0 reports it. */
+typedef struct snug_rank_plan {
+    uint64_t weights_predicted;    /* the rank's parameter bytes by the table */
+    uint64_t weights;              /* the bytes its parameters are laid out in */
+    uint64_t load_peak;            /* the peak during its load */
+    uint64_t bytes_read;           /* from the checkpoint's files */
+    uint64_t activations, serving_state, untracked, kv_held;
+    int64_t kv_blocks_own;         /* what its budget alone gave */
+    uint64_t profile_hwm;          /* its high-water mark in the profile step */
+} snug_rank_plan;
 
 /* What the plan found, for the report. */
 typedef struct snug_plan_report {
@@ -84,6 +105,11 @@ typedef struct snug_plan_report {
     size_t kv_held;                /* what the allocator charges the cache */
     double populate_seconds;       /* making the cache resident */
     size_t capacity;               /* set after the plan: C - U - R, plus server_tracked */
+    int32_t tp, rank;              /* this rank of tp */
+    uint64_t weights_predicted;    /* the rank's parameter bytes by the table (params.h) */
+    int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
+                                    * over the ranks) */
+    snug_rank_plan ranks[SNUG_TP_MAX]; /* every rank's, on rank 0 (tp > 1) */
 } snug_plan_report;
 
 /* Everything serving runs on, planned and made. */
@@ -95,6 +121,7 @@ typedef struct snug_planned {
     snug_serving_state serving;
     snug_kvcache kv;
     snug_block_pool pool;          /* over serving.free_ids */
+    snug_stepper *stepper;         /* every step goes through it (one rank or many) */
     snug_plan_report report;
 } snug_planned;
 

@@ -4,14 +4,16 @@
 #include "profile.h"
 
 #include "base/device.h"
+#include "dist/agree.h"
 #include "model/blocks.h"
 
 #include <string.h>
 
-snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
+snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_shape,
                               snug_serving_state *serving, snug_profile_result *out,
                               snug_error *err)
 {
+    snug_model *m = snug_stepper_model(stepper);
     const snug_step_shape *shape = snug_model_step_shape(m);
     const snug_model_dims *d = snug_model_get_dims(m);
     const snug_serving_shape *ss = &serving->shape;
@@ -49,6 +51,7 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
     snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
     double t0 = snug_now_seconds();
     st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
+    st = snug_dist_agree(snug_stepper_comm(stepper), st, err); /* no rank steps alone */
     if (st != SNUG_OK) goto done;
     snug_sampling_params sp;
     snug_sampling_params_default(&sp);
@@ -70,12 +73,11 @@ snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
                                      SNUG_LOGITS_LAST};
             }
         snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs};
-        const float *rows = NULL;
-        int32_t n_rows = 0;
-        st = snug_model_forward(m, &kv, &step, &rows, &n_rows, err);
-        for (int32_t i = 0; st == SNUG_OK && i < n_rows; i++) {
-            float *row = (float *)rows + (size_t)i * (size_t)d->vocab_rows;
-            snug_sample(&sp, &rng, row, d->vocab_len, serving->step_tokens,
+        snug_logits lg;
+        st = snug_stepper_run(stepper, &kv, &step, &lg, err);
+        for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows; i++) {
+            float *row = (float *)lg.rows + (size_t)i * (size_t)lg.stride;
+            snug_sample(&sp, &rng, row, lg.n_vocab, serving->step_tokens,
                         SNUG_MIN(n_tokens, 64), serving->step_tokens, 1,
                         serving->scratch[i % ss->n_samplers]);
         }

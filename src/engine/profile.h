@@ -19,6 +19,7 @@
 #define SNUG_PROFILE_H
 
 #include "base/common.h"
+#include "dist/stepper.h"
 #include "model/kvcache.h"
 #include "model/model.h"
 #include "serving.h"
@@ -33,14 +34,15 @@ typedef struct snug_profile_result {
     double seconds;
 } snug_profile_result;
 
-/* Runs the profile step on m (made for steps of n_tokens_max tokens over
+/* Runs the profile step on the stepper's model (made for steps of n_tokens_max tokens over
  * n_seqs_max sequences: those are the step's sizes, the tokens capped at
  * max_model_len per sequence) with a scratch cache of kv_shape, sampling
  * each sequence's row with default parameters. Allocates only the scratch
  * cache (category kv_cache), freed before it returns. Fails as the forward
  * pass does, or with SNUG_NOMEM for the scratch cache; nothing is left
- * held either way. */
-snug_status snug_profile_step(snug_model *m, const snug_kv_shape *kv_shape,
+ * held either way. With several ranks every rank calls it at once: the
+ * leader's steps run on all of them, and only the leader samples. */
+snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_shape,
                               snug_serving_state *serving, snug_profile_result *out,
                               snug_error *err);
 

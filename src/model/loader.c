@@ -420,6 +420,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
         memset(stats, 0, sizeof *stats);
         stats->weight_bytes = snug_params_bytes(&w->table, o.dtype);
+        stats->arena_bytes = w->arena_bytes;
         stats->weights_held = snug_mem_block_bytes(w->arena);
         stats->load_peak_bytes = peak - total0;
         stats->staging_bytes = (size_t)pl.n_slots * pl.slot_bytes;

@@ -41,6 +41,8 @@ typedef struct snug_load_opts {
 
 typedef struct snug_load_stats {
     uint64_t weight_bytes;     /* the parameters' bytes: what inspect predicts */
+    uint64_t arena_bytes;      /* the block they are laid out in (weight_bytes and any
+                                * alignment between parameters) */
     size_t weights_held;       /* what the allocator charges for them */
     size_t load_peak_bytes;    /* peak of the device total during the load, above its start */
     size_t staging_bytes;      /* staging the load allocated: slots x bytes each, as planned

@@ -55,6 +55,7 @@ struct openai_job {
     snug_strbuf chunk_lp[4];       /* streaming: one chunk's log-probabilities */
     size_t sent;
     bool ended;                    /* [DONE] is in pending */
+    bool failed_sent;              /* the engine's failure is in pending */
     double idle;                   /* seconds since the last bytes */
 };
 
@@ -533,6 +534,16 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
         j->sent = 0;
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (take_outputs(j, true) > 0) continue;
+        if (all_done(j) && snug_engine_failed(j->srv->e)) { /* what was sent is all there is */
+            if (j->failed_sent) return MHD_CONTENT_READER_END_WITH_ERROR;
+            snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":");
+            const char *why = snug_engine_error(j->srv->e);
+            put_str(&j->pending, why, strlen(why));
+            snug_strbuf_printf(&j->pending, ",\"type\":\"server_error\",\"param\":null,"
+                               "\"code\":\"engine_failed\"}}\n\n");
+            j->failed_sent = true;
+            continue;
+        }
         if (all_done(j)) {
             if (j->req.include_usage) {
                 snug_strbuf_printf(&j->pending, "data: ");
@@ -631,6 +642,8 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
             for (int i = 0; i < j->n_prompts; i++) snug_engine_cancel(s->e, &j->reqs[i]);
     }
     take_outputs(j, false);
+    if (snug_engine_failed(s->e))
+        return http_error(c, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));
     for (int k = 0; k < n_choices; k++)
         if (j->acc[k].text.failed || j->acc[k].lp[0].failed || j->acc[k].lp[1].failed ||
             j->acc[k].lp[2].failed || j->acc[k].lp[3].failed)

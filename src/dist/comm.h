@@ -1,0 +1,120 @@
+/*
+ * comm.h: the tensor-parallel ranks' communicator, over MPI (comm_mpi.c)
+ * or, in a build without MPI, a world of one process (comm_single.c).
+ *
+ * The process starts MPI once (snug_comm_start, from main) when a launcher
+ * such as mpirun started it; every rank of the world is then one rank of
+ * tp. Collectives are non-blocking MPI calls completed by a wait of one of
+ * three kinds:
+ *   SNUG_WAIT_STEP    inside a step: polled with yields, at most the step
+ *                     timeout (the watchdog: a rank that died or hangs is
+ *                     an error, and the communicator is broken after it)
+ *   SNUG_WAIT_IDLE    for the next step: polled with sleeps, no limit
+ *   SNUG_WAIT_START   start-up agreement: as IDLE (loading takes minutes)
+ * so that a waiting rank does not take the cores the others compute on.
+ * MPI's own memory (its buffers, its shared-memory segments) is outside
+ * the allocator: made at start it is in the plan's baseline, made during
+ * the profile step it is in U.
+ */
+#ifndef SNUG_COMM_H
+#define SNUG_COMM_H
+
+#include "base/common.h"
+
+typedef enum snug_wait {
+    SNUG_WAIT_STEP = 0,
+    SNUG_WAIT_IDLE = 1,
+    SNUG_WAIT_START = 2
+} snug_wait;
+
+typedef enum snug_reduce_op { SNUG_REDUCE_MIN = 0, SNUG_REDUCE_MAX = 1, SNUG_REDUCE_SUM = 2 } snug_reduce_op;
+
+enum {
+    SNUG_STEP_TIMEOUT_DEFAULT = 60, /* seconds */
+    SNUG_TP_MAX = 64                /* ranks */
+};
+
+/* Starts MPI (thread level serialized: one thread at a time calls it) when
+ * the process was started by an MPI launcher (Open MPI's, or one that sets
+ * PMI_SIZE / PMIX_RANK); otherwise does nothing and the world is one
+ * process. Call once, first thing in main. Fails with SNUG_UNSUPPORTED when
+ * a launcher started a build without MPI, or SNUG_IO when MPI cannot start. */
+snug_status snug_comm_start(int *argc, char ***argv, snug_error *err);
+
+/* Ends MPI after a run that every rank finished (MPI_Finalize); nothing
+ * when it was not started. */
+void snug_comm_finish(void);
+
+/* Ends every process of the world at once with exit code code (MPI_Abort),
+ * for a failure the other ranks cannot learn of (a broken communicator);
+ * without MPI, exit(code). Does not return. */
+_Noreturn void snug_comm_abort(int code);
+
+/* The world's size and this process's rank in it (1 and 0 without MPI). */
+void snug_comm_world(int32_t *size, int32_t *rank);
+
+/* Threads a rank should compute on by default: the cores it may run on,
+ * shared among the ranks of its host when the launcher did not bind it to
+ * its own (at least 1). */
+int32_t snug_comm_default_threads(void);
+
+typedef struct snug_comm snug_comm;
+
+/* Opens the communicator of tp ranks over the world, whose size must be tp
+ * (the message says how to launch tp processes, or that tp 1 needs none).
+ * step_timeout_s (> 0) bounds every SNUG_WAIT_STEP wait. *out is the
+ * caller's (snug_comm_close). Fails with SNUG_INVALID or SNUG_NOMEM. */
+snug_status snug_comm_open(int32_t tp, double step_timeout_s, snug_comm **out, snug_error *err);
+
+/* Frees the communicator; NULL is ignored. */
+void snug_comm_close(snug_comm *c);
+
+int32_t snug_comm_rank(const snug_comm *c);
+int32_t snug_comm_size(const snug_comm *c);
+double snug_comm_step_timeout(const snug_comm *c);
+
+/* True once a wait timed out or MPI failed: every later call fails at once
+ * and the ranks can only be ended (snug_comm_abort). */
+bool snug_comm_broken(const snug_comm *c);
+
+/* Collectives: every rank calls them in the same order with the same
+ * sizes. Each fails with SNUG_IO (MPI failed, or the wait of kind w timed
+ * out: the message names what was waited for and the limit), after which
+ * the communicator is broken. `what` names the operation in messages. */
+
+/* Sends bytes of buf from rank root to every rank's buf. */
+snug_status snug_comm_bcast(snug_comm *c, void *buf, size_t bytes, int32_t root, snug_wait w,
+                            const char *what, snug_error *err);
+
+/* Sums n floats over the ranks, in place (the same bits on every rank). */
+snug_status snug_comm_allreduce_f32(snug_comm *c, float *buf, int64_t n, snug_wait w,
+                                    const char *what, snug_error *err);
+
+/* Reduces n integers over the ranks with op, in place. */
+snug_status snug_comm_allreduce_i64(snug_comm *c, int64_t *v, int32_t n, snug_reduce_op op,
+                                    snug_wait w, const char *what, snug_error *err);
+
+/* Gathers bytes from every rank's send into rank root's recv, rank k's at
+ * recv + k * bytes (recv is only read on root, which must hold size *
+ * bytes). */
+snug_status snug_comm_gather(snug_comm *c, const void *send, size_t bytes, void *recv,
+                             int32_t root, snug_wait w, const char *what, snug_error *err);
+
+/* As snug_comm_gather, onto every rank. */
+snug_status snug_comm_allgather(snug_comm *c, const void *send, size_t bytes, void *recv,
+                                snug_wait w, const char *what, snug_error *err);
+
+/* The model's all-reduce (a snug_allreduce_fn of model.h, ctx the
+ * communicator): snug_comm_allreduce_f32 with a step wait. On failure it
+ * returns false and keeps the message for snug_comm_last_error. */
+bool snug_comm_allreduce_hook(float *buf, int64_t n, void *comm);
+
+/* The message of the last failure of the hook ("" when none). */
+const char *snug_comm_last_error(const snug_comm *c);
+
+/* Counters of the step waits since the communicator opened: all-reduce
+ * calls and the seconds spent in them (the share of the step time that is
+ * communication), for benchmarks. */
+void snug_comm_allreduce_stats(const snug_comm *c, int64_t *calls, double *seconds);
+
+#endif /* SNUG_COMM_H */

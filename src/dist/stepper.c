@@ -1,0 +1,289 @@
+/*
+ * stepper.c: one step on every rank (stepper.h).
+ *
+ * The step's message is int32s: a header of STEP_HDR (kind, n_tokens,
+ * n_seqs, block ids, a check word) sent first, then the payload: the
+ * tokens, four numbers per sequence (n_tokens, pos0, n_blocks, logits
+ * mode), then every sequence's block ids one after the other. A follower
+ * reads the sequences' tables straight from its copy of the message.
+ */
+#include "stepper.h"
+
+#include "base/device.h"
+
+#include <string.h>
+
+enum { STEP_HDR = 8, KIND_STEP = 1, KIND_STOP = 2, CHECK_WORD = 0x736e7567 /* "snug" */ };
+
+struct snug_stepper {
+    snug_comm *comm;          /* NULL: one process */
+    snug_model *model;
+    int32_t tp, rank;
+    int32_t vocab;            /* the whole vocabulary */
+    int32_t vocab_rows;       /* each rank's slice, padded */
+    int32_t n_tokens_max, n_seqs_max, n_logits_max, max_blocks;
+    void *block;              /* the buffers below, one block of category activations */
+    int32_t *msg;             /* [STEP_HDR + n_tokens_max + 4 n_seqs_max + n_seqs_max max_blocks] */
+    snug_step_seq *seqs;      /* [n_seqs_max] a follower's view of the message */
+    float *gathered;          /* [tp][n_logits_max][vocab_rows], the leader's */
+    float *rows;              /* [n_logits_max][tp * vocab_rows], the leader's */
+};
+
+/* The three buffers' counts, rounded to 64 bytes each. */
+typedef struct stepper_sizes {
+    size_t msg, seqs, gathered, rows, total;
+} stepper_sizes;
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static bool sizes_of(const snug_model_dims *d, const snug_step_shape *shape,
+                     int32_t max_blocks_per_seq, stepper_sizes *z)
+{
+    memset(z, 0, sizeof *z);
+    if (d->tp <= 1) return true;
+    int64_t n_logits = shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max;
+    if (shape->n_tokens_max < 1 || shape->n_seqs_max < 1 || max_blocks_per_seq < 1) return false;
+    double ids = (double)STEP_HDR + shape->n_tokens_max + 4.0 * shape->n_seqs_max +
+                 (double)shape->n_seqs_max * max_blocks_per_seq;
+    double floats = (double)d->tp * (double)n_logits * (double)d->vocab_rows;
+    if (ids * 4 > (double)INT32_MAX || floats * 4 > 1e15) return false;
+    z->msg = round64((size_t)ids * sizeof(int32_t));
+    z->seqs = round64((size_t)shape->n_seqs_max * sizeof(snug_step_seq));
+    if (d->rank == 0) z->gathered = z->rows = round64((size_t)floats * sizeof(float));
+    z->total = z->msg + z->seqs + z->gathered + z->rows;
+    return true;
+}
+
+size_t snug_stepper_bytes(const snug_model_dims *dims, int32_t vocab, const snug_step_shape *shape,
+                          int32_t max_blocks_per_seq)
+{
+    (void)vocab;
+    stepper_sizes z;
+    if (!sizes_of(dims, shape, max_blocks_per_seq, &z)) return 0;
+    size_t n = snug_mem_held_bytes(sizeof(snug_stepper));
+    if (z.total) n += snug_mem_held_bytes(z.total);
+    return n;
+}
+
+snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_config *cfg,
+                                int32_t max_blocks_per_seq, snug_stepper **out, snug_error *err)
+{
+    *out = NULL;
+    const snug_model_dims *d = snug_model_get_dims(m);
+    const snug_step_shape *shape = snug_model_step_shape(m);
+    int32_t tp = c ? snug_comm_size(c) : 1, rank = c ? snug_comm_rank(c) : 0;
+    if (tp != d->tp || rank != d->rank)
+        return snug_errorf(err, SNUG_INVALID, "stepper: the model is rank %d of %d, the "
+                           "communicator rank %d of %d", d->rank, d->tp, rank, tp);
+    stepper_sizes z;
+    if (!sizes_of(d, shape, max_blocks_per_seq, &z))
+        return snug_errorf(err, SNUG_INVALID, "stepper: a step of %d tokens over %d sequences "
+                           "with tables of %d blocks is too large", shape->n_tokens_max,
+                           shape->n_seqs_max, max_blocks_per_seq);
+    snug_stepper *s = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *s, err);
+    if (!s) return snug_error_prefix(err, SNUG_NOMEM, "stepper: ");
+    *s = (snug_stepper){.comm = tp > 1 ? c : NULL, .model = m, .tp = tp, .rank = rank,
+                        .vocab = cfg->vocab_size, .vocab_rows = d->vocab_rows,
+                        .n_tokens_max = shape->n_tokens_max, .n_seqs_max = shape->n_seqs_max,
+                        .n_logits_max = shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max,
+                        .max_blocks = max_blocks_per_seq};
+    if (z.total) {
+        unsigned char *b = snug_mem_alloc(SNUG_MEM_ACTIVATIONS, z.total, err);
+        if (!b) {
+            snug_mem_free(s);
+            return snug_error_prefix(err, SNUG_NOMEM, "stepper: ");
+        }
+        s->block = b;
+        s->msg = (int32_t *)b;
+        s->seqs = (snug_step_seq *)(b + z.msg);
+        s->gathered = z.gathered ? (float *)(b + z.msg + z.seqs) : NULL;
+        s->rows = z.rows ? (float *)(b + z.msg + z.seqs + z.gathered) : NULL;
+    }
+    *out = s;
+    return SNUG_OK;
+}
+
+void snug_stepper_free(snug_stepper *s)
+{
+    if (!s) return;
+    snug_mem_free(s->block);
+    snug_mem_free(s);
+}
+
+bool snug_stepper_leads(const snug_stepper *s) { return s->rank == 0; }
+
+snug_model *snug_stepper_model(const snug_stepper *s) { return s->model; }
+
+snug_comm *snug_stepper_comm(const snug_stepper *s) { return s->comm; }
+
+/* The model's forward pass; an all-reduce's failure told in its words. */
+static snug_status forward(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
+                           const float **rows, int32_t *n_rows, snug_error *err)
+{
+    snug_status st = snug_model_forward(s->model, kv, step, rows, n_rows, err);
+    if (st == SNUG_INTERNAL && s->comm && snug_comm_last_error(s->comm)[0])
+        st = snug_errorf(err, SNUG_IO, "%s", snug_comm_last_error(s->comm));
+    return st;
+}
+
+/* Packs step into the message (the leader). */
+static snug_status pack(snug_stepper *s, const snug_step *step, snug_error *err)
+{
+    int64_t n_ids = 0;
+    if (step->n_tokens < 0 || step->n_tokens > s->n_tokens_max || step->n_seqs < 1 ||
+        step->n_seqs > s->n_seqs_max)
+        return snug_errorf(err, SNUG_INVALID, "stepper: a step of %d tokens over %d sequences "
+                           "(the most: %d, %d)", step->n_tokens, step->n_seqs, s->n_tokens_max,
+                           s->n_seqs_max);
+    for (int32_t i = 0; i < step->n_seqs; i++) {
+        if (step->seqs[i].n_blocks < 0 || step->seqs[i].n_blocks > s->max_blocks)
+            return snug_errorf(err, SNUG_INVALID, "stepper: sequence %d of the step has %d "
+                               "blocks (the most: %d)", i, step->seqs[i].n_blocks, s->max_blocks);
+        n_ids += step->seqs[i].n_blocks;
+    }
+    int32_t *h = s->msg, *p = s->msg + STEP_HDR;
+    h[0] = KIND_STEP, h[1] = step->n_tokens, h[2] = step->n_seqs, h[3] = (int32_t)n_ids, h[4] = CHECK_WORD;
+    memcpy(p, step->tokens, (size_t)step->n_tokens * sizeof(int32_t));
+    p += step->n_tokens;
+    for (int32_t i = 0; i < step->n_seqs; i++, p += 4) {
+        const snug_step_seq *q = &step->seqs[i];
+        p[0] = q->n_tokens, p[1] = q->pos0, p[2] = q->n_blocks, p[3] = (int32_t)q->logits;
+    }
+    for (int32_t i = 0; i < step->n_seqs; i++) {
+        memcpy(p, step->seqs[i].block_table, (size_t)step->seqs[i].n_blocks * sizeof(int32_t));
+        p += step->seqs[i].n_blocks;
+    }
+    return SNUG_OK;
+}
+
+static int64_t payload_ints(const int32_t *h) { return (int64_t)h[1] + 4 * (int64_t)h[2] + h[3]; }
+
+/* Reads the message into a step (a follower), checking it against the
+ * buffers first. */
+static snug_status unpack(snug_stepper *s, snug_step *step, snug_error *err)
+{
+    const int32_t *h = s->msg, *p = s->msg + STEP_HDR;
+    const int32_t *ids = p + h[1] + 4 * h[2];
+    int64_t n_ids = 0;
+    for (int32_t i = 0; i < h[2]; i++) {
+        const int32_t *q = p + h[1] + 4 * i;
+        if (q[2] < 0 || q[2] > s->max_blocks || q[3] < SNUG_LOGITS_NONE || q[3] > SNUG_LOGITS_ALL)
+            return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got sequence %d with %d "
+                               "blocks, logits mode %d", s->rank, i, q[2], q[3]);
+        s->seqs[i] = (snug_step_seq){q[0], q[1], ids + n_ids, q[2], (snug_logits_mode)q[3]};
+        n_ids += q[2];
+    }
+    if (n_ids != h[3])
+        return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got %lld block ids for %d",
+                           s->rank, (long long)n_ids, h[3]);
+    *step = (snug_step){p, h[1], s->seqs, h[2]};
+    return SNUG_OK;
+}
+
+/* A follower's wait for the next message's header: its kind. */
+static snug_status receive_header(snug_stepper *s, snug_error *err)
+{
+    snug_status st = snug_comm_bcast(s->comm, s->msg, STEP_HDR * sizeof(int32_t), 0,
+                                     SNUG_WAIT_IDLE, "the next step's header", err);
+    if (st != SNUG_OK) return st;
+    const int32_t *h = s->msg;
+    if (h[4] != CHECK_WORD || (h[0] != KIND_STEP && h[0] != KIND_STOP) || h[1] < 0 ||
+        h[1] > s->n_tokens_max || h[2] < 0 || h[2] > s->n_seqs_max || h[3] < 0 ||
+        (int64_t)h[3] > (int64_t)s->n_seqs_max * s->max_blocks)
+        return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got a header it cannot read "
+                           "(kind %d, %d tokens, %d sequences, %d block ids)", s->rank, h[0],
+                           h[1], h[2], h[3]);
+    return SNUG_OK;
+}
+
+/* The leader's layout of the gathered slices: row r of rank k's slice
+ * goes to row r at k * vocab_rows, so each row holds the vocabulary in
+ * order (only the last ranks' slices have padding, at the end). */
+static void lay_out(snug_stepper *s, int32_t n_rows)
+{
+    size_t vr = (size_t)s->vocab_rows, stride = (size_t)s->tp * vr;
+    for (int32_t k = 0; k < s->tp; k++)
+        for (int32_t r = 0; r < n_rows; r++)
+            memcpy(s->rows + (size_t)r * stride + (size_t)k * vr,
+                   s->gathered + ((size_t)k * (size_t)n_rows + (size_t)r) * vr, vr * sizeof(float));
+}
+
+/* A follower's step once its header is in: the payload, the forward pass,
+ * its slice of the logits to the leader. */
+static snug_status follow_step(snug_stepper *s, snug_kvcache *kv, snug_error *err)
+{
+    snug_status st = snug_comm_bcast(s->comm, s->msg + STEP_HDR,
+                                     (size_t)payload_ints(s->msg) * sizeof(int32_t), 0,
+                                     SNUG_WAIT_STEP, "the step's plan", err);
+    snug_step step;
+    if (st == SNUG_OK) st = unpack(s, &step, err);
+    const float *rows = NULL;
+    int32_t n_rows = 0;
+    if (st == SNUG_OK) st = forward(s, kv, &step, &rows, &n_rows, err);
+    if (st == SNUG_OK)
+        st = snug_comm_gather(s->comm, rows, (size_t)n_rows * (size_t)s->vocab_rows * sizeof(float),
+                              NULL, 0, SNUG_WAIT_STEP, "the gather of the logits", err);
+    return st;
+}
+
+snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
+                             snug_logits *out, snug_error *err)
+{
+    *out = (snug_logits){NULL, 0, s->vocab_rows, s->vocab};
+    const float *rows = NULL;
+    int32_t n_rows = 0;
+    snug_status st = SNUG_OK;
+    if (!s->comm) {
+        st = forward(s, kv, step, &rows, &n_rows, err);
+        if (st == SNUG_OK) *out = (snug_logits){rows, n_rows, s->vocab_rows, s->vocab};
+        return st;
+    }
+    if (s->rank != 0) {
+        st = receive_header(s, err);
+        if (st == SNUG_OK && s->msg[0] != KIND_STEP)
+            st = snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d was told to stop in the "
+                             "middle of a run", s->rank);
+        if (st == SNUG_OK) st = follow_step(s, kv, err);
+        out->n_rows = 0;
+        return st;
+    }
+    st = pack(s, step, err);
+    if (st == SNUG_OK)
+        st = snug_comm_bcast(s->comm, s->msg, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
+                             "the step's header", err);
+    if (st == SNUG_OK)
+        st = snug_comm_bcast(s->comm, s->msg + STEP_HDR,
+                             (size_t)payload_ints(s->msg) * sizeof(int32_t), 0, SNUG_WAIT_STEP,
+                             "the step's plan", err);
+    if (st == SNUG_OK) st = forward(s, kv, step, &rows, &n_rows, err);
+    if (st == SNUG_OK)
+        st = snug_comm_gather(s->comm, rows, (size_t)n_rows * (size_t)s->vocab_rows * sizeof(float),
+                              s->gathered, 0, SNUG_WAIT_STEP, "the gather of the logits", err);
+    if (st != SNUG_OK) return st;
+    lay_out(s, n_rows);
+    *out = (snug_logits){s->rows, n_rows, s->tp * s->vocab_rows, s->vocab};
+    return SNUG_OK;
+}
+
+snug_status snug_stepper_follow(snug_stepper *s, snug_kvcache *kv, snug_error *err)
+{
+    if (!s->comm || s->rank == 0)
+        return snug_errorf(err, SNUG_INVALID, "stepper: only a follower rank follows");
+    for (;;) {
+        snug_status st = receive_header(s, err);
+        if (st != SNUG_OK) return st;
+        if (s->msg[0] == KIND_STOP) return SNUG_OK;
+        st = follow_step(s, kv, err);
+        if (st != SNUG_OK) return st;
+    }
+}
+
+snug_status snug_stepper_stop(snug_stepper *s, snug_error *err)
+{
+    if (!s->comm || s->rank != 0 || snug_comm_broken(s->comm)) return SNUG_OK;
+    int32_t *h = s->msg;
+    memset(h, 0, STEP_HDR * sizeof(int32_t));
+    h[0] = KIND_STOP, h[4] = CHECK_WORD;
+    return snug_comm_bcast(s->comm, h, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
+                           "the stop message", err);
+}

@@ -1,0 +1,83 @@
+/*
+ * stepper.h: one forward step on every tensor-parallel rank.
+ *
+ * Rank 0 (the leader) decides every step: snug_stepper_run sends the
+ * step's plan (token ids, each sequence's positions, block table and
+ * logits mode) to the other ranks, runs its own part of the forward pass
+ * (the model all-reduces after o_proj and down_proj through the
+ * communicator), then gathers every rank's slice of the vocabulary-parallel
+ * logits and lays them out as whole rows. The other ranks (followers)
+ * either run the same sequence of snug_stepper_run calls (the profile
+ * step, where every rank builds the same steps: theirs are ignored and the
+ * leader's run) or loop in snug_stepper_follow until the leader says stop.
+ *
+ * Every buffer (the step's message, the gathered slices, the whole rows)
+ * is one block of category activations made with the stepper and sized
+ * by the pure snug_stepper_bytes for the model's largest step: a step
+ * allocates nothing. With one rank the stepper is the model's forward pass
+ * and holds no buffers.
+ */
+#ifndef SNUG_STEPPER_H
+#define SNUG_STEPPER_H
+
+#include "base/common.h"
+#include "comm.h"
+#include "formats/config.h"
+#include "model/kvcache.h"
+#include "model/model.h"
+
+/* The logits of a step, on the leader: n_rows rows, stride floats apart,
+ * each holding the whole vocabulary in its first n_vocab floats. Valid
+ * until the next step. Followers get n_rows 0. */
+typedef struct snug_logits {
+    const float *rows;
+    int32_t n_rows;
+    int32_t stride;
+    int32_t n_vocab;
+} snug_logits;
+
+typedef struct snug_stepper snug_stepper;
+
+/* The bytes snug_stepper_create allocates for a model of these dims at rank
+ * `rank` of tp (vocab: the whole vocabulary), steps up to shape and block
+ * tables of up to max_blocks_per_seq blocks: what snug_mem reports. 0 when
+ * a size overflows. Pure. */
+size_t snug_stepper_bytes(const snug_model_dims *dims, int32_t vocab, const snug_step_shape *shape,
+                          int32_t max_blocks_per_seq);
+
+/* Makes the stepper of model m (borrowed, made with cfg and, for tp > 1,
+ * with snug_comm_allreduce_hook over c) over communicator c (borrowed;
+ * NULL for one process), whose rank and size must be the model's. Fails
+ * with SNUG_INVALID (a mismatch) or SNUG_NOMEM; then nothing is held. */
+snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_config *cfg,
+                                int32_t max_blocks_per_seq, snug_stepper **out, snug_error *err);
+
+/* Frees the stepper; NULL is ignored. */
+void snug_stepper_free(snug_stepper *s);
+
+/* True on rank 0 (and with one rank). */
+bool snug_stepper_leads(const snug_stepper *s);
+
+/* The model (borrowed at create). */
+snug_model *snug_stepper_model(const snug_stepper *s);
+
+/* The communicator (NULL for one process). */
+snug_comm *snug_stepper_comm(const snug_stepper *s);
+
+/* Runs one step on every rank (see above; a follower's step is ignored and
+ * may be NULL) into *out. Fails as snug_model_forward does, with SNUG_IO
+ * when a rank did not take part within the step timeout, or with
+ * SNUG_INTERNAL when a follower got a message it cannot run; after a
+ * communication failure the ranks cannot go on (snug_comm_broken). */
+snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
+                             snug_logits *out, snug_error *err);
+
+/* On a follower: runs the leader's steps until it stops them (SNUG_OK) or
+ * a step fails (its status). Waits between steps without a limit. */
+snug_status snug_stepper_follow(snug_stepper *s, snug_kvcache *kv, snug_error *err);
+
+/* On the leader: tells the followers in snug_stepper_follow to return.
+ * Nothing with one rank or a broken communicator. */
+snug_status snug_stepper_stop(snug_stepper *s, snug_error *err);
+
+#endif /* SNUG_STEPPER_H */
