@@ -13,16 +13,26 @@
 #include <time.h>
 
 static const char g_usage[] =
-    "snug mkmodel --preset NAME --dtype bf16|f16|f32 [--shards K] [--seed S] [--threads T] OUTDIR";
+    "snug mkmodel --preset NAME --dtype bf16|f16|f32 [--shards K] [--seed S] [--threads T]\n"
+    "              [--layers N] [--hidden N] [--intermediate N] [--heads N] [--kv-heads N] OUTDIR\n"
+    "  the shape options change the preset's (head_dim follows: hidden / heads)";
 
 int snug_cmd_mkmodel(int argc, char **argv)
 {
     const char *preset = NULL, *outdir = NULL;
     snug_mkmodel_opts o = {.dtype = SNUG_DTYPE_NONE, .n_shards = 1, .seed = 0};
+    static const char *const shape_names[] = {"--layers", "--hidden", "--intermediate", "--heads",
+                                              "--kv-heads"};
+    int64_t shape[5] = {0}; /* 0: the preset's */
     for (int i = 1; i < argc; i++) {
-        const char *v;
+        const char *v = NULL;
         int64_t x;
-        if ((v = cli_option(argc, argv, &i, "--preset"))) {
+        size_t k = 0;
+        while (k < SNUG_ARRAY_LEN(shape_names) && !(v = cli_option(argc, argv, &i, shape_names[k]))) k++;
+        if (v) {
+            if (!cli_parse_int(v, 1, 1 << 20, &shape[k]))
+                return cli_usage(g_usage, "%s expects 1 to 1048576, got '%s'", shape_names[k], v);
+        } else if ((v = cli_option(argc, argv, &i, "--preset"))) {
             preset = v;
         } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
             o.dtype = snug_dtype_from_torch(v);
@@ -55,6 +65,18 @@ int snug_cmd_mkmodel(int argc, char **argv)
     snug_error err = {0};
     snug_model_config cfg;
     if (snug_preset_config(preset, &cfg, &err) != SNUG_OK) return cli_fail(&err);
+    if (shape[0]) cfg.n_layers = (int32_t)shape[0];
+    if (shape[1]) cfg.hidden_size = (int32_t)shape[1];
+    if (shape[2]) cfg.intermediate_size = (int32_t)shape[2];
+    if (shape[3]) cfg.n_heads = (int32_t)shape[3];
+    if (shape[4]) cfg.n_kv_heads = (int32_t)shape[4];
+    if (shape[1] || shape[3]) cfg.head_dim = cfg.n_heads > 0 ? cfg.hidden_size / cfg.n_heads : 0;
+    if ((shape[1] || shape[3]) && cfg.head_dim * cfg.n_heads != cfg.hidden_size) {
+        snug_errorf(&err, SNUG_INVALID, "--hidden %d is not a multiple of --heads %d",
+                    cfg.hidden_size, cfg.n_heads);
+        return cli_fail(&err);
+    }
+    if (snug_config_validate(&cfg, "mkmodel", &err) != SNUG_OK) return cli_fail(&err);
     if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {
         snug_errorf(&err, SNUG_IO, "%s: cannot create: %s", outdir, strerror(errno));
         return cli_fail(&err);

@@ -34,7 +34,7 @@ snug_status snug_dist_agree(snug_comm *c, snug_status st, snug_error *err)
 uint64_t snug_hash_bytes(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
-    if (h == SNUG_HASH_SEED) h = 1469598103934665603ull;
+    if (h == SNUG_HASH_SEED) h = 14695981039346656037ull;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }

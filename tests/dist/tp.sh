@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Tensor parallelism over Open MPI on this one machine (mpirun --oversubscribe), for tp 2 and 4,
+# on the bundled stories260K (4 KV heads: split) and a synthetic GQA model of its shape with 2 KV
+# heads (at tp 4 each rank holds one KV head, replicated on two ranks):
+#   - every logit of a script of steps (prefill chunks, two sequences, decodes) through the
+#     stepper against the whole model in one process, within 1e-4 relative (test_dist, f32);
+#   - greedy ids of `snug generate --tp N` equal to tp 1's; greedy text over HTTP from
+#     `snug serve --tp N` equal to tp 1's generate;
+#   - each rank's weights in `snug profile --tp N` equal to the parameter table's prediction
+#     (and to `snug inspect --tp N`), and --load-only: all ranks together read the checkpoint
+#     once;
+#   - start-up checks: a --tp that is not the number of processes, a tp that does not divide the
+#     model, ranks given different models: one message, every process exits non-zero;
+#   - faults: a rank killed (SIGKILL) or stopped (SIGSTOP, a hang) during a streaming request:
+#     the client gets an error, /health answers 503 or the server is gone, and every process
+#     exits within the step timeout (and a few seconds);
+#   - two "hosts": ranks started through Open MPI's remote launcher (tests/dist/rsh-here, an rsh
+#     agent that runs the command on this machine: one daemon per host, as over ssh) talking
+#     over TCP only (loopback; no network namespaces, which would need more than the tests can
+#     assume of a CI machine).
+# As root it passes Open MPI's run-as-root settings. Skips (one "ok - skipped" line) only when
+# mpirun is absent or snug was built without MPI. Usage: tests/dist/tp.sh BUILD_DIR.
+set -u
+build=${1:-build}
+[[ -d $build ]] && build=$(cd "$build" && pwd)
+snug="$build/snug"
+cd "$(dirname "$0")/../.." || exit 1
+passed=0 failed=0
+ok() { echo "ok - $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL - $1"; shift; for l in "$@"; do echo "  $l"; done; failed=$((failed + 1)); }
+summary() { echo "$passed passed, $failed failed"; [[ $failed -eq 0 ]]; }
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    ok "skipped: mpirun is not installed (scripts/install-deps installs openmpi-bin)"
+    summary; exit 0
+fi
+if ! grep -q SNUG_HAVE_MPI "$build/mpi-flags" 2>/dev/null; then
+    ok "skipped: $snug was built without MPI (make MPI=0)"
+    summary; exit 0
+fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    pkill -KILL -f "$tmp" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Open MPI refuses root without these (tests and docs pass them; never set them for a user)
+if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+export OMP_WAIT_POLICY=passive
+# one host, shared memory between the ranks; no network interfaces needed
+mpi() { local n=$1; shift; timeout 300 mpirun --oversubscribe --bind-to none -np "$n" --mca btl self,vader "$@"; }
+
+stories=models/stories260K
+gqa=$tmp/gqa
+"$snug" mkmodel --preset tiny --dtype f32 --kv-heads 2 --seed 3 "$gqa" 2>"$tmp/mk.err" || fail "mkmodel gqa" "$(cat "$tmp/mk.err")"
+cp $stories/tokenizer.json $stories/tokenizer_config.json "$gqa/"
+
+# --- logits of the stepper against one process --------------------------------------
+for run in "2 $stories" "4 $stories" "2 $gqa" "4 $gqa"; do
+    read -r n dir <<<"$run"
+    if mpi "$n" "$build/tests/test_dist" "$dir" >"$tmp/td.out" 2>&1 && grep -q '^1 passed, 0 failed$' "$tmp/td.out"; then
+        ok "tp $n logits = one process within 1e-4 ($(basename "$dir"): $(grep -o 'max relative error [^ ]*' "$tmp/td.out"))"
+    else
+        fail "tp $n logits = one process ($(basename "$dir"))" "$(tail -8 "$tmp/td.out")"
+    fi
+done
+
+# --- greedy ids of generate -------------------------------------------------------------
+gen_args=(-p "Once upon a time" -n 40 --temperature 0 --ignore-eos --ids --threads 1)
+for dir in $stories $gqa; do
+    want=$("$snug" generate "$dir" "${gen_args[@]}" 2>"$tmp/g1.err")
+    for n in 2 4; do
+        got=$(mpi "$n" "$snug" generate "$dir" "${gen_args[@]}" --tp "$n" 2>"$tmp/gn.err")
+        if [[ -n $want && $got == "$want" ]]; then
+            ok "generate --tp $n: greedy ids = tp 1 ($(basename "$dir"), $(wc -w <<<"$want") ids)"
+        else
+            fail "generate --tp $n: greedy ids = tp 1 ($(basename "$dir"))" "tp 1: $want" "tp $n: $got" \
+                "$(tail -5 "$tmp/gn.err")"
+        fi
+    done
+done
+
+# --- each rank's weights ----------------------------------------------------------------
+for n in 2 4; do
+    "$snug" inspect $stories --tp "$n" --json >"$tmp/inspect.json" 2>&1
+    predicted=$(jq -c '.rank_weight_bytes' "$tmp/inspect.json")
+    mpi "$n" "$snug" profile $stories --tp "$n" --memory 128MiB --max-model-len 256 --json \
+        >"$tmp/prof.json" 2>"$tmp/prof.err"
+    ranks=$(jq -c '[.ranks[].weight_bytes]' "$tmp/prof.json" 2>/dev/null)
+    table=$(jq -c '[.ranks[].weights_predicted_bytes]' "$tmp/prof.json" 2>/dev/null)
+    if [[ -n $ranks && $ranks == "$predicted" && $table == "$predicted" ]]; then
+        ok "profile --tp $n: each rank's weights = its predicted shard bytes $ranks"
+    else
+        fail "profile --tp $n: each rank's weights = predicted" "profile: $ranks (table $table)" \
+            "inspect: $predicted" "$(tail -3 "$tmp/prof.err")"
+    fi
+    blocks=$(jq -c '[.kv_blocks, ([.ranks[].kv_blocks_own] | min)]' "$tmp/prof.json" 2>/dev/null)
+    if [[ $(jq '.[0] <= .[1]' <<<"$blocks" 2>/dev/null) == true ]]; then
+        ok "profile --tp $n: the KV cache's blocks are at most the fewest any rank has room for $blocks"
+    else
+        fail "profile --tp $n: blocks = the minimum over ranks" "$blocks"
+    fi
+    mpi "$n" "$snug" profile $stories --tp "$n" --load-only --json >"$tmp/load.json" 2>"$tmp/load.err"
+    ratio=$(jq -s '.[-1].read_ratio' "$tmp/load.json" 2>/dev/null)
+    if [[ -n $ratio && $(jq -n "$ratio <= 1.01 and $ratio > 0.9") == true ]]; then
+        ok "profile --tp $n --load-only: all ranks read $ratio of the checkpoint's bytes"
+    else
+        fail "profile --tp $n --load-only: read ratio <= 1.01" "$(cat "$tmp/load.json")" "$(tail -3 "$tmp/load.err")"
+    fi
+done
+
+# --- start-up checks: one message, everyone exits non-zero --------------------------------
+# expect_startup NAME TEXT CMD...: fails non-zero, says TEXT once
+expect_startup() {
+    local name=$1 text=$2; shift 2
+    timeout 60 "$@" >"$tmp/st.out" 2>"$tmp/st.err"
+    local rc=$? count
+    count=$(grep -c -- "$text" "$tmp/st.err")
+    if [[ $rc -ne 0 && $rc -ne 124 && $count -eq 1 ]]; then
+        ok "$name: exit $rc, one message"
+    else
+        fail "$name" "exit $rc, '$text' seen $count times" "$(head -c 600 "$tmp/st.err")"
+    fi
+}
+expect_startup "--tp 3 under mpirun -np 2" "tp must equal the number of processes" \
+    mpirun --oversubscribe -np 2 --mca btl self,vader "$snug" generate --tp 3 -n 2
+expect_startup "--tp 3 does not divide the model" "sizes that work: 1, 2, 4" \
+    mpirun --oversubscribe -np 3 --mca btl self,vader "$snug" generate --tp 3 -n 2 --threads 1
+expect_startup "ranks given different models" "has another config.json than rank 0" \
+    mpirun --oversubscribe --mca btl self,vader -np 1 "$snug" generate $stories --tp 2 -n 2 : \
+    -np 1 "$snug" generate "$gqa" --tp 2 -n 2
+expect_startup "a rank whose model directory is missing" "rank 1 of 2" \
+    mpirun --oversubscribe --mca btl self,vader -np 1 "$snug" generate $stories --tp 2 -n 2 : \
+    -np 1 "$snug" generate "$tmp/nothing" --tp 2 -n 2
+
+# --- two hosts: a daemon per host through the remote launcher, TCP between the ranks -------
+printf 'localhost slots=1\nhost-b slots=1\n' >"$tmp/hosts"
+want=$("$snug" generate $stories "${gen_args[@]}" 2>/dev/null)
+got=$(timeout 120 mpirun --hostfile "$tmp/hosts" --mca plm_rsh_agent "$PWD/tests/dist/rsh-here" \
+    --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np 2 \
+    "$snug" generate $stories "${gen_args[@]}" --tp 2 2>"$tmp/hosts.err")
+if [[ -n $want && $got == "$want" ]]; then
+    ok "two hosts (mpirun --hostfile, a daemon each, TCP only): greedy ids = tp 1"
+else
+    fail "two hosts: greedy ids = tp 1" "tp 1: $want" "two hosts: $got" "$(tail -5 "$tmp/hosts.err")"
+fi
+
+# --- serving: greedy text over HTTP ----------------------------------------------------------
+# start_tp NAME N ARGS...: mpirun -np N snug serve --tp N; sets $mpid, $url
+start_tp() {
+    local name=$1 n=$2; shift 2
+    mpirun --oversubscribe --bind-to none -np "$n" --mca btl self,vader "$snug" serve --tp "$n" \
+        --port 0 --threads 1 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    mpid=$!
+    pids+=("$mpid")
+    local i line=
+    for ((i = 0; i < 600; i++)); do
+        line=$(grep -s -m1 '^serving .* on http://' "$tmp/$name.out")
+        [[ -n $line ]] && break
+        kill -0 "$mpid" 2>/dev/null || break
+        sleep 0.1
+    done
+    url=
+    [[ $line =~ on\ (http://[0-9.]+:[0-9]+) ]] && url=${BASH_REMATCH[1]}
+    if [[ -n $url ]]; then ok "$name: serving ($url)"; else fail "$name: serving" "$(tail -5 "$tmp/$name.err")"; fi
+}
+# stop_tp: SIGTERM to mpirun; every process gone within 30 s
+stop_tp() {
+    kill -TERM "$mpid" 2>/dev/null
+    local i
+    for ((i = 0; i < 300; i++)); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$mpid" 2>/dev/null; then fail "$1: stopped" "mpirun still runs after 30 s"; kill -KILL "$mpid"; fi
+    wait "$mpid" 2>/dev/null
+}
+
+prompt="Once upon a time"
+for run in "2 $stories" "4 $gqa"; do
+    read -r n dir <<<"$run"
+    name="serve-tp$n-$(basename "$dir")"
+    start_tp "$name" "$n" "$dir" --memory 256MiB --max-model-len 256
+    [[ -n $url ]] || continue
+    "$snug" generate "$dir" -p "$prompt" -n 30 --temperature 0 --ignore-eos --threads 1 >"$tmp/gen.txt" 2>/dev/null
+    curl -s -m 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+        -d "$(jq -nc --arg p "$prompt" '{prompt: $p, max_tokens: 30, temperature: 0, ignore_eos: true}')" >"$tmp/body"
+    printf '%s%s\n' "$prompt" "$(jq -j '.choices[0].text' "$tmp/body")" >"$tmp/http.txt"
+    if cmp -s "$tmp/gen.txt" "$tmp/http.txt"; then
+        ok "$name: greedy over HTTP = tp 1 generate"
+    else
+        fail "$name: greedy over HTTP = tp 1 generate" "generate: $(cat "$tmp/gen.txt")" "HTTP: $(head -c 400 "$tmp/body")"
+    fi
+    # a batch: 8 streams at once, each the same greedy text
+    for k in 1 2 3 4 5 6 7 8; do
+        curl -s -N -m 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+            -d "$(jq -nc --arg p "$prompt" '{prompt: $p, max_tokens: 30, temperature: 0, ignore_eos: true, stream: true}')" \
+            >"$tmp/s$k" &
+    done
+    wait $(jobs -p | grep -v "^$mpid$") 2>/dev/null
+    same=0
+    for k in 1 2 3 4 5 6 7 8; do
+        t=$(sed -n 's/^data: //p' "$tmp/s$k" | grep -v '^\[DONE\]' | jq -j '.choices[0].text // empty')
+        [[ "$prompt$t" == "$(cat "$tmp/gen.txt")" ]] && same=$((same + 1))
+    done
+    if [[ $same -eq 8 ]]; then ok "$name: 8 streams at once, each = tp 1 generate"; else fail "$name: 8 streams" "$same of 8 equal"; fi
+    health=$(curl -s -o /dev/null -w '%{http_code}' "$url/health")
+    [[ $health == 200 ]] && ok "$name: /health 200" || fail "$name: /health 200" "got $health"
+    grep -q '^rank 1 of' "$tmp/$name.out" && ok "$name: the report has each rank's line" ||
+        fail "$name: each rank's line" "$(head -12 "$tmp/$name.out")"
+    stop_tp "$name"
+done
+
+# --- faults: a rank killed or stopped mid-stream ----------------------------------------------
+big=$tmp/big
+"$snug" mkmodel --preset tiny --dtype bf16 --hidden 1024 --heads 16 --kv-heads 4 --intermediate 2816 \
+    --layers 8 "$big" 2>/dev/null && cp $stories/tokenizer.json $stories/tokenizer_config.json "$big/"
+timeout_s=5
+# rank_pid N: the pid of rank N of the running job (its environment says its rank)
+rank_pid() {
+    local p
+    for p in $(pgrep -f "$snug serve"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
+    done
+}
+for sig in KILL STOP; do
+    name="fault-$sig"
+    start_tp "$name" 2 "$big" --memory 1GiB --max-model-len 512 --step-timeout $timeout_s
+    [[ -n $url ]] || continue
+    curl -s -N -m 120 "$url/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt": "Once upon a time", "max_tokens": 480, "ignore_eos": true, "stream": true}' >"$tmp/$name.sse" &
+    cpid=$!
+    for ((i = 0; i < 300; i++)); do [[ $(grep -c '^data: ' "$tmp/$name.sse") -ge 3 ]] && break; sleep 0.05; done
+    victim=$(rank_pid 1)
+    t0=$(date +%s.%N)
+    kill -"$sig" "$victim"
+    # /health while it fails: 503, or nobody answers
+    seen_health=
+    for ((i = 0; i < 100; i++)); do
+        h=$(curl -s -o /dev/null -m 1 -w '%{http_code}' "$url/health")
+        [[ $h == 503 || $h == 000 ]] && { seen_health=$h; break; }
+        sleep 0.1
+    done
+    wait "$cpid"
+    chunks=$(grep -c '^data: {' "$tmp/$name.sse")
+    if ! grep -q '^data: \[DONE\]' "$tmp/$name.sse" && [[ $chunks -lt 481 ]]; then
+        why=$(grep -o '"code":"engine_failed"' "$tmp/$name.sse" | head -1)
+        ok "$name: the stream ended with an error after $chunks chunks (${why:-connection closed})"
+    else
+        fail "$name: the stream ended with an error" "$(tail -c 300 "$tmp/$name.sse")"
+    fi
+    [[ -n $seen_health ]] && ok "$name: /health $seen_health (503 or gone)" || fail "$name: /health 503 or gone" "last $h"
+    for ((i = 0; i < 400; i++)); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.05; done
+    left=$(pgrep -f "$snug serve" | wc -l)
+    took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    wait "$mpid"
+    rc=$?
+    if ! kill -0 "$mpid" 2>/dev/null && [[ $left -eq 0 && $rc -ne 0 ]] && awk -v t="$took" -v l="$timeout_s" 'BEGIN { exit !(t < l + 10) }'; then
+        ok "$name: every process exited within the step timeout ($took s, --step-timeout $timeout_s, exit $rc)"
+    else
+        fail "$name: every process exited" "after $took s: mpirun $(kill -0 "$mpid" 2>/dev/null && echo running || echo "exited $rc"), $left snug left" \
+            "$(tail -5 "$tmp/$name.err")"
+        pkill -KILL -f "$snug serve"
+    fi
+    [[ $sig == STOP ]] && grep -q "rank died or hangs" "$tmp/$name.err" && ok "$name: the watchdog said so" ||
+        { [[ $sig == STOP ]] && fail "$name: the watchdog's message" "$(tail -5 "$tmp/$name.err")"; }
+done
+
+summary
