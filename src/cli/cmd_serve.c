@@ -180,7 +180,10 @@ int snug_cmd_serve(int argc, char **argv)
             }
         }
     }
+    bool failed = snug_engine_failed(e);
     snug_engine_close(e);
     snug_mem_free(template_text);
+    /* a failed step may have left other ranks inside it: they cannot be stopped, only ended */
+    if (failed && comm && snug_comm_size(comm) > 1) snug_comm_abort(1);
     return cli_tp_end(comm, rc, 0);
 }
