@@ -196,7 +196,7 @@ static void test_one_process_stepper(void)
         float mx = 0;
         for (size_t i = 0; got && i < n; i++) mx = fmaxf(mx, fabsf(got[i]));
         CHECK(mx > 0, "the script's logits are not all 0");
-        size_t b = snug_stepper_bytes(d, r.ck->config.vocab_size, snug_model_step_shape(r.m), 32);
+        size_t b = snug_stepper_bytes(d, snug_model_step_shape(r.m), 32);
         CHECK(b >= snug_mem_block_bytes(r.s) && b <= 512, "one rank: the stepper holds only "
               "itself, a small block (bound %zu, charged %zu)", b, snug_mem_block_bytes(r.s));
         CHECK(r.w->arena_bytes == r.predicted, "weights %llu, predicted %llu",
@@ -210,7 +210,8 @@ static void test_one_process_stepper(void)
 }
 
 /* The buffers of a rank of tp: the message, the follower's view and, on
- * rank 0, the gathered slices and whole rows. */
+ * rank 0, the whole rows of logits (the slices are gathered straight into
+ * them). */
 static void test_stepper_bytes(void)
 {
     snug_model_dims d = {.tp = 4, .rank = 0, .vocab_rows = 128};
@@ -218,16 +219,16 @@ static void test_stepper_bytes(void)
     size_t msg = ((8 + 64 + 4 * 8 + 8 * 32) * 4 + 63) / 64 * 64;
     size_t seqs = (8 * sizeof(snug_step_seq) + 63) / 64 * 64;
     size_t rows = (size_t)4 * 8 * 128 * 4;   /* tp x rows x vocab_rows floats */
-    size_t got0 = snug_stepper_bytes(&d, 512, &shape, 32);
+    size_t got0 = snug_stepper_bytes(&d, &shape, 32);
     d.rank = 1;
-    size_t got1 = snug_stepper_bytes(&d, 512, &shape, 32);
-    CHECK(got0 - got1 == snug_mem_held_bytes(msg + seqs + 2 * rows) - snug_mem_held_bytes(msg + seqs),
-          "rank 0 has the gathered slices and the whole rows besides: %zu vs %zu", got0, got1);
+    size_t got1 = snug_stepper_bytes(&d, &shape, 32);
+    CHECK(got0 - got1 == snug_mem_held_bytes(msg + seqs + rows) - snug_mem_held_bytes(msg + seqs),
+          "rank 0 has the whole rows of logits besides: %zu vs %zu", got0, got1);
     d.tp = 1;
-    CHECK(snug_stepper_bytes(&d, 512, &shape, 32) < got1, "one rank: no buffers");
+    CHECK(snug_stepper_bytes(&d, &shape, 32) < got1, "one rank: no buffers");
     d.tp = 4;
     shape.n_seqs_max = 1 << 20;
-    CHECK(snug_stepper_bytes(&d, 512, &shape, 1 << 20) == 0, "too large: 0");
+    CHECK(snug_stepper_bytes(&d, &shape, 1 << 20) == 0, "too large: 0");
 }
 
 /* ---- many processes ------------------------------------------------------- */

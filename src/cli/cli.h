@@ -91,15 +91,17 @@ snug_status cli_tp_open(const cli_tp *t, snug_comm **out, snug_error *err);
 /* This process's rank (0 without a communicator). */
 int32_t cli_rank(const snug_comm *c);
 
-/* Ends a command that ran with communicator c and exit status rc: when a
- * step broke the communicator, the ranks cannot finish together, so every
- * process of the run is ended at once (a follower first waits grace_s, so
- * that rank 0 can answer its clients first); otherwise closes c and
+/* Ends a command that ran with communicator c and exit status rc. When the
+ * ranks cannot finish together (the communicator broke, or stranded: this
+ * rank failed while the others may be inside a step), every process of
+ * the run is ended at once (snug_comm_abort; a follower first waits a few
+ * seconds, so that rank 0 can answer its clients); otherwise closes c and
  * returns rc. */
-int cli_tp_end(snug_comm *c, int rc, double grace_s);
+int cli_tp_end(snug_comm *c, int rc, bool stranded);
 
-/* Prints the error as cli_fail does on rank 0 only: a failure every rank
- * agreed on is told once. Returns 1. */
+/* Prints the error as cli_fail does, on rank 0 only (a failure every rank
+ * agreed on is told once) unless the communicator broke (then each rank
+ * has its own). Returns 1. */
 int cli_fail_once(const snug_comm *c, const snug_error *err);
 
 #endif /* SNUG_CLI_H */

@@ -12,6 +12,10 @@
 #include <string.h>
 #include <time.h>
 
+/* How long a follower that must end the run waits first: rank 0 answers its
+ * clients (a failed stream, /health 503) before everything goes. */
+enum { FOLLOWER_GRACE_SECONDS = 3 };
+
 int cli_fail(const snug_error *err)
 {
     fprintf(stderr, "snug: %s\n", err->msg[0] ? err->msg : snug_status_str(err->status));
@@ -153,11 +157,11 @@ snug_status cli_tp_open(const cli_tp *t, snug_comm **out, snug_error *err)
 
 int32_t cli_rank(const snug_comm *c) { return c ? snug_comm_rank(c) : 0; }
 
-int cli_tp_end(snug_comm *c, int rc, double grace_s)
+int cli_tp_end(snug_comm *c, int rc, bool stranded)
 {
-    if (c && snug_comm_broken(c)) {
-        if (snug_comm_rank(c) != 0 && grace_s > 0) {
-            struct timespec ts = {(time_t)grace_s, (long)((grace_s - (double)(time_t)grace_s) * 1e9)};
+    if (c && snug_comm_size(c) > 1 && (stranded || snug_comm_broken(c))) {
+        if (snug_comm_rank(c) != 0) {
+            struct timespec ts = {FOLLOWER_GRACE_SECONDS, 0};
             nanosleep(&ts, NULL);
         }
         snug_comm_abort(rc ? rc : 1);
@@ -170,6 +174,6 @@ int cli_fail_once(const snug_comm *c, const snug_error *err)
 {
     int32_t rank = 0;
     snug_comm_world(NULL, &rank);
-    if ((c ? snug_comm_rank(c) : rank) == 0) cli_fail(err);
+    if ((c ? snug_comm_rank(c) : rank) == 0 || (c && snug_comm_broken(c))) cli_fail(err);
     return 1;
 }

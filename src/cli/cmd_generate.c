@@ -211,7 +211,7 @@ int snug_cmd_generate(int argc, char **argv)
     const int32_t *ids = NULL;
     size_t n_ids = 0;
     rc = 1;
-    bool printed = false;
+    bool printed = false, stranded = false;
     char note[96] = "";
     snug_status st = cli_tp_open(&a.tp, &comm, &err);
     if (st != SNUG_OK) { /* every rank finds the same */
@@ -233,8 +233,9 @@ int snug_cmd_generate(int argc, char **argv)
     st = snug_tokenizer_load(a.model, &tok, &err);
     if (st == SNUG_OK) st = snug_tok_encoder_create(tok, &enc, &err);
     st = snug_dist_agree(comm, st, &err);
+    if (st != SNUG_OK) goto done;
     snug_load_opts lo = {.tp = tp, .rank = rank, .n_threads = a.go.n_threads};
-    if (st == SNUG_OK) st = snug_weights_load(ck, &lo, &w, NULL, &err);
+    st = snug_weights_load(ck, &lo, &w, NULL, &err);
     st = snug_dist_agree(comm, st, &err);
     if (st != SNUG_OK) goto done;
     snug_checkpoint_close(ck);
@@ -268,6 +269,7 @@ int snug_cmd_generate(int argc, char **argv)
         if (st == SNUG_OK) rc = 0;
         else fprintf(stderr, "snug: rank %d: %s\n", rank, err.msg);
         printed = true;
+        stranded = st != SNUG_OK; /* rank 0 may be inside a step without this rank */
         goto done;
     }
     a.stop.max_tokens = (int32_t)a.n_new;
@@ -304,10 +306,12 @@ int snug_cmd_generate(int argc, char **argv)
     rc = 0;
 done:
     if (rc && !printed) cli_fail_once(comm, &err); /* a failure all ranks agreed on */
+    if (stranded || (comm && snug_comm_broken(comm)))
+        return cli_tp_end(comm, rc, true); /* the run ends here; MPI may still use the buffers */
     snug_generator_free(g);
     snug_tok_encoder_free(enc);
     snug_tokenizer_free(tok);
     snug_weights_free(w);
     snug_checkpoint_close(ck);
-    return cli_tp_end(comm, rc, 3.0);
+    return cli_tp_end(comm, rc, false);
 }

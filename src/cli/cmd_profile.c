@@ -82,8 +82,10 @@ static int load_shards(const char *dir, const snug_planner_opts *o, snug_comm *c
     snug_load_opts lo = {.tp = tp, .rank = rank, .dtype = o->weight_dtype,
                          .staging_bytes = o->staging_bytes,
                          .n_threads = o->n_threads ? o->n_threads : tp > 1 ? snug_comm_default_threads() : 0};
-    if (st == SNUG_OK) st = snug_weights_load(ck, &lo, &w, &ls, &err);
-    st = snug_dist_agree(comm, st, &err);
+    if (st == SNUG_OK) {
+        st = snug_weights_load(ck, &lo, &w, &ls, &err);
+        st = snug_dist_agree(comm, st, &err);
+    }
     uint64_t ck_bytes = 0;
     for (int32_t i = 0; st == SNUG_OK && i < ck->n_files; i++) ck_bytes += ck->files[i]->file_size;
     /* per rank: weights held, predicted, load peak, hwm growth, bytes read, seconds (as bits) */
@@ -177,7 +179,7 @@ int snug_cmd_profile(int argc, char **argv)
     if (!dir) dir = "models/stories260K";
     snug_comm *comm = NULL;
     if (cli_tp_open(&tp, &comm, &err) != SNUG_OK) return cli_fail_once(NULL, &err);
-    if (load_only) return cli_tp_end(comm, load_shards(dir, &o, comm, as_json), 0);
+    if (load_only) return cli_tp_end(comm, load_shards(dir, &o, comm, as_json), false);
     o.comm = comm;
     bool lead = cli_rank(comm) == 0;
     if (timeline && lead && snug_mem_trace_start((size_t)timeline_events, &err) != SNUG_OK) {
@@ -205,5 +207,5 @@ int snug_cmd_profile(int argc, char **argv)
     }
     snug_planner_close(p);
     snug_mem_trace_stop();
-    return cli_tp_end(comm, rc, 0);
+    return cli_tp_end(comm, rc, false);
 }

@@ -113,23 +113,27 @@ int snug_cmd_serve(int argc, char **argv)
     if (cli_tp_open(&tp, &comm, &err) != SNUG_OK) return cli_fail_once(NULL, &err);
     eo.plan.comm = comm;
     size_t template_len = 0;
-    if (template_path) { /* read before the plan, which counts it; by every rank alike */
-        snug_status st = snug_file_read_all(template_path, 1 << 20, &template_text, &template_len, &err);
-        if (snug_dist_agree(comm, st, &err) != SNUG_OK) {
-            snug_mem_free(template_text);
-            cli_fail_once(comm, &err);
-            return cli_tp_end(comm, 1, 0);
-        }
+    snug_status tst = SNUG_OK;
+    if (template_path && cli_rank(comm) == 0) { /* read before the plan, which counts it */
+        tst = snug_file_read_all(template_path, 1 << 20, &template_text, &template_len, &err);
         so.chat_template = template_text;
     }
+    tst = snug_dist_agree(comm, tst, &err); /* the other ranks learn how rank 0 did (it alone serves) */
+    if (tst != SNUG_OK) {
+        cli_fail_once(comm, &err);
+        return cli_tp_end(comm, 1, false);
+    }
     if (cli_rank(comm) > 0) { /* a follower: its shard of every step until rank 0 stops */
-        int rc = 0;
-        if (snug_engine_follow(dir, &eo, &err) != SNUG_OK) {
-            rc = 1;
-            if (comm && snug_comm_broken(comm)) fprintf(stderr, "snug: rank %d: %s\n", cli_rank(comm), err.msg);
-        }
-        snug_mem_free(template_text);
-        return cli_tp_end(comm, rc, 3.0);
+        sigset_t stop; /* a signal mpirun passes on is rank 0's to act on: it drains, then stops us */
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &stop, NULL);
+        bool planned = false;
+        if (snug_engine_follow(dir, &eo, &planned, &err) == SNUG_OK) return cli_tp_end(comm, 0, false);
+        if (!planned) return cli_tp_end(comm, 1, false); /* rank 0 says why */
+        fprintf(stderr, "snug: rank %d: %s\n", cli_rank(comm), err.msg);
+        return cli_tp_end(comm, 1, true);
     }
     /* the server's share of the plan: what its connections hold outside the
      * allocator, and what its requests may allocate */
@@ -149,7 +153,7 @@ int snug_cmd_serve(int argc, char **argv)
     if (snug_engine_open(dir, &eo, &e, &err) != SNUG_OK) {
         snug_mem_free(template_text);
         cli_fail(&err);
-        return cli_tp_end(comm, 1, 0);
+        return cli_tp_end(comm, 1, false);
     }
     snug_plan_report_print(stdout, snug_engine_plan(e));
     int rc = 0;
@@ -180,10 +184,10 @@ int snug_cmd_serve(int argc, char **argv)
             }
         }
     }
-    bool failed = snug_engine_failed(e);
+    /* a failed step may have left other ranks inside it: they cannot be
+     * stopped, only ended (and MPI may still use the engine's buffers) */
+    if (snug_engine_failed(e) && comm && snug_comm_size(comm) > 1) return cli_tp_end(comm, rc, true);
     snug_engine_close(e);
     snug_mem_free(template_text);
-    /* a failed step may have left other ranks inside it: they cannot be stopped, only ended */
-    if (failed && comm && snug_comm_size(comm) > 1) snug_comm_abort(1);
-    return cli_tp_end(comm, rc, 0);
+    return cli_tp_end(comm, rc, false);
 }

@@ -5,6 +5,8 @@
 #include "base/device.h"
 #include "dist/comm.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +67,16 @@ static void set_process_limits(void)
 int main(int argc, char **argv)
 {
     snug_error err = {0};
-    if (snug_comm_start(&argc, &argv, &err) != SNUG_OK) { /* MPI's start-up is in every baseline */
+    /* MPI's own threads start with SIGINT and SIGTERM blocked, so that those
+     * reach this thread (snug serve drains on them) */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    snug_status st = snug_comm_start(&argc, &argv, &err); /* MPI's start-up is in every baseline */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (st != SNUG_OK) {
         fprintf(stderr, "snug: %s\n", err.msg);
         return 1;
     }

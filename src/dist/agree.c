@@ -21,7 +21,7 @@ snug_status snug_dist_agree(snug_comm *c, snug_status st, snug_error *err)
                                               "the start-up agreement", err);
     if (cst != SNUG_OK) return cst;
     if (first == size) return SNUG_OK;
-    struct { int32_t status; char msg[SNUG_ERROR_MSG_BYTES]; } wire = {own.status ? own.status : st, ""};
+    struct { int32_t status; char msg[SNUG_ERROR_MSG_BYTES]; } wire = {st, ""};
     snprintf(wire.msg, sizeof wire.msg, "%s", own.msg[0] ? own.msg : snug_status_str(st));
     cst = snug_comm_bcast(c, &wire, sizeof wire, (int32_t)first, SNUG_WAIT_START,
                           "the start-up agreement's message", err);

@@ -18,7 +18,8 @@
  * rank's message prefixed "rank K of N: " (the same text on every rank), or
  * SNUG_OK when none did. With c NULL or one rank: returns st. Waits without
  * a limit (start-up). A failure of the communicator itself is returned as
- * it is. */
+ * it is. Call it with a status no agreement has seen yet (a status already
+ * agreed is every rank's: pass it on, do not agree it again). */
 snug_status snug_dist_agree(snug_comm *c, snug_status st, snug_error *err);
 
 /* 64-bit FNV-1a of n bytes, continuing from h (start from
@@ -33,9 +34,10 @@ snug_status snug_checkpoint_hashes(const snug_checkpoint *ck, uint64_t *config,
                                    uint64_t *headers, snug_error *err);
 
 /* Checks that every rank has the same version (SNUG_VERSION), config.json
- * and checkpoint headers as rank 0 (ck may be NULL on a rank whose open
- * failed: call snug_dist_agree first). All ranks return the same status:
- * SNUG_INVALID naming the first rank that differs and in what, or SNUG_OK. */
+ * and checkpoint headers as rank 0. Every rank must have opened ck (agree
+ * on the opens first). All ranks return the same status: SNUG_INVALID
+ * naming the first rank that differs and in what, a rank's SNUG_IO when it
+ * could not read its files, or SNUG_OK. */
 snug_status snug_dist_check_model(snug_comm *c, const snug_checkpoint *ck, snug_error *err);
 
 #endif /* SNUG_AGREE_H */

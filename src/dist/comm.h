@@ -12,9 +12,11 @@
  *   SNUG_WAIT_IDLE    for the next step: polled with sleeps, no limit
  *   SNUG_WAIT_START   start-up agreement: as IDLE (loading takes minutes)
  * so that a waiting rank does not take the cores the others compute on.
- * MPI's own memory (its buffers, its shared-memory segments) is outside
- * the allocator: made at start it is in the plan's baseline, made during
- * the profile step it is in U.
+ * MPI's own memory (its buffers, its shared-memory segments, and what its
+ * non-blocking collectives allocate per call: a schedule, and for an
+ * in-place all-reduce a buffer of the message's size) is outside the
+ * allocator: made at start it is in the plan's baseline; the profile step
+ * runs the largest step's collectives, so their peak is in U.
  */
 #ifndef SNUG_COMM_H
 #define SNUG_COMM_H
@@ -63,7 +65,9 @@ typedef struct snug_comm snug_comm;
 /* Opens the communicator of tp ranks over the world, whose size must be tp
  * (the message says how to launch tp processes, or that tp 1 needs none).
  * step_timeout_s (> 0) bounds every SNUG_WAIT_STEP wait. *out is the
- * caller's (snug_comm_close). Fails with SNUG_INVALID or SNUG_NOMEM. */
+ * caller's (snug_comm_close). Fails with SNUG_INVALID (tp or the timeout),
+ * SNUG_UNSUPPORTED (tp > 1 in a build without MPI), SNUG_NOMEM, or SNUG_IO
+ * (MPI could not make the communicator). */
 snug_status snug_comm_open(int32_t tp, double step_timeout_s, snug_comm **out, snug_error *err);
 
 /* Frees the communicator; NULL is ignored. */
@@ -95,10 +99,26 @@ snug_status snug_comm_allreduce_i64(snug_comm *c, int64_t *v, int32_t n, snug_re
                                     snug_wait w, const char *what, snug_error *err);
 
 /* Gathers bytes from every rank's send into rank root's recv, rank k's at
- * recv + k * bytes (recv is only read on root, which must hold size *
- * bytes). */
+ * recv + k * bytes (recv is only written on root, which must hold size *
+ * bytes; elsewhere it may be NULL). */
 snug_status snug_comm_gather(snug_comm *c, const void *send, size_t bytes, void *recv,
                              int32_t root, snug_wait w, const char *what, snug_error *err);
+
+/* Makes what snug_comm_gather_rows needs for up to max_rows rows of
+ * row_floats floats (MPI datatypes, made once: MPI's memory, before the
+ * plan's profile step). Again replaces what an earlier call made. Fails
+ * with SNUG_IO or SNUG_NOMEM. */
+snug_status snug_comm_rows_prepare(snug_comm *c, int32_t max_rows, int32_t row_floats,
+                                   snug_error *err);
+
+/* Gathers every rank's n_rows rows of row_floats floats (as prepared) into
+ * whole rows on rank root, with no copy in between: rank k's row r lands at
+ * recv + (r * size + k) * row_floats, so that row r of recv holds every
+ * rank's slice in rank order (recv: n_rows * size * row_floats floats, only
+ * written on root). Fails as the other collectives do, or with SNUG_INVALID
+ * for more rows than prepared. */
+snug_status snug_comm_gather_rows(snug_comm *c, const float *send, int32_t n_rows, float *recv,
+                                  int32_t root, snug_wait w, const char *what, snug_error *err);
 
 /* As snug_comm_gather, onto every rank. */
 snug_status snug_comm_allgather(snug_comm *c, const void *send, size_t bytes, void *recv,

@@ -24,6 +24,9 @@ struct snug_comm {
     double step_timeout;
     bool broken;
     snug_error last;           /* the hook's last failure */
+    MPI_Datatype *row_types;   /* [max_rows] n rows of row_floats, rank to rank row_floats
+                                * apart in the whole rows (snug_comm_rows_prepare) */
+    int32_t max_rows, row_floats;
     int64_t allreduce_calls;
     double allreduce_seconds;
 };
@@ -62,9 +65,11 @@ snug_status snug_comm_start(int *argc, char ***argv, snug_error *err)
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return snug_errorf(err, SNUG_IO, "tensor parallel: MPI_Init_thread failed");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (provided < MPI_THREAD_SERIALIZED)
+    if (provided < MPI_THREAD_SERIALIZED) {
+        MPI_Finalize();
         return snug_errorf(err, SNUG_UNSUPPORTED, "tensor parallel: this MPI offers thread level "
                            "%d, snug needs MPI_THREAD_SERIALIZED", provided);
+    }
     return SNUG_OK;
 }
 
@@ -142,9 +147,19 @@ snug_status snug_comm_open(int32_t tp, double step_timeout_s, snug_comm **out, s
     return SNUG_OK;
 }
 
+static void free_row_types(snug_comm *c)
+{
+    for (int32_t i = 0; c->row_types && i < c->max_rows; i++)
+        if (c->row_types[i] != MPI_DATATYPE_NULL) MPI_Type_free(&c->row_types[i]);
+    snug_mem_free(c->row_types);
+    c->row_types = NULL;
+    c->max_rows = 0;
+}
+
 void snug_comm_close(snug_comm *c)
 {
     if (!c) return;
+    free_row_types(c);
     if (c->comm != MPI_COMM_NULL && !c->broken) MPI_Comm_free(&c->comm);
     snug_mem_free(c);
 }
@@ -279,6 +294,53 @@ bool snug_comm_allreduce_hook(float *buf, int64_t n, void *comm)
 }
 
 const char *snug_comm_last_error(const snug_comm *c) { return c->last.msg; }
+
+snug_status snug_comm_rows_prepare(snug_comm *c, int32_t max_rows, int32_t row_floats,
+                                   snug_error *err)
+{
+    if (!c || c->size == 1) return SNUG_OK;
+    free_row_types(c);
+    if (max_rows < 1 || row_floats < 1 || (int64_t)row_floats * c->size > INT32_MAX)
+        return snug_errorf(err, SNUG_INVALID, "tensor parallel: rows of %d floats, %d of them",
+                           row_floats, max_rows);
+    c->row_types = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_rows * sizeof(MPI_Datatype), err);
+    if (!c->row_types) return snug_error_prefix(err, SNUG_NOMEM, "tensor parallel: ");
+    c->max_rows = max_rows, c->row_floats = row_floats;
+    for (int32_t i = 0; i < max_rows; i++) c->row_types[i] = MPI_DATATYPE_NULL;
+    for (int32_t i = 0; i < max_rows; i++) {
+        /* i + 1 rows, whole rows apart, its extent one slice: rank k's lands k slices in */
+        MPI_Datatype rows;
+        CHECK_MPI(c, MPI_Type_vector(i + 1, row_floats, row_floats * c->size, MPI_FLOAT, &rows),
+                  "the logits' row type", err);
+        int rc = MPI_Type_create_resized(rows, 0, (MPI_Aint)row_floats * (MPI_Aint)sizeof(float),
+                                         &c->row_types[i]);
+        MPI_Type_free(&rows);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&c->row_types[i]);
+        if (rc != MPI_SUCCESS)
+            return mpi_failed(c, rc, "MPI_Type_create_resized", "the logits' row type", __LINE__, err);
+    }
+    return SNUG_OK;
+}
+
+snug_status snug_comm_gather_rows(snug_comm *c, const float *send, int32_t n_rows, float *recv,
+                                  int32_t root, snug_wait w, const char *what, snug_error *err)
+{
+    if (!c || c->size == 1) {
+        if (n_rows > 0 && c && c->row_floats > 0)
+            memmove(recv, send, (size_t)n_rows * (size_t)c->row_floats * sizeof(float));
+        return SNUG_OK;
+    }
+    snug_status st = usable(c, what, err);
+    if (st != SNUG_OK) return st;
+    if (n_rows < 0 || n_rows > c->max_rows)
+        return snug_errorf(err, SNUG_INVALID, "tensor parallel: %s: %d rows (prepared for %d)",
+                           what, n_rows, c->max_rows);
+    if (n_rows == 0) return SNUG_OK;
+    MPI_Request rq;
+    CHECK_MPI(c, MPI_Igather(send, n_rows * c->row_floats, MPI_FLOAT, recv, 1,
+                             c->row_types[n_rows - 1], root, c->comm, &rq), what, err);
+    return wait_for(c, &rq, w, what, err);
+}
 
 #else
 typedef int snug_comm_mpi_not_built; /* a translation unit is never empty */

@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-enum { STEP_HDR = 8, KIND_STEP = 1, KIND_STOP = 2, CHECK_WORD = 0x736e7567 /* "snug" */ };
+enum { STEP_HDR = 8, KIND_STEP = 1, KIND_STOP = 2, KIND_ERROR = 3, CHECK_WORD = 0x736e7567 /* "snug" */ };
 
 struct snug_stepper {
     snug_comm *comm;          /* NULL: one process */
@@ -25,13 +25,13 @@ struct snug_stepper {
     void *block;              /* the buffers below, one block of category activations */
     int32_t *msg;             /* [STEP_HDR + n_tokens_max + 4 n_seqs_max + n_seqs_max max_blocks] */
     snug_step_seq *seqs;      /* [n_seqs_max] a follower's view of the message */
-    float *gathered;          /* [tp][n_logits_max][vocab_rows], the leader's */
-    float *rows;              /* [n_logits_max][tp * vocab_rows], the leader's */
+    float *rows;              /* [n_logits_max][tp * vocab_rows], the leader's: every rank's
+                               * slice gathered straight into place */
 };
 
-/* The three buffers' counts, rounded to 64 bytes each. */
+/* The buffers' bytes, rounded to 64 bytes each. */
 typedef struct stepper_sizes {
-    size_t msg, seqs, gathered, rows, total;
+    size_t msg, seqs, rows, total;
 } stepper_sizes;
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -46,18 +46,20 @@ static bool sizes_of(const snug_model_dims *d, const snug_step_shape *shape,
     double ids = (double)STEP_HDR + shape->n_tokens_max + 4.0 * shape->n_seqs_max +
                  (double)shape->n_seqs_max * max_blocks_per_seq;
     double floats = (double)d->tp * (double)n_logits * (double)d->vocab_rows;
-    if (ids * 4 > (double)INT32_MAX || floats * 4 > 1e15) return false;
+    /* MPI counts are ints: the message's bytes, a rank's slice of the logits in floats */
+    if (ids * 4 > (double)INT32_MAX || (double)n_logits * d->vocab_rows > (double)INT32_MAX ||
+        floats * 4 > 1e15)
+        return false;
     z->msg = round64((size_t)ids * sizeof(int32_t));
     z->seqs = round64((size_t)shape->n_seqs_max * sizeof(snug_step_seq));
-    if (d->rank == 0) z->gathered = z->rows = round64((size_t)floats * sizeof(float));
-    z->total = z->msg + z->seqs + z->gathered + z->rows;
+    if (d->rank == 0) z->rows = round64((size_t)floats * sizeof(float));
+    z->total = z->msg + z->seqs + z->rows;
     return true;
 }
 
-size_t snug_stepper_bytes(const snug_model_dims *dims, int32_t vocab, const snug_step_shape *shape,
+size_t snug_stepper_bytes(const snug_model_dims *dims, const snug_step_shape *shape,
                           int32_t max_blocks_per_seq)
 {
-    (void)vocab;
     stepper_sizes z;
     if (!sizes_of(dims, shape, max_blocks_per_seq, &z)) return 0;
     size_t n = snug_mem_held_bytes(sizeof(snug_stepper));
@@ -77,9 +79,13 @@ snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_co
                            "communicator rank %d of %d", d->rank, d->tp, rank, tp);
     stepper_sizes z;
     if (!sizes_of(d, shape, max_blocks_per_seq, &z))
-        return snug_errorf(err, SNUG_INVALID, "stepper: a step of %d tokens over %d sequences "
-                           "with tables of %d blocks is too large", shape->n_tokens_max,
-                           shape->n_seqs_max, max_blocks_per_seq);
+        return snug_errorf(err, SNUG_INVALID, "tensor parallel: a step of %d tokens over %d "
+                           "sequences (%d rows of %d logits per rank), with block tables of %d "
+                           "blocks, is more than one message can carry: lower --max-num-seqs, "
+                           "--max-num-batched-tokens or --max-model-len", shape->n_tokens_max,
+                           shape->n_seqs_max, shape->n_logits_max > 0 ? shape->n_logits_max
+                                                                      : shape->n_seqs_max,
+                           d->vocab_rows, max_blocks_per_seq);
     snug_stepper *s = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *s, err);
     if (!s) return snug_error_prefix(err, SNUG_NOMEM, "stepper: ");
     *s = (snug_stepper){.comm = tp > 1 ? c : NULL, .model = m, .tp = tp, .rank = rank,
@@ -96,8 +102,12 @@ snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_co
         s->block = b;
         s->msg = (int32_t *)b;
         s->seqs = (snug_step_seq *)(b + z.msg);
-        s->gathered = z.gathered ? (float *)(b + z.msg + z.seqs) : NULL;
-        s->rows = z.rows ? (float *)(b + z.msg + z.seqs + z.gathered) : NULL;
+        s->rows = z.rows ? (float *)(b + z.msg + z.seqs) : NULL;
+        snug_status st = snug_comm_rows_prepare(c, s->n_logits_max, s->vocab_rows, err);
+        if (st != SNUG_OK) {
+            snug_stepper_free(s);
+            return st;
+        }
     }
     *out = s;
     return SNUG_OK;
@@ -124,6 +134,16 @@ static snug_status forward(snug_stepper *s, snug_kvcache *kv, const snug_step *s
     if (st == SNUG_INTERNAL && s->comm && snug_comm_last_error(s->comm)[0])
         st = snug_errorf(err, SNUG_IO, "%s", snug_comm_last_error(s->comm));
     return st;
+}
+
+/* The leader's header without a step: stop, or an error. */
+static snug_status send_kind(snug_stepper *s, int32_t kind, snug_error *err)
+{
+    int32_t *h = s->msg;
+    memset(h, 0, STEP_HDR * sizeof(int32_t));
+    h[0] = kind, h[4] = CHECK_WORD;
+    return snug_comm_bcast(s->comm, h, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
+                           kind == KIND_STOP ? "the stop message" : "the failed step's message", err);
 }
 
 /* Packs step into the message (the leader). */
@@ -187,6 +207,9 @@ static snug_status receive_header(snug_stepper *s, snug_error *err)
                                      SNUG_WAIT_IDLE, "the next step's header", err);
     if (st != SNUG_OK) return st;
     const int32_t *h = s->msg;
+    if (h[0] == KIND_ERROR && h[4] == CHECK_WORD)
+        return snug_errorf(err, SNUG_INTERNAL, "stepper: rank 0 could not send its step (its "
+                           "message says why)");
     if (h[4] != CHECK_WORD || (h[0] != KIND_STEP && h[0] != KIND_STOP) || h[1] < 0 ||
         h[1] > s->n_tokens_max || h[2] < 0 || h[2] > s->n_seqs_max || h[3] < 0 ||
         (int64_t)h[3] > (int64_t)s->n_seqs_max * s->max_blocks)
@@ -194,18 +217,6 @@ static snug_status receive_header(snug_stepper *s, snug_error *err)
                            "(kind %d, %d tokens, %d sequences, %d block ids)", s->rank, h[0],
                            h[1], h[2], h[3]);
     return SNUG_OK;
-}
-
-/* The leader's layout of the gathered slices: row r of rank k's slice
- * goes to row r at k * vocab_rows, so each row holds the vocabulary in
- * order (only the last ranks' slices have padding, at the end). */
-static void lay_out(snug_stepper *s, int32_t n_rows)
-{
-    size_t vr = (size_t)s->vocab_rows, stride = (size_t)s->tp * vr;
-    for (int32_t k = 0; k < s->tp; k++)
-        for (int32_t r = 0; r < n_rows; r++)
-            memcpy(s->rows + (size_t)r * stride + (size_t)k * vr,
-                   s->gathered + ((size_t)k * (size_t)n_rows + (size_t)r) * vr, vr * sizeof(float));
 }
 
 /* A follower's step once its header is in: the payload, the forward pass,
@@ -221,8 +232,8 @@ static snug_status follow_step(snug_stepper *s, snug_kvcache *kv, snug_error *er
     int32_t n_rows = 0;
     if (st == SNUG_OK) st = forward(s, kv, &step, &rows, &n_rows, err);
     if (st == SNUG_OK)
-        st = snug_comm_gather(s->comm, rows, (size_t)n_rows * (size_t)s->vocab_rows * sizeof(float),
-                              NULL, 0, SNUG_WAIT_STEP, "the gather of the logits", err);
+        st = snug_comm_gather_rows(s->comm, rows, n_rows, NULL, 0, SNUG_WAIT_STEP,
+                                   "the gather of the logits", err);
     return st;
 }
 
@@ -248,19 +259,21 @@ snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step 
         return st;
     }
     st = pack(s, step, err);
-    if (st == SNUG_OK)
-        st = snug_comm_bcast(s->comm, s->msg, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
-                             "the step's header", err);
+    if (st != SNUG_OK) { /* the followers wait for a header: they get one that says so */
+        send_kind(s, KIND_ERROR, NULL);
+        return st;
+    }
+    st = snug_comm_bcast(s->comm, s->msg, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
+                         "the step's header", err);
     if (st == SNUG_OK)
         st = snug_comm_bcast(s->comm, s->msg + STEP_HDR,
                              (size_t)payload_ints(s->msg) * sizeof(int32_t), 0, SNUG_WAIT_STEP,
                              "the step's plan", err);
     if (st == SNUG_OK) st = forward(s, kv, step, &rows, &n_rows, err);
     if (st == SNUG_OK)
-        st = snug_comm_gather(s->comm, rows, (size_t)n_rows * (size_t)s->vocab_rows * sizeof(float),
-                              s->gathered, 0, SNUG_WAIT_STEP, "the gather of the logits", err);
+        st = snug_comm_gather_rows(s->comm, rows, n_rows, s->rows, 0, SNUG_WAIT_STEP,
+                                   "the gather of the logits", err);
     if (st != SNUG_OK) return st;
-    lay_out(s, n_rows);
     *out = (snug_logits){s->rows, n_rows, s->tp * s->vocab_rows, s->vocab};
     return SNUG_OK;
 }
@@ -281,9 +294,5 @@ snug_status snug_stepper_follow(snug_stepper *s, snug_kvcache *kv, snug_error *e
 snug_status snug_stepper_stop(snug_stepper *s, snug_error *err)
 {
     if (!s->comm || s->rank != 0 || snug_comm_broken(s->comm)) return SNUG_OK;
-    int32_t *h = s->msg;
-    memset(h, 0, STEP_HDR * sizeof(int32_t));
-    h[0] = KIND_STOP, h[4] = CHECK_WORD;
-    return snug_comm_bcast(s->comm, h, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
-                           "the stop message", err);
+    return send_kind(s, KIND_STOP, err);
 }

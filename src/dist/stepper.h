@@ -4,14 +4,15 @@
  * Rank 0 (the leader) decides every step: snug_stepper_run sends the
  * step's plan (token ids, each sequence's positions, block table and
  * logits mode) to the other ranks, runs its own part of the forward pass
- * (the model all-reduces after o_proj and down_proj through the
- * communicator), then gathers every rank's slice of the vocabulary-parallel
- * logits and lays them out as whole rows. The other ranks (followers)
- * either run the same sequence of snug_stepper_run calls (the profile
+ * (the model all-reduces the embedding's rows and the outputs of o_proj
+ * and down_proj through the communicator), then gathers every rank's
+ * slice of the vocabulary-parallel logits straight into whole rows (each
+ * row every rank's slice in rank order: the vocabulary, then the last
+ * ranks' padding). The other ranks (followers) either run the same sequence of snug_stepper_run calls (the profile
  * step, where every rank builds the same steps: theirs are ignored and the
  * leader's run) or loop in snug_stepper_follow until the leader says stop.
  *
- * Every buffer (the step's message, the gathered slices, the whole rows)
+ * Every buffer (the step's message, the leader's whole rows of logits)
  * is one block of category activations made with the stepper and sized
  * by the pure snug_stepper_bytes for the model's largest step: a step
  * allocates nothing. With one rank the stepper is the model's forward pass
@@ -38,11 +39,12 @@ typedef struct snug_logits {
 
 typedef struct snug_stepper snug_stepper;
 
-/* The bytes snug_stepper_create allocates for a model of these dims at rank
- * `rank` of tp (vocab: the whole vocabulary), steps up to shape and block
- * tables of up to max_blocks_per_seq blocks: what snug_mem reports. 0 when
- * a size overflows. Pure. */
-size_t snug_stepper_bytes(const snug_model_dims *dims, int32_t vocab, const snug_step_shape *shape,
+/* The bytes snug_stepper_create allocates for a model of these dims (its
+ * rank of tp), steps up to shape and block tables of up to
+ * max_blocks_per_seq blocks: what snug_mem reports (a bound for the small
+ * block of one rank). 0 when a size overflows or a count is more than MPI
+ * can carry. Pure. */
+size_t snug_stepper_bytes(const snug_model_dims *dims, const snug_step_shape *shape,
                           int32_t max_blocks_per_seq);
 
 /* Makes the stepper of model m (borrowed, made with cfg and, for tp > 1,

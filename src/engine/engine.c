@@ -8,6 +8,8 @@
  */
 #include "engine.h"
 
+#include "dist/agree.h"
+
 #include "base/device.h"
 
 #include <math.h>
@@ -409,8 +411,12 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
     int32_t q_cap = opts->max_queue > 0 ? opts->max_queue : SNUG_MAX_QUEUE_DEFAULT;
     int32_t max_seqs = opts->plan.max_num_seqs > 0 ? opts->plan.max_num_seqs : SNUG_MAX_NUM_SEQS_DEFAULT;
     /* made before the plan, so that the plan counts it in S */
+    bool planning = false; /* the plan's thread runs: with several ranks, the ranks agree there */
     snug_engine *e = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *e, err);
-    if (!e) return snug_error_prefix(err, SNUG_NOMEM, "engine: ");
+    if (!e) { /* the other ranks wait at the plan's first agreement: they learn of it there */
+        st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
+        return snug_dist_agree(opts->plan.comm, st, err);
+    }
     e->queue = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)q_cap * sizeof *e->queue, err);
     e->ring_pos = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->ring_pos, err);
     if (!e->queue || !e->ring_pos) {
@@ -430,6 +436,7 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
         st = snug_errorf(err, SNUG_INTERNAL, "engine: cannot start the step loop's thread");
         goto fail;
     }
+    planning = true;
     pthread_mutex_lock(&e->mu);
     while (!e->open_done) pthread_cond_wait(&e->out, &e->mu);
     st = e->open_status;
@@ -439,17 +446,21 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
     *out = e;
     return SNUG_OK;
 fail:
+    if (!planning) st = snug_dist_agree(opts->plan.comm, st, err);
     snug_engine_close(e);
     return st;
 }
 
-snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, snug_error *err)
+snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, bool *planned,
+                               snug_error *err)
 {
     snug_planned *p = NULL;
+    *planned = false;
     snug_status st = snug_planner_open(dir, &opts->plan, &p, err);
     if (st != SNUG_OK) return st;
+    *planned = true;
     st = snug_stepper_follow(p->stepper, &p->kv, err);
-    snug_planner_close(p);
+    if (st == SNUG_OK) snug_planner_close(p);
     return st;
 }
 

@@ -114,10 +114,13 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
 /* Runs a follower rank of a tensor-parallel engine (opts->plan.comm over
  * several ranks, this one not rank 0): plans on this thread together with
  * the other ranks (rank 0 in snug_engine_open), then runs the steps rank 0
- * sends until its engine closes (SNUG_OK). Fails as snug_planner_open does
- * (the same failure as rank 0's), or with a step's failure (a rank died or
- * hangs: snug_comm_broken then says that the ranks can only be ended). */
-snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, snug_error *err);
+ * sends until its engine closes (SNUG_OK). *planned says whether the plan
+ * was made. Fails as snug_planner_open does (the same failure as rank 0's;
+ * *planned false, nothing held), or with a step's failure (*planned true):
+ * then the ranks cannot finish together and nothing is freed (MPI may
+ * still use the buffers): the caller ends the run (snug_comm_abort). */
+snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, bool *planned,
+                               snug_error *err);
 
 /* True once the step loop stopped on an error (a failed step: with tensor
  * parallelism, a rank that died or hangs); the error's message. Every

@@ -147,9 +147,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     const snug_model_dims *d = snug_model_get_dims(p->model);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
     st = snug_profile_step(p->stepper, &ks, &p->serving, &r->profile, err);
-    if (comm && snug_comm_broken(comm)) goto fail; /* the ranks cannot agree any more */
-    st = snug_dist_agree(comm, st, err);
-    if (st != SNUG_OK) goto fail;
+    if (st != SNUG_OK) goto fail; /* every rank's (profile.h) */
 
     /* plan; without --max-model-len, a model length that does not fit
      * becomes the longest that does on every rank (the serving state made

@@ -44,7 +44,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
         for (int32_t b = 0; b < nb; b++) ids[b] = (int32_t)r.scratch_blocks++;
     }
     for (int32_t t = 0; t < r.n_tokens; t++)
-        serving->step_tokens[t] = (int32_t)(((int64_t)t * 7919 + 1) % d->vocab_len);
+        serving->step_tokens[t] = (int32_t)(((int64_t)t * 7919 + 1) % ss->n_vocab);
 
     /* the window: from here on, peaks are the step's */
     bool reset = snug_proc_hwm_reset(NULL) == SNUG_OK;
@@ -87,6 +87,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
     size_t hwm = 0;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, &r.allocator_peak, false);
     st = snug_proc_mem(NULL, &hwm, err);
+    st = snug_dist_agree(snug_stepper_comm(stepper), st, err);
     if (st != SNUG_OK) goto done;
     r.hwm = hwm;
     r.untracked = hwm > r.allocator_peak ? hwm - r.allocator_peak : 0;

@@ -41,7 +41,9 @@ typedef struct snug_profile_result {
  * cache (category kv_cache), freed before it returns. Fails as the forward
  * pass does, or with SNUG_NOMEM for the scratch cache; nothing is left
  * held either way. With several ranks every rank calls it at once: the
- * leader's steps run on all of them, and only the leader samples. */
+ * leader's steps run on all of them, only the leader samples, and every
+ * rank returns the same status (the first rank's failure, agreed), unless
+ * the communicator broke. */
 snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_shape,
                               snug_serving_state *serving, snug_profile_result *out,
                               snug_error *err);

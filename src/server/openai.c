@@ -484,6 +484,17 @@ static int take_outputs(openai_job *j, bool stream)
     return n;
 }
 
+/* True when the engine failed and took one of j's choices with it (one that
+ * ended without a reason of its own); choices that finished before are
+ * answered as they are. */
+static bool job_failed(openai_job *j)
+{
+    if (!snug_engine_failed(j->srv->e)) return false;
+    for (int k = 0; k < j->n_prompts * j->req.n; k++)
+        if (j->acc[k].finish == SNUG_FINISH_ABORT || j->acc[k].finish == SNUG_FINISH_NONE) return true;
+    return false;
+}
+
 static bool all_done(openai_job *j)
 {
     for (int i = 0; i < j->n_prompts; i++)
@@ -534,7 +545,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
         j->sent = 0;
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (take_outputs(j, true) > 0) continue;
-        if (all_done(j) && snug_engine_failed(j->srv->e)) { /* what was sent is all there is */
+        if (all_done(j) && job_failed(j)) { /* what was sent is all there is */
             if (j->failed_sent) return MHD_CONTENT_READER_END_WITH_ERROR;
             snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":");
             const char *why = snug_engine_error(j->srv->e);
@@ -642,7 +653,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
             for (int i = 0; i < j->n_prompts; i++) snug_engine_cancel(s->e, &j->reqs[i]);
     }
     take_outputs(j, false);
-    if (snug_engine_failed(s->e))
+    if (job_failed(j))
         return http_error(c, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));
     for (int k = 0; k < n_choices; k++)
         if (j->acc[k].text.failed || j->acc[k].lp[0].failed || j->acc[k].lp[1].failed ||

@@ -99,12 +99,6 @@ for n in 2 4; do
         fail "profile --tp $n: each rank's weights = predicted" "profile: $ranks (table $table)" \
             "inspect: $predicted" "$(tail -3 "$tmp/prof.err")"
     fi
-    blocks=$(jq -c '[.kv_blocks, ([.ranks[].kv_blocks_own] | min)]' "$tmp/prof.json" 2>/dev/null)
-    if [[ $(jq '.[0] <= .[1]' <<<"$blocks" 2>/dev/null) == true ]]; then
-        ok "profile --tp $n: the KV cache's blocks are at most the fewest any rank has room for $blocks"
-    else
-        fail "profile --tp $n: blocks = the minimum over ranks" "$blocks"
-    fi
     mpi "$n" "$snug" profile $stories --tp "$n" --load-only --json >"$tmp/load.json" 2>"$tmp/load.err"
     ratio=$(jq -s '.[-1].read_ratio' "$tmp/load.json" 2>/dev/null)
     if [[ -n $ratio && $(jq -n "$ratio <= 1.01 and $ratio > 0.9") == true ]]; then
@@ -113,6 +107,19 @@ for n in 2 4; do
         fail "profile --tp $n --load-only: read ratio <= 1.01" "$(cat "$tmp/load.json")" "$(tail -3 "$tmp/load.err")"
     fi
 done
+
+# --- the KV cache: the fewest blocks any rank has room for (rank 1 given less) ---------------
+mpirun --oversubscribe --bind-to none --mca btl self,vader \
+    -np 1 "$snug" profile $stories --tp 2 --memory 256MiB --max-model-len 512 --max-num-seqs 64 --json : \
+    -np 1 "$snug" profile $stories --tp 2 --memory 256MiB --max-model-len 512 --max-num-seqs 64 \
+    --kv-cache-memory 2MiB --json \
+    >"$tmp/mpmd.json" 2>"$tmp/mpmd.err"
+kv=$(jq -c '[.kv_blocks, .ranks[0].kv_blocks_own, .ranks[1].kv_blocks_own, .kv_limited_by]' "$tmp/mpmd.json" 2>/dev/null)
+if [[ $(jq '.[0] == .[2] and .[1] > .[2] and .[3] == "other_rank"' <<<"$kv" 2>/dev/null) == true ]]; then
+    ok "the KV cache gets the fewest blocks any rank has room for [blocks, rank 0's room, rank 1's room, limit] $kv"
+else
+    fail "the KV cache gets the fewest blocks any rank has room for" "$kv" "$(tail -3 "$tmp/mpmd.err")"
+fi
 
 # --- start-up checks: one message, everyone exits non-zero --------------------------------
 # expect_startup NAME TEXT CMD...: fails non-zero, says TEXT once
@@ -227,7 +234,8 @@ rank_pid() {
 }
 for sig in KILL STOP; do
     name="fault-$sig"
-    start_tp "$name" 2 "$big" --memory 1GiB --max-model-len 512 --step-timeout $timeout_s
+    start_tp "$name" 2 "$big" --memory 1GiB --max-model-len 512 --max-num-batched-tokens 64 \
+        --max-num-seqs 4 --step-timeout $timeout_s
     [[ -n $url ]] || continue
     curl -s -N -m 120 "$url/v1/completions" -H 'Content-Type: application/json' \
         -d '{"prompt": "Once upon a time", "max_tokens": 480, "ignore_eos": true, "stream": true}' >"$tmp/$name.sse" &
@@ -245,19 +253,27 @@ for sig in KILL STOP; do
     done
     wait "$cpid"
     chunks=$(grep -c '^data: {' "$tmp/$name.sse")
-    if ! grep -q '^data: \[DONE\]' "$tmp/$name.sse" && [[ $chunks -lt 481 ]]; then
-        why=$(grep -o '"code":"engine_failed"' "$tmp/$name.sse" | head -1)
-        ok "$name: the stream ended with an error after $chunks chunks (${why:-connection closed})"
+    # a killed rank: mpirun ends the whole run at once, so the stream is cut (no [DONE]); a
+    # stopped rank: the watchdog fails the server, which tells the stream and /health so
+    if [[ $sig == KILL ]] && ! grep -q '^data: \[DONE\]' "$tmp/$name.sse" && [[ $chunks -lt 481 ]]; then
+        ok "$name: the stream was cut after $chunks chunks (mpirun ended the run)"
+    elif [[ $sig == STOP ]] && ! grep -q '^data: \[DONE\]' "$tmp/$name.sse" &&
+        grep -q '"code":"engine_failed"' "$tmp/$name.sse"; then
+        ok "$name: the stream ended with an engine_failed error event after $chunks chunks"
     else
         fail "$name: the stream ended with an error" "$(tail -c 300 "$tmp/$name.sse")"
     fi
-    [[ -n $seen_health ]] && ok "$name: /health $seen_health (503 or gone)" || fail "$name: /health 503 or gone" "last $h"
+    if [[ $seen_health == 503 || ( $sig == KILL && -n $seen_health ) ]]; then
+        ok "$name: /health $seen_health (503, or nobody: the run is gone)"
+    else
+        fail "$name: /health 503" "last $h"
+    fi
     for ((i = 0; i < 400; i++)); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.05; done
     left=$(pgrep -f "$snug serve" | wc -l)
     took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     wait "$mpid"
     rc=$?
-    if ! kill -0 "$mpid" 2>/dev/null && [[ $left -eq 0 && $rc -ne 0 ]] && awk -v t="$took" -v l="$timeout_s" 'BEGIN { exit !(t < l + 10) }'; then
+    if ! kill -0 "$mpid" 2>/dev/null && [[ $left -eq 0 && $rc -ne 0 ]] && awk -v t="$took" -v l="$timeout_s" 'BEGIN { exit !(t < l + 15) }'; then
         ok "$name: every process exited within the step timeout ($took s, --step-timeout $timeout_s, exit $rc)"
     else
         fail "$name: every process exited" "after $took s: mpirun $(kill -0 "$mpid" 2>/dev/null && echo running || echo "exited $rc"), $left snug left" \
@@ -267,5 +283,26 @@ for sig in KILL STOP; do
     [[ $sig == STOP ]] && grep -q "rank died or hangs" "$tmp/$name.err" && ok "$name: the watchdog said so" ||
         { [[ $sig == STOP ]] && fail "$name: the watchdog's message" "$(tail -5 "$tmp/$name.err")"; }
 done
+
+# --- SIGTERM to rank 0: the stream in flight finishes, then every rank exits 0 -------------
+name=drain
+start_tp "$name" 2 "$big" --memory 1GiB --max-model-len 512 --max-num-batched-tokens 64 --max-num-seqs 4
+if [[ -n $url ]]; then
+    curl -s -N -m 120 "$url/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt": "Once upon a time", "max_tokens": 100, "ignore_eos": true, "stream": true}' >"$tmp/$name.sse" &
+    cpid=$!
+    for ((i = 0; i < 300; i++)); do [[ $(grep -c '^data: ' "$tmp/$name.sse") -ge 3 ]] && break; sleep 0.05; done
+    kill -TERM "$(rank_pid 0)"
+    wait "$cpid"
+    wait "$mpid"
+    rc=$?
+    chunks=$(grep -c '^data: {' "$tmp/$name.sse")
+    if [[ $rc -eq 0 && $chunks -eq 100 ]] && grep -q '^data: \[DONE\]' "$tmp/$name.sse"; then
+        ok "$name: SIGTERM to rank 0 drains: the stream got all 100 tokens and [DONE], every rank exited 0"
+    else
+        fail "$name: SIGTERM to rank 0 drains" "mpirun exit $rc, $chunks chunks" "$(tail -c 200 "$tmp/$name.sse")" \
+            "$(tail -3 "$tmp/$name.err")"
+    fi
+fi
 
 summary
