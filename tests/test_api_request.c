@@ -88,6 +88,7 @@ static void test_completions_every_field(void)
         " \"stop\": [\"\\n\\n\", \"END\"], \"stop_token_ids\": [3, 4], \"ignore_eos\": true,"
         " \"n\": 2, \"stream\": true, \"stream_options\": {\"include_usage\": true},"
         " \"logprobs\": 5, \"echo\": true, \"user\": \"x\", \"best_of\": 3, \"suffix\": null,"
+        " \"return_tokens_as_token_ids\": true,"
         " \"add_generation_prompt\": 7, \"messages\": 1}";
     snug_api_request r;
     if (!parses(SNUG_API_COMPLETIONS, body, &r)) return;
@@ -119,6 +120,7 @@ static void test_completions_every_field(void)
     CHECK(r.stop.ignore_eos, "ignore_eos");
     CHECK(r.n == 2 && r.stream && r.include_usage, "n, stream, include_usage");
     CHECK(r.logprobs == 5 && r.echo, "logprobs %d, echo", r.logprobs);
+    CHECK(r.tokens_as_ids, "return_tokens_as_token_ids");
     CHECK(r.add_generation_prompt, "add_generation_prompt not read on completions");
     snug_error e = {0};
     CHECK_OK(snug_stop_params_validate(&r.stop, &e), &e);
@@ -303,6 +305,7 @@ static void test_wrong_types(void)
          "expected a token id in [0, 1000)"},
         {C, "{\"prompt\": \"x\", \"ignore_eos\": \"yes\"}", "ignore_eos", "true or false"},
         {C, "{\"prompt\": \"x\", \"echo\": 0}", "echo", "true or false"},
+        {C, "{\"prompt\": \"x\", \"return_tokens_as_token_ids\": \"yes\"}", "return_tokens_as_token_ids", "true or false"},
         {C, "{\"prompt\": \"x\", \"stream_options\": true}", "stream_options", "expected an object"},
         {C, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"include_usage\": 1}}",
          "stream_options.include_usage", "true or false"},

@@ -667,6 +667,7 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
         if (st == SNUG_OK)
             st = get_bool(body, "add_generation_prompt", &r->add_generation_prompt, err);
     }
+    if (st == SNUG_OK) st = get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, err);
     r->n = (int)n;
     r->logprobs = (int)logprobs;
     r->include_usage = r->stream && json_is_true(usage);

@@ -80,6 +80,8 @@ typedef struct snug_api_request {
                                      * when logprobs is true; -1 when not asked for */
     bool echo;                      /* completions only */
     bool add_generation_prompt;     /* chat (vLLM's extension): default true */
+    bool tokens_as_ids;             /* return_tokens_as_token_ids (vLLM's extension): tokens
+                                     * in log-probabilities as "token_id:N" */
 } snug_api_request;
 
 typedef struct snug_api_error {

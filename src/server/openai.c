@@ -248,6 +248,16 @@ static size_t piece(const snug_tokenizer *tok, int32_t id, char *buf, size_t cap
     return n + snug_tok_stream_finish(&st, buf + n, cap - n);
 }
 
+/* How a token is named in log-probabilities: its text, or "token_id:N"
+ * when the request asks for ids (vLLM's return_tokens_as_token_ids: texts
+ * of different tokens may read alike). */
+static size_t token_name(const openai_job *j, const snug_tokenizer *tok, int32_t id, char *buf,
+                         size_t cap)
+{
+    if (j->req.tokens_as_ids) return (size_t)snprintf(buf, cap, "token_id:%d", id);
+    return piece(tok, id, buf, cap);
+}
+
 /* A log-probability as JSON: a probability of 0 has none, so the lowest
  * float stands in (as vLLM does). */
 static void put_lp(snug_strbuf *b, float lp)
@@ -275,14 +285,14 @@ static void add_logprobs(openai_job *j, snug_strbuf *lp, int64_t offset, const s
 {
     const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
     char t[512];
-    size_t n = piece(tok, o->token, t, sizeof t);
+    size_t n = token_name(j, tok, o->token, t, sizeof t);
     if (j->req.kind == SNUG_API_CHAT) {
         if (lp[0].len) snug_strbuf_put(&lp[0], ",", 1);
         put_chat_token(&lp[0], t, n, o->logprob);
         snug_strbuf_printf(&lp[0], ",\"top_logprobs\":[");
         for (int32_t k = 0; k < o->n_top; k++) {
             char a[512];
-            size_t na = piece(tok, o->top_ids[k], a, sizeof a);
+            size_t na = token_name(j, tok, o->top_ids[k], a, sizeof a);
             if (k) snug_strbuf_put(&lp[0], ",", 1);
             put_chat_token(&lp[0], a, na, o->top_logprobs[k]);
             snug_strbuf_put(&lp[0], "}", 1);
@@ -301,7 +311,7 @@ static void add_logprobs(openai_job *j, snug_strbuf *lp, int64_t offset, const s
     size_t n_alt[SNUG_LOGPROBS_MAX];
     int32_t shown = 0;
     for (int32_t k = 0; k < o->n_top; k++) {
-        n_alt[k] = piece(tok, o->top_ids[k], alt[k], sizeof alt[k]);
+        n_alt[k] = token_name(j, tok, o->top_ids[k], alt[k], sizeof alt[k]);
         bool seen = false; /* one key per text: two tokens may read alike */
         for (int32_t m = 0; m < k && !seen; m++)
             seen = n_alt[m] == n_alt[k] && memcmp(alt[m], alt[k], n_alt[k]) == 0;
@@ -326,11 +336,12 @@ static void add_prompt_logprobs(openai_job *j, int i, snug_strbuf *pre)
     int64_t offset = 0;
     for (int64_t p = 0; p < r->n_prompt; p++) {
         char t[512];
-        size_t n = piece(tok, r->prompt[p], t, sizeof t);
+        size_t n = piece(tok, r->prompt[p], t, sizeof t); /* the offsets count text */
+        size_t shown = j->req.tokens_as_ids ? token_name(j, tok, r->prompt[p], t, sizeof t) : n;
         for (int a = 0; a < 4; a++)
             if (p) snug_strbuf_put(&pre[a], ",", 1);
         snug_strbuf_put(&pre[0], "\"", 1);
-        snug_strbuf_json(&pre[0], t, n);
+        snug_strbuf_json(&pre[0], t, shown);
         snug_strbuf_put(&pre[0], "\"", 1);
         snug_strbuf_printf(&pre[3], "%lld", (long long)offset);
         offset += (int64_t)n;
@@ -344,7 +355,7 @@ static void add_prompt_logprobs(openai_job *j, int i, snug_strbuf *pre)
         snug_strbuf_put(&pre[2], "{", 1);
         for (int32_t k = 0; k < lp->n_top; k++) {
             char a[512];
-            size_t na = piece(tok, lp->top_ids[k], a, sizeof a);
+            size_t na = token_name(j, tok, lp->top_ids[k], a, sizeof a);
             if (k) snug_strbuf_put(&pre[2], ",", 1);
             snug_strbuf_put(&pre[2], "\"", 1);
             snug_strbuf_json(&pre[2], a, na);

@@ -4,8 +4,8 @@
 # heads (at tp 4 each rank holds one KV head, replicated on two ranks):
 #   - every logit of a script of steps (prefill chunks, two sequences, decodes) through the
 #     stepper against the whole model in one process, within 1e-4 relative (test_dist, f32);
-#   - greedy ids of `snug generate --tp N` equal to tp 1's; greedy text over HTTP from
-#     `snug serve --tp N` equal to tp 1's generate;
+#   - greedy ids of `snug generate --tp N` equal to tp 1's; greedy ids (return_tokens_as_token_ids)
+#     and text over HTTP from `snug serve --tp N` equal to tp 1's generate;
 #   - each rank's weights in `snug profile --tp N` equal to the parameter table's prediction
 #     (and to `snug inspect --tp N`), and --load-only: all ranks together read the checkpoint
 #     once;
@@ -199,6 +199,16 @@ for run in "2 $stories" "4 $gqa"; do
         ok "$name: greedy over HTTP = tp 1 generate"
     else
         fail "$name: greedy over HTTP = tp 1 generate" "generate: $(cat "$tmp/gen.txt")" "HTTP: $(head -c 400 "$tmp/body")"
+    fi
+    want_ids=$("$snug" generate "$dir" -p "$prompt" -n 30 --temperature 0 --ignore-eos --threads 1 --ids 2>/dev/null)
+    curl -s -m 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+        -d "$(jq -nc --arg p "$prompt" '{prompt: $p, max_tokens: 30, temperature: 0, ignore_eos: true,
+            logprobs: 0, echo: true, return_tokens_as_token_ids: true}')" >"$tmp/body"
+    got_ids=$(jq -r '[.choices[0].logprobs.tokens[] | ltrimstr("token_id:")] | join(" ")' "$tmp/body" 2>/dev/null)
+    if [[ -n $want_ids && $got_ids == "$want_ids" ]]; then
+        ok "$name: greedy ids over HTTP = tp 1 generate --ids"
+    else
+        fail "$name: greedy ids over HTTP = tp 1 generate --ids" "tp 1: $want_ids" "HTTP: $got_ids"
     fi
     # a batch: 8 streams at once, each the same greedy text
     for k in 1 2 3 4 5 6 7 8; do

@@ -594,6 +594,15 @@ for prompt in "Once upon a time" "Once"; do
         fail "greedy from generate's prompt ids = the text prompt's; /detokenize of generate's ids = generate's text ('$prompt')" \
             "ids: ${#idv[@]} (prompt $n_prompt + 20)" "from ids: $id_text" "text:     $text" "detokenize: $detok"
     fi
+    # the ids themselves: vLLM's return_tokens_as_token_ids names each token "token_id:N"
+    post /v1/completions "$(jq -nc --arg p "$prompt" '{prompt: $p, max_tokens: 20, temperature: 0,
+        ignore_eos: true, logprobs: 0, echo: true, return_tokens_as_token_ids: true}')"
+    http_ids=$(jq -r '[.choices[0].logprobs.tokens[] | ltrimstr("token_id:")] | join(" ")' "$tmp/body")
+    if [[ $http_ids == "$ids" ]]; then
+        ok "greedy ids over HTTP (echo, return_tokens_as_token_ids) = snug generate --ids ('$prompt')"
+    else
+        fail "greedy ids over HTTP = snug generate --ids ('$prompt')" "generate: $ids" "HTTP:     $http_ids"
+    fi
 done
 
 # --- n > 1, seeds ---
