@@ -141,8 +141,9 @@ static void rig_close(rig *r)
 
 /* The script: sequence A's prompt in chunks of CHUNK and B's alongside
  * (every row's logits), then N_DECODE steps of both decoding (fixed
- * tokens). The leader's rows go to out ([N_ROWS][vocab]). */
-static snug_status run_script(rig *r, float *out, snug_error *err)
+ * tokens). The leader's rows go to out ([N_ROWS][vocab]), or with ids not
+ * NULL (through snug_stepper_run_greedy) each row's argmax to ids. */
+static snug_status run_script(rig *r, float *out, int32_t *ids, snug_error *err)
 {
     int32_t vocab = r->ck->config.vocab_size;
     int32_t toks[LEN_A + LEN_B + 2 * N_DECODE];
@@ -170,10 +171,14 @@ static snug_status run_script(rig *r, float *out, snug_error *err)
         if (n_seqs == 0) break;
         snug_step s = {buf, n_tok, seqs, n_seqs};
         snug_logits lg;
-        st = snug_stepper_run(r->s, &r->kv, &s, &lg, err);
-        for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows && row < N_ROWS; i++, row++)
-            memcpy(out + (size_t)row * (size_t)vocab, lg.rows + (size_t)i * (size_t)lg.stride,
-                   (size_t)vocab * sizeof(float));
+        st = ids ? snug_stepper_run_greedy(r->s, &r->kv, &s, &lg, err)
+                 : snug_stepper_run(r->s, &r->kv, &s, &lg, err);
+        for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows && row < N_ROWS; i++, row++) {
+            if (ids) ids[row] = lg.argmax ? lg.argmax[i] : -1;
+            else
+                memcpy(out + (size_t)row * (size_t)vocab, lg.rows + (size_t)i * (size_t)lg.stride,
+                       (size_t)vocab * sizeof(float));
+        }
     }
     if (st == SNUG_OK && row != N_ROWS)
         st = snug_errorf(err, SNUG_INTERNAL, "the script gave %d rows of logits, expected %d", row, N_ROWS);
@@ -192,7 +197,7 @@ static void test_one_process_stepper(void)
         const snug_model_dims *d = snug_model_get_dims(r.m);
         size_t n = (size_t)N_ROWS * (size_t)r.ck->config.vocab_size;
         got = calloc(n, sizeof(float));
-        CHECK_OK(run_script(&r, got, &err), &err);
+        CHECK_OK(run_script(&r, got, NULL, &err), &err);
         float mx = 0;
         for (size_t i = 0; got && i < n; i++) mx = fmaxf(mx, fabsf(got[i]));
         CHECK(mx > 0, "the script's logits are not all 0");
@@ -202,6 +207,9 @@ static void test_one_process_stepper(void)
         CHECK(r.w->arena_bytes == r.predicted, "weights %llu, predicted %llu",
               (unsigned long long)r.w->arena_bytes, (unsigned long long)r.predicted);
         CHECK(snug_stepper_leads(r.s) && snug_stepper_comm(r.s) == NULL, "one rank leads");
+        int32_t ids[N_ROWS];
+        CHECK_OK(run_script(&r, NULL, ids, &err), &err);
+        CHECK(ids[0] == -1 && ids[N_ROWS - 1] == -1, "one rank, greedy: the rows as they are, no argmax");
         CHECK_FAILS(snug_stepper_follow(r.s, &r.kv, &err), &err, SNUG_INVALID, "follower");
         CHECK_OK(snug_stepper_stop(r.s, &err), &err);
     }
@@ -256,10 +264,12 @@ static void test_tp_logits(void)
     }
     got = calloc(n, sizeof(float));
     want = calloc(n, sizeof(float));
-    CHECK_OK(run_script(&r, got, &err), &err);
+    int32_t greedy[N_ROWS];
+    CHECK_OK(run_script(&r, got, NULL, &err), &err);
+    CHECK_OK(run_script(&r, NULL, greedy, &err), &err); /* the same steps again, greedy */
     CHECK_OK(snug_stepper_stop(r.s, &err), &err);
     CHECK_OK(rig_open(&one, NULL, &err), &err);
-    if (one.s) CHECK_OK(run_script(&one, want, &err), &err);
+    if (one.s) CHECK_OK(run_script(&one, want, NULL, &err), &err);
     double diff = 0, scale = 0;
     for (size_t i = 0; i < n; i++) {
         diff = fmax(diff, fabs((double)got[i] - (double)want[i]));
@@ -270,6 +280,18 @@ static void test_tp_logits(void)
     printf("  tp %d over %s (%d KV heads per rank): %d rows, max relative error %.3g (tolerance 1e-04)\n",
            size, g_dir, d->n_kv_heads, N_ROWS, e);
     CHECK(scale > 0 && e <= 1e-4, "tp %d: relative error %.3g", size, e);
+    /* the ranks' reduced maxima: each row's argmax, as the whole row of logits gives it */
+    int32_t vocab = r.ck->config.vocab_size, same = 0;
+    for (int32_t row = 0; row < N_ROWS; row++) {
+        const float *g = got + (size_t)row * (size_t)vocab;
+        int32_t best = 0;
+        for (int32_t j = 1; j < vocab; j++)
+            if (g[j] > g[best]) best = j;
+        same += greedy[row] == best;
+    }
+    printf("  tp %d greedy: %d of %d rows' argmax from the reduced maxima = the gathered rows'\n",
+           size, same, N_ROWS);
+    CHECK(same == N_ROWS, "tp %d: %d of %d argmax equal", size, same, N_ROWS);
 done:
     free(got);
     free(want);

@@ -120,6 +120,17 @@ snug_status snug_comm_rows_prepare(snug_comm *c, int32_t max_rows, int32_t row_f
 snug_status snug_comm_gather_rows(snug_comm *c, const float *send, int32_t n_rows, float *recv,
                                   int32_t root, snug_wait w, const char *what, snug_error *err);
 
+/* One row's most likely token, as MPI_FLOAT_INT lays it out. */
+typedef struct snug_row_max {
+    float value;
+    int32_t id;
+} snug_row_max;
+
+/* Reduces n row maxima onto root in place: the largest value of each row
+ * over the ranks, and of equal values the lowest id (MPI_MAXLOC). */
+snug_status snug_comm_argmax(snug_comm *c, snug_row_max *rows, int32_t n, int32_t root,
+                             snug_wait w, const char *what, snug_error *err);
+
 /* As snug_comm_gather, onto every rank. */
 snug_status snug_comm_allgather(snug_comm *c, const void *send, size_t bytes, void *recv,
                                 snug_wait w, const char *what, snug_error *err);

@@ -347,6 +347,18 @@ snug_status snug_comm_gather_rows(snug_comm *c, const float *send, int32_t n_row
     return wait_for(c, &rq, w, what, err);
 }
 
+
+snug_status snug_comm_argmax(snug_comm *c, snug_row_max *rows, int32_t n, int32_t root,
+                             snug_wait w, const char *what, snug_error *err)
+{
+    if (!c || c->size == 1 || n == 0) return SNUG_OK;
+    snug_status st = usable(c, what, err);
+    if (st != SNUG_OK) return st;
+    MPI_Request rq;
+    CHECK_MPI(c, MPI_Ireduce(c->rank == root ? MPI_IN_PLACE : rows, rows, n, MPI_FLOAT_INT,
+                             MPI_MAXLOC, root, c->comm, &rq), what, err);
+    return wait_for(c, &rq, w, what, err);
+}
 #else
 typedef int snug_comm_mpi_not_built; /* a translation unit is never empty */
 #endif

@@ -2,7 +2,8 @@
  * stepper.c: one step on every rank (stepper.h).
  *
  * The step's message is int32s: a header of STEP_HDR (kind, n_tokens,
- * n_seqs, block ids, a check word) sent first, then the payload: the
+ * n_seqs, block ids, a check word, whether the leader wants only each
+ * row's argmax) sent first, then the payload: the
  * tokens, four numbers per sequence (n_tokens, pos0, n_blocks, logits
  * mode), then every sequence's block ids one after the other. A follower
  * reads the sequences' tables straight from its copy of the message.
@@ -11,6 +12,7 @@
 
 #include "base/device.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { STEP_HDR = 8, KIND_STEP = 1, KIND_STOP = 2, KIND_ERROR = 3, CHECK_WORD = 0x736e7567 /* "snug" */ };
@@ -27,11 +29,14 @@ struct snug_stepper {
     snug_step_seq *seqs;      /* [n_seqs_max] a follower's view of the message */
     float *rows;              /* [n_logits_max][tp * vocab_rows], the leader's: every rank's
                                * slice gathered straight into place */
+    snug_row_max *maxima;     /* [n_logits_max] each row's largest logit and its id */
+    int32_t *argmax;          /* [n_logits_max] the leader's: the ids alone */
+    int32_t vocab_begin, vocab_len; /* this rank's real rows of the vocabulary */
 };
 
 /* The buffers' bytes, rounded to 64 bytes each. */
 typedef struct stepper_sizes {
-    size_t msg, seqs, rows, total;
+    size_t msg, seqs, maxima, argmax, rows, total;
 } stepper_sizes;
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -52,8 +57,10 @@ static bool sizes_of(const snug_model_dims *d, const snug_step_shape *shape,
         return false;
     z->msg = round64((size_t)ids * sizeof(int32_t));
     z->seqs = round64((size_t)shape->n_seqs_max * sizeof(snug_step_seq));
+    z->maxima = round64((size_t)n_logits * sizeof(snug_row_max));
+    z->argmax = round64((size_t)n_logits * sizeof(int32_t));
     if (d->rank == 0) z->rows = round64((size_t)floats * sizeof(float));
-    z->total = z->msg + z->seqs + z->rows;
+    z->total = z->msg + z->seqs + z->maxima + z->argmax + z->rows;
     return true;
 }
 
@@ -92,7 +99,8 @@ snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_co
                         .vocab = cfg->vocab_size, .vocab_rows = d->vocab_rows,
                         .n_tokens_max = shape->n_tokens_max, .n_seqs_max = shape->n_seqs_max,
                         .n_logits_max = shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max,
-                        .max_blocks = max_blocks_per_seq};
+                        .max_blocks = max_blocks_per_seq, .vocab_begin = d->vocab_begin,
+                        .vocab_len = d->vocab_len};
     if (z.total) {
         unsigned char *b = snug_mem_alloc(SNUG_MEM_ACTIVATIONS, z.total, err);
         if (!b) {
@@ -102,7 +110,9 @@ snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_co
         s->block = b;
         s->msg = (int32_t *)b;
         s->seqs = (snug_step_seq *)(b + z.msg);
-        s->rows = z.rows ? (float *)(b + z.msg + z.seqs) : NULL;
+        s->maxima = (snug_row_max *)(b + z.msg + z.seqs);
+        s->argmax = (int32_t *)(b + z.msg + z.seqs + z.maxima);
+        s->rows = z.rows ? (float *)(b + z.msg + z.seqs + z.maxima + z.argmax) : NULL;
         snug_status st = snug_comm_rows_prepare(c, s->n_logits_max, s->vocab_rows, err);
         if (st != SNUG_OK) {
             snug_stepper_free(s);
@@ -201,6 +211,35 @@ static snug_status unpack(snug_stepper *s, snug_step *step, snug_error *err)
 }
 
 /* A follower's wait for the next message's header: its kind. */
+/* This rank's slice of each row's maximum (the lowest id among equals;
+ * NaN never wins), as the sampler's greedy choice reads the whole row. */
+static void local_maxima(snug_stepper *s, const float *rows, int32_t n_rows)
+{
+    for (int32_t r = 0; r < n_rows; r++) {
+        const float *row = rows + (size_t)r * (size_t)s->vocab_rows;
+        snug_row_max m = {-INFINITY, s->vocab_begin};
+        for (int32_t j = 0; j < s->vocab_len; j++)
+            if (row[j] > m.value) m = (snug_row_max){row[j], s->vocab_begin + j};
+        s->maxima[r] = m;
+    }
+}
+
+/* Every rank's part of the logits to the leader: the whole slices
+ * (gathered into rows) or, greedy, their maxima (reduced). */
+static snug_status send_logits(snug_stepper *s, const float *rows, int32_t n_rows, bool greedy,
+                               snug_error *err)
+{
+    if (!greedy)
+        return snug_comm_gather_rows(s->comm, rows, n_rows, s->rank == 0 ? s->rows : NULL, 0,
+                                     SNUG_WAIT_STEP, "the gather of the logits", err);
+    local_maxima(s, rows, n_rows);
+    snug_status st = snug_comm_argmax(s->comm, s->maxima, n_rows, 0, SNUG_WAIT_STEP,
+                                      "the reduction of the rows' maxima", err);
+    for (int32_t r = 0; st == SNUG_OK && s->rank == 0 && r < n_rows; r++)
+        s->argmax[r] = s->maxima[r].id;
+    return st;
+}
+
 static snug_status receive_header(snug_stepper *s, snug_error *err)
 {
     snug_status st = snug_comm_bcast(s->comm, s->msg, STEP_HDR * sizeof(int32_t), 0,
@@ -212,6 +251,7 @@ static snug_status receive_header(snug_stepper *s, snug_error *err)
                            "message says why)");
     if (h[4] != CHECK_WORD || (h[0] != KIND_STEP && h[0] != KIND_STOP) || h[1] < 0 ||
         h[1] > s->n_tokens_max || h[2] < 0 || h[2] > s->n_seqs_max || h[3] < 0 ||
+        (h[5] != 0 && h[5] != 1) ||
         (int64_t)h[3] > (int64_t)s->n_seqs_max * s->max_blocks)
         return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got a header it cannot read "
                            "(kind %d, %d tokens, %d sequences, %d block ids)", s->rank, h[0],
@@ -231,22 +271,21 @@ static snug_status follow_step(snug_stepper *s, snug_kvcache *kv, snug_error *er
     const float *rows = NULL;
     int32_t n_rows = 0;
     if (st == SNUG_OK) st = forward(s, kv, &step, &rows, &n_rows, err);
-    if (st == SNUG_OK)
-        st = snug_comm_gather_rows(s->comm, rows, n_rows, NULL, 0, SNUG_WAIT_STEP,
-                                   "the gather of the logits", err);
+    if (st == SNUG_OK) st = send_logits(s, rows, n_rows, s->msg[5] != 0, err);
     return st;
 }
 
-snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
-                             snug_logits *out, snug_error *err)
+/* snug_stepper_run and _greedy. */
+static snug_status run(snug_stepper *s, snug_kvcache *kv, const snug_step *step, bool greedy,
+                       snug_logits *out, snug_error *err)
 {
-    *out = (snug_logits){NULL, 0, s->vocab_rows, s->vocab};
+    *out = (snug_logits){NULL, NULL, 0, s->vocab_rows, s->vocab};
     const float *rows = NULL;
     int32_t n_rows = 0;
     snug_status st = SNUG_OK;
     if (!s->comm) {
         st = forward(s, kv, step, &rows, &n_rows, err);
-        if (st == SNUG_OK) *out = (snug_logits){rows, n_rows, s->vocab_rows, s->vocab};
+        if (st == SNUG_OK) *out = (snug_logits){rows, NULL, n_rows, s->vocab_rows, s->vocab};
         return st;
     }
     if (s->rank != 0) {
@@ -263,6 +302,7 @@ snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step 
         send_kind(s, KIND_ERROR, NULL);
         return st;
     }
+    s->msg[5] = greedy;
     st = snug_comm_bcast(s->comm, s->msg, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
                          "the step's header", err);
     if (st == SNUG_OK)
@@ -270,12 +310,25 @@ snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step 
                              (size_t)payload_ints(s->msg) * sizeof(int32_t), 0, SNUG_WAIT_STEP,
                              "the step's plan", err);
     if (st == SNUG_OK) st = forward(s, kv, step, &rows, &n_rows, err);
-    if (st == SNUG_OK)
-        st = snug_comm_gather_rows(s->comm, rows, n_rows, s->rows, 0, SNUG_WAIT_STEP,
-                                   "the gather of the logits", err);
+    if (st == SNUG_OK) st = send_logits(s, rows, n_rows, greedy, err);
     if (st != SNUG_OK) return st;
-    *out = (snug_logits){s->rows, n_rows, s->tp * s->vocab_rows, s->vocab};
+    if (greedy)
+        *out = (snug_logits){NULL, s->argmax, n_rows, s->tp * s->vocab_rows, s->vocab};
+    else
+        *out = (snug_logits){s->rows, NULL, n_rows, s->tp * s->vocab_rows, s->vocab};
     return SNUG_OK;
+}
+
+snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
+                             snug_logits *out, snug_error *err)
+{
+    return run(s, kv, step, false, out, err);
+}
+
+snug_status snug_stepper_run_greedy(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
+                                    snug_logits *out, snug_error *err)
+{
+    return run(s, kv, step, true, out, err);
 }
 
 snug_status snug_stepper_follow(snug_stepper *s, snug_kvcache *kv, snug_error *err)

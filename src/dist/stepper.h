@@ -8,15 +8,20 @@
  * and down_proj through the communicator), then gathers every rank's
  * slice of the vocabulary-parallel logits straight into whole rows (each
  * row every rank's slice in rank order: the vocabulary, then the last
- * ranks' padding). The other ranks (followers) either run the same sequence of snug_stepper_run calls (the profile
- * step, where every rank builds the same steps: theirs are ignored and the
+ * ranks' padding). When the leader only needs each row's most likely token
+ * (greedy decoding, nothing else asked of the logits), the ranks reduce
+ * their slices' maxima instead (snug_stepper_run_greedy): a pair of
+ * numbers per row crosses, not a row of the vocabulary, and the result is
+ * the same argmax (the lowest id among equal maxima). The other ranks
+ * (followers) either run the same sequence of calls (the profile step,
+ * where every rank builds the same steps: theirs are ignored and the
  * leader's run) or loop in snug_stepper_follow until the leader says stop.
  *
- * Every buffer (the step's message, the leader's whole rows of logits)
- * is one block of category activations made with the stepper and sized
- * by the pure snug_stepper_bytes for the model's largest step: a step
- * allocates nothing. With one rank the stepper is the model's forward pass
- * and holds no buffers.
+ * Every buffer (the step's message, the leader's whole rows of logits,
+ * the rows' maxima) is one block of category activations made with the
+ * stepper and sized by the pure snug_stepper_bytes for the model's largest
+ * step: a step allocates nothing. With one rank the stepper is the model's
+ * forward pass and holds no buffers.
  */
 #ifndef SNUG_STEPPER_H
 #define SNUG_STEPPER_H
@@ -28,10 +33,13 @@
 #include "model/model.h"
 
 /* The logits of a step, on the leader: n_rows rows, stride floats apart,
- * each holding the whole vocabulary in its first n_vocab floats. Valid
- * until the next step. Followers get n_rows 0. */
+ * each holding the whole vocabulary in its first n_vocab floats; or, from
+ * snug_stepper_run_greedy over several ranks, rows NULL and argmax[n_rows]
+ * each row's most likely token. Valid until the next step. Followers get
+ * n_rows 0. */
 typedef struct snug_logits {
     const float *rows;
+    const int32_t *argmax;
     int32_t n_rows;
     int32_t stride;
     int32_t n_vocab;
@@ -73,6 +81,12 @@ snug_comm *snug_stepper_comm(const snug_stepper *s);
  * communication failure the ranks cannot go on (snug_comm_broken). */
 snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
                              snug_logits *out, snug_error *err);
+
+/* As snug_stepper_run, for a leader that only needs each row's argmax:
+ * with several ranks out->argmax holds it and out->rows is NULL; with one
+ * rank the rows are there as from snug_stepper_run (argmax NULL). */
+snug_status snug_stepper_run_greedy(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
+                                    snug_logits *out, snug_error *err);
 
 /* On a follower: runs the leader's steps until it stops them (SNUG_OK) or
  * a step fails (its status). Waits between steps without a limit. */

@@ -192,7 +192,8 @@ static double top_logprobs(const float *row, int32_t n, int32_t k, int32_t *ids,
 /* Samples the next token of the sequence in slot i from its logits, feeds
  * the stop conditions, and writes the output to its ring at pos (not yet
  * published). */
-static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab, int32_t pos)
+static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab, int32_t chosen,
+                       int32_t pos)
 {
     snug_serving_state *sv = &e->p->serving;
     snug_seq_slot *q = slot_of(e, i);
@@ -204,9 +205,10 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
         lse = top_logprobs(sv->lp_row, n_vocab, q->n_logprobs, rec->top_ids,
                            rec->top_logprobs, &rec->n_top);
     }
-    int32_t id = snug_sample(&q->sampling, &q->sampler, logits, n_vocab, q->ids,
-                             (int32_t)q->n_prompt, q->ids + q->n_prompt,
-                             (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
+    int32_t id = chosen >= 0 ? chosen /* the ranks' argmax: what greedy sampling picks */
+                 : snug_sample(&q->sampling, &q->sampler, logits, n_vocab, q->ids,
+                               (int32_t)q->n_prompt, q->ids + q->n_prompt,
+                               (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
     q->ids[q->n_ids++] = id;
     size_t n_text = 0, n_emit = 0, n_more = 0;
     if (e->p->tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
@@ -241,12 +243,32 @@ static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const snu
     }
 }
 
+/* True when every token the step samples is plain greedy (temperature 0,
+ * no penalties, bias or log-probabilities) and no item wants its prompt's
+ * rows: then each row's argmax is all the step needs of the logits. */
+static bool greedy_only(snug_engine *e, int32_t n_items)
+{
+    const snug_sched_item *items = e->p->serving.items;
+    for (int32_t k = 0; k < n_items; k++) {
+        if (items[k].all_logits) return false;
+        if (!items[k].sample) continue;
+        const snug_seq_slot *q = slot_of(e, items[k].seq);
+        const snug_sampling_params *p = &q->sampling;
+        if (p->temperature != 0.0f || p->n_logit_bias > 0 || p->repetition_penalty != 1.0f ||
+            p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f || q->n_logprobs >= 0)
+            return false;
+    }
+    return true;
+}
+
 /* Runs one planned step without the mutex: the forward pass, then a sample
  * for every item that asks for one. */
 static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_items)
 {
     snug_logits lg;
-    snug_status st = snug_stepper_run(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err);
+    snug_status st = greedy_only(e, n_items)
+                         ? snug_stepper_run_greedy(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err)
+                         : snug_stepper_run(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err);
     if (st != SNUG_OK) return st;
     const snug_sched_item *items = e->p->serving.items;
     int32_t row = 0;
@@ -256,9 +278,12 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
             prompt_logprobs(e, it, &lg, row);
             row += it->n_tokens - it->sample; /* the last row, if it samples, is taken below */
         }
-        if (it->sample)
-            sample_one(e, it->seq, (float *)lg.rows + (size_t)row++ * (size_t)lg.stride,
-                       lg.n_vocab, e->ring_pos[k]);
+        if (it->sample) {
+            float *logits = lg.rows ? (float *)lg.rows + (size_t)row * (size_t)lg.stride : NULL;
+            sample_one(e, it->seq, logits, lg.n_vocab, lg.argmax ? lg.argmax[row] : -1,
+                       e->ring_pos[k]);
+            row++;
+        }
     }
     return SNUG_OK;
 }

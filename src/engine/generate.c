@@ -100,9 +100,11 @@ int64_t snug_generator_max_len(const snug_generator *g) { return g->max_len; }
 
 snug_isa snug_generator_isa(const snug_generator *g) { return snug_model_isa(g->model); }
 
-/* Runs tokens ids[pos .. pos + n) of the sequence as one step; *logits gets
- * the last token's row when want is true. */
-static snug_status step(snug_generator *g, int64_t pos, int32_t n, bool want, float **logits, snug_error *err)
+/* Runs tokens ids[pos .. pos + n) of the sequence as one step; when want
+ * is true, *logits gets the last token's row, or with greedy over several
+ * ranks *chosen its argmax (else -1). */
+static snug_status step(snug_generator *g, int64_t pos, int32_t n, bool want, bool greedy,
+                        float **logits, int32_t *chosen, snug_error *err)
 {
     if (!snug_block_table_grow(&g->table, &g->pool, pos + n, g->kv.shape.block_size))
         return snug_errorf(err, SNUG_INTERNAL, "generate: the cache has no block for position %lld",
@@ -110,9 +112,11 @@ static snug_status step(snug_generator *g, int64_t pos, int32_t n, bool want, fl
     snug_step_seq seq = {n, (int32_t)pos, g->table.ids, g->table.n, want ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE};
     snug_step s = {g->ids + pos, n, &seq, 1};
     snug_logits lg;
-    snug_status st = snug_stepper_run(g->stepper, &g->kv, &s, &lg, err);
+    snug_status st = greedy ? snug_stepper_run_greedy(g->stepper, &g->kv, &s, &lg, err)
+                            : snug_stepper_run(g->stepper, &g->kv, &s, &lg, err);
     /* The arena's logits row is the sampler's to change (bias, penalties). */
     if (st == SNUG_OK) *logits = (float *)lg.rows;
+    if (st == SNUG_OK) *chosen = lg.argmax && lg.n_rows > 0 ? lg.argmax[0] : -1;
     return st;
 }
 
@@ -171,16 +175,21 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
 
     double t0 = snug_now_seconds();
     float *logits = NULL;
+    int32_t chosen = -1;
+    /* plain greedy: each row's argmax is all that is needed of the logits */
+    bool greedy = sp->temperature == 0.0f && sp->n_logit_bias == 0 && sp->repetition_penalty == 1.0f &&
+                  sp->frequency_penalty == 0.0f && sp->presence_penalty == 0.0f;
     for (int64_t pos = 0; pos < n_prompt && st == SNUG_OK; pos += g->chunk) {
         int32_t n = (int32_t)SNUG_MIN((int64_t)g->chunk, n_prompt - pos);
-        st = step(g, pos, n, pos + n == n_prompt, &logits, err);
+        st = step(g, pos, n, pos + n == n_prompt, greedy, &logits, &chosen, err);
     }
     double t1 = snug_now_seconds();
     int64_t len = n_prompt;
     snug_finish finish = SNUG_FINISH_NONE;
     while (st == SNUG_OK) {
-        int32_t id = snug_sample(sp, &rng, logits, g->cfg.vocab_size, g->ids, (int32_t)n_prompt,
-                                 g->ids + n_prompt, (int32_t)(len - n_prompt), g->sample_scratch);
+        int32_t id = chosen >= 0 ? chosen
+                     : snug_sample(sp, &rng, logits, g->cfg.vocab_size, g->ids, (int32_t)n_prompt,
+                                   g->ids + n_prompt, (int32_t)(len - n_prompt), g->sample_scratch);
         g->ids[len++] = id;
         size_t n_text = 0, n_emit = 0;
         /* Ids the model has beyond the tokenizer's vocabulary (embedding rows
@@ -196,7 +205,7 @@ snug_status snug_generate(snug_generator *g, const int32_t *prompt, int64_t n_pr
             send(on_text, ctx, g->emit, n_emit);
         }
         if (finish != SNUG_FINISH_NONE) break;
-        st = step(g, len - 1, 1, true, &logits, err);
+        st = step(g, len - 1, 1, true, greedy, &logits, &chosen, err);
     }
     if (st == SNUG_OK && g->tok && finish != SNUG_FINISH_STOP_STRING && finish != SNUG_FINISH_ABORT) {
         size_t n = snug_tok_stream_finish(&stream, g->text, g->text_cap);
