@@ -311,6 +311,8 @@ static void publish(snug_engine *e, int32_t n_items)
             snug_sched_finish(&e->sched, i); /* its blocks back now; the slot waits to be drained */
     }
     e->c.steps++;
+    snug_comm *comm = snug_stepper_comm(e->p->stepper); /* the step loop's, copied under the mutex */
+    if (comm) snug_comm_allreduce_stats(comm, &e->c.allreduce_calls, &e->c.allreduce_seconds);
 }
 
 /* Tells the owners of the step's sequences that outputs are ready. */
@@ -677,6 +679,7 @@ void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out)
     out->kv_blocks_total = e->p->pool.n_blocks;
     out->kv_blocks_used = e->p->pool.n_blocks - e->p->pool.n_free;
     out->failed = e->failed;
+    out->tp = e->p->report.tp;
     pthread_mutex_unlock(&e->mu);
 }
 

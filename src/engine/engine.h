@@ -99,6 +99,9 @@ typedef struct snug_engine_counters {
     int32_t kv_blocks_used, kv_blocks_total;
     int64_t steps;
     bool failed;                    /* the step loop stopped on an error */
+    int32_t tp;                     /* tensor-parallel ranks (1: one process) */
+    int64_t allreduce_calls;        /* rank 0's all-reduces in steps so far, and ... */
+    double allreduce_seconds;       /* ... the seconds it waited in them */
     snug_latency_histogram ttft;    /* submit to a choice's first token */
     snug_latency_histogram itl;     /* between a choice's tokens */
 } snug_engine_counters;

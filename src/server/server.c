@@ -164,6 +164,12 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);
     COUNTER("engine_steps_total", "Steps of the engine loop.", k.steps);
     COUNTER("http_requests_total", "HTTP requests answered.", atomic_load(&s->http_requests));
+    GAUGE("tensor_parallel_size", "Ranks every step runs on.", "%d", k.tp);
+    COUNTER("allreduce_total", "All-reduces rank 0 took part in.", k.allreduce_calls);
+    snug_strbuf_printf(&b, "# HELP snug_allreduce_seconds_total Seconds rank 0 spent in "
+                       "all-reduces (waiting for the other ranks included).\n# TYPE "
+                       "snug_allreduce_seconds_total counter\nsnug_allreduce_seconds_total %.6f\n",
+                       k.allreduce_seconds);
     put_histogram(&b, "time_to_first_token_seconds", "From a request's arrival to a choice's "
                   "first token.", &k.ttft);
     put_histogram(&b, "inter_token_latency_seconds", "Between a choice's tokens.", &k.itl);

@@ -223,6 +223,14 @@ for run in "2 $stories" "4 $gqa"; do
         [[ "$prompt$t" == "$(cat "$tmp/gen.txt")" ]] && same=$((same + 1))
     done
     if [[ $same -eq 8 ]]; then ok "$name: 8 streams at once, each = tp 1 generate"; else fail "$name: 8 streams" "$same of 8 equal"; fi
+    metrics=$(curl -s "$url/metrics")
+    tp_size=$(sed -n 's/^snug_tensor_parallel_size //p' <<<"$metrics")
+    ar=$(sed -n 's/^snug_allreduce_total //p' <<<"$metrics")
+    if [[ $tp_size == "$n" && ${ar:-0} -gt 0 ]]; then
+        ok "$name: /metrics: tensor_parallel_size $tp_size, $ar all-reduces"
+    else
+        fail "$name: /metrics shows tp and all-reduces" "size '$tp_size', all-reduces '$ar'"
+    fi
     health=$(curl -s -o /dev/null -w '%{http_code}' "$url/health")
     [[ $health == 200 ]] && ok "$name: /health 200" || fail "$name: /health 200" "got $health"
     grep -q '^rank 1 of' "$tmp/$name.out" && ok "$name: the report has each rank's line" ||
