@@ -104,8 +104,14 @@ static void test_staging_never_reaches_plan(void)
     CHECK(a.load.staging_bytes > 0 && b.load.staging_bytes >= a.load.staging_bytes,
           "staging %zu / %zu", a.load.staging_bytes, b.load.staging_bytes);
     snug_planner_close(q);
-    CHECK(a.activations == b.activations && a.serving_state == b.serving_state,
-          "A %zu / %zu, S %zu / %zu", a.activations, b.activations, a.serving_state, b.serving_state);
+    /* A exactly; S as the allocator counts it, usable sizes: a small block
+     * that malloc cuts from a free chunk may get up to 16 bytes more than
+     * its size class, depending on what the first plan freed (staging,
+     * megabytes here, would show far beyond that) */
+    size_t ds = a.serving_state > b.serving_state ? a.serving_state - b.serving_state
+                                                  : b.serving_state - a.serving_state;
+    CHECK(a.activations == b.activations && ds <= 64, "A %zu / %zu, S %zu / %zu",
+          a.activations, b.activations, a.serving_state, b.serving_state);
     if (!RSS_IS_MEANINGFUL) return;
     size_t du = a.sizes.untracked > b.sizes.untracked ? a.sizes.untracked - b.sizes.untracked
                                                       : b.sizes.untracked - a.sizes.untracked;

@@ -115,10 +115,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
                          .staging_bytes = o.staging_bytes, .n_threads = o.n_threads};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
-    uint64_t predicted[SNUG_TP_MAX]; /* the parameter table's, as snug inspect --tp says */
-    if (st == SNUG_OK)
-        st = snug_params_rank_bytes(&p->ck->config, r->tp, p->weights->dtype, predicted, err);
-    if (st == SNUG_OK) r->weights_predicted = predicted[r->rank];
+    if (st == SNUG_OK) r->weights_predicted = r->load.weight_bytes; /* the rank's table's sum */
     if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
         st = snug_tokenizer_load(dir, &p->tok, err);
     st = snug_dist_agree(comm, st, err);
