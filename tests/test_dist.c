@@ -174,7 +174,7 @@ static snug_status run_script(rig *r, float *out, int32_t *ids, snug_error *err)
         st = ids ? snug_stepper_run_greedy(r->s, &r->kv, &s, &lg, err)
                  : snug_stepper_run(r->s, &r->kv, &s, &lg, err);
         for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows && row < N_ROWS; i++, row++) {
-            if (ids) ids[row] = lg.argmax ? lg.argmax[i] : -1;
+            if (ids) ids[row] = lg.best ? lg.best[i].id : -1;
             else
                 memcpy(out + (size_t)row * (size_t)vocab, lg.rows + (size_t)i * (size_t)lg.stride,
                        (size_t)vocab * sizeof(float));

@@ -88,38 +88,35 @@ static int load_shards(const char *dir, const snug_planner_opts *o, snug_comm *c
     }
     uint64_t ck_bytes = 0;
     for (int32_t i = 0; st == SNUG_OK && i < ck->n_files; i++) ck_bytes += ck->files[i]->file_size;
-    /* per rank: weights held, predicted, load peak, hwm growth, bytes read, seconds (as bits) */
-    uint64_t predicted[SNUG_TP_MAX] = {0}; /* the parameter table's, as snug inspect --tp says */
-    if (st == SNUG_OK) st = snug_params_rank_bytes(&ck->config, tp, w->dtype, predicted, &err);
-    int64_t mine[6] = {(int64_t)ls.arena_bytes, (int64_t)predicted[rank],
-                       (int64_t)ls.load_peak_bytes, ls.hwm_growth_bytes, (int64_t)ls.bytes_read, 0};
-    memcpy(&mine[5], &ls.seconds, sizeof(double));
-    int64_t all[6 * SNUG_TP_MAX];
+    /* each rank's load: its weights laid out and as its parameter table sums them */
+    struct rank_load { int64_t weights, predicted, peak, hwm_growth, read; double seconds; };
+    struct rank_load mine = {(int64_t)ls.arena_bytes, (int64_t)ls.weight_bytes,
+                             (int64_t)ls.load_peak_bytes, ls.hwm_growth_bytes,
+                             (int64_t)ls.bytes_read, ls.seconds},
+                     all[SNUG_TP_MAX];
     if (st == SNUG_OK)
-        st = snug_comm_gather(comm, mine, sizeof mine, all, 0, SNUG_WAIT_START, "the load reports", &err);
+        st = snug_comm_gather(comm, &mine, sizeof mine, all, 0, SNUG_WAIT_START, "the load reports", &err);
     if (st != SNUG_OK) {
         cli_fail_once(comm, &err);
     } else if (rank == 0) {
         uint64_t read = 0;
         double worst = 0;
         for (int32_t k = 0; k < tp; k++) {
-            const int64_t *q = all + 6 * k;
-            double secs;
-            memcpy(&secs, &q[5], sizeof secs);
-            double ratio = (double)q[2] / (double)q[0];
-            read += (uint64_t)q[4];
+            const struct rank_load *q = &all[k];
+            double ratio = (double)q->peak / (double)q->weights;
+            read += (uint64_t)q->read;
             if (ratio > worst) worst = ratio;
             char b[3][32];
             if (as_json)
                 printf("{\"rank\":%d,\"tp\":%d,\"weight_bytes\":%lld,\"weights_predicted_bytes\":%lld,"
                        "\"load_peak_bytes\":%lld,\"hwm_growth_bytes\":%lld,\"bytes_read\":%lld,"
-                       "\"seconds\":%.6f}\n", k, tp, (long long)q[0], (long long)q[1], (long long)q[2],
-                       (long long)q[3], (long long)q[4], secs);
+                       "\"seconds\":%.6f}\n", k, tp, (long long)q->weights, (long long)q->predicted,
+                       (long long)q->peak, (long long)q->hwm_growth, (long long)q->read, q->seconds);
             else
                 printf("rank %d of %d: weights %s bytes (predicted %s%s), load peak / weights %.4f, "
-                       "read %s bytes in %.2f s\n", k, tp, snug_fmt_int(q[0], b[0]),
-                       snug_fmt_int(q[1], b[1]), q[0] == q[1] ? "" : ": DIFFERENT", ratio,
-                       snug_fmt_int(q[4], b[2]), secs);
+                       "read %s bytes in %.2f s\n", k, tp, snug_fmt_int(q->weights, b[0]),
+                       snug_fmt_int(q->predicted, b[1]), q->weights == q->predicted ? "" : ": DIFFERENT",
+                       ratio, snug_fmt_int(q->read, b[2]), q->seconds);
         }
         char b[2][32];
         if (as_json)

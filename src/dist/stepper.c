@@ -29,14 +29,14 @@ struct snug_stepper {
     snug_step_seq *seqs;      /* [n_seqs_max] a follower's view of the message */
     float *rows;              /* [n_logits_max][tp * vocab_rows], the leader's: every rank's
                                * slice gathered straight into place */
-    snug_row_max *maxima;     /* [n_logits_max] each row's largest logit and its id */
-    int32_t *argmax;          /* [n_logits_max] the leader's: the ids alone */
+    snug_row_max *maxima;     /* [n_logits_max] each row's largest logit and its id (on the
+                               * leader, after the reduction, over every rank) */
     int32_t vocab_begin, vocab_len; /* this rank's real rows of the vocabulary */
 };
 
 /* The buffers' bytes, rounded to 64 bytes each. */
 typedef struct stepper_sizes {
-    size_t msg, seqs, maxima, argmax, rows, total;
+    size_t msg, seqs, maxima, rows, total;
 } stepper_sizes;
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -58,9 +58,8 @@ static bool sizes_of(const snug_model_dims *d, const snug_step_shape *shape,
     z->msg = round64((size_t)ids * sizeof(int32_t));
     z->seqs = round64((size_t)shape->n_seqs_max * sizeof(snug_step_seq));
     z->maxima = round64((size_t)n_logits * sizeof(snug_row_max));
-    z->argmax = round64((size_t)n_logits * sizeof(int32_t));
     if (d->rank == 0) z->rows = round64((size_t)floats * sizeof(float));
-    z->total = z->msg + z->seqs + z->maxima + z->argmax + z->rows;
+    z->total = z->msg + z->seqs + z->maxima + z->rows;
     return true;
 }
 
@@ -111,8 +110,7 @@ snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_co
         s->msg = (int32_t *)b;
         s->seqs = (snug_step_seq *)(b + z.msg);
         s->maxima = (snug_row_max *)(b + z.msg + z.seqs);
-        s->argmax = (int32_t *)(b + z.msg + z.seqs + z.maxima);
-        s->rows = z.rows ? (float *)(b + z.msg + z.seqs + z.maxima + z.argmax) : NULL;
+        s->rows = z.rows ? (float *)(b + z.msg + z.seqs + z.maxima) : NULL;
         snug_status st = snug_comm_rows_prepare(c, s->n_logits_max, s->vocab_rows, err);
         if (st != SNUG_OK) {
             snug_stepper_free(s);
@@ -233,11 +231,8 @@ static snug_status send_logits(snug_stepper *s, const float *rows, int32_t n_row
         return snug_comm_gather_rows(s->comm, rows, n_rows, s->rank == 0 ? s->rows : NULL, 0,
                                      SNUG_WAIT_STEP, "the gather of the logits", err);
     local_maxima(s, rows, n_rows);
-    snug_status st = snug_comm_argmax(s->comm, s->maxima, n_rows, 0, SNUG_WAIT_STEP,
-                                      "the reduction of the rows' maxima", err);
-    for (int32_t r = 0; st == SNUG_OK && s->rank == 0 && r < n_rows; r++)
-        s->argmax[r] = s->maxima[r].id;
-    return st;
+    return snug_comm_argmax(s->comm, s->maxima, n_rows, 0, SNUG_WAIT_STEP,
+                            "the reduction of the rows' maxima", err);
 }
 
 static snug_status receive_header(snug_stepper *s, snug_error *err)
@@ -313,7 +308,7 @@ static snug_status run(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
     if (st == SNUG_OK) st = send_logits(s, rows, n_rows, greedy, err);
     if (st != SNUG_OK) return st;
     if (greedy)
-        *out = (snug_logits){NULL, s->argmax, n_rows, s->tp * s->vocab_rows, s->vocab};
+        *out = (snug_logits){NULL, s->maxima, n_rows, s->tp * s->vocab_rows, s->vocab};
     else
         *out = (snug_logits){s->rows, NULL, n_rows, s->tp * s->vocab_rows, s->vocab};
     return SNUG_OK;

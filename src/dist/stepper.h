@@ -34,12 +34,12 @@
 
 /* The logits of a step, on the leader: n_rows rows, stride floats apart,
  * each holding the whole vocabulary in its first n_vocab floats; or, from
- * snug_stepper_run_greedy over several ranks, rows NULL and argmax[n_rows]
- * each row's most likely token. Valid until the next step. Followers get
+ * snug_stepper_run_greedy over several ranks, rows NULL and best[n_rows]
+ * each row's most likely token (.id) and its logit. Valid until the next step. Followers get
  * n_rows 0. */
 typedef struct snug_logits {
     const float *rows;
-    const int32_t *argmax;
+    const snug_row_max *best;
     int32_t n_rows;
     int32_t stride;
     int32_t n_vocab;
@@ -83,8 +83,8 @@ snug_status snug_stepper_run(snug_stepper *s, snug_kvcache *kv, const snug_step 
                              snug_logits *out, snug_error *err);
 
 /* As snug_stepper_run, for a leader that only needs each row's argmax:
- * with several ranks out->argmax holds it and out->rows is NULL; with one
- * rank the rows are there as from snug_stepper_run (argmax NULL). */
+ * with several ranks out->best holds it and out->rows is NULL; with one
+ * rank the rows are there as from snug_stepper_run (best NULL). */
 snug_status snug_stepper_run_greedy(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
                                     snug_logits *out, snug_error *err);
 

@@ -280,7 +280,7 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
         }
         if (it->sample) {
             float *logits = lg.rows ? (float *)lg.rows + (size_t)row * (size_t)lg.stride : NULL;
-            sample_one(e, it->seq, logits, lg.n_vocab, lg.argmax ? lg.argmax[row] : -1,
+            sample_one(e, it->seq, logits, lg.n_vocab, lg.best ? lg.best[row].id : -1,
                        e->ring_pos[k]);
             row++;
         }

@@ -116,7 +116,7 @@ static snug_status step(snug_generator *g, int64_t pos, int32_t n, bool want, bo
                             : snug_stepper_run(g->stepper, &g->kv, &s, &lg, err);
     /* The arena's logits row is the sampler's to change (bias, penalties). */
     if (st == SNUG_OK) *logits = (float *)lg.rows;
-    if (st == SNUG_OK) *chosen = lg.argmax && lg.n_rows > 0 ? lg.argmax[0] : -1;
+    if (st == SNUG_OK) *chosen = lg.best && lg.n_rows > 0 ? lg.best[0].id : -1;
     return st;
 }
 

@@ -109,7 +109,7 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("capacity_bytes", json_integer((json_int_t)r->capacity));
     PUT("tp", json_integer(r->tp));
     PUT("rank", json_integer(r->rank));
-    PUT("weights_predicted_bytes", json_integer((json_int_t)r->weights_predicted));
+    PUT("weights_predicted_bytes", json_integer((json_int_t)r->load.weight_bytes));
     PUT("kv_blocks_own", json_integer((json_int_t)r->kv_blocks_own));
     json_t *ranks = json_array();
     for (int32_t k = 0; k < r->tp && k < SNUG_TP_MAX; k++) {

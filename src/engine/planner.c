@@ -115,7 +115,6 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
                          .staging_bytes = o.staging_bytes, .n_threads = o.n_threads};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
-    if (st == SNUG_OK) r->weights_predicted = r->load.weight_bytes; /* the rank's table's sum */
     if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
         st = snug_tokenizer_load(dir, &p->tok, err);
     st = snug_dist_agree(comm, st, err);
@@ -187,7 +186,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     r->kv_held = cur_of(SNUG_MEM_KV);
     snug_block_pool_attach(&p->pool, p->serving.free_ids, (int32_t)r->kv.blocks);
     r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
-    snug_rank_plan mine = {r->weights_predicted, r->load.arena_bytes, r->load.load_peak_bytes,
+    snug_rank_plan mine = {r->load.weight_bytes, r->load.arena_bytes, r->load.load_peak_bytes,
                            r->load.bytes_read, r->activations, r->serving_state,
                            r->sizes.untracked, r->kv_held, r->kv_blocks_own, r->profile.hwm};
     st = snug_comm_gather(comm, &mine, sizeof mine, r->ranks, 0, SNUG_WAIT_START,

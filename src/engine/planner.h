@@ -106,7 +106,6 @@ typedef struct snug_plan_report {
     double populate_seconds;       /* making the cache resident */
     size_t capacity;               /* set after the plan: C - U - R, plus server_tracked */
     int32_t tp, rank;              /* this rank of tp */
-    uint64_t weights_predicted;    /* the rank's parameter bytes by the table (params.h) */
     int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
                                     * over the ranks) */
     snug_rank_plan ranks[SNUG_TP_MAX]; /* every rank's, on rank 0 (tp > 1) */
