@@ -119,7 +119,7 @@ static snug_status rig_open(rig *r, snug_comm *c, snug_error *err)
         snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_F32};
         st = snug_kvcache_create(&ks, N_BLOCKS, &r->kv, err);
     }
-    if (st == SNUG_OK) st = snug_block_pool_init(&r->pool, N_BLOCKS, err);
+    if (st == SNUG_OK) st = snug_block_pool_init(&r->pool, N_BLOCKS, BLOCK, false, err);
     for (int i = 0; i < 2 && st == SNUG_OK; i++)
         st = snug_block_table_init(&r->tables[i], MAX_TOKENS, BLOCK, err);
     return st;

@@ -68,7 +68,7 @@ static bool rig_open(rig *r, const char *dir, snug_dtype kv_dtype, int32_t n_tok
     const snug_model_dims *d = snug_model_get_dims(r->m);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, kv_dtype};
     if (snug_kvcache_create(&ks, N_BLOCKS, &r->kv, err) != SNUG_OK) return false;
-    return snug_block_pool_init(&r->pool, N_BLOCKS, err) == SNUG_OK;
+    return snug_block_pool_init(&r->pool, N_BLOCKS, BLOCK, false, err) == SNUG_OK;
 }
 
 static void rig_close(rig *r)
@@ -530,7 +530,7 @@ static void *tp_run_rank(void *arg)
     if (r->ok) {
         snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_F32};
         r->ok = snug_kvcache_create(&ks, N_BLOCKS, &kv, &r->err) == SNUG_OK &&
-                snug_block_pool_init(&pool, N_BLOCKS, &r->err) == SNUG_OK &&
+                snug_block_pool_init(&pool, N_BLOCKS, BLOCK, false, &r->err) == SNUG_OK &&
                 snug_block_table_init(&tb, MAX_TOKENS, BLOCK, &r->err) == SNUG_OK;
     }
     r->pad_zero = true;

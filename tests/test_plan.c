@@ -8,14 +8,19 @@
 
 #include "base/device.h"
 #include "engine/plan.h"
+#include "model/blocks.h"
 
 #include <string.h>
 
 /* stories260K's cache at bf16: 2 x 5 layers x 16 positions x 4 heads x 8 x 2 bytes */
 enum { BLOCK_BYTES = 2 * 5 * 16 * 4 * 8 * 2 };
 
-/* What the allocator charges a cache of n blocks (its header, page rounding). */
-static size_t held(int64_t n) { return snug_mem_held_bytes((size_t)n * BLOCK_BYTES); }
+/* What a cache of n blocks costs the budget: the allocator's charge for it
+ * (its header, page rounding) and for the block pool of n blocks. */
+static size_t held(int64_t n)
+{
+    return snug_mem_held_bytes((size_t)n * BLOCK_BYTES) + snug_block_pool_bytes(n, 16);
+}
 
 static snug_plan_sizes base_sizes(void)
 {
@@ -37,10 +42,12 @@ static void test_budget_decides(void)
     /* the most blocks whose one allocation fits what is left */
     CHECK(held(p.blocks) <= left && held(p.blocks + 1) > left && p.limited_by == SNUG_KV_LIMIT_BUDGET,
           "blocks %lld (%s)", (long long)p.blocks, snug_kv_limit_name(p.limited_by));
-    CHECK(p.blocks >= (int64_t)(left / BLOCK_BYTES) - 1, "the header costs at most one block");
-    CHECK(p.left_bytes - p.kv_held < BLOCK_BYTES && p.kv_bytes == (size_t)p.blocks * BLOCK_BYTES &&
-          p.kv_held == held(p.blocks),
-          "left over %zu of a block of %d", p.left_bytes - p.kv_held, BLOCK_BYTES);
+    size_t pool = snug_block_pool_bytes(p.blocks, 16);
+    CHECK(p.blocks >= (int64_t)((left - pool) / BLOCK_BYTES) - 1,
+          "the header costs at most one block besides the pool (%zu bytes)", pool);
+    CHECK(p.kv_bytes == (size_t)p.blocks * BLOCK_BYTES && p.pool_held == pool &&
+          p.kv_held + p.pool_held == held(p.blocks),
+          "the cache %zu and its pool %zu", p.kv_held, p.pool_held);
     CHECK(p.tokens == p.blocks * 16 && p.blocks_per_seq == 32, "tokens %lld, per seq %lld",
           (long long)p.tokens, (long long)p.blocks_per_seq);
     CHECK(p.max_concurrency == (double)p.tokens / 512.0, "concurrency %g", p.max_concurrency);
@@ -137,7 +144,7 @@ static void test_too_small(void)
     /* exactly one sequence fits */
     in.budget = fixed + held(32);
     CHECK_OK(snug_plan_kv(&in, &p, &err), &err);
-    CHECK(p.blocks == 32 && p.left_bytes == p.kv_held, "%lld blocks", (long long)p.blocks);
+    CHECK(p.blocks == 32 && p.left_bytes == p.kv_held + p.pool_held, "%lld blocks", (long long)p.blocks);
     /* bad shapes */
     in.block_bytes = 0;
     CHECK_FAILS(snug_plan_kv(&in, &p, &err), &err, SNUG_INVALID, "must be positive");

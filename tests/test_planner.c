@@ -58,11 +58,18 @@ static void test_plan_exact(void)
         CHECK(r->baseline_rss > r->code_bytes / 2, "baseline RSS %zu with %zu of code",
               r->baseline_rss, r->code_bytes);
     CHECK(r->kv.limited_by == SNUG_KV_LIMIT_BUDGET, "64 MiB decides: %s", snug_kv_limit_name(r->kv.limited_by));
-    size_t left = r->sizes.budget - r->weights - r->activations - r->serving_state -
+    /* S at the plan, then the block pool made for the blocks it gave, as predicted */
+    CHECK(snug_mem_block_bytes(p->pool.block) == r->kv.pool_held &&
+          r->kv.pool_held == snug_block_pool_bytes(r->kv.blocks, r->sizes.block_size) &&
+          r->serving_state == r->sizes.serving_state + r->kv.pool_held,
+          "block pool: %zu held, %zu predicted", snug_mem_block_bytes(p->pool.block), r->kv.pool_held);
+    size_t left = r->sizes.budget - r->weights - r->activations - r->sizes.serving_state -
                   r->sizes.untracked - r->sizes.reserve;
-    CHECK(r->kv.left_bytes == left && left - r->kv.kv_held < r->sizes.block_bytes,
-          "left %zu, kv %zu: %zu over, a block is %zu", left, r->kv.kv_held, left - r->kv.kv_held,
-          r->sizes.block_bytes);
+    size_t one_more = snug_plan_cache_bytes(&r->sizes, r->kv.blocks + 1) -
+                      snug_plan_cache_bytes(&r->sizes, r->kv.blocks);
+    CHECK(r->kv.left_bytes == left && left - r->kv.kv_held - r->kv.pool_held < one_more,
+          "left %zu, kv %zu, pool %zu: %zu over, a block costs %zu", left, r->kv.kv_held,
+          r->kv.pool_held, left - r->kv.kv_held - r->kv.pool_held, one_more);
     CHECK(r->kv_held == r->kv.kv_held && p->kv.n_blocks == r->kv.blocks &&
           p->pool.n_free == r->kv.blocks, "the cache made is the one planned: %zu, %d blocks",
           r->kv_held, p->kv.n_blocks);

@@ -3,31 +3,46 @@
  * exact steps for small cases (chunking, decodes first, admission order),
  * preemption of the most recent and its recompute, abort freeing blocks at
  * once, pauses, and a random run over a tiny cache checked after every
- * step (budgets, blocks, no deadlock, every block back).
+ * step (budgets, blocks, no deadlock, every block back). Prefix caching:
+ * hits in whole blocks up to the last token, generated tokens cached,
+ * salts, forced hash collisions, followers of a leader's prompt,
+ * preemption's recompute as a hit, reset, and an eviction stress run in
+ * which every position a step reads holds the keys of its own prefix.
  */
 #include "test.h"
 
+#include "base/device.h"
 #include "engine/scheduler.h"
 
 #include <string.h>
 
 enum { MAX_SEQS = 8, BLOCK = 4, MAX_BLOCKS_PER_SEQ = 64 };
 
+enum { MAX_TOKENS_PER_SEQ = MAX_BLOCKS_PER_SEQ * BLOCK };
+
 typedef struct fixture {
     snug_block_pool pool;
-    int32_t free_ids[4096];
+    int32_t toks[MAX_SEQS][MAX_TOKENS_PER_SEQ]; /* each sequence's ids */
     snug_block_table tables[MAX_SEQS];
     int32_t table_ids[MAX_SEQS][MAX_BLOCKS_PER_SEQ];
     snug_sched_seq seqs[MAX_SEQS];
     int32_t running[MAX_SEQS], waiting[MAX_SEQS];
     snug_sched s;
     snug_sched_item items[MAX_SEQS];
+    uint64_t kv[512][BLOCK];    /* a stand-in for each block's keys: its prefix's key */
+    uint64_t salt[MAX_SEQS];
+    int64_t bad_reads;          /* positions read whose keys belong to another prefix */
 } fixture;
 
-static void setup(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens)
+/* Sets f up with a pool of n_blocks (caching as asked; the previous pool
+ * freed). */
+static void setup_caching(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens,
+                          bool caching)
 {
+    snug_block_pool_free(&f->pool);
     memset(f, 0, sizeof *f);
-    snug_block_pool_attach(&f->pool, f->free_ids, n_blocks);
+    snug_error err = {0};
+    SNUG_ASSERT(snug_block_pool_init(&f->pool, n_blocks, BLOCK, caching, &err) == SNUG_OK);
     for (int i = 0; i < MAX_SEQS; i++) {
         snug_block_table_attach(&f->tables[i], f->table_ids[i], MAX_BLOCKS_PER_SEQ);
         f->seqs[i].table = &f->tables[i];
@@ -35,14 +50,59 @@ static void setup(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_to
     snug_sched_init(&f->s, max_seqs, max_tokens, BLOCK, f->seqs, f->running, f->waiting, &f->pool);
 }
 
-/* Runs one step as the engine would: plan, "compute", append a token to
- * every sequence that sampled. Returns the items. */
+static void setup(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens)
+{
+    setup_caching(f, n_blocks, max_seqs, max_tokens, false);
+}
+
+/* Queues seq with the n tokens already in f->toks[seq]. */
+static void add(fixture *f, int32_t seq, int64_t n)
+{
+    snug_sched_add(&f->s, seq, f->toks[seq], n, 0, -1);
+}
+
+/* The key of position p of seq: its salt and tokens 0 .. p, what the
+ * keys and values cached there depend on. */
+static uint64_t prefix_key(const fixture *f, int32_t seq, int64_t p)
+{
+    uint64_t h = f->salt[seq] * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i <= p; i++) h = (h ^ (uint64_t)(uint32_t)f->toks[seq][i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The token a sequence generates after its tokens so far: a function of
+ * the last few, as greedy decoding is of the prefix. */
+static int32_t next_token(const fixture *f, int32_t seq, int64_t n)
+{
+    uint64_t h = 7;
+    for (int64_t i = SNUG_MAX((int64_t)0, n - 3); i < n; i++) h = h * 31 + (uint64_t)f->toks[seq][i];
+    return (int32_t)(h % 50);
+}
+
+/* Runs one step as the engine would: plan, "compute" (every position
+ * before an item's tokens must hold its own prefix's key; the item's
+ * positions get theirs), append a token to every sequence that sampled.
+ * Returns the items. */
 static int32_t step(fixture *f, int32_t *n_tokens)
 {
     int32_t n = snug_sched_step(&f->s, f->items, n_tokens);
+    for (int32_t k = 0; k < n && f->pool.n_blocks <= 512; k++) {
+        const snug_sched_item *it = &f->items[k];
+        const snug_block_table *t = &f->tables[it->seq];
+        for (int64_t p = 0; p < it->pos0 + it->n_tokens; p++) {
+            uint64_t *at = &f->kv[t->ids[p / BLOCK]][p % BLOCK];
+            if (p >= it->pos0) *at = prefix_key(f, it->seq, p);
+            else if (*at != prefix_key(f, it->seq, p)) f->bad_reads++;
+        }
+    }
     snug_sched_done(&f->s, f->items, n);
-    for (int32_t k = 0; k < n; k++)
-        if (f->items[k].sample) snug_sched_append(&f->s, f->items[k].seq);
+    for (int32_t k = 0; k < n; k++) {
+        if (!f->items[k].sample) continue;
+        int32_t seq = f->items[k].seq;
+        int64_t at = f->seqs[seq].n_tokens;
+        if (at < MAX_TOKENS_PER_SEQ) f->toks[seq][at] = next_token(f, seq, at);
+        snug_sched_append(&f->s, seq);
+    }
     return n;
 }
 
@@ -60,9 +120,9 @@ static void test_chunks_and_order(void)
     static fixture fx;
     fixture *f = &fx;
     setup(f, 256, MAX_SEQS, 16);
-    snug_sched_add(&f->s, 0, 10);
-    snug_sched_add(&f->s, 1, 20);
-    snug_sched_add(&f->s, 2, 5);
+    add(f, 0, 10);
+    add(f, 1, 20);
+    add(f, 2, 5);
     int32_t nt = 0;
     CHECK(step(f, &nt) == 2 && nt == 16, "step 1: %d tokens", nt);
     ITEM(0, 0, 10, 0, true);
@@ -84,6 +144,7 @@ static void test_chunks_and_order(void)
     CHECK(f->tables[1].n == 0 && f->pool.n_free == 256 - 5 && f->s.n_running == 2,
           "finish frees at once: %d free", f->pool.n_free);
     CHECK(f->s.running[0] == 0 && f->s.running[1] == 2, "order kept");
+    snug_block_pool_free(&f->pool);
 }
 
 /* A decode that needs a block when none is free preempts the most recently
@@ -94,9 +155,9 @@ static void test_preemption(void)
     fixture *f = &fx;
     setup(f, 6, MAX_SEQS, 64);
     f->s.watermark = 0;
-    snug_sched_add(&f->s, 0, 8); /* 2 blocks each, full */
-    snug_sched_add(&f->s, 1, 8);
-    snug_sched_add(&f->s, 2, 8);
+    add(f, 0, 8); /* 2 blocks each, full */
+    add(f, 1, 8);
+    add(f, 2, 8);
     int32_t nt = 0;
     CHECK(step(f, &nt) == 3 && nt == 24 && f->pool.n_free == 0, "all in: %d free", f->pool.n_free);
     /* each now has 9 tokens, 8 computed: seq 0 needs a block, preempts seq 2;
@@ -111,12 +172,13 @@ static void test_preemption(void)
     /* seq 0 finishes (3 blocks back): seq 2 comes back and recomputes its 9
      * tokens, sampling at the end; a newcomer waits behind it, no blocks left */
     snug_sched_finish(&f->s, 0);
-    snug_sched_add(&f->s, 0, 3);
+    add(f, 0, 3);
     CHECK(step(f, &nt) == 2, "decode and recompute");
     ITEM(0, 1, 1, 9, true);
     ITEM(1, 2, 9, 0, true);
     CHECK(f->pool.n_free == 0 && f->s.n_waiting == 1 && f->seqs[0].phase == SNUG_SEQ_WAITING,
           "the newcomer waits: %d free", f->pool.n_free);
+    snug_block_pool_free(&f->pool);
 }
 
 /* A paused sequence keeps its blocks and is skipped. */
@@ -125,8 +187,8 @@ static void test_pause(void)
     static fixture fx;
     fixture *f = &fx;
     setup(f, 64, MAX_SEQS, 64);
-    snug_sched_add(&f->s, 0, 4);
-    snug_sched_add(&f->s, 1, 4);
+    add(f, 0, 4);
+    add(f, 1, 4);
     int32_t nt = 0;
     step(f, &nt);
     snug_sched_pause(&f->s, 0, true);
@@ -134,6 +196,7 @@ static void test_pause(void)
     CHECK(f->tables[0].n == 1, "seq 0 keeps its block");
     snug_sched_pause(&f->s, 0, false);
     CHECK(step(f, &nt) == 2, "both again");
+    snug_block_pool_free(&f->pool);
 }
 
 /* A prompt whose log-probabilities are asked for takes a row of logits
@@ -145,10 +208,10 @@ static void test_rows_for_prompt_logprobs(void)
     fixture *f = &fx;
     setup(f, 256, MAX_SEQS, 64);
     f->s.max_rows = 8;
-    snug_sched_add(&f->s, 0, 3);
+    add(f, 0, 3);
     int32_t nt = 0;
     step(f, &nt); /* seq 0 decodes from now on */
-    snug_sched_add(&f->s, 1, 20);
+    add(f, 1, 20);
     f->seqs[1].all_logits_until = 20;
     CHECK(step(f, &nt) == 2 && nt == 8, "step 2: %d tokens", nt);
     ITEM(0, 0, 1, 3, true);
@@ -160,6 +223,7 @@ static void test_rows_for_prompt_logprobs(void)
     ITEM(1, 1, 6, 14, true); /* the last 6, the last of them sampling */
     CHECK(step(f, &nt) == 2 && !f->items[1].all_logits && f->items[1].n_tokens == 1,
           "then it decodes with one row");
+    snug_block_pool_free(&f->pool);
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -188,7 +252,7 @@ static void test_random(void)
                 if (f->seqs[i].phase == SNUG_SEQ_FREE) {
                     int64_t prompt = 1 + (int64_t)(rnd(&r) % 100);
                     want[i] = prompt + 1 + (int64_t)(rnd(&r) % (uint64_t)(150 - prompt));
-                    snug_sched_add(&f->s, i, prompt);
+                    add(f, i, prompt);
                     started++;
                 }
             int32_t nt = 0, n = step(f, &nt);
@@ -221,6 +285,230 @@ static void test_random(void)
         preemptions += f->s.n_preemptions;
     }
     CHECK(preemptions > 20, "the cache was tight enough to preempt: %lld", (long long)preemptions);
+    snug_block_pool_free(&f->pool);
+}
+
+/* Fills f->toks[seq][0 .. n) with base + i. */
+static void fill(fixture *f, int32_t seq, int64_t n, int32_t base)
+{
+    for (int64_t i = 0; i < n; i++) f->toks[seq][i] = base + (int32_t)i;
+}
+
+/* A second sequence with the same first tokens takes the first one's whole
+ * blocks, generated tokens included, and computes only the rest; at most
+ * all but its last token come from the cache. */
+static void test_prefix_hits(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    snug_error err = {0};
+    setup_caching(f, 64, MAX_SEQS, 64, true);
+    fill(f, 0, 10, 100);
+    add(f, 0, 10);
+    int32_t nt = 0;
+    for (int i = 0; i < 5; i++) step(f, &nt); /* the prompt, then 4 decodes: 14 tokens, 13 in */
+    CHECK(f->seqs[0].n_tokens == 15 && f->seqs[0].n_computed == 14, "seq 0 at %lld/%lld",
+          (long long)f->seqs[0].n_computed, (long long)f->seqs[0].n_tokens);
+    CHECK(f->pool.n_cached == 3, "3 full blocks registered (generated ones too): %d",
+          f->pool.n_cached);
+    snug_sched_finish(&f->s, 0);
+    CHECK(f->pool.n_evictable == 3 && f->pool.n_free == 64, "finished: 3 evictable of %d free",
+          f->pool.n_free);
+    /* the next turn: the 15 tokens and 6 more */
+    memcpy(f->toks[1], f->toks[0], 15 * sizeof(int32_t));
+    fill(f, 2, 6, 300);
+    memcpy(f->toks[1] + 15, f->toks[2], 6 * sizeof(int32_t));
+    add(f, 1, 21);
+    CHECK(step(f, &nt) == 1 && nt == 9, "only the 9 tokens past the 3 cached blocks: %d", nt);
+    ITEM(0, 1, 9, 12, true);
+    CHECK(f->seqs[1].n_cached == 12 && f->s.n_hit == 12 && f->bad_reads == 0,
+          "cached %lld, hits %lld, bad reads %lld", (long long)f->seqs[1].n_cached,
+          (long long)f->s.n_hit, (long long)f->bad_reads);
+    snug_sched_finish(&f->s, 1);
+    /* a prompt that is exactly the cached 12 tokens: its last is computed */
+    add(f, 1, 12);
+    CHECK(step(f, &nt) == 1 && nt == 4, "whole blocks up to the last token: %d computed", nt);
+    ITEM(0, 1, 4, 8, true);
+    snug_sched_finish(&f->s, 1);
+    /* a different first token: nothing */
+    fill(f, 3, 12, 101);
+    add(f, 3, 12);
+    CHECK(step(f, &nt) == 1 && nt == 12 && f->seqs[3].n_cached == 0, "a miss computes all: %d", nt);
+    snug_sched_finish(&f->s, 3);
+    CHECK(snug_block_pool_check(&f->pool, &err), "%s", err.msg);
+    CHECK(f->pool.n_free == 64 && f->bad_reads == 0, "every block back: %d", f->pool.n_free);
+    snug_block_pool_free(&f->pool);
+}
+
+/* Salts keep sequences apart; a hash that always collides is caught by
+ * the stored tokens and parents and never served; a reset empties it. */
+static void test_salt_collision_reset(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    snug_error err = {0};
+    int32_t nt = 0;
+    for (int collide = 0; collide < 2; collide++) {
+        setup_caching(f, 64, MAX_SEQS, 64, true);
+        if (collide) f->pool.hash_mask = 0; /* the test hook: every hash is 0 */
+        fill(f, 0, 17, 10);
+        add(f, 0, 17);
+        step(f, &nt);
+        snug_sched_finish(&f->s, 0);
+        /* another salt: no hit */
+        fill(f, 1, 17, 10);
+        f->salt[1] = 42;
+        snug_sched_add(&f->s, 1, f->toks[1], 17, 42, -1);
+        CHECK(step(f, &nt) == 1 && nt == 17, "collide %d: another salt computes all: %d", collide, nt);
+        snug_sched_finish(&f->s, 1);
+        /* other tokens in the second block, same first block */
+        fill(f, 2, 17, 10);
+        f->toks[2][5] = 999;
+        add(f, 2, 17);
+        CHECK(step(f, &nt) == 1 && nt == 13 && f->seqs[2].n_cached == 4,
+              "collide %d: only the first block is shared: %d computed", collide, nt);
+        snug_sched_finish(&f->s, 2);
+        /* the same tokens: every whole block */
+        fill(f, 3, 17, 10);
+        add(f, 3, 17);
+        CHECK(step(f, &nt) == 1 && nt == 1 && f->seqs[3].n_cached == 16,
+              "collide %d: the same prompt finds 16: %d computed", collide, nt);
+        snug_sched_finish(&f->s, 3);
+        CHECK(f->bad_reads == 0, "collide %d: no position read another prefix's keys (%lld)",
+              collide, (long long)f->bad_reads);
+        CHECK(snug_block_pool_check(&f->pool, &err), "%s", err.msg);
+    }
+    int32_t had = f->pool.n_cached;
+    CHECK(snug_block_pool_reset_cache(&f->pool) == had && had > 0 && f->pool.n_cached == 0 &&
+          f->pool.n_empty == 64, "reset drops %d blocks", had);
+    fill(f, 3, 17, 10);
+    add(f, 3, 17);
+    CHECK(step(f, &nt) == 1 && nt == 17, "after the reset nothing is found: %d", nt);
+    snug_sched_finish(&f->s, 3);
+    CHECK(snug_block_pool_check(&f->pool, &err), "%s", err.msg);
+    snug_block_pool_free(&f->pool);
+}
+
+/* Choices of one prompt: the followers wait for the leader's whole blocks
+ * (without holding up the queue) and compute only the tail. */
+static void test_followers(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    setup_caching(f, 64, MAX_SEQS, 8, true);
+    for (int i = 0; i < 3; i++) fill(f, i, 18, 20);
+    add(f, 0, 18);
+    snug_sched_add(&f->s, 1, f->toks[1], 18, 0, 0);
+    snug_sched_add(&f->s, 2, f->toks[2], 18, 0, 0);
+    fill(f, 3, 5, 500);
+    add(f, 3, 5);
+    int32_t nt = 0;
+    /* 8 tokens a step: the leader's chunks; the other request is not held up */
+    CHECK(step(f, &nt) == 1 && nt == 8, "step 1: the leader's first chunk (%d)", nt);
+    CHECK(step(f, &nt) == 1 && nt == 8 && f->seqs[1].phase == SNUG_SEQ_WAITING,
+          "step 2: its second chunk; followers wait");
+    /* the leader has its 16 whole tokens in: the followers find them */
+    CHECK(step(f, &nt) == 4 && nt == 8, "step 3: the leader's last 2, each follower's 2, then "
+          "the other request's first 2 (%d)", nt);
+    ITEM(0, 0, 2, 16, true);
+    ITEM(1, 1, 2, 16, true);
+    ITEM(2, 2, 2, 16, true);
+    ITEM(3, 3, 2, 0, false);
+    CHECK(f->seqs[1].n_cached == 16 && f->seqs[2].n_cached == 16, "each found 16: %lld %lld",
+          (long long)f->seqs[1].n_cached, (long long)f->seqs[2].n_cached);
+    CHECK(f->tables[1].ids[0] == f->tables[0].ids[0] && f->tables[2].ids[3] == f->tables[0].ids[3] &&
+          f->tables[1].ids[4] != f->tables[2].ids[4], "whole blocks shared, the tail each its own");
+    for (int i = 0; i < 4; i++) snug_sched_finish(&f->s, i);
+    CHECK(f->pool.n_free == 64 && f->bad_reads == 0, "all back: %d", f->pool.n_free);
+    snug_block_pool_free(&f->pool);
+}
+
+/* A preempted sequence's blocks stay cached: its recompute is a hit. */
+static void test_preemption_hits(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    setup_caching(f, 8, MAX_SEQS, 64, true);
+    f->s.watermark = 0;
+    for (int i = 0; i < 3; i++) fill(f, i, 8, 40 * i);
+    add(f, 0, 8);
+    add(f, 1, 8);
+    add(f, 2, 8);
+    int32_t nt = 0;
+    CHECK(step(f, &nt) == 3 && nt == 24 && f->pool.n_free == 2, "all in, 2 blocks left");
+    CHECK(step(f, &nt) == 2 && f->seqs[2].n_preempted == 1 && f->pool.n_evictable == 2,
+          "seq 2 gave way, its 2 blocks cached: %d evictable", f->pool.n_evictable);
+    CHECK(step(f, &nt) == 2 && f->seqs[2].phase == SNUG_SEQ_WAITING,
+          "its cached blocks are not room for its next token");
+    snug_sched_finish(&f->s, 1);
+    CHECK(step(f, &nt) == 2 && f->s.n_hit == 8, "the recompute finds its 8 tokens: %lld",
+          (long long)f->s.n_hit);
+    ITEM(1, 2, 1, 8, true);
+    snug_sched_finish(&f->s, 0);
+    snug_sched_finish(&f->s, 2);
+    CHECK(f->bad_reads == 0 && f->pool.n_free == 8, "clean: %d free", f->pool.n_free);
+    snug_block_pool_free(&f->pool);
+}
+
+/* Hundreds of prompts sharing a few prefixes over a pool that holds a few
+ * of them: every read position holds its own prefix's keys, the pool's
+ * invariants hold after every step, and in the end every block is free
+ * (empty or evictable), no reference is left and nothing was allocated. */
+static void test_eviction_stress(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    snug_error err = {0};
+    int64_t hits = 0, evictions = 0, preemptions = 0;
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+        uint64_t r = seed;
+        int32_t n_blocks = 48 + (int32_t)(rnd(&r) % 32), max_tokens = 8 + (int32_t)(rnd(&r) % 40);
+        setup_caching(f, n_blocks, MAX_SEQS, max_tokens, true);
+        if (seed % 3 == 0) f->pool.hash_mask = 0x7; /* collisions everywhere */
+        int64_t allocs = snug_mem_alloc_count();
+        int64_t want[MAX_SEQS] = {0};
+        int todo = 300, started = 0, finished = 0, steps = 0;
+        bool ok = true;
+        while (finished < todo && steps < 200000 && ok) {
+            for (int32_t i = 0; i < MAX_SEQS && started < todo; i++)
+                if (f->seqs[i].phase == SNUG_SEQ_FREE) {
+                    int32_t sys = (int32_t)(rnd(&r) % 4), sys_len = 4 * (int32_t)(rnd(&r) % 9);
+                    int64_t prompt = sys_len + 1 + (int64_t)(rnd(&r) % 40);
+                    for (int64_t t = 0; t < prompt; t++)
+                        f->toks[i][t] = t < sys_len ? 1000 * sys + (int32_t)t : (int32_t)(rnd(&r) % 3);
+                    want[i] = prompt + 1 + (int64_t)(rnd(&r) % 30);
+                    f->salt[i] = rnd(&r) % 5 == 0 ? 7 : 0;
+                    snug_sched_add(&f->s, i, f->toks[i], prompt, f->salt[i], -1);
+                    started++;
+                }
+            int32_t nt = 0, n = step(f, &nt);
+            steps++;
+            ok = n > 0 && nt <= max_tokens && snug_block_pool_check(&f->pool, &err);
+            CHECK(ok, "seed %llu step %d: %d items, %d tokens: %s", (unsigned long long)seed,
+                  steps, n, nt, err.msg);
+            for (int32_t i = 0; i < MAX_SEQS; i++)
+                if (f->seqs[i].phase == SNUG_SEQ_RUNNING && f->seqs[i].n_tokens == want[i] &&
+                    f->seqs[i].n_computed == want[i] - 1) {
+                    snug_sched_finish(&f->s, i);
+                    finished++;
+                }
+        }
+        int32_t refs = 0;
+        for (int32_t b = 0; b < n_blocks; b++) refs += f->pool.ref[b];
+        CHECK(finished == todo && f->pool.n_free == n_blocks && refs == 0 &&
+              snug_mem_alloc_count() == allocs && f->bad_reads == 0,
+              "seed %llu: %d of %d finished in %d steps, %d of %d blocks free, %d references, "
+              "%lld allocations, %lld bad reads", (unsigned long long)seed, finished, todo, steps,
+              f->pool.n_free, n_blocks, refs, (long long)(snug_mem_alloc_count() - allocs),
+              (long long)f->bad_reads);
+        hits += f->s.n_hit;
+        evictions += f->pool.n_evictions;
+        preemptions += f->s.n_preemptions;
+    }
+    CHECK(hits > 1000 && evictions > 100, "the cache was used (%lld tokens hit) and evicted from "
+          "(%lld blocks), %lld preemptions", (long long)hits, (long long)evictions,
+          (long long)preemptions);
+    snug_block_pool_free(&f->pool);
 }
 
 int main(void)
@@ -230,5 +518,10 @@ int main(void)
     RUN(test_pause);
     RUN(test_rows_for_prompt_logprobs);
     RUN(test_random);
+    RUN(test_prefix_hits);
+    RUN(test_salt_collision_reset);
+    RUN(test_followers);
+    RUN(test_preemption_hits);
+    RUN(test_eviction_stress);
     return test_summary();
 }

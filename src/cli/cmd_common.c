@@ -71,6 +71,10 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
         if (end == v || *end || !(f > 0 && f <= 1))
             return cli_usage(usage, "--memory-fraction expects a number in (0, 1], got '%s'", v);
         o->budget.fraction = f;
+    } else if (strcmp(argv[i], "--no-prefix-caching") == 0) {
+        o->no_prefix_caching = true;
+    } else if (strcmp(argv[i], "--enable-prefix-caching") == 0) { /* vLLM's; the default */
+        o->no_prefix_caching = false;
     } else if ((v = cli_option(argc, argv, &i, "--kv-cache-memory"))) {
         if (!snug_parse_bytes(v, &o->kv_cache_memory))
             return cli_usage(usage, "--kv-cache-memory expects a byte count, got '%s'", v);

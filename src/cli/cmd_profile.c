@@ -18,6 +18,7 @@
 
 static const char g_usage[] =
     "snug profile [MODEL] [--memory BYTES | --memory-fraction F] [--kv-cache-memory BYTES]\n"
+    "              [--no-prefix-caching]\n"
     "              [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n"
     "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n"
     "              [--dtype bf16|f16|f32] [--staging-bytes BYTES] [--threads T]\n"

@@ -20,7 +20,7 @@ static const char g_usage[] =
     "snug serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
     "              [--served-model-name NAME] [--max-connections N] [--max-body-bytes BYTES]\n"
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
-    "              [--max-queue N] [--chat-template FILE]\n"
+    "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"

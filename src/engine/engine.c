@@ -80,7 +80,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->prompt_lp = k == 0 ? r->prompt_logprobs : NULL; /* the choices share one prompt */
     q->t_last = 0;
     r->slots[k] = i;
-    snug_sched_add(&e->sched, i, r->n_prompt);
+    snug_sched_add(&e->sched, i, q->ids, r->n_prompt, r->cache_salt, k == 0 ? -1 : r->slots[0]);
     if (q->prompt_lp) e->sched.seqs[i].all_logits_until = r->n_prompt;
 }
 
@@ -152,6 +152,8 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
     for (int32_t k = 0; k < n_items; k++) {
         const snug_sched_item *it = &sv->items[k];
         snug_seq_slot *q = slot_of(e, it->seq);
+        snug_request *r = q->owner;
+        if (q->choice == 0 && r->cached_tokens < 0) r->cached_tokens = e->sched.seqs[it->seq].n_cached;
         memcpy(sv->step_tokens + at, q->ids + it->pos0, (size_t)it->n_tokens * sizeof(int32_t));
         at += it->n_tokens;
         snug_logits_mode mode = it->all_logits ? SNUG_LOGITS_ALL
@@ -564,6 +566,7 @@ snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
         r->id = ++e->next_id;
         r->cancelled = false;
         r->n_live = r->n;
+        r->cached_tokens = -1;
         r->state = REQ_QUEUED;
         r->t_submit = snug_now_seconds();
         e->queue[(e->q_head + e->q_n++) % e->q_cap] = r;
@@ -653,6 +656,38 @@ void snug_engine_release(snug_engine *e, snug_request *r)
     pthread_mutex_unlock(&e->mu);
 }
 
+int64_t snug_engine_cached_tokens(snug_engine *e, const snug_request *r)
+{
+    pthread_mutex_lock(&e->mu);
+    int64_t n = SNUG_MAX(r->cached_tokens, (int64_t)0);
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+uint64_t snug_engine_salt(const char *salt, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)salt[i]) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
+snug_status snug_engine_reset_prefix_cache(snug_engine *e, int32_t *n_dropped, snug_error *err)
+{
+    snug_status st = SNUG_OK;
+    *n_dropped = 0;
+    pthread_mutex_lock(&e->mu);
+    if (!e->p->pool.caching)
+        st = snug_errorf(err, SNUG_INVALID, "prefix caching is off (--no-prefix-caching)");
+    else if (e->sched.n_running > 0 || e->sched.n_waiting > 0 || e->q_n > 0)
+        st = snug_errorf(err, SNUG_BUSY, "the prefix cache is reset only when nothing runs: "
+                         "%d sequences run, %d wait, %d requests are queued",
+                         e->sched.n_running, e->sched.n_waiting, e->q_n);
+    else
+        *n_dropped = snug_block_pool_reset_cache(&e->p->pool);
+    pthread_mutex_unlock(&e->mu);
+    return st;
+}
+
 void snug_engine_wait(snug_engine *e, snug_request *r, double timeout_s)
 {
     struct timespec until;
@@ -678,6 +713,12 @@ void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out)
     out->preemptions = e->sched.n_preemptions;
     out->kv_blocks_total = e->p->pool.n_blocks;
     out->kv_blocks_used = e->p->pool.n_blocks - e->p->pool.n_free;
+    out->prefix_caching = e->p->pool.caching;
+    out->prefix_queried_tokens = e->sched.n_queried;
+    out->prefix_hit_tokens = e->sched.n_hit;
+    out->kv_blocks_cached = e->p->pool.n_cached;
+    out->kv_blocks_evictable = e->p->pool.n_evictable;
+    out->kv_block_evictions = e->p->pool.n_evictions;
     out->failed = e->failed;
     out->tp = e->p->report.tp;
     pthread_mutex_unlock(&e->mu);

@@ -55,9 +55,12 @@ typedef struct snug_request {
     snug_prompt_logprob *prompt_logprobs; /* NULL, or [n_prompt] the caller's: filled for
                                      * tokens 1 .. n_prompt - 1 (with top_logprobs
                                      * alternatives) before the first output arrives */
+    uint64_t cache_salt;            /* requests share cached blocks only under the same
+                                     * salt (snug_engine_salt of the client's string); 0: none */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */
+    int64_t cached_tokens;          /* prompt tokens found in the prefix cache; -1 until known */
     int32_t slots[SNUG_CHOICES_MAX];
     int32_t n_live;                 /* choices not yet ended and drained */
     int32_t state;
@@ -98,6 +101,12 @@ typedef struct snug_engine_counters {
     int64_t requests_finished;
     int32_t kv_blocks_used, kv_blocks_total;
     int64_t steps;
+    bool prefix_caching;            /* the block pool caches prefixes */
+    int64_t prefix_queried_tokens;  /* tokens looked up at admissions, and ... */
+    int64_t prefix_hit_tokens;      /* ... of those, found in the cache */
+    int32_t kv_blocks_cached;       /* blocks with a hash (in use or not) */
+    int32_t kv_blocks_evictable;    /* cached blocks no sequence holds (counted as free) */
+    int64_t kv_block_evictions;     /* cached blocks taken for new contents */
     bool failed;                    /* the step loop stopped on an error */
     int32_t tp;                     /* tensor-parallel ranks (1: one process) */
     int64_t allreduce_calls;        /* rank 0's all-reduces in steps so far, and ... */
@@ -168,6 +177,21 @@ void snug_engine_cancel(snug_engine *e, snug_request *r);
 /* Cancels r if it is not done and waits until the engine has let go of
  * it; r may be freed afterwards. */
 void snug_engine_release(snug_engine *e, snug_request *r);
+
+/* The prompt tokens of r whose keys and values came from the prefix cache
+ * (its first choice's, at its first admission); 0 until it is known, or
+ * without caching. */
+int64_t snug_engine_cached_tokens(snug_engine *e, const snug_request *r);
+
+/* The salt key of a client's cache_salt string of n bytes (never 0). */
+uint64_t snug_engine_salt(const char *salt, size_t n);
+
+/* Empties the prefix cache: every cached block loses its hash (the ones
+ * sequences hold keep their contents for them). *n_dropped gets how many
+ * blocks had one. Fails with SNUG_BUSY while sequences run or wait (the
+ * cache is emptied only when nothing runs), SNUG_INVALID when caching is
+ * off. */
+snug_status snug_engine_reset_prefix_cache(snug_engine *e, int32_t *n_dropped, snug_error *err);
 
 /* Blocks until r has an output or is done, or timeout_s passes. */
 void snug_engine_wait(snug_engine *e, snug_request *r, double timeout_s);

@@ -61,7 +61,7 @@ snug_status snug_generator_create(const snug_model_config *cfg, const snug_weigh
                         opts->kv_dtype == SNUG_DTYPE_NONE ? SNUG_DTYPE_BF16 : opts->kv_dtype};
     int32_t n_blocks = snug_blocks_for_tokens(g->max_len, block);
     st = snug_kvcache_create(&ks, n_blocks, &g->kv, err);
-    if (st == SNUG_OK) st = snug_block_pool_init(&g->pool, n_blocks, err);
+    if (st == SNUG_OK) st = snug_block_pool_init(&g->pool, n_blocks, block, false, err);
     if (st == SNUG_OK) st = snug_block_table_init(&g->table, g->max_len, block, err);
     if (st != SNUG_OK) goto fail;
     g->text_cap = snug_stop_text_bytes(tok ? snug_tokenizer_max_token_bytes(tok) : 0);

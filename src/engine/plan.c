@@ -4,6 +4,7 @@
 #include "plan.h"
 
 #include "base/device.h"
+#include "model/blocks.h"
 
 #include <stdio.h>
 
@@ -34,10 +35,8 @@ static snug_status too_few_blocks(const snug_plan_sizes *in, size_t fixed, int64
                                   int64_t need, const char *what, snug_error *err)
 {
     char a[80], b[80];
-    size_t bytes = 0, fit = 0;
-    bool fits = snug_mul_size((size_t)need, in->block_bytes, &bytes) &&
-                snug_mem_held_bytes(bytes) != 0 &&
-                snug_add_size(fixed, snug_mem_held_bytes(bytes), &fit);
+    size_t fit = 0, cost = snug_plan_cache_bytes(in, need);
+    bool fits = cost != SIZE_MAX && snug_add_size(fixed, cost, &fit);
     int64_t len = have * in->block_size;
     if (have == 0)
         return snug_errorf(err, SNUG_NOMEM,
@@ -64,12 +63,22 @@ static size_t fixed_bytes(const snug_plan_sizes *in)
     return fixed;
 }
 
-/* The most blocks whose one allocation fits in left bytes. */
-static int64_t blocks_in(size_t left, size_t block_bytes)
+size_t snug_plan_cache_bytes(const snug_plan_sizes *in, int64_t blocks)
 {
-    int64_t n = (int64_t)SNUG_MIN(left / block_bytes, (size_t)INT32_MAX);
-    /* the cache's header and page rounding come out of the same bytes */
-    while (n > 0 && snug_mem_held_bytes((size_t)n * block_bytes) > left) n--;
+    size_t bytes, held, pool = snug_block_pool_bytes(blocks, in->block_size), sum;
+    if (blocks < 0 || !snug_mul_size((size_t)blocks, in->block_bytes, &bytes)) return SIZE_MAX;
+    held = snug_mem_held_bytes(bytes);
+    if (held == 0 || pool == 0 || !snug_add_size(held, pool, &sum)) return SIZE_MAX;
+    return sum;
+}
+
+/* The most blocks whose cache (its one allocation and the pool's) fits in
+ * left bytes. */
+static int64_t blocks_in(const snug_plan_sizes *in, size_t left)
+{
+    int64_t n = (int64_t)SNUG_MIN(left / in->block_bytes, (size_t)INT32_MAX);
+    /* the headers, page rounding and the pool come out of the same bytes */
+    while (n > 0 && snug_plan_cache_bytes(in, n) > left) n--;
     return n;
 }
 
@@ -77,7 +86,7 @@ int64_t snug_plan_budget_blocks(const snug_plan_sizes *in)
 {
     size_t fixed = fixed_bytes(in);
     if (in->block_bytes == 0 || fixed >= in->budget) return 0;
-    return blocks_in(in->budget - fixed, in->block_bytes);
+    return blocks_in(in, in->budget - fixed);
 }
 
 snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_error *err)
@@ -98,10 +107,8 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
                            both(in->weights - in->budget, c));
     size_t fixed = fixed_bytes(in);
     if (fixed > in->budget) {
-        size_t bytes = 0, fit = 0;
-        bool ok = snug_mul_size((size_t)p.blocks_per_seq, in->block_bytes, &bytes) &&
-                  snug_mem_held_bytes(bytes) != 0 &&
-                  snug_add_size(fixed, snug_mem_held_bytes(bytes), &fit);
+        size_t fit = 0, cost = snug_plan_cache_bytes(in, p.blocks_per_seq);
+        bool ok = cost != SIZE_MAX && snug_add_size(fixed, cost, &fit);
         return snug_errorf(err, SNUG_NOMEM,
                            "the budget of %s is smaller than weights %zu + activations %zu + "
                            "serving state %zu + untracked %zu + reserve %zu bytes = %s, leaving "
@@ -121,17 +128,19 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         if (fixed_blocks < p.blocks_per_seq)
             return too_few_blocks(in, fixed, fixed_blocks, p.blocks_per_seq, "--kv-cache-memory",
                                   err);
-        if (snug_mem_held_bytes((size_t)fixed_blocks * in->block_bytes) > p.left_bytes)
+        size_t cost = snug_plan_cache_bytes(in, fixed_blocks), fit = 0;
+        bool fits = cost != SIZE_MAX && snug_add_size(fixed, cost, &fit);
+        if (cost > p.left_bytes)
             return snug_errorf(err, SNUG_NOMEM,
                                "--kv-cache-memory %s does not fit: the budget leaves %s for "
                                "the KV cache (at most %lld blocks); a budget of %s would fit it",
                                both(in->kv_cache_memory, a), both(p.left_bytes, b),
-                               (long long)(p.left_bytes / in->block_bytes),
-                               both(fixed + snug_mem_held_bytes((size_t)fixed_blocks * in->block_bytes), c));
+                               (long long)blocks_in(in, p.left_bytes),
+                               fits ? both(fit, c) : "(too large)");
         p.blocks = fixed_blocks;
         p.limited_by = SNUG_KV_LIMIT_KV_CACHE_MEMORY;
     } else {
-        p.blocks = blocks_in(p.left_bytes, in->block_bytes);
+        p.blocks = blocks_in(in, p.left_bytes);
         if (p.blocks < p.blocks_per_seq)
             return too_few_blocks(in, fixed, p.blocks, p.blocks_per_seq, "the budget", err);
         p.limited_by = SNUG_KV_LIMIT_BUDGET;
@@ -153,6 +162,7 @@ void snug_plan_kv_cap(const snug_plan_sizes *in, int64_t blocks, snug_kv_plan *k
     }
     kv->kv_bytes = (size_t)kv->blocks * in->block_bytes;
     kv->kv_held = snug_mem_held_bytes(kv->kv_bytes);
+    kv->pool_held = snug_block_pool_bytes(kv->blocks, in->block_size);
     kv->tokens = kv->blocks * in->block_size;
     kv->max_concurrency = (double)kv->tokens / (double)in->max_model_len;
 }

@@ -5,7 +5,9 @@
  *   KV = C - W - A - S - U - R,  blocks = floor(KV / block_bytes)
  *
  * (less the allocator's charge for the cache's one block: its header and
- * the rounding to pages, snug_mem_held_bytes),  *
+ * the rounding to pages, snug_mem_held_bytes; and less the block pool,
+ * whose free list and prefix-cache index are sized for the blocks it gets:
+ * a block costs block_bytes plus its share of the pool),
  * C the budget (budget.h), W the weights, A the activation peak of the
  * profile step, S the serving state made up front for max_num_seqs
  * sequences, U what the process holds outside the allocator, R the reserve
@@ -49,6 +51,9 @@ typedef struct snug_kv_plan {
     size_t kv_bytes;          /* blocks x block_bytes */
     size_t kv_held;           /* what the allocator charges a cache of that size (its
                                * header, rounded to pages): what the budget pays */
+    size_t pool_held;         /* what it charges the block pool of that many blocks
+                               * (blocks.h: free list, reference counts, the prefix
+                               * cache's hashes, LRU links and token ids); serving state */
     size_t left_bytes;        /* C - W - A - S - U - R: what the budget leaves the cache */
     int64_t tokens;           /* blocks x block_size */
     int64_t blocks_per_seq;   /* ceil(max_model_len / block_size) */
@@ -68,6 +73,10 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
  * tensor-parallel rank has room for), limited by another rank when that
  * is fewer; the sizes of kv follow. Pure. */
 void snug_plan_kv_cap(const snug_plan_sizes *in, int64_t blocks, snug_kv_plan *kv);
+
+/* What a cache of blocks costs the budget: its allocation's charge plus
+ * the block pool's (snug_block_pool_bytes); SIZE_MAX on overflow. Pure. */
+size_t snug_plan_cache_bytes(const snug_plan_sizes *in, int64_t blocks);
 
 /* The most blocks the budget alone leaves room for (the cache's header and
  * page rounding counted), whatever max_model_len and max_num_seqs say; 0

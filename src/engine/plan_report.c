@@ -31,10 +31,11 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
     fprintf(f, "budget: %s\n", snug_budget_describe(&r->budget, a, sizeof a));
     fprintf(f, "memory plan: %s\n", snug_plan_report_line(r, a, sizeof a));
     fprintf(f, "kv cache: %lld blocks of %d tokens (%lld tokens, dtype %s), limited by %s; max "
-           "concurrency at %lld tokens: %.2fx\n",
+           "concurrency at %lld tokens: %.2fx; prefix caching %s (block pool %s)\n",
            (long long)r->kv.blocks, r->sizes.block_size, (long long)r->kv.tokens,
            snug_dtype_torch_name(r->kv_dtype), snug_kv_limit_name(r->kv.limited_by),
-           (long long)r->sizes.max_model_len, r->kv.max_concurrency);
+           (long long)r->sizes.max_model_len, r->kv.max_concurrency,
+           r->prefix_caching ? "on" : "off", snug_fmt_bytes(r->kv.pool_held, b[0]));
     if (r->max_model_len_reduced_from)
         fprintf(f, "max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
                "budget; --max-model-len chooses)\n", (long long)r->sizes.max_model_len,
@@ -46,11 +47,11 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
     if (r->kv.limited_by == SNUG_KV_LIMIT_BUDGET)
         fprintf(f, "left over: %s, less than one block of %s\n",
-               snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held, b[0]),
+               snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, b[0]),
                snug_fmt_bytes(r->sizes.block_bytes, b[1]));
     else
         fprintf(f, "left over: %s (the KV cache is limited by %s)\n",
-               snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held, b[0]),
+               snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, b[0]),
                snug_kv_limit_name(r->kv.limited_by));
     for (int32_t k = 0; r->tp > 1 && k < r->tp; k++) {
         const snug_rank_plan *q = &r->ranks[k];
@@ -87,6 +88,8 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("kv_cache_bytes", json_integer((json_int_t)r->kv.kv_held));
     PUT("kv_cache_payload_bytes", json_integer((json_int_t)r->kv.kv_bytes));
     PUT("kv_left_bytes", json_integer((json_int_t)r->kv.left_bytes));
+    PUT("block_pool_bytes", json_integer((json_int_t)r->kv.pool_held));
+    PUT("prefix_caching", json_boolean(r->prefix_caching));
     PUT("kv_blocks", json_integer((json_int_t)r->kv.blocks));
     PUT("block_bytes", json_integer((json_int_t)r->sizes.block_bytes));
     PUT("block_size", json_integer(r->sizes.block_size));

@@ -184,7 +184,12 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st != SNUG_OK) goto fail;
     r->populate_seconds = snug_now_seconds() - t0;
     r->kv_held = cur_of(SNUG_MEM_KV);
-    snug_block_pool_attach(&p->pool, p->serving.free_ids, (int32_t)r->kv.blocks);
+    /* the block pool, sized for those blocks: part of S, as the plan counted it */
+    r->prefix_caching = !o.no_prefix_caching;
+    st = snug_block_pool_init(&p->pool, (int32_t)r->kv.blocks, o.block_size, r->prefix_caching, err);
+    st = snug_dist_agree(comm, st, err);
+    if (st != SNUG_OK) goto fail;
+    r->serving_state += snug_mem_block_bytes(p->pool.block);
     r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
     snug_rank_plan mine = {r->load.weight_bytes, r->load.arena_bytes, r->load.load_peak_bytes,
                            r->load.bytes_read, r->activations, r->serving_state,
@@ -206,6 +211,7 @@ void snug_planner_close(snug_planned *p)
 {
     if (!p) return;
     snug_mem_set_capacity(SIZE_MAX);
+    snug_block_pool_free(&p->pool);
     snug_kvcache_free(&p->kv);
     snug_stepper_free(p->stepper);
     snug_serving_free(&p->serving);

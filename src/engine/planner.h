@@ -11,7 +11,7 @@
  *   profile    the largest step, run for real: A, U (profile.h)
  *   plan       blocks = floor((C - W - A - S - U - R) / block_bytes) (plan.h)
  *   allocate   the KV cache of exactly that many blocks, populated, once;
- *              the block pool over the serving state's storage
+ *              the block pool for them (its prefix-cache index included)
  *
  * Without a max_model_len the model's own is taken, and when one sequence
  * of it does not fit, the longest that fits (a whole number of blocks), as
@@ -73,6 +73,7 @@ typedef struct snug_planner_opts {
     size_t staging_bytes;          /* the loader's; 0: its default */
     snug_dtype weight_dtype;       /* SNUG_DTYPE_NONE: the checkpoint's */
     snug_comm *comm;               /* the tensor-parallel ranks (borrowed); NULL: one process */
+    bool no_prefix_caching;        /* the block pool neither registers nor finds blocks */
 } snug_planner_opts;
 
 /* One rank's part of the plan, as rank 0 reports it. */
@@ -94,7 +95,7 @@ typedef struct snug_plan_report {
     size_t baseline_rss;           /* at start, before loading (with that code) */
     size_t weights;                /* W: what the allocator charges the weights */
     size_t activations;            /* A: the activations' peak since the reset */
-    size_t serving_state;          /* S */
+    size_t serving_state;          /* S (with the block pool, made after the plan) */
     size_t serving_block;          /* of which the serving state's own block */
     snug_profile_result profile;   /* U and the step */
     snug_plan_sizes sizes;
@@ -108,6 +109,7 @@ typedef struct snug_plan_report {
     int32_t tp, rank;              /* this rank of tp */
     int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
                                     * over the ranks) */
+    bool prefix_caching;           /* the block pool caches prefixes */
     snug_rank_plan ranks[SNUG_TP_MAX]; /* every rank's, on rank 0 (tp > 1) */
 } snug_plan_report;
 
@@ -119,7 +121,7 @@ typedef struct snug_planned {
     snug_model *model;
     snug_serving_state serving;
     snug_kvcache kv;
-    snug_block_pool pool;          /* over serving.free_ids */
+    snug_block_pool pool;          /* the cache's blocks (prefix caching unless turned off) */
     snug_stepper *stepper;         /* every step goes through it (one rank or many) */
     snug_plan_report report;
 } snug_planned;

@@ -14,7 +14,7 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
                       .running = running, .waiting = waiting};
     for (int32_t i = 0; i < max_seqs; i++) {
         snug_block_table *t = seqs[i].table;
-        seqs[i] = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t};
+        seqs[i] = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t, .leader = -1};
     }
 }
 
@@ -23,12 +23,22 @@ static int32_t wait_at(const snug_sched *s, int32_t k)
     return s->waiting[(s->wait_head + k) % s->max_seqs];
 }
 
-void snug_sched_add(snug_sched *s, int32_t seq, int64_t n_tokens)
+void snug_sched_add(snug_sched *s, int32_t seq, const int32_t *tokens, int64_t n_tokens,
+                    uint64_t salt, int32_t leader)
 {
     snug_sched_seq *q = &s->seqs[seq];
     SNUG_ASSERT(q->phase == SNUG_SEQ_FREE && n_tokens >= 1 && s->n_waiting < s->max_seqs);
-    *q = (snug_sched_seq){.phase = SNUG_SEQ_WAITING, .n_tokens = n_tokens, .table = q->table};
+    *q = (snug_sched_seq){.phase = SNUG_SEQ_WAITING, .n_tokens = n_tokens, .table = q->table,
+                          .tokens = tokens, .salt = salt, .leader = leader};
     s->waiting[(s->wait_head + s->n_waiting++) % s->max_seqs] = seq;
+}
+
+/* Takes the waiting sequence at queue index k out of the queue. */
+static void unwait(snug_sched *s, int32_t k)
+{
+    for (; k + 1 < s->n_waiting; k++)
+        s->waiting[(s->wait_head + k) % s->max_seqs] = wait_at(s, k + 1);
+    s->n_waiting--;
 }
 
 /* Takes the running sequence at index i out of the running order. */
@@ -47,6 +57,7 @@ static void preempt_last(snug_sched *s)
     snug_block_table_release(q->table, s->pool);
     q->phase = SNUG_SEQ_WAITING;
     q->n_computed = 0;
+    q->n_registered = 0;
     q->n_preempted++;
     s->wait_head = (s->wait_head + s->max_seqs - 1) % s->max_seqs;
     s->waiting[s->wait_head] = seq;
@@ -84,6 +95,54 @@ static void add_item(snug_sched_item *items, int32_t *n_items, int32_t *budget, 
     *rows -= all ? n : sample;
 }
 
+/* The tokens of q's prefix whose keys and values may come from the cache:
+ * all but the last (its logits are needed), none when every prompt token
+ * needs a row of logits. */
+static int64_t cacheable(const snug_sched_seq *q)
+{
+    return q->all_logits_until > 0 ? 0 : q->n_tokens - 1;
+}
+
+/* True when q waits for its leader to compute their shared prompt's whole
+ * blocks (caching on), so that it finds them in the cache. */
+static bool follows(const snug_sched *s, const snug_sched_seq *q)
+{
+    if (!s->pool->caching || q->leader < 0) return false;
+    const snug_sched_seq *l = &s->seqs[q->leader];
+    int64_t whole = cacheable(q) / s->block_size * s->block_size;
+    return l->phase == SNUG_SEQ_RUNNING && l->n_computed < whole;
+}
+
+/* Admits the waiting q if a first chunk of it fits (its cached prefix
+ * taken, then at most want more tokens in the free blocks less the
+ * watermark, and the rows left): takes its blocks and returns the chunk's
+ * tokens, or 0, changing nothing. */
+static int32_t admit(snug_sched *s, snug_sched_seq *q, int64_t want, int32_t rows)
+{
+    int32_t evictable = 0, bs = s->block_size;
+    int32_t hits = snug_block_pool_match(s->pool, q->tokens, cacheable(q), q->salt, q->table->ids,
+                                         &evictable);
+    int64_t cached = (int64_t)hits * bs;
+    q->n_computed = cached; /* as fit_rows and add_item read it */
+    int64_t room_blocks = SNUG_MIN((int64_t)q->table->cap - hits,
+                                   (int64_t)SNUG_MAX(0, s->pool->n_free - evictable - s->watermark));
+    int64_t n = SNUG_MIN(SNUG_MIN(want, q->n_tokens - cached), room_blocks * bs);
+    n = fit_rows(q, (int32_t)SNUG_MAX(0, n), rows);
+    if (n == 0) {
+        q->n_computed = 0;
+        return 0;
+    }
+    snug_block_table_share(q->table, s->pool, hits);
+    bool grown = snug_block_table_grow(q->table, s->pool, cached + n, bs);
+    SNUG_ASSERT(grown);
+    q->n_registered = hits;
+    s->n_queried += q->n_tokens;
+    s->n_hit += cached;
+    if (!q->admitted) q->n_cached = cached;
+    q->admitted = true;
+    return (int32_t)n;
+}
+
 /* One try at a step (snug_sched_step); 0 items when nothing could run. */
 static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens)
 {
@@ -114,15 +173,23 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
             continue;
         add_item(items, &n_items, &budget, &rows, seq, q, n);
     }
-    /* 3. admission, first come first served */
-    while (s->n_waiting > 0 && budget > 0 && s->n_running < s->max_seqs) {
-        int32_t seq = wait_at(s, 0);
+    /* 3. admission, first come first served (a follower waiting for its
+     * leader's prompt is passed by) */
+    for (int32_t k = 0; k < s->n_waiting && budget > 0 && s->n_running < s->max_seqs;) {
+        int32_t seq = wait_at(s, k);
         snug_sched_seq *q = &s->seqs[seq];
-        int32_t n = fit_rows(q, fit_tokens(s, q, (int32_t)SNUG_MIN(q->n_tokens, (int64_t)budget),
-                                           s->watermark), rows);
-        if (n == 0 || !snug_block_table_grow(q->table, s->pool, n, s->block_size)) break;
-        s->wait_head = (s->wait_head + 1) % s->max_seqs;
-        s->n_waiting--;
+        if (follows(s, q)) {
+            k++;
+            continue;
+        }
+        int32_t n = admit(s, q, SNUG_MIN(q->n_tokens, (int64_t)budget), rows);
+        if (n == 0) break;
+        if (k == 0) {
+            s->wait_head = (s->wait_head + 1) % s->max_seqs;
+            s->n_waiting--;
+        } else {
+            unwait(s, k);
+        }
         q->phase = SNUG_SEQ_RUNNING;
         s->running[s->n_running++] = seq;
         add_item(items, &n_items, &budget, &rows, seq, q, n);
@@ -154,7 +221,12 @@ int32_t snug_sched_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens
 
 void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_items)
 {
-    for (int32_t k = 0; k < n_items; k++) s->seqs[items[k].seq].n_computed += items[k].n_tokens;
+    for (int32_t k = 0; k < n_items; k++) {
+        snug_sched_seq *q = &s->seqs[items[k].seq];
+        q->n_computed += items[k].n_tokens;
+        snug_block_table_register(q->table, s->pool, q->tokens, q->n_computed, q->salt,
+                                  &q->n_registered);
+    }
 }
 
 void snug_sched_append(snug_sched *s, int32_t seq)
@@ -176,13 +248,13 @@ void snug_sched_finish(snug_sched *s, int32_t seq)
     } else if (q->phase == SNUG_SEQ_WAITING) {
         int32_t k = 0;
         while (k < s->n_waiting && wait_at(s, k) != seq) k++;
-        for (; k + 1 < s->n_waiting; k++)
-            s->waiting[(s->wait_head + k) % s->max_seqs] = wait_at(s, k + 1);
-        s->n_waiting--;
+        unwait(s, k);
     }
     snug_block_table_release(q->table, s->pool);
     snug_block_table *t = q->table;
-    *q = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t};
+    *q = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t, .leader = -1};
+    for (int32_t i = 0; i < s->max_seqs; i++) /* its followers go on their own */
+        if (s->seqs[i].leader == seq) s->seqs[i].leader = -1;
 }
 
 void snug_sched_pause(snug_sched *s, int32_t seq, bool paused) { s->seqs[seq].paused = paused; }

@@ -30,6 +30,18 @@
  * to the rows the step has left (max_rows).
  * A running sequence can be paused (its consumer has not taken its last
  * output): it keeps its blocks and is skipped until resumed.
+ *
+ * Prefix caching (the pool's, blocks.h): a sequence admitted takes
+ * references to the longest cached prefix of its tokens in whole blocks, at
+ * most all but its last token (whose logits it needs), and computes only
+ * the rest; none when a row of logits is wanted for its prompt's tokens.
+ * Admission counts the evictable blocks it does not take as free. Every
+ * block a sequence fills is registered after its step (generated tokens
+ * too), so the next turn of a chat finds the previous answer as well. A
+ * sequence may follow a leader (another choice of the same prompt): it
+ * waits, without holding up the queue, until the leader has computed the
+ * prompt's whole blocks, then finds them in the cache. A preempted
+ * sequence's blocks stay cached, so its recompute is mostly a hit.
  */
 #ifndef SNUG_SCHEDULER_H
 #define SNUG_SCHEDULER_H
@@ -52,6 +64,12 @@ typedef struct snug_sched_seq {
     int64_t all_logits_until; /* positions below it need a row of logits each (a prompt
                              * whose log-probabilities are asked for); 0: none */
     snug_block_table *table;/* its blocks (the caller's; capacity: the longest sequence) */
+    const int32_t *tokens;  /* [n_tokens] its ids (the caller's): the cache's keys */
+    uint64_t salt;          /* the cache salt: sequences share blocks only under the same */
+    int32_t leader;         /* the sequence whose prompt it waits for; -1: none */
+    int32_t n_registered;   /* blocks of its table registered, found or passed over */
+    int64_t n_cached;       /* tokens found in the cache at its first admission */
+    bool admitted;          /* admitted at least once (n_cached is known) */
 } snug_sched_seq;
 
 /* One sequence's part of a step: tokens [pos0, pos0 + n_tokens) of it;
@@ -77,6 +95,8 @@ typedef struct snug_sched {
     int32_t *waiting;       /* [max_seqs] a ring of seq indices */
     int32_t wait_head, n_waiting;
     int64_t n_preemptions;  /* since init */
+    int64_t n_queried;      /* tokens looked up in the prefix cache at admissions, and ... */
+    int64_t n_hit;          /* ... of those, found */
 } snug_sched;
 
 /* Sets s up over the caller's arrays: seqs[max_seqs] (all set FREE here,
@@ -86,9 +106,12 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
                      snug_sched_seq *seqs, int32_t *running, int32_t *waiting,
                      snug_block_pool *pool);
 
-/* Queues the free slot seq with n_tokens >= 1 known tokens (its prompt)
- * at the back of the waiting queue. */
-void snug_sched_add(snug_sched *s, int32_t seq, int64_t n_tokens);
+/* Queues the free slot seq with n_tokens >= 1 known tokens (its prompt),
+ * tokens (the caller's, growing as it generates, until it finishes), under
+ * the cache salt, following leader (a sequence with the same prompt added
+ * before it, or -1), at the back of the waiting queue. */
+void snug_sched_add(snug_sched *s, int32_t seq, const int32_t *tokens, int64_t n_tokens,
+                    uint64_t salt, int32_t leader);
 
 /* Plans the next step into items (room for max_seqs) and returns how many;
  * *n_tokens gets their total. Blocks are taken (and victims' freed) here,

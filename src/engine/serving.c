@@ -11,7 +11,7 @@
 
 /* Where each part lives in the block; every part 64-byte aligned. */
 typedef struct layout {
-    size_t seqs, free_ids, scratch_ptrs, step_tokens, step_seqs; /* offsets */
+    size_t seqs, scratch_ptrs, step_tokens, step_seqs; /* offsets */
     size_t sched, sched_running, sched_waiting, items, rings, ring_text, lp_row;
     size_t slot_tables, slot_ids, slot_text, slot_emit, scratch; /* first of each kind */
     size_t table_bytes, ids_bytes, text_bytes, emit_bytes, scratch_bytes; /* one of each */
@@ -50,7 +50,6 @@ static bool carve(const snug_serving_shape *s, layout *l)
     l->scratch_bytes = snug_sampler_scratch_bytes(s->n_vocab);
     size_t at = 0;
     bool ok = take(&at, n * sizeof(snug_seq_slot), 1, &l->seqs) &&
-              take(&at, max_blocks * sizeof(int32_t), 1, &l->free_ids) &&
               take(&at, (size_t)s->n_samplers * sizeof(unsigned char *), 1, &l->scratch_ptrs) &&
               take(&at, l->table_bytes, n, &l->slot_tables) &&
               take(&at, l->ids_bytes, n, &l->slot_ids) &&
@@ -93,7 +92,6 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     s.blocks_per_seq = snug_blocks_for_tokens(shape->max_model_len, shape->block_size);
     s.max_blocks = (int64_t)s.blocks_per_seq * shape->max_num_seqs;
     s.seqs = (snug_seq_slot *)(b + l.seqs);
-    s.free_ids = (int32_t *)(b + l.free_ids);
     s.scratch = (unsigned char **)(b + l.scratch_ptrs);
     s.step_tokens = (int32_t *)(b + l.step_tokens);
     s.step_seqs = (snug_step_seq *)(b + l.step_seqs);

@@ -9,8 +9,6 @@
  *     ids), its token ids (prompt and output, max_model_len), its sampler
  *     and stop state and its stop parameters (by value), and its text
  *     buffers (the decoder's text and what may be streamed: stop.h);
- *   - the block pool's free list, for the most blocks the cache can get
- *     (max_num_seqs x blocks per sequence: plan.h never gives more);
  *   - one sampler scratch area per sampling thread;
  *   - a step's description: its tokens (max_num_batched_tokens) and its
  *     sequences (max_num_seqs snug_step_seq);
@@ -89,7 +87,6 @@ typedef struct snug_serving_state {
     int64_t max_blocks;        /* max_num_seqs x blocks_per_seq */
     void *block;               /* the one allocation */
     snug_seq_slot *seqs;       /* [max_num_seqs] */
-    int32_t *free_ids;         /* [max_blocks]: the block pool's storage */
     unsigned char **scratch;   /* [n_samplers] sampler scratch areas */
     int32_t *step_tokens;      /* [max_num_batched_tokens] */
     snug_step_seq *step_seqs;  /* [max_num_seqs] */

@@ -1,35 +1,239 @@
 /*
- * blocks.c: the KV cache's block pool (a stack of free ids) and per-sequence
- * block tables.
+ * blocks.c: the KV cache's block pool with prefix caching, and the
+ * sequences' block tables (blocks.h).
  */
 #include "blocks.h"
 
 #include "base/device.h"
 
-void snug_block_pool_attach(snug_block_pool *pool, int32_t *ids, int32_t n_blocks)
+#include <string.h>
+
+/* ---- the pool's one block ---------------------------------------------------- */
+
+/* Where each array lives in the pool's block; every array 64-byte aligned. */
+typedef struct pool_layout {
+    size_t empty_ids, ref, hash, salt, gen, parent, parent_gen, lru_prev, lru_next, chain;
+    size_t bucket, hashed, tokens, total;
+} pool_layout;
+
+static bool take(size_t *at, size_t n, size_t each, size_t *where)
 {
-    SNUG_ASSERT(n_blocks >= 0);
-    *pool = (snug_block_pool){.free_ids = ids};
-    /* Pushed in reverse so that block 0 is handed out first. */
-    for (int32_t i = 0; i < n_blocks; i++) pool->free_ids[i] = n_blocks - 1 - i;
-    pool->n_blocks = pool->n_free = n_blocks;
+    size_t bytes;
+    if (!snug_mul_size(n, each, &bytes)) return false;
+    *where = *at;
+    return snug_add_size(*at, snug_round_up(bytes, SNUG_MEM_ALIGN), at);
 }
 
-snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, snug_error *err)
+static bool pool_carve(int64_t n_blocks, int32_t block_size, pool_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    if (n_blocks < 0 || n_blocks > INT32_MAX || block_size < 1) return false;
+    size_t n = (size_t)n_blocks, at = 0, per_block_tokens;
+    if (!snug_mul_size(n, (size_t)block_size, &per_block_tokens)) return false;
+    bool ok = take(&at, n, sizeof(int32_t), &l->empty_ids) &&
+              take(&at, n, sizeof(int32_t), &l->ref) &&
+              take(&at, n, sizeof(uint64_t), &l->hash) &&
+              take(&at, n, sizeof(uint64_t), &l->salt) &&
+              take(&at, n, sizeof(uint32_t), &l->gen) &&
+              take(&at, n, sizeof(int32_t), &l->parent) &&
+              take(&at, n, sizeof(uint32_t), &l->parent_gen) &&
+              take(&at, n, sizeof(int32_t), &l->lru_prev) &&
+              take(&at, n, sizeof(int32_t), &l->lru_next) &&
+              take(&at, n, sizeof(int32_t), &l->chain) &&
+              take(&at, SNUG_MAX(n, (size_t)1), sizeof(int32_t), &l->bucket) &&
+              take(&at, n, sizeof(uint8_t), &l->hashed) &&
+              take(&at, per_block_tokens, sizeof(int32_t), &l->tokens);
+    /* at least a large block, so that what it is charged is exactly known */
+    l->total = SNUG_MAX(at, (size_t)SNUG_MEM_LARGE_BYTES);
+    return ok;
+}
+
+size_t snug_block_pool_bytes(int64_t n_blocks, int32_t block_size)
+{
+    pool_layout l;
+    return pool_carve(n_blocks, block_size, &l) ? snug_mem_held_bytes(l.total) : 0;
+}
+
+snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, int32_t block_size,
+                                 bool caching, snug_error *err)
 {
     *pool = (snug_block_pool){0};
-    if (n_blocks < 0) return snug_errorf(err, SNUG_INVALID, "block pool: %d blocks", n_blocks);
-    int32_t *ids = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_blocks * sizeof(int32_t), err);
-    if (!ids) return snug_error_prefix(err, SNUG_NOMEM, "block pool: ");
-    snug_block_pool_attach(pool, ids, n_blocks);
+    pool_layout l;
+    if (!pool_carve(n_blocks, block_size, &l))
+        return snug_errorf(err, SNUG_INVALID, "block pool: %d blocks of %d positions",
+                           n_blocks, block_size);
+    unsigned char *b = snug_mem_alloc(SNUG_MEM_OTHER, l.total, err);
+    if (!b) return snug_error_prefix(err, SNUG_NOMEM, "block pool: ");
+    snug_block_pool p = {
+        .n_blocks = n_blocks, .block_size = block_size, .caching = caching,
+        .n_free = n_blocks, .n_empty = n_blocks, .hash_mask = UINT64_MAX,
+        .lru_head = -1, .lru_tail = -1, .n_buckets = SNUG_MAX(n_blocks, 1), .block = b,
+        .empty_ids = (int32_t *)(b + l.empty_ids), .ref = (int32_t *)(b + l.ref),
+        .hash = (uint64_t *)(b + l.hash), .salt = (uint64_t *)(b + l.salt),
+        .gen = (uint32_t *)(b + l.gen), .parent = (int32_t *)(b + l.parent),
+        .parent_gen = (uint32_t *)(b + l.parent_gen), .lru_prev = (int32_t *)(b + l.lru_prev),
+        .lru_next = (int32_t *)(b + l.lru_next), .chain = (int32_t *)(b + l.chain),
+        .bucket = (int32_t *)(b + l.bucket), .hashed = b + l.hashed,
+        .tokens = (int32_t *)(b + l.tokens)};
+    /* pushed in reverse so that block 0 is handed out first */
+    for (int32_t i = 0; i < n_blocks; i++) {
+        p.empty_ids[i] = n_blocks - 1 - i;
+        p.ref[i] = 0;
+        p.gen[i] = 0;
+        p.hashed[i] = 0;
+        p.chain[i] = p.lru_prev[i] = p.lru_next[i] = -1;
+    }
+    for (int32_t i = 0; i < p.n_buckets; i++) p.bucket[i] = -1;
+    *pool = p;
     return SNUG_OK;
 }
 
 void snug_block_pool_free(snug_block_pool *pool)
 {
-    snug_mem_free(pool->free_ids);
+    snug_mem_free(pool->block);
     *pool = (snug_block_pool){0};
 }
+
+/* ---- hashing and the table of cached blocks ---------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+uint64_t snug_block_hash(uint64_t parent_hash, uint64_t salt, const int32_t *tokens,
+                         int32_t block_size)
+{
+    uint64_t h = mix64(parent_hash ^ 0x9e3779b97f4a7c15ull) ^ mix64(salt + 0x632be59bd9b4e019ull);
+    for (int32_t i = 0; i < block_size; i++)
+        h = mix64(h + (uint64_t)(uint32_t)tokens[i] + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
+    return h;
+}
+
+static int32_t bucket_of(const snug_block_pool *pool, uint64_t hash)
+{
+    return (int32_t)(hash % (uint64_t)pool->n_buckets);
+}
+
+/* The registered block with hash holding tokens after the block parent
+ * (generation parent_gen; -1: first) under salt; -1 when none. */
+static int32_t find(const snug_block_pool *pool, uint64_t hash, int32_t parent, uint32_t parent_gen,
+                    uint64_t salt, const int32_t *tokens)
+{
+    size_t bytes = (size_t)pool->block_size * sizeof(int32_t);
+    for (int32_t b = pool->bucket[bucket_of(pool, hash)]; b >= 0; b = pool->chain[b]) {
+        if (pool->hash[b] != hash || pool->salt[b] != salt || pool->parent[b] != parent) continue;
+        if (parent >= 0 && pool->parent_gen[b] != parent_gen) continue;
+        if (memcmp(pool->tokens + (size_t)b * (size_t)pool->block_size, tokens, bytes) == 0)
+            return b;
+    }
+    return -1;
+}
+
+/* Takes block b's hash away: out of its bucket, its generation moved on. */
+static void unhash(snug_block_pool *pool, int32_t b)
+{
+    int32_t *link = &pool->bucket[bucket_of(pool, pool->hash[b])];
+    while (*link != b) link = &pool->chain[*link];
+    *link = pool->chain[b];
+    pool->chain[b] = -1;
+    pool->hashed[b] = 0;
+    pool->gen[b]++;
+    pool->n_cached--;
+}
+
+static void lru_remove(snug_block_pool *pool, int32_t b)
+{
+    int32_t prev = pool->lru_prev[b], next = pool->lru_next[b];
+    if (prev >= 0) pool->lru_next[prev] = next; else pool->lru_head = next;
+    if (next >= 0) pool->lru_prev[next] = prev; else pool->lru_tail = prev;
+    pool->lru_prev[b] = pool->lru_next[b] = -1;
+    pool->n_evictable--;
+}
+
+static void lru_append(snug_block_pool *pool, int32_t b)
+{
+    pool->lru_prev[b] = pool->lru_tail;
+    pool->lru_next[b] = -1;
+    if (pool->lru_tail >= 0) pool->lru_next[pool->lru_tail] = b; else pool->lru_head = b;
+    pool->lru_tail = b;
+    pool->n_evictable++;
+}
+
+int32_t snug_block_pool_match(const snug_block_pool *pool, const int32_t *tokens, int64_t n_tokens,
+                              uint64_t salt, int32_t *ids, int32_t *n_evictable)
+{
+    int32_t n = 0, bs = pool->block_size;
+    *n_evictable = 0;
+    if (!pool->caching || pool->n_cached == 0) return 0;
+    uint64_t h = 0;
+    int32_t parent = -1;
+    for (int64_t at = 0; at + bs <= n_tokens; at += bs) {
+        const int32_t *t = tokens + at;
+        h = snug_block_hash(h, salt, t, bs) & pool->hash_mask;
+        int32_t b = find(pool, h, parent, parent >= 0 ? pool->gen[parent] : 0, salt, t);
+        if (b < 0) break;
+        ids[n++] = b;
+        *n_evictable += pool->ref[b] == 0;
+        parent = b;
+    }
+    return n;
+}
+
+int32_t snug_block_pool_reset_cache(snug_block_pool *pool)
+{
+    int32_t dropped = 0;
+    for (int32_t b = 0; b < pool->n_blocks; b++) {
+        if (!pool->hashed[b]) continue;
+        if (pool->ref[b] == 0) {
+            lru_remove(pool, b);
+            pool->empty_ids[pool->n_empty++] = b;
+        }
+        unhash(pool, b);
+        dropped++;
+    }
+    return dropped;
+}
+
+bool snug_block_pool_check(const snug_block_pool *pool, snug_error *err)
+{
+    int32_t refd = 0, cached = 0, on_lru = 0, in_buckets = 0;
+    for (int32_t b = 0; b < pool->n_blocks; b++) {
+        if (pool->ref[b] < 0)
+            return snug_errorf(err, SNUG_INTERNAL, "block %d: reference count %d", b, pool->ref[b]), false;
+        refd += pool->ref[b] > 0;
+        cached += pool->hashed[b];
+    }
+    for (int32_t b = pool->lru_head, prev = -1; b >= 0; prev = b, b = pool->lru_next[b]) {
+        if (pool->ref[b] != 0 || !pool->hashed[b] || pool->lru_prev[b] != prev || ++on_lru > pool->n_blocks)
+            return snug_errorf(err, SNUG_INTERNAL, "LRU list: block %d (ref %d, hashed %d)", b,
+                               pool->ref[b], pool->hashed[b]), false;
+    }
+    for (int32_t k = 0; k < pool->n_buckets; k++)
+        for (int32_t b = pool->bucket[k]; b >= 0; b = pool->chain[b])
+            if (!pool->hashed[b] || bucket_of(pool, pool->hash[b]) != k || ++in_buckets > pool->n_blocks)
+                return snug_errorf(err, SNUG_INTERNAL, "hash bucket %d: block %d", k, b), false;
+    for (int32_t i = 0; i < pool->n_empty; i++) {
+        int32_t b = pool->empty_ids[i];
+        if (b < 0 || b >= pool->n_blocks || pool->ref[b] != 0 || pool->hashed[b])
+            return snug_errorf(err, SNUG_INTERNAL, "empty block %d is in use or cached", b), false;
+    }
+    if (cached != pool->n_cached || in_buckets != cached || on_lru != pool->n_evictable ||
+        pool->n_free != pool->n_empty + pool->n_evictable ||
+        pool->n_empty + pool->n_evictable + refd != pool->n_blocks)
+        return snug_errorf(err, SNUG_INTERNAL, "block pool counts: %d blocks = %d empty + %d "
+                           "evictable + %d referenced?; cached %d (counted %d, in buckets %d), "
+                           "free %d, on the LRU list %d", pool->n_blocks, pool->n_empty,
+                           pool->n_evictable, refd, cached, pool->n_cached, in_buckets,
+                           pool->n_free, on_lru), false;
+    return true;
+}
+
+/* ---- tables ------------------------------------------------------------------- */
 
 int32_t snug_blocks_for_tokens(int64_t n_tokens, int32_t block_size)
 {
@@ -63,6 +267,39 @@ void snug_block_table_free(snug_block_table *table)
     *table = (snug_block_table){0};
 }
 
+void snug_block_table_share(snug_block_table *table, snug_block_pool *pool, int32_t n)
+{
+    SNUG_ASSERT(table->n == 0 && n <= table->cap);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t b = table->ids[i];
+        SNUG_ASSERT(pool->hashed[b]);
+        if (pool->ref[b]++ == 0) {
+            lru_remove(pool, b);
+            pool->n_free--;
+        }
+    }
+    table->n = n;
+}
+
+/* Takes a block for new contents: an empty one, else the least recently
+ * used cached one (its hash dropped). The pool has a free block. */
+static int32_t take_block(snug_block_pool *pool)
+{
+    int32_t b;
+    if (pool->n_empty > 0) {
+        b = pool->empty_ids[--pool->n_empty];
+    } else {
+        b = pool->lru_head;
+        SNUG_ASSERT(b >= 0);
+        lru_remove(pool, b);
+        unhash(pool, b);
+        pool->n_evictions++;
+    }
+    pool->n_free--;
+    pool->ref[b] = 1;
+    return b;
+}
+
 bool snug_block_table_grow(snug_block_table *table, snug_block_pool *pool, int64_t n_tokens,
                            int32_t block_size)
 {
@@ -70,14 +307,52 @@ bool snug_block_table_grow(snug_block_table *table, snug_block_pool *pool, int64
     int32_t need = snug_blocks_for_tokens(n_tokens, block_size);
     if (need <= table->n) return true;
     if (need - table->n > pool->n_free) return false;
-    while (table->n < need) table->ids[table->n++] = pool->free_ids[--pool->n_free];
+    while (table->n < need) table->ids[table->n++] = take_block(pool);
     return true;
+}
+
+void snug_block_table_register(snug_block_table *table, snug_block_pool *pool,
+                               const int32_t *tokens, int64_t n_computed, uint64_t salt,
+                               int32_t *n_done)
+{
+    if (!pool->caching) return;
+    int32_t bs = pool->block_size;
+    int64_t full = SNUG_MIN(n_computed / bs, (int64_t)table->n);
+    for (int32_t i = *n_done; i < full; i++) {
+        int32_t b = table->ids[i], parent = i > 0 ? table->ids[i - 1] : -1;
+        if (pool->hashed[b]) continue; /* found in the cache */
+        if (parent >= 0 && !pool->hashed[parent]) continue; /* its prefix is not findable */
+        const int32_t *t = tokens + (int64_t)i * bs;
+        uint64_t h = snug_block_hash(parent >= 0 ? pool->hash[parent] : 0, salt, t, bs) &
+                     pool->hash_mask;
+        uint32_t pg = parent >= 0 ? pool->gen[parent] : 0;
+        if (find(pool, h, parent, pg, salt, t) >= 0) continue; /* a twin serves */
+        pool->hash[b] = h;
+        pool->salt[b] = salt;
+        pool->parent[b] = parent;
+        pool->parent_gen[b] = pg;
+        memcpy(pool->tokens + (size_t)b * (size_t)bs, t, (size_t)bs * sizeof(int32_t));
+        int32_t k = bucket_of(pool, h);
+        pool->chain[b] = pool->bucket[k];
+        pool->bucket[k] = b;
+        pool->hashed[b] = 1;
+        pool->n_cached++;
+    }
+    if (full > *n_done) *n_done = (int32_t)full;
 }
 
 void snug_block_table_release(snug_block_table *table, snug_block_pool *pool)
 {
     while (table->n > 0) {
-        SNUG_ASSERT(pool->n_free < pool->n_blocks);
-        pool->free_ids[pool->n_free++] = table->ids[--table->n];
+        int32_t b = table->ids[--table->n];
+        SNUG_ASSERT(pool->ref[b] > 0);
+        if (--pool->ref[b] > 0) continue;
+        if (pool->hashed[b] && pool->caching) {
+            lru_append(pool, b);
+        } else {
+            if (pool->hashed[b]) unhash(pool, b);
+            pool->empty_ids[pool->n_empty++] = b;
+        }
+        pool->n_free++;
     }
 }

@@ -1,16 +1,33 @@
 /*
- * blocks.h: the block allocator of the paged KV cache and the block tables
- * of sequences.
+ * blocks.h: the block pool of the paged KV cache, with automatic prefix
+ * caching, and the block tables of sequences.
  *
- * The cache is cut into n_blocks blocks of block_size token positions. A
- * pool hands out block ids from a free list (a stack: the most recently
- * freed block is reused first, while it is still warm in the caches); a
+ * The cache is cut into n_blocks blocks of block_size token positions; a
  * sequence's block table lists its blocks in position order, so position p
  * lives in block table->ids[p / block_size] at slot p % block_size.
  *
- * Nothing here allocates once made: the pool's free list and each table's
- * id array are sized at creation (a table for the longest sequence the
- * server accepts), and a growing sequence only moves block ids.
+ * Every block has a reference count: the tables that hold it. A block a
+ * table filled (block_size computed positions) can be registered under a
+ * hash chained from its parent block's hash, the cache salt and its own
+ * token ids; a later sequence whose tokens begin the same way takes
+ * references to those blocks instead of computing them again. A lookup is
+ * confirmed against what the block stores: its token ids, its salt, and
+ * its parent's identity (block id and generation: a block's generation
+ * moves on whenever it loses its hash), so that by induction a hit holds
+ * exactly the keys and values of the same prefix, whatever the hash
+ * collides with.
+ *
+ * A block whose count falls to 0 keeps its contents and its hash on an LRU
+ * list of evictable blocks (a sequence's blocks are put there last block
+ * first, so a prefix loses its tail before its head). A table that grows
+ * takes empty blocks first, then evicts the least recently used cached
+ * one: n_free counts both, since either can be taken at once. With caching
+ * off, a released block goes straight back to the empty blocks (a stack:
+ * the most recently freed is reused first, while it is warm).
+ *
+ * Nothing here allocates once the pool is made: every array is in the
+ * pool's one block, sized for n_blocks by the pure snug_block_pool_bytes
+ * (the memory plan counts it), and a growing sequence only moves ids.
  */
 #ifndef SNUG_BLOCKS_H
 #define SNUG_BLOCKS_H
@@ -19,8 +36,29 @@
 
 typedef struct snug_block_pool {
     int32_t n_blocks;
-    int32_t n_free;
-    int32_t *free_ids;   /* [n_blocks]; the first n_free are free, the top is the last */
+    int32_t block_size;
+    bool caching;          /* registration and lookups on */
+    int32_t n_free;        /* blocks a table may take now: empty + evictable */
+    int32_t n_empty;       /* of those, holding nothing: empty_ids[0 .. n_empty) */
+    int32_t n_evictable;   /* of those, cached with no reference: on the LRU list */
+    int32_t n_cached;      /* blocks with a hash, referenced or not */
+    int64_t n_evictions;   /* cached blocks taken for new contents, since made */
+    uint64_t hash_mask;    /* ANDed into every hash: a test hook (0 makes all collide) */
+    int32_t lru_head, lru_tail; /* least and most recently used evictable; -1: none */
+    int32_t n_buckets;
+    void *block;           /* the one allocation */
+    int32_t *empty_ids;    /* [n_blocks] a stack */
+    int32_t *ref;          /* [n_blocks] references */
+    uint64_t *hash;        /* [n_blocks] valid where hashed */
+    uint64_t *salt;        /* [n_blocks] the salt it was registered under */
+    uint32_t *gen;         /* [n_blocks] generation: moves on when the hash is dropped */
+    int32_t *parent;       /* [n_blocks] the block before it in its sequence; -1: first */
+    uint32_t *parent_gen;  /* [n_blocks] that block's generation at registration */
+    int32_t *lru_prev, *lru_next; /* [n_blocks] the LRU list's links */
+    int32_t *chain;        /* [n_blocks] the next block in its hash bucket; -1: last */
+    int32_t *bucket;       /* [n_buckets] the first block of each hash bucket; -1: none */
+    uint8_t *hashed;       /* [n_blocks] 1 when registered */
+    int32_t *tokens;       /* [n_blocks x block_size] the ids a registered block holds */
 } snug_block_pool;
 
 typedef struct snug_block_table {
@@ -29,17 +67,40 @@ typedef struct snug_block_table {
     int32_t cap;         /* most blocks this table can hold */
 } snug_block_table;
 
-/* Makes a pool of n_blocks free blocks (ids 0 .. n_blocks - 1; n_blocks >=
- * 0). The free list is charged to category other. */
-snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, snug_error *err);
+/* The bytes the allocator charges the pool of n_blocks blocks of
+ * block_size positions; 0 when out of range. Pure. */
+size_t snug_block_pool_bytes(int64_t n_blocks, int32_t block_size);
 
-/* As snug_block_pool_init, over storage the caller keeps (ids: n_blocks
- * entries that outlive the pool; the serving state's, made up front).
- * Never fails, never allocates; do not snug_block_pool_free such a pool. */
-void snug_block_pool_attach(snug_block_pool *pool, int32_t *ids, int32_t n_blocks);
+/* Makes a pool of n_blocks empty blocks (ids 0 .. n_blocks - 1, handed out
+ * in that order) of block_size positions, caching on or off, in one block
+ * of category other. Fails with SNUG_INVALID or SNUG_NOMEM; then nothing is
+ * held. */
+snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, int32_t block_size,
+                                 bool caching, snug_error *err);
 
-/* Frees the pool's free list; the pool may be zero-filled. */
+/* Frees the pool's block; the pool may be zero-filled. */
 void snug_block_pool_free(snug_block_pool *pool);
+
+/* The hash of a full block holding tokens[0 .. block_size) after the block
+ * whose hash is parent_hash (0 for a sequence's first block), under salt.
+ * Pure (the pool's hash_mask is applied by the pool). */
+uint64_t snug_block_hash(uint64_t parent_hash, uint64_t salt, const int32_t *tokens,
+                         int32_t block_size);
+
+/* The cached prefix of tokens[0 .. n_tokens) in whole blocks under salt:
+ * writes the blocks' ids to ids (room for n_tokens / block_size) and
+ * returns how many; *n_evictable gets how many of them have no reference
+ * now (taking them lowers n_free). Reads only; 0 with caching off. */
+int32_t snug_block_pool_match(const snug_block_pool *pool, const int32_t *tokens, int64_t n_tokens,
+                              uint64_t salt, int32_t *ids, int32_t *n_evictable);
+
+/* Drops every hash (blocks in use keep their contents for their tables;
+ * the evictable ones become empty) and returns how many blocks had one. */
+int32_t snug_block_pool_reset_cache(snug_block_pool *pool);
+
+/* Checks the pool's invariants (counts against the arrays, the LRU list,
+ * the buckets); false, with a message, on the first that fails. For tests. */
+bool snug_block_pool_check(const snug_block_pool *pool, snug_error *err);
 
 /* Makes an empty table for sequences of up to max_tokens positions in
  * blocks of block_size (its id array, category other). */
@@ -58,15 +119,30 @@ void snug_block_table_free(snug_block_table *table);
 /* The blocks needed to hold n_tokens positions. */
 int32_t snug_blocks_for_tokens(int64_t n_tokens, int32_t block_size);
 
-/* Grows table until it covers n_tokens positions, taking blocks from pool.
- * Returns false, changing nothing, when the pool has too few free blocks or
- * the table's capacity is too small; the caller decides (wait, preempt).
- * Never allocates. */
+/* Takes a reference to each of the n blocks that snug_block_pool_match
+ * wrote to the empty table's ids: the table then holds them. */
+void snug_block_table_share(snug_block_table *table, snug_block_pool *pool, int32_t n);
+
+/* Grows table until it covers n_tokens positions, taking empty blocks, then
+ * evicting the least recently used cached ones. Returns false, changing
+ * nothing, when the pool has too few free blocks or the table's capacity is
+ * too small; the caller decides (wait, preempt). Never allocates. */
 bool snug_block_table_grow(snug_block_table *table, snug_block_pool *pool, int64_t n_tokens,
                            int32_t block_size);
 
-/* Gives every block of table back to pool (in reverse order, so that the
- * sequence's first block is reused first) and empties the table. */
+/* Registers the table's blocks that tokens[0 .. n_computed) fill, from
+ * block *n_done on (the blocks before it were registered, found in the
+ * cache or passed over), under salt; *n_done moves past them. A block
+ * whose parent has no hash (passed over, or the cache was reset) is passed
+ * over, and so is one whose exact twin is already cached (the twin keeps
+ * serving). No-op with caching off. */
+void snug_block_table_register(snug_block_table *table, snug_block_pool *pool,
+                               const int32_t *tokens, int64_t n_computed, uint64_t salt,
+                               int32_t *n_done);
+
+/* Gives every block of table back to pool and empties the table: a block
+ * whose last reference this was becomes evictable when it is cached (last
+ * block first), empty otherwise. */
 void snug_block_table_release(snug_block_table *table, snug_block_pool *pool);
 
 #endif /* SNUG_BLOCKS_H */

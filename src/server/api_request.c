@@ -687,6 +687,11 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     snug_sampling_params_default(&r->sampling);
     snug_stop_params_default(&r->stop);
     snug_status st = get_string(r->root, "model", &r->model, err);
+    if (st == SNUG_OK) st = get_string(r->root, "cache_salt", &r->cache_salt, err);
+    if (st == SNUG_OK && r->cache_salt) {
+        r->cache_salt_len = json_string_length(opt(r->root, "cache_salt"));
+        if (r->cache_salt_len == 0) st = bad(err, "cache_salt", "must be a non-empty string");
+    }
     if (st == SNUG_OK)
         st = kind == SNUG_API_CHAT ? parse_messages(r->root, r, err)
                                    : parse_prompt(r->root, lim, r, err);

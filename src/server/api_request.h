@@ -82,6 +82,8 @@ typedef struct snug_api_request {
     bool add_generation_prompt;     /* chat (vLLM's extension): default true */
     bool tokens_as_ids;             /* return_tokens_as_token_ids (vLLM's extension): tokens
                                      * in log-probabilities as "token_id:N" */
+    const char *cache_salt;         /* vLLM's cache_salt: a non-empty string, or NULL */
+    size_t cache_salt_len;
 } snug_api_request;
 
 typedef struct snug_api_error {

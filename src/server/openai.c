@@ -229,9 +229,13 @@ static void put_usage(openai_job *j, snug_strbuf *b)
 {
     int64_t out = 0;
     for (int k = 0; k < j->n_prompts * j->req.n; k++) out += j->acc[k].n_tokens;
+    int64_t cached = 0;
+    for (int i = 0; i < j->n_prompts; i++)
+        if (j->submitted[i]) cached += snug_engine_cached_tokens(j->srv->e, &j->reqs[i]);
     snug_strbuf_printf(b, "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-                       "\"total_tokens\":%lld}", (long long)j->prompt_tokens, (long long)out,
-                       (long long)(j->prompt_tokens + out));
+                       "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
+                       (long long)j->prompt_tokens, (long long)out,
+                       (long long)(j->prompt_tokens + out), (long long)cached);
 }
 
 /* ---- log-probabilities ---------------------------------------------------------- */
@@ -638,6 +642,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
             r->stop.max_tokens = (int32_t)SNUG_MIN((int64_t)r->stop.max_tokens,
                                                    SNUG_MAX(1, lim.max_model_len - r->n_prompt));
         r->n = j->req.n;
+        r->cache_salt = j->req.cache_salt ? snug_engine_salt(j->req.cache_salt, j->req.cache_salt_len) : 0;
         r->logprobs = j->req.logprobs >= 0;
         r->top_logprobs = SNUG_MAX(0, j->req.logprobs);
         st = snug_engine_submit(s->e, r, &err);

@@ -126,6 +126,23 @@ static enum MHD_Result get_health(snug_server *s, struct MHD_Connection *c)
     return http_send(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, &b, "application/json");
 }
 
+/* POST /reset_prefix_cache: empties the prefix cache when nothing runs
+ * (409 while requests run or wait; 400 with caching off). */
+static enum MHD_Result reset_prefix_cache(snug_server *s, struct MHD_Connection *c)
+{
+    snug_error err = {0};
+    int32_t dropped = 0;
+    snug_status st = snug_engine_reset_prefix_cache(s->e, &dropped, &err);
+    if (st == SNUG_BUSY)
+        return http_error(c, 409, "invalid_request_error", NULL, "engine_busy", "%s", err.msg);
+    if (st != SNUG_OK)
+        return http_error(c, 400, "invalid_request_error", NULL, "prefix_caching_disabled", "%s",
+                          err.msg);
+    snug_strbuf b = {0};
+    snug_strbuf_printf(&b, "{\"object\":\"prefix_cache.reset\",\"dropped_blocks\":%d}", dropped);
+    return http_send(c, MHD_HTTP_OK, &b, "application/json");
+}
+
 /* A Prometheus histogram: cumulative buckets, +Inf, sum and count. */
 static void put_histogram(snug_strbuf *b, const char *name, const char *help,
                           const snug_latency_histogram *h)
@@ -159,6 +176,18 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     GAUGE("kv_blocks_used", "KV cache blocks held by sequences.", "%d", k.kv_blocks_used);
     GAUGE("kv_blocks_free", "KV cache blocks free.", "%d", k.kv_blocks_total - k.kv_blocks_used);
     COUNTER("num_preemptions_total", "Sequences preempted for recompute.", k.preemptions);
+    GAUGE("prefix_caching", "1 when the KV cache keeps and reuses computed prefixes.", "%d",
+          k.prefix_caching ? 1 : 0);
+    COUNTER("prefix_cache_queries_total", "Tokens looked up in the prefix cache at admission.",
+            k.prefix_queried_tokens);
+    COUNTER("prefix_cache_hits_total", "Tokens found in the prefix cache at admission.",
+            k.prefix_hit_tokens);
+    GAUGE("kv_blocks_cached", "KV cache blocks holding a registered prefix (in use or not).", "%d",
+          k.kv_blocks_cached);
+    GAUGE("kv_blocks_evictable", "Cached KV blocks no sequence holds (counted free).", "%d",
+          k.kv_blocks_evictable);
+    COUNTER("kv_block_evictions_total", "Cached KV blocks taken for new contents.",
+            k.kv_block_evictions);
     COUNTER("prompt_tokens_total", "Prompt tokens admitted.", k.prompt_tokens);
     COUNTER("generation_tokens_total", "Tokens generated.", k.generation_tokens);
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);
@@ -284,7 +313,8 @@ done:
 /* ---- routing ----------------------------------------------------------------- */
 
 typedef enum route {
-    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
+    R_RESET_PREFIX_CACHE
 } route;
 
 static const struct {
@@ -294,7 +324,7 @@ static const struct {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
-    {"/detokenize", "POST", R_DETOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},      {"/reset_prefix_cache", "POST", R_RESET_PREFIX_CACHE},
 };
 
 /* The route for url, or R_NONE; *known_path tells a wrong method from an
@@ -362,6 +392,7 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     case R_METRICS: return get_metrics(s, c);
     case R_TOKENIZE: return tokenize(s, c, h, true);
     case R_DETOKENIZE: return tokenize(s, c, h, false);
+    case R_RESET_PREFIX_CACHE: return reset_prefix_cache(s, c);
     default: return MHD_NO;
     }
 }
@@ -411,7 +442,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                       "%s is not allowed on %s", method, url)
                          : http_error(c, 404, "invalid_request_error", NULL, "not_found",
                                       "no such path: %s", url);
-        if (strncmp(url, "/v1/", 4) == 0 && !authorized(s, c))
+        if ((strncmp(url, "/v1/", 4) == 0 || r == R_RESET_PREFIX_CACHE) && !authorized(s, c))
             return http_error(c, 401, "invalid_request_error", NULL, "invalid_api_key",
                               "a missing or wrong API key: send Authorization: Bearer KEY");
         if (atomic_load(&s->draining) && (r == R_COMPLETIONS || r == R_CHAT))
