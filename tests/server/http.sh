@@ -3,7 +3,8 @@
 # (status and OpenAI error shape, and a good request still served after each group), the API
 # key, the raw server-sent-event bytes of streams, greedy decoding over HTTP against
 # `snug generate`, n > 1 and seeds, a stream the client aborts (the engine lets go of its
-# sequences and blocks), and SIGTERM. Uses bash, curl, jq and coreutils.
+# sequences and blocks), prefix caching (cached_tokens, cache_salt, /reset_prefix_cache,
+# --no-prefix-caching), and SIGTERM. Uses bash, curl, jq and coreutils.
 # Usage: tests/server/http.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines
 # and a final "N passed, M failed" (see tests/run); exit status 1 if any failed.
 set -u
@@ -714,6 +715,66 @@ else
     fail "/metrics latency histograms" "$(grep -E 'first_token|inter_token' "$tmp/metrics" | head -8)"
 fi
 
+# --- prefix caching: a second turn finds the first's prompt and answer in whole blocks ---
+# ids_of: the generated ids of the last answer (return_tokens_as_token_ids), space-separated
+ids_of() { jq -r '[.choices[0].logprobs.tokens[] | ltrimstr("token_id:")] | join(",")' "$tmp/body"; }
+cached_of() { jq -r '.usage.prompt_tokens_details.cached_tokens' "$tmp/body"; }
+turn1=$(seq -s, 300 339)   # 40 prompt ids
+turn_body() { echo "{\"prompt\": [$1], \"max_tokens\": 20, \"temperature\": 0, \"ignore_eos\": true, \"logprobs\": 0, \"return_tokens_as_token_ids\": true $2}"; }
+prefix_turns() { # NAME: two turns on $url; sets $gen1, $gen2 and $cached1, $cached2
+    post /v1/completions "$(turn_body "$turn1" "")"
+    gen1=$(ids_of) cached1=$(cached_of)
+    post /v1/completions "$(turn_body "$turn1,$gen1,$(seq -s, 400 409)" "")"
+    gen2=$(ids_of) cached2=$(cached_of)
+}
+prefix_turns
+# 40 + 20 tokens, 59 of them computed: 3 whole blocks of 16
+if [[ $cached1 == 0 && $cached2 == 48 && -n $gen2 ]]; then
+    ok "cached_tokens: 0 on the first turn, the 48 whole-block tokens of prompt + answer on the second"
+else
+    fail "cached_tokens of two turns" "first $cached1, second $cached2 (want 0 and 48)" "$(body)"
+fi
+stream_usage=$(curl -sN --max-time 20 -H 'Content-Type: application/json' --data-binary \
+    "{\"prompt\": [$turn1], \"max_tokens\": 3, \"stream\": true, \"stream_options\": {\"include_usage\": true}}" \
+    "$url/v1/completions" | grep '"usage"' | sed 's/^data: //' | jq -r '.usage.prompt_tokens_details.cached_tokens')
+if [[ $stream_usage == 32 ]]; then
+    ok "the streamed usage chunk has cached_tokens (32: the 40-token prompt's whole blocks but its last)"
+else
+    fail "cached_tokens in the streamed usage chunk" "got '$stream_usage', want 32"
+fi
+post /v1/completions "$(turn_body "$turn1" ', "cache_salt": "tenant-a"')"
+salt1=$(cached_of)
+post /v1/completions "$(turn_body "$turn1" ', "cache_salt": "tenant-a"')"
+salt2=$(cached_of)
+post /v1/completions "$(turn_body "$turn1" ', "cache_salt": "tenant-b"')"
+salt3=$(cached_of)
+if [[ $salt1 == 0 && $salt2 == 32 && $salt3 == 0 ]]; then
+    ok "cache_salt: another salt finds nothing (0), the same salt its own blocks (32), a third nothing"
+else
+    fail "cache_salt isolation" "tenant-a $salt1 then $salt2, tenant-b $salt3 (want 0, 32, 0)"
+fi
+badc "cache_salt a number -> 400" 400 '"cache_salt"' null '{"prompt": "x", "cache_salt": 5}'
+badc "cache_salt empty -> 400" 400 '"cache_salt"' null '{"prompt": "x", "cache_salt": ""}'
+hits=$(metric snug_prefix_cache_hits_total) queries=$(metric snug_prefix_cache_queries_total)
+cached_blocks=$(metric snug_kv_blocks_cached) evictable=$(metric snug_kv_blocks_evictable)
+if [[ $(metric snug_prefix_caching) == 1 && $hits -ge 112 && $queries -gt $hits && $cached_blocks -gt 0 &&
+      $evictable == "$cached_blocks" && -n $(metric snug_kv_block_evictions_total) ]]; then
+    ok "/metrics: prefix cache queries $queries, hits $hits, $cached_blocks blocks cached, all evictable"
+else
+    fail "/metrics prefix cache" "$(curl -s "$url/metrics" | grep -E 'prefix|cached|evict' | grep -v '^#')"
+fi
+req /reset_prefix_cache -X POST
+dropped=$(jq -r '.dropped_blocks' "$tmp/body" 2>/dev/null)
+post /v1/completions "$(turn_body "$turn1" "")"
+if [[ $status == 200 && $dropped == "$cached_blocks" && $(cached_of) == 0 && $(metric snug_kv_blocks_cached) -gt 0 ]]; then
+    ok "POST /reset_prefix_cache dropped $dropped blocks; the next request found nothing"
+else
+    fail "POST /reset_prefix_cache" "dropped '$dropped' of $cached_blocks, then cached $(cached_of)" "$(body)"
+fi
+req /reset_prefix_cache
+check_error "GET /reset_prefix_cache -> 405" 405 null '"method_not_allowed"'
+main_gen2=$gen2
+
 # --- the API key ---
 main_pid=$pid main_url=$url
 start_server api-key --api-key sekrit --max-num-seqs 16 --max-body-bytes 4096
@@ -733,7 +794,28 @@ head -c 5000 /dev/zero | tr '\0' ' ' >"$tmp/5k"
 req /v1/completions -H 'Authorization: Bearer sekrit' -H 'Content-Type: application/json' --data-binary @"$tmp/5k"
 check_error "a body over --max-body-bytes 4096 -> 413" 413 null '"body_too_large"'
 still_serves "a body over --max-body-bytes" -H 'Authorization: Bearer sekrit'
+req /reset_prefix_cache -X POST
+check_error "POST /reset_prefix_cache without the API key -> 401" 401 null '"invalid_api_key"'
+req /reset_prefix_cache -X POST -H 'Authorization: Bearer sekrit'
+if [[ $status == 200 ]]; then ok "POST /reset_prefix_cache with the API key"; else fail "POST /reset_prefix_cache with the API key" "HTTP $status" "$(body)"; fi
 stop_server api-key INT
+
+# --- --no-prefix-caching: the same ids, nothing found, no reset ---
+start_server no-cache --no-prefix-caching
+prefix_turns
+if [[ $cached1 == 0 && $cached2 == 0 && $gen2 == "$main_gen2" && $(metric snug_prefix_caching) == 0 ]]; then
+    ok "--no-prefix-caching: cached_tokens 0, the second turn's greedy ids equal the caching server's"
+else
+    fail "--no-prefix-caching" "cached $cached1 $cached2; ids '$gen2' against '$main_gen2'"
+fi
+req /reset_prefix_cache -X POST
+check_error "POST /reset_prefix_cache with caching off -> 400" 400 null '"prefix_caching_disabled"'
+if grep -q 'prefix caching off' "$tmp/no-cache.out" && grep -q 'prefix caching on' "$tmp/main.out"; then
+    ok "the plan's report says whether prefix caching is on"
+else
+    fail "the report names prefix caching" "$(grep 'kv cache:' "$tmp/no-cache.out" "$tmp/main.out")"
+fi
+stop_server no-cache TERM
 
 # --- connection limits and timeouts: two idle clients hold both of 2 connections; a third
 # is told 503 at once (not left waiting); after --timeout-seconds 2 the idle ones are closed
