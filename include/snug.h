@@ -147,6 +147,9 @@ typedef struct snug_llm_opts {
                                      * reserve in the plan); 0: SNUG_LLM_JOB_MEMORY_DEFAULT */
     int32_t n_threads;              /* compute threads; 0: OpenMP's count */
     int32_t max_queue;              /* jobs waiting for a slot; 0: 1024 */
+    bool no_prefix_caching;         /* false (the default): the KV cache keeps the blocks
+                                     * it computed and a job whose prompt begins as an
+                                     * earlier one's reuses them (snug_job_cached_tokens) */
 } snug_llm_opts;
 
 /* Fills o with the defaults: every field 0 (model_dir NULL) but job_memory,
@@ -192,6 +195,8 @@ typedef struct snug_gen_params {
      * to a pipe). It is not called after snug_job_free returns. */
     void (*on_ready)(void *ctx);
     void *on_ready_ctx;
+    const char *cache_salt;   /* NUL-terminated, or NULL: jobs share cached blocks only
+                               * with jobs of the same salt (one per tenant) */
 } snug_gen_params;
 
 /* Fills p with the defaults: temperature 1, top_p 1, top_k 0, min_p 0,
@@ -244,6 +249,11 @@ void snug_job_wait(snug_llm *llm, snug_job *job, double timeout_s);
 /* True once every choice of job has ended and every event was taken. */
 bool snug_job_done(snug_llm *llm, snug_job *job);
 
+/* The prompt tokens of job whose keys and values came from the prefix
+ * cache rather than being computed (whole blocks); 0 until its first event,
+ * or with caching off. */
+int64_t snug_job_cached_tokens(snug_llm *llm, snug_job *job);
+
 /* Aborts job: its choices end within a step and their KV blocks are freed;
  * events not yet taken are dropped. The job stays the caller's (free it
  * with snug_job_free). Cancelling a done job does nothing. */
@@ -285,6 +295,9 @@ typedef struct snug_llm_counters_info {
     int32_t kv_blocks_used, kv_blocks_total;
     int64_t requests_finished; /* jobs whose every choice ended and was taken */
     size_t job_memory_used;   /* bytes the live jobs hold, of job_memory */
+    int64_t prefix_queried_tokens; /* prompt tokens looked up in the prefix cache, and ... */
+    int64_t prefix_hit_tokens;     /* ... of those, found */
+    int32_t kv_blocks_cached;      /* blocks holding a cached prefix (in use or evictable) */
     bool failed;              /* the step loop stopped on an error: submits are refused */
 } snug_llm_counters_info;
 

@@ -534,6 +534,56 @@ static void test_plan_adds_up(void)
     snug_llm_close(llm);
 }
 
+/* The same prompt twice: the second job's cached tokens are the first's
+ * whole blocks but the last token; another salt finds nothing; with
+ * prefix caching off nothing is found and the text is the same. */
+static void test_cached_tokens(void)
+{
+    snug_error err = {0};
+    static got g[3];
+    static const char text[] = "Once upon a time, there was a little girl named Lily. She loved "
+                               "to play outside in the park with her friends and her big dog.";
+    int64_t cached[2][3], n_prompt = 0;
+    for (int off = 0; off < 2; off++) {
+        snug_llm_opts o = opts();
+        o.no_prefix_caching = off;
+        snug_llm *llm = NULL;
+        CHECK_OK(snug_llm_open(&o, &llm, &err), &err);
+        if (!llm) return;
+        snug_gen_params p;
+        snug_gen_params_default(&p);
+        p.temperature = 0;
+        p.max_tokens = 20;
+        p.ignore_eos = true;
+        for (int run = 0; run < 3; run++) {
+            snug_job *job = NULL;
+            p.cache_salt = run == 2 ? "another tenant" : NULL;
+            CHECK_OK(snug_llm_submit_text(llm, text, strlen(text), &p, &job, &err), &err);
+            if (!job) break;
+            drain(llm, job, &g[run]);
+            cached[off][run] = snug_job_cached_tokens(llm, job);
+            snug_job_free(llm, job);
+            snug_llm_counters_info c0;
+            snug_llm_counters(llm, &c0);
+            if (run == 0) n_prompt = c0.prompt_tokens;
+            check_same_ids("a repeat", g[run].ids[0], g[run].n_ids[0], g[0].ids[0], g[0].n_ids[0]);
+        }
+        snug_llm_counters_info c;
+        snug_llm_counters(llm, &c);
+        CHECK(c.prefix_hit_tokens == cached[off][1] && c.prefix_queried_tokens > c.prefix_hit_tokens &&
+              (c.kv_blocks_cached > 0) == !off, "caching %s: %lld of %lld tokens found, %d blocks cached",
+              off ? "off" : "on", (long long)c.prefix_hit_tokens, (long long)c.prefix_queried_tokens,
+              c.kv_blocks_cached);
+        snug_llm_close(llm);
+    }
+    int64_t want = (n_prompt - 1) / 16 * 16;
+    CHECK(cached[0][0] == 0 && cached[0][1] == want && want > 0 && cached[0][2] == 0 &&
+          cached[1][0] == 0 && cached[1][1] == 0 && cached[1][2] == 0,
+          "cached tokens on: %lld %lld %lld (want 0 %lld 0); off: %lld %lld %lld",
+          (long long)cached[0][0], (long long)cached[0][1], (long long)cached[0][2],
+          (long long)want, (long long)cached[1][0], (long long)cached[1][1], (long long)cached[1][2]);
+}
+
 int main(void)
 {
     RUN(test_greedy_text_is_reference);
@@ -544,5 +594,6 @@ int main(void)
     RUN(test_oom_submit);
     RUN(test_oom_open);
     RUN(test_plan_adds_up);
+    RUN(test_cached_tokens);
     return test_summary();
 }

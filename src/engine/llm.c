@@ -102,6 +102,7 @@ snug_status snug_llm_open(const snug_llm_opts *o, snug_llm **out, snug_error *er
     po->server_tracked = llm->job_memory;
     po->n_threads = o->n_threads;
     po->isa = -1;
+    po->no_prefix_caching = o->no_prefix_caching;
     llm->eo.max_queue = o->max_queue;
     st = snug_engine_open(o->model_dir, &llm->eo, &llm->e, err);
     if (st != SNUG_OK) {
@@ -163,6 +164,7 @@ static snug_status make_request(snug_llm *llm, const snug_gen_params *p, snug_re
     st = snug_stop_params_validate(&r->stop, err);
     if (st != SNUG_OK) return st;
     r->n = p->n;
+    r->cache_salt = p->cache_salt ? snug_engine_salt(p->cache_salt, strlen(p->cache_salt)) : 0;
     r->notify = p->on_ready;
     r->notify_ctx = p->on_ready_ctx;
     return SNUG_OK;
@@ -288,6 +290,11 @@ void snug_job_wait(snug_llm *llm, snug_job *job, double timeout_s)
 
 bool snug_job_done(snug_llm *llm, snug_job *job) { return snug_engine_done(llm->e, &job->r); }
 
+int64_t snug_job_cached_tokens(snug_llm *llm, snug_job *job)
+{
+    return snug_engine_cached_tokens(llm->e, &job->r);
+}
+
 void snug_job_cancel(snug_llm *llm, snug_job *job) { snug_engine_cancel(llm->e, &job->r); }
 
 void snug_job_free(snug_llm *llm, snug_job *job)
@@ -322,5 +329,7 @@ void snug_llm_counters(snug_llm *llm, snug_llm_counters_info *out)
         .preemptions = c.preemptions, .prompt_tokens = c.prompt_tokens,
         .generation_tokens = c.generation_tokens, .kv_blocks_used = c.kv_blocks_used,
         .kv_blocks_total = c.kv_blocks_total, .requests_finished = c.requests_finished,
-        .job_memory_used = used, .failed = c.failed};
+        .job_memory_used = used, .failed = c.failed,
+        .prefix_queried_tokens = c.prefix_queried_tokens, .prefix_hit_tokens = c.prefix_hit_tokens,
+        .kv_blocks_cached = c.kv_blocks_cached};
 }
