@@ -5,7 +5,8 @@
 #   - every logit of a script of steps (prefill chunks, two sequences, decodes) through the
 #     stepper against the whole model in one process, within 1e-4 relative (test_dist, f32);
 #   - greedy ids of `snug generate --tp N` equal to tp 1's; greedy ids (return_tokens_as_token_ids)
-#     and text over HTTP from `snug serve --tp N` equal to tp 1's generate;
+#     and text over HTTP from `snug serve --tp N` equal to tp 1's generate, also when the prefix
+#     cache serves a repeated prompt and a chat's next turn;
 #   - each rank's weights in `snug profile --tp N` equal to the parameter table's prediction
 #     (and to `snug inspect --tp N`), and --load-only: all ranks together read the checkpoint
 #     once;
@@ -223,6 +224,29 @@ for run in "2 $stories" "4 $gqa"; do
         [[ "$prompt$t" == "$(cat "$tmp/gen.txt")" ]] && same=$((same + 1))
     done
     if [[ $same -eq 8 ]]; then ok "$name: 8 streams at once, each = tp 1 generate"; else fail "$name: 8 streams" "$same of 8 equal"; fi
+    # prefix caching under tensor parallelism: a long prompt twice (the second finds its whole
+    # blocks), then a second turn (the first's prompt and answer, and more): each = tp 1 generate
+    long="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends and her big dog Max."
+    cached=()
+    for turn in 1 2 3; do
+        p=$long
+        [[ $turn == 3 ]] && p="$long$answer One day, Lily and Max went to the river."
+        curl -s -m 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+            -d "$(jq -nc --arg p "$p" '{prompt: $p, max_tokens: 20, temperature: 0, ignore_eos: true}')" >"$tmp/body"
+        answer=$(jq -j '.choices[0].text' "$tmp/body")
+        cached+=("$(jq -r '.usage.prompt_tokens_details.cached_tokens' "$tmp/body")")
+        want=$("$snug" generate "$dir" -p "$p" -n 20 --temperature 0 --ignore-eos --threads 1 2>/dev/null)
+        if [[ "$p$answer" == "$want" ]]; then
+            ok "$name: prefix caching, request $turn (cached_tokens ${cached[-1]}) = tp 1 generate"
+        else
+            fail "$name: prefix caching, request $turn = tp 1 generate" "tp 1: $want" "HTTP: $p$answer"
+        fi
+    done
+    if [[ ${cached[1]} -ge 16 && ${cached[1]} -ge ${cached[0]} && ${cached[2]} -ge ${cached[1]} ]]; then
+        ok "$name: cached_tokens ${cached[*]}: the repeat and the next turn find whole blocks"
+    else
+        fail "$name: cached_tokens of a repeat and a next turn" "${cached[*]}"
+    fi
     metrics=$(curl -s "$url/metrics")
     tp_size=$(sed -n 's/^snug_tensor_parallel_size //p' <<<"$metrics")
     ar=$(sed -n 's/^snug_allreduce_total //p' <<<"$metrics")
