@@ -4,7 +4,8 @@
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or
  * server-sent events), GET /v1/models, GET /health, GET /metrics
- * (Prometheus text), POST /tokenize, POST /detokenize. Errors are in
+ * (Prometheus text), POST /tokenize, POST /detokenize, POST
+ * /reset_prefix_cache (behind the API key). Errors are in
  * OpenAI's shape {"error": {"message", "type", "param", "code"}}.
  *
  * Memory: what a request needs (its body, the parse, its token ids, its
