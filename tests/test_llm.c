@@ -540,7 +540,7 @@ static void test_plan_adds_up(void)
 static void test_cached_tokens(void)
 {
     snug_error err = {0};
-    static got g[3];
+    static got g[3], first;
     static const char text[] = "Once upon a time, there was a little girl named Lily. She loved "
                                "to play outside in the park with her friends and her big dog.";
     int64_t cached[2][3], n_prompt = 0;
@@ -568,9 +568,13 @@ static void test_cached_tokens(void)
             if (run == 0) n_prompt = c0.prompt_tokens;
             check_same_ids("a repeat", g[run].ids[0], g[run].n_ids[0], g[0].ids[0], g[0].n_ids[0]);
         }
+        if (!off) first = g[0];
+        else check_same_ids("caching off against on", g[0].ids[0], g[0].n_ids[0], first.ids[0],
+                            first.n_ids[0]);
         snug_llm_counters_info c;
         snug_llm_counters(llm, &c);
-        CHECK(c.prefix_hit_tokens == cached[off][1] && c.prefix_queried_tokens > c.prefix_hit_tokens &&
+        CHECK(c.prefix_hit_tokens == cached[off][1] &&
+              (off ? c.prefix_queried_tokens == 0 : c.prefix_queried_tokens > c.prefix_hit_tokens) &&
               (c.kv_blocks_cached > 0) == !off, "caching %s: %lld of %lld tokens found, %d blocks cached",
               off ? "off" : "on", (long long)c.prefix_hit_tokens, (long long)c.prefix_queried_tokens,
               c.kv_blocks_cached);

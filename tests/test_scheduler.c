@@ -511,6 +511,94 @@ static void test_eviction_stress(void)
     snug_block_pool_free(&f->pool);
 }
 
+/* A cached prefix that fills most of the pool, with nothing running,
+ * gives back its last blocks so that the sequence is admitted (the
+ * watermark kept), rather than waiting forever. */
+static void test_hits_fill_the_pool(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    snug_error err = {0};
+    setup_caching(f, 8, MAX_SEQS, 64, true);
+    CHECK(f->s.watermark == 1, "watermark %d", f->s.watermark);
+    fill(f, 0, 29, 60);
+    add(f, 0, 29);
+    int32_t nt = 0;
+    step(f, &nt);
+    snug_sched_finish(&f->s, 0); /* 30 tokens, 29 computed: 7 whole blocks cached */
+    CHECK(f->pool.n_evictable == 7, "%d evictable", f->pool.n_evictable);
+    fill(f, 1, 29, 60);
+    f->toks[1][29] = 7;
+    add(f, 1, 30);
+    CHECK(step(f, &nt) == 1 && f->s.n_running == 1, "admitted over its own cached prefix");
+    CHECK(f->items[0].pos0 == 24 && f->items[0].n_tokens == 4 && f->bad_reads == 0,
+          "6 blocks found, one block's room beyond the watermark: %d at %lld",
+          f->items[0].n_tokens, (long long)f->items[0].pos0);
+    CHECK(step(f, &nt) == 1 && f->items[0].pos0 == 28 && f->items[0].n_tokens == 2 &&
+          f->items[0].sample, "then its last 2");
+    snug_sched_finish(&f->s, 1);
+    CHECK(snug_block_pool_check(&f->pool, &err), "%s", err.msg);
+    snug_block_pool_free(&f->pool);
+}
+
+/* Two prompts with a shared first part admitted in one step compute it
+ * twice; the second's blocks are swapped for the first's cached twins, so
+ * that its own blocks after them are registered too and its next turn
+ * finds them all. */
+static void test_twins_merge(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    snug_error err = {0};
+    setup_caching(f, 64, MAX_SEQS, 64, true);
+    fill(f, 0, 20, 70);
+    fill(f, 1, 20, 70);
+    for (int i = 8; i < 20; i++) f->toks[1][i] = 900 + i;
+    add(f, 0, 20);
+    add(f, 1, 20);
+    int32_t nt = 0;
+    CHECK(step(f, &nt) == 2 && nt == 40, "both in one step: %d tokens", nt);
+    CHECK(f->tables[1].ids[0] == f->tables[0].ids[0] && f->tables[1].ids[1] == f->tables[0].ids[1] &&
+          f->tables[1].ids[2] != f->tables[0].ids[2], "the shared blocks are one pair now");
+    CHECK(f->pool.n_cached == 8, "2 shared + 3 + 3 own blocks cached: %d", f->pool.n_cached);
+    snug_sched_finish(&f->s, 1);
+    fill(f, 2, 30, 0);
+    memcpy(f->toks[2], f->toks[1], 21 * sizeof(int32_t)); /* its prompt, its answer, more */
+    add(f, 2, 30);
+    CHECK(step(f, &nt) == 2 && f->seqs[2].n_cached == 20, "the next turn finds 20: %lld",
+          (long long)f->seqs[2].n_cached);
+    snug_sched_finish(&f->s, 0);
+    snug_sched_finish(&f->s, 2);
+    CHECK(snug_block_pool_check(&f->pool, &err) && f->bad_reads == 0 && f->pool.n_free == 64,
+          "%s; %lld bad reads, %d free", err.msg, (long long)f->bad_reads, f->pool.n_free);
+    snug_block_pool_free(&f->pool);
+}
+
+/* A sequence preempted while paused (its consumer a ring behind) is not
+ * admitted again until it is resumed. */
+static void test_paused_waits(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    setup_caching(f, 4, MAX_SEQS, 64, true);
+    f->s.watermark = 0;
+    fill(f, 0, 8, 10);
+    fill(f, 1, 8, 30);
+    add(f, 0, 8);
+    add(f, 1, 8);
+    int32_t nt = 0;
+    step(f, &nt);
+    snug_sched_pause(&f->s, 1, true);
+    CHECK(step(f, &nt) == 1 && f->seqs[1].phase == SNUG_SEQ_WAITING,
+          "seq 0's decode preempts the paused seq 1");
+    snug_sched_finish(&f->s, 0);
+    CHECK(step(f, &nt) == 0 && f->seqs[1].phase == SNUG_SEQ_WAITING, "paused: not admitted");
+    snug_sched_pause(&f->s, 1, false);
+    CHECK(step(f, &nt) == 1 && f->seqs[1].phase == SNUG_SEQ_RUNNING, "resumed: admitted");
+    snug_sched_finish(&f->s, 1);
+    snug_block_pool_free(&f->pool);
+}
+
 int main(void)
 {
     RUN(test_chunks_and_order);
@@ -523,5 +611,8 @@ int main(void)
     RUN(test_followers);
     RUN(test_preemption_hits);
     RUN(test_eviction_stress);
+    RUN(test_hits_fill_the_pool);
+    RUN(test_twins_merge);
+    RUN(test_paused_waits);
     return test_summary();
 }

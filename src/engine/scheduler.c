@@ -122,6 +122,12 @@ static int32_t admit(snug_sched *s, snug_sched_seq *q, int64_t want, int32_t row
     int32_t evictable = 0, bs = s->block_size;
     int32_t hits = snug_block_pool_match(s->pool, q->tokens, cacheable(q), q->salt, q->table->ids,
                                          &evictable);
+    /* taking an evictable hit takes a free block: when nothing runs (no
+     * block will be freed) and the hits leave no room for a block beyond
+     * the watermark (a prefix that fills most of the cache), they give back
+     * their last ones, to be computed again */
+    while (hits > 0 && s->n_running == 0 && s->pool->n_free - evictable - s->watermark < 1)
+        evictable -= s->pool->ref[q->table->ids[--hits]] == 0;
     int64_t cached = (int64_t)hits * bs;
     q->n_computed = cached; /* as fit_rows and add_item read it */
     int64_t room_blocks = SNUG_MIN((int64_t)q->table->cap - hits,
@@ -136,8 +142,10 @@ static int32_t admit(snug_sched *s, snug_sched_seq *q, int64_t want, int32_t row
     bool grown = snug_block_table_grow(q->table, s->pool, cached + n, bs);
     SNUG_ASSERT(grown);
     q->n_registered = hits;
-    s->n_queried += q->n_tokens;
-    s->n_hit += cached;
+    if (s->pool->caching) {
+        s->n_queried += q->n_tokens;
+        s->n_hit += cached;
+    }
     if (!q->admitted) q->n_cached = cached;
     q->admitted = true;
     return (int32_t)n;
@@ -178,7 +186,7 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
     for (int32_t k = 0; k < s->n_waiting && budget > 0 && s->n_running < s->max_seqs;) {
         int32_t seq = wait_at(s, k);
         snug_sched_seq *q = &s->seqs[seq];
-        if (follows(s, q)) {
+        if (q->paused || follows(s, q)) { /* passed by: its output waits, or its leader */
             k++;
             continue;
         }

@@ -29,7 +29,8 @@
  * whose log-probabilities are asked for takes a row per token, and is cut
  * to the rows the step has left (max_rows).
  * A running sequence can be paused (its consumer has not taken its last
- * output): it keeps its blocks and is skipped until resumed.
+ * output): it keeps its blocks and is skipped until resumed; preempted
+ * while paused, it is not admitted again until resumed.
  *
  * Prefix caching (the pool's, blocks.h): a sequence admitted takes
  * references to the longest cached prefix of its tokens in whole blocks, at
@@ -95,7 +96,8 @@ typedef struct snug_sched {
     int32_t *waiting;       /* [max_seqs] a ring of seq indices */
     int32_t wait_head, n_waiting;
     int64_t n_preemptions;  /* since init */
-    int64_t n_queried;      /* tokens looked up in the prefix cache at admissions, and ... */
+    int64_t n_queried;      /* tokens looked up in the prefix cache at admissions (caching on;
+                             * re-admissions after preemption too), and ... */
     int64_t n_hit;          /* ... of those, found */
 } snug_sched;
 
@@ -118,14 +120,19 @@ void snug_sched_add(snug_sched *s, int32_t seq, const int32_t *tokens, int64_t n
  * so the cache holds room for every item's tokens. 0 when nothing can run. */
 int32_t snug_sched_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens);
 
-/* Records that the step ran: each item's tokens are in the cache now. */
+/* Records that the step ran: each item's tokens are in the cache now, and
+ * the blocks they filled are registered in the prefix cache (so each
+ * sequence's tokens[0 .. n_computed) must hold the ids that were fed). A
+ * block whose twin (the same prefix) is already cached is swapped for the
+ * twin in its table. */
 void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_items);
 
 /* Records a token generated for seq (after its item with sample ran). */
 void snug_sched_append(snug_sched *s, int32_t seq);
 
 /* Ends seq (finished or aborted, running or waiting): its blocks go back
- * to the pool at once and its slot is free. */
+ * to the pool at once (cached ones stay findable until evicted), its slot
+ * is free, and sequences that followed it as their leader go on alone. */
 void snug_sched_finish(snug_sched *s, int32_t seq);
 
 /* Sets or clears seq's pause. */

@@ -326,7 +326,19 @@ void snug_block_table_register(snug_block_table *table, snug_block_pool *pool,
         uint64_t h = snug_block_hash(parent >= 0 ? pool->hash[parent] : 0, salt, t, bs) &
                      pool->hash_mask;
         uint32_t pg = parent >= 0 ? pool->gen[parent] : 0;
-        if (find(pool, h, parent, pg, salt, t) >= 0) continue; /* a twin serves */
+        int32_t twin = find(pool, h, parent, pg, salt, t);
+        if (twin >= 0) { /* computed twice (admitted together): keep the cached one */
+            if (pool->ref[twin]++ == 0) {
+                lru_remove(pool, twin);
+                pool->n_free--;
+            }
+            table->ids[i] = twin;
+            SNUG_ASSERT(pool->ref[b] == 1); /* unhashed: this table's alone */
+            pool->ref[b] = 0;
+            pool->empty_ids[pool->n_empty++] = b;
+            pool->n_free++;
+            continue;
+        }
         pool->hash[b] = h;
         pool->salt[b] = salt;
         pool->parent[b] = parent;

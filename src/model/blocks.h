@@ -133,9 +133,11 @@ bool snug_block_table_grow(snug_block_table *table, snug_block_pool *pool, int64
 /* Registers the table's blocks that tokens[0 .. n_computed) fill, from
  * block *n_done on (the blocks before it were registered, found in the
  * cache or passed over), under salt; *n_done moves past them. A block
- * whose parent has no hash (passed over, or the cache was reset) is passed
- * over, and so is one whose exact twin is already cached (the twin keeps
- * serving). No-op with caching off. */
+ * whose exact twin is already cached (the same prefix, computed by another
+ * sequence at the same time) is replaced in the table by the twin, and
+ * given back empty, so that the chain goes on from the twin. A block whose
+ * parent has no hash (the cache was reset) is passed over. The table's ids
+ * may change: call it between steps. No-op with caching off. */
 void snug_block_table_register(snug_block_table *table, snug_block_pool *pool,
                                const int32_t *tokens, int64_t n_computed, uint64_t salt,
                                int32_t *n_done);
