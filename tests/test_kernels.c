@@ -710,7 +710,7 @@ static void test_attention(void)
     int n_isa = simd_isas(isas, "attention");
     snug_kernels s = kernels_of(SNUG_ISA_SCALAR), kv[SNUG_ISA_COUNT];
     for (int i = 0; i < n_isa; i++) kv[i] = kernels_of(isas[i]);
-    static const int32_t bss[] = {1, 3, 16};
+    static const int32_t bss[] = {1, 3, 8, 16};
     static const int32_t groups[] = {1, 2, 4, 9};
     static const struct {
         int32_t n_q, pos0;

@@ -738,28 +738,36 @@ T_AVX2 static void attention_blocked(const snug_attn_args *a)
             int32_t last = a->pos0 + t0 + nq - 1;
             int32_t first = a->window > 0 ? SNUG_MAX(0, a->pos0 + t0 - a->window + 1) : 0;
             for (int32_t pos = first; pos <= last;) {
-                int32_t off = pos % kv->block_size;
-                int32_t cnt = SNUG_MIN(SNUG_MIN(ATT_CHUNK, kv->block_size - off), last + 1 - pos);
-                int64_t base = (int64_t)kv->block_table[pos / kv->block_size] *
-                                   (int64_t)kv->block_stride +
-                               (int64_t)off * hd;
+                /* a chunk spans blocks when runs of 8 positions stay inside one
+                 * (blocks of a multiple of 8, the chunk starting on one): small
+                 * blocks then still fill the whole chunk */
+                int32_t bs = kv->block_size, off = pos % bs;
+                int32_t span = bs % 8 == 0 && pos % 8 == 0 ? ATT_CHUNK : bs - off;
+                int32_t cnt = SNUG_MIN(SNUG_MIN(ATT_CHUNK, span), last + 1 - pos);
+#define KV_AT(j) ((int64_t)kv->block_table[(pos + (j)) / bs] * (int64_t)kv->block_stride + \
+                  (int64_t)((pos + (j)) % bs) * hd)
                 /* the chunk's keys transposed, its values as floats */
                 int32_t j = 0;
-                for (; j + 8 <= cnt; j += 8)
+                for (; j + 8 <= cnt; j += 8) {
+                    int64_t base = KV_AT(j); /* 8 positions in one block */
                     for (int32_t d = 0; d < hd; d += 8) {
                         __m256 r[8];
 #pragma GCC unroll 8
-                        for (int i = 0; i < 8; i++) r[i] = load8(kv->k, kv->dtype, base + (j + i) * hd + d);
+                        for (int i = 0; i < 8; i++) r[i] = load8(kv->k, kv->dtype, base + i * hd + d);
                         transpose8(r);
 #pragma GCC unroll 8
                         for (int i = 0; i < 8; i++) _mm256_store_ps(kt + (d + i) * ATT_CHUNK + j, r[i]);
                     }
+                }
                 for (; j < ATT_CHUNK; j++)
                     for (int32_t d = 0; d < hd; d++)
-                        kt[d * ATT_CHUNK + j] = j < cnt ? elem1(kv->k, kv->dtype, base + j * hd + d) : 0.0f;
-                for (j = 0; j < cnt; j++)
+                        kt[d * ATT_CHUNK + j] = j < cnt ? elem1(kv->k, kv->dtype, KV_AT(j) + d) : 0.0f;
+                for (j = 0; j < cnt; j++) {
+                    int64_t at = KV_AT(j);
                     for (int32_t d = 0; d < hd; d += 8)
-                        _mm256_store_ps(vt + j * hd + d, load8(kv->v, kv->dtype, base + j * hd + d));
+                        _mm256_store_ps(vt + j * hd + d, load8(kv->v, kv->dtype, at + d));
+                }
+#undef KV_AT
                 for (int32_t t = 0; t < nq; t++) {
                     int32_t lt = a->pos0 + t0 + t;
                     int32_t ft = a->window > 0 ? SNUG_MAX(0, lt - a->window + 1) : 0;
