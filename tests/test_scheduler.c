@@ -2,8 +2,9 @@
  * test_scheduler.c: continuous batching without a model (engine/scheduler.h):
  * exact steps for small cases (chunking, decodes first, admission order),
  * preemption of the most recent and its recompute, abort freeing blocks at
- * once, pauses, and a random run over a tiny cache checked after every
- * step (budgets, blocks, no deadlock, every block back).
+ * once, pauses, a cache of one sequence's blocks, and a random run over a
+ * tiny cache checked after every step (budgets, blocks, no deadlock, every
+ * block back).
  */
 #include "test.h"
 
@@ -171,6 +172,24 @@ static uint64_t rnd(uint64_t *s)
 /* Random prompts and outputs over a cache that holds two or three of them:
  * every step within its budgets, every item within its blocks, the blocks
  * held equal to the pool's used ones, and everything finishes. */
+/* A cache of just one sequence's blocks (snug generate's): with nothing
+ * running, the watermark does not keep the sequence out. */
+static void test_one_sequence_cache(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    setup(f, 1, 1, 16);
+    snug_sched_add(&f->s, 0, 3);
+    int32_t nt = 0;
+    CHECK(step(f, &nt) == 1 && nt == 3, "the prompt in a 1-block cache: %d tokens", nt);
+    ITEM(0, 0, 3, 0, true);
+    CHECK(step(f, &nt) == 1 && nt == 1 && f->pool.n_free == 0, "a decode: %d tokens, %d free",
+          nt, f->pool.n_free);
+    ITEM(0, 0, 1, 3, true);
+    snug_sched_finish(&f->s, 0);
+    CHECK(f->pool.n_free == 1, "the block back: %d free", f->pool.n_free);
+}
+
 static void test_random(void)
 {
     static fixture fx;
@@ -229,6 +248,7 @@ int main(void)
     RUN(test_preemption);
     RUN(test_pause);
     RUN(test_rows_for_prompt_logprobs);
+    RUN(test_one_sequence_cache);
     RUN(test_random);
     return test_summary();
 }

@@ -118,8 +118,11 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
     while (s->n_waiting > 0 && budget > 0 && s->n_running < s->max_seqs) {
         int32_t seq = wait_at(s, 0);
         snug_sched_seq *q = &s->seqs[seq];
+        /* the watermark is for running sequences to grow into: with none, a
+         * sequence may take every block (a cache of one sequence's, as snug generate plans) */
+        int32_t keep = s->n_running > 0 ? s->watermark : 0;
         int32_t n = fit_rows(q, fit_tokens(s, q, (int32_t)SNUG_MIN(q->n_tokens, (int64_t)budget),
-                                           s->watermark), rows);
+                                           keep), rows);
         if (n == 0 || !snug_block_table_grow(q->table, s->pool, n, s->block_size)) break;
         s->wait_head = (s->wait_head + 1) % s->max_seqs;
         s->n_waiting--;
