@@ -258,12 +258,15 @@ typedef struct gen_result {
  * the first space when lead says so) and its generated ids to out (at most
  * cap). Cancels r when stdout fails (finish ABORT). Fails as
  * snug_engine_submit does. */
-static snug_status run_request(snug_engine *e, snug_request *r, bool ids_only, lead_space *lead,
-                               int32_t *out, int64_t cap, char *text, size_t text_cap,
-                               gen_result *res, snug_error *err)
+static snug_status run_request(snug_engine *e, snug_comm *comm, snug_request *r, bool ids_only,
+                               lead_space *lead, int32_t *out, int64_t cap, char *text,
+                               size_t text_cap, gen_result *res, snug_error *err)
 {
-    snug_engine_counters c0, c1;
-    snug_engine_counters_get(e, &c0);
+    /* rank 0's all-reduce figures, read while the step loop is idle: now,
+     * and once r is done (its last step published under the engine's mutex) */
+    int64_t calls = 0;
+    double ar0 = 0, ar1 = 0;
+    if (comm) snug_comm_allreduce_stats(comm, &calls, &ar0);
     *res = (gen_result){0};
     double t0 = snug_now_seconds(), t1 = 0;
     snug_status st = snug_engine_submit(e, r, err);
@@ -291,10 +294,10 @@ static snug_status run_request(snug_engine *e, snug_request *r, bool ids_only, l
     }
     if (st != SNUG_OK) return st;
     double t2 = snug_now_seconds();
-    snug_engine_counters_get(e, &c1);
+    if (comm) snug_comm_allreduce_stats(comm, &calls, &ar1);
     res->prefill_seconds = (t1 > 0 ? t1 : t2) - t0;
     res->decode_seconds = t1 > 0 ? t2 - t1 : 0;
-    res->allreduce_seconds = c1.allreduce_seconds - c0.allreduce_seconds;
+    res->allreduce_seconds = ar1 - ar0;
     return SNUG_OK;
 }
 
@@ -422,7 +425,7 @@ int snug_cmd_generate(int argc, char **argv)
     lead.cont.started = true;
     lead_space *lp = prompt_stream.started ? NULL : &lead; /* the prompt had no text */
     if (echoed)
-        st = run_request(e, &r, a.ids, lp, seq + n_ids, a.max_len - n_ids, text, text_cap, &res,
+        st = run_request(e, comm, &r, a.ids, lp, seq + n_ids, a.max_len - n_ids, text, text_cap, &res,
                          &err);
     snug_engine_release(e, &r);
     if (st == SNUG_OK && snug_engine_failed(e))
