@@ -1,8 +1,9 @@
 /*
  * plan.c: the memory plan measured (bench/plan runs it on a synthetic
- * Llama-3.2-1B): one run of the planner with the allocator's event log on,
- * then a stress run of the step loop over the planned state, then a first
- * touch of as many fresh bytes as the KV cache holds, all in one process:
+ * Llama-3.2-1B): the serving engine opened (its plan) with the allocator's
+ * event log on, then a stress run of its step loop and scheduler, then a
+ * first touch of as many fresh bytes as the KV cache holds, all in one
+ * process:
  *
  *   kv fill      KV bytes / (C - W - A - S - U - R)           goal >= 0.999
  *   stress hwm   the process high-water mark during the stress run / C
@@ -18,9 +19,8 @@
  *             [--steps N] [--timeline FILE.svg]
  */
 #include "base/device.h"
-#include "engine/fcfs.h"
+#include "engine/engine.h"
 #include "engine/plan_report.h"
-#include "engine/planner.h"
 #include "engine/timeline.h"
 #include "kernels/kernels.h"
 #include <omp.h>
@@ -80,20 +80,21 @@ static int usage(const char *why)
 
 int main(int argc, char **argv)
 {
-    snug_planner_opts o = {.isa = -1};
+    snug_engine_opts eo = {.plan = {.isa = -1}};
+    snug_planner_opts *o = &eo.plan;
     const char *dir = NULL, *svg = NULL;
     int32_t n_jobs = 400, job_len = 512, prompt_len = 16, max_steps = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool known = true;
         if (strcmp(a, "--memory") == 0 && v) {
-            if (!snug_parse_bytes(v, &o.budget.memory_bytes)) return usage("--memory: a byte count");
+            if (!snug_parse_bytes(v, &o->budget.memory_bytes)) return usage("--memory: a byte count");
         } else if (strcmp(a, "--max-model-len") == 0 && v) {
-            o.max_model_len = atoll(v);
+            o->max_model_len = atoll(v);
         } else if (strcmp(a, "--max-num-seqs") == 0 && v) {
-            o.max_num_seqs = atoi(v);
+            o->max_num_seqs = atoi(v);
         } else if (strcmp(a, "--max-num-batched-tokens") == 0 && v) {
-            o.max_num_batched_tokens = atoi(v);
+            o->max_num_batched_tokens = atoi(v);
         } else if (strcmp(a, "--jobs") == 0 && v) {
             n_jobs = atoi(v);
         } else if (strcmp(a, "--job-len") == 0 && v) {
@@ -120,47 +121,81 @@ int main(int argc, char **argv)
         return usage("--jobs, --prompt-len, --job-len (more than --prompt-len), --steps");
 
     snug_error err = {0};
-    snug_fcfs_job *jobs = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_jobs * sizeof *jobs, &err);
-    if (!jobs || snug_mem_trace_start(1 << 16, &err) != SNUG_OK) {
+    /* the jobs (made before the plan, which counts them): greedy requests
+     * over one synthetic prompt, each to its length, past EOS */
+    eo.max_queue = n_jobs;
+    snug_request *jobs = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_jobs * sizeof *jobs, &err);
+    int32_t *prompt = jobs ? snug_mem_alloc(SNUG_MEM_OTHER, (size_t)prompt_len * sizeof *prompt, &err)
+                           : NULL;
+    if (!prompt || snug_mem_trace_start(1 << 16, &err) != SNUG_OK) {
         fprintf(stderr, "plan: %s\n", err.msg);
         return 1;
     }
+    for (int32_t k = 0; k < prompt_len; k++) prompt[k] = 1 + (k * 7) % 255;
     uint64_t rng = 7;
     for (int32_t i = 0; i < n_jobs; i++) {
-        jobs[i].prompt = 1 + (int32_t)(next_rand(&rng) % (uint64_t)prompt_len);
-        jobs[i].output = 1 + (int32_t)(next_rand(&rng) % (uint64_t)(job_len - jobs[i].prompt));
+        snug_request *q = &jobs[i];
+        *q = (snug_request){.prompt = prompt, .n = 1};
+        q->n_prompt = 1 + (int32_t)(next_rand(&rng) % (uint64_t)prompt_len);
+        snug_sampling_params_default(&q->sampling);
+        q->sampling.temperature = 0;
+        snug_stop_params_default(&q->stop);
+        q->stop.max_tokens = 1 + (int32_t)(next_rand(&rng) % (uint64_t)(job_len - q->n_prompt));
+        q->stop.ignore_eos = true;
     }
-    snug_planned *p = NULL;
-    if (snug_planner_open(dir, &o, &p, &err) != SNUG_OK) {
+    snug_engine *e = NULL;
+    if (snug_engine_open(dir, &eo, &e, &err) != SNUG_OK) {
         fprintf(stderr, "plan: %s\n", err.msg);
         return 1;
     }
-    const snug_plan_report *r = &p->report;
-    snug_isa isa = snug_model_isa(p->model);
+    const snug_plan_report *r = snug_engine_plan(e);
+    snug_isa isa = SNUG_ISA_SCALAR;
+    snug_model_isa_resolve(o->isa, &isa, NULL); /* the model was made with it */
 
-    /* the stress run: the high-water mark from its start */
+    /* the stress run: the high-water mark from its start; every job
+     * submitted, run for --steps steps (0: until all are done), the rest
+     * then cancelled */
     size_t hwm = 0;
     bool hwm_reset = snug_proc_hwm_reset(NULL) == SNUG_OK;
     int64_t allocs = snug_mem_alloc_count();
     size_t peak = 0;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
     snug_mem_trace_mark("stress");
-    snug_fcfs_stats x;
+    snug_engine_counters c0, c;
+    snug_engine_counters_get(e, &c0);
+    int32_t most_running = 0, most_waiting = 0;
+    snug_status st = SNUG_OK;
     double t0 = now();
-    snug_status st = snug_fcfs_run(p, jobs, n_jobs, max_steps, &x, &err);
+    for (int32_t i = 0; i < n_jobs && st == SNUG_OK; i++) st = snug_engine_submit(e, &jobs[i], &err);
+    for (int32_t done = 0; st == SNUG_OK;) {
+        snug_engine_counters_get(e, &c);
+        most_running = SNUG_MAX(most_running, c.running);
+        most_waiting = SNUG_MAX(most_waiting, c.waiting);
+        if (c.failed || done == n_jobs || (max_steps > 0 && c.steps - c0.steps >= max_steps)) break;
+        char text[4096];
+        snug_output out;
+        done = 0;
+        for (int32_t i = 0; i < n_jobs; i++) {
+            while (snug_engine_next(e, &jobs[i], &out, text, sizeof text)) {}
+            done += snug_engine_done(e, &jobs[i]);
+        }
+        if (done < n_jobs) snug_engine_wait(e, &jobs[n_jobs - 1], 0.05);
+    }
+    snug_engine_counters_get(e, &c);
+    for (int32_t i = 0; i < n_jobs; i++) snug_engine_release(e, &jobs[i]);
     double stress_s = now() - t0;
     snug_mem_trace_mark("done");
     int64_t stress_allocs = snug_mem_alloc_count() - allocs;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
     snug_proc_mem(NULL, &hwm, NULL);
-    if (st != SNUG_OK) {
-        fprintf(stderr, "plan: the stress run: %s\n", err.msg);
+    if (st != SNUG_OK || c.failed) {
+        fprintf(stderr, "plan: the stress run: %s\n", st != SNUG_OK ? err.msg : snug_engine_error(e));
         return 1;
     }
     snug_mem_trace t;
     snug_mem_trace_get(&t);
     snug_plan_report rep = *r;
-    snug_planner_close(p);
+    snug_engine_close(e);
 
     /* populating against first touch of the same bytes, now that they are
      * free, alternating, best of three each (the machine is noisy) */
@@ -176,14 +211,17 @@ int main(int argc, char **argv)
     double left = (double)(rep.sizes.budget - rep.weights - rep.activations - rep.serving_state -
                            rep.sizes.untracked - rep.sizes.reserve);
     printf("\n== bench/plan (kernels: %s, %d threads)\n", snug_isa_name(isa),
-           o.n_threads ? o.n_threads : omp_get_max_threads());
+           o->n_threads ? o->n_threads : omp_get_max_threads());
     printf("kv fill: kv cache %zu B / (C - W - A - S - U - R) %.0f B = %.6f (goal >= 0.999; "
            "limited by %s)\n", rep.kv_held, left, (double)rep.kv_held / left,
            snug_kv_limit_name(rep.kv.limited_by));
-    printf("stress: %d of %d jobs (prompts up to %d tokens, lengths up to %d) in %d steps, %lld "
-           "tokens, %.1f s; %d waits, at most %d running; %lld allocations\n", x.finished, n_jobs,
-           prompt_len, job_len, x.steps,
-           (long long)x.tokens, stress_s, x.waits, x.most_running,
+    printf("stress: %lld of %d jobs (prompts up to %d tokens, lengths up to %d) in %lld steps, %lld "
+           "prompt and %lld generated tokens, %.1f s; %lld preemptions, at most %d waiting and %d "
+           "running; %lld allocations\n", (long long)(c.requests_finished - c0.requests_finished),
+           n_jobs, prompt_len, job_len, (long long)(c.steps - c0.steps),
+           (long long)(c.prompt_tokens - c0.prompt_tokens),
+           (long long)(c.generation_tokens - c0.generation_tokens), stress_s,
+           (long long)(c.preemptions - c0.preemptions), most_waiting, most_running,
            (long long)stress_allocs);
     printf("stress hwm: %zu B / C %zu B = %.6f (goal <= 1.0%s); allocator peak %zu B = %.6f of C\n",
            hwm, rep.sizes.budget, (double)hwm / (double)rep.sizes.budget,
@@ -209,6 +247,7 @@ int main(int argc, char **argv)
         }
     }
     snug_mem_trace_stop();
+    snug_mem_free(prompt);
     snug_mem_free(jobs);
     return rc;
 }

@@ -1,27 +1,38 @@
 /*
  * test_engine.c: the serving engine on the bundled model (engine/engine.h):
- * greedy output equals snug_generate's; a request batched with 31 others
- * gives the same ids as alone; sequences preempted and recomputed give the
- * same ids as never-preempted ones; cancelling frees the blocks; requests
- * that cannot fit are refused; a full queue says so; and serving, from the
- * first submit to the last output, allocates nothing.
+ * greedy output equals llama2.c's run.c (tests/data/stories260K/greedy.txt);
+ * a request batched with 31 others gives the same ids as alone; sequences
+ * preempted and recomputed give the same ids as never-preempted ones;
+ * cancelling frees the blocks; requests that cannot fit are refused; a full
+ * queue says so; and serving, from the first submit to the last output,
+ * allocates nothing. Then, as `snug generate` plans it (one sequence, short
+ * prompt steps), on a small synthetic model carrying a real tokenizer
+ * (TinyLlama's, with its chat template): the chat prompt's ids, streamed
+ * text against decoding the ids, seeds, stop strings, the model length,
+ * ids past the tokenizer's vocabulary, and that a generation allocates
+ * nothing.
  */
 #include "test.h"
 
 #include "base/device.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "chat/chat.h"
+#include "convert/mkmodel.h"
 #include "engine/engine.h"
-#include "engine/generate.h"
+#include "support/greedy_txt.h"
 #include "support/ref_model.h"
 
+#include <ftw.h>
 #include <math.h>
-
 #include <string.h>
+#include <unistd.h>
 
 static const char *const MODEL = "models/stories260K";
 
-enum { N_OUT = 40, PROMPT_LEN = 6 };
+enum { N_OUT = 40, PROMPT_LEN = 5 };
 
-static const int32_t g_prompt[PROMPT_LEN] = {1, 403, 407, 261, 378, 29}; /* "Once upon a time," */
+static const int32_t g_prompt[PROMPT_LEN] = {1, 403, 407, 261, 378}; /* "Once upon a time" */
 
 static snug_engine_opts opts(int32_t max_seqs, size_t kv_bytes)
 {
@@ -64,35 +75,20 @@ static int32_t drain(snug_engine *e, snug_request *r, int32_t *ids, int32_t max,
     return n;
 }
 
-/* The ids snug_generate gives for the prompt, greedy. */
+/* The ids llama2.c's run.c gave for the prompt, greedy (the first case of
+ * tests/data/stories260K/greedy.txt, whose prompt is g_prompt): an
+ * implementation that shares no code with snug. */
 static int32_t reference(int32_t *ids)
 {
-    snug_error err = {0};
-    snug_checkpoint *ck = NULL;
-    snug_weights *w = NULL;
-    snug_generator *g = NULL;
-    int32_t n = 0;
-    CHECK_OK(snug_checkpoint_open(MODEL, &ck, &err), &err);
-    snug_load_opts lo = {.tp = 1};
-    if (ck) CHECK_OK(snug_weights_load(ck, &lo, &w, NULL, &err), &err);
-    snug_generator_opts go = {.max_len = 256, .isa = -1};
-    if (w) CHECK_OK(snug_generator_create(&ck->config, w, NULL, &go, &g, &err), &err);
-    if (g) {
-        snug_sampling_params sp;
-        snug_sampling_params_default(&sp);
-        sp.temperature = 0;
-        snug_stop_params stop;
-        snug_stop_params_default(&stop);
-        stop.max_tokens = N_OUT;
-        stop.ignore_eos = true;
-        snug_gen_result res;
-        CHECK_OK(snug_generate(g, g_prompt, PROMPT_LEN, &sp, &stop, NULL, NULL, &res, &err), &err);
-        n = (int32_t)res.n_generated;
-        memcpy(ids, res.ids + res.n_prompt, (size_t)n * sizeof(int32_t));
+    greedy_case c;
+    if (!greedy_case_load(1, &c)) {
+        CHECK(false, "tests/data/stories260K/greedy.txt: case 1");
+        return 0;
     }
-    snug_generator_free(g);
-    snug_weights_free(w);
-    snug_checkpoint_close(ck);
+    CHECK(c.n_prompt == PROMPT_LEN && memcmp(c.ids, g_prompt, sizeof g_prompt) == 0,
+          "greedy.txt's first prompt is %d ids, not g_prompt", c.n_prompt);
+    int32_t n = SNUG_MIN(N_OUT, c.n_ids - c.n_prompt);
+    memcpy(ids, c.ids + c.n_prompt, (size_t)n * sizeof(int32_t));
     return n;
 }
 
@@ -145,7 +141,7 @@ static void test_greedy_alone_and_batched(void)
     snug_engine_close(e);
 }
 
-/* A cache of 16 blocks (256 tokens) for 8 sequences of 6 + 40: they cannot
+/* A cache of 16 blocks (256 tokens) for 8 sequences of 5 + 40: they cannot
  * all run at once, so some are preempted and recomputed; every one still
  * gives the reference ids. */
 static void test_preempted_same_ids(void)
@@ -199,7 +195,7 @@ static void test_refusals_and_cancel(void)
     CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
     if (!e) return;
     snug_request r;
-    greedy_request(&r, 251);
+    greedy_request(&r, 252);
     CHECK_FAILS(snug_engine_submit(e, &r, &err), &err, SNUG_INVALID, "context_length_exceeded");
     greedy_request(&r, 10);
     int32_t bad[2] = {5, 512};
@@ -398,6 +394,247 @@ static void test_stress_within_plan(void)
     snug_engine_close(e);
 }
 
+/* ---- one sequence with a real tokenizer, as snug generate runs it ---------- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Copies file name from tests/data/tokenizers/tinyllama-1.1b-chat into dir. */
+static bool copy_file(const char *name, const char *dir)
+{
+    char src[256], dst[256], *text = NULL;
+    size_t len = 0;
+    snprintf(src, sizeof src, "tests/data/tokenizers/tinyllama-1.1b-chat/%s", name);
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
+    if (snug_file_read_all(src, 1 << 26, &text, &len, NULL) != SNUG_OK) return false;
+    FILE *f = fopen(dst, "wb");
+    bool ok = f && fwrite(text, 1, len, f) == len;
+    if (f) ok = fclose(f) == 0 && ok;
+    snug_mem_free(text);
+    return ok;
+}
+
+typedef struct tl_fixture {
+    char dir[64];
+    snug_engine *e;
+} tl_fixture;
+
+/* A TinyLlama-shaped vocabulary (vocab ids) on a tiny body, with TinyLlama's
+ * tokenizer files, in an engine planned as snug generate plans one: a
+ * single sequence of max_len positions, prompt steps of 8 tokens. */
+static bool tl_open(tl_fixture *f, int64_t max_len, int32_t vocab, snug_error *err)
+{
+    memset(f, 0, sizeof *f);
+    snug_model_config c;
+    if (snug_preset_config("tinyllama-1.1b", &c, err) != SNUG_OK) return false;
+    c.hidden_size = 32, c.intermediate_size = 48, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2;
+    c.head_dim = 8, c.dtype = SNUG_DTYPE_BF16, c.vocab_size = vocab;
+    snprintf(f->dir, sizeof f->dir, "%s/snug-test-gen-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snug_mkmodel_opts o = {.dtype = SNUG_DTYPE_BF16, .n_shards = 1, .seed = 3, .n_threads = 1};
+    snug_engine_opts eo = {.plan = {.isa = -1, .max_model_len = max_len, .max_num_seqs = 1,
+                                    .max_num_batched_tokens = 8}};
+    eo.plan.budget.memory_bytes = (size_t)256 << 20;
+    return mkdtemp(f->dir) && snug_mkmodel(&c, &o, f->dir, NULL, err) == SNUG_OK &&
+           copy_file("tokenizer.model", f->dir) && copy_file("tokenizer_config.json", f->dir) &&
+           snug_engine_open(f->dir, &eo, &f->e, err) == SNUG_OK;
+}
+
+static void tl_close(tl_fixture *f)
+{
+    snug_engine_close(f->e);
+    if (f->dir[0]) nftw(f->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* What one request gave (choice 0). */
+typedef struct gen_out {
+    int32_t ids[256];
+    int32_t n_ids;
+    char text[8192];
+    size_t n_text;
+    int pieces;
+    snug_finish finish;
+} gen_out;
+
+/* Submits r and takes every output into *g; false when the submit failed
+ * (err says why). */
+static bool gen_run(snug_engine *e, snug_request *r, gen_out *g, snug_error *err)
+{
+    memset(g, 0, sizeof *g);
+    if (snug_engine_submit(e, r, err) != SNUG_OK) return false;
+    char text[4096];
+    snug_output o;
+    while (!snug_engine_done(e, r)) {
+        if (!snug_engine_next(e, r, &o, text, sizeof text)) {
+            snug_engine_wait(e, r, 1.0);
+            continue;
+        }
+        if (o.token >= 0 && g->n_ids < 256) g->ids[g->n_ids++] = o.token;
+        if (o.n_text && g->n_text + o.n_text < sizeof g->text) {
+            memcpy(g->text + g->n_text, text, o.n_text);
+            g->n_text += o.n_text;
+            g->pieces++;
+        }
+        if (o.finish != SNUG_FINISH_NONE) g->finish = o.finish;
+    }
+    snug_engine_release(e, r);
+    return true;
+}
+
+static void gen_request(snug_request *r, const int32_t *prompt, int64_t n_prompt)
+{
+    memset(r, 0, sizeof *r);
+    r->prompt = prompt;
+    r->n_prompt = n_prompt;
+    snug_sampling_params_default(&r->sampling);
+    snug_stop_params_default(&r->stop);
+    r->n = 1;
+}
+
+/* The chat prompt, its ids, streamed text == the decode of prompt and
+ * output less the prompt's (the output continues the prompt), seeds, a
+ * stop string, bad parameters, no allocation. */
+static void test_generate_chat_stream(void)
+{
+    snug_error err = {0};
+    tl_fixture f;
+    bool ok = tl_open(&f, 256, 32000, &err);
+    CHECK(ok, "setup: %s", err.msg);
+    const snug_tokenizer *tok = ok ? snug_engine_tokenizer(f.e) : NULL;
+    snug_tok_encoder *enc = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    json_t *msgs = NULL;
+    if (tok) {
+        snug_json_init();
+        msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", "Write a haiku about memory.");
+        CHECK_OK(snug_chat_apply(tok, msgs, true, &text, &len, &err), &err);
+        CHECK_OK(snug_tok_encoder_create(tok, &enc, &err), &err);
+    }
+    if (text && enc) {
+        const char *want = "<|user|>\nWrite a haiku about memory.</s>\n<|assistant|>\n";
+        CHECK(strcmp(text, want) == 0, "rendered %s", text);
+        snug_tok_encode_opts eo = {.add_special = false, .parse_special = true};
+        const int32_t *ids;
+        size_t n_ids;
+        CHECK_OK(snug_tok_encode(enc, text, len, &eo, &ids, &n_ids, &err), &err);
+        int32_t prompt[64];
+        size_t n_prompt = SNUG_MIN(n_ids, (size_t)64);
+        memcpy(prompt, ids, n_prompt * sizeof(int32_t));
+        CHECK(n_prompt > 10 && prompt[0] == 529 && prompt[n_prompt - 1] == 13, "prompt ids %d ... %d (%zu)",
+              prompt[0], prompt[n_prompt - 1], n_prompt);
+        /* "</s>" in the template text became the EOS token itself. */
+        bool has_eos = false;
+        for (size_t i = 0; i < n_prompt; i++) has_eos |= prompt[i] == 2;
+        CHECK(has_eos, "the template's </s> is token 2");
+
+        snug_request r;
+        gen_request(&r, prompt, (int64_t)n_prompt);
+        r.sampling.seed = 42, r.sampling.has_seed = true;
+        r.sampling.temperature = 0.8f, r.sampling.top_p = 0.95f;
+        r.stop.max_tokens = 40;
+        r.stop.ignore_eos = true;
+        static gen_out first, again;
+        int64_t allocs = snug_mem_alloc_count();
+        CHECK(gen_run(f.e, &r, &first, &err), "submit: %s", err.msg);
+        CHECK(snug_mem_alloc_count() == allocs, "generation allocated %lld times",
+              (long long)(snug_mem_alloc_count() - allocs));
+        CHECK(first.n_ids == 40 && first.finish == SNUG_FINISH_MAX_TOKENS, "%d tokens, finish %s",
+              first.n_ids, snug_finish_name(first.finish));
+        int32_t all_ids[64 + 40];
+        memcpy(all_ids, prompt, n_prompt * sizeof(int32_t));
+        memcpy(all_ids + n_prompt, first.ids, (size_t)first.n_ids * sizeof(int32_t));
+        char *all = NULL, *head = NULL;
+        size_t n_all = 0, n_head = 0;
+        CHECK_OK(snug_tok_decode(tok, all_ids, n_prompt + (size_t)first.n_ids, true, &all, &n_all, &err), &err);
+        CHECK_OK(snug_tok_decode(tok, prompt, n_prompt, true, &head, &n_head, &err), &err);
+        CHECK(all && head && n_head <= n_all && memcmp(all, head, n_head) == 0 &&
+              n_all - n_head == first.n_text && memcmp(all + n_head, first.text, first.n_text) == 0,
+              "streamed %zu bytes in %d pieces, the decode continues the prompt's with %zu",
+              first.n_text, first.pieces, n_all - n_head);
+        snug_mem_free(all);
+        snug_mem_free(head);
+
+        /* The same seed gives the same ids; another seed other ids. */
+        CHECK(gen_run(f.e, &r, &again, &err), "submit: %s", err.msg);
+        CHECK(again.n_ids == 40 && memcmp(first.ids, again.ids, sizeof(int32_t) * 40) == 0,
+              "same seed, different ids");
+        r.sampling.seed = 43;
+        CHECK(gen_run(f.e, &r, &again, &err), "submit: %s", err.msg);
+        CHECK(memcmp(first.ids, again.ids, sizeof(int32_t) * 40) != 0, "another seed, same ids");
+
+        /* A stop string cut from the middle of the first text ends there. */
+        if (first.n_text > 12) {
+            r.sampling.seed = 42;
+            CHECK_OK(snug_stop_params_add_string(&r.stop, first.text + 6, 4, &err), &err);
+            CHECK(gen_run(f.e, &r, &again, &err), "submit: %s", err.msg);
+            char *hit = memmem(first.text, first.n_text, first.text + 6, 4);
+            size_t want_n = (size_t)(hit - first.text);
+            CHECK(again.finish == SNUG_FINISH_STOP_STRING && again.n_text == want_n &&
+                  memcmp(again.text, first.text, want_n) == 0,
+                  "stop string: finish %s, %zu bytes (want %zu)", snug_finish_name(again.finish),
+                  again.n_text, want_n);
+        }
+        /* Bad parameters are refused. */
+        r.sampling.top_p = 0;
+        CHECK_FAILS(snug_engine_submit(f.e, &r, &err), &err, SNUG_INVALID, "top_p");
+    }
+    json_decref(msgs);
+    snug_mem_free(text);
+    snug_tok_encoder_free(enc);
+    tl_close(&f);
+}
+
+/* A sequence ends at the model length; a prompt that fills it is refused. */
+static void test_generate_model_length(void)
+{
+    snug_error err = {0};
+    tl_fixture f;
+    bool ok = tl_open(&f, 20, 32000, &err);
+    CHECK(ok, "setup: %s", err.msg);
+    if (ok) {
+        int32_t prompt[20] = {1, 450, 4996, 17354, 1701, 29916};
+        snug_request r;
+        gen_request(&r, prompt, 6);
+        r.sampling.temperature = 0;
+        r.stop.ignore_eos = true;
+        static gen_out g;
+        CHECK(gen_run(f.e, &r, &g, &err), "submit: %s", err.msg);
+        CHECK(g.finish == SNUG_FINISH_MODEL_LENGTH && 6 + g.n_ids == 20, "finish %s at %d",
+              snug_finish_name(g.finish), 6 + g.n_ids);
+        gen_request(&r, prompt, 20);
+        CHECK_FAILS(snug_engine_submit(f.e, &r, &err), &err, SNUG_INVALID,
+                    "context_length_exceeded: this model's maximum context length is 20 tokens");
+    }
+    tl_close(&f);
+}
+
+/* A model whose vocabulary is larger than its tokenizer's (padded
+ * embeddings, as Qwen2 has): ids past the tokenizer have no text, and are
+ * not an error. */
+static void test_generate_ids_past_tokenizer(void)
+{
+    snug_error err = {0};
+    tl_fixture f;
+    bool ok = tl_open(&f, 64, 32064, &err);
+    CHECK(ok, "setup: %s", err.msg);
+    if (ok) {
+        int32_t prompt[3] = {1, 450, 4996};
+        snug_logit_bias bias = {32050, 100.0f};
+        snug_request r;
+        gen_request(&r, prompt, 3);
+        r.sampling.temperature = 0, r.sampling.logit_bias = &bias, r.sampling.n_logit_bias = 1;
+        r.stop.max_tokens = 3;
+        static gen_out g;
+        CHECK(gen_run(f.e, &r, &g, &err), "submit: %s", err.msg);
+        CHECK(g.n_ids == 3 && g.ids[0] == 32050 && g.ids[2] == 32050 && g.n_text == 0,
+              "%d tokens, first %d, %zu bytes of text", g.n_ids, g.ids[0], g.n_text);
+    }
+    tl_close(&f);
+}
+
 int main(void)
 {
     RUN(test_greedy_alone_and_batched);
@@ -405,5 +642,8 @@ int main(void)
     RUN(test_refusals_and_cancel);
     RUN(test_logprobs);
     RUN(test_stress_within_plan);
+    RUN(test_generate_chat_stream);
+    RUN(test_generate_model_length);
+    RUN(test_generate_ids_past_tokenizer);
     return test_summary();
 }

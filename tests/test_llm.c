@@ -1,24 +1,24 @@
 /*
  * test_llm.c: the public engine API of snug.h (snug_llm_*, snug_job_*,
- * engine/llm.c) on the bundled model: greedy text through the API is the
- * reference generator's text, token for token; seeded choices repeat; the
- * on_ready callback is called; cancelling gives the KV blocks back; bad
- * options, parameters and prompts are refused naming the field; the job
- * memory runs out with SNUG_NOMEM and comes back when jobs are freed; the
- * out-of-memory loop over a text submit leaks nothing; and from submit to
- * the last event nothing is allocated.
+ * engine/llm.c) on the bundled model: greedy text through the API is
+ * llama2.c's (tests/data/stories260K/greedy.txt), token for token; seeded
+ * choices repeat; the on_ready callback is called; cancelling gives the KV
+ * blocks back; bad options, parameters and prompts are refused naming the
+ * field; the job memory runs out with SNUG_NOMEM and comes back when jobs
+ * are freed; the out-of-memory loop over a text submit leaks nothing; and
+ * from submit to the last event nothing is allocated.
  */
 #include "test.h"
 
 #include "base/device.h"
-#include "engine/generate.h"
+#include "support/greedy_txt.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdatomic.h>
 #include <string.h>
 
 static const char *const MODEL = "models/stories260K";
-static const char *const PROMPT = "Once upon a time,";
+static const char *const PROMPT = "Once upon a time";
 
 enum { N_OUT = 40, PROMPT_MAX = 64, TEXT_MAX = 4096 };
 
@@ -82,9 +82,10 @@ static void drain(snug_llm *llm, snug_job *job, got *g)
     }
 }
 
-/* The reference: PROMPT's ids from the tokenizer, snug_generate's greedy
- * ids for them, and their text (the decode of prompt and output, less the
- * prompt's). Made before any engine is open. */
+/* The reference: PROMPT's ids from the tokenizer, the greedy ids llama2.c's
+ * run.c gave for them (the first case of tests/data/stories260K/greedy.txt,
+ * whose prompt is PROMPT), and their text (the decode of prompt and output,
+ * less the prompt's). Made before any engine is open. */
 static int32_t g_want[N_OUT], g_n_want;
 static char g_want_text[TEXT_MAX];
 static size_t g_n_want_text;
@@ -92,15 +93,11 @@ static size_t g_n_want_text;
 static void reference(void)
 {
     snug_error err = {0};
-    snug_checkpoint *ck = NULL;
-    snug_weights *w = NULL;
-    snug_generator *g = NULL;
     snug_tokenizer *tok = NULL;
-    CHECK_OK(snug_checkpoint_open(MODEL, &ck, &err), &err);
-    snug_load_opts lo = {.tp = 1};
-    if (ck) CHECK_OK(snug_weights_load(ck, &lo, &w, NULL, &err), &err);
-    snug_generator_opts go = {.max_len = 256, .isa = -1};
-    if (w) CHECK_OK(snug_generator_create(&ck->config, w, NULL, &go, &g, &err), &err);
+    greedy_case gc;
+    bool have = greedy_case_load(1, &gc);
+    CHECK(have && strcmp(gc.prompt, PROMPT) == 0, "greedy.txt's first case is for \"%s\"",
+          have ? gc.prompt : "(none)");
     CHECK_OK(snug_tokenizer_load(MODEL, &tok, &err), &err);
     snug_tok_encoder *enc = NULL;
     if (tok) CHECK_OK(snug_tok_encoder_create(tok, &enc, &err), &err);
@@ -115,23 +112,17 @@ static void reference(void)
         memcpy(g_prompt, ids, (size_t)g_n_prompt * sizeof(int32_t));
     }
     snug_tok_encoder_free(enc);
-    if (g && tok && g_n_prompt > 0) {
-        snug_sampling_params sp;
-        snug_sampling_params_default(&sp);
-        sp.temperature = 0;
-        snug_stop_params stop;
-        snug_stop_params_default(&stop);
-        stop.max_tokens = N_OUT;
-        stop.ignore_eos = true;
-        snug_gen_result res;
-        CHECK_OK(snug_generate(g, g_prompt, g_n_prompt, &sp, &stop, NULL, NULL, &res, &err), &err);
-        g_n_want = (int32_t)res.n_generated;
-        memcpy(g_want, res.ids + res.n_prompt, (size_t)g_n_want * sizeof(int32_t));
+    if (have && tok && g_n_prompt > 0) {
+        CHECK(gc.n_prompt == g_n_prompt &&
+              memcmp(gc.ids, g_prompt, (size_t)g_n_prompt * sizeof(int32_t)) == 0,
+              "the tokenizer's %d prompt ids are llama2.c's %d", g_n_prompt, gc.n_prompt);
+        g_n_want = SNUG_MIN(N_OUT, gc.n_ids - gc.n_prompt);
+        memcpy(g_want, gc.ids + gc.n_prompt, (size_t)g_n_want * sizeof(int32_t));
         char *all = NULL, *head = NULL;
         size_t n_all = 0, n_head = 0;
-        CHECK_OK(snug_tok_decode(tok, res.ids, (size_t)(res.n_prompt + res.n_generated), true, &all,
-                                 &n_all, &err), &err);
-        CHECK_OK(snug_tok_decode(tok, res.ids, (size_t)res.n_prompt, true, &head, &n_head, &err), &err);
+        CHECK_OK(snug_tok_decode(tok, gc.ids, (size_t)(gc.n_prompt + g_n_want), true, &all, &n_all,
+                                 &err), &err);
+        CHECK_OK(snug_tok_decode(tok, gc.ids, (size_t)gc.n_prompt, true, &head, &n_head, &err), &err);
         if (all && head) {
             CHECK(n_head <= n_all && memcmp(all, head, n_head) == 0 && strcmp(head, PROMPT) == 0,
                   "the prompt decodes as \"%s\", the whole as \"%s\"", head, all);
@@ -142,9 +133,6 @@ static void reference(void)
         snug_mem_free(head);
     }
     snug_tokenizer_free(tok);
-    snug_generator_free(g);
-    snug_weights_free(w);
-    snug_checkpoint_close(ck);
 }
 
 static void check_same_ids(const char *what, const int32_t *a, int32_t na, const int32_t *b,
@@ -353,7 +341,7 @@ static void test_refusals(void)
     CHECK(job == NULL, "a refused submit leaves *out %p", (void *)job);
     CHECK_FAILS(snug_llm_submit_ids(llm, long_prompt, 256, &p, &job, &err), &err, SNUG_INVALID,
                 "context_length_exceeded");
-    p = greedy(251);
+    p = greedy(252); /* 5 prompt ids and 252: one over 256 */
     CHECK_FAILS(snug_llm_submit_text(llm, PROMPT, strlen(PROMPT), &p, &job, &err), &err,
                 SNUG_INVALID, "context_length_exceeded");
     p = greedy(10);
@@ -393,14 +381,14 @@ static void test_refusals(void)
           c.queued, (long long)c.requests_finished);
     /* a stop string through the API ends the text before it */
     p = greedy(N_OUT);
-    p.stop[0] = " there";
+    p.stop[0] = ", there"; /* across the first two tokens */
     p.n_stop = 1;
     CHECK_OK(snug_llm_submit_text(llm, PROMPT, strlen(PROMPT), &p, &job, &err), &err);
     if (job) {
         static got g;
         drain(llm, job, &g);
         CHECK(g.n_text[0] == 0 && g.finish[0] && strcmp(g.finish[0], "stop") == 0,
-              "stopped at \" there\": text \"%.*s\", finish %s", (int)g.n_text[0], g.text[0],
+              "stopped at \", there\": text \"%.*s\", finish %s", (int)g.n_text[0], g.text[0],
               g.finish[0] ? g.finish[0] : "NULL");
         snug_job_free(llm, job);
     }

@@ -10,7 +10,7 @@
 #include "test.h"
 
 #include "base/device.h"
-#include "engine/fcfs.h"
+#include "engine/engine.h"
 #include "engine/planner.h"
 
 #include <string.h>
@@ -186,71 +186,127 @@ static uint64_t stress_rng(uint64_t *s)
     return *s >> 33;
 }
 
+/* What a stress run through the engine did. */
+typedef struct stress_stats {
+    int64_t finished, preemptions, steps, generated;
+    int32_t most_running, most_waiting;
+    int32_t blocks_used;            /* after the run */
+} stress_stats;
+
+/* Runs the requests q[0 .. n) through an engine planned with o (greedy,
+ * each to its max_tokens), keeping every consumer up; *x says what
+ * happened. The engine is closed before it returns. */
+static snug_status stress_run(const snug_engine_opts *o, snug_request *q, int n,
+                              snug_plan_report *plan, stress_stats *x, int64_t *allocs,
+                              size_t *peak, size_t *hwm, snug_error *err)
+{
+    snug_engine *e = NULL;
+    snug_status st = snug_engine_open(MODEL, o, &e, err);
+    if (st != SNUG_OK) return st;
+    *plan = *snug_engine_plan(e);
+    *x = (stress_stats){0};
+    int64_t allocs0 = snug_mem_alloc_count();
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
+    int submitted = 0, done = 0;
+    char text[4096];
+    while (done < n && st == SNUG_OK) {
+        for (; submitted < n; submitted++) { /* the queue is the bound: retry when full */
+            snug_status sst = snug_engine_submit(e, &q[submitted], err);
+            if (sst == SNUG_BUSY) break;
+            st = sst;
+            if (st != SNUG_OK) break;
+        }
+        for (int i = 0; i < submitted; i++) {
+            snug_output out;
+            while (snug_engine_next(e, &q[i], &out, text, sizeof text)) {}
+        }
+        snug_engine_counters c;
+        snug_engine_counters_get(e, &c);
+        x->most_running = SNUG_MAX(x->most_running, c.running);
+        x->most_waiting = SNUG_MAX(x->most_waiting, c.waiting);
+        done = 0;
+        for (int i = 0; i < submitted; i++) done += snug_engine_done(e, &q[i]);
+        if (done < n && submitted > 0) snug_engine_wait(e, &q[submitted - 1], 0.01);
+    }
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, peak, false);
+    snug_proc_mem(NULL, hwm, NULL);
+    *allocs = snug_mem_alloc_count() - allocs0;
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    x->finished = c.requests_finished;
+    x->preemptions = c.preemptions;
+    x->steps = c.steps;
+    x->generated = c.generation_tokens;
+    x->blocks_used = c.kv_blocks_used;
+    for (int i = 0; i < submitted; i++) snug_engine_release(e, &q[i]);
+    snug_engine_close(e);
+    return st;
+}
+
 /* After the plan, hundreds of sequences of random lengths up to
- * max_model_len, more than the blocks hold at once (sequences wait): the
- * step loop allocates nothing, the allocator's total stays within C - U,
- * every block comes back, and the process's high-water mark stays within C. */
+ * max_model_len, more than the blocks hold at once (sequences wait and are
+ * preempted), through the engine and its scheduler: the step loop
+ * allocates nothing, the allocator's total stays within C - U, every block
+ * comes back, and the process's high-water mark stays within C. */
 static void test_stress_never_allocates(void)
 {
     snug_error err = {0};
-    static snug_fcfs_job seqs[STRESS_SEQS];
+    static snug_request q[STRESS_SEQS];
+    static int32_t prompts[STRESS_SEQS][STRESS_LEN];
     uint64_t rng = 42;
     for (int i = 0; i < STRESS_SEQS; i++) {
-        seqs[i].prompt = 1 + (int32_t)(stress_rng(&rng) % (STRESS_LEN - 1));
-        seqs[i].output = 1 + (int32_t)(stress_rng(&rng) % (uint64_t)(STRESS_LEN - seqs[i].prompt));
+        int32_t n_prompt = 1 + (int32_t)(stress_rng(&rng) % (STRESS_LEN - 1));
+        memset(&q[i], 0, sizeof q[i]);
+        for (int32_t k = 0; k < n_prompt; k++) prompts[i][k] = (int32_t)((k * 17 + i) % 512);
+        q[i].prompt = prompts[i];
+        q[i].n_prompt = n_prompt;
+        snug_sampling_params_default(&q[i].sampling);
+        q[i].sampling.temperature = 0;
+        snug_stop_params_default(&q[i].stop);
+        q[i].stop.max_tokens = 1 + (int32_t)(stress_rng(&rng) % (uint64_t)(STRESS_LEN - n_prompt));
+        q[i].stop.ignore_eos = true;
+        q[i].n = 1;
     }
-    snug_planner_opts o = base_opts();
-    o.max_model_len = STRESS_LEN;
-    o.max_num_seqs = 16;
-    o.max_num_batched_tokens = 256;
-    snug_planned *p = NULL;
+    snug_engine_opts o = {.plan = base_opts(), .max_queue = STRESS_SEQS};
+    o.plan.max_model_len = STRESS_LEN;
+    o.plan.max_num_seqs = 16;
+    o.plan.max_num_batched_tokens = 256;
+    snug_plan_report r;
+    stress_stats x;
+    int64_t allocs = 0;
+    size_t peak = 0, hwm = 0;
     /* a first plan tells what the rest takes; its run brings this test's own
      * code in (what is measured next is snug's, not the test's) */
-    CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
-    if (!p) return;
-    size_t fixed = p->report.sizes.budget - p->report.kv.left_bytes;
-    size_t block = p->report.sizes.block_bytes;
-    snug_fcfs_stats x = {0};
-    CHECK_OK(snug_fcfs_run(p, seqs, STRESS_SEQS, 0, &x, &err), &err);
-    snug_planner_close(p);
-    p = NULL;
+    CHECK_OK(stress_run(&o, q, STRESS_SEQS, &r, &x, &allocs, &peak, &hwm, &err), &err);
+    size_t fixed = r.sizes.budget - r.kv.left_bytes;
+    size_t block = r.sizes.block_bytes;
     /* a budget that leaves about 60 blocks: far fewer than 16 sequences of 256 can use
      * (under ASan, where U grows from plan to plan, a cache of 60 blocks in a large budget) */
     if (RSS_IS_MEANINGFUL) {
-        o.budget.memory_bytes = fixed + 60 * block + (1u << 20) / 4;
+        o.plan.budget.memory_bytes = fixed + 60 * block + (1u << 20) / 4;
     } else {
-        o.budget.memory_bytes = (size_t)1 << 30;
-        o.kv_cache_memory = 60 * block;
+        o.plan.budget.memory_bytes = (size_t)1 << 30;
+        o.plan.kv_cache_memory = 60 * block;
     }
-    CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
-    if (!p) return;
-    const snug_plan_report *r = &p->report;
-    CHECK(r->kv.limited_by != SNUG_KV_LIMIT_MAX_NUM_SEQS && r->kv.blocks < 16 * 16,
-          "%lld blocks (%s)", (long long)r->kv.blocks, snug_kv_limit_name(r->kv.limited_by));
-    int64_t allocs = snug_mem_alloc_count();
-    snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
-    snug_status st = snug_fcfs_run(p, seqs, STRESS_SEQS, 0, &x, &err);
-    size_t peak = 0, hwm = 0;
-    snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
-    CHECK_OK(snug_proc_mem(NULL, &hwm, &err), &err);
-    CHECK_OK(st, &err);
-    CHECK(x.finished == STRESS_SEQS && x.waits > 0 && x.most_running > 1,
-          "%d of %d finished in %d steps; %d waits, at most %d running", x.finished, STRESS_SEQS,
-          x.steps, x.waits, x.most_running);
-    CHECK(snug_mem_alloc_count() == allocs, "the step loop made %lld allocations",
-          (long long)(snug_mem_alloc_count() - allocs));
-    CHECK(peak <= r->sizes.budget - r->sizes.untracked, "allocator peak %zu, budget %zu less U %zu",
-          peak, r->sizes.budget, r->sizes.untracked);
-    CHECK(p->pool.n_free == r->kv.blocks, "every block back: %d of %lld", p->pool.n_free,
-          (long long)r->kv.blocks);
+    CHECK_OK(stress_run(&o, q, STRESS_SEQS, &r, &x, &allocs, &peak, &hwm, &err), &err);
+    CHECK(r.kv.limited_by != SNUG_KV_LIMIT_MAX_NUM_SEQS && r.kv.blocks < 16 * 16,
+          "%lld blocks (%s)", (long long)r.kv.blocks, snug_kv_limit_name(r.kv.limited_by));
+    CHECK(x.finished == STRESS_SEQS && x.preemptions + x.most_waiting > 0 && x.most_running > 1,
+          "%lld of %d finished in %lld steps; %lld preemptions, at most %d waiting, %d running",
+          (long long)x.finished, STRESS_SEQS, (long long)x.steps, (long long)x.preemptions,
+          x.most_waiting, x.most_running);
+    CHECK(allocs == 0, "the step loop made %lld allocations", (long long)allocs);
+    CHECK(peak <= r.sizes.budget - r.sizes.untracked, "allocator peak %zu, budget %zu less U %zu",
+          peak, r.sizes.budget, r.sizes.untracked);
+    CHECK(x.blocks_used == 0, "every block back: %d of %lld still used", x.blocks_used,
+          (long long)r.kv.blocks);
     /* the mark was reset by the profile step of this plan: it covers the plan and the run */
-    if (RSS_IS_MEANINGFUL && r->profile.hwm_was_reset)
-        CHECK(hwm <= r->sizes.budget, "process high-water mark %zu over the budget %zu by %zu", hwm,
-              r->sizes.budget, hwm - r->sizes.budget);
-    printf("  stress: %d sequences in %d steps over %lld blocks (%d waits, at most %d running); "
-           "hwm %zu of %zu\n", STRESS_SEQS, x.steps, (long long)r->kv.blocks, x.waits,
-           x.most_running, hwm, r->sizes.budget);
-    snug_planner_close(p);
+    if (RSS_IS_MEANINGFUL && r.profile.hwm_was_reset)
+        CHECK(hwm <= r.sizes.budget, "process high-water mark %zu over the budget %zu by %zu", hwm,
+              r.sizes.budget, hwm - r.sizes.budget);
+    printf("  stress: %d sequences in %lld steps over %lld blocks (%lld preemptions, at most %d "
+           "running); hwm %zu of %zu\n", STRESS_SEQS, (long long)x.steps, (long long)r.kv.blocks,
+           (long long)x.preemptions, x.most_running, hwm, r.sizes.budget);
 }
 
 static snug_status open_op(void *ctx, snug_error *err)

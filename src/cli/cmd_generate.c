@@ -1,7 +1,9 @@
 /*
  * cmd_generate.c: `snug generate [MODEL] [-p PROMPT] [-n N] [sampling] [--chat] [--ids]`:
- * loads a model, generates from a prompt and streams the text to stdout;
- * speeds go to stderr.
+ * generates from a prompt through the serving engine (engine/engine.h),
+ * planned for one sequence, and streams the text to stdout as it comes;
+ * speeds go to stderr. With --tp N, rank 0 runs the engine and every other
+ * rank follows its steps (snug_engine_follow).
  */
 #include "chat/chat.h"
 #include "formats/checkpoint.h"
@@ -11,9 +13,10 @@
 #include "base/device.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
-#include "engine/generate.h"
+#include "engine/engine.h"
 #include "base/json.h"
 #include "kernels/kernels.h"
+#include "model/model.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -37,7 +40,10 @@ static const char g_usage[] =
     "  started by mpirun -np N (rank 0 prints)";
 
 static const char BUNDLED[] = "models/stories260K";
-enum { DEFAULT_MAX_LEN = 8192 };
+enum {
+    DEFAULT_MAX_LEN = 8192,
+    PREFILL_CHUNK = 256     /* prompt tokens per step: the engine's max_num_batched_tokens */
+};
 
 typedef struct gen_args {
     const char *model, *prompt;
@@ -45,7 +51,10 @@ typedef struct gen_args {
     snug_sampling_params sp;
     snug_stop_params stop;
     bool chat, ids;
-    snug_generator_opts go;
+    int64_t max_len;        /* positions the sequence may use; 0: the default rule */
+    snug_dtype kv_dtype;    /* SNUG_DTYPE_NONE: bf16 */
+    int32_t n_threads;      /* 0: OpenMP's count */
+    int isa;                /* a snug_isa, or -1: the best the CPU has */
     cli_tp tp;
 } gen_args;
 
@@ -81,7 +90,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
 {
     snug_sampling_params_default(&a->sp);
     snug_stop_params_default(&a->stop);
-    a->go.isa = -1;
+    a->isa = -1;
     snug_error err = {0};
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -125,20 +134,20 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (snug_stop_params_add_string(&a->stop, v, strlen(v), &err) != SNUG_OK)
                 return cli_usage(g_usage, "--stop: %s", err.msg);
         } else if ((v = cli_option(argc, argv, &i, "--max-model-len"))) {
-            if (!cli_parse_int(v, 2, INT32_MAX / 2, &a->go.max_len))
+            if (!cli_parse_int(v, 2, INT32_MAX / 2, &a->max_len))
                 return cli_usage(g_usage, "--max-model-len expects an integer >= 2, got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--kv-cache-dtype"))) {
-            a->go.kv_dtype = strcmp(v, "auto") == 0 ? SNUG_DTYPE_BF16 : snug_dtype_from_torch(v);
-            if (a->go.kv_dtype == SNUG_DTYPE_NONE)
+            a->kv_dtype = strcmp(v, "auto") == 0 ? SNUG_DTYPE_BF16 : snug_dtype_from_torch(v);
+            if (a->kv_dtype == SNUG_DTYPE_NONE)
                 return cli_usage(g_usage, "--kv-cache-dtype expects auto (bf16), bf16, f16 or f32, got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
             if (!cli_parse_int(v, 1, 1024, &x)) return cli_usage(g_usage, "--threads expects 1 to 1024, got '%s'", v);
-            a->go.n_threads = (int32_t)x;
+            a->n_threads = (int32_t)x;
         } else if ((v = cli_option(argc, argv, &i, "--isa"))) {
             snug_isa isa;
             if (!snug_isa_from_name(v, &isa))
                 return cli_usage(g_usage, "--isa expects scalar, avx2, avx512 or avx512bf16, got '%s'", v);
-            a->go.isa = (int)isa;
+            a->isa = (int)isa;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: %s\n", g_usage);
             return 0;
@@ -185,12 +194,111 @@ static snug_status prompt_ids(const gen_args *a, const snug_tokenizer *tok, snug
     return st;
 }
 
-static bool write_text(const char *s, size_t n, void *ctx)
+/* Writes n bytes of text to stdout now; false when stdout fails. */
+static bool write_text(const char *s, size_t n)
 {
-    (void)ctx;
+    if (n == 0) return true;
     fwrite(s, 1, n, stdout);
     fflush(stdout);
     return !ferror(stdout);
+}
+
+/* The output's first space, which decoding the whole sequence drops
+ * (SentencePiece's dummy prefix) when nothing before it had text (an empty
+ * prompt, --chat), and the engine's text keeps (it continues the prompt):
+ * found by decoding the output's first tokens both ways. */
+typedef struct lead_space {
+    snug_tok_stream fresh;     /* as decoding the sequence from its start */
+    snug_tok_stream cont;      /* as the engine's stream (already started) */
+    char *buf;                 /* [2 * cap] their scratch */
+    size_t cap;
+    bool decided, drop;
+} lead_space;
+
+/* Feeds a generated id; decides once the fresh stream has had text. */
+static void lead_feed(lead_space *l, int32_t id)
+{
+    size_t n_fresh = 0, n_cont = 0;
+    if (l->decided || id < 0 || id >= snug_tokenizer_n_vocab(l->fresh.tok)) return;
+    if (snug_tok_stream_push(&l->fresh, id, l->buf, l->cap, &n_fresh, NULL) != SNUG_OK ||
+        snug_tok_stream_push(&l->cont, id, l->buf + l->cap, l->cap, &n_cont, NULL) != SNUG_OK) {
+        l->decided = true;
+        return;
+    }
+    if (!l->fresh.started) return;
+    l->decided = true;
+    l->drop = n_cont == n_fresh + 1 && l->buf[l->cap] == ' ';
+}
+
+/* Echoes the prompt's text (special tokens skipped) into text (cap bytes),
+ * the prompt's stream left in *s; false when stdout fails. */
+static bool echo_prompt(snug_tok_stream *s, const int32_t *ids, int64_t n_ids, char *text, size_t cap)
+{
+    bool ok = true;
+    for (int64_t i = 0; i < n_ids && ok; i++) {
+        size_t n = 0;
+        if (ids[i] < snug_tokenizer_n_vocab(s->tok) &&
+            snug_tok_stream_push(s, ids[i], text, cap, &n, NULL) == SNUG_OK)
+            ok = write_text(text, n);
+    }
+    /* a character the prompt leaves unfinished: its bytes as they are */
+    return ok && write_text(text, snug_tok_stream_finish(s, text, cap));
+}
+
+/* What one generation gave. */
+typedef struct gen_result {
+    int64_t n_generated;
+    snug_finish finish;
+    double prefill_seconds;     /* submit to the first output: the prompt in, a token out */
+    double decode_seconds;      /* the outputs after that */
+    double allreduce_seconds;   /* rank 0's waits in all-reduces in between */
+} gen_result;
+
+/* Runs request r on e, writing its text to stdout (unless ids_only; less
+ * the first space when lead says so) and its generated ids to out (at most
+ * cap). Cancels r when stdout fails (finish ABORT). Fails as
+ * snug_engine_submit does. */
+static snug_status run_request(snug_engine *e, snug_comm *comm, snug_request *r, bool ids_only,
+                               lead_space *lead, int32_t *out, int64_t cap, char *text,
+                               size_t text_cap, gen_result *res, snug_error *err)
+{
+    /* rank 0's all-reduce figures, read while the step loop is idle: now,
+     * and once r is done (its last step published under the engine's mutex) */
+    int64_t calls = 0;
+    double ar0 = 0, ar1 = 0;
+    if (comm) snug_comm_allreduce_stats(comm, &calls, &ar0);
+    *res = (gen_result){0};
+    double t0 = snug_now_seconds(), t1 = 0;
+    snug_status st = snug_engine_submit(e, r, err);
+    bool out_ok = true;
+    while (st == SNUG_OK && !snug_engine_done(e, r)) {
+        snug_output o;
+        if (!snug_engine_next(e, r, &o, text, text_cap)) {
+            snug_engine_wait(e, r, 1.0);
+            continue;
+        }
+        if (t1 == 0) t1 = snug_now_seconds();
+        if (o.token >= 0 && res->n_generated < cap) out[res->n_generated++] = o.token;
+        size_t skip = 0;
+        if (lead && o.token >= 0) lead_feed(lead, o.token);
+        if (lead && lead->drop && o.n_text > 0) {
+            skip = text[0] == ' ';
+            lead->drop = false;
+        }
+        if (out_ok && !ids_only && !write_text(text + skip, o.n_text - skip)) {
+            out_ok = false;
+            res->finish = SNUG_FINISH_ABORT;
+            snug_engine_cancel(e, r);
+        }
+        if (out_ok && o.finish != SNUG_FINISH_NONE) res->finish = o.finish;
+    }
+    if (st != SNUG_OK) return st;
+    double t2 = snug_now_seconds();
+    if (comm) snug_comm_allreduce_stats(comm, &calls, &ar1);
+    res->prefill_seconds = (t1 > 0 ? t1 : t2) - t0;
+    res->decode_seconds = t1 > 0 ? t2 - t1 : 0;
+    res->allreduce_seconds = ar1 - ar0;
+    return SNUG_OK;
 }
 
 int snug_cmd_generate(int argc, char **argv)
@@ -204,12 +312,14 @@ int snug_cmd_generate(int argc, char **argv)
     snug_error err = {0};
     snug_comm *comm = NULL;
     snug_checkpoint *ck = NULL;
-    snug_weights *w = NULL;
     snug_tokenizer *tok = NULL;
     snug_tok_encoder *enc = NULL;
-    snug_generator *g = NULL;
-    const int32_t *ids = NULL;
-    size_t n_ids = 0;
+    snug_engine *e = NULL;
+    int32_t *seq = NULL;   /* [max_len] the prompt's ids, then the generated ones */
+    char *text = NULL;     /* [text_cap] one output's text, or one prompt token's */
+    size_t text_cap = 0;
+    lead_space lead = {0};
+    int64_t n_ids = 0;
     rc = 1;
     bool printed = false, stranded = false;
     char note[96] = "";
@@ -219,99 +329,139 @@ int snug_cmd_generate(int argc, char **argv)
         return 1;
     }
     int32_t tp = comm ? snug_comm_size(comm) : 1, rank = cli_rank(comm);
-    if (tp > 1 && a.go.n_threads == 0) a.go.n_threads = snug_comm_default_threads();
-    a.go.comm = comm;
     /* Every rank does all of this alike (the prompt too, so that each
-     * finds the same errors), agreeing after each part; only its shard of
-     * the weights differs. The tokenizer first: a model without one fails
-     * before its weights load. */
+     * finds the same errors and plans the same engine), agreeing after each
+     * part. The tokenizer first: a model without one fails before its
+     * weights load. */
     st = snug_checkpoint_open(a.model, &ck, &err);
     st = snug_dist_agree(comm, st, &err);
     if (st == SNUG_OK) st = snug_dist_check_model(comm, ck, &err);
     if (st != SNUG_OK) goto done;
     snug_model_config cfg = ck->config;
+    snug_dtype weight_dtype = snug_checkpoint_weight_dtype(ck);
     st = snug_tokenizer_load(a.model, &tok, &err);
     if (st == SNUG_OK) st = snug_tok_encoder_create(tok, &enc, &err);
     st = snug_dist_agree(comm, st, &err);
     if (st != SNUG_OK) goto done;
-    snug_load_opts lo = {.tp = tp, .rank = rank, .n_threads = a.go.n_threads};
-    st = snug_weights_load(ck, &lo, &w, NULL, &err);
-    st = snug_dist_agree(comm, st, &err);
-    if (st != SNUG_OK) goto done;
-    snug_checkpoint_close(ck);
-    ck = NULL;
-    /* End of sequence: config.json's ids, then generation_config.json's. */
-    int32_t eos[SNUG_STOP_EOS_MAX];
-    int32_t n_eos = snug_tokenizer_eos_ids(tok, eos, SNUG_STOP_EOS_MAX);
-    for (int32_t i = 0; i < cfg.n_eos + n_eos && st == SNUG_OK; i++) {
-        int32_t id = i < cfg.n_eos ? cfg.eos_token_ids[i] : eos[i - cfg.n_eos];
-        bool seen = false;
-        for (int32_t j = 0; j < a.stop.n_eos; j++) seen |= a.stop.eos_ids[j] == id;
-        if (!seen) st = snug_stop_params_add_eos(&a.stop, id, &err);
-    }
-    if (st == SNUG_OK) st = prompt_ids(&a, tok, enc, &ids, &n_ids, &err);
+    const int32_t *ids = NULL;
+    size_t n_enc = 0;
+    st = prompt_ids(&a, tok, enc, &ids, &n_enc, &err);
+    n_ids = (int64_t)n_enc;
     /* The cache holds one sequence: the prompt and -n tokens, or (without
      * -n) up to DEFAULT_MAX_LEN positions unless --max-model-len asks for
      * more, so that a 128k-context model does not reserve gigabytes. */
-    if (st == SNUG_OK && a.go.max_len > cfg.max_position_embeddings)
+    if (st == SNUG_OK && a.max_len > cfg.max_position_embeddings)
         st = snug_errorf(&err, SNUG_INVALID, "--max-model-len %lld is more than the model's %lld "
-                         "positions (config.json: max_position_embeddings)", (long long)a.go.max_len,
+                         "positions (config.json: max_position_embeddings)", (long long)a.max_len,
                          (long long)cfg.max_position_embeddings);
-    if (a.go.max_len == 0)
-        a.go.max_len = SNUG_MIN(cfg.max_position_embeddings,
-                                (int64_t)n_ids + (a.n_new > 0 ? a.n_new : DEFAULT_MAX_LEN));
-    a.go.echo = !a.chat;
-    if (st == SNUG_OK) st = snug_generator_create(&cfg, w, tok, &a.go, &g, &err);
+    if (a.max_len == 0)
+        a.max_len = SNUG_MIN(cfg.max_position_embeddings,
+                             n_ids + (a.n_new > 0 ? a.n_new : DEFAULT_MAX_LEN));
+    if (st == SNUG_OK && n_ids >= a.max_len)
+        st = snug_errorf(&err, SNUG_INVALID, "generate: a prompt of %lld tokens (1 to %lld fit; "
+                         "--max-model-len sets the positions a sequence may use)",
+                         (long long)n_ids, (long long)a.max_len - 1);
+    /* the prompt kept, and the text buffer made, before the plan (which counts them) */
+    if (st == SNUG_OK) seq = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)a.max_len * sizeof(int32_t), &err);
+    text_cap = snug_stop_emit_bytes(snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok)));
+    lead.cap = snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok));
+    if (seq) text = snug_mem_alloc(SNUG_MEM_OTHER, text_cap, &err);
+    if (text) lead.buf = snug_mem_alloc(SNUG_MEM_OTHER, 2 * lead.cap, &err);
+    if (st == SNUG_OK && !lead.buf) st = snug_error_prefix(&err, SNUG_NOMEM, "generate: ");
+    if (st == SNUG_OK) memcpy(seq, ids, (size_t)n_ids * sizeof(int32_t));
+    /* the engine loads its own (the weights with them): these go first */
+    snug_tok_encoder_free(enc);
+    enc = NULL;
+    snug_tokenizer_free(tok);
+    tok = NULL;
+    snug_checkpoint_close(ck);
+    ck = NULL;
     st = snug_dist_agree(comm, st, &err);
     if (st != SNUG_OK) goto done;
-    if (rank > 0) { /* rank 0 runs the generation; this rank its steps */
-        st = snug_generator_follow(g, &err);
+
+    /* The engine, planned for one sequence of max_len positions: a KV cache
+     * of just its blocks (max_num_seqs 1 caps it there), prompt steps of up
+     * to PREFILL_CHUNK tokens, and a profile step no larger. */
+    snug_engine_opts eo = {.plan = {.max_model_len = a.max_len, .max_num_seqs = 1,
+                                    .max_num_batched_tokens = (int32_t)SNUG_MIN(n_ids, PREFILL_CHUNK),
+                                    .kv_dtype = a.kv_dtype, .n_threads = a.n_threads,
+                                    .isa = a.isa, .comm = comm}};
+    if (rank > 0) { /* rank 0 runs the engine; this rank its steps */
+        bool planned = false;
+        st = snug_engine_follow(a.model, &eo, &planned, &err);
         if (st == SNUG_OK) rc = 0;
-        else fprintf(stderr, "snug: rank %d: %s\n", rank, err.msg);
-        printed = true;
-        stranded = st != SNUG_OK; /* rank 0 may be inside a step without this rank */
+        else if (planned) fprintf(stderr, "snug: rank %d: %s\n", rank, err.msg);
+        printed = true; /* a failed plan is every rank's: rank 0 says why */
+        stranded = st != SNUG_OK && planned; /* rank 0 may be inside a step without this rank */
         goto done;
     }
-    a.stop.max_tokens = (int32_t)a.n_new;
-    snug_gen_result res;
-    st = snug_generate(g, ids, (int64_t)n_ids, &a.sp, &a.stop, a.ids ? NULL : write_text, NULL, &res, &err);
-    snug_error stop_err = {0};
-    if (snug_generator_stop(g, &stop_err) != SNUG_OK && st == SNUG_OK) {
-        st = stop_err.status;
-        err = stop_err;
-    }
+    st = snug_engine_open(a.model, &eo, &e, &err);
     if (st != SNUG_OK) {
         printed = cli_fail(&err);
         goto done;
     }
+    snug_request r = {.prompt = seq, .n_prompt = n_ids, .sampling = a.sp, .stop = a.stop, .n = 1};
+    if (!r.sampling.has_seed) { /* each run its own: the time */
+        r.sampling.seed = (uint64_t)(snug_now_seconds() * 1e9);
+        r.sampling.has_seed = true;
+    }
+    /* -n past the model length: the length ends it (finish model_length) */
+    r.stop.max_tokens = a.n_new > 0 && n_ids + a.n_new <= a.max_len ? (int32_t)a.n_new : 0;
+    st = snug_engine_check(e, &r, &err);
+    if (st == SNUG_OK && snug_engine_text_bytes(e) > text_cap)
+        st = snug_errorf(&err, SNUG_INTERNAL, "generate: an output's text takes up to %zu bytes, "
+                         "not %zu", snug_engine_text_bytes(e), text_cap);
+    if (st != SNUG_OK) {
+        printed = cli_fail(&err);
+        goto done;
+    }
+    gen_result res = {.finish = SNUG_FINISH_ABORT};
+    const snug_tokenizer *etok = snug_engine_tokenizer(e);
+    snug_tok_stream prompt_stream;
+    snug_tok_stream_init(&prompt_stream, etok, true);
+    bool echoed = a.ids || a.chat || echo_prompt(&prompt_stream, seq, n_ids, text, text_cap);
+    snug_tok_stream_init(&lead.fresh, etok, true);
+    snug_tok_stream_init(&lead.cont, etok, true);
+    lead.cont.started = true;
+    lead_space *lp = prompt_stream.started ? NULL : &lead; /* the prompt had no text */
+    if (echoed)
+        st = run_request(e, comm, &r, a.ids, lp, seq + n_ids, a.max_len - n_ids, text, text_cap, &res,
+                         &err);
+    snug_engine_release(e, &r);
+    if (st == SNUG_OK && snug_engine_failed(e))
+        st = snug_errorf(&err, SNUG_INTERNAL, "%s", snug_engine_error(e));
+    if (st != SNUG_OK) {
+        printed = cli_fail(&err);
+        stranded = snug_engine_failed(e) && tp > 1; /* the other ranks may be inside a step */
+        goto done;
+    }
     if (a.ids) {
-        for (int64_t i = 0; i < res.n_prompt + res.n_generated; i++) printf(i ? " %d" : "%d", res.ids[i]);
+        for (int64_t i = 0; i < n_ids + res.n_generated; i++) printf(i ? " %d" : "%d", seq[i]);
     }
     printf("\n");
     fflush(stdout);
     double ps = res.prefill_seconds, ds = res.decode_seconds;
-    if (tp > 1) { /* the all-reduces' share of the run, as rank 0 waited in them */
-        int64_t calls = 0;
-        double ar = 0;
-        snug_comm_allreduce_stats(comm, &calls, &ar);
+    if (tp > 1) /* the all-reduces' share of the run, as rank 0 waited in them */
         snprintf(note, sizeof note, ", tp %d: all-reduce %.1f%% of the time", tp,
-                 ps + ds > 0 ? 100.0 * ar / (ps + ds) : 0.0);
-    }
+                 ps + ds > 0 ? 100.0 * res.allreduce_seconds / (ps + ds) : 0.0);
+    snug_isa isa = SNUG_ISA_SCALAR;
+    snug_model_isa_resolve(a.isa, &isa, NULL); /* the model was made with it */
     fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s (%s, %s%s); finish: %s\n",
-            (long long)res.n_prompt, ps > 0 ? (double)res.n_prompt / ps : 0.0, (long long)res.n_generated,
+            (long long)n_ids, ps > 0 ? (double)n_ids / ps : 0.0, (long long)res.n_generated,
             ds > 0 && res.n_generated > 1 ? (double)(res.n_generated - 1) / ds : 0.0,
-            snug_isa_name(snug_generator_isa(g)),
-            snug_dtype_torch_name(w->dtype), note,
+            snug_isa_name(isa), snug_dtype_torch_name(weight_dtype), note,
             snug_finish_name(res.finish));
     rc = 0;
 done:
     if (rc && !printed) cli_fail_once(comm, &err); /* a failure all ranks agreed on */
     if (stranded || (comm && snug_comm_broken(comm)))
         return cli_tp_end(comm, rc, true); /* the run ends here; MPI may still use the buffers */
-    snug_generator_free(g);
+    snug_engine_close(e); /* the followers return */
+    snug_mem_free(lead.buf);
+    snug_mem_free(text);
+    snug_mem_free(seq);
     snug_tok_encoder_free(enc);
     snug_tokenizer_free(tok);
-    snug_weights_free(w);
     snug_checkpoint_close(ck);
     return cli_tp_end(comm, rc, false);
 }

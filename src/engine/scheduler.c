@@ -122,16 +122,15 @@ static int32_t admit(snug_sched *s, snug_sched_seq *q, int64_t want, int32_t row
     int32_t evictable = 0, bs = s->block_size;
     int32_t hits = snug_block_pool_match(s->pool, q->tokens, cacheable(q), q->salt, q->table->ids,
                                          &evictable);
-    /* taking an evictable hit takes a free block: when nothing runs (no
-     * block will be freed) and the hits leave no room for a block beyond
-     * the watermark (a prefix that fills most of the cache), they give back
-     * their last ones, to be computed again */
-    while (hits > 0 && s->n_running == 0 && s->pool->n_free - evictable - s->watermark < 1)
-        evictable -= s->pool->ref[q->table->ids[--hits]] == 0;
+    /* the watermark is for running sequences to grow into: with none, a
+     * sequence may take every block (a cache of one sequence's, as snug
+     * generate plans it; or a cached prefix that fills the cache, whose
+     * hits take free blocks) */
+    int32_t keep = s->n_running > 0 ? s->watermark : 0;
     int64_t cached = (int64_t)hits * bs;
     q->n_computed = cached; /* as fit_rows and add_item read it */
     int64_t room_blocks = SNUG_MIN((int64_t)q->table->cap - hits,
-                                   (int64_t)SNUG_MAX(0, s->pool->n_free - evictable - s->watermark));
+                                   (int64_t)SNUG_MAX(0, s->pool->n_free - evictable - keep));
     int64_t n = SNUG_MIN(SNUG_MIN(want, q->n_tokens - cached), room_blocks * bs);
     n = fit_rows(q, (int32_t)SNUG_MAX(0, n), rows);
     if (n == 0) {

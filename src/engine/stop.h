@@ -80,8 +80,8 @@ snug_status snug_stop_params_validate(const snug_stop_params *p, snug_error *err
 void snug_stop_state_init(snug_stop_state *s);
 
 /* The bytes a sequence's decoded-text buffer takes: one step's text, at
- * most a token's (max_token_bytes), and 64 bytes to spare; snug generate
- * and the serving state size it alike. */
+ * most a token's (max_token_bytes), and 64 bytes to spare; the serving
+ * state and snug generate's prompt echo size it alike. */
 static inline size_t snug_stop_text_bytes(size_t max_token_bytes) { return 64 + max_token_bytes; }
 
 /* The bytes an emit buffer needs for a token whose text is n_text bytes. */

@@ -213,6 +213,15 @@ static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error
     return SNUG_OK;
 }
 
+snug_status snug_model_isa_resolve(int isa, snug_isa *out, snug_error *err)
+{
+    *out = isa < 0 ? snug_isa_detect() : (snug_isa)isa;
+    const char *env = isa < 0 ? getenv("SNUG_ISA") : NULL;
+    if (env && *env && !snug_isa_from_name(env, out))
+        return snug_errorf(err, SNUG_INVALID, "SNUG_ISA: expected scalar, avx2, avx512 or avx512bf16, got '%s'", env);
+    return SNUG_OK;
+}
+
 snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *w,
                               const snug_model_opts *opts, snug_model **out, snug_error *err)
 {
@@ -235,13 +244,9 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
     m->wdt = w->dtype;
     m->allreduce = opts->allreduce;
     m->allreduce_ctx = opts->allreduce_ctx;
-    snug_isa isa = opts->isa < 0 ? snug_isa_detect() : (snug_isa)opts->isa;
-    const char *env = opts->isa < 0 ? getenv("SNUG_ISA") : NULL;
-    if (env && *env && !snug_isa_from_name(env, &isa)) {
-        st = snug_errorf(err, SNUG_INVALID, "SNUG_ISA: expected scalar, avx2, avx512 or avx512bf16, got '%s'", env);
-        goto fail;
-    }
-    st = snug_kernels_init(&m->kern, isa, err);
+    snug_isa isa;
+    st = snug_model_isa_resolve(opts->isa, &isa, err);
+    if (st == SNUG_OK) st = snug_kernels_init(&m->kern, isa, err);
     if (st == SNUG_OK) st = snug_model_dims_make(cfg, w->table.tp, w->table.rank, &m->dims, err);
     if (st != SNUG_OK) goto fail;
     if (m->dims.tp > 1 && !m->allreduce) {

@@ -72,6 +72,12 @@ typedef struct snug_model_opts {
 
 typedef struct snug_model snug_model;
 
+/* The instruction set a model made with snug_model_opts.isa = isa runs
+ * its kernels on: isa itself, or for -1 $SNUG_ISA when set, else the best
+ * the CPU has. Fails with SNUG_INVALID for a $SNUG_ISA that names none.
+ * (Whether the CPU has it is snug_kernels_init's to say.) */
+snug_status snug_model_isa_resolve(int isa, snug_isa *out, snug_error *err);
+
 /* Makes a model over loaded weights w (borrowed: they must outlive the
  * model) with the configuration they were loaded for, and allocates its
  * activation arena. Fails with SNUG_UNSUPPORTED for a rope scaling the

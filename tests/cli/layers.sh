@@ -56,14 +56,14 @@ wrong "layers: another folder's header by bare name" model/model.c '#include "de
     '"device.h" is not in model/'
 wrong "layers: own folder by bare name" base/json.c '#include "base/common.h"' \
     "own headers are included by bare name"
-wrong "layers: no such header" engine/generate.h '#include "model/nope.h"' \
+wrong "layers: no such header" engine/engine.h '#include "model/nope.h"' \
     '"model/nope.h": no such header'
 wrong "layers: unknown folder" tokenizer/regex.c '#include "pcre/pcre2.h"' \
     "pcre/ is not a folder of the layering table"
 
 # A folder without a row and a README, and a file outside the folders.
 rm -rf "$tmp/src" && cp -r src "$tmp/src"
-mkdir "$tmp/src/newpart" && printf '#include "engine/generate.h"\n' >"$tmp/src/newpart/x.c"
+mkdir "$tmp/src/newpart" && printf '#include "engine/engine.h"\n' >"$tmp/src/newpart/x.c"
 touch "$tmp/src/loose.c"
 out=$(scripts/check-layers "$tmp/src" 2>&1)
 rc=$?
