@@ -19,6 +19,14 @@ char *snug_plan_report_line(const snug_plan_report *r, char *buf, size_t size)
     return buf;
 }
 
+/* What one block more than the plan's would have cost the budget: its
+ * bytes and its share of the block pool, page rounding included. */
+static size_t next_block_cost(const snug_plan_report *r)
+{
+    return snug_plan_cache_bytes(&r->sizes, r->kv.blocks + 1) -
+           snug_plan_cache_bytes(&r->sizes, r->kv.blocks);
+}
+
 void snug_plan_report_print(FILE *f, const snug_plan_report *r)
 {
     const snug_load_stats *l = &r->load;
@@ -46,9 +54,10 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0,
            r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
     if (r->kv.limited_by == SNUG_KV_LIMIT_BUDGET)
-        fprintf(f, "left over: %s, less than one block of %s\n",
+        fprintf(f, "left over: %s, less than one more block would take (%s, with its share of "
+               "the block pool and the page rounding)\n",
                snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, b[0]),
-               snug_fmt_bytes(r->sizes.block_bytes, b[1]));
+               snug_fmt_bytes(next_block_cost(r), b[1]));
     else
         fprintf(f, "left over: %s (the KV cache is limited by %s)\n",
                snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, b[0]),
@@ -89,6 +98,9 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("kv_cache_payload_bytes", json_integer((json_int_t)r->kv.kv_bytes));
     PUT("kv_left_bytes", json_integer((json_int_t)r->kv.left_bytes));
     PUT("block_pool_bytes", json_integer((json_int_t)r->kv.pool_held));
+    PUT("kv_left_over_bytes",
+        json_integer((json_int_t)(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held)));
+    PUT("next_block_cost_bytes", json_integer((json_int_t)next_block_cost(r)));
     PUT("prefix_caching", json_boolean(r->prefix_caching));
     PUT("kv_blocks", json_integer((json_int_t)r->kv.blocks));
     PUT("block_bytes", json_integer((json_int_t)r->sizes.block_bytes));

@@ -246,10 +246,13 @@ expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-templ
 check_json "profile budget" "$tmp/plan.json" '[.budget_bytes, .budget_source]' '[67108864,"memory flag"]'
 check_json "profile limited by the budget" "$tmp/plan.json" '.kv_limited_by' '"budget"'
 check_json "profile block bytes" "$tmp/plan.json" '[.block_bytes, .block_size, .kv_cache_dtype]' '[10240,16,"bfloat16"]'
+# (the serving state includes the block pool, made for the plan's blocks)
 check_json "profile sums to the budget, less than a block over" "$tmp/plan.json" \
-    '(.budget_bytes - .weight_bytes - .activation_bytes - .serving_state_bytes - .untracked_bytes - .reserve_bytes) as $k
-     | [$k == .kv_left_bytes, .kv_left_bytes - .kv_cache_bytes < .block_bytes, .kv_cache_bytes >= .kv_blocks * .block_bytes,
-        .kv_tokens == .kv_blocks * 16, .max_concurrency == .kv_tokens / 512]' '[true,true,true,true,true]'
+    '(.budget_bytes - .weight_bytes - .activation_bytes - (.serving_state_bytes - .block_pool_bytes) - .untracked_bytes - .reserve_bytes) as $k
+     | [$k == .kv_left_bytes, .kv_left_bytes - .kv_cache_bytes - .block_pool_bytes == .kv_left_over_bytes,
+        .kv_left_over_bytes < .next_block_cost_bytes, .next_block_cost_bytes > 0,
+        .kv_cache_bytes >= .kv_blocks * .block_bytes, .kv_tokens == .kv_blocks * 16,
+        .max_concurrency == .kv_tokens / 512, .prefix_caching]' '[true,true,true,true,true,true,true,true]'
 check_json "profile step at the largest batch" "$tmp/plan.json" '[.max_num_batched_tokens, .profile_seqs]' '[2048,256]'
 "$snug" profile models/stories260K --memory 64MiB --max-model-len 512 --max-num-seqs 4 --max-num-batched-tokens 64 --json >"$tmp/plan4.json" 2>&1
 check_json "profile limited by max_num_seqs" "$tmp/plan4.json" '[.kv_blocks, .kv_limited_by]' '[128,"max_num_seqs"]'
