@@ -115,10 +115,17 @@ static void test_staging_never_reaches_plan(void)
      * that malloc cuts from a free chunk may get up to 16 bytes more than
      * its size class, depending on what the first plan freed (staging,
      * megabytes here, would show far beyond that) */
-    size_t ds = a.serving_state > b.serving_state ? a.serving_state - b.serving_state
-                                                  : b.serving_state - a.serving_state;
+    /* (S at the plan: the block pool made after it is sized for the blocks, which
+     * follow U) */
+    size_t sa = a.sizes.serving_state, sb = b.sizes.serving_state;
+    size_t ds = sa > sb ? sa - sb : sb - sa;
     CHECK(a.activations == b.activations && ds <= 64, "A %zu / %zu, S %zu / %zu",
-          a.activations, b.activations, a.serving_state, b.serving_state);
+          a.activations, b.activations, sa, sb);
+    CHECK(a.serving_state == sa + a.kv.pool_held && b.serving_state == sb + b.kv.pool_held &&
+          a.kv.pool_held == snug_block_pool_bytes(a.kv.blocks, a.sizes.block_size) &&
+          b.kv.pool_held == snug_block_pool_bytes(b.kv.blocks, b.sizes.block_size),
+          "the block pools: %zu for %lld blocks, %zu for %lld", a.kv.pool_held,
+          (long long)a.kv.blocks, b.kv.pool_held, (long long)b.kv.blocks);
     if (!RSS_IS_MEANINGFUL) return;
     size_t du = a.sizes.untracked > b.sizes.untracked ? a.sizes.untracked - b.sizes.untracked
                                                       : b.sizes.untracked - a.sizes.untracked;
