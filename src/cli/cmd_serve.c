@@ -40,6 +40,46 @@ static const char *base_name(const char *path, char *buf, size_t size)
     return buf;
 }
 
+/* Serves until a signal or a failed engine. The first SIGINT or SIGTERM
+ * drains: /health and new completions answer 503 while what runs goes on,
+ * for up to drain_s seconds; a second one, or the deadline, stops at once,
+ * cutting what still runs (each request is told). Stops the server, says
+ * how in a last line, and returns the exit status. */
+static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *stop, double drain_s)
+{
+    const struct timespec tick = {0, 100 * 1000 * 1000};
+    double deadline = 0; /* while draining: when the drain ends */
+    const char *how = NULL;
+    int rc = 0;
+    for (;;) {
+        int sig = sigtimedwait(stop, NULL, &tick);
+        const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        if ((sig == SIGINT || sig == SIGTERM) && deadline == 0) {
+            fprintf(stderr, "snug: %s: draining %d requests for up to %.0f s (%s again stops at "
+                    "once)\n", name, snug_server_active(s), drain_s, name);
+            snug_server_drain(s);
+            deadline = snug_now_seconds() + drain_s;
+        } else if (sig == SIGINT || sig == SIGTERM) {
+            how = "at a second signal";
+        } else if (snug_engine_failed(e)) { /* its requests have ended with an error */
+            fprintf(stderr, "snug: the engine failed: %s\n", snug_engine_error(e));
+            struct timespec linger = {1, 0}; /* /health says 503 meanwhile */
+            nanosleep(&linger, NULL);
+            how = "after the engine failed";
+            rc = 1;
+        } else if (deadline > 0 && snug_server_active(s) == 0) {
+            how = "drained";
+        } else if (deadline > 0 && snug_now_seconds() >= deadline) {
+            how = "at the drain's deadline";
+        }
+        if (how) break;
+    }
+    int cut = snug_server_stop(s);
+    fprintf(stderr, "snug: stopped %s%s", how, cut ? "" : "\n");
+    if (cut) fprintf(stderr, ", %d requests cut (told server_shutdown)\n", cut);
+    return rc;
+}
+
 int snug_cmd_serve(int argc, char **argv)
 {
     const char *dir = NULL;
@@ -165,24 +205,7 @@ int snug_cmd_serve(int argc, char **argv)
                snug_server_port(s), eo.plan.server_tracked, eo.plan.server_untracked,
                so.max_connections ? so.max_connections : 32, comm ? ", tensor parallel" : "");
         fflush(stdout);
-        for (;;) {
-            struct timespec tick = {0, 200 * 1000 * 1000};
-            int sig = sigtimedwait(&stop, NULL, &tick);
-            if (sig == SIGINT || sig == SIGTERM) {
-                fprintf(stderr, "snug: %s: draining for up to %.0f s\n",
-                        sig == SIGINT ? "SIGINT" : "SIGTERM", drain_s);
-                snug_server_stop(s, drain_s);
-                break;
-            }
-            if (snug_engine_failed(e)) { /* its requests have ended with an error */
-                fprintf(stderr, "snug: the engine failed: %s\n", snug_engine_error(e));
-                struct timespec linger = {1, 0}; /* /health says 503 meanwhile */
-                nanosleep(&linger, NULL);
-                snug_server_stop(s, 0);
-                rc = 1;
-                break;
-            }
-        }
+        rc = serve_until_stopped(s, e, &stop, drain_s);
     }
     /* a failed step may have left other ranks inside it: they cannot be
      * stopped, only ended (and MPI may still use the engine's buffers) */

@@ -510,6 +510,16 @@ static bool job_failed(openai_job *j)
     return false;
 }
 
+/* True when the server's stop cut one of j's choices (it ended without a
+ * reason of its own). */
+static bool job_cut(openai_job *j)
+{
+    if (!atomic_load(&j->srv->stopping)) return false;
+    for (int k = 0; k < j->n_prompts * j->req.n; k++)
+        if (j->acc[k].finish == SNUG_FINISH_ABORT || j->acc[k].finish == SNUG_FINISH_NONE) return true;
+    return false;
+}
+
 static bool all_done(openai_job *j)
 {
     for (int i = 0; i < j->n_prompts; i++)
@@ -568,6 +578,13 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             snug_strbuf_printf(&j->pending, ",\"type\":\"server_error\",\"param\":null,"
                                "\"code\":\"engine_failed\"}}\n\n");
             j->failed_sent = true;
+            continue;
+        }
+        if (all_done(j) && job_cut(j)) { /* the server stopped before it ended */
+            snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":\"the server is shutting "
+                               "down: the request was cut before it ended\",\"type\":\"server_error\","
+                               "\"param\":null,\"code\":\"server_shutdown\"}}\n\n");
+            j->ended = true;
             continue;
         }
         if (all_done(j)) {
@@ -671,6 +688,9 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     take_outputs(j, false);
     if (job_failed(j))
         return http_error(c, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));
+    if (job_cut(j))
+        return http_error(c, 503, "server_error", NULL, "server_shutdown",
+                          "the server is shutting down: the request was cut before it ended");
     for (int k = 0; k < n_choices; k++)
         if (j->acc[k].text.failed || j->acc[k].lp[0].failed || j->acc[k].lp[1].failed ||
             j->acc[k].lp[2].failed || j->acc[k].lp[3].failed)

@@ -530,15 +530,22 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
 
 int snug_server_port(const snug_server *s) { return s->port; }
 
-void snug_server_stop(snug_server *s, double drain_s)
+void snug_server_drain(snug_server *s) { atomic_store(&s->draining, true); }
+
+int snug_server_active(snug_server *s) { return (int)atomic_load(&s->active); }
+
+int snug_server_stop(snug_server *s)
 {
-    if (!s) return;
+    if (!s) return 0;
     atomic_store(&s->draining, true);
+    int cut = (int)atomic_load(&s->active);
+    atomic_store(&s->stopping, true); /* what still runs cancels itself and says so */
     MHD_socket fd = MHD_quiesce_daemon(s->d);
     if (fd != MHD_INVALID_SOCKET) close(fd);
-    for (double waited = 0; atomic_load(&s->active) > 0 && waited < drain_s; waited += 0.05)
-        usleep(50 * 1000);
-    atomic_store(&s->stopping, true); /* streams still running cancel themselves */
+    for (double waited = 0; atomic_load(&s->active) > 0 && waited < SNUG_SERVER_CUT_SECONDS;
+         waited += 0.02)
+        usleep(20 * 1000);
     MHD_stop_daemon(s->d);
     snug_mem_free(s);
+    return cut;
 }

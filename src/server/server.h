@@ -50,8 +50,20 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
 /* The port it listens on. */
 int snug_server_port(const snug_server *s);
 
-/* Stops accepting, lets running requests finish for up to drain_s seconds,
- * cancels the rest, closes every connection and frees the server. */
-void snug_server_stop(snug_server *s, double drain_s);
+/* Begins draining: the server goes on listening, but /health answers 503
+ * "draining" and new completions get 503 "draining"; what runs goes on.
+ * Returns at once. */
+void snug_server_drain(snug_server *s);
+
+/* Completion requests being answered now. */
+int snug_server_active(snug_server *s);
+
+/* Stops: requests still running are cut (a stream gets an error event with
+ * code "server_shutdown", a JSON request a 503 with it), given up to
+ * SNUG_SERVER_CUT_SECONDS to be told so, then every connection is closed
+ * and the server freed; NULL is ignored. Returns how many were cut. */
+int snug_server_stop(snug_server *s);
+
+enum { SNUG_SERVER_CUT_SECONDS = 2 };
 
 #endif /* SNUG_SERVER_H */
