@@ -668,7 +668,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         j->prompt_tokens += r->n_prompt;
     }
     snprintf(j->id, sizeof j->id, "%s-%016llx", kind == SNUG_API_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)j->reqs[0].id * 0x9E3779B97F4A7C15ull ^ (unsigned long long)j->created);
+             (unsigned long long)((j->reqs[0].id + s->id_key) * 0x9E3779B97F4A7C15ull ^ s->id_key >> 17));
     if (j->req.stream) {
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
                                                                       read_stream, j, NULL);

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
@@ -497,6 +498,9 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
     snug_server *s = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *s, err);
     if (!s) return snug_error_prefix(err, SNUG_NOMEM, "server: ");
     s->e = e;
+    /* the key of response ids: random, else the clock and the pid (ids need not be secret) */
+    if (getrandom(&s->id_key, sizeof s->id_key, GRND_NONBLOCK) != (ssize_t)sizeof s->id_key)
+        s->id_key = (uint64_t)snug_now_seconds() * 1000003u ^ (uint64_t)getpid() << 32;
     s->o = *o;
     s->created = (int64_t)time(NULL);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};

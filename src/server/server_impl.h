@@ -25,6 +25,7 @@ struct snug_server {
     atomic_int connections;        /* open, the overflow ones included */
     int64_t created;               /* seconds since the epoch, for /v1/models */
     atomic_llong http_requests, http_errors;
+    uint64_t id_key;               /* random at start: response ids differ across restarts */
 };
 
 typedef struct openai_job openai_job;

@@ -55,6 +55,10 @@ metric() { curl -s --max-time 5 "$url/metrics" | awk -v n="$1" '$1 == n { print 
 
 start_server main --chat-template "$template"
 
+# the first response's id, to compare with another server's (ids differ across restarts)
+post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
+first_id_main=$(jq -r '.id' "$tmp/body")
+
 # --- plain endpoints ---
 req /health
 if [[ $status == 200 ]]; then ok "GET /health 200"; else fail "GET /health 200" "HTTP $status" "$(body)"; fi
@@ -685,6 +689,13 @@ stop_server api-key INT
 
 # --- --no-prefix-caching: the same ids, nothing found, no reset ---
 start_server no-cache --no-prefix-caching
+post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
+first_id=$(jq -r '.id' "$tmp/body")
+if [[ $first_id =~ ^cmpl-[0-9a-f]{16}$ && $first_id_main =~ ^cmpl-[0-9a-f]{16}$ && $first_id != "$first_id_main" ]]; then
+    ok "response ids differ across servers: $first_id_main, then $first_id"
+else
+    fail "response ids differ across servers" "'$first_id_main' and '$first_id'"
+fi
 prefix_turns
 if [[ $cached1 == 0 && $cached2 == 0 && $gen2 == "$main_gen2" && $(metric snug_prefix_caching) == 0 ]]; then
     ok "--no-prefix-caching: cached_tokens 0, the second turn's greedy ids equal the caching server's"
