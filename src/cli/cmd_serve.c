@@ -21,6 +21,7 @@ static const char g_usage[] =
     "              [--served-model-name NAME] [--max-connections N] [--max-body-bytes BYTES]\n"
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
     "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
+    "              [--no-access-log]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
@@ -40,6 +41,37 @@ static const char *base_name(const char *path, char *buf, size_t size)
     return buf;
 }
 
+enum { BUSY_LOG_SECONDS = 10 };
+
+/* The engine's counters at the last busy line. */
+typedef struct busy_log {
+    double t;
+    int64_t prompt_tokens, generation_tokens, steps;
+} busy_log;
+
+/* Every BUSY_LOG_SECONDS in which the engine ran steps, a line to stderr
+ * (as vLLM logs): sequences running and waiting, requests queued, the KV
+ * cache's use, prompt and generation tokens/s over the interval, and the
+ * prefix cache's hit rate so far. */
+static void log_busy(snug_engine *e, busy_log *last)
+{
+    double now = snug_now_seconds();
+    if (now - last->t < BUSY_LOG_SECONDS) return;
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    double dt = now - last->t;
+    if (c.steps != last->steps)
+        fprintf(stderr, "snug: running %d, waiting %d, queued %d; kv cache %.1f%% used (%d of %d "
+                "blocks, %d cached); prompt %.1f tokens/s, generation %.1f tokens/s; prefix "
+                "cache hits %.1f%%\n", c.running, c.waiting, c.queued,
+                c.kv_blocks_total ? 100.0 * c.kv_blocks_used / c.kv_blocks_total : 0.0,
+                c.kv_blocks_used, c.kv_blocks_total, c.kv_blocks_cached,
+                (double)(c.prompt_tokens - last->prompt_tokens) / dt,
+                (double)(c.generation_tokens - last->generation_tokens) / dt,
+                c.prefix_queried_tokens ? 100.0 * c.prefix_hit_tokens / c.prefix_queried_tokens : 0.0);
+    *last = (busy_log){now, c.prompt_tokens, c.generation_tokens, c.steps};
+}
+
 /* Serves until a signal or a failed engine. The first SIGINT or SIGTERM
  * drains: /health and new completions answer 503 while what runs goes on,
  * for up to drain_s seconds; a second one, or the deadline, stops at once,
@@ -51,8 +83,10 @@ static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *s
     double deadline = 0; /* while draining: when the drain ends */
     const char *how = NULL;
     int rc = 0;
+    busy_log busy = {.t = snug_now_seconds()};
     for (;;) {
         int sig = sigtimedwait(stop, NULL, &tick);
+        log_busy(e, &busy);
         const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
         if ((sig == SIGINT || sig == SIGTERM) && deadline == 0) {
             fprintf(stderr, "snug: %s: draining %d requests for up to %.0f s (%s again stops at "
@@ -84,7 +118,7 @@ int snug_cmd_serve(int argc, char **argv)
 {
     const char *dir = NULL;
     snug_engine_opts eo = {.plan = {.isa = -1}};
-    snug_server_opts so = {.port = 8000};
+    snug_server_opts so = {.port = 8000, .access_log = stdout};
     size_t server_memory = 0;
     double drain_s = 30;
     const char *template_path = NULL;
@@ -128,6 +162,8 @@ int snug_cmd_serve(int argc, char **argv)
             drain_s = (double)x;
         } else if ((v = cli_option(argc, argv, &i, "--chat-template"))) {
             template_path = v;
+        } else if (strcmp(argv[i], "--no-access-log") == 0) {
+            so.access_log = NULL;
         } else if ((v = cli_option(argc, argv, &i, "--max-queue"))) {
             if (!cli_parse_int(v, 1, 1 << 20, &x))
                 return cli_usage(g_usage, "--max-queue expects 1 to 1048576, got '%s'", v);

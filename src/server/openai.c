@@ -47,6 +47,7 @@ struct openai_job {
     char **echo_text;              /* [n_prompts] with echo: each prompt's text (owned) */
     size_t *echo_len;
     int64_t prompt_tokens;
+    double t_first;                /* when its first token was taken; 0: none yet */
     char id[48];
     int64_t created;
     char *tmp;                     /* an output's text */
@@ -485,6 +486,7 @@ static int take_outputs(openai_job *j, bool stream)
             int index = i * j->req.n + o.choice;
             choice_acc *a = &j->acc[index];
             a->n_tokens += o.token >= 0;
+            if (o.token >= 0 && j->t_first == 0) j->t_first = snug_now_seconds();
             a->finish = o.finish;
             if (stream) {
                 put_chunk(j, index, &o, j->tmp);
@@ -518,6 +520,17 @@ static bool job_cut(openai_job *j)
     for (int k = 0; k < j->n_prompts * j->req.n; k++)
         if (j->acc[k].finish == SNUG_FINISH_ABORT || j->acc[k].finish == SNUG_FINISH_NONE) return true;
     return false;
+}
+
+void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *completion,
+                      double *t_first)
+{
+    *prompt = j->prompt_tokens;
+    *cached = *completion = 0;
+    for (int i = 0; j->submitted && i < j->n_prompts; i++)
+        if (j->submitted[i]) *cached += snug_engine_cached_tokens(j->srv->e, &j->reqs[i]);
+    for (int k = 0; j->acc && k < j->n_prompts * j->req.n; k++) *completion += j->acc[k].n_tokens;
+    *t_first = j->t_first;
 }
 
 static bool all_done(openai_job *j)

@@ -433,8 +433,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     snug_server *s = cls;
     bool known = false;
     route r = find_route(url, method, &known);
-    http_req *h = *con_cls;
-    if (!h) { /* the headers are in: decide what can be decided now */
+    http_req *h = *con_cls; /* made by on_uri */
+    if (!h)
+        return http_error(c, 503, "server_error", NULL, "overloaded",
+                          "the server has no memory for this request now; try again");
+    if (!h->seen) { /* the headers are in: decide what can be decided now */
+        h->seen = true;
+        snprintf(h->method, sizeof h->method, "%s", method);
         atomic_fetch_add(&s->http_requests, 1);
         if (atomic_load(&s->connections) > max_connections(&s->o))
             return too_many(c, max_connections(&s->o));
@@ -459,13 +464,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (declared > max && (expect || declared > DISCARD_MAX))
             return http_error(c, 413, "invalid_request_error", NULL, "body_too_large",
                               "the request body is over the limit of %zu bytes", max);
-        h = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *h, NULL);
-        if (!h)
-            return http_error(c, 503, "server_error", NULL, "overloaded",
-                              "the server has no memory for this request now; try again");
-        h->srv = s;
         h->too_large = declared > max;
-        *con_cls = h;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -477,14 +476,64 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return answer(s, c, h, r);
 }
 
+/* A request's URI has arrived (before its headers): its record, for
+ * on_request and the access log; NULL when there is no memory for it (then
+ * on_request answers 503). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)c;
+    http_req *h = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *h, NULL);
+    if (!h) return NULL;
+    *h = (http_req){.srv = cls, .t0 = snug_now_seconds()};
+    size_t n = strcspn(uri, "?"); /* the query string stays out of the log */
+    snprintf(h->path, sizeof h->path, "%.*s", (int)SNUG_MIN(n, sizeof h->path - 1), uri);
+    return h;
+}
+
+/* One line in the access log for the request h on c: when it ended (UTC),
+ * the client, method, path, status, the completion's prompt tokens (of them
+ * found in the prefix cache) and generated tokens, the time to its first
+ * token and its whole duration. */
+static void log_access(FILE *f, struct MHD_Connection *c, const http_req *h,
+                       enum MHD_RequestTerminationCode why)
+{
+    char when[32], client[64] = "-";
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        const void *at = sa->sa_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                                                   : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+        if (!inet_ntop(sa->sa_family, at, client, sizeof client)) snprintf(client, sizeof client, "-");
+    }
+    const union MHD_ConnectionInfo *si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+    unsigned status = si ? si->http_status : 0;
+    double end = snug_now_seconds();
+    char usage[160] = "";
+    if (h->job) {
+        int64_t prompt = 0, cached = 0, completion = 0;
+        double t_first = 0;
+        openai_job_usage(h->job, &prompt, &cached, &completion, &t_first);
+        char ttft[32] = "-";
+        if (t_first > 0) snprintf(ttft, sizeof ttft, "%.3fs", t_first - h->t0);
+        snprintf(usage, sizeof usage, " prompt=%lld cached=%lld completion=%lld ttft=%s",
+                 (long long)prompt, (long long)cached, (long long)completion, ttft);
+    }
+    fprintf(f, "%s %s %s %s %u%s %.3fs%s\n", when, client, h->method[0] ? h->method : "-", h->path,
+            status, usage, end - h->t0,
+            why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
+    fflush(f);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
-    (void)cls;
-    (void)c;
-    (void)why;
+    snug_server *s = cls;
     http_req *h = *con_cls;
     if (!h) return;
+    if (s->o.access_log && h->seen) log_access(s->o.access_log, c, h, why);
     openai_job_free(h->job);
     snug_mem_free(h->body);
     snug_mem_free(h);
@@ -520,7 +569,8 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
                             (unsigned)(o->timeout_s > 0 ? o->timeout_s : 60),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_BYTES,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
     if (!s->d) {
         snug_mem_free(s);
         return snug_errorf(err, SNUG_IO, "cannot listen on %s:%d (in use, or not this host's "

@@ -19,6 +19,8 @@
 #define SNUG_SERVER_H
 
 #include "base/common.h"
+
+#include <stdio.h>
 #include "engine/engine.h"
 
 typedef struct snug_server_opts {
@@ -30,6 +32,7 @@ typedef struct snug_server_opts {
     size_t max_body_bytes;         /* 0: 1 MiB */
     double timeout_s;              /* idle connections are closed after it; 0: 60 */
     const char *chat_template;     /* a template's text overriding the model's, or NULL */
+    FILE *access_log;              /* a line per request goes here; NULL: none */
 } snug_server_opts;
 
 typedef struct snug_server snug_server;

@@ -33,11 +33,20 @@ typedef struct openai_job openai_job;
 /* One HTTP request, from its first byte to its completion callback. */
 typedef struct http_req {
     snug_server *srv;
+    bool seen;                     /* on_request has had its headers */
+    double t0;                     /* when its URI arrived (snug_now_seconds) */
+    char method[8];
+    char path[160];                /* for the access log, cut */
     char *body;                    /* the upload, from the allocator */
     size_t len, cap;
     bool too_large, no_memory;
     openai_job *job;               /* a completion in flight */
 } http_req;
+
+/* For the access log: j's prompt tokens, those found in the prefix cache,
+ * its generated tokens, and when its first token was taken (0: none). */
+void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *completion,
+                      double *t_first);
 
 /* Queues a JSON response of body (taken: freed here). */
 enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf *body,

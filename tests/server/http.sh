@@ -58,6 +58,7 @@ start_server main --chat-template "$template"
 # the first response's id, to compare with another server's (ids differ across restarts)
 post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
 first_id_main=$(jq -r '.id' "$tmp/body")
+req /nope
 
 # --- plain endpoints ---
 req /health
@@ -688,7 +689,7 @@ if [[ $status == 200 ]]; then ok "POST /reset_prefix_cache with the API key"; el
 stop_server api-key INT
 
 # --- --no-prefix-caching: the same ids, nothing found, no reset ---
-start_server no-cache --no-prefix-caching
+start_server no-cache --no-prefix-caching --no-access-log
 post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
 first_id=$(jq -r '.id' "$tmp/body")
 if [[ $first_id =~ ^cmpl-[0-9a-f]{16}$ && $first_id_main =~ ^cmpl-[0-9a-f]{16}$ && $first_id != "$first_id_main" ]]; then
@@ -710,6 +711,11 @@ else
     fail "the report names prefix caching" "$(grep 'kv cache:' "$tmp/no-cache.out" "$tmp/main.out")"
 fi
 stop_server no-cache TERM
+if grep -q ' 127\.0\.0\.1 ' "$tmp/no-cache.out"; then
+    fail "--no-access-log writes no access log" "$(grep ' 127\.0\.0\.1 ' "$tmp/no-cache.out" | head -3)"
+else
+    ok "--no-access-log writes no access log"
+fi
 
 # --- connection limits and timeouts: two idle clients hold both of 2 connections; a third
 # is told 503 at once (not left waiting); after --timeout-seconds 2 the idle ones are closed
@@ -759,6 +765,16 @@ if [[ -z $sse_err ]] && [[ $(wc -l <"$tmp/events.jsonl") -eq 3840 ]]; then
 else
     fail "a stream in flight at SIGTERM is finished (3840 events, data: [DONE])" "$sse_err" \
         "$(wc -l <"$tmp/events.jsonl") events"
+fi
+
+# --- the access log: a line per request on stdout; --no-access-log has none ---
+if grep -qE '^[0-9-]+T[0-9:]+Z 127\.0\.0\.1 POST /v1/completions 200 prompt=[0-9]+ cached=[0-9]+ completion=[0-9]+ ttft=[0-9.]+s [0-9.]+s$' "$tmp/main.out" &&
+    grep -qE ' 127\.0\.0\.1 GET /health 200 [0-9.]+s$' "$tmp/main.out" &&
+    grep -qE ' 127\.0\.0\.1 POST /v1/completions 400 prompt=0 ' "$tmp/main.out" &&
+    grep -qE ' GET /nope 404 ' "$tmp/main.out"; then
+    ok "the access log: $(grep -c ' 127\.0\.0\.1 ' "$tmp/main.out") lines, with status, tokens, TTFT and duration"
+else
+    fail "the access log" "$(grep ' 127\.0\.0\.1 ' "$tmp/main.out" | head -5)"
 fi
 
 summary
