@@ -39,7 +39,7 @@ FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
 
 B := build
 LIB_OBJS  := $(LIB_SRCS:src/%.c=$(B)/obj/%.o)
-CLI_OBJS  := $(CLI_SRCS:src/%.c=$(B)/obj/%.o)
+CLI_OBJS  := $(CLI_SRCS:src/%.c=$(B)/obj/%.o) $(B)/obj/cli/build_info.o
 TESTS     := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 REPLAYS   := $(FUZZ_NAMES:%=$(B)/tests/replay_%)
 # Programs that use the public API (snug.h) alone.
@@ -78,6 +78,21 @@ $(B)/mpi-flags: FORCE | deps
 	@echo '$(MPI_CFLAGS)' | cmp -s - $@ || echo '$(MPI_CFLAGS)' > $@
 FORCE:
 $(B)/obj/dist/comm_mpi.o $(B)/obj/dist/comm_single.o $(A)/obj/dist/comm_mpi.o $(A)/obj/dist/comm_single.o: $(B)/mpi-flags
+
+# What `snug --version` tells of the build: the commit (git rev-parse in a git checkout, else
+# "unknown"), MPI on or off and the flags. A tiny generated source, rewritten only when its text
+# changes: a new commit recompiles that one file and relinks snug, nothing else.
+GIT_COMMIT = $(or $(if $(wildcard .git),$(shell git rev-parse --short HEAD 2>/dev/null)),unknown)
+BUILD_OPTIONS = MPI $(if $(filter 1,$(MPI_ON)),on,off), ARCH $(ARCH), OPT $(OPT)
+BUILD_INFO = '/* Written by the Makefile: what this build of snug was made from. */' \
+    '\#include "cli/cli.h"' 'const char cli_build_commit[] = "$(GIT_COMMIT)";' \
+    'const char cli_build_options[] = "$(subst ",\",$(BUILD_OPTIONS))";'
+$(B)/gen/build_info.c: FORCE | deps
+	@mkdir -p $(dir $@)
+	@printf '%s\n' $(BUILD_INFO) | cmp -s - $@ || printf '%s\n' $(BUILD_INFO) >$@
+$(B)/obj/cli/build_info.o: $(B)/gen/build_info.c
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(B)/obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)

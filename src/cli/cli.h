@@ -58,6 +58,36 @@ int cli_fail(const snug_error *err);
 /* Prints "snug <cmd>: <message>" and the usage line to stderr; returns 2. */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* When argv[1..argc) holds --help or -h (before any "--"), prints "usage: "
+ * and usage to stdout and returns true (the command then exits 0). Every
+ * command calls it first. */
+bool cli_help(int argc, char **argv, const char *usage);
+
+/* Prints "snug: unknown option 'ARG'" to stderr, with "; did you mean
+ * 'OPTION'?" when an option named in usage or in more (NULL: none; a list
+ * of options that usage does not spell out) is close to it (an edit
+ * distance of at most 2, or one a prefix of the other), then the usage
+ * line. Only the name of "--name=value" counts. Returns 2. */
+int cli_unknown_option(const char *usage, const char *more, const char *arg);
+
+/* The word of known[0..n_known) closest to word as cli_unknown_option
+ * judges closeness; NULL when none is close. */
+const char *cli_closest(const char *word, const char *const *known, size_t n_known);
+
+/* The options cli_plan_option and cli_tp_option take (keep in step with
+ * them): for cli_unknown_option's suggestions where a usage only refers to
+ * them. */
+#define CLI_PLAN_OPTIONS                                                                          \
+    "--memory --memory-fraction --no-prefix-caching --enable-prefix-caching --kv-cache-memory "  \
+    "--reserve --staging-bytes --dtype --max-model-len --max-num-seqs --max-num-batched-tokens " \
+    "--block-size --kv-cache-dtype --threads --isa"
+#define CLI_TP_OPTIONS "--tp --tensor-parallel-size --step-timeout"
+
+/* What the Makefile wrote of this build (build/gen/build_info.c): the git
+ * commit ("unknown" outside a git checkout) and the build options. */
+extern const char cli_build_commit[];
+extern const char cli_build_options[];
+
 /* Parses a decimal integer argument in [lo, hi]; false when it is not one. */
 bool cli_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 

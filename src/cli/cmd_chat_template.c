@@ -48,6 +48,7 @@ static snug_status chat_config_for(const char *path, snug_chat_config *cfg, snug
 
 int snug_cmd_chat_template(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     const char *path = NULL, *messages_path = NULL;
     bool generation_prompt = false;
     for (int i = 1; i < argc; i++) {
@@ -57,7 +58,7 @@ int snug_cmd_chat_template(int argc, char **argv)
         else if (strcmp(argv[i], "--generation-prompt") == 0)
             generation_prompt = true;
         else if (argv[i][0] == '-')
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, NULL, argv[i]);
         else if (!path)
             path = argv[i];
         else

@@ -33,6 +33,98 @@ int cli_usage(const char *usage, const char *fmt, ...)
     return 2;
 }
 
+bool cli_help(int argc, char **argv, const char *usage)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s\n", usage);
+            return true;
+        }
+    return false;
+}
+
+/* The edit distance of a[0..na) and b[0..nb): insertions, deletions,
+ * substitutions and swaps of neighbours count 1 each (the optimal string
+ * alignment distance). Words longer than WORD_MAX are never close. */
+enum { WORD_MAX = 64, FAR = 1 << 20 };
+static int edit_distance(const char *a, size_t na, const char *b, size_t nb)
+{
+    if (na > WORD_MAX || nb > WORD_MAX) return FAR;
+    int d[WORD_MAX + 1][WORD_MAX + 1];
+    for (size_t i = 0; i <= na; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= nb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            int best = sub < del ? sub : del;
+            if (ins < best) best = ins;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[na][nb];
+}
+
+/* How far word[0..n) is from known[0..nk): its edit distance when that is at
+ * most 2 and less than the word's length without leading dashes (so '-x' is
+ * not close to '-p'); else 3 when one is a prefix of the other and the word
+ * has at least 4 characters; else FAR. */
+static int closeness(const char *word, size_t n, const char *known, size_t nk)
+{
+    size_t core = strspn(word, "-");
+    core = n > core ? n - core : 0;
+    int d = edit_distance(word, n, known, nk);
+    if (d <= 2 && (size_t)d < core) return d;
+    if (n >= 4 && strncmp(word, known, n < nk ? n : nk) == 0) return 3;
+    return FAR;
+}
+
+const char *cli_closest(const char *word, const char *const *known, size_t n_known)
+{
+    const char *best = NULL;
+    int best_d = FAR;
+    for (size_t k = 0; k < n_known; k++) {
+        int d = closeness(word, strlen(word), known[k], strlen(known[k]));
+        if (d < best_d) best = known[k], best_d = d;
+    }
+    return best;
+}
+
+/* The option in text closest to word[0..n) (see closeness), copied into
+ * out[0..cap); *best_d is the distance to beat and becomes the new one.
+ * Options in text are "--" and a word of lower-case letters, digits and
+ * dashes, or "-" and one letter, each after a start, space, '[' or '|'. */
+static void closest_in_text(const char *word, size_t n, const char *text, int *best_d, char *out,
+                            size_t cap)
+{
+    for (const char *t = text; t && *t; t++) {
+        if (*t != '-' || (t > text && !strchr(" [|\n(", t[-1]))) continue;
+        size_t len = 1 + strspn(t + 1, "-abcdefghijklmnopqrstuvwxyz0123456789");
+        bool option = (len > 2 && t[1] == '-') || (len == 2 && t[1] != '-');
+        if (option && len < cap) {
+            int d = closeness(word, n, t, len);
+            if (d < *best_d) {
+                *best_d = d;
+                memcpy(out, t, len);
+                out[len] = '\0';
+            }
+        }
+        t += len - 1;
+    }
+}
+
+int cli_unknown_option(const char *usage, const char *more, const char *arg)
+{
+    size_t n = strcspn(arg, "="); /* --name=value: the name */
+    char best[WORD_MAX + 1] = "";
+    int best_d = FAR;
+    closest_in_text(arg, n, usage, &best_d, best, sizeof best);
+    closest_in_text(arg, n, more, &best_d, best, sizeof best);
+    if (best[0]) return cli_usage(usage, "unknown option '%.*s'; did you mean '%s'?", (int)n, arg, best);
+    return cli_usage(usage, "unknown option '%.*s'", (int)n, arg);
+}
+
 bool cli_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!s || !*s) return false;

@@ -39,13 +39,14 @@ static bool gguf_has_vocab(const char *path)
 
 int snug_cmd_convert(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     const char *format = NULL, *in = NULL, *outdir = NULL, *tokenizer = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = cli_option(argc, argv, &i, "--tokenizer")))
             tokenizer = v;
         else if (argv[i][0] == '-')
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, NULL, argv[i]);
         else if (!format)
             format = argv[i];
         else if (!in)

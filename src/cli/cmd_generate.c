@@ -27,10 +27,11 @@
 #include <unistd.h>
 
 static const char g_usage[] =
-    "snug generate [MODEL] [-p PROMPT] [-n N] [--temperature T] [--top-p P] [--top-k K]\n"
-    "              [--min-p P] [--repetition-penalty R] [--frequency-penalty F]\n"
-    "              [--presence-penalty F] [--seed S] [--stop TEXT]... [--ignore-eos] [--chat]\n"
-    "              [--ids] [--max-model-len N] [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
+    "snug generate [MODEL] [-p|--prompt PROMPT] [-n|--max-tokens N] [--temperature T]\n"
+    "              [--top-p P] [--top-k K] [--min-p P] [--repetition-penalty R]\n"
+    "              [--frequency-penalty F] [--presence-penalty F] [--seed S] [--stop TEXT]...\n"
+    "              [--ignore-eos] [--chat] [--ids] [--max-model-len N]\n"
+    "              [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16] [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
@@ -148,9 +149,6 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (!snug_isa_from_name(v, &isa))
                 return cli_usage(g_usage, "--isa expects scalar, avx2, avx512 or avx512bf16, got '%s'", v);
             a->isa = (int)isa;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: %s\n", g_usage);
-            return 0;
         } else if (strcmp(argv[i], "--ignore-eos") == 0) {
             a->stop.ignore_eos = true;
         } else if (strcmp(argv[i], "--chat") == 0) {
@@ -158,7 +156,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if (strcmp(argv[i], "--ids") == 0) {
             a->ids = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, CLI_TP_OPTIONS, argv[i]);
         } else if (!a->model) {
             a->model = argv[i];
         } else {
@@ -303,6 +301,7 @@ static snug_status run_request(snug_engine *e, snug_comm *comm, snug_request *r,
 
 int snug_cmd_generate(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     gen_args a = {0};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;

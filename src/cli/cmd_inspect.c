@@ -180,6 +180,7 @@ fail:
 
 int snug_cmd_inspect(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
     int64_t tp = 1;
     snug_dtype dtype = SNUG_DTYPE_NONE;
@@ -198,7 +199,7 @@ int snug_cmd_inspect(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             as_json = true;
         } else if (argv[i][0] == '-') {
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, NULL, argv[i]);
         } else if (!dir) {
             dir = argv[i];
         } else {

@@ -59,6 +59,7 @@ static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as
 
 int snug_cmd_load(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
     snug_load_opts o = {.tp = 1, .rank = 0};
     bool all = false, as_json = false, rank_given = false;
@@ -90,7 +91,7 @@ int snug_cmd_load(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             as_json = true;
         } else if (argv[i][0] == '-') {
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, NULL, argv[i]);
         } else if (!dir) {
             dir = argv[i];
         } else {

@@ -19,6 +19,7 @@ static const char g_usage[] =
 
 int snug_cmd_mkmodel(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     const char *preset = NULL, *outdir = NULL;
     snug_mkmodel_opts o = {.dtype = SNUG_DTYPE_NONE, .n_shards = 1, .seed = 0};
     static const char *const shape_names[] = {"--layers", "--hidden", "--intermediate", "--heads",
@@ -51,7 +52,7 @@ int snug_cmd_mkmodel(int argc, char **argv)
                 return cli_usage(g_usage, "--threads expects 1 to 1024, got '%s'", v);
             o.n_threads = (int32_t)x;
         } else if (argv[i][0] == '-') {
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, NULL, argv[i]);
         } else if (!outdir) {
             outdir = argv[i];
         } else {

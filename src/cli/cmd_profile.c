@@ -136,6 +136,7 @@ static int load_shards(const char *dir, const snug_planner_opts *o, snug_comm *c
 
 int snug_cmd_profile(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
     snug_planner_opts o = {.isa = -1};
     bool as_json = false;
@@ -159,11 +160,8 @@ int snug_cmd_profile(int argc, char **argv)
             as_json = true;
         } else if (strcmp(argv[i], "--load-only") == 0) {
             load_only = true;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: %s\n", g_usage);
-            return 0;
         } else if (argv[i][0] == '-') {
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
         } else if (!dir) {
             dir = argv[i];
         } else {

@@ -116,6 +116,7 @@ static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *s
 
 int snug_cmd_serve(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
     snug_engine_opts eo = {.plan = {.isa = -1}};
     snug_server_opts so = {.port = 8000, .access_log = stdout};
@@ -168,11 +169,8 @@ int snug_cmd_serve(int argc, char **argv)
             if (!cli_parse_int(v, 1, 1 << 20, &x))
                 return cli_usage(g_usage, "--max-queue expects 1 to 1048576, got '%s'", v);
             eo.max_queue = (int32_t)x;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: %s\n", g_usage);
-            return 0;
         } else if (argv[i][0] == '-') {
-            return cli_usage(g_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
         } else if (!dir) {
             dir = argv[i];
         } else {

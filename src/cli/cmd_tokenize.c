@@ -17,6 +17,7 @@ enum { TEXT_MAX_BYTES = 256 << 20 };
 
 int snug_cmd_tokenize(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_tok_usage)) return 0;
     const char *path = NULL, *text = NULL, *file = NULL;
     snug_tok_encode_opts opts = {.add_special = true};
     for (int i = 1; i < argc; i++) {
@@ -28,7 +29,7 @@ int snug_cmd_tokenize(int argc, char **argv)
         } else if (strcmp(argv[i], "--special") == 0) {
             opts.parse_special = true;
         } else if (argv[i][0] == '-' && argv[i][1] == '-' && !(path && text == NULL && argv[i][2] == '\0')) {
-            return cli_usage(g_tok_usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(g_tok_usage, NULL, argv[i]);
         } else if (!path) {
             path = argv[i];
         } else if (!text) {
@@ -64,12 +65,15 @@ done:
 
 int snug_cmd_detokenize(int argc, char **argv)
 {
+    if (cli_help(argc, argv, g_detok_usage)) return 0;
     const char *path = NULL;
     bool skip = false;
     int first = 0;
     for (int i = 1; i < argc && !first; i++) {
         if (strcmp(argv[i], "--skip-special") == 0)
             skip = true;
+        else if (strncmp(argv[i], "--", 2) == 0) /* ids are never negative */
+            return cli_unknown_option(g_detok_usage, NULL, argv[i]);
         else if (!path)
             path = argv[i];
         else

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "base/device.h"
 #include "dist/comm.h"
+#include "kernels/kernels.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -14,7 +15,8 @@
 #include <unistd.h>
 
 static const char g_usage[] =
-    "usage: snug COMMAND [ARGS]\n"
+    "usage: snug COMMAND [ARGS]    (every command takes --help; snug help COMMAND)\n"
+    "       snug --version\n"
     "\n"
     "commands:\n"
     "  inspect DIR [--tp N] [--dtype D] [--tensors] [--json]\n"
@@ -64,6 +66,17 @@ static void set_process_limits(void)
     }
 }
 
+/* `snug --version`: the version, the commit, the build options and the
+ * instruction set the kernels run here (snug_isa_detect), one a line. */
+static int print_version(void)
+{
+    printf("snug %s\n", SNUG_VERSION);
+    printf("commit: %s\n", cli_build_commit);
+    printf("build: %s\n", cli_build_options);
+    printf("isa: %s\n", snug_isa_name(snug_isa_detect()));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     snug_error err = {0};
@@ -83,11 +96,22 @@ int main(int argc, char **argv)
     set_process_limits();
     const char *fail = getenv("SNUG_FAIL_ALLOC");
     if (fail && *fail) snug_mem_fail_at(atoll(fail));
+    /* `snug help COMMAND` is `snug COMMAND --help` */
+    char *help_argv[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
+    if (argc > 2 && strcmp(argv[1], "help") == 0) {
+        argc = 3;
+        argv = help_argv;
+    }
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(g_usage, argc < 2 ? stderr : stdout);
         snug_comm_finish();
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        int rc = print_version();
+        snug_comm_finish();
+        return rc;
     }
     static const struct {
         const char *name;
@@ -111,7 +135,13 @@ int main(int argc, char **argv)
             snug_comm_finish();
             exit(rc);
         }
-    fprintf(stderr, "snug: unknown command '%s'\n\n%s", argv[1], g_usage);
+    const char *names[SNUG_ARRAY_LEN(cmds) + 2] = {"help", "version"};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(cmds); i++) names[i + 2] = cmds[i].name;
+    const char *near = cli_closest(argv[1], names, SNUG_ARRAY_LEN(names));
+    if (near)
+        fprintf(stderr, "snug: unknown command '%s'; did you mean '%s'?\n\n%s", argv[1], near, g_usage);
+    else
+        fprintf(stderr, "snug: unknown command '%s'\n\n%s", argv[1], g_usage);
     snug_comm_finish();
     return 2;
 }

@@ -290,6 +290,67 @@ expect "no command" 2 "usage: snug COMMAND" -- "$snug"
 expect "unknown command" 2 "unknown command 'frobnicate'" -- "$snug" frobnicate
 expect "help" 0 "commands:" -- "$snug" --help
 
+# expect_help NAME PATTERN -- CMD...: CMD exits 0 with PATTERN on stdout and nothing on stderr.
+expect_help() {
+    local name=$1 pattern=$2
+    shift 3
+    local rc
+    "$@" >"$tmp/help.out" 2>"$tmp/help.err"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        fail "$name" "exit status $rc, expected 0" "$(head -c 2000 "$tmp/help.err")"
+    elif [[ -s "$tmp/help.err" ]]; then
+        fail "$name" "stderr is not empty" "$(head -c 2000 "$tmp/help.err")"
+    elif ! grep -qF -- "$pattern" "$tmp/help.out"; then
+        fail "$name" "stdout lacks: $pattern" "$(head -c 2000 "$tmp/help.out")"
+    else
+        ok "$name"
+    fi
+}
+expect_help "snug --help on stdout" "usage: snug COMMAND" -- "$snug" --help
+expect_help "snug -h" "usage: snug COMMAND" -- "$snug" -h
+expect_help "snug help" "usage: snug COMMAND" -- "$snug" help
+expect_help "snug help serve" "usage: snug serve" -- "$snug" help serve
+for c in inspect load mkmodel profile serve generate tokenize detokenize chat-template; do
+    expect_help "$c --help" "usage: snug $c" -- "$snug" "$c" --help
+    expect_help "$c -h" "usage: snug $c" -- "$snug" "$c" -h
+done
+for f in llama2c gguf tokenizer; do
+    expect_help "convert $f --help" "snug convert $f" -- "$snug" convert "$f" --help
+done
+expect_help "convert --help" "usage: snug convert" -- "$snug" convert --help
+expect_help "--help after other arguments" "usage: snug inspect" -- "$snug" inspect models/stories260K --tp 2 --help
+expect_help "--version" "snug $(sed -n 's/^#define SNUG_VERSION "\(.*\)"$/\1/p' include/snug.h)" -- "$snug" --version
+expect_help "version" "isa: " -- "$snug" version
+"$snug" --version >"$tmp/version.out"
+if [[ $(wc -l <"$tmp/version.out") -eq 4 ]] && grep -qE '^commit: ([0-9a-f]{7,}|unknown)$' "$tmp/version.out" &&
+    grep -qE '^build: MPI (on|off), ARCH ' "$tmp/version.out" &&
+    grep -qE '^isa: (scalar|avx2|avx512|avx512bf16)$' "$tmp/version.out"; then
+    ok "--version lines: version, commit, build, isa"
+else
+    fail "--version lines: version, commit, build, isa" "$(cat "$tmp/version.out")"
+fi
+
+# a misspelled option or command names the closest known one; a far one names none
+expect "misspelled serve option" 2 "unknown option '--max-model-lenn'; did you mean '--max-model-len'?" \
+    -- "$snug" serve --max-model-lenn 512
+expect "misspelled profile option (swap)" 2 "unknown option '--max-modle-len'; did you mean '--max-model-len'?" \
+    -- "$snug" profile --max-modle-len 512
+expect "misspelled generate option" 2 "unknown option '--temprature'; did you mean '--temperature'?" \
+    -- "$snug" generate --temprature 0.5
+expect "misspelled option with a value" 2 "unknown option '--tpp'; did you mean '--tp'?" \
+    -- "$snug" inspect models/stories260K --tpp=2
+expect "option prefix" 2 "unknown option '--all'; did you mean '--all-ranks'?" -- "$snug" load models/stories260K --all
+expect "single-dash option" 2 "did you mean '--json'?" -- "$snug" inspect models/stories260K -json
+expect "misspelled detokenize option" 2 "did you mean '--skip-special'?" -- "$snug" detokenize models/stories260K --skip-specal 1
+expect "misspelled command" 2 "unknown command 'serv'; did you mean 'serve'?" -- "$snug" serv
+"$snug" generate --frobnicate >/dev/null 2>"$tmp/far.err"
+if grep -q "did you mean" "$tmp/far.err"; then
+    fail "a far option names none" "$(cat "$tmp/far.err")"
+else
+    ok "a far option names none"
+fi
+
 # examples/complete.c, the public API's example (make builds it)
 expect "example complete" 0 "choice 1 (finish length): Once upon a time" -- "$build/examples/complete"
 expect "example complete counters" 0 "kv blocks 0 of 128 used, 1 requests finished" -- "$build/examples/complete"
