@@ -5,6 +5,9 @@
 #   make test       build and run every test; ends with "N passed, M failed"
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz       run each libFuzzer harness for FUZZ_SECONDS (clang)
+#   make shared     build/libsnug.so.VERSION (its objects built again with -fPIC)
+#   make install    snug, libsnug.a, libsnug.so, snug.h and snug.pc under
+#                   $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); make uninstall removes them
 
 CC        ?= cc
 PKGS      := jansson libpcre2-8 libutf8proc libmicrohttpd
@@ -46,6 +49,7 @@ REPLAYS   := $(FUZZ_NAMES:%=$(B)/tests/replay_%)
 EXAMPLES  := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
 A := build/asan
+P := build/pic
 ASAN_LIB_OBJS := $(LIB_SRCS:src/%.c=$(A)/obj/%.o)
 ASAN_TESTS    := $(TEST_SRCS:tests/%.c=$(A)/tests/%)
 ASAN_REPLAYS  := $(FUZZ_NAMES:%=$(A)/tests/replay_%)
@@ -66,7 +70,7 @@ say =
 endif
 FUZZ_CC      ?= clang
 
-.PHONY: FORCE all deps fuzz-deps run test test-asan fuzz bench-tools clean
+.PHONY: FORCE all deps fuzz-deps run test test-asan fuzz bench-tools shared install uninstall clean
 all: $(B)/snug $(B)/libsnug.a $(EXAMPLES)
 
 deps:
@@ -78,6 +82,7 @@ $(B)/mpi-flags: FORCE | deps
 	@echo '$(MPI_CFLAGS)' | cmp -s - $@ || echo '$(MPI_CFLAGS)' > $@
 FORCE:
 $(B)/obj/dist/comm_mpi.o $(B)/obj/dist/comm_single.o $(A)/obj/dist/comm_mpi.o $(A)/obj/dist/comm_single.o: $(B)/mpi-flags
+$(P)/obj/dist/comm_mpi.o $(P)/obj/dist/comm_single.o: $(B)/mpi-flags
 
 # What `snug --version` tells of the build: the commit (git rev-parse in a git checkout, else
 # "unknown"), MPI on or off and the flags. A tiny generated source, rewritten only when its text
@@ -124,8 +129,9 @@ $(B)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_com
 run: all
 	$(B)/snug generate -p "Once upon a time"
 
-# tests/cli/cli.sh imports a GGUF that build/bench/mkgguf writes
-test: all $(TESTS) $(REPLAYS) $(EXAMPLES) $(B)/bench/mkgguf
+# tests/cli/cli.sh imports a GGUF that build/bench/mkgguf writes; tests/cli/install.sh
+# installs into a temporary prefix (the shared library built here, so that it only copies)
+test: all $(TESTS) $(REPLAYS) $(EXAMPLES) $(B)/bench/mkgguf shared
 	@tests/run $(B)
 
 # --- benchmark helpers (bench/*.c; not run by make test, which builds mkgguf) -
@@ -135,6 +141,68 @@ bench-tools: $(BENCH_TOOLS)
 $(B)/bench/%: bench/%.c $(B)/libsnug.a
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL)
+
+# --- shared library, install ----------------------------------------------------
+# The shared library's objects are the static library's built again with -fPIC under
+# build/pic/, so that build/snug and libsnug.a keep their flags; `make` does not build
+# them (they would double its compile time): `make shared`, `make install` and `make test`
+# do. The version is snug.h's SNUG_VERSION; the soname carries its major number.
+# Only what snug.h declares is exported: build/libsnug.map lists those functions (read
+# from snug.h, so that a new declaration is exported with no second list to keep).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALL    ?= install
+VERSION    := $(shell sed -n 's/^\#define SNUG_VERSION "\(.*\)"/\1/p' include/snug.h)
+SOMAJOR    := $(firstword $(subst ., ,$(VERSION)))
+SONAME     := libsnug.so.$(SOMAJOR)
+PIC_LIB_OBJS := $(LIB_SRCS:src/%.c=$(P)/obj/%.o)
+SHLIB      := $(B)/libsnug.so.$(VERSION)
+
+shared: $(SHLIB)
+
+$(P)/obj/%.o: src/%.c | deps
+	@mkdir -p $(dir $@)
+	$(call say,CC,$< [pic])$(CC) $(CFLAGS_ALL) -fPIC -MMD -MP -c $< -o $@
+
+$(B)/libsnug.map: include/snug.h
+	@mkdir -p $(B)
+	$(call say,GEN,$@){ echo '{ global:'; \
+	  sed -n 's/^[^ /*#}].*[ *]\(snug_[a-z0-9_]*\)(.*/    \1;/p' $<; \
+	  echo '  local: *; };'; } > $@
+
+$(SHLIB): $(PIC_LIB_OBJS) $(B)/libsnug.map
+	$(call say,LINK,$@)$(CC) $(CFLAGS_ALL) -shared -Wl,-soname,$(SONAME) \
+	    -Wl,--version-script=$(B)/libsnug.map -Wl,--no-undefined \
+	    -o $@ $(PIC_LIB_OBJS) $(LDLIBS_ALL)
+
+# snug.pc for this PREFIX and this build's MPI choice; rewritten only when that changes.
+# Requires.private names the Debian packages' pkg-config modules.
+PC_LINES = 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' 'Name: snug' \
+    'Description: LLM inference engine that knows what every byte of its memory is for' \
+    'Version: $(VERSION)' 'Requires.private: $(PKGS)' 'Cflags: -I$${includedir}' \
+    'Libs: -L$${libdir} -lsnug' 'Libs.private: $(MPI_LIBS) -fopenmp -lm -lpthread'
+$(B)/snug.pc: FORCE | deps
+	@mkdir -p $(B)
+	@printf '%s\n' $(PC_LINES) | cmp -s - $@ || printf '%s\n' $(PC_LINES) > $@
+
+install: $(B)/snug $(B)/libsnug.a $(SHLIB) $(B)/snug.pc
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 755 $(B)/snug $(DESTDIR)$(BINDIR)/snug
+	$(INSTALL) -m 644 $(B)/libsnug.a $(DESTDIR)$(LIBDIR)/libsnug.a
+	$(INSTALL) -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libsnug.so.$(VERSION)
+	ln -sf libsnug.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libsnug.so
+	$(INSTALL) -m 644 include/snug.h $(DESTDIR)$(INCLUDEDIR)/snug.h
+	$(INSTALL) -m 644 $(B)/snug.pc $(DESTDIR)$(PKGCONFIGDIR)/snug.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/snug $(DESTDIR)$(LIBDIR)/libsnug.a \
+	    $(DESTDIR)$(LIBDIR)/libsnug.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libsnug.so $(DESTDIR)$(INCLUDEDIR)/snug.h \
+	    $(DESTDIR)$(PKGCONFIGDIR)/snug.pc
 
 # --- sanitizers ---------------------------------------------------------------
 $(A)/obj/%.o: src/%.c | deps
@@ -187,4 +255,4 @@ clean:
 	rm -rf build
 
 -include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(B)/examples/*.d \
-    $(A)/obj/*/*.d)
+    $(A)/obj/*/*.d $(P)/obj/*/*.d)
