@@ -119,7 +119,8 @@ int snug_cmd_serve(int argc, char **argv)
     if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
     snug_engine_opts eo = {.plan = {.isa = -1}};
-    snug_server_opts so = {.port = 8000, .access_log = stdout};
+    snug_server_opts so = {.port = 8000, .access_log = stdout, .build_commit = cli_build_commit,
+                           .build_options = cli_build_options};
     size_t server_memory = 0;
     double drain_s = 30;
     const char *template_path = NULL;

@@ -686,6 +686,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
                                                                       read_stream, j, NULL);
         if (!resp) return fail(c, SNUG_NOMEM, &err, NULL);
+        http_add_request_id(resp, c);
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);

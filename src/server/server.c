@@ -7,6 +7,13 @@
 
 #include "base/device.h"
 #include "base/json.h"
+#include "kernels/kernels.h"
+
+#ifdef SNUG_HAVE_MPI
+#define SNUG_HAVE_MPI_BUILD 1
+#else
+#define SNUG_HAVE_MPI_BUILD 0
+#endif
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -54,6 +61,25 @@ size_t snug_server_tracked_bytes_default(const snug_server_opts *o)
 
 static void free_block(void *p) { snug_mem_free(p); }
 
+void http_add_request_id(struct MHD_Response *r, struct MHD_Connection *c)
+{
+    const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+    bool sane = given && *given && strlen(given) <= 128;
+    for (const char *p = given; sane && *p; p++) sane = *p > 32 && *p < 127;
+    if (sane) {
+        MHD_add_response_header(r, "X-Request-Id", given);
+        return;
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    snug_server *s = ci ? ci->socket_context : NULL;
+    if (!s) return;
+    uint64_t n = atomic_fetch_add(&s->n_request_ids, 1) + 1;
+    char id[40];
+    snprintf(id, sizeof id, "req-%016llx",
+             (unsigned long long)((n + s->id_key) * 0xD6E8FEB86659FD93ull ^ s->id_key >> 23));
+    MHD_add_response_header(r, "X-Request-Id", id);
+}
+
 enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf *body,
                           const char *content_type)
 {
@@ -71,6 +97,7 @@ enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf
         if (!r) return MHD_NO;
     }
     body->p = NULL; /* the response owns it now */
+    http_add_request_id(r, c);
     MHD_add_response_header(r, "Content-Type", content_type);
     enum MHD_Result ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
@@ -125,6 +152,23 @@ static enum MHD_Result get_health(snug_server *s, struct MHD_Connection *c)
     bool ok = !k.failed && !atomic_load(&s->draining);
     snug_strbuf_printf(&b, "{\"status\":\"%s\"}", k.failed ? "failed" : ok ? "ok" : "draining");
     return http_send(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, &b, "application/json");
+}
+
+/* GET /version: what this build is and runs on. */
+static enum MHD_Result get_version(snug_server *s, struct MHD_Connection *c)
+{
+    const snug_plan_report *r = snug_engine_plan(s->e);
+    snug_strbuf b = {0};
+    const char *commit = s->o.build_commit ? s->o.build_commit : "unknown";
+    const char *options = s->o.build_options ? s->o.build_options : "";
+    snug_strbuf_printf(&b, "{\"version\":\"%s\",\"commit\":\"", SNUG_VERSION);
+    snug_strbuf_json(&b, commit, strlen(commit));
+    snug_strbuf_printf(&b, "\",\"build\":\"");
+    snug_strbuf_json(&b, options, strlen(options));
+    snug_strbuf_printf(&b, "\",\"isa\":\"%s\",\"mpi\":%s,\"tensor_parallel_size\":%d}",
+                       snug_isa_name(snug_isa_detect()), SNUG_HAVE_MPI_BUILD ? "true" : "false",
+                       r->tp);
+    return http_send(c, MHD_HTTP_OK, &b, "application/json");
 }
 
 /* POST /reset_prefix_cache: empties the prefix cache when nothing runs
@@ -315,7 +359,7 @@ done:
 
 typedef enum route {
     R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESET_PREFIX_CACHE
+    R_RESET_PREFIX_CACHE, R_VERSION
 } route;
 
 static const struct {
@@ -326,6 +370,7 @@ static const struct {
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},      {"/reset_prefix_cache", "POST", R_RESET_PREFIX_CACHE},
+    {"/version", "GET", R_VERSION},
 };
 
 /* The route for url, or R_NONE; *known_path tells a wrong method from an
@@ -394,6 +439,7 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     case R_TOKENIZE: return tokenize(s, c, h, true);
     case R_DETOKENIZE: return tokenize(s, c, h, false);
     case R_RESET_PREFIX_CACHE: return reset_prefix_cache(s, c);
+    case R_VERSION: return get_version(s, c);
     default: return MHD_NO;
     }
 }
@@ -403,8 +449,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
                           enum MHD_ConnectionNotificationCode code)
 {
     (void)c;
-    (void)socket_ctx;
     snug_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_ctx = s; /* for http_add_request_id */
     atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
@@ -417,6 +463,7 @@ static enum MHD_Result too_many(struct MHD_Connection *c, int max)
              "\"code\":\"too_many_connections\"}}", max);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
+    http_add_request_id(r, c);
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Connection", "close");
     MHD_add_response_header(r, "Retry-After", "1");

@@ -5,7 +5,8 @@
  * Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or
  * server-sent events), GET /v1/models, GET /health, GET /metrics
  * (Prometheus text), POST /tokenize, POST /detokenize, POST
- * /reset_prefix_cache (behind the API key). Errors are in
+ * /reset_prefix_cache (behind the API key), GET /version. Every response
+ * carries an X-Request-Id (the client's, or a new one). Errors are in
  * OpenAI's shape {"error": {"message", "type", "param", "code"}}.
  *
  * Memory: what a request needs (its body, the parse, its token ids, its
@@ -33,6 +34,8 @@ typedef struct snug_server_opts {
     double timeout_s;              /* idle connections are closed after it; 0: 60 */
     const char *chat_template;     /* a template's text overriding the model's, or NULL */
     FILE *access_log;              /* a line per request goes here; NULL: none */
+    const char *build_commit;      /* for GET /version; NULL: "unknown" */
+    const char *build_options;     /* for GET /version; NULL: "" */
 } snug_server_opts;
 
 typedef struct snug_server snug_server;

@@ -26,6 +26,7 @@ struct snug_server {
     int64_t created;               /* seconds since the epoch, for /v1/models */
     atomic_llong http_requests, http_errors;
     uint64_t id_key;               /* random at start: response ids differ across restarts */
+    atomic_ullong n_request_ids;   /* X-Request-Ids made so far */
 };
 
 typedef struct openai_job openai_job;
@@ -47,6 +48,10 @@ typedef struct http_req {
  * its generated tokens, and when its first token was taken (0: none). */
 void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *completion,
                       double *t_first);
+
+/* Adds an X-Request-Id header to r: the client's (when it is 1 to 128
+ * printable characters), else a new one, unique to this server's run. */
+void http_add_request_id(struct MHD_Response *r, struct MHD_Connection *c);
 
 /* Queues a JSON response of body (taken: freed here). */
 enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf *body,

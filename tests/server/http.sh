@@ -59,6 +59,23 @@ start_server main --chat-template "$template"
 post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
 first_id_main=$(jq -r '.id' "$tmp/body")
 req /nope
+req /version
+if [[ $status == 200 ]] && jq -e '(.version | test("^[0-9]+\\.[0-9]+\\.[0-9]+$")) and (.commit | type == "string")
+        and (.isa | type == "string") and (.mpi | type == "boolean") and .tensor_parallel_size == 1' "$tmp/body" >/dev/null; then
+    ok "GET /version: $(head -c 200 "$tmp/body")"
+else
+    fail "GET /version" "HTTP $status" "$(body)"
+fi
+rid_new=$(curl -si --max-time 5 "$url/health" | tr -d '\r' | sed -n 's/^[Xx]-[Rr]equest-[Ii]d: //p')
+rid_new2=$(curl -si --max-time 5 "$url/health" | tr -d '\r' | sed -n 's/^[Xx]-[Rr]equest-[Ii]d: //p')
+rid_given=$(curl -si --max-time 20 -H 'X-Request-Id: client-7' "$url/v1/completions" \
+    -H 'Content-Type: application/json' -d '{"prompt": "Once", "max_tokens": 1, "stream": true}' |
+    tr -d '\r' | sed -n 's/^[Xx]-[Rr]equest-[Ii]d: //p')
+if [[ $rid_new =~ ^req-[0-9a-f]{16}$ && $rid_new2 =~ ^req-[0-9a-f]{16}$ && $rid_new != "$rid_new2" && $rid_given == client-7 ]]; then
+    ok "X-Request-Id: new ones differ ($rid_new, $rid_new2); a client's comes back on a stream ($rid_given)"
+else
+    fail "X-Request-Id" "new '$rid_new' '$rid_new2', given back '$rid_given'"
+fi
 
 # --- plain endpoints ---
 req /health
