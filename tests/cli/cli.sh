@@ -126,6 +126,17 @@ expect "mkmodel llama-3.2-1b: Llama 3 chat template" 0 "<|eot_id|><|start_header
 expect "mkmodel llama-3.2-1b: generate" 0 "finish: max_tokens" -- "$snug" generate "$tmp/l32" -p hi -n 3
 expect "mkmodel llama-3.2-1b: generate --chat" 0 "finish: max_tokens" -- "$snug" generate "$tmp/l32" --chat -p hi -n 3
 rm -rf "$tmp/l32"
+# a program away from the repository: a warning, and the model without a tokenizer
+mkdir "$tmp/away"
+cp "$snug" "$tmp/away/"
+expect "mkmodel with no repository: a warning" 0 "warning: models/stories260K not found here or beside the program" \
+    -- env -C "$tmp/away" "$tmp/away/snug" mkmodel --preset tiny --dtype f32 "$tmp/away/m"
+if [[ -f "$tmp/away/m/model.safetensors" && ! -e "$tmp/away/m/tokenizer.json" ]]; then
+    ok "mkmodel with no repository: the weights, no tokenizer"
+else
+    fail "mkmodel with no repository: the weights, no tokenizer" "$(ls "$tmp/away/m")"
+fi
+rm -rf "$tmp/away"
 expect "mkmodel --tokenizer larger than the vocabulary" 1 "the tokenizer has 50257 tokens, more than the model's vocab_size 512" \
     -- "$snug" mkmodel --preset tiny --dtype f32 --tokenizer tests/data/tokenizers/gpt2 "$tmp/x"
 if [[ ! -e "$tmp/x/model.safetensors" ]]; then ok "mkmodel --tokenizer mismatch writes no weights"; else fail "mkmodel --tokenizer mismatch writes no weights"; fi
