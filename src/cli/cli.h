@@ -44,13 +44,24 @@ int snug_cmd_chat_template(int argc, char **argv);
 int snug_cmd_generate(int argc, char **argv);
 
 /* `snug mkmodel --preset NAME --dtype D [--shards K] [--seed S] [--threads T]
- * OUTDIR`: writes a synthetic checkpoint (creating OUTDIR if needed) and
- * reports its size and write speed on stderr. */
+ * [--tokenizer DIR | --no-tokenizer] OUTDIR`: writes a synthetic checkpoint
+ * (creating OUTDIR if needed) with the tokenizer files of DIR (default: the
+ * preset family's in the repository, found as cli_repo_dir finds it; a
+ * warning when it is not there) and reports its size and write speed on
+ * stderr. A tokenizer with more tokens than the model's vocab_size fails
+ * before any weight is written. */
 int snug_cmd_mkmodel(int argc, char **argv);
 
 /* `snug convert llama2c|gguf INPUT OUTDIR`: imports a checkpoint as a
  * Hugging Face model directory (creating OUTDIR if needed). */
 int snug_cmd_convert(int argc, char **argv);
+
+/* A directory of the repository snug was built in, by its path relative to
+ * the repository's root (such as "models/stories260K"): rel itself when the
+ * working directory holds it, else rel beside the program's folder
+ * (build/snug -> build/../rel), written into buf. NULL when neither is a
+ * directory. */
+const char *cli_repo_dir(const char *rel, char *buf, size_t size);
 
 /* Prints "snug: <message>" to stderr and returns 1. */
 int cli_fail(const snug_error *err);

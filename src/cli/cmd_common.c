@@ -7,14 +7,36 @@
 #include "kernels/kernels.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* How long a follower that must end the run waits first: rank 0 answers its
  * clients (a failed stream, /health 503) before everything goes. */
 enum { FOLLOWER_GRACE_SECONDS = 3 };
+
+static bool is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+const char *cli_repo_dir(const char *rel, char *buf, size_t size)
+{
+    if (is_dir(rel)) return rel;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    int w = snprintf(buf, size, "%s/../%s", exe, rel);
+    return w > 0 && (size_t)w < size && is_dir(buf) ? buf : NULL;
+}
 
 int cli_fail(const snug_error *err)
 {

@@ -74,15 +74,8 @@ static bool parse_float(const char *s, double lo, double hi, float *out)
  * (build/snug -> ../models/stories260K). */
 static const char *bundled_model(char *buf, size_t size)
 {
-    if (snug_file_exists(BUNDLED)) return BUNDLED;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return BUNDLED;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    snprintf(buf, size, "%s/../%s", exe, BUNDLED);
-    return snug_file_exists(buf) ? buf : BUNDLED;
+    const char *dir = cli_repo_dir(BUNDLED, buf, size);
+    return dir ? dir : BUNDLED;
 }
 
 /* Parses the command line into *a; returns -1 when it is fine, else the

@@ -86,6 +86,8 @@ check_json "qwen2 n_params" "$tmp/q.json" .n_params 494032768
 check_json "qwen2 weight_bytes" "$tmp/q.json" .weight_bytes 988065536
 check_json "qwen2 rank bytes (tp 2)" "$tmp/q.json" .rank_weight_bytes '[494076672,494076672]'
 check_json "qwen2 files" "$tmp/q.json" .n_files 2
+expect "mkmodel qwen2-0.5b: the Qwen2 tokenizer and template" 0 "<|im_start|>assistant" \
+    -- "$snug" chat-template "$tmp/qwen" --messages tests/data/chat/messages.json --generation-prompt
 expect "qwen2 tp 8" 1 "sizes that work: 1, 2" -- "$snug" inspect "$tmp/qwen" --tp 8
 rm -rf "$tmp/qwen"
 expect "mkmodel unknown preset" 1 "unknown preset 'gpt-9'; presets: tiny" \
@@ -94,6 +96,57 @@ expect "mkmodel no dtype" 2 "no --dtype given" -- "$snug" mkmodel --preset tiny 
 expect "mkmodel same seed" 0 "" -- "$snug" mkmodel --preset tiny --dtype f16 --seed 9 "$tmp/s1"
 "$snug" mkmodel --preset tiny --dtype f16 --seed 9 --threads 1 "$tmp/s2" 2>/dev/null
 if cmp -s "$tmp/s1/model.safetensors" "$tmp/s2/model.safetensors"; then ok "mkmodel reproducible"; else fail "mkmodel reproducible"; fi
+
+# mkmodel writes the preset family's tokenizer and chat template: the model runs as written
+if cmp -s "$tmp/s1/tokenizer.json" models/stories260K/tokenizer.json &&
+    cmp -s "$tmp/s1/tokenizer_config.json" models/stories260K/tokenizer_config.json; then
+    ok "mkmodel tiny: stories260K's tokenizer"
+else
+    fail "mkmodel tiny: stories260K's tokenizer" "$(ls "$tmp/s1")"
+fi
+expect "mkmodel tiny: chat template" 0 "User: And 3+3?" \
+    -- "$snug" chat-template "$tmp/s1" --messages tests/data/chat/messages.json --generation-prompt
+expect "mkmodel tiny: generate" 0 "finish: max_tokens" -- "$snug" generate "$tmp/s1" -p hi -n 3
+l32=(--preset llama-3.2-1b --dtype bf16 --layers 1 --hidden 64 --intermediate 128 --heads 4 --kv-heads 2)
+# run from elsewhere: the tokenizer is found beside the program, as the bundled model is
+expect "mkmodel llama-3.2-1b (small) from another directory" 0 "copied the tokenizer" \
+    -- env -C "$tmp" "$PWD/$snug" mkmodel "${l32[@]}" "$tmp/l32"
+if [[ -f "$tmp/l32/tokenizer.model" && -f "$tmp/l32/tokenizer_config.json" ]]; then
+    ok "mkmodel llama-3.2-1b: tokenizer.model and tokenizer_config.json"
+else
+    fail "mkmodel llama-3.2-1b: tokenizer.model and tokenizer_config.json" "$(ls "$tmp/l32")"
+fi
+check_json "mkmodel llama-3.2-1b: vocab_size, the tokenizer's 128000 + 256 special" "$tmp/l32/config.json" .vocab_size 128256
+expect "mkmodel llama-3.2-1b: the tokenizer's last id is the model's last" 0 "<|reserved_special_token_245|>" \
+    -- "$snug" detokenize "$tmp/l32" 128255
+expect "mkmodel llama-3.2-1b: the tokenizer has no id past the model's" 1 "token id 128256 is not in the vocabulary" \
+    -- "$snug" detokenize "$tmp/l32" 128256
+expect "mkmodel llama-3.2-1b: Llama 3 chat template" 0 "<|eot_id|><|start_header_id|>assistant<|end_header_id|>" \
+    -- "$snug" chat-template "$tmp/l32" --messages tests/data/chat/messages.json --generation-prompt
+expect "mkmodel llama-3.2-1b: generate" 0 "finish: max_tokens" -- "$snug" generate "$tmp/l32" -p hi -n 3
+expect "mkmodel llama-3.2-1b: generate --chat" 0 "finish: max_tokens" -- "$snug" generate "$tmp/l32" --chat -p hi -n 3
+rm -rf "$tmp/l32"
+# a program away from the repository: a warning, and the model without a tokenizer
+mkdir "$tmp/away"
+cp "$snug" "$tmp/away/"
+expect "mkmodel with no repository: a warning" 0 "warning: models/stories260K not found here or beside the program" \
+    -- env -C "$tmp/away" "$tmp/away/snug" mkmodel --preset tiny --dtype f32 "$tmp/away/m"
+if [[ -f "$tmp/away/m/model.safetensors" && ! -e "$tmp/away/m/tokenizer.json" ]]; then
+    ok "mkmodel with no repository: the weights, no tokenizer"
+else
+    fail "mkmodel with no repository: the weights, no tokenizer" "$(ls "$tmp/away/m")"
+fi
+rm -rf "$tmp/away"
+expect "mkmodel --tokenizer larger than the vocabulary" 1 "the tokenizer has 50257 tokens, more than the model's vocab_size 512" \
+    -- "$snug" mkmodel --preset tiny --dtype f32 --tokenizer tests/data/tokenizers/gpt2 "$tmp/x"
+if [[ ! -e "$tmp/x/model.safetensors" ]]; then ok "mkmodel --tokenizer mismatch writes no weights"; else fail "mkmodel --tokenizer mismatch writes no weights"; fi
+expect "mkmodel --tokenizer without one" 1 "no tokenizer found" \
+    -- "$snug" mkmodel --preset tiny --dtype f32 --tokenizer tests/data/chat "$tmp/x"
+expect "mkmodel --tokenizer DIR" 0 "copied the tokenizer of tests/data/tokenizers/llama2" \
+    -- "$snug" mkmodel --preset tinyllama-1.1b --dtype bf16 --layers 1 --hidden 64 --intermediate 128 --heads 4 --kv-heads 2 \
+    --tokenizer tests/data/tokenizers/llama2 "$tmp/tl"
+expect "mkmodel --tokenizer DIR: its tokenizer" 0 "1 15043 3186" -- "$snug" tokenize "$tmp/tl" "Hello world"
+rm -rf "$tmp/tl"
 
 # load
 "$snug" load models/stories260K --json >"$tmp/l.json"
@@ -182,7 +235,9 @@ expect "detokenize id out of range" 1 "token id 99999 is not in the vocabulary" 
 expect "tokenize missing path" 1 "/nonexistent: no such tokenizer file or model directory" -- "$snug" tokenize /nonexistent x
 expect "tokenize usage" 2 "usage: snug tokenize" -- "$snug" tokenize
 expect "convert tokenizer" 0 "converted" -- "$snug" convert tokenizer tests/data/stories260K/tok512.bin "$tmp/tk"
-if cmp -s "$tmp/tk/tokenizer.json" models/stories260K/tokenizer.json && cmp -s "$tmp/tk/tokenizer_config.json" models/stories260K/tokenizer_config.json; then
+# (the bundled tokenizer_config.json is the converter's plus one line: its chat template)
+if cmp -s "$tmp/tk/tokenizer.json" models/stories260K/tokenizer.json &&
+    grep -v '^  "chat_template": ' models/stories260K/tokenizer_config.json | cmp -s "$tmp/tk/tokenizer_config.json" -; then
     ok "bundled tokenizer is the converter's output"
 else
     fail "bundled tokenizer is the converter's output"
@@ -221,10 +276,15 @@ expect "generate model length" 0 "finish: model_length" -- "$snug" generate -n 1
 expect "generate --max-model-len beyond the model" 1 "--max-model-len 600 is more than the model's 512 positions" -- "$snug" generate --max-model-len 600
 expect "generate bad temperature" 2 "--temperature expects a number >= 0, got '-1'" -- "$snug" generate --temperature -1
 expect "generate bad top-p" 2 "--top-p expects a number in (0, 1], got '0'" -- "$snug" generate --top-p 0
-expect "generate no chat template" 1 "the model has no chat template" -- "$snug" generate --chat -p hi
+# the bundled model less its chat template
+mkdir "$tmp/notpl"
+cp models/stories260K/config.json models/stories260K/model.safetensors models/stories260K/tokenizer.json "$tmp/notpl/"
+grep -v '^  "chat_template": ' models/stories260K/tokenizer_config.json >"$tmp/notpl/tokenizer_config.json"
+expect "generate no chat template" 1 "the model has no chat template" -- "$snug" generate "$tmp/notpl" --chat -p hi
+expect "generate --chat with the bundled model's template" 0 "finish: max_tokens" -- "$snug" generate --chat -p hi -n 3
 expect "generate missing model" 1 "/nonexistent" -- "$snug" generate /nonexistent -p hi
 expect "generate usage" 2 "usage: snug generate" -- "$snug" generate --frobnicate
-"$snug" mkmodel --preset tiny --dtype f32 "$tmp/notok" >/dev/null 2>&1
+"$snug" mkmodel --preset tiny --dtype f32 --no-tokenizer "$tmp/notok" >/dev/null 2>&1
 expect "generate without a tokenizer" 1 "$tmp/notok: no tokenizer found" -- "$snug" generate "$tmp/notok" -p hi
 
 # chat templates: the renderings Jinja made (tests/data/chat)
@@ -236,7 +296,10 @@ for m in tinyllama-1.1b-chat smollm2-135m phi-3-mini qwen2.5 mistral-v0.3 gemma-
 done
 expect "chat-template from a model directory" 0 "<|assistant|>" -- "$snug" chat-template tests/data/tokenizers/tinyllama-1.1b-chat --messages tests/data/chat/messages.json --generation-prompt
 expect "chat-template raise_exception" 1 "chat_template: System role not supported" -- "$snug" chat-template tests/data/chat/gemma-2b-it.tokenizer_config.json --messages tests/data/chat/messages.json
-expect "chat-template none" 1 "models/stories260K: the model has no chat template" -- "$snug" chat-template models/stories260K --messages tests/data/chat/messages.json
+expect "chat-template none" 1 "$tmp/notpl: the model has no chat template" -- "$snug" chat-template "$tmp/notpl" --messages tests/data/chat/messages.json
+"$snug" chat-template models/stories260K --messages tests/data/chat/messages.json --generation-prompt >"$tmp/chat.txt" 2>&1
+want=$'<s>You are a helpful assistant.\nUser: Hello! What is 2+2?\nAssistant: 4.\nUser: And 3+3?\nAssistant:'
+if [[ "$(cat "$tmp/chat.txt")" == "$want" ]]; then ok "chat-template of the bundled model"; else fail "chat-template of the bundled model" "$(head -c 400 "$tmp/chat.txt")"; fi
 echo '{"a": 1}' >"$tmp/bad-messages.json"
 expect "chat-template bad messages" 1 "expected a list of messages" -- "$snug" chat-template tests/data/chat/qwen2.5.tokenizer_config.json --messages "$tmp/bad-messages.json"
 expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-template models/stories260K

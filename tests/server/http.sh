@@ -722,6 +722,14 @@ else
 fi
 req /reset_prefix_cache -X POST
 check_error "POST /reset_prefix_cache with caching off -> 400" 400 null '"prefix_caching_disabled"'
+# (this server has no --chat-template: the bundled model's own plain one renders the chat)
+n_chat=$("$snug" tokenize models/stories260K --special --no-bos $'<s>User: Hi\nAssistant:' | wc -w)
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "temperature": 0}'
+if [[ $status == 200 ]] && jq -e --argjson n "$n_chat" '(.choices[0].message.content | type == "string") and .usage.prompt_tokens == $n' "$tmp/body" >/dev/null 2>&1; then
+    ok "a chat completion through the bundled model's own template"
+else
+    fail "a chat completion through the bundled model's own template" "HTTP $status" "$(body)"
+fi
 if grep -q 'prefix caching off' "$tmp/no-cache.out" && grep -q 'prefix caching on' "$tmp/main.out"; then
     ok "the plan's report says whether prefix caching is on"
 else
