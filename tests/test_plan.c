@@ -111,6 +111,27 @@ static void test_kv_cache_memory(void)
                 "max_model_len 512 needs 32: the largest --max-model-len that fits is 496");
 }
 
+/* The default cap where nothing limits the memory: at most cap bytes of
+ * blocks, at least one max_model_len sequence, never more than the budget. */
+static void test_default_cap(void)
+{
+    snug_plan_sizes in = base_sizes();
+    snug_kv_plan p;
+    snug_error err = {0};
+    in.kv_cache_cap = 100 * BLOCK_BYTES + 5;
+    CHECK_OK(snug_plan_kv(&in, &p, &err), &err);
+    CHECK(p.blocks == 100 && p.limited_by == SNUG_KV_LIMIT_DEFAULT_CAP &&
+          strcmp(snug_kv_limit_name(p.limited_by), "default_cap") == 0, "%lld blocks (%s)",
+          (long long)p.blocks, snug_kv_limit_name(p.limited_by));
+    in.kv_cache_cap = 3 * BLOCK_BYTES; /* less than one sequence of 32 blocks */
+    CHECK_OK(snug_plan_kv(&in, &p, &err), &err);
+    CHECK(p.blocks == 32 && p.limited_by == SNUG_KV_LIMIT_DEFAULT_CAP, "one sequence: %lld (%s)",
+          (long long)p.blocks, snug_kv_limit_name(p.limited_by));
+    in.kv_cache_cap = (size_t)1 << 40; /* above the budget: the budget decides */
+    CHECK_OK(snug_plan_kv(&in, &p, &err), &err);
+    CHECK(p.limited_by == SNUG_KV_LIMIT_BUDGET, "%s", snug_kv_limit_name(p.limited_by));
+}
+
 static void test_too_small(void)
 {
     snug_plan_sizes in = base_sizes();
@@ -164,6 +185,7 @@ int main(void)
     RUN(test_budget_decides);
     RUN(test_max_num_seqs_caps);
     RUN(test_kv_cache_memory);
+    RUN(test_default_cap);
     RUN(test_too_small);
     return test_summary();
 }

@@ -14,6 +14,7 @@
 #include "engine/planner.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const MODEL = "models/stories260K";
 
@@ -134,6 +135,45 @@ static void test_staging_never_reaches_plan(void)
     int64_t db = a.kv.blocks > b.kv.blocks ? a.kv.blocks - b.kv.blocks : b.kv.blocks - a.kv.blocks;
     CHECK((size_t)db * a.sizes.block_bytes <= du + a.sizes.block_bytes,
           "blocks %lld / %lld differ only by what U does", (long long)a.kv.blocks, (long long)b.kv.blocks);
+}
+
+/* Nothing limits the memory (no --memory or fraction, no cgroup limit: a
+ * fake /proc with 8 GB available): the KV cache gets the default cap, not
+ * most of the machine; a fraction given, or --kv-cache-memory, lifts it. */
+static void test_default_cap(void)
+{
+    char root[4096], path[4200];
+    test_tmpdir(root, sizeof root);
+    snprintf(path, sizeof path, "%s/proc", root);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/proc/meminfo", root);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("MemTotal: 16000000 kB\nMemAvailable: 8000000 kB\n", f);
+        fclose(f);
+    }
+    snug_error err = {0};
+    snug_planner_opts o = base_opts();
+    o.budget = (snug_budget_opts){.root = root, .rss_bytes = 1u << 20};
+    o.kv_cache_default_cap = 1u << 20; /* 102 blocks of 10 KiB, 3 sequences of 512 */
+    snug_planned *p = NULL;
+    CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
+    if (p) {
+        const snug_plan_report *r = &p->report;
+        CHECK(r->budget.source == SNUG_BUDGET_MEMINFO && r->kv.limited_by == SNUG_KV_LIMIT_DEFAULT_CAP &&
+              r->kv.blocks == (int64_t)((1u << 20) / r->sizes.block_bytes),
+              "%s budget of %zu: %lld blocks, limited by %s", snug_budget_source_name(r->budget.source),
+              r->budget.bytes, (long long)r->kv.blocks, snug_kv_limit_name(r->kv.limited_by));
+        snug_planner_close(p);
+    }
+    o.budget.fraction = 0.5; /* the user chose: no cap */
+    CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
+    if (p) {
+        CHECK(p->report.kv.limited_by == SNUG_KV_LIMIT_MAX_NUM_SEQS, "with a fraction: %s",
+              snug_kv_limit_name(p->report.kv.limited_by));
+        snug_planner_close(p);
+    }
+    test_rmtree(root);
 }
 
 static void test_max_num_seqs_limits(void)
@@ -341,6 +381,7 @@ int main(void)
 {
     RUN(test_plan_exact);
     RUN(test_staging_never_reaches_plan);
+    RUN(test_default_cap);
     RUN(test_max_num_seqs_limits);
     RUN(test_too_small);
     RUN(test_stress_never_allocates);

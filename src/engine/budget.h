@@ -10,6 +10,9 @@
  *   - else, and also when the limit is above it (a limit the machine cannot
  *     give is no limit), MemAvailable from /proc/meminfo plus what the
  *     process already holds (its resident set).
+ * Where neither the user nor a cgroup limits it, the planner caps the KV
+ * cache (planner.h SNUG_KV_CACHE_DEFAULT_CAP), so that a plain start does
+ * not take most of a shared host.
  * The cgroup is found from /proc/self/cgroup and the hierarchy's mount from
  * /proc/self/mountinfo, so that v1, v2, hybrid layouts and cgroup
  * namespaces (a container seeing its own cgroup as "/") all work.

@@ -23,6 +23,7 @@ const char *snug_kv_limit_name(snug_kv_limit limit)
     case SNUG_KV_LIMIT_MAX_NUM_SEQS: return "max_num_seqs";
     case SNUG_KV_LIMIT_KV_CACHE_MEMORY: return "kv_cache_memory";
     case SNUG_KV_LIMIT_OTHER_RANK: return "other_rank";
+    case SNUG_KV_LIMIT_DEFAULT_CAP: return "default_cap";
     }
     return "unknown";
 }
@@ -144,6 +145,12 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         if (p.blocks < p.blocks_per_seq)
             return too_few_blocks(in, fixed, p.blocks, p.blocks_per_seq, "the budget", err);
         p.limited_by = SNUG_KV_LIMIT_BUDGET;
+        int64_t cap = in->kv_cache_cap ? SNUG_MAX((int64_t)(in->kv_cache_cap / in->block_bytes),
+                                                  p.blocks_per_seq) : INT64_MAX;
+        if (p.blocks > cap) {
+            p.blocks = cap;
+            p.limited_by = SNUG_KV_LIMIT_DEFAULT_CAP;
+        }
     }
     if (p.blocks > useful) {
         p.blocks = useful;

@@ -28,7 +28,8 @@ typedef enum snug_kv_limit {
     SNUG_KV_LIMIT_BUDGET = 0,          /* every byte the budget leaves */
     SNUG_KV_LIMIT_MAX_NUM_SEQS,        /* all that max_num_seqs x max_model_len can use */
     SNUG_KV_LIMIT_KV_CACHE_MEMORY,     /* --kv-cache-memory */
-    SNUG_KV_LIMIT_OTHER_RANK           /* a tensor-parallel rank with room for fewer */
+    SNUG_KV_LIMIT_OTHER_RANK,          /* a tensor-parallel rank with room for fewer */
+    SNUG_KV_LIMIT_DEFAULT_CAP          /* the default for a host whose memory nobody limited */
 } snug_kv_limit;
 
 /* The measured and chosen sizes the plan divides the budget by. */
@@ -40,6 +41,8 @@ typedef struct snug_plan_sizes {
     size_t untracked;         /* U */
     size_t reserve;           /* R */
     size_t kv_cache_memory;   /* --kv-cache-memory; 0: the budget decides */
+    size_t kv_cache_cap;      /* the most the budget may give the cache (its bytes, the pool
+                               * aside), as long as one max_model_len sequence fits; 0: none */
     size_t block_bytes;       /* snug_kv_block_bytes of the cache's shape, > 0 */
     int32_t block_size;       /* token positions per block, > 0 */
     int64_t max_model_len;    /* positions one sequence may use, > 0 */
@@ -83,7 +86,8 @@ size_t snug_plan_cache_bytes(const snug_plan_sizes *in, int64_t blocks);
  * when W + A + S + U + R already take the budget or a size is 0. Pure. */
 int64_t snug_plan_budget_blocks(const snug_plan_sizes *in);
 
-/* "budget", "max_num_seqs", "kv_cache_memory"; never NULL. */
+/* "budget", "max_num_seqs", "kv_cache_memory", "other_rank", "default_cap";
+ * never NULL. */
 const char *snug_kv_limit_name(snug_kv_limit limit);
 
 #endif /* SNUG_PLAN_H */

@@ -58,6 +58,12 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
                "the block pool and the page rounding)\n",
                snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, b[0]),
                snug_fmt_bytes(next_block_cost(r), b[1]));
+    else if (r->kv.limited_by == SNUG_KV_LIMIT_DEFAULT_CAP)
+        fprintf(f, "left over: %s: nothing limits this process's memory (no --memory, "
+               "--memory-fraction or cgroup limit), so the KV cache takes at most %s of it, "
+               "leaving the rest of the host to others (--kv-cache-memory or --memory choose)\n",
+               snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, b[0]),
+               snug_fmt_bytes(r->sizes.kv_cache_cap, b[1]));
     else
         fprintf(f, "left over: %s (the KV cache is limited by %s)\n",
                snug_fmt_bytes(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, b[0]),

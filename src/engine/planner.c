@@ -59,6 +59,19 @@ static snug_status resolve(const snug_planner_opts *in, const snug_model_config 
     return SNUG_OK;
 }
 
+/* The KV cache's cap where nobody limited this process's memory (no
+ * --memory or --memory-fraction, no --kv-cache-memory, no cgroup limit):
+ * a fraction of the whole machine would take most of a shared host, so the
+ * cache gets at most o->kv_cache_default_cap (as vLLM's CPU backend gives
+ * its cache 4 GiB). 0 elsewhere. */
+static size_t default_cap(const snug_planner_opts *o, const snug_budget *b)
+{
+    if (b->source != SNUG_BUDGET_MEMINFO || o->budget.memory_bytes || o->budget.fraction ||
+        o->kv_cache_memory)
+        return 0;
+    return o->kv_cache_default_cap ? o->kv_cache_default_cap : SNUG_KV_CACHE_DEFAULT_CAP;
+}
+
 /* The plan from what the allocator holds now: W, A (the activations'
  * peak since the reset), S (the rest), and the profile step's U. */
 static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const snug_kv_shape *ks,
@@ -73,7 +86,7 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
         .budget = r->budget.bytes, .weights = r->weights, .activations = r->activations,
         .serving_state = r->serving_state, .untracked = r->profile.untracked,
         .reserve = o->reserve + o->server_tracked + o->server_untracked,
-        .kv_cache_memory = o->kv_cache_memory,
+        .kv_cache_memory = o->kv_cache_memory, .kv_cache_cap = default_cap(o, &r->budget),
         .block_bytes = snug_kv_block_bytes(ks), .block_size = o->block_size,
         .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
     return snug_plan_kv(&r->sizes, &r->kv, err);

@@ -54,6 +54,10 @@ enum {
     SNUG_MAX_NUM_BATCHED_TOKENS_DEFAULT = 2048 /* vLLM's CPU default */
 };
 
+/* The KV cache's bytes when no limit was given and the machine sets none
+ * (no cgroup limit): 4 GiB, vLLM's CPU default (VLLM_CPU_KVCACHE_SPACE). */
+#define SNUG_KV_CACHE_DEFAULT_CAP ((size_t)4 << 30)
+
 typedef struct snug_planner_opts {
     snug_budget_opts budget;
     size_t kv_cache_memory;        /* 0: the budget decides */
@@ -74,6 +78,8 @@ typedef struct snug_planner_opts {
     snug_dtype weight_dtype;       /* SNUG_DTYPE_NONE: the checkpoint's */
     snug_comm *comm;               /* the tensor-parallel ranks (borrowed); NULL: one process */
     bool no_prefix_caching;        /* the block pool neither registers nor finds blocks */
+    size_t kv_cache_default_cap;   /* the KV cache's cap when nothing limits the memory
+                                    * (plan.h kv_cache_cap); 0: SNUG_KV_CACHE_DEFAULT_CAP */
 } snug_planner_opts;
 
 /* One rank's part of the plan, as rank 0 reports it. */
