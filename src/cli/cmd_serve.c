@@ -21,7 +21,7 @@ static const char g_usage[] =
     "              [--served-model-name NAME] [--max-connections N] [--max-body-bytes BYTES]\n"
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
     "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
-    "              [--no-access-log]\n"
+    "              [--no-access-log] [--allowed-origins '*'|ORIGIN,...]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
@@ -164,6 +164,8 @@ int snug_cmd_serve(int argc, char **argv)
             drain_s = (double)x;
         } else if ((v = cli_option(argc, argv, &i, "--chat-template"))) {
             template_path = v;
+        } else if ((v = cli_option(argc, argv, &i, "--allowed-origins"))) {
+            so.allowed_origins = v;
         } else if (strcmp(argv[i], "--no-access-log") == 0) {
             so.access_log = NULL;
         } else if ((v = cli_option(argc, argv, &i, "--max-queue"))) {

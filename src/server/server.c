@@ -61,8 +61,35 @@ size_t snug_server_tracked_bytes_default(const snug_server_opts *o)
 
 static void free_block(void *p) { snug_mem_free(p); }
 
+/* True when origin (the request's Origin header) is one of allowed ("*",
+ * or origins separated by commas, compared whole). */
+static bool origin_allowed(const char *allowed, const char *origin)
+{
+    if (!allowed || !origin) return false;
+    if (strcmp(allowed, "*") == 0) return true;
+    size_t n = strlen(origin);
+    for (const char *p = allowed; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && *p == ' ') p++, len--;
+        while (len && p[len - 1] == ' ') len--;
+        if (len == n && strncmp(p, origin, n) == 0) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
 void http_add_request_id(struct MHD_Response *r, struct MHD_Connection *c)
 {
+    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const snug_server *srv = sc ? sc->socket_context : NULL;
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (srv && origin_allowed(srv->o.allowed_origins, origin)) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Request-Id");
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
     const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
     bool sane = given && *given && strlen(given) <= 128;
     for (const char *p = given; sane && *p; p++) sane = *p > 32 && *p < 127;
@@ -132,15 +159,28 @@ enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char
 
 /* ---- plain endpoints ------------------------------------------------------- */
 
-static enum MHD_Result get_models(snug_server *s, struct MHD_Connection *c)
+/* The served model's object, as /v1/models lists it. */
+static void put_model(snug_server *s, snug_strbuf *b)
 {
-    snug_strbuf b = {0};
-    snug_strbuf_printf(&b, "{\"object\":\"list\",\"data\":[{\"id\":\"");
-    snug_strbuf_json(&b, s->o.model_name, strlen(s->o.model_name));
-    snug_strbuf_printf(&b, "\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"snug\","
+    snug_strbuf_printf(b, "{\"id\":\"");
+    snug_strbuf_json(b, s->o.model_name, strlen(s->o.model_name));
+    snug_strbuf_printf(b, "\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"snug\","
                        "\"root\":\"", (long long)s->created);
-    snug_strbuf_json(&b, s->o.model_name, strlen(s->o.model_name));
-    snug_strbuf_printf(&b, "\",\"max_model_len\":%lld}]}", (long long)snug_engine_max_model_len(s->e));
+    snug_strbuf_json(b, s->o.model_name, strlen(s->o.model_name));
+    snug_strbuf_printf(b, "\",\"max_model_len\":%lld}", (long long)snug_engine_max_model_len(s->e));
+}
+
+/* GET /v1/models, and GET /v1/models/ID (id the rest of url, or NULL). */
+static enum MHD_Result get_models(snug_server *s, struct MHD_Connection *c, const char *id)
+{
+    if (id && strcmp(id, s->o.model_name) != 0)
+        return http_error(c, 404, "invalid_request_error", "model", "model_not_found",
+                          "The model `%s` does not exist; this server serves `%s`", id,
+                          s->o.model_name);
+    snug_strbuf b = {0};
+    if (!id) snug_strbuf_printf(&b, "{\"object\":\"list\",\"data\":[");
+    put_model(s, &b);
+    if (!id) snug_strbuf_printf(&b, "]}");
     return http_send(c, MHD_HTTP_OK, &b, "application/json");
 }
 
@@ -359,7 +399,7 @@ done:
 
 typedef enum route {
     R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESET_PREFIX_CACHE, R_VERSION
+    R_RESET_PREFIX_CACHE, R_VERSION, R_MODEL
 } route;
 
 static const struct {
@@ -378,6 +418,10 @@ static const struct {
 static route find_route(const char *url, const char *method, bool *known_path)
 {
     *known_path = false;
+    if (strncmp(url, "/v1/models/", 11) == 0 && url[11]) { /* a model by its id */
+        *known_path = true;
+        return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ? R_MODEL : R_NONE;
+    }
     for (size_t i = 0; i < SNUG_ARRAY_LEN(g_routes); i++) {
         if (strcmp(url, g_routes[i].path) != 0) continue;
         *known_path = true;
@@ -433,7 +477,8 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     switch (r) {
     case R_COMPLETIONS: return openai_handle(s, c, h, SNUG_API_COMPLETIONS);
     case R_CHAT: return openai_handle(s, c, h, SNUG_API_CHAT);
-    case R_MODELS: return get_models(s, c);
+    case R_MODELS: return get_models(s, c, NULL);
+    case R_MODEL: return get_models(s, c, h->path + 11);
     case R_HEALTH: return get_health(s, c);
     case R_METRICS: return get_metrics(s, c);
     case R_TOKENIZE: return tokenize(s, c, h, true);
@@ -452,6 +497,23 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
     snug_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_ctx = s; /* for http_add_request_id */
     atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+}
+
+/* A CORS preflight (OPTIONS on a known path with --allowed-origins): 204,
+ * with the methods and headers a page may use (the origin's own header is
+ * added, when it is allowed, with the others). */
+static enum MHD_Result preflight(struct MHD_Connection *c)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    http_add_request_id(r, c);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            "Authorization, Content-Type, X-Request-Id");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+    MHD_destroy_response(r);
+    return ok;
 }
 
 /* 503 to a connection over --max-connections, and the connection closed. */
@@ -487,9 +549,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!h->seen) { /* the headers are in: decide what can be decided now */
         h->seen = true;
         snprintf(h->method, sizeof h->method, "%s", method);
+        if (r == R_MODEL) snprintf(h->path, sizeof h->path, "%s", url); /* unescaped: the id */
         atomic_fetch_add(&s->http_requests, 1);
         if (atomic_load(&s->connections) > max_connections(&s->o))
             return too_many(c, max_connections(&s->o));
+        if (r == R_NONE && known && strcmp(method, "OPTIONS") == 0 && s->o.allowed_origins)
+            return preflight(c);
         if (r == R_NONE)
             return known ? http_error(c, 405, "invalid_request_error", NULL, "method_not_allowed",
                                       "%s is not allowed on %s", method, url)

@@ -36,6 +36,8 @@ typedef struct snug_server_opts {
     FILE *access_log;              /* a line per request goes here; NULL: none */
     const char *build_commit;      /* for GET /version; NULL: "unknown" */
     const char *build_options;     /* for GET /version; NULL: "" */
+    const char *allowed_origins;   /* CORS: "*" or origins separated by commas, whose browser
+                                    * pages may call the API; NULL: no CORS headers */
 } snug_server_opts;
 
 typedef struct snug_server snug_server;

@@ -50,7 +50,9 @@ void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *
                       double *t_first);
 
 /* Adds an X-Request-Id header to r: the client's (when it is 1 to 128
- * printable characters), else a new one, unique to this server's run. */
+ * printable characters), else a new one, unique to this server's run; and
+ * with --allowed-origins, when the request's Origin is one of them, the
+ * CORS headers that let its page read the answer. */
 void http_add_request_id(struct MHD_Response *r, struct MHD_Connection *c);
 
 /* Queues a JSON response of body (taken: freed here). */

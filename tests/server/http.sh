@@ -59,6 +59,14 @@ start_server main --chat-template "$template"
 post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
 first_id_main=$(jq -r '.id' "$tmp/body")
 req /nope
+req /v1/models/stories260K
+models_one=$status
+req /v1/models/nope
+check_error "GET /v1/models/ID of another model -> 404" 404 '"model"' '"model_not_found"'
+if [[ $models_one == 200 ]]; then ok "GET /v1/models/stories260K"; else fail "GET /v1/models/stories260K" "HTTP $models_one"; fi
+no_cors=$(curl -si --max-time 5 -H 'Origin: http://page.example' "$url/health" | grep -ci '^access-control')
+req /v1/completions -X OPTIONS -H 'Origin: http://page.example'
+if [[ $no_cors == 0 && $status == 405 ]]; then ok "without --allowed-origins: no CORS headers, OPTIONS 405"; else fail "no CORS without --allowed-origins" "$no_cors headers, OPTIONS $status"; fi
 req /version
 if [[ $status == 200 ]] && jq -e '(.version | test("^[0-9]+\\.[0-9]+\\.[0-9]+$")) and (.commit | type == "string")
         and (.isa | type == "string") and (.mpi | type == "boolean") and .tensor_parallel_size == 1' "$tmp/body" >/dev/null; then
@@ -706,7 +714,21 @@ if [[ $status == 200 ]]; then ok "POST /reset_prefix_cache with the API key"; el
 stop_server api-key INT
 
 # --- --no-prefix-caching: the same ids, nothing found, no reset ---
-start_server no-cache --no-prefix-caching --no-access-log
+start_server no-cache --no-prefix-caching --no-access-log --allowed-origins 'http://page.example, http://b.example'
+# hdr NAME CURL_ARGS...: the value of response header NAME (case aside) of a request to $url
+hdr() { local n=$1; shift; curl -si --max-time 5 "$@" | tr -d '\r' | awk -v n="$(tr 'A-Z' 'a-z' <<<"$n")" -F': ' 'tolower($1) == n { print $2 }'; }
+acao=$(hdr Access-Control-Allow-Origin -H 'Origin: http://page.example' "$url/health")
+acao_b=$(hdr Access-Control-Allow-Origin -H 'Origin: http://b.example' "$url/v1/models")
+acao_evil=$(hdr Access-Control-Allow-Origin -H 'Origin: http://evil.example' "$url/health")
+pre=$(curl -s -o /dev/null -w '%{http_code}' -X OPTIONS -H 'Origin: http://page.example' \
+    -H 'Access-Control-Request-Method: POST' "$url/v1/chat/completions")
+pre_methods=$(hdr Access-Control-Allow-Methods -X OPTIONS -H 'Origin: http://page.example' "$url/v1/chat/completions")
+if [[ $acao == http://page.example && $acao_b == http://b.example && -z $acao_evil && $pre == 204 &&
+      $pre_methods == *POST* ]]; then
+    ok "--allowed-origins: CORS headers for the listed origins only, and a 204 preflight ($pre_methods)"
+else
+    fail "--allowed-origins" "page '$acao', b '$acao_b', evil '$acao_evil', preflight $pre '$pre_methods'"
+fi
 post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
 first_id=$(jq -r '.id' "$tmp/body")
 if [[ $first_id =~ ^cmpl-[0-9a-f]{16}$ && $first_id_main =~ ^cmpl-[0-9a-f]{16}$ && $first_id != "$first_id_main" ]]; then
