@@ -217,6 +217,13 @@ int snug_cmd_serve(int argc, char **argv)
     eo.plan.server_untracked = snug_server_untracked_bytes(&so);
     eo.plan.server_tracked = server_memory ? server_memory : snug_server_tracked_bytes_default(&so);
 
+    /* the address first: one in use fails before the model is loaded (with
+     * several ranks, rank 0's failure ends them all) */
+    if (snug_server_listen(&so, &so.listen_fd, &err) != SNUG_OK) {
+        cli_fail(&err);
+        return cli_tp_end(comm, 1, comm && snug_comm_size(comm) > 1);
+    }
+
     /* SIGINT and SIGTERM are taken by sigtimedwait below, in no thread */
     sigset_t stop;
     sigemptyset(&stop);

@@ -16,6 +16,7 @@
 #endif
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -652,6 +653,28 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+snug_status snug_server_listen(const snug_server_opts *o, int *fd, snug_error *err)
+{
+    *fd = -1;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    const char *host = o->host ? o->host : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
+        return snug_errorf(err, SNUG_INVALID, "--host %s: expected an IPv4 address such as "
+                           "127.0.0.1 or 0.0.0.0", host);
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return snug_errorf(err, SNUG_IO, "cannot make a socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(s, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(s, 128) != 0) {
+        int e = errno;
+        close(s);
+        return snug_errorf(err, SNUG_IO, "cannot listen on %s:%d: %s%s", host, o->port, strerror(e),
+                           e == EADDRINUSE ? " (another server has it: --port chooses another)" : "");
+    }
+    *fd = s;
+    return SNUG_OK;
+}
+
 snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_server **out,
                               snug_error *err)
 {
@@ -682,7 +705,9 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_BYTES,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
+                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+                            o->listen_fd > 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_END,
+                            (MHD_socket)o->listen_fd, MHD_OPTION_END);
     if (!s->d) {
         snug_mem_free(s);
         return snug_errorf(err, SNUG_IO, "cannot listen on %s:%d (in use, or not this host's "

@@ -38,6 +38,8 @@ typedef struct snug_server_opts {
     const char *build_options;     /* for GET /version; NULL: "" */
     const char *allowed_origins;   /* CORS: "*" or origins separated by commas, whose browser
                                     * pages may call the API; NULL: no CORS headers */
+    int listen_fd;                 /* a socket snug_server_listen bound (the server takes it);
+                                    * -1 or 0 when not set: the server binds host:port itself */
 } snug_server_opts;
 
 typedef struct snug_server snug_server;
@@ -50,7 +52,13 @@ size_t snug_server_untracked_bytes(const snug_server_opts *o);
 /* The allocator bytes the server keeps for its requests by default. */
 size_t snug_server_tracked_bytes_default(const snug_server_opts *o);
 
-/* Starts serving e on o->host:o->port. Fails with SNUG_IO (the address is
+/* Binds and listens on o->host:o->port into *fd (closed on exec), before
+ * the model is loaded, so that an address in use fails at once; hand it to
+ * snug_server_start as o->listen_fd. Fails with SNUG_INVALID (not an IPv4
+ * address) or SNUG_IO naming the address and why. */
+snug_status snug_server_listen(const snug_server_opts *o, int *fd, snug_error *err);
+
+/* Starts serving e on o->host:o->port (or o->listen_fd). Fails with SNUG_IO (the address is
  * taken, cannot be bound) or SNUG_NOMEM. */
 snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_server **out,
                               snug_error *err);

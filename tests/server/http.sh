@@ -59,6 +59,17 @@ start_server main --chat-template "$template"
 post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
 first_id_main=$(jq -r '.id' "$tmp/body")
 req /nope
+# an address in use fails at once, before loading anything
+busy_port=${url##*:}
+t0=$(date +%s%N)
+"$snug" serve --port "$busy_port" --memory 256MiB >"$tmp/busy.out" 2>"$tmp/busy.err"
+busy_rc=$? busy_ms=$((($(date +%s%N) - t0) / 1000000))
+if [[ $busy_rc == 1 && $busy_ms -lt 2000 ]] && grep -q "cannot listen on 127.0.0.1:$busy_port: Address already in use" "$tmp/busy.err" &&
+    ! grep -q 'loaded weights' "$tmp/busy.out"; then
+    ok "a port in use fails before loading (exit 1 in $busy_ms ms)"
+else
+    fail "a port in use fails before loading" "exit $busy_rc in $busy_ms ms" "$(cat "$tmp/busy.err" "$tmp/busy.out" | head -3)"
+fi
 req /v1/models/stories260K
 models_one=$status
 req /v1/models/nope
