@@ -91,7 +91,7 @@ const char *cli_closest(const char *word, const char *const *known, size_t n_kno
 #define CLI_PLAN_OPTIONS                                                                          \
     "--memory --memory-fraction --no-prefix-caching --enable-prefix-caching --kv-cache-memory "  \
     "--reserve --staging-bytes --dtype --max-model-len --max-num-seqs --max-num-batched-tokens " \
-    "--block-size --kv-cache-dtype --threads --isa"
+    "--block-size --kv-cache-dtype --threads --isa --quiet"
 #define CLI_TP_OPTIONS "--tp --tensor-parallel-size --step-timeout"
 
 /* What the Makefile wrote of this build (build/gen/build_info.c): the git
@@ -113,6 +113,11 @@ const char *cli_option(int argc, char **argv, int *i, const char *name);
  * took one, 0 when argv[*at] is another option, 2 after printing a usage
  * error. */
 int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage);
+
+/* The progress line as a phase of the plan begins (planner.h on_phase),
+ * to stderr: "snug: [ 12.3 s] profile: ...". ctx unused. cli_plan_option's
+ * --quiet takes it out of the options. */
+void cli_phase(void *ctx, const char *phase, double seconds);
 
 /* Tensor parallelism on the command line: --tp N (also vLLM's
  * --tensor-parallel-size) and --step-timeout SECONDS. */

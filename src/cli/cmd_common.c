@@ -169,6 +169,22 @@ const char *cli_option(int argc, char **argv, int *i, const char *name)
     return argv[*i];
 }
 
+void cli_phase(void *ctx, const char *phase, double seconds)
+{
+    (void)ctx;
+    static const struct { const char *phase, *what; } lines[] = {
+        {"load", "load: the weights, each tensor read straight into place"},
+        {"reset", "reset: the activation arena and the serving state, at their largest"},
+        {"profile", "profile: the largest step, run and measured"},
+        {"plan", "plan: the KV cache from what the budget leaves"},
+        {"populate", "populate: the KV cache made resident"},
+        {"ready", "ready"}};
+    const char *what = phase;
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(lines); i++)
+        if (strcmp(lines[i].phase, phase) == 0) what = lines[i].what;
+    fprintf(stderr, "snug: [%6.1f s] %s\n", seconds, what);
+}
+
 int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage)
 {
     const char *v;
@@ -185,6 +201,8 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
         if (end == v || *end || !(f > 0 && f <= 1))
             return cli_usage(usage, "--memory-fraction expects a number in (0, 1], got '%s'", v);
         o->budget.fraction = f;
+    } else if (strcmp(argv[i], "--quiet") == 0) {
+        o->on_phase = NULL;
     } else if (strcmp(argv[i], "--no-prefix-caching") == 0) {
         o->no_prefix_caching = true;
     } else if (strcmp(argv[i], "--enable-prefix-caching") == 0) { /* vLLM's; the default */

@@ -118,7 +118,7 @@ int snug_cmd_serve(int argc, char **argv)
 {
     if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
-    snug_engine_opts eo = {.plan = {.isa = -1}};
+    snug_engine_opts eo = {.plan = {.isa = -1, .on_phase = cli_phase}};
     snug_server_opts so = {.port = 8000, .access_log = stdout, .build_commit = cli_build_commit,
                            .build_options = cli_build_options};
     size_t server_memory = 0;
@@ -201,6 +201,7 @@ int snug_cmd_serve(int argc, char **argv)
         return cli_tp_end(comm, 1, false);
     }
     if (cli_rank(comm) > 0) { /* a follower: its shard of every step until rank 0 stops */
+        eo.plan.on_phase = NULL; /* rank 0 tells */
         sigset_t stop; /* a signal mpirun passes on is rank 0's to act on: it drains, then stops us */
         sigemptyset(&stop);
         sigaddset(&stop, SIGINT);

@@ -72,6 +72,13 @@ static size_t default_cap(const snug_planner_opts *o, const snug_budget *b)
     return o->kv_cache_default_cap ? o->kv_cache_default_cap : SNUG_KV_CACHE_DEFAULT_CAP;
 }
 
+/* Marks the allocator's event log and tells the caller that phase begins. */
+static void begin(const snug_planner_opts *o, const char *phase, double t0)
+{
+    snug_mem_trace_mark(phase);
+    if (o->on_phase) o->on_phase(o->on_phase_ctx, phase, snug_now_seconds() - t0);
+}
+
 /* The plan from what the allocator holds now: W, A (the activations'
  * peak since the reset), S (the rest), and the profile step's U. */
 static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const snug_kv_shape *ks,
@@ -97,6 +104,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
 {
     snug_status st = SNUG_OK;
     size_t old_capacity = snug_mem_capacity();
+    double t_start = snug_now_seconds();
     snug_comm *comm = opts->comm;
     *out = NULL;
     snug_planned *p = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *p, err);
@@ -116,7 +124,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st == SNUG_OK) st = snug_budget_resolve(&bo, &r->budget, err);
 
     /* load: the same model on every rank, then each rank's shard */
-    snug_mem_trace_mark("load");
+    begin(opts, "load", t_start);
     if (st == SNUG_OK) st = snug_checkpoint_open(dir, &p->ck, err);
     st = snug_dist_agree(comm, st, err);
     if (st == SNUG_OK) st = snug_dist_check_model(comm, p->ck, err);
@@ -134,7 +142,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st != SNUG_OK) goto fail;
 
     /* reset, then everything serving holds besides the KV cache, at its largest */
-    snug_mem_trace_mark("reset");
+    begin(opts, "reset", t_start);
     reset_peaks();
     snug_model_opts mo = {.shape = {o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs,
                                     o.n_threads},
@@ -152,7 +160,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st != SNUG_OK) goto fail;
 
     /* profile, on every rank at once */
-    snug_mem_trace_mark("profile");
+    begin(opts, "profile", t_start);
     const snug_model_dims *d = snug_model_get_dims(p->model);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
     st = snug_profile_step(p->stepper, &ks, &p->serving, &r->profile, err);
@@ -161,7 +169,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     /* plan; without --max-model-len, a model length that does not fit
      * becomes the longest that does on every rank (the serving state made
      * again for it) */
-    snug_mem_trace_mark("plan");
+    begin(opts, "plan", t_start);
     st = plan_now(p, &o, &ks, err);
     int64_t fit = st == SNUG_NOMEM ? snug_plan_budget_blocks(&r->sizes) * o.block_size : INT64_MAX;
     snug_status cst = snug_comm_allreduce_i64(comm, &fit, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
@@ -190,7 +198,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     snug_plan_kv_cap(&r->sizes, blocks, &r->kv);
 
     /* allocate, populated, once */
-    snug_mem_trace_mark("populate");
+    begin(opts, "populate", t_start);
     double t0 = snug_now_seconds();
     st = snug_kvcache_create(&ks, (int32_t)r->kv.blocks, &p->kv, err);
     st = snug_dist_agree(comm, st, err);
@@ -211,7 +219,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
                           "the ranks' plans", err);
     if (st != SNUG_OK) goto fail;
     snug_mem_set_capacity(r->capacity);
-    snug_mem_trace_mark("ready");
+    begin(opts, "ready", t_start);
     *out = p;
     return SNUG_OK;
 fail:

@@ -80,6 +80,11 @@ typedef struct snug_planner_opts {
     bool no_prefix_caching;        /* the block pool neither registers nor finds blocks */
     size_t kv_cache_default_cap;   /* the KV cache's cap when nothing limits the memory
                                     * (plan.h kv_cache_cap); 0: SNUG_KV_CACHE_DEFAULT_CAP */
+    /* Called as each phase begins ("load", "reset", "profile", "plan",
+     * "populate", and "ready" at the end) with the seconds since the plan
+     * began, on the planning thread; NULL: none. For progress lines. */
+    void (*on_phase)(void *ctx, const char *phase, double seconds);
+    void *on_phase_ctx;
 } snug_planner_opts;
 
 /* One rank's part of the plan, as rank 0 reports it. */

@@ -305,6 +305,15 @@ expect "chat-template bad messages" 1 "expected a list of messages" -- "$snug" c
 expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-template models/stories260K
 
 # snug profile: the memory plan
+# progress: a line on stderr as each phase begins, in order; none with --quiet or --json
+"$snug" profile models/stories260K --memory 64MiB --max-model-len 512 >/dev/null 2>"$tmp/progress.err"
+phases=$(sed -n 's/^snug: \[ *[0-9.]* s\] \([a-z]*\).*/\1/p' "$tmp/progress.err" | tr '\n' ' ')
+"$snug" profile models/stories260K --memory 64MiB --max-model-len 512 --quiet >/dev/null 2>"$tmp/quiet.err"
+if [[ $phases == "load reset profile plan populate ready " && ! -s $tmp/quiet.err ]]; then
+    ok "profile: a progress line as each phase begins ($phases), none with --quiet"
+else
+    fail "profile progress lines" "phases '$phases'" "quiet: $(head -2 "$tmp/quiet.err")"
+fi
 "$snug" profile models/stories260K --memory 64MiB --max-model-len 512 --max-num-seqs 256 --json >"$tmp/plan.json" 2>&1
 check_json "profile budget" "$tmp/plan.json" '[.budget_bytes, .budget_source]' '[67108864,"memory flag"]'
 check_json "profile limited by the budget" "$tmp/plan.json" '.kv_limited_by' '"budget"'
