@@ -4,9 +4,11 @@
 #include "planner.h"
 
 #include "base/device.h"
+#include "base/dtype.h"
 #include "base/fileio.h"
 #include "dist/agree.h"
 #include "model/blocks.h"
+#include "model/params.h"
 
 #include <string.h>
 
@@ -79,6 +81,58 @@ static void begin(const snug_planner_opts *o, const char *phase, double t0)
     if (o->on_phase) o->on_phase(o->on_phase_ctx, phase, snug_now_seconds() - t0);
 }
 
+/* Before anything is loaded: the plan's predictable parts (the weights by
+ * the parameter table, the activation arena and the serving state by their
+ * pure functions, the reserve) against the budget, so that one that cannot
+ * fit fails at once, the process far under it, with the figures (plan.h's
+ * messages; U is not known yet, so what would fit is at least that). Fails
+ * also as the parameter table does (SNUG_NOMEM, a tp that does not divide
+ * the model), as the load would. */
+static snug_status check_before_load(const snug_planned *p, const snug_planner_opts *o,
+                                     snug_error *err)
+{
+    const snug_plan_report *r = &p->report;
+    const snug_model_config *cfg = &p->ck->config;
+    snug_error scratch = {0};
+    snug_dtype dt = o->weight_dtype != SNUG_DTYPE_NONE ? o->weight_dtype
+                                                       : snug_checkpoint_weight_dtype(p->ck);
+    uint64_t w[SNUG_TP_MAX] = {0};
+    snug_model_dims dims;
+    if (r->tp > SNUG_TP_MAX || !snug_dtype_is_weight(dt)) return SNUG_OK; /* the loader says */
+    snug_status st = snug_params_rank_bytes(cfg, r->tp, dt, w, err);
+    if (st == SNUG_OK) st = snug_model_dims_make(cfg, r->tp, r->rank, &dims, err);
+    if (st != SNUG_OK) return st; /* as the load itself would fail */
+    snug_step_shape shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs,
+                             o->n_threads > 0 ? o->n_threads : 1};
+    snug_serving_shape ss = {o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len,
+                             o->block_size, cfg->vocab_size, 64, 1};
+    snug_kv_shape ks = {dims.n_layers, dims.n_kv_heads, dims.head_dim, o->block_size, o->kv_dtype};
+    snug_plan_sizes sizes = {
+        .budget = r->budget.bytes, .weights = (size_t)w[r->rank],
+        .activations = snug_model_activation_bytes(&dims, &shape),
+        .serving_state = snug_serving_bytes(&ss),
+        .reserve = o->reserve + o->server_tracked + o->server_untracked,
+        .kv_cache_memory = o->kv_cache_memory, .block_bytes = snug_kv_block_bytes(&ks),
+        .block_size = o->block_size, .max_model_len = o->max_model_len,
+        .max_num_seqs = o->max_num_seqs};
+    /* the weights over the budget, or nothing left for the cache: plan.h
+     * says so with the figures (a cache too small for max_model_len is the
+     * plan's to judge, with U known and the length it may reduce) */
+    size_t fixed = sizes.weights, parts[] = {sizes.activations, sizes.serving_state, sizes.reserve};
+    bool over = fixed > sizes.budget;
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(parts) && !over; i++)
+        over = !snug_add_size(fixed, parts[i], &fixed) || fixed >= sizes.budget;
+    snug_kv_plan kv;
+    if (!over || snug_plan_kv(&sizes, &kv, err) != SNUG_NOMEM) return SNUG_OK;
+    size_t rss = 0, hwm = 0;
+    char h[32];
+    if (snug_proc_mem(&rss, &hwm, &scratch) == SNUG_OK && err)
+        snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                 " (nothing was loaded: the process's high-water mark is %s, %zu bytes)",
+                 snug_fmt_bytes(hwm, h), hwm);
+    return snug_error_prefix(err, SNUG_NOMEM, "before loading: ");
+}
+
 /* The plan from what the allocator holds now: W, A (the activations'
  * peak since the reset), S (the rest), and the profile step's U. */
 static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const snug_kv_shape *ks,
@@ -133,6 +187,8 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     st = resolve(opts, &p->ck->config, &o, err);
     if (st != SNUG_OK) goto fail; /* the same on every rank */
     if (o.n_threads == 0 && r->tp > 1) o.n_threads = snug_comm_default_threads();
+    st = snug_dist_agree(comm, check_before_load(p, &o, err), err);
+    if (st != SNUG_OK) goto fail;
     snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
                          .staging_bytes = o.staging_bytes, .n_threads = o.n_threads};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);

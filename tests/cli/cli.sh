@@ -305,6 +305,22 @@ expect "chat-template bad messages" 1 "expected a list of messages" -- "$snug" c
 expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-template models/stories260K
 
 # snug profile: the memory plan
+# fail fast: weights over the budget are refused before anything is loaded, at once, the
+# process's high-water mark far under the budget (a 90 MB model against 40 MiB)
+"$snug" mkmodel --preset tiny --dtype f32 --hidden 512 --intermediate 1376 --layers 8 --heads 8 \
+    --kv-heads 4 --no-tokenizer "$tmp/m90" >/dev/null 2>&1
+t0=$(date +%s%N)
+"$snug" profile "$tmp/m90" --memory 40MiB --quiet >"$tmp/fast.out" 2>"$tmp/fast.err"
+fast_rc=$? fast_ms=$((($(date +%s%N) - t0) / 1000000))
+fast_hwm=$(sed -n 's/.*high-water mark is [^,]*, \([0-9]*\) bytes.*/\1/p' "$tmp/fast.err")
+if [[ $fast_rc == 1 && $fast_ms -lt 1000 && -n $fast_hwm && $fast_hwm -lt $((40 << 20)) ]] &&
+    grep -q 'before loading: the weights, 89.53 MiB (93,882,368 bytes), are over the budget of 40.00 MiB' "$tmp/fast.err" &&
+    ! grep -q 'loaded weights' "$tmp/fast.out"; then
+    ok "a budget the weights cannot fit fails before loading, in $fast_ms ms, high-water mark $fast_hwm bytes"
+else
+    fail "a budget the weights cannot fit fails before loading" "exit $fast_rc in $fast_ms ms, hwm '$fast_hwm'" "$(head -3 "$tmp/fast.err")"
+fi
+
 # progress: a line on stderr as each phase begins, in order; none with --quiet or --json
 "$snug" profile models/stories260K --memory 64MiB --max-model-len 512 >/dev/null 2>"$tmp/progress.err"
 phases=$(sed -n 's/^snug: \[ *[0-9.]* s\] \([a-z]*\).*/\1/p' "$tmp/progress.err" | tr '\n' ' ')
