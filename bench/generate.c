@@ -69,7 +69,7 @@ static double run_step(bench *b, int n_seqs, int n, int pos, snug_logits_mode lo
         }
         seqs[i] = (snug_step_seq){n, pos, b->tables[i].ids, b->tables[i].n, logits};
     }
-    snug_step step = {tokens, n_seqs * n, seqs, n_seqs};
+    snug_step step = {tokens, n_seqs * n, seqs, n_seqs, 0};
     const float *lg;
     int32_t rows;
     snug_error err = {0};
@@ -146,7 +146,7 @@ int main(int argc, char **argv)
     snug_isa isa = snug_model_isa(b.m);
     int32_t n_blocks = BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2);
     snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, SNUG_DTYPE_BF16};
-    if (snug_kvcache_create(&ks, n_blocks, &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, &err) != SNUG_OK) {
+    if (snug_kvcache_create(&ks, n_blocks, &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, BLOCK, false, &err) != SNUG_OK) {
         fprintf(stderr, "bench/generate: %s\n", err.msg);
         return 1;
     }

@@ -169,7 +169,7 @@ static snug_status run_script(rig *r, float *out, int32_t *ids, snug_error *err)
             done[q] += n;
         }
         if (n_seqs == 0) break;
-        snug_step s = {buf, n_tok, seqs, n_seqs};
+        snug_step s = {buf, n_tok, seqs, n_seqs, 0};
         snug_logits lg;
         st = ids ? snug_stepper_run_greedy(r->s, &r->kv, &s, &lg, err)
                  : snug_stepper_run(r->s, &r->kv, &s, &lg, err);

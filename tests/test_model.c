@@ -114,7 +114,7 @@ static bool run_chunks(rig *r, snug_block_table *table, const int32_t *tokens, i
         int len = SNUG_MIN(chunk, n - p);
         if (!snug_block_table_grow(table, &r->pool, p + len, BLOCK)) return false;
         snug_step_seq seq = {len, p, table->ids, table->n, SNUG_LOGITS_ALL};
-        snug_step step = {tokens + p, len, &seq, 1};
+        snug_step step = {tokens + p, len, &seq, 1, 0};
         const float *lg;
         int32_t rows;
         if (snug_model_forward(r->m, &r->kv, &step, &lg, &rows, err) != SNUG_OK) return false;
@@ -298,7 +298,7 @@ static void test_batch_chunks_blocks(void)
             which[ns++] = s;
             n += take;
         }
-        snug_step step = {step_tokens, n, seqs, ns};
+        snug_step step = {step_tokens, n, seqs, ns, 0};
         const float *lg;
         int32_t rows;
         ok = ok && snug_model_forward(r.m, &r.kv, &step, &lg, &rows, &err) == SNUG_OK;
@@ -371,7 +371,7 @@ static void test_arena_and_bad_steps(void)
         snug_mem_status(SNUG_MEM_TOTAL, &total, &total_peak, true);
         int64_t allocs = snug_mem_alloc_count();
         snug_step_seq seq = {24, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
-        snug_step step = {toks, 24, &seq, 1};
+        snug_step step = {toks, 24, &seq, 1, 0};
         const float *lg;
         int32_t rows;
         CHECK_OK(snug_model_forward(r.m, &r.kv, &step, &lg, &rows, &err), &err);
@@ -380,21 +380,21 @@ static void test_arena_and_bad_steps(void)
               peak, total, (long long)(snug_mem_alloc_count() - allocs));
         /* Refused steps. */
         snug_step_seq big = {25, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
-        snug_step s_big = {toks, 25, &big, 1};
+        snug_step s_big = {toks, 25, &big, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_big, &lg, &rows, &err), &err, SNUG_INVALID, "25 tokens");
         snug_step_seq all = {24, 0, tb.ids, tb.n, SNUG_LOGITS_ALL};
-        snug_step s_all = {toks, 24, &all, 1};
+        snug_step s_all = {toks, 24, &all, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_all, &lg, &rows, &err), &err, SNUG_INVALID, "24 logit rows");
         snug_step_seq short_table = {24, 0, tb.ids, 2, SNUG_LOGITS_LAST};
-        snug_step s_short = {toks, 24, &short_table, 1};
+        snug_step s_short = {toks, 24, &short_table, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_short, &lg, &rows, &err), &err, SNUG_INVALID,
                     "2 blocks do not cover position 23");
         int32_t bad_ids[6] = {0, 1, 2, 999, 4, 5};
         snug_step_seq six = {6, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
-        snug_step s_bad = {bad_ids, 6, &six, 1};
+        snug_step s_bad = {bad_ids, 6, &six, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_bad, &lg, &rows, &err), &err, SNUG_INVALID,
                     "token 3 is 999, outside the vocabulary");
-        snug_step s_count = {toks, 7, &six, 1};
+        snug_step s_count = {toks, 7, &six, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_count, &lg, &rows, &err), &err, SNUG_INVALID,
                     "the sequences hold 6 tokens, the step 7");
         snug_block_table_release(&tb, &r.pool);
@@ -453,7 +453,7 @@ static void test_stories260k_logits(void)
             snug_block_table_grow(&tb, &r.pool, 2, BLOCK);
         }
         snug_step_seq seq = {1, pos, tb.ids, tb.n, SNUG_LOGITS_LAST};
-        snug_step step = {&toks[pos], 1, &seq, 1};
+        snug_step step = {&toks[pos], 1, &seq, 1, 0};
         const float *lg;
         int32_t rows;
         ok = snug_model_forward(r.m, &r.kv, &step, &lg, &rows, &err) == SNUG_OK;
@@ -540,7 +540,7 @@ static void *tp_run_rank(void *arg)
         int n = SNUG_MIN(8, TP_N - p);
         snug_block_table_grow(&tb, &pool, p + n, BLOCK);
         snug_step_seq seq = {n, p, tb.ids, tb.n, SNUG_LOGITS_ALL};
-        snug_step step = {r->tokens + p, n, &seq, 1};
+        snug_step step = {r->tokens + p, n, &seq, 1, 0};
         const float *lg;
         int32_t rows;
         r->ok = snug_model_forward(m, &kv, &step, &lg, &rows, &r->err) == SNUG_OK;

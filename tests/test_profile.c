@@ -96,6 +96,8 @@ static void test_profile_step(void)
     /* 200 tokens over 16 sequences: 8 of 13 and 8 of 12, one block each */
     CHECK(r.n_tokens == N_TOKENS && r.n_seqs == N_SEQS && r.scratch_blocks == N_SEQS,
           "%d tokens, %d seqs, %lld blocks", r.n_tokens, r.n_seqs, (long long)r.scratch_blocks);
+    CHECK(r.n_layers == SNUG_PROFILE_LAYERS && r.model_layers == f.kv.n_layers,
+          "through %d of %d layers", r.n_layers, r.model_layers);
     CHECK(snug_mem_alloc_count() - allocs == 1, "the step allocated %lld blocks, not only its cache",
           (long long)(snug_mem_alloc_count() - allocs));
     size_t act_now = 0, act_peak = 0, kv_now = 0, kv_peak = 0;

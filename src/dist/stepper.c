@@ -3,7 +3,7 @@
  *
  * The step's message is int32s: a header of STEP_HDR (kind, n_tokens,
  * n_seqs, block ids, a check word, whether the leader wants only each
- * row's argmax) sent first, then the payload: the
+ * row's argmax, the layers to run) sent first, then the payload: the
  * tokens, four numbers per sequence (n_tokens, pos0, n_blocks, logits
  * mode), then every sequence's block ids one after the other. A follower
  * reads the sequences' tables straight from its copy of the message.
@@ -171,6 +171,7 @@ static snug_status pack(snug_stepper *s, const snug_step *step, snug_error *err)
     }
     int32_t *h = s->msg, *p = s->msg + STEP_HDR;
     h[0] = KIND_STEP, h[1] = step->n_tokens, h[2] = step->n_seqs, h[3] = (int32_t)n_ids, h[4] = CHECK_WORD;
+    h[6] = step->n_layers;
     memcpy(p, step->tokens, (size_t)step->n_tokens * sizeof(int32_t));
     p += step->n_tokens;
     for (int32_t i = 0; i < step->n_seqs; i++, p += 4) {
@@ -204,7 +205,9 @@ static snug_status unpack(snug_stepper *s, snug_step *step, snug_error *err)
     if (n_ids != h[3])
         return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got %lld block ids for %d",
                            s->rank, (long long)n_ids, h[3]);
-    *step = (snug_step){p, h[1], s->seqs, h[2]};
+    if (h[6] < 0)
+        return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got a step of %d layers", s->rank, h[6]);
+    *step = (snug_step){p, h[1], s->seqs, h[2], h[6]};
     return SNUG_OK;
 }
 

@@ -162,7 +162,7 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
                                            mode};
         e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING;
     }
-    return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items};
+    return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items, 0};
 }
 
 /* The log of the sum of exp over row[0 .. n), and the k most likely

@@ -48,9 +48,10 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
         fprintf(f, "max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
                "budget; --max-model-len chooses)\n", (long long)r->sizes.max_model_len,
                (long long)r->max_model_len_reduced_from);
-    fprintf(f, "profile step: %d tokens over %d sequences in %.3f s; kv cache populated in %.3f s "
-           "(%.2f GB/s)%s\n",
-           r->profile.n_tokens, r->profile.n_seqs, r->profile.seconds, r->populate_seconds,
+    fprintf(f, "profile step: %d tokens over %d sequences through %d of %d layers in %.3f s; kv "
+           "cache populated in %.3f s (%.2f GB/s)%s\n",
+           r->profile.n_tokens, r->profile.n_seqs, r->profile.n_layers, r->profile.model_layers,
+           r->profile.seconds, r->populate_seconds,
            r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0,
            r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
     if (r->kv.limited_by == SNUG_KV_LIMIT_BUDGET)
@@ -120,6 +121,7 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("max_concurrency", json_real(r->kv.max_concurrency));
     PUT("kv_limited_by", json_string(snug_kv_limit_name(r->kv.limited_by)));
     PUT("profile_seqs", json_integer(r->profile.n_seqs));
+    PUT("profile_layers", json_integer(r->profile.n_layers));
     PUT("profile_seconds", json_real(r->profile.seconds));
     PUT("profile_allocator_peak_bytes", json_integer((json_int_t)r->profile.allocator_peak));
     PUT("profile_hwm_bytes", json_integer((json_int_t)r->profile.hwm));

@@ -23,6 +23,8 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
     r.n_seqs = SNUG_MIN(shape->n_seqs_max, ss->max_num_seqs);
     int64_t most = (int64_t)r.n_seqs * ss->max_model_len;
     r.n_tokens = (int32_t)SNUG_MIN((int64_t)SNUG_MIN(shape->n_tokens_max, ss->max_num_batched_tokens), most);
+    r.n_layers = SNUG_MIN(SNUG_PROFILE_LAYERS, kv_shape->n_layers);
+    r.model_layers = kv_shape->n_layers;
     if (ss->n_vocab < d->vocab_len)
         return snug_errorf(err, SNUG_INVALID, "profile step: the serving state samples %d "
                            "tokens, the model has %d", ss->n_vocab, d->vocab_len);
@@ -72,7 +74,8 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
                                      snug_blocks_for_tokens(pos + 1, kv_shape->block_size),
                                      SNUG_LOGITS_LAST};
             }
-        snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs};
+        snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs,
+                          SNUG_PROFILE_LAYERS};
         snug_logits lg;
         st = snug_stepper_run(stepper, &kv, &step, &lg, err);
         for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows; i++) {

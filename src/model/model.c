@@ -538,7 +538,8 @@ snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step 
     embed_tokens(m, step);
     if ((st = reduce(m, m->buf.x, (int64_t)step->n_tokens * m->dims.hidden, err)) != SNUG_OK) return st;
     rope_tables(m, step);
-    for (int32_t l = 0; l < m->dims.n_layers; l++)
+    int32_t n_layers = step->n_layers > 0 ? SNUG_MIN(step->n_layers, m->dims.n_layers) : m->dims.n_layers;
+    for (int32_t l = 0; l < n_layers; l++)
         if ((st = run_layer(m, kv, step, l, err)) != SNUG_OK) return st;
     if (rows > 0) logits_rows(m, step, rows);
     *logits = m->buf.logits;
