@@ -77,7 +77,7 @@ static void test_sizes_exact(void)
         inside &= (const unsigned char *)q->emit + snug_stop_emit_bytes(q->text_cap) <= hi;
         if (i > 0) inside &= q->ids >= f.s.seqs[i - 1].ids + MAX_LEN;
     }
-    CHECK(inside && f.s.max_blocks == N_SEQS * (MAX_LEN / BLOCK), "slots carved inside the block");
+    CHECK(inside && f.s.blocks_per_seq == MAX_LEN / BLOCK, "slots carved inside the block");
     close_fixture(&f);
 }
 

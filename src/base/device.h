@@ -29,6 +29,17 @@ enum {
     SNUG_MEM_LARGE_BYTES = 64 * 1024     /* from here on, blocks come from mmap */
 };
 
+/* Carving one block into parts: count parts of size bytes each, every one
+ * starting SNUG_MEM_ALIGN-aligned, at offset *at; *first gets where the
+ * first begins and *at moves past the last. False on overflow. Pure. */
+static inline bool snug_mem_carve(size_t *at, size_t size, size_t count, size_t *first)
+{
+    size_t bytes;
+    if (!snug_mul_size(snug_round_up(size, SNUG_MEM_ALIGN), count, &bytes)) return false;
+    *first = *at;
+    return snug_add_size(*at, bytes, at);
+}
+
 /* Allocates n zeroed bytes charged to cat. Returns NULL and fills err (which
  * may be NULL) with SNUG_NOMEM when the request would take the total past
  * the capacity (the message names the category, the request, the capacity

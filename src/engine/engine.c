@@ -666,8 +666,7 @@ int64_t snug_engine_cached_tokens(snug_engine *e, const snug_request *r)
 
 uint64_t snug_engine_salt(const char *salt, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)salt[i]) * 0x100000001b3ull;
+    uint64_t h = snug_hash_bytes(SNUG_HASH_SEED, salt, n);
     return h ? h : 1;
 }
 

@@ -36,6 +36,11 @@ void snug_sched_add(snug_sched *s, int32_t seq, const int32_t *tokens, int64_t n
 /* Takes the waiting sequence at queue index k out of the queue. */
 static void unwait(snug_sched *s, int32_t k)
 {
+    if (k == 0) { /* the head: the ring moves on */
+        s->wait_head = (s->wait_head + 1) % s->max_seqs;
+        s->n_waiting--;
+        return;
+    }
     for (; k + 1 < s->n_waiting; k++)
         s->waiting[(s->wait_head + k) % s->max_seqs] = wait_at(s, k + 1);
     s->n_waiting--;
@@ -191,12 +196,7 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
         }
         int32_t n = admit(s, q, SNUG_MIN(q->n_tokens, (int64_t)budget), rows);
         if (n == 0) break;
-        if (k == 0) {
-            s->wait_head = (s->wait_head + 1) % s->max_seqs;
-            s->n_waiting--;
-        } else {
-            unwait(s, k);
-        }
+        unwait(s, k);
         q->phase = SNUG_SEQ_RUNNING;
         s->running[s->n_running++] = seq;
         add_item(items, &n_items, &budget, &rows, seq, q, n);

@@ -18,16 +18,6 @@ typedef struct layout {
     size_t total;
 } layout;
 
-/* Takes count parts of n bytes each (each rounded up to 64) at *at, the
- * first at *first; false on overflow. */
-static bool take(size_t *at, size_t n, size_t count, size_t *first)
-{
-    size_t bytes;
-    if (!snug_mul_size(snug_round_up(n, SNUG_MEM_ALIGN), count, &bytes)) return false;
-    *first = *at;
-    return snug_add_size(*at, bytes, at);
-}
-
 static bool valid(const snug_serving_shape *s)
 {
     return s->max_num_seqs > 0 && s->max_num_batched_tokens > 0 && s->max_model_len > 0 && s->max_model_len <= INT32_MAX &&
@@ -49,22 +39,22 @@ static bool carve(const snug_serving_shape *s, layout *l)
     l->emit_bytes = snug_stop_emit_bytes(l->text_bytes);
     l->scratch_bytes = snug_sampler_scratch_bytes(s->n_vocab);
     size_t at = 0;
-    bool ok = take(&at, n * sizeof(snug_seq_slot), 1, &l->seqs) &&
-              take(&at, (size_t)s->n_samplers * sizeof(unsigned char *), 1, &l->scratch_ptrs) &&
-              take(&at, l->table_bytes, n, &l->slot_tables) &&
-              take(&at, l->ids_bytes, n, &l->slot_ids) &&
-              take(&at, l->text_bytes, n, &l->slot_text) &&
-              take(&at, l->emit_bytes, n, &l->slot_emit) &&
-              take(&at, (size_t)s->max_num_batched_tokens * sizeof(int32_t), 1, &l->step_tokens) &&
-              take(&at, n * sizeof(snug_step_seq), 1, &l->step_seqs) &&
-              take(&at, l->scratch_bytes, (size_t)s->n_samplers, &l->scratch) &&
-              take(&at, n * sizeof(snug_sched_seq), 1, &l->sched) &&
-              take(&at, n * sizeof(int32_t), 1, &l->sched_running) &&
-              take(&at, n * sizeof(int32_t), 1, &l->sched_waiting) &&
-              take(&at, n * sizeof(snug_sched_item), 1, &l->items) &&
-              take(&at, SNUG_OUT_RING * sizeof(snug_out_record), n, &l->rings) &&
-              take(&at, l->emit_bytes, n * SNUG_OUT_RING, &l->ring_text) &&
-              take(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row);
+    bool ok = snug_mem_carve(&at, n * sizeof(snug_seq_slot), 1, &l->seqs) &&
+              snug_mem_carve(&at, (size_t)s->n_samplers * sizeof(unsigned char *), 1, &l->scratch_ptrs) &&
+              snug_mem_carve(&at, l->table_bytes, n, &l->slot_tables) &&
+              snug_mem_carve(&at, l->ids_bytes, n, &l->slot_ids) &&
+              snug_mem_carve(&at, l->text_bytes, n, &l->slot_text) &&
+              snug_mem_carve(&at, l->emit_bytes, n, &l->slot_emit) &&
+              snug_mem_carve(&at, (size_t)s->max_num_batched_tokens * sizeof(int32_t), 1, &l->step_tokens) &&
+              snug_mem_carve(&at, n * sizeof(snug_step_seq), 1, &l->step_seqs) &&
+              snug_mem_carve(&at, l->scratch_bytes, (size_t)s->n_samplers, &l->scratch) &&
+              snug_mem_carve(&at, n * sizeof(snug_sched_seq), 1, &l->sched) &&
+              snug_mem_carve(&at, n * sizeof(int32_t), 1, &l->sched_running) &&
+              snug_mem_carve(&at, n * sizeof(int32_t), 1, &l->sched_waiting) &&
+              snug_mem_carve(&at, n * sizeof(snug_sched_item), 1, &l->items) &&
+              snug_mem_carve(&at, SNUG_OUT_RING * sizeof(snug_out_record), n, &l->rings) &&
+              snug_mem_carve(&at, l->emit_bytes, n * SNUG_OUT_RING, &l->ring_text) &&
+              snug_mem_carve(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row);
     l->total = SNUG_MAX(at, (size_t)SNUG_MEM_LARGE_BYTES);
     return ok;
 }
@@ -90,7 +80,6 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     if (!b) return snug_error_prefix(err, SNUG_NOMEM, "serving state: ");
     snug_serving_state s = {.shape = *shape, .block = b};
     s.blocks_per_seq = snug_blocks_for_tokens(shape->max_model_len, shape->block_size);
-    s.max_blocks = (int64_t)s.blocks_per_seq * shape->max_num_seqs;
     s.seqs = (snug_seq_slot *)(b + l.seqs);
     s.scratch = (unsigned char **)(b + l.scratch_ptrs);
     s.step_tokens = (int32_t *)(b + l.step_tokens);

@@ -84,7 +84,6 @@ typedef struct snug_seq_slot {
 typedef struct snug_serving_state {
     snug_serving_shape shape;
     int32_t blocks_per_seq;
-    int64_t max_blocks;        /* max_num_seqs x blocks_per_seq */
     void *block;               /* the one allocation */
     snug_seq_slot *seqs;       /* [max_num_seqs] */
     unsigned char **scratch;   /* [n_samplers] sampler scratch areas */

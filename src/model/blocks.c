@@ -5,6 +5,7 @@
 #include "blocks.h"
 
 #include "base/device.h"
+#include "base/rng.h"
 
 #include <string.h>
 
@@ -16,12 +17,11 @@ typedef struct pool_layout {
     size_t bucket, hashed, tokens, total;
 } pool_layout;
 
+/* An array of n elements of each bytes, as one part of the block. */
 static bool take(size_t *at, size_t n, size_t each, size_t *where)
 {
     size_t bytes;
-    if (!snug_mul_size(n, each, &bytes)) return false;
-    *where = *at;
-    return snug_add_size(*at, snug_round_up(bytes, SNUG_MEM_ALIGN), at);
+    return snug_mul_size(n, each, &bytes) && snug_mem_carve(at, bytes, 1, where);
 }
 
 static bool pool_carve(int64_t n_blocks, int32_t block_size, pool_layout *l)
@@ -96,21 +96,12 @@ void snug_block_pool_free(snug_block_pool *pool)
 
 /* ---- hashing and the table of cached blocks ---------------------------------- */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 uint64_t snug_block_hash(uint64_t parent_hash, uint64_t salt, const int32_t *tokens,
                          int32_t block_size)
 {
-    uint64_t h = mix64(parent_hash ^ 0x9e3779b97f4a7c15ull) ^ mix64(salt + 0x632be59bd9b4e019ull);
+    uint64_t h = snug_mix64(parent_hash ^ 0x9e3779b97f4a7c15ull) ^ snug_mix64(salt + 0x632be59bd9b4e019ull);
     for (int32_t i = 0; i < block_size; i++)
-        h = mix64(h + (uint64_t)(uint32_t)tokens[i] + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
+        h = snug_mix64(h + (uint64_t)(uint32_t)tokens[i] + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
     return h;
 }
 

@@ -226,17 +226,26 @@ static void put_finish(snug_strbuf *b, snug_finish f)
         snug_strbuf_printf(b, ",\"finish_reason\":null");
 }
 
+void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *completion,
+                      double *t_first)
+{
+    *prompt = j->prompt_tokens;
+    *cached = *completion = 0;
+    for (int i = 0; j->submitted && i < j->n_prompts; i++)
+        if (j->submitted[i]) *cached += snug_engine_cached_tokens(j->srv->e, &j->reqs[i]);
+    for (int k = 0; j->acc && k < j->n_prompts * j->req.n; k++) *completion += j->acc[k].n_tokens;
+    *t_first = j->t_first;
+}
+
 static void put_usage(openai_job *j, snug_strbuf *b)
 {
-    int64_t out = 0;
-    for (int k = 0; k < j->n_prompts * j->req.n; k++) out += j->acc[k].n_tokens;
-    int64_t cached = 0;
-    for (int i = 0; i < j->n_prompts; i++)
-        if (j->submitted[i]) cached += snug_engine_cached_tokens(j->srv->e, &j->reqs[i]);
+    int64_t prompt, cached, out;
+    double t_first;
+    openai_job_usage(j, &prompt, &cached, &out, &t_first);
     snug_strbuf_printf(b, "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
                        "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
-                       (long long)j->prompt_tokens, (long long)out,
-                       (long long)(j->prompt_tokens + out), (long long)cached);
+                       (long long)prompt, (long long)out, (long long)(prompt + out),
+                       (long long)cached);
 }
 
 /* ---- log-probabilities ---------------------------------------------------------- */
@@ -501,37 +510,21 @@ static int take_outputs(openai_job *j, bool stream)
     return n;
 }
 
-/* True when the engine failed and took one of j's choices with it (one that
- * ended without a reason of its own); choices that finished before are
- * answered as they are. */
-static bool job_failed(openai_job *j)
+/* True when one of j's choices ended without a reason of its own (cut by
+ * an abort, or never started). */
+static bool ended_short(const openai_job *j)
 {
-    if (!snug_engine_failed(j->srv->e)) return false;
     for (int k = 0; k < j->n_prompts * j->req.n; k++)
         if (j->acc[k].finish == SNUG_FINISH_ABORT || j->acc[k].finish == SNUG_FINISH_NONE) return true;
     return false;
 }
 
-/* True when the server's stop cut one of j's choices (it ended without a
- * reason of its own). */
-static bool job_cut(openai_job *j)
-{
-    if (!atomic_load(&j->srv->stopping)) return false;
-    for (int k = 0; k < j->n_prompts * j->req.n; k++)
-        if (j->acc[k].finish == SNUG_FINISH_ABORT || j->acc[k].finish == SNUG_FINISH_NONE) return true;
-    return false;
-}
+/* True when the engine failed and took one of j's choices with it; choices
+ * that finished before are answered as they are. */
+static bool job_failed(openai_job *j) { return snug_engine_failed(j->srv->e) && ended_short(j); }
 
-void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *completion,
-                      double *t_first)
-{
-    *prompt = j->prompt_tokens;
-    *cached = *completion = 0;
-    for (int i = 0; j->submitted && i < j->n_prompts; i++)
-        if (j->submitted[i]) *cached += snug_engine_cached_tokens(j->srv->e, &j->reqs[i]);
-    for (int k = 0; j->acc && k < j->n_prompts * j->req.n; k++) *completion += j->acc[k].n_tokens;
-    *t_first = j->t_first;
-}
+/* True when the server's stop cut one of j's choices. */
+static bool job_cut(openai_job *j) { return atomic_load(&j->srv->stopping) && ended_short(j); }
 
 static bool all_done(openai_job *j)
 {
@@ -686,7 +679,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
                                                                       read_stream, j, NULL);
         if (!resp) return fail(c, SNUG_NOMEM, &err, NULL);
-        http_add_request_id(resp, c);
+        http_add_headers(resp, c);
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);

@@ -81,7 +81,7 @@ static bool origin_allowed(const char *allowed, const char *origin)
     return false;
 }
 
-void http_add_request_id(struct MHD_Response *r, struct MHD_Connection *c)
+void http_add_headers(struct MHD_Response *r, struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     const snug_server *srv = sc ? sc->socket_context : NULL;
@@ -125,7 +125,7 @@ enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf
         if (!r) return MHD_NO;
     }
     body->p = NULL; /* the response owns it now */
-    http_add_request_id(r, c);
+    http_add_headers(r, c);
     MHD_add_response_header(r, "Content-Type", content_type);
     enum MHD_Result ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
@@ -496,7 +496,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
 {
     (void)c;
     snug_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_ctx = s; /* for http_add_request_id */
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_ctx = s; /* for http_add_headers */
     atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
@@ -507,7 +507,7 @@ static enum MHD_Result preflight(struct MHD_Connection *c)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    http_add_request_id(r, c);
+    http_add_headers(r, c);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers",
                             "Authorization, Content-Type, X-Request-Id");
@@ -526,7 +526,7 @@ static enum MHD_Result too_many(struct MHD_Connection *c, int max)
              "\"code\":\"too_many_connections\"}}", max);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
-    http_add_request_id(r, c);
+    http_add_headers(r, c);
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Connection", "close");
     MHD_add_response_header(r, "Retry-After", "1");

@@ -53,7 +53,7 @@ void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *
  * printable characters), else a new one, unique to this server's run; and
  * with --allowed-origins, when the request's Origin is one of them, the
  * CORS headers that let its page read the answer. */
-void http_add_request_id(struct MHD_Response *r, struct MHD_Connection *c);
+void http_add_headers(struct MHD_Response *r, struct MHD_Connection *c);
 
 /* Queues a JSON response of body (taken: freed here). */
 enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf *body,
