@@ -115,15 +115,12 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
         .kv_cache_memory = o->kv_cache_memory, .block_bytes = snug_kv_block_bytes(&ks),
         .block_size = o->block_size, .max_model_len = o->max_model_len,
         .max_num_seqs = o->max_num_seqs};
-    /* the weights over the budget, or nothing left for the cache: plan.h
-     * says so with the figures (a cache too small for max_model_len is the
-     * plan's to judge, with U known and the length it may reduce) */
-    size_t fixed = sizes.weights, parts[] = {sizes.activations, sizes.serving_state, sizes.reserve};
-    bool over = fixed > sizes.budget;
-    for (size_t i = 0; i < SNUG_ARRAY_LEN(parts) && !over; i++)
-        over = !snug_add_size(fixed, parts[i], &fixed) || fixed >= sizes.budget;
+    /* no block at all even before U: plan.h says why with the figures (a
+     * cache too small for max_model_len is the plan's to judge, with U known
+     * and the length it may reduce) */
     snug_kv_plan kv;
-    if (!over || snug_plan_kv(&sizes, &kv, err) != SNUG_NOMEM) return SNUG_OK;
+    if (snug_plan_budget_blocks(&sizes) > 0 || snug_plan_kv(&sizes, &kv, err) != SNUG_NOMEM)
+        return SNUG_OK;
     size_t rss = 0, hwm = 0;
     char h[32];
     if (snug_proc_mem(&rss, &hwm, &scratch) == SNUG_OK && err)

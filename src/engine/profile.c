@@ -75,7 +75,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
                                      SNUG_LOGITS_LAST};
             }
         snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs,
-                          SNUG_PROFILE_LAYERS};
+                          pass == 0 ? SNUG_PROFILE_LAYERS : 0};
         snug_logits lg;
         st = snug_stepper_run(stepper, &kv, &step, &lg, err);
         for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows; i++) {

@@ -18,11 +18,14 @@
 #ifndef SNUG_PROFILE_H
 #define SNUG_PROFILE_H
 
-/* The layers the profile step runs through: every size it measures (the
- * arena, the step's buffers, the scratch cache, resident once made) and
- * every code path and thread that U depends on are the same in each layer,
- * so one layer measures what all of them would, in a fraction of the time
- * (a Llama-3.2-1B's 2048-token step: 1 of 16 layers, and the logits). */
+/* The layers the largest step of the profile runs through: every size it
+ * measures (the arena, the step's buffers, the scratch cache, resident once
+ * made) is the same in each layer, so one layer measures what all of them
+ * would, in a fraction of the time (a Llama-3.2-1B's 2048-token step: 1 of
+ * 16 layers, and the logits). The decode-shaped steps after it, cheap, run
+ * through every layer: through one, serving's threads were later seen to
+ * touch a page more than U had counted (1 run in 4 of test_planner's
+ * stress). */
 enum { SNUG_PROFILE_LAYERS = 1 };
 
 #include "base/common.h"
@@ -33,7 +36,7 @@ enum { SNUG_PROFILE_LAYERS = 1 };
 
 typedef struct snug_profile_result {
     int32_t n_tokens, n_seqs;     /* what the step ran */
-    int32_t n_layers;             /* through how many of the model's ... */
+    int32_t n_layers;             /* the largest step, through how many of the model's ... */
     int32_t model_layers;         /* ... layers */
     int64_t scratch_blocks;       /* KV blocks made for it (freed after) */
     size_t allocator_peak;        /* the allocator's total peak over the step */
