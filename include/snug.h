@@ -81,8 +81,19 @@ size_t snug_mem_capacity(void);
 void snug_mem_fail_at(int64_t n);
 
 /* The process as the kernel sees it: resident set and its high-water mark,
- * in bytes, from /proc/self/status. */
+ * in bytes, from /proc/self/status. Both come from counters the kernel
+ * keeps per CPU and folds in batches; the high-water mark is sampled from
+ * them at unmaps and resets, so it can read tens of pages above or below
+ * the true peak (seen: 360 KiB above right after a reset, 124 KiB below
+ * after an unmap). A figure that must be right to the page comes from
+ * snug_proc_rss_exact. */
 snug_status snug_proc_mem(size_t *rss, size_t *hwm, snug_error *err);
+
+/* The resident set, in bytes, to the page: the kernel walks the page tables
+ * for it (/proc/self/smaps_rollup; costs about a millisecond per GiB held
+ * in 4 KiB pages, far less in huge pages). Where that file is missing
+ * (Linux before 4.14), the resident set of snug_proc_mem. */
+snug_status snug_proc_rss_exact(size_t *rss, snug_error *err);
 
 /* Resets the process high-water mark to the current resident set (writes 5
  * to /proc/self/clear_refs). Fails with SNUG_UNSUPPORTED and a message that

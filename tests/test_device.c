@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static size_t page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
@@ -292,6 +293,58 @@ static void test_resident_memory(void)
     }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_IS_MEANINGFUL 0 /* every touch also touches the sanitizer's shadow */
+#else
+#define RSS_IS_MEANINGFUL 1
+#endif
+
+/* Measures, on a fresh thread, what making its stack resident adds. */
+static void *stack_growth(void *arg)
+{
+    size_t *grew = arg, r0 = 0, r1 = 0, r2 = 0;
+    snug_proc_rss_exact(&r0, NULL);
+    snug_proc_prefault_stack();
+    snug_proc_rss_exact(&r1, NULL);
+    snug_proc_prefault_stack(); /* a second time: nothing new */
+    snug_proc_rss_exact(&r2, NULL);
+    grew[0] = r1 - r0;
+    grew[1] = r2 - r1;
+    return NULL;
+}
+
+/* The exact resident set counts each page touched, to the page; a thread's
+ * stack made resident is SNUG_STACK_PREFAULT_BYTES, once. */
+static void test_resident_to_the_page(void)
+{
+    snug_error err = {0};
+    enum { PAGES = 100, TOUCHED = 37 };
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned char *m = mmap(NULL, (size_t)PAGES * (size_t)page, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "mmap");
+    if (m == MAP_FAILED) return;
+    size_t r0 = 0, r1 = 0;
+    CHECK_OK(snug_proc_rss_exact(&r0, &err), &err); /* once to bring its own pages in */
+    CHECK_OK(snug_proc_rss_exact(&r0, &err), &err);
+    for (int i = 0; i < TOUCHED; i++) m[(size_t)i * 2 * (size_t)page] = 1;
+    CHECK_OK(snug_proc_rss_exact(&r1, &err), &err);
+    if (RSS_IS_MEANINGFUL)
+        CHECK(r1 - r0 == (size_t)TOUCHED * (size_t)page, "%d pages touched: the resident set "
+              "grew %zu bytes", TOUCHED, r1 - r0);
+    munmap(m, (size_t)PAGES * (size_t)page);
+
+    size_t grew[2] = {0, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, stack_growth, grew) == 0, "a thread");
+    pthread_join(t, NULL);
+    /* the pages below the caller's frame it had not touched yet, at most all of them */
+    if (RSS_IS_MEANINGFUL)
+        CHECK(grew[0] + 2 * (size_t)page >= SNUG_STACK_PREFAULT_BYTES &&
+              grew[0] <= SNUG_STACK_PREFAULT_BYTES + (size_t)page && grew[1] == 0,
+              "the stack made resident: %zu bytes, then %zu more", grew[0], grew[1]);
+}
+
 static void test_jansson_hooks(void)
 {
     size_t base = cur_of(SNUG_MEM_OTHER);
@@ -501,6 +554,7 @@ int main(void)
     RUN(test_concurrent_counts);
     RUN(test_concurrent_churn);
     RUN(test_resident_memory);
+    RUN(test_resident_to_the_page);
     RUN(test_jansson_hooks);
     RUN(test_pcre2_hooks);
     RUN(test_status_names);

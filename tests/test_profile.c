@@ -109,7 +109,9 @@ static void test_profile_step(void)
           scratch, kv_now);
     CHECK(r.allocator_peak == total0 + scratch, "allocator peak %zu, want %zu", r.allocator_peak,
           total0 + scratch);
-    CHECK(r.untracked > 0 && r.hwm >= r.allocator_peak, "untracked %zu (hwm %zu)", r.untracked, r.hwm);
+    CHECK(r.untracked > 0 && r.rss == r.untracked + r.allocator_peak,
+          "untracked %zu (resident %zu, allocator %zu, high-water mark %zu)", r.untracked, r.rss,
+          r.allocator_peak, r.hwm);
     printf("  profile step: %d tokens over %d sequences in %.3f s; untracked %zu bytes%s\n",
            r.n_tokens, r.n_seqs, r.seconds, r.untracked, r.hwm_was_reset ? "" : " (hwm not reset)");
     close_fixture(&f);

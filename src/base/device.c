@@ -461,6 +461,17 @@ snug_status snug_proc_mem(size_t *rss, size_t *hwm, snug_error *err)
     return SNUG_OK;
 }
 
+snug_status snug_proc_rss_exact(size_t *rss, snug_error *err)
+{
+    char text[4096];
+    size_t used = 0;
+    if (snug_file_read_text("/proc/self/smaps_rollup", text, sizeof text - 1, &used, NULL) ==
+            SNUG_OK &&
+        status_field(text, "\nRss:", rss))
+        return SNUG_OK;
+    return snug_proc_mem(rss, NULL, err); /* before Linux 4.14: the counters' sum */
+}
+
 snug_status snug_proc_hwm_reset(snug_error *err)
 {
     int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
@@ -521,6 +532,13 @@ snug_status snug_proc_prefault_code(size_t *bytes, snug_error *err)
     dl_iterate_phdr(prefault_object, &c);
     if (bytes) *bytes = c.bytes;
     return c.st;
+}
+
+__attribute__((noinline)) void snug_proc_prefault_stack(void)
+{
+    volatile unsigned char pages[SNUG_STACK_PREFAULT_BYTES];
+    for (size_t at = sizeof pages; at > 0; at = at > 4096 ? at - 4096 : 0) pages[at - 1] = 0;
+    pages[0] = 0;
 }
 
 snug_status snug_mem_trace_start(size_t max_events, snug_error *err)

@@ -98,6 +98,19 @@ char *snug_mem_strdup(snug_mem_cat cat, const char *s, snug_error *err);
  * object when a segment cannot be made resident. */
 snug_status snug_proc_prefault_code(size_t *bytes, snug_error *err);
 
+/* The stack each thread that runs steps is made resident to, below the
+ * frame that calls snug_proc_prefault_stack: far more than any call chain
+ * of a step goes (their frames are a few KiB), so that a path first taken
+ * in serving, deeper than the memory plan's profile went, touches no page
+ * past what the plan measured (seen without it: a page more than U, in
+ * about one run in eight of test_planner's stress). */
+enum { SNUG_STACK_PREFAULT_BYTES = 64 * 1024 };
+
+/* Makes SNUG_STACK_PREFAULT_BYTES of the calling thread's stack, below the
+ * caller's frame, resident (writes a byte in each page, deepest last).
+ * Never fails: every thread's stack is far larger. */
+void snug_proc_prefault_stack(void);
+
 /* ---- the event log: every allocation and free, timestamped -------------
  * What the memory timeline (snug profile --timeline) is drawn from: not
  * sampled, so no spike is missed. Off unless started; when on, each

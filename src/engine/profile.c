@@ -52,6 +52,12 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
     bool reset = snug_proc_hwm_reset(NULL) == SNUG_OK;
     snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
     double t0 = snug_now_seconds();
+    /* the stacks of the threads that will run every step, deeper than any
+     * step goes: this thread's and the kernels' pool's (the same threads
+     * for every region this thread opens with that count) */
+    snug_proc_prefault_stack();
+#pragma omp parallel num_threads(shape->n_threads)
+    snug_proc_prefault_stack();
     st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
     st = snug_dist_agree(snug_stepper_comm(stepper), st, err); /* no rank steps alone */
     if (st != SNUG_OK) goto done;
@@ -75,7 +81,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
                                      SNUG_LOGITS_LAST};
             }
         snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs,
-                          pass == 0 ? SNUG_PROFILE_LAYERS : 0};
+                          SNUG_PROFILE_LAYERS};
         snug_logits lg;
         st = snug_stepper_run(stepper, &kv, &step, &lg, err);
         for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows; i++) {
@@ -87,13 +93,15 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
     }
     if (st != SNUG_OK) goto done;
     r.seconds = snug_now_seconds() - t0;
-    size_t hwm = 0;
-    snug_mem_status(SNUG_MEM_TOTAL, NULL, &r.allocator_peak, false);
-    st = snug_proc_mem(NULL, &hwm, err);
+    /* the step frees nothing: the resident set only grew, and its end is its
+     * peak, read to the page (the kernel's high-water mark can be pages off) */
+    size_t held = 0;
+    snug_mem_status(SNUG_MEM_TOTAL, &held, &r.allocator_peak, false);
+    st = snug_proc_rss_exact(&r.rss, err);
+    if (st == SNUG_OK) st = snug_proc_mem(NULL, &r.hwm, err);
     st = snug_dist_agree(snug_stepper_comm(stepper), st, err);
     if (st != SNUG_OK) goto done;
-    r.hwm = hwm;
-    r.untracked = hwm > r.allocator_peak ? hwm - r.allocator_peak : 0;
+    r.untracked = r.rss > held ? r.rss - held : 0;
     r.hwm_was_reset = reset;
     *out = r;
 done:

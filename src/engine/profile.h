@@ -10,22 +10,21 @@
  * as serving will; then a step of every sequence decoding one token and
  * one of a single sequence, so that every path serving takes (the
  * matrix-vector kernels, the penalties) has touched its code and stacks.
- * Around the steps the allocator's total peak and the
- * process's high-water mark are reset and read: what the process held
- * beyond what the allocator gave out (code, libraries, thread stacks,
- * OpenMP's pools) is U of the plan.
+ * After the steps, which free nothing, the resident set (read to the page)
+ * is the window's peak: what it holds beyond what the allocator gave out
+ * (code, libraries, thread stacks, OpenMP's pools) is U of the plan.
  */
 #ifndef SNUG_PROFILE_H
 #define SNUG_PROFILE_H
 
-/* The layers the largest step of the profile runs through: every size it
- * measures (the arena, the step's buffers, the scratch cache, resident once
- * made) is the same in each layer, so one layer measures what all of them
- * would, in a fraction of the time (a Llama-3.2-1B's 2048-token step: 1 of
- * 16 layers, and the logits). The decode-shaped steps after it, cheap, run
- * through every layer: through one, serving's threads were later seen to
- * touch a page more than U had counted (1 run in 4 of test_planner's
- * stress). */
+/* The layers each step of the profile runs through: every size it measures
+ * (the arena, the step's buffers, the scratch cache, resident once made) is
+ * the same in each layer, and every layer takes the same code paths on the
+ * same threads, so one layer measures what all of them would, in a
+ * fraction of the time (a Llama-3.2-1B's 2048-token step: 1 of 16 layers,
+ * and the logits). The threads' stacks are made resident deeper than any
+ * step goes (SNUG_STACK_PREFAULT_BYTES), so a path serving takes first
+ * finds them there. */
 enum { SNUG_PROFILE_LAYERS = 1 };
 
 #include "base/common.h"
@@ -40,8 +39,9 @@ typedef struct snug_profile_result {
     int32_t model_layers;         /* ... layers */
     int64_t scratch_blocks;       /* KV blocks made for it (freed after) */
     size_t allocator_peak;        /* the allocator's total peak over the step */
-    size_t hwm;                   /* the process's high-water mark over the step */
-    size_t untracked;             /* U = hwm - allocator_peak, 0 when below */
+    size_t rss;                   /* the resident set at its end, to the page: its peak */
+    size_t hwm;                   /* the kernel's high-water mark then (approximate) */
+    size_t untracked;             /* U = rss - what the allocator held then, 0 when below */
     bool hwm_was_reset;           /* false: the kernel refused, hwm counts from start */
     double seconds;
 } snug_profile_result;
