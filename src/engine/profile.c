@@ -68,7 +68,8 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
     snug_sampler_state rng;
     snug_sampler_state_init(&rng, &sp, 1);
     /* the largest step, then the shapes serving runs most: every sequence
-     * decoding one token, and one sequence alone (the matrix-vector path) */
+     * decoding one token (its logits rows are the largest step's again: not
+     * asked for), and one sequence alone (the matrix-vector path) */
     for (int pass = 0; pass < 3 && st == SNUG_OK; pass++) {
         int32_t n_seqs = pass == 2 ? 1 : r.n_seqs, n_tokens = pass == 0 ? r.n_tokens : n_seqs;
         if (pass > 0)
@@ -78,7 +79,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
                 if (pos >= ss->max_model_len) pos = (int32_t)ss->max_model_len - 1;
                 *q = (snug_step_seq){1, pos, q->block_table,
                                      snug_blocks_for_tokens(pos + 1, kv_shape->block_size),
-                                     SNUG_LOGITS_LAST};
+                                     pass == 1 ? SNUG_LOGITS_NONE : SNUG_LOGITS_LAST};
             }
         snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs,
                           SNUG_PROFILE_LAYERS};
