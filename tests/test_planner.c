@@ -204,19 +204,34 @@ static void test_too_small(void)
     CHECK(cur_of(SNUG_MEM_TOTAL) == base && snug_mem_capacity() == SIZE_MAX, "nothing held");
     o.budget.memory_bytes = 16u << 20;
     CHECK_FAILS(snug_planner_open(MODEL, &o, &p, &err), &err, SNUG_NOMEM, "leaving nothing for the KV cache");
-    /* what the rest takes, from a plan that fits; then room for about half a sequence */
+    /* what the rest takes, from a plan that fits; then room for about half a
+     * sequence: with 256 sequences, not even for the profile step's scratch
+     * cache (one block each), which the loading capacity refuses before the
+     * process goes past the budget; with 4, the plan says what fits */
     if (!RSS_IS_MEANINGFUL) return;
-    o = base_opts();
-    CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
-    if (!p) return;
-    size_t fixed = p->report.sizes.budget - p->report.kv.left_bytes;
-    size_t block = p->report.sizes.block_bytes;
-    snug_planner_close(p);
-    o.budget.memory_bytes = fixed + 16 * block;
-    CHECK_FAILS(snug_planner_open(MODEL, &o, &p, &err), &err, SNUG_NOMEM,
-                "but one sequence of max_model_len 512 needs 32: the largest --max-model-len that fits is ");
-    CHECK(strstr(err.msg, "would fit 512"), "%s", err.msg);
-    CHECK(cur_of(SNUG_MEM_TOTAL) == base, "nothing held after %s", err.msg);
+    for (int seqs = 256; seqs >= 4; seqs /= 64) {
+        o = base_opts();
+        o.max_num_seqs = seqs;
+        o.max_num_batched_tokens = seqs == 4 ? 64 : 0;
+        CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
+        if (!p) return;
+        size_t fixed = p->report.sizes.budget - p->report.kv.left_bytes;
+        size_t block = p->report.sizes.block_bytes;
+        snug_planner_close(p);
+        o.budget.memory_bytes = fixed + 16 * block;
+        if (seqs == 256) {
+            CHECK_FAILS(snug_planner_open(MODEL, &o, &p, &err), &err, SNUG_NOMEM,
+                        "cannot hold the profile step: its scratch KV cache of 256 blocks");
+            CHECK(strstr(err.msg, "would, or a smaller --max-num-seqs"), "%s", err.msg);
+        } else {
+            CHECK_FAILS(snug_planner_open(MODEL, &o, &p, &err), &err, SNUG_NOMEM,
+                        "but one sequence of max_model_len 512 needs 32: the largest "
+                        "--max-model-len that fits is ");
+            CHECK(strstr(err.msg, "would fit 512"), "%s", err.msg);
+        }
+        CHECK(cur_of(SNUG_MEM_TOTAL) == base && snug_mem_capacity() == SIZE_MAX,
+              "nothing held after %s", err.msg);
+    }
     o = base_opts();
     o.max_model_len = 1 << 20;
     CHECK_FAILS(snug_planner_open(MODEL, &o, &p, &err), &err, SNUG_INVALID, "the model has 512 positions");

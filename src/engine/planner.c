@@ -74,6 +74,46 @@ static size_t default_cap(const snug_planner_opts *o, const snug_budget *b)
     return o->kv_cache_default_cap ? o->kv_cache_default_cap : SNUG_KV_CACHE_DEFAULT_CAP;
 }
 
+/* What the process holds now beyond the allocator's total, read to the
+ * page; 0 where it cannot be read. */
+static size_t untracked_now(void)
+{
+    size_t held = cur_of(SNUG_MEM_TOTAL), rss = 0;
+    if (snug_proc_rss_exact(&rss, NULL) != SNUG_OK) return 0;
+    return rss > held ? rss - held : 0;
+}
+
+/* The allocator's capacity while loading and profiling: the budget less
+ * what the process holds beyond the allocator's total now, less the
+ * reserve. */
+static size_t load_capacity(const snug_plan_report *r, const snug_planner_opts *o)
+{
+    size_t keep = 0;
+    if (!snug_add_size(untracked_now(), o->reserve + o->server_untracked, &keep)) return 0;
+    return r->budget.bytes > keep ? r->budget.bytes - keep : 0;
+}
+
+/* The message for a profile step whose scratch cache the loading capacity
+ * refused (r->profile holds its sizes): the process would have gone past
+ * the budget; what would fit. */
+static snug_status profile_too_big(const snug_plan_report *r, const snug_planner_opts *o,
+                                   const snug_kv_shape *ks, snug_error *err)
+{
+    char a[32], b[32], c[32];
+    size_t scratch = snug_mem_held_bytes((size_t)r->profile.scratch_blocks * snug_kv_block_bytes(ks));
+    size_t held = cur_of(SNUG_MEM_TOTAL), outside = untracked_now();
+    size_t fit = held + scratch + outside + o->reserve + o->server_untracked;
+    return snug_errorf(err, SNUG_NOMEM,
+                       "the budget of %s cannot hold the profile step: its scratch KV cache of "
+                       "%lld blocks (%s, for %d tokens over %d sequences) on top of the weights, "
+                       "activations and serving state (%zu bytes), what the process holds outside "
+                       "the allocator (%zu) and the reserve (%zu): a budget of %s (%zu bytes) "
+                       "would, or a smaller --max-num-seqs or --max-num-batched-tokens",
+                       snug_fmt_bytes(r->budget.bytes, a), (long long)r->profile.scratch_blocks,
+                       snug_fmt_bytes(scratch, b), r->profile.n_tokens, r->profile.n_seqs, held,
+                       outside, o->reserve + o->server_untracked, snug_fmt_bytes(fit, c), fit);
+}
+
 /* Marks the allocator's event log and tells the caller that phase begins. */
 static void begin(const snug_planner_opts *o, const char *phase, double t0)
 {
@@ -83,9 +123,11 @@ static void begin(const snug_planner_opts *o, const char *phase, double t0)
 
 /* Before anything is loaded: the plan's predictable parts (the weights by
  * the parameter table, the activation arena and the serving state by their
- * pure functions, the reserve) against the budget, so that one that cannot
- * fit fails at once, the process far under it, with the figures (plan.h's
- * messages; U is not known yet, so what would fit is at least that). Fails
+ * pure functions, the reserve, and of U what the process holds outside the
+ * allocator already: its code and libraries) against the budget, so that
+ * one that cannot fit fails at once, the process far under it, with the
+ * figures (plan.h's messages; U is not all known yet, so what would fit is
+ * at least that). Fails
  * also as the parameter table does (SNUG_NOMEM, a tp that does not divide
  * the model), as the load would. */
 static snug_status check_before_load(const snug_planned *p, const snug_planner_opts *o,
@@ -105,12 +147,13 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     snug_step_shape shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs,
                              o->n_threads > 0 ? o->n_threads : 1};
     snug_serving_shape ss = {o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len,
-                             o->block_size, cfg->vocab_size, 64, 1};
+                             o->block_size, cfg->vocab_size,
+                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1};
     snug_kv_shape ks = {dims.n_layers, dims.n_kv_heads, dims.head_dim, o->block_size, o->kv_dtype};
     snug_plan_sizes sizes = {
         .budget = r->budget.bytes, .weights = (size_t)w[r->rank],
         .activations = snug_model_activation_bytes(&dims, &shape),
-        .serving_state = snug_serving_bytes(&ss),
+        .serving_state = snug_serving_bytes(&ss), .untracked = untracked_now(),
         .reserve = o->reserve + o->server_tracked + o->server_untracked,
         .kv_cache_memory = o->kv_cache_memory, .block_bytes = snug_kv_block_bytes(&ks),
         .block_size = o->block_size, .max_model_len = o->max_model_len,
@@ -177,6 +220,10 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     /* load: the same model on every rank, then each rank's shard */
     begin(opts, "load", t_start);
     if (st == SNUG_OK) st = snug_checkpoint_open(dir, &p->ck, err);
+    /* the tokenizer first: a bad one fails before the weights load, and its
+     * parse (admitted at its worst case) meets a process that holds little */
+    if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
+        st = snug_tokenizer_load(dir, &p->tok, err);
     st = snug_dist_agree(comm, st, err);
     if (st == SNUG_OK) st = snug_dist_check_model(comm, p->ck, err);
     if (st != SNUG_OK) goto fail;
@@ -186,11 +233,14 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (o.n_threads == 0 && r->tp > 1) o.n_threads = snug_comm_default_threads();
     st = snug_dist_agree(comm, check_before_load(p, &o, err), err);
     if (st != SNUG_OK) goto fail;
+    /* from here to the plan, the allocator refuses what would take the
+     * process past the budget (the loader's staging, the profile's scratch
+     * cache): the budget less what the process holds that it did not give
+     * out (the baseline's code and libraries) and the reserve */
+    snug_mem_set_capacity(load_capacity(r, &o));
     snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
                          .staging_bytes = o.staging_bytes, .n_threads = o.n_threads};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
-    if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
-        st = snug_tokenizer_load(dir, &p->tok, err);
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
 
@@ -217,6 +267,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     const snug_model_dims *d = snug_model_get_dims(p->model);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
     st = snug_profile_step(p->stepper, &ks, &p->serving, &r->profile, err);
+    if (st == SNUG_NOMEM) st = profile_too_big(r, &o, &ks, err);
     if (st != SNUG_OK) goto fail; /* every rank's (profile.h) */
 
     /* plan; without --max-model-len, a model length that does not fit
@@ -249,6 +300,9 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
                                  "the KV cache's blocks", err);
     if (st != SNUG_OK) goto fail;
     snug_plan_kv_cap(&r->sizes, blocks, &r->kv);
+    /* from here on the plan's capacity: U measured, the cache and its pool within it */
+    r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
+    snug_mem_set_capacity(r->capacity);
 
     /* allocate, populated, once */
     begin(opts, "populate", t_start);
@@ -264,14 +318,12 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
     r->serving_state += snug_mem_block_bytes(p->pool.block);
-    r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
     snug_rank_plan mine = {r->load.weight_bytes, r->load.arena_bytes, r->load.load_peak_bytes,
                            r->load.bytes_read, r->activations, r->serving_state,
                            r->sizes.untracked, r->kv_held, r->kv_blocks_own, r->profile.hwm};
     st = snug_comm_gather(comm, &mine, sizeof mine, r->ranks, 0, SNUG_WAIT_START,
                           "the ranks' plans", err);
     if (st != SNUG_OK) goto fail;
-    snug_mem_set_capacity(r->capacity);
     begin(opts, "ready", t_start);
     *out = p;
     return SNUG_OK;

@@ -60,6 +60,11 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
     snug_proc_prefault_stack();
     st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
     st = snug_dist_agree(snug_stepper_comm(stepper), st, err); /* no rank steps alone */
+    if (st == SNUG_NOMEM) { /* the caller may say what would fit */
+        out->n_tokens = r.n_tokens;
+        out->n_seqs = r.n_seqs;
+        out->scratch_blocks = r.scratch_blocks;
+    }
     if (st != SNUG_OK) goto done;
     snug_sampling_params sp;
     snug_sampling_params_default(&sp);

@@ -51,8 +51,9 @@ typedef struct snug_profile_result {
  * max_model_len per sequence) with a scratch cache of kv_shape, sampling
  * each sequence's row with default parameters. Allocates only the scratch
  * cache (category kv_cache), freed before it returns. Fails as the forward
- * pass does, or with SNUG_NOMEM for the scratch cache; nothing is left
- * held either way. With several ranks every rank calls it at once: the
+ * pass does, or with SNUG_NOMEM for the scratch cache (*out then holds the
+ * step's n_tokens, n_seqs and scratch_blocks); nothing is left held either
+ * way. With several ranks every rank calls it at once: the
  * leader's steps run on all of them, only the leader samples, and every
  * rank returns the same status (the first rank's failure, agreed), unless
  * the communicator broke. */
