@@ -114,10 +114,26 @@ const char *cli_option(int argc, char **argv, int *i, const char *name);
  * error. */
 int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage);
 
+/* What the progress lines keep between calls: the options' on_phase_ctx. */
+typedef struct cli_progress {
+    bool tty;                 /* stderr is a terminal: a bar redrawn in place */
+    double load_t0, drawn;    /* when the load began, when the bar was last drawn */
+} cli_progress;
+
+/* The plan's progress callbacks with ctx pointing at p (zeroed here; its
+ * tty from isatty(2)), in o. */
+void cli_progress_install(snug_planner_opts *o, cli_progress *p);
+
 /* The progress line as a phase of the plan begins (planner.h on_phase),
- * to stderr: "snug: [ 12.3 s] profile: ...". ctx unused. cli_plan_option's
- * --quiet takes it out of the options. */
+ * to stderr: "snug: [ 12.3 s] profile: ...". ctx: a cli_progress, or NULL.
+ * cli_plan_option's --quiet takes it out of the options. */
 void cli_phase(void *ctx, const char *phase, double seconds);
+
+/* The load's progress (planner.h on_load_progress), to stderr: on a
+ * terminal a bar with the bytes in place and the rate, redrawn at most ten
+ * times a second; everywhere a line with the bytes and the rate at the end.
+ * ctx: a cli_progress. */
+void cli_load_progress(void *ctx, uint64_t done, uint64_t total);
 
 /* Tensor parallelism on the command line: --tp N (also vLLM's
  * --tensor-parallel-size) and --step-timeout SECONDS. */

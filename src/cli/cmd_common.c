@@ -169,9 +169,43 @@ const char *cli_option(int argc, char **argv, int *i, const char *name)
     return argv[*i];
 }
 
+void cli_progress_install(snug_planner_opts *o, cli_progress *p)
+{
+    *p = (cli_progress){.tty = isatty(STDERR_FILENO) == 1};
+    o->on_phase = cli_phase;
+    o->on_load_progress = cli_load_progress;
+    o->on_phase_ctx = p;
+}
+
+void cli_load_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    cli_progress *p = ctx;
+    double now = snug_now_seconds();
+    if (p->load_t0 == 0) p->load_t0 = now;
+    double secs = now - p->load_t0;
+    double rate = secs > 0 ? (double)done / secs / 1e9 : 0;
+    char d[32], t[32];
+    snug_fmt_bytes(done, d);
+    snug_fmt_bytes(total, t);
+    if (done >= total) {
+        fprintf(stderr, "%ssnug: loaded %s in %.2f s (%.2f GB/s)\n", p->tty ? "\r\033[K" : "", t,
+                secs, rate);
+        return;
+    }
+    if (!p->tty || now - p->drawn < 0.1) return;
+    p->drawn = now;
+    enum { WIDTH = 30 };
+    char bar[WIDTH + 1];
+    int filled = total ? (int)((double)done / (double)total * WIDTH) : 0;
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = 0;
+    fprintf(stderr, "\r\033[Ksnug: loading [%s] %s of %s, %.2f GB/s", bar, d, t, rate);
+}
+
 void cli_phase(void *ctx, const char *phase, double seconds)
 {
-    (void)ctx;
+    cli_progress *p = ctx;
+    if (p && strcmp(phase, "load") == 0) p->load_t0 = snug_now_seconds();
     static const struct { const char *phase, *what; } lines[] = {
         {"load", "load: the weights, each tensor read straight into place"},
         {"reset", "reset: the activation arena and the serving state, at their largest"},
@@ -203,6 +237,7 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
         o->budget.fraction = f;
     } else if (strcmp(argv[i], "--quiet") == 0) {
         o->on_phase = NULL;
+        o->on_load_progress = NULL;
     } else if (strcmp(argv[i], "--no-prefix-caching") == 0) {
         o->no_prefix_caching = true;
     } else if (strcmp(argv[i], "--enable-prefix-caching") == 0) { /* vLLM's; the default */

@@ -138,7 +138,9 @@ int snug_cmd_profile(int argc, char **argv)
 {
     if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
-    snug_planner_opts o = {.isa = -1, .on_phase = cli_phase};
+    snug_planner_opts o = {.isa = -1};
+    cli_progress progress;
+    cli_progress_install(&o, &progress);
     bool as_json = false;
     const char *timeline = NULL;
     int64_t timeline_events = TIMELINE_EVENTS_DEFAULT;
@@ -170,7 +172,10 @@ int snug_cmd_profile(int argc, char **argv)
     }
     if (o.budget.memory_bytes && o.budget.fraction)
         return cli_usage(g_usage, "--memory and --memory-fraction: give one");
-    if (as_json) o.on_phase = NULL; /* one JSON object, whatever stderr is joined to */
+    if (as_json) { /* one JSON object, whatever stderr is joined to */
+        o.on_phase = NULL;
+        o.on_load_progress = NULL;
+    }
     snug_error err = {0};
     snug_planned *p = NULL;
     if (!dir) dir = "models/stories260K";
@@ -179,7 +184,10 @@ int snug_cmd_profile(int argc, char **argv)
     if (load_only) return cli_tp_end(comm, load_shards(dir, &o, comm, as_json), false);
     o.comm = comm;
     bool lead = cli_rank(comm) == 0;
-    if (!lead) o.on_phase = NULL; /* rank 0 tells */
+    if (!lead) { /* rank 0 tells */
+        o.on_phase = NULL;
+        o.on_load_progress = NULL;
+    }
     if (timeline && lead && snug_mem_trace_start((size_t)timeline_events, &err) != SNUG_OK) {
         if (!comm) return cli_fail(&err);
         timeline = NULL; /* the other ranks plan on: this one too, without the chart */

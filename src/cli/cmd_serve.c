@@ -118,7 +118,9 @@ int snug_cmd_serve(int argc, char **argv)
 {
     if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
-    snug_engine_opts eo = {.plan = {.isa = -1, .on_phase = cli_phase}};
+    snug_engine_opts eo = {.plan = {.isa = -1}};
+    cli_progress progress;
+    cli_progress_install(&eo.plan, &progress);
     snug_server_opts so = {.port = 8000, .access_log = stdout, .build_commit = cli_build_commit,
                            .build_options = cli_build_options};
     size_t server_memory = 0;
@@ -202,6 +204,7 @@ int snug_cmd_serve(int argc, char **argv)
     }
     if (cli_rank(comm) > 0) { /* a follower: its shard of every step until rank 0 stops */
         eo.plan.on_phase = NULL; /* rank 0 tells */
+        eo.plan.on_load_progress = NULL;
         sigset_t stop; /* a signal mpirun passes on is rank 0's to act on: it drains, then stops us */
         sigemptyset(&stop);
         sigaddset(&stop, SIGINT);

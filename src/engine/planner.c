@@ -239,7 +239,8 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
      * out (the baseline's code and libraries) and the reserve */
     snug_mem_set_capacity(load_capacity(r, &o));
     snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
-                         .staging_bytes = o.staging_bytes, .n_threads = o.n_threads};
+                         .staging_bytes = o.staging_bytes, .n_threads = o.n_threads,
+                         .on_progress = o.on_load_progress, .progress_ctx = o.on_phase_ctx};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;

@@ -84,6 +84,9 @@ typedef struct snug_planner_opts {
      * "populate", and "ready" at the end) with the seconds since the plan
      * began, on the planning thread; NULL: none. For progress lines. */
     void (*on_phase)(void *ctx, const char *phase, double seconds);
+    /* Called as the weights load (loader.h on_progress) with on_phase_ctx;
+     * NULL: none. For a progress bar. */
+    void (*on_load_progress)(void *ctx, uint64_t done, uint64_t total);
     void *on_phase_ctx;
 } snug_planner_opts;
 

@@ -287,29 +287,42 @@ static void hint_reads(const snug_weights *w, const load_plan *pl)
 /* Runs every item on n_threads threads, each converting one through its
  * slot of staging (pl->n_slots x pl->slot_bytes); the first failure stops
  * the rest. */
-static snug_status run_items(const snug_weights *w, const load_plan *pl, int32_t n_threads,
+static snug_status run_items(const snug_weights *w, const load_plan *pl, const snug_load_opts *o,
                              unsigned char *staging, uint64_t *bytes_read, snug_error *err)
 {
     atomic_int failed = 0;
-    _Atomic uint64_t total = 0;
+    _Atomic uint64_t total = 0, placed = 0;
+    atomic_flag telling = ATOMIC_FLAG_INIT;
+    uint64_t all = snug_params_bytes(&w->table, w->dtype);
+    size_t es = snug_dtype_size(w->dtype);
+    int32_t n_threads = o->n_threads;
     snug_error first = {0};
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
     for (int64_t k = 0; k < pl->n_items; k++) {
         if (atomic_load(&failed)) continue;
         snug_error e;
         uint64_t got = 0;
-        int64_t slot = slot_of(pl, &pl->items[k], omp_get_thread_num(), n_threads);
+        const load_item *it = &pl->items[k];
+        int64_t slot = slot_of(pl, it, omp_get_thread_num(), n_threads);
         unsigned char *stage = slot < 0 ? NULL : staging + (size_t)slot * pl->slot_bytes;
-        if (load_item_run(w, pl, &pl->items[k], stage, &got, &e) != SNUG_OK) {
+        if (load_item_run(w, pl, it, stage, &got, &e) != SNUG_OK) {
             if (atomic_exchange(&failed, 1) == 0) first = e;
+            continue;
         }
         atomic_fetch_add(&total, got);
+        uint64_t dst = (uint64_t)it->n_rows * (uint64_t)w->table.params[it->param].cols * es;
+        uint64_t now = atomic_fetch_add(&placed, dst) + dst;
+        if (o->on_progress && now < all && !atomic_flag_test_and_set(&telling)) {
+            o->on_progress(o->progress_ctx, now, all);
+            atomic_flag_clear(&telling);
+        }
     }
     *bytes_read = atomic_load(&total);
     if (failed) {
         if (err) *err = first;
         return first.status;
     }
+    if (o->on_progress) o->on_progress(o->progress_ctx, all, all);
     for (int32_t i = 0; i < w->table.n_params; i++)
         if (atomic_load(&pl->written[i]) != pl->expected[i])
             return snug_errorf(err, SNUG_INTERNAL, "parameter %s received %llu bytes, not %llu",
@@ -413,7 +426,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     }
     uint64_t bytes_read = 0;
     hint_reads(w, &pl);
-    st = run_items(w, &pl, o.n_threads, staging, &bytes_read, err);
+    st = run_items(w, &pl, &o, staging, &bytes_read, err);
     if (st != SNUG_OK) goto done;
     if (stats) {
         size_t peak = 0, rss1 = 0, hwm1 = 0;

@@ -37,6 +37,12 @@ typedef struct snug_load_opts {
                                 * SNUG_LOAD_STAGING_BYTES */
     int32_t n_threads;         /* 0: as many as OpenMP offers (the cores) */
     size_t item_bytes;         /* most bytes one read moves; 0: SNUG_LOAD_ITEM_BYTES */
+    /* Called as reads finish, from the loading threads one at a time (a
+     * thread that finds another in it goes on), with the weights' bytes in
+     * place so far and in all; once more with done == total at the end of a
+     * load that succeeded. NULL: none. For a progress bar. */
+    void (*on_progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
 } snug_load_opts;
 
 typedef struct snug_load_stats {

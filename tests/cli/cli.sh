@@ -330,6 +330,21 @@ if [[ $phases == "load reset profile plan populate ready " && ! -s $tmp/quiet.er
 else
     fail "profile progress lines" "phases '$phases'" "quiet: $(head -2 "$tmp/quiet.err")"
 fi
+# the load's bytes and rate at its end; on a terminal a bar as it goes, redrawn in place
+if [[ "$(sed -n 2p "$tmp/progress.err")" =~ ^snug:\ loaded\ 1015\.75\ KiB\ in\ [0-9.]+\ s\ \([0-9.]+\ GB/s\)$ ]]; then
+    ok "profile: the load's bytes and rate after it"
+else
+    fail "profile: the load's line" "$(sed -n 2p "$tmp/progress.err")"
+fi
+if command -v script >/dev/null; then
+    script -qc "'$snug' profile models/stories260K --memory 64MiB --max-model-len 512 --staging-bytes 64KiB --threads 1" /dev/null >"$tmp/tty.out" 2>&1
+    if grep -aq $'\r\033\[Ksnug: loading \[#*\.*\] [0-9.]* [KM]iB of 1015.75 KiB, [0-9.]* GB/s' "$tmp/tty.out" &&
+        grep -aq $'\r\033\[Ksnug: loaded 1015.75 KiB in' "$tmp/tty.out"; then
+        ok "profile: on a terminal, a load bar redrawn in place"
+    else
+        fail "profile: the load bar on a terminal" "$(head -c 400 "$tmp/tty.out" | cat -A)"
+    fi
+fi
 "$snug" profile models/stories260K --memory 64MiB --max-model-len 512 --max-num-seqs 256 --json >"$tmp/plan.json" 2>&1
 check_json "profile budget" "$tmp/plan.json" '[.budget_bytes, .budget_source]' '[67108864,"memory flag"]'
 check_json "profile limited by the budget" "$tmp/plan.json" '.kv_limited_by' '"budget"'
