@@ -375,8 +375,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     double t0 = seconds_now();
     size_t total0 = 0, rss0 = 0;
     snug_mem_status(SNUG_MEM_TOTAL, &total0, NULL, true);
-    bool hwm_reset = snug_proc_mem(&rss0, NULL, NULL) == SNUG_OK &&
-                     snug_proc_hwm_reset(NULL) == SNUG_OK;
+    bool have_rss = snug_proc_rss_exact(&rss0, NULL) == SNUG_OK;
 
     snug_load_opts o = *opts;
     if (o.tp == 0) o.tp = 1;
@@ -429,7 +428,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     st = run_items(w, &pl, &o, staging, &bytes_read, err);
     if (st != SNUG_OK) goto done;
     if (stats) {
-        size_t peak = 0, rss1 = 0, hwm1 = 0;
+        size_t peak = 0, rss1 = 0;
         snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
         memset(stats, 0, sizeof *stats);
         stats->weight_bytes = snug_params_bytes(&w->table, o.dtype);
@@ -439,8 +438,8 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         stats->staging_bytes = (size_t)pl.n_slots * pl.slot_bytes;
         stats->staging_held = staging ? snug_mem_block_bytes(staging) : 0;
         stats->hwm_growth_bytes = -1;
-        if (hwm_reset && snug_proc_mem(&rss1, &hwm1, NULL) == SNUG_OK)
-            stats->hwm_growth_bytes = (int64_t)hwm1 - (int64_t)rss0;
+        if (have_rss && snug_proc_rss_exact(&rss1, NULL) == SNUG_OK)
+            stats->hwm_growth_bytes = (int64_t)rss1 - (int64_t)rss0;
         stats->bytes_read = bytes_read;
         stats->seconds = seconds_now() - t0;
     }

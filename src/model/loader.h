@@ -54,8 +54,9 @@ typedef struct snug_load_stats {
     size_t staging_bytes;      /* staging the load allocated: slots x bytes each, as planned
                                 * (see snug_weights_load); 0 when nothing converts */
     size_t staging_held;       /* what the allocator charged for it (category staging) */
-    int64_t hwm_growth_bytes;  /* high-water mark at the end minus the resident set at
-                                * the start; -1 where the mark cannot be reset */
+    int64_t hwm_growth_bytes;  /* the resident set at the end of the reads, read to the
+                                * page (nothing is freed before: the load's peak), minus
+                                * that at the start; -1 where it cannot be read */
     uint64_t bytes_read;       /* bytes read from checkpoint files */
     double seconds;
 } snug_load_stats;
