@@ -5,17 +5,12 @@
  *                             plain (one thread writes every 4 KiB page, no huge pages)
  *                             and as snug allocates (huge pages, populated by all
  *                             threads); the best of three tries of each
- *   limits touch-once BYTES   as snug allocates, once, before anything else: on a VM
- *                             that reports free pages to its host (virtio-balloon free
- *                             page reporting, a few seconds after they are freed), the
- *                             memory a start really meets; the tries above reuse the
- *                             pages the one before freed, still backed by the host
  *   limits load-touch DIR BYTES
  *                             what a start cannot do without, in one process: the
  *                             weights loaded as snug load does, then BYTES of fresh memory
  *                             touched as snug allocates, with the weights still held (on
- *                             such a VM the host backs a few GiB at the fast rate, then
- *                             the slow one: the two cost more together than apart)
+ *                             a VM whose host backs a few GiB fast, then slowly, the two
+ *                             cost more together than apart: bench/start says more)
  *   limits plain DIR [DTYPE]  a plain load: each tensor of the checkpoint read with one
  *                             pread into its own freshly allocated memory (then, when
  *                             DTYPE differs, converted into another fresh block)
@@ -69,20 +64,6 @@ static int touch(size_t n)
     }
     report("touch_plain", best_plain, n);
     report("touch_snug", best_snug, n);
-    return 0;
-}
-
-static int touch_once(size_t n)
-{
-    snug_error err = {0};
-    double t0 = now();
-    void *q = snug_mem_alloc(SNUG_MEM_WEIGHTS, n, &err);
-    if (!q) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    report("touch_once", now() - t0, n);
-    snug_mem_free(q);
     return 0;
 }
 
@@ -157,11 +138,9 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "touch") == 0) return touch((size_t)strtoull(argv[2], NULL, 10));
     if (argc == 4 && strcmp(argv[1], "load-touch") == 0)
         return load_touch(argv[2], (size_t)strtoull(argv[3], NULL, 10));
-    if (argc == 3 && strcmp(argv[1], "touch-once") == 0)
-        return touch_once((size_t)strtoull(argv[2], NULL, 10));
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "plain") == 0)
         return plain(argv[2], argc == 4 ? snug_dtype_from_torch(argv[3]) : SNUG_DTYPE_NONE);
-    fprintf(stderr, "usage: limits touch BYTES | limits touch-once BYTES | limits load-touch DIR "
+    fprintf(stderr, "usage: limits touch BYTES | limits load-touch DIR "
                     "BYTES | limits plain DIR [DTYPE]\n");
     return 2;
 }

@@ -84,12 +84,11 @@ static size_t untracked_now(void)
 }
 
 /* The allocator's capacity while loading and profiling: the budget less
- * what the process holds beyond the allocator's total now, less the
- * reserve. */
-static size_t load_capacity(const snug_plan_report *r, const snug_planner_opts *o)
+ * what the process holds beyond the allocator (outside), less the reserve. */
+static size_t load_capacity(const snug_plan_report *r, const snug_planner_opts *o, size_t outside)
 {
     size_t keep = 0;
-    if (!snug_add_size(untracked_now(), o->reserve + o->server_untracked, &keep)) return 0;
+    if (!snug_add_size(outside, o->reserve + o->server_untracked, &keep)) return 0;
     return r->budget.bytes > keep ? r->budget.bytes - keep : 0;
 }
 
@@ -131,7 +130,7 @@ static void begin(const snug_planner_opts *o, const char *phase, double t0)
  * also as the parameter table does (SNUG_NOMEM, a tp that does not divide
  * the model), as the load would. */
 static snug_status check_before_load(const snug_planned *p, const snug_planner_opts *o,
-                                     snug_error *err)
+                                     size_t outside, snug_error *err)
 {
     const snug_plan_report *r = &p->report;
     const snug_model_config *cfg = &p->ck->config;
@@ -153,7 +152,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     snug_plan_sizes sizes = {
         .budget = r->budget.bytes, .weights = (size_t)w[r->rank],
         .activations = snug_model_activation_bytes(&dims, &shape),
-        .serving_state = snug_serving_bytes(&ss), .untracked = untracked_now(),
+        .serving_state = snug_serving_bytes(&ss), .untracked = outside,
         .reserve = o->reserve + o->server_tracked + o->server_untracked,
         .kv_cache_memory = o->kv_cache_memory, .block_bytes = snug_kv_block_bytes(&ks),
         .block_size = o->block_size, .max_model_len = o->max_model_len,
@@ -164,9 +163,9 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     snug_kv_plan kv;
     if (snug_plan_budget_blocks(&sizes) > 0 || snug_plan_kv(&sizes, &kv, err) != SNUG_NOMEM)
         return SNUG_OK;
-    size_t rss = 0, hwm = 0;
+    size_t hwm = 0;
     char h[32];
-    if (snug_proc_mem(&rss, &hwm, &scratch) == SNUG_OK && err)
+    if (snug_proc_mem(NULL, &hwm, &scratch) == SNUG_OK && err)
         snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
                  " (nothing was loaded: the process's high-water mark is %s, %zu bytes)",
                  snug_fmt_bytes(hwm, h), hwm);
@@ -231,13 +230,14 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     st = resolve(opts, &p->ck->config, &o, err);
     if (st != SNUG_OK) goto fail; /* the same on every rank */
     if (o.n_threads == 0 && r->tp > 1) o.n_threads = snug_comm_default_threads();
-    st = snug_dist_agree(comm, check_before_load(p, &o, err), err);
+    size_t outside = untracked_now(); /* code and libraries, the tokenizer's leftovers */
+    st = snug_dist_agree(comm, check_before_load(p, &o, outside, err), err);
     if (st != SNUG_OK) goto fail;
     /* from here to the plan, the allocator refuses what would take the
      * process past the budget (the loader's staging, the profile's scratch
      * cache): the budget less what the process holds that it did not give
      * out (the baseline's code and libraries) and the reserve */
-    snug_mem_set_capacity(load_capacity(r, &o));
+    snug_mem_set_capacity(load_capacity(r, &o, outside));
     snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
                          .staging_bytes = o.staging_bytes, .n_threads = o.n_threads,
                          .on_progress = o.on_load_progress, .progress_ctx = o.on_phase_ctx};
