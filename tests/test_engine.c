@@ -189,6 +189,46 @@ static void test_preempted_same_ids(void)
 }
 
 /* Refusals, cancel, and the queue's bound. */
+/* The cache made resident after ready, a block at a time between steps:
+ * requests submitted at once wait for blocks as they come, and give the
+ * reference ids; in the end every block is resident and free. */
+static void test_populated_after_ready(void)
+{
+    int32_t want[N_OUT];
+    int32_t n_want = reference(want);
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(8, (size_t)4 << 20);
+    o.plan.populate_after_ready = true;
+    o.plan.populate_group_blocks = 1;
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e) return;
+    static snug_request r[8];
+    static int32_t got[8][N_OUT];
+    int32_t ns[8];
+    snug_finish why = SNUG_FINISH_NONE;
+    for (int i = 0; i < 8; i++) {
+        greedy_request(&r[i], N_OUT);
+        CHECK_OK(snug_engine_submit(e, &r[i], &err), &err);
+    }
+    for (int i = 0; i < 8; i++) {
+        ns[i] = drain(e, &r[i], got[i], N_OUT, &why);
+        check_same("populated after ready", got[i], ns[i], want, n_want);
+        snug_engine_release(e, &r[i]);
+    }
+    snug_engine_counters c;
+    for (int i = 0; i < 500; i++) { /* the loop goes on populating while idle */
+        snug_engine_counters_get(e, &c);
+        if (c.kv_blocks_resident == c.kv_blocks_total) break;
+        usleep(10000);
+    }
+    CHECK(snug_engine_plan(e)->populated_after_ready && c.kv_blocks_total > 100 &&
+          c.kv_blocks_resident == c.kv_blocks_total && c.kv_blocks_used == 0,
+          "resident %d of %d blocks, %d used", c.kv_blocks_resident, c.kv_blocks_total,
+          c.kv_blocks_used);
+    snug_engine_close(e);
+}
+
 static void test_refusals_and_cancel(void)
 {
     snug_error err = {0};
@@ -643,6 +683,7 @@ int main(void)
 {
     RUN(test_greedy_alone_and_batched);
     RUN(test_preempted_same_ids);
+    RUN(test_populated_after_ready);
     RUN(test_refusals_and_cancel);
     RUN(test_logprobs);
     RUN(test_stress_within_plan);

@@ -384,6 +384,69 @@ static snug_status open_op(void *ctx, snug_error *err)
 
 static void close_op(void *ctx) { snug_planner_close(*(snug_planned **)ctx); }
 
+/* Counts the "resident" and "resident-failed" phases. */
+static void count_resident(void *ctx, const char *phase, double seconds)
+{
+    (void)seconds;
+    int *n = ctx;
+    n[0] += strcmp(phase, "resident") == 0;
+    n[1] += strcmp(phase, "resident-failed") == 0;
+}
+
+/* With populate_after_ready, the plan charges the whole cache but makes none
+ * of it resident; the pool hands out nothing; each populate_next makes one
+ * more group of blocks resident, and the pool takes them, until the cache
+ * is resident, said once. The resident set grows by the cache's bytes over
+ * the calls: within a 2 MiB huge page (the block's header is written when
+ * it is mapped, and a huge page there holds the first blocks too). */
+static void test_populate_after_ready(void)
+{
+    enum { GROUP = 400 };
+    snug_error err = {0};
+    snug_planner_opts o = base_opts();
+    o.max_num_seqs = 64;
+    o.kv_cache_memory = (size_t)32 << 20;
+    o.populate_after_ready = true;
+    o.populate_group_blocks = GROUP;
+    int said[2] = {0, 0};
+    o.on_phase = count_resident;
+    o.on_phase_ctx = said;
+    snug_planned *p = NULL;
+    CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
+    if (!p) return;
+    const snug_plan_report *r = &p->report;
+    int32_t n = p->kv.n_blocks;
+    CHECK(r->populated_after_ready && p->kv_resident == 0 && p->pool.n_ready == 0 &&
+          p->pool.n_free == 0 && snug_planner_populating(p),
+          "after the plan: after ready %d, resident %d, ready %d, free %d", r->populated_after_ready,
+          p->kv_resident, p->pool.n_ready, p->pool.n_free);
+    CHECK(r->kv_held == cur_of(SNUG_MEM_KV) && n > 4 * GROUP && r->kv_held > (size_t)16 << 20,
+          "the whole cache is charged: %zu of %zu (%d blocks)", r->kv_held, cur_of(SNUG_MEM_KV), n);
+    size_t before = 0, after = 0;
+    if (RSS_IS_MEANINGFUL) CHECK_OK(snug_proc_rss_exact(&before, &err), &err);
+    int32_t calls = 0;
+    while (snug_planner_populating(p) && calls <= n) {
+        int32_t from = p->kv_resident;
+        CHECK_OK(snug_planner_populate_next(p, &err), &err);
+        CHECK(p->kv_resident - from == SNUG_MIN(GROUP, n - from),
+              "call %d: %d blocks made resident from %d", calls, p->kv_resident - from, from);
+        snug_block_pool_set_ready(&p->pool, p->kv_resident);
+        CHECK(p->pool.n_free == p->kv_resident && snug_block_pool_check(&p->pool, &err),
+              "call %d: %d free of %d ready: %s", calls, p->pool.n_free, p->kv_resident, err.msg);
+        calls++;
+    }
+    if (RSS_IS_MEANINGFUL) CHECK_OK(snug_proc_rss_exact(&after, &err), &err);
+    CHECK(p->kv_resident == n && calls == (n + GROUP - 1) / GROUP && said[0] == 1 && said[1] == 0,
+          "%d of %d blocks in %d calls; resident said %d, failed %d", p->kv_resident, n, calls,
+          said[0], said[1]);
+    if (RSS_IS_MEANINGFUL)
+        CHECK(after - before + ((size_t)2 << 20) >= r->kv_held && after - before <= r->kv_held,
+              "populating grew the resident set %zu for a cache of %zu", after - before, r->kv_held);
+    CHECK_OK(snug_planner_populate_next(p, &err), &err); /* nothing left: a no-op */
+    CHECK(said[0] == 1 && p->kv_resident == n, "a call after the end said resident again");
+    snug_planner_close(p);
+}
+
 static void test_oom(void)
 {
     snug_planned *p = NULL;
@@ -400,6 +463,7 @@ int main(void)
     RUN(test_max_num_seqs_limits);
     RUN(test_too_small);
     RUN(test_stress_never_allocates);
+    RUN(test_populate_after_ready);
     RUN(test_oom);
     return test_summary();
 }

@@ -202,8 +202,9 @@ static bool populate(unsigned char *p, size_t len)
 
 /* Maps len bytes (a multiple of the page size) of anonymous memory, 2 MiB-
  * aligned with transparent huge pages asked for when len is at least 2 MiB,
- * and makes every page resident. NULL with errno set on failure. */
-static void *map_populated(size_t len)
+ * and makes every page resident, or only the first (the block's header)
+ * when resident is false. NULL with errno set on failure. */
+static void *map_block(size_t len, bool resident)
 {
     bool huge = len >= HUGE_PAGE_BYTES;
     if (huge && len > SIZE_MAX - HUGE_PAGE_BYTES) {
@@ -222,7 +223,7 @@ static void *map_populated(size_t len)
         if (tail) munmap(p + len, tail);
         madvise(p, len, MADV_HUGEPAGE); /* a hint: ignored where huge pages are off */
     }
-    if (!populate(p, len)) {
+    if (!populate(p, resident ? len : SNUG_MEM_HEADER_BYTES)) {
         munmap(p, len);
         errno = ENOMEM;
         return NULL;
@@ -246,13 +247,13 @@ static void *injected(snug_error *err, snug_mem_cat cat, size_t n, int64_t k)
 }
 
 /* Gets a block for a request of n bytes from the system: mmap for large
- * blocks (req bytes, page-rounded), the C library for small ones. *held
- * receives what the block really holds. */
-static unsigned char *system_alloc(size_t n, size_t req, size_t *held)
+ * blocks (req bytes, page-rounded; made resident unless resident is false),
+ * the C library for small ones. *held receives what the block really holds. */
+static unsigned char *system_alloc(size_t n, size_t req, bool resident, size_t *held)
 {
     if (n >= SNUG_MEM_LARGE_BYTES) {
         *held = req;
-        return map_populated(req);
+        return map_block(req, resident);
     }
     unsigned char *base = aligned_alloc(SNUG_MEM_ALIGN, req);
     if (!base) return NULL;
@@ -315,7 +316,8 @@ static void *finish_block(unsigned char *base, snug_mem_cat cat, size_t n, size_
     return base + SNUG_MEM_HEADER_BYTES;
 }
 
-void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
+/* snug_mem_alloc and snug_mem_alloc_unpopulated. */
+static void *alloc_block(snug_mem_cat cat, size_t n, bool resident, snug_error *err)
 {
     SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
     int64_t k;
@@ -325,7 +327,7 @@ void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
     if (!total_reserve(bound)) return nomem(err, cat, n, "would pass the capacity");
     bool large = n >= SNUG_MEM_LARGE_BYTES; /* then bound is exact */
     if (large) trace_record(SNUG_MEM_EVENT_ALLOC, (uint32_t)cat, bound, NULL, true);
-    unsigned char *base = system_alloc(n, req, &held);
+    unsigned char *base = system_alloc(n, req, resident, &held);
     mem_counter *total = &g_counters[SNUG_MEM_TOTAL];
     if (!base) {
         int e = errno;
@@ -343,13 +345,43 @@ void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
     return finish_block(base, cat, n, held);
 }
 
+void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err)
+{
+    return alloc_block(cat, n, true, err);
+}
+
+void *snug_mem_alloc_unpopulated(snug_mem_cat cat, size_t n, snug_error *err)
+{
+    return alloc_block(cat, n, false, err);
+}
+
+snug_status snug_mem_populate(void *p, size_t offset, size_t len, snug_error *err)
+{
+    const block_header *h = (const block_header *)((unsigned char *)p - SNUG_MEM_HEADER_BYTES);
+    SNUG_ASSERT(h->magic == BLOCK_MAGIC && "populate of a pointer that is not a live block");
+    size_t size = h->held - SNUG_MEM_HEADER_BYTES, end;
+    if (!snug_add_size(offset, len, &end) || end > size)
+        return snug_errorf(err, SNUG_INVALID, "populate: bytes %zu + %zu of a block of %zu",
+                           offset, len, size);
+    if (!h->is_mapped || len == 0) return SNUG_OK; /* the C library's: written when made */
+    long page_size = sysconf(_SC_PAGESIZE);
+    uintptr_t from = (uintptr_t)p + offset, to = from + len;
+    uintptr_t page = page_size > 0 ? (uintptr_t)page_size : 4096;
+    from -= from % page; /* a block's pages are all its own: it is mapped alone */
+    to = snug_round_up(to, page);
+    if (populate((unsigned char *)from, (size_t)(to - from))) return SNUG_OK;
+    char bytes[32];
+    return snug_errorf(err, SNUG_NOMEM, "out of memory: the system would not back %s of a "
+                       "block it had mapped", snug_fmt_bytes(to - from, bytes));
+}
+
 void *snug_mem_alloc_exempt(snug_mem_cat cat, size_t n)
 {
     SNUG_ASSERT(cat >= 0 && cat < SNUG_MEM_N_CATS);
     size_t req = request_bytes(n), held = 0;
     if (req && n >= SNUG_MEM_LARGE_BYTES)
         trace_record(SNUG_MEM_EVENT_ALLOC, (uint32_t)cat, snug_mem_held_bytes(n), NULL, true);
-    unsigned char *base = req ? system_alloc(n, req, &held) : NULL;
+    unsigned char *base = req ? system_alloc(n, req, true, &held) : NULL;
     if (!base) {
         char msg[SNUG_ERROR_MSG_BYTES];
         nomem_message(msg, sizeof msg, cat, n, "was refused by the system where failing is "

@@ -47,6 +47,20 @@ static inline bool snug_mem_carve(size_t *at, size_t size, size_t count, size_t 
  * allocation, or when the system has no memory. n = 0 gives a valid block. */
 void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err);
 
+/* As snug_mem_alloc, charged alike, but a large block (SNUG_MEM_LARGE_BYTES
+ * and up) is left for snug_mem_populate to make resident, piece by piece,
+ * when its owner chooses (a KV cache made resident while serving begins);
+ * until then its pages read as zero and the resident set does not hold
+ * them. A small block is resident at once, as from snug_mem_alloc. */
+void *snug_mem_alloc_unpopulated(snug_mem_cat cat, size_t n, snug_error *err);
+
+/* Makes bytes [offset, offset + len) of block p (from snug_mem_alloc*)
+ * resident and writable, on all threads from 128 MiB on when not called
+ * inside a parallel region. Fails with SNUG_INVALID when the range leaves
+ * the block, SNUG_NOMEM when the system will not back the pages (part of
+ * them may be resident then). Resident pages are left as they are. */
+snug_status snug_mem_populate(void *p, size_t offset, size_t len, snug_error *err);
+
 /* Allocates for a library that cannot survive a failed allocation (jansson
  * drops bytes and corrupts its own state when one fails mid-parse): the
  * block is counted like any other, but neither the capacity nor fault

@@ -212,7 +212,11 @@ void cli_phase(void *ctx, const char *phase, double seconds)
         {"profile", "profile: the largest step, run and measured"},
         {"plan", "plan: the KV cache from what the budget leaves"},
         {"populate", "populate: the KV cache made resident"},
-        {"ready", "ready"}};
+        {"reserve", "reserve: the KV cache charged, to be made resident as serving begins"},
+        {"ready", "ready"},
+        {"resident", "resident: the KV cache, made resident as serving began"},
+        {"resident-failed", "resident: the system would not back the whole KV cache; serving "
+                            "goes on with the blocks made resident (snug_kv_blocks_resident)"}};
     const char *what = phase;
     for (size_t i = 0; i < SNUG_ARRAY_LEN(lines); i++)
         if (strcmp(lines[i].phase, phase) == 0) what = lines[i].what;

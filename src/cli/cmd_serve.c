@@ -21,14 +21,16 @@ static const char g_usage[] =
     "              [--served-model-name NAME] [--max-connections N] [--max-body-bytes BYTES]\n"
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
     "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
-    "              [--no-access-log] [--allowed-origins '*'|ORIGIN,...]\n"
+    "              [--no-access-log] [--allowed-origins '*'|ORIGIN,...] [--populate-before-ready]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
     "  directory's base name unless --served-model-name says otherwise; --tp N splits the model\n"
     "  over N processes started by mpirun -np N: rank 0 serves, every rank computes each step,\n"
     "  and a rank that does not take part in a step within S seconds (default 60) fails the\n"
-    "  server (/health 503, requests end with an error, every process exits)";
+    "  server (/health 503, requests end with an error, every process exits); the KV cache is\n"
+    "  made resident as serving begins, 64 MiB between steps (with one process), unless\n"
+    "  --populate-before-ready";
 
 /* The last part of a path, without trailing slashes, into buf. */
 static const char *base_name(const char *path, char *buf, size_t size)
@@ -118,7 +120,7 @@ int snug_cmd_serve(int argc, char **argv)
 {
     if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
-    snug_engine_opts eo = {.plan = {.isa = -1}};
+    snug_engine_opts eo = {.plan = {.isa = -1, .populate_after_ready = true}};
     cli_progress progress;
     cli_progress_install(&eo.plan, &progress);
     snug_server_opts so = {.port = 8000, .access_log = stdout, .build_commit = cli_build_commit,
@@ -170,6 +172,8 @@ int snug_cmd_serve(int argc, char **argv)
             so.allowed_origins = v;
         } else if (strcmp(argv[i], "--no-access-log") == 0) {
             so.access_log = NULL;
+        } else if (strcmp(argv[i], "--populate-before-ready") == 0) {
+            eo.plan.populate_after_ready = false;
         } else if ((v = cli_option(argc, argv, &i, "--max-queue"))) {
             if (!cli_parse_int(v, 1, 1 << 20, &x))
                 return cli_usage(g_usage, "--max-queue expects 1 to 1048576, got '%s'", v);

@@ -383,6 +383,18 @@ static bool plan_here(snug_engine *e)
     return st == SNUG_OK;
 }
 
+/* Makes the next group of the KV cache resident (the plan's populate after
+ * ready), with the lock let go meanwhile, and gives its blocks to the pool.
+ * A group the system will not back ends the population (the planner says
+ * so through on_phase): the resident blocks serve. */
+static void populate_more(snug_engine *e)
+{
+    pthread_mutex_unlock(&e->mu);
+    snug_planner_populate_next(e->p, NULL);
+    pthread_mutex_lock(&e->mu);
+    snug_block_pool_set_ready(&e->p->pool, e->p->kv_resident);
+}
+
 static void *step_loop(void *arg)
 {
     snug_engine *e = arg;
@@ -395,7 +407,10 @@ static void *step_loop(void *arg)
         int32_t n_items = snug_sched_step(&e->sched, e->p->serving.items, &n_tokens);
         if (n_items == 0) {
             pthread_cond_broadcast(&e->out); /* cancelled requests may be done */
-            pthread_cond_wait(&e->work, &e->mu);
+            if (snug_planner_populating(e->p)) /* idle, or waiting for blocks */
+                populate_more(e);
+            else
+                pthread_cond_wait(&e->work, &e->mu);
             continue;
         }
         snug_step step = build_step(e, n_items, n_tokens);
@@ -409,6 +424,7 @@ static void *step_loop(void *arg)
         publish(e, n_items);
         pthread_cond_broadcast(&e->out);
         notify_owners(e, n_items);
+        if (snug_planner_populating(e->p)) populate_more(e); /* a group between steps */
     }
     if (!e->failed) snug_stepper_stop(e->p->stepper, NULL); /* the followers return */
     end_all(e);
@@ -711,7 +727,8 @@ void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out)
     out->queued = e->q_n;
     out->preemptions = e->sched.n_preemptions;
     out->kv_blocks_total = e->p->pool.n_blocks;
-    out->kv_blocks_used = e->p->pool.n_blocks - e->p->pool.n_free;
+    out->kv_blocks_resident = e->p->pool.n_ready;
+    out->kv_blocks_used = e->p->pool.n_ready - e->p->pool.n_free;
     out->prefix_caching = e->p->pool.caching;
     out->prefix_queried_tokens = e->sched.n_queried;
     out->prefix_hit_tokens = e->sched.n_hit;

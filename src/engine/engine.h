@@ -100,6 +100,8 @@ typedef struct snug_engine_counters {
     int64_t prompt_tokens, generation_tokens;
     int64_t requests_finished;
     int32_t kv_blocks_used, kv_blocks_total;
+    int32_t kv_blocks_resident;     /* of the total, the blocks made resident: all of them
+                                     * unless the cache is populated after ready */
     int64_t steps;
     bool prefix_caching;            /* the block pool caches prefixes */
     int64_t prefix_queried_tokens;  /* tokens looked up at admissions, and ... */

@@ -48,11 +48,15 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
         fprintf(f, "max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
                "budget; --max-model-len chooses)\n", (long long)r->sizes.max_model_len,
                (long long)r->max_model_len_reduced_from);
+    char populated[96];
+    if (r->populated_after_ready)
+        snprintf(populated, sizeof populated, "made resident as serving begins");
+    else
+        snprintf(populated, sizeof populated, "populated in %.3f s (%.2f GB/s)", r->populate_seconds,
+                 r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0);
     fprintf(f, "profile step: %d tokens over %d sequences through %d of %d layers in %.3f s; kv "
-           "cache populated in %.3f s (%.2f GB/s)%s\n",
-           r->profile.n_tokens, r->profile.n_seqs, r->profile.n_layers, r->profile.model_layers,
-           r->profile.seconds, r->populate_seconds,
-           r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0,
+           "cache %s%s\n", r->profile.n_tokens, r->profile.n_seqs, r->profile.n_layers,
+           r->profile.model_layers, r->profile.seconds, populated,
            r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
     if (r->kv.limited_by == SNUG_KV_LIMIT_BUDGET)
         fprintf(f, "left over: %s, less than one more block would take (%s, with its share of "
@@ -127,6 +131,7 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("profile_hwm_bytes", json_integer((json_int_t)r->profile.hwm));
     PUT("hwm_was_reset", json_boolean(r->profile.hwm_was_reset));
     PUT("populate_seconds", json_real(r->populate_seconds));
+    PUT("populated_after_ready", json_boolean(r->populated_after_ready));
     PUT("code_bytes", json_integer((json_int_t)r->code_bytes));
     PUT("baseline_rss_bytes", json_integer((json_int_t)r->baseline_rss));
     PUT("capacity_bytes", json_integer((json_int_t)r->capacity));

@@ -12,6 +12,10 @@
 
 #include <string.h>
 
+/* with populate_after_ready, the KV cache is made resident this much at a
+ * time: about 10-60 ms of first touch on a VM, between two steps */
+enum { POPULATE_GROUP_BYTES = 64 << 20 };
+
 /* Resets every category's peak to its current value. */
 static void reset_peaks(void)
 {
@@ -305,10 +309,13 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
     snug_mem_set_capacity(r->capacity);
 
-    /* allocate, populated, once */
-    begin(opts, "populate", t_start);
+    /* allocate once, populated now, or reserved and populated as serving
+     * begins (one rank: the ranks would have to agree on each group) */
+    r->populated_after_ready = o.populate_after_ready && r->tp == 1;
+    begin(opts, r->populated_after_ready ? "reserve" : "populate", t_start);
     double t0 = snug_now_seconds();
-    st = snug_kvcache_create(&ks, (int32_t)r->kv.blocks, &p->kv, err);
+    st = r->populated_after_ready ? snug_kvcache_reserve(&ks, (int32_t)r->kv.blocks, &p->kv, err)
+                                  : snug_kvcache_create(&ks, (int32_t)r->kv.blocks, &p->kv, err);
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
     r->populate_seconds = snug_now_seconds() - t0;
@@ -318,6 +325,17 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     st = snug_block_pool_init(&p->pool, (int32_t)r->kv.blocks, o.block_size, r->prefix_caching, err);
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
+    p->kv_resident = p->kv.n_blocks;
+    if (r->populated_after_ready) {
+        p->kv_resident = 0;
+        snug_block_pool_set_ready(&p->pool, 0);
+        size_t group = o.populate_group_blocks > 0 ? (size_t)o.populate_group_blocks
+                       : SNUG_MAX((size_t)1, POPULATE_GROUP_BYTES / snug_kv_block_bytes(&ks));
+        p->populate_group = (int32_t)SNUG_MIN(group, (size_t)p->kv.n_blocks);
+        p->t_start = t_start;
+        p->on_phase = opts->on_phase;
+        p->on_phase_ctx = opts->on_phase_ctx;
+    }
     r->serving_state += snug_mem_block_bytes(p->pool.block);
     snug_rank_plan mine = {r->load.weight_bytes, r->load.arena_bytes, r->load.load_peak_bytes,
                            r->load.bytes_read, r->activations, r->serving_state,
@@ -331,6 +349,26 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
 fail:
     snug_planner_close(p);
     snug_mem_set_capacity(old_capacity);
+    return st;
+}
+
+bool snug_planner_populating(const snug_planned *p)
+{
+    return p->kv_resident < p->kv.n_blocks && !p->populate_failed;
+}
+
+snug_status snug_planner_populate_next(snug_planned *p, snug_error *err)
+{
+    if (!snug_planner_populating(p)) return SNUG_OK;
+    double t0 = snug_now_seconds();
+    int32_t end = SNUG_MIN(p->kv.n_blocks, p->kv_resident + p->populate_group);
+    snug_status st = snug_kvcache_populate(&p->kv, p->kv_resident, end, &p->populate_err);
+    p->populate_seconds += snug_now_seconds() - t0;
+    if (st == SNUG_OK) p->kv_resident = end;
+    else p->populate_failed = true;
+    const char *said = st != SNUG_OK ? "resident-failed" : end == p->kv.n_blocks ? "resident" : NULL;
+    if (said && p->on_phase) p->on_phase(p->on_phase_ctx, said, snug_now_seconds() - p->t_start);
+    if (st != SNUG_OK && err) *err = p->populate_err;
     return st;
 }
 

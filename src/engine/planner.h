@@ -80,9 +80,17 @@ typedef struct snug_planner_opts {
     bool no_prefix_caching;        /* the block pool neither registers nor finds blocks */
     size_t kv_cache_default_cap;   /* the KV cache's cap when nothing limits the memory
                                     * (plan.h kv_cache_cap); 0: SNUG_KV_CACHE_DEFAULT_CAP */
+    bool populate_after_ready;     /* the KV cache reserved and charged, but made resident
+                                    * after the plan by snug_planner_populate_next, a group
+                                    * of blocks at a time, as serving begins: ready sooner.
+                                    * One rank only: with several, made resident first */
+    int32_t populate_group_blocks; /* blocks per group; 0: 64 MiB's worth */
     /* Called as each phase begins ("load", "reset", "profile", "plan",
-     * "populate", and "ready" at the end) with the seconds since the plan
-     * began, on the planning thread; NULL: none. For progress lines. */
+     * "populate" or, with populate_after_ready, "reserve", and "ready" at the end) with the seconds since the plan
+     * began, on the planning thread; NULL: none. For progress lines. With
+     * populate_after_ready, "resident" when the KV cache has become resident
+     * (or "resident-failed" when the system would not back it all), on the
+     * thread that called snug_planner_populate_next. */
     void (*on_phase)(void *ctx, const char *phase, double seconds);
     /* Called as the weights load (loader.h on_progress) with on_phase_ctx;
      * NULL: none. For a progress bar. */
@@ -118,7 +126,9 @@ typedef struct snug_plan_report {
                                          * max_model_len was not given; else 0 */
     snug_dtype kv_dtype;
     size_t kv_held;                /* what the allocator charges the cache */
-    double populate_seconds;       /* making the cache resident */
+    double populate_seconds;       /* making the cache resident (reserving it, when after
+                                    * ready: snug_planned's populate_seconds has the rest) */
+    bool populated_after_ready;    /* made resident by snug_planner_populate_next */
     size_t capacity;               /* set after the plan: C - U - R, plus server_tracked */
     int32_t tp, rank;              /* this rank of tp */
     int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
@@ -138,6 +148,15 @@ typedef struct snug_planned {
     snug_block_pool pool;          /* the cache's blocks (prefix caching unless turned off) */
     snug_stepper *stepper;         /* every step goes through it (one rank or many) */
     snug_plan_report report;
+    /* the KV cache made resident after ready (opts.populate_after_ready) */
+    int32_t kv_resident;           /* blocks 0 .. kv_resident - 1 are resident */
+    int32_t populate_group;        /* blocks made resident per call */
+    double populate_seconds;       /* spent in those calls so far */
+    bool populate_failed;          /* the system would not back the next group: given up */
+    snug_error populate_err;       /* then why */
+    double t_start;                /* when the plan began, for on_phase */
+    void (*on_phase)(void *ctx, const char *phase, double seconds); /* opts' */
+    void *on_phase_ctx;
 } snug_planned;
 
 /* Runs the lifecycle for the model directory dir into *out (the caller's;
@@ -147,6 +166,21 @@ typedef struct snug_planned {
  * it was. */
 snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, snug_planned **out,
                               snug_error *err);
+
+/* True while some of the KV cache is still to be made resident (opts.
+ * populate_after_ready) and the last group did not fail. */
+bool snug_planner_populating(const snug_planned *p);
+
+/* Makes the next group of the KV cache's blocks resident (a few tens of
+ * MiB, on all threads), moves kv_resident past them and returns SNUG_OK;
+ * the caller then lets the pool hand them out (snug_block_pool_set_ready;
+ * this touches neither the pool nor anything a step reads). After the last
+ * group, says "resident" through on_phase. When the system will not back a
+ * group, gives up (snug_planner_populating is false from then on), says
+ * "resident-failed", and returns SNUG_NOMEM with the reason, also kept in
+ * populate_err: the blocks resident so far serve. Call it between steps, on
+ * the thread that runs them. No-op when nothing is left. */
+snug_status snug_planner_populate_next(snug_planned *p, snug_error *err);
 
 /* Frees everything and lifts the capacity; NULL is ignored. */
 void snug_planner_close(snug_planned *p);

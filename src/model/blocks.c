@@ -66,7 +66,7 @@ snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, int32_
     if (!b) return snug_error_prefix(err, SNUG_NOMEM, "block pool: ");
     snug_block_pool p = {
         .n_blocks = n_blocks, .block_size = block_size, .caching = caching,
-        .n_free = n_blocks, .n_empty = n_blocks, .hash_mask = UINT64_MAX,
+        .n_ready = n_blocks, .n_free = n_blocks, .n_empty = n_blocks, .hash_mask = UINT64_MAX,
         .lru_head = -1, .lru_tail = -1, .n_buckets = SNUG_MAX(n_blocks, 1), .block = b,
         .empty_ids = (int32_t *)(b + l.empty_ids), .ref = (int32_t *)(b + l.ref),
         .hash = (uint64_t *)(b + l.hash), .salt = (uint64_t *)(b + l.salt),
@@ -86,6 +86,21 @@ snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, int32_
     for (int32_t i = 0; i < p.n_buckets; i++) p.bucket[i] = -1;
     *pool = p;
     return SNUG_OK;
+}
+
+void snug_block_pool_set_ready(snug_block_pool *pool, int32_t n_ready)
+{
+    SNUG_ASSERT(n_ready >= 0 && n_ready <= pool->n_blocks);
+    if (n_ready < pool->n_ready) { /* only a pool nothing was taken from */
+        SNUG_ASSERT(pool->n_empty == pool->n_ready && pool->n_free == pool->n_empty);
+        for (int32_t i = 0; i < n_ready; i++) pool->empty_ids[i] = n_ready - 1 - i;
+        pool->n_empty = pool->n_free = pool->n_ready = n_ready;
+        return;
+    }
+    /* the lowest of the new blocks on top: handed out in id order */
+    for (int32_t b = n_ready - 1; b >= pool->n_ready; b--) pool->empty_ids[pool->n_empty++] = b;
+    pool->n_free += n_ready - pool->n_ready;
+    pool->n_ready = n_ready;
 }
 
 void snug_block_pool_free(snug_block_pool *pool)
@@ -196,6 +211,9 @@ bool snug_block_pool_check(const snug_block_pool *pool, snug_error *err)
     for (int32_t b = 0; b < pool->n_blocks; b++) {
         if (pool->ref[b] < 0)
             return snug_errorf(err, SNUG_INTERNAL, "block %d: reference count %d", b, pool->ref[b]), false;
+        if (b >= pool->n_ready && (pool->ref[b] != 0 || pool->hashed[b]))
+            return snug_errorf(err, SNUG_INTERNAL, "block %d is not ready (of %d) but in use or "
+                               "cached", b, pool->n_ready), false;
         refd += pool->ref[b] > 0;
         cached += pool->hashed[b];
     }
@@ -210,15 +228,15 @@ bool snug_block_pool_check(const snug_block_pool *pool, snug_error *err)
                 return snug_errorf(err, SNUG_INTERNAL, "hash bucket %d: block %d", k, b), false;
     for (int32_t i = 0; i < pool->n_empty; i++) {
         int32_t b = pool->empty_ids[i];
-        if (b < 0 || b >= pool->n_blocks || pool->ref[b] != 0 || pool->hashed[b])
+        if (b < 0 || b >= pool->n_ready || pool->ref[b] != 0 || pool->hashed[b])
             return snug_errorf(err, SNUG_INTERNAL, "empty block %d is in use or cached", b), false;
     }
     if (cached != pool->n_cached || in_buckets != cached || on_lru != pool->n_evictable ||
         pool->n_free != pool->n_empty + pool->n_evictable ||
-        pool->n_empty + pool->n_evictable + refd != pool->n_blocks)
-        return snug_errorf(err, SNUG_INTERNAL, "block pool counts: %d blocks = %d empty + %d "
+        pool->n_empty + pool->n_evictable + refd != pool->n_ready)
+        return snug_errorf(err, SNUG_INTERNAL, "block pool counts: %d ready blocks = %d empty + %d "
                            "evictable + %d referenced?; cached %d (counted %d, in buckets %d), "
-                           "free %d, on the LRU list %d", pool->n_blocks, pool->n_empty,
+                           "free %d, on the LRU list %d", pool->n_ready, pool->n_empty,
                            pool->n_evictable, refd, cached, pool->n_cached, in_buckets,
                            pool->n_free, on_lru), false;
     return true;

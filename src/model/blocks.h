@@ -38,6 +38,8 @@ typedef struct snug_block_pool {
     int32_t n_blocks;
     int32_t block_size;
     bool caching;          /* registration and lookups on */
+    int32_t n_ready;       /* blocks 0 .. n_ready - 1 may be handed out (the rest are not
+                            * resident yet: snug_block_pool_set_ready) */
     int32_t n_free;        /* blocks a table may take now: empty + evictable */
     int32_t n_empty;       /* of those, holding nothing: empty_ids[0 .. n_empty) */
     int32_t n_evictable;   /* of those, cached with no reference: on the LRU list */
@@ -77,6 +79,12 @@ size_t snug_block_pool_bytes(int64_t n_blocks, int32_t block_size);
  * held. */
 snug_status snug_block_pool_init(snug_block_pool *pool, int32_t n_blocks, int32_t block_size,
                                  bool caching, snug_error *err);
+
+/* Lets blocks 0 .. n_ready - 1 be handed out (all of them after init).
+ * Raising it makes blocks that have become resident empty blocks; lowering
+ * it is only for a pool nothing has been taken from (a cache made resident
+ * after the pool: init, then set_ready(0), then raise as it is populated). */
+void snug_block_pool_set_ready(snug_block_pool *pool, int32_t n_ready);
 
 /* Frees the pool's block; the pool may be zero-filled. */
 void snug_block_pool_free(snug_block_pool *pool);

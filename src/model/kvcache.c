@@ -6,6 +6,11 @@
 #include "base/device.h"
 #include "base/dtype.h"
 
+#include <stdatomic.h>
+
+/* a range of this many bytes in all is populated by all threads */
+enum { POPULATE_PARALLEL_BYTES = 16 << 20 };
+
 size_t snug_kv_block_bytes(const snug_kv_shape *s)
 {
     size_t n = 2 * snug_dtype_size(s->dtype);
@@ -17,8 +22,9 @@ size_t snug_kv_block_bytes(const snug_kv_shape *s)
     return n;
 }
 
-snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
-                                snug_kvcache *out, snug_error *err)
+/* snug_kvcache_create and snug_kvcache_reserve. */
+static snug_status make_cache(const snug_kv_shape *shape, int32_t n_blocks, bool resident,
+                              snug_kvcache *out, snug_error *err)
 {
     *out = (snug_kvcache){0};
     if (shape->dtype != SNUG_DTYPE_F32 && shape->dtype != SNUG_DTYPE_F16 &&
@@ -31,11 +37,24 @@ snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
     if (!snug_mul_size(block, (size_t)n_blocks, &total))
         return snug_errorf(err, SNUG_INVALID, "kv cache: %d blocks of %zu bytes overflow", n_blocks,
                            block);
-    out->data = snug_mem_alloc(SNUG_MEM_KV, total, err);
+    out->data = resident ? snug_mem_alloc(SNUG_MEM_KV, total, err)
+                         : snug_mem_alloc_unpopulated(SNUG_MEM_KV, total, err);
     if (!out->data) return snug_error_prefix(err, SNUG_NOMEM, "kv cache: ");
     out->shape = *shape;
     out->n_blocks = n_blocks;
     return SNUG_OK;
+}
+
+snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
+                                snug_kvcache *out, snug_error *err)
+{
+    return make_cache(shape, n_blocks, true, out, err);
+}
+
+snug_status snug_kvcache_reserve(const snug_kv_shape *shape, int32_t n_blocks,
+                                 snug_kvcache *out, snug_error *err)
+{
+    return make_cache(shape, n_blocks, false, out, err);
 }
 
 void snug_kvcache_free(snug_kvcache *kv)
@@ -52,6 +71,30 @@ static size_t kv_offset(const snug_kvcache *kv, int32_t layer, int32_t block, in
     size_t i = ((size_t)layer * (size_t)kv->n_blocks + (size_t)block) * 2 + (size_t)c;
     i = (i * (size_t)s->n_kv_heads + (size_t)head) * (size_t)s->block_size + (size_t)slot;
     return i * (size_t)s->head_dim;
+}
+
+snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, snug_error *err)
+{
+    if (first < 0 || end > kv->n_blocks || first > end)
+        return snug_errorf(err, SNUG_INVALID, "kv cache: blocks %d to %d of %d", first, end,
+                           kv->n_blocks);
+    size_t esize = snug_dtype_size(kv->shape.dtype);
+    size_t from = kv_offset(kv, 0, first, 0, 0, 0) * esize, to = kv_offset(kv, 0, end, 0, 0, 0) * esize;
+    size_t stride = kv_offset(kv, 1, 0, 0, 0, 0) * esize; /* one layer's blocks */
+    atomic_int failed = 0;
+    snug_error why = {0};
+    /* each layer's range on a thread of its own */
+#pragma omp parallel for schedule(dynamic, 1) if ((to - from) * (size_t)kv->shape.n_layers >= POPULATE_PARALLEL_BYTES)
+    for (int32_t l = 0; l < kv->shape.n_layers; l++) {
+        snug_error e;
+        if (to == from || atomic_load(&failed)) continue;
+        if (snug_mem_populate(kv->data, (size_t)l * stride + from, to - from, &e) != SNUG_OK &&
+            atomic_exchange(&failed, 1) == 0)
+            why = e;
+    }
+    if (!atomic_load(&failed)) return SNUG_OK;
+    if (err) *err = why;
+    return snug_error_prefix(err, why.status, "kv cache: ");
 }
 
 void *snug_kvcache_at(const snug_kvcache *kv, int32_t layer, int32_t block, bool v, int32_t head,

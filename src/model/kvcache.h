@@ -40,6 +40,17 @@ size_t snug_kv_block_bytes(const snug_kv_shape *shape);
 snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
                                 snug_kvcache *out, snug_error *err);
 
+/* As snug_kvcache_create, the bytes charged alike, but none of them made
+ * resident: snug_kvcache_populate does that, a range of blocks at a time,
+ * before they are used (a cache made resident while serving begins). */
+snug_status snug_kvcache_reserve(const snug_kv_shape *shape, int32_t n_blocks,
+                                 snug_kvcache *out, snug_error *err);
+
+/* Makes blocks [first, end) resident in every layer (on all threads for
+ * large ranges). Fails with SNUG_INVALID for a range outside the cache,
+ * SNUG_NOMEM when the system will not back the pages. */
+snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, snug_error *err);
+
 /* Frees the cache; a zero-filled one is ignored. */
 void snug_kvcache_free(snug_kvcache *kv);
 

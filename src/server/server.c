@@ -260,7 +260,10 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     GAUGE("num_requests_waiting", "Sequences waiting for blocks or preempted.", "%d", k.waiting);
     GAUGE("num_requests_queued", "Requests waiting for a slot.", "%d", k.queued);
     GAUGE("kv_blocks_used", "KV cache blocks held by sequences.", "%d", k.kv_blocks_used);
-    GAUGE("kv_blocks_free", "KV cache blocks free.", "%d", k.kv_blocks_total - k.kv_blocks_used);
+    GAUGE("kv_blocks_free", "KV cache blocks free (resident, held by no sequence).", "%d",
+          k.kv_blocks_resident - k.kv_blocks_used);
+    GAUGE("kv_blocks_resident", "KV cache blocks made resident (all, once populated after ready).",
+          "%d", k.kv_blocks_resident);
     COUNTER("num_preemptions_total", "Sequences preempted for recompute.", k.preemptions);
     GAUGE("prefix_caching", "1 when the KV cache keeps and reuses computed prefixes.", "%d",
           k.prefix_caching ? 1 : 0);

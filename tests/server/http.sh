@@ -55,6 +55,18 @@ metric() { curl -s --max-time 5 "$url/metrics" | awk -v n="$1" '$1 == n { print 
 
 start_server main --chat-template "$template"
 
+# the KV cache is made resident as serving begins: "reserve" before ready, "resident" after,
+# and then every block is resident, counted free
+phases_of() { sed -n 's/^snug: \[ *[0-9.]* s\] \([a-z-]*\).*/\1/p' "$tmp/$1.err" | tr '\n' ' '; }
+for ((i = 0; i < 100; i++)); do grep -q '] resident' "$tmp/main.err" && break; sleep 0.1; done
+resident=$(metric snug_kv_blocks_resident) kv_free=$(metric snug_kv_blocks_free)
+if [[ $(phases_of main) == "load reset profile plan reserve ready resident " && -n $resident &&
+    $resident -gt 0 && $resident == "$kv_free" ]] && grep -q 'kv cache made resident as serving begins' "$tmp/main.out"; then
+    ok "the KV cache made resident after ready: $resident blocks, all free"
+else
+    fail "the KV cache made resident after ready" "phases '$(phases_of main)', resident '$resident', free '$kv_free'"
+fi
+
 # the first response's id, to compare with another server's (ids differ across restarts)
 post /v1/completions '{"prompt": "Once", "max_tokens": 1}'
 first_id_main=$(jq -r '.id' "$tmp/body")
@@ -725,7 +737,13 @@ if [[ $status == 200 ]]; then ok "POST /reset_prefix_cache with the API key"; el
 stop_server api-key INT
 
 # --- --no-prefix-caching: the same ids, nothing found, no reset ---
-start_server no-cache --no-prefix-caching --no-access-log --allowed-origins 'http://page.example, http://b.example'
+start_server no-cache --no-prefix-caching --no-access-log --allowed-origins 'http://page.example, http://b.example' --populate-before-ready
+if [[ $(phases_of no-cache) == "load reset profile plan populate ready " ]] &&
+    grep -q 'kv cache populated in' "$tmp/no-cache.out"; then
+    ok "--populate-before-ready: the KV cache resident before ready"
+else
+    fail "--populate-before-ready" "phases '$(phases_of no-cache)'"
+fi
 # hdr NAME CURL_ARGS...: the value of response header NAME (case aside) of a request to $url
 hdr() { local n=$1; shift; curl -si --max-time 5 "$@" | tr -d '\r' | awk -v n="$(tr 'A-Z' 'a-z' <<<"$n")" -F': ' 'tolower($1) == n { print $2 }'; }
 acao=$(hdr Access-Control-Allow-Origin -H 'Origin: http://page.example' "$url/health")
