@@ -20,6 +20,7 @@ static const char g_usage[] =
     "snug serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
     "              [--served-model-name NAME] [--max-connections N] [--max-body-bytes BYTES]\n"
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
+    "              [--keep-alive-seconds S] [--header-timeout-seconds S]\n"
     "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
     "              [--no-access-log] [--allowed-origins '*'|ORIGIN,...] [--populate-before-ready]\n"
     "              [memory and scheduler options as for snug profile]\n"
@@ -162,6 +163,14 @@ int snug_cmd_serve(int argc, char **argv)
             if (!cli_parse_int(v, 1, 86400, &x))
                 return cli_usage(g_usage, "--timeout-seconds expects 1 to 86400, got '%s'", v);
             so.timeout_s = (double)x;
+        } else if ((v = cli_option(argc, argv, &i, "--keep-alive-seconds"))) {
+            if (!cli_parse_int(v, 1, 3600, &x))
+                return cli_usage(g_usage, "--keep-alive-seconds expects 1 to 3600, got '%s'", v);
+            so.keep_alive_s = (double)x;
+        } else if ((v = cli_option(argc, argv, &i, "--header-timeout-seconds"))) {
+            if (!cli_parse_int(v, 1, 3600, &x))
+                return cli_usage(g_usage, "--header-timeout-seconds expects 1 to 3600, got '%s'", v);
+            so.header_timeout_s = (double)x;
         } else if ((v = cli_option(argc, argv, &i, "--drain-seconds"))) {
             if (!cli_parse_int(v, 0, 86400, &x))
                 return cli_usage(g_usage, "--drain-seconds expects 0 to 86400, got '%s'", v);
@@ -223,7 +232,8 @@ int snug_cmd_serve(int argc, char **argv)
     /* the server's share of the plan: what its connections hold outside the
      * allocator, and what its requests may allocate */
     eo.plan.server_untracked = snug_server_untracked_bytes(&so);
-    eo.plan.server_tracked = server_memory ? server_memory : snug_server_tracked_bytes_default(&so);
+    eo.plan.server_tracked = (server_memory ? server_memory : snug_server_tracked_bytes_default(&so)) +
+                             snug_server_gate_bytes(&so);
 
     /* the address first: one in use fails before the model is loaded (with
      * several ranks, rank 0's failure ends them all) */

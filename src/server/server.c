@@ -31,7 +31,12 @@ enum {
     POOL_BYTES = 64 * 1024,          /* libmicrohttpd's per-connection pool: headers and all */
     STACK_BYTES = 1 << 20,           /* a connection thread's stack (templates recurse) */
     CONNECTION_OVERHEAD = 16 * 1024, /* its connection struct, socket buffers' bookkeeping */
-    DISCARD_MAX = 256 << 20          /* a body over the limit is read and dropped up to this */
+    DISCARD_MAX = 256 << 20,         /* a body over the limit is read and dropped up to this */
+    PROBE_CONNECTIONS = 8,           /* GET /health, /metrics, /version: never refused */
+    HEAD_BYTES = 16 * 1024,          /* a request head, at most */
+    TARGET_BYTES = 8 * 1024,         /* its target */
+    HEADER_FIELDS = 100,             /* its header fields */
+    GATE_STACK_BYTES = 256 * 1024    /* the gate thread's stack */
 };
 
 static int max_connections(const snug_server_opts *o)
@@ -39,15 +44,32 @@ static int max_connections(const snug_server_opts *o)
     return o->max_connections > 0 ? o->max_connections : CONNECTIONS_DEFAULT;
 }
 
-/* Connections accepted past the limit only to be told 503 at once (a
- * client over the limit gets an answer instead of waiting in the kernel's
- * queue for a connection to close). */
-static int overflow_connections(const snug_server_opts *o) { return max_connections(o) / 4 + 4; }
+static double or_default(double v, double d) { return v > 0 ? v : d; }
+
+/* The gate's options for o (the listening socket and the daemon aside). */
+static snug_gate_opts gate_opts(const snug_server_opts *o)
+{
+    int max = max_connections(o);
+    return (snug_gate_opts){
+        .max_requests = max, .reserved = PROBE_CONNECTIONS, .pool = 4 * max + 64,
+        .keep_alive_s = or_default(o->keep_alive_s, 5), .header_s = or_default(o->header_timeout_s, 10),
+        .body_s = or_default(o->timeout_s, 60), .write_s = or_default(o->timeout_s, 60),
+        .limits = {.head_bytes = HEAD_BYTES, .target_bytes = TARGET_BYTES, .fields = HEADER_FIELDS,
+                   .body_bytes = o->max_body_bytes ? o->max_body_bytes : BODY_DEFAULT}};
+}
 
 size_t snug_server_untracked_bytes(const snug_server_opts *o)
 {
-    return (size_t)(max_connections(o) + overflow_connections(o)) *
-           (POOL_BYTES + STACK_BYTES + CONNECTION_OVERHEAD);
+    /* libmicrohttpd's connections are the gate's links: admitted ones */
+    snug_gate_opts go = gate_opts(o);
+    return (size_t)snug_gate_links(&go) * (POOL_BYTES + STACK_BYTES + CONNECTION_OVERHEAD) +
+           GATE_STACK_BYTES;
+}
+
+size_t snug_server_gate_bytes(const snug_server_opts *o)
+{
+    snug_gate_opts go = gate_opts(o);
+    return snug_gate_bytes(&go);
 }
 
 size_t snug_server_tracked_bytes_default(const snug_server_opts *o)
@@ -84,7 +106,7 @@ static bool origin_allowed(const char *allowed, const char *origin)
 void http_add_headers(struct MHD_Response *r, struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    const snug_server *srv = sc ? sc->socket_context : NULL;
+    const snug_server *srv = sc ? snug_gate_link_user(sc->socket_context) : NULL;
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (srv && origin_allowed(srv->o.allowed_origins, origin)) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
@@ -98,8 +120,7 @@ void http_add_headers(struct MHD_Response *r, struct MHD_Connection *c)
         MHD_add_response_header(r, "X-Request-Id", given);
         return;
     }
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    snug_server *s = ci ? ci->socket_context : NULL;
+    snug_server *s = (snug_server *)srv;
     if (!s) return;
     uint64_t n = atomic_fetch_add(&s->n_request_ids, 1) + 1;
     char id[40];
@@ -493,13 +514,13 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     }
 }
 
-/* Counts open connections. */
+/* Counts libmicrohttpd's connections and tells the gate (each one's socket
+ * context is its link, whose user is the server: for http_add_headers). */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)c;
     snug_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_ctx = s; /* for http_add_headers */
+    snug_gate_on_connection(atomic_load(&s->gate), c, socket_ctx, code);
     atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
@@ -520,24 +541,6 @@ static enum MHD_Result preflight(struct MHD_Connection *c)
     return ok;
 }
 
-/* 503 to a connection over --max-connections, and the connection closed. */
-static enum MHD_Result too_many(struct MHD_Connection *c, int max)
-{
-    char msg[160];
-    snprintf(msg, sizeof msg, "{\"error\":{\"message\":\"the server has its %d connections "
-             "open; try again\",\"type\":\"server_error\",\"param\":null,"
-             "\"code\":\"too_many_connections\"}}", max);
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    http_add_headers(r, c);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Connection", "close");
-    MHD_add_response_header(r, "Retry-After", "1");
-    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_SERVICE_UNAVAILABLE, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -554,9 +557,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         h->seen = true;
         snprintf(h->method, sizeof h->method, "%s", method);
         if (r == R_MODEL) snprintf(h->path, sizeof h->path, "%s", url); /* unescaped: the id */
-        atomic_fetch_add(&s->http_requests, 1);
-        if (atomic_load(&s->connections) > max_connections(&s->o))
-            return too_many(c, max_connections(&s->o));
+        atomic_fetch_add(&s->http_requests, 1); /* admitted by the gate (gate.h) */
         if (r == R_NONE && known && strcmp(method, "OPTIONS") == 0 && s->o.allowed_origins)
             return preflight(c);
         if (r == R_NONE)
@@ -648,6 +649,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     snug_server *s = cls;
     http_req *h = *con_cls;
+    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (sc) snug_gate_answered(sc->socket_context); /* all of its answer is written */
     if (!h) return;
     if (s->o.access_log && h->seen) log_access(s->o.access_log, c, h, why);
     openai_job_free(h->job);
@@ -697,27 +700,43 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
         return snug_errorf(err, SNUG_INVALID, "--host %s: expected an IPv4 address such as "
                            "127.0.0.1 or 0.0.0.0", host);
     }
-    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
-                            (uint16_t)o->port, NULL, NULL, on_request, s,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)(max_connections(o) + overflow_connections(o)),
+    /* libmicrohttpd serves only what the gate admits (gate.h): no socket of its own */
+    snug_gate_opts go = gate_opts(o);
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+                            0, NULL, NULL, on_request, s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)snug_gate_links(&go),
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                            MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)(o->timeout_s > 0 ? o->timeout_s : 60),
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)go.write_s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_BYTES,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-                            o->listen_fd > 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_END,
-                            (MHD_socket)o->listen_fd, MHD_OPTION_END);
+                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
+    snug_status st = SNUG_OK;
+    go.listen_fd = o->listen_fd > 0 ? o->listen_fd : -1;
     if (!s->d) {
-        snug_mem_free(s);
-        return snug_errorf(err, SNUG_IO, "cannot listen on %s:%d (in use, or not this host's "
-                           "address)", host, o->port);
+        st = snug_errorf(err, SNUG_IO, "server: libmicrohttpd would not start");
+    } else if (go.listen_fd < 0) {
+        st = snug_server_listen(o, &go.listen_fd, err);
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? info->port : o->port;
+    if (st == SNUG_OK) {
+        go.daemon = s->d;
+        go.user = s;
+        snug_gate *g = NULL;
+        st = snug_gate_start(&go, &g, err); /* it takes the listening socket */
+        atomic_store(&s->gate, g);
+    } else if (go.listen_fd >= 0) {
+        close(go.listen_fd);
+    }
+    if (st != SNUG_OK) {
+        if (s->d) MHD_stop_daemon(s->d);
+        snug_mem_free(s);
+        return st;
+    }
+    struct sockaddr_in bound;
+    socklen_t blen = sizeof bound;
+    s->port = getsockname(go.listen_fd, (struct sockaddr *)&bound, &blen) == 0 ? ntohs(bound.sin_port)
+                                                                             : o->port;
     *out = s;
     return SNUG_OK;
 }
@@ -734,11 +753,11 @@ int snug_server_stop(snug_server *s)
     atomic_store(&s->draining, true);
     int cut = (int)atomic_load(&s->active);
     atomic_store(&s->stopping, true); /* what still runs cancels itself and says so */
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
     for (double waited = 0; atomic_load(&s->active) > 0 && waited < SNUG_SERVER_CUT_SECONDS;
          waited += 0.02)
         usleep(20 * 1000);
+    snug_gate_stop(atomic_load(&s->gate), 1.0); /* what the cut requests said goes out */
+    atomic_store(&s->gate, NULL);
     MHD_stop_daemon(s->d);
     snug_mem_free(s);
     return cut;

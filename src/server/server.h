@@ -31,7 +31,12 @@ typedef struct snug_server_opts {
     const char *model_name;        /* the model's name in the API */
     int max_connections;           /* 0: 32 */
     size_t max_body_bytes;         /* 0: 1 MiB */
-    double timeout_s;              /* idle connections are closed after it; 0: 60 */
+    double timeout_s;              /* a body must arrive within it, and a client that takes
+                                    * no bytes of its answer for it is let go; 0: 60 */
+    double keep_alive_s;           /* a connection with no byte yet, or idle between
+                                    * requests, is closed after it; 0: 5 */
+    double header_timeout_s;       /* a request head must be whole within it of its first
+                                    * byte (408); 0: 10 */
     const char *chat_template;     /* a template's text overriding the model's, or NULL */
     FILE *access_log;              /* a line per request goes here; NULL: none */
     const char *build_commit;      /* for GET /version; NULL: "unknown" */
@@ -48,6 +53,10 @@ typedef struct snug_server snug_server;
  * connections: per connection its memory pool, its thread's stack and its
  * bookkeeping. */
 size_t snug_server_untracked_bytes(const snug_server_opts *o);
+
+/* The allocator bytes the server's gate (gate.h) takes at start: the plan
+ * keeps them with server_tracked. Pure. */
+size_t snug_server_gate_bytes(const snug_server_opts *o);
 
 /* The allocator bytes the server keeps for its requests by default. */
 size_t snug_server_tracked_bytes_default(const snug_server_opts *o);

@@ -10,6 +10,7 @@
 
 #include "api_request.h"
 #include "base/strbuf.h"
+#include "gate.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -18,6 +19,7 @@ struct snug_server {
     snug_engine *e;
     snug_server_opts o;
     struct MHD_Daemon *d;
+    _Atomic(snug_gate *) gate;     /* the front door: every client connection (gate.h) */
     int port;
     atomic_bool draining;          /* no new completions */
     atomic_bool stopping;          /* the drain is over: what runs is cancelled */

@@ -1,0 +1,366 @@
+/*
+ * http_head.c: the strict request-head and chunked-body reader (http_head.h).
+ */
+#include "http_head.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+enum { LEADING_EMPTY_LINES = 4, CHUNK_SIZE_DIGITS = 16, TRAILER_LINE_BYTES = 8192 };
+
+/* RFC 9110 5.6.2: token characters. */
+static bool is_tchar(unsigned char c)
+{
+    if (c >= '0' && c <= '9') return true;
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return true;
+    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static bool is_vchar(unsigned char c) { return c > 0x20 && c < 0x7f; }
+
+static snug_http_result refuse(snug_http_refusal *r, int status, const char *code,
+                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static snug_http_result refuse(snug_http_refusal *r, int status, const char *code,
+                               const char *fmt, ...)
+{
+    r->status = status;
+    r->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+    return SNUG_HTTP_BAD;
+}
+
+static snug_http_result malformed(snug_http_head *h, const char *what)
+{
+    return refuse(&h->refusal, 400, "malformed_request", "malformed request head: %s", what);
+}
+
+void snug_http_head_reset(snug_http_head *h) { *h = (snug_http_head){0}; }
+
+bool snug_http_head_keeps_alive(const snug_http_head *h)
+{
+    return h->minor >= 1 ? !h->conn_close : h->conn_keep_alive && !h->conn_close;
+}
+
+/* The request line p[0 .. n) (without its CRLF). */
+static snug_http_result request_line(snug_http_head *h, const char *p, size_t n,
+                                     const snug_http_limits *lim)
+{
+    const char *sp1 = memchr(p, ' ', n);
+    if (!sp1 || sp1 == p) return malformed(h, "the request line is not METHOD SP TARGET SP VERSION");
+    size_t m = (size_t)(sp1 - p);
+    for (size_t i = 0; i < m; i++)
+        if (!is_tchar((unsigned char)p[i])) return malformed(h, "the method is not a token");
+    if (m >= sizeof h->method)
+        return refuse(&h->refusal, 501, "not_implemented", "no such method (%zu characters)", m);
+    const char *t = sp1 + 1, *end = p + n;
+    const char *sp2 = memchr(t, ' ', (size_t)(end - t));
+    if (!sp2 || sp2 == t) return malformed(h, "the request line is not METHOD SP TARGET SP VERSION");
+    size_t tn = (size_t)(sp2 - t);
+    if (tn > lim->target_bytes)
+        return refuse(&h->refusal, 414, "uri_too_long", "the request target is %zu bytes, over the "
+                      "limit of %zu", tn, lim->target_bytes);
+    for (size_t i = 0; i < tn; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (!is_vchar(c)) return malformed(h, "the request target has a byte outside VCHAR");
+        if (c == '%' && i + 2 < tn && t[i + 1] == '0' && t[i + 2] == '0')
+            return malformed(h, "the request target has %00 in it");
+    }
+    if (!(t[0] == '/' || (tn == 1 && t[0] == '*') || strncasecmp(t, "http://", 7) == 0 ||
+          strncasecmp(t, "https://", 8) == 0))
+        return malformed(h, "the request target is neither a path nor an absolute URI");
+    const char *v = sp2 + 1;
+    size_t vn = (size_t)(end - v);
+    if (vn != 8 || memcmp(v, "HTTP/", 5) != 0 || v[5] < '0' || v[5] > '9' || v[6] != '.' ||
+        v[7] < '0' || v[7] > '9')
+        return malformed(h, "the version is not HTTP/D.D");
+    if (v[5] != '1' || v[7] > '1')
+        return refuse(&h->refusal, 505, "http_version_not_supported", "HTTP/%c.%c: this server "
+                      "speaks HTTP/1.1 and HTTP/1.0", v[5], v[7]);
+    memcpy(h->method, p, m);
+    h->method[m] = 0;
+    size_t pn = 0;
+    while (pn < tn && pn < sizeof h->path - 1 && t[pn] != '?') pn++;
+    memcpy(h->path, t, pn);
+    h->path[pn] = 0;
+    h->target_len = tn;
+    h->minor = v[7] - '0';
+    h->have_request_line = true;
+    return SNUG_HTTP_MORE;
+}
+
+/* True when the comma-separated list v[0 .. n) holds token (any case). */
+static bool list_has(const char *v, size_t n, const char *token)
+{
+    size_t tn = strlen(token);
+    for (size_t i = 0; i < n;) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+        size_t s = i;
+        while (i < n && v[i] != ',') i++;
+        size_t e = i;
+        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t')) e--;
+        if (e - s == tn && strncasecmp(v + s, token, tn) == 0) return true;
+    }
+    return false;
+}
+
+static bool name_is(const char *p, size_t n, const char *name)
+{
+    return strlen(name) == n && strncasecmp(p, name, n) == 0;
+}
+
+/* One header field line p[0 .. n) (without its CRLF). */
+static snug_http_result field_line(snug_http_head *h, const char *p, size_t n,
+                                   const snug_http_limits *lim)
+{
+    if (p[0] == ' ' || p[0] == '\t') return malformed(h, "a folded header line (obs-fold)");
+    if (++h->n_fields > lim->fields)
+        return refuse(&h->refusal, 431, "headers_too_large", "over %d header fields", lim->fields);
+    const char *colon = memchr(p, ':', n);
+    if (!colon) return malformed(h, "a header line without a colon");
+    size_t nn = (size_t)(colon - p);
+    if (nn == 0) return malformed(h, "a header line with an empty name");
+    for (size_t i = 0; i < nn; i++)
+        if (!is_tchar((unsigned char)p[i]))
+            return malformed(h, p[i] == ' ' || p[i] == '\t'
+                                    ? "whitespace between a header's name and its colon"
+                                    : "a header name that is not a token");
+    const char *v = colon + 1, *end = p + n;
+    for (const char *q = v; q < end; q++) {
+        unsigned char c = (unsigned char)*q;
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return malformed(h, "a control character or NUL in a header value");
+    }
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    size_t vn = (size_t)(end - v);
+    if (name_is(p, nn, "Content-Length")) {
+        if (++h->n_length > 1) return malformed(h, "Content-Length given more than once");
+        if (vn == 0) return malformed(h, "Content-Length is not a number of bytes");
+        uint64_t x = 0;
+        for (size_t i = 0; i < vn; i++) {
+            if (v[i] < '0' || v[i] > '9') return malformed(h, "Content-Length is not 1*DIGIT");
+            if (x > (UINT64_MAX - 9) / 10)
+                return refuse(&h->refusal, 413, "body_too_large", "Content-Length is over the "
+                              "limit of %llu bytes", (unsigned long long)lim->body_bytes);
+            x = x * 10 + (uint64_t)(v[i] - '0');
+        }
+        h->has_length = true;
+        h->content_length = x;
+    } else if (name_is(p, nn, "Transfer-Encoding")) {
+        h->n_te++;
+        h->chunked = h->n_te == 1 && vn == 7 && strncasecmp(v, "chunked", 7) == 0;
+    } else if (name_is(p, nn, "Host")) {
+        h->n_host++;
+    } else if (name_is(p, nn, "Connection")) {
+        h->conn_close |= list_has(v, vn, "close");
+        h->conn_keep_alive |= list_has(v, vn, "keep-alive");
+    }
+    return SNUG_HTTP_MORE;
+}
+
+/* The head is whole: the rules between fields. */
+static snug_http_result whole_head(snug_http_head *h, const snug_http_limits *lim)
+{
+    if (h->n_te > 0 && h->minor == 0) return malformed(h, "Transfer-Encoding in HTTP/1.0");
+    if (h->n_te > 0 && h->n_length > 0)
+        return malformed(h, "both Transfer-Encoding and Content-Length");
+    if (h->n_te > 0 && !h->chunked)
+        return refuse(&h->refusal, 501, "not_implemented", "Transfer-Encoding: only chunked, "
+                      "alone, is implemented");
+    if (h->minor >= 1 && h->n_host != 1)
+        return malformed(h, h->n_host ? "more than one Host header" : "no Host header (HTTP/1.1 "
+                         "needs one)");
+    if (h->has_length && h->content_length > lim->body_bytes)
+        return refuse(&h->refusal, 413, "body_too_large", "the request body is over the limit of "
+                      "%llu bytes", (unsigned long long)lim->body_bytes);
+    return SNUG_HTTP_OK;
+}
+
+/* The partial first line p[0 .. n) so far: refused as soon as it cannot
+ * become a request line (garbage gets an answer without waiting). */
+static snug_http_result partial_request_line(snug_http_head *h, const char *p, size_t n,
+                                             const snug_http_limits *lim)
+{
+    size_t i = 0;
+    while (i < n && is_tchar((unsigned char)p[i])) i++;
+    if (i == n) return i > 32 ? malformed(h, "the method is too long") : SNUG_HTTP_MORE;
+    if (p[i] != ' ' || i == 0) return malformed(h, "the request line does not begin with a method");
+    if (n - i > lim->target_bytes + 16)
+        return refuse(&h->refusal, 414, "uri_too_long", "the request target is over the limit "
+                      "of %zu bytes", lim->target_bytes);
+    return SNUG_HTTP_MORE;
+}
+
+snug_http_result snug_http_head_read(snug_http_head *h, const char *buf, size_t len,
+                                     const snug_http_limits *lim)
+{
+    if (h->head_len) return whole_head(h, lim); /* read before: the same verdict */
+    snug_http_result res = SNUG_HTTP_MORE;
+    while (res == SNUG_HTTP_MORE && h->pos < len) {
+        const char *lf = memchr(buf + h->pos, '\n', len - h->pos);
+        if (!lf) { /* an unfinished line: look at the new bytes, then wait */
+            const char *cr = memchr(buf + h->pos, '\r', len - h->pos);
+            if (cr && cr + 1 < buf + len) return malformed(h, "a CR not followed by LF");
+            h->pos = len;
+            break;
+        }
+        size_t at = (size_t)(lf - buf);
+        h->pos = at + 1;
+        const char *line = buf + h->line_start;
+        size_t n = at - h->line_start;
+        h->line_start = h->pos;
+        if (n == 0 || line[n - 1] != '\r') return malformed(h, "a line not ended by CRLF");
+        n--;
+        if (memchr(line, '\r', n)) return malformed(h, "a CR not followed by LF");
+        if (!h->have_request_line) {
+            if (n == 0) { /* empty lines before the request line */
+                if (h->pos > 2 * LEADING_EMPTY_LINES) return malformed(h, "empty lines, no request");
+                continue;
+            }
+            res = request_line(h, line, n, lim);
+        } else if (n == 0) {
+            h->head_len = h->pos;
+            return whole_head(h, lim);
+        } else {
+            res = field_line(h, line, n, lim);
+        }
+    }
+    if (res != SNUG_HTTP_MORE) return res;
+    if (!h->have_request_line && len > h->line_start) {
+        res = partial_request_line(h, buf + h->line_start, len - h->line_start, lim);
+        if (res != SNUG_HTTP_MORE) return res;
+    }
+    if (len >= lim->head_bytes)
+        return refuse(&h->refusal, 431, "headers_too_large", "the request head is over the limit "
+                      "of %zu bytes", lim->head_bytes);
+    return SNUG_HTTP_MORE;
+}
+
+/* ---- chunked bodies ---------------------------------------------------------- */
+
+enum {
+    CH_SIZE,       /* hex digits of a chunk's size */
+    CH_SIZE_WS,    /* whitespace after them (before ';' or CR) */
+    CH_EXT,        /* a chunk extension, to CR */
+    CH_SIZE_LF,    /* the LF after the size line's CR */
+    CH_DATA,       /* the chunk's bytes */
+    CH_DATA_CR,    /* the CR after them */
+    CH_DATA_LF,    /* and its LF */
+    CH_TRAILER,    /* the start of a trailer line, or the final CR */
+    CH_TRAILER_LINE, /* a trailer field line, to its CR */
+    CH_TRAILER_LF, /* the LF after a trailer line */
+    CH_END_LF,     /* the LF after the final CR */
+};
+
+static int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    c |= 0x20;
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static snug_http_result chunk_bad(snug_http_refusal *r, const char *what)
+{
+    return refuse(r, 400, "malformed_request", "malformed chunked body: %s", what);
+}
+
+snug_http_result snug_http_chunks_read(snug_http_chunks *c, const char *p, size_t n,
+                                       const snug_http_limits *lim, size_t *used,
+                                       snug_http_refusal *r)
+{
+    size_t i = 0;
+    snug_http_result res = SNUG_HTTP_MORE;
+    while (i < n && res == SNUG_HTTP_MORE) {
+        unsigned char b = (unsigned char)p[i];
+        if (c->state == CH_DATA) { /* the bulk: skip over the chunk's bytes at once */
+            size_t take = (size_t)SNUG_MIN((uint64_t)(n - i), c->left);
+            i += take;
+            c->left -= take;
+            if (c->left == 0) c->state = CH_DATA_CR;
+            continue;
+        }
+        i++;
+        switch (c->state) {
+        case CH_SIZE: {
+            int x = hex_value(b);
+            if (x >= 0) {
+                if (++c->digits > CHUNK_SIZE_DIGITS) res = chunk_bad(r, "a chunk size over 16 digits");
+                else c->left = c->left << 4 | (uint64_t)x;
+            } else if (c->digits == 0) {
+                res = chunk_bad(r, "a chunk size that is not hexadecimal");
+            } else if (b == ' ' || b == '\t') {
+                c->state = CH_SIZE_WS;
+            } else if (b == ';') {
+                c->state = CH_EXT;
+            } else if (b == '\r') {
+                c->state = CH_SIZE_LF;
+            } else {
+                res = chunk_bad(r, "a chunk size that is not hexadecimal");
+            }
+            break;
+        }
+        case CH_SIZE_WS:
+            if (b == ';') c->state = CH_EXT;
+            else if (b == '\r') c->state = CH_SIZE_LF;
+            else if (b != ' ' && b != '\t') res = chunk_bad(r, "bytes after a chunk size");
+            break;
+        case CH_EXT:
+            if (b == '\r') c->state = CH_SIZE_LF;
+            else if ((b < 0x20 && b != '\t') || b == 0x7f)
+                res = chunk_bad(r, "a control character in a chunk extension");
+            else if (++c->line > TRAILER_LINE_BYTES) res = chunk_bad(r, "a chunk extension too long");
+            break;
+        case CH_SIZE_LF:
+            if (b != '\n') {
+                res = chunk_bad(r, "a chunk size line not ended by CRLF");
+                break;
+            }
+            if (c->left > lim->body_bytes || c->total + c->left > lim->body_bytes) {
+                res = refuse(r, 413, "body_too_large", "the request body is over the limit of "
+                             "%llu bytes", (unsigned long long)lim->body_bytes);
+                break;
+            }
+            c->total += c->left;
+            c->line = 0;
+            c->state = c->left ? CH_DATA : CH_TRAILER;
+            c->digits = 0;
+            break;
+        case CH_DATA_CR:
+            if (b == '\r') c->state = CH_DATA_LF;
+            else res = chunk_bad(r, "a chunk's data not followed by CRLF");
+            break;
+        case CH_DATA_LF:
+            if (b == '\n') c->state = CH_SIZE;
+            else res = chunk_bad(r, "a chunk's data not followed by CRLF");
+            break;
+        case CH_TRAILER:
+            if (b == '\r') c->state = CH_END_LF;
+            else if (b == ' ' || b == '\t' || !is_tchar(b)) res = chunk_bad(r, "a trailer line that is not a field");
+            else c->state = CH_TRAILER_LINE, c->line = 1;
+            break;
+        case CH_TRAILER_LINE:
+            if (b == '\r') c->state = CH_TRAILER_LF;
+            else if (b == 0 || b == '\n') res = chunk_bad(r, "a NUL or bare LF in a trailer");
+            else if (++c->line > TRAILER_LINE_BYTES) res = chunk_bad(r, "a trailer line too long");
+            break;
+        case CH_TRAILER_LF:
+            if (b == '\n') c->state = CH_TRAILER;
+            else res = chunk_bad(r, "a trailer line not ended by CRLF");
+            break;
+        case CH_END_LF:
+            if (b == '\n') res = SNUG_HTTP_OK;
+            else res = chunk_bad(r, "the body's last line not ended by CRLF");
+            break;
+        default:
+            res = chunk_bad(r, "an unknown state");
+        }
+    }
+    *used = i;
+    return res;
+}
