@@ -88,6 +88,9 @@ typedef struct gate_conn {
     size_t in_len;
     snug_http_head head;
     snug_http_chunks chunks;
+    snug_http_chunks prescan;    /* a chunked body read ahead in `in`, before admission */
+    size_t prescanned;           /* its bytes read so far, after the head */
+    bool head_done;              /* the head is whole: its body is awaited in `in` */
     uint64_t body_left;
     bool reserved;               /* the last request forwarded is a probe */
     bool client_eof;
@@ -356,10 +359,36 @@ static int oldest_idle(const snug_gate *g, const gate_conn *keep, bool with_link
     return best;
 }
 
+/* True when c's request, its head whole in c->in, may go to a link now:
+ * its body is all in c->in too (so a slow sender never holds a connection
+ * of libmicrohttpd's), or c->in is full (a large body goes on in passing),
+ * or the client waits for 100 Continue. A broken chunked body is refused. */
+static bool body_ready(snug_gate *g, gate_conn *c)
+{
+    const snug_http_head *h = &c->head;
+    if (c->in_len == IN_BYTES || h->expect_continue) return true;
+    size_t have = c->in_len - h->head_len;
+    if (!h->chunked) return !h->has_length || have >= h->content_length;
+    size_t used = 0;
+    snug_http_refusal r;
+    snug_http_result res = snug_http_chunks_read(&c->prescan, c->in + h->head_len + c->prescanned,
+                                                 have - c->prescanned, &g->o.limits, &used, &r);
+    c->prescanned += used;
+    if (res == SNUG_HTTP_BAD) refuse(g, c, &r);
+    return res == SNUG_HTTP_OK;
+}
+
 /* A whole head in c->in: admits the request to a link (or answers it). */
 static void admit(snug_gate *g, gate_conn *c, int slot)
 {
     snug_http_head *h = &c->head;
+    if (!c->head_done) {
+        c->head_done = true;
+        c->t_body = now_s();
+        c->prescan = (snug_http_chunks){0};
+        c->prescanned = 0;
+    }
+    if (!body_ready(g, c)) return;
     bool probe = is_probe(h);
     if (!probe && in_flight(c) == 0 && busy(g) >= g->o.max_requests) {
         char msg[96];
@@ -384,7 +413,7 @@ static void admit(snug_gate *g, gate_conn *c, int slot)
     c->in_len -= h->head_len;
     c->forwarded++;
     c->reserved = probe;
-    c->t_body = now_s();
+    c->head_done = false;
     c->chunks = (snug_http_chunks){0};
     c->body_left = h->has_length ? h->content_length : 0;
     c->phase = h->chunked ? PHASE_BODY_CHUNKS : c->body_left ? PHASE_BODY_LEN : PHASE_IDLE;
@@ -507,6 +536,7 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
                 if (c->phase == PHASE_IDLE) {
                     c->phase = PHASE_HEAD;
                     snug_http_head_reset(&c->head);
+                    c->head_done = false;
                     c->t_head = t;
                 }
                 snug_http_result r = snug_http_head_read(&c->head, c->in, c->in_len, &g->o.limits);
@@ -541,7 +571,7 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         if (c->phase == PHASE_HEAD || c->phase == PHASE_BODY_LEN || c->phase == PHASE_BODY_CHUNKS) {
             snug_http_refusal r = {400, "malformed_request", ""};
             snprintf(r.message, sizeof r.message, "the client closed its side in the middle of a "
-                     "request's %s", c->phase == PHASE_HEAD ? "head" : "body");
+                     "request's %s", c->phase == PHASE_HEAD && !c->head_done ? "head" : "body");
             c->abort_request = c->phase != PHASE_HEAD;
             refuse(g, c, &r);
         } else if (quiet(c)) {
@@ -569,7 +599,14 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         close_conn(g, c);
         return;
     }
-    if (c->resp_len == 0 && c->phase == PHASE_HEAD && in_flight(c) == 0 && t - c->t_head > g->o.header_s) {
+    if (c->resp_len == 0 && c->phase == PHASE_HEAD && c->head_done && t - c->t_body > g->o.body_s) {
+        snug_http_refusal r = {408, "request_timeout", ""};
+        snprintf(r.message, sizeof r.message, "the request body did not arrive within %.0f s",
+                 g->o.body_s);
+        refuse(g, c, &r);
+    }
+    if (c->resp_len == 0 && c->phase == PHASE_HEAD && !c->head_done && in_flight(c) == 0 &&
+        t - c->t_head > g->o.header_s) {
         snug_http_refusal r = {408, "request_timeout", ""};
         snprintf(r.message, sizeof r.message, "the request head did not arrive within %.0f s",
                  g->o.header_s);

@@ -47,38 +47,54 @@ bool snug_http_head_keeps_alive(const snug_http_head *h)
     return h->minor >= 1 ? !h->conn_close : h->conn_keep_alive && !h->conn_close;
 }
 
-/* The request line p[0 .. n) (without its CRLF). */
-static snug_http_result request_line(snug_http_head *h, const char *p, size_t n,
-                                     const snug_http_limits *lim)
+/* Scans the request line p[0 .. n) (without its CRLF) in order, method,
+ * target, version, each byte once, and refuses at the first byte that
+ * breaks a rule; complete says whether n is the whole line or only what
+ * has arrived (then SNUG_HTTP_MORE when nothing is wrong yet). The same
+ * scan either way, so that a line refused as it dribbles in is refused
+ * for the same reason when it comes at once. Fills h's request line when
+ * the whole line passes (and returns SNUG_HTTP_MORE: the fields follow). */
+static snug_http_result scan_request_line(snug_http_head *h, const char *p, size_t n, bool complete,
+                                          const snug_http_limits *lim)
 {
-    const char *sp1 = memchr(p, ' ', n);
-    if (!sp1 || sp1 == p) return malformed(h, "the request line is not METHOD SP TARGET SP VERSION");
-    size_t m = (size_t)(sp1 - p);
-    for (size_t i = 0; i < m; i++)
+    static const char shape[] = "HTTP/0.0"; /* '0': any digit */
+    size_t i = 0;
+    for (; i < n && p[i] != ' '; i++) {
+        if (i + 1 >= sizeof h->method)
+            return refuse(&h->refusal, 501, "not_implemented", "no such method (over %zu "
+                          "characters)", sizeof h->method - 1);
         if (!is_tchar((unsigned char)p[i])) return malformed(h, "the method is not a token");
-    if (m >= sizeof h->method)
-        return refuse(&h->refusal, 501, "not_implemented", "no such method (%zu characters)", m);
-    const char *t = sp1 + 1, *end = p + n;
-    const char *sp2 = memchr(t, ' ', (size_t)(end - t));
-    if (!sp2 || sp2 == t) return malformed(h, "the request line is not METHOD SP TARGET SP VERSION");
-    size_t tn = (size_t)(sp2 - t);
-    if (tn > lim->target_bytes)
-        return refuse(&h->refusal, 414, "uri_too_long", "the request target is %zu bytes, over the "
-                      "limit of %zu", tn, lim->target_bytes);
-    for (size_t i = 0; i < tn; i++) {
-        unsigned char c = (unsigned char)t[i];
+    }
+    if (i == 0 && n > 0) return malformed(h, "the request line does not begin with a method");
+    if (i == n) return complete ? malformed(h, "the request line is not METHOD SP TARGET SP VERSION")
+                                : SNUG_HTTP_MORE;
+    size_t m = i++, t0 = i;
+    for (; i < n && p[i] != ' '; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (i - t0 >= lim->target_bytes)
+            return refuse(&h->refusal, 414, "uri_too_long", "the request target is over the limit "
+                          "of %zu bytes", lim->target_bytes);
         if (!is_vchar(c)) return malformed(h, "the request target has a byte outside VCHAR");
-        if (c == '%' && i + 2 < tn && t[i + 1] == '0' && t[i + 2] == '0')
+        if (c == '%' && i + 2 < n && p[i + 1] == '0' && p[i + 2] == '0')
             return malformed(h, "the request target has %00 in it");
     }
-    if (!(t[0] == '/' || (tn == 1 && t[0] == '*') || strncasecmp(t, "http://", 7) == 0 ||
-          strncasecmp(t, "https://", 8) == 0))
+    size_t tn = i - t0;
+    if (i == n) return complete ? malformed(h, "the request line is not METHOD SP TARGET SP VERSION")
+                                : SNUG_HTTP_MORE;
+    const char *t = p + t0;
+    if (tn == 0 || !(t[0] == '/' || (tn == 1 && t[0] == '*') ||
+                     (tn >= 7 && strncasecmp(t, "http://", 7) == 0) ||
+                     (tn >= 8 && strncasecmp(t, "https://", 8) == 0)))
         return malformed(h, "the request target is neither a path nor an absolute URI");
-    const char *v = sp2 + 1;
-    size_t vn = (size_t)(end - v);
-    if (vn != 8 || memcmp(v, "HTTP/", 5) != 0 || v[5] < '0' || v[5] > '9' || v[6] != '.' ||
-        v[7] < '0' || v[7] > '9')
-        return malformed(h, "the version is not HTTP/D.D");
+    const char *v = p + i + 1;
+    size_t vn = n - i - 1;
+    for (size_t k = 0; k < vn; k++) {
+        bool digit = k < 8 && shape[k] == '0';
+        if (k >= 8 || (digit ? v[k] < '0' || v[k] > '9' : v[k] != shape[k]))
+            return malformed(h, "the version is not HTTP/D.D");
+    }
+    if (!complete) return SNUG_HTTP_MORE;
+    if (vn != 8) return malformed(h, "the version is not HTTP/D.D");
     if (v[5] != '1' || v[7] > '1')
         return refuse(&h->refusal, 505, "http_version_not_supported", "HTTP/%c.%c: this server "
                       "speaks HTTP/1.1 and HTTP/1.0", v[5], v[7]);
@@ -157,6 +173,8 @@ static snug_http_result field_line(snug_http_head *h, const char *p, size_t n,
         h->chunked = h->n_te == 1 && vn == 7 && strncasecmp(v, "chunked", 7) == 0;
     } else if (name_is(p, nn, "Host")) {
         h->n_host++;
+    } else if (name_is(p, nn, "Expect")) {
+        h->expect_continue |= vn == 12 && strncasecmp(v, "100-continue", 12) == 0;
     } else if (name_is(p, nn, "Connection")) {
         h->conn_close |= list_has(v, vn, "close");
         h->conn_keep_alive |= list_has(v, vn, "keep-alive");
@@ -182,32 +200,34 @@ static snug_http_result whole_head(snug_http_head *h, const snug_http_limits *li
     return SNUG_HTTP_OK;
 }
 
-/* The partial first line p[0 .. n) so far: refused as soon as it cannot
- * become a request line (garbage gets an answer without waiting). */
-static snug_http_result partial_request_line(snug_http_head *h, const char *p, size_t n,
-                                             const snug_http_limits *lim)
+/* The bytes of an unfinished line, p[0 .. n): the request line is
+ * scanned as far as it goes (a CR at the very end may be its CRLF's), once
+ * it has doubled since the last scan or the head is at its limit (so that
+ * a line that dribbles in costs linear time, and garbage is refused at
+ * once); in a field line a CR already followed by something is refused. */
+static snug_http_result partial_line(snug_http_head *h, const char *p, size_t n, bool at_limit,
+                                     const snug_http_limits *lim)
 {
-    size_t i = 0;
-    while (i < n && is_tchar((unsigned char)p[i])) i++;
-    if (i == n) return i > 32 ? malformed(h, "the method is too long") : SNUG_HTTP_MORE;
-    if (p[i] != ' ' || i == 0) return malformed(h, "the request line does not begin with a method");
-    if (n - i > lim->target_bytes + 16)
-        return refuse(&h->refusal, 414, "uri_too_long", "the request target is over the limit "
-                      "of %zu bytes", lim->target_bytes);
-    return SNUG_HTTP_MORE;
+    if (!h->have_request_line) {
+        size_t have = n && p[n - 1] == '\r' ? n - 1 : n;
+        if (h->scanned && have < 2 * h->scanned && !at_limit) return SNUG_HTTP_MORE;
+        h->scanned = have;
+        return scan_request_line(h, p, have, false, lim);
+    }
+    const char *cr = memchr(p, '\r', n);
+    return cr && cr + 1 < p + n ? malformed(h, "a CR not followed by LF") : SNUG_HTTP_MORE;
 }
 
 snug_http_result snug_http_head_read(snug_http_head *h, const char *buf, size_t len,
                                      const snug_http_limits *lim)
 {
     if (h->head_len) return whole_head(h, lim); /* read before: the same verdict */
+    size_t end = SNUG_MIN(len, lim->head_bytes); /* past the limit, nothing is read */
     snug_http_result res = SNUG_HTTP_MORE;
-    while (res == SNUG_HTTP_MORE && h->pos < len) {
-        const char *lf = memchr(buf + h->pos, '\n', len - h->pos);
-        if (!lf) { /* an unfinished line: look at the new bytes, then wait */
-            const char *cr = memchr(buf + h->pos, '\r', len - h->pos);
-            if (cr && cr + 1 < buf + len) return malformed(h, "a CR not followed by LF");
-            h->pos = len;
+    while (res == SNUG_HTTP_MORE && h->pos < end) {
+        const char *lf = memchr(buf + h->pos, '\n', end - h->pos);
+        if (!lf) {
+            h->pos = end;
             break;
         }
         size_t at = (size_t)(lf - buf);
@@ -215,25 +235,31 @@ snug_http_result snug_http_head_read(snug_http_head *h, const char *buf, size_t 
         const char *line = buf + h->line_start;
         size_t n = at - h->line_start;
         h->line_start = h->pos;
-        if (n == 0 || line[n - 1] != '\r') return malformed(h, "a line not ended by CRLF");
-        n--;
-        if (memchr(line, '\r', n)) return malformed(h, "a CR not followed by LF");
+        bool crlf = n > 0 && line[n - 1] == '\r';
         if (!h->have_request_line) {
-            if (n == 0) { /* empty lines before the request line */
+            /* scanned as it would have been while it arrived, then whole */
+            res = scan_request_line(h, line, crlf ? n - 1 : n, false, lim);
+            if (res != SNUG_HTTP_MORE) return res;
+            if (!crlf) return malformed(h, "a line not ended by CRLF");
+            if (n == 1) { /* an empty line before the request line */
                 if (h->pos > 2 * LEADING_EMPTY_LINES) return malformed(h, "empty lines, no request");
                 continue;
             }
-            res = request_line(h, line, n, lim);
-        } else if (n == 0) {
+            res = scan_request_line(h, line, n - 1, true, lim);
+            continue;
+        }
+        if (!crlf) return malformed(h, "a line not ended by CRLF");
+        n--;
+        if (memchr(line, '\r', n)) return malformed(h, "a CR not followed by LF");
+        if (n == 0) {
             h->head_len = h->pos;
             return whole_head(h, lim);
-        } else {
-            res = field_line(h, line, n, lim);
         }
+        res = field_line(h, line, n, lim);
     }
     if (res != SNUG_HTTP_MORE) return res;
-    if (!h->have_request_line && len > h->line_start) {
-        res = partial_request_line(h, buf + h->line_start, len - h->line_start, lim);
+    if (end > h->line_start) {
+        res = partial_line(h, buf + h->line_start, end - h->line_start, len >= lim->head_bytes, lim);
         if (res != SNUG_HTTP_MORE) return res;
     }
     if (len >= lim->head_bytes)

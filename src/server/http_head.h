@@ -55,6 +55,7 @@ typedef struct snug_http_head {
     /* reading */
     size_t pos;                    /* bytes read so far (complete lines) */
     size_t line_start;             /* where the line being read begins */
+    size_t scanned;                /* the unfinished request line's bytes last scanned */
     bool have_request_line;
     /* the request line */
     char method[16];               /* longer methods are refused (none is) */
@@ -66,6 +67,7 @@ typedef struct snug_http_head {
     bool has_length, chunked;
     uint64_t content_length;
     bool conn_close, conn_keep_alive;
+    bool expect_continue;          /* Expect: 100-continue (the client waits to send its body) */
     /* a whole head */
     size_t head_len;               /* its bytes, the blank line included */
     snug_http_refusal refusal;     /* with SNUG_HTTP_BAD */

@@ -9,6 +9,9 @@
 #   tests/fuzz/config/       config.json files (hand-made for every rope type
 #                            and family, plus the real ones under
 #                            $SNUG_HF_DIR/*/config.json when that exists)
+#   tests/fuzz/http_head/    request heads and chunked bodies as clients send
+#                            them, and one near-miss for each rule the gate's
+#                            reader enforces
 # Most seeds are valid; the files named near-*.* break one rule each, so that
 # the fuzzer starts next to the edges. Every file is a few KB at most.
 #
@@ -22,7 +25,7 @@ set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")"
 hf_dir=${SNUG_HF_DIR:-../../../shared/tokenizers/hf}
-mkdir -p safetensors gguf index config
+mkdir -p safetensors gguf index config http_head
 
 # ---- bytes: u8 u32 u64 zeros run_of pat -----------------------------------
 # shellcheck source=../lib/bytes.sh
@@ -282,5 +285,43 @@ cfg $C/near-eos-out-of-vocab.json ', "eos_token_id": 256'
 for m in gemma-2b-it gpt2 mistral-v0.3 smollm2-135m tinyllama-1.1b-chat; do
     if [[ -f $hf_dir/$m/config.json ]]; then cp "$hf_dir/$m/config.json" "$C/hf-$m.json"; fi
 done
+# ---- http_head --------------------------------------------------------------
+H=http_head
+req() { printf "$2" >"$H/$1"; } # req FILE PRINTF-FORMAT
+req get-health.http 'GET /health HTTP/1.1\r\nHost: localhost:8000\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n'
+req post-json.http 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{"prompt": "Hi"}\n'
+req post-chunked.http 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n3\r\n abc\r\n0\r\nTrailer: x\r\n\r\n'
+req pipelined.http 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'
+req http10-keepalive.http 'GET /v1/models HTTP/1.0\r\nConnection: keep-alive\r\n\r\n'
+req leading-crlf.http '\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: x\r\nOrigin: http://a.example\r\n\r\n'
+req absolute-form.http 'GET http://localhost:8000/health?x=1 HTTP/1.1\r\nHost: localhost\r\n\r\n'
+req expect-continue.http 'POST /tokenize HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}'
+req near-garbage.http 'GARBAGE\r\n\r\n'
+req near-bare-lf.http 'GET / HTTP/1.1\nHost: x\n\n'
+req near-bare-cr.http 'GET / HTTP/1.1\rHost: x\r\n\r\n'
+req near-no-colon.http 'GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n'
+req near-space-before-colon.http 'GET / HTTP/1.1\r\nHost : x\r\n\r\n'
+req near-obs-fold.http 'GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  folded\r\n\r\n'
+req near-nul-name.http 'GET / HTTP/1.1\r\nHost: x\r\nX-\0A: 1\r\n\r\n'
+req near-nul-value.http 'GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\0junk\r\n\r\n'
+req near-cl-abc.http 'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'
+req near-cl-twice.http 'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello'
+req near-cl-list.http 'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello'
+req near-cl-huge.http 'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551616\r\n\r\n'
+req near-te-cl.http 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n'
+req near-te-gzip.http 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n'
+req near-te-http10.http 'POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'
+req near-no-host.http 'GET / HTTP/1.1\r\n\r\n'
+req near-two-hosts.http 'GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n'
+req near-pct00.http 'POST /v1/completions%%00 HTTP/1.1\r\nHost: x\r\n\r\n'
+req near-version.http 'GET / HTTP/9.9\r\nHost: x\r\n\r\n'
+req near-version-shape.http 'GET / HTTPS/1.1\r\nHost: x\r\n\r\n'
+req near-long-method.http 'GETGETGETGETGETGETGET / HTTP/1.1\r\nHost: x\r\n\r\n'
+req near-chunk-size.http 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n'
+req near-chunk-crlf.http 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n'
+req near-chunk-digits.http 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000001\r\na\r\n0\r\n\r\n'
+{ printf 'GET /'; head -c 600 /dev/zero | tr '\0' 'a'; printf ' HTTP/1.1\r\nHost: x\r\n\r\n'; } >$H/near-long-target.http
+{ printf 'GET / HTTP/1.1\r\nHost: x\r\n'; for i in $(seq 1 20); do printf 'X-%d: %d\r\n' "$i" "$i"; done; printf '\r\n'; } >$H/near-many-fields.http
+{ printf 'GET / HTTP/1.1\r\nHost: x\r\nX-Big: '; head -c 2100 /dev/zero | tr '\0' 'b'; printf '\r\n\r\n'; } >$H/near-big-head.http
 echo "make-seeds.sh: $(ls safetensors | wc -l) safetensors, $(ls gguf | wc -l) gguf," \
-     "$(ls index | wc -l) index, $(ls config | wc -l) config seeds"
+     "$(ls index | wc -l) index, $(ls config | wc -l) config, $(ls http_head | wc -l) http_head seeds"
