@@ -48,58 +48,68 @@ bool snug_http_head_keeps_alive(const snug_http_head *h)
 }
 
 /* Scans the request line p[0 .. n) (without its CRLF) in order, method,
- * target, version, each byte once, and refuses at the first byte that
- * breaks a rule; complete says whether n is the whole line or only what
- * has arrived (then SNUG_HTTP_MORE when nothing is wrong yet). The same
- * scan either way, so that a line refused as it dribbles in is refused
- * for the same reason when it comes at once. Fills h's request line when
- * the whole line passes (and returns SNUG_HTTP_MORE: the fields follow). */
+ * target, version, and refuses at the first byte that breaks a rule;
+ * complete says whether n is the whole line or only what has arrived (then
+ * SNUG_HTTP_MORE when nothing is wrong yet). It goes on from where the last
+ * call stopped (h->rl_*), so each byte is looked at once, and a line
+ * refused as it dribbles in is refused for the same reason when it comes
+ * at once. Fills h's request line when the whole line passes (and returns
+ * SNUG_HTTP_MORE: the fields follow). */
 static snug_http_result scan_request_line(snug_http_head *h, const char *p, size_t n, bool complete,
                                           const snug_http_limits *lim)
 {
     static const char shape[] = "HTTP/0.0"; /* '0': any digit */
-    size_t i = 0;
-    for (; i < n && p[i] != ' '; i++) {
-        if (i + 1 >= sizeof h->method)
+    size_t i = h->rl_at;
+    for (; h->rl_part == 0 && i < n; i++) { /* the method */
+        if (p[i] == ' ') {
+            if (i == 0) return malformed(h, "the request line does not begin with a method");
+            h->rl_part = 1;
+            h->rl_target = i + 1;
+        } else if (i + 1 >= sizeof h->method) {
             return refuse(&h->refusal, 501, "not_implemented", "no such method (over %zu "
                           "characters)", sizeof h->method - 1);
-        if (!is_tchar((unsigned char)p[i])) return malformed(h, "the method is not a token");
+        } else if (!is_tchar((unsigned char)p[i])) {
+            return malformed(h, "the method is not a token");
+        }
     }
-    if (i == 0 && n > 0) return malformed(h, "the request line does not begin with a method");
-    if (i == n) return complete ? malformed(h, "the request line is not METHOD SP TARGET SP VERSION")
-                                : SNUG_HTTP_MORE;
-    size_t m = i++, t0 = i;
-    for (; i < n && p[i] != ' '; i++) {
+    for (; h->rl_part == 1 && i < n; i++) { /* the target */
         unsigned char c = (unsigned char)p[i];
-        if (i - t0 >= lim->target_bytes)
+        const char *t = p + h->rl_target;
+        size_t tn = i - h->rl_target;
+        if (c == ' ') {
+            if (tn == 0 || !(t[0] == '/' || (tn == 1 && t[0] == '*') ||
+                             (tn >= 7 && strncasecmp(t, "http://", 7) == 0) ||
+                             (tn >= 8 && strncasecmp(t, "https://", 8) == 0)))
+                return malformed(h, "the request target is neither a path nor an absolute URI");
+            h->rl_part = 2;
+            h->rl_version = i + 1;
+            continue;
+        }
+        if (tn >= lim->target_bytes)
             return refuse(&h->refusal, 414, "uri_too_long", "the request target is over the limit "
                           "of %zu bytes", lim->target_bytes);
         if (!is_vchar(c)) return malformed(h, "the request target has a byte outside VCHAR");
+        if (c == '%' && i + 2 >= n && !complete) break; /* %00 or not: wait and see */
         if (c == '%' && i + 2 < n && p[i + 1] == '0' && p[i + 2] == '0')
             return malformed(h, "the request target has %00 in it");
     }
-    size_t tn = i - t0;
-    if (i == n) return complete ? malformed(h, "the request line is not METHOD SP TARGET SP VERSION")
-                                : SNUG_HTTP_MORE;
-    const char *t = p + t0;
-    if (tn == 0 || !(t[0] == '/' || (tn == 1 && t[0] == '*') ||
-                     (tn >= 7 && strncasecmp(t, "http://", 7) == 0) ||
-                     (tn >= 8 && strncasecmp(t, "https://", 8) == 0)))
-        return malformed(h, "the request target is neither a path nor an absolute URI");
-    const char *v = p + i + 1;
-    size_t vn = n - i - 1;
-    for (size_t k = 0; k < vn; k++) {
+    for (; h->rl_part == 2 && i < n; i++) { /* the version */
+        size_t k = i - h->rl_version;
         bool digit = k < 8 && shape[k] == '0';
-        if (k >= 8 || (digit ? v[k] < '0' || v[k] > '9' : v[k] != shape[k]))
+        if (k >= 8 || (digit ? p[i] < '0' || p[i] > '9' : p[i] != shape[k]))
             return malformed(h, "the version is not HTTP/D.D");
     }
+    h->rl_at = i;
     if (!complete) return SNUG_HTTP_MORE;
-    if (vn != 8) return malformed(h, "the version is not HTTP/D.D");
+    if (h->rl_part < 2) return malformed(h, "the request line is not METHOD SP TARGET SP VERSION");
+    const char *v = p + h->rl_version, *t = p + h->rl_target;
+    size_t tn = h->rl_version - 1 - h->rl_target;
+    if (n - h->rl_version != 8) return malformed(h, "the version is not HTTP/D.D");
     if (v[5] != '1' || v[7] > '1')
         return refuse(&h->refusal, 505, "http_version_not_supported", "HTTP/%c.%c: this server "
                       "speaks HTTP/1.1 and HTTP/1.0", v[5], v[7]);
-    memcpy(h->method, p, m);
-    h->method[m] = 0;
+    memcpy(h->method, p, h->rl_target - 1);
+    h->method[h->rl_target - 1] = 0;
     size_t pn = 0;
     while (pn < tn && pn < sizeof h->path - 1 && t[pn] != '?') pn++;
     memcpy(h->path, t, pn);
@@ -201,19 +211,12 @@ static snug_http_result whole_head(snug_http_head *h, const snug_http_limits *li
 }
 
 /* The bytes of an unfinished line, p[0 .. n): the request line is
- * scanned as far as it goes (a CR at the very end may be its CRLF's), once
- * it has doubled since the last scan or the head is at its limit (so that
- * a line that dribbles in costs linear time, and garbage is refused at
- * once); in a field line a CR already followed by something is refused. */
-static snug_http_result partial_line(snug_http_head *h, const char *p, size_t n, bool at_limit,
+ * scanned as far as it goes (a CR at the very end may be its CRLF's);
+ * in a field line a CR already followed by something is refused. */
+static snug_http_result partial_line(snug_http_head *h, const char *p, size_t n,
                                      const snug_http_limits *lim)
 {
-    if (!h->have_request_line) {
-        size_t have = n && p[n - 1] == '\r' ? n - 1 : n;
-        if (h->scanned && have < 2 * h->scanned && !at_limit) return SNUG_HTTP_MORE;
-        h->scanned = have;
-        return scan_request_line(h, p, have, false, lim);
-    }
+    if (!h->have_request_line) return scan_request_line(h, p, n && p[n - 1] == '\r' ? n - 1 : n, false, lim);
     const char *cr = memchr(p, '\r', n);
     return cr && cr + 1 < p + n ? malformed(h, "a CR not followed by LF") : SNUG_HTTP_MORE;
 }
@@ -259,7 +262,7 @@ snug_http_result snug_http_head_read(snug_http_head *h, const char *buf, size_t 
     }
     if (res != SNUG_HTTP_MORE) return res;
     if (end > h->line_start) {
-        res = partial_line(h, buf + h->line_start, end - h->line_start, len >= lim->head_bytes, lim);
+        res = partial_line(h, buf + h->line_start, end - h->line_start, lim);
         if (res != SNUG_HTTP_MORE) return res;
     }
     if (len >= lim->head_bytes)

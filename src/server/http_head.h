@@ -55,7 +55,9 @@ typedef struct snug_http_head {
     /* reading */
     size_t pos;                    /* bytes read so far (complete lines) */
     size_t line_start;             /* where the line being read begins */
-    size_t scanned;                /* the unfinished request line's bytes last scanned */
+    size_t rl_at;                  /* the request line: bytes scanned so far, ... */
+    int rl_part;                   /* ... in which part (0 method, 1 target, 2 version), ... */
+    size_t rl_target, rl_version;  /* ... and where the target and the version begin */
     bool have_request_line;
     /* the request line */
     char method[16];               /* longer methods are refused (none is) */
