@@ -1,9 +1,10 @@
 /*
  * test_api_request.c: OpenAI completions and chat completions bodies into
- * snug_api_request. Good requests check every parsed value; bad ones check
- * the HTTP status, the param, a piece of the message, that the message is
- * valid UTF-8 and that nothing is left held; the OOM loop fails each
- * allocation of a large good request in turn.
+ * snug_api_request. Good requests check every parsed value (chat messages
+ * as the template will see them: nulls dropped, an assistant's null
+ * content ""); bad ones check the HTTP status, the param, a piece of the
+ * message, that the message is valid UTF-8 and that nothing is left held;
+ * the OOM loop fails each allocation of a large good request in turn.
  */
 #include "base/device.h"
 #include "base/json.h"
@@ -207,7 +208,8 @@ static void test_chat_every_field(void)
         " {\"role\": \"developer\", \"content\": \"\"},"
         " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"one\"},"
         "   {\"type\": \"text\", \"text\": \"two\"}], \"name\": \"bob\"},"
-        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\"}]},"
+        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\","
+        "   \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]},"
         " {\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": \"c1\"},"
         " {\"role\": \"assistant\"},"
         " {\"role\": \"user\", \"content\": []}],"
@@ -234,9 +236,10 @@ static void test_chat_every_field(void)
         "[{\"role\":\"system\",\"content\":\"be brief\"},"
         "{\"role\":\"developer\",\"content\":\"\"},"
         "{\"role\":\"user\",\"content\":\"one\\ntwo\",\"name\":\"bob\"},"
-        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\"}]},"
+        "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
         "{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"c1\"},"
-        "{\"role\":\"assistant\"},"
+        "{\"role\":\"assistant\",\"content\":\"\"},"
         "{\"role\":\"user\",\"content\":\"\"}]";
     CHECK(text && strcmp(text, want) == 0, "messages normalized:\n  got  %s\n  want %s", text,
           want);
@@ -251,6 +254,45 @@ static void test_chat_every_field(void)
               r.logprobs);
         snug_api_request_free(&r);
     }
+}
+
+/* What every OpenAI client sends back after a tool call, with nulls where
+ * fields are omitted: the assistant's null content becomes "" (a template
+ * adds it to a string), null members are dropped from the messages, their
+ * tool calls and functions (a template finds them undefined, not None),
+ * and what is not null stays as it was. */
+static void test_chat_nulls_after_a_tool_call(void)
+{
+    const char *body =
+        "{\"messages\": ["
+        " {\"role\": \"system\", \"content\": \"s\", \"name\": null},"
+        " {\"role\": \"user\", \"content\": \"What is 6*7?\"},"
+        " {\"role\": \"assistant\", \"content\": null, \"refusal\": null, \"tool_calls\": [{\"id\": \"x\","
+        "   \"type\": \"function\", \"index\": null, \"function\": {\"name\": \"calc\","
+        "   \"arguments\": \"{\\\"e\\\": \\\"6*7\\\"}\", \"extra\": null}}]},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"x\", \"content\": \"42\", \"name\": \"calc\"},"
+        " {\"role\": \"assistant\", \"tool_calls\": null, \"tool_call_id\": null},"
+        " {\"role\": \"user\", \"content\": \"thanks\", \"name\": \"bob\"}]}";
+    snug_api_request r;
+    if (!parses(SNUG_API_CHAT, body, &r)) return;
+    char *text = snug_json_dumps(r.messages, false);
+    const char *want =
+        "[{\"role\":\"system\",\"content\":\"s\"},"
+        "{\"role\":\"user\",\"content\":\"What is 6*7?\"},"
+        "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"x\","
+        "\"type\":\"function\",\"function\":{\"name\":\"calc\","
+        "\"arguments\":\"{\\\"e\\\": \\\"6*7\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"x\",\"content\":\"42\",\"name\":\"calc\"},"
+        "{\"role\":\"assistant\",\"content\":\"\"},"
+        "{\"role\":\"user\",\"content\":\"thanks\",\"name\":\"bob\"}]";
+    CHECK(text && strcmp(text, want) == 0, "messages normalized:\n  got  %s\n  want %s", text,
+          want);
+    /* the two filled contents share one string */
+    CHECK(json_object_get(json_array_get(r.messages, 2), "content") ==
+              json_object_get(json_array_get(r.messages, 4), "content"),
+          "one empty string");
+    snug_mem_free(text);
+    snug_api_request_free(&r);
 }
 
 static void test_unknown_fields_ignored(void)
@@ -446,6 +488,28 @@ static void test_bad_messages(void)
          "messages[0].content[1].text", "expected a string, got the integer 7"},
         {T, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
          "messages[0].content[0].text", "got nothing"},
+        /* fields a template prints as strings */
+        {T, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": 3}]}",
+         "messages[0].name", "expected a string, got the integer 3"},
+        {T, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": 7}]}",
+         "messages[0].tool_call_id", "expected a string, got the integer 7"},
+        {T, "{\"messages\": [{\"role\": \"tool\", \"content\": null, \"tool_call_id\": \"x\"}]}",
+         "messages[0].content", "is required for a message of role \"tool\""},
+        {T, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": {}}]}",
+         "messages[0].tool_calls", "expected a list of tool calls, got an object"},
+        {T, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [null]}]}",
+         "messages[0].tool_calls[0]", "expected an object {\"type\": \"function\", \"function\": {...}}, got null"},
+        {T, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": 1,"
+            " \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}]}",
+         "messages[0].tool_calls[0].id", "expected a string, got the integer 1"},
+        {T, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"x\"}]}]}",
+         "messages[0].tool_calls[0].function", "expected an object {\"name\": ..., \"arguments\": ...}, got nothing"},
+        {T, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\","
+            " \"content\": null, \"tool_calls\": [{\"function\": {\"name\": null, \"arguments\": \"{}\"}}]}]}",
+         "messages[1].tool_calls[0].function.name", "expected a string, got null"},
+        {T, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\":"
+            " {\"name\": \"f\", \"arguments\": {\"a\": 1}}}]}]}",
+         "messages[0].tool_calls[0].function.arguments", "expected a string, got an object"},
     };
     run_cases(cases, SNUG_ARRAY_LEN(cases));
 }
@@ -649,15 +713,19 @@ static void test_oom(void)
         n += (size_t)snprintf(c.body + n, cap - n,
                               "%s{\"role\": \"user\", \"content\": [{\"type\": \"text\", "
                               "\"text\": \"part %d\"}, {\"type\": \"text\", \"text\": \"more\"}]},"
-                              " {\"role\": \"assistant\", \"content\": \"ok %d\"}",
+                              " {\"role\": \"assistant\", \"content\": \"ok %d\"},"
+                              " {\"role\": \"assistant\", \"content\": null, \"tool_calls\":"
+                              " [{\"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}",
                               i ? ", " : "", i, i);
     snprintf(c.body + n, cap - n, "], \"logit_bias\": {\"1\": 2}}");
     fails = test_oom_loop("chat", oom_parse, NULL, &c, 50);
     CHECK(fails == 4, "chat: %d allocations failed cleanly, expected 4 (admit, admit, join "
                       "buffer, logit_bias)", fails);
-    const json_t *m = json_array_get(c.r.messages, 98);
+    const json_t *m = json_array_get(c.r.messages, 147), *filled = json_array_get(c.r.messages, 149);
     CHECK(m && strcmp(json_string_value(json_object_get(m, "content")), "part 49\nmore") == 0,
           "joined content");
+    CHECK(filled && strcmp(json_string_value(json_object_get(filled, "content")), "") == 0,
+          "an assistant's null content made \"\"");
     oom_free(&c);
     free(c.body);
 
@@ -678,6 +746,7 @@ int main(void)
     RUN(test_defaults);
     RUN(test_prompt_shapes);
     RUN(test_chat_every_field);
+    RUN(test_chat_nulls_after_a_tool_call);
     RUN(test_unknown_fields_ignored);
     RUN(test_wrong_types);
     RUN(test_out_of_range);

@@ -4,7 +4,9 @@
  * families written here with the text Jinja renders from them, Jinja's
  * whitespace rules, Python's printing of values, filters, tests and
  * methods, the constructs refused at compile time, runtime errors and
- * limits, the out-of-memory loop, and renders from several threads.
+ * limits, what a failed render says about itself (its kind, its text
+ * without the place, the input's values its loops were at), the
+ * out-of-memory loop, and renders from several threads.
  */
 #include "test.h"
 
@@ -685,6 +687,126 @@ static void test_runtime_errors(void)
     CHECK_RENDER_FAILS("{{ '\u0391' | lower }}", NULL, SNUG_UNSUPPORTED, "U+0391");
 }
 
+/* ---- what a failed render says about itself ------------------------------------------ */
+
+static const char g_trace_vars[] =
+    "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"},"
+    " {\"role\": \"user\", \"content\": \"u\"},"
+    " {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\":"
+    " {\"name\": \"f\", \"arguments\": \"{}\"}}]}],"
+    " \"tools\": [{\"name\": \"t\"}]}";
+
+/* Renders text with vars under lim (NULL: the defaults) into *f and
+ * checks that it fails with status want, the message after text_at being
+ * exactly text, after the place "tmpl:LINE:COL: " or "tmpl: ". */
+static void check_trace(const char *text, const json_t *vars, const snug_template_limits *lim,
+                        snug_status want, snug_template_fail kind, const char *want_text,
+                        snug_template_failure *f)
+{
+    snug_template *t = NULL;
+    snug_error err = {0};
+    char *out = NULL;
+    size_t len = 0;
+    memset(f, 0x5a, sizeof *f);
+    CHECK_OK(snug_template_compile(text, strlen(text), "tmpl", &t, &err), &err);
+    if (!t) return;
+    snug_status st = snug_template_render_traced(t, vars, lim, f, &out, &len, &err);
+    CHECK(st == want && out == NULL, "%s: %s (%s), want %s", text, snug_status_str(st), err.msg,
+          snug_status_str(want));
+    CHECK(f->kind == kind, "%s: kind %d, want %d", text, (int)f->kind, (int)kind);
+    CHECK(f->text_at <= strlen(err.msg) && strcmp(err.msg + f->text_at, want_text) == 0 &&
+              strncmp(err.msg, "tmpl", 4) == 0 && f->text_at >= 6 &&
+              strncmp(err.msg + f->text_at - 2, ": ", 2) == 0,
+          "%s: message \"%s\", text_at %zu, want the text \"%s\"", text, err.msg, f->text_at,
+          want_text);
+    snug_mem_free(out);
+    snug_template_free(t);
+}
+
+/* The failure names the kind of error, its text without its place, and the
+ * input's arrays and objects the loops around it were at, innermost first,
+ * through slices, namespaces and loops over other values. */
+static void test_failure_trace(void)
+{
+    json_t *vars = NULL;
+    snug_error err = {0};
+    CHECK_OK(snug_json_parse(g_trace_vars, strlen(g_trace_vars), "vars", &vars, &err), &err);
+    if (!vars) return;
+    const json_t *msgs = json_object_get(vars, "messages");
+    const json_t *call = json_array_get(json_object_get(json_array_get(msgs, 2), "tool_calls"), 0);
+    const json_t *tool = json_array_get(json_object_get(vars, "tools"), 0);
+    snug_template_failure f;
+
+    /* a string where a mapping was expected, two loops deep over a slice */
+    check_trace("{% for m in messages[1:] %}{% for c in m.tool_calls | default([]) %}"
+                "{% for k, v in c.function.arguments | items %}{% endfor %}{% endfor %}{% endfor %}",
+                vars, NULL, SNUG_INVALID, SNUG_TEMPLATE_FAIL_ERROR,
+                "can only get item pairs from a mapping", &f);
+    CHECK(f.n_items == 2 && f.items[0] == call && f.items[1] == json_array_get(msgs, 2),
+          "items: %d: %p %p", f.n_items, (void *)f.items[0], (void *)f.items[1]);
+
+    /* raise_exception in a loop over a namespace's copy of the messages */
+    check_trace("{% set ns = namespace(ms=messages) %}{% for m in ns.ms %}{% if m.role == 'user' %}"
+                "{{ raise_exception('no users: ' + m.content) }}{% endif %}{% endfor %}",
+                vars, NULL, SNUG_INVALID, SNUG_TEMPLATE_FAIL_RAISED, "no users: u", &f);
+    CHECK(f.n_items == 1 && f.items[0] == json_array_get(msgs, 1), "raised: %d items",
+          f.n_items);
+
+    /* None where a string is added: the tools loop inside the messages loop */
+    check_trace("{% for m in messages %}{% for t in tools %}{{ t.name + none }}{% endfor %}"
+                "{% endfor %}",
+                vars, NULL, SNUG_INVALID, SNUG_TEMPLATE_FAIL_ERROR,
+                "unsupported operand type(s) for +: 'str' and 'NoneType'", &f);
+    CHECK(f.n_items == 2 && f.items[0] == tool && f.items[1] == json_array_get(msgs, 0),
+          "tools in messages: %d items", f.n_items);
+
+    /* loops over numbers and over values the template made are not the input's */
+    check_trace("{% for m in messages %}{% for i in range(2) %}{{ i + m.role }}{% endfor %}"
+                "{% endfor %}",
+                vars, NULL, SNUG_INVALID, SNUG_TEMPLATE_FAIL_ERROR,
+                "unsupported operand type(s) for +: 'int' and 'str'", &f);
+    CHECK(f.n_items == 1 && f.items[0] == json_array_get(msgs, 0), "range: %d items", f.n_items);
+    check_trace("{% for d in [{'a': 1}] %}{{ d.a + 'x' }}{% endfor %}", vars, NULL, SNUG_INVALID,
+                SNUG_TEMPLATE_FAIL_ERROR, "unsupported operand type(s) for +: 'int' and 'str'", &f);
+    CHECK(f.n_items == 0, "a literal's loop: %d items", f.n_items);
+
+    /* outside any loop */
+    check_trace("{{ messages[0].content + 1 }}", vars, NULL, SNUG_INVALID,
+                SNUG_TEMPLATE_FAIL_ERROR, "unsupported operand type(s) for +: 'str' and 'int'", &f);
+    CHECK(f.n_items == 0, "no loop: %d items", f.n_items);
+
+    /* an error a generator kept until it was consumed (at the user message, not at the
+     * system message where the same filter ran unconsumed) */
+    check_trace("{% for m in messages %}{% set g = [1] | select('divisibleby', 0) %}"
+                "{% if m.role == 'user' %}{{ g | list }}{% endif %}{% endfor %}",
+                vars, NULL, SNUG_INVALID, SNUG_TEMPLATE_FAIL_ERROR,
+                "integer division or modulo by zero", &f);
+    CHECK(f.n_items == 1 && f.items[0] == json_array_get(msgs, 1), "generator: %d items",
+          f.n_items);
+
+    /* a limit */
+    snug_template_limits lim;
+    snug_template_limits_default(&lim);
+    lim.steps_max = 50;
+    check_trace("{% for m in messages %}{% for i in range(100) %}{{ i }}{% endfor %}{% endfor %}",
+                vars, &lim, SNUG_INVALID, SNUG_TEMPLATE_FAIL_LIMIT,
+                "rendering takes more than the limit of 50 steps", &f);
+    CHECK(f.n_items == 1 && f.items[0] == json_array_get(msgs, 0), "limit: %d items", f.n_items);
+
+    /* success: nothing */
+    snug_template *t = NULL;
+    char *out = NULL;
+    size_t len = 0;
+    memset(&f, 0x5a, sizeof f);
+    CHECK_OK(snug_template_compile("{{ messages | length }}", 23, "tmpl", &t, &err), &err);
+    if (t) CHECK_OK(snug_template_render_traced(t, vars, NULL, &f, &out, &len, &err), &err);
+    CHECK(f.kind == SNUG_TEMPLATE_FAIL_NONE && f.n_items == 0 && out && strcmp(out, "3") == 0,
+          "success: kind %d, %d items", (int)f.kind, f.n_items);
+    snug_mem_free(out);
+    snug_template_free(t);
+    json_decref(vars);
+}
+
 /* Renders text under lim and checks that it fails with a message. */
 static void check_limit(const char *text, const snug_template_limits *lim, const char *msg)
 {
@@ -875,6 +997,7 @@ int main(void)
     RUN(test_input_values);
     RUN(test_unsupported_constructs);
     RUN(test_runtime_errors);
+    RUN(test_failure_trace);
     RUN(test_limits);
     RUN(test_oom_compile_and_render);
     RUN(test_threads_share_a_template);

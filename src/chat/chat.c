@@ -1,9 +1,9 @@
 /*
- * chat.c: applying a tokenizer's chat template to a conversation.
+ * chat.c: applying a tokenizer's chat template to a conversation, and
+ * saying which message a failed render was at.
  */
 #include "chat.h"
 
-#include "jinja.h"
 #include "base/json.h"
 
 #include <string.h>
@@ -12,17 +12,47 @@ snug_status snug_chat_apply(const snug_tokenizer *tok, const json_t *messages,
                             bool add_generation_prompt, char **out, size_t *len, snug_error *err)
 {
     return snug_chat_apply_template(snug_tokenizer_chat_template(tok), tok, messages,
-                                    add_generation_prompt, out, len, err);
+                                    add_generation_prompt, NULL, out, len, err);
+}
+
+/* Whether item is v or lies inside it. */
+static bool holds(const json_t *v, const json_t *item)
+{
+    if (v == item) return true;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (holds(json_array_get(v, i), item)) return true;
+    const char *key;
+    json_t *member;
+    json_object_foreach((json_t *)v, key, member) {
+        if (holds(member, item)) return true;
+    }
+    (void)key;
+    return false;
+}
+
+/* The index of the message that is or holds the innermost of f's loop
+ * items that is in messages, or -1. */
+static int64_t failed_message(const json_t *messages, const snug_template_failure *f)
+{
+    for (int k = 0; k < f->n_items; k++)
+        for (size_t i = 0; i < json_array_size(messages); i++)
+            if (holds(json_array_get(messages, i), f->items[k])) return (int64_t)i;
+    return -1;
 }
 
 snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
                                      const json_t *messages, bool add_generation_prompt,
-                                     char **out, size_t *len, snug_error *err)
+                                     snug_chat_failure *failure, char **out, size_t *len,
+                                     snug_error *err)
 {
+    snug_chat_failure none = {.message = -1};
+    if (!failure) failure = &none;
+    *failure = none;
     if (!text) return snug_errorf(err, SNUG_INVALID, "the model has no chat template (tokenizer_config.json: chat_template)");
     snug_json_init();
     snug_template *tpl = NULL;
     json_t *vars = NULL;
+    snug_template_failure f = {0};
     snug_status st = snug_template_compile(text, strlen(text), "chat_template", &tpl, err);
     if (st != SNUG_OK) goto done;
     vars = json_pack("{s:O, s:b, s:s, s:s}", "messages", (json_t *)messages, "add_generation_prompt",
@@ -32,7 +62,12 @@ snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok
         st = snug_errorf(err, SNUG_NOMEM, "out of memory building the chat template's variables");
         goto done;
     }
-    st = snug_template_render(tpl, vars, out, len, err);
+    st = snug_template_render_traced(tpl, vars, NULL, &f, out, len, err);
+    if (st != SNUG_OK) {
+        failure->kind = f.kind;
+        failure->text_at = f.text_at;
+        failure->message = failed_message(messages, &f);
+    }
 done:
     json_decref(vars);
     snug_template_free(tpl);

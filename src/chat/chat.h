@@ -6,6 +6,8 @@
 #ifndef SNUG_CHAT_H
 #define SNUG_CHAT_H
 
+#include "jinja.h"
+
 #include "base/common.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,11 +22,26 @@
 snug_status snug_chat_apply(const snug_tokenizer *tok, const json_t *messages,
                             bool add_generation_prompt, char **out, size_t *len, snug_error *err);
 
+/* Why a render of the template failed, for a caller that words its own
+ * message (a server shows its clients which message, not the interpreter's
+ * error). */
+typedef struct snug_chat_failure {
+    snug_template_fail kind; /* NONE when the failure was not the render's: no template, a
+                              * template that does not compile */
+    size_t text_at;          /* err->msg + text_at: the message without the template's name
+                              * and place (for RAISED, exactly the template's text) */
+    int64_t message;         /* the index of the message the template was at (the innermost
+                              * for loop around the error at a message or at a part of one,
+                              * such as one of its tool_calls), or -1 when not known */
+} snug_chat_failure;
+
 /* As snug_chat_apply with the template text given (a server's
  * --chat-template) instead of tok's; text NULL fails as a model without a
- * template does. */
+ * template does. When failure is not NULL it is filled on every return
+ * (kind NONE on success); err->msg keeps the whole detail either way. */
 snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
                                      const json_t *messages, bool add_generation_prompt,
-                                     char **out, size_t *len, snug_error *err);
+                                     snug_chat_failure *failure, char **out, size_t *len,
+                                     snug_error *err);
 
 #endif /* SNUG_CHAT_H */

@@ -83,10 +83,18 @@ snug_status snug_template_render_limited(const snug_template *t, const json_t *v
                                          const snug_template_limits *limits, char **out,
                                          size_t *len, snug_error *err)
 {
+    return snug_template_render_traced(t, vars, limits, NULL, out, len, err);
+}
+
+snug_status snug_template_render_traced(const snug_template *t, const json_t *vars,
+                                        const snug_template_limits *limits,
+                                        snug_template_failure *failure, char **out,
+                                        size_t *len, snug_error *err)
+{
     snug_template_limits lim;
     if (limits)
         lim = *limits;
     else
         snug_template_limits_default(&lim);
-    return jj_render(t, vars, &lim, out, len, err);
+    return jj_render(t, vars, &lim, failure, out, len, err);
 }

@@ -69,6 +69,40 @@ snug_status snug_template_render_limited(const snug_template *t, const json_t *v
                                          const snug_template_limits *limits, char **out,
                                          size_t *len, snug_error *err);
 
+/* What kind of error ended a render. */
+typedef enum snug_template_fail {
+    SNUG_TEMPLATE_FAIL_NONE = 0, /* the render did not fail */
+    SNUG_TEMPLATE_FAIL_ERROR,    /* where Jinja raises: a type error, an undefined value used,
+                                  * an operation the interpreter does not implement */
+    SNUG_TEMPLATE_FAIL_RAISED,   /* the template's raise_exception(): the text is its own */
+    SNUG_TEMPLATE_FAIL_LIMIT     /* a limit of snug_template_limits passed, or memory refused
+                                  * (then the status is SNUG_NOMEM) */
+} snug_template_fail;
+
+enum { SNUG_TEMPLATE_FAILURE_ITEMS = 4 };
+
+/* A failed render described for a caller that words its own message (a
+ * server, which must not show its clients the interpreter's Python-style
+ * errors). */
+typedef struct snug_template_failure {
+    snug_template_fail kind;
+    size_t text_at;   /* err->msg + text_at: the message without "NAME:LINE:COL: " or
+                       * "NAME: " (for RAISED, exactly the template's text) */
+    int n_items;      /* entries of items */
+    const json_t *items[SNUG_TEMPLATE_FAILURE_ITEMS]; /* arrays and objects of vars (borrowed)
+                       * that the for loops around the error were at, innermost first
+                       * (loops over other values are skipped): in {% for m in messages %}
+                       * (or over a slice of it), the message being rendered */
+} snug_template_failure;
+
+/* snug_template_render_limited that also fills *failure (when not NULL):
+ * kind NONE and no items on success, else what failed and where. Nothing
+ * is allocated to find the items; they are valid while vars lives. */
+snug_status snug_template_render_traced(const snug_template *t, const json_t *vars,
+                                        const snug_template_limits *limits,
+                                        snug_template_failure *failure, char **out,
+                                        size_t *len, snug_error *err);
+
 /* The name given at compile time. Valid while t lives. */
 const char *snug_template_name(const snug_template *t);
 

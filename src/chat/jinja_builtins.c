@@ -1072,8 +1072,11 @@ snug_status jj_call_builtin(jj_rs *rs, const jj_node *at, jj_fn fn, const jj_val
         if (!v[0]) return jj_fail(rs, at, SNUG_INVALID, "raise_exception() needs a message");
         jj_value msg;
         if ((st = jj_to_str(rs, at, v[0], &msg)) != SNUG_OK) return st;
-        return jj_fail(rs, NULL, SNUG_INVALID, "%.*s", (int)SNUG_MIN(msg.u.s.n, (size_t)INT32_MAX),
-                       msg.u.s.p);
+        bool first = rs->err.status == SNUG_OK;
+        st = jj_fail(rs, NULL, SNUG_INVALID, "%.*s", (int)SNUG_MIN(msg.u.s.n, (size_t)INT32_MAX),
+                     msg.u.s.p);
+        if (first) rs->fail_kind = SNUG_TEMPLATE_FAIL_RAISED;
+        return st;
     }
     case JJ_FN_ITEMS:
     case JJ_FN_KEYS:

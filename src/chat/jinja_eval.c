@@ -208,13 +208,17 @@ snug_status jj_gen_failing(jj_rs *rs, const jj_node *at, snug_status status, jj_
 {
     if (status == SNUG_OK || rs->fatal) return status;
     snug_error saved = rs->err;
+    size_t saved_text_at = rs->fail_text_at;
     rs->err = (snug_error){0};
+    rs->fail_kind = SNUG_TEMPLATE_FAIL_NONE;
+    rs->n_fail_items = 0; /* the loops of the error deferred, not of the one to come */
     snug_status st = jj_gen_new(rs, at, &g_empty_list, out);
     char *msg = st == SNUG_OK ? jj_rs_alloc(rs, strlen(saved.msg) + 1) : NULL;
     if (!msg) return st != SNUG_OK ? st : rs->err.status;
     memcpy(msg, saved.msg, strlen(saved.msg) + 1);
     out->u.gen->fail_msg = msg;
     out->u.gen->fail_status = saved.status;
+    out->u.gen->fail_text_at = saved_text_at;
     return SNUG_OK;
 }
 
@@ -225,6 +229,8 @@ snug_status jj_gen_check(jj_rs *rs, const jj_node *at, const jj_gen *g)
     if (rs->err.status == SNUG_OK) { /* the message already names its place */
         rs->err.status = g->fail_status;
         snprintf(rs->err.msg, sizeof rs->err.msg, "%s", g->fail_msg);
+        rs->fail_kind = SNUG_TEMPLATE_FAIL_ERROR; /* never a limit (those are not deferred) */
+        rs->fail_text_at = g->fail_text_at;
     }
     return g->fail_status;
 }
@@ -1218,6 +1224,17 @@ static snug_status capture(jj_rs *rs, jj_node *const *items, uint32_t n, int *ct
     return st;
 }
 
+/* Notes, for snug_template_failure, that an error ended the iteration
+ * whose item was v, when v is one of the input's lists or dicts (a copy
+ * keeps its origin). */
+static void note_fail_item(jj_rs *rs, const jj_value *v)
+{
+    uint64_t origin = v->kind == JJ_LIST ? v->u.list->origin
+                    : v->kind == JJ_DICT ? v->u.dict->origin : 0;
+    if (origin == 0 || origin > rs->n_input_objects) return;
+    if (rs->n_fail_items < SNUG_TEMPLATE_FAILURE_ITEMS) rs->fail_items[rs->n_fail_items++] = origin;
+}
+
 static snug_status exec_for(jj_rs *rs, const jj_node *n, int *outer_ctl)
 {
     jj_mark m0 = jj_arena_mark(&rs->arena);
@@ -1268,6 +1285,7 @@ static snug_status exec_for(jj_rs *rs, const jj_node *n, int *outer_ctl)
         rs->scope = &scope;
         if (st == SNUG_OK) st = exec_body(rs, n->items, n->n_items, &ctl);
         if (ctl == CTL_NONE) completed = true;
+        if (st != SNUG_OK) note_fail_item(rs, &items->v[i]);
         rs->scope = outer;
         jj_slots_clear(rs, &scope.vars);
         jj_arena_release(&rs->arena, mi);
@@ -1410,9 +1428,41 @@ snug_status jj_call_macro(jj_rs *rs, const jj_node *at, const jj_node *macro,
     return st;
 }
 
+/* The array or object under the input j whose origin number is origin
+ * (jj_from_json numbers the input's lists and dicts 1, 2, ... in pre-order;
+ * *seen counts those passed), or NULL. */
+static const json_t *input_container(const json_t *j, uint64_t origin, uint64_t *seen)
+{
+    if (!json_is_array(j) && !json_is_object(j)) return NULL;
+    if (++*seen == origin) return j;
+    const json_t *found = NULL;
+    for (size_t i = 0; !found && *seen < origin && i < json_array_size(j); i++)
+        found = input_container(json_array_get(j, i), origin, seen);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)j, key, v) {
+        if (found || *seen >= origin) break;
+        found = input_container(v, origin, seen);
+    }
+    (void)key;
+    return found;
+}
+
+/* Describes the failed render rs of vars into *f. */
+static void describe_failure(const jj_rs *rs, const json_t *vars, snug_template_failure *f)
+{
+    *f = (snug_template_failure){.kind = rs->fail_kind, .text_at = rs->fail_text_at};
+    if (f->kind == SNUG_TEMPLATE_FAIL_NONE) f->kind = SNUG_TEMPLATE_FAIL_ERROR;
+    for (int i = 0; i < rs->n_fail_items; i++) {
+        uint64_t seen = 0;
+        const json_t *item = input_container(vars, rs->fail_items[i], &seen);
+        if (item) f->items[f->n_items++] = item;
+    }
+}
+
 snug_status jj_render(const snug_template *t, const json_t *vars,
-                      const snug_template_limits *lim, char **out, size_t *len,
-                      snug_error *err)
+                      const snug_template_limits *lim, snug_template_failure *failure,
+                      char **out, size_t *len, snug_error *err)
 {
     jj_rs rs = {.t = t, .lim = *lim};
     jj_scope root = {0};
@@ -1426,6 +1476,7 @@ snug_status jj_render(const snug_template *t, const json_t *vars,
             st = jj_fail(&rs, NULL, SNUG_INVALID, "the variables must be a JSON object");
         else
             st = jj_from_json(&rs, vars, &rs.vars);
+        rs.n_input_objects = rs.n_objects;
     }
     int ctl = CTL_NONE;
     if (st == SNUG_OK) st = exec_body(&rs, t->body, t->n_body, &ctl);
@@ -1455,8 +1506,14 @@ snug_status jj_render(const snug_template *t, const json_t *vars,
     }
     jj_rs_free(&rs, rs.out.p);
     jj_arena_free(&rs.arena);
+    if (st != SNUG_OK && rs.err.status == SNUG_OK) { /* a status without a message */
+        snug_errorf(&rs.err, st, "%s: rendering failed", t->name);
+        rs.fail_text_at = SNUG_MIN(strlen(t->name) + 2, strlen(rs.err.msg));
+    }
     if (st != SNUG_OK && err) *err = rs.err;
-    if (st != SNUG_OK && rs.err.status == SNUG_OK) /* a status without a message */
-        snug_errorf(err, st, "%s: rendering failed", t->name);
+    if (failure) {
+        *failure = (snug_template_failure){0};
+        if (st != SNUG_OK) describe_failure(&rs, vars, failure);
+    }
     return st;
 }

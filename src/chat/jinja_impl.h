@@ -166,6 +166,7 @@ struct jj_gen {
     size_t pos;     /* the next item to yield */
     snug_status fail_status; /* not SNUG_OK: consuming it raises this */
     char *fail_msg;          /* (snug_mem) the message of that error */
+    size_t fail_text_at;     /* fail_msg + this: the message without its place */
     void *block;
     jj_gen *next;
 };
@@ -470,9 +471,16 @@ struct jj_rs {
     jj_gen *gens;
     bool fatal;            /* the error is a limit or no memory: never deferred */
     uint64_t n_objects;    /* lists and dicts made: their origin numbers */
+    uint64_t n_input_objects; /* the input's lists and dicts have origins 1..this, in
+                               * pre-order (jj_from_json runs first) */
+    uint8_t fail_kind;     /* snug_template_fail of err */
+    size_t fail_text_at;   /* err.msg + this: the message without "NAME:LINE:COL: " */
+    int n_fail_items;      /* the loops around err that were at input lists or dicts: */
+    uint64_t fail_items[SNUG_TEMPLATE_FAILURE_ITEMS]; /* their origins, innermost first */
 };
 
-/* Records an error at node n (NULL: no place): "NAME:LINE:COL: message".
+/* Records an error at node n (NULL: no place): "NAME:LINE:COL: message",
+ * of kind SNUG_TEMPLATE_FAIL_LIMIT when rs->fatal is set, else ERROR.
  * Returns status. Only the first error of a render is kept. */
 snug_status jj_fail(jj_rs *rs, const jj_node *n, snug_status status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -562,10 +570,11 @@ typedef struct jj_args {
     size_t n_kw;
 } jj_args;
 
-/* Renders t with vars into *out (see snug_template_render). */
+/* Renders t with vars into *out (see snug_template_render_traced; failure
+ * may be NULL). */
 snug_status jj_render(const snug_template *t, const json_t *vars,
-                      const snug_template_limits *lim, char **out, size_t *len,
-                      snug_error *err);
+                      const snug_template_limits *lim, snug_template_failure *failure,
+                      char **out, size_t *len, snug_error *err);
 
 /* Jinja's getattr(obj, name) and getitem(obj, key) (the sandbox's rules). */
 snug_status jj_getattr(jj_rs *rs, const jj_node *at, const jj_value *obj, const char *name,

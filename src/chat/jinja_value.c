@@ -116,11 +116,11 @@ snug_status jj_fail(jj_rs *rs, const jj_node *n, snug_status status, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (n)
-        snug_errorf(&rs->err, status, "%s:%" PRIu32 ":%" PRIu32 ": %s", rs->t->name, n->line,
-                    n->col, msg);
-    else
-        snug_errorf(&rs->err, status, "%s: %s", rs->t->name, msg);
+    char place[32] = "";
+    if (n) snprintf(place, sizeof place, ":%" PRIu32 ":%" PRIu32, n->line, n->col);
+    snug_errorf(&rs->err, status, "%s%s: %s", rs->t->name, place, msg);
+    rs->fail_kind = rs->fatal ? SNUG_TEMPLATE_FAIL_LIMIT : SNUG_TEMPLATE_FAIL_ERROR;
+    rs->fail_text_at = SNUG_MIN(strlen(rs->t->name) + strlen(place) + 2, strlen(rs->err.msg));
     return status;
 }
 

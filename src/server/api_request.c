@@ -373,27 +373,63 @@ static bool is_role(const char *s)
     return false;
 }
 
-/* Checks messages[i]: an object with a known role and a content that is a
- * string or a list of text parts (or null or absent for an assistant).
- * *join_bytes gets the bytes its text parts take joined, or 0 when its
- * content is not a list. */
-static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
+/* A 400 unless obj[key] is a string (named param); absent or null passes
+ * unless required. */
+static snug_status check_string(const json_t *obj, const char *key, bool required,
+                                const char *param, snug_api_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    if ((!v || json_is_null(v)) && !required) return SNUG_OK;
+    return json_is_string(v) ? SNUG_OK : wrong(err, param, "a string", v);
+}
+
+/* Checks messages[i].tool_calls when given: a list of objects, each with a
+ * function {"name": string, "arguments": string} (what templates print)
+ * and, when given, a string id and type. */
+static snug_status check_tool_calls(const json_t *m, size_t i, snug_api_error *err)
+{
+    const json_t *calls = opt(m, "tool_calls");
+    char at[64];
+    if (!calls) return SNUG_OK;
+    if (!json_is_array(calls))
+        return wrong(err, pathf(at, "messages[%zu].tool_calls", i), "a list of tool calls", calls);
+    snug_status st = SNUG_OK;
+    for (size_t k = 0; st == SNUG_OK && k < json_array_size(calls); k++) {
+        const json_t *call = json_array_get(calls, k), *fn = json_object_get(call, "function");
+        if (!json_is_object(call))
+            return wrong(err, pathf(at, "messages[%zu].tool_calls[%zu]", i, k),
+                         "an object {\"type\": \"function\", \"function\": {...}}", call);
+        st = check_string(call, "id", false, pathf(at, "messages[%zu].tool_calls[%zu].id", i, k),
+                          err);
+        if (st == SNUG_OK)
+            st = check_string(call, "type", false,
+                              pathf(at, "messages[%zu].tool_calls[%zu].type", i, k), err);
+        if (st == SNUG_OK && !json_is_object(fn))
+            st = wrong(err, pathf(at, "messages[%zu].tool_calls[%zu].function", i, k),
+                       "an object {\"name\": ..., \"arguments\": ...}", fn);
+        if (st == SNUG_OK)
+            st = check_string(fn, "name", true,
+                              pathf(at, "messages[%zu].tool_calls[%zu].function.name", i, k), err);
+        if (st == SNUG_OK)
+            st = check_string(fn, "arguments", true,
+                              pathf(at, "messages[%zu].tool_calls[%zu].function.arguments", i, k),
+                              err);
+    }
+    return st;
+}
+
+/* Checks messages[i]'s content: a string or a list of text parts (or null
+ * or absent for an assistant, as after a tool call). *join_bytes gets the
+ * bytes its text parts take joined, or 0 when it is not a list. */
+static snug_status check_content(const json_t *m, size_t i, const char *role, size_t *join_bytes,
                                  snug_api_error *err)
 {
     char at[64];
-    *join_bytes = 0;
-    if (!json_is_object(m))
-        return wrong(err, pathf(at, "messages[%zu]", i), "an object with a role and content", m);
-    const json_t *role = opt(m, "role");
-    pathf(at, "messages[%zu].role", i);
-    if (!role) return bad(err, at, "is required: expected %s", ROLES_WHAT);
-    if (!json_is_string(role) || !is_role(json_string_value(role)))
-        return wrong(err, at, ROLES_WHAT, role);
     const json_t *content = opt(m, "content");
     pathf(at, "messages[%zu].content", i);
     if (!content) {
-        if (strcmp(json_string_value(role), "assistant") == 0) return SNUG_OK;
-        return bad(err, at, "is required for a message of role \"%s\"", json_string_value(role));
+        if (strcmp(role, "assistant") == 0) return SNUG_OK;
+        return bad(err, at, "is required for a message of role \"%s\"", role);
     }
     if (json_is_string(content)) return SNUG_OK;
     if (!json_is_array(content)) return wrong(err, at, "a string or a list of text parts", content);
@@ -417,6 +453,32 @@ static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
     return SNUG_OK;
 }
 
+/* Checks messages[i]: an object with a known role, a content (see
+ * check_content), and, when given, a string name and tool_call_id and
+ * well-formed tool_calls: every field a template prints as a string is
+ * one, so that no template meets a None or a number where it adds text.
+ * *join_bytes as for check_content. */
+static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
+                                 snug_api_error *err)
+{
+    char at[64];
+    *join_bytes = 0;
+    if (!json_is_object(m))
+        return wrong(err, pathf(at, "messages[%zu]", i), "an object with a role and content", m);
+    const json_t *role = opt(m, "role");
+    pathf(at, "messages[%zu].role", i);
+    if (!role) return bad(err, at, "is required: expected %s", ROLES_WHAT);
+    if (!json_is_string(role) || !is_role(json_string_value(role)))
+        return wrong(err, at, ROLES_WHAT, role);
+    snug_status st = check_content(m, i, json_string_value(role), join_bytes, err);
+    if (st == SNUG_OK) st = check_string(m, "name", false, pathf(at, "messages[%zu].name", i), err);
+    if (st == SNUG_OK)
+        st = check_string(m, "tool_call_id", false, pathf(at, "messages[%zu].tool_call_id", i),
+                          err);
+    if (st == SNUG_OK) st = check_tool_calls(m, i, err);
+    return st;
+}
+
 /* Replaces m's list of text parts by one string: the parts' texts joined
  * with "\n" (as vLLM does), built in buf. */
 static void join_parts(json_t *m, char *buf)
@@ -433,9 +495,48 @@ static void join_parts(json_t *m, char *buf)
     SNUG_ASSERT(s != NULL && json_object_set_new(m, "content", s) == 0);
 }
 
-/* Reads the required messages, checks each, and joins lists of text parts
- * into strings (the chat template expects strings). jansson's allocations
- * for the new strings are admitted first. */
+/* Removes obj's members that are null (the API reads null as omitted), so
+ * that a template finds them undefined rather than None. Only frees. */
+static void drop_nulls(json_t *obj)
+{
+    const char *key;
+    json_t *v;
+    void *next;
+    json_object_foreach_safe(obj, next, key, v) {
+        if (json_is_null(v)) json_object_del(obj, key);
+    }
+}
+
+/* What setting a member of the object m may allocate in jansson: the
+ * member's entry (under 128 bytes with a short key) and, when the table
+ * grows first, its new buckets (16 bytes each, at most twice the members). */
+static size_t set_bytes(const json_t *m)
+{
+    return snug_mem_held_bytes(128) + snug_mem_held_bytes(32 * (json_object_size(m) + 1));
+}
+
+/* Makes the checked messages what a template expects: a list of text
+ * parts joined into one string (in buf), an assistant's null or absent
+ * content the empty string (the shared empty), and null members dropped,
+ * in the message and in its tool calls. */
+static void normalize_message(json_t *m, char *buf, json_t *empty)
+{
+    json_t *content = json_object_get(m, "content");
+    if (json_is_array(content))
+        join_parts(m, buf);
+    else if (!json_is_string(content))
+        SNUG_ASSERT(json_object_set(m, "content", empty) == 0);
+    drop_nulls(m);
+    json_t *calls = json_object_get(m, "tool_calls");
+    for (size_t k = 0; k < json_array_size(calls); k++) {
+        drop_nulls(json_array_get(calls, k));
+        drop_nulls(json_object_get(json_array_get(calls, k), "function"));
+    }
+}
+
+/* Reads the required messages, checks each, and normalizes them for the
+ * chat template (normalize_message). jansson's allocations for the new
+ * strings and members are admitted first. */
 static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_error *err)
 {
     json_t *msgs = json_object_get(body, "messages");
@@ -444,28 +545,35 @@ static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_er
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return wrong(err, "messages", "a non-empty list of messages", msgs);
     size_t admit = 0, longest = 0, join = 0;
+    bool fill = false; /* some content becomes the empty string */
     for (size_t i = 0; i < json_array_size(msgs); i++) {
-        snug_status st = check_message(json_array_get(msgs, i), i, &join, err);
+        const json_t *m = json_array_get(msgs, i), *content;
+        snug_status st = check_message(m, i, &join, err);
         if (st != SNUG_OK) return st;
-        if (json_is_array(json_object_get(json_array_get(msgs, i), "content"))) {
+        content = json_object_get(m, "content");
+        if (json_is_array(content)) {
             /* a json_string_t (under 64 bytes) and its copy of the text */
-            admit += snug_mem_held_bytes(64) + snug_mem_held_bytes(join + 1);
+            admit += snug_mem_held_bytes(64) + snug_mem_held_bytes(join + 1) + set_bytes(m);
             longest = SNUG_MAX(longest, join + 1);
+        } else if (!json_is_string(content)) {
+            admit += set_bytes(m);
+            fill = true;
         }
     }
+    if (fill) admit += snug_mem_held_bytes(64) + snug_mem_held_bytes(1); /* the empty string */
     r->messages = msgs;
-    if (admit == 0) return SNUG_OK;
     snug_error e = {0};
     char *buf = NULL;
-    snug_status st = snug_mem_admit(SNUG_MEM_OTHER, admit, &e);
-    if (st == SNUG_OK) {
+    snug_status st = admit ? snug_mem_admit(SNUG_MEM_OTHER, admit, &e) : SNUG_OK;
+    if (st == SNUG_OK && longest) {
         buf = snug_mem_alloc(SNUG_MEM_OTHER, longest, &e);
         if (!buf) st = SNUG_NOMEM;
     }
-    for (size_t i = 0; st == SNUG_OK && i < json_array_size(msgs); i++) {
-        json_t *m = json_array_get(msgs, i);
-        if (json_is_array(json_object_get(m, "content"))) join_parts(m, buf);
-    }
+    json_t *empty = st == SNUG_OK && fill ? json_string_nocheck("") : NULL;
+    SNUG_ASSERT(!fill || st != SNUG_OK || empty != NULL);
+    for (size_t i = 0; st == SNUG_OK && i < json_array_size(msgs); i++)
+        normalize_message(json_array_get(msgs, i), buf, empty);
+    json_decref(empty);
     snug_mem_free(buf);
     return st == SNUG_OK ? SNUG_OK : overloaded(err, &e);
 }

@@ -65,8 +65,12 @@ typedef struct snug_api_request {
     snug_api_prompt *prompts;       /* completions: n_prompts >= 1 (owned); chat: NULL */
     int n_prompts;
     const json_t *messages;         /* chat: the checked messages (borrowed from root), every
-                                     * content a string or, for an assistant, null/absent;
-                                     * arrays of text parts are joined with "\n" */
+                                     * content a string (arrays of text parts joined with
+                                     * "\n"; an assistant's null or absent content ""),
+                                     * name and tool_call_id strings when present, each of
+                                     * tool_calls with a string function.name and
+                                     * .arguments; null members removed (from each message,
+                                     * its tool calls and their functions) */
     snug_sampling_params sampling;  /* checked with snug_sampling_params_validate */
     snug_logit_bias *logit_bias;    /* owned storage sampling.logit_bias points to, or NULL */
     snug_stop_params stop;          /* stop strings, stop_token_ids as EOS ids (the caller adds

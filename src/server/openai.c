@@ -126,22 +126,57 @@ static snug_status encode(openai_job *j, int i, const char *text, size_t len, bo
     return st;
 }
 
-/* The ids of prompt i: tokenized text, a copy of given ids, or the chat. */
-static snug_status prompt_ids(openai_job *j, int i, snug_error *err)
+/* Rewords a failed render of the chat template (f, the detail in err) for
+ * the client: which message, when known (also named in param), and the
+ * template's own text for its raise_exception or the limit passed, but
+ * never the interpreter's error: a Python-style type error tells a client
+ * nothing it can act on and shows the server's internals. */
+static void chat_failed(const openai_job *j, const snug_chat_failure *f, char param[64],
+                        snug_error *err)
 {
-    if (j->req.kind == SNUG_API_CHAT) {
-        char *text = NULL;
-        size_t len = 0;
-        const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
-        if (!tok) return snug_errorf(err, SNUG_INVALID, "the model has no tokenizer, so no chat template");
-        const char *tpl = j->srv->o.chat_template ? j->srv->o.chat_template
-                                                  : snug_tokenizer_chat_template(tok);
-        snug_status st = snug_chat_apply_template(tpl, tok, j->req.messages,
-                                                  j->req.add_generation_prompt, &text, &len, err);
-        if (st == SNUG_OK) st = encode(j, i, text, len, true, err);
-        snug_mem_free(text);
-        return st;
+    char text[SNUG_ERROR_MSG_BYTES], where[96] = "the conversation";
+    snprintf(text, sizeof text, "%s", err->msg + SNUG_MIN(f->text_at, strlen(err->msg)));
+    if (f->message >= 0) {
+        const json_t *m = json_array_get(j->req.messages, (size_t)f->message);
+        snprintf(param, 64, "messages[%lld]", (long long)f->message);
+        snprintf(where, sizeof where, "%s (role \"%s\")", param,
+                 json_string_value(json_object_get(m, "role")));
     }
+    if (f->kind == SNUG_TEMPLATE_FAIL_RAISED)
+        snug_errorf(err, err->status, "the chat template refused %s: %s", where, text);
+    else if (f->kind == SNUG_TEMPLATE_FAIL_LIMIT)
+        snug_errorf(err, err->status, "the chat template could not render %s within the "
+                    "server's limits: %s", where, text);
+    else
+        snug_errorf(err, err->status, "the chat template failed to render %s", where);
+}
+
+/* The ids of the chat's prompt (prompt 0 of j): the template over the
+ * messages, tokenized. A failed render is reworded by chat_failed. */
+static snug_status chat_ids(openai_job *j, char param[64], snug_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
+    if (!tok)
+        return snug_errorf(err, SNUG_INVALID, "the model has no tokenizer, so no chat template");
+    const char *tpl = j->srv->o.chat_template ? j->srv->o.chat_template
+                                              : snug_tokenizer_chat_template(tok);
+    snug_chat_failure f;
+    snug_status st = snug_chat_apply_template(tpl, tok, j->req.messages,
+                                              j->req.add_generation_prompt, &f, &text, &len, err);
+    if (st != SNUG_OK && f.kind != SNUG_TEMPLATE_FAIL_NONE && st != SNUG_NOMEM)
+        chat_failed(j, &f, param, err);
+    if (st == SNUG_OK) st = encode(j, 0, text, len, true, err);
+    snug_mem_free(text);
+    return st;
+}
+
+/* The ids of prompt i: tokenized text, a copy of given ids, or the chat;
+ * param names the field at fault ("prompt", "messages", "messages[2]"). */
+static snug_status prompt_ids(openai_job *j, int i, char param[64], snug_error *err)
+{
+    if (j->req.kind == SNUG_API_CHAT) return chat_ids(j, param, err);
     const snug_api_prompt *p = &j->req.prompts[i];
     if (p->text) return encode(j, i, p->text, p->text_len, false, err);
     j->ids[i] = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)p->n_ids * sizeof(int32_t), err);
@@ -651,10 +686,11 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     snug_error err = {0};
     if (!ok) return fail(c, SNUG_NOMEM, &err, NULL);
     j->created = (int64_t)time(NULL);
-    const char *param = kind == SNUG_API_CHAT ? "messages" : "prompt";
+    char param[64];
+    snprintf(param, sizeof param, "%s", kind == SNUG_API_CHAT ? "messages" : "prompt");
     for (int i = 0; i < j->n_prompts; i++) {
         snug_request *r = &j->reqs[i];
-        snug_status st = prompt_ids(j, i, &err);
+        snug_status st = prompt_ids(j, i, param, &err);
         if (st == SNUG_OK && echo) st = echo_prompt(j, i, &err);
         if (st != SNUG_OK) return fail(c, st, &err, param);
         r->sampling = j->req.sampling;

@@ -2,9 +2,10 @@
 # HTTP tests of `snug serve` on the bundled models/stories260K: every class of bad request
 # (status and OpenAI error shape, and a good request still served after each group), the API
 # key, the raw server-sent-event bytes of streams, greedy decoding over HTTP against
-# `snug generate`, n > 1 and seeds, a stream the client aborts (the engine lets go of its
-# sequences and blocks), prefix caching (cached_tokens, cache_salt, /reset_prefix_cache,
-# --no-prefix-caching), and SIGTERM. Uses bash, curl, jq and coreutils.
+# `snug generate`, n > 1 and seeds, a chat after a tool call and the 400s of a chat template
+# that fails, a stream the client aborts (the engine lets go of its sequences and blocks),
+# prefix caching (cached_tokens, cache_salt, /reset_prefix_cache, --no-prefix-caching), and
+# SIGTERM. Uses bash, curl, jq and coreutils.
 # Usage: tests/server/http.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines
 # and a final "N passed, M failed" (see tests/run); exit status 1 if any failed.
 set -u
@@ -181,6 +182,23 @@ badch "messages with an unknown role" 400 '"messages[0].role"' null '{"messages"
 badch "a user message with null content" 400 '"messages[0].content"' null '{"messages": [{"role": "user", "content": null}]}'
 badch "a message that is not an object" 400 '"messages[0]"' null '{"messages": [3]}'
 badch "a message without a role" 400 '"messages[0].role"' null '{"messages": [{"content": "hi"}]}'
+badch "a tool call's arguments not a string" 400 '"messages[0].tool_calls[0].function.arguments"' null \
+    '{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "x", "type": "function", "function": {"name": "calc", "arguments": null}}]}]}'
+# what every OpenAI client sends after a tool call: the assistant's content null beside its
+# tool_calls, then the tool's answer; TinyLlama's template adds the content to a string, so it
+# must get "" (the prompt is the one rendered with "": the tool's message it leaves out)
+tool_turn='{"messages": [{"role": "user", "content": "What is 6*7?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "x", "type": "function", "function": {"name": "calc", "arguments": "{\"e\": \"6*7\"}"}}]},
+    {"role": "tool", "tool_call_id": "x", "content": "42"}, {"role": "user", "content": "thanks"}], "max_tokens": 2}'
+n_tool_turn=$("$snug" tokenize models/stories260K --special --no-bos \
+    $'<|user|>\nWhat is 6*7?</s>\n<|assistant|>\n</s>\n<|user|>\nthanks</s>\n<|assistant|>\n' | wc -w)
+post /v1/chat/completions "$tool_turn"
+if [[ $status == 200 ]] && jq -e --argjson n "$n_tool_turn" '(.choices[0].message.content | type == "string")
+        and .usage.prompt_tokens == $n' "$tmp/body" >/dev/null 2>&1; then
+    ok "a chat after a tool call (the assistant's content null): 200, the prompt rendered with \"\" ($n_tool_turn tokens)"
+else
+    fail "a chat after a tool call (the assistant's content null)" "HTTP $status, want $n_tool_turn prompt tokens" "$(body)"
+fi
 good "a chat completion still works" /v1/chat/completions \
     '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}'
 if jq -e '.object == "chat.completion" and (.choices[0].message.content | type == "string")
@@ -713,7 +731,8 @@ main_gen2=$gen2
 
 # --- the API key ---
 main_pid=$pid main_url=$url
-start_server api-key --api-key sekrit --max-num-seqs 16 --max-body-bytes 4096
+start_server api-key --api-key sekrit --max-num-seqs 16 --max-body-bytes 4096 \
+    --chat-template tests/data/chat/tool-arguments-mapping.jinja
 comp='{"prompt": "Once upon a time", "max_tokens": 4}'
 bad "no API key -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp"
 bad "a wrong API key -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp" -H 'Authorization: Bearer nope'
@@ -734,6 +753,29 @@ req /reset_prefix_cache -X POST
 check_error "POST /reset_prefix_cache without the API key -> 401" 401 null '"invalid_api_key"'
 req /reset_prefix_cache -X POST -H 'Authorization: Bearer sekrit'
 if [[ $status == 200 ]]; then ok "POST /reset_prefix_cache with the API key"; else fail "POST /reset_prefix_cache with the API key" "HTTP $status" "$(body)"; fi
+# --- a chat template that fails (this server's takes a tool call's arguments as a mapping, and
+# raises for a role it does not know): a 400 naming the message, never the interpreter's
+# error; the template's own text when it raises ---
+key=(-H 'Authorization: Bearer sekrit')
+# template_error NAME PARAM MESSAGE: the last answer was a 400 for PARAM with exactly MESSAGE and
+# nothing of the interpreter's (its Python-style errors, the template's name and places)
+template_error() {
+    if [[ $status == 400 ]] && jq -e --argjson p "$2" --arg m "$3" '.error.param == $p and .error.message == $m
+            and .error.type == "invalid_request_error"' "$tmp/body" >/dev/null 2>&1 &&
+        ! grep -qE "mapping|operand|NoneType|chat_template|[0-9]+:[0-9]+" "$tmp/body"; then
+        ok "$1"
+    else
+        fail "$1" "HTTP $status, want 400 for $2: $3" "$(body)"
+    fi
+}
+post /v1/chat/completions "$tool_turn" "${key[@]}"
+template_error "a failed template -> 400 naming the message, without the interpreter's error" \
+    '"messages[1]"' 'the chat template failed to render messages[1] (role "assistant")'
+post /v1/chat/completions '{"messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]}' "${key[@]}"
+template_error "raise_exception in the template -> 400 with its text" \
+    '"messages[0]"' 'the chat template refused messages[0] (role "developer"): Unknown role: developer'
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}' "${key[@]}"
+if [[ $status == 200 ]]; then ok "the same template renders a chat without tool calls"; else fail "the same template renders a chat without tool calls" "HTTP $status" "$(body)"; fi
 stop_server api-key INT
 
 # --- --no-prefix-caching: the same ids, nothing found, no reset ---
