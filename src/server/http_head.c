@@ -370,13 +370,16 @@ snug_http_result snug_http_chunks_read(snug_http_chunks *c, const char *p, size_
             break;
         case CH_TRAILER:
             if (b == '\r') c->state = CH_END_LF;
-            else if (b == ' ' || b == '\t' || !is_tchar(b)) res = chunk_bad(r, "a trailer line that is not a field");
-            else c->state = CH_TRAILER_LINE, c->line = 1;
+            else if (!is_tchar(b)) res = chunk_bad(r, "a trailer line that is not a field");
+            else c->state = CH_TRAILER_LINE, c->line = 1, c->colon = false;
             break;
         case CH_TRAILER_LINE:
-            if (b == '\r') c->state = CH_TRAILER_LF;
-            else if (b == 0 || b == '\n') res = chunk_bad(r, "a NUL or bare LF in a trailer");
+            if (b == '\r' && !c->colon) res = chunk_bad(r, "a trailer line without a colon");
+            else if (b == '\r') c->state = CH_TRAILER_LF;
+            else if ((b < 0x20 && b != '\t') || b == 0x7f) res = chunk_bad(r, "a control character in a trailer");
             else if (++c->line > TRAILER_LINE_BYTES) res = chunk_bad(r, "a trailer line too long");
+            else if (b == ':') c->colon = true;
+            else if (!c->colon && !is_tchar(b)) res = chunk_bad(r, "a trailer name that is not a token");
             break;
         case CH_TRAILER_LF:
             if (b == '\n') c->state = CH_TRAILER;

@@ -97,7 +97,8 @@ typedef struct snug_http_chunks {
     int digits;                    /* of the size being read */
     uint64_t left;                 /* of the chunk being read */
     uint64_t total;                /* the chunks' bytes so far */
-    size_t line;                   /* bytes of the trailer line being read */
+    size_t line;                   /* bytes of the extension or trailer line being read */
+    bool colon;                    /* the trailer line has had its colon */
 } snug_http_chunks;
 
 /* Reads the next n bytes of a chunked body: SNUG_HTTP_MORE when all were
