@@ -707,7 +707,9 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
                             0, NULL, NULL, on_request, s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)snug_gate_links(&go),
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)go.write_s,
+                            /* a backstop only: the gate keeps every deadline first */
+                            MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(2 * SNUG_MAX(go.write_s, go.body_s) + go.keep_alive_s + 10),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_BYTES,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,

@@ -1,6 +1,7 @@
 /*
- * server.h: the OpenAI-compatible HTTP server in front of an engine
- * (libmicrohttpd, one thread per connection, at most max_connections).
+ * server.h: the OpenAI-compatible HTTP server in front of an engine: a
+ * gate (gate.h) that owns every client connection and admits whole, valid
+ * requests to libmicrohttpd (a thread per admitted connection).
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or
  * server-sent events), GET /v1/models, GET /health, GET /metrics
@@ -14,7 +15,8 @@
  * plan (planner.h server_tracked); a request that does not fit gets 503.
  * What libmicrohttpd holds per connection (its pool, the thread's stack) is
  * outside the allocator; snug_server_untracked_bytes says how much, for
- * the plan to keep (server_untracked).
+ * the plan to keep (server_untracked); the gate's buffers are allocated at
+ * start (snug_server_gate_bytes, kept with server_tracked).
  */
 #ifndef SNUG_SERVER_H
 #define SNUG_SERVER_H

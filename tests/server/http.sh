@@ -835,15 +835,18 @@ else
     ok "--no-access-log writes no access log"
 fi
 
-# --- connection limits and timeouts: two stalled requests (heads in, bodies cut short) are
-# the 2 that --max-connections 2 answers at once; a third request is told 503 at once (not
-# left waiting), while /health answers 200 (probes have slots of their own); after
+# --- connection limits and timeouts: two stalled requests (heads in, 20 KB of 100 KB
+# bodies: more than the gate keeps, so they are being answered) are the 2 that
+# --max-connections 2 answers at once; a third request is told 503 at once (not left
+# waiting), while /health answers 200 (probes have slots of their own); after
 # --timeout-seconds 2 the stalled bodies get 408 and a request gets through ---
 start_server timeouts --max-connections 2 --timeout-seconds 2
 port=${url##*:}
 exec 5<>"/dev/tcp/127.0.0.1/$port" 6<>"/dev/tcp/127.0.0.1/$port"
-printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"pro' >&5 # then silence
-printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"pro' >&6
+for fd in 5 6; do # then silence
+    { printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"prompt": "'
+      head -c 20000 /dev/zero | tr '\0' 'a'; } >&$fd
+done
 for ((i = 0; i < 25; i++)); do # until the server has taken the two (a loaded machine is slow)
     code=$(curl -s -o "$tmp/body" -w '%{http_code} %{time_total}' --max-time 5 -d '{"prompt": "Once", "max_tokens": 2}' "$url/v1/completions")
     [[ ${code%% *} == 503 ]] && break
