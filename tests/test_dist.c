@@ -211,6 +211,7 @@ static void test_one_process_stepper(void)
         CHECK_OK(run_script(&r, NULL, ids, &err), &err);
         CHECK(ids[0] == -1 && ids[N_ROWS - 1] == -1, "one rank, greedy: the rows as they are, no argmax");
         CHECK_FAILS(snug_stepper_follow(r.s, &r.kv, &err), &err, SNUG_INVALID, "follower");
+        CHECK_OK(snug_stepper_ping(r.s, &err), &err); /* one rank: nothing to check */
         CHECK_OK(snug_stepper_stop(r.s, &err), &err);
     }
     free(got);
@@ -266,7 +267,12 @@ static void test_tp_logits(void)
     want = calloc(n, sizeof(float));
     int32_t greedy[N_ROWS];
     CHECK_OK(run_script(&r, got, NULL, &err), &err);
+    /* as when the launcher signals: the followers answer a check between steps, and the
+     * steps after it, in a hurry, run as before while every rank answers */
+    snug_comm_hurry(c, 5);
+    CHECK_OK(snug_stepper_ping(r.s, &err), &err);
     CHECK_OK(run_script(&r, NULL, greedy, &err), &err); /* the same steps again, greedy */
+    CHECK(!snug_comm_broken(c), "tp %d: a check and a hurry among ranks that answer break nothing", size);
     CHECK_OK(snug_stepper_stop(r.s, &err), &err);
     CHECK_OK(rig_open(&one, NULL, &err), &err);
     if (one.s) CHECK_OK(run_script(&one, want, NULL, &err), &err);

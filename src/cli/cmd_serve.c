@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char g_usage[] =
     "snug serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
@@ -28,10 +29,10 @@ static const char g_usage[] =
     "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
     "  directory's base name unless --served-model-name says otherwise; --tp N splits the model\n"
     "  over N processes started by mpirun -np N: rank 0 serves, every rank computes each step,\n"
-    "  and a rank that does not take part in a step within S seconds (default 60) fails the\n"
-    "  server (/health 503, requests end with an error, every process exits); the KV cache is\n"
-    "  made resident as serving begins, 64 MiB between steps (with one process), unless\n"
-    "  --populate-before-ready";
+    "  and a rank that does not take part in a step within S seconds (default 60), or one that\n"
+    "  dies (mpirun's signals to the others then say so), fails the server (/health 503,\n"
+    "  requests end with an error, every process exits); the KV cache is made resident as\n"
+    "  serving begins, 64 MiB between steps (with one process), unless --populate-before-ready";
 
 /* The last part of a path, without trailing slashes, into buf. */
 static const char *base_name(const char *path, char *buf, size_t size)
@@ -75,22 +76,49 @@ static void log_busy(snug_engine *e, busy_log *last)
     *last = (busy_log){now, c.prompt_tokens, c.generation_tokens, c.steps};
 }
 
+/* With tensor parallelism, how long a step's communication may wait once
+ * the launcher has signalled that it ends the run. Open MPI's mpirun and
+ * orted do so when a rank dies (or mpirun is told to stop): SIGCONT to
+ * every other process at once, SIGTERM a second later, SIGKILL a second
+ * after that (odls_base_sigkill_timeout). A dead rank is no MPI error (the
+ * survivors only wait), so that signal is rank 0's cue: the engine must
+ * fail, every request be told and the process exit well within the 2 s. */
+static const double LAUNCHER_GRACE_SECONDS = 0.5;
+
+/* How long /health answers 503 after the engine failed, before the server
+ * stops: shorter when the launcher is ending the run and will kill us. */
+static const double FAILED_LINGER_SECONDS = 1, FAILED_LINGER_LAUNCHER_SECONDS = 0.5;
+
 /* Serves until a signal or a failed engine. The first SIGINT or SIGTERM
  * drains: /health and new completions answer 503 while what runs goes on,
  * for up to drain_s seconds; a second one, or the deadline, stops at once,
- * cutting what still runs (each request is told). Stops the server, says
- * how in a last line, and returns the exit status. */
-static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *stop, double drain_s)
+ * cutting what still runs (each request is told). With several ranks
+ * (several), a SIGCONT, SIGTERM or SIGINT that the launcher (our parent)
+ * sends has the engine check that every rank still answers within
+ * LAUNCHER_GRACE_SECONDS (snug_engine_check_ranks): one that died fails the
+ * engine as the step watchdog does. Stops the server, says how in a last
+ * line, and returns the exit status. */
+static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *stop, double drain_s,
+                               bool several, bool *launcher_ending)
 {
     const struct timespec tick = {0, 100 * 1000 * 1000};
     double deadline = 0; /* while draining: when the drain ends */
     const char *how = NULL;
     int rc = 0;
+    *launcher_ending = false;
     busy_log busy = {.t = snug_now_seconds()};
     for (;;) {
-        int sig = sigtimedwait(stop, NULL, &tick);
+        siginfo_t si;
+        int sig = sigtimedwait(stop, &si, &tick);
         log_busy(e, &busy);
-        const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        const char *name = sig == SIGINT ? "SIGINT" : sig == SIGCONT ? "SIGCONT" : "SIGTERM";
+        if (sig > 0 && several && si.si_code == SI_USER && si.si_pid == getppid()) {
+            fprintf(stderr, "snug: %s from the launcher (pid %d), which ends the run: checking "
+                    "that every rank still answers within %.1f s\n", name, (int)si.si_pid,
+                    LAUNCHER_GRACE_SECONDS);
+            snug_engine_check_ranks(e, LAUNCHER_GRACE_SECONDS);
+            *launcher_ending = true;
+        }
         if ((sig == SIGINT || sig == SIGTERM) && deadline == 0) {
             fprintf(stderr, "snug: %s: draining %d requests for up to %.0f s (%s again stops at "
                     "once)\n", name, snug_server_active(s), drain_s, name);
@@ -100,8 +128,9 @@ static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *s
             how = "at a second signal";
         } else if (snug_engine_failed(e)) { /* its requests have ended with an error */
             fprintf(stderr, "snug: the engine failed: %s\n", snug_engine_error(e));
-            struct timespec linger = {1, 0}; /* /health says 503 meanwhile */
-            nanosleep(&linger, NULL);
+            double linger = *launcher_ending ? FAILED_LINGER_LAUNCHER_SECONDS : FAILED_LINGER_SECONDS;
+            struct timespec ts = {(time_t)linger, (long)((linger - (time_t)linger) * 1e9)};
+            nanosleep(&ts, NULL); /* /health says 503 meanwhile */
             how = "after the engine failed";
             rc = 1;
         } else if (deadline > 0 && snug_server_active(s) == 0) {
@@ -242,11 +271,14 @@ int snug_cmd_serve(int argc, char **argv)
         return cli_tp_end(comm, 1, comm && snug_comm_size(comm) > 1);
     }
 
-    /* SIGINT and SIGTERM are taken by sigtimedwait below, in no thread */
+    /* SIGINT and SIGTERM (and with several ranks SIGCONT, which still
+     * continues the process) are taken by sigtimedwait below, in no thread */
+    bool several = comm && snug_comm_size(comm) > 1;
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    if (several) sigaddset(&stop, SIGCONT);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -259,6 +291,7 @@ int snug_cmd_serve(int argc, char **argv)
     }
     snug_plan_report_print(stdout, snug_engine_plan(e));
     int rc = 0;
+    bool launcher_ending = false; /* the launcher signalled that it ends the run */
     if (snug_server_start(e, &so, &s, &err) != SNUG_OK) {
         rc = cli_fail(&err);
     } else {
@@ -267,11 +300,14 @@ int snug_cmd_serve(int argc, char **argv)
                snug_server_port(s), eo.plan.server_tracked, eo.plan.server_untracked,
                so.max_connections ? so.max_connections : 32, comm ? ", tensor parallel" : "");
         fflush(stdout);
-        rc = serve_until_stopped(s, e, &stop, drain_s);
+        rc = serve_until_stopped(s, e, &stop, drain_s, several, &launcher_ending);
     }
     /* a failed step may have left other ranks inside it: they cannot be
      * stopped, only ended (and MPI may still use the engine's buffers) */
-    if (snug_engine_failed(e) && comm && snug_comm_size(comm) > 1) return cli_tp_end(comm, rc, true);
+    if (snug_engine_failed(e) && several) {
+        if (launcher_ending) snug_comm_exit(rc); /* it ends the others, and would keep an abort waiting */
+        return cli_tp_end(comm, rc, true);
+    }
     snug_engine_close(e);
     snug_mem_free(template_text);
     return cli_tp_end(comm, rc, false);

@@ -82,11 +82,14 @@ int main(int argc, char **argv)
 {
     snug_error err = {0};
     /* MPI's own threads start with SIGINT and SIGTERM blocked, so that those
-     * reach this thread (snug serve drains on them) */
+     * reach this thread (snug serve drains on them), and SIGCONT (which
+     * continues the process all the same), which the launcher sends first
+     * when it ends the run (snug serve with several ranks checks them then) */
     sigset_t stop, old;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGCONT);
     pthread_sigmask(SIG_BLOCK, &stop, &old);
     snug_status st = snug_comm_start(&argc, &argv, &err); /* MPI's start-up is in every baseline */
     pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -8,7 +8,9 @@
  * three kinds:
  *   SNUG_WAIT_STEP    inside a step: polled with yields, at most the step
  *                     timeout (the watchdog: a rank that died or hangs is
- *                     an error, and the communicator is broken after it)
+ *                     an error, and the communicator is broken after it),
+ *                     or a short grace once the launcher has signalled
+ *                     that it is ending the run (snug_comm_hurry)
  *   SNUG_WAIT_IDLE    for the next step: polled with sleeps, no limit
  *   SNUG_WAIT_START   start-up agreement: as IDLE (loading takes minutes)
  * so that a waiting rank does not take the cores the others compute on.
@@ -52,6 +54,13 @@ void snug_comm_finish(void);
  * without MPI, exit(code). Does not return. */
 _Noreturn void snug_comm_abort(int code);
 
+/* Ends this process alone, at once, with exit code code (no MPI_Finalize,
+ * no MPI_Abort), for a failure while the launcher is already ending every
+ * process (snug_comm_hurry): Open MPI's daemon answers an MPI_Abort only
+ * after its own sequence of signals, which ends with SIGKILL, and a rank
+ * that exits non-zero ends the run anyway. Does not return. */
+_Noreturn void snug_comm_exit(int code);
+
 /* The world's size and this process's rank in it (1 and 0 without MPI). */
 void snug_comm_world(int32_t *size, int32_t *rank);
 
@@ -76,6 +85,19 @@ void snug_comm_close(snug_comm *c);
 int32_t snug_comm_rank(const snug_comm *c);
 int32_t snug_comm_size(const snug_comm *c);
 double snug_comm_step_timeout(const snug_comm *c);
+
+/* Says, from any thread, that the launcher is ending the run: its signal
+ * (Open MPI's mpirun and orted send SIGCONT, then SIGTERM a second later,
+ * then SIGKILL after another, to every process when one of them died or
+ * mpirun was told to stop). A rank that died is not an MPI error (shared
+ * memory and TCP alike leave the survivors waiting), so the step waits
+ * become the check: for SNUG_COMM_HURRY_WINDOW seconds from this call,
+ * a step wait gives up grace_s seconds (capped by the step timeout) after
+ * the later of its start and this call, and breaks the communicator as a
+ * timeout does, its message saying that a rank is gone. Ranks that all
+ * answer are not slowed. Nothing with one process. */
+void snug_comm_hurry(snug_comm *c, double grace_s);
+enum { SNUG_COMM_HURRY_WINDOW = 10 /* seconds */ };
 
 /* True once a wait timed out or MPI failed: every later call fails at once
  * and the ranks can only be ended (snug_comm_abort). */

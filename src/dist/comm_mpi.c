@@ -12,6 +12,7 @@
 #include <mpi.h>
 #include <omp.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,8 @@ struct snug_comm {
     int32_t size, rank;
     double step_timeout;
     bool broken;
+    _Atomic double hurry_at;   /* when snug_comm_hurry was last called (0: never) */
+    _Atomic double hurry_grace; /* and the grace it gave a step wait */
     snug_error last;           /* the hook's last failure */
     MPI_Datatype *row_types;   /* [max_rows] n rows of row_floats, rank to rank row_floats
                                 * apart in the whole rows (snug_comm_rows_prepare) */
@@ -97,6 +100,13 @@ _Noreturn void snug_comm_abort(int code)
     exit(code);
 }
 
+_Noreturn void snug_comm_exit(int code)
+{
+    fflush(stdout);
+    fflush(stderr);
+    _exit(code); /* no atexit handlers: MPI's would wait for the launcher too */
+}
+
 void snug_comm_world(int32_t *size, int32_t *rank)
 {
     int on = 0, off = 0, s = 1, r = 0;
@@ -140,6 +150,8 @@ snug_status snug_comm_open(int32_t tp, double step_timeout_s, snug_comm **out, s
     memset(c, 0, sizeof *c);
     c->comm = MPI_COMM_NULL;
     c->size = size, c->rank = rank, c->step_timeout = step_timeout_s;
+    atomic_init(&c->hurry_at, 0.0);
+    atomic_init(&c->hurry_grace, 0.0);
     if (size > 1) {
         /* a communicator of snug's own, so that no other user of MPI_COMM_WORLD crosses it */
         if (MPI_Comm_dup(MPI_COMM_WORLD, &c->comm) != MPI_SUCCESS) {
@@ -174,6 +186,13 @@ int32_t snug_comm_size(const snug_comm *c) { return c->size; }
 double snug_comm_step_timeout(const snug_comm *c) { return c->step_timeout; }
 bool snug_comm_broken(const snug_comm *c) { return c->broken; }
 
+void snug_comm_hurry(snug_comm *c, double grace_s)
+{
+    if (!c || c->size == 1) return;
+    atomic_store(&c->hurry_grace, SNUG_MIN(grace_s, c->step_timeout));
+    atomic_store(&c->hurry_at, snug_now_seconds());
+}
+
 void snug_comm_allreduce_stats(const snug_comm *c, int64_t *calls, double *seconds)
 {
     if (calls) *calls = c->allreduce_calls;
@@ -187,8 +206,8 @@ static void pause_for(long ns)
 }
 
 /* Completes rq: a step wait yields between tests and gives up after the
- * step timeout; idle and start-up waits sleep (50 us, then 1 ms) and do
- * not give up. */
+ * step timeout, or sooner in a hurry (snug_comm_hurry); idle and start-up
+ * waits sleep (50 us, then 1 ms) and do not give up. */
 static snug_status wait_for(snug_comm *c, MPI_Request *rq, snug_wait w, const char *what,
                             snug_error *err)
 {
@@ -200,11 +219,20 @@ static snug_status wait_for(snug_comm *c, MPI_Request *rq, snug_wait w, const ch
         if (w == SNUG_WAIT_STEP) {
             if (polls < 4096) sched_yield();
             else pause_for(20000);
-            if (snug_now_seconds() - t0 > c->step_timeout) {
+            double now = snug_now_seconds(), at = atomic_load(&c->hurry_at);
+            if (now - t0 > c->step_timeout) {
                 c->broken = true;
                 return snug_errorf(err, SNUG_IO, "tensor parallel: rank %d waited %g s for %s: a "
                                    "rank died or hangs (--step-timeout %g)", c->rank,
                                    c->step_timeout, what, c->step_timeout);
+            }
+            if (at > 0 && t0 < at + SNUG_COMM_HURRY_WINDOW &&
+                now - SNUG_MAX(t0, at) > atomic_load(&c->hurry_grace)) {
+                c->broken = true;
+                return snug_errorf(err, SNUG_IO, "tensor parallel: rank %d waited %.1f s for %s "
+                                   "after the launcher began ending the run (as it does when a "
+                                   "process dies): a rank died or hangs", c->rank,
+                                   now - SNUG_MAX(t0, at), what);
             }
         } else {
             pause_for(polls < 200 ? 50000 : 1000000);

@@ -15,7 +15,8 @@
 #include <math.h>
 #include <string.h>
 
-enum { STEP_HDR = 8, KIND_STEP = 1, KIND_STOP = 2, KIND_ERROR = 3, CHECK_WORD = 0x736e7567 /* "snug" */ };
+enum { STEP_HDR = 8, KIND_STEP = 1, KIND_STOP = 2, KIND_ERROR = 3, KIND_PING = 4,
+       CHECK_WORD = 0x736e7567 /* "snug" */ };
 
 struct snug_stepper {
     snug_comm *comm;          /* NULL: one process */
@@ -151,7 +152,9 @@ static snug_status send_kind(snug_stepper *s, int32_t kind, snug_error *err)
     memset(h, 0, STEP_HDR * sizeof(int32_t));
     h[0] = kind, h[4] = CHECK_WORD;
     return snug_comm_bcast(s->comm, h, STEP_HDR * sizeof(int32_t), 0, SNUG_WAIT_STEP,
-                           kind == KIND_STOP ? "the stop message" : "the failed step's message", err);
+                           kind == KIND_STOP ? "the stop message"
+                           : kind == KIND_PING ? "the check's message" : "the failed step's message",
+                           err);
 }
 
 /* Packs step into the message (the leader). */
@@ -247,7 +250,7 @@ static snug_status receive_header(snug_stepper *s, snug_error *err)
     if (h[0] == KIND_ERROR && h[4] == CHECK_WORD)
         return snug_errorf(err, SNUG_INTERNAL, "stepper: rank 0 could not send its step (its "
                            "message says why)");
-    if (h[4] != CHECK_WORD || (h[0] != KIND_STEP && h[0] != KIND_STOP) || h[1] < 0 ||
+    if (h[4] != CHECK_WORD || (h[0] != KIND_STEP && h[0] != KIND_STOP && h[0] != KIND_PING) || h[1] < 0 ||
         h[1] > s->n_tokens_max || h[2] < 0 || h[2] > s->n_seqs_max || h[3] < 0 ||
         (h[5] != 0 && h[5] != 1) ||
         (int64_t)h[3] > (int64_t)s->n_seqs_max * s->max_blocks)
@@ -255,6 +258,19 @@ static snug_status receive_header(snug_stepper *s, snug_error *err)
                            "(kind %d, %d tokens, %d sequences, %d block ids)", s->rank, h[0],
                            h[1], h[2], h[3]);
     return SNUG_OK;
+}
+
+/* Every rank's answer to a check (after its header): the number of ranks
+ * that answered, which the leader checks. */
+static snug_status answer_ping(snug_stepper *s, snug_error *err)
+{
+    int64_t n = 1;
+    snug_status st = snug_comm_allreduce_i64(s->comm, &n, 1, SNUG_REDUCE_SUM, SNUG_WAIT_STEP,
+                                             "every rank's answer to a check", err);
+    if (st == SNUG_OK && n != s->tp)
+        st = snug_errorf(err, SNUG_INTERNAL, "stepper: %lld of %d ranks answered a check",
+                         (long long)n, s->tp);
+    return st;
 }
 
 /* A follower's step once its header is in: the payload, the forward pass,
@@ -289,8 +305,8 @@ static snug_status run(snug_stepper *s, snug_kvcache *kv, const snug_step *step,
     if (s->rank != 0) {
         st = receive_header(s, err);
         if (st == SNUG_OK && s->msg[0] != KIND_STEP)
-            st = snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d was told to stop in the "
-                             "middle of a run", s->rank);
+            st = snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d was told to %s in the "
+                             "middle of a run", s->rank, s->msg[0] == KIND_PING ? "answer a check" : "stop");
         if (st == SNUG_OK) st = follow_step(s, kv, err);
         out->n_rows = 0;
         return st;
@@ -337,7 +353,7 @@ snug_status snug_stepper_follow(snug_stepper *s, snug_kvcache *kv, snug_error *e
         snug_status st = receive_header(s, err);
         if (st != SNUG_OK) return st;
         if (s->msg[0] == KIND_STOP) return SNUG_OK;
-        st = follow_step(s, kv, err);
+        st = s->msg[0] == KIND_PING ? answer_ping(s, err) : follow_step(s, kv, err);
         if (st != SNUG_OK) return st;
     }
 }
@@ -346,4 +362,14 @@ snug_status snug_stepper_stop(snug_stepper *s, snug_error *err)
 {
     if (!s->comm || s->rank != 0 || snug_comm_broken(s->comm)) return SNUG_OK;
     return send_kind(s, KIND_STOP, err);
+}
+
+snug_status snug_stepper_ping(snug_stepper *s, snug_error *err)
+{
+    if (!s->comm || s->rank != 0) return SNUG_OK;
+    if (snug_comm_broken(s->comm))
+        return snug_errorf(err, SNUG_IO, "stepper: the check of the ranks: the communicator is "
+                           "broken by an earlier failure");
+    snug_status st = send_kind(s, KIND_PING, err);
+    return st == SNUG_OK ? answer_ping(s, err) : st;
 }

@@ -15,7 +15,8 @@
  * the same argmax (the lowest id among equal maxima). The other ranks
  * (followers) either run the same sequence of calls (the profile step,
  * where every rank builds the same steps: theirs are ignored and the
- * leader's run) or loop in snug_stepper_follow until the leader says stop.
+ * leader's run) or loop in snug_stepper_follow until the leader says stop,
+ * answering the leader's checks that they still run (snug_stepper_ping).
  *
  * Every buffer (the step's message, the leader's whole rows of logits,
  * the rows' maxima) is one block of category activations made with the
@@ -91,6 +92,14 @@ snug_status snug_stepper_run_greedy(snug_stepper *s, snug_kvcache *kv, const snu
 /* On a follower: runs the leader's steps until it stops them (SNUG_OK) or
  * a step fails (its status). Waits between steps without a limit. */
 snug_status snug_stepper_follow(snug_stepper *s, snug_kvcache *kv, snug_error *err);
+
+/* On the leader, between steps: checks that every rank still answers
+ * (the followers in snug_stepper_follow take part in one small reduction,
+ * nothing else). Fails as a step's communication does (SNUG_IO when a rank
+ * does not answer within the step wait's limit, see snug_comm_hurry; the
+ * communicator is broken after it). SNUG_OK at once with one rank or on a
+ * follower. */
+snug_status snug_stepper_ping(snug_stepper *s, snug_error *err);
 
 /* On the leader: tells the followers in snug_stepper_follow to return.
  * Nothing with one rank or a broken communicator. */

@@ -38,6 +38,7 @@ struct snug_engine {
     pthread_cond_t out;             /* consumers wait here for outputs */
     pthread_t thread;
     bool started, stopping, failed;
+    bool check_ranks;               /* asked to check, between steps, that every rank answers */
     snug_error fail_err;
     snug_request **queue;           /* [q_cap] a ring of requests waiting for slots */
     int32_t q_head, q_n, q_cap;
@@ -401,6 +402,16 @@ static void *step_loop(void *arg)
     if (!plan_here(e)) return NULL;
     pthread_mutex_lock(&e->mu);
     while (!e->stopping) {
+        if (e->check_ranks) {
+            e->check_ranks = false;
+            pthread_mutex_unlock(&e->mu);
+            snug_status st = snug_stepper_ping(e->p->stepper, &e->fail_err);
+            pthread_mutex_lock(&e->mu);
+            if (st != SNUG_OK) {
+                e->failed = true;
+                break;
+            }
+        }
         admit_queued(e);
         tend_slots(e);
         int32_t n_tokens = 0;
@@ -515,6 +526,17 @@ bool snug_engine_failed(snug_engine *e)
     bool f = e->failed;
     pthread_mutex_unlock(&e->mu);
     return f;
+}
+
+void snug_engine_check_ranks(snug_engine *e, double grace_s)
+{
+    snug_comm *comm = snug_stepper_comm(e->p->stepper);
+    if (!comm) return;
+    snug_comm_hurry(comm, grace_s); /* a step in flight is checked by its own waits */
+    pthread_mutex_lock(&e->mu);
+    e->check_ranks = true;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->mu);
 }
 
 const char *snug_engine_error(snug_engine *e) { return snug_engine_failed(e) ? e->fail_err.msg : ""; }

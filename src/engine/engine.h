@@ -142,6 +142,16 @@ snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, bo
 bool snug_engine_failed(snug_engine *e);
 const char *snug_engine_error(snug_engine *e);
 
+/* With tensor parallelism, from any thread, when the launcher signals that
+ * it is ending the run (a rank died, or it was told to stop): checks that
+ * every rank still answers. The step in flight and those that follow for a
+ * while must complete their communication within grace_s seconds, and
+ * the step loop checks the ranks between steps (snug_stepper_ping), so
+ * that an idle engine learns too; a rank that does not answer fails the
+ * engine as a failed step does (snug_comm_hurry). Nothing with one rank or
+ * an engine that failed or stops. */
+void snug_engine_check_ranks(snug_engine *e, double grace_s);
+
 /* What the plan found; valid until close. */
 const snug_plan_report *snug_engine_plan(const snug_engine *e);
 

@@ -705,6 +705,9 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         r->logprobs = j->req.logprobs >= 0;
         r->top_logprobs = SNUG_MAX(0, j->req.logprobs);
         st = snug_engine_submit(s->e, r, &err);
+        if (st == SNUG_BUSY && snug_engine_failed(s->e)) /* it failed since the check above */
+            return http_error(c, 500, "server_error", NULL, "engine_failed", "%s",
+                              snug_engine_error(s->e));
         if (st != SNUG_OK) return fail(c, st, &err, param);
         j->submitted[i] = true;
         j->prompt_tokens += r->n_prompt;

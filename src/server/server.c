@@ -568,6 +568,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if ((strncmp(url, "/v1/", 4) == 0 || r == R_RESET_PREFIX_CACHE) && !authorized(s, c))
             return http_error(c, 401, "invalid_request_error", NULL, "invalid_api_key",
                               "a missing or wrong API key: send Authorization: Bearer KEY");
+        if ((r == R_COMPLETIONS || r == R_CHAT) && snug_engine_failed(s->e))
+            return http_error(c, 500, "server_error", NULL, "engine_failed", "%s",
+                              snug_engine_error(s->e));
         if (atomic_load(&s->draining) && (r == R_COMPLETIONS || r == R_CHAT))
             return http_error(c, 503, "server_error", NULL, "draining",
                               "the server is shutting down");

@@ -12,9 +12,10 @@
 #     once;
 #   - start-up checks: a --tp that is not the number of processes, a tp that does not divide the
 #     model, ranks given different models: one message, every process exits non-zero;
-#   - faults: a rank killed (SIGKILL) or stopped (SIGSTOP, a hang) during a streaming request:
-#     the client gets an error, /health answers 503 or the server is gone, and every process
-#     exits within the step timeout (and a few seconds);
+#   - faults: a rank killed (SIGKILL) or stopped (SIGSTOP, a hang) during a streaming request
+#     fails the server alike: the stream ends with an engine_failed error event, /health answers
+#     503 until the server stops, JSON requests get a 500 engine_failed, and every process exits
+#     (a killed rank within about a second, a stopped one within the step timeout);
 #   - two "hosts": ranks started through Open MPI's remote launcher (tests/dist/rsh-here, an rsh
 #     agent that runs the command on this machine: one daemon per host, as over ssh) talking
 #     over TCP only (loopback; no network namespaces, which would need more than the tests can
@@ -263,6 +264,13 @@ for run in "2 $stories" "4 $gqa"; do
 done
 
 # --- faults: a rank killed or stopped mid-stream ----------------------------------------------
+# Either fails the server the same way, a killed rank within about a second (mpirun's SIGCONT,
+# which begins its ending of the run, has rank 0 check the ranks: 0.5 s to answer), a stopped one
+# at the step timeout (the watchdog): the stream's last event is an error with code
+# engine_failed; /health answers 200 until then, then 503 {"status":"failed"} until the server
+# stops; a JSON completion sent just after the signal gets a 500 with code engine_failed, and one
+# sent at the first 503 the same (or a refused connection: the server had stopped); rank 0 says
+# so and exits, and every process is gone.
 big=$tmp/big
 "$snug" mkmodel --preset tiny --dtype bf16 --hidden 1024 --heads 16 --kv-heads 4 --intermediate 2816 \
     --layers 8 "$big" 2>/dev/null && cp $stories/tokenizer.json $stories/tokenizer_config.json "$big/"
@@ -274,6 +282,14 @@ rank_pid() {
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
     done
 }
+# post_json OUT: a small JSON completion to $url; OUT gets the body, OUT.code "HTTP_CODE CURL_EXIT"
+post_json() {
+    curl -s -m 60 -o "$1" -w '%{http_code}' "$url/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt": "Once upon a time", "max_tokens": 8}' >"$1.code"
+    echo " $?" >>"$1.code"
+}
+# json_failed OUT: OUT is a 500 whose error's code is engine_failed
+json_failed() { [[ $(cut -d' ' -f1 "$1.code") == 500 && $(jq -r '.error.code' "$1" 2>/dev/null) == engine_failed ]]; }
 for sig in KILL STOP; do
     name="fault-$sig"
     start_tp "$name" 2 "$big" --memory 1GiB --max-model-len 512 --max-num-batched-tokens 64 \
@@ -286,44 +302,71 @@ for sig in KILL STOP; do
     victim=$(rank_pid 1)
     t0=$(date +%s.%N)
     kill -"$sig" "$victim"
-    # /health while it fails: 503, or nobody answers
-    seen_health=
-    for ((i = 0; i < 100; i++)); do
-        h=$(curl -s -o /dev/null -m 1 -w '%{http_code}' "$url/health")
-        [[ $h == 503 || $h == 000 ]] && { seen_health=$h; break; }
+    post_json "$tmp/$name.j1" &
+    jpid=$!
+    # /health every 0.1 s until nobody answers: each answer as CODE/STATUS, repeats folded
+    seen=() j2pid=
+    for ((i = 0; i < 10 * (timeout_s + 15); i++)); do
+        b=$(curl -s -m 1 -w ' %{http_code}' "$url/health")
+        h=${b##* }
+        st=$(jq -r '.status' <<<"${b% *}" 2>/dev/null)
+        [[ $h == 000 ]] && st=
+        [[ ${#seen[@]} -gt 0 && ${seen[-1]} == "$h${st:+/$st}" ]] || seen+=("$h${st:+/$st}")
+        if [[ $h == 503 && -z $j2pid ]]; then post_json "$tmp/$name.j2" & j2pid=$!; fi
+        [[ $h == 000 ]] && break
         sleep 0.1
     done
     wait "$cpid"
+    crc=$?
+    wait "$jpid"
+    [[ -n $j2pid ]] && wait "$j2pid"
     chunks=$(grep -c '^data: {' "$tmp/$name.sse")
-    # a killed rank: mpirun ends the whole run at once, so the stream is cut (no [DONE]); a
-    # stopped rank: the watchdog fails the server, which tells the stream and /health so
-    if [[ $sig == KILL ]] && ! grep -q '^data: \[DONE\]' "$tmp/$name.sse" && [[ $chunks -lt 481 ]]; then
-        ok "$name: the stream was cut after $chunks chunks (mpirun ended the run)"
-    elif [[ $sig == STOP ]] && ! grep -q '^data: \[DONE\]' "$tmp/$name.sse" &&
-        grep -q '"code":"engine_failed"' "$tmp/$name.sse"; then
-        ok "$name: the stream ended with an engine_failed error event after $chunks chunks"
+    last=$(grep '^data: ' "$tmp/$name.sse" | tail -1)
+    if [[ $last == *'"code":"engine_failed"'* && $chunks -lt 481 ]] && ! grep -q '^data: \[DONE\]' "$tmp/$name.sse"; then
+        ok "$name: the stream's last event is an engine_failed error, after $chunks chunks (curl exit $crc)"
     else
-        fail "$name: the stream ended with an error" "$(tail -c 300 "$tmp/$name.sse")"
+        fail "$name: the stream ends with an engine_failed error event" "$chunks chunks, curl exit $crc" \
+            "$(tail -c 300 "$tmp/$name.sse")"
     fi
-    if [[ $seen_health == 503 || ( $sig == KILL && -n $seen_health ) ]]; then
-        ok "$name: /health $seen_health (503, or nobody: the run is gone)"
+    if [[ "${seen[*]}" =~ ^(200/ok )?503/failed\ 000$ ]]; then
+        ok "$name: /health ${seen[*]} (200 until the failure, then 503 failed until the server stopped)"
     else
-        fail "$name: /health 503" "last $h"
+        fail "$name: /health 200, then 503 failed, then nobody" "${seen[*]}"
+    fi
+    if json_failed "$tmp/$name.j1"; then
+        ok "$name: a JSON completion sent just after the SIG$sig: 500 engine_failed"
+    else
+        fail "$name: a JSON completion sent just after the SIG$sig: 500 engine_failed" \
+            "$(cat "$tmp/$name.j1.code"): $(head -c 300 "$tmp/$name.j1")"
+    fi
+    if [[ -n $j2pid ]] && { json_failed "$tmp/$name.j2" || [[ $(cat "$tmp/$name.j2.code") == "000 7" ]]; }; then
+        ok "$name: a JSON completion sent at the first 503: $(cut -d' ' -f1 "$tmp/$name.j2.code") $(jq -r '.error.code' "$tmp/$name.j2" 2>/dev/null || echo refused)"
+    else
+        fail "$name: a JSON completion sent at the first 503: 500 engine_failed, or refused" \
+            "$(cat "$tmp/$name.j2.code" 2>/dev/null): $(head -c 300 "$tmp/$name.j2" 2>/dev/null)"
     fi
     for ((i = 0; i < 400; i++)); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.05; done
     left=$(pgrep -f "$snug serve" | wc -l)
     took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     wait "$mpid"
     rc=$?
-    if ! kill -0 "$mpid" 2>/dev/null && [[ $left -eq 0 && $rc -ne 0 ]] && awk -v t="$took" -v l="$timeout_s" 'BEGIN { exit !(t < l + 15) }'; then
-        ok "$name: every process exited within the step timeout ($took s, --step-timeout $timeout_s, exit $rc)"
+    limit=$timeout_s
+    [[ $sig == KILL ]] && limit=0 # no step timeout to wait for
+    if ! kill -0 "$mpid" 2>/dev/null && [[ $left -eq 0 && $rc -ne 0 ]] && awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t < l + 10) }'; then
+        ok "$name: every process exited within $limit + 10 s ($took s, mpirun exit $rc)"
     else
         fail "$name: every process exited" "after $took s: mpirun $(kill -0 "$mpid" 2>/dev/null && echo running || echo "exited $rc"), $left snug left" \
             "$(tail -5 "$tmp/$name.err")"
         pkill -KILL -f "$snug serve"
     fi
-    [[ $sig == STOP ]] && grep -q "rank died or hangs" "$tmp/$name.err" && ok "$name: the watchdog said so" ||
-        { [[ $sig == STOP ]] && fail "$name: the watchdog's message" "$(tail -5 "$tmp/$name.err")"; }
+    # rank 0 saw it (the launcher's signal, or the watchdog) and ended on its own path
+    if [[ $sig == KILL ]]; then why="SIGCONT from the launcher"; else why="(--step-timeout $timeout_s)"; fi
+    if grep -qF -- "$why" "$tmp/$name.err" && grep -q "the engine failed: .*a rank died or hangs" "$tmp/$name.err" &&
+        grep -q "^snug: stopped after the engine failed" "$tmp/$name.err"; then
+        ok "$name: rank 0 said why ($why) and stopped after the engine failed"
+    else
+        fail "$name: rank 0's messages" "$(grep '^snug: ' "$tmp/$name.err" | tail -5)"
+    fi
 done
 
 # --- SIGTERM to rank 0: the stream in flight finishes, then every rank exits 0 -------------
