@@ -98,10 +98,14 @@ typedef struct gate_conn {
     bool close_after;            /* close once every answer is out */
     bool was_quiet;              /* quiet() at the last look: the idle time runs from then */
     int forwarded;               /* requests handed to its link */
+    int answered;                /* of those, answered, as read before the link's last read:
+                                  * libmicrohttpd counts an answer once all of it is written,
+                                  * so a read that then finds nothing has had all of it */
     gate_link *link;
     char resp[RESPONSE_BYTES];   /* an answer of the gate's own, after the link's */
     size_t resp_off, resp_len;
     size_t drained;
+    size_t got_since_forward;    /* answer bytes from the link since the last request went up */
 } gate_conn;
 
 struct snug_gate {
@@ -161,7 +165,7 @@ static void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_
 
 static int in_flight(const gate_conn *c)
 {
-    return c->link ? c->forwarded - atomic_load(&c->link->answered) : 0;
+    return c->link ? c->forwarded - c->answered : 0;
 }
 
 /* Lets go of the gate's end of c's link (libmicrohttpd sees the end of its
@@ -178,7 +182,7 @@ static void release_link(snug_gate *g, gate_conn *c)
     l->watch = (gate_watch){0};
     l->slot = -1;
     c->link = NULL;
-    c->forwarded = 0;
+    c->forwarded = c->answered = 0;
 }
 
 /* Links whose both ends are let go become free. */
@@ -226,7 +230,7 @@ static gate_link *take_link(snug_gate *g, gate_conn *c, int slot)
         return NULL;
     }
     c->link = l;
-    c->forwarded = 0;
+    c->forwarded = c->answered = 0;
     return l;
 }
 
@@ -340,11 +344,19 @@ static bool is_probe(const snug_http_head *h)
             strcmp(h->path, "/version") == 0);
 }
 
+/* True when c's link has nothing more for the client: its buffer is out
+ * and its last read found nothing (or its end). */
+static bool drained(const gate_conn *c)
+{
+    const gate_link *l = c->link;
+    return !l || (l->cl_len == 0 && (l->empty || l->up_eof));
+}
+
 /* True when c holds nothing in flight, in its buffers or half read. */
 static bool quiet(const gate_conn *c)
 {
     return c->phase == PHASE_IDLE && c->in_len == 0 && in_flight(c) == 0 && c->resp_len == 0 &&
-           (!c->link || (c->link->cl_len == 0 && c->link->up_len == 0));
+           drained(c) && (!c->link || c->link->up_len == 0);
 }
 
 /* The oldest idle connection (other than keep), else -1. */
@@ -412,6 +424,7 @@ static void admit(snug_gate *g, gate_conn *c, int slot)
     memmove(c->in, c->in + h->head_len, c->in_len - h->head_len);
     c->in_len -= h->head_len;
     c->forwarded++;
+    c->got_since_forward = 0;
     c->reserved = probe;
     c->head_done = false;
     c->chunks = (snug_http_chunks){0};
@@ -446,6 +459,20 @@ static void forward_body(snug_gate *g, gate_conn *c)
     c->in_len -= used;
 }
 
+/* The client has shut down its sending side while its request is being
+ * answered and nothing of the answer has come yet: a half-close, or a
+ * client that has gone. An interim 100 Continue (which HTTP/1.1 clients
+ * must read past) tells them apart: a client that has closed its socket
+ * answers it with a reset, and its request is then cancelled; one that
+ * only half-closed reads on to its answer. */
+static void probe_half_close(gate_conn *c)
+{
+    static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (!c->link || in_flight(c) != 1 || c->got_since_forward || c->link->cl_len || c->head.minor < 1)
+        return;
+    if (send(c->fd, interim, sizeof interim - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* gone */ }
+}
+
 /* Reads what the client sent into c->in; false when the client is gone. */
 static bool read_client(snug_gate *g, gate_conn *c)
 {
@@ -462,6 +489,7 @@ static bool read_client(snug_gate *g, gate_conn *c)
     }
     if (n == 0) {
         c->client_eof = true;
+        if (c->phase == PHASE_IDLE) probe_half_close(c);
         return c->phase != PHASE_LINGER;
     }
     return errno == EAGAIN || errno == EINTR;
@@ -477,7 +505,7 @@ static bool write_client(gate_conn *c)
     if (l && l->cl_len > l->cl_off) {
         p = l->to_client + l->cl_off;
         n = l->cl_len - l->cl_off;
-    } else if (c->resp_len > c->resp_off && (!l || l->up_eof || (in_flight(c) == 0 && l->empty))) {
+    } else if (c->resp_len > c->resp_off && (!l || l->up_eof || (in_flight(c) == 0 && drained(c)))) {
         p = c->resp + c->resp_off;
         n = c->resp_len - c->resp_off;
     }
@@ -507,7 +535,7 @@ static void pump_link(gate_conn *c)
     }
     if (!l->up_eof && l->cl_len < PIPE_BYTES) {
         ssize_t r = recv(l->fd, l->to_client + l->cl_len, PIPE_BYTES - l->cl_len, 0);
-        if (r > 0) l->cl_len += (size_t)r;
+        if (r > 0) l->cl_len += (size_t)r, c->got_since_forward += (size_t)r;
         l->empty = r < 0 && errno == EAGAIN;
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) l->up_eof = true;
     }
@@ -520,13 +548,13 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
     for (int guard = 0; guard < 8; guard++) {
         size_t before = c->in_len + (c->link ? c->link->up_len + c->link->cl_len : 0) + c->resp_off;
         int phase = c->phase;
+        if (c->link) c->answered = atomic_load(&c->link->answered); /* before the read below */
         pump_link(c);
         if (!write_client(c)) {
             close_conn(g, c);
             return;
         }
-        if (c->abort_request && (!c->link || (in_flight(c) <= 1 && c->link->cl_len == 0 &&
-                                              (c->link->empty || c->link->up_eof)))) {
+        if (c->abort_request && (!c->link || (in_flight(c) <= 1 && drained(c)))) {
             release_link(g, c); /* libmicrohttpd drops the half-sent request */
             c->abort_request = false;
         }
@@ -580,7 +608,7 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         }
     }
     if (c->close_after && c->resp_len == 0 && c->forwarded > 0 && in_flight(c) == 0 && c->link &&
-        c->link->cl_len == 0 && c->phase == PHASE_IDLE) {
+        drained(c) && c->phase == PHASE_IDLE) {
         close_conn(g, c);
         return;
     }

@@ -277,6 +277,8 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
 #define COUNTER(name, help, v)                                                                     \
     snug_strbuf_printf(&b, "# HELP snug_" name " " help "\n# TYPE snug_" name                      \
                        " counter\nsnug_" name " %lld\n", (long long)(v))
+    GAUGE("http_connections_open", "Client connections the server's gate holds open.", "%d",
+          snug_gate_open_connections(atomic_load(&s->gate)));
     GAUGE("num_requests_running", "Sequences in the running batch.", "%d", k.running);
     GAUGE("num_requests_waiting", "Sequences waiting for blocks or preempted.", "%d", k.waiting);
     GAUGE("num_requests_queued", "Requests waiting for a slot.", "%d", k.queued);
