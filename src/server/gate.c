@@ -119,6 +119,7 @@ struct snug_gate {
     gate_conn *conns;            /* [o.pool] */
     gate_link *links;            /* [n_links] */
     pthread_mutex_t mu;          /* links' mhd_fd and state, against the notify callback */
+    bool accept_paused;          /* out of descriptors: the listening socket is out of the set */
     atomic_int open;
     uint64_t id_key;
     uint64_t n_ids;
@@ -673,6 +674,11 @@ static void accept_one(snug_gate *g)
     struct sockaddr_storage addr;
     socklen_t len = sizeof addr;
     int fd = accept4(g->o.listen_fd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) &&
+        !g->accept_paused) { /* out of descriptors: the listening socket waits a tick, not spins */
+        epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->o.listen_fd, NULL);
+        g->accept_paused = true;
+    }
     if (fd < 0) return;
     int slot = -1;
     for (int i = 0; i < g->o.pool && slot < 0; i++)
@@ -723,6 +729,10 @@ static void *gate_main(void *arg)
                 owed |= c->fd >= 0 && ((c->link && c->link->cl_len) || c->resp_len > c->resp_off);
             }
             if (!owed || now_s() > stop_at) break;
+        }
+        if (g->accept_paused && !atomic_load(&g->stop)) { /* a tick later: try again */
+            struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(KIND_LISTEN, 0)};
+            g->accept_paused = epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->o.listen_fd, &lev) != 0;
         }
         int n = epoll_wait(g->epfd, ev, EVENTS, TICK_MS);
         for (int k = 0; k < n; k++) {

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
@@ -686,6 +687,32 @@ snug_status snug_server_listen(const snug_server_opts *o, int *fd, snug_error *e
     return SNUG_OK;
 }
 
+/* Raises the process's descriptor limit to its hard limit, and fits the
+ * gate's pool of connections within it: each held connection takes one,
+ * each admitted one three (the client's, and both ends of its socket pair),
+ * and the libraries some more. Fails with SNUG_INVALID naming the limit
+ * when not even --max-connections fit. */
+static snug_status fit_descriptors(snug_gate_opts *go, snug_error *err)
+{
+    enum { SPARE = 64 };
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return SNUG_OK;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    long links = snug_gate_links(go), need = go->pool + 2 * links + SPARE;
+    if (rl.rlim_cur == RLIM_INFINITY || (long)rl.rlim_cur >= need) return SNUG_OK;
+    long pool = (long)rl.rlim_cur - 2 * links - SPARE;
+    if (pool < links)
+        return snug_errorf(err, SNUG_INVALID, "server: %ld file descriptors (ulimit -n) cannot hold "
+                           "--max-connections %d: it needs at least %ld", (long)rl.rlim_cur,
+                           go->max_requests, 3 * links + SPARE);
+    go->pool = (int)pool;
+    return SNUG_OK;
+}
+
 snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_server **out,
                               snug_error *err)
 {
@@ -707,6 +734,11 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
     }
     /* libmicrohttpd serves only what the gate admits (gate.h): no socket of its own */
     snug_gate_opts go = gate_opts(o);
+    snug_status st = fit_descriptors(&go, err);
+    if (st != SNUG_OK) {
+        snug_mem_free(s);
+        return st;
+    }
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                 MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
                             0, NULL, NULL, on_request, s,
@@ -719,7 +751,6 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_BYTES,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
-    snug_status st = SNUG_OK;
     go.listen_fd = o->listen_fd > 0 ? o->listen_fd : -1;
     if (!s->d) {
         st = snug_errorf(err, SNUG_IO, "server: libmicrohttpd would not start");
