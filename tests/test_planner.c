@@ -404,6 +404,7 @@ static void test_populate_after_ready(void)
     enum { GROUP = 400 };
     snug_error err = {0};
     snug_planner_opts o = base_opts();
+    o.budget.memory_bytes = (size_t)160 << 20; /* room under AddressSanitizer's shadow too */
     o.max_num_seqs = 64;
     o.kv_cache_memory = (size_t)32 << 20;
     o.populate_after_ready = true;
