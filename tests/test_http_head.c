@@ -58,6 +58,8 @@ static void test_refusals(void)
         {"GET / HTTP/1.x\r\nHost: x\r\n\r\n", 400, "malformed_request"},
         {"GET /\r\nHost: x\r\n\r\n", 400, "malformed_request"},
         {"GET nowhere HTTP/1.1\r\nHost: x\r\n\r\n", 400, "malformed_request"},
+        {"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, "malformed_request"},
+        {"\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 400, "malformed_request"},
         {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "not_implemented"},
         {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n", 501, "not_implemented"},
         {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 501, "not_implemented"},
@@ -152,7 +154,7 @@ static void test_chunks(void)
 {
     size_t end = 0;
     int status = 0;
-    static const char good[] = "5;name=v\r\nhello\r\n3 \r\nabc\r\n0\r\nTrailer: t\r\n\r\nGET";
+    static const char good[] = "5;name=v\r\nhello\r\n3\r\nabc\r\n0\r\nTrailer: t\r\n\r\nGET";
     CHECK(chunks_both(good, sizeof good - 1, &end, &status) == SNUG_HTTP_OK && end == sizeof good - 4,
           "a body with an extension and a trailer ends at %zu", end);
     static const char *const bad[] = {"zz\r\n", "-1\r\n", "3\r\nabcX\r\n", "00000000000000002\r\nab\r\n0\r\n\r\n",
@@ -160,6 +162,21 @@ static void test_chunks(void)
     for (size_t i = 0; i < SNUG_ARRAY_LEN(bad); i++)
         CHECK(chunks_both(bad[i], strlen(bad[i]), &end, &status) == SNUG_HTTP_BAD && status == 400,
               "bad body %zu (%s): status %d", i, bad[i], status);
+    static const char ws[] = "3 \r\nabc\r\n0\r\n\r\n"; /* libmicrohttpd would refuse it in HTML */
+    CHECK(chunks_both(ws, sizeof ws - 1, &end, &status) == SNUG_HTTP_BAD && status == 400,
+          "whitespace after a chunk size: %d", status);
+    char many[512];
+    int m = snprintf(many, sizeof many, "0\r\n");
+    for (int f = 0; f < 9; f++) m += snprintf(many + m, sizeof many - (size_t)m, "T%d: v\r\n", f);
+    snprintf(many + m, sizeof many - (size_t)m, "\r\n");
+    CHECK(chunks_both(many, strlen(many), &end, &status) == SNUG_HTTP_BAD && status == 431,
+          "9 trailer fields: %d", status);
+    static char long_trailer[2100];
+    m = snprintf(long_trailer, sizeof long_trailer, "0\r\nT: ");
+    memset(long_trailer + m, 'v', 1100);
+    snprintf(long_trailer + m + 1100, sizeof long_trailer - (size_t)m - 1100, "\r\n\r\n");
+    CHECK(chunks_both(long_trailer, strlen(long_trailer), &end, &status) == SNUG_HTTP_BAD && status == 431,
+          "a 1100-byte trailer line: %d", status);
     static const char huge[] = "100001\r\n";
     CHECK(chunks_both(huge, sizeof huge - 1, &end, &status) == SNUG_HTTP_BAD && status == 413,
           "a chunk over the limit: %d", status);

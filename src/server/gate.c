@@ -75,10 +75,12 @@ typedef struct gate_link {
     size_t up_off, up_len, cl_off, cl_len;
     bool up_eof;                 /* libmicrohttpd closed its end */
     bool empty;                  /* the last read found nothing more to take */
+    bool up_shut;                /* libmicrohttpd stopped reading: what goes up is dropped */
 } gate_link;
 
 typedef struct gate_conn {
     int fd;                      /* -1: a free slot */
+    uint32_t gen;                /* moves on with each client the slot takes */
     gate_watch watch;
     struct sockaddr_storage addr;
     socklen_t addr_len;
@@ -119,7 +121,9 @@ struct snug_gate {
     gate_conn *conns;            /* [o.pool] */
     gate_link *links;            /* [n_links] */
     pthread_mutex_t mu;          /* links' mhd_fd and state, against the notify callback */
+    bool closed;                 /* snug_gate_close has run */
     bool accept_paused;          /* out of descriptors: the listening socket is out of the set */
+    double accept_again;         /* ... until then */
     atomic_int open;
     uint64_t id_key;
     uint64_t n_ids;
@@ -149,12 +153,28 @@ size_t snug_gate_bytes(const snug_gate_opts *o)
 
 /* ---- epoll ------------------------------------------------------------------- */
 
-static uint64_t tag(int kind, int i) { return (uint64_t)kind << 32 | (uint32_t)i; }
-
-/* Makes epoll watch fd for want (w: what it watches now). */
-static void watch(snug_gate *g, int fd, gate_watch *w, uint32_t want, uint64_t t)
+/* An epoll tag: what kind of descriptor, the slot's generation (an event
+ * for a slot's earlier client, in the same batch as its reuse, is passed
+ * over), its index. */
+static uint64_t tag(int kind, int i, uint32_t gen)
 {
-    if (fd < 0 || (w->in_set && w->events == want)) return;
+    return (uint64_t)kind << 56 | (uint64_t)(gen & 0xffffff) << 32 | (uint32_t)i;
+}
+
+/* Makes epoll watch fd for want (w: what it watches now). With nothing
+ * wanted, leave says whether fd leaves the set (epoll reports hang-ups and
+ * errors whatever the mask: a link that libmicrohttpd closed while its
+ * answer waits for the client would wake the gate for nothing); a client's
+ * socket stays, so that its reset is seen. */
+static void watch(snug_gate *g, int fd, gate_watch *w, uint32_t want, bool leave, uint64_t t)
+{
+    if (fd < 0) return;
+    if (want == 0 && leave) {
+        if (w->in_set) epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
+        *w = (gate_watch){0};
+        return;
+    }
+    if (w->in_set && w->events == want) return;
     struct epoll_event ev = {.events = want, .data.u64 = t};
     epoll_ctl(g->epfd, w->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
     *w = (gate_watch){want, true};
@@ -215,7 +235,7 @@ static gate_link *take_link(snug_gate *g, gate_conn *c, int slot)
         l->slot = slot;
         l->watch = (gate_watch){0};
         l->up_off = l->up_len = l->cl_off = l->cl_len = 0;
-        l->up_eof = false;
+        l->up_eof = l->up_shut = false;
         atomic_store(&l->answered, 0);
         atomic_store(&l->mhd_started, false);
         atomic_store(&l->mhd_open, true);
@@ -353,6 +373,14 @@ static bool drained(const gate_conn *c)
     return !l || (l->cl_len == 0 && (l->empty || l->up_eof));
 }
 
+/* True when the gate's own answer to c is pending and may go now: the
+ * answers before it are out. */
+static bool resp_may_go(const gate_conn *c)
+{
+    const gate_link *l = c->link;
+    return c->resp_len > c->resp_off && (!l || l->up_eof || (in_flight(c) == 0 && drained(c)));
+}
+
 /* True when c holds nothing in flight, in its buffers or half read. */
 static bool quiet(const gate_conn *c)
 {
@@ -426,7 +454,7 @@ static void admit(snug_gate *g, gate_conn *c, int slot)
     c->in_len -= h->head_len;
     c->forwarded++;
     c->got_since_forward = 0;
-    c->reserved = probe;
+    c->reserved = probe && (in_flight(c) == 1 || c->reserved); /* counted unless only probes wait */
     c->head_done = false;
     c->chunks = (snug_http_chunks){0};
     c->body_left = h->has_length ? h->content_length : 0;
@@ -438,7 +466,8 @@ static void admit(snug_gate *g, gate_conn *c, int slot)
 static void forward_body(snug_gate *g, gate_conn *c)
 {
     gate_link *l = c->link;
-    size_t room = PIPE_BYTES - l->up_len, n = SNUG_MIN(room, c->in_len), used = n;
+    size_t room = l->up_shut ? PIPE_BYTES : PIPE_BYTES - l->up_len, n = SNUG_MIN(room, c->in_len);
+    size_t used = n;
     if (n == 0) return;
     if (c->phase == PHASE_BODY_LEN) {
         used = (size_t)SNUG_MIN((uint64_t)n, c->body_left);
@@ -454,8 +483,10 @@ static void forward_body(snug_gate *g, gate_conn *c)
         }
         if (res == SNUG_HTTP_OK) c->phase = PHASE_IDLE;
     }
-    memcpy(l->to_up + l->up_len, c->in, used);
-    l->up_len += used;
+    if (!l->up_shut) { /* else dropped: libmicrohttpd has answered and reads no more */
+        memcpy(l->to_up + l->up_len, c->in, used);
+        l->up_len += used;
+    }
     memmove(c->in, c->in + used, c->in_len - used);
     c->in_len -= used;
 }
@@ -506,7 +537,7 @@ static bool write_client(gate_conn *c)
     if (l && l->cl_len > l->cl_off) {
         p = l->to_client + l->cl_off;
         n = l->cl_len - l->cl_off;
-    } else if (c->resp_len > c->resp_off && (!l || l->up_eof || (in_flight(c) == 0 && drained(c)))) {
+    } else if (resp_may_go(c)) {
         p = c->resp + c->resp_off;
         n = c->resp_len - c->resp_off;
     }
@@ -531,7 +562,11 @@ static void pump_link(gate_conn *c)
     if (l->up_len > l->up_off) {
         ssize_t w = send(l->fd, l->to_up + l->up_off, l->up_len - l->up_off, MSG_NOSIGNAL);
         if (w > 0) l->up_off += (size_t)w;
-        if (w < 0 && errno != EAGAIN && errno != EINTR) l->up_eof = true;
+        if (w < 0 && errno != EAGAIN && errno != EINTR) { /* it answered early and stopped
+                                                            * reading: its answer is still to read */
+            l->up_shut = true;
+            l->up_off = l->up_len;
+        }
         if (l->up_off == l->up_len) l->up_off = l->up_len = 0;
     }
     if (!l->up_eof && l->cl_len < PIPE_BYTES) {
@@ -539,6 +574,8 @@ static void pump_link(gate_conn *c)
         if (r > 0) l->cl_len += (size_t)r, c->got_since_forward += (size_t)r;
         l->empty = r < 0 && errno == EAGAIN;
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) l->up_eof = true;
+        if (l->up_eof && !atomic_load(&l->mhd_started)) /* dropped before it began: free */
+            atomic_store(&l->mhd_open, false);
     }
 }
 
@@ -583,8 +620,13 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
     bool q = quiet(c);
     if (q && !c->was_quiet) c->t_idle = t;
     c->was_quiet = q;
-    /* an answer of the gate's own is out: drain what the client still sends, then close */
-    if (c->resp_len && c->resp_off == c->resp_len) {
+    /* an answer of the gate's own is out, or libmicrohttpd closed after its
+     * last one while the client still sends: drain what it sends, then
+     * close (a close with bytes unread would reset, and the client could
+     * lose the answer) */
+    bool mhd_closed = c->link && c->link->up_eof && c->link->cl_len == 0 && c->resp_len == 0 &&
+                      (c->phase != PHASE_IDLE || c->in_len > 0);
+    if ((c->resp_len && c->resp_off == c->resp_len) || mhd_closed || c->phase == PHASE_LINGER) {
         if (c->phase != PHASE_LINGER) {
             shutdown(c->fd, SHUT_WR);
             release_link(g, c);
@@ -618,7 +660,7 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         return;
     }
     /* deadlines */
-    bool owes = c->resp_len > c->resp_off || (c->link && c->link->cl_len > 0);
+    bool owes = resp_may_go(c) || (c->link && c->link->cl_len > 0);
     if (owes && t - c->t_wrote > g->o.write_s) {
         close_conn(g, c);
         return;
@@ -657,14 +699,14 @@ static void rewatch(snug_gate *g, gate_conn *c, int slot)
     if (c->fd < 0) return;
     uint32_t want = 0;
     if (!c->client_eof && c->in_len < IN_BYTES) want |= EPOLLIN | EPOLLRDHUP;
-    if ((c->link && c->link->cl_len > c->link->cl_off) || c->resp_len > c->resp_off) want |= EPOLLOUT;
-    watch(g, c->fd, &c->watch, want, tag(KIND_CLIENT, slot));
+    if ((c->link && c->link->cl_len > c->link->cl_off) || resp_may_go(c)) want |= EPOLLOUT;
+    watch(g, c->fd, &c->watch, want, false, tag(KIND_CLIENT, slot, c->gen));
     gate_link *l = c->link;
     if (!l || l->fd < 0) return;
     uint32_t lw = 0;
     if (!l->up_eof && l->cl_len < PIPE_BYTES) lw |= EPOLLIN;
     if (l->up_len > l->up_off) lw |= EPOLLOUT;
-    watch(g, l->fd, &l->watch, lw, tag(KIND_LINK, (int)(l - g->links)));
+    watch(g, l->fd, &l->watch, lw, true, tag(KIND_LINK, (int)(l - g->links), 0));
 }
 
 /* A new client: a free slot, or the place of the oldest idle connection,
@@ -678,6 +720,7 @@ static void accept_one(snug_gate *g)
         !g->accept_paused) { /* out of descriptors: the listening socket waits a tick, not spins */
         epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->o.listen_fd, NULL);
         g->accept_paused = true;
+        g->accept_again = now_s() + TICK_MS / 1e3;
     }
     if (fd < 0) return;
     int slot = -1;
@@ -705,8 +748,9 @@ static void accept_one(snug_gate *g)
     gate_conn *c = &g->conns[slot];
     close_conn(g, c);
     char *in = c->in;
-    *c = (gate_conn){.fd = fd, .addr = addr, .addr_len = len, .phase = PHASE_IDLE, .in = in,
-                     .was_quiet = true};
+    uint32_t gen = c->gen + 1;
+    *c = (gate_conn){.fd = fd, .gen = gen, .addr = addr, .addr_len = len, .phase = PHASE_IDLE,
+                     .in = in, .was_quiet = true};
     c->t_idle = c->t_wrote = now_s();
     atomic_fetch_add(&g->open, 1);
     rewatch(g, c, slot);
@@ -723,26 +767,28 @@ static void *gate_main(void *arg)
                 stop_at = now_s() + g->flush_s;
                 epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->o.listen_fd, NULL);
             }
-            bool owed = false;
+            bool owed = false; /* answers being written, buffered or still to come */
             for (int i = 0; i < g->o.pool; i++) {
                 const gate_conn *c = &g->conns[i];
-                owed |= c->fd >= 0 && ((c->link && c->link->cl_len) || c->resp_len > c->resp_off);
+                owed |= c->fd >= 0 && (in_flight(c) > 0 || !drained(c) || c->resp_len > c->resp_off);
             }
             if (!owed || now_s() > stop_at) break;
         }
-        if (g->accept_paused && !atomic_load(&g->stop)) { /* a tick later: try again */
-            struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(KIND_LISTEN, 0)};
+        if (g->accept_paused && !atomic_load(&g->stop) && now_s() >= g->accept_again) {
+            struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(KIND_LISTEN, 0, 0)};
             g->accept_paused = epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->o.listen_fd, &lev) != 0;
         }
         int n = epoll_wait(g->epfd, ev, EVENTS, TICK_MS);
         for (int k = 0; k < n; k++) {
-            int kind = (int)(ev[k].data.u64 >> 32), i = (int)(uint32_t)ev[k].data.u64;
+            int kind = (int)(ev[k].data.u64 >> 56), i = (int)(uint32_t)ev[k].data.u64;
+            uint32_t gen = (uint32_t)(ev[k].data.u64 >> 32) & 0xffffff;
             if (kind == KIND_LISTEN) {
                 for (int a = 0; a < 16; a++) accept_one(g);
             } else if (kind == KIND_WAKE) {
                 uint64_t v;
                 if (read(g->wake_fd, &v, sizeof v) < 0) { /* nothing to take */ }
-            } else if (kind == KIND_CLIENT && g->conns[i].fd >= 0) {
+            } else if (kind == KIND_CLIENT && g->conns[i].fd >= 0 &&
+                       (g->conns[i].gen & 0xffffff) == gen) {
                 gate_conn *c = &g->conns[i];
                 if ((ev[k].events & (EPOLLERR | EPOLLHUP)) || !read_client(g, c)) close_conn(g, c);
             }
@@ -805,8 +851,8 @@ snug_status snug_gate_start(const snug_gate_opts *o, snug_gate **out, snug_error
     }
     for (int i = 0; i < g->n_links; i++) g->links[i].wake_fd = g->wake_fd;
     set_nonblocking(o->listen_fd);
-    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(KIND_LISTEN, 0)};
-    struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(KIND_WAKE, 0)};
+    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(KIND_LISTEN, 0, 0)};
+    struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(KIND_WAKE, 0, 0)};
     epoll_ctl(g->epfd, EPOLL_CTL_ADD, o->listen_fd, &lev);
     epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->wake_fd, &wev);
     pthread_attr_t attr;
@@ -821,13 +867,14 @@ snug_status snug_gate_start(const snug_gate_opts *o, snug_gate **out, snug_error
     *out = g;
     return SNUG_OK;
 fail:
-    snug_gate_stop(g, 0);
+    snug_gate_free(g);
     return st;
 }
 
-void snug_gate_stop(snug_gate *g, double flush_s)
+void snug_gate_close(snug_gate *g, double flush_s)
 {
-    if (!g) return;
+    if (!g || g->closed) return;
+    g->closed = true;
     if (g->started) {
         g->flush_s = flush_s;
         atomic_store(&g->stop, true);
@@ -835,8 +882,16 @@ void snug_gate_stop(snug_gate *g, double flush_s)
         if (write(g->wake_fd, &one, sizeof one) < 0) { /* it wakes within its tick anyway */ }
         pthread_join(g->thread, NULL);
     }
+    for (int i = 0; g->conns && i < g->o.pool; i++) close_conn(g, &g->conns[i]);
     close(g->o.listen_fd);
     if (g->epfd >= 0) close(g->epfd);
+    g->epfd = -1;
+}
+
+void snug_gate_free(snug_gate *g)
+{
+    if (!g) return;
+    snug_gate_close(g, 0);
     if (g->wake_fd >= 0) close(g->wake_fd);
     pthread_mutex_destroy(&g->mu);
     snug_mem_free(g->block);

@@ -55,10 +55,15 @@ size_t snug_gate_bytes(const snug_gate_opts *o);
  * then the listening socket is closed. */
 snug_status snug_gate_start(const snug_gate_opts *o, snug_gate **out, snug_error *err);
 
-/* Stops accepting, gives pending answers up to flush_s to go out, closes
- * every connection and frees the gate; NULL is ignored. Call before
- * stopping the daemon. */
-void snug_gate_stop(snug_gate *g, double flush_s);
+/* Stops accepting, gives the answers in flight up to flush_s to go out,
+ * then closes every connection (libmicrohttpd sees its ends close) and the
+ * thread; NULL is ignored. Call before stopping the daemon. */
+void snug_gate_close(snug_gate *g, double flush_s);
+
+/* Frees the gate (closing it first if need be); NULL is ignored. Call
+ * after the daemon has stopped: until then its threads may still tell the
+ * gate's links of answers and closes. */
+void snug_gate_free(snug_gate *g);
 
 /* Connections the gate holds open now. */
 int snug_gate_open_connections(snug_gate *g);

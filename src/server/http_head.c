@@ -8,7 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
-enum { LEADING_EMPTY_LINES = 4, CHUNK_SIZE_DIGITS = 16, TRAILER_LINE_BYTES = 8192 };
+/* trailers: few and short, well within what libmicrohttpd keeps for a
+ * request besides its head, so that it never answers them itself */
+enum { LEADING_EMPTY_LINES = 4, CHUNK_SIZE_DIGITS = 16, TRAILER_LINE_BYTES = 1024, TRAILER_FIELDS = 8 };
 
 /* RFC 9110 5.6.2: token characters. */
 static bool is_tchar(unsigned char c)
@@ -77,7 +79,8 @@ static snug_http_result scan_request_line(snug_http_head *h, const char *p, size
         const char *t = p + h->rl_target;
         size_t tn = i - h->rl_target;
         if (c == ' ') {
-            if (tn == 0 || !(t[0] == '/' || (tn == 1 && t[0] == '*') ||
+            bool options = h->rl_target == 8 && memcmp(p, "OPTIONS", 7) == 0;
+            if (tn == 0 || !(t[0] == '/' || (tn == 1 && t[0] == '*' && options) ||
                              (tn >= 7 && strncasecmp(t, "http://", 7) == 0) ||
                              (tn >= 8 && strncasecmp(t, "https://", 8) == 0)))
                 return malformed(h, "the request target is neither a path nor an absolute URI");
@@ -217,7 +220,9 @@ static snug_http_result partial_line(snug_http_head *h, const char *p, size_t n,
                                      const snug_http_limits *lim)
 {
     if (!h->have_request_line) return scan_request_line(h, p, n && p[n - 1] == '\r' ? n - 1 : n, false, lim);
-    const char *cr = memchr(p, '\r', n);
+    size_t from = h->partial_at > 0 ? h->partial_at - 1 : 0; /* a CR last time may meet its LF now */
+    const char *cr = n > from ? memchr(p + from, '\r', n - from) : NULL;
+    h->partial_at = n;
     return cr && cr + 1 < p + n ? malformed(h, "a CR not followed by LF") : SNUG_HTTP_MORE;
 }
 
@@ -235,6 +240,7 @@ snug_http_result snug_http_head_read(snug_http_head *h, const char *buf, size_t 
         }
         size_t at = (size_t)(lf - buf);
         h->pos = at + 1;
+        h->partial_at = 0;
         const char *line = buf + h->line_start;
         size_t n = at - h->line_start;
         h->line_start = h->pos;
@@ -275,7 +281,6 @@ snug_http_result snug_http_head_read(snug_http_head *h, const char *buf, size_t 
 
 enum {
     CH_SIZE,       /* hex digits of a chunk's size */
-    CH_SIZE_WS,    /* whitespace after them (before ';' or CR) */
     CH_EXT,        /* a chunk extension, to CR */
     CH_SIZE_LF,    /* the LF after the size line's CR */
     CH_DATA,       /* the chunk's bytes */
@@ -323,8 +328,6 @@ snug_http_result snug_http_chunks_read(snug_http_chunks *c, const char *p, size_
                 else c->left = c->left << 4 | (uint64_t)x;
             } else if (c->digits == 0) {
                 res = chunk_bad(r, "a chunk size that is not hexadecimal");
-            } else if (b == ' ' || b == '\t') {
-                c->state = CH_SIZE_WS;
             } else if (b == ';') {
                 c->state = CH_EXT;
             } else if (b == '\r') {
@@ -334,11 +337,6 @@ snug_http_result snug_http_chunks_read(snug_http_chunks *c, const char *p, size_
             }
             break;
         }
-        case CH_SIZE_WS:
-            if (b == ';') c->state = CH_EXT;
-            else if (b == '\r') c->state = CH_SIZE_LF;
-            else if (b != ' ' && b != '\t') res = chunk_bad(r, "bytes after a chunk size");
-            break;
         case CH_EXT:
             if (b == '\r') c->state = CH_SIZE_LF;
             else if ((b < 0x20 && b != '\t') || b == 0x7f)
@@ -371,13 +369,16 @@ snug_http_result snug_http_chunks_read(snug_http_chunks *c, const char *p, size_
         case CH_TRAILER:
             if (b == '\r') c->state = CH_END_LF;
             else if (!is_tchar(b)) res = chunk_bad(r, "a trailer line that is not a field");
+            else if (++c->trailers > TRAILER_FIELDS)
+                res = refuse(r, 431, "headers_too_large", "over %d trailer fields", TRAILER_FIELDS);
             else c->state = CH_TRAILER_LINE, c->line = 1, c->colon = false;
             break;
         case CH_TRAILER_LINE:
             if (b == '\r' && !c->colon) res = chunk_bad(r, "a trailer line without a colon");
             else if (b == '\r') c->state = CH_TRAILER_LF;
             else if ((b < 0x20 && b != '\t') || b == 0x7f) res = chunk_bad(r, "a control character in a trailer");
-            else if (++c->line > TRAILER_LINE_BYTES) res = chunk_bad(r, "a trailer line too long");
+            else if (++c->line > TRAILER_LINE_BYTES)
+                res = refuse(r, 431, "headers_too_large", "a trailer line over %d bytes", TRAILER_LINE_BYTES);
             else if (b == ':') c->colon = true;
             else if (!c->colon && !is_tchar(b)) res = chunk_bad(r, "a trailer name that is not a token");
             break;

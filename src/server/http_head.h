@@ -17,6 +17,8 @@
  *                          other than 1*DIGIT, or given twice; Content-
  *                          Length with Transfer-Encoding; Transfer-Encoding
  *                          in HTTP/1.0; HTTP/1.1 without exactly one Host;
+ *                          a chunk size not followed at once by ';' or CRLF;
+ *                          a target of "*" other than OPTIONS;
  *   414 uri_too_long       a target over the limit;
  *   431 headers_too_large  a head over its byte limit, or too many fields;
  *   413 body_too_large     a Content-Length over the body limit;
@@ -55,6 +57,7 @@ typedef struct snug_http_head {
     /* reading */
     size_t pos;                    /* bytes read so far (complete lines) */
     size_t line_start;             /* where the line being read begins */
+    size_t partial_at;             /* an unfinished field line's bytes looked at so far */
     size_t rl_at;                  /* the request line: bytes scanned so far, ... */
     int rl_part;                   /* ... in which part (0 method, 1 target, 2 version), ... */
     size_t rl_target, rl_version;  /* ... and where the target and the version begin */
@@ -99,6 +102,7 @@ typedef struct snug_http_chunks {
     uint64_t total;                /* the chunks' bytes so far */
     size_t line;                   /* bytes of the extension or trailer line being read */
     bool colon;                    /* the trailer line has had its colon */
+    int trailers;                  /* trailer fields so far */
 } snug_http_chunks;
 
 /* Reads the next n bytes of a chunked body: SNUG_HTTP_MORE when all were

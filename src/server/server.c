@@ -740,7 +740,8 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
         return st;
     }
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+                                MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
+                                MHD_USE_POLL, /* select() refuses descriptors past 1023 */
                             0, NULL, NULL, on_request, s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)snug_gate_links(&go),
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -794,9 +795,11 @@ int snug_server_stop(snug_server *s)
     for (double waited = 0; atomic_load(&s->active) > 0 && waited < SNUG_SERVER_CUT_SECONDS;
          waited += 0.02)
         usleep(20 * 1000);
-    snug_gate_stop(atomic_load(&s->gate), 1.0); /* what the cut requests said goes out */
+    snug_gate *g = atomic_load(&s->gate);
+    snug_gate_close(g, 1.0); /* what the cut requests said goes out */
+    MHD_stop_daemon(s->d);    /* its threads tell the gate's links until here */
     atomic_store(&s->gate, NULL);
-    MHD_stop_daemon(s->d);
+    snug_gate_free(g);
     snug_mem_free(s);
     return cut;
 }
