@@ -106,7 +106,7 @@ typedef struct gate_conn {
     gate_link *link;
     char resp[RESPONSE_BYTES];   /* an answer of the gate's own, after the link's */
     size_t resp_off, resp_len;
-    size_t drained;
+    size_t dropped;              /* bytes read and dropped while lingering */
     size_t got_since_forward;    /* answer bytes from the link since the last request went up */
 } gate_conn;
 
@@ -513,8 +513,8 @@ static bool read_client(snug_gate *g, gate_conn *c)
     ssize_t n = recv(c->fd, c->in + c->in_len, IN_BYTES - c->in_len, 0);
     if (n > 0) {
         if (c->phase == PHASE_LINGER) { /* after an error answer: dropped */
-            c->drained += (size_t)n;
-            return c->drained < DRAIN_BYTES;
+            c->dropped += (size_t)n;
+            return c->dropped < DRAIN_BYTES;
         }
         c->in_len += (size_t)n;
         return true;

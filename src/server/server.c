@@ -32,7 +32,6 @@ enum {
     POOL_BYTES = 64 * 1024,          /* libmicrohttpd's per-connection pool: headers and all */
     STACK_BYTES = 1 << 20,           /* a connection thread's stack (templates recurse) */
     CONNECTION_OVERHEAD = 16 * 1024, /* its connection struct, socket buffers' bookkeeping */
-    DISCARD_MAX = 256 << 20,         /* a body over the limit is read and dropped up to this */
     PROBE_CONNECTIONS = 8,           /* GET /health, /metrics, /version: never refused */
     HEAD_BYTES = 16 * 1024,          /* a request head, at most */
     TARGET_BYTES = 8 * 1024,         /* its target */
@@ -517,14 +516,13 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     }
 }
 
-/* Counts libmicrohttpd's connections and tells the gate (each one's socket
- * context is its link, whose user is the server: for http_add_headers). */
+/* Tells the gate of libmicrohttpd's connections (each one's socket context
+ * is its link, whose user is the server: for http_add_headers). */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
     snug_server *s = cls;
     snug_gate_on_connection(atomic_load(&s->gate), c, socket_ctx, code);
-    atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 /* A CORS preflight (OPTIONS on a known path with --allowed-origins): 204,
@@ -577,17 +575,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (atomic_load(&s->draining) && (r == R_COMPLETIONS || r == R_CHAT))
             return http_error(c, 503, "server_error", NULL, "draining",
                               "the server is shutting down");
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
-        size_t max = s->o.max_body_bytes ? s->o.max_body_bytes : BODY_DEFAULT;
-        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
-        /* a client that waits for 100 Continue gets the 413 before it sends;
-         * one that sends anyway is read to the end (and the body dropped) up
-         * to DISCARD_MAX, so that it sees the 413 instead of a reset */
-        if (declared > max && (expect || declared > DISCARD_MAX))
-            return http_error(c, 413, "invalid_request_error", NULL, "body_too_large",
-                              "the request body is over the limit of %zu bytes", max);
-        h->too_large = declared > max;
+        /* a body over --max-body-bytes never gets here: the gate answers 413 */
         return MHD_YES;
     }
     if (*upload_size) {

@@ -24,7 +24,6 @@ struct snug_server {
     atomic_bool draining;          /* no new completions */
     atomic_bool stopping;          /* the drain is over: what runs is cancelled */
     atomic_int active;             /* generation requests in flight */
-    atomic_int connections;        /* open, the overflow ones included */
     int64_t created;               /* seconds since the epoch, for /v1/models */
     atomic_llong http_requests, http_errors;
     uint64_t id_key;               /* random at start: response ids differ across restarts */
