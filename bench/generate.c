@@ -8,15 +8,18 @@
  *   prefill, 512 tokens tokens/s and GFLOP/s against the arithmetic peak
  *   decode, batch 32    tokens/s against batch 1, GFLOP/s against the peak
  *
- * The peak is that of the instruction the matmul kernels run for these
- * weights and that many rows (snug_kernels.matmul_insn: vdpbf16ps zmm for
- * bf16 weights on avx512bf16, vfmadd231ps zmm or ymm otherwise), on the
- * same threads; the table names it. The scalar kernels have none.
+ * The peak is the best of every multiply-add instruction the machine has
+ * that could serve the weights (vfmadd231ps ymm and zmm, vdpbf16ps zmm for
+ * bf16), on the same threads: the machine's limit, not the instruction the
+ * kernels chose (the table names that one, and the calibration that chose
+ * it). Then the matmul's time of a 2048 x 8192 bf16 matrix as the rows of
+ * x grow (1 to 32): it must grow smoothly. --json prints all of it as one
+ * object. The scalar kernels have no peak.
  *
  * The limits are measured right before and right after (the machine is
  * noisy: bandwidth readings vary by up to 2x); ratios use the better of
  * the two. Not part of make test.
- *   build/bench/generate DIR [THREADS] [--decode-batch-only]
+ *   build/bench/generate DIR [THREADS] [--decode-batch-only] [--json]
  * --decode-batch-only runs only the batch-32 decode (no limits, no batch 1,
  * no prefill) and prints its tokens/s on one line (bench/serve compares the
  * server's throughput with it).
@@ -122,11 +125,15 @@ static void bench_free(bench *b, snug_weights *w, snug_checkpoint *ck)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only]\n");
+        fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only] [--json]\n");
         return 2;
     }
-    int threads = argc > 2 ? atoi(argv[2]) : omp_get_max_threads();
-    bool batch_only = argc > 3 && strcmp(argv[3], "--decode-batch-only") == 0;
+    int threads = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : omp_get_max_threads();
+    bool batch_only = false, json = false;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--decode-batch-only") == 0) batch_only = true;
+        if (strcmp(argv[i], "--json") == 0) json = true;
+    }
     snug_error err = {0};
     snug_checkpoint *ck = NULL;
     snug_weights *w = NULL;
@@ -144,6 +151,7 @@ int main(int argc, char **argv)
     b.d = snug_model_get_dims(b.m);
     b.vocab = ck->config.vocab_size;
     snug_isa isa = snug_model_isa(b.m);
+    const snug_kernels *kern = snug_model_kernels(b.m);
     int32_t n_blocks = BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2);
     snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, SNUG_DTYPE_BF16};
     if (snug_kvcache_create(&ks, n_blocks, &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, BLOCK, false, &err) != SNUG_OK) {
@@ -166,18 +174,15 @@ int main(int argc, char **argv)
         bench_free(&b, w, ck);
         return 0;
     }
-    printf("bench/generate: %s, %s weights (%.2f GB), %d threads, kernels %s\n", argv[1],
-           snug_dtype_torch_name(w->dtype), (double)w->arena_bytes / 1e9, threads, snug_isa_name(isa));
-    snug_kernels kern;
-    if (snug_kernels_init(&kern, isa, &err) != SNUG_OK) {
-        fprintf(stderr, "bench/generate: %s\n", err.msg);
-        return 1;
-    }
-    /* the instruction of the matmuls of each compute-bound step, and its peak */
-    snug_insn insn_p = kern.matmul_insn(w->dtype, PREFILL), insn_b = kern.matmul_insn(w->dtype, BATCH);
+    if (!json)
+        printf("bench/generate: %s, %s weights (%.2f GB), %d threads, kernels %s\n", argv[1],
+               snug_dtype_torch_name(w->dtype), (double)w->arena_bytes / 1e9, threads, snug_isa_name(isa));
+    /* the instruction of the matmuls of each compute-bound step, and the
+     * limit: the best peak of every instruction that could serve the weights */
+    snug_insn insn_p = snug_matmul_insn(kern, w->dtype, PREFILL), insn_b = snug_matmul_insn(kern, w->dtype, BATCH);
+    double peaks0[SNUG_INSN_COUNT], peaks1[SNUG_INSN_COUNT], peaks[SNUG_INSN_COUNT];
     double bw0 = bench_read_bandwidth((size_t)1 << 30, threads, 3);
-    double peak_p0 = bench_insn_peak(insn_p, threads, 9);
-    double peak_b0 = insn_b == insn_p ? peak_p0 : bench_insn_peak(insn_b, threads, 9);
+    double best0 = bench_peaks(w->dtype, threads, 9, peaks0);
 
     /* Decode, batch 1: a CONTEXT-token prompt, then single steps. */
     run_step(&b, 1, CONTEXT, 0, SNUG_LOGITS_LAST);
@@ -203,37 +208,76 @@ int main(int argc, char **argv)
     double tb, fl_b;
     double tpsb = decode_batch_timed(&b, &tb, &fl_b);
 
+    /* The matmul's time as the rows of x grow (the same kernels). */
+    double rows_ms[BENCH_ROWS_COUNT];
+    bench_rows_ms(kern, threads, rows_ms);
+
     double bw1 = bench_read_bandwidth((size_t)1 << 30, threads, 3);
-    double peak_p1 = bench_insn_peak(insn_p, threads, 9);
-    double peak_b1 = insn_b == insn_p ? peak_p1 : bench_insn_peak(insn_b, threads, 9);
-    double bw = SNUG_MAX(bw0, bw1), peak_p = SNUG_MAX(peak_p0, peak_p1), peak_b = SNUG_MAX(peak_b0, peak_b1);
-    char lp[64], lb[64];
-    bench_insn_label(insn_p, threads, lp, sizeof lp);
-    bench_insn_label(insn_b, threads, lb, sizeof lb);
-    printf("limits: read bandwidth %.1f / %.1f GB/s (before / after); peak of %s %.1f / %.1f GFLOP/s",
-           bw0 / 1e9, bw1 / 1e9, lp, peak_p0 / 1e9, peak_p1 / 1e9);
-    if (insn_b != insn_p) printf("; of %s %.1f / %.1f GFLOP/s", lb, peak_b0 / 1e9, peak_b1 / 1e9);
-    printf("\n\n");
-    printf("%-22s %10s %10s %15s %8s %7s  %s\n", "", "tokens/s", "GFLOP/s", "limit", "ratio", "goal", "limit of");
-    printf("%-22s %10.2f %10.1f %9.2f tok/s %8.2f %7s  %s\n", "decode, batch 1", tps1,
-           tps1 * token_flops(b.d, true) / 1e9, bw / bytes1, tps1 / (bw / bytes1), ">=0.9", "read bandwidth");
-    const struct {
-        const char *name, *goal, *label;
-        double flops_per_s, peak;
-    } rows[2] = {{"prefill, 512 tokens", ">=0.75", lp, fl_p / tp, peak_p},
-                 {"decode, batch 32", "", lb, fl_b / tb, peak_b}};
-    double tok_per_s[2] = {PREFILL / tp, tpsb};
-    for (int r = 0; r < 2; r++) {
-        if (rows[r].peak > 0)
-            printf("%-22s %10.1f %10.1f %7.1f GFLOP/s %8.2f %7s  %s\n", rows[r].name, tok_per_s[r],
-                   rows[r].flops_per_s / 1e9, rows[r].peak / 1e9, rows[r].flops_per_s / rows[r].peak,
-                   rows[r].goal, rows[r].label);
-        else
-            printf("%-22s %10.1f %10.1f %15s %8s %7s  %s\n", rows[r].name, tok_per_s[r],
-                   rows[r].flops_per_s / 1e9, "-", "-", rows[r].goal, rows[r].label);
+    double best1 = bench_peaks(w->dtype, threads, 9, peaks1);
+    double bw = SNUG_MAX(bw0, bw1), best = SNUG_MAX(best0, best1);
+    for (int i = 0; i < SNUG_INSN_COUNT; i++) peaks[i] = SNUG_MAX(peaks0[i], peaks1[i]);
+    double r_decode1 = tps1 / (bw / bytes1), r_prefill = best > 0 ? fl_p / tp / best : 0;
+    double r_batch = best > 0 ? fl_b / tb / best : 0;
+    if (json) {
+        printf("{\"isa\": \"%s\", \"threads\": %d, \"dtype\": \"%s\", \"weights_gb\": %.3f, ", snug_isa_name(isa),
+               threads, snug_dtype_torch_name(w->dtype), (double)w->arena_bytes / 1e9);
+        printf("\"prefill_insn\": \"%s\", \"batch32_insn\": \"%s\", \"decode1_insn\": \"%s\", ", snug_insn_name(insn_p),
+               snug_insn_name(insn_b), snug_insn_name(snug_matmul_insn(kern, w->dtype, 1)));
+        printf("\"calibration_gflops\": {");
+        const char *sep = "";
+        for (int i = 0; i < SNUG_INSN_COUNT; i++)
+            if (kern->calib_gflops[i] > 0) {
+                printf("%s\"%s\": %.1f", sep, snug_insn_name((snug_insn)i), kern->calib_gflops[i]);
+                sep = ", ";
+            }
+        printf("}, \"peaks_gflops\": {");
+        bench_peaks_json(peaks);
+        printf("}, \"best_peak_gflops\": %.1f, \"bandwidth_gbs\": %.2f, ", best / 1e9, bw / 1e9);
+        printf("\"decode1_tps\": %.2f, \"decode1_ratio\": %.3f, \"prefill_tps\": %.1f, \"prefill_gflops\": %.1f, "
+               "\"prefill_ratio\": %.3f, \"batch32_tps\": %.1f, \"batch32_gflops\": %.1f, \"batch32_ratio\": %.3f, "
+               "\"batch32_over_batch1\": %.2f, \"rows\": [",
+               tps1, r_decode1, PREFILL / tp, fl_p / tp / 1e9, r_prefill, tpsb, fl_b / tb / 1e9, r_batch, tpsb / tps1);
+        for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf("%s%ld", r ? ", " : "", (long)bench_rows_n[r]);
+        printf("], \"rows_ms\": [");
+        for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf("%s%.3f", r ? ", " : "", rows_ms[r]);
+        printf("]}\n");
+        bench_free(&b, w, ck);
+        return 0;
     }
-    printf("%-22s %10s %10s %15s %8.2f %7s\n", "  batch 32 / batch 1", "", "", "", tpsb / tps1, ">=8");
-    printf("\n(decode, batch 1 reads %.2f GB per token; limit = bandwidth / that)\n", bytes1 / 1e9);
+    printf("limits: read bandwidth %.1f / %.1f GB/s (before / after); peaks (GFLOP/s, %d threads, before / after):",
+           bw0 / 1e9, bw1 / 1e9, threads);
+    for (int i = 0; i < SNUG_INSN_COUNT; i++)
+        if (peaks[i] > 0) printf(" %s %.1f / %.1f;", snug_insn_name((snug_insn)i), peaks0[i] / 1e9, peaks1[i] / 1e9);
+    printf(" the limit is the best: %.1f\n", best / 1e9);
+    if (kern->calib_gflops[SNUG_INSN_DPBF16_ZMM] > 0)
+        printf("bf16 kernel chosen by calibration: %s (one thread in L1: f32-panel vfmadd231ps zmm %.1f, "
+               "vdpbf16ps zmm %.1f GFLOP/s)\n",
+               snug_insn_name(kern->bf16_insn), kern->calib_gflops[SNUG_INSN_FMA_ZMM],
+               kern->calib_gflops[SNUG_INSN_DPBF16_ZMM]);
+    printf("\n%-22s %10s %10s %15s %8s %7s  %s\n", "", "tokens/s", "GFLOP/s", "limit", "ratio", "goal", "ran");
+    printf("%-22s %10.2f %10.1f %9.2f tok/s %8.2f %7s  %s (limit: read bandwidth)\n", "decode, batch 1", tps1,
+           tps1 * token_flops(b.d, true) / 1e9, bw / bytes1, r_decode1, ">=0.9",
+           snug_insn_name(snug_matmul_insn(kern, w->dtype, 1)));
+    const struct {
+        const char *name, *goal;
+        snug_insn insn;
+        double tps, flops_per_s, ratio;
+    } rows[2] = {{"prefill, 512 tokens", ">=0.75", insn_p, PREFILL / tp, fl_p / tp, r_prefill},
+                 {"decode, batch 32", ">=0.65", insn_b, tpsb, fl_b / tb, r_batch}};
+    for (int r = 0; r < 2; r++) {
+        if (best > 0)
+            printf("%-22s %10.1f %10.1f %7.1f GFLOP/s %8.2f %7s  %s\n", rows[r].name, rows[r].tps,
+                   rows[r].flops_per_s / 1e9, best / 1e9, rows[r].ratio, rows[r].goal, snug_insn_name(rows[r].insn));
+        else
+            printf("%-22s %10.1f %10.1f %15s %8s %7s  %s\n", rows[r].name, rows[r].tps, rows[r].flops_per_s / 1e9,
+                   "-", "-", rows[r].goal, snug_insn_name(rows[r].insn));
+    }
+    printf("%-22s %10s %10s %15s %8.2f\n", "  batch 32 / batch 1", "", "", "", tpsb / tps1);
+    printf("\nmatmul %dx%d bf16, ms by rows of x:", BENCH_ROWS_K, BENCH_ROWS_M);
+    for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf(" %ld: %.3f", (long)bench_rows_n[r], rows_ms[r]);
+    printf("\n  8 rows / 4 rows %.2f (goal <= 1.3); ms per row at 4, 8, 16, 32: %.3f %.3f %.3f %.3f (goal: falling)\n",
+           rows_ms[4] / rows_ms[2], rows_ms[2] / 4, rows_ms[4] / 8, rows_ms[5] / 16, rows_ms[6] / 32);
+    printf("(decode, batch 1 reads %.2f GB per token; limit = bandwidth / that)\n", bytes1 / 1e9);
 
     bench_free(&b, w, ck);
     return 0;

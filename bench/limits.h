@@ -20,6 +20,7 @@
 #define SNUG_BENCH_LIMITS_H
 
 #include "base/device.h"
+#include "base/dtype.h"
 #include "kernels/kernels.h"
 
 #include <omp.h>
@@ -235,7 +236,7 @@ static double bench_insn_peak(snug_insn insn, int n_threads, int tries)
 
 /* "vdpbf16ps zmm, 2 threads" into buf (size bytes), or "scalar kernels: no
  * instruction peak". Returns buf. */
-static const char *bench_insn_label(snug_insn insn, int n_threads, char *buf, size_t size)
+static inline const char *bench_insn_label(snug_insn insn, int n_threads, char *buf, size_t size)
 {
     if (insn == SNUG_INSN_SCALAR)
         snprintf(buf, size, "scalar kernels: no instruction peak");
@@ -243,6 +244,76 @@ static const char *bench_insn_label(snug_insn insn, int n_threads, char *buf, si
         snprintf(buf, size, "%s, %d thread%s", snug_insn_name(insn), n_threads,
                  n_threads == 1 ? "" : "s");
     return buf;
+}
+
+/* The peak of every multiply-add instruction this CPU has that could serve
+ * weights of dtype wdt (the FMAs for any; vdpbf16ps for bf16) into
+ * peaks[insn] (flop/s; 0 for those it lacks), the best of them returned:
+ * the machine's limit, whichever instruction the kernels run. */
+static inline double bench_peaks(snug_dtype wdt, int n_threads, int tries, double peaks[SNUG_INSN_COUNT])
+{
+    double best = 0;
+    for (int i = 0; i < SNUG_INSN_COUNT; i++) {
+        snug_insn insn = (snug_insn)i;
+        peaks[i] = 0;
+        if (insn == SNUG_INSN_SCALAR || (insn == SNUG_INSN_DPBF16_ZMM && wdt != SNUG_DTYPE_BF16)) continue;
+        peaks[i] = bench_insn_peak(insn, n_threads, tries);
+        if (peaks[i] > best) best = peaks[i];
+    }
+    return best;
+}
+
+/* Prints the peaks as JSON members ("vfmadd231ps ymm": GFLOP/s, ...) of the
+ * instructions measured. */
+static inline void bench_peaks_json(const double peaks[SNUG_INSN_COUNT])
+{
+    const char *sep = "";
+    for (int i = 0; i < SNUG_INSN_COUNT; i++)
+        if (peaks[i] > 0) {
+            printf("%s\"%s\": %.1f", sep, snug_insn_name((snug_insn)i), peaks[i] / 1e9);
+            sep = ", ";
+        }
+}
+
+/* The rows of x of the row sweep (bench/matmul, bench/generate --json's
+ * rows_ms): a 2048-wide input to 8192 outputs (an up_proj of the 1B) in
+ * bf16, the matmul's time as the rows grow. */
+static const int64_t bench_rows_n[] = {1, 2, 4, 5, 8, 16, 32};
+enum { BENCH_ROWS_K = 2048, BENCH_ROWS_M = 8192, BENCH_ROWS_COUNT = 7 };
+
+/* The mean milliseconds of snug_matmul with kern over a packed 2048 x 8192
+ * bf16 matrix (copies cycled through so that the weights come from memory,
+ * as in a forward pass) for each of bench_rows_n into ms. */
+static inline void bench_rows_ms(const snug_kernels *kern, int n_threads, double ms[BENCH_ROWS_COUNT])
+{
+    const int64_t k = BENCH_ROWS_K, m = BENCH_ROWS_M;
+    size_t wbytes = snug_linear_bytes(SNUG_DTYPE_BF16, m, k);
+    int copies = 8; /* 256 MiB: past every cache */
+    unsigned char *w = aligned_alloc(64, wbytes * (size_t)copies);
+    uint16_t *raw = malloc((size_t)(k * m) * sizeof *raw);
+    float *x = aligned_alloc(64, (size_t)(32 * k) * sizeof(float));
+    float *y = aligned_alloc(64, (size_t)(32 * m) * sizeof(float));
+    void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(n_threads, 32, k), 64));
+    for (int64_t i = 0; i < k * m; i++)
+        raw[i] = snug_f32_to_bf16((float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f);
+    for (int c = 0; c < copies; c++) snug_linear_pack(w + (size_t)c * wbytes, raw, SNUG_DTYPE_BF16, m, k);
+    for (int64_t i = 0; i < 32 * k; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int r = 0; r < BENCH_ROWS_COUNT; r++) {
+        int reps = 24;
+        double total = 0;
+        for (int i = 0; i < reps + 2; i++) {
+            snug_linear lin = {SNUG_DTYPE_BF16, m, k, w + (size_t)(i % copies) * wbytes};
+            double t0 = bench_now();
+            snug_matmul(kern, y, x, bench_rows_n[r], &lin, scratch, n_threads);
+            if (i >= 2) total += bench_now() - t0;
+        }
+        ms[r] = total / reps * 1e3;
+    }
+    free(w);
+    free(raw);
+    free(x);
+    free(y);
+    free(scratch);
 }
 
 #endif /* SNUG_BENCH_LIMITS_H */

@@ -1,18 +1,25 @@
 /*
- * matmul.c: the matmul kernel at the shapes of a Llama-3.2-1B layer, bf16
- * weights, against limits measured in the same run (bench/limits.h).
+ * matmul.c: the matmul kernel at the shapes of a Llama-3.2-1B layer against
+ * limits measured in the same run (bench/limits.h).
  *
  *   matmul [THREADS [ISA [DTYPE]]]   defaults: 2, the best the CPU runs, bf16
+ *
+ * The weights are packed in the kernels' panel layout, as the loader holds
+ * them. For bf16 the kernels' instruction is chosen by the same calibration
+ * a model makes (snug_kernels_calibrate); the bench prints what it measured
+ * and which one ran.
  *
  * n = 1 (decode) is memory-bound: weight GB/s against the read bandwidth
  * (measured before and after; the ratio uses the better). The weights are
  * spread over copies that together exceed the caches, and the calls cycle
  * through them, as a forward pass goes through layers. n = 32 and n = 512
- * are compute-bound: GFLOP/s (2 n k m / time) against the peak of the
- * instruction the kernel runs for that dtype and n (snug_kernels.
- * matmul_insn: vdpbf16ps zmm for bf16 on avx512bf16, vfmadd231ps zmm or
- * ymm otherwise; the scalar kernels have none), measured on the same
- * threads. Not part of make test.
+ * are compute-bound: GFLOP/s (2 n k m / time) against the best peak of
+ * every multiply-add instruction the machine has that could serve the
+ * dtype (vfmadd231ps ymm and zmm, and vdpbf16ps zmm for bf16), measured on
+ * the same threads: the machine's limit, whichever instruction ran. Then
+ * the row sweep: a 2048 x 8192 bf16 matmul for 1 to 32 rows of x, whose
+ * time must grow smoothly (8 rows within 1.3 x 4 rows). Not part of make
+ * test.
  */
 #include "base/dtype.h"
 #include "kernels/kernels.h"
@@ -45,29 +52,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
+    snug_kernels_calibrate(&kern);
     const size_t bw_bytes = (size_t)512 << 20;
     double bw0 = bench_read_bandwidth(bw_bytes, threads, 5);
+    double peaks[SNUG_INSN_COUNT];
+    double best_peak = bench_peaks(wdt, threads, 9, peaks);
     static const shape shapes[] = {{"qkv", 2048, 3072},
                                    {"o", 2048, 2048},
                                    {"gate_up", 2048, 16384},
                                    {"down", 8192, 2048}};
     static const int64_t ns[] = {1, 32, 512};
-    /* the peak of each instruction the compute-bound calls (n > 1) run */
-    double peak_of[SNUG_INSN_COUNT] = {0};
-    printf("isa %s, %d threads, %s weights\n", snug_isa_name(isa), threads,
-           snug_dtype_name(wdt));
-    printf("read bandwidth %.1f GB/s", bw0 / 1e9);
-    for (size_t ni = 1; ni < SNUG_ARRAY_LEN(ns); ni++) {
-        snug_insn insn = kern.matmul_insn(wdt, ns[ni]);
-        char label[64];
-        if (ni == 1 || insn != kern.matmul_insn(wdt, ns[ni - 1])) {
-            if (insn != SNUG_INSN_SCALAR && peak_of[insn] == 0)
-                peak_of[insn] = bench_insn_peak(insn, threads, 9);
-            printf("; n=%ld: limit %s", (long)ns[ni], bench_insn_label(insn, threads, label, sizeof label));
-            if (insn != SNUG_INSN_SCALAR) printf(", peak %.1f GFLOP/s", peak_of[insn] / 1e9);
-        }
-    }
-    printf("\n");
+    printf("isa %s, %d threads, %s weights\n", snug_isa_name(isa), threads, snug_dtype_name(wdt));
+    printf("read bandwidth %.1f GB/s; peaks (GFLOP/s, %d threads):", bw0 / 1e9, threads);
+    for (int i = 0; i < SNUG_INSN_COUNT; i++)
+        if (peaks[i] > 0) printf(" %s %.1f", snug_insn_name((snug_insn)i), peaks[i] / 1e9);
+    printf("; best %.1f\n", best_peak / 1e9);
+    if (kern.calib_gflops[SNUG_INSN_DPBF16_ZMM] > 0)
+        printf("calibration (1 thread, L1): f32-panel vfmadd231ps zmm %.1f GFLOP/s, vdpbf16ps zmm %.1f "
+               "GFLOP/s: bf16 runs %s\n",
+               kern.calib_gflops[SNUG_INSN_FMA_ZMM], kern.calib_gflops[SNUG_INSN_DPBF16_ZMM],
+               snug_insn_name(kern.bf16_insn));
     size_t esz = snug_dtype_size(wdt);
     void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(threads, 512, 8192), 64));
     size_t x_max = 512 * 8192, y_max = 512 * 16384;
@@ -77,58 +81,67 @@ int main(int argc, char **argv)
     double worst_bw = 1e9, worst_peak = 1e9;
     for (size_t s = 0; s < SNUG_ARRAY_LEN(shapes); s++) {
         int64_t k = shapes[s].k, m = shapes[s].m;
-        size_t wbytes = (size_t)(k * m) * esz;
+        size_t wbytes = snug_linear_bytes(wdt, m, k);
         int copies = (int)SNUG_MAX(1, (size_t)(256 << 20) / wbytes);
-        void *w = aligned_alloc(64, snug_round_up(wbytes * (size_t)copies, 64));
+        unsigned char *w = aligned_alloc(64, snug_round_up(wbytes * (size_t)copies, 64));
         float *tmp = malloc((size_t)(k * m) * sizeof(float));
+        void *raw = malloc((size_t)(k * m) * esz);
         for (int64_t i = 0; i < k * m; i++)
             tmp[i] = (float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f;
-        for (int c = 0; c < copies; c++)
-            snug_convert((char *)w + (size_t)c * wbytes, wdt, tmp, SNUG_DTYPE_F32,
-                         (size_t)(k * m));
+        snug_convert(raw, wdt, tmp, SNUG_DTYPE_F32, (size_t)(k * m));
+        for (int c = 0; c < copies; c++) snug_linear_pack(w + (size_t)c * wbytes, raw, wdt, m, k);
         free(tmp);
+        free(raw);
         for (size_t ni = 0; ni < SNUG_ARRAY_LEN(ns); ni++) {
             int64_t n = ns[ni];
             double flops = 2.0 * (double)n * (double)k * (double)m;
             int reps = (int)SNUG_MAX(3, SNUG_MIN(4 * copies, 3e9 / flops));
             if (n > 1) reps = (int)SNUG_MAX(3, SNUG_MIN(50, 3e10 / flops));
-            kern.matmul(y, x, n, w, wdt, k, m, scratch, threads); /* warm */
+            snug_linear lin = {wdt, m, k, w};
+            snug_matmul(&kern, y, x, n, &lin, scratch, threads); /* warm */
             double best = 1e30, total = 0;
             for (int r = 0; r < reps; r++) {
-                const void *wc = (const char *)w + (size_t)(r % copies) * wbytes;
+                lin.data = w + (size_t)(r % copies) * wbytes;
                 double t0 = bench_now();
-                kern.matmul(y, x, n, wc, wdt, k, m, scratch, threads);
+                snug_matmul(&kern, y, x, n, &lin, scratch, threads);
                 double dt = bench_now() - t0;
                 total += dt;
                 if (dt < best) best = dt;
             }
             double mean = total / reps;
+            snug_insn insn = snug_matmul_insn(&kern, wdt, n);
             if (n == 1) {
                 double gbs = (double)wbytes / mean;
                 printf("%-8s k=%-5ld m=%-6ld n=%-4ld %8.3f ms  %6.1f GB/s  ratio %.2f "
-                       "(best %.2f)\n",
+                       "(best %.2f) of bandwidth; %s\n",
                        shapes[s].name, (long)k, (long)m, (long)n, mean * 1e3, gbs / 1e9,
-                       gbs / bw0, (double)wbytes / best / bw0);
+                       gbs / bw0, (double)wbytes / best / bw0, snug_insn_name(insn));
                 worst_bw = SNUG_MIN(worst_bw, gbs / bw0);
             } else {
-                double gf = flops / mean, peak = peak_of[kern.matmul_insn(wdt, n)];
+                double gf = flops / mean;
                 printf("%-8s k=%-5ld m=%-6ld n=%-4ld %8.3f ms  %6.1f GFLOP/s  ", shapes[s].name,
                        (long)k, (long)m, (long)n, mean * 1e3, gf / 1e9);
-                if (peak > 0)
-                    printf("ratio %.2f (best %.2f) of %s\n", gf / peak, flops / best / peak,
-                           snug_insn_name(kern.matmul_insn(wdt, n)));
+                if (best_peak > 0)
+                    printf("ratio %.2f (best %.2f) of the best peak; ran %s (%.2f of its own)\n",
+                           gf / best_peak, flops / best / best_peak, snug_insn_name(insn),
+                           peaks[insn] > 0 ? gf / peaks[insn] : 0.0);
                 else
                     printf("no instruction peak (scalar)\n");
-                if (peak > 0) worst_peak = SNUG_MIN(worst_peak, gf / peak);
+                if (best_peak > 0) worst_peak = SNUG_MIN(worst_peak, gf / best_peak);
             }
         }
         free(w);
     }
+    double rows[BENCH_ROWS_COUNT];
+    bench_rows_ms(&kern, threads, rows);
+    printf("rows sweep, bf16 k=%d m=%d:", BENCH_ROWS_K, BENCH_ROWS_M);
+    for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf(" n=%ld %.3f ms", (long)bench_rows_n[r], rows[r]);
+    printf("\n  8 rows / 4 rows %.2f (goal <= 1.3); ms per row 4 -> 32: %.3f -> %.3f\n", rows[4] / rows[2],
+           rows[2] / 4, rows[6] / 32);
     double bw1 = bench_read_bandwidth(bw_bytes, threads, 5);
     printf("read bandwidth after: %.1f GB/s (before %.1f)\n", bw1 / 1e9, bw0 / 1e9);
     if (worst_peak < 1e9)
-        printf("worst ratio: n=1 %.2f of bandwidth, n>1 %.2f of the instruction's peak\n", worst_bw,
-               worst_peak);
+        printf("worst ratio: n=1 %.2f of bandwidth, n>1 %.2f of the best peak\n", worst_bw, worst_peak);
     else
         printf("worst ratio: n=1 %.2f of bandwidth (scalar kernels: no instruction peak)\n", worst_bw);
     free(scratch);

@@ -64,7 +64,7 @@ static double typed_at(const void *p, snug_dtype dt, size_t i)
 /* Scratch for every shape these tests multiply (n <= 512, k <= 4096). */
 static void *scratch_alloc(int32_t n_threads)
 {
-    size_t b = snug_round_up(snug_matmul_scratch_bytes(n_threads, 512, 4096), 64);
+    size_t b = snug_round_up(snug_matmul_scratch_bytes(n_threads, 1100, 4096), 64);
     return aligned_alloc(64, b);
 }
 
@@ -112,8 +112,8 @@ static void test_isa_detect_and_init(void)
         snug_error err = {0};
         if (isa <= best) {
             CHECK_OK(snug_kernels_init(&k, isa, &err), &err);
-            CHECK(k.isa == isa && k.matmul && k.rmsnorm && k.silu_mul && k.add && k.add_bias &&
-                      k.rope && k.store && k.load && k.attention && k.matmul_insn,
+            CHECK(k.isa == isa && (k.mm != NULL) == (isa != SNUG_ISA_SCALAR) && k.rmsnorm &&
+                      k.silu_mul && k.add && k.add_bias && k.rope && k.store && k.load && k.attention,
                   "table of %s incomplete", snug_isa_name(isa));
         } else {
             CHECK_FAILS(snug_kernels_init(&k, isa, &err), &err, SNUG_UNSUPPORTED,
@@ -135,44 +135,64 @@ static void test_isa_detect_and_init(void)
           "scratch bytes %zu, %zu", s1, s2);
 }
 
-/* What each table's matmul_insn says its matmul runs: this file's own
- * reading of the dispatch (kernels.h, k_avx2.c, k_avx512.c): n <= 4 the
- * matrix-vector path (ymm FMAs); bf16 below 128 rows of x on avx2/avx512
- * the ymm pairs kernel; avx512bf16 with bf16 weights vdpbf16ps. */
+/* What snug_matmul_insn says each table runs: this file's own reading of
+ * the dispatch (k_matmul.c, k_avx2.c, k_avx512.c): n <= 4 the
+ * matrix-vector path (ymm FMAs); above, the table's GEMM: ymm FMAs on
+ * avx2, zmm FMAs on avx512, and for bf16 on avx512bf16 the table's
+ * bf16_insn (FMA unless set or calibrated to vdpbf16ps). */
 static void test_matmul_insn(void)
 {
     static const struct {
         snug_isa isa;
+        bool dp; /* bf16 set to vdpbf16ps */
         snug_dtype wdt;
         int64_t n;
         snug_insn want;
     } cases[] = {
-        {SNUG_ISA_SCALAR, SNUG_DTYPE_BF16, 512, SNUG_INSN_SCALAR},
-        {SNUG_ISA_SCALAR, SNUG_DTYPE_F32, 1, SNUG_INSN_SCALAR},
-        {SNUG_ISA_AVX2, SNUG_DTYPE_F32, 512, SNUG_INSN_FMA_YMM},
-        {SNUG_ISA_AVX2, SNUG_DTYPE_BF16, 32, SNUG_INSN_FMA_YMM},
-        {SNUG_ISA_AVX2, SNUG_DTYPE_F16, 1, SNUG_INSN_FMA_YMM},
-        {SNUG_ISA_AVX512, SNUG_DTYPE_F32, 32, SNUG_INSN_FMA_ZMM},
-        {SNUG_ISA_AVX512, SNUG_DTYPE_BF16, 512, SNUG_INSN_FMA_ZMM},
-        {SNUG_ISA_AVX512, SNUG_DTYPE_BF16, 127, SNUG_INSN_FMA_YMM},
-        {SNUG_ISA_AVX512, SNUG_DTYPE_F16, 4, SNUG_INSN_FMA_YMM},
-        {SNUG_ISA_AVX512, SNUG_DTYPE_F16, 5, SNUG_INSN_FMA_ZMM},
-        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_BF16, 512, SNUG_INSN_DPBF16_ZMM},
-        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_BF16, 5, SNUG_INSN_DPBF16_ZMM},
-        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_BF16, 1, SNUG_INSN_FMA_YMM},
-        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_F32, 512, SNUG_INSN_FMA_ZMM},
-        {SNUG_ISA_AVX512_BF16, SNUG_DTYPE_F16, 32, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_SCALAR, false, SNUG_DTYPE_BF16, 512, SNUG_INSN_SCALAR},
+        {SNUG_ISA_SCALAR, false, SNUG_DTYPE_F32, 1, SNUG_INSN_SCALAR},
+        {SNUG_ISA_AVX2, false, SNUG_DTYPE_F32, 512, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX2, false, SNUG_DTYPE_BF16, 32, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX2, false, SNUG_DTYPE_F16, 1, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX512, false, SNUG_DTYPE_F32, 32, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512, false, SNUG_DTYPE_BF16, 512, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512, false, SNUG_DTYPE_BF16, 5, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512, false, SNUG_DTYPE_F16, 4, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX512, false, SNUG_DTYPE_F16, 5, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512_BF16, false, SNUG_DTYPE_BF16, 512, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512_BF16, true, SNUG_DTYPE_BF16, 512, SNUG_INSN_DPBF16_ZMM},
+        {SNUG_ISA_AVX512_BF16, true, SNUG_DTYPE_BF16, 5, SNUG_INSN_DPBF16_ZMM},
+        {SNUG_ISA_AVX512_BF16, true, SNUG_DTYPE_BF16, 1, SNUG_INSN_FMA_YMM},
+        {SNUG_ISA_AVX512_BF16, true, SNUG_DTYPE_F32, 512, SNUG_INSN_FMA_ZMM},
+        {SNUG_ISA_AVX512_BF16, true, SNUG_DTYPE_F16, 32, SNUG_INSN_FMA_ZMM},
     };
     snug_isa best = snug_isa_detect();
+    snug_error err = {0};
     for (size_t i = 0; i < SNUG_ARRAY_LEN(cases); i++) {
         if (cases[i].isa > best) continue; /* its table cannot be made here */
         snug_kernels k = kernels_of(cases[i].isa);
-        snug_insn got = k.matmul_insn(cases[i].wdt, cases[i].n);
-        CHECK(got == cases[i].want, "%s, %s weights, n %lld: %s, want %s", snug_isa_name(cases[i].isa),
-              snug_dtype_name(cases[i].wdt), (long long)cases[i].n, snug_insn_name(got),
-              snug_insn_name(cases[i].want));
+        if (cases[i].dp) CHECK_OK(snug_kernels_set_bf16(&k, SNUG_INSN_DPBF16_ZMM, &err), &err);
+        snug_insn got = snug_matmul_insn(&k, cases[i].wdt, cases[i].n);
+        CHECK(got == cases[i].want, "%s%s, %s weights, n %lld: %s, want %s", snug_isa_name(cases[i].isa),
+              cases[i].dp ? " (dp)" : "", snug_dtype_name(cases[i].wdt), (long long)cases[i].n,
+              snug_insn_name(got), snug_insn_name(cases[i].want));
         CHECK(snug_insn_isa(got) <= cases[i].isa, "%s needs %s, more than the table's %s",
               snug_insn_name(got), snug_isa_name(snug_insn_isa(got)), snug_isa_name(cases[i].isa));
+    }
+    for (int i = SNUG_ISA_SCALAR; i <= (int)best && i < SNUG_ISA_AVX512_BF16; i++) {
+        snug_kernels k = kernels_of((snug_isa)i);
+        CHECK_FAILS(snug_kernels_set_bf16(&k, SNUG_INSN_DPBF16_ZMM, &err), &err, SNUG_UNSUPPORTED,
+                    "vdpbf16ps");
+    }
+    if (best >= SNUG_ISA_AVX512_BF16) {
+        snug_kernels k = kernels_of(SNUG_ISA_AVX512_BF16);
+        snug_kernels_calibrate(&k);
+        double f = k.calib_gflops[SNUG_INSN_FMA_ZMM], d = k.calib_gflops[SNUG_INSN_DPBF16_ZMM];
+        printf("  calibration: vfmadd231ps zmm %.1f GFLOP/s, vdpbf16ps zmm %.1f GFLOP/s: %s\n", f, d,
+               snug_insn_name(k.bf16_insn));
+        CHECK(f > 0 && d > 0, "both candidates measured: %g, %g", f, d);
+        CHECK(k.bf16_insn == (d >= 1.15 * f ? SNUG_INSN_DPBF16_ZMM : SNUG_INSN_FMA_ZMM),
+              "the faster kept (15%% in favour of the FMA): %s", snug_insn_name(k.bf16_insn));
     }
     CHECK(snug_insn_flops(SNUG_INSN_SCALAR) == 0 && snug_insn_flops(SNUG_INSN_FMA_YMM) == 16 &&
               snug_insn_flops(SNUG_INSN_FMA_ZMM) == 32 && snug_insn_flops(SNUG_INSN_DPBF16_ZMM) == 64,
@@ -219,8 +239,11 @@ static int n_shapes(shape *s, int max)
         for (size_t b = 0; b < SNUG_ARRAY_LEN(ks); b++)
             for (size_t d = 0; d < SNUG_ARRAY_LEN(ms); d++)
                 if (c < max) s[c++] = (shape){ns[a], ks[b], ms[d]};
-    /* across the cache blocks: mc (192), kc (256; 512 for bf16 pairs), nc
-     * (96; 64 for bf16 pairs) */
+    /* across the blocks: kc (128 or 256), mc (512), the bf16 conversion
+     * from 24 rows, panels of 16 rows with a narrow last one */
+    if (c < max) s[c++] = (shape){1030, 70, 40};
+    if (c < max) s[c++] = (shape){24, 513, 48};
+    if (c < max) s[c++] = (shape){23, 256, 49};
     if (c < max) s[c++] = (shape){150, 600, 500};
     if (c < max) s[c++] = (shape){300, 1000, 260}; /* two mc blocks */
     if (c < max) s[c++] = (shape){4, 2051, 777};
@@ -231,17 +254,48 @@ static int n_shapes(shape *s, int max)
     return c;
 }
 
+/* w (m x k of dt, row-major) packed into the panel layout (malloc'd data). */
+static snug_linear pack_linear(const void *w, snug_dtype dt, int64_t m, int64_t k)
+{
+    size_t bytes = snug_linear_bytes(dt, m, k);
+    void *d = malloc(bytes ? bytes : 1);
+    snug_linear_pack(d, w, dt, m, k);
+    return (snug_linear){dt, m, k, d};
+}
+
+/* A table and the bf16 instruction it is set to: every GEMM path there is. */
+typedef struct {
+    snug_kernels k;
+    const char *name;
+} variant;
+
+static int variants_of(variant *out)
+{
+    snug_isa isas[SNUG_ISA_COUNT];
+    int n_isa = simd_isas(isas, "matmul"), n = 0;
+    snug_error err = {0};
+    for (int i = 0; i < n_isa; i++) {
+        out[n] = (variant){kernels_of(isas[i]), snug_isa_name(isas[i])};
+        n++;
+        if (isas[i] == SNUG_ISA_AVX512_BF16) {
+            out[n] = (variant){kernels_of(isas[i]), "avx512bf16 (vdpbf16ps)"};
+            CHECK_OK(snug_kernels_set_bf16(&out[n].k, SNUG_INSN_DPBF16_ZMM, &err), &err);
+            n++;
+        }
+    }
+    return n;
+}
+
 static void test_matmul(void)
 {
     shape shapes[256];
     int ns = n_shapes(shapes, 256);
-    snug_isa isas[SNUG_ISA_COUNT];
-    int n_isa = simd_isas(isas, "matmul");
-    snug_kernels ks = kernels_of(SNUG_ISA_SCALAR), kv[SNUG_ISA_COUNT];
-    for (int i = 0; i < n_isa; i++) kv[i] = kernels_of(isas[i]);
+    variant kv[SNUG_ISA_COUNT + 1];
+    int n_var = variants_of(kv);
+    snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
     void *scratch = scratch_alloc(2);
     rng_t r = {0x1234567u};
-    double worst_scalar = 0, worst[SNUG_ISA_COUNT][3] = {{0}};
+    double worst_scalar = 0, worst[SNUG_ISA_COUNT + 1][3] = {{0}};
     int thread_mismatch = 0;
     for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++) {
         snug_dtype wdt = wdts[d];
@@ -250,13 +304,14 @@ static void test_matmul(void)
             float *x = malloc((size_t)(n * k) * sizeof(float));
             fill(&r, x, (size_t)(n * k));
             void *w = make_typed(&r, wdt, (size_t)(m * k));
+            snug_linear lin = pack_linear(w, wdt, m, k);
             double *ref = malloc((size_t)(n * m) * sizeof(double));
             double *mag = malloc((size_t)(n * m) * sizeof(double));
             float *y = malloc((size_t)(n * m) * sizeof(float));
             float *y1 = malloc((size_t)(n * m) * sizeof(float));
             float *y2 = malloc((size_t)(n * m) * sizeof(float));
             matmul_ref(x, w, wdt, n, k, m, ref, mag);
-            ks.matmul(y, x, n, w, wdt, k, m, scratch, 2);
+            snug_matmul(&ks, y, x, n, &lin, scratch, 2);
             int bad = 0;
             for (int64_t i = 0; i < n * m; i++) {
                 double e = fabs(y[i] - ref[i]) / (mag[i] + 1e-30);
@@ -265,24 +320,25 @@ static void test_matmul(void)
                     CHECK(false, "scalar %s n=%ld k=%ld m=%ld [%ld]: %g vs %g", snug_dtype_name(wdt),
                           (long)n, (long)k, (long)m, (long)i, y[i], ref[i]);
             }
-            for (int v = 0; v < n_isa; v++) {
-                double tol = isas[v] == SNUG_ISA_AVX512_BF16 && wdt == SNUG_DTYPE_BF16 ? 1e-2 : 1e-5;
+            for (int v = 0; v < n_var; v++) {
+                bool dp = kv[v].k.bf16_insn == SNUG_INSN_DPBF16_ZMM && wdt == SNUG_DTYPE_BF16;
+                double tol = dp && n > 4 ? 1e-2 : 1e-5;
                 for (int64_t i = 0; i < n * m; i++) y1[i] = y2[i] = NAN;
-                kv[v].matmul(y1, x, n, w, wdt, k, m, scratch, 1);
-                kv[v].matmul(y2, x, n, w, wdt, k, m, scratch, 2);
+                snug_matmul(&kv[v].k, y1, x, n, &lin, scratch, 1);
+                snug_matmul(&kv[v].k, y2, x, n, &lin, scratch, 2);
                 bad = 0;
                 for (int64_t i = 0; i < n * m; i++) {
                     double e = fabs((double)y1[i] - y[i]) / (mag[i] + 1e-30);
                     worst[v][d] = SNUG_MAX(worst[v][d], e);
                     if (!(e <= tol) && bad++ < 3)
-                        CHECK(false, "%s %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g",
-                              snug_isa_name(isas[v]), snug_dtype_name(wdt), (long)n, (long)k,
-                              (long)m, (long)i, y1[i], y[i]);
+                        CHECK(false, "%s %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g", kv[v].name,
+                              snug_dtype_name(wdt), (long)n, (long)k, (long)m, (long)i, y1[i], y[i]);
                 }
                 if (memcmp(y1, y2, (size_t)(n * m) * sizeof(float)) != 0) thread_mismatch++;
             }
             free(x);
             free(w);
+            free((void *)lin.data);
             free(ref);
             free(mag);
             free(y);
@@ -294,75 +350,128 @@ static void test_matmul(void)
     printf("  matmul scalar vs double: max err %.3g of sum|terms| (tolerance 1e-5), %d shapes x 3 "
            "dtypes\n",
            worst_scalar, ns);
-    for (int v = 0; v < n_isa; v++)
+    for (int v = 0; v < n_var; v++)
         printf("  matmul %s vs scalar: max err f32 %.3g, f16 %.3g, bf16 %.3g of sum|terms|\n",
-               snug_isa_name(isas[v]), worst[v][0], worst[v][1], worst[v][2]);
+               kv[v].name, worst[v][0], worst[v][1], worst[v][2]);
     free(scratch);
 }
 
-/* The AVX-512 tables' GEMM layouts (an 8 x 48 tile; f32, and bf16 pairs
- * with kc 256) through the real driver and AVX2 packing, with plain-C
- * micro-kernels that compute what the zmm ones do (vdpbf16ps: the products
- * of the low and the high bf16 halves of each pair). This runs the
- * driver and packing of those tiles where AVX-512 cannot run. */
-enum { MOCK_MR = 8, MOCK_NR = 48 };
+/* The driver (k_matmul.c) with plain-C micro-kernels that compute what
+ * the SIMD ones do, on every machine: x packing for 8-row tiles as floats
+ * and as bf16 pairs, panels three at a time, the narrow last panel, k
+ * blocks, 512-row blocks of x and the bf16-to-f32 conversion path. */
+enum { MOCK_MR = 8 };
 
 static float bf16_lo(uint32_t u) { return snug_bf16_to_f32((uint16_t)(u & 0xFFFF)); }
 static float bf16_hi(uint32_t u) { return snug_bf16_to_f32((uint16_t)(u >> 16)); }
 
-static void mock_store(const float *acc, float *c, int64_t ldc, int32_t mr_v, int32_t nr_v,
+/* One value of step q of panel slice b, lane l, for each kind. */
+static float mock_w_f32(const void *b, int64_t q, int l) { return ((const float *)b)[q * 16 + l]; }
+static float mock_w_f16(const void *b, int64_t q, int l)
+{
+    return snug_f16_to_f32(((const uint16_t *)b)[q * 16 + l]);
+}
+
+static void mock_store(const float acc[MOCK_MR][48], int32_t np, float *c, int64_t ldc, int32_t mr_v,
                        bool add)
 {
     for (int32_t i = 0; i < mr_v; i++)
-        for (int32_t j = 0; j < nr_v; j++)
-            c[i * ldc + j] = (add ? c[i * ldc + j] : 0.0f) + acc[i * MOCK_NR + j];
+        for (int32_t j = 0; j < 16 * np; j++) c[i * ldc + j] = (add ? c[i * ldc + j] : 0.0f) + acc[i][j];
 }
 
-static void mock_micro(int64_t ksteps, const void *ap, const void *bp, float *c, int64_t ldc,
-                       int32_t mr_v, int32_t nr_v, bool add)
+static void mock_micro_f(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
+                         int64_t ldc, int32_t mr_v, bool add, float (*wv)(const void *, int64_t, int))
 {
-    const float *a = ap, *b = bp;
-    float acc[MOCK_MR * MOCK_NR] = {0};
-    for (int64_t q = 0; q < ksteps; q++)
+    const float *x = a;
+    float acc[MOCK_MR][48] = {{0}};
+    for (int64_t e = 0; e < kc; e++)
         for (int i = 0; i < MOCK_MR; i++)
-            for (int j = 0; j < MOCK_NR; j++)
-                acc[i * MOCK_NR + j] += a[q * MOCK_MR + i] * b[q * MOCK_NR + j];
-    mock_store(acc, c, ldc, mr_v, nr_v, add);
+            for (int32_t j = 0; j < np; j++)
+                for (int l = 0; l < 16; l++) acc[i][16 * j + l] += x[e * MOCK_MR + i] * wv(b[j], e, l);
+    mock_store(acc, np, c, ldc, mr_v, add);
 }
 
-static void mock_micro_pairs(int64_t ksteps, const void *ap, const void *bp, float *c,
-                             int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
+static void mock_f32(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
+                     int64_t ldc, int32_t mr_v, bool add)
 {
-    const uint32_t *a = ap, *b = bp;
-    float acc[MOCK_MR * MOCK_NR] = {0};
-    for (int64_t q = 0; q < ksteps; q++)
+    mock_micro_f(kc, a, b, np, c, ldc, mr_v, add, mock_w_f32);
+}
+
+static void mock_f16(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
+                     int64_t ldc, int32_t mr_v, bool add)
+{
+    mock_micro_f(kc, a, b, np, c, ldc, mr_v, add, mock_w_f16);
+}
+
+static void mock_bf16_fma(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
+                          int64_t ldc, int32_t mr_v, bool add)
+{
+    const float *x = a;
+    float acc[MOCK_MR][48] = {{0}};
+    for (int64_t q = 0; q < (kc + 1) / 2; q++)
         for (int i = 0; i < MOCK_MR; i++)
-            for (int j = 0; j < MOCK_NR; j++) {
-                uint32_t x = a[q * MOCK_MR + i], w = b[q * MOCK_NR + j];
-                acc[i * MOCK_NR + j] += bf16_lo(x) * bf16_lo(w) + bf16_hi(x) * bf16_hi(w);
-            }
-    mock_store(acc, c, ldc, mr_v, nr_v, add);
+            for (int32_t j = 0; j < np; j++)
+                for (int l = 0; l < 16; l++) {
+                    uint32_t w = ((const uint32_t *)b[j])[q * 16 + l];
+                    acc[i][16 * j + l] += x[2 * q * MOCK_MR + i] * bf16_lo(w);
+                    acc[i][16 * j + l] += x[(2 * q + 1) * MOCK_MR + i] * bf16_hi(w);
+                }
+    mock_store(acc, np, c, ldc, mr_v, add);
 }
 
-static void test_matmul_avx512_layouts(void)
+static void mock_bf16_dp(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
+                         int64_t ldc, int32_t mr_v, bool add)
 {
-    if (snug_isa_detect() < SNUG_ISA_AVX2) {
-        printf("  skipped: cpu lacks avx2 (the packing is AVX2)\n");
-        return;
-    }
-    const snug_gemm_ops f32_ops = {.mr = MOCK_MR, .nr = MOCK_NR, .kc = 128, .nc = 480, .mc = 192,
-                                   .pairs = false, .pack_b = snug_avx2_pack_b,
-                                   .micro = mock_micro, .gemv = snug_avx2_gemv};
-    const snug_gemm_ops pair_ops = {.mr = MOCK_MR, .nr = MOCK_NR, .kc = 256, .nc = 480, .mc = 192,
-                                    .pairs = true, .a_bf16 = true, .pack_b = snug_avx2_pack_b,
-                                    .micro = mock_micro_pairs, .gemv = snug_avx2_gemv};
-    static const shape shapes[] = {{5, 1, 1},      {7, 3, 50},     {17, 129, 31},
-                                   {33, 1000, 97}, {100, 257, 481}, {300, 1001, 100},
-                                   {9, 300, 1000}};
-    snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
+    const uint32_t *x = a;
+    float acc[MOCK_MR][48] = {{0}};
+    for (int64_t q = 0; q < (kc + 1) / 2; q++)
+        for (int i = 0; i < MOCK_MR; i++)
+            for (int32_t j = 0; j < np; j++)
+                for (int l = 0; l < 16; l++) {
+                    uint32_t w = ((const uint32_t *)b[j])[q * 16 + l], v = x[q * MOCK_MR + i];
+                    acc[i][16 * j + l] += bf16_lo(v) * bf16_lo(w) + bf16_hi(v) * bf16_hi(w);
+                }
+    mock_store(acc, np, c, ldc, mr_v, add);
+}
+
+static void mock_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0, int64_t p1)
+{
+    for (int64_t o = p0 * 16; o < SNUG_MIN(w->m, p1 * 16); o++)
+        for (int64_t t = 0; t < n; t++) {
+            float s = 0;
+            for (int64_t e = 0; e < w->k; e++) s += x[t * w->k + e] * snug_linear_elem(w, o, e);
+            y[t * w->m + o] = s;
+        }
+}
+
+static void mock_to_f32(float *dst, const uint32_t *src, int64_t ksteps)
+{
+    for (int64_t q = 0; q < ksteps; q++)
+        for (int l = 0; l < 16; l++) {
+            dst[32 * q + l] = bf16_lo(src[16 * q + l]);
+            dst[32 * q + 16 + l] = bf16_hi(src[16 * q + l]);
+        }
+}
+
+static void test_matmul_driver(void)
+{
+    const snug_matmul_ops mock = {
+        .gemv = mock_gemv,
+        .gemv_insn = SNUG_INSN_FMA_YMM,
+        .f32 = {mock_f32, MOCK_MR, 128, false, SNUG_INSN_FMA_ZMM},
+        .f16 = {mock_f16, MOCK_MR, 256, false, SNUG_INSN_FMA_ZMM},
+        .bf16_fma = {mock_bf16_fma, MOCK_MR, 256, false, SNUG_INSN_FMA_ZMM},
+        .bf16_dp = {mock_bf16_dp, MOCK_MR, 256, true, SNUG_INSN_DPBF16_ZMM},
+        .convert_min_n = 24,
+        .bf16_to_f32 = mock_to_f32,
+    };
+    static const shape shapes[] = {{5, 1, 1},      {7, 3, 50},      {17, 129, 31}, {24, 257, 47},
+                                   {33, 1000, 97}, {100, 257, 481}, {9, 300, 1000}, {530, 131, 20}};
+    snug_kernels ks = kernels_of(SNUG_ISA_SCALAR), kt = ks;
+    kt.mm = &mock;
     void *scratch = scratch_alloc(2);
     rng_t r = {77};
-    double worst_f32 = 0, worst_pairs = 0;
+    double worst_f = 0, worst_dp = 0;
     for (size_t si = 0; si < SNUG_ARRAY_LEN(shapes); si++) {
         int64_t n = shapes[si].n, k = shapes[si].k, m = shapes[si].m;
         float *x = malloc((size_t)(n * k) * sizeof(float));
@@ -373,24 +482,26 @@ static void test_matmul_avx512_layouts(void)
         double *mag = malloc((size_t)(n * m) * sizeof(double));
         for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++) {
             void *w = make_typed(&r, wdts[d], (size_t)(m * k));
+            snug_linear lin = pack_linear(w, wdts[d], m, k);
             matmul_ref(x, w, wdts[d], n, k, m, ref, mag);
-            ks.matmul(want, x, n, w, wdts[d], k, m, NULL, 1);
-            for (int pairs = 0; pairs < 2; pairs++) {
-                if (pairs && wdts[d] != SNUG_DTYPE_BF16) continue;
+            snug_matmul(&ks, want, x, n, &lin, NULL, 1);
+            for (int dp = 0; dp < 2; dp++) {
+                if (dp && wdts[d] != SNUG_DTYPE_BF16) continue;
+                kt.bf16_insn = dp ? SNUG_INSN_DPBF16_ZMM : SNUG_INSN_FMA_ZMM;
                 for (int64_t i = 0; i < n * m; i++) got[i] = NAN;
-                snug_matmul_blocked(pairs ? &pair_ops : &f32_ops, got, x, n, w, wdts[d], k, m,
-                                    scratch, 2);
-                double tol = pairs ? 1e-2 : 1e-5, *worst = pairs ? &worst_pairs : &worst_f32;
+                snug_matmul(&kt, got, x, n, &lin, scratch, 2);
+                double tol = dp ? 1e-2 : 1e-5, *worst = dp ? &worst_dp : &worst_f;
                 int bad = 0;
                 for (int64_t i = 0; i < n * m; i++) {
                     double e = fabs((double)got[i] - want[i]) / (mag[i] + 1e-30);
                     *worst = SNUG_MAX(*worst, e);
                     if (!(e <= tol) && bad++ < 3)
-                        CHECK(false, "%s layout %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g",
-                              pairs ? "pairs" : "f32", snug_dtype_name(wdts[d]), (long)n, (long)k,
-                              (long)m, (long)i, got[i], want[i]);
+                        CHECK(false, "driver%s %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g",
+                              dp ? " (dp)" : "", snug_dtype_name(wdts[d]), (long)n, (long)k, (long)m,
+                              (long)i, got[i], want[i]);
                 }
             }
+            free((void *)lin.data);
             free(w);
         }
         free(x);
@@ -399,10 +510,54 @@ static void test_matmul_avx512_layouts(void)
         free(ref);
         free(mag);
     }
-    printf("  8x48 layouts vs scalar: f32 max err %.3g (tolerance 1e-5), bf16 pairs %.3g "
-           "(tolerance 1e-2)\n",
-           worst_f32, worst_pairs);
+    printf("  driver with C micro-kernels vs scalar: max err %.3g (tolerance 1e-5), bf16 pairs "
+           "dot %.3g (tolerance 1e-2)\n",
+           worst_f, worst_dp);
     free(scratch);
+}
+
+/* The panel layout: sizes (bf16 pads an odd k to a pair), every element
+ * where linear.h says, and the in-place packing of the loader equal to the
+ * whole-matrix packing. */
+static void test_linear_layout(void)
+{
+    static const int64_t ms[] = {1, 15, 16, 17, 40}, ks[] = {1, 2, 7, 64};
+    rng_t r = {5};
+    for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++)
+        for (size_t a = 0; a < SNUG_ARRAY_LEN(ms); a++)
+            for (size_t b = 0; b < SNUG_ARRAY_LEN(ks); b++) {
+                snug_dtype dt = wdts[d];
+                int64_t m = ms[a], k = ks[b];
+                size_t es = snug_dtype_size(dt), bytes = snug_linear_bytes(dt, m, k);
+                size_t want = dt == SNUG_DTYPE_BF16 ? (size_t)m * (size_t)((k + 1) / 2) * 4
+                                                    : (size_t)(m * k) * es;
+                CHECK(bytes == want, "%s %ldx%ld: %zu bytes, want %zu", snug_dtype_name(dt), (long)m,
+                      (long)k, bytes, want);
+                void *w = make_typed(&r, dt, (size_t)(m * k));
+                snug_linear lin = pack_linear(w, dt, m, k);
+                int bad = 0;
+                for (int64_t o = 0; o < m; o++)
+                    for (int64_t e = 0; e < k; e++) {
+                        float got = snug_linear_elem(&lin, o, e), ref = (float)typed_at(w, dt, (size_t)(o * k + e));
+                        if (memcmp(&got, &ref, 4) != 0) bad++;
+                    }
+                CHECK(bad == 0, "%s %ldx%ld: %d elements read back wrong", snug_dtype_name(dt), (long)m,
+                      (long)k, bad);
+                /* the loader's way: rows at their raw offsets, then each panel in place */
+                unsigned char *raw = calloc(1, bytes), *tmp = malloc(snug_linear_pack_scratch_bytes(dt, k));
+                for (int64_t o = 0; o < m; o++)
+                    memcpy(raw + snug_linear_raw_offset(dt, m, k, o), (const char *)w + (size_t)(o * k) * es,
+                           (size_t)k * es);
+                for (int64_t p = 0; p * SNUG_PANEL < m; p++) snug_linear_pack_panel(raw, dt, m, k, p, tmp);
+                CHECK(memcmp(raw, lin.data, bytes) == 0, "%s %ldx%ld: in-place packing differs",
+                      snug_dtype_name(dt), (long)m, (long)k);
+                free(raw);
+                free(tmp);
+                free(w);
+                free((void *)lin.data);
+            }
+    CHECK(snug_linear_bytes(SNUG_DTYPE_I32, 4, 4) == 0 && !snug_linear_supports(SNUG_DTYPE_I32),
+          "unsupported dtype");
 }
 
 /* ---- elementwise ---------------------------------------------------------- */
@@ -804,7 +959,8 @@ int main(void)
     RUN(test_isa_detect_and_init);
     RUN(test_matmul_insn);
     RUN(test_matmul);
-    RUN(test_matmul_avx512_layouts);
+    RUN(test_matmul_driver);
+    RUN(test_linear_layout);
     RUN(test_elementwise_scalar);
     RUN(test_elementwise_simd);
     RUN(test_attention);

@@ -3,14 +3,13 @@
  * through target attributes whatever -march says, and only run after
  * snug_isa_detect has seen the CPU support them.
  *
- * matmul: a 4 x 24 register tile (12 accumulators; per k step three loads
- * of the packed weight panel and four broadcasts of x) under the blocked
- * driver of k_matmul.c; the weight panels are packed with 8 x 8 transposes,
- * converting bf16 with a 16-bit shift and f16 with vcvtph2ps. bf16 weights
- * with fewer than SNUG_PAIRS_MAX_N rows of x take a 6 x 8 tile over panels
- * of bf16 pairs instead (packing a pure transposition, the conversion in
- * the micro-kernel). n <= 4 goes through a matrix-vector routine that
- * streams a few weight rows at a time.
+ * matmul, over the panel layout (linear.h) under the driver of k_matmul.c:
+ * a 6 x 16 register tile (12 accumulators; per k step two loads of the
+ * weight panel, six broadcasts of x), f16 widened with vcvtph2ps and bf16
+ * pairs with a shift (the low half) and a mask (the high half); from
+ * convert_min_n rows of x bf16 slices are widened to f32 once per block
+ * instead. n <= 4 goes through a matrix-vector routine that streams one or
+ * two panels at a time (also the AVX-512 tables' one).
  * attention: for head sizes that are a multiple of 8 up to 128, a tile of
  * query rows and heads against chunks of up to 32 keys, each chunk's keys
  * and values converted once per tile (the keys transposed, so that scores
@@ -28,8 +27,6 @@
 
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define T_AVX2_INL __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
-
-enum { MR = 4, NR = 24 };
 
 /* ---- loads and conversions ---------------------------------------------- */
 
@@ -83,8 +80,6 @@ T_AVX2_INL __m256 exp8(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-/* ---- packing the weight ------------------------------------------------- */
-
 /* The 8 x 8 transpose of r[0..7] in place. */
 T_AVX2_INL void transpose8(__m256 r[8])
 {
@@ -110,359 +105,246 @@ T_AVX2_INL void transpose8(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* k step q of row `row` (elements p0.. of the block, kc of them) as 32
- * bits: the float's bits, or a bf16 pair (the odd end padded with zero). */
-T_AVX2_INL uint32_t pack_elem(const void *w, snug_dtype dt, bool pairs, int64_t k, int64_t row,
-                              int64_t p0, int64_t kc, int64_t q)
+/* ---- the matmul over the panel layout ------------------------------------ */
+
+/* Element e of row j of panel `panel` (width w) of dtype dt, as a float:
+ * the narrow last panel's path. */
+T_AVX2_INL float panel_elem(const unsigned char *panel, snug_dtype dt, int64_t w, int64_t j,
+                            int64_t e)
 {
-    const uint16_t *w16 = (const uint16_t *)w + row * k + p0;
-    if (pairs) {
-        uint32_t lo = w16[2 * q], hi = 2 * q + 1 < kc ? w16[2 * q + 1] : 0;
-        return lo | hi << 16;
+    if (dt == SNUG_DTYPE_BF16) {
+        uint32_t pair = ((const uint32_t *)(const void *)panel)[(e / 2) * w + j];
+        return snug_bf16_to_f32((uint16_t)(e % 2 ? pair >> 16 : pair & 0xFFFF));
     }
-    float f = elem1(w, dt, row * k + p0 + q);
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
+    if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)(const void *)panel)[e * w + j]);
+    return ((const float *)(const void *)panel)[e * w + j];
 }
 
-/* Eight k steps of one row from element index i, as 32-bit lanes. */
-T_AVX2_INL __m256 pack_load8(const void *w, snug_dtype dt, bool pairs, int64_t i)
+/* The high halves of bf16 pairs, and the low halves shifted up: each a
+ * float (a bf16 is the top half of its float). */
+T_AVX2_INL __m256 pairs_hi8(__m256i v)
 {
-    if (pairs) return _mm256_loadu_ps((const float *)(const void *)((const uint16_t *)w + i));
-    return load8(w, dt, i);
+    return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int32_t)0xFFFF0000u)));
 }
+T_AVX2_INL __m256 pairs_lo8(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 
-T_AVX2_INL void pack_b_dt(void *bpv, const void *w, const snug_dtype dt, const bool pairs,
-                          int64_t k, int64_t o0, int64_t rows, int64_t p0, int64_t kc,
-                          int32_t nr)
+/* One full panel's 16 values of step e (dt F32 or F16) as two vectors. */
+T_AVX2_INL void step16(const void *b, const snug_dtype dt, int64_t e, __m256 *lo, __m256 *hi)
 {
-    uint32_t *bp = bpv;
-    int64_t ksteps = pairs ? (kc + 1) / 2 : kc;
-    int64_t kfull = pairs ? kc / 2 : kc; /* steps with every element in the block */
-    int64_t kvec = kfull & ~(int64_t)7;
-    int64_t step = pairs ? 2 : 1; /* elements per k step */
-    int64_t panels = (rows + nr - 1) / nr;
-    for (int64_t j = 0; j < panels; j++) {
-        uint32_t *pan = bp + j * ksteps * nr;
-        for (int64_t r0 = 0; r0 < nr; r0 += 8) {
-            int64_t o = o0 + j * nr + r0;
-            int64_t valid = SNUG_MAX(0, SNUG_MIN(8, o0 + rows - o));
-            int64_t q = 0;
-            if (valid == 8) {
-                for (; q < kvec; q += 8) {
-                    __m256 v[8];
-#pragma GCC unroll 8
-                    for (int i = 0; i < 8; i++)
-                        v[i] = pack_load8(w, dt, pairs, (o + i) * k + p0 + q * step);
-                    transpose8(v);
-#pragma GCC unroll 8
-                    for (int i = 0; i < 8; i++)
-                        _mm256_storeu_ps((float *)(void *)(pan + (q + i) * nr + r0), v[i]);
-                }
-            }
-            for (; q < ksteps; q++)
-                for (int64_t i = 0; i < 8; i++)
-                    pan[q * nr + r0 + i] =
-                        i < valid ? pack_elem(w, dt, pairs, k, o + i, p0, kc, q) : 0;
-        }
+    if (dt == SNUG_DTYPE_F16) {
+        const __m128i *p = (const __m128i *)(const void *)((const uint16_t *)b + e * 16);
+        *lo = _mm256_cvtph_ps(_mm_loadu_si128(p));
+        *hi = _mm256_cvtph_ps(_mm_loadu_si128(p + 1));
+    } else {
+        *lo = _mm256_loadu_ps((const float *)b + e * 16);
+        *hi = _mm256_loadu_ps((const float *)b + e * 16 + 8);
     }
 }
 
-T_AVX2 void snug_avx2_pack_b(void *bp, const void *w, snug_dtype wdt, int64_t k, int64_t o0,
-                             int64_t rows, int64_t p0, int64_t kc, int32_t nr, bool pairs)
+/* Lines the matrix-vector path prefetches ahead of its loads. */
+enum { GEMV_AHEAD = 24 };
+
+/* The matrix-vector path over PG full panels from b (each 16 rows, panel
+ * stride `stride` bytes) for NT rows of x: y[t][o0 + l]. Accumulates the
+ * even and the odd elements of bf16 pairs in the same registers. */
+T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t m, const unsigned char *b,
+                            size_t stride, int64_t o0, const snug_dtype dt, const int NT,
+                            const int PG)
 {
-    if (pairs)
-        pack_b_dt(bp, w, SNUG_DTYPE_BF16, true, k, o0, rows, p0, kc, nr);
-    else if (wdt == SNUG_DTYPE_BF16)
-        pack_b_dt(bp, w, SNUG_DTYPE_BF16, false, k, o0, rows, p0, kc, nr);
-    else if (wdt == SNUG_DTYPE_F16)
-        pack_b_dt(bp, w, SNUG_DTYPE_F16, false, k, o0, rows, p0, kc, nr);
-    else
-        pack_b_dt(bp, w, SNUG_DTYPE_F32, false, k, o0, rows, p0, kc, nr);
-}
-
-/* ---- the micro-kernel ---------------------------------------------------- */
-
-#define FMA_ROW(i)                                          \
-    do {                                                    \
-        __m256 t_ = _mm256_broadcast_ss(a + (i));           \
-        c##i##0 = _mm256_fmadd_ps(t_, b0, c##i##0);         \
-        c##i##1 = _mm256_fmadd_ps(t_, b1, c##i##1);         \
-        c##i##2 = _mm256_fmadd_ps(t_, b2, c##i##2);         \
-    } while (0)
-
-#define STORE_ROW(i, dst, ld)                                                         \
-    do {                                                                              \
-        float *d_ = (dst) + (i) * (ld);                                               \
-        if (add) {                                                                    \
-            c##i##0 = _mm256_add_ps(_mm256_loadu_ps(d_), c##i##0);                    \
-            c##i##1 = _mm256_add_ps(_mm256_loadu_ps(d_ + 8), c##i##1);                \
-            c##i##2 = _mm256_add_ps(_mm256_loadu_ps(d_ + 16), c##i##2);               \
-        }                                                                             \
-        _mm256_storeu_ps(d_, c##i##0);                                                \
-        _mm256_storeu_ps(d_ + 8, c##i##1);                                            \
-        _mm256_storeu_ps(d_ + 16, c##i##2);                                           \
-    } while (0)
-
-T_AVX2 static void micro_avx2(int64_t ksteps, const void *ap, const void *bv, float *c,
-                              int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
-{
-    const float *a = ap, *b = bv;
-    /* the tile of c is read and written at the end: start fetching it now */
-    for (int32_t i = 0; i < mr_v; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
-    }
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
-    __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
-    for (int64_t p = 0; p < ksteps; p++) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), b2 = _mm256_loadu_ps(b + 16);
-        /* keeps the three weight vectors in registers: otherwise compilers
-         * fold them into each FMA as memory operands, 16 loads per 12 FMAs */
-        __asm__("" : "+x"(b0), "+x"(b1), "+x"(b2));
-        FMA_ROW(0);
-        FMA_ROW(1);
-        FMA_ROW(2);
-        FMA_ROW(3);
-        a += MR;
-        b += NR;
-    }
-    if (mr_v == MR && nr_v == NR) {
-        STORE_ROW(0, c, ldc);
-        STORE_ROW(1, c, ldc);
-        STORE_ROW(2, c, ldc);
-        STORE_ROW(3, c, ldc);
-        return;
-    }
-    /* an edge tile: through a local tile, then only the real part */
-    float tile[MR * NR];
-    bool add_tile = add;
-    add = false;
-    STORE_ROW(0, tile, NR);
-    STORE_ROW(1, tile, NR);
-    STORE_ROW(2, tile, NR);
-    STORE_ROW(3, tile, NR);
-    for (int32_t i = 0; i < mr_v; i++)
-        for (int32_t j = 0; j < nr_v; j++)
-            c[i * ldc + j] = add_tile ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
-}
-
-/* The bf16-pairs micro-kernel: a 6 x 8 tile over panels of w packed as
- * bf16 pairs (pure 16-bit data, no conversion when packed) and x packed as
- * float pairs. Per k step pair: one 256-bit load of 8 rows' pairs,
- * unpacked against zero into two vectors of floats (rows 0, 1, 4, 5 and
- * 2, 3, 6, 7, each lane pair the row's even and odd element; a bf16 is the
- * high half of its float), six 64-bit broadcasts of x's pairs, 12 FMAs.
- * Each accumulator lane pair holds a row's even and odd partial sums,
- * which one horizontal add per row of x joins (and puts in row order). */
-enum { MR2 = 6, NR2 = 8 };
-
-/* The tile's first R rows of x (R <= MR2: the edge tiles do only the rows
- * they have). */
-T_AVX2_INL void pairs_rows(int64_t ksteps, const float *a, const uint32_t *b, float *c,
-                           int64_t ldc, const int R, int32_t nr_v, bool add)
-{
-    const __m256i zero = _mm256_setzero_si256();
-    for (int i = 0; i < R; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-    __m256 l[MR2], h[MR2];
-#pragma GCC unroll 6
-    for (int i = 0; i < R; i++) l[i] = h[i] = _mm256_setzero_ps();
-    int64_t q = 0;
-    if (R <= 3) {
-        /* few rows: a second set of accumulators for odd k step pairs, so
-         * that enough FMA chains are in flight to cover their latency */
-        __m256 l2[3], h2[3];
-#pragma GCC unroll 3
-        for (int i = 0; i < R; i++) l2[i] = h2[i] = _mm256_setzero_ps();
-        for (; q + 2 <= ksteps; q += 2) {
-            __m256i p0 = _mm256_loadu_si256((const __m256i *)(const void *)b);
-            __m256i p1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + NR2));
-            __m256 wl0 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, p0));
-            __m256 wh0 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, p0));
-            __m256 wl1 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, p1));
-            __m256 wh1 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, p1));
-#pragma GCC unroll 3
-            for (int i = 0; i < R; i++) {
-                __m256 t0 = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(a + 2 * i)));
-                __m256 t1 = _mm256_castpd_ps(
-                    _mm256_broadcast_sd((const double *)(const void *)(a + 2 * MR2 + 2 * i)));
-                l[i] = _mm256_fmadd_ps(t0, wl0, l[i]);
-                h[i] = _mm256_fmadd_ps(t0, wh0, h[i]);
-                l2[i] = _mm256_fmadd_ps(t1, wl1, l2[i]);
-                h2[i] = _mm256_fmadd_ps(t1, wh1, h2[i]);
-            }
-            a += 4 * MR2;
-            b += 2 * NR2;
-        }
-#pragma GCC unroll 3
-        for (int i = 0; i < R; i++) {
-            l[i] = _mm256_add_ps(l[i], l2[i]);
-            h[i] = _mm256_add_ps(h[i], h2[i]);
-        }
-    }
-    for (; q < ksteps; q++) {
-        __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)b);
-        __m256 wl = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, p));
-        __m256 wh = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, p));
-#pragma GCC unroll 6
-        for (int i = 0; i < R; i++) {
-            __m256 t = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(a + 2 * i)));
-            l[i] = _mm256_fmadd_ps(t, wl, l[i]);
-            h[i] = _mm256_fmadd_ps(t, wh, h[i]);
-        }
-        a += 2 * MR2;
-        b += NR2;
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < R; i++) {
-        __m256 r = _mm256_hadd_ps(l[i], h[i]);
-        float *d = c + i * ldc;
-        if (nr_v == NR2) {
-            if (add) r = _mm256_add_ps(_mm256_loadu_ps(d), r);
-            _mm256_storeu_ps(d, r);
-        } else {
-            float t[NR2];
-            _mm256_storeu_ps(t, r);
-            for (int32_t j = 0; j < nr_v; j++) d[j] = add ? d[j] + t[j] : t[j];
-        }
-    }
-}
-
-T_AVX2 static void micro_avx2_pairs(int64_t ksteps, const void *ap, const void *bv, float *c,
-                                    int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
-{
-    const float *a = ap;
-    const uint32_t *b = bv;
-    switch (mr_v) {
-    case 1: pairs_rows(ksteps, a, b, c, ldc, 1, nr_v, add); break;
-    case 2: pairs_rows(ksteps, a, b, c, ldc, 2, nr_v, add); break;
-    case 3: pairs_rows(ksteps, a, b, c, ldc, 3, nr_v, add); break;
-    case 4: pairs_rows(ksteps, a, b, c, ldc, 4, nr_v, add); break;
-    case 5: pairs_rows(ksteps, a, b, c, ldc, 5, nr_v, add); break;
-    default: pairs_rows(ksteps, a, b, c, ldc, 6, nr_v, add); break;
-    }
-}
-
-/* ---- the matrix-vector path ---------------------------------------------- */
-
-/* Rows [o, o + R) of w against NT rows of x. */
-T_AVX2_INL void gemv_rows(float *y, const float *x, const void *w, const snug_dtype dt,
-                          int64_t k, int64_t m, int64_t o, const int NT, const int R)
-{
-    __m256 acc[SNUG_GEMV_MAX_N][4];
+    __m256 acc[SNUG_GEMV_MAX_N][2][2];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++)
+#pragma GCC unroll 2
+        for (int g = 0; g < PG; g++) acc[t][g][0] = acc[t][g][1] = _mm256_setzero_ps();
+    if (dt == SNUG_DTYPE_BF16) {
+        int64_t q = 0;
+        for (; q < (k + 1) / 2; q++) {
+            /* one line per step and panel: fetch well ahead of the loads */
+#pragma GCC unroll 2
+            for (int g = 0; g < PG; g++)
+                _mm_prefetch((const char *)(b + g * stride + (q + GEMV_AHEAD) * 64), _MM_HINT_T0);
+            __m256i v[2][2];
+#pragma GCC unroll 2
+            for (int g = 0; g < PG; g++) {
+                v[g][0] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64));
+                v[g][1] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64 + 32));
+            }
+            bool odd = 2 * q + 1 < k;
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) acc[t][r] = _mm256_setzero_ps();
-    int64_t k8 = k & ~(int64_t)7;
-    const int64_t esz = dt == SNUG_DTYPE_F32 ? 4 : 2;
-    const char *ahead = (const char *)w + (o + R) * k * esz; /* the next group's rows */
-    for (int64_t p = 0; p < k8; p += 8) {
-        /* rows of a few KiB are too short for the hardware prefetcher to
-         * get ahead: fetch the next group's line at this offset */
-        if (((p * esz) & 63) == 0)
+            for (int t = 0; t < NT; t++) {
+                __m256 xe = _mm256_broadcast_ss(x + t * k + 2 * q);
+                __m256 xo = _mm256_set1_ps(odd ? x[t * k + 2 * q + 1] : 0.0f);
+#pragma GCC unroll 2
+                for (int g = 0; g < PG; g++)
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++) {
+                        acc[t][g][h] = _mm256_fmadd_ps(xe, pairs_lo8(v[g][h]), acc[t][g][h]);
+                        acc[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), acc[t][g][h]);
+                    }
+            }
+        }
+    } else {
+        size_t sb = dt == SNUG_DTYPE_F16 ? 32 : 64;
+        for (int64_t e = 0; e < k; e++) {
+            if (sb == 64 || (e & 1) == 0)
+#pragma GCC unroll 2
+                for (int g = 0; g < PG; g++)
+                    _mm_prefetch((const char *)(b + g * stride + (size_t)e * sb + GEMV_AHEAD * 64), _MM_HINT_T0);
+            __m256 w[2][2];
+#pragma GCC unroll 2
+            for (int g = 0; g < PG; g++) step16(b + g * stride, dt, e, &w[g][0], &w[g][1]);
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) _mm_prefetch(ahead + (r * k + p) * esz, _MM_HINT_T0);
-        __m256 xv[SNUG_GEMV_MAX_N];
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + t * k + p);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            __m256 wv = load8(w, dt, (o + r) * k + p);
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) acc[t][r] = _mm256_fmadd_ps(xv[t], wv, acc[t][r]);
+            for (int t = 0; t < NT; t++) {
+                __m256 xv = _mm256_broadcast_ss(x + t * k + e);
+#pragma GCC unroll 2
+                for (int g = 0; g < PG; g++)
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++) acc[t][g][h] = _mm256_fmadd_ps(xv, w[g][h], acc[t][g][h]);
+            }
         }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            float s = hsum8(acc[t][r]);
-            for (int64_t p = k8; p < k; p++) s += x[t * k + p] * elem1(w, dt, (o + r) * k + p);
-            y[t * m + o + r] = s;
+#pragma GCC unroll 2
+        for (int g = 0; g < PG; g++) {
+            _mm256_storeu_ps(y + t * m + o0 + g * 16, acc[t][g][0]);
+            _mm256_storeu_ps(y + t * m + o0 + g * 16 + 8, acc[t][g][1]);
         }
 }
 
-T_AVX2_INL void gemv_nt(float *y, const float *x, const void *w, const snug_dtype dt, int64_t k,
-                        int64_t m, int64_t o0, int64_t o1, const int NT)
+T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+                        int64_t p1, const snug_dtype dt)
 {
-    const int R = NT == 4 ? 3 : 4;
-    int64_t o = o0;
-    for (; o + R <= o1; o += R) gemv_rows(y, x, w, dt, k, m, o, NT, R);
-    for (; o < o1; o++) gemv_rows(y, x, w, dt, k, m, o, NT, 1);
-}
-
-T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const void *w, const snug_dtype dt,
-                        int64_t k, int64_t m, int64_t o0, int64_t o1)
-{
-    switch (n) {
-    case 1: gemv_nt(y, x, w, dt, k, m, o0, o1, 1); break;
-    case 2: gemv_nt(y, x, w, dt, k, m, o0, o1, 2); break;
-    case 3: gemv_nt(y, x, w, dt, k, m, o0, o1, 3); break;
-    default: gemv_nt(y, x, w, dt, k, m, o0, o1, 4); break;
+    const int64_t k = w->k, m = w->m, full = m / SNUG_PANEL;
+    const size_t stride = snug_linear_panel_offset(dt, m, k, 1);
+    const unsigned char *base = w->data;
+    int64_t p = p0, pf = SNUG_MIN(p1, full);
+    /* two panels at a time while few rows of x leave registers for them */
+    if (n <= 2)
+        for (; p + 2 <= pf; p += 2) {
+            if (n == 1) gemv_panels(y, x, k, m, base + p * stride, stride, p * 16, dt, 1, 2);
+            else gemv_panels(y, x, k, m, base + p * stride, stride, p * 16, dt, 2, 2);
+        }
+    for (; p < pf; p++) {
+        const unsigned char *b = base + p * stride;
+        switch (n) {
+        case 1: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 1, 1); break;
+        case 2: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 2, 1); break;
+        case 3: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 3, 1); break;
+        default: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 4, 1); break;
+        }
+    }
+    if (p1 > full) { /* the narrow last panel */
+        const unsigned char *b = base + full * stride;
+        int64_t width = m - full * SNUG_PANEL;
+        for (int64_t j = 0; j < width; j++)
+            for (int64_t t = 0; t < n; t++) {
+                float s = 0.0f;
+                for (int64_t e = 0; e < k; e++) s += x[t * k + e] * panel_elem(b, dt, width, j, e);
+                y[t * m + full * SNUG_PANEL + j] = s;
+            }
     }
 }
 
-T_AVX2 void snug_avx2_gemv(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
-                           int64_t k, int64_t m, int64_t o0, int64_t o1)
+T_AVX2 void snug_avx2_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+                           int64_t p1)
 {
     SNUG_ASSERT(n >= 1 && n <= SNUG_GEMV_MAX_N);
-    if (wdt == SNUG_DTYPE_BF16)
-        gemv_dt(y, x, n, w, SNUG_DTYPE_BF16, k, m, o0, o1);
-    else if (wdt == SNUG_DTYPE_F16)
-        gemv_dt(y, x, n, w, SNUG_DTYPE_F16, k, m, o0, o1);
+    if (w->dtype == SNUG_DTYPE_BF16)
+        gemv_dt(y, x, n, w, p0, p1, SNUG_DTYPE_BF16);
+    else if (w->dtype == SNUG_DTYPE_F16)
+        gemv_dt(y, x, n, w, p0, p1, SNUG_DTYPE_F16);
     else
-        gemv_dt(y, x, n, w, SNUG_DTYPE_F32, k, m, o0, o1);
+        gemv_dt(y, x, n, w, p0, p1, SNUG_DTYPE_F32);
 }
 
-static const snug_gemm_ops avx2_ops = {
-    .mr = MR,
-    .nr = NR,
-    .kc = 256,
-    .nc = 96,
-    .mc = 192,
-    .pairs = false,
-    .insn = SNUG_INSN_FMA_YMM,
-    .gemv_insn = SNUG_INSN_FMA_YMM,
-    .pack_b = snug_avx2_pack_b,
-    .micro = micro_avx2,
+/* The micro-kernel: MR rows of x against one full panel (two vectors per
+ * step), dt F32, F16, or BF16 pairs widened in registers; a holds MR
+ * floats per element. */
+enum { MR = 6 };
+
+T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c, int64_t ldc,
+                            int32_t mr_v, bool add, const snug_dtype dt)
+{
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    if (dt == SNUG_DTYPE_BF16) {
+        const __m256i *bp = b;
+        for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+            __m256 e0 = pairs_lo8(_mm256_loadu_si256(bp + 2 * q));
+            __m256 e1 = pairs_lo8(_mm256_loadu_si256(bp + 2 * q + 1));
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++) {
+                __m256 t = _mm256_broadcast_ss(a + 2 * q * MR + i);
+                acc[i][0] = _mm256_fmadd_ps(t, e0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(t, e1, acc[i][1]);
+            }
+            __m256 o0 = pairs_hi8(_mm256_loadu_si256(bp + 2 * q));
+            __m256 o1 = pairs_hi8(_mm256_loadu_si256(bp + 2 * q + 1));
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++) {
+                __m256 t = _mm256_broadcast_ss(a + (2 * q + 1) * MR + i);
+                acc[i][0] = _mm256_fmadd_ps(t, o0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(t, o1, acc[i][1]);
+            }
+        }
+    } else {
+        for (int64_t e = 0; e < kc; e++) {
+            __m256 w0, w1;
+            step16(b, dt, e, &w0, &w1);
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++) {
+                __m256 t = _mm256_broadcast_ss(a + e * MR + i);
+                acc[i][0] = _mm256_fmadd_ps(t, w0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(t, w1, acc[i][1]);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr_v) break;
+        float *d = c + i * ldc;
+        if (add) {
+            acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(d), acc[i][0]);
+            acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(d + 8), acc[i][1]);
+        }
+        _mm256_storeu_ps(d, acc[i][0]);
+        _mm256_storeu_ps(d + 8, acc[i][1]);
+    }
+}
+
+#define MICRO_AVX2(name, dt)                                                                  \
+    T_AVX2 static void name(int64_t kc, const void *a, const void *const b[3], int32_t np,  \
+                            float *c, int64_t ldc, int32_t mr_v, bool add)                  \
+    {                                                                                         \
+        for (int32_t j = 0; j < np; j++) micro_panel(kc, a, b[j], c + 16 * j, ldc, mr_v, add, dt); \
+    }
+MICRO_AVX2(micro_avx2_f32, SNUG_DTYPE_F32)
+MICRO_AVX2(micro_avx2_f16, SNUG_DTYPE_F16)
+MICRO_AVX2(micro_avx2_bf16, SNUG_DTYPE_BF16)
+
+T_AVX2 static void bf16_to_f32_avx2(float *dst, const uint32_t *src, int64_t ksteps)
+{
+    for (int64_t q = 0; q < ksteps; q++) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(src + 16 * q));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(src + 16 * q + 8));
+        _mm256_storeu_ps(dst + 32 * q, pairs_lo8(v0));
+        _mm256_storeu_ps(dst + 32 * q + 8, pairs_lo8(v1));
+        _mm256_storeu_ps(dst + 32 * q + 16, pairs_hi8(v0));
+        _mm256_storeu_ps(dst + 32 * q + 24, pairs_hi8(v1));
+    }
+}
+
+const snug_matmul_ops snug_avx2_matmul_ops = {
     .gemv = snug_avx2_gemv,
-};
-
-const snug_gemm_ops snug_avx2_pairs_ops = {
-    .mr = MR2,
-    .nr = NR2,
-    .kc = 512,
-    .nc = 64,
-    .mc = 192,
-    .pairs = true,
-    .a_bf16 = false,
-    .insn = SNUG_INSN_FMA_YMM,
     .gemv_insn = SNUG_INSN_FMA_YMM,
-    .pack_b = snug_avx2_pack_b,
-    .micro = micro_avx2_pairs,
-    .gemv = snug_avx2_gemv,
+    .f32 = {micro_avx2_f32, MR, 256, false, SNUG_INSN_FMA_YMM},
+    .f16 = {micro_avx2_f16, MR, 256, false, SNUG_INSN_FMA_YMM},
+    .bf16_fma = {micro_avx2_bf16, MR, 256, false, SNUG_INSN_FMA_YMM},
+    .convert_min_n = 24,
+    .bf16_to_f32 = bf16_to_f32_avx2,
 };
-
-/* bf16 with few rows of x: the pairs kernel (its packing is a pure 32-bit
- * transposition, which a few rows cannot amortize); with many, the f32
- * panels, whose conversion is paid once per weight */
-static const snug_gemm_ops *ops_avx2(snug_dtype wdt, int64_t n)
-{
-    return wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx2_ops;
-}
-
-static void matmul_avx2(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
-                        int64_t k, int64_t m, void *scratch, int32_t n_threads)
-{
-    snug_matmul_blocked(ops_avx2(wdt, n), y, x, n, w, wdt, k, m, scratch, n_threads);
-}
-
-static snug_insn matmul_insn_avx2(snug_dtype wdt, int64_t n)
-{
-    return snug_matmul_blocked_insn(ops_avx2(wdt, n), n);
-}
 
 /* ---- elementwise kernels ------------------------------------------------- */
 
@@ -892,8 +774,8 @@ T_AVX2 static void attention_avx2(const snug_attn_args *a)
 void snug_kernels_fill_avx2(snug_kernels *k)
 {
     k->isa = SNUG_ISA_AVX2;
-    k->matmul = matmul_avx2;
-    k->matmul_insn = matmul_insn_avx2;
+    k->mm = &snug_avx2_matmul_ops;
+    k->bf16_insn = SNUG_INSN_FMA_YMM;
     k->rmsnorm = rmsnorm_avx2;
     k->silu_mul = silu_mul_avx2;
     k->add = add_avx2;

@@ -1,17 +1,21 @@
 /*
- * k_avx512.c: the AVX-512 kernels. Only the GEMM micro-kernels differ from
- * the AVX2 table (k_avx2.c), whose other kernels these tables reuse: the
- * packing of w (8 x 8 transposes, any nr that is a multiple of 8), the
- * memory-bound matrix-vector path, the elementwise kernels and attention.
+ * k_avx512.c: the AVX-512 matmul micro-kernels over the panel layout
+ * (linear.h). Everything else (the matrix-vector path, which memory
+ * bounds, the elementwise kernels and attention) is the AVX2 table's.
  *
- *   avx512:     an 8 x 48 f32 register tile (24 zmm accumulators), the
- *               AVX2 micro-kernel's structure with 16-lane vectors; bf16
- *               weights with few rows of x take the AVX2 pairs kernel, as
- *               in the AVX2 table.
- *   avx512bf16: for bf16 weights, the same tile with vdpbf16ps: w packed as
- *               bf16 pairs (two k steps per 32-bit lane, no conversion), x
- *               rounded to bf16 pairs when packed; f32 and f16 weights take
- *               the avx512 path.
+ * A register tile is 8 rows of x by up to three panels (48 rows of w; 24
+ * zmm accumulators); per k step one 64-byte load per panel (one step of a
+ * whole panel), eight broadcasts of x:
+ *   f32:         vfmadd231ps on the floats as they are;
+ *   f16:         vcvtph2ps, then vfmadd231ps;
+ *   bf16 (FMA):  per step of two elements, the low halves shifted up and
+ *                the high halves masked are floats: two vfmadd231ps per
+ *                broadcast pair of x;
+ *   bf16 (dp):   vdpbf16ps on the pairs as they are, x rounded to bf16
+ *                pairs when packed (avx512bf16 only).
+ * Which bf16 kernel runs is the table's bf16_insn: snug_kernels_calibrate
+ * measures both (on a Xeon vfmadd231ps zmm does twice the flops of
+ * vdpbf16ps, on Zen 4 the other way round).
  */
 #include "base/dtype.h"
 #include "k_impl.h"
@@ -22,183 +26,185 @@
 #include <immintrin.h>
 
 #define T_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define T_512_INL                                                                             \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"), always_inline)) \
+    static inline
 #define T_512BF                                                                         \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
+#define T_512BF_INL                                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c"),   \
+                   always_inline)) static inline
 
-enum { MR = 8, NR = 48 };
+enum { MR = 8 };
 
-#define ZERO_ROW(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = c##i##0, c##i##2 = c##i##0
-
-#define ALL_ROWS(X) X(0); X(1); X(2); X(3); X(4); X(5); X(6); X(7)
-
-#define STORE_ROW(i)                                                                \
-    do {                                                                            \
-        float *d_ = dst + (i) * ld;                                                 \
-        if (add_now) {                                                              \
-            c##i##0 = _mm512_add_ps(_mm512_loadu_ps(d_), c##i##0);                  \
-            c##i##1 = _mm512_add_ps(_mm512_loadu_ps(d_ + 16), c##i##1);             \
-            c##i##2 = _mm512_add_ps(_mm512_loadu_ps(d_ + 32), c##i##2);             \
-        }                                                                           \
-        _mm512_storeu_ps(d_, c##i##0);                                              \
-        _mm512_storeu_ps(d_ + 16, c##i##1);                                         \
-        _mm512_storeu_ps(d_ + 32, c##i##2);                                         \
-    } while (0)
-
-/* The end of both micro-kernels: a full tile straight into c, an edge tile
- * through a local tile and then only its real part. */
-#define STORE_TILE()                                                                     \
+/* The end of every micro-kernel: rows i < mr_v of the tile into c. */
+#define STORE_TILE(NP)                                                                   \
     do {                                                                                 \
-        float tile[MR * NR];                                                             \
-        bool full = mr_v == MR && nr_v == NR;                                            \
-        float *dst = full ? c : tile;                                                    \
-        int64_t ld = full ? ldc : NR;                                                    \
-        bool add_now = full && add;                                                      \
-        STORE_ROW(0); STORE_ROW(1); STORE_ROW(2); STORE_ROW(3);                         \
-        STORE_ROW(4); STORE_ROW(5); STORE_ROW(6); STORE_ROW(7);                         \
-        if (!full)                                                                       \
-            for (int32_t i = 0; i < mr_v; i++)                                           \
-                for (int32_t j = 0; j < nr_v; j++)                                       \
-                    c[i * ldc + j] = add ? c[i * ldc + j] + tile[i * NR + j]             \
-                                         : tile[i * NR + j];                             \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                             \
+        {                                                                                \
+            if (i >= mr_v) break;                                                        \
+            float *d = c + i * ldc;                                                      \
+            _Pragma("GCC unroll 3") for (int j = 0; j < (NP); j++)                       \
+            {                                                                            \
+                if (add) acc[i][j] = _mm512_add_ps(_mm512_loadu_ps(d + 16 * j), acc[i][j]); \
+                _mm512_storeu_ps(d + 16 * j, acc[i][j]);                                 \
+            }                                                                            \
+        }                                                                                \
     } while (0)
 
-/* The tile of c is read and written at the end: start fetching it (each
- * row's 48 floats span up to four lines). */
-#define PREFETCH_TILE()                                                                  \
-    do {                                                                                 \
-        for (int32_t i_ = 0; i_ < mr_v; i_++)                                            \
-            for (int32_t j_ = 0; j_ < NR; j_ += 16)                                      \
-                _mm_prefetch((const char *)(c + i_ * ldc + j_), _MM_HINT_T0);            \
-        for (int32_t i_ = 0; i_ < mr_v; i_++)                                            \
-            _mm_prefetch((const char *)(c + i_ * ldc + NR - 1), _MM_HINT_T0);            \
-    } while (0)
-
-#define FMA_ROW(i)                                          \
-    do {                                                    \
-        __m512 t_ = _mm512_set1_ps(a[i]);                \
-        c##i##0 = _mm512_fmadd_ps(t_, b0, c##i##0);         \
-        c##i##1 = _mm512_fmadd_ps(t_, b1, c##i##1);         \
-        c##i##2 = _mm512_fmadd_ps(t_, b2, c##i##2);         \
-    } while (0)
-
-T_512 static void micro_avx512(int64_t ksteps, const void *ap, const void *bv, float *c,
-                               int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
+/* f32 (F16 false) or f16 panels: kc steps of 16 values. */
+T_512_INL void tile_f(int64_t kc, const float *a, const void *const b[3], float *c, int64_t ldc,
+                      int32_t mr_v, bool add, const int NP, const bool F16)
 {
-    const float *a = ap, *b = bv;
-    PREFETCH_TILE();
-    ALL_ROWS(ZERO_ROW);
-    for (int64_t p = 0; p < ksteps; p++) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32);
-        ALL_ROWS(FMA_ROW);
-        a += MR;
-        b += NR;
+    __m512 acc[MR][3];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+        for (int j = 0; j < NP; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < kc; e++) {
+        __m512 w[3];
+#pragma GCC unroll 3
+        for (int j = 0; j < NP; j++)
+            w[j] = F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)b[j] + 16 * e)))
+                       : _mm512_loadu_ps((const float *)b[j] + 16 * e);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m512 t = _mm512_set1_ps(a[e * MR + i]);
+#pragma GCC unroll 3
+            for (int j = 0; j < NP; j++) acc[i][j] = _mm512_fmadd_ps(t, w[j], acc[i][j]);
+        }
     }
-    STORE_TILE();
+    STORE_TILE(NP);
 }
 
-#define DP_ROW(i)                                                                  \
-    do {                                                                           \
-        __m512bh t_ = (__m512bh)_mm512_set1_epi32((int32_t)a[i]);                  \
-        c##i##0 = _mm512_dpbf16_ps(c##i##0, t_, b0);                               \
-        c##i##1 = _mm512_dpbf16_ps(c##i##1, t_, b1);                               \
-        c##i##2 = _mm512_dpbf16_ps(c##i##2, t_, b2);                               \
-    } while (0)
-
-/* ap and bv: panels of bf16 pairs (the low half the even k). */
-T_512BF static void micro_avx512bf16(int64_t ksteps, const void *ap, const void *bv, float *c,
-                                     int64_t ldc, int32_t mr_v, int32_t nr_v, bool add)
+/* bf16 pairs widened in registers: (kc + 1) / 2 steps; a holds floats. */
+T_512_INL void tile_bf16_fma(int64_t kc, const float *a, const void *const b[3], float *c,
+                             int64_t ldc, int32_t mr_v, bool add, const int NP)
 {
-    const uint32_t *a = ap, *b = bv;
-    PREFETCH_TILE();
-    ALL_ROWS(ZERO_ROW);
-    for (int64_t p = 0; p < ksteps; p++) {
-        __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
-        __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + 16));
-        __m512bh b2 = (__m512bh)_mm512_loadu_si512((const void *)(b + 32));
-        ALL_ROWS(DP_ROW);
-        a += MR;
-        b += NR;
+    __m512 acc[MR][3];
+    const __m512i hi_mask = _mm512_set1_epi32((int32_t)0xFFFF0000u);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+        for (int j = 0; j < NP; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+        __m512 w[3];
+#pragma GCC unroll 3
+        for (int j = 0; j < NP; j++)
+            w[j] = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_loadu_si512((const void *)((const uint32_t *)b[j] + 16 * q)), 16));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m512 t = _mm512_set1_ps(a[2 * q * MR + i]);
+#pragma GCC unroll 3
+            for (int j = 0; j < NP; j++) acc[i][j] = _mm512_fmadd_ps(t, w[j], acc[i][j]);
+        }
+#pragma GCC unroll 3
+        for (int j = 0; j < NP; j++)
+            w[j] = _mm512_castsi512_ps(_mm512_and_si512(
+                _mm512_loadu_si512((const void *)((const uint32_t *)b[j] + 16 * q)), hi_mask));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m512 t = _mm512_set1_ps(a[(2 * q + 1) * MR + i]);
+#pragma GCC unroll 3
+            for (int j = 0; j < NP; j++) acc[i][j] = _mm512_fmadd_ps(t, w[j], acc[i][j]);
+        }
     }
-    STORE_TILE();
+    STORE_TILE(NP);
 }
 
-static const snug_gemm_ops avx512_ops = {
-    .mr = MR,
-    .nr = NR,
-    .kc = 128,
-    .nc = 480,
-    .mc = 192,
-    .pairs = false,
-    .insn = SNUG_INSN_FMA_ZMM,
-    .gemv_insn = SNUG_INSN_FMA_YMM,
-    .pack_b = snug_avx2_pack_b,
-    .micro = micro_avx512,
+#define MICRO_512(name, body)                                                                \
+    T_512 static void name(int64_t kc, const void *a, const void *const b[3], int32_t np,    \
+                           float *c, int64_t ldc, int32_t mr_v, bool add)                   \
+    {                                                                                        \
+        if (np == 3) body(3);                                                                \
+        else if (np == 2) body(2);                                                           \
+        else body(1);                                                                        \
+    }
+#define BODY_F32(NP) tile_f(kc, a, b, c, ldc, mr_v, add, NP, false)
+#define BODY_F16(NP) tile_f(kc, a, b, c, ldc, mr_v, add, NP, true)
+#define BODY_BF16(NP) tile_bf16_fma(kc, a, b, c, ldc, mr_v, add, NP)
+MICRO_512(micro_avx512_f32, BODY_F32)
+MICRO_512(micro_avx512_f16, BODY_F16)
+MICRO_512(micro_avx512_bf16, BODY_BF16)
+
+/* vdpbf16ps on the pairs: (kc + 1) / 2 steps; a holds bf16 pairs. */
+T_512BF_INL void tile_bf16_dp(int64_t kc, const uint32_t *a, const void *const b[3], float *c,
+                              int64_t ldc, int32_t mr_v, bool add, const int NP)
+{
+    __m512 acc[MR][3];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 3
+        for (int j = 0; j < NP; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+        __m512bh w[3];
+#pragma GCC unroll 3
+        for (int j = 0; j < NP; j++)
+            w[j] = (__m512bh)_mm512_loadu_si512((const void *)((const uint32_t *)b[j] + 16 * q));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m512bh t = (__m512bh)_mm512_set1_epi32((int32_t)a[q * MR + i]);
+#pragma GCC unroll 3
+            for (int j = 0; j < NP; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], t, w[j]);
+        }
+    }
+    STORE_TILE(NP);
+}
+
+T_512BF static void micro_avx512_bf16_dp(int64_t kc, const void *a, const void *const b[3],
+                                         int32_t np, float *c, int64_t ldc, int32_t mr_v, bool add)
+{
+    if (np == 3) tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, 3);
+    else if (np == 2) tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, 2);
+    else tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, 1);
+}
+
+T_512 static void bf16_to_f32_avx512(float *dst, const uint32_t *src, int64_t ksteps)
+{
+    const __m512i hi_mask = _mm512_set1_epi32((int32_t)0xFFFF0000u);
+    for (int64_t q = 0; q < ksteps; q++) {
+        __m512i v = _mm512_loadu_si512((const void *)(src + 16 * q));
+        _mm512_storeu_ps(dst + 32 * q, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+        _mm512_storeu_ps(dst + 32 * q + 16, _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)));
+    }
+}
+
+const snug_matmul_ops snug_avx512_matmul_ops = {
     .gemv = snug_avx2_gemv,
+    .gemv_insn = SNUG_INSN_FMA_YMM,
+    .f32 = {micro_avx512_f32, MR, 128, false, SNUG_INSN_FMA_ZMM},
+    .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM},
+    .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM},
+    .convert_min_n = 24,
+    .bf16_to_f32 = bf16_to_f32_avx512,
 };
 
-static const snug_gemm_ops avx512bf16_ops = {
-    .mr = MR,
-    .nr = NR,
-    .kc = 256,
-    .nc = 480,
-    .mc = 192,
-    .pairs = true,
-    .a_bf16 = true,
-    .insn = SNUG_INSN_DPBF16_ZMM,
-    .gemv_insn = SNUG_INSN_FMA_YMM,
-    .pack_b = snug_avx2_pack_b,
-    .micro = micro_avx512bf16,
+const snug_matmul_ops snug_avx512bf16_matmul_ops = {
     .gemv = snug_avx2_gemv,
+    .gemv_insn = SNUG_INSN_FMA_YMM,
+    .f32 = {micro_avx512_f32, MR, 128, false, SNUG_INSN_FMA_ZMM},
+    .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM},
+    .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM},
+    .bf16_dp = {micro_avx512_bf16_dp, MR, 256, true, SNUG_INSN_DPBF16_ZMM},
+    .convert_min_n = 24,
+    .bf16_to_f32 = bf16_to_f32_avx512,
 };
-
-/* as the AVX2 table: bf16 with few rows of x through the pairs kernel */
-static const snug_gemm_ops *ops_avx512(snug_dtype wdt, int64_t n)
-{
-    return wdt == SNUG_DTYPE_BF16 && n < SNUG_PAIRS_MAX_N ? &snug_avx2_pairs_ops : &avx512_ops;
-}
-
-static const snug_gemm_ops *ops_avx512bf16(snug_dtype wdt)
-{
-    return wdt == SNUG_DTYPE_BF16 ? &avx512bf16_ops : &avx512_ops;
-}
-
-static void matmul_avx512(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
-                          int64_t k, int64_t m, void *scratch, int32_t n_threads)
-{
-    snug_matmul_blocked(ops_avx512(wdt, n), y, x, n, w, wdt, k, m, scratch, n_threads);
-}
-
-static void matmul_avx512bf16(float *y, const float *x, int64_t n, const void *w,
-                              snug_dtype wdt, int64_t k, int64_t m, void *scratch,
-                              int32_t n_threads)
-{
-    snug_matmul_blocked(ops_avx512bf16(wdt), y, x, n, w, wdt, k, m, scratch, n_threads);
-}
-
-static snug_insn matmul_insn_avx512(snug_dtype wdt, int64_t n)
-{
-    return snug_matmul_blocked_insn(ops_avx512(wdt, n), n);
-}
-
-static snug_insn matmul_insn_avx512bf16(snug_dtype wdt, int64_t n)
-{
-    return snug_matmul_blocked_insn(ops_avx512bf16(wdt), n);
-}
 
 void snug_kernels_fill_avx512(snug_kernels *k)
 {
     snug_kernels_fill_avx2(k);
     k->isa = SNUG_ISA_AVX512;
-    k->matmul = matmul_avx512;
-    k->matmul_insn = matmul_insn_avx512;
+    k->mm = &snug_avx512_matmul_ops;
+    k->bf16_insn = SNUG_INSN_FMA_ZMM;
 }
 
 void snug_kernels_fill_avx512bf16(snug_kernels *k)
 {
     snug_kernels_fill_avx2(k);
     k->isa = SNUG_ISA_AVX512_BF16;
-    k->matmul = matmul_avx512bf16;
-    k->matmul_insn = matmul_insn_avx512bf16;
+    k->mm = &snug_avx512bf16_matmul_ops;
+    k->bf16_insn = SNUG_INSN_FMA_ZMM;
 }
 
 #else /* not x86: never chosen (snug_isa_detect says scalar) */

@@ -1,17 +1,19 @@
 /*
  * k_impl.h: internal to src/kernels: how the per-instruction-set files fill
- * a snug_kernels table, and the pieces of the blocked matmul that each
- * instruction set supplies to the one driver in k_matmul.c.
+ * a snug_kernels table, and the pieces of the matmul that each instruction
+ * set supplies to the one driver in k_matmul.c.
  *
- * The matmul y (n, m) = x (n, k) w^T splits the m weight rows across
- * threads. For n <= SNUG_GEMV_MAX_N a matrix-vector routine streams the
- * thread's rows once for all n rows of x. Above, a blocked GEMM: all of x
- * is packed once per call (shared by the threads), then the BLIS loop
- * order over each thread's rows (nc weight rows, kc deep, mc rows of x,
- * then nr x mr register tiles): each register panel of w is packed,
- * converted to f32 (or kept as bf16 pairs), into nr rows laid out k-major,
- * so that one k step of a panel is nr consecutive values; the micro-kernel
- * broadcasts mr values of x and does mr x nr/width FMAs per k step.
+ * The matmul y (n, m) = x (n, k) w^T reads w in its panel layout
+ * (linear.h: panels of 16 rows, k-major). The driver splits the panels
+ * across threads. For n <= SNUG_GEMV_MAX_N a matrix-vector routine streams
+ * the thread's panels once for all n rows of x. Above, a blocked GEMM: all
+ * of x is packed once per call (shared by the threads) into panels of mr
+ * rows, k-major, in blocks of kc elements; each thread then runs, for each
+ * block of k and of mc rows of x, over its weight panels three at a time,
+ * each register tile of mr rows of x against those (up to) 48 rows of w
+ * read straight from the layout (the narrow last panel of a matrix through
+ * a zero-padded copy; bf16 slices converted to f32 first on the paths that
+ * say so).
  */
 #ifndef SNUG_K_IMPL_H
 #define SNUG_K_IMPL_H
@@ -21,81 +23,71 @@
 /* n up to this goes through the matrix-vector path. */
 #define SNUG_GEMV_MAX_N 4
 
-/* Upper bounds on any instruction set's blocks and register tile rows of x
- * (the scratch is sized from these, so it does not depend on the
- * instruction set). */
+/* Upper bounds on any kind's k block and register tile rows of x, and the
+ * rows of x in one block (the scratch is sized from these). */
 #define SNUG_GEMM_KC_MAX 512
-#define SNUG_GEMM_NC_MAX 480
-#define SNUG_GEMM_MC_MAX 384
-#define SNUG_GEMM_MR_MAX 8
+#define SNUG_GEMM_MR_MAX 12
+#define SNUG_GEMM_MC 512
 
-/* One instruction set's GEMM pieces.
- *
- * Packed x ("a"), made once per call for all threads by the driver: panels
- * of mr rows of x, each a run of k steps of mr values (step q: row i at
- * q * mr + i), rows past n zero; the driver stores them block-major (the
- * micro-kernel sees one panel's run for one kc block of k). A value is one of:
- *   !pairs:           a float x[q] (32 bits);
- *   pairs, a_bf16:    the bf16 pair (x[2q], x[2q + 1]) rounded to nearest
- *                     even, low half first (32 bits);
- *   pairs, !a_bf16:   the float pair (x[2q], x[2q + 1]) (64 bits).
- * With pairs, odd k is padded with zero.
- * Packed w ("b"): panels of nr rows the same way (step q: row j at
- * q * nr + j), 32 bits each: a float, or with pairs the bf16 pair
- * (w[2q], w[2q + 1]), low half first; packed by pack_b. */
-typedef struct snug_gemm_ops {
-    int32_t mr, nr;     /* register tile: mr rows of x by nr rows of w */
-    int32_t kc, nc, mc; /* cache blocks: depth, rows of w, rows of x */
-    bool pairs;         /* w as bf16 pairs (k steps of 2), w must be BF16 */
-    bool a_bf16;        /* with pairs: x as bf16 pairs, else as float pairs */
+/* One register tile: mr_v (<= the kind's mr) rows of packed x a against
+ * np (1 to 3) panels of w, b[j] the start of panel j's slice of the k
+ * block (kc elements; a panel steps 16 values at a time: floats, f16
+ * halves, or bf16 pairs for kc / 2 rounded up steps). Writes (add: adds to)
+ * c[i * ldc + 16 j + l] for i < mr_v, j < np, l < 16. The packed x holds
+ * mr values per k step (rows past n zero): floats (one per element; for
+ * the bf16-pair kinds one more zero step when kc is odd), or with a_bf16
+ * bf16 pairs (x[2q], x[2q + 1]) rounded to nearest even, low half first. */
+typedef void (*snug_micro_fn)(int64_t kc, const void *a, const void *const b[3], int32_t np,
+                              float *c, int64_t ldc, int32_t mr_v, bool add);
+
+/* A GEMM kind: a micro-kernel and the blocking that suits it. */
+typedef struct snug_gemm_kind {
+    snug_micro_fn micro; /* NULL: the instruction set has none */
+    int32_t mr;          /* rows of x per register tile (<= SNUG_GEMM_MR_MAX) */
+    int32_t kc;          /* elements per k block (even, <= SNUG_GEMM_KC_MAX) */
+    bool a_bf16;         /* x packed as bf16 pairs */
     snug_insn insn;      /* the multiply-add of micro */
-    snug_insn gemv_insn; /* the multiply-add of gemv */
+} snug_gemm_kind;
 
-    /* Packs rows [o0, o0 + rows) of w (row-major (m, k) of dtype wdt; rows
-     * <= nc), elements [p0, p0 + kc) of each, into ceil(rows / nr) panels of
-     * ksteps x nr 32-bit values (ksteps = kc, or (kc + 1) / 2 for pairs),
-     * panel after panel; rows past the end are zero. */
-    void (*pack_b)(void *bp, const void *w, snug_dtype wdt, int64_t k, int64_t o0, int64_t rows,
-                   int64_t p0, int64_t kc, int32_t nr, bool pairs);
-
-    /* One register tile over ksteps k steps of the packed panels ap (mr
-     * wide) and bp (nr wide). Writes (add: adds to) c[i * ldc + j] for
-     * i < mr_v, j < nr_v. */
-    void (*micro)(int64_t ksteps, const void *ap, const void *bp, float *c, int64_t ldc,
-                  int32_t mr_v, int32_t nr_v, bool add);
-
-    /* The matrix-vector path: y[t][o] for t < n (<= SNUG_GEMV_MAX_N) and
-     * o in [o0, o1). */
-    void (*gemv)(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt, int64_t k,
-                 int64_t m, int64_t o0, int64_t o1);
-} snug_gemm_ops;
+/* What one instruction set supplies to the driver. */
+typedef struct snug_matmul_ops {
+    /* y[t][o] for t < n (<= SNUG_GEMV_MAX_N) and the rows o of panels
+     * [p0, p1) of w (the narrow last panel included); y rows of w->m. */
+    void (*gemv)(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+                 int64_t p1);
+    snug_insn gemv_insn;
+    snug_gemm_kind f32, f16;
+    snug_gemm_kind bf16_fma; /* bf16 pairs widened to floats in registers */
+    snug_gemm_kind bf16_dp;  /* vdpbf16ps on bf16 pairs (micro NULL without it) */
+    /* From this many rows of x, bf16 weights on the FMA kinds convert each
+     * slice of panels to f32 once (bf16_to_f32) and run the f32 kind. */
+    int32_t convert_min_n;
+    /* ksteps steps of one full bf16 panel (16 pairs each) into 2 ksteps
+     * steps of 16 floats: an f32 panel slice. */
+    void (*bf16_to_f32)(float *dst, const uint32_t *src, int64_t ksteps);
+} snug_matmul_ops;
 
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD
- * instruction set: the contract of snug_kernels.matmul. */
-void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64_t n,
-                         const void *w, snug_dtype wdt, int64_t k, int64_t m, void *scratch,
-                         int32_t n_threads);
+ * instruction set: the contract of snug_matmul. */
+void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, const float *x,
+                         int64_t n, const snug_linear *w, void *scratch, int32_t n_threads);
 
-/* The instruction snug_matmul_blocked runs with g for n rows of x: its
- * gemv's or its micro-kernel's (the contract of snug_kernels.matmul_insn). */
-snug_insn snug_matmul_blocked_insn(const snug_gemm_ops *g, int64_t n);
+/* The kind snug_matmul_blocked runs for weights of dtype wdt and n > 4
+ * rows of x under the table kt (its bf16 choice), and whether it converts
+ * bf16 slices to f32 first. */
+const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul_ops *o,
+                                       snug_dtype wdt, int64_t n, bool *convert);
 
-/* The AVX2 pieces the AVX-512 tables reuse (k_avx2.c): the packing of w
- * (8 x 8 transposes work for any nr that is a multiple of 8) and the
- * matrix-vector path (memory-bound, so 256-bit vectors suffice). Only call
- * them when the CPU has AVX2, FMA and F16C. */
-void snug_avx2_pack_b(void *bp, const void *w, snug_dtype wdt, int64_t k, int64_t o0,
-                      int64_t rows, int64_t p0, int64_t kc, int32_t nr, bool pairs);
-void snug_avx2_gemv(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
-                    int64_t k, int64_t m, int64_t o0, int64_t o1);
+/* The matmul pieces of each instruction set (k_avx2.c, k_avx512.c). Only
+ * use them once the CPU is known to support them. */
+extern const snug_matmul_ops snug_avx2_matmul_ops;
+extern const snug_matmul_ops snug_avx512_matmul_ops;
+extern const snug_matmul_ops snug_avx512bf16_matmul_ops;
 
-/* The AVX2 bf16-pairs GEMM (a 6 x 8 tile: w packed as bf16 pairs with a
- * pure 32-bit transposition, converted in the micro-kernel by unpacking
- * against zero; x as float pairs). The f32 tables (AVX2 and AVX-512F) use
- * it for bf16 weights when n < SNUG_PAIRS_MAX_N, where the conversion of
- * the f32 panels would cost more than few rows of x can amortize. */
-#define SNUG_PAIRS_MAX_N 128
-extern const snug_gemm_ops snug_avx2_pairs_ops;
+/* The AVX2 matrix-vector path, which the AVX-512 tables reuse where the
+ * memory, not the arithmetic, is the limit. */
+void snug_avx2_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+                    int64_t p1);
 
 /* Fill a table for one instruction set (k_scalar.c, k_avx2.c, k_avx512.c).
  * The SIMD ones are only called once the CPU is known to support them. */

@@ -1,23 +1,23 @@
 /*
- * k_matmul.c: the threaded driver of the SIMD matmuls: splits the weight
- * rows across OpenMP threads, then runs the instruction set's matrix-vector
- * routine (n <= SNUG_GEMV_MAX_N) or the blocked GEMM loops around its
- * packing routine and micro-kernel (see k_impl.h).
+ * k_matmul.c: the threaded driver of the matmuls over the panel layout
+ * (linear.h, k_impl.h): the scalar reference loops, the split of a
+ * weight's panels across threads, the matrix-vector path and the blocked
+ * GEMM around each instruction set's micro-kernels.
  *
  * The GEMM packs all of x once per call, into the shared part of the
- * scratch (each thread packs a share of the panels, then all wait at a
- * barrier), so that no thread re-packs x for each block of weight rows.
- * It is packed block-major (all panels' slices of one kc block of k
- * together), so that the mc rows of x one block runs over are contiguous.
- * Each thread then runs the BLIS loops over its own weight rows: nc rows,
- * kc deep, mc rows of x; each register panel of w is packed just before
- * its first use (so it is in L1 for the mr-row tiles of x that follow),
- * while the next panel is prefetched into L2.
+ * scratch (each thread packs a share of the panels of x, then all wait at
+ * a barrier). It is packed block-major (all panels' slices of one kc block
+ * of k together), so that the rows of x one block runs over are one
+ * contiguous run. Each thread then takes, for each block of k and of up to
+ * SNUG_GEMM_MC rows of x, its weight panels three at a time: those slices
+ * of w (at most 48 x kc values, in L1) meet every register tile of x of
+ * the block (in L2). The weight is read from memory once per block of
+ * rows of x, never re-packed: time grows smoothly with the rows of x.
  *
- * Threads get weight rows in units of a whole register tile and a whole
- * number of 64-byte lines of y, so no two threads write the same line of
- * y. Each output element is computed by the same sequence of operations
- * whatever the number of threads, so results do not depend on n_threads.
+ * Threads get whole panels (16 rows of w, one 64-byte line of y each), so
+ * no two threads write the same line of y. Each output element is
+ * computed by the same sequence of operations whatever the number of
+ * threads, so results do not depend on n_threads.
  */
 #include "base/dtype.h"
 #include "k_impl.h"
@@ -25,13 +25,15 @@
 #include <omp.h>
 #include <string.h>
 
-/* Bytes of one thread's packed block of w. */
-static size_t b_bytes(void)
+/* Bytes of one thread's private scratch: three panel slices as f32 (the
+ * converted bf16 of the convert path) and one padded narrow panel slice. */
+static size_t thread_bytes(void)
 {
-    return snug_round_up((size_t)SNUG_GEMM_KC_MAX * SNUG_GEMM_NC_MAX * sizeof(float), 64);
+    return snug_round_up((size_t)4 * SNUG_PANEL * SNUG_GEMM_KC_MAX * sizeof(float), 64);
 }
 
-/* Bytes of all of x packed (n rows padded to a tile, k to a pair of words). */
+/* Bytes of all of x packed: n rows padded to a tile, k to a pair and one
+ * spare step. */
 static size_t a_bytes(int64_t n, int64_t k)
 {
     return snug_round_up((size_t)(n + SNUG_GEMM_MR_MAX) * (size_t)(k + 2) * sizeof(float), 64);
@@ -42,208 +44,271 @@ size_t snug_matmul_scratch_bytes(int32_t n_threads, int64_t n_max, int64_t k_max
     if (n_threads < 1) n_threads = 1;
     if (n_max < 1) n_max = 1;
     if (k_max < 1) k_max = 1;
-    return (size_t)n_threads * b_bytes() + a_bytes(n_max, k_max);
+    return (size_t)n_threads * thread_bytes() + a_bytes(n_max, k_max);
 }
 
-/* 32-bit words per (k step, row) of packed x. */
-static int64_t a_words(const snug_gemm_ops *g) { return g->pairs && !g->a_bf16 ? 2 : 1; }
+/* ---- the scalar reference ------------------------------------------------ */
 
-/* k steps of a packed row of x or w over `len` elements. */
-static int64_t steps_of(const snug_gemm_ops *g, int64_t len) { return g->pairs ? (len + 1) / 2 : len; }
+/* y[t][o] = sum_i x[t][i] w[o][i] accumulated in float in index order. */
+static void matmul_scalar(float *y, const float *x, int64_t n, const snug_linear *w,
+                          int32_t n_threads)
+{
+    int64_t k = w->k, m = w->m;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t o = 0; o < m; o++) {
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * k;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; i++) acc += xt[i] * snug_linear_elem(w, o, i);
+            y[t * m + o] = acc;
+        }
+    }
+}
+
+/* ---- packing x ----------------------------------------------------------- */
+
+/* k steps of x in a block of len elements: floats, padded to an even
+ * count (the bf16-pair kinds read the step after an odd end), or pairs. */
+static int64_t a_steps(const snug_gemm_kind *g, int64_t len)
+{
+    return g->a_bf16 ? (len + 1) / 2 : (len + 1) & ~(int64_t)1;
+}
 
 /* Packs panels [p_first, p_last) of x (n rows of k; `panels` in all) into
  * ap, block-major: the kc-deep slices of every panel for one block of k
- * are together (block pc from word steps_of(pc) * panels * mr * aw, then
- * each panel's ksteps * mr * aw words of it), so that the slices a thread
- * runs over for one block are one contiguous run (no cache set conflicts
- * between them, as panels a whole k apart would have). */
-static void pack_a(const snug_gemm_ops *g, uint32_t *ap, const float *x, int64_t n, int64_t k,
+ * are together (block pc from word a_steps(pc) * panels * mr, then each
+ * panel's a_steps(len) * mr words of it). */
+static void pack_a(const snug_gemm_kind *g, uint32_t *ap, const float *x, int64_t n, int64_t k,
                    int64_t panels, int64_t p_first, int64_t p_last)
 {
-    const int64_t mr = g->mr, aw = a_words(g);
+    const int64_t mr = g->mr;
     for (int64_t p = p_first; p < p_last; p++) {
         int64_t rv = SNUG_MIN(mr, n - p * mr); /* real rows of the panel */
         const float *x0 = x + p * mr * k;
         for (int64_t pc = 0; pc < k; pc += g->kc) {
-            int64_t q0 = steps_of(g, pc), ks = steps_of(g, SNUG_MIN((int64_t)g->kc, k - pc));
-            uint32_t *pan = ap + (q0 * panels + p * ks) * mr * aw;
-            if (!g->pairs) {
+            int64_t len = SNUG_MIN((int64_t)g->kc, k - pc), ks = a_steps(g, len);
+            uint32_t *pan = ap + (a_steps(g, pc) * panels + p * ks) * mr;
+            if (!g->a_bf16) {
                 for (int64_t q = 0; q < ks; q++) {
                     float *d = (float *)(void *)(pan + q * mr);
-                    for (int64_t i = 0; i < mr; i++) d[i] = i < rv ? x0[i * k + pc + q] : 0.0f;
+                    for (int64_t i = 0; i < mr; i++)
+                        d[i] = i < rv && q < len ? x0[i * k + pc + q] : 0.0f;
                 }
-            } else if (g->a_bf16) {
+            } else {
                 for (int64_t q = 0; q < ks; q++)
                     for (int64_t i = 0; i < mr; i++) {
                         uint32_t lo = 0, hi = 0;
                         int64_t e = pc + 2 * q;
                         if (i < rv) {
                             lo = snug_f32_to_bf16(x0[i * k + e]);
-                            hi = e + 1 < k ? snug_f32_to_bf16(x0[i * k + e + 1]) : 0;
+                            hi = 2 * q + 1 < len ? snug_f32_to_bf16(x0[i * k + e + 1]) : 0;
                         }
                         pan[q * mr + i] = lo | hi << 16;
                     }
-            } else {
-                for (int64_t q = 0; q < ks; q++) {
-                    float *d = (float *)(void *)(pan + q * mr * 2);
-                    int64_t e = pc + 2 * q;
-                    for (int64_t i = 0; i < mr; i++) {
-                        d[2 * i] = i < rv ? x0[i * k + e] : 0.0f;
-                        d[2 * i + 1] = i < rv && e + 1 < k ? x0[i * k + e + 1] : 0.0f;
-                    }
-                }
             }
         }
     }
 }
 
-/* Where the driver is in the weight: the block of rows [jc, jc + nc) and
- * elements [pc, pc + kc); a register panel is nr rows of it. */
-typedef struct wpos {
-    int64_t jc, nc, pc, kc;
-} wpos;
+/* ---- the weight's slices --------------------------------------------------- */
 
-/* The panel `ahead` panels after panel jr of block p (same rows the next
- * kc when past the block's rows; none past the thread's rows o1): its
- * first row, last row and elements. False when there is none. */
-static bool panel_ahead(const snug_gemm_ops *g, wpos p, int64_t jr, int64_t ahead, int64_t k,
-                        int64_t o1, int64_t *r0, int64_t *r1, int64_t *e0, int64_t *len)
+/* Bytes of one step of a full panel: 16 floats, halves or bf16 pairs. */
+static size_t step_bytes(snug_dtype dt) { return dt == SNUG_DTYPE_F16 ? 32 : 64; }
+
+/* Elements per step of the layout: 2 for bf16 pairs. */
+static int64_t step_elems(snug_dtype dt) { return dt == SNUG_DTYPE_BF16 ? 2 : 1; }
+
+/* Copies elements [pc, pc + len) of the narrow panel p (width < 16) into
+ * dst as a full-width slice (lanes past the width zero), in w's format. */
+static void pad_panel(void *dst, const snug_linear *w, int64_t p, int64_t pc, int64_t len)
 {
-    int64_t j = jr + ahead * g->nr;
-    while (j >= p.nc) {
-        j -= p.nc;
-        p.pc += p.kc;
-        if (p.pc >= k) {
-            p.pc = 0;
-            p.jc += p.nc;
-            p.nc = SNUG_MIN((int64_t)g->nc, o1 - p.jc);
-            if (p.nc <= 0) return false;
-        }
-        p.kc = SNUG_MIN((int64_t)g->kc, k - p.pc);
-    }
-    *r0 = p.jc + j;
-    *r1 = p.jc + SNUG_MIN(p.nc, j + g->nr);
-    *e0 = p.pc;
-    *len = p.kc;
-    return true;
+    int64_t width = w->m - p * SNUG_PANEL, se = step_elems(w->dtype);
+    int64_t q0 = pc / se, steps = (len + se - 1) / se;
+    size_t es = w->dtype == SNUG_DTYPE_F16 ? 2 : 4;
+    const unsigned char *src = (const unsigned char *)w->data +
+                               snug_linear_panel_offset(w->dtype, w->m, w->k, p) +
+                               (size_t)q0 * (size_t)width * es;
+    unsigned char *d = dst;
+    memset(d, 0, (size_t)steps * step_bytes(w->dtype));
+    for (int64_t q = 0; q < steps; q++)
+        memcpy(d + (size_t)q * step_bytes(w->dtype), src + (size_t)q * (size_t)width * es,
+               (size_t)width * es);
 }
 
-/* Asks for part `part` of `parts` of that panel to be fetched into L2 (the
- * parts split its rows' bytes evenly into 64-byte lines). */
-static void prefetch_part(const void *w, size_t esz, int64_t k, int64_t r0, int64_t r1, int64_t e0,
-                          int64_t len, int64_t part, int64_t parts)
+/* Panel p's slice at element pc (a full panel). */
+static const void *panel_slice(const snug_linear *w, int64_t p, int64_t pc)
 {
-    int64_t lines = ((int64_t)esz * len + 63) / 64, total = lines * (r1 - r0);
-    for (int64_t i = total * part / parts; i < total * (part + 1) / parts; i++) {
-        int64_t r = r0 + i / lines, l = i % lines;
-        __builtin_prefetch((const char *)w + ((size_t)r * (size_t)k + (size_t)e0) * esz +
-                               (size_t)l * 64,
-                           0, 2);
-    }
+    return (const unsigned char *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p) +
+           (size_t)(pc / step_elems(w->dtype)) * step_bytes(w->dtype);
 }
 
-/* One thread's share: weight rows [o0, o1) against all n rows of x, packed
- * whole in ap; bp is the thread's block of packed w. While the tiles of
- * one register panel run, the panel PREFETCH_AHEAD panels on is fetched
- * into L2 a part per tile. */
-enum { PREFETCH_AHEAD = 2 };
+/* ---- the blocked GEMM ------------------------------------------------------- */
 
-static void gemm_thread(const snug_gemm_ops *g, float *y, const uint32_t *ap, int64_t n,
-                        const void *w, snug_dtype wdt, int64_t k, int64_t m, int64_t o0,
-                        int64_t o1, uint32_t *bp)
+const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul_ops *o,
+                                       snug_dtype wdt, int64_t n, bool *convert)
 {
-    const int64_t nr = g->nr, mr = g->mr, aw = a_words(g), panels = (n + mr - 1) / mr;
-    const size_t esz = snug_dtype_size(wdt);
-    for (int64_t jc = o0; jc < o1; jc += g->nc) {
-        int64_t nc = SNUG_MIN((int64_t)g->nc, o1 - jc);
+    *convert = false;
+    if (wdt == SNUG_DTYPE_F32) return &o->f32;
+    if (wdt == SNUG_DTYPE_F16) return &o->f16;
+    if (kt->bf16_insn == SNUG_INSN_DPBF16_ZMM && o->bf16_dp.micro) return &o->bf16_dp;
+    if (o->bf16_to_f32 && n >= o->convert_min_n) {
+        *convert = true;
+        return &o->f32;
+    }
+    return &o->bf16_fma;
+}
+
+/* One thread's share: the full panels [p0, p1) of w against all n rows of
+ * x, packed whole in ap; tb is the thread's private scratch. */
+static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(float *, const uint32_t *, int64_t),
+                        float *y, const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0,
+                        int64_t p1, unsigned char *tb)
+{
+    const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
+    const int64_t mc_max = SNUG_GEMM_MC / mr * mr; /* whole tiles of x per block */
+    float *conv = (float *)(void *)tb;               /* 3 converted slices */
+    for (int64_t ic = 0; ic < n; ic += mc_max) {
+        int64_t mc = SNUG_MIN(mc_max, n - ic);
         for (int64_t pc = 0; pc < k; pc += g->kc) {
-            int64_t kc = SNUG_MIN((int64_t)g->kc, k - pc);
-            int64_t ksteps = steps_of(g, kc), q0 = steps_of(g, pc);
-            wpos here = {jc, nc, pc, kc};
-            const uint32_t *ablock = ap + q0 * panels * mr * aw; /* this block of k, packed */
-            for (int64_t ic = 0; ic < n; ic += g->mc) {
-                int64_t mc = SNUG_MIN((int64_t)g->mc, n - ic);
-                int64_t tiles = (mc + mr - 1) / mr;
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    uint32_t *panel = bp + (jr / nr) * ksteps * nr;
-                    int32_t nr_v = (int32_t)SNUG_MIN(nr, nc - jr);
-                    int64_t r0 = 0, r1 = 0, e0 = 0, len = 0;
-                    bool pf = ic == 0 &&
-                              panel_ahead(g, here, jr, PREFETCH_AHEAD, k, o1, &r0, &r1, &e0, &len);
-                    if (ic == 0) g->pack_b(panel, w, wdt, k, jc + jr, nr_v, pc, kc, g->nr, g->pairs);
-                    for (int64_t ir = 0; ir < mc; ir += mr) {
-                        if (pf) prefetch_part(w, esz, k, r0, r1, e0, len, ir / mr, tiles);
-                        g->micro(ksteps, ablock + ((ic + ir) / mr) * ksteps * mr * aw, panel,
-                                 y + (ic + ir) * m + jc + jr, m, (int32_t)SNUG_MIN(mr, mc - ir),
-                                 nr_v, pc > 0);
+            int64_t len = SNUG_MIN((int64_t)g->kc, k - pc);
+            const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
+            int64_t ks_a = a_steps(g, len);
+            for (int64_t jp = p0; jp < p1; jp += 3) {
+                int32_t np = (int32_t)SNUG_MIN(3, p1 - jp);
+                const void *b[3] = {NULL, NULL, NULL};
+                for (int32_t j = 0; j < np; j++) {
+                    b[j] = panel_slice(w, jp + j, pc);
+                    if (convert) {
+                        float *d = conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX;
+                        to_f32(d, b[j], (len + 1) / 2);
+                        b[j] = d;
                     }
                 }
+                for (int64_t ir = 0; ir < mc; ir += mr)
+                    g->micro(len, ablock + ((ic + ir) / mr) * ks_a * mr, b, np,
+                             y + (ic + ir) * m + jp * SNUG_PANEL, m, (int32_t)SNUG_MIN(mr, mc - ir),
+                             pc > 0);
             }
         }
     }
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
+/* The narrow last panel's rows past m must not be written: the micro-kernels
+ * write whole panels, so a matrix whose m is not a multiple of 16 runs its
+ * last panel's tiles into a local tile first. */
+static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
+                             void (*to_f32)(float *, const uint32_t *, int64_t), float *y,
+                             const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p,
+                             unsigned char *tb)
 {
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
+    const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
+    const int64_t width = m - p * SNUG_PANEL;
+    float *conv = (float *)(void *)tb;
+    unsigned char *padded = tb + (size_t)3 * SNUG_PANEL * SNUG_GEMM_KC_MAX * sizeof(float);
+    float tile[SNUG_GEMM_MR_MAX * SNUG_PANEL];
+    for (int64_t ir = 0; ir < n; ir += mr) {
+        int32_t mr_v = (int32_t)SNUG_MIN(mr, n - ir);
+        for (int64_t pc = 0; pc < k; pc += g->kc) {
+            int64_t len = SNUG_MIN((int64_t)g->kc, k - pc);
+            const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
+            pad_panel(padded, w, p, pc, len);
+            const void *b[3] = {padded, NULL, NULL};
+            if (convert) {
+                to_f32(conv, b[0], (len + 1) / 2);
+                b[0] = conv;
+            }
+            g->micro(len, ablock + (ir / mr) * a_steps(g, len) * mr, b, 1, tile, SNUG_PANEL, mr_v,
+                     pc > 0);
+        }
+        for (int32_t i = 0; i < mr_v; i++)
+            memcpy(y + (ir + i) * m + p * SNUG_PANEL, tile + i * SNUG_PANEL,
+                   (size_t)width * sizeof(float));
     }
-    return a;
 }
 
-snug_insn snug_matmul_blocked_insn(const snug_gemm_ops *g, int64_t n)
+/* One call's work, shared by its threads. */
+typedef struct matmul_job {
+    const snug_matmul_ops *o;
+    const snug_gemm_kind *g; /* NULL: the matrix-vector path */
+    bool convert;
+    float *y;
+    const float *x;
+    int64_t n;
+    const snug_linear *w;
+    unsigned char *scratch;
+    uint32_t *ap;            /* x packed (the GEMM), in the scratch after the threads' parts */
+} matmul_job;
+
+/* Thread tid of nth's share of job j: whole panels, balanced (the narrow
+ * last one, if any, to the last thread); the GEMM packs its share of x and
+ * waits for the others' at barrier(). */
+static void matmul_part(const matmul_job *j, int64_t tid, int64_t nth, void (*barrier)(void))
 {
-    return n <= SNUG_GEMV_MAX_N ? g->gemv_insn : g->insn;
+    int64_t m = j->w->m, panels = (m + SNUG_PANEL - 1) / SNUG_PANEL, full = m / SNUG_PANEL;
+    int64_t p0 = full * tid / nth, p1 = full * (tid + 1) / nth;
+    if (!j->g) {
+        if (tid == nth - 1) p1 = panels;
+        if (p0 < p1) j->o->gemv(j->y, j->x, j->n, j->w, p0, p1);
+        return;
+    }
+    int64_t panels_a = (j->n + j->g->mr - 1) / j->g->mr;
+    pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, panels_a * tid / nth, panels_a * (tid + 1) / nth);
+    if (barrier) barrier();
+    unsigned char *tb = j->scratch + (size_t)tid * thread_bytes();
+    if (p0 < p1) gemm_thread(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ap, j->n, j->w, p0, p1, tb);
+    if (tid == nth - 1 && full < panels)
+        gemm_thread_edge(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ap, j->n, j->w, full, tb);
 }
 
-void snug_matmul_blocked(const snug_gemm_ops *g, float *y, const float *x, int64_t n,
-                         const void *w, snug_dtype wdt, int64_t k, int64_t m, void *scratch,
-                         int32_t n_threads)
+static void omp_barrier(void)
 {
+#pragma omp barrier
+}
+
+void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, const float *x,
+                         int64_t n, const snug_linear *w, void *scratch, int32_t n_threads)
+{
+    int64_t k = w->k, m = w->m;
     if (n <= 0 || m <= 0) return;
     if (k <= 0) {
         memset(y, 0, (size_t)n * (size_t)m * sizeof(float));
         return;
     }
-    SNUG_ASSERT(g->kc <= SNUG_GEMM_KC_MAX && g->nc <= SNUG_GEMM_NC_MAX &&
-                g->mc <= SNUG_GEMM_MC_MAX && g->mr <= SNUG_GEMM_MR_MAX && g->nc % g->nr == 0 &&
-                g->kc % 2 == 0 && g->mc % g->mr == 0);
-    bool gemv = n <= SNUG_GEMV_MAX_N;
-    /* rows go to threads in units of a register tile (or 8 rows) that are
-     * also a whole number of 16-float lines of y */
-    int64_t tile = gemv ? 8 : g->nr;
-    int64_t unit = tile / gcd64(tile, 16) * 16;
-    int64_t units = (m + unit - 1) / unit;
-    int64_t nt = SNUG_MAX(1, SNUG_MIN((int64_t)n_threads, units));
+    matmul_job j = {.o = o, .y = y, .x = x, .n = n, .w = w, .scratch = scratch};
+    if (n > SNUG_GEMV_MAX_N) {
+        j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
+        SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
+                    j.g->mr <= SNUG_GEMM_MR_MAX);
+    }
+    int64_t nt = SNUG_MAX(1, SNUG_MIN((int64_t)n_threads, (m + SNUG_PANEL - 1) / SNUG_PANEL));
     /* tiny products are not worth waking threads for */
     if ((double)n * (double)k * (double)m < 65536.0) nt = 1;
-    unsigned char *s = scratch;
-    uint32_t *ap = (uint32_t *)(void *)(s + (size_t)nt * b_bytes());
-    int64_t panels = (n + g->mr - 1) / g->mr;
+    j.ap = (uint32_t *)(void *)(j.scratch + (size_t)nt * thread_bytes());
     if (nt == 1) {
-        if (gemv) {
-            g->gemv(y, x, n, w, wdt, k, m, 0, m);
-        } else {
-            pack_a(g, ap, x, n, k, panels, 0, panels);
-            gemm_thread(g, y, ap, n, w, wdt, k, m, 0, m, (uint32_t *)scratch);
-        }
+        matmul_part(&j, 0, 1, NULL);
         return;
     }
 #pragma omp parallel num_threads((int)nt)
-    {
-        int64_t tid = omp_get_thread_num(), nth = omp_get_num_threads();
-        int64_t o0 = SNUG_MIN(m, units * tid / nth * unit);
-        int64_t o1 = SNUG_MIN(m, units * (tid + 1) / nth * unit);
-        if (gemv) {
-            if (o0 < o1) g->gemv(y, x, n, w, wdt, k, m, o0, o1);
-        } else {
-            pack_a(g, ap, x, n, k, panels, panels * tid / nth, panels * (tid + 1) / nth);
-#pragma omp barrier
-            if (o0 < o1)
-                gemm_thread(g, y, ap, n, w, wdt, k, m, o0, o1,
-                            (uint32_t *)(void *)(s + (size_t)tid * b_bytes()));
-        }
+    matmul_part(&j, omp_get_thread_num(), omp_get_num_threads(), omp_barrier);
+}
+
+/* ---- the public side ------------------------------------------------------- */
+
+void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,
+                 void *scratch, int32_t n_threads)
+{
+    if (n_threads < 1) n_threads = 1;
+    if (!k->mm) {
+        matmul_scalar(y, x, n, w, n_threads);
+        return;
     }
+    snug_matmul_blocked(k, k->mm, y, x, n, w, scratch, n_threads);
+}
+
+snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
+{
+    if (!k->mm) return SNUG_INSN_SCALAR;
+    if (n <= SNUG_GEMV_MAX_N) return k->mm->gemv_insn;
+    bool convert;
+    return snug_matmul_kind(k, k->mm, wdt, n, &convert)->insn;
 }

@@ -17,22 +17,6 @@ static inline float elem_f32(const void *p, snug_dtype dt, int64_t i)
     return snug_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
-static void matmul_scalar(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
-                          int64_t k, int64_t m, void *scratch, int32_t n_threads)
-{
-    (void)scratch;
-    if (n_threads < 1) n_threads = 1;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-    for (int64_t o = 0; o < m; o++) {
-        for (int64_t t = 0; t < n; t++) {
-            const float *xt = x + t * k;
-            float acc = 0.0f;
-            for (int64_t i = 0; i < k; i++) acc += xt[i] * elem_f32(w, wdt, o * k + i);
-            y[t * m + o] = acc;
-        }
-    }
-}
-
 static void rmsnorm_scalar(float *y, const float *x, const void *w, snug_dtype wdt, int64_t dim,
                            float eps)
 {
@@ -126,17 +110,11 @@ static void attention_scalar(const snug_attn_args *a)
     }
 }
 
-static snug_insn matmul_insn_scalar(snug_dtype wdt, int64_t n)
-{
-    (void)wdt, (void)n;
-    return SNUG_INSN_SCALAR;
-}
-
 void snug_kernels_fill_scalar(snug_kernels *k)
 {
     k->isa = SNUG_ISA_SCALAR;
-    k->matmul = matmul_scalar;
-    k->matmul_insn = matmul_insn_scalar;
+    k->mm = NULL; /* snug_matmul's own scalar loops */
+    k->bf16_insn = SNUG_INSN_SCALAR;
     k->rmsnorm = rmsnorm_scalar;
     k->silu_mul = silu_mul_scalar;
     k->add = add_scalar;

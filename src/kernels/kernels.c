@@ -5,7 +5,10 @@
  */
 #include "k_impl.h"
 
+#include "base/device.h"
+
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -107,5 +110,85 @@ snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err)
     default: snug_kernels_fill_avx512bf16(k); break;
     }
     k->isa = isa;
+    return SNUG_OK;
+}
+
+/* ---- choosing the bf16 kernel by measurement ------------------------------- */
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+enum {
+    CAL_K = 128,          /* one k block: x and w stay in L1 and L2 */
+    CAL_PANELS = 3,       /* one register tile's panels */
+    CAL_TILES = 4,        /* tiles of x per pass (32 rows) */
+    CAL_PASSES = 3        /* best of */
+};
+
+/* The calibration's data: CAL_TILES tiles of mr rows of x (values of
+ * either packing serve: the time does not depend on them), three panels of
+ * CAL_K f32 steps of w (or half as many words of bf16 pairs), one tile of
+ * y. */
+typedef struct cal_data {
+    _Alignas(64) uint32_t a[(size_t)CAL_TILES * SNUG_GEMM_MR_MAX * (CAL_K + 2)];
+    _Alignas(64) uint32_t w[CAL_PANELS * SNUG_PANEL * CAL_K];
+    _Alignas(64) float c[SNUG_GEMM_MR_MAX * CAL_PANELS * SNUG_PANEL];
+} cal_data;
+
+/* One thread's GFLOP/s of kind g's micro-kernel on L1-resident data d:
+ * the best of CAL_PASSES passes of about 2 ms each. */
+static double calibrate_kind(const snug_gemm_kind *g, cal_data *d)
+{
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(d->a); i++) d->a[i] = 0x3F803F80u; /* 1.0 as bf16 pairs, ~1.0 as f32 */
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(d->w); i++) d->w[i] = 0x3F003F00u;
+    const void *b[3] = {d->w, d->w + SNUG_PANEL * CAL_K, d->w + 2 * SNUG_PANEL * CAL_K};
+    size_t a_tile = (size_t)g->mr * (size_t)(g->a_bf16 ? CAL_K / 2 : CAL_K);
+    double best = 0;
+    for (int pass = 0; pass < CAL_PASSES; pass++) {
+        int64_t calls = 0;
+        double t0 = now_seconds(), t = t0;
+        while (t - t0 < 2e-3) {
+            for (int r = 0; r < 16; r++)
+                for (int i = 0; i < CAL_TILES; i++)
+                    g->micro(CAL_K, d->a + i * a_tile, b, CAL_PANELS, d->c, CAL_PANELS * SNUG_PANEL, g->mr,
+                             r > 0);
+            calls += 16 * CAL_TILES;
+            t = now_seconds();
+        }
+        double flops = 2.0 * (double)calls * g->mr * CAL_PANELS * SNUG_PANEL * CAL_K;
+        best = SNUG_MAX(best, flops / (t - t0) * 1e-9);
+    }
+    return best;
+}
+
+void snug_kernels_calibrate(snug_kernels *k)
+{
+    memset(k->calib_gflops, 0, sizeof k->calib_gflops);
+    if (!k->mm || !k->mm->bf16_dp.micro) return; /* one candidate: nothing to choose */
+    const snug_gemm_kind *fma = &k->mm->f32, *dp = &k->mm->bf16_dp;
+    cal_data *d = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *d, NULL);
+    if (!d) return; /* no memory to measure with: the FMA stays */
+    double g_fma = calibrate_kind(fma, d), g_dp = calibrate_kind(dp, d);
+    snug_mem_free(d);
+    /* the FMA path has done the same bf16 work as f32 after its conversion:
+     * it is measured on the f32 panels that the larger batches use */
+    k->calib_gflops[fma->insn] = g_fma;
+    k->calib_gflops[dp->insn] = g_dp;
+    k->bf16_insn = g_dp >= 1.15 * g_fma ? dp->insn : fma->insn;
+}
+
+snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *err)
+{
+    bool fma = k->mm && (insn == k->mm->bf16_fma.insn);
+    bool dp = k->mm && k->mm->bf16_dp.micro && insn == k->mm->bf16_dp.insn;
+    if (!k->mm && insn == SNUG_INSN_SCALAR) fma = true;
+    if (!fma && !dp)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "the %s kernels cannot run bf16 weights on %s",
+                           snug_isa_name(k->isa), snug_insn_name(insn));
+    k->bf16_insn = insn;
     return SNUG_OK;
 }

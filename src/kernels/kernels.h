@@ -11,11 +11,12 @@
  * There is no global state: the chosen table lives in a snug_kernels value
  * that its user (the model) keeps.
  *
- * Activations are f32. Weights are f32, f16 or bf16, row-major (out, in) as
- * in a Hugging Face Linear. The KV cache is f32, f16 or bf16.
+ * Activations are f32. Matrices are f32, f16 or bf16 in the panel layout
+ * of linear.h; vectors (norms, biases, embedding rows) row-major. The KV
+ * cache is f32, f16 or bf16.
  *
- * Threads: matmul runs its own OpenMP parallel region (over the output
- * columns, so each thread streams its own rows of the weight); call it from
+ * Threads: snug_matmul runs its own OpenMP parallel region (over the
+ * weight's panels, so each thread streams its own rows of the weight); call it from
  * outside any parallel region. Every other kernel is single-threaded and
  * may be called from inside parallel regions. No kernel allocates: the
  * scratch memory matmul needs comes from the caller (the activation arena),
@@ -24,13 +25,14 @@
  * Tolerances against the scalar version (tests/test_kernels.c states and
  * checks them): elementwise kernels and f32/f16 products to float rounding
  * (a relative 1e-5 of the sum of |terms|); bf16 products on the AVX-512 BF16
- * path round the activations to bf16 first (as llama.cpp and the
- * accelerators do), a relative 1e-2 of the sum of |terms|.
+ * kernel (vdpbf16ps) round the activations to bf16 first (as llama.cpp and
+ * the accelerators do), a relative 1e-2 of the sum of |terms|.
  */
 #ifndef SNUG_KERNELS_H
 #define SNUG_KERNELS_H
 
 #include "base/common.h"
+#include "linear.h"
 
 typedef enum snug_isa {
     SNUG_ISA_SCALAR = 0,      /* portable C: the reference */
@@ -101,22 +103,23 @@ typedef struct snug_attn_args {
     snug_kv_view kv;
 } snug_attn_args;
 
+struct snug_matmul_ops;
+
 typedef struct snug_kernels {
     snug_isa isa;
 
-    /* y (n, m) = x (n, k) times the transpose of w (m, k): y[t][o] = sum_i
-     * x[t][i] w[o][i]. x and y are dense row-major f32; w is row-major of
-     * dtype wdt. Reads each weight once for the whole batch (a matrix-vector
-     * path for n <= 4, a blocked matrix-matrix path above). Runs on
-     * n_threads OpenMP threads. scratch holds snug_matmul_scratch_bytes(
-     * T, N, K) bytes, 64-byte aligned, with n_threads <= T, n <= N, k <= K.
-     * y must not overlap x or w. */
-    void (*matmul)(float *y, const float *x, int64_t n, const void *w, snug_dtype wdt,
-                   int64_t k, int64_t m, void *scratch, int32_t n_threads);
+    /* The instruction set's matmul pieces (NULL: the scalar loops). */
+    const struct snug_matmul_ops *mm;
 
-    /* The instruction the inner loop of matmul runs for weights of dtype
-     * wdt and n rows of x: the path matmul itself chooses for them. Pure. */
-    snug_insn (*matmul_insn)(snug_dtype wdt, int64_t n);
+    /* The instruction bf16 weights run with more than 4 rows of x:
+     * vfmadd231ps (the pairs widened to floats) or vdpbf16ps (x rounded
+     * to bf16). snug_kernels_init sets the FMA; snug_kernels_calibrate
+     * measures both where both exist and keeps the faster. */
+    snug_insn bf16_insn;
+
+    /* What snug_kernels_calibrate measured: one thread's GFLOP/s of the
+     * bf16 GEMM on each candidate instruction (0: not measured). */
+    double calib_gflops[SNUG_INSN_COUNT];
 
     /* y = x / sqrt(mean(x^2) + eps) * w, one row of dim elements; w of dtype
      * wdt. y may equal x. */
@@ -156,11 +159,39 @@ typedef struct snug_kernels {
  * instruction set and the one detected, when this CPU cannot run it. */
 snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err);
 
-/* The scratch bytes matmul needs when run on up to n_threads threads with
- * up to n_max rows of x of up to k_max elements: a block of packed weight
- * per thread (a constant) and all of x packed once, shared by the threads
- * (about 4 (n_max + 8) (k_max + 2) bytes). Pure. (Before, it took only
- * n_threads; the shared packed x is what the two new bounds size.) */
+/* Measures the candidate bf16 GEMM kernels of k's instruction set (about
+ * 10 ms on one thread, L1-resident data) and keeps the faster in
+ * k->bf16_insn, preferring the FMA (which does not round x to bf16)
+ * unless vdpbf16ps is at least 15% faster; records the rates in
+ * k->calib_gflops. Nothing to measure on tables with one candidate. Its
+ * data (about 50 KiB, category other) is freed before it returns; without
+ * the memory for it the FMA stays. */
+void snug_kernels_calibrate(snug_kernels *k);
+
+/* Makes bf16 weights run insn (SNUG_INSN_DPBF16_ZMM, or the table's FMA);
+ * SNUG_UNSUPPORTED when the table cannot. Tests and benchmarks. */
+snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *err);
+
+/* y (n, m) = x (n, k) times the transpose of w (m, k): y[t][o] = sum_i
+ * x[t][i] w[o][i]. x and y are dense row-major f32; w is in the panel
+ * layout (linear.h). Reads each weight once for the whole batch when n
+ * <= 4 (the matrix-vector path) and once per block of up to 512 rows of x
+ * above. Runs on n_threads OpenMP threads; results do not depend on
+ * n_threads. scratch holds snug_matmul_scratch_bytes(T, N, K) bytes,
+ * 64-byte aligned, with n_threads <= T, n <= N, w->k <= K. y must not
+ * overlap x or w. */
+void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,
+                 void *scratch, int32_t n_threads);
+
+/* The instruction the inner loop of snug_matmul runs for weights of dtype
+ * wdt and n rows of x under k. Pure. */
+snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n);
+
+/* The scratch bytes snug_matmul needs when run on up to n_threads threads
+ * with up to n_max rows of x of up to k_max elements: per thread, slices
+ * of three panels converted to f32 and a padded copy of a narrow panel (a
+ * constant), and all of x packed once, shared by the threads (about
+ * 4 (n_max + 12) (k_max + 2) bytes). Pure. */
 size_t snug_matmul_scratch_bytes(int32_t n_threads, int64_t n_max, int64_t k_max);
 
 #endif /* SNUG_KERNELS_H */

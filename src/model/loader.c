@@ -6,6 +6,7 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
+#include "kernels/linear.h"
 
 #include <fcntl.h>
 #include <omp.h>
@@ -41,7 +42,24 @@ typedef struct load_plan {
     int32_t n_slots;           /* staging slots: min(threads, n_converting) */
     size_t slot_bytes;         /* one slot: the most source bytes a converting item
                                 * reads, rounded up to SNUG_MEM_ALIGN; 0 without any */
+    /* Packed parameters (the matmul's panel layout): rows arrive row-major
+     * in their panel's bytes; the item that completes a panel packs it. */
+    int64_t *panel0;           /* [n_params] first panel counter of a packed parameter */
+    _Atomic int32_t *arrived;  /* [n_panels] rows of each panel written so far */
+    int32_t *due;              /* [n_panels] rows each panel receives (padding excluded) */
+    int64_t n_panels;
+    size_t pack_bytes;         /* one packing slot: a panel of the widest matrix; 0 without */
+    int32_t n_pack_slots;      /* packing slots: as many as PACK_SHARE of the weights holds
+                                * (at least 1, at most the threads) */
+    _Atomic int32_t *pack_busy;/* [n_pack_slots] a thread is packing through it */
+    int64_t *deferred;         /* [n_panels] counters of panels completed while every
+                                * slot was busy: packed after the reads */
+    _Atomic int64_t n_deferred;
 } load_plan;
+
+/* The packing scratch may take this share of the weights' bytes (the
+ * loader's peak stays within weights x 1.01 with the staging). */
+#define PACK_SHARE 0.004
 
 static source_ref *ref_of(const load_plan *pl, int32_t param, int32_t source)
 {
@@ -203,8 +221,17 @@ static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_
                                            src->tensor, (size_t)src->n_cols * src_es);
                 }
                 int64_t step = (int64_t)SNUG_MAX((size_t)1, limit / row);
-                for (int64_t r0 = 0; r0 < src->n_rows; r0 += step, n++) {
-                    int64_t rows = SNUG_MIN(step, src->n_rows - r0);
+                /* packed rows are contiguous only inside a panel when bf16
+                 * pairs pad an odd k: items then end at panel boundaries */
+                bool by_panel = p->packed && snug_linear_raw_offset(dtype, p->rows, p->cols, SNUG_PANEL) !=
+                                                 (size_t)SNUG_PANEL * (size_t)p->cols * es;
+                for (int64_t r0 = 0, r1; r0 < src->n_rows; r0 = r1, n++) {
+                    r1 = SNUG_MIN(src->n_rows, r0 + step);
+                    if (by_panel) {
+                        int64_t next = ((src->dst_row + r0) / SNUG_PANEL + 1) * SNUG_PANEL - src->dst_row;
+                        r1 = SNUG_MIN(r1, next);
+                    }
+                    int64_t rows = r1 - r0;
                     if (converts) /* what load_item_run reads into staging */
                         staged_max = SNUG_MAX(staged_max, (size_t)rows * (size_t)src->n_cols * src_es);
                     if (pass == 1)
@@ -225,6 +252,48 @@ static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_
     return SNUG_OK;
 }
 
+/* Sizes the panel counters of the packed parameters: each panel's due
+ * rows (those its sources fill: vocabulary padding rows stay zero, which
+ * is their packed form too), and the packing slots: one panel of the
+ * widest matrix each, as many as PACK_SHARE of the weights holds. */
+static snug_status plan_panels(const snug_param_table *t, snug_dtype dtype, int32_t n_threads,
+                               load_plan *pl, snug_error *err)
+{
+    int64_t n = 0, k_max = 0;
+    pl->panel0 = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)t->n_params * sizeof *pl->panel0, err);
+    if (!pl->panel0) return snug_error_prefix(err, SNUG_NOMEM, "load plan: ");
+    for (int32_t i = 0; i < t->n_params; i++) {
+        pl->panel0[i] = n;
+        if (!t->params[i].packed) continue;
+        n += (t->params[i].rows + SNUG_PANEL - 1) / SNUG_PANEL;
+        k_max = SNUG_MAX(k_max, t->params[i].cols);
+    }
+    pl->n_panels = n;
+    if (n == 0) return SNUG_OK;
+    pl->pack_bytes = snug_round_up(snug_linear_pack_scratch_bytes(dtype, k_max), SNUG_MEM_ALIGN);
+    double share = PACK_SHARE * (double)snug_params_bytes(t, dtype) / (double)pl->pack_bytes;
+    pl->n_pack_slots = (int32_t)SNUG_MAX(1.0, SNUG_MIN((double)n_threads, share));
+    pl->arrived = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *pl->arrived, err);
+    pl->due = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *pl->due, err);
+    pl->deferred = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *pl->deferred, err);
+    pl->pack_busy = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)pl->n_pack_slots * sizeof *pl->pack_busy, err);
+    if (!pl->arrived || !pl->due || !pl->deferred || !pl->pack_busy)
+        return snug_error_prefix(err, SNUG_NOMEM, "load plan: ");
+    for (int32_t i = 0; i < pl->n_pack_slots; i++) atomic_init(&pl->pack_busy[i], 0);
+    atomic_init(&pl->n_deferred, 0);
+    for (int64_t c = 0; c < n; c++) {
+        atomic_init(&pl->arrived[c], 0);
+        pl->due[c] = 0;
+    }
+    for (int32_t i = 0; i < t->n_params; i++) {
+        const snug_param *p = &t->params[i];
+        for (int32_t s = 0; p->packed && s < p->n_sources; s++)
+            for (int64_t r = p->sources[s].dst_row; r < p->sources[s].dst_row + p->sources[s].n_rows; r++)
+                pl->due[pl->panel0[i] + r / SNUG_PANEL]++;
+    }
+    return SNUG_OK;
+}
+
 /* The staging slot item it uses on thread `thread` (of n_threads): with no
  * more converting items than threads each has a slot of its own, else each
  * thread has one; either way the slot is below pl->n_slots and no two items
@@ -235,10 +304,49 @@ static int64_t slot_of(const load_plan *pl, const load_item *it, int32_t thread,
     return pl->n_converting <= n_threads ? it->convert : thread;
 }
 
-/* Reads one work item into place (through staging when it converts).
- * Returns the bytes read in *read. */
-static snug_status load_item_run(const snug_weights *w, const load_plan *pl, const load_item *it,
-                                 unsigned char *staging, uint64_t *read, snug_error *err)
+/* Counts rows [r0, r1) of packed parameter i as arrived, and packs each
+ * panel they complete in place through a free packing slot of pack_area,
+ * or leaves it for snug_weights_load to pack when every slot is busy. */
+static void pack_arrived(const snug_weights *w, load_plan *pl, int32_t i, int64_t r0, int64_t r1,
+                         unsigned char *pack_area)
+{
+    const snug_param *p = &w->table.params[i];
+    for (int64_t q = r0 / SNUG_PANEL; q * SNUG_PANEL < r1; q++) {
+        int32_t rows = (int32_t)(SNUG_MIN(r1, (q + 1) * SNUG_PANEL) - SNUG_MAX(r0, q * SNUG_PANEL));
+        int64_t c = pl->panel0[i] + q;
+        if (atomic_fetch_add(&pl->arrived[c], rows) + rows != pl->due[c]) continue;
+        int32_t slot = 0;
+        while (slot < pl->n_pack_slots && atomic_exchange(&pl->pack_busy[slot], 1)) slot++;
+        if (slot == pl->n_pack_slots) {
+            pl->deferred[atomic_fetch_add(&pl->n_deferred, 1)] = c;
+            continue;
+        }
+        snug_linear_pack_panel(w->arena + w->offsets[i], w->dtype, p->rows, p->cols, q,
+                               pack_area + (size_t)slot * pl->pack_bytes);
+        atomic_store(&pl->pack_busy[slot], 0);
+    }
+}
+
+/* Packs the panels left for later (every slot was busy) through slot 0. */
+static void pack_deferred(const snug_weights *w, load_plan *pl, unsigned char *pack_area)
+{
+    for (int64_t d = 0; d < atomic_load(&pl->n_deferred); d++) {
+        int64_t c = pl->deferred[d];
+        int32_t i = 0;
+        while (i + 1 < w->table.n_params && pl->panel0[i + 1] <= c) i++;
+        while (!w->table.params[i].packed) i--; /* parameters without panels share the index */
+        const snug_param *p = &w->table.params[i];
+        snug_linear_pack_panel(w->arena + w->offsets[i], w->dtype, p->rows, p->cols, c - pl->panel0[i],
+                               pack_area);
+    }
+}
+
+/* Reads one work item into place (through staging when it converts), then
+ * packs the panels of a packed parameter that it completes. Returns the
+ * bytes read in *read. */
+static snug_status load_item_run(const snug_weights *w, load_plan *pl, const load_item *it,
+                                 unsigned char *staging, unsigned char *pack_area, uint64_t *read,
+                                 snug_error *err)
 {
     const snug_param *p = &w->table.params[it->param];
     const snug_param_source *src = &p->sources[it->source];
@@ -247,8 +355,10 @@ static snug_status load_item_run(const snug_weights *w, const load_plan *pl, con
     size_t seg = (size_t)src->n_cols * src_es;      /* one row's slice in the file */
     uint64_t stride = (uint64_t)src->cols * src_es;  /* one whole row in the file */
     uint64_t off = (uint64_t)(src->row_begin + it->row0) * stride + (uint64_t)src->col_begin * src_es;
+    int64_t row = src->dst_row + it->row0; /* the item's first row in the parameter */
     unsigned char *dst = w->arena + w->offsets[it->param] +
-                         (size_t)(src->dst_row + it->row0) * (size_t)p->cols * es;
+                         (p->packed ? snug_linear_raw_offset(w->dtype, p->rows, p->cols, row)
+                                    : (size_t)row * (size_t)p->cols * es);
     bool same = r->tensor->dtype == w->dtype;
     unsigned char *into = same ? dst : staging;
     size_t n = (size_t)it->n_rows * seg;
@@ -263,6 +373,7 @@ static snug_status load_item_run(const snug_weights *w, const load_plan *pl, con
     if (!same)
         snug_convert(dst, w->dtype, staging, r->tensor->dtype, (size_t)it->n_rows * (size_t)src->n_cols);
     atomic_fetch_add(&pl->written[it->param], (uint64_t)it->n_rows * (uint64_t)p->cols * es);
+    if (p->packed) pack_arrived(w, pl, it->param, row, row + it->n_rows, pack_area);
     *read = n;
     return SNUG_OK;
 }
@@ -285,10 +396,12 @@ static void hint_reads(const snug_weights *w, const load_plan *pl)
 }
 
 /* Runs every item on n_threads threads, each converting one through its
- * slot of staging (pl->n_slots x pl->slot_bytes); the first failure stops
- * the rest. */
-static snug_status run_items(const snug_weights *w, const load_plan *pl, const snug_load_opts *o,
-                             unsigned char *staging, uint64_t *bytes_read, snug_error *err)
+ * slot of staging (pl->n_slots x pl->slot_bytes) and packing panels through
+ * a free slot of pack_area (pl->n_pack_slots x pl->pack_bytes); the first
+ * failure stops the rest. */
+static snug_status run_items(const snug_weights *w, load_plan *pl, const snug_load_opts *o,
+                             unsigned char *staging, unsigned char *pack_area, uint64_t *bytes_read,
+                             snug_error *err)
 {
     atomic_int failed = 0;
     _Atomic uint64_t total = 0, placed = 0;
@@ -303,9 +416,10 @@ static snug_status run_items(const snug_weights *w, const load_plan *pl, const s
         snug_error e;
         uint64_t got = 0;
         const load_item *it = &pl->items[k];
-        int64_t slot = slot_of(pl, it, omp_get_thread_num(), n_threads);
+        int32_t thread = omp_get_thread_num();
+        int64_t slot = slot_of(pl, it, thread, n_threads);
         unsigned char *stage = slot < 0 ? NULL : staging + (size_t)slot * pl->slot_bytes;
-        if (load_item_run(w, pl, it, stage, &got, &e) != SNUG_OK) {
+        if (load_item_run(w, pl, it, stage, pack_area, &got, &e) != SNUG_OK) {
             if (atomic_exchange(&failed, 1) == 0) first = e;
             continue;
         }
@@ -338,6 +452,11 @@ static void plan_free(load_plan *pl)
     snug_mem_free(pl->expected);
     snug_mem_free((void *)pl->written);
     snug_mem_free(pl->items);
+    snug_mem_free(pl->panel0);
+    snug_mem_free((void *)pl->arrived);
+    snug_mem_free(pl->due);
+    snug_mem_free(pl->deferred);
+    snug_mem_free((void *)pl->pack_busy);
 }
 
 void snug_weights_free(snug_weights *w)
@@ -387,7 +506,8 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         return snug_errorf(err, SNUG_INVALID, "weights load as bf16, f16 or f32");
 
     load_plan pl = {0};
-    unsigned char *staging = NULL; /* pl.n_slots x pl.slot_bytes */
+    unsigned char *staging = NULL;   /* pl.n_slots x pl.slot_bytes */
+    unsigned char *pack_area = NULL; /* o.n_threads x pl.pack_bytes */
     snug_weights *w = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *w, err);
     if (!w) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", ck->dir);
     w->dtype = o.dtype;
@@ -407,6 +527,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     if (st == SNUG_OK) st = check_coverage(&w->table, snug_dtype_size(o.dtype), &pl, err);
     if (st == SNUG_OK)
         st = plan_items(&w->table, o.dtype, o.item_bytes, staging_each, o.n_threads, &pl, err);
+    if (st == SNUG_OK) st = plan_panels(&w->table, o.dtype, o.n_threads, &pl, err);
     if (st != SNUG_OK) goto done;
 
     /* every parameter at its final shape, resident, before any read */
@@ -423,10 +544,18 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
             goto done;
         }
     }
+    if (pl.pack_bytes > 0) {
+        pack_area = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)pl.n_pack_slots * pl.pack_bytes, err);
+        if (!pack_area) {
+            st = snug_error_prefix(err, SNUG_NOMEM, "%s: packing scratch: ", ck->dir);
+            goto done;
+        }
+    }
     uint64_t bytes_read = 0;
     hint_reads(w, &pl);
-    st = run_items(w, &pl, &o, staging, &bytes_read, err);
+    st = run_items(w, &pl, &o, staging, pack_area, &bytes_read, err);
     if (st != SNUG_OK) goto done;
+    pack_deferred(w, &pl, pack_area);
     if (stats) {
         size_t peak = 0, rss1 = 0;
         snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
@@ -437,6 +566,8 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         stats->load_peak_bytes = peak - total0;
         stats->staging_bytes = (size_t)pl.n_slots * pl.slot_bytes;
         stats->staging_held = staging ? snug_mem_block_bytes(staging) : 0;
+        stats->pack_bytes = (size_t)pl.n_pack_slots * pl.pack_bytes;
+        stats->pack_held = pack_area ? snug_mem_block_bytes(pack_area) : 0;
         stats->hwm_growth_bytes = -1;
         if (have_rss && snug_proc_rss_exact(&rss1, NULL) == SNUG_OK)
             stats->hwm_growth_bytes = (int64_t)rss1 - (int64_t)rss0;
@@ -446,6 +577,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     *out = w;
     w = NULL;
 done:
+    snug_mem_free(pack_area);
     snug_mem_free(staging);
     plan_free(&pl);
     snug_weights_free(w);

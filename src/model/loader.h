@@ -7,8 +7,13 @@
  * is read. Each checkpoint tensor is then read only in the slice this rank
  * holds, straight from the file into its final place: a column-parallel
  * slice is a block of whole rows (one read), a row-parallel slice a read per
- * row. Only a dtype conversion goes through staging memory (category
- * staging, freed at the end), sized to what the conversions need: one slot
+ * row. The matrices are then packed into the matmul's panel layout
+ * (kernels/linear.h) in their own bytes: their rows land row-major inside
+ * their panel's bytes, and the read that completes a panel packs it in
+ * place through a slot of one panel (category staging; slots within 0.4% of
+ * the weights, snug_load_stats.pack_bytes; a panel completed while all are
+ * busy is packed after the reads). Only a dtype conversion goes through staging
+ * memory (category staging, freed at the end), sized to what the conversions need: one slot
  * per thread that can convert at once (min(threads, converting reads)), each
  * the largest converting read rounded up to 64 bytes; a read is at most one
  * thread's share of opts->staging_bytes, so the staging is never more than
@@ -54,6 +59,10 @@ typedef struct snug_load_stats {
     size_t staging_bytes;      /* staging the load allocated: slots x bytes each, as planned
                                 * (see snug_weights_load); 0 when nothing converts */
     size_t staging_held;       /* what the allocator charged for it (category staging) */
+    size_t pack_bytes;         /* the packing scratch: slots of one panel of the widest
+                                * matrix, as many as 0.4% of the weights holds (at least
+                                * one, at most the threads); 0 without matrices */
+    size_t pack_held;          /* what the allocator charged for it (category staging) */
     int64_t hwm_growth_bytes;  /* the resident set at the end of the reads, read to the
                                 * page (nothing is freed before: the load's peak), minus
                                 * that at the start; -1 where it cannot be read */

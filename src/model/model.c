@@ -18,13 +18,13 @@ enum { ATTN_ROWS_PER_ITEM = 32 }; /* query rows one attention work item takes */
 
 typedef struct layer_weights {
     const void *attn_norm;  /* (hidden) */
-    const void *qkv;        /* (qkv_dim, hidden) */
+    snug_linear qkv;        /* (qkv_dim, hidden) */
     const void *qkv_bias;   /* (qkv_dim) or NULL */
-    const void *o_proj;     /* (hidden, q_dim) */
+    snug_linear o_proj;     /* (hidden, q_dim) */
     const void *o_bias;     /* (hidden) or NULL */
     const void *mlp_norm;   /* (hidden) */
-    const void *gate_up;    /* (2 * intermediate, hidden): gate rows, then up rows */
-    const void *down;       /* (hidden, intermediate) */
+    snug_linear gate_up;    /* (2 * intermediate, hidden): gate rows, then up rows */
+    snug_linear down;       /* (hidden, intermediate) */
 } layer_weights;
 
 /* The arena's buffers, f32 unless said; T = n_tokens_max, L = n_logits_max. */
@@ -47,9 +47,9 @@ struct snug_model {
     snug_step_shape shape;
     snug_kernels kern;
     snug_dtype wdt;
-    const void *embed;        /* (vocab_rows, hidden) */
+    const void *embed;        /* (vocab_rows, hidden) row-major; NULL when tied */
     const void *final_norm;   /* (hidden) */
-    const void *lm_head;      /* (vocab_rows, hidden); embed when tied */
+    snug_linear lm_head;      /* (vocab_rows, hidden); also the embedding when tied */
     layer_weights *layers;    /* [n_layers], category other */
     float *inv_freq;          /* [head_dim / 2] rotary frequencies, category other */
     snug_allreduce_fn allreduce;
@@ -183,28 +183,39 @@ static const void *param(const snug_weights *w, const char *fmt, int32_t layer)
     return i < 0 ? NULL : snug_weights_data(w, i);
 }
 
-/* Points m's weight pointers at w's parameters; fails naming a missing one. */
+/* The packed matrix called name (with %d for layer) into *out; false when
+ * the weights do not have it as one. */
+static bool matrix(const snug_weights *w, const char *fmt, int32_t layer, snug_linear *out)
+{
+    char name[SNUG_PARAM_NAME_BYTES];
+    snprintf(name, sizeof name, fmt, layer);
+    int32_t i = snug_weights_find(w, name);
+    if (i < 0 || !w->table.params[i].packed) return false;
+    const snug_param *p = &w->table.params[i];
+    *out = (snug_linear){w->dtype, p->rows, p->cols, snug_weights_data(w, i)};
+    return true;
+}
+
+/* Points m's weights at w's parameters; fails naming a missing one. */
 static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error *err)
 {
     const char *missing = NULL;
-    m->embed = param(w, "embed_tokens", 0);
+    bool tied = m->cfg.tie_word_embeddings;
+    m->embed = tied ? NULL : param(w, "embed_tokens", 0);
     m->final_norm = param(w, "norm", 0);
-    m->lm_head = m->cfg.tie_word_embeddings ? m->embed : param(w, "lm_head", 0);
-    if (!m->embed) missing = "embed_tokens";
+    if (!tied && !m->embed) missing = "embed_tokens";
     else if (!m->final_norm) missing = "norm";
-    else if (!m->lm_head) missing = "lm_head";
+    else if (!matrix(w, tied ? "embed_tokens" : "lm_head", 0, &m->lm_head)) missing = tied ? "embed_tokens" : "lm_head";
     for (int32_t l = 0; l < m->dims.n_layers && !missing; l++) {
         layer_weights *L = &m->layers[l];
         L->attn_norm = param(w, "layers.%d.input_layernorm", l);
-        L->qkv = param(w, "layers.%d.qkv", l);
         L->qkv_bias = m->cfg.qkv_bias ? param(w, "layers.%d.qkv_bias", l) : NULL;
-        L->o_proj = param(w, "layers.%d.o_proj", l);
         L->o_bias = m->cfg.o_bias ? param(w, "layers.%d.o_proj_bias", l) : NULL;
         L->mlp_norm = param(w, "layers.%d.post_attention_layernorm", l);
-        L->gate_up = param(w, "layers.%d.gate_up", l);
-        L->down = param(w, "layers.%d.down_proj", l);
-        if (!L->attn_norm || !L->qkv || !L->o_proj || !L->mlp_norm || !L->gate_up || !L->down ||
-            (m->cfg.qkv_bias && !L->qkv_bias) || (m->cfg.o_bias && !L->o_bias))
+        bool mats = matrix(w, "layers.%d.qkv", l, &L->qkv) && matrix(w, "layers.%d.o_proj", l, &L->o_proj) &&
+                    matrix(w, "layers.%d.gate_up", l, &L->gate_up) && matrix(w, "layers.%d.down_proj", l, &L->down);
+        if (!L->attn_norm || !mats || !L->mlp_norm || (m->cfg.qkv_bias && !L->qkv_bias) ||
+            (m->cfg.o_bias && !L->o_bias))
             missing = "a layer parameter";
     }
     if (missing)
@@ -247,6 +258,10 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
     snug_isa isa;
     st = snug_model_isa_resolve(opts->isa, &isa, err);
     if (st == SNUG_OK) st = snug_kernels_init(&m->kern, isa, err);
+    if (st == SNUG_OK && opts->bf16_insn != SNUG_INSN_SCALAR)
+        st = snug_kernels_set_bf16(&m->kern, opts->bf16_insn, err);
+    else if (st == SNUG_OK && w->dtype == SNUG_DTYPE_BF16)
+        snug_kernels_calibrate(&m->kern);
     if (st == SNUG_OK) st = snug_model_dims_make(cfg, w->table.tp, w->table.rank, &m->dims, err);
     if (st != SNUG_OK) goto fail;
     if (m->dims.tp > 1 && !m->allreduce) {
@@ -292,6 +307,7 @@ void snug_model_free(snug_model *m)
 
 const snug_model_dims *snug_model_get_dims(const snug_model *m) { return &m->dims; }
 snug_isa snug_model_isa(const snug_model *m) { return m->kern.isa; }
+const snug_kernels *snug_model_kernels(const snug_model *m) { return &m->kern; }
 const snug_step_shape *snug_model_step_shape(const snug_model *m) { return &m->shape; }
 
 /* Checks a step against the model's shape and the cache; counts its logit
@@ -353,7 +369,9 @@ static void embed_tokens(const snug_model *m, const snug_step *step)
     for (int32_t t = 0; t < step->n_tokens; t++) {
         float *x = m->buf.x + (size_t)t * (size_t)d->hidden;
         int32_t local = step->tokens[t] - d->vocab_begin;
-        if (local >= 0 && local < d->vocab_len)
+        if (local >= 0 && local < d->vocab_len && !m->embed)
+            snug_linear_row(&m->lm_head, local, x); /* tied: the lm_head's row */
+        else if (local >= 0 && local < d->vocab_len)
             m->kern.load(x, (const char *)m->embed + (size_t)local * row_bytes, m->wdt, d->hidden);
         else
             memset(x, 0, (size_t)d->hidden * sizeof(float));
@@ -490,20 +508,19 @@ static snug_status run_layer(const snug_model *m, snug_kvcache *kv, const snug_s
     snug_status st;
 
     norm_rows(m, b->xn, b->x, L->attn_norm, n);
-    m->kern.matmul(b->qkv, b->xn, n, L->qkv, m->wdt, d->hidden, d->qkv_dim, b->scratch, nt);
+    snug_matmul(&m->kern, b->qkv, b->xn, n, &L->qkv, b->scratch, nt);
     qkv_finish(m, kv, step, l);
     attention(m, kv, step, l);
-    m->kern.matmul(b->xn, b->attn, n, L->o_proj, m->wdt, d->q_dim, d->hidden, b->scratch, nt);
+    snug_matmul(&m->kern, b->xn, b->attn, n, &L->o_proj, b->scratch, nt);
     if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
     residual(m, b->x, b->xn, L->o_bias, n);
 
     norm_rows(m, b->xn, b->x, L->mlp_norm, n);
-    m->kern.matmul(b->gate_up, b->xn, n, L->gate_up, m->wdt, d->hidden, 2 * (int64_t)d->intermediate,
-                   b->scratch, nt);
+    snug_matmul(&m->kern, b->gate_up, b->xn, n, &L->gate_up, b->scratch, nt);
     int64_t inter = d->intermediate;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int32_t t = 0; t < n; t++) m->kern.silu_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
-    m->kern.matmul(b->xn, b->h, n, L->down, m->wdt, inter, d->hidden, b->scratch, nt);
+    snug_matmul(&m->kern, b->xn, b->h, n, &L->down, b->scratch, nt);
     if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
     residual(m, b->x, b->xn, NULL, n);
     return SNUG_OK;
@@ -525,8 +542,7 @@ static void logits_rows(const snug_model *m, const snug_step *step, int32_t n_ro
         t += q->n_tokens;
     }
     norm_rows(m, b->lg_in, b->lg_in, m->final_norm, n_rows);
-    m->kern.matmul(b->logits, b->lg_in, n_rows, m->lm_head, m->wdt, d->hidden, d->vocab_rows, b->scratch,
-                   m->shape.n_threads);
+    snug_matmul(&m->kern, b->logits, b->lg_in, n_rows, &m->lm_head, b->scratch, m->shape.n_threads);
 }
 
 snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step *step,

@@ -66,6 +66,9 @@ typedef struct snug_model_opts {
     snug_step_shape shape;
     int isa;                     /* a snug_isa, or -1: $SNUG_ISA when set, else the best
                                   * the CPU has */
+    snug_insn bf16_insn;         /* the GEMM instruction of bf16 weights: SNUG_INSN_SCALAR
+                                  * (0) to measure the candidates at creation
+                                  * (snug_kernels_calibrate), else this one */
     snug_allreduce_fn allreduce; /* required when tp > 1 */
     void *allreduce_ctx;
 } snug_model_opts;
@@ -92,6 +95,10 @@ void snug_model_free(snug_model *m);
 /* The model's dims, kernels' ISA and step shape (threads resolved). */
 const snug_model_dims *snug_model_get_dims(const snug_model *m);
 snug_isa snug_model_isa(const snug_model *m);
+
+/* The model's kernel table: its ISA, the bf16 instruction chosen and what
+ * the calibration measured. Valid while m lives. */
+const snug_kernels *snug_model_kernels(const snug_model *m);
 const snug_step_shape *snug_model_step_shape(const snug_model *m);
 
 /* Which logits a sequence of a step wants. */

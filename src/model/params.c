@@ -3,6 +3,8 @@
  */
 #include "params.h"
 
+#include "kernels/linear.h"
+
 #include "base/device.h"
 #include "base/dtype.h"
 
@@ -127,6 +129,7 @@ static void add_qkv(table_builder *b, const snug_model_config *cfg, int32_t laye
     snprintf(tv, sizeof tv, "model.layers.%%d.self_attn.v_proj.%s", suffix);
     snug_param *p = add_param(b, SNUG_SHARD_COLUMN, layer, n_dims, q_rows + 2 * kv_rows, h,
                               pname, layer);
+    p->packed = n_dims == 2;
     add_source(p, n_dims, full_q, h, q_begin, q_rows, 0, h, 0, tq, layer);
     add_source(p, n_dims, full_kv, h, kv_begin, kv_rows, 0, h, q_rows, tk, layer);
     add_source(p, n_dims, full_kv, h, kv_begin, kv_rows, 0, h, q_rows + kv_rows, tv, layer);
@@ -179,12 +182,14 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     int64_t v = cfg->vocab_size;
     snug_param *p = add_param(&b, SNUG_SHARD_VOCAB, -1, 2, v_held, h, "embed_tokens", 0);
     add_source(p, 2, v, h, v_begin, v_len, 0, h, 0, "model.embed_tokens.weight", 0);
+    p->packed = cfg->tie_word_embeddings; /* also the lm_head */
     for (int32_t l = 0; l < cfg->n_layers; l++) {
         add_vector(&b, l, h, "layers.%d.input_layernorm", "model.layers.%d.input_layernorm.weight");
         add_qkv(&b, cfg, l, 2, q_begin * hd, kv_begin * hd);
         if (cfg->qkv_bias) add_qkv(&b, cfg, l, 1, q_begin * hd, kv_begin * hd);
         int64_t q_cols = q_len * hd;
         p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, q_cols, "layers.%d.o_proj", l);
+        p->packed = true;
         add_source(p, 2, h, (int64_t)cfg->n_heads * hd, 0, h, q_begin * hd, q_cols, 0,
                    "model.layers.%d.self_attn.o_proj.weight", l);
         if (cfg->o_bias)
@@ -192,15 +197,18 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
         add_vector(&b, l, h, "layers.%d.post_attention_layernorm",
                    "model.layers.%d.post_attention_layernorm.weight");
         p = add_param(&b, SNUG_SHARD_COLUMN, l, 2, 2 * ff_len, h, "layers.%d.gate_up", l);
+        p->packed = true;
         add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, 0, "model.layers.%d.mlp.gate_proj.weight", l);
         add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, ff_len, "model.layers.%d.mlp.up_proj.weight", l);
         p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, ff_len, "layers.%d.down_proj", l);
+        p->packed = true;
         add_source(p, 2, h, ff, 0, h, ff_begin, ff_len, 0, "model.layers.%d.mlp.down_proj.weight", l);
     }
     p = add_param(&b, SNUG_SHARD_REPLICATED, -1, 1, h, 1, "norm", 0);
     add_source(p, 1, h, 1, 0, h, 0, 1, 0, "model.norm.weight", 0);
     if (!cfg->tie_word_embeddings) {
         p = add_param(&b, SNUG_SHARD_VOCAB, -1, 2, v_held, h, "lm_head", 0);
+        p->packed = true;
         add_source(p, 2, v, h, v_begin, v_len, 0, h, 0, "lm_head.weight", 0);
     }
     *out = t;
@@ -244,11 +252,17 @@ void snug_params_free(snug_param_table *table)
 
 uint64_t snug_param_numel(const snug_param *p) { return (uint64_t)p->rows * (uint64_t)p->cols; }
 
+uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt)
+{
+    if (p->packed) return (uint64_t)snug_linear_bytes(dt, p->rows, p->cols);
+    return snug_param_numel(p) * snug_dtype_size(dt);
+}
+
 uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt)
 {
     uint64_t n = 0;
-    for (int32_t i = 0; i < table->n_params; i++) n += snug_param_numel(&table->params[i]);
-    return n * snug_dtype_size(dt);
+    for (int32_t i = 0; i < table->n_params; i++) n += snug_param_bytes(&table->params[i], dt);
+    return n;
 }
 
 uint64_t snug_params_layout(const snug_param_table *table, snug_dtype dt, uint64_t *offsets)
@@ -257,7 +271,7 @@ uint64_t snug_params_layout(const snug_param_table *table, snug_dtype dt, uint64
     for (int32_t i = 0; i < table->n_params; i++) {
         end = snug_round_up(end, 64);
         if (offsets) offsets[i] = end;
-        end += snug_param_numel(&table->params[i]) * snug_dtype_size(dt);
+        end += snug_param_bytes(&table->params[i], dt);
     }
     return end;
 }

@@ -15,6 +15,8 @@
  *   o_proj, down_proj       row-parallel: the input columns are split;
  *   gate_up                 column-parallel, fused from gate_proj, up_proj;
  *   norms, o_proj bias      replicated.
+ * The matrices (and a tied embedding, which is also the lm_head) are held
+ * in the matmul's panel layout (kernels/linear.h).
  * `snug inspect --tp` and the loader both size memory from this table.
  */
 #ifndef SNUG_PARAMS_H
@@ -49,6 +51,8 @@ typedef struct snug_param {
     int32_t layer;                      /* -1 outside the layers */
     int32_t n_dims;                     /* 1 or 2 */
     int64_t rows, cols;                 /* per-rank shape; cols = 1 when 1-D */
+    bool packed;                        /* a matrix the matmul reads: held in the panel
+                                         * layout of kernels/linear.h (rows = m, cols = k) */
     int32_t n_sources;
     snug_param_source sources[SNUG_PARAM_MAX_SOURCES];
 } snug_param;
@@ -101,6 +105,10 @@ void snug_params_free(snug_param_table *table);
 
 /* Elements of one parameter on its rank. */
 uint64_t snug_param_numel(const snug_param *p);
+
+/* Bytes one parameter takes at element type dt: rows x cols elements, in
+ * the panel layout when packed (snug_linear_bytes). */
+uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt);
 
 /* Bytes of every parameter of the table, at element type dt. */
 uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt);

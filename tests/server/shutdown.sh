@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How `snug serve` stops, on a model slow enough that requests are still running when the
-# signal comes (a synthetic 8-layer model of hidden size 1024 with the bundled tokenizer, in a
+# signal comes (a synthetic 24-layer model of hidden size 1024 with the bundled tokenizer, in a
 # temporary directory):
 #   - the first SIGTERM drains: /health answers 503 "draining", a new completion 503
 #     "draining", while the requests in flight go on;
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 1 # the repository root: models/, tests/data/
 
 slow=$tmp/slow
 if ! "$snug" mkmodel --preset tiny --dtype bf16 --hidden 1024 --heads 16 --kv-heads 4 \
-    --intermediate 2816 --layers 8 "$slow" >/dev/null 2>&1; then
+    --intermediate 2816 --layers 24 "$slow" >/dev/null 2>&1; then
     fail "a slow model made" "snug mkmodel failed"
     summary
     exit 1

@@ -1,0 +1,113 @@
+/*
+ * linear.c: the panel layout of weight matrices (linear.h): sizes, offsets,
+ * packing row-major rows into it and reading elements back out. Portable C:
+ * packing runs once per weight at load, reading back only for embedding
+ * rows and tests.
+ */
+#include "linear.h"
+
+#include "base/dtype.h"
+
+#include <string.h>
+
+bool snug_linear_supports(snug_dtype dt)
+{
+    return dt == SNUG_DTYPE_F32 || dt == SNUG_DTYPE_F16 || dt == SNUG_DTYPE_BF16;
+}
+
+/* Bytes of one row in the layout: k elements, or ceil(k / 2) bf16 pairs. */
+static size_t row_bytes(snug_dtype dt, int64_t k)
+{
+    if (dt == SNUG_DTYPE_BF16) return (size_t)((k + 1) / 2) * 4;
+    return (size_t)k * snug_dtype_size(dt);
+}
+
+size_t snug_linear_bytes(snug_dtype dt, int64_t m, int64_t k)
+{
+    size_t n = 0;
+    if (!snug_linear_supports(dt) || m < 0 || k < 0 || !snug_mul_size((size_t)m, row_bytes(dt, k), &n))
+        return 0;
+    return n;
+}
+
+size_t snug_linear_panel_offset(snug_dtype dt, int64_t m, int64_t k, int64_t p)
+{
+    (void)m;
+    return (size_t)p * SNUG_PANEL * row_bytes(dt, k);
+}
+
+size_t snug_linear_raw_offset(snug_dtype dt, int64_t m, int64_t k, int64_t r)
+{
+    return snug_linear_panel_offset(dt, m, k, r / SNUG_PANEL) +
+           (size_t)(r % SNUG_PANEL) * (size_t)k * snug_dtype_size(dt);
+}
+
+size_t snug_linear_pack_scratch_bytes(snug_dtype dt, int64_t k_max)
+{
+    return (size_t)SNUG_PANEL * (size_t)k_max * snug_dtype_size(dt);
+}
+
+/* Packs rows [r0, r0 + w) (one panel, w <= 16) from row-major src (rows of
+ * k elements) into the panel's bytes at dst. */
+static void pack_rows(unsigned char *dst, const unsigned char *src, snug_dtype dt, int64_t k,
+                      int64_t w)
+{
+    if (dt == SNUG_DTYPE_BF16) {
+        const uint16_t *s = (const void *)src;
+        uint32_t *d = (void *)dst;
+        for (int64_t j = 0; j < w; j++)
+            for (int64_t q = 0; q < (k + 1) / 2; q++) {
+                uint32_t lo = s[j * k + 2 * q], hi = 2 * q + 1 < k ? s[j * k + 2 * q + 1] : 0;
+                d[q * w + j] = lo | hi << 16;
+            }
+    } else if (dt == SNUG_DTYPE_F16) {
+        const uint16_t *s = (const void *)src;
+        uint16_t *d = (void *)dst;
+        for (int64_t j = 0; j < w; j++)
+            for (int64_t e = 0; e < k; e++) d[e * w + j] = s[j * k + e];
+    } else {
+        const float *s = (const void *)src;
+        float *d = (void *)dst;
+        for (int64_t j = 0; j < w; j++)
+            for (int64_t e = 0; e < k; e++) d[e * w + j] = s[j * k + e];
+    }
+}
+
+void snug_linear_pack_panel(void *base, snug_dtype dt, int64_t m, int64_t k, int64_t p, void *tmp)
+{
+    int64_t w = SNUG_MIN((int64_t)SNUG_PANEL, m - p * SNUG_PANEL);
+    if (w <= 0 || k <= 0) return;
+    unsigned char *panel = (unsigned char *)base + snug_linear_panel_offset(dt, m, k, p);
+    memcpy(tmp, panel, (size_t)w * (size_t)k * snug_dtype_size(dt));
+    pack_rows(panel, tmp, dt, k, w);
+}
+
+void snug_linear_pack(void *dst, const void *src, snug_dtype dt, int64_t m, int64_t k)
+{
+    size_t es = snug_dtype_size(dt);
+    for (int64_t p = 0; p * SNUG_PANEL < m; p++) {
+        int64_t w = SNUG_MIN((int64_t)SNUG_PANEL, m - p * SNUG_PANEL);
+        pack_rows((unsigned char *)dst + snug_linear_panel_offset(dt, m, k, p),
+                  (const unsigned char *)src + (size_t)(p * SNUG_PANEL) * (size_t)k * es, dt, k, w);
+    }
+}
+
+float snug_linear_elem(const snug_linear *w, int64_t r, int64_t e)
+{
+    int64_t p = r / SNUG_PANEL, j = r % SNUG_PANEL;
+    int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const unsigned char *panel =
+        (const unsigned char *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p);
+    if (w->dtype == SNUG_DTYPE_BF16) {
+        uint32_t pair = ((const uint32_t *)(const void *)panel)[(e / 2) * width + j];
+        return snug_bf16_to_f32((uint16_t)(e % 2 ? pair >> 16 : pair & 0xFFFF));
+    }
+    if (w->dtype == SNUG_DTYPE_F16)
+        return snug_f16_to_f32(((const uint16_t *)(const void *)panel)[e * width + j]);
+    return ((const float *)(const void *)panel)[e * width + j];
+}
+
+void snug_linear_row(const snug_linear *w, int64_t r, float *out)
+{
+    for (int64_t e = 0; e < w->k; e++) out[e] = snug_linear_elem(w, r, e);
+}

@@ -1,0 +1,76 @@
+/*
+ * linear.h: a weight matrix as the matmul kernels read it: its format, its
+ * shape and its bytes in the kernels' layout. Every matrix of the model
+ * (qkv, o_proj, gate_up, down, lm_head) is one; the loader writes each
+ * straight into this layout, in the one allocation of its final size.
+ *
+ * The layout (dense formats, SNUG_PANEL = 16): the m rows are cut into
+ * panels of 16 consecutive rows (the last may be narrower: w = min(16,
+ * m - 16 p) rows), stored one after the other; inside a panel the k
+ * elements go step by step, each step holding that element of every row of
+ * the panel, so that one 64-byte line is one step of a whole panel:
+ *   F32, F16:  step e holds w elements (row order), element (r, e) at
+ *              element index 16 p k + e w + (r - 16 p);
+ *   BF16:      steps of two elements: step q holds w 32-bit pairs (element
+ *              2q in the low half, 2q + 1 in the high half; an odd k ends
+ *              with a pair whose high half is zero), pair (r, q) at 32-bit
+ *              index 16 p ceil(k / 2) + q w + (r - 16 p).
+ * The matrix-vector and the blocked paths both stream this layout: no
+ * weight is ever re-packed per call, whatever the number of rows of x.
+ *
+ * Before packing, a panel's rows can sit row-major in the panel's own bytes
+ * (snug_linear_raw_offset): the loader reads them there and packs each
+ * panel in place once all its rows have arrived.
+ *
+ * Blocked formats (32- and 256-element blocks with scales) will add panel
+ * kinds of their own behind the same functions.
+ */
+#ifndef SNUG_LINEAR_H
+#define SNUG_LINEAR_H
+
+#include "base/common.h"
+
+enum { SNUG_PANEL = 16 }; /* rows of a panel */
+
+typedef struct snug_linear {
+    snug_dtype dtype; /* F32, F16 or BF16 */
+    int64_t m, k;     /* output rows, input elements */
+    const void *data; /* snug_linear_bytes(dtype, m, k) bytes in the layout above */
+} snug_linear;
+
+/* Whether dt has a panel layout (F32, F16, BF16). Pure. */
+bool snug_linear_supports(snug_dtype dt);
+
+/* Bytes of an m x k matrix of dt in the layout: m k size(dt), or for BF16
+ * with an odd k, m (k + 1) 2. 0 for an unsupported dtype or on overflow.
+ * Pure. */
+size_t snug_linear_bytes(snug_dtype dt, int64_t m, int64_t k);
+
+/* Bytes from the matrix's start to panel p (p <= the panel count). Pure. */
+size_t snug_linear_panel_offset(snug_dtype dt, int64_t m, int64_t k, int64_t p);
+
+/* Where row r sits before packing: panel r / 16's offset plus (r % 16)
+ * rows of k elements of dt (for even k simply r k size(dt)). Pure. */
+size_t snug_linear_raw_offset(snug_dtype dt, int64_t m, int64_t k, int64_t r);
+
+/* Bytes of scratch snug_linear_pack_panel needs for a k of up to k_max:
+ * one whole panel's rows. Pure. */
+size_t snug_linear_pack_scratch_bytes(snug_dtype dt, int64_t k_max);
+
+/* Packs panel p of an m x k matrix of dt whose rows sit row-major at
+ * snug_linear_raw_offset (in the same bytes), in place, through tmp
+ * (snug_linear_pack_scratch_bytes(dt, k) bytes, not overlapping base). */
+void snug_linear_pack_panel(void *base, snug_dtype dt, int64_t m, int64_t k, int64_t p, void *tmp);
+
+/* Packs a whole row-major m x k matrix src of dt into dst
+ * (snug_linear_bytes(dt, m, k) bytes, not overlapping src): tests,
+ * benchmarks and tools. */
+void snug_linear_pack(void *dst, const void *src, snug_dtype dt, int64_t m, int64_t k);
+
+/* Element (r, e) of w as a float (r < m, e < k). */
+float snug_linear_elem(const snug_linear *w, int64_t r, int64_t e);
+
+/* Row r of w as k floats into out: an embedding row of a tied lm_head. */
+void snug_linear_row(const snug_linear *w, int64_t r, float *out);
+
+#endif /* SNUG_LINEAR_H */
