@@ -62,6 +62,7 @@ struct snug_pool {
     int32_t n_threads;
     int32_t n_started;      /* workers running (n_threads - 1 once created) */
     int64_t spin_ns;
+    bool oversubscribed;    /* more threads than snug_cpu_count(): waiters yield */
     pool_thread *threads;   /* (n_threads), in the same block, after this struct */
     _Atomic bool in_run;    /* the caller is inside snug_pool_run (catches reentry) */
 
@@ -98,23 +99,40 @@ static int64_t now_ns(void)
 }
 
 /* A bounded spin: spinner_step pauses once and says whether to go on
- * spinning. The clock is read every 64 steps only (the first read starts
- * the span, so waits shorter than 64 pauses never read it); once limit_ns
- * have passed it answers false for good. */
+ * spinning. The clock is read every 64 pauses, the first read starting the
+ * span, so that short waits never read it; once limit_ns have passed it
+ * answers false for good.
+ * Every SPIN_YIELD_NS of spinning it yields the CPU once: the scheduler
+ * often wakes a sleeping worker onto the caller's CPU (seen on the 2-core
+ * VM: a woken worker ran on the caller's CPU and preempted it, then spun
+ * there after its share while the caller waited ~1 ms, a scheduler slice,
+ * for the CPU back; the other CPU idle). Back-to-back runs wait less than
+ * that and make no system call. When the pool has more threads than the
+ * process has CPUs, it yields at every step instead of pausing: a spinning
+ * thread would hold a core that a thread with work needs. */
+enum { SPIN_YIELD_NS = 20 * 1000 };
+
 typedef struct spinner {
     uint32_t steps;
     bool expired;
-    int64_t t0;
+    int64_t t0, t_yield;
 } spinner;
 
-static inline bool spinner_step(spinner *s, int64_t limit_ns)
+static inline bool spinner_step(spinner *s, int64_t limit_ns, bool oversubscribed)
 {
     if (s->expired) return false;
-    cpu_relax();
-    if ((++s->steps & 63) != 0) return true;
+    if (oversubscribed) sched_yield();
+    else cpu_relax();
+    if ((++s->steps & (oversubscribed ? 0 : 63)) != 0) return true;
     int64_t t = now_ns();
-    if (s->steps == 64) s->t0 = t;
-    else if (t - s->t0 >= limit_ns) s->expired = true;
+    if (s->t0 == 0) {
+        s->t0 = s->t_yield = t;
+    } else if (t - s->t0 >= limit_ns) {
+        s->expired = true;
+    } else if (t - s->t_yield >= SPIN_YIELD_NS) {
+        sched_yield();
+        s->t_yield = t;
+    }
     return !s->expired;
 }
 
@@ -139,7 +157,7 @@ static uint32_t wait_generation(snug_pool *p, uint32_t seen)
     for (;;) {
         uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
-        if (spinner_step(&s, p->spin_ns)) continue;
+        if (spinner_step(&s, p->spin_ns, p->oversubscribed)) continue;
         atomic_fetch_add_explicit(&p->n_sleepers, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&p->gen, memory_order_seq_cst) == seen) futex_wait(&p->gen, seen);
         atomic_fetch_sub_explicit(&p->n_sleepers, 1, memory_order_relaxed);
@@ -202,6 +220,7 @@ snug_status snug_pool_create(int32_t n_threads, int32_t spin_us, snug_pool **out
     p->n_threads = n_threads;
     p->spin_ns = (int64_t)(spin_us ? spin_us : SNUG_POOL_SPIN_US_DEFAULT) * 1000;
     p->threads = (pool_thread *)(block + at_threads);
+    p->oversubscribed = n_threads > snug_cpu_count();
     atomic_init(&p->in_run, false);
     atomic_init(&p->gen, 0);
     atomic_init(&p->n_sleepers, 0);
@@ -255,7 +274,7 @@ void snug_pool_run(snug_pool *p, snug_pool_fn fn, void *ctx)
     if (n > 1) {
         spinner s = {0};
         while (atomic_load_explicit(&p->n_done, memory_order_acquire) != n - 1)
-            if (!spinner_step(&s, p->spin_ns)) sched_yield(); /* a worker lacks a core */
+            if (!spinner_step(&s, p->spin_ns, p->oversubscribed)) sched_yield(); /* a slow worker */
     }
     atomic_store_explicit(&p->in_run, false, memory_order_relaxed);
 }
@@ -277,7 +296,7 @@ void snug_pool_barrier(snug_pool *p, int32_t thread)
     }
     spinner s = {0};
     while (atomic_load_explicit(&p->barrier_sense, memory_order_acquire) != sense)
-        if (!spinner_step(&s, p->spin_ns)) sched_yield(); /* more threads than cores */
+        if (!spinner_step(&s, p->spin_ns, p->oversubscribed)) sched_yield(); /* more threads than cores */
 }
 
 void snug_pool_split(int64_t n, int64_t unit, int32_t t, int32_t nt, int64_t *begin, int64_t *end)
