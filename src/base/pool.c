@@ -55,6 +55,7 @@ typedef struct pool_thread {
     pthread_t tid;
     int32_t index;          /* its thread index (0: whoever calls snug_pool_run) */
     uint32_t sense;         /* its barrier sense: flips at every barrier */
+    _Atomic int32_t cpu;    /* the CPU it last ran on, as far as it noted; -1 before */
 } pool_thread;
 
 struct snug_pool {
@@ -102,14 +103,21 @@ static int64_t now_ns(void)
  * spinning. The clock is read every 64 pauses, the first read starting the
  * span, so that short waits never read it; once limit_ns have passed it
  * answers false for good.
- * Every SPIN_YIELD_NS of spinning it yields the CPU once: the scheduler
- * often wakes a sleeping worker onto the caller's CPU (seen on the 2-core
- * VM: a woken worker ran on the caller's CPU and preempted it, then spun
- * there after its share while the caller waited ~1 ms, a scheduler slice,
- * for the CPU back; the other CPU idle). Back-to-back runs wait less than
- * that and make no system call. When the pool has more threads than the
- * process has CPUs, it yields at every step instead of pausing: a spinning
- * thread would hold a core that a thread with work needs. */
+ * Every SPIN_YIELD_NS of spinning it yields the CPU once. At every clock
+ * read a thread also notes its CPU, and when another thread of the pool
+ * last ran there it makes room: a worker moves itself to another CPU of
+ * its affinity mask (set without that CPU, then set back), the caller
+ * yields. Why: the scheduler may wake a sleeping worker onto the caller's
+ * CPU (always, on the 2-core VM of the measurements: the guest takes the
+ * other, halted vCPU for busy) and the two then share that CPU while the
+ * other idles: a worker spinning there after its share held the caller off
+ * for ~1 ms, a scheduler slice, per run; yielding alone brought that to
+ * ~10 us per run but left the threads stacked, as the load balancer never
+ * saw both runnable. Threads on CPUs of their own wait less than a clock
+ * read between back-to-back runs and make no system call. When the pool
+ * has more threads than the process has CPUs, sharing is unavoidable: it
+ * yields at every step instead of pausing, so that a spinning thread does
+ * not hold a core that a thread with work needs. */
 enum { SPIN_YIELD_NS = 20 * 1000 };
 
 typedef struct spinner {
@@ -118,20 +126,68 @@ typedef struct spinner {
     int64_t t0, t_yield;
 } spinner;
 
-static inline bool spinner_step(spinner *s, int64_t limit_ns, bool oversubscribed)
+/* Moves the calling thread off cpu: its affinity mask without cpu, then
+ * the mask as it was (the thread stays where the first call put it). Yields
+ * instead when that cannot be done (cpu is its only one, or a mask larger
+ * than cpu_set_t). */
+static void move_off_cpu(int32_t cpu)
+{
+    cpu_set_t mask, others;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof mask, &mask) != 0) {
+        sched_yield();
+        return;
+    }
+    others = mask;
+    CPU_CLR(cpu, &others);
+    if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof others, &others) != 0) {
+        sched_yield();
+        return;
+    }
+    sched_setaffinity(0, sizeof mask, &mask);
+}
+
+/* Notes the CPU that thread self runs on in its slot (a store only when it
+ * moved) and returns it. */
+static int32_t publish_cpu(snug_pool *p, int32_t self)
+{
+    int32_t cpu = sched_getcpu(); /* glibc reads it from rseq: no system call */
+    _Atomic int32_t *slot = &p->threads[self].cpu;
+    if (atomic_load_explicit(slot, memory_order_relaxed) != cpu)
+        atomic_store_explicit(slot, cpu, memory_order_relaxed);
+    return cpu;
+}
+
+/* True when a thread of p other than self last ran on cpu. */
+static bool cpu_shared(const snug_pool *p, int32_t self, int32_t cpu)
+{
+    for (int32_t i = 0; i < p->n_threads; i++)
+        if (i != self && atomic_load_explicit(&p->threads[i].cpu, memory_order_relaxed) == cpu)
+            return true;
+    return false;
+}
+
+/* One step of thread self's spin. */
+static inline bool spinner_step(spinner *s, snug_pool *p, int32_t self)
 {
     if (s->expired) return false;
-    if (oversubscribed) sched_yield();
+    if (p->oversubscribed) sched_yield();
     else cpu_relax();
-    if ((++s->steps & (oversubscribed ? 0 : 63)) != 0) return true;
+    if ((++s->steps & (p->oversubscribed ? 0 : 63)) != 0) return true;
     int64_t t = now_ns();
     if (s->t0 == 0) {
         s->t0 = s->t_yield = t;
-    } else if (t - s->t0 >= limit_ns) {
+    } else if (t - s->t0 >= p->spin_ns) {
         s->expired = true;
-    } else if (t - s->t_yield >= SPIN_YIELD_NS) {
-        sched_yield();
-        s->t_yield = t;
+    } else {
+        int32_t cpu = publish_cpu(p, self);
+        if (!p->oversubscribed && self != 0 && cpu_shared(p, self, cpu)) {
+            move_off_cpu(cpu);
+            publish_cpu(p, self);
+            s->t_yield = t;
+        } else if (t - s->t_yield >= SPIN_YIELD_NS || cpu_shared(p, self, cpu)) {
+            sched_yield();
+            s->t_yield = t;
+        }
     }
     return !s->expired;
 }
@@ -151,13 +207,13 @@ static void futex_wake_all(_Atomic uint32_t *word)
 /* Waits until the generation differs from seen and returns it: spins for
  * the pool's spin time, then sleeps on the word (see the file's comment for
  * why no wake is lost). */
-static uint32_t wait_generation(snug_pool *p, uint32_t seen)
+static uint32_t wait_generation(snug_pool *p, int32_t self, uint32_t seen)
 {
     spinner s = {0};
     for (;;) {
         uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
-        if (spinner_step(&s, p->spin_ns, p->oversubscribed)) continue;
+        if (spinner_step(&s, p, self)) continue;
         atomic_fetch_add_explicit(&p->n_sleepers, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&p->gen, memory_order_seq_cst) == seen) futex_wait(&p->gen, seen);
         atomic_fetch_sub_explicit(&p->n_sleepers, 1, memory_order_relaxed);
@@ -170,8 +226,9 @@ static void *worker_main(void *arg)
     snug_pool *p = th->pool;
     uint32_t seen = 0; /* the generation at creation */
     for (;;) {
-        seen = wait_generation(p, seen);
+        seen = wait_generation(p, th->index, seen);
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+        publish_cpu(p, th->index);
         p->fn(p->ctx, th->index, p->n_threads);
         atomic_fetch_add_explicit(&p->n_done, 1, memory_order_release);
     }
@@ -232,6 +289,7 @@ snug_status snug_pool_create(int32_t n_threads, int32_t spin_us, snug_pool **out
     for (int32_t i = 0; i < n_threads; i++) {
         p->threads[i].pool = p;
         p->threads[i].index = i;
+        atomic_init(&p->threads[i].cpu, -1);
     }
     for (int32_t i = 1; i < n_threads; i++) {
         int rc = pthread_create(&p->threads[i].tid, NULL, worker_main, &p->threads[i]);
@@ -265,6 +323,7 @@ void snug_pool_run(snug_pool *p, snug_pool_fn fn, void *ctx)
          * reach n - 1 */
         p->fn = fn;
         p->ctx = ctx;
+        publish_cpu(p, 0);
         atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&p->gen, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&p->n_sleepers, memory_order_seq_cst) > 0)
@@ -274,7 +333,7 @@ void snug_pool_run(snug_pool *p, snug_pool_fn fn, void *ctx)
     if (n > 1) {
         spinner s = {0};
         while (atomic_load_explicit(&p->n_done, memory_order_acquire) != n - 1)
-            if (!spinner_step(&s, p->spin_ns, p->oversubscribed)) sched_yield(); /* a slow worker */
+            if (!spinner_step(&s, p, 0)) sched_yield(); /* a slow worker */
     }
     atomic_store_explicit(&p->in_run, false, memory_order_relaxed);
 }
@@ -296,7 +355,7 @@ void snug_pool_barrier(snug_pool *p, int32_t thread)
     }
     spinner s = {0};
     while (atomic_load_explicit(&p->barrier_sense, memory_order_acquire) != sense)
-        if (!spinner_step(&s, p->spin_ns, p->oversubscribed)) sched_yield(); /* more threads than cores */
+        if (!spinner_step(&s, p, thread)) sched_yield(); /* more threads than cores */
 }
 
 void snug_pool_split(int64_t n, int64_t unit, int32_t t, int32_t nt, int64_t *begin, int64_t *end)
