@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,31 +142,58 @@ static void test_runs_that_wake_sleepers(void)
     snug_pool_free(p);
 }
 
-/* Idle workers stop spinning after spin_us: over a pause of 100 ms, two
- * workers with a 50 us spin use almost no CPU; with a spin of 10 s they
- * spin through it. */
+/* The scheduler state of thread tid of this process ('R' running or
+ * runnable, 'S' asleep, ...), from /proc; '?' when it cannot be read. */
+static char thread_state(pid_t tid)
+{
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return '?';
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *paren = strrchr(text, ')'); /* "tid (name) S ..." */
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+typedef struct tid_ctx {
+    _Atomic pid_t tid[MAX_THREADS];
+} tid_ctx;
+
+static void note_tid(void *arg, int32_t t, int32_t n)
+{
+    (void)n;
+    atomic_store(&((tid_ctx *)arg)->tid[t], (pid_t)syscall(SYS_gettid));
+}
+
+/* Idle workers stop spinning after spin_us: after a pause of 100 ms, two
+ * workers with a 50 us spin are asleep and used almost no CPU; one with a
+ * spin of 10 s is still running or runnable (not asleep: CPU time would
+ * depend on what else the machine runs). */
 static void test_idle_workers_sleep(void)
 {
-    counts_ctx c = {0};
+    tid_ctx c = {0};
     snug_pool *p = make_pool(3, 50);
     if (!p) return;
-    snug_pool_run(p, bump, &c);
+    snug_pool_run(p, note_tid, &c);
     double t0 = cpu_seconds();
     sleep_us(100000);
     double asleep = cpu_seconds() - t0;
     CHECK(asleep < 0.010, "two workers with a 50 us spin used %.1f ms of CPU in a 100 ms pause",
           asleep * 1e3);
+    for (int t = 1; t < 3; t++)
+        CHECK(thread_state(c.tid[t]) == 'S', "worker %d with a 50 us spin is in state %c after "
+              "100 ms idle, want S (asleep)", t, thread_state(c.tid[t]));
     snug_pool_free(p); /* wakes and joins sleeping workers */
 
     p = make_pool(2, 10 * 1000 * 1000);
     if (!p) return;
-    snug_pool_run(p, bump, &c);
-    t0 = cpu_seconds();
+    snug_pool_run(p, note_tid, &c);
     sleep_us(100000);
-    double spinning = cpu_seconds() - t0;
-    /* lenient: another process may hold the cores part of the time */
-    CHECK(spinning > 0.010, "a worker with a 10 s spin used only %.1f ms of CPU in a 100 ms pause",
-          spinning * 1e3);
+    char state = thread_state(c.tid[1]);
+    CHECK(state == 'R', "a worker with a 10 s spin is in state %c after 100 ms idle, want R "
+          "(spinning)", state);
     snug_pool_free(p); /* stops a spinning worker */
 }
 
@@ -364,6 +392,7 @@ static void test_reentry_aborts(void)
 {
     pid_t pid = fork();
     if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3); /* the assertion's message */
         g_reentered = make_pool(2, 50);
         snug_pool_run(g_reentered, run_again, NULL);
         _exit(0);
