@@ -65,13 +65,14 @@ struct snug_pool {
     int64_t spin_ns;
     bool oversubscribed;    /* more threads than snug_cpu_count(): waiters yield */
     pool_thread *threads;   /* (n_threads), in the same block, after this struct */
-    _Atomic bool in_run;    /* the caller is inside snug_pool_run (catches reentry) */
 
     /* what the workers wait on, and the run it starts: written by the
-     * caller before the generation is bumped, read by workers after */
+     * caller before the generation is bumped (in_run by the caller only),
+     * read by workers after */
     alignas(64) _Atomic uint32_t gen;   /* the futex word: bumped once per run */
     _Atomic int32_t n_sleepers;         /* workers asleep on gen, or about to be */
     _Atomic bool stop;                  /* set before the last bump: workers exit */
+    _Atomic bool in_run;                /* the caller is in snug_pool_run (catches reentry) */
     snug_pool_fn fn;
     void *ctx;
 
@@ -123,7 +124,9 @@ enum { SPIN_YIELD_NS = 20 * 1000 };
 typedef struct spinner {
     uint32_t steps;
     bool expired;
+    bool shared_before;     /* the last clock read found another thread on this CPU */
     int64_t t0, t_yield;
+    int64_t yield_ns;       /* yield at least this often (SPIN_YIELD_NS) */
 } spinner;
 
 /* Moves the calling thread off cpu: its affinity mask without cpu, then
@@ -174,22 +177,27 @@ static inline bool spinner_step(spinner *s, snug_pool *p, int32_t self)
     else cpu_relax();
     if ((++s->steps & (p->oversubscribed ? 0 : 63)) != 0) return true;
     int64_t t = now_ns();
-    if (s->t0 == 0) {
-        s->t0 = s->t_yield = t;
-    } else if (t - s->t0 >= p->spin_ns) {
+    if (s->t0 == 0) s->t0 = s->t_yield = t;
+    if (t - s->t0 >= p->spin_ns) {
         s->expired = true;
-    } else {
-        int32_t cpu = publish_cpu(p, self);
-        if (!p->oversubscribed && self != 0 && cpu_shared(p, self, cpu)) {
-            move_off_cpu(cpu);
-            publish_cpu(p, self);
-            s->t_yield = t;
-        } else if (t - s->t_yield >= SPIN_YIELD_NS || cpu_shared(p, self, cpu)) {
-            sched_yield();
-            s->t_yield = t;
-        }
+        return false;
     }
-    return !s->expired;
+    int32_t cpu = publish_cpu(p, self);
+    bool shared = cpu_shared(p, self, cpu);
+    if (shared && s->shared_before && self != 0 && !p->oversubscribed) {
+        /* still there after yielding once: make room for good */
+        move_off_cpu(cpu);
+        publish_cpu(p, self);
+        s->t_yield = t;
+        shared = false;
+    } else if (shared || t - s->t_yield >= s->yield_ns) {
+        /* the other thread first (a caller waiting for this worker's
+         * count is done at once), then move if it comes to that */
+        sched_yield();
+        s->t_yield = t;
+    }
+    s->shared_before = shared;
+    return true;
 }
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
@@ -209,11 +217,12 @@ static void futex_wake_all(_Atomic uint32_t *word)
  * why no wake is lost). */
 static uint32_t wait_generation(snug_pool *p, int32_t self, uint32_t seen)
 {
-    spinner s = {0};
+    spinner s = {.yield_ns = SPIN_YIELD_NS};
     for (;;) {
         uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
         if (spinner_step(&s, p, self)) continue;
+        atomic_store_explicit(&p->threads[self].cpu, -1, memory_order_relaxed); /* on none */
         atomic_fetch_add_explicit(&p->n_sleepers, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&p->gen, memory_order_seq_cst) == seen) futex_wait(&p->gen, seen);
         atomic_fetch_sub_explicit(&p->n_sleepers, 1, memory_order_relaxed);
@@ -317,6 +326,7 @@ void snug_pool_run(snug_pool *p, snug_pool_fn fn, void *ctx)
     atomic_store_explicit(&p->in_run, true, memory_order_relaxed);
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     int32_t n = p->n_threads;
+    bool woke = false;
     if (n > 1) {
         /* the workers are all between runs: they read fn and ctx only after
          * seeing the bump, and touched n_done last before this call saw it
@@ -326,12 +336,14 @@ void snug_pool_run(snug_pool *p, snug_pool_fn fn, void *ctx)
         publish_cpu(p, 0);
         atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&p->gen, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&p->n_sleepers, memory_order_seq_cst) > 0)
-            futex_wake_all(&p->gen);
+        woke = atomic_load_explicit(&p->n_sleepers, memory_order_seq_cst) > 0;
+        if (woke) futex_wake_all(&p->gen);
     }
     fn(ctx, 0, n);
     if (n > 1) {
-        spinner s = {0};
+        /* after a wake, yield at every clock read: the scheduler may have
+         * put the woken worker on this CPU, where it cannot have said so */
+        spinner s = {.yield_ns = woke ? 0 : SPIN_YIELD_NS};
         while (atomic_load_explicit(&p->n_done, memory_order_acquire) != n - 1)
             if (!spinner_step(&s, p, 0)) sched_yield(); /* a slow worker */
     }
@@ -353,7 +365,7 @@ void snug_pool_barrier(snug_pool *p, int32_t thread)
         atomic_store_explicit(&p->barrier_sense, sense, memory_order_release);
         return;
     }
-    spinner s = {0};
+    spinner s = {.yield_ns = SPIN_YIELD_NS};
     while (atomic_load_explicit(&p->barrier_sense, memory_order_acquire) != sense)
         if (!spinner_step(&s, p, thread)) sched_yield(); /* more threads than cores */
 }
