@@ -37,16 +37,19 @@
 #include <unistd.h>
 
 /*
- * Why SNUG_POOL_SPIN_US_DEFAULT is 500 us (bench/pool.c, 2-core VM, Dec 2026):
- * a run costs ~0.2-0.4 us when the workers spin and ~60-80 us when one must
- * be woken from the futex (the kernel's wake-up and the scheduler's latency;
- * libgomp's passive wait pays the same, ~66 us, on every region). The gaps
- * between the runs of one forward step are a kernel's length (under ~100 us
- * at decode) and the gap between two decode steps (sampling, scheduling, the
- * HTTP side) is a few hundred us: 500 us keeps the workers awake through
- * both, so a busy server pays no wake-ups, while an idle one gives its cores
- * back within half a millisecond. Spinning longer than a wake-up costs is
- * the usual price of that: at most 500 us of a core per idle period.
+ * Why SNUG_POOL_SPIN_US_DEFAULT is 500 us (bench/pool.c, 2 threads on the
+ * 2-vCPU VM, Dec 2026, other jobs on the machine, so ranges): a run costs
+ * 0.05-0.6 us when the workers spin, and 20-30 us (median; p90 35-130 us)
+ * when one must be woken from the futex, the kernel's wake-up and the
+ * scheduler's latency, which libgomp's passive wait pays on every region
+ * (10-20 us there). The gaps between the runs of one forward step are a
+ * kernel's length (under ~100 us at decode) and the gap between two decode
+ * steps (sampling, scheduling, the HTTP side) a few hundred us: after
+ * pauses of 20, 100 and 300 us a run still cost 0.2-0.7 us, after 450 us
+ * and more (past the spin, the sleep's own slack included) 15-60 us. 500 us
+ * keeps the workers awake through a busy server's gaps, while an idle one
+ * gives its cores back within half a millisecond: at most 500 us of a core
+ * per worker per idle period, against 20-30 us saved on every run after it.
  */
 
 /* A thread's own state, on cache lines of its own. */
@@ -102,23 +105,27 @@ static int64_t now_ns(void)
 
 /* A bounded spin: spinner_step pauses once and says whether to go on
  * spinning. The clock is read every 64 pauses, the first read starting the
- * span, so that short waits never read it; once limit_ns have passed it
- * answers false for good.
+ * span, so that short waits never read it; once the pool's spin time has
+ * passed it answers false for good.
  * Every SPIN_YIELD_NS of spinning it yields the CPU once. At every clock
  * read a thread also notes its CPU, and when another thread of the pool
- * last ran there it makes room: a worker moves itself to another CPU of
- * its affinity mask (set without that CPU, then set back), the caller
- * yields. Why: the scheduler may wake a sleeping worker onto the caller's
- * CPU (always, on the 2-core VM of the measurements: the guest takes the
- * other, halted vCPU for busy) and the two then share that CPU while the
- * other idles: a worker spinning there after its share held the caller off
- * for ~1 ms, a scheduler slice, per run; yielding alone brought that to
- * ~10 us per run but left the threads stacked, as the load balancer never
- * saw both runnable. Threads on CPUs of their own wait less than a clock
- * read between back-to-back runs and make no system call. When the pool
- * has more threads than the process has CPUs, sharing is unavoidable: it
- * yields at every step instead of pausing, so that a spinning thread does
- * not hold a core that a thread with work needs. */
+ * last ran there it makes room: it yields, and a worker still sharing at
+ * the next clock read moves itself to another CPU of its affinity mask (set
+ * without that CPU, then set back). Why: the scheduler may wake a sleeping
+ * worker onto the caller's CPU (always, on the 2-vCPU VM of the
+ * measurements, likely because the guest takes the other, halted vCPU for
+ * busy) and the two then share that CPU while the other idles: a worker
+ * spinning there after its share held the caller off for ~1 ms, a
+ * scheduler slice, per run; yielding alone brought that to ~10 us per run
+ * but left the threads stacked, as the load balancer never saw both
+ * runnable; yield-then-move costs ~28 us for a run that wakes a sleeper
+ * (mostly the wake itself) and leaves the threads apart. Threads on CPUs
+ * of their own wait less than a clock read between back-to-back runs and
+ * make no system call. When the pool has more threads than the process has
+ * CPUs, sharing is unavoidable: it yields at every step instead of pausing
+ * and never moves, so that a spinning thread does not hold a core that a
+ * thread with work needs (3 threads on 2 CPUs: 800 us a run with pauses,
+ * 5-8 us with yields). */
 enum { SPIN_YIELD_NS = 20 * 1000 };
 
 typedef struct spinner {
@@ -169,7 +176,7 @@ static bool cpu_shared(const snug_pool *p, int32_t self, int32_t cpu)
     return false;
 }
 
-/* One step of thread self's spin. */
+/* One step of thread self's spin: false once the spin time is over. */
 static inline bool spinner_step(spinner *s, snug_pool *p, int32_t self)
 {
     if (s->expired) return false;
