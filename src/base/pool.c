@@ -251,7 +251,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Stops the first n_started workers and joins them. */
+/* Stops the workers started so far (n_started) and joins them. */
 static void pool_stop(snug_pool *p)
 {
     atomic_store_explicit(&p->stop, true, memory_order_relaxed);

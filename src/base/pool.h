@@ -8,8 +8,12 @@
  * worker spins (pause instruction) for a bounded time, so that the hundreds
  * of runs of a forward step find it awake (a run then costs no system call),
  * and then sleeps on a futex, so that a server between steps leaves the
- * cores to others. Inside a run: a barrier, a static split of n items and a
- * dynamic counter. Linux only (futex, sched_getaffinity, cgroups).
+ * cores to others. A waiting thread that finds another thread of the pool
+ * on its CPU (the scheduler puts woken threads there) yields, and a worker
+ * then moves itself to another CPU of its affinity mask (the mask without
+ * that CPU, then restored): the mask is what it was afterwards, the CPU
+ * not. Inside a run: a barrier, a static split of n items and a dynamic
+ * counter. Linux only (futex, sched_getaffinity, cgroups).
  */
 #ifndef SNUG_POOL_H
 #define SNUG_POOL_H
@@ -44,9 +48,10 @@ snug_status snug_pool_create(int32_t n_threads, int32_t spin_us, snug_pool **out
  * calling thread, after the workers have been started on theirs) and returns
  * when every call has returned; everything the calls wrote is visible to the
  * caller then. Resets the counter of snug_pool_next. Allocates nothing and
- * makes no system call while the workers are spinning (one futex wake when
- * any sleeps). Not reentrant: one thread at a time, never from inside fn
- * (that aborts). */
+ * makes no system call while the workers are spinning on CPUs of their own
+ * (one futex wake when any sleeps; sched_yield while it waits on a worker
+ * that shares its CPU, or on one slower than 20 us). Not reentrant: one
+ * thread at a time, never from inside fn (that aborts). */
 void snug_pool_run(snug_pool *p, snug_pool_fn fn, void *ctx);
 
 /* Inside fn: waits until every thread of the current run has reached it;
