@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -431,6 +432,63 @@ static void test_cpu_quota_parse(void)
     CHECK(snug_cpu_quota_parse(NULL, NULL, NULL) == 0, "nothing: no cap");
 }
 
+/* Writes text into dir/rel, making the folders on the way. */
+static void put(const char *dir, const char *rel, const char *text)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    for (char *slash = path + 1; (slash = strchr(slash, '/')); slash++) {
+        *slash = '\0';
+        mkdir(path, 0755);
+        *slash = '/';
+    }
+    test_write_file(path, text, strlen(text));
+}
+
+static void test_cpu_cgroup_cap(void)
+{
+    char root[4096], v2[4200], v1[4200];
+    test_tmpdir(root, sizeof root);
+    snprintf(v2, sizeof v2, "%s/v2", root);
+    snprintf(v1, sizeof v1, "%s/v1", root);
+    /* v2: a quota on /a, none on /a/b (where the process is), another on /a/c */
+    put(v2, "a/cpu.max", "300000 100000\n");
+    put(v2, "a/b/cpu.max", "max 100000\n");
+    put(v2, "a/c/cpu.max", "150000 100000\n");
+    CHECK(snug_cpu_cgroup_cap("0::/a/b\n", v2) == 3, "v2: a parent's quota caps (got %d)",
+          snug_cpu_cgroup_cap("0::/a/b\n", v2));
+    CHECK(snug_cpu_cgroup_cap("0::/a/c\n", v2) == 2, "v2: the smallest quota on the way up "
+          "(got %d)", snug_cpu_cgroup_cap("0::/a/c\n", v2));
+    CHECK(snug_cpu_cgroup_cap("0::/a/c/\n", v2) == 2, "v2: a trailing slash (got %d)",
+          snug_cpu_cgroup_cap("0::/a/c/\n", v2));
+    CHECK(snug_cpu_cgroup_cap("0::/\n", v2) == 0, "v2: the root without cpu.max: no cap (got "
+          "%d)", snug_cpu_cgroup_cap("0::/\n", v2));
+    put(v2, "cpu.max", "100000 100000\n");
+    CHECK(snug_cpu_cgroup_cap("0::/not/mounted/here\n", v2) == 1, "v2: a path not under the "
+          "mount (another namespace) falls back to the mount itself (got %d)",
+          snug_cpu_cgroup_cap("0::/not/mounted/here\n", v2));
+    CHECK(snug_cpu_cgroup_cap(NULL, v2) == 1, "v2: no /proc/self/cgroup reads the mount (got %d)",
+          snug_cpu_cgroup_cap(NULL, v2));
+
+    /* v1 (a hybrid system: a v2 line without a cpu controller as well) */
+    const char *text = "12:cpu,cpuacct:/docker/c1\n3:memory:/docker/c1\n0::/\n";
+    put(v1, "cpu,cpuacct/docker/c1/cpu.cfs_quota_us", "-1\n");
+    put(v1, "cpu,cpuacct/docker/c1/cpu.cfs_period_us", "100000\n");
+    put(v1, "cpu,cpuacct/docker/cpu.cfs_quota_us", "400000\n");
+    put(v1, "cpu,cpuacct/docker/cpu.cfs_period_us", "100000\n");
+    CHECK(snug_cpu_cgroup_cap(text, v1) == 4, "v1: the parent's quota (got %d)",
+          snug_cpu_cgroup_cap(text, v1));
+    put(v1, "cpu,cpuacct/docker/c1/cpu.cfs_quota_us", "150000\n");
+    CHECK(snug_cpu_cgroup_cap(text, v1) == 2, "v1: the process's own, smaller quota (got %d)",
+          snug_cpu_cgroup_cap(text, v1));
+    CHECK(snug_cpu_cgroup_cap("4:memory:/docker/c1\n", v1) == 0, "v1: a line without the cpu "
+          "controller names no path: the hierarchy's root caps nothing (got %d)",
+          snug_cpu_cgroup_cap("4:memory:/docker/c1\n", v1));
+    CHECK(snug_cpu_cgroup_cap("garbage\n\n::\n", v1) == 0, "garbage lines: no cap (got %d)",
+          snug_cpu_cgroup_cap("garbage\n\n::\n", v1));
+    test_rmtree(root);
+}
+
 static void test_cpu_count(void)
 {
     cpu_set_t set;
@@ -457,6 +515,7 @@ int main(void)
     RUN(test_create_failures);
     RUN(test_reentry_aborts);
     RUN(test_cpu_quota_parse);
+    RUN(test_cpu_cgroup_cap);
     RUN(test_cpu_count);
     return test_summary();
 }

@@ -546,43 +546,40 @@ static bool lists_cpu(const char *s, size_t len)
     return false;
 }
 
-/* The cgroup CPU cap of this process: v2 and v1 both looked at (a hybrid
- * system has both; the one without the cpu controller caps nothing). */
-static int32_t cgroup_cpu_cap(void)
+int32_t snug_cpu_cgroup_cap(const char *proc_self_cgroup, const char *fs_root)
 {
-    char text[8192], dir[CG_PATH_BYTES];
+    char dir[CG_PATH_BYTES], v1_root[CG_PATH_BYTES];
     const char *v2_path = "/", *v1_path = "/";
     size_t v2_len = 1, v1_len = 1;
-    if (read_small_file("/proc/self/cgroup", text, sizeof text)) {
-        /* lines "ID:CONTROLLERS:PATH"; v2's is "0::PATH" */
-        for (char *line = text; *line;) {
-            char *eol = strchr(line, '\n');
-            size_t len = eol ? (size_t)(eol - line) : strlen(line);
-            char *c1 = memchr(line, ':', len);
-            char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
-            if (c2) {
-                const char *path = c2 + 1;
-                size_t path_len = len - (size_t)(path - line);
-                if (c2 == c1 + 1 && c1 - line == 1 && line[0] == '0') {
-                    v2_path = path;
-                    v2_len = path_len;
-                } else if (lists_cpu(c1 + 1, (size_t)(c2 - c1 - 1))) {
-                    v1_path = path;
-                    v1_len = path_len;
-                }
+    /* lines "ID:CONTROLLERS:PATH"; v2's is "0::PATH" */
+    for (const char *line = proc_self_cgroup ? proc_self_cgroup : ""; *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *c1 = memchr(line, ':', len);
+        const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+        if (c2) {
+            const char *path = c2 + 1;
+            size_t path_len = len - (size_t)(path - line);
+            if (c2 == c1 + 1 && c1 - line == 1 && line[0] == '0') {
+                v2_path = path;
+                v2_len = path_len;
+            } else if (lists_cpu(c1 + 1, (size_t)(c2 - c1 - 1))) {
+                v1_path = path;
+                v1_len = path_len;
             }
-            line += len + (eol != NULL);
         }
+        line += len + (eol != NULL);
     }
     int32_t cap = 0;
-    const char *root = "/sys/fs/cgroup";
-    if (cgroup_dir(dir, root, v2_path, v2_len)) cap = min_cap(cap, cgroup_cap(dir, strlen(root), true));
-    static const char *const v1_roots[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct",
-                                           "/sys/fs/cgroup/cpuacct,cpu"};
-    for (size_t i = 0; i < SNUG_ARRAY_LEN(v1_roots); i++) {
-        if (access(v1_roots[i], F_OK) != 0) continue;
-        if (cgroup_dir(dir, v1_roots[i], v1_path, v1_len))
-            cap = min_cap(cap, cgroup_cap(dir, strlen(v1_roots[i]), false));
+    if (cgroup_dir(dir, fs_root, v2_path, v2_len))
+        cap = min_cap(cap, cgroup_cap(dir, strlen(fs_root), true));
+    /* v1's cpu hierarchy, under one of its usual names */
+    static const char *const v1_names[] = {"cpu", "cpu,cpuacct", "cpuacct,cpu"};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(v1_names); i++) {
+        int w = snprintf(v1_root, sizeof v1_root, "%s/%s", fs_root, v1_names[i]);
+        if (w <= 0 || w >= (int)sizeof v1_root || access(v1_root, F_OK) != 0) continue;
+        if (cgroup_dir(dir, v1_root, v1_path, v1_len))
+            cap = min_cap(cap, cgroup_cap(dir, strlen(v1_root), false));
         break;
     }
     return cap;
@@ -597,7 +594,9 @@ int32_t snug_cpu_count(void)
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         n = online > 0 && online < INT32_MAX ? (int32_t)online : 1;
     }
-    int32_t cap = cgroup_cpu_cap();
+    char text[8192];
+    int32_t cap = snug_cpu_cgroup_cap(
+        read_small_file("/proc/self/cgroup", text, sizeof text) ? text : NULL, "/sys/fs/cgroup");
     if (cap > 0 && cap < n) n = cap;
     return n;
 }

@@ -102,4 +102,12 @@ int32_t snug_cpu_count(void);
  * allowed). Pure. */
 int32_t snug_cpu_quota_parse(const char *cpu_max_v2, const char *quota_v1, const char *period_v1);
 
+/* The cgroup half of snug_cpu_count, for tests: the smallest CPU cap of the
+ * cgroups that proc_self_cgroup (the text of /proc/self/cgroup, NULL for
+ * none: both paths "/") names and of those above them, read from the
+ * hierarchies mounted at fs_root ("/sys/fs/cgroup": v2 there, v1 in
+ * fs_root/cpu, cpu,cpuacct or cpuacct,cpu); 0 for none. Files that cannot
+ * be read cap nothing. */
+int32_t snug_cpu_cgroup_cap(const char *proc_self_cgroup, const char *fs_root);
+
 #endif /* SNUG_POOL_H */
