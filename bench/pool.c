@@ -13,8 +13,9 @@
  *   - `#pragma omp parallel num_threads(THREADS)`, empty, back-to-back:
  *     libgomp's cost depends on OMP_WAIT_POLICY (printed): active spins,
  *     passive sleeps at once, unset spins a while then sleeps;
- *   - both after a 5 ms pause (the pool's workers asleep on the futex,
- *     libgomp's past its spin);
+ *   - both after a 5 ms pause (the pool's workers asleep on the futex;
+ *     libgomp's asleep with passive, but with the policy unset its spin
+ *     can outlast 5 ms: then this is its awake cost under a cold cache);
  *   - the pool after pauses around its default spin time (the cliff where
  *     runs start paying a wake-up), which is what that default rests on.
  * Not part of make test.
