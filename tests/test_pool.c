@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -381,6 +382,61 @@ static void test_create_failures(void)
     snug_pool_free(p);
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1 /* their shadow memory needs an unlimited address space */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+
+/* In a child whose address space has room for two more thread stacks, a
+ * pool of 64 threads cannot start all its workers (glibc reuses the stacks
+ * of threads that have ended, up to 40 MiB, so a few more may start):
+ * SNUG_INTERNAL naming pthread_create, *out NULL, the started workers
+ * joined and nothing held. The child reports by its exit status (one bit
+ * per failed fact). */
+static void test_create_thread_failure(void)
+{
+#ifdef UNDER_SANITIZER
+    printf("  (skipped under a sanitizer: it needs the address space unlimited)\n");
+#else
+    pid_t pid = fork();
+    if (pid == 0) {
+        size_t stack = 0, before = 0, after = 0;
+        unsigned long vm_pages = 0;
+        pthread_attr_t attr;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%lu", &vm_pages) != 1) _exit(64);
+        fclose(f);
+        if (pthread_getattr_default_np(&attr) != 0 || pthread_attr_getstacksize(&attr, &stack))
+            _exit(64);
+        size_t room = (size_t)vm_pages * (size_t)sysconf(_SC_PAGESIZE) + 2 * stack + stack / 2;
+        struct rlimit rl = {room, room};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(64);
+        snug_mem_status(SNUG_MEM_TOTAL, &before, NULL, false);
+        snug_error err = {0};
+        snug_pool *p = (snug_pool *)&err;
+        snug_status st = snug_pool_create(64, 50, &p, &err);
+        snug_mem_status(SNUG_MEM_TOTAL, &after, NULL, false);
+        printf("  (with the address space limited: %s: %s)\n", snug_status_str(st), err.msg);
+        fflush(stdout);
+        _exit((st != SNUG_INTERNAL) | (!strstr(err.msg, "pthread_create")) << 1 |
+              (p != NULL) << 2 | (after != before) << 3);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork and wait");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 64, "the child set its limit (status %#x)",
+          status);
+    int bits = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    CHECK(WIFEXITED(status), "the child exited (status %#x): no crash, no hang on a join", status);
+    CHECK(bits == 64 || !(bits & 1), "a failed pthread_create gives SNUG_INTERNAL");
+    CHECK(bits == 64 || !(bits & 2), "the message names pthread_create");
+    CHECK(bits == 64 || !(bits & 4), "*out is NULL after the failure");
+    CHECK(bits == 64 || !(bits & 8), "the allocator holds what it held before");
+#endif
+}
+
 static snug_pool *g_reentered;
 
 static void run_again(void *arg, int32_t t, int32_t n)
@@ -513,6 +569,7 @@ int main(void)
     RUN(test_split);
     RUN(test_next);
     RUN(test_create_failures);
+    RUN(test_create_thread_failure);
     RUN(test_reentry_aborts);
     RUN(test_cpu_quota_parse);
     RUN(test_cpu_cgroup_cap);
