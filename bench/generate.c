@@ -128,7 +128,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only] [--json]\n");
         return 2;
     }
-    int threads = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : omp_get_max_threads();
+    int threads = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : snug_cpu_count();
     bool batch_only = false, json = false;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--decode-batch-only") == 0) batch_only = true;
@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 
     /* The matmul's time as the rows of x grow (the same kernels). */
     double rows_ms[BENCH_ROWS_COUNT];
-    bench_rows_ms(kern, threads, rows_ms);
+    bench_rows_ms(kern, snug_model_pool(b.m), rows_ms);
 
     double bw1 = bench_read_bandwidth((size_t)1 << 30, threads, 3);
     double best1 = bench_peaks(w->dtype, threads, 9, peaks1);

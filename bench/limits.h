@@ -281,10 +281,10 @@ static inline void bench_peaks_json(const double peaks[SNUG_INSN_COUNT])
 static const int64_t bench_rows_n[] = {1, 2, 4, 5, 8, 16, 32};
 enum { BENCH_ROWS_K = 2048, BENCH_ROWS_M = 8192, BENCH_ROWS_COUNT = 7 };
 
-/* The mean milliseconds of snug_matmul with kern over a packed 2048 x 8192
- * bf16 matrix (copies cycled through so that the weights come from memory,
+/* The mean milliseconds of snug_matmul with kern on pool over a packed
+ * 2048 x 8192 bf16 matrix (copies cycled through so that the weights come from memory,
  * as in a forward pass) for each of bench_rows_n into ms. */
-static inline void bench_rows_ms(const snug_kernels *kern, int n_threads, double ms[BENCH_ROWS_COUNT])
+static inline void bench_rows_ms(const snug_kernels *kern, snug_pool *pool, double ms[BENCH_ROWS_COUNT])
 {
     const int64_t k = BENCH_ROWS_K, m = BENCH_ROWS_M;
     size_t wbytes = snug_linear_bytes(SNUG_DTYPE_BF16, m, k);
@@ -293,6 +293,7 @@ static inline void bench_rows_ms(const snug_kernels *kern, int n_threads, double
     uint16_t *raw = malloc((size_t)(k * m) * sizeof *raw);
     float *x = aligned_alloc(64, (size_t)(32 * k) * sizeof(float));
     float *y = aligned_alloc(64, (size_t)(32 * m) * sizeof(float));
+    int32_t n_threads = pool ? snug_pool_threads(pool) : 1;
     void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(n_threads, 32, k), 64));
     for (int64_t i = 0; i < k * m; i++)
         raw[i] = snug_f32_to_bf16((float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f);
@@ -304,7 +305,7 @@ static inline void bench_rows_ms(const snug_kernels *kern, int n_threads, double
         for (int i = 0; i < reps + 2; i++) {
             snug_linear lin = {SNUG_DTYPE_BF16, m, k, w + (size_t)(i % copies) * wbytes};
             double t0 = bench_now();
-            snug_matmul(kern, y, x, bench_rows_n[r], &lin, scratch, n_threads);
+            snug_matmul(kern, y, x, bench_rows_n[r], &lin, scratch, pool);
             if (i >= 2) total += bench_now() - t0;
         }
         ms[r] = total / reps * 1e3;

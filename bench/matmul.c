@@ -53,6 +53,11 @@ int main(int argc, char **argv)
         return 1;
     }
     snug_kernels_calibrate(&kern);
+    snug_pool *pool = NULL;
+    if (snug_pool_create(threads, 0, &pool, &err) != SNUG_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
     const size_t bw_bytes = (size_t)512 << 20;
     double bw0 = bench_read_bandwidth(bw_bytes, threads, 5);
     double peaks[SNUG_INSN_COUNT];
@@ -98,12 +103,12 @@ int main(int argc, char **argv)
             int reps = (int)SNUG_MAX(3, SNUG_MIN(4 * copies, 3e9 / flops));
             if (n > 1) reps = (int)SNUG_MAX(3, SNUG_MIN(50, 3e10 / flops));
             snug_linear lin = {wdt, m, k, w};
-            snug_matmul(&kern, y, x, n, &lin, scratch, threads); /* warm */
+            snug_matmul(&kern, y, x, n, &lin, scratch, pool); /* warm */
             double best = 1e30, total = 0;
             for (int r = 0; r < reps; r++) {
                 lin.data = w + (size_t)(r % copies) * wbytes;
                 double t0 = bench_now();
-                snug_matmul(&kern, y, x, n, &lin, scratch, threads);
+                snug_matmul(&kern, y, x, n, &lin, scratch, pool);
                 double dt = bench_now() - t0;
                 total += dt;
                 if (dt < best) best = dt;
@@ -133,7 +138,7 @@ int main(int argc, char **argv)
         free(w);
     }
     double rows[BENCH_ROWS_COUNT];
-    bench_rows_ms(&kern, threads, rows);
+    bench_rows_ms(&kern, pool, rows);
     printf("rows sweep, bf16 k=%d m=%d:", BENCH_ROWS_K, BENCH_ROWS_M);
     for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf(" n=%ld %.3f ms", (long)bench_rows_n[r], rows[r]);
     printf("\n  8 rows / 4 rows %.2f (goal <= 1.3); ms per row 4 -> 32: %.3f -> %.3f\n", rows[4] / rows[2],
@@ -144,6 +149,7 @@ int main(int argc, char **argv)
         printf("worst ratio: n=1 %.2f of bandwidth, n>1 %.2f of the best peak\n", worst_bw, worst_peak);
     else
         printf("worst ratio: n=1 %.2f of bandwidth (scalar kernels: no instruction peak)\n", worst_bw);
+    snug_pool_free(pool);
     free(scratch);
     free(x);
     free(y);

@@ -294,6 +294,9 @@ static void test_matmul(void)
     int n_var = variants_of(kv);
     snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
     void *scratch = scratch_alloc(2);
+    snug_pool *pool = NULL;
+    snug_error err = {0};
+    CHECK_OK(snug_pool_create(2, 0, &pool, &err), &err);
     rng_t r = {0x1234567u};
     double worst_scalar = 0, worst[SNUG_ISA_COUNT + 1][3] = {{0}};
     int thread_mismatch = 0;
@@ -311,7 +314,7 @@ static void test_matmul(void)
             float *y1 = malloc((size_t)(n * m) * sizeof(float));
             float *y2 = malloc((size_t)(n * m) * sizeof(float));
             matmul_ref(x, w, wdt, n, k, m, ref, mag);
-            snug_matmul(&ks, y, x, n, &lin, scratch, 2);
+            snug_matmul(&ks, y, x, n, &lin, scratch, pool);
             int bad = 0;
             for (int64_t i = 0; i < n * m; i++) {
                 double e = fabs(y[i] - ref[i]) / (mag[i] + 1e-30);
@@ -324,8 +327,8 @@ static void test_matmul(void)
                 bool dp = kv[v].k.bf16_insn == SNUG_INSN_DPBF16_ZMM && wdt == SNUG_DTYPE_BF16;
                 double tol = dp && n > 4 ? 1e-2 : 1e-5;
                 for (int64_t i = 0; i < n * m; i++) y1[i] = y2[i] = NAN;
-                snug_matmul(&kv[v].k, y1, x, n, &lin, scratch, 1);
-                snug_matmul(&kv[v].k, y2, x, n, &lin, scratch, 2);
+                snug_matmul(&kv[v].k, y1, x, n, &lin, scratch, NULL);
+                snug_matmul(&kv[v].k, y2, x, n, &lin, scratch, pool);
                 bad = 0;
                 for (int64_t i = 0; i < n * m; i++) {
                     double e = fabs((double)y1[i] - y[i]) / (mag[i] + 1e-30);
@@ -353,6 +356,7 @@ static void test_matmul(void)
     for (int v = 0; v < n_var; v++)
         printf("  matmul %s vs scalar: max err f32 %.3g, f16 %.3g, bf16 %.3g of sum|terms|\n",
                kv[v].name, worst[v][0], worst[v][1], worst[v][2]);
+    snug_pool_free(pool);
     free(scratch);
 }
 
@@ -470,6 +474,9 @@ static void test_matmul_driver(void)
     snug_kernels ks = kernels_of(SNUG_ISA_SCALAR), kt = ks;
     kt.mm = &mock;
     void *scratch = scratch_alloc(2);
+    snug_pool *pool = NULL;
+    snug_error err = {0};
+    CHECK_OK(snug_pool_create(2, 0, &pool, &err), &err);
     rng_t r = {77};
     double worst_f = 0, worst_dp = 0;
     for (size_t si = 0; si < SNUG_ARRAY_LEN(shapes); si++) {
@@ -484,12 +491,12 @@ static void test_matmul_driver(void)
             void *w = make_typed(&r, wdts[d], (size_t)(m * k));
             snug_linear lin = pack_linear(w, wdts[d], m, k);
             matmul_ref(x, w, wdts[d], n, k, m, ref, mag);
-            snug_matmul(&ks, want, x, n, &lin, NULL, 1);
+            snug_matmul(&ks, want, x, n, &lin, NULL, NULL);
             for (int dp = 0; dp < 2; dp++) {
                 if (dp && wdts[d] != SNUG_DTYPE_BF16) continue;
                 kt.bf16_insn = dp ? SNUG_INSN_DPBF16_ZMM : SNUG_INSN_FMA_ZMM;
                 for (int64_t i = 0; i < n * m; i++) got[i] = NAN;
-                snug_matmul(&kt, got, x, n, &lin, scratch, 2);
+                snug_matmul(&kt, got, x, n, &lin, scratch, pool);
                 double tol = dp ? 1e-2 : 1e-5, *worst = dp ? &worst_dp : &worst_f;
                 int bad = 0;
                 for (int64_t i = 0; i < n * m; i++) {
@@ -513,6 +520,7 @@ static void test_matmul_driver(void)
     printf("  driver with C micro-kernels vs scalar: max err %.3g (tolerance 1e-5), bf16 pairs "
            "dot %.3g (tolerance 1e-2)\n",
            worst_f, worst_dp);
+    snug_pool_free(pool);
     free(scratch);
 }
 

@@ -180,12 +180,12 @@ enum {
  * Measured on a 2-core VM, 2.5 GB: MAP_POPULATE 0.55 GB/s, one thread
  * touching 4 KiB pages 0.58, both threads populating 4 KiB pages 3.6-4.1,
  * huge pages 1.2 (the kernel compacting memory to find them) to 11.7. */
-static bool populate(unsigned char *p, size_t len)
+static bool populate(unsigned char *p, size_t len, bool threads)
 {
     size_t n_chunks = (len + POPULATE_CHUNK - 1) / POPULATE_CHUNK;
     atomic_int failed = 0;
     /* one thread when called from a parallel region (no nested teams) */
-#pragma omp parallel for schedule(dynamic, 1) if (len >= POPULATE_PARALLEL && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 1) if (threads && len >= POPULATE_PARALLEL && !omp_in_parallel())
     for (size_t i = 0; i < n_chunks; i++) {
         if (atomic_load(&failed)) continue; /* the block is given up: stop taking memory */
         size_t begin = i * (size_t)POPULATE_CHUNK;
@@ -223,7 +223,7 @@ static void *map_block(size_t len, bool resident)
         if (tail) munmap(p + len, tail);
         madvise(p, len, MADV_HUGEPAGE); /* a hint: ignored where huge pages are off */
     }
-    if (!populate(p, resident ? len : SNUG_MEM_HEADER_BYTES)) {
+    if (!populate(p, resident ? len : SNUG_MEM_HEADER_BYTES, true)) {
         munmap(p, len);
         errno = ENOMEM;
         return NULL;
@@ -369,7 +369,7 @@ snug_status snug_mem_populate(void *p, size_t offset, size_t len, snug_error *er
     uintptr_t page = page_size > 0 ? (uintptr_t)page_size : 4096;
     from -= from % page; /* a block's pages are all its own: it is mapped alone */
     to = snug_round_up(to, page);
-    if (populate((unsigned char *)from, (size_t)(to - from))) return SNUG_OK;
+    if (populate((unsigned char *)from, (size_t)(to - from), false)) return SNUG_OK;
     char bytes[32];
     return snug_errorf(err, SNUG_NOMEM, "out of memory: the system would not back %s of a "
                        "block it had mapped", snug_fmt_bytes(to - from, bytes));

@@ -55,10 +55,11 @@ void *snug_mem_alloc(snug_mem_cat cat, size_t n, snug_error *err);
 void *snug_mem_alloc_unpopulated(snug_mem_cat cat, size_t n, snug_error *err);
 
 /* Makes bytes [offset, offset + len) of block p (from snug_mem_alloc*)
- * resident and writable, on all threads from 128 MiB on when not called
- * inside a parallel region. Fails with SNUG_INVALID when the range leaves
- * the block, SNUG_NOMEM when the system will not back the pages (part of
- * them may be resident then). Resident pages are left as they are. */
+ * resident and writable, on the calling thread (callers spread ranges over
+ * threads: the KV cache a layer at a time on the model's pool). Fails with
+ * SNUG_INVALID when the range leaves the block, SNUG_NOMEM when the system
+ * will not back the pages (part of them may be resident then). Resident
+ * pages are left as they are. */
 snug_status snug_mem_populate(void *p, size_t offset, size_t len, snug_error *err);
 
 /* Allocates for a library that cannot survive a failed allocation (jansson

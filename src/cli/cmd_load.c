@@ -11,7 +11,6 @@
 #include "base/json.h"
 #include "model/loader.h"
 
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,7 +106,7 @@ int snug_cmd_load(int argc, char **argv)
     snug_checkpoint *ck = NULL;
     if (snug_checkpoint_open(dir, &ck, &err) != SNUG_OK) return cli_fail(&err);
     if (o.dtype == SNUG_DTYPE_NONE) o.dtype = snug_checkpoint_weight_dtype(ck);
-    if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
+    if (o.n_threads <= 0) o.n_threads = snug_cpu_count();
     if (!as_json) {
         char b[32];
         printf("snug load %s: tp %d, as %s, %d threads, staging at most %s\n", dir, o.tp,

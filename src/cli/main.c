@@ -67,14 +67,23 @@ static void set_process_limits(void)
     }
 }
 
-/* `snug --version`: the version, the commit, the build options and the
- * instruction set the kernels run here (snug_isa_detect), one a line. */
+/* `snug --version`: the version, the commit, the build options, the
+ * instruction set the kernels run here (snug_isa_detect), the instruction
+ * bf16 matmuls run by this machine's calibration, and the threads a model
+ * runs on by default (snug_cpu_count), one a line. */
 static int print_version(void)
 {
     printf("snug %s\n", SNUG_VERSION);
     printf("commit: %s\n", cli_build_commit);
     printf("build: %s\n", cli_build_options);
     printf("isa: %s\n", snug_isa_name(snug_isa_detect()));
+    snug_kernels k;
+    char line[256];
+    if (snug_kernels_init(&k, snug_isa_detect(), NULL) == SNUG_OK) {
+        snug_kernels_calibrate(&k);
+        printf("kernels: %s\n", snug_kernels_describe(&k, SNUG_DTYPE_BF16, line, sizeof line));
+    }
+    printf("threads: %d (the CPUs this process may use)\n", snug_cpu_count());
     return 0;
 }
 

@@ -5,12 +5,13 @@
  */
 #include "comm.h"
 
+#include "base/pool.h"
+
 #if SNUG_HAVE_MPI /* the communicator of a build with MPI (Makefile: MPI) */
 
 #include "base/device.h"
 
 #include <mpi.h>
-#include <omp.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -122,7 +123,7 @@ void snug_comm_world(int32_t *size, int32_t *rank)
 
 int32_t snug_comm_default_threads(void)
 {
-    int procs = omp_get_num_procs();       /* the cores this process may run on */
+    int procs = snug_cpu_count();       /* the cores this process may run on */
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int local = ls ? atoi(ls) : 1;

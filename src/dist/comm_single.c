@@ -4,11 +4,12 @@
  */
 #include "comm.h"
 
+#include "base/pool.h"
+
 #if !SNUG_HAVE_MPI /* the communicator of a build without MPI (Makefile: MPI) */
 
 #include "base/device.h"
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +40,7 @@ void snug_comm_world(int32_t *size, int32_t *rank)
     if (rank) *rank = 0;
 }
 
-int32_t snug_comm_default_threads(void) { return omp_get_num_procs(); }
+int32_t snug_comm_default_threads(void) { return snug_cpu_count(); }
 
 snug_status snug_comm_open(int32_t tp, double step_timeout_s, snug_comm **out, snug_error *err)
 {

@@ -36,6 +36,8 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            l->seconds > 0 ? (double)l->bytes_read / l->seconds / 1e9 : 0,
            snug_fmt_bytes(l->load_peak_bytes, b[1]),
            (double)l->load_peak_bytes / (double)l->weights_held);
+    fprintf(f, "kernels: %s; %d thread%s\n", snug_kernels_describe(&r->kernels, r->weight_dtype, a, sizeof a), r->threads,
+            r->threads == 1 ? "" : "s");
     fprintf(f, "budget: %s\n", snug_budget_describe(&r->budget, a, sizeof a));
     fprintf(f, "memory plan: %s\n", snug_plan_report_line(r, a, sizeof a));
     fprintf(f, "kv cache: %lld blocks of %d tokens (%lld tokens, dtype %s), limited by %s; max "
@@ -86,6 +88,19 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
                snug_fmt_bytes(q->serving_state, c[4]), snug_fmt_bytes(q->untracked, c[5]),
                snug_fmt_bytes(q->kv_held, c[6]), (long long)q->kv_blocks_own);
     }
+}
+
+json_t *snug_plan_kernels_json(const snug_plan_report *r)
+{
+    json_t *calib = json_object();
+    for (int i = 0; i < SNUG_INSN_COUNT; i++)
+        if (r->kernels.calib_gflops[i] > 0)
+            json_object_set_new(calib, snug_insn_name((snug_insn)i), json_real(r->kernels.calib_gflops[i]));
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:o}", "isa", snug_isa_name(r->kernels.isa),
+                     "threads", r->threads, "weight_dtype", snug_dtype_name(r->weight_dtype), "matmul",
+                     snug_insn_name(snug_matmul_insn(&r->kernels, r->weight_dtype, 512)), "matvec",
+                     snug_insn_name(snug_matmul_insn(&r->kernels, r->weight_dtype, 1)), "bf16_matmul",
+                     snug_insn_name(r->kernels.bf16_insn), "calibration_gflops", calib);
 }
 
 char *snug_plan_report_json(const snug_plan_report *r)
@@ -139,6 +154,7 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("rank", json_integer(r->rank));
     PUT("weights_predicted_bytes", json_integer((json_int_t)r->load.weight_bytes));
     PUT("kv_blocks_own", json_integer((json_int_t)r->kv_blocks_own));
+    PUT("kernels", snug_plan_kernels_json(r));
     json_t *ranks = json_array();
     for (int32_t k = 0; k < r->tp && k < SNUG_TP_MAX; k++) {
         const snug_rank_plan *q = &r->ranks[k];

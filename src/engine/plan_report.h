@@ -17,6 +17,8 @@
 
 #include "planner.h"
 
+#include <jansson.h>
+
 #include <stdio.h>
 
 /* "budget C = weights W + ... + kv cache K" into buf (size bytes,
@@ -30,5 +32,14 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r);
  * block of category other (free it with snug_mem_free); NULL when out of
  * memory. */
 char *snug_plan_report_json(const snug_plan_report *r);
+
+/* The kernels the steps run, as a new JSON object: {"isa", "threads",
+ * "weight_dtype", "matmul" and "matvec" (the instruction the matmuls of
+ * these weights run above 4 rows of x, and up to 4), "bf16_matmul" (the
+ * instruction bf16 weights' GEMM runs), and
+ * "calibration_gflops" (what snug_kernels_calibrate measured, per
+ * instruction; empty where it had nothing to choose)}. The plan's JSON and
+ * /version carry it. */
+json_t *snug_plan_kernels_json(const snug_plan_report *r);
 
 #endif /* SNUG_PLAN_REPORT_H */

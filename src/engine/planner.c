@@ -256,6 +256,11 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
                                     o.n_threads},
                           .isa = o.isa, .allreduce = snug_comm_allreduce_hook, .allreduce_ctx = comm};
     st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);
+    if (st == SNUG_OK) {
+        r->kernels = *snug_model_kernels(p->model);
+        r->weight_dtype = p->weights->dtype;
+        r->threads = snug_model_step_shape(p->model)->n_threads;
+    }
     snug_serving_shape ss = {o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len,
                              o.block_size, p->ck->config.vocab_size,
                              p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1};
@@ -362,7 +367,8 @@ snug_status snug_planner_populate_next(snug_planned *p, snug_error *err)
     if (!snug_planner_populating(p)) return SNUG_OK;
     double t0 = snug_now_seconds();
     int32_t end = SNUG_MIN(p->kv.n_blocks, p->kv_resident + p->populate_group);
-    snug_status st = snug_kvcache_populate(&p->kv, p->kv_resident, end, &p->populate_err);
+    snug_status st = snug_kvcache_populate(&p->kv, p->kv_resident, end, snug_model_pool(p->model),
+                                           &p->populate_err);
     p->populate_seconds += snug_now_seconds() - t0;
     if (st == SNUG_OK) p->kv_resident = end;
     else p->populate_failed = true;

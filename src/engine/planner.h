@@ -134,6 +134,9 @@ typedef struct snug_plan_report {
     int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
                                     * over the ranks) */
     bool prefix_caching;           /* the block pool caches prefixes */
+    snug_kernels kernels;          /* what the steps run: ISA, bf16 instruction, calibration */
+    snug_dtype weight_dtype;       /* the weights' element type */
+    int32_t threads;               /* the threads every step runs on */
     snug_rank_plan ranks[SNUG_TP_MAX]; /* every rank's, on rank 0 (tp > 1) */
 } snug_plan_report;
 

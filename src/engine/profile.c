@@ -9,6 +9,13 @@
 
 #include <string.h>
 
+/* A pool thread's stack made resident as deep as any step goes. */
+static void prefault_part(void *ctx, int32_t thread, int32_t n_threads)
+{
+    (void)ctx, (void)thread, (void)n_threads;
+    snug_proc_prefault_stack();
+}
+
 snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_shape,
                               snug_serving_state *serving, snug_profile_result *out,
                               snug_error *err)
@@ -53,11 +60,9 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
     snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
     double t0 = snug_now_seconds();
     /* the stacks of the threads that will run every step, deeper than any
-     * step goes: this thread's and the kernels' pool's (the same threads
-     * for every region this thread opens with that count) */
+     * step goes: this thread's and the model's pool's */
     snug_proc_prefault_stack();
-#pragma omp parallel num_threads(shape->n_threads)
-    snug_proc_prefault_stack();
+    snug_pool_run(snug_model_pool(m), prefault_part, NULL);
     st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
     st = snug_dist_agree(snug_stepper_comm(stepper), st, err); /* no rank steps alone */
     if (st == SNUG_NOMEM) { /* the caller may say what would fit */

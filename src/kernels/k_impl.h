@@ -70,7 +70,7 @@ typedef struct snug_matmul_ops {
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD
  * instruction set: the contract of snug_matmul. */
 void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, const float *x,
-                         int64_t n, const snug_linear *w, void *scratch, int32_t n_threads);
+                         int64_t n, const snug_linear *w, void *scratch, snug_pool *pool);
 
 /* The kind snug_matmul_blocked runs for weights of dtype wdt and n > 4
  * rows of x under the table kt (its bf16 choice), and whether it converts

@@ -8,21 +8,25 @@
  * scratch (each thread packs a share of the panels of x, then all wait at
  * a barrier). It is packed block-major (all panels' slices of one kc block
  * of k together), so that the rows of x one block runs over are one
- * contiguous run. Each thread then takes, for each block of k and of up to
- * SNUG_GEMM_MC rows of x, its weight panels three at a time: those slices
- * of w (at most 48 x kc values, in L1) meet every register tile of x of
- * the block (in L2). The weight is read from memory once per block of
- * rows of x, never re-packed: time grows smoothly with the rows of x.
+ * contiguous run. Each thread then takes its weight panels in blocks of
+ * 24 (384 rows of w), and for each, each block of up to SNUG_GEMM_MC rows
+ * of x and each block of k, the panels three at a time: those slices of w
+ * (at most 48 x kc values, in L1) meet every register tile of x of the
+ * block (in L2), adding into a tile of y that stays in L2 across the k
+ * blocks. The weight is read from memory once per block of rows of x,
+ * never re-packed: time grows smoothly with the rows of x.
  *
- * Threads get whole panels (16 rows of w, one 64-byte line of y each), so
- * no two threads write the same line of y. Each output element is
+ * The threads are a snug_pool's: one run per call (the GEMM waits at the
+ * pool's barrier once x is packed). Threads get whole panels (16 rows of
+ * w, one 64-byte line of y each), so no two threads write the same line of
+ * y. Each output element is
  * computed by the same sequence of operations whatever the number of
  * threads, so results do not depend on n_threads.
  */
 #include "base/dtype.h"
+#include "base/pool.h"
 #include "k_impl.h"
 
-#include <omp.h>
 #include <string.h>
 
 /* Bytes of one thread's private scratch: three panel slices as f32 (the
@@ -49,18 +53,27 @@ size_t snug_matmul_scratch_bytes(int32_t n_threads, int64_t n_max, int64_t k_max
 
 /* ---- the scalar reference ------------------------------------------------ */
 
-/* y[t][o] = sum_i x[t][i] w[o][i] accumulated in float in index order. */
-static void matmul_scalar(float *y, const float *x, int64_t n, const snug_linear *w,
-                          int32_t n_threads)
+/* The scalar loops' job: rows [o0, o1) of w for each thread's share. */
+typedef struct scalar_job {
+    float *y;
+    const float *x;
+    int64_t n;
+    const snug_linear *w;
+} scalar_job;
+
+/* y[t][o] = sum_i x[t][i] w[o][i] accumulated in float in index order, for
+ * thread t's share of the rows of w. */
+static void matmul_scalar(void *ctx, int32_t thread, int32_t n_threads)
 {
-    int64_t k = w->k, m = w->m;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-    for (int64_t o = 0; o < m; o++) {
-        for (int64_t t = 0; t < n; t++) {
-            const float *xt = x + t * k;
+    const scalar_job *j = ctx;
+    int64_t k = j->w->k, m = j->w->m, o0, o1;
+    snug_pool_split(m, 1, thread, n_threads, &o0, &o1);
+    for (int64_t o = o0; o < o1; o++) {
+        for (int64_t t = 0; t < j->n; t++) {
+            const float *xt = j->x + t * k;
             float acc = 0.0f;
-            for (int64_t i = 0; i < k; i++) acc += xt[i] * snug_linear_elem(w, o, i);
-            y[t * m + o] = acc;
+            for (int64_t i = 0; i < k; i++) acc += xt[i] * snug_linear_elem(j->w, o, i);
+            j->y[t * m + o] = acc;
         }
     }
 }
@@ -142,6 +155,23 @@ static const void *panel_slice(const snug_linear *w, int64_t p, int64_t pc)
            (size_t)(pc / step_elems(w->dtype)) * step_bytes(w->dtype);
 }
 
+/* Asks for part `part` of `parts` of the slices [pc, pc + len) of panels
+ * [p, p + np) of w to be fetched into L2 (the parts split their lines
+ * evenly). */
+static void prefetch_part(const snug_linear *w, int64_t p, int64_t np, int64_t pc, int64_t len,
+                          int64_t part, int64_t parts)
+{
+    int64_t se = step_elems(w->dtype);
+    int64_t lines = ((len + se - 1) / se * (int64_t)step_bytes(w->dtype) + 63) / 64, total = lines * np;
+    int64_t i = total * part / parts, end = total * (part + 1) / parts;
+    while (i < end) {
+        int64_t j = i / lines, l = i % lines, n = SNUG_MIN(lines - l, end - i);
+        const char *base = (const char *)panel_slice(w, p + j, pc) + l * 64;
+        for (int64_t q = 0; q < n; q++) __builtin_prefetch(base + q * 64, 0, 2);
+        i += n;
+    }
+}
+
 /* ---- the blocked GEMM ------------------------------------------------------- */
 
 const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul_ops *o,
@@ -158,6 +188,10 @@ const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul
     return &o->bf16_fma;
 }
 
+/* Panels of w per block of the thread's share (a multiple of the three a
+ * register tile takes). */
+enum { GEMM_NC_PANELS = 24 };
+
 /* One thread's share: the full panels [p0, p1) of w against all n rows of
  * x, packed whole in ap; tb is the thread's private scratch. */
 static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(float *, const uint32_t *, int64_t),
@@ -167,27 +201,41 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
     const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
     const int64_t mc_max = SNUG_GEMM_MC / mr * mr; /* whole tiles of x per block */
     float *conv = (float *)(void *)tb;               /* 3 converted slices */
-    for (int64_t ic = 0; ic < n; ic += mc_max) {
-        int64_t mc = SNUG_MIN(mc_max, n - ic);
-        for (int64_t pc = 0; pc < k; pc += g->kc) {
-            int64_t len = SNUG_MIN((int64_t)g->kc, k - pc);
-            const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
-            int64_t ks_a = a_steps(g, len);
-            for (int64_t jp = p0; jp < p1; jp += 3) {
-                int32_t np = (int32_t)SNUG_MIN(3, p1 - jp);
-                const void *b[3] = {NULL, NULL, NULL};
-                for (int32_t j = 0; j < np; j++) {
-                    b[j] = panel_slice(w, jp + j, pc);
-                    if (convert) {
-                        float *d = conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX;
-                        to_f32(d, b[j], (len + 1) / 2);
-                        b[j] = d;
+    /* blocks of the thread's panels whose tile of y (mc x 384 floats) stays
+     * in L2 while every k block adds to it */
+    for (int64_t jc = p0; jc < p1; jc += GEMM_NC_PANELS) {
+        int64_t jc_end = SNUG_MIN(p1, jc + GEMM_NC_PANELS);
+        for (int64_t ic = 0; ic < n; ic += mc_max) {
+            int64_t mc = SNUG_MIN(mc_max, n - ic);
+            for (int64_t pc = 0; pc < k; pc += g->kc) {
+                int64_t len = SNUG_MIN((int64_t)g->kc, k - pc);
+                const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
+                int64_t ks_a = a_steps(g, len);
+                for (int64_t jp = jc; jp < jc_end; jp += 3) {
+                    int32_t np = (int32_t)SNUG_MIN(3, jc_end - jp);
+                    const void *b[3] = {NULL, NULL, NULL};
+                    for (int32_t j = 0; j < np; j++) {
+                        b[j] = panel_slice(w, jp + j, pc);
+                        if (convert) {
+                            float *d = conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX;
+                            to_f32(d, b[j], (len + 1) / 2);
+                            b[j] = d;
+                        }
+                    }
+                    /* the next slices (the next three panels, or the block's first
+                     * at the next k block) fetched into L2 a part per tile */
+                    int64_t nx_p = jp + 3, nx_pc = pc;
+                    if (nx_p >= jc_end) nx_p = jc, nx_pc = pc + g->kc;
+                    int64_t nx_len = SNUG_MIN((int64_t)g->kc, k - nx_pc), tiles = (mc + mr - 1) / mr;
+                    int64_t nx_np = SNUG_MIN(3, jc_end - nx_p);
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
+                        if (nx_pc < k)
+                            prefetch_part(w, nx_p, nx_np, nx_pc, nx_len, ir / mr, tiles);
+                        g->micro(len, ablock + ((ic + ir) / mr) * ks_a * mr, b, np,
+                                 y + (ic + ir) * m + jp * SNUG_PANEL, m, (int32_t)SNUG_MIN(mr, mc - ir),
+                                 pc > 0);
                     }
                 }
-                for (int64_t ir = 0; ir < mc; ir += mr)
-                    g->micro(len, ablock + ((ic + ir) / mr) * ks_a * mr, b, np,
-                             y + (ic + ir) * m + jp * SNUG_PANEL, m, (int32_t)SNUG_MIN(mr, mc - ir),
-                             pc > 0);
             }
         }
     }
@@ -237,36 +285,37 @@ typedef struct matmul_job {
     const snug_linear *w;
     unsigned char *scratch;
     uint32_t *ap;            /* x packed (the GEMM), in the scratch after the threads' parts */
+    int32_t nt;              /* threads that take a share (the pool's others only wait) */
+    snug_pool *pool;         /* NULL: the caller alone */
 } matmul_job;
 
-/* Thread tid of nth's share of job j: whole panels, balanced (the narrow
- * last one, if any, to the last thread); the GEMM packs its share of x and
- * waits for the others' at barrier(). */
-static void matmul_part(const matmul_job *j, int64_t tid, int64_t nth, void (*barrier)(void))
+/* Thread tid's share of job j: whole panels, balanced (the narrow last one,
+ * if any, to the last thread that takes a share); the GEMM packs its share
+ * of x and waits at the pool's barrier for the others'. */
+static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
 {
-    int64_t m = j->w->m, panels = (m + SNUG_PANEL - 1) / SNUG_PANEL, full = m / SNUG_PANEL;
-    int64_t p0 = full * tid / nth, p1 = full * (tid + 1) / nth;
+    (void)n_pool;
+    const matmul_job *j = ctx;
+    int64_t nth = j->nt, m = j->w->m, panels = (m + SNUG_PANEL - 1) / SNUG_PANEL, full = m / SNUG_PANEL;
+    int64_t p0 = 0, p1 = 0;
+    if (tid < nth) snug_pool_split(full, 1, tid, (int32_t)nth, &p0, &p1);
     if (!j->g) {
         if (tid == nth - 1) p1 = panels;
         if (p0 < p1) j->o->gemv(j->y, j->x, j->n, j->w, p0, p1);
         return;
     }
-    int64_t panels_a = (j->n + j->g->mr - 1) / j->g->mr;
-    pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, panels_a * tid / nth, panels_a * (tid + 1) / nth);
-    if (barrier) barrier();
+    int64_t panels_a = (j->n + j->g->mr - 1) / j->g->mr, a0 = 0, a1 = 0;
+    if (tid < nth) snug_pool_split(panels_a, 1, tid, (int32_t)nth, &a0, &a1);
+    pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, a0, a1);
+    if (j->pool) snug_pool_barrier(j->pool, tid);
     unsigned char *tb = j->scratch + (size_t)tid * thread_bytes();
     if (p0 < p1) gemm_thread(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ap, j->n, j->w, p0, p1, tb);
     if (tid == nth - 1 && full < panels)
         gemm_thread_edge(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ap, j->n, j->w, full, tb);
 }
 
-static void omp_barrier(void)
-{
-#pragma omp barrier
-}
-
 void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, const float *x,
-                         int64_t n, const snug_linear *w, void *scratch, int32_t n_threads)
+                         int64_t n, const snug_linear *w, void *scratch, snug_pool *pool)
 {
     int64_t k = w->k, m = w->m;
     if (n <= 0 || m <= 0) return;
@@ -274,35 +323,38 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         memset(y, 0, (size_t)n * (size_t)m * sizeof(float));
         return;
     }
-    matmul_job j = {.o = o, .y = y, .x = x, .n = n, .w = w, .scratch = scratch};
+    matmul_job j = {.o = o, .y = y, .x = x, .n = n, .w = w, .scratch = scratch, .pool = pool};
     if (n > SNUG_GEMV_MAX_N) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
                     j.g->mr <= SNUG_GEMM_MR_MAX);
     }
-    int64_t nt = SNUG_MAX(1, SNUG_MIN((int64_t)n_threads, (m + SNUG_PANEL - 1) / SNUG_PANEL));
+    int32_t n_pool = pool ? snug_pool_threads(pool) : 1;
+    int64_t nt = SNUG_MAX(1, SNUG_MIN((int64_t)n_pool, (m + SNUG_PANEL - 1) / SNUG_PANEL));
     /* tiny products are not worth waking threads for */
     if ((double)n * (double)k * (double)m < 65536.0) nt = 1;
-    j.ap = (uint32_t *)(void *)(j.scratch + (size_t)nt * thread_bytes());
+    j.nt = (int32_t)nt;
+    j.ap = (uint32_t *)(void *)(j.scratch + (size_t)n_pool * thread_bytes());
     if (nt == 1) {
-        matmul_part(&j, 0, 1, NULL);
+        j.pool = NULL;
+        matmul_part(&j, 0, 1);
         return;
     }
-#pragma omp parallel num_threads((int)nt)
-    matmul_part(&j, omp_get_thread_num(), omp_get_num_threads(), omp_barrier);
+    snug_pool_run(pool, matmul_part, &j);
 }
 
 /* ---- the public side ------------------------------------------------------- */
 
 void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,
-                 void *scratch, int32_t n_threads)
+                 void *scratch, snug_pool *pool)
 {
-    if (n_threads < 1) n_threads = 1;
     if (!k->mm) {
-        matmul_scalar(y, x, n, w, n_threads);
+        scalar_job j = {y, x, n, w};
+        if (pool) snug_pool_run(pool, matmul_scalar, &j);
+        else matmul_scalar(&j, 0, 1);
         return;
     }
-    snug_matmul_blocked(k, k->mm, y, x, n, w, scratch, n_threads);
+    snug_matmul_blocked(k, k->mm, y, x, n, w, scratch, pool);
 }
 
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)

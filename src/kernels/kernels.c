@@ -6,7 +6,9 @@
 #include "k_impl.h"
 
 #include "base/device.h"
+#include "base/dtype.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -179,6 +181,22 @@ void snug_kernels_calibrate(snug_kernels *k)
     k->calib_gflops[fma->insn] = g_fma;
     k->calib_gflops[dp->insn] = g_dp;
     k->bf16_insn = g_dp >= 1.15 * g_fma ? dp->insn : fma->insn;
+}
+
+const char *snug_kernels_describe(const snug_kernels *k, snug_dtype wdt, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%s; %s matmuls on %s, up to %d rows on %s", snug_isa_name(k->isa),
+                     snug_dtype_name(wdt), snug_insn_name(snug_matmul_insn(k, wdt, SNUG_GEMV_MAX_N + 1)),
+                     SNUG_GEMV_MAX_N, snug_insn_name(snug_matmul_insn(k, wdt, 1)));
+    const char *sep = " (calibrated, one thread: ";
+    for (int i = 0; i < SNUG_INSN_COUNT && n >= 0 && (size_t)n < size; i++)
+        if (k->calib_gflops[i] > 0) {
+            n += snprintf(buf + n, size - (size_t)n, "%s%s %.1f", sep, snug_insn_name((snug_insn)i),
+                          k->calib_gflops[i]);
+            sep = ", ";
+        }
+    if (n >= 0 && (size_t)n < size && sep[0] == ',') snprintf(buf + n, size - (size_t)n, " GFLOP/s)");
+    return buf;
 }
 
 snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *err)

@@ -15,10 +15,10 @@
  * of linear.h; vectors (norms, biases, embedding rows) row-major. The KV
  * cache is f32, f16 or bf16.
  *
- * Threads: snug_matmul runs its own OpenMP parallel region (over the
- * weight's panels, so each thread streams its own rows of the weight); call it from
- * outside any parallel region. Every other kernel is single-threaded and
- * may be called from inside parallel regions. No kernel allocates: the
+ * Threads: snug_matmul runs on a snug_pool (base/pool.h), one run per call
+ * (over the weight's panels, so each thread streams its own rows of the
+ * weight); call it from outside any run of that pool. Every other kernel
+ * is single-threaded and may be called from inside runs. No kernel allocates: the
  * scratch memory matmul needs comes from the caller (the activation arena),
  * sized by snug_matmul_scratch_bytes.
  *
@@ -32,6 +32,7 @@
 #define SNUG_KERNELS_H
 
 #include "base/common.h"
+#include "base/pool.h"
 #include "linear.h"
 
 typedef enum snug_isa {
@@ -168,6 +169,12 @@ snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err);
  * the memory for it the FMA stays. */
 void snug_kernels_calibrate(snug_kernels *k);
 
+/* One line saying what k runs for weights of dtype wdt: "avx512bf16; bf16
+ * matmuls on vdpbf16ps zmm, up to 4 rows on vfmadd231ps ymm (calibrated,
+ * one thread: vfmadd231ps zmm 112.4, vdpbf16ps zmm 225.5 GFLOP/s)" into buf
+ * (size bytes, truncated). Returns buf. */
+const char *snug_kernels_describe(const snug_kernels *k, snug_dtype wdt, char *buf, size_t size);
+
 /* Makes bf16 weights run insn (SNUG_INSN_DPBF16_ZMM, or the table's FMA);
  * SNUG_UNSUPPORTED when the table cannot. Tests and benchmarks. */
 snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *err);
@@ -176,12 +183,13 @@ snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *e
  * x[t][i] w[o][i]. x and y are dense row-major f32; w is in the panel
  * layout (linear.h). Reads each weight once for the whole batch when n
  * <= 4 (the matrix-vector path) and once per block of up to 512 rows of x
- * above. Runs on n_threads OpenMP threads; results do not depend on
- * n_threads. scratch holds snug_matmul_scratch_bytes(T, N, K) bytes,
- * 64-byte aligned, with n_threads <= T, n <= N, w->k <= K. y must not
- * overlap x or w. */
+ * above. Runs on the threads of pool (NULL: the caller alone; tiny
+ * products also run on the caller alone); results do not depend on the
+ * number of threads. scratch holds snug_matmul_scratch_bytes(T, N, K)
+ * bytes, 64-byte aligned, with the pool's threads <= T, n <= N, w->k <= K.
+ * y must not overlap x or w. */
 void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,
-                 void *scratch, int32_t n_threads);
+                 void *scratch, snug_pool *pool);
 
 /* The instruction the inner loop of snug_matmul runs for weights of dtype
  * wdt and n rows of x under k. Pure. */

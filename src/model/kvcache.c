@@ -5,6 +5,7 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
+#include "base/pool.h"
 
 #include <stdatomic.h>
 
@@ -73,7 +74,34 @@ static size_t kv_offset(const snug_kvcache *kv, int32_t layer, int32_t block, in
     return i * (size_t)s->head_dim;
 }
 
-snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, snug_error *err)
+/* One populate's work: each layer's range of blocks, taken a layer at a
+ * time by whichever thread is free. */
+typedef struct populate_job {
+    snug_kvcache *kv;
+    snug_pool *pool;
+    size_t from, to, stride;
+    atomic_int failed;
+    snug_error why;
+} populate_job;
+
+static void populate_part(void *ctx, int32_t thread, int32_t n_threads)
+{
+    (void)thread;
+    populate_job *j = ctx;
+    int32_t n_layers = j->kv->shape.n_layers;
+    for (int64_t i = 0; i < n_layers; i++) {
+        int64_t l = n_threads > 1 ? snug_pool_next(j->pool, n_layers) : i;
+        if (l < 0) break;
+        snug_error e;
+        if (atomic_load(&j->failed)) break;
+        if (snug_mem_populate(j->kv->data, (size_t)l * j->stride + j->from, j->to - j->from, &e) != SNUG_OK &&
+            atomic_exchange(&j->failed, 1) == 0)
+            j->why = e;
+    }
+}
+
+snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, snug_pool *pool,
+                                  snug_error *err)
 {
     if (first < 0 || end > kv->n_blocks || first > end)
         return snug_errorf(err, SNUG_INVALID, "kv cache: blocks %d to %d of %d", first, end,
@@ -81,20 +109,17 @@ snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, 
     size_t esize = snug_dtype_size(kv->shape.dtype);
     size_t from = kv_offset(kv, 0, first, 0, 0, 0) * esize, to = kv_offset(kv, 0, end, 0, 0, 0) * esize;
     size_t stride = kv_offset(kv, 1, 0, 0, 0, 0) * esize; /* one layer's blocks */
-    atomic_int failed = 0;
-    snug_error why = {0};
-    /* each layer's range on a thread of its own */
-#pragma omp parallel for schedule(dynamic, 1) if ((to - from) * (size_t)kv->shape.n_layers >= POPULATE_PARALLEL_BYTES)
-    for (int32_t l = 0; l < kv->shape.n_layers; l++) {
-        snug_error e;
-        if (to == from || atomic_load(&failed)) continue;
-        if (snug_mem_populate(kv->data, (size_t)l * stride + from, to - from, &e) != SNUG_OK &&
-            atomic_exchange(&failed, 1) == 0)
-            why = e;
-    }
-    if (!atomic_load(&failed)) return SNUG_OK;
-    if (err) *err = why;
-    return snug_error_prefix(err, why.status, "kv cache: ");
+    if (to == from) return SNUG_OK;
+    populate_job j = {.kv = kv, .pool = pool, .from = from, .to = to, .stride = stride};
+    atomic_init(&j.failed, 0);
+    /* each layer's range on whichever thread is free */
+    if (pool && (to - from) * (size_t)kv->shape.n_layers >= POPULATE_PARALLEL_BYTES)
+        snug_pool_run(pool, populate_part, &j);
+    else
+        populate_part(&j, 0, 1);
+    if (!atomic_load(&j.failed)) return SNUG_OK;
+    if (err) *err = j.why;
+    return snug_error_prefix(err, j.why.status, "kv cache: ");
 }
 
 void *snug_kvcache_at(const snug_kvcache *kv, int32_t layer, int32_t block, bool v, int32_t head,

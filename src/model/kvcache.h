@@ -13,6 +13,7 @@
 #define SNUG_KVCACHE_H
 
 #include "base/common.h"
+#include "base/pool.h"
 #include "kernels/kernels.h"
 
 enum { SNUG_BLOCK_SIZE_DEFAULT = 16 };
@@ -46,10 +47,12 @@ snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
 snug_status snug_kvcache_reserve(const snug_kv_shape *shape, int32_t n_blocks,
                                  snug_kvcache *out, snug_error *err);
 
-/* Makes blocks [first, end) resident in every layer (on all threads for
- * large ranges). Fails with SNUG_INVALID for a range outside the cache,
- * SNUG_NOMEM when the system will not back the pages. */
-snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, snug_error *err);
+/* Makes blocks [first, end) resident in every layer (for large ranges on
+ * the threads of pool, a layer at a time; NULL: the caller alone). Fails
+ * with SNUG_INVALID for a range outside the cache, SNUG_NOMEM when the
+ * system will not back the pages. */
+snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, snug_pool *pool,
+                                  snug_error *err);
 
 /* Frees the cache; a zero-filled one is ignored. */
 void snug_kvcache_free(snug_kvcache *kv);

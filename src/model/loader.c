@@ -6,6 +6,7 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
+#include "base/pool.h"
 #include "kernels/linear.h"
 
 #include <fcntl.h>
@@ -500,7 +501,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     if (o.tp == 0) o.tp = 1;
     if (o.dtype == SNUG_DTYPE_NONE) o.dtype = snug_checkpoint_weight_dtype(ck);
     if (o.staging_bytes == 0) o.staging_bytes = SNUG_LOAD_STAGING_BYTES;
-    if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
+    if (o.n_threads <= 0) o.n_threads = snug_cpu_count();
     if (o.item_bytes == 0) o.item_bytes = SNUG_LOAD_ITEM_BYTES;
     if (!snug_dtype_is_weight(o.dtype))
         return snug_errorf(err, SNUG_INVALID, "weights load as bf16, f16 or f32");

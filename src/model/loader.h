@@ -40,7 +40,7 @@ typedef struct snug_load_opts {
     size_t staging_bytes;      /* most staging for conversions, all threads together
                                 * (each thread's share bounds one read); 0:
                                 * SNUG_LOAD_STAGING_BYTES */
-    int32_t n_threads;         /* 0: as many as OpenMP offers (the cores) */
+    int32_t n_threads;         /* 0: snug_cpu_count() (the cores this process may use) */
     size_t item_bytes;         /* most bytes one read moves; 0: SNUG_LOAD_ITEM_BYTES */
     /* Called as reads finish, from the loading threads one at a time (a
      * thread that finds another in it goes on), with the weights' bytes in

@@ -6,10 +6,10 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
+#include "base/pool.h"
 #include "params.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +54,7 @@ struct snug_model {
     float *inv_freq;          /* [head_dim / 2] rotary frequencies, category other */
     snug_allreduce_fn allreduce;
     void *allreduce_ctx;
+    snug_pool *pool;          /* the threads every step runs on */
     unsigned char *arena;     /* category activations */
     arena_buffers buf;
 };
@@ -127,7 +128,7 @@ static snug_step_shape resolve_shape(const snug_step_shape *s)
 {
     snug_step_shape r = *s;
     if (r.n_logits_max == 0) r.n_logits_max = r.n_seqs_max;
-    if (r.n_threads == 0) r.n_threads = omp_get_max_threads();
+    if (r.n_threads == 0) r.n_threads = snug_cpu_count();
     return r;
 }
 
@@ -289,6 +290,8 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
         goto fail;
     }
     layout_arena(&m->dims, &s, m->arena, &m->buf);
+    st = snug_pool_create(s.n_threads, 0, &m->pool, err);
+    if (st != SNUG_OK) goto fail;
     *out = m;
     return SNUG_OK;
 fail:
@@ -299,6 +302,7 @@ fail:
 void snug_model_free(snug_model *m)
 {
     if (!m) return;
+    snug_pool_free(m->pool);
     snug_mem_free(m->arena);
     snug_mem_free(m->inv_freq);
     snug_mem_free(m->layers);
@@ -308,6 +312,7 @@ void snug_model_free(snug_model *m)
 const snug_model_dims *snug_model_get_dims(const snug_model *m) { return &m->dims; }
 snug_isa snug_model_isa(const snug_model *m) { return m->kern.isa; }
 const snug_kernels *snug_model_kernels(const snug_model *m) { return &m->kern; }
+snug_pool *snug_model_pool(const snug_model *m) { return m->pool; }
 const snug_step_shape *snug_model_step_shape(const snug_model *m) { return &m->shape; }
 
 /* Checks a step against the model's shape and the cache; counts its logit
@@ -360,15 +365,41 @@ static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const
     return SNUG_OK;
 }
 
-/* x[t] = the embedding row of token t (zero where another rank holds it). */
-static void embed_tokens(const snug_model *m, const snug_step *step)
+/* One pool run's arguments: what the op of model.c it runs reads. */
+typedef struct op_job {
+    const snug_model *m;
+    snug_kvcache *kv;
+    const snug_step *step;
+    int32_t layer;
+    int32_t n;          /* rows (tokens) */
+    float *x;           /* the residual stream, or the rows normed in place */
+    const float *y;     /* added to x first (NULL: nothing) */
+    const void *bias;   /* added to x with y (NULL: none) */
+    float *out;         /* where the normed rows go */
+    const void *w;      /* the norm's weight */
+} op_job;
+
+/* Runs fn for job j on the model's pool, or on the caller alone when the
+ * op has one row (waking the workers would cost more than it saves). */
+static void run_op(const snug_model *m, snug_pool_fn fn, op_job *j, bool alone)
 {
+    if (alone) fn(j, 0, 1);
+    else snug_pool_run(m->pool, fn, j);
+}
+
+/* x[t] = the embedding row of token t (zero where another rank holds it),
+ * for thread `thread`'s share of the rows. */
+static void embed_part(void *ctx, int32_t thread, int32_t n_threads)
+{
+    const op_job *j = ctx;
+    const snug_model *m = j->m;
     const snug_model_dims *d = &m->dims;
     size_t row_bytes = (size_t)d->hidden * snug_dtype_size(m->wdt);
-#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
-    for (int32_t t = 0; t < step->n_tokens; t++) {
+    int64_t t0, t1;
+    snug_pool_split(j->n, 1, thread, n_threads, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
         float *x = m->buf.x + (size_t)t * (size_t)d->hidden;
-        int32_t local = step->tokens[t] - d->vocab_begin;
+        int32_t local = j->step->tokens[t] - d->vocab_begin;
         if (local >= 0 && local < d->vocab_len && !m->embed)
             snug_linear_row(&m->lm_head, local, x); /* tied: the lm_head's row */
         else if (local >= 0 && local < d->vocab_len)
@@ -397,13 +428,30 @@ static void rope_tables(const snug_model *m, const snug_step *step)
     }
 }
 
-/* y[t] = rmsnorm(x[t]) * w for the step's n rows. */
-static void norm_rows(const snug_model *m, float *y, const float *x, const void *w, int32_t n)
+/* For thread `thread`'s share of the rows: x[t] += y[t] (+ bias) when y is
+ * given, then out[t] = rmsnorm(x[t]) * w when w is given (out may be y's
+ * buffer: each row is added before it is normed over). */
+static void add_norm_part(void *ctx, int32_t thread, int32_t n_threads)
 {
-    int64_t h = m->dims.hidden;
+    const op_job *j = ctx;
+    const snug_model *m = j->m;
+    int64_t h = m->dims.hidden, t0, t1;
     float eps = (float)m->cfg.rms_norm_eps;
-#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
-    for (int32_t t = 0; t < n; t++) m->kern.rmsnorm(y + t * h, x + t * h, w, m->wdt, h, eps);
+    snug_pool_split(j->n, 1, thread, n_threads, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        if (j->y) m->kern.add(j->x + t * h, j->y + t * h, h);
+        if (j->bias) m->kern.add_bias(j->x + t * h, j->bias, m->wdt, h);
+        if (j->w) m->kern.rmsnorm(j->out + t * h, j->x + t * h, j->w, m->wdt, h, eps);
+    }
+}
+
+/* x += y (+ bias) then out = rmsnorm(x) * w, row by row (y, bias, w may be
+ * NULL), for the step's n rows of hidden floats. */
+static void add_norm(const snug_model *m, float *x, const float *y, const void *bias, float *out,
+                     const void *w, int32_t n)
+{
+    op_job j = {.m = m, .n = n, .x = x, .y = y, .bias = bias, .out = out, .w = w};
+    run_op(m, add_norm_part, &j, n <= 1);
 }
 
 /* Sums a buffer over the ranks (nothing to do on one). */
@@ -413,15 +461,20 @@ static snug_status reduce(const snug_model *m, float *buf, int64_t n, snug_error
     return snug_errorf(err, SNUG_INTERNAL, "step: the all-reduce across %d ranks failed", m->dims.tp);
 }
 
-/* Biases, rotary embeddings and the cache write of one layer's qkv rows. */
-static void qkv_finish(const snug_model *m, snug_kvcache *kv, const snug_step *step, int32_t layer)
+/* Biases, rotary embeddings and the cache write of the qkv rows of thread
+ * `thread`'s share of the tokens. */
+static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
 {
+    const snug_model *m = j->m;
+    const snug_step *step = j->step;
+    snug_kvcache *kv = j->kv;
     const snug_model_dims *d = &m->dims;
-    const layer_weights *L = &m->layers[layer];
+    const layer_weights *L = &m->layers[j->layer];
     int32_t n_seqs = step->n_seqs;
+    int64_t t0, t1;
+    snug_pool_split(step->n_tokens, 1, thread, n_threads, &t0, &t1);
     /* Each token finds its sequence by walking the (few) sequences. */
-#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
-    for (int32_t t = 0; t < step->n_tokens; t++) {
+    for (int32_t t = (int32_t)t0; t < t1; t++) {
         int32_t i = 0, first = 0;
         while (i < n_seqs && first + step->seqs[i].n_tokens <= t) first += step->seqs[i++].n_tokens;
         const snug_step_seq *q = &step->seqs[i];
@@ -434,96 +487,103 @@ static void qkv_finish(const snug_model *m, snug_kvcache *kv, const snug_step *s
         int32_t block = q->block_table[pos / kv->shape.block_size], slot = pos % kv->shape.block_size;
         for (int32_t h = 0; h < d->n_kv_heads; h++) {
             const float *k = row + d->q_dim + (size_t)h * (size_t)d->head_dim;
-            m->kern.store(snug_kvcache_at(kv, layer, block, false, h, slot), kv->shape.dtype, k, d->head_dim);
-            m->kern.store(snug_kvcache_at(kv, layer, block, true, h, slot), kv->shape.dtype,
+            m->kern.store(snug_kvcache_at(kv, j->layer, block, false, h, slot), kv->shape.dtype, k, d->head_dim);
+            m->kern.store(snug_kvcache_at(kv, j->layer, block, true, h, slot), kv->shape.dtype,
                           k + d->kv_dim, d->head_dim);
         }
     }
 }
 
-/* Attention of one layer: work items are (sequence, KV head, run of up to
- * ATTN_ROWS_PER_ITEM query rows), spread over the threads. */
-static void attention(const snug_model *m, const snug_kvcache *kv, const snug_step *step, int32_t layer)
+/* Attention of one layer's work item: (sequence, KV head, run of up to
+ * ATTN_ROWS_PER_ITEM query rows). */
+static void attention_item(const op_job *j, int64_t item)
 {
+    const snug_model *m = j->m;
+    const snug_step *step = j->step;
     const snug_model_dims *d = &m->dims;
     int32_t group = d->n_q_heads / d->n_kv_heads;
-    int64_t n_items = 0;
-    for (int32_t i = 0; i < step->n_seqs; i++)
-        n_items += (int64_t)d->n_kv_heads * ((step->seqs[i].n_tokens + ATTN_ROWS_PER_ITEM - 1) / ATTN_ROWS_PER_ITEM);
-    float scale = 1.0f / sqrtf((float)d->head_dim);
     int32_t window = m->cfg.sliding_window > 0 && m->cfg.sliding_window < INT32_MAX ? (int32_t)m->cfg.sliding_window : 0;
-#pragma omp parallel for num_threads(m->shape.n_threads) schedule(dynamic, 1)
-    for (int64_t item = 0; item < n_items; item++) {
-        /* Find the item's sequence, head and row run. */
-        int64_t rest = item;
-        int32_t i = 0, first = 0;
-        for (;;) {
-            int64_t runs = (step->seqs[i].n_tokens + ATTN_ROWS_PER_ITEM - 1) / ATTN_ROWS_PER_ITEM;
-            if (rest < runs * d->n_kv_heads) break;
-            rest -= runs * d->n_kv_heads;
-            first += step->seqs[i++].n_tokens;
-        }
-        const snug_step_seq *q = &step->seqs[i];
-        int32_t head = (int32_t)(rest % d->n_kv_heads), run = (int32_t)(rest / d->n_kv_heads);
-        int32_t r0 = run * ATTN_ROWS_PER_ITEM, nr = SNUG_MIN(ATTN_ROWS_PER_ITEM, q->n_tokens - r0);
-        size_t t0 = (size_t)(first + r0);
-        snug_attn_args a = {
-            .q = m->buf.qkv + t0 * (size_t)d->qkv_dim + (size_t)head * (size_t)group * (size_t)d->head_dim,
-            .q_row_stride = d->qkv_dim,
-            .q_head_stride = d->head_dim,
-            .out = m->buf.attn + t0 * (size_t)d->q_dim + (size_t)head * (size_t)group * (size_t)d->head_dim,
-            .out_row_stride = d->q_dim,
-            .out_head_stride = d->head_dim,
-            .n_group = group,
-            .n_q = nr,
-            .pos0 = q->pos0 + r0,
-            .window = window,
-            .head_dim = d->head_dim,
-            .scale = scale,
-            .kv = snug_kvcache_view(kv, layer, head, q->block_table),
-        };
-        m->kern.attention(&a);
+    /* Find the item's sequence, head and row run. */
+    int64_t rest = item;
+    int32_t i = 0, first = 0;
+    for (;;) {
+        int64_t runs = (step->seqs[i].n_tokens + ATTN_ROWS_PER_ITEM - 1) / ATTN_ROWS_PER_ITEM;
+        if (rest < runs * d->n_kv_heads) break;
+        rest -= runs * d->n_kv_heads;
+        first += step->seqs[i++].n_tokens;
     }
+    const snug_step_seq *q = &step->seqs[i];
+    int32_t head = (int32_t)(rest % d->n_kv_heads), run = (int32_t)(rest / d->n_kv_heads);
+    int32_t r0 = run * ATTN_ROWS_PER_ITEM, nr = SNUG_MIN(ATTN_ROWS_PER_ITEM, q->n_tokens - r0);
+    size_t t0 = (size_t)(first + r0);
+    snug_attn_args a = {
+        .q = m->buf.qkv + t0 * (size_t)d->qkv_dim + (size_t)head * (size_t)group * (size_t)d->head_dim,
+        .q_row_stride = d->qkv_dim,
+        .q_head_stride = d->head_dim,
+        .out = m->buf.attn + t0 * (size_t)d->q_dim + (size_t)head * (size_t)group * (size_t)d->head_dim,
+        .out_row_stride = d->q_dim,
+        .out_head_stride = d->head_dim,
+        .n_group = group,
+        .n_q = nr,
+        .pos0 = q->pos0 + r0,
+        .window = window,
+        .head_dim = d->head_dim,
+        .scale = 1.0f / sqrtf((float)d->head_dim),
+        .kv = snug_kvcache_view(j->kv, j->layer, head, q->block_table),
+    };
+    m->kern.attention(&a);
 }
 
-/* x[t] += y[t] (+ bias) for the step's n rows of hidden floats. */
-static void residual(const snug_model *m, float *x, const float *y, const void *bias, int32_t n)
+/* The step's qkv rows finished and written to the cache (each thread its
+ * tokens), then, once every thread's are in, attention: work items taken
+ * one at a time by whichever thread is free. */
+static void qkv_attention_part(void *ctx, int32_t thread, int32_t n_threads)
 {
-    int64_t h = m->dims.hidden;
-#pragma omp parallel for num_threads(m->shape.n_threads) schedule(static)
-    for (int32_t t = 0; t < n; t++) {
-        m->kern.add(x + t * h, y + t * h, h);
-        if (bias) m->kern.add_bias(x + t * h, bias, m->wdt, h);
-    }
+    const op_job *j = ctx;
+    const snug_model_dims *d = &j->m->dims;
+    qkv_finish(j, thread, n_threads);
+    snug_pool_barrier(j->m->pool, thread);
+    int64_t n_items = 0;
+    for (int32_t i = 0; i < j->step->n_seqs; i++)
+        n_items += (int64_t)d->n_kv_heads * ((j->step->seqs[i].n_tokens + ATTN_ROWS_PER_ITEM - 1) / ATTN_ROWS_PER_ITEM);
+    for (int64_t item; (item = snug_pool_next(j->m->pool, n_items)) >= 0;) attention_item(j, item);
 }
 
-/* One decoder layer over the step's n tokens. */
+/* h[t] = silu(gate[t]) * up[t] for thread `thread`'s share of the rows. */
+static void silu_part(void *ctx, int32_t thread, int32_t n_threads)
+{
+    const op_job *j = ctx;
+    const arena_buffers *b = &j->m->buf;
+    int64_t inter = j->m->dims.intermediate, t0, t1;
+    snug_pool_split(j->n, 1, thread, n_threads, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) j->m->kern.silu_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
+}
+
+/* One decoder layer over the step's n tokens. On entry x is the residual
+ * stream less the previous layer's MLP output (pending, in xn; NULL for the
+ * first layer), which this layer adds before its first norm; on return its
+ * own MLP output is pending in xn. */
 static snug_status run_layer(const snug_model *m, snug_kvcache *kv, const snug_step *step, int32_t l,
-                             snug_error *err)
+                             const float *pending, snug_error *err)
 {
     const snug_model_dims *d = &m->dims;
     const layer_weights *L = &m->layers[l];
     const arena_buffers *b = &m->buf;
-    int32_t n = step->n_tokens, nt = m->shape.n_threads;
+    int32_t n = step->n_tokens;
     snug_status st;
 
-    norm_rows(m, b->xn, b->x, L->attn_norm, n);
-    snug_matmul(&m->kern, b->qkv, b->xn, n, &L->qkv, b->scratch, nt);
-    qkv_finish(m, kv, step, l);
-    attention(m, kv, step, l);
-    snug_matmul(&m->kern, b->xn, b->attn, n, &L->o_proj, b->scratch, nt);
+    add_norm(m, b->x, pending, NULL, b->xn, L->attn_norm, n);
+    snug_matmul(&m->kern, b->qkv, b->xn, n, &L->qkv, b->scratch, m->pool);
+    op_job j = {.m = m, .kv = kv, .step = step, .layer = l, .n = n};
+    snug_pool_run(m->pool, qkv_attention_part, &j);
+    snug_matmul(&m->kern, b->xn, b->attn, n, &L->o_proj, b->scratch, m->pool);
     if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
-    residual(m, b->x, b->xn, L->o_bias, n);
+    add_norm(m, b->x, b->xn, L->o_bias, b->xn, L->mlp_norm, n);
 
-    norm_rows(m, b->xn, b->x, L->mlp_norm, n);
-    snug_matmul(&m->kern, b->gate_up, b->xn, n, &L->gate_up, b->scratch, nt);
-    int64_t inter = d->intermediate;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t t = 0; t < n; t++) m->kern.silu_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
-    snug_matmul(&m->kern, b->xn, b->h, n, &L->down, b->scratch, nt);
-    if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
-    residual(m, b->x, b->xn, NULL, n);
-    return SNUG_OK;
+    snug_matmul(&m->kern, b->gate_up, b->xn, n, &L->gate_up, b->scratch, m->pool);
+    run_op(m, silu_part, &j, n <= 1);
+    snug_matmul(&m->kern, b->xn, b->h, n, &L->down, b->scratch, m->pool);
+    return reduce(m, b->xn, (int64_t)n * d->hidden, err);
 }
 
 /* The final norm and lm_head for the rows that want logits. */
@@ -541,8 +601,8 @@ static void logits_rows(const snug_model *m, const snug_step *step, int32_t n_ro
                        (size_t)d->hidden * sizeof(float));
         t += q->n_tokens;
     }
-    norm_rows(m, b->lg_in, b->lg_in, m->final_norm, n_rows);
-    snug_matmul(&m->kern, b->logits, b->lg_in, n_rows, &m->lm_head, b->scratch, m->shape.n_threads);
+    add_norm(m, b->lg_in, NULL, NULL, b->lg_in, m->final_norm, n_rows);
+    snug_matmul(&m->kern, b->logits, b->lg_in, n_rows, &m->lm_head, b->scratch, m->pool);
 }
 
 snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step *step,
@@ -551,12 +611,15 @@ snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step 
     int32_t rows = 0;
     snug_status st = check_step(m, kv, step, &rows, err);
     if (st != SNUG_OK) return st;
-    embed_tokens(m, step);
+    op_job j = {.m = m, .step = step, .n = step->n_tokens};
+    run_op(m, embed_part, &j, step->n_tokens <= 1);
     if ((st = reduce(m, m->buf.x, (int64_t)step->n_tokens * m->dims.hidden, err)) != SNUG_OK) return st;
     rope_tables(m, step);
     int32_t n_layers = step->n_layers > 0 ? SNUG_MIN(step->n_layers, m->dims.n_layers) : m->dims.n_layers;
     for (int32_t l = 0; l < n_layers; l++)
-        if ((st = run_layer(m, kv, step, l, err)) != SNUG_OK) return st;
+        if ((st = run_layer(m, kv, step, l, l > 0 ? m->buf.xn : NULL, err)) != SNUG_OK) return st;
+    /* the last layer's MLP output joins the residual stream */
+    if (n_layers > 0) add_norm(m, m->buf.x, m->buf.xn, NULL, NULL, NULL, step->n_tokens);
     if (rows > 0) logits_rows(m, step, rows);
     *logits = m->buf.logits;
     *n_rows = rows;

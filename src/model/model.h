@@ -23,6 +23,7 @@
 
 #include "base/common.h"
 #include "formats/config.h"
+#include "base/pool.h"
 #include "kernels/kernels.h"
 #include "kvcache.h"
 #include "loader.h"
@@ -32,7 +33,8 @@ typedef struct snug_step_shape {
     int32_t n_tokens_max;  /* tokens per step, all sequences together */
     int32_t n_seqs_max;    /* sequences per step */
     int32_t n_logits_max;  /* rows of logits per step; 0: n_seqs_max */
-    int32_t n_threads;     /* threads the kernels run on; 0: OpenMP's count */
+    int32_t n_threads;     /* threads the kernels run on (a pool the model makes, the
+                            * caller's thread one of them); 0: snug_cpu_count() */
 } snug_step_shape;
 
 /* One rank's shapes. */
@@ -99,6 +101,12 @@ snug_isa snug_model_isa(const snug_model *m);
 /* The model's kernel table: its ISA, the bf16 instruction chosen and what
  * the calibration measured. Valid while m lives. */
 const snug_kernels *snug_model_kernels(const snug_model *m);
+
+/* The pool of shape.n_threads threads every step of m runs on (the caller
+ * of snug_model_forward is its thread 0): for other work between steps
+ * (making the KV cache resident, prefaulting the threads' stacks). Valid
+ * while m lives; never from inside a step. */
+snug_pool *snug_model_pool(const snug_model *m);
 const snug_step_shape *snug_model_step_shape(const snug_model *m);
 
 /* Which logits a sequence of a step wants. */

@@ -7,6 +7,7 @@
 
 #include "base/device.h"
 #include "base/json.h"
+#include "engine/plan_report.h"
 #include "kernels/kernels.h"
 
 #ifdef SNUG_HAVE_MPI
@@ -227,9 +228,13 @@ static enum MHD_Result get_version(snug_server *s, struct MHD_Connection *c)
     snug_strbuf_json(&b, commit, strlen(commit));
     snug_strbuf_printf(&b, "\",\"build\":\"");
     snug_strbuf_json(&b, options, strlen(options));
-    snug_strbuf_printf(&b, "\",\"isa\":\"%s\",\"mpi\":%s,\"tensor_parallel_size\":%d}",
+    json_t *kern = snug_plan_kernels_json(r);
+    char *kern_text = kern ? snug_json_dumps(kern, false) : NULL;
+    json_decref(kern);
+    snug_strbuf_printf(&b, "\",\"isa\":\"%s\",\"mpi\":%s,\"tensor_parallel_size\":%d,\"kernels\":%s}",
                        snug_isa_name(snug_isa_detect()), SNUG_HAVE_MPI_BUILD ? "true" : "false",
-                       r->tp);
+                       r->tp, kern_text ? kern_text : "null");
+    snug_mem_free(kern_text);
     return http_send(c, MHD_HTTP_OK, &b, "application/json");
 }
 

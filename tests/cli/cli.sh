@@ -272,6 +272,12 @@ out=$("$snug" generate -p "Once upon a time" -n 60 --temperature 0 --stop "Lily"
 if [[ "$out" == "Once upon a time, there was a little girl named "$'\n'*"finish: stop_string"* ]]; then ok "generate --stop"; else fail "generate --stop" "$out"; fi
 expect "generate kv cache dtypes agree" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --kv-cache-dtype f16
 expect "generate scalar kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa scalar
+# the AVX2-only path on any machine that has AVX2, by flag and by environment (a machine
+# without it gets the error that says so)
+if grep -qw avx2 /proc/cpuinfo; then
+    expect "generate avx2 kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa avx2
+    expect "generate SNUG_ISA=avx2" 0 "$(head -c 60 "$tmp/want-text")" -- env SNUG_ISA=avx2 "$snug" generate -p "Once upon a time" -n 20 --temperature 0
+fi
 expect "generate model length" 0 "finish: model_length" -- "$snug" generate -n 1000 --max-model-len 20
 expect "generate --max-model-len beyond the model" 1 "--max-model-len 600 is more than the model's 512 positions" -- "$snug" generate --max-model-len 600
 expect "generate bad temperature" 2 "--temperature expects a number >= 0, got '-1'" -- "$snug" generate --temperature -1
@@ -426,12 +432,21 @@ expect_help "--help after other arguments" "usage: snug inspect" -- "$snug" insp
 expect_help "--version" "snug $(sed -n 's/^#define SNUG_VERSION "\(.*\)"$/\1/p' include/snug.h)" -- "$snug" --version
 expect_help "version" "isa: " -- "$snug" version
 "$snug" --version >"$tmp/version.out"
-if [[ $(wc -l <"$tmp/version.out") -eq 4 ]] && grep -qE '^commit: ([0-9a-f]{7,}|unknown)$' "$tmp/version.out" &&
+isa=$(sed -n 's/^isa: //p' "$tmp/version.out")
+case $isa in # the instruction bf16 matmuls run: the table's FMA, or on avx512bf16 what calibration chose
+scalar) bf16='scalar' ;;
+avx2) bf16='vfmadd231ps ymm' ;;
+avx512) bf16='vfmadd231ps zmm' ;;
+*) bf16='(vfmadd231ps zmm|vdpbf16ps zmm)' ;;
+esac
+if [[ $(wc -l <"$tmp/version.out") -eq 6 ]] && grep -qE '^commit: ([0-9a-f]{7,}|unknown)$' "$tmp/version.out" &&
     grep -qE '^build: MPI (on|off), ARCH ' "$tmp/version.out" &&
-    grep -qE '^isa: (scalar|avx2|avx512|avx512bf16)$' "$tmp/version.out"; then
-    ok "--version lines: version, commit, build, isa"
+    grep -qE '^isa: (scalar|avx2|avx512|avx512bf16)$' "$tmp/version.out" &&
+    grep -qE "^kernels: $isa; BF16 matmuls on $bf16, up to 4 rows on " "$tmp/version.out" &&
+    grep -qE '^threads: [1-9][0-9]* ' "$tmp/version.out"; then
+    ok "--version lines: version, commit, build, isa, kernels ($(sed -n 's/^kernels: //p' "$tmp/version.out")), threads"
 else
-    fail "--version lines: version, commit, build, isa" "$(cat "$tmp/version.out")"
+    fail "--version lines: version, commit, build, isa, kernels, threads" "$(cat "$tmp/version.out")"
 fi
 
 # a misspelled option or command names the closest known one; a far one names none

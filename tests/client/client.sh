@@ -49,16 +49,13 @@ if [[ ! -d "$here/node_modules/openai" || "$here/package-lock.json" -nt "$here/n
 fi
 
 # the server, on a free port; its "serving ... on http://HOST:PORT" line gives the address.
-# OMP_WAIT_POLICY passive (unless set): with libgomp's default spinning barriers the server
-# decodes 30-70x slower when something else keeps the cores busy (another test run, a
-# build), and these tests are of the API, not of the machine's load.
 cd "$root" || exit 1
 if [[ ! -x "$snug" ]]; then
     fail "$snug is built"
     finish
 fi
 : >"$tmp/server.out" # before the background start, whose redirection may come late
-OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} "$snug" serve --port 0 --memory 256MiB --max-model-len 256 --api-key "$api_key" \
+"$snug" serve --port 0 --memory 256MiB --max-model-len 256 --api-key "$api_key" \
     --chat-template tests/data/chat/tinyllama-1.1b-chat.jinja >"$tmp/server.out" 2>"$tmp/server.err" &
 server_pid=$!
 url=

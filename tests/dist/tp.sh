@@ -53,7 +53,6 @@ trap cleanup EXIT
 
 # Open MPI refuses root without these (tests and docs pass them; never set them for a user)
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export OMP_WAIT_POLICY=passive
 # one host, shared memory between the ranks; no network interfaces needed
 mpi() { local n=$1; shift; timeout 300 mpirun --oversubscribe --bind-to none -np "$n" --mca btl self,vader "$@"; }
 

@@ -351,7 +351,6 @@ async function startServer() {
     const bin = path.join(build, 'snug');
     server = spawn(bin, args, {
         cwd: root,
-        env: { ...process.env, OMP_WAIT_POLICY: process.env.OMP_WAIT_POLICY ?? 'passive' },
         stdio: ['ignore', 'pipe', 'pipe'],
     });
     serverExit = new Promise((resolve) => server.once('exit', (code, signal) => {

@@ -93,7 +93,10 @@ req /v1/completions -X OPTIONS -H 'Origin: http://page.example'
 if [[ $no_cors == 0 && $status == 405 ]]; then ok "without --allowed-origins: no CORS headers, OPTIONS 405"; else fail "no CORS without --allowed-origins" "$no_cors headers, OPTIONS $status"; fi
 req /version
 if [[ $status == 200 ]] && jq -e '(.version | test("^[0-9]+\\.[0-9]+\\.[0-9]+$")) and (.commit | type == "string")
-        and (.isa | type == "string") and (.mpi | type == "boolean") and .tensor_parallel_size == 1' "$tmp/body" >/dev/null; then
+        and (.isa | type == "string") and (.mpi | type == "boolean") and .tensor_parallel_size == 1
+        and .kernels.isa == .isa and .kernels.threads >= 1 and .kernels.weight_dtype == "F32"
+        and (.kernels.matmul | test("^vfmadd231ps [yz]mm$|^scalar$")) and (.kernels.matvec | type == "string")
+        and (.kernels.calibration_gflops | type == "object")' "$tmp/body" >/dev/null; then
     ok "GET /version: $(head -c 200 "$tmp/body")"
 else
     fail "GET /version" "HTTP $status" "$(body)"
