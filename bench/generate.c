@@ -20,9 +20,9 @@
  * noisy: bandwidth readings vary by up to 2x); ratios use the better of
  * the two. Not part of make test.
  *   build/bench/generate DIR [THREADS] [--decode-batch-only] [--json]
- * --decode-batch-only runs only the batch-32 decode (no limits, no batch 1,
- * no prefill) and prints its tokens/s on one line (bench/serve compares the
- * server's throughput with it).
+ * --decode-batch-only runs only the batch-32 decode and the prefill (no
+ * limits, no batch 1) and prints their tokens/s on a line each (bench/serve
+ * compares the server's throughput with them).
  */
 #include "model/blocks.h"
 #include "formats/checkpoint.h"
@@ -168,9 +168,14 @@ int main(int argc, char **argv)
     double kv_per_pos = (double)snug_kv_block_bytes(&ks) / BLOCK;
 
     if (batch_only) {
-        double tpsb = decode_batch(&b);
+        double tpsb = decode_batch(&b), tp = 1e30;
+        for (int k = 0; k < 2; k++) {
+            tp = SNUG_MIN(tp, run_step(&b, 1, PREFILL, 0, SNUG_LOGITS_LAST));
+            release_all(&b);
+        }
         printf("decode, batch %d: %.2f tokens/s (%s weights, %d threads, kernels %s)\n", BATCH, tpsb,
                snug_dtype_torch_name(w->dtype), threads, snug_isa_name(isa));
+        printf("prefill, %d tokens: %.2f tokens/s\n", PREFILL, PREFILL / tp);
         bench_free(&b, w, ck);
         return 0;
     }

@@ -142,7 +142,7 @@ T_AVX2_INL void step16(const void *b, const snug_dtype dt, int64_t e, __m256 *lo
 }
 
 /* Lines the matrix-vector path prefetches ahead of its loads. */
-enum { GEMV_AHEAD = 24 };
+enum { GEMV_AHEAD = 48 };
 
 /* The matrix-vector path over PG full panels from b (each 16 rows, panel
  * stride `stride` bytes) for NT rows of x: y[t][o0 + l]. Accumulates the
@@ -151,14 +151,25 @@ T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t m, cons
                             size_t stride, int64_t o0, const snug_dtype dt, const int NT,
                             const int PG)
 {
-    __m256 acc[SNUG_GEMV_MAX_N][2][2];
+    /* bf16: the odd elements in accumulators of their own for one or two
+     * rows of x (ao), so that each accumulator takes one FMA a step: with
+     * both in one, a step waits two FMA latencies (4 cycles a line, the
+     * limit in L2, measured); with more rows of x there are chains enough */
+    const bool split = dt == SNUG_DTYPE_BF16 && NT * PG <= 2;
+    __m256 acc[SNUG_GEMV_MAX_N][2][2], ao[2][2][2];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
         for (int g = 0; g < PG; g++) acc[t][g][0] = acc[t][g][1] = _mm256_setzero_ps();
+    if (split)
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; t++)
+#pragma GCC unroll 2
+            for (int g = 0; g < PG; g++) ao[t][g][0] = ao[t][g][1] = _mm256_setzero_ps();
     if (dt == SNUG_DTYPE_BF16) {
-        int64_t q = 0;
-        for (; q < (k + 1) / 2; q++) {
+        const int64_t pairs = k / 2; /* whole pairs; an odd k's last step after */
+        static const float zero_f = 0.0f;
+        for (int64_t q = 0; q < pairs + k % 2; q++) {
             /* one line per step and panel: fetch well ahead of the loads */
 #pragma GCC unroll 2
             for (int g = 0; g < PG; g++)
@@ -169,20 +180,33 @@ T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t m, cons
                 v[g][0] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64));
                 v[g][1] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64 + 32));
             }
-            bool odd = 2 * q + 1 < k;
+            /* the odd end's step: its high halves are zero, and x has no element there */
+            const float *xo_at = q < pairs ? x + 2 * q + 1 : &zero_f;
+            const int64_t xo_stride = q < pairs ? k : 0;
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
                 __m256 xe = _mm256_broadcast_ss(x + t * k + 2 * q);
-                __m256 xo = _mm256_set1_ps(odd ? x[t * k + 2 * q + 1] : 0.0f);
+                __m256 xo = _mm256_broadcast_ss(xo_at + t * xo_stride);
 #pragma GCC unroll 2
                 for (int g = 0; g < PG; g++)
 #pragma GCC unroll 2
                     for (int h = 0; h < 2; h++) {
                         acc[t][g][h] = _mm256_fmadd_ps(xe, pairs_lo8(v[g][h]), acc[t][g][h]);
-                        acc[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), acc[t][g][h]);
+                        if (split)
+                            ao[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), ao[t][g][h]);
+                        else
+                            acc[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), acc[t][g][h]);
                     }
             }
         }
+        if (split)
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++)
+#pragma GCC unroll 2
+                for (int g = 0; g < PG; g++) {
+                    acc[t][g][0] = _mm256_add_ps(acc[t][g][0], ao[t][g][0]);
+                    acc[t][g][1] = _mm256_add_ps(acc[t][g][1], ao[t][g][1]);
+                }
     } else {
         size_t sb = dt == SNUG_DTYPE_F16 ? 32 : 64;
         for (int64_t e = 0; e < k; e++) {
@@ -219,12 +243,6 @@ T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const snug_linear *
     const size_t stride = snug_linear_panel_offset(dt, m, k, 1);
     const unsigned char *base = w->data;
     int64_t p = p0, pf = SNUG_MIN(p1, full);
-    /* two panels at a time while few rows of x leave registers for them */
-    if (n <= 2)
-        for (; p + 2 <= pf; p += 2) {
-            if (n == 1) gemv_panels(y, x, k, m, base + p * stride, stride, p * 16, dt, 1, 2);
-            else gemv_panels(y, x, k, m, base + p * stride, stride, p * 16, dt, 2, 2);
-        }
     for (; p < pf; p++) {
         const unsigned char *b = base + p * stride;
         switch (n) {
