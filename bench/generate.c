@@ -235,7 +235,11 @@ int main(int argc, char **argv)
                 printf("%s\"%s\": %.1f", sep, snug_insn_name((snug_insn)i), kern->calib_gflops[i]);
                 sep = ", ";
             }
-        printf("}, \"peaks_gflops\": {");
+        printf("}, \"bf16_insn\": \"%s\", \"bf16_insn_why\": \"%s\", \"peaks_gflops\": {",
+               snug_insn_name(kern->bf16_insn),
+               kern->calib_gflops[SNUG_INSN_DPBF16_ZMM] > 0
+                   ? "the faster of the two in the calibration (the FMA unless vdpbf16ps is 15% faster)"
+                   : "the only bf16 GEMM this instruction set has");
         bench_peaks_json(peaks);
         printf("}, \"best_peak_gflops\": %.1f, \"bandwidth_gbs\": %.2f, ", best / 1e9, bw / 1e9);
         printf("\"decode1_tps\": %.2f, \"decode1_ratio\": %.3f, \"prefill_tps\": %.1f, \"prefill_gflops\": %.1f, "
