@@ -173,7 +173,7 @@ T_512 static void bf16_to_f32_avx512(float *dst, const uint32_t *src, int64_t ks
 const snug_matmul_ops snug_avx512_matmul_ops = {
     .gemv = snug_avx2_gemv,
     .gemv_insn = SNUG_INSN_FMA_YMM,
-    .f32 = {micro_avx512_f32, MR, 128, false, SNUG_INSN_FMA_ZMM},
+    .f32 = {micro_avx512_f32, MR, 256, false, SNUG_INSN_FMA_ZMM},
     .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM},
     .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM},
     .convert_min_n = 24,
@@ -183,7 +183,7 @@ const snug_matmul_ops snug_avx512_matmul_ops = {
 const snug_matmul_ops snug_avx512bf16_matmul_ops = {
     .gemv = snug_avx2_gemv,
     .gemv_insn = SNUG_INSN_FMA_YMM,
-    .f32 = {micro_avx512_f32, MR, 128, false, SNUG_INSN_FMA_ZMM},
+    .f32 = {micro_avx512_f32, MR, 256, false, SNUG_INSN_FMA_ZMM},
     .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM},
     .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM},
     .bf16_dp = {micro_avx512_bf16_dp, MR, 256, true, SNUG_INSN_DPBF16_ZMM},
