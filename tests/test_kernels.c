@@ -551,6 +551,18 @@ static void test_linear_layout(void)
                     }
                 CHECK(bad == 0, "%s %ldx%ld: %d elements read back wrong", snug_dtype_name(dt), (long)m,
                       (long)k, bad);
+                float *row = malloc((size_t)k * sizeof *row);
+                bad = 0;
+                for (int64_t o = 0; o < m; o++) {
+                    snug_linear_row(&lin, o, row);
+                    for (int64_t e = 0; e < k; e++) {
+                        float ref = (float)typed_at(w, dt, (size_t)(o * k + e));
+                        if (memcmp(&row[e], &ref, 4) != 0) bad++;
+                    }
+                }
+                CHECK(bad == 0, "%s %ldx%ld: %d elements of rows read back wrong", snug_dtype_name(dt),
+                      (long)m, (long)k, bad);
+                free(row);
                 /* the loader's way: rows at their raw offsets, then each panel in place */
                 unsigned char *raw = calloc(1, bytes), *tmp = malloc(snug_linear_pack_scratch_bytes(dt, k));
                 for (int64_t o = 0; o < m; o++)

@@ -153,7 +153,12 @@ static void move_off_cpu(int32_t cpu)
         sched_yield();
         return;
     }
-    sched_setaffinity(0, sizeof mask, &mask);
+    /* the mask as it was. Should the process's own have shrunk meanwhile (a
+     * cpuset changed) the kernel refuses it: the narrower mask stays, which
+     * holds only CPUs the process was allowed, and the next move restores
+     * from whatever the mask is then */
+    int restored = sched_setaffinity(0, sizeof mask, &mask);
+    (void)restored;
 }
 
 /* Notes the CPU that thread self runs on in its slot (a store only when it

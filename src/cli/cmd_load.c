@@ -24,13 +24,15 @@ static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as
     double gbps = s->seconds > 0 ? w / s->seconds / 1e9 : 0;
     if (as_json) {
         snug_json_init();
-        json_t *j = json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
+        json_t *j = json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
                               "rank", o->rank, "tp", o->tp, "dtype", snug_dtype_torch_name(o->dtype),
                               "weight_bytes", (json_int_t)s->weight_bytes,
                               "weights_held", (json_int_t)s->weights_held,
                               "load_peak_bytes", (json_int_t)s->load_peak_bytes,
                               "staging_bytes", (json_int_t)s->staging_bytes,
                               "staging_held", (json_int_t)s->staging_held,
+                              "pack_bytes", (json_int_t)s->pack_bytes,
+                              "pack_held", (json_int_t)s->pack_held,
                               "hwm_growth_bytes", (json_int_t)s->hwm_growth_bytes,
                               "bytes_read", (json_int_t)s->bytes_read, "seconds", s->seconds,
                               "gb_per_s", gbps);

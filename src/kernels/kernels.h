@@ -185,7 +185,10 @@ snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *e
  * <= 4 (the matrix-vector path) and once per block of up to 512 rows of x
  * above. Runs on the threads of pool (NULL: the caller alone; tiny
  * products also run on the caller alone); results do not depend on the
- * number of threads. scratch holds snug_matmul_scratch_bytes(T, N, K)
+ * number of threads. They may on the number of rows of x, in the last
+ * bits: the matrix-vector path (up to 4 rows, bf16's odd elements summed
+ * apart for 1 and 2) and the GEMM (its instruction, its k blocks) add in
+ * different orders. scratch holds snug_matmul_scratch_bytes(T, N, K)
  * bytes, 64-byte aligned, with the pool's threads <= T, n <= N, w->k <= K.
  * y must not overlap x or w. */
 void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,

@@ -109,5 +109,23 @@ float snug_linear_elem(const snug_linear *w, int64_t r, int64_t e)
 
 void snug_linear_row(const snug_linear *w, int64_t r, float *out)
 {
-    for (int64_t e = 0; e < w->k; e++) out[e] = snug_linear_elem(w, r, e);
+    int64_t p = r / SNUG_PANEL, j = r % SNUG_PANEL, k = w->k;
+    int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const unsigned char *panel =
+        (const unsigned char *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    if (w->dtype == SNUG_DTYPE_BF16) {
+        const uint32_t *pairs = (const uint32_t *)(const void *)panel + j;
+        for (int64_t q = 0; q < k / 2; q++) {
+            uint32_t pair = pairs[q * width];
+            out[2 * q] = snug_bf16_to_f32((uint16_t)(pair & 0xFFFF));
+            out[2 * q + 1] = snug_bf16_to_f32((uint16_t)(pair >> 16));
+        }
+        if (k % 2) out[k - 1] = snug_bf16_to_f32((uint16_t)(pairs[(k / 2) * width] & 0xFFFF));
+    } else if (w->dtype == SNUG_DTYPE_F16) {
+        const uint16_t *h = (const uint16_t *)(const void *)panel + j;
+        for (int64_t e = 0; e < k; e++) out[e] = snug_f16_to_f32(h[e * width]);
+    } else {
+        const float *f = (const float *)(const void *)panel + j;
+        for (int64_t e = 0; e < k; e++) out[e] = f[e * width];
+    }
 }

@@ -407,7 +407,8 @@ static snug_status run_items(const snug_weights *w, load_plan *pl, const snug_lo
     atomic_int failed = 0;
     _Atomic uint64_t total = 0, placed = 0;
     atomic_flag telling = ATOMIC_FLAG_INIT;
-    uint64_t all = snug_params_bytes(&w->table, w->dtype);
+    uint64_t all = 0; /* in the units of placed: the rows' bytes as read, padding left out */
+    for (int32_t i = 0; i < w->table.n_params; i++) all += pl->expected[i];
     size_t es = snug_dtype_size(w->dtype);
     int32_t n_threads = o->n_threads;
     snug_error first = {0};
@@ -508,7 +509,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
 
     load_plan pl = {0};
     unsigned char *staging = NULL;   /* pl.n_slots x pl.slot_bytes */
-    unsigned char *pack_area = NULL; /* o.n_threads x pl.pack_bytes */
+    unsigned char *pack_area = NULL; /* pl.n_pack_slots x pl.pack_bytes */
     snug_weights *w = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *w, err);
     if (!w) return snug_error_prefix(err, SNUG_NOMEM, "%s: ", ck->dir);
     w->dtype = o.dtype;
