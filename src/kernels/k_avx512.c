@@ -160,6 +160,49 @@ T_512BF static void micro_avx512_bf16_dp(int64_t kc, const void *a, const void *
     else tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, 1);
 }
 
+/* Whole panels of x for the float kinds: 8 elements of each of the 8 rows
+ * at a time through one 8 x 8 transpose; the block's end as the driver
+ * packs it (an odd length padded with a zero step). */
+T_512 static void pack_x_f32(uint32_t *pan, const float *x0, int64_t k, int64_t pc, int64_t len)
+{
+    float *d = (float *)(void *)pan;
+    int64_t ks = (len + 1) & ~(int64_t)1, q = 0;
+    for (; q + 8 <= len; q += 8) {
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) r[i] = _mm256_loadu_ps(x0 + i * k + pc + q);
+        snug_transpose8(r);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) _mm256_storeu_ps(d + (q + i) * MR, r[i]);
+    }
+    for (; q < ks; q++)
+        for (int i = 0; i < MR; i++) d[q * MR + i] = q < len ? x0[i * k + pc + q] : 0.0f;
+}
+
+/* Whole panels of x for vdpbf16ps: 16 elements of each row rounded to bf16
+ * pairs by vcvtneps2bf16 (nearest even; it takes denormals for zero), 8
+ * pairs of the 8 rows through one 8 x 8 transpose; the block's end one
+ * pair at a time. */
+T_512BF static void pack_x_bf16(uint32_t *pan, const float *x0, int64_t k, int64_t pc, int64_t len)
+{
+    int64_t ks = (len + 1) / 2, q = 0;
+    for (; 2 * (q + 8) <= len; q += 8) {
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++)
+            r[i] = _mm256_castsi256_ps((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x0 + i * k + pc + 2 * q)));
+        snug_transpose8(r);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) _mm256_storeu_ps((float *)(void *)(pan + (q + i) * MR), r[i]);
+    }
+    for (; q < ks; q++)
+        for (int i = 0; i < MR; i++) {
+            const float *xr = x0 + i * k + pc;
+            uint32_t lo = snug_f32_to_bf16(xr[2 * q]), hi = 2 * q + 1 < len ? snug_f32_to_bf16(xr[2 * q + 1]) : 0;
+            pan[q * MR + i] = lo | hi << 16;
+        }
+}
+
 T_512 static void bf16_to_f32_avx512(float *dst, const uint32_t *src, int64_t ksteps)
 {
     const __m512i hi_mask = _mm512_set1_epi32((int32_t)0xFFFF0000u);
@@ -173,9 +216,9 @@ T_512 static void bf16_to_f32_avx512(float *dst, const uint32_t *src, int64_t ks
 const snug_matmul_ops snug_avx512_matmul_ops = {
     .gemv = snug_avx2_gemv,
     .gemv_insn = SNUG_INSN_FMA_YMM,
-    .f32 = {micro_avx512_f32, MR, 256, false, SNUG_INSN_FMA_ZMM},
-    .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM},
-    .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM},
+    .f32 = {micro_avx512_f32, MR, 256, false, SNUG_INSN_FMA_ZMM, pack_x_f32},
+    .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM, pack_x_f32},
+    .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM, pack_x_f32},
     .convert_min_n = 24,
     .bf16_to_f32 = bf16_to_f32_avx512,
 };
@@ -183,10 +226,10 @@ const snug_matmul_ops snug_avx512_matmul_ops = {
 const snug_matmul_ops snug_avx512bf16_matmul_ops = {
     .gemv = snug_avx2_gemv,
     .gemv_insn = SNUG_INSN_FMA_YMM,
-    .f32 = {micro_avx512_f32, MR, 256, false, SNUG_INSN_FMA_ZMM},
-    .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM},
-    .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM},
-    .bf16_dp = {micro_avx512_bf16_dp, MR, 256, true, SNUG_INSN_DPBF16_ZMM},
+    .f32 = {micro_avx512_f32, MR, 256, false, SNUG_INSN_FMA_ZMM, pack_x_f32},
+    .f16 = {micro_avx512_f16, MR, 256, false, SNUG_INSN_FMA_ZMM, pack_x_f32},
+    .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM, pack_x_f32},
+    .bf16_dp = {micro_avx512_bf16_dp, MR, 256, true, SNUG_INSN_DPBF16_ZMM, pack_x_bf16},
     .convert_min_n = 24,
     .bf16_to_f32 = bf16_to_f32_avx512,
 };

@@ -40,6 +40,11 @@
 typedef void (*snug_micro_fn)(int64_t kc, const void *a, const void *const b[3], int32_t np,
                               float *c, int64_t ldc, int32_t mr_v, bool add);
 
+/* Packs one whole panel of x (mr rows of k elements from x0, every row
+ * real) for the k block [pc, pc + len) into pan, as the driver's portable
+ * packing does: ksteps x mr 32-bit values (see snug_micro_fn). */
+typedef void (*snug_pack_x_fn)(uint32_t *pan, const float *x0, int64_t k, int64_t pc, int64_t len);
+
 /* A GEMM kind: a micro-kernel and the blocking that suits it. */
 typedef struct snug_gemm_kind {
     snug_micro_fn micro; /* NULL: the instruction set has none */
@@ -47,6 +52,7 @@ typedef struct snug_gemm_kind {
     int32_t kc;          /* elements per k block (even, <= SNUG_GEMM_KC_MAX) */
     bool a_bf16;         /* x packed as bf16 pairs */
     snug_insn insn;      /* the multiply-add of micro */
+    snug_pack_x_fn pack_x; /* a vectorized packing of whole panels of x (NULL: the driver's) */
 } snug_gemm_kind;
 
 /* What one instruction set supplies to the driver. */
@@ -88,6 +94,35 @@ extern const snug_matmul_ops snug_avx512bf16_matmul_ops;
  * memory, not the arithmetic, is the limit. */
 void snug_avx2_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                     int64_t p1);
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+/* The 8 x 8 transpose of r[0..7] in place (for the AVX2 and AVX-512 files). */
+__attribute__((target("avx2"), always_inline)) static inline void snug_transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+#endif
 
 /* Fill a table for one instruction set (k_scalar.c, k_avx2.c, k_avx512.c).
  * The SIMD ones are only called once the CPU is known to support them. */

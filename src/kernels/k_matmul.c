@@ -111,7 +111,9 @@ static void pack_a(const snug_gemm_kind *g, uint32_t *ap, const float *x, int64_
         for (int64_t pc = 0; pc < k; pc += g->kc) {
             int64_t len = SNUG_MIN((int64_t)g->kc, k - pc), ks = a_steps(g, len);
             uint32_t *pan = ap + (a_steps(g, pc) * panels + p * ks) * mr;
-            if (!g->a_bf16) {
+            if (g->pack_x && rv == mr) {
+                g->pack_x(pan, x0, k, pc, len);
+            } else if (!g->a_bf16) {
                 for (int64_t q = 0; q < ks; q++) {
                     float *d = (float *)(void *)(pan + q * mr);
                     for (int64_t i = 0; i < mr; i++)
