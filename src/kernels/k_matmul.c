@@ -19,9 +19,8 @@
  * The threads are a snug_pool's: one run per call (the GEMM waits at the
  * pool's barrier once x is packed). Threads get whole panels (16 rows of
  * w, one 64-byte line of y each), so no two threads write the same line of
- * y. Each output element is
- * computed by the same sequence of operations whatever the number of
- * threads, so results do not depend on n_threads.
+ * y. Each output element is computed by the same sequence of operations
+ * whatever the number of threads, so results do not depend on it.
  */
 #include "base/dtype.h"
 #include "base/pool.h"
