@@ -179,6 +179,19 @@ static void test_matmul_insn(void)
         CHECK(snug_insn_isa(got) <= cases[i].isa, "%s needs %s, more than the table's %s",
               snug_insn_name(got), snug_isa_name(snug_insn_isa(got)), snug_isa_name(cases[i].isa));
     }
+    snug_bf16_choice c = SNUG_BF16_DP;
+    CHECK(snug_bf16_choice_from_name("auto", &c) && c == SNUG_BF16_AUTO &&
+              snug_bf16_choice_from_name("fma", &c) && c == SNUG_BF16_FMA &&
+              snug_bf16_choice_from_name("vdpbf16ps", &c) && c == SNUG_BF16_DP &&
+              !snug_bf16_choice_from_name("dp", &c) && !snug_bf16_choice_from_name(NULL, &c),
+          "--bf16-matmul names");
+    for (int i = SNUG_ISA_SCALAR; i <= (int)best; i++) { /* FMA pins every table's own FMA */
+        snug_kernels k = kernels_of((snug_isa)i);
+        snug_kernels_set_bf16(&k, SNUG_INSN_DPBF16_ZMM, NULL);
+        CHECK_OK(snug_kernels_choose_bf16(&k, SNUG_BF16_FMA, &err), &err);
+        CHECK(k.bf16_insn == snug_matmul_insn(&k, SNUG_DTYPE_F32, 512), "%s: FMA pinned: %s",
+              snug_isa_name((snug_isa)i), snug_insn_name(k.bf16_insn));
+    }
     for (int i = SNUG_ISA_SCALAR; i <= (int)best && i < SNUG_ISA_AVX512_BF16; i++) {
         snug_kernels k = kernels_of((snug_isa)i);
         CHECK_FAILS(snug_kernels_set_bf16(&k, SNUG_INSN_DPBF16_ZMM, &err), &err, SNUG_UNSUPPORTED,

@@ -91,7 +91,7 @@ const char *cli_closest(const char *word, const char *const *known, size_t n_kno
 #define CLI_PLAN_OPTIONS                                                                          \
     "--memory --memory-fraction --no-prefix-caching --enable-prefix-caching --kv-cache-memory "  \
     "--reserve --staging-bytes --dtype --max-model-len --max-num-seqs --max-num-batched-tokens " \
-    "--block-size --kv-cache-dtype --threads --isa --quiet"
+    "--block-size --kv-cache-dtype --threads --isa --bf16-matmul --quiet"
 #define CLI_TP_OPTIONS "--tp --tensor-parallel-size --step-timeout"
 
 /* What the Makefile wrote of this build (build/gen/build_info.c): the git

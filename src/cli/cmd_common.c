@@ -289,6 +289,9 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
         if (!snug_isa_from_name(v, &isa))
             return cli_usage(usage, "--isa expects scalar, avx2, avx512 or avx512bf16, got '%s'", v);
         o->isa = (int)isa;
+    } else if ((v = cli_option(argc, argv, &i, "--bf16-matmul"))) {
+        if (!snug_bf16_choice_from_name(v, &o->bf16))
+            return cli_usage(usage, "--bf16-matmul expects auto, fma or vdpbf16ps, got '%s'", v);
     } else {
         rc = 0;
     }

@@ -32,7 +32,8 @@ static const char g_usage[] =
     "              [--frequency-penalty F] [--presence-penalty F] [--seed S] [--stop TEXT]...\n"
     "              [--ignore-eos] [--chat] [--ids] [--max-model-len N]\n"
     "              [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
-    "              [--isa scalar|avx2|avx512|avx512bf16] [--tp N [--step-timeout S]]\n"
+    "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps]\n"
+    "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
     "  (default: the prompt and N, or the prompt and 8192, at most the model's); --chat applies\n"
@@ -56,6 +57,7 @@ typedef struct gen_args {
     snug_dtype kv_dtype;    /* SNUG_DTYPE_NONE: bf16 */
     int32_t n_threads;      /* 0: OpenMP's count */
     int isa;                /* a snug_isa, or -1: the best the CPU has */
+    snug_bf16_choice bf16;  /* --bf16-matmul */
     cli_tp tp;
 } gen_args;
 
@@ -142,6 +144,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (!snug_isa_from_name(v, &isa))
                 return cli_usage(g_usage, "--isa expects scalar, avx2, avx512 or avx512bf16, got '%s'", v);
             a->isa = (int)isa;
+        } else if ((v = cli_option(argc, argv, &i, "--bf16-matmul"))) {
+            if (!snug_bf16_choice_from_name(v, &a->bf16))
+                return cli_usage(g_usage, "--bf16-matmul expects auto, fma or vdpbf16ps, got '%s'", v);
         } else if (strcmp(argv[i], "--ignore-eos") == 0) {
             a->stop.ignore_eos = true;
         } else if (strcmp(argv[i], "--chat") == 0) {
@@ -377,7 +382,7 @@ int snug_cmd_generate(int argc, char **argv)
     snug_engine_opts eo = {.plan = {.max_model_len = a.max_len, .max_num_seqs = 1,
                                     .max_num_batched_tokens = (int32_t)SNUG_MIN(n_ids, PREFILL_CHUNK),
                                     .kv_dtype = a.kv_dtype, .n_threads = a.n_threads,
-                                    .isa = a.isa, .comm = comm}};
+                                    .isa = a.isa, .bf16 = a.bf16, .comm = comm}};
     if (rank > 0) { /* rank 0 runs the engine; this rank its steps */
         bool planned = false;
         st = snug_engine_follow(a.model, &eo, &planned, &err);

@@ -22,7 +22,7 @@ static const char g_usage[] =
     "              [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n"
     "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n"
     "              [--dtype bf16|f16|f32] [--staging-bytes BYTES] [--threads T]\n"
-    "              [--isa scalar|avx2|avx512|avx512bf16] [--json]\n"
+    "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--json]\n"
     "              [--timeline FILE.svg [--timeline-events N]] [--tp N [--step-timeout S]]\n"
     "              [--load-only]\n"
     "  MODEL defaults to the bundled models/stories260K; BYTES may carry a unit (6GiB, 1500MB,\n"

@@ -254,7 +254,8 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     reset_peaks();
     snug_model_opts mo = {.shape = {o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs,
                                     o.n_threads},
-                          .isa = o.isa, .allreduce = snug_comm_allreduce_hook, .allreduce_ctx = comm};
+                          .isa = o.isa, .bf16 = o.bf16, .allreduce = snug_comm_allreduce_hook,
+                          .allreduce_ctx = comm};
     st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);
     if (st == SNUG_OK) {
         r->kernels = *snug_model_kernels(p->model);

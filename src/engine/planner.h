@@ -74,6 +74,7 @@ typedef struct snug_planner_opts {
     snug_dtype kv_dtype;           /* SNUG_DTYPE_NONE: bf16 */
     int32_t n_threads;             /* 0: OpenMP's count */
     int isa;                       /* -1: the best (or $SNUG_ISA) */
+    snug_bf16_choice bf16;         /* the bf16 GEMM instruction (--bf16-matmul; 0: measured) */
     size_t staging_bytes;          /* the loader's; 0: its default */
     snug_dtype weight_dtype;       /* SNUG_DTYPE_NONE: the checkpoint's */
     snug_comm *comm;               /* the tensor-parallel ranks (borrowed); NULL: one process */

@@ -199,6 +199,27 @@ const char *snug_kernels_describe(const snug_kernels *k, snug_dtype wdt, char *b
     return buf;
 }
 
+bool snug_bf16_choice_from_name(const char *name, snug_bf16_choice *out)
+{
+    static const char *const names[] = {"auto", "fma", "vdpbf16ps"};
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (snug_bf16_choice)i;
+            return true;
+        }
+    return false;
+}
+
+snug_status snug_kernels_choose_bf16(snug_kernels *k, snug_bf16_choice choice, snug_error *err)
+{
+    if (choice == SNUG_BF16_AUTO) {
+        snug_kernels_calibrate(k);
+        return SNUG_OK;
+    }
+    if (choice == SNUG_BF16_DP) return snug_kernels_set_bf16(k, SNUG_INSN_DPBF16_ZMM, err);
+    return snug_kernels_set_bf16(k, k->mm ? k->mm->bf16_fma.insn : SNUG_INSN_SCALAR, err);
+}
+
 snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *err)
 {
     bool fma = k->mm && (insn == k->mm->bf16_fma.insn);

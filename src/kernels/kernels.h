@@ -160,6 +160,21 @@ typedef struct snug_kernels {
  * instruction set and the one detected, when this CPU cannot run it. */
 snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err);
 
+/* How the bf16 GEMM instruction is chosen (--bf16-matmul). */
+typedef enum snug_bf16_choice {
+    SNUG_BF16_AUTO = 0, /* measured: snug_kernels_calibrate */
+    SNUG_BF16_FMA = 1,  /* the table's FMA (x kept in f32) */
+    SNUG_BF16_DP = 2    /* vdpbf16ps (avx512bf16 only) */
+} snug_bf16_choice;
+
+/* "auto", "fma", "vdpbf16ps" into *out; false for another name. */
+bool snug_bf16_choice_from_name(const char *name, snug_bf16_choice *out);
+
+/* Sets k's bf16 instruction as choice says: AUTO calibrates, FMA takes the
+ * table's FMA, DP vdpbf16ps (SNUG_UNSUPPORTED, naming the table, where
+ * the table has none). */
+snug_status snug_kernels_choose_bf16(snug_kernels *k, snug_bf16_choice choice, snug_error *err);
+
 /* Measures the candidate bf16 GEMM kernels of k's instruction set (about
  * 10 ms on one thread, L1-resident data) and keeps the faster in
  * k->bf16_insn, preferring the FMA (which does not round x to bf16)

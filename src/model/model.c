@@ -259,10 +259,9 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
     snug_isa isa;
     st = snug_model_isa_resolve(opts->isa, &isa, err);
     if (st == SNUG_OK) st = snug_kernels_init(&m->kern, isa, err);
-    if (st == SNUG_OK && opts->bf16_insn != SNUG_INSN_SCALAR)
-        st = snug_kernels_set_bf16(&m->kern, opts->bf16_insn, err);
-    else if (st == SNUG_OK && w->dtype == SNUG_DTYPE_BF16)
-        snug_kernels_calibrate(&m->kern);
+    /* measured only where it matters: bf16 weights */
+    if (st == SNUG_OK && (opts->bf16 != SNUG_BF16_AUTO || w->dtype == SNUG_DTYPE_BF16))
+        st = snug_kernels_choose_bf16(&m->kern, opts->bf16, err);
     if (st == SNUG_OK) st = snug_model_dims_make(cfg, w->table.tp, w->table.rank, &m->dims, err);
     if (st != SNUG_OK) goto fail;
     if (m->dims.tp > 1 && !m->allreduce) {

@@ -68,9 +68,9 @@ typedef struct snug_model_opts {
     snug_step_shape shape;
     int isa;                     /* a snug_isa, or -1: $SNUG_ISA when set, else the best
                                   * the CPU has */
-    snug_insn bf16_insn;         /* the GEMM instruction of bf16 weights: SNUG_INSN_SCALAR
-                                  * (0) to measure the candidates at creation
-                                  * (snug_kernels_calibrate), else this one */
+    snug_bf16_choice bf16;       /* the GEMM instruction of bf16 weights: AUTO (0) measures
+                                  * the candidates at creation, FMA / DP pin one
+                                  * (SNUG_UNSUPPORTED where the ISA lacks it) */
     snug_allreduce_fn allreduce; /* required when tp > 1 */
     void *allreduce_ctx;
 } snug_model_opts;

@@ -272,6 +272,9 @@ out=$("$snug" generate -p "Once upon a time" -n 60 --temperature 0 --stop "Lily"
 if [[ "$out" == "Once upon a time, there was a little girl named "$'\n'*"finish: stop_string"* ]]; then ok "generate --stop"; else fail "generate --stop" "$out"; fi
 expect "generate kv cache dtypes agree" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --kv-cache-dtype f16
 expect "generate scalar kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa scalar
+expect "generate --bf16-matmul fma" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --bf16-matmul fma
+expect "generate --bf16-matmul bad" 2 "--bf16-matmul expects auto, fma or vdpbf16ps, got 'x'" -- "$snug" generate --bf16-matmul x
+expect "generate --bf16-matmul vdpbf16ps on scalar kernels" 1 "the scalar kernels cannot run bf16 weights on vdpbf16ps zmm" -- "$snug" generate -n 2 --isa scalar --bf16-matmul vdpbf16ps
 # the AVX2-only path on any machine that has AVX2, by flag and by environment (a machine
 # without it gets the error that says so)
 if grep -qw avx2 /proc/cpuinfo; then
