@@ -18,9 +18,9 @@
  * Threads: snug_matmul runs on a snug_pool (base/pool.h), one run per call
  * (over the weight's panels, so each thread streams its own rows of the
  * weight); call it from outside any run of that pool. Every other kernel
- * is single-threaded and may be called from inside runs. No kernel allocates: the
- * scratch memory matmul needs comes from the caller (the activation arena),
- * sized by snug_matmul_scratch_bytes.
+ * is single-threaded and may be called from inside runs. No kernel
+ * allocates: the scratch memory matmul needs comes from the caller (the
+ * activation arena), sized by snug_matmul_scratch_bytes.
  *
  * Tolerances against the scalar version (tests/test_kernels.c states and
  * checks them): elementwise kernels and f32/f16 products to float rounding
@@ -176,7 +176,7 @@ bool snug_bf16_choice_from_name(const char *name, snug_bf16_choice *out);
 snug_status snug_kernels_choose_bf16(snug_kernels *k, snug_bf16_choice choice, snug_error *err);
 
 /* Measures the candidate bf16 GEMM kernels of k's instruction set (about
- * 10 ms on one thread, L1-resident data) and keeps the faster in
+ * 12 ms on one thread, L1-resident data) and keeps the faster in
  * k->bf16_insn, preferring the FMA (which does not round x to bf16)
  * unless vdpbf16ps is at least 15% faster; records the rates in
  * k->calib_gflops. Nothing to measure on tables with one candidate. Its
