@@ -82,19 +82,6 @@ T_AVX2_INL __m256 exp8(__m256 x)
 
 /* ---- the matmul over the panel layout ------------------------------------ */
 
-/* Element e of row j of panel `panel` (width w) of dtype dt, as a float:
- * the narrow last panel's path. */
-T_AVX2_INL float panel_elem(const unsigned char *panel, snug_dtype dt, int64_t w, int64_t j,
-                            int64_t e)
-{
-    if (dt == SNUG_DTYPE_BF16) {
-        uint32_t pair = ((const uint32_t *)(const void *)panel)[(e / 2) * w + j];
-        return snug_bf16_to_f32((uint16_t)(e % 2 ? pair >> 16 : pair & 0xFFFF));
-    }
-    if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)(const void *)panel)[e * w + j]);
-    return ((const float *)(const void *)panel)[e * w + j];
-}
-
 /* The high halves of bf16 pairs, and the low halves shifted up: each a
  * float (a bf16 is the top half of its float). */
 T_AVX2_INL __m256 pairs_hi8(__m256i v)
@@ -227,16 +214,13 @@ T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const snug_linear *
         default: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 4, 1); break;
         }
     }
-    if (p1 > full) { /* the narrow last panel */
-        const unsigned char *b = base + full * stride;
-        int64_t width = m - full * SNUG_PANEL;
-        for (int64_t j = 0; j < width; j++)
-            for (int64_t t = 0; t < n; t++) {
-                float s = 0.0f;
-                for (int64_t e = 0; e < k; e++) s += x[t * k + e] * panel_elem(b, dt, width, j, e);
-                y[t * m + full * SNUG_PANEL + j] = s;
-            }
-    }
+    /* the narrow last panel (a few rows of one matrix): element by element */
+    for (int64_t o = full * SNUG_PANEL; p1 > full && o < m; o++)
+        for (int64_t t = 0; t < n; t++) {
+            float s = 0.0f;
+            for (int64_t e = 0; e < k; e++) s += x[t * k + e] * snug_linear_elem(w, o, e);
+            y[t * m + o] = s;
+        }
 }
 
 T_AVX2 void snug_avx2_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,

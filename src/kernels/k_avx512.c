@@ -37,6 +37,11 @@
 
 enum { MR = 8 };
 
+/* The start of every micro-kernel: the tile's accumulators at zero. */
+#define ZERO_TILE(NP)                                                                    \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                 \
+        _Pragma("GCC unroll 3") for (int j = 0; j < (NP); j++) acc[i][j] = _mm512_setzero_ps()
+
 /* The end of every micro-kernel: rows i < mr_v of the tile into c. */
 #define STORE_TILE(NP)                                                                   \
     do {                                                                                 \
@@ -57,10 +62,7 @@ T_512_INL void tile_f(int64_t kc, const float *a, const void *const b[3], float 
                       int32_t mr_v, bool add, const int NP, const bool F16)
 {
     __m512 acc[MR][3];
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-        for (int j = 0; j < NP; j++) acc[i][j] = _mm512_setzero_ps();
+    ZERO_TILE(NP);
     for (int64_t e = 0; e < kc; e++) {
         __m512 w[3];
 #pragma GCC unroll 3
@@ -83,10 +85,7 @@ T_512_INL void tile_bf16_fma(int64_t kc, const float *a, const void *const b[3],
 {
     __m512 acc[MR][3];
     const __m512i hi_mask = _mm512_set1_epi32((int32_t)0xFFFF0000u);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-        for (int j = 0; j < NP; j++) acc[i][j] = _mm512_setzero_ps();
+    ZERO_TILE(NP);
     for (int64_t q = 0; q < (kc + 1) / 2; q++) {
         __m512 w[3];
 #pragma GCC unroll 3
@@ -133,10 +132,7 @@ T_512BF_INL void tile_bf16_dp(int64_t kc, const uint32_t *a, const void *const b
                               int64_t ldc, int32_t mr_v, bool add, const int NP)
 {
     __m512 acc[MR][3];
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 3
-        for (int j = 0; j < NP; j++) acc[i][j] = _mm512_setzero_ps();
+    ZERO_TILE(NP);
     for (int64_t q = 0; q < (kc + 1) / 2; q++) {
         __m512bh w[3];
 #pragma GCC unroll 3

@@ -79,16 +79,6 @@ static void matmul_scalar(void *ctx, int32_t thread, int32_t n_threads)
 
 /* ---- packing x ----------------------------------------------------------- */
 
-/* f as bf16 rounded to nearest even, NaNs quiet (snug_f32_to_bf16's
- * rounding, inlined: packing x for vdpbf16ps runs it on every element). */
-static inline uint32_t bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16, quiet_nan = (u >> 16) | 0x40u;
-    return (u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded; /* branch-free */
-}
-
 /* k steps of x in a block of len elements: floats, padded to an even
  * count (the bf16-pair kinds read the step after an odd end), or pairs. */
 static int64_t a_steps(const snug_gemm_kind *g, int64_t len)
@@ -127,8 +117,8 @@ static void pack_a(const snug_gemm_kind *g, uint32_t *ap, const float *x, int64_
                     }
                     int64_t q = 0;
                     for (; 2 * q + 1 < len; q++)
-                        pan[q * mr + i] = bf16_round(xr[2 * q]) | bf16_round(xr[2 * q + 1]) << 16;
-                    if (q < ks) pan[q * mr + i] = bf16_round(xr[2 * q]); /* an odd end */
+                        pan[q * mr + i] = (uint32_t)snug_f32_to_bf16(xr[2 * q]) | (uint32_t)snug_f32_to_bf16(xr[2 * q + 1]) << 16;
+                    if (q < ks) pan[q * mr + i] = snug_f32_to_bf16(xr[2 * q]); /* an odd end */
                 }
             }
         }
