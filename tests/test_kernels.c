@@ -389,6 +389,21 @@ static float mock_w_f16(const void *b, int64_t q, int l)
     return snug_f16_to_f32(((const uint16_t *)b)[q * 16 + l]);
 }
 
+/* The weight the mocks' prefetch requests must stay inside (set before
+ * each call of the driver), and the requests that fell outside it. */
+static const char *mock_w_begin, *mock_w_end;
+static _Atomic int mock_pf_outside;
+
+static void mock_prefetch(const snug_prefetch *pf, int64_t steps)
+{
+    if (pf->np > 0 && pf->count > steps) mock_pf_outside++; /* more lines than steps to fetch them at */
+    for (int32_t j = 0; j < pf->np; j++)
+        for (int64_t q = pf->first; q < pf->first + pf->count; q++) {
+            const char *line = pf->base[j] + q * 64;
+            if (line < mock_w_begin || line >= mock_w_end) mock_pf_outside++;
+        }
+}
+
 static void mock_store(const float acc[MOCK_MR][48], int32_t np, float *c, int64_t ldc, int32_t mr_v,
                        bool add)
 {
@@ -397,8 +412,10 @@ static void mock_store(const float acc[MOCK_MR][48], int32_t np, float *c, int64
 }
 
 static void mock_micro_f(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
-                         int64_t ldc, int32_t mr_v, bool add, float (*wv)(const void *, int64_t, int))
+                         int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf,
+                         float (*wv)(const void *, int64_t, int))
 {
+    mock_prefetch(pf, kc);
     const float *x = a;
     float acc[MOCK_MR][48] = {{0}};
     for (int64_t e = 0; e < kc; e++)
@@ -409,20 +426,21 @@ static void mock_micro_f(int64_t kc, const void *a, const void *const b[3], int3
 }
 
 static void mock_f32(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
-                     int64_t ldc, int32_t mr_v, bool add)
+                     int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf)
 {
-    mock_micro_f(kc, a, b, np, c, ldc, mr_v, add, mock_w_f32);
+    mock_micro_f(kc, a, b, np, c, ldc, mr_v, add, pf, mock_w_f32);
 }
 
 static void mock_f16(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
-                     int64_t ldc, int32_t mr_v, bool add)
+                     int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf)
 {
-    mock_micro_f(kc, a, b, np, c, ldc, mr_v, add, mock_w_f16);
+    mock_micro_f(kc, a, b, np, c, ldc, mr_v, add, pf, mock_w_f16);
 }
 
 static void mock_bf16_fma(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
-                          int64_t ldc, int32_t mr_v, bool add)
+                          int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf)
 {
+    mock_prefetch(pf, (kc + 1) / 2);
     const float *x = a;
     float acc[MOCK_MR][48] = {{0}};
     for (int64_t q = 0; q < (kc + 1) / 2; q++)
@@ -437,8 +455,9 @@ static void mock_bf16_fma(int64_t kc, const void *a, const void *const b[3], int
 }
 
 static void mock_bf16_dp(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c,
-                         int64_t ldc, int32_t mr_v, bool add)
+                         int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf)
 {
+    mock_prefetch(pf, (kc + 1) / 2);
     const uint32_t *x = a;
     float acc[MOCK_MR][48] = {{0}};
     for (int64_t q = 0; q < (kc + 1) / 2; q++)
@@ -509,7 +528,12 @@ static void test_matmul_driver(void)
                 if (dp && wdts[d] != SNUG_DTYPE_BF16) continue;
                 kt.bf16_insn = dp ? SNUG_INSN_DPBF16_ZMM : SNUG_INSN_FMA_ZMM;
                 for (int64_t i = 0; i < n * m; i++) got[i] = NAN;
+                mock_w_begin = lin.data;
+                mock_w_end = mock_w_begin + snug_linear_bytes(lin.dtype, m, k);
+                mock_pf_outside = 0;
                 snug_matmul(&kt, got, x, n, &lin, scratch, pool);
+                CHECK(mock_pf_outside == 0, "driver %s n=%ld k=%ld m=%ld: %d prefetch lines outside the weight",
+                      snug_dtype_name(wdts[d]), (long)n, (long)k, (long)m, mock_pf_outside);
                 double tol = dp ? 1e-2 : 1e-5, *worst = dp ? &worst_dp : &worst_f;
                 int bad = 0;
                 for (int64_t i = 0; i < n * m; i++) {

@@ -241,7 +241,7 @@ T_AVX2 void snug_avx2_gemv(float *y, const float *x, int64_t n, const snug_linea
 enum { MR = 6 };
 
 T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c, int64_t ldc,
-                            int32_t mr_v, bool add, const snug_dtype dt)
+                            int32_t mr_v, bool add, const snug_prefetch *pf, const snug_dtype dt)
 {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
@@ -249,6 +249,7 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
     if (dt == SNUG_DTYPE_BF16) {
         const __m256i *bp = b;
         for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+            snug_prefetch_step(pf, q);
             __m256 e0 = pairs_lo8(_mm256_loadu_si256(bp + 2 * q));
             __m256 e1 = pairs_lo8(_mm256_loadu_si256(bp + 2 * q + 1));
 #pragma GCC unroll 6
@@ -268,6 +269,7 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
         }
     } else {
         for (int64_t e = 0; e < kc; e++) {
+            snug_prefetch_step(pf, e);
             __m256 w0, w1;
             step16(b, dt, e, &w0, &w1);
 #pragma GCC unroll 6
@@ -291,11 +293,15 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
     }
 }
 
+/* (the first panel's call does all of the prefetch) */
 #define MICRO_AVX2(name, dt)                                                                  \
     T_AVX2 static void name(int64_t kc, const void *a, const void *const b[3], int32_t np,  \
-                            float *c, int64_t ldc, int32_t mr_v, bool add)                  \
+                            float *c, int64_t ldc, int32_t mr_v, bool add,                  \
+                            const snug_prefetch *pf)                                          \
     {                                                                                         \
-        for (int32_t j = 0; j < np; j++) micro_panel(kc, a, b[j], c + 16 * j, ldc, mr_v, add, dt); \
+        const snug_prefetch none = {.count = 0};                                              \
+        for (int32_t j = 0; j < np; j++)                                                      \
+            micro_panel(kc, a, b[j], c + 16 * j, ldc, mr_v, add, j ? &none : pf, dt);         \
     }
 MICRO_AVX2(micro_avx2_f32, SNUG_DTYPE_F32)
 MICRO_AVX2(micro_avx2_f16, SNUG_DTYPE_F16)

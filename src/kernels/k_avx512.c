@@ -59,11 +59,12 @@ enum { MR = 8 };
 
 /* f32 (F16 false) or f16 panels: kc steps of 16 values. */
 T_512_INL void tile_f(int64_t kc, const float *a, const void *const b[3], float *c, int64_t ldc,
-                      int32_t mr_v, bool add, const int NP, const bool F16)
+                      int32_t mr_v, bool add, const snug_prefetch *pf, const int NP, const bool F16)
 {
     __m512 acc[MR][3];
     ZERO_TILE(NP);
     for (int64_t e = 0; e < kc; e++) {
+        snug_prefetch_step(pf, e);
         __m512 w[3];
 #pragma GCC unroll 3
         for (int j = 0; j < NP; j++)
@@ -81,12 +82,13 @@ T_512_INL void tile_f(int64_t kc, const float *a, const void *const b[3], float 
 
 /* bf16 pairs widened in registers: (kc + 1) / 2 steps; a holds floats. */
 T_512_INL void tile_bf16_fma(int64_t kc, const float *a, const void *const b[3], float *c,
-                             int64_t ldc, int32_t mr_v, bool add, const int NP)
+                             int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf, const int NP)
 {
     __m512 acc[MR][3];
     const __m512i hi_mask = _mm512_set1_epi32((int32_t)0xFFFF0000u);
     ZERO_TILE(NP);
     for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+        snug_prefetch_step(pf, q);
         __m512 w[3];
 #pragma GCC unroll 3
         for (int j = 0; j < NP; j++)
@@ -114,26 +116,29 @@ T_512_INL void tile_bf16_fma(int64_t kc, const float *a, const void *const b[3],
 
 #define MICRO_512(name, body)                                                                \
     T_512 static void name(int64_t kc, const void *a, const void *const b[3], int32_t np,    \
-                           float *c, int64_t ldc, int32_t mr_v, bool add)                   \
+                           float *c, int64_t ldc, int32_t mr_v, bool add,                   \
+                           const snug_prefetch *pf)                                         \
     {                                                                                        \
         if (np == 3) body(3);                                                                \
         else if (np == 2) body(2);                                                           \
         else body(1);                                                                        \
     }
-#define BODY_F32(NP) tile_f(kc, a, b, c, ldc, mr_v, add, NP, false)
-#define BODY_F16(NP) tile_f(kc, a, b, c, ldc, mr_v, add, NP, true)
-#define BODY_BF16(NP) tile_bf16_fma(kc, a, b, c, ldc, mr_v, add, NP)
+#define BODY_F32(NP) tile_f(kc, a, b, c, ldc, mr_v, add, pf, NP, false)
+#define BODY_F16(NP) tile_f(kc, a, b, c, ldc, mr_v, add, pf, NP, true)
+#define BODY_BF16(NP) tile_bf16_fma(kc, a, b, c, ldc, mr_v, add, pf, NP)
 MICRO_512(micro_avx512_f32, BODY_F32)
 MICRO_512(micro_avx512_f16, BODY_F16)
 MICRO_512(micro_avx512_bf16, BODY_BF16)
 
 /* vdpbf16ps on the pairs: (kc + 1) / 2 steps; a holds bf16 pairs. */
 T_512BF_INL void tile_bf16_dp(int64_t kc, const uint32_t *a, const void *const b[3], float *c,
-                              int64_t ldc, int32_t mr_v, bool add, const int NP)
+                              int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf,
+                              const int NP)
 {
     __m512 acc[MR][3];
     ZERO_TILE(NP);
     for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+        snug_prefetch_step(pf, q);
         __m512bh w[3];
 #pragma GCC unroll 3
         for (int j = 0; j < NP; j++)
@@ -149,11 +154,12 @@ T_512BF_INL void tile_bf16_dp(int64_t kc, const uint32_t *a, const void *const b
 }
 
 T_512BF static void micro_avx512_bf16_dp(int64_t kc, const void *a, const void *const b[3],
-                                         int32_t np, float *c, int64_t ldc, int32_t mr_v, bool add)
+                                         int32_t np, float *c, int64_t ldc, int32_t mr_v, bool add,
+                                         const snug_prefetch *pf)
 {
-    if (np == 3) tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, 3);
-    else if (np == 2) tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, 2);
-    else tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, 1);
+    if (np == 3) tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, pf, 3);
+    else if (np == 2) tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, pf, 2);
+    else tile_bf16_dp(kc, a, b, c, ldc, mr_v, add, pf, 1);
 }
 
 /* Whole panels of x for the float kinds: 8 elements of each of the 8 rows

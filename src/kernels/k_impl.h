@@ -36,9 +36,30 @@
  * c[i * ldc + 16 j + l] for i < mr_v, j < np, l < 16. The packed x holds
  * mr values per k step (rows past n zero): floats (one per element; for
  * the bf16-pair kinds one more zero step when kc is odd), or with a_bf16
- * bf16 pairs (x[2q], x[2q + 1]) rounded to nearest even, low half first. */
+ * bf16 pairs (x[2q], x[2q + 1]) rounded to nearest even, low half first.
+ * pf: the lines to fetch meanwhile (snug_prefetch; count 0 for none). */
+typedef struct snug_prefetch snug_prefetch;
 typedef void (*snug_micro_fn)(int64_t kc, const void *a, const void *const b[3], int32_t np,
-                              float *c, int64_t ldc, int32_t mr_v, bool add);
+                              float *c, int64_t ldc, int32_t mr_v, bool add,
+                              const snug_prefetch *pf);
+
+/* What a micro-kernel fetches into L2 while it computes (the weight slices
+ * the next call will read, so that memory and arithmetic overlap): the
+ * 64-byte lines [first, first + count) from each of base[0 .. np), one
+ * line of each at each of its first count k steps (count is at most its
+ * steps: a slice has at most one line per step). */
+struct snug_prefetch {
+    const char *base[3];
+    int32_t np;
+    int64_t first, count;
+};
+
+/* The prefetch of step q of a micro-kernel (pf as above). */
+static inline void snug_prefetch_step(const snug_prefetch *pf, int64_t q)
+{
+    if (q >= pf->count) return;
+    for (int32_t j = 0; j < pf->np; j++) __builtin_prefetch(pf->base[j] + (pf->first + q) * 64, 0, 2);
+}
 
 /* Packs one whole panel of x (mr rows of k elements from x0, every row
  * real) for the k block [pc, pc + len) into pan, as the driver's portable

@@ -8,13 +8,17 @@
  * scratch (each thread packs a share of the panels of x, then all wait at
  * a barrier). It is packed block-major (all panels' slices of one kc block
  * of k together), so that the rows of x one block runs over are one
- * contiguous run. Each thread then takes its weight panels in blocks of
- * 24 (384 rows of w), and for each, each block of up to SNUG_GEMM_MC rows
- * of x and each block of k, the panels three at a time: those slices of w
- * (at most 48 x kc values, in L1) meet every register tile of x of the
- * block (in L2), adding into a tile of y that stays in L2 across the k
- * blocks. The weight is read from memory once per block of rows of x,
- * never re-packed: time grows smoothly with the rows of x.
+ * contiguous run. Up to 64 rows of x (batched decode), each thread then
+ * streams its weight panels three at a time from start to end, every
+ * register tile of x meeting each k block's slices (48 x kc values) while
+ * they are in L1, and the micro-kernels fetching the next slices into L2
+ * as they compute. With more rows (prefill), it takes its panels in blocks
+ * of 24 (384 rows of w), and for each, each block of up to SNUG_GEMM_MC
+ * rows of x and each block of k, the panels three at a time: those slices
+ * of w meet every register tile of x of the block (in L2), adding into a
+ * tile of y that stays in L2 across the k blocks. The weight is read from
+ * memory once per block of rows of x, never re-packed: time grows smoothly
+ * with the rows of x.
  *
  * The threads are a snug_pool's: one run per call (the GEMM waits at the
  * pool's barrier once x is packed). Threads get whole panels (16 rows of
@@ -176,6 +180,15 @@ static void prefetch_part(const snug_linear *w, int64_t p, int64_t np, int64_t p
 
 /* ---- the blocked GEMM ------------------------------------------------------- */
 
+/* Up to this many rows of x, the GEMM streams each weight panel once from
+ * start to end: three panels at a time, all their k blocks in a row, every
+ * register tile of x meeting each slice while it is in L1 (x, n x k
+ * floats, stays in L2). While the tiles compute, the next slice (the next
+ * k block, or the next three panels' first) is fetched into L2, a share per
+ * tile spread over its steps, so that memory and arithmetic overlap. Slices
+ * are never converted to f32 here: a few tiles do not repay the stores. */
+enum { GEMM_STREAM_MAX_N = 64 };
+
 const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul_ops *o,
                                        snug_dtype wdt, int64_t n, bool *convert)
 {
@@ -183,7 +196,7 @@ const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul
     if (wdt == SNUG_DTYPE_F32) return &o->f32;
     if (wdt == SNUG_DTYPE_F16) return &o->f16;
     if (kt->bf16_insn == SNUG_INSN_DPBF16_ZMM && o->bf16_dp.micro) return &o->bf16_dp;
-    if (o->bf16_to_f32 && n >= o->convert_min_n) {
+    if (o->bf16_to_f32 && n > GEMM_STREAM_MAX_N && n >= o->convert_min_n) {
         *convert = true;
         return &o->f32;
     }
@@ -194,6 +207,48 @@ const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul
  * register tile takes). */
 enum { GEMM_NC_PANELS = 24 };
 
+/* Lines of a slice of len elements of one full panel. */
+static int64_t slice_lines(snug_dtype dt, int64_t len)
+{
+    int64_t se = step_elems(dt);
+    return ((len + se - 1) / se * (int64_t)step_bytes(dt) + 63) / 64;
+}
+
+/* One thread's share, the full panels [p0, p1) of w, in that order (the
+ * contract of gemm_thread). */
+static void gemm_thread_stream(const snug_gemm_kind *g, float *y, const uint32_t *ap, int64_t n,
+                               const snug_linear *w, int64_t p0, int64_t p1)
+{
+    const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
+    for (int64_t jp = p0; jp < p1; jp += 3) {
+        int32_t np = (int32_t)SNUG_MIN(3, p1 - jp);
+        for (int64_t pc = 0; pc < k; pc += g->kc) {
+            int64_t len = SNUG_MIN((int64_t)g->kc, k - pc);
+            const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
+            int64_t ks_a = a_steps(g, len);
+            const void *b[3] = {NULL, NULL, NULL};
+            for (int32_t j = 0; j < np; j++) b[j] = panel_slice(w, jp + j, pc);
+            snug_prefetch pf = {.np = 0};
+            int64_t nx_p = jp, nx_pc = pc + g->kc;
+            if (nx_pc >= k) nx_p = jp + 3, nx_pc = 0;
+            if (nx_p < p1) {
+                pf.np = (int32_t)SNUG_MIN(3, p1 - nx_p);
+                for (int32_t j = 0; j < pf.np; j++) pf.base[j] = panel_slice(w, nx_p + j, nx_pc);
+            }
+            /* (after a short last k block a share may be more lines than the
+             * tile has steps: the rest is left to the hardware prefetcher) */
+            int64_t lines = pf.np ? slice_lines(w->dtype, SNUG_MIN((int64_t)g->kc, k - nx_pc)) : 0;
+            int64_t tiles = panels_a, steps = g->a_bf16 || w->dtype == SNUG_DTYPE_BF16 ? (len + 1) / 2 : len;
+            for (int64_t t = 0; t < tiles; t++) {
+                pf.first = lines * t / tiles;
+                pf.count = SNUG_MIN(steps, lines * (t + 1) / tiles - pf.first);
+                g->micro(len, ablock + t * ks_a * mr, b, np, y + t * mr * m + jp * SNUG_PANEL, m,
+                         (int32_t)SNUG_MIN(mr, n - t * mr), pc > 0, &pf);
+            }
+        }
+    }
+}
+
 /* One thread's share: the full panels [p0, p1) of w against all n rows of
  * x, packed whole in ap; tb is the thread's private scratch. */
 static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(float *, const uint32_t *, int64_t),
@@ -203,6 +258,11 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
     const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
     const int64_t mc_max = SNUG_GEMM_MC / mr * mr; /* whole tiles of x per block */
     float *conv = (float *)(void *)tb;               /* 3 converted slices */
+    const snug_prefetch none = {.count = 0};
+    if (n <= GEMM_STREAM_MAX_N) {
+        gemm_thread_stream(g, y, ap, n, w, p0, p1);
+        return;
+    }
     /* blocks of the thread's panels whose tile of y (mc x 384 floats) stays
      * in L2 while every k block adds to it */
     for (int64_t jc = p0; jc < p1; jc += GEMM_NC_PANELS) {
@@ -235,7 +295,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
                             prefetch_part(w, nx_p, nx_np, nx_pc, nx_len, ir / mr, tiles);
                         g->micro(len, ablock + ((ic + ir) / mr) * ks_a * mr, b, np,
                                  y + (ic + ir) * m + jp * SNUG_PANEL, m, (int32_t)SNUG_MIN(mr, mc - ir),
-                                 pc > 0);
+                                 pc > 0, &none);
                     }
                 }
             }
@@ -254,6 +314,7 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
     const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
     const int64_t width = m - p * SNUG_PANEL;
     float *conv = (float *)(void *)tb;
+    const snug_prefetch none = {.count = 0};
     unsigned char *padded = tb + (size_t)3 * SNUG_PANEL * SNUG_GEMM_KC_MAX * sizeof(float);
     float tile[SNUG_GEMM_MR_MAX * SNUG_PANEL];
     for (int64_t ir = 0; ir < n; ir += mr) {
@@ -268,7 +329,7 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
                 b[0] = conv;
             }
             g->micro(len, ablock + (ir / mr) * a_steps(g, len) * mr, b, 1, tile, SNUG_PANEL, mr_v,
-                     pc > 0);
+                     pc > 0, &none);
         }
         for (int32_t i = 0; i < mr_v; i++)
             memcpy(y + (ir + i) * m + p * SNUG_PANEL, tile + i * SNUG_PANEL,

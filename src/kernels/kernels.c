@@ -149,6 +149,7 @@ static double calibrate_kind(const snug_gemm_kind *g, cal_data *d)
     for (size_t i = 0; i < SNUG_ARRAY_LEN(d->w); i++) d->w[i] = 0x3F003F00u;
     const void *b[3] = {d->w, d->w + SNUG_PANEL * CAL_K, d->w + 2 * SNUG_PANEL * CAL_K};
     size_t a_tile = (size_t)g->mr * (size_t)(g->a_bf16 ? CAL_K / 2 : CAL_K);
+    const snug_prefetch none = {.count = 0};
     double best = 0;
     for (int pass = 0; pass < CAL_PASSES; pass++) {
         int64_t calls = 0;
@@ -157,7 +158,7 @@ static double calibrate_kind(const snug_gemm_kind *g, cal_data *d)
             for (int r = 0; r < 16; r++)
                 for (int i = 0; i < CAL_TILES; i++)
                     g->micro(CAL_K, d->a + i * a_tile, b, CAL_PANELS, d->c, CAL_PANELS * SNUG_PANEL, g->mr,
-                             r > 0);
+                             r > 0, &none);
             calls += 16 * CAL_TILES;
             t = now_seconds();
         }
