@@ -100,10 +100,16 @@ T_512_INL void tile_bf16_fma(int64_t kc, const float *a, const void *const b[3],
 #pragma GCC unroll 3
             for (int j = 0; j < NP; j++) acc[i][j] = _mm512_fmadd_ps(t, w[j], acc[i][j]);
         }
+        /* the odd halves load the step again (from L1): keeping the
+         * loaded pairs in registers across the even half's FMAs would take
+         * three more than the 32 (24 accumulators), and the compiler would
+         * spill accumulators instead; the empty asm makes it load again */
 #pragma GCC unroll 3
-        for (int j = 0; j < NP; j++)
-            w[j] = _mm512_castsi512_ps(_mm512_and_si512(
-                _mm512_loadu_si512((const void *)((const uint32_t *)b[j] + 16 * q)), hi_mask));
+        for (int j = 0; j < NP; j++) {
+            const uint32_t *bj = (const uint32_t *)b[j] + 16 * q;
+            __asm__("" : "+r"(bj));
+            w[j] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)bj), hi_mask));
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             __m512 t = _mm512_set1_ps(a[(2 * q + 1) * MR + i]);
