@@ -1,0 +1,197 @@
+/*
+ * quant.c: ggml's quantized block formats: shapes and the exact scalar
+ * dequantization (quant.h).
+ *
+ * Each block's bytes, in order (h: a little-endian IEEE half, the scale
+ * d or the offset dmin / m; element e of the block, q its integer):
+ *   Q4_0  18: d h, qs[16]             q = nibble (e < 16: low of qs[e],
+ *                                      else high of qs[e - 16]) - 8; d q
+ *   Q4_1  20: d h, m h, qs[16]        q = nibble as Q4_0; d q + m
+ *   Q5_0  22: d h, qh u32, qs[16]     q = nibble | bit e of qh << 4, - 16
+ *   Q5_1  24: d h, m h, qh u32, qs[16]  as Q5_0 without the - 16; d q + m
+ *   Q8_0  34: d h, qs[32] int8        q = qs[e]; q d
+ *   Q2_K  84: scales[16], qs[64], d h, dmin h
+ *             16 sub-blocks of 16: scale low nibble, min high nibble;
+ *             q = 2 bits of qs[32 (e / 128) + e % 32] at 2 ((e % 128) / 32);
+ *             (d sc) q - (dmin mn)
+ *   Q3_K 110: hmask[32], qs[64], scales[12], d h
+ *             16 six-bit signed scales (sc - 32), low 4 bits from
+ *             scales[0..8] (nibbles), high 2 from scales[8..12];
+ *             q = 2 bits as Q2_K, - 4 unless bit e / 32 of hmask[e % 32];
+ *             (d sc) q
+ *   Q4_K 144: d h, dmin h, scales[12], qs[128]
+ *             8 sub-blocks of 32, six-bit scale and min each;
+ *             q = nibble (e % 64 < 32: low) of qs[32 (e / 64) + e % 32];
+ *             (d sc) q - (dmin mn)
+ *   Q5_K 176: d h, dmin h, scales[12], qh[32], qs[128]
+ *             as Q4_K, q | bit e / 32 of qh[e % 32] << 4
+ *   Q6_K 210: ql[128], qh[64], scales[16] int8, d h
+ *             16 sub-blocks of 16; in each half of 128 (c), low 4 bits
+ *             from ql[64 c + e % 64] (high nibble from e % 128 >= 64), high
+ *             2 from qh[32 c + e % 32] at 2 ((e % 128) / 32); q - 32;
+ *             (d sc) q
+ */
+#include "quant.h"
+
+#include "dtype.h"
+
+typedef struct qtype_info {
+    const char *name;
+    int64_t block;
+    size_t bytes;
+} qtype_info;
+
+static const qtype_info g_qtypes[] = {
+    [SNUG_QTYPE_Q4_0] = {"Q4_0", 32, 18},   [SNUG_QTYPE_Q4_1] = {"Q4_1", 32, 20},
+    [SNUG_QTYPE_Q5_0] = {"Q5_0", 32, 22},   [SNUG_QTYPE_Q5_1] = {"Q5_1", 32, 24},
+    [SNUG_QTYPE_Q8_0] = {"Q8_0", 32, 34},   [SNUG_QTYPE_Q2_K] = {"Q2_K", 256, 84},
+    [SNUG_QTYPE_Q3_K] = {"Q3_K", 256, 110}, [SNUG_QTYPE_Q4_K] = {"Q4_K", 256, 144},
+    [SNUG_QTYPE_Q5_K] = {"Q5_K", 256, 176}, [SNUG_QTYPE_Q6_K] = {"Q6_K", 256, 210},
+};
+
+const snug_qtype snug_qtypes[10] = {SNUG_QTYPE_Q8_0, SNUG_QTYPE_Q4_0, SNUG_QTYPE_Q4_1,
+                                    SNUG_QTYPE_Q5_0, SNUG_QTYPE_Q5_1, SNUG_QTYPE_Q2_K,
+                                    SNUG_QTYPE_Q3_K, SNUG_QTYPE_Q4_K, SNUG_QTYPE_Q5_K,
+                                    SNUG_QTYPE_Q6_K};
+
+bool snug_qtype_known(uint32_t t)
+{
+    return t < SNUG_ARRAY_LEN(g_qtypes) && g_qtypes[t].name != NULL;
+}
+
+const char *snug_qtype_name(uint32_t t) { return snug_qtype_known(t) ? g_qtypes[t].name : "unknown"; }
+
+int64_t snug_qtype_block(uint32_t t) { return snug_qtype_known(t) ? g_qtypes[t].block : 0; }
+
+size_t snug_qtype_block_bytes(uint32_t t) { return snug_qtype_known(t) ? g_qtypes[t].bytes : 0; }
+
+size_t snug_qtype_bytes(uint32_t t, int64_t n)
+{
+    if (!snug_qtype_known(t) || n < 0 || n % g_qtypes[t].block != 0) return 0;
+    return (size_t)(n / g_qtypes[t].block) * g_qtypes[t].bytes;
+}
+
+/* A little-endian half at p, as a float (exact). */
+static float half_at(const uint8_t *p) { return snug_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+static uint32_t u32_at(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The 4-bit value of element e (< 32) of a 32-element block's qs[16]. */
+static int nibble32(const uint8_t *qs, int e) { return e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4; }
+
+/* Q4_0, Q4_1, Q5_0, Q5_1: one block of 32. */
+static void dequant_q4_q5(snug_qtype t, const uint8_t *b, float *y)
+{
+    bool has_min = t == SNUG_QTYPE_Q4_1 || t == SNUG_QTYPE_Q5_1;
+    bool five = t == SNUG_QTYPE_Q5_0 || t == SNUG_QTYPE_Q5_1;
+    float d = half_at(b), m = has_min ? half_at(b + 2) : 0.0f;
+    const uint8_t *p = b + (has_min ? 4 : 2);
+    uint32_t qh = five ? u32_at(p) : 0;
+    const uint8_t *qs = p + (five ? 4 : 0);
+    int offset = has_min ? 0 : (five ? 16 : 8);
+    for (int e = 0; e < 32; e++) {
+        int q = nibble32(qs, e) | (int)((qh >> e) & 1u) << 4;
+        float v = (float)(q - offset);
+        y[e] = has_min ? d * v + m : d * v;
+    }
+}
+
+static void dequant_q8_0(const uint8_t *b, float *y)
+{
+    float d = half_at(b);
+    for (int e = 0; e < 32; e++) y[e] = (float)(int8_t)b[2 + e] * d;
+}
+
+static void dequant_q2_k(const uint8_t *b, float *y)
+{
+    const uint8_t *scales = b, *qs = b + 16;
+    float d = half_at(b + 80), dmin = half_at(b + 82);
+    for (int e = 0; e < 256; e++) {
+        int sub = e / 16, q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        float dl = d * (float)(scales[sub] & 0xF), ml = dmin * (float)(scales[sub] >> 4);
+        y[e] = dl * (float)q - ml;
+    }
+}
+
+static void dequant_q3_k(const uint8_t *b, float *y)
+{
+    const uint8_t *hmask = b, *qs = b + 32, *scales = b + 96;
+    float d = half_at(b + 108);
+    for (int e = 0; e < 256; e++) {
+        int i = e / 16;
+        int lo = i < 8 ? scales[i] & 0xF : scales[i - 8] >> 4;
+        int hi = (scales[8 + i % 4] >> (2 * (i / 4))) & 3;
+        float dl = d * (float)((lo | hi << 4) - 32);
+        int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        if (!((hmask[e % 32] >> (e / 32)) & 1)) q -= 4;
+        y[e] = dl * (float)q;
+    }
+}
+
+/* The six-bit scale and min of sub-block j (< 8) of Q4_K and Q5_K. */
+static void scale_min_k4(const uint8_t *s, int j, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4;
+        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* Q4_K (qh NULL) and Q5_K. */
+static void dequant_q4_q5_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y)
+{
+    float d = half_at(b), dmin = half_at(b + 2);
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        scale_min_k4(b + 4, j, &sc, &mn);
+        float dd = d * (float)sc, dm = dmin * (float)mn;
+        for (int l = 0; l < 32; l++) {
+            int e = 32 * j + l;
+            int q = (qs[32 * (e / 64) + l] >> (4 * ((e % 64) / 32))) & 0xF;
+            if (qh) q |= ((qh[l] >> (e / 32)) & 1) << 4;
+            y[e] = dd * (float)q - dm;
+        }
+    }
+}
+
+static void dequant_q6_k(const uint8_t *b, float *y)
+{
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *scales = (const int8_t *)(b + 192);
+    float d = half_at(b + 208);
+    for (int e = 0; e < 256; e++) {
+        int c = e / 128, w = e % 128;
+        int lo = (ql[64 * c + w % 64] >> (4 * (w / 64))) & 0xF;
+        int hi = (qh[32 * c + w % 32] >> (2 * (w / 32))) & 3;
+        float ds = d * (float)scales[e / 16];
+        y[e] = ds * (float)((lo | hi << 4) - 32);
+    }
+}
+
+void snug_quant_dequantize(snug_qtype t, const void *src, float *dst, int64_t n)
+{
+    SNUG_ASSERT(snug_qtype_known((uint32_t)t) && n % g_qtypes[t].block == 0);
+    const uint8_t *b = src;
+    int64_t bs = g_qtypes[t].block;
+    for (int64_t i = 0; i < n; i += bs, b += g_qtypes[t].bytes) {
+        float *y = dst + i;
+        switch (t) {
+        case SNUG_QTYPE_Q4_0:
+        case SNUG_QTYPE_Q4_1:
+        case SNUG_QTYPE_Q5_0:
+        case SNUG_QTYPE_Q5_1: dequant_q4_q5(t, b, y); break;
+        case SNUG_QTYPE_Q8_0: dequant_q8_0(b, y); break;
+        case SNUG_QTYPE_Q2_K: dequant_q2_k(b, y); break;
+        case SNUG_QTYPE_Q3_K: dequant_q3_k(b, y); break;
+        case SNUG_QTYPE_Q4_K: dequant_q4_q5_k(b, NULL, b + 16, y); break;
+        case SNUG_QTYPE_Q5_K: dequant_q4_q5_k(b, b + 16, b + 48, y); break;
+        case SNUG_QTYPE_Q6_K: dequant_q6_k(b, y); break;
+        }
+    }
+}

@@ -1,0 +1,58 @@
+/*
+ * quant.h: the quantized block formats of llama.cpp's GGUF files that snug
+ * reads (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q2_K to Q6_K): their
+ * names, block shapes, and the exact scalar dequantization.
+ *
+ * A tensor of such a type is a sequence of blocks, each covering `block`
+ * consecutive elements of a row (32, or 256 for the K-quants) in `bytes`
+ * bytes: scales as IEEE half floats (little-endian) and small integers
+ * packed in bits. A row's length must be a multiple of the block.
+ *
+ * snug_quant_dequantize follows the format to the bit: every value is what
+ * llama.cpp's reference dequantization (gguf-py's gguf.quants) computes in
+ * float32, the same products and sums in the same order, none fused (the
+ * build is ISO C, which does not contract a * b + c into one rounding). The
+ * fixtures of tests/data/quant check it value by value.
+ */
+#ifndef SNUG_QUANT_H
+#define SNUG_QUANT_H
+
+#include "common.h"
+
+/* The formats, numbered as ggml numbers its types (the GGUF tensor type). */
+typedef enum snug_qtype {
+    SNUG_QTYPE_Q4_0 = 2,
+    SNUG_QTYPE_Q4_1 = 3,
+    SNUG_QTYPE_Q5_0 = 6,
+    SNUG_QTYPE_Q5_1 = 7,
+    SNUG_QTYPE_Q8_0 = 8,
+    SNUG_QTYPE_Q2_K = 10,
+    SNUG_QTYPE_Q3_K = 11,
+    SNUG_QTYPE_Q4_K = 12,
+    SNUG_QTYPE_Q5_K = 13,
+    SNUG_QTYPE_Q6_K = 14,
+} snug_qtype;
+
+/* The ggml type ids above, in order: for listing them ("the supported
+ * types are ..."). */
+extern const snug_qtype snug_qtypes[10];
+
+/* True when ggml type id t is one of the formats above. */
+bool snug_qtype_known(uint32_t t);
+
+/* "Q4_K" and so on; "unknown" for anything else. */
+const char *snug_qtype_name(uint32_t t);
+
+/* Elements per block (32 or 256) and bytes per block; 0 when unknown. */
+int64_t snug_qtype_block(uint32_t t);
+size_t snug_qtype_block_bytes(uint32_t t);
+
+/* Bytes of n elements (a multiple of the block); 0 when t is unknown or n
+ * is not a multiple. */
+size_t snug_qtype_bytes(uint32_t t, int64_t n);
+
+/* Dequantizes n elements (a multiple of the block) from the blocks at src
+ * into dst, as described above. t must be known. */
+void snug_quant_dequantize(snug_qtype t, const void *src, float *dst, int64_t n);
+
+#endif /* SNUG_QUANT_H */
