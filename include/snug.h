@@ -109,6 +109,10 @@ typedef enum snug_dtype {
     SNUG_DTYPE_U64, SNUG_DTYPE_U32, SNUG_DTYPE_U16, SNUG_DTYPE_U8,
     SNUG_DTYPE_BOOL, SNUG_DTYPE_F8_E4M3, SNUG_DTYPE_F8_E5M2,
     SNUG_DTYPE_F8_E8M0, SNUG_DTYPE_C64,
+    /* llama.cpp's quantized block formats (weights from GGUF files): blocks
+     * of 32 or 256 elements with their scales, no size per element */
+    SNUG_DTYPE_Q8_0, SNUG_DTYPE_Q4_0, SNUG_DTYPE_Q4_1, SNUG_DTYPE_Q5_0, SNUG_DTYPE_Q5_1,
+    SNUG_DTYPE_Q2_K, SNUG_DTYPE_Q3_K, SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q5_K, SNUG_DTYPE_Q6_K,
     SNUG_DTYPE_COUNT
 } snug_dtype;
 

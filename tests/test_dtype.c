@@ -187,6 +187,29 @@ static void test_names(void)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         CHECK(strcmp(snug_dtype_name(snug_dtype_from_name(all[i])), all[i]) == 0, "%s round trip", all[i]);
     CHECK(snug_dtype_is_weight(SNUG_DTYPE_F16) && !snug_dtype_is_weight(SNUG_DTYPE_I8), "weight types");
+    /* the block formats: named, mapped to their ggml type both ways, no
+     * size per element, and never a safetensors dtype */
+    static const struct {
+        snug_dtype dt;
+        const char *name;
+        uint32_t ggml;
+    } quant[] = {{SNUG_DTYPE_Q8_0, "Q8_0", 8},  {SNUG_DTYPE_Q4_0, "Q4_0", 2},  {SNUG_DTYPE_Q4_1, "Q4_1", 3},
+                 {SNUG_DTYPE_Q5_0, "Q5_0", 6},  {SNUG_DTYPE_Q5_1, "Q5_1", 7},  {SNUG_DTYPE_Q2_K, "Q2_K", 10},
+                 {SNUG_DTYPE_Q3_K, "Q3_K", 11}, {SNUG_DTYPE_Q4_K, "Q4_K", 12}, {SNUG_DTYPE_Q5_K, "Q5_K", 13},
+                 {SNUG_DTYPE_Q6_K, "Q6_K", 14}};
+    for (size_t i = 0; i < sizeof quant / sizeof quant[0]; i++) {
+        snug_dtype dt = quant[i].dt;
+        CHECK(strcmp(snug_dtype_name(dt), quant[i].name) == 0 && snug_dtype_is_quant(dt) &&
+                  snug_dtype_size(dt) == 0 && !snug_dtype_is_weight(dt),
+              "%s is a block format", quant[i].name);
+        CHECK(snug_dtype_qtype(dt) == quant[i].ggml && snug_dtype_from_qtype(quant[i].ggml) == dt,
+              "%s is ggml type %u", quant[i].name, quant[i].ggml);
+        CHECK(snug_dtype_from_name(quant[i].name) == SNUG_DTYPE_NONE, "%s is no safetensors dtype", quant[i].name);
+    }
+    CHECK(!snug_dtype_is_quant(SNUG_DTYPE_BF16) && snug_dtype_qtype(SNUG_DTYPE_F32) == 0 &&
+              snug_dtype_from_qtype(0) == SNUG_DTYPE_NONE && snug_dtype_from_qtype(9) == SNUG_DTYPE_NONE &&
+              snug_dtype_from_qtype(30) == SNUG_DTYPE_NONE,
+          "the other types are none of them");
 }
 
 int main(void)

@@ -15,6 +15,7 @@
  * The max error of each family is printed, relative to that bound's scale.
  */
 #include "base/dtype.h"
+#include "base/quant.h"
 #include "kernels/k_impl.h"
 #include "kernels/kernels.h"
 #include "test.h"
@@ -299,6 +300,49 @@ static int variants_of(variant *out)
     return n;
 }
 
+/* The scalar table's product y (n rows of x by lin) against the float64
+ * ref: each error relative to mag within 1e-5, the worst into *worst. */
+static void scalar_vs_ref(const snug_linear *lin, int64_t n, const float *y, const double *ref,
+                          const double *mag, double *worst)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n * lin->m; i++) {
+        double e = fabs(y[i] - ref[i]) / (mag[i] + 1e-30);
+        *worst = SNUG_MAX(*worst, e);
+        if (!(e <= 1e-5) && bad++ < 3)
+            CHECK(false, "scalar %s n=%ld k=%ld m=%ld [%ld]: %g vs %g", snug_dtype_name(lin->dtype), (long)n,
+                  (long)lin->k, (long)lin->m, (long)i, y[i], ref[i]);
+    }
+}
+
+/* Runs the SIMD table kv on lin with 1 thread and with the pool's, against
+ * the scalar table's y: each product's error relative to mag within 1e-5
+ * (1e-2 for vdpbf16ps above 4 rows, which rounds x to bf16), the worst
+ * into *worst. Returns 1 when the 1- and 2-thread products differ. */
+static int simd_vs_scalar(const variant *kv, const snug_linear *lin, const float *x, int64_t n,
+                          const float *y, const double *mag, void *scratch, snug_pool *pool, double *worst)
+{
+    int64_t m = lin->m;
+    bool dp = kv->k.bf16_insn == SNUG_INSN_DPBF16_ZMM && lin->dtype == SNUG_DTYPE_BF16;
+    double tol = dp && n > 4 ? 1e-2 : 1e-5;
+    float *y1 = malloc((size_t)(n * m) * sizeof(float)), *y2 = malloc((size_t)(n * m) * sizeof(float));
+    for (int64_t i = 0; i < n * m; i++) y1[i] = y2[i] = NAN;
+    snug_matmul(&kv->k, y1, x, n, lin, scratch, NULL);
+    snug_matmul(&kv->k, y2, x, n, lin, scratch, pool);
+    int bad = 0;
+    for (int64_t i = 0; i < n * m; i++) {
+        double e = fabs((double)y1[i] - y[i]) / (mag[i] + 1e-30);
+        *worst = SNUG_MAX(*worst, e);
+        if (!(e <= tol) && bad++ < 3)
+            CHECK(false, "%s %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g", kv->name, snug_dtype_name(lin->dtype),
+                  (long)n, (long)lin->k, (long)m, (long)i, y1[i], y[i]);
+    }
+    int differ = memcmp(y1, y2, (size_t)(n * m) * sizeof(float)) != 0;
+    free(y1);
+    free(y2);
+    return differ;
+}
+
 static void test_matmul(void)
 {
     shape shapes[256];
@@ -324,42 +368,17 @@ static void test_matmul(void)
             double *ref = malloc((size_t)(n * m) * sizeof(double));
             double *mag = malloc((size_t)(n * m) * sizeof(double));
             float *y = malloc((size_t)(n * m) * sizeof(float));
-            float *y1 = malloc((size_t)(n * m) * sizeof(float));
-            float *y2 = malloc((size_t)(n * m) * sizeof(float));
             matmul_ref(x, w, wdt, n, k, m, ref, mag);
             snug_matmul(&ks, y, x, n, &lin, scratch, pool);
-            int bad = 0;
-            for (int64_t i = 0; i < n * m; i++) {
-                double e = fabs(y[i] - ref[i]) / (mag[i] + 1e-30);
-                worst_scalar = SNUG_MAX(worst_scalar, e);
-                if (!(e <= 1e-5) && bad++ < 3)
-                    CHECK(false, "scalar %s n=%ld k=%ld m=%ld [%ld]: %g vs %g", snug_dtype_name(wdt),
-                          (long)n, (long)k, (long)m, (long)i, y[i], ref[i]);
-            }
-            for (int v = 0; v < n_var; v++) {
-                bool dp = kv[v].k.bf16_insn == SNUG_INSN_DPBF16_ZMM && wdt == SNUG_DTYPE_BF16;
-                double tol = dp && n > 4 ? 1e-2 : 1e-5;
-                for (int64_t i = 0; i < n * m; i++) y1[i] = y2[i] = NAN;
-                snug_matmul(&kv[v].k, y1, x, n, &lin, scratch, NULL);
-                snug_matmul(&kv[v].k, y2, x, n, &lin, scratch, pool);
-                bad = 0;
-                for (int64_t i = 0; i < n * m; i++) {
-                    double e = fabs((double)y1[i] - y[i]) / (mag[i] + 1e-30);
-                    worst[v][d] = SNUG_MAX(worst[v][d], e);
-                    if (!(e <= tol) && bad++ < 3)
-                        CHECK(false, "%s %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g", kv[v].name,
-                              snug_dtype_name(wdt), (long)n, (long)k, (long)m, (long)i, y1[i], y[i]);
-                }
-                if (memcmp(y1, y2, (size_t)(n * m) * sizeof(float)) != 0) thread_mismatch++;
-            }
+            scalar_vs_ref(&lin, n, y, ref, mag, &worst_scalar);
+            for (int v = 0; v < n_var; v++)
+                thread_mismatch += simd_vs_scalar(&kv[v], &lin, x, n, y, mag, scratch, pool, &worst[v][d]);
             free(x);
             free(w);
             free((void *)lin.data);
             free(ref);
             free(mag);
             free(y);
-            free(y1);
-            free(y2);
         }
     }
     CHECK(thread_mismatch == 0, "%d products differ between 1 and 2 threads", thread_mismatch);
@@ -557,6 +576,114 @@ static void test_matmul_driver(void)
     printf("  driver with C micro-kernels vs scalar: max err %.3g (tolerance 1e-5), bf16 pairs "
            "dot %.3g (tolerance 1e-2)\n",
            worst_f, worst_dp);
+    snug_pool_free(pool);
+    free(scratch);
+}
+
+/* ---- block formats ---------------------------------------------------- */
+
+/* m rows of k elements of block format dt as a file holds them (row-major
+ * blocks): random bits, with every half-float scale and offset a finite
+ * value of the size real files have (random halves are often NaN or
+ * 65504). */
+static uint8_t *make_quant(rng_t *r, snug_dtype dt, int64_t m, int64_t k)
+{
+    uint32_t t = snug_dtype_qtype(dt);
+    static const struct {
+        uint32_t t;
+        int n;
+        int off[2];
+    } halves[] = {{SNUG_QTYPE_Q4_0, 1, {0, 0}},   {SNUG_QTYPE_Q4_1, 2, {0, 2}},
+                  {SNUG_QTYPE_Q5_0, 1, {0, 0}},   {SNUG_QTYPE_Q5_1, 2, {0, 2}},
+                  {SNUG_QTYPE_Q8_0, 1, {0, 0}},   {SNUG_QTYPE_Q2_K, 2, {80, 82}},
+                  {SNUG_QTYPE_Q3_K, 1, {108, 0}}, {SNUG_QTYPE_Q4_K, 2, {0, 2}},
+                  {SNUG_QTYPE_Q5_K, 2, {0, 2}},   {SNUG_QTYPE_Q6_K, 1, {208, 0}}};
+    size_t bytes = snug_qtype_bytes(t, m * k), bb = snug_qtype_block_bytes(t);
+    uint8_t *q = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++) q[i] = (uint8_t)rng_u32(r);
+    for (size_t h = 0; h < SNUG_ARRAY_LEN(halves); h++) {
+        if (halves[h].t != t) continue;
+        for (size_t b = 0; b < bytes / bb; b++)
+            for (int i = 0; i < halves[h].n; i++) {
+                uint16_t v = snug_f32_to_f16(rng_f(r) * 0.05f);
+                q[b * bb + (size_t)halves[h].off[i]] = (uint8_t)(v & 0xFF);
+                q[b * bb + (size_t)halves[h].off[i] + 1] = (uint8_t)(v >> 8);
+            }
+    }
+    return q;
+}
+
+/* Every block format in the panel layout: its bytes are the file's, rows
+ * and elements read back are the exact dequantization, packing a panel in
+ * place equals packing the whole; and the matmul: the scalar reference
+ * against float64 over the dequantized weights, every SIMD table against
+ * the scalar one, 1 and 2 threads bit for bit. */
+static void test_matmul_quant(void)
+{
+    static const struct {
+        int64_t n, k, m;
+    } shapes[] = {{1, 256, 16}, {3, 512, 31}, {5, 256, 50}, {17, 768, 40}, {70, 512, 33}, {2, 1024, 7}};
+    variant kv[SNUG_ISA_COUNT + 1];
+    int n_var = variants_of(kv);
+    snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
+    void *scratch = scratch_alloc(2);
+    snug_pool *pool = NULL;
+    snug_error err = {0};
+    CHECK_OK(snug_pool_create(2, 0, &pool, &err), &err);
+    rng_t r = {0xC0FFEEu};
+    double worst_scalar = 0, worst_simd = 0;
+    int thread_mismatch = 0, layout_bad = 0;
+    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) {
+        snug_dtype dt = (snug_dtype)d;
+        uint32_t t = snug_dtype_qtype(dt);
+        for (size_t si = 0; si < SNUG_ARRAY_LEN(shapes); si++) {
+            int64_t n = shapes[si].n, k = shapes[si].k, m = shapes[si].m;
+            uint8_t *q = make_quant(&r, dt, m, k);
+            size_t bytes = snug_qtype_bytes(t, m * k);
+            CHECK(snug_linear_bytes(dt, m, k) == bytes, "%s %ldx%ld: %zu bytes in the layout, the file's %zu",
+                  snug_dtype_name(dt), (long)m, (long)k, snug_linear_bytes(dt, m, k), bytes);
+            CHECK(snug_linear_bytes(dt, m, k + 16) == 0, "%s: a k that splits a block", snug_dtype_name(dt));
+            float *wf = malloc((size_t)(m * k) * sizeof(float)), *row = malloc((size_t)k * sizeof(float));
+            snug_quant_dequantize((snug_qtype)t, q, wf, m * k);
+            snug_linear lin = pack_linear(q, dt, m, k);
+            /* in-place packing, as the loader does: rows at their raw offsets */
+            uint8_t *inplace = malloc(bytes), *tmp = malloc(snug_linear_pack_scratch_bytes(dt, k));
+            for (int64_t o = 0; o < m; o++)
+                memcpy(inplace + snug_linear_raw_offset(dt, m, k, o), q + (size_t)o * (bytes / (size_t)m), bytes / (size_t)m);
+            for (int64_t p = 0; p * SNUG_PANEL < m; p++) snug_linear_pack_panel(inplace, dt, m, k, p, tmp);
+            if (memcmp(inplace, lin.data, bytes) != 0) layout_bad++;
+            for (int64_t o = 0; o < m; o++) {
+                snug_linear_row(&lin, o, row);
+                if (memcmp(row, wf + o * k, (size_t)k * sizeof(float)) != 0) layout_bad++;
+                int64_t e = (int64_t)(rng_u32(&r) % (uint32_t)k);
+                if (snug_linear_elem(&lin, o, e) != wf[o * k + e]) layout_bad++;
+            }
+            float *x = malloc((size_t)(n * k) * sizeof(float));
+            fill(&r, x, (size_t)(n * k));
+            double *ref = malloc((size_t)(n * m) * sizeof(double)), *mag = malloc((size_t)(n * m) * sizeof(double));
+            float *y = malloc((size_t)(n * m) * sizeof(float));
+            matmul_ref(x, wf, SNUG_DTYPE_F32, n, k, m, ref, mag);
+            snug_matmul(&ks, y, x, n, &lin, scratch, pool);
+            scalar_vs_ref(&lin, n, y, ref, mag, &worst_scalar);
+            for (int v = 0; v < n_var; v++)
+                thread_mismatch += simd_vs_scalar(&kv[v], &lin, x, n, y, mag, scratch, pool, &worst_simd);
+            free(q);
+            free(wf);
+            free(row);
+            free((void *)lin.data);
+            free(inplace);
+            free(tmp);
+            free(x);
+            free(ref);
+            free(mag);
+            free(y);
+        }
+    }
+    CHECK(layout_bad == 0, "%d block-format layout checks failed", layout_bad);
+    CHECK(thread_mismatch == 0, "%d block-format products differ between 1 and 2 threads", thread_mismatch);
+    printf("  block formats (10 types x %zu shapes): scalar vs double max err %.3g, SIMD tables vs scalar %.3g "
+           "of sum|terms| (tolerance 1e-5)\n",
+           SNUG_ARRAY_LEN(shapes), worst_scalar, worst_simd);
     snug_pool_free(pool);
     free(scratch);
 }
@@ -1017,6 +1144,7 @@ int main(void)
     RUN(test_matmul_insn);
     RUN(test_matmul);
     RUN(test_matmul_driver);
+    RUN(test_matmul_quant);
     RUN(test_linear_layout);
     RUN(test_elementwise_scalar);
     RUN(test_elementwise_simd);

@@ -3,6 +3,8 @@
  */
 #include "dtype.h"
 
+#include "quant.h"
+
 #include <string.h>
 #include <strings.h>
 
@@ -22,6 +24,21 @@ static const dtype_info g_dtypes[SNUG_DTYPE_COUNT] = {
     [SNUG_DTYPE_BOOL] = {"BOOL", 1},    [SNUG_DTYPE_F8_E4M3] = {"F8_E4M3", 1},
     [SNUG_DTYPE_F8_E5M2] = {"F8_E5M2", 1}, [SNUG_DTYPE_F8_E8M0] = {"F8_E8M0", 1},
     [SNUG_DTYPE_C64] = {"C64", 8},
+    /* the block formats: no size per element (quant.h has their blocks) */
+    [SNUG_DTYPE_Q8_0] = {"Q8_0", 0},    [SNUG_DTYPE_Q4_0] = {"Q4_0", 0},
+    [SNUG_DTYPE_Q4_1] = {"Q4_1", 0},    [SNUG_DTYPE_Q5_0] = {"Q5_0", 0},
+    [SNUG_DTYPE_Q5_1] = {"Q5_1", 0},    [SNUG_DTYPE_Q2_K] = {"Q2_K", 0},
+    [SNUG_DTYPE_Q3_K] = {"Q3_K", 0},    [SNUG_DTYPE_Q4_K] = {"Q4_K", 0},
+    [SNUG_DTYPE_Q5_K] = {"Q5_K", 0},    [SNUG_DTYPE_Q6_K] = {"Q6_K", 0},
+};
+
+/* The ggml type of each block format, in the order of snug_dtype. */
+static const snug_qtype g_dtype_qtype[] = {
+    [SNUG_DTYPE_Q8_0] = SNUG_QTYPE_Q8_0, [SNUG_DTYPE_Q4_0] = SNUG_QTYPE_Q4_0,
+    [SNUG_DTYPE_Q4_1] = SNUG_QTYPE_Q4_1, [SNUG_DTYPE_Q5_0] = SNUG_QTYPE_Q5_0,
+    [SNUG_DTYPE_Q5_1] = SNUG_QTYPE_Q5_1, [SNUG_DTYPE_Q2_K] = SNUG_QTYPE_Q2_K,
+    [SNUG_DTYPE_Q3_K] = SNUG_QTYPE_Q3_K, [SNUG_DTYPE_Q4_K] = SNUG_QTYPE_Q4_K,
+    [SNUG_DTYPE_Q5_K] = SNUG_QTYPE_Q5_K, [SNUG_DTYPE_Q6_K] = SNUG_QTYPE_Q6_K,
 };
 
 size_t snug_dtype_size(snug_dtype dt)
@@ -37,7 +54,18 @@ const char *snug_dtype_name(snug_dtype dt)
 snug_dtype snug_dtype_from_name(const char *name)
 {
     for (int d = 1; d < SNUG_DTYPE_COUNT; d++)
-        if (strcmp(name, g_dtypes[d].name) == 0) return (snug_dtype)d;
+        if (g_dtypes[d].size > 0 && strcmp(name, g_dtypes[d].name) == 0) return (snug_dtype)d;
+    return SNUG_DTYPE_NONE;
+}
+
+bool snug_dtype_is_quant(snug_dtype dt) { return dt >= SNUG_DTYPE_Q8_0 && dt < SNUG_DTYPE_COUNT; }
+
+uint32_t snug_dtype_qtype(snug_dtype dt) { return snug_dtype_is_quant(dt) ? (uint32_t)g_dtype_qtype[dt] : 0; }
+
+snug_dtype snug_dtype_from_qtype(uint32_t t)
+{
+    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++)
+        if ((uint32_t)g_dtype_qtype[d] == t) return (snug_dtype)d;
     return SNUG_DTYPE_NONE;
 }
 

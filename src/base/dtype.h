@@ -13,7 +13,8 @@ size_t snug_dtype_size(snug_dtype dt);
 /* The safetensors name ("F32", "BF16", ...); "NONE" for SNUG_DTYPE_NONE. */
 const char *snug_dtype_name(snug_dtype dt);
 
-/* Parses a safetensors dtype name; SNUG_DTYPE_NONE when unknown. */
+/* Parses a safetensors dtype name (never a block format); SNUG_DTYPE_NONE
+ * when unknown. */
 snug_dtype snug_dtype_from_name(const char *name);
 
 /* Parses a dtype as people and config files write it: "bf16", "bfloat16",
@@ -23,6 +24,17 @@ snug_dtype snug_dtype_from_torch(const char *name);
 
 /* The PyTorch name of a weight type ("bfloat16", "float16", "float32"). */
 const char *snug_dtype_torch_name(snug_dtype dt);
+
+/* True for llama.cpp's block formats (SNUG_DTYPE_Q8_0 .. SNUG_DTYPE_Q6_K),
+ * whose snug_dtype_size is 0: base/quant.h has their blocks. */
+bool snug_dtype_is_quant(snug_dtype dt);
+
+/* The ggml type id (a snug_qtype) of a block format; 0 for any other dtype. */
+uint32_t snug_dtype_qtype(snug_dtype dt);
+
+/* The block format of ggml type id t; SNUG_DTYPE_NONE when t is none of
+ * them. */
+snug_dtype snug_dtype_from_qtype(uint32_t t);
 
 /* True for the types snug loads weights in: F32, F16, BF16. */
 bool snug_dtype_is_weight(snug_dtype dt);

@@ -28,6 +28,7 @@
  */
 #include "base/dtype.h"
 #include "base/pool.h"
+#include "base/quant.h"
 #include "k_impl.h"
 
 #include <string.h>
@@ -71,6 +72,26 @@ static void matmul_scalar(void *ctx, int32_t thread, int32_t n_threads)
     const scalar_job *j = ctx;
     int64_t k = j->w->k, m = j->w->m, o0, o1;
     snug_pool_split(m, 1, thread, n_threads, &o0, &o1);
+    if (snug_dtype_is_quant(j->w->dtype)) {
+        /* a block at a time, dequantized once for up to 64 rows of x */
+        uint32_t qt = snug_dtype_qtype(j->w->dtype);
+        int64_t bs = snug_qtype_block(qt);
+        float blk[256], acc[64];
+        for (int64_t o = o0; o < o1; o++)
+            for (int64_t t0 = 0; t0 < j->n; t0 += 64) {
+                int64_t nt = SNUG_MIN((int64_t)64, j->n - t0);
+                for (int64_t t = 0; t < nt; t++) acc[t] = 0.0f;
+                for (int64_t b = 0; b < k / bs; b++) {
+                    snug_linear_row_block(j->w, o, b, blk);
+                    for (int64_t t = 0; t < nt; t++) {
+                        const float *xt = j->x + (t0 + t) * k + b * bs;
+                        for (int64_t i = 0; i < bs; i++) acc[t] += xt[i] * blk[i];
+                    }
+                }
+                for (int64_t t = 0; t < nt; t++) j->y[(t0 + t) * m + o] = acc[t];
+            }
+        return;
+    }
     for (int64_t o = o0; o < o1; o++) {
         for (int64_t t = 0; t < j->n; t++) {
             const float *xt = j->x + t * k;
@@ -193,6 +214,10 @@ const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul
                                        snug_dtype wdt, int64_t n, bool *convert)
 {
     *convert = false;
+    if (snug_dtype_is_quant(wdt)) { /* dequantized slices on the f32 kind */
+        *convert = true;
+        return &o->f32;
+    }
     if (wdt == SNUG_DTYPE_F32) return &o->f32;
     if (wdt == SNUG_DTYPE_F16) return &o->f16;
     if (kt->bf16_insn == SNUG_INSN_DPBF16_ZMM && o->bf16_dp.micro) return &o->bf16_dp;
@@ -207,6 +232,21 @@ const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul
  * register tile takes). */
 enum { GEMM_NC_PANELS = 24 };
 
+/* The slice [pc, pc + len) of panel p of w as the kind's micro-kernel
+ * reads it: the layout itself, or, converting, as f32 in conv (bf16 pairs
+ * widened; block formats dequantized, which also serves a narrow panel). */
+static const void *slice_of(const snug_linear *w, int64_t p, int64_t pc, int64_t len, bool convert,
+                            void (*to_f32)(float *, const uint32_t *, int64_t), float *conv)
+{
+    if (snug_dtype_is_quant(w->dtype)) {
+        snug_linear_quant_slice_f32(w, p, pc, len, conv);
+        return conv;
+    }
+    if (!convert) return panel_slice(w, p, pc);
+    to_f32(conv, panel_slice(w, p, pc), (len + 1) / 2);
+    return conv;
+}
+
 /* Lines of a slice of len elements of one full panel. */
 static int64_t slice_lines(snug_dtype dt, int64_t len)
 {
@@ -216,8 +256,9 @@ static int64_t slice_lines(snug_dtype dt, int64_t len)
 
 /* One thread's share, the full panels [p0, p1) of w, in that order (the
  * contract of gemm_thread). */
-static void gemm_thread_stream(const snug_gemm_kind *g, float *y, const uint32_t *ap, int64_t n,
-                               const snug_linear *w, int64_t p0, int64_t p1)
+static void gemm_thread_stream(const snug_gemm_kind *g, bool convert,
+                               void (*to_f32)(float *, const uint32_t *, int64_t), float *conv, float *y,
+                               const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0, int64_t p1)
 {
     const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
     for (int64_t jp = p0; jp < p1; jp += 3) {
@@ -227,18 +268,19 @@ static void gemm_thread_stream(const snug_gemm_kind *g, float *y, const uint32_t
             const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
             int64_t ks_a = a_steps(g, len);
             const void *b[3] = {NULL, NULL, NULL};
-            for (int32_t j = 0; j < np; j++) b[j] = panel_slice(w, jp + j, pc);
+            for (int32_t j = 0; j < np; j++)
+                b[j] = slice_of(w, jp + j, pc, len, convert, to_f32, conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX);
             snug_prefetch pf = {.np = 0};
             int64_t nx_p = jp, nx_pc = pc + g->kc;
             if (nx_pc >= k) nx_p = jp + 3, nx_pc = 0;
-            if (nx_p < p1) {
+            if (nx_p < p1 && !convert) {
                 pf.np = (int32_t)SNUG_MIN(3, p1 - nx_p);
                 for (int32_t j = 0; j < pf.np; j++) pf.base[j] = panel_slice(w, nx_p + j, nx_pc);
             }
             /* (after a short last k block a share may be more lines than the
              * tile has steps: the rest is left to the hardware prefetcher) */
             int64_t lines = pf.np ? slice_lines(w->dtype, SNUG_MIN((int64_t)g->kc, k - nx_pc)) : 0;
-            int64_t tiles = panels_a, steps = g->a_bf16 || w->dtype == SNUG_DTYPE_BF16 ? (len + 1) / 2 : len;
+            int64_t tiles = panels_a, steps = (g->a_bf16 || w->dtype == SNUG_DTYPE_BF16) && !convert ? (len + 1) / 2 : len;
             for (int64_t t = 0; t < tiles; t++) {
                 pf.first = lines * t / tiles;
                 pf.count = SNUG_MIN(steps, lines * (t + 1) / tiles - pf.first);
@@ -260,7 +302,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
     float *conv = (float *)(void *)tb;               /* 3 converted slices */
     const snug_prefetch none = {.count = 0};
     if (n <= GEMM_STREAM_MAX_N) {
-        gemm_thread_stream(g, y, ap, n, w, p0, p1);
+        gemm_thread_stream(g, convert, to_f32, conv, y, ap, n, w, p0, p1);
         return;
     }
     /* blocks of the thread's panels whose tile of y (mc x 384 floats) stays
@@ -276,14 +318,9 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
                 for (int64_t jp = jc; jp < jc_end; jp += 3) {
                     int32_t np = (int32_t)SNUG_MIN(3, jc_end - jp);
                     const void *b[3] = {NULL, NULL, NULL};
-                    for (int32_t j = 0; j < np; j++) {
-                        b[j] = panel_slice(w, jp + j, pc);
-                        if (convert) {
-                            float *d = conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX;
-                            to_f32(d, b[j], (len + 1) / 2);
-                            b[j] = d;
-                        }
-                    }
+                    for (int32_t j = 0; j < np; j++)
+                        b[j] = slice_of(w, jp + j, pc, len, convert, to_f32,
+                                        conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX);
                     /* the next slices (the next three panels, or the block's first
                      * at the next k block) fetched into L2 a part per tile */
                     int64_t nx_p = jp + 3, nx_pc = pc;
@@ -291,7 +328,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
                     int64_t nx_len = SNUG_MIN((int64_t)g->kc, k - nx_pc), tiles = (mc + mr - 1) / mr;
                     int64_t nx_np = SNUG_MIN(3, jc_end - nx_p);
                     for (int64_t ir = 0; ir < mc; ir += mr) {
-                        if (nx_pc < k)
+                        if (nx_pc < k && !snug_dtype_is_quant(w->dtype))
                             prefetch_part(w, nx_p, nx_np, nx_pc, nx_len, ir / mr, tiles);
                         g->micro(len, ablock + ((ic + ir) / mr) * ks_a * mr, b, np,
                                  y + (ic + ir) * m + jp * SNUG_PANEL, m, (int32_t)SNUG_MIN(mr, mc - ir),
@@ -322,11 +359,16 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
         for (int64_t pc = 0; pc < k; pc += g->kc) {
             int64_t len = SNUG_MIN((int64_t)g->kc, k - pc);
             const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
-            pad_panel(padded, w, p, pc, len);
             const void *b[3] = {padded, NULL, NULL};
-            if (convert) {
-                to_f32(conv, b[0], (len + 1) / 2);
+            if (snug_dtype_is_quant(w->dtype)) {
+                snug_linear_quant_slice_f32(w, p, pc, len, conv);
                 b[0] = conv;
+            } else {
+                pad_panel(padded, w, p, pc, len);
+                if (convert) {
+                    to_f32(conv, b[0], (len + 1) / 2);
+                    b[0] = conv;
+                }
             }
             g->micro(len, ablock + (ir / mr) * a_steps(g, len) * mr, b, 1, tile, SNUG_PANEL, mr_v,
                      pc > 0, &none);
@@ -387,7 +429,7 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         return;
     }
     matmul_job j = {.o = o, .y = y, .x = x, .n = n, .w = w, .scratch = scratch, .pool = pool};
-    if (n > SNUG_GEMV_MAX_N) {
+    if (n > SNUG_GEMV_MAX_N || snug_dtype_is_quant(w->dtype)) { /* (no block-format gemv yet) */
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
                     j.g->mr <= SNUG_GEMM_MR_MAX);
@@ -423,7 +465,7 @@ void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, con
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
 {
     if (!k->mm) return SNUG_INSN_SCALAR;
-    if (n <= SNUG_GEMV_MAX_N) return k->mm->gemv_insn;
+    if (n <= SNUG_GEMV_MAX_N && !snug_dtype_is_quant(wdt)) return k->mm->gemv_insn;
     bool convert;
     return snug_matmul_kind(k, k->mm, wdt, n, &convert)->insn;
 }

@@ -7,18 +7,21 @@
 #include "linear.h"
 
 #include "base/dtype.h"
+#include "base/quant.h"
 
 #include <string.h>
 
 bool snug_linear_supports(snug_dtype dt)
 {
-    return dt == SNUG_DTYPE_F32 || dt == SNUG_DTYPE_F16 || dt == SNUG_DTYPE_BF16;
+    return dt == SNUG_DTYPE_F32 || dt == SNUG_DTYPE_F16 || dt == SNUG_DTYPE_BF16 || snug_dtype_is_quant(dt);
 }
 
-/* Bytes of one row in the layout: k elements, or ceil(k / 2) bf16 pairs. */
+/* Bytes of one row in the layout: k elements, ceil(k / 2) bf16 pairs, or
+ * k / block blocks. */
 static size_t row_bytes(snug_dtype dt, int64_t k)
 {
     if (dt == SNUG_DTYPE_BF16) return (size_t)((k + 1) / 2) * 4;
+    if (snug_dtype_is_quant(dt)) return snug_qtype_bytes(snug_dtype_qtype(dt), k);
     return (size_t)k * snug_dtype_size(dt);
 }
 
@@ -27,7 +30,14 @@ size_t snug_linear_bytes(snug_dtype dt, int64_t m, int64_t k)
     size_t n = 0;
     if (!snug_linear_supports(dt) || m < 0 || k < 0 || !snug_mul_size((size_t)m, row_bytes(dt, k), &n))
         return 0;
+    if (snug_dtype_is_quant(dt) && k % snug_qtype_block(snug_dtype_qtype(dt)) != 0) return 0;
     return n;
+}
+
+/* Bytes of a row before packing (row-major in its panel's bytes). */
+static size_t raw_row_bytes(snug_dtype dt, int64_t k)
+{
+    return snug_dtype_is_quant(dt) ? row_bytes(dt, k) : (size_t)k * snug_dtype_size(dt);
 }
 
 size_t snug_linear_panel_offset(snug_dtype dt, int64_t m, int64_t k, int64_t p)
@@ -38,12 +48,15 @@ size_t snug_linear_panel_offset(snug_dtype dt, int64_t m, int64_t k, int64_t p)
 
 size_t snug_linear_raw_offset(snug_dtype dt, int64_t m, int64_t k, int64_t r)
 {
-    return snug_linear_panel_offset(dt, m, k, r / SNUG_PANEL) +
-           (size_t)(r % SNUG_PANEL) * (size_t)k * snug_dtype_size(dt);
+    return snug_linear_panel_offset(dt, m, k, r / SNUG_PANEL) + (size_t)(r % SNUG_PANEL) * raw_row_bytes(dt, k);
 }
 
 size_t snug_linear_pack_scratch_bytes(snug_dtype dt, int64_t k_max)
 {
+    if (snug_dtype_is_quant(dt)) {
+        int64_t b = snug_qtype_block(snug_dtype_qtype(dt));
+        return (size_t)SNUG_PANEL * row_bytes(dt, (k_max + b - 1) / b * b);
+    }
     return (size_t)SNUG_PANEL * (size_t)k_max * snug_dtype_size(dt);
 }
 
@@ -52,7 +65,14 @@ size_t snug_linear_pack_scratch_bytes(snug_dtype dt, int64_t k_max)
 static void pack_rows(unsigned char *dst, const unsigned char *src, snug_dtype dt, int64_t k,
                       int64_t w)
 {
-    if (dt == SNUG_DTYPE_BF16) {
+    if (snug_dtype_is_quant(dt)) {
+        uint32_t t = snug_dtype_qtype(dt);
+        size_t bb = snug_qtype_block_bytes(t), rb = row_bytes(dt, k);
+        int64_t nb = k / snug_qtype_block(t);
+        for (int64_t j = 0; j < w; j++)
+            for (int64_t b = 0; b < nb; b++)
+                memcpy(dst + (size_t)(b * w + j) * bb, src + (size_t)j * rb + (size_t)b * bb, bb);
+    } else if (dt == SNUG_DTYPE_BF16) {
         const uint16_t *s = (const void *)src;
         uint32_t *d = (void *)dst;
         for (int64_t j = 0; j < w; j++)
@@ -78,22 +98,59 @@ void snug_linear_pack_panel(void *base, snug_dtype dt, int64_t m, int64_t k, int
     int64_t w = SNUG_MIN((int64_t)SNUG_PANEL, m - p * SNUG_PANEL);
     if (w <= 0 || k <= 0) return;
     unsigned char *panel = (unsigned char *)base + snug_linear_panel_offset(dt, m, k, p);
-    memcpy(tmp, panel, (size_t)w * (size_t)k * snug_dtype_size(dt));
+    memcpy(tmp, panel, (size_t)w * raw_row_bytes(dt, k));
     pack_rows(panel, tmp, dt, k, w);
 }
 
 void snug_linear_pack(void *dst, const void *src, snug_dtype dt, int64_t m, int64_t k)
 {
-    size_t es = snug_dtype_size(dt);
+    size_t rb = raw_row_bytes(dt, k);
     for (int64_t p = 0; p * SNUG_PANEL < m; p++) {
         int64_t w = SNUG_MIN((int64_t)SNUG_PANEL, m - p * SNUG_PANEL);
         pack_rows((unsigned char *)dst + snug_linear_panel_offset(dt, m, k, p),
-                  (const unsigned char *)src + (size_t)(p * SNUG_PANEL) * (size_t)k * es, dt, k, w);
+                  (const unsigned char *)src + (size_t)(p * SNUG_PANEL) * rb, dt, k, w);
+    }
+}
+
+/* Block b of row r of a block-format matrix (in its panel). */
+static const void *quant_block(const snug_linear *w, int64_t r, int64_t b)
+{
+    int64_t p = r / SNUG_PANEL, j = r % SNUG_PANEL;
+    int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    size_t bb = snug_qtype_block_bytes(snug_dtype_qtype(w->dtype));
+    return (const unsigned char *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p) +
+           (size_t)(b * width + j) * bb;
+}
+
+void snug_linear_row_block(const snug_linear *w, int64_t r, int64_t b, float *out)
+{
+    uint32_t t = snug_dtype_qtype(w->dtype);
+    snug_quant_dequantize((snug_qtype)t, quant_block(w, r, b), out, snug_qtype_block(t));
+}
+
+void snug_linear_quant_slice_f32(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst)
+{
+    int64_t bs = snug_qtype_block(snug_dtype_qtype(w->dtype));
+    int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    float v[256];
+    if (width < SNUG_PANEL) memset(dst, 0, (size_t)len * SNUG_PANEL * sizeof(float));
+    for (int64_t b = e0 / bs; b * bs < e0 + len; b++) {
+        int64_t lo = SNUG_MAX(e0, b * bs), hi = SNUG_MIN(e0 + len, (b + 1) * bs);
+        for (int64_t j = 0; j < width; j++) {
+            snug_linear_row_block(w, p * SNUG_PANEL + j, b, v);
+            for (int64_t e = lo; e < hi; e++) dst[(e - e0) * SNUG_PANEL + j] = v[e - b * bs];
+        }
     }
 }
 
 float snug_linear_elem(const snug_linear *w, int64_t r, int64_t e)
 {
+    if (snug_dtype_is_quant(w->dtype)) {
+        int64_t bs = snug_qtype_block(snug_dtype_qtype(w->dtype));
+        float v[256];
+        snug_linear_row_block(w, r, e / bs, v);
+        return v[e % bs];
+    }
     int64_t p = r / SNUG_PANEL, j = r % SNUG_PANEL;
     int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const unsigned char *panel =
@@ -109,6 +166,11 @@ float snug_linear_elem(const snug_linear *w, int64_t r, int64_t e)
 
 void snug_linear_row(const snug_linear *w, int64_t r, float *out)
 {
+    if (snug_dtype_is_quant(w->dtype)) {
+        int64_t bs = snug_qtype_block(snug_dtype_qtype(w->dtype));
+        for (int64_t b = 0; b < w->k / bs; b++) snug_linear_row_block(w, r, b, out + b * bs);
+        return;
+    }
     int64_t p = r / SNUG_PANEL, j = r % SNUG_PANEL, k = w->k;
     int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const unsigned char *panel =

@@ -22,8 +22,13 @@
  * (snug_linear_raw_offset): the loader reads them there and packs each
  * panel in place once all its rows have arrived.
  *
- * Blocked formats (32- and 256-element blocks with scales) will add panel
- * kinds of their own behind the same functions.
+ *   block formats (Q8_0 ... Q6_K, base/quant.h; k a multiple of the
+ *              block): the panel's blocks go block index by block index,
+ *              each holding block b of every row of the panel, block (r, b)
+ *              at 16 p R + (b w + r - 16 p) B bytes (R a row's bytes, k /
+ *              block blocks of B bytes): the same bytes as the file's
+ *              row-major blocks, reordered, so that one k slice of a panel
+ *              is contiguous.
  */
 #ifndef SNUG_LINEAR_H
 #define SNUG_LINEAR_H
@@ -33,24 +38,25 @@
 enum { SNUG_PANEL = 16 }; /* rows of a panel */
 
 typedef struct snug_linear {
-    snug_dtype dtype; /* F32, F16 or BF16 */
+    snug_dtype dtype; /* F32, F16, BF16 or a block format */
     int64_t m, k;     /* output rows, input elements */
     const void *data; /* snug_linear_bytes(dtype, m, k) bytes in the layout above */
 } snug_linear;
 
-/* Whether dt has a panel layout (F32, F16, BF16). Pure. */
+/* Whether dt has a panel layout (F32, F16, BF16, the block formats). Pure. */
 bool snug_linear_supports(snug_dtype dt);
 
-/* Bytes of an m x k matrix of dt in the layout: m k size(dt), or for BF16
- * with an odd k, m (k + 1) 2. 0 for an unsupported dtype or on overflow.
- * Pure. */
+/* Bytes of an m x k matrix of dt in the layout: m k size(dt), for BF16
+ * with an odd k m (k + 1) 2, for a block format m (k / block) B. 0 for an
+ * unsupported dtype, a k that splits a block, or on overflow. Pure. */
 size_t snug_linear_bytes(snug_dtype dt, int64_t m, int64_t k);
 
 /* Bytes from the matrix's start to panel p (p <= the panel count). Pure. */
 size_t snug_linear_panel_offset(snug_dtype dt, int64_t m, int64_t k, int64_t p);
 
 /* Where row r sits before packing: panel r / 16's offset plus (r % 16)
- * rows of k elements of dt (for even k simply r k size(dt)). Pure. */
+ * rows of k elements of dt (for even k simply r k size(dt); for a block
+ * format rows of k / block blocks). Pure. */
 size_t snug_linear_raw_offset(snug_dtype dt, int64_t m, int64_t k, int64_t r);
 
 /* Bytes of scratch snug_linear_pack_panel needs for a k of up to k_max:
@@ -72,5 +78,14 @@ float snug_linear_elem(const snug_linear *w, int64_t r, int64_t e);
 
 /* Row r of w as k floats into out: an embedding row of a tied lm_head. */
 void snug_linear_row(const snug_linear *w, int64_t r, float *out);
+
+/* Block b of row r of a block-format w, dequantized (base/quant.h) into
+ * out (the block's 32 or 256 floats). */
+void snug_linear_row_block(const snug_linear *w, int64_t r, int64_t b, float *out);
+
+/* Elements [e0, e0 + len) of the rows of panel p of a block-format w as an
+ * f32 panel slice: len steps of 16 floats, step i holding element e0 + i of
+ * each row of the panel (lanes past a narrow panel's width zero). */
+void snug_linear_quant_slice_f32(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst);
 
 #endif /* SNUG_LINEAR_H */
