@@ -18,6 +18,7 @@
 #include "base/quant.h"
 #include "kernels/k_impl.h"
 #include "kernels/kernels.h"
+#include "kernels/qdot.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -688,6 +689,82 @@ static void test_matmul_quant(void)
     free(scratch);
 }
 
+/* The 8-bit activations and the integer dot products over them (qdot.h):
+ * every x8 value within half a step of x, the step d = max |x| / 127; the
+ * reference dot equal to the float64 dot of the dequantized weights with
+ * the dequantized x8 (1e-5 of the sum of |terms|), and within the proven
+ * bound of the float64 dot with x itself (sum of |w| d / 2), for every
+ * block format, rows read from the file's layout and from the panels. */
+static void test_qdot(void)
+{
+    rng_t r = {0xD07u};
+    static const int64_t ks[] = {256, 512, 1024};
+    double worst_x8 = 0, worst_exact = 0, worst_bound = 0;
+    int x8_bad = 0;
+    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) {
+        snug_dtype dt = (snug_dtype)d;
+        uint32_t t = snug_dtype_qtype(dt);
+        size_t bb = snug_qtype_block_bytes(t);
+        for (size_t ki = 0; ki < SNUG_ARRAY_LEN(ks); ki++) {
+            int64_t k = ks[ki], m = 21; /* a full panel and a narrow one */
+            uint8_t *q = make_quant(&r, dt, m, k);
+            snug_linear lin = pack_linear(q, dt, m, k);
+            float *x = malloc((size_t)k * sizeof(float)), *wf = malloc((size_t)k * sizeof(float));
+            fill(&r, x, (size_t)k);
+            x[k / 3] *= 20.0f; /* one outlier, as activations have */
+            snug_x8_block *x8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *x8);
+            snug_x8_quantize(x, k, x8);
+            for (int64_t b = 0; b < k / SNUG_X8_BLOCK; b++) {
+                int32_t sum = 0;
+                for (int i = 0; i < SNUG_X8_BLOCK; i++) {
+                    double xv = x[b * SNUG_X8_BLOCK + i], e = fabs(xv - (double)x8[b].d * x8[b].q[i]);
+                    worst_x8 = SNUG_MAX(worst_x8, e / ((double)x8[b].d + 1e-30));
+                    if (e > 0.5001 * x8[b].d || x8[b].q[i] < -127) x8_bad++;
+                    sum += x8[b].q[i];
+                }
+                if (sum != x8[b].sum) x8_bad++;
+            }
+            for (int64_t o = 0; o < m; o++) {
+                size_t rb = snug_qtype_bytes(t, k);
+                snug_quant_dequantize((snug_qtype)t, q + (size_t)o * rb, wf, k);
+                double exact = 0, mag = 0, dot = 0, bound = 0;
+                for (int64_t e = 0; e < k; e++) {
+                    const snug_x8_block *xb = &x8[e / SNUG_X8_BLOCK];
+                    double xq = (double)xb->d * xb->q[e % SNUG_X8_BLOCK];
+                    exact += wf[e] * xq;
+                    mag += fabs(wf[e] * xq);
+                    dot += (double)wf[e] * x[e];
+                    bound += fabs((double)wf[e]) * xb->d / 2;
+                }
+                int64_t p = o / SNUG_PANEL, width = SNUG_MIN((int64_t)SNUG_PANEL, m - p * SNUG_PANEL);
+                const uint8_t *packed = (const uint8_t *)lin.data + snug_linear_panel_offset(dt, m, k, p) +
+                                        (size_t)(o % SNUG_PANEL) * bb;
+                float from_file = snug_qdot_ref(dt, q + (size_t)o * rb, bb, x8, k);
+                float from_panel = snug_qdot_ref(dt, packed, (size_t)width * bb, x8, k);
+                CHECK(memcmp(&from_file, &from_panel, sizeof(float)) == 0, "%s k=%ld row %ld: file %g, panel %g",
+                      snug_dtype_name(dt), (long)k, (long)o, from_file, from_panel);
+                double e1 = fabs(from_file - exact) / (mag + 1e-30);
+                worst_exact = SNUG_MAX(worst_exact, e1);
+                CHECK(e1 <= 1e-5, "%s k=%ld row %ld: %g, float64 over the x8 values %g", snug_dtype_name(dt), (long)k,
+                      (long)o, from_file, exact);
+                double e2 = fabs(from_file - dot);
+                worst_bound = SNUG_MAX(worst_bound, e2 / (bound + 1e-30));
+                CHECK(e2 <= bound * 1.0001 + 1e-5 * mag, "%s k=%ld row %ld: %g vs float64 dot %g, bound %g",
+                      snug_dtype_name(dt), (long)k, (long)o, from_file, dot, bound);
+            }
+            free(q);
+            free((void *)lin.data);
+            free(x);
+            free(wf);
+            free(x8);
+        }
+    }
+    CHECK(x8_bad == 0, "%d x8 values or sums wrong", x8_bad);
+    printf("  x8: worst |x - d q| %.3f of d (bound 0.5); qdot vs float64 over x8 %.3g of sum|terms| "
+           "(tolerance 1e-5); vs float64 over x %.3f of the bound sum |w| d / 2\n",
+           worst_x8, worst_exact, worst_bound);
+}
+
 /* The panel layout: sizes (bf16 pads an odd k to a pair), every element
  * where linear.h says, and the in-place packing of the loader equal to the
  * whole-matrix packing. */
@@ -1145,6 +1222,7 @@ int main(void)
     RUN(test_matmul);
     RUN(test_matmul_driver);
     RUN(test_matmul_quant);
+    RUN(test_qdot);
     RUN(test_linear_layout);
     RUN(test_elementwise_scalar);
     RUN(test_elementwise_simd);

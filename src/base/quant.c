@@ -82,95 +82,102 @@ static uint32_t u32_at(const uint8_t *p)
 /* The 4-bit value of element e (< 32) of a 32-element block's qs[16]. */
 static int nibble32(const uint8_t *qs, int e) { return e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4; }
 
-/* Q4_0, Q4_1, Q5_0, Q5_1: one block of 32. */
-static void dequant_q4_q5(snug_qtype t, const uint8_t *b, float *y)
+/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: one sub-block of 32, scale 1. */
+static void unpack_legacy(snug_qtype t, const uint8_t *b, snug_qblock *o)
 {
     bool has_min = t == SNUG_QTYPE_Q4_1 || t == SNUG_QTYPE_Q5_1;
     bool five = t == SNUG_QTYPE_Q5_0 || t == SNUG_QTYPE_Q5_1;
-    float d = half_at(b), m = has_min ? half_at(b + 2) : 0.0f;
+    o->n = o->sub = 32;
+    o->d = half_at(b);
+    o->dmin = has_min ? -half_at(b + 2) : 0.0f;
+    o->sc[0] = 1;
+    o->mn[0] = has_min ? 1 : 0;
+    if (t == SNUG_QTYPE_Q8_0) {
+        for (int e = 0; e < 32; e++) o->q[e] = (int8_t)b[2 + e];
+        return;
+    }
     const uint8_t *p = b + (has_min ? 4 : 2);
     uint32_t qh = five ? u32_at(p) : 0;
     const uint8_t *qs = p + (five ? 4 : 0);
     int offset = has_min ? 0 : (five ? 16 : 8);
-    for (int e = 0; e < 32; e++) {
-        int q = nibble32(qs, e) | (int)((qh >> e) & 1u) << 4;
-        float v = (float)(q - offset);
-        y[e] = has_min ? d * v + m : d * v;
-    }
+    for (int e = 0; e < 32; e++) o->q[e] = (int16_t)((nibble32(qs, e) | (int)((qh >> e) & 1u) << 4) - offset);
 }
 
-static void dequant_q8_0(const uint8_t *b, float *y)
-{
-    float d = half_at(b);
-    for (int e = 0; e < 32; e++) y[e] = (float)(int8_t)b[2 + e] * d;
-}
-
-static void dequant_q2_k(const uint8_t *b, float *y)
+static void unpack_q2_k(const uint8_t *b, snug_qblock *o)
 {
     const uint8_t *scales = b, *qs = b + 16;
-    float d = half_at(b + 80), dmin = half_at(b + 82);
-    for (int e = 0; e < 256; e++) {
-        int sub = e / 16, q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        float dl = d * (float)(scales[sub] & 0xF), ml = dmin * (float)(scales[sub] >> 4);
-        y[e] = dl * (float)q - ml;
-    }
+    o->n = 256, o->sub = 16;
+    o->d = half_at(b + 80), o->dmin = half_at(b + 82);
+    for (int i = 0; i < 16; i++) o->sc[i] = scales[i] & 0xF, o->mn[i] = scales[i] >> 4;
+    for (int e = 0; e < 256; e++) o->q[e] = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
 }
 
-static void dequant_q3_k(const uint8_t *b, float *y)
+static void unpack_q3_k(const uint8_t *b, snug_qblock *o)
 {
     const uint8_t *hmask = b, *qs = b + 32, *scales = b + 96;
-    float d = half_at(b + 108);
-    for (int e = 0; e < 256; e++) {
-        int i = e / 16;
+    o->n = 256, o->sub = 16;
+    o->d = half_at(b + 108), o->dmin = 0.0f;
+    for (int i = 0; i < 16; i++) {
         int lo = i < 8 ? scales[i] & 0xF : scales[i - 8] >> 4;
         int hi = (scales[8 + i % 4] >> (2 * (i / 4))) & 3;
-        float dl = d * (float)((lo | hi << 4) - 32);
+        o->sc[i] = (int16_t)((lo | hi << 4) - 32), o->mn[i] = 0;
+    }
+    for (int e = 0; e < 256; e++) {
         int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        if (!((hmask[e % 32] >> (e / 32)) & 1)) q -= 4;
-        y[e] = dl * (float)q;
+        o->q[e] = (int16_t)((hmask[e % 32] >> (e / 32)) & 1 ? q : q - 4);
     }
 }
 
-/* The six-bit scale and min of sub-block j (< 8) of Q4_K and Q5_K. */
-static void scale_min_k4(const uint8_t *s, int j, int *sc, int *mn)
+/* Q4_K (qh NULL) and Q5_K: eight sub-blocks of 32 with six-bit scales and
+ * mins packed in b[4..16]. */
+static void unpack_q4_q5_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, snug_qblock *o)
 {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4;
-        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
-}
-
-/* Q4_K (qh NULL) and Q5_K. */
-static void dequant_q4_q5_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y)
-{
-    float d = half_at(b), dmin = half_at(b + 2);
+    const uint8_t *s = b + 4;
+    o->n = 256, o->sub = 32;
+    o->d = half_at(b), o->dmin = half_at(b + 2);
     for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        scale_min_k4(b + 4, j, &sc, &mn);
-        float dd = d * (float)sc, dm = dmin * (float)mn;
-        for (int l = 0; l < 32; l++) {
-            int e = 32 * j + l;
-            int q = (qs[32 * (e / 64) + l] >> (4 * ((e % 64) / 32))) & 0xF;
-            if (qh) q |= ((qh[l] >> (e / 32)) & 1) << 4;
-            y[e] = dd * (float)q - dm;
+        if (j < 4) {
+            o->sc[j] = s[j] & 63, o->mn[j] = s[j + 4] & 63;
+        } else {
+            o->sc[j] = (int16_t)((s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4);
+            o->mn[j] = (int16_t)((s[j + 4] >> 4) | (s[j] >> 6) << 4);
         }
     }
+    for (int e = 0; e < 256; e++) {
+        int q = (qs[32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0xF;
+        if (qh) q |= ((qh[e % 32] >> (e / 32)) & 1) << 4;
+        o->q[e] = (int16_t)q;
+    }
 }
 
-static void dequant_q6_k(const uint8_t *b, float *y)
+static void unpack_q6_k(const uint8_t *b, snug_qblock *o)
 {
     const uint8_t *ql = b, *qh = b + 128;
-    const int8_t *scales = (const int8_t *)(b + 192);
-    float d = half_at(b + 208);
+    o->n = 256, o->sub = 16;
+    o->d = half_at(b + 208), o->dmin = 0.0f;
+    for (int i = 0; i < 16; i++) o->sc[i] = (int8_t)b[192 + i], o->mn[i] = 0;
     for (int e = 0; e < 256; e++) {
         int c = e / 128, w = e % 128;
         int lo = (ql[64 * c + w % 64] >> (4 * (w / 64))) & 0xF;
         int hi = (qh[32 * c + w % 32] >> (2 * (w / 32))) & 3;
-        float ds = d * (float)scales[e / 16];
-        y[e] = ds * (float)((lo | hi << 4) - 32);
+        o->q[e] = (int16_t)((lo | hi << 4) - 32);
+    }
+}
+
+void snug_quant_unpack(snug_qtype t, const void *src, snug_qblock *out)
+{
+    const uint8_t *b = src;
+    switch (t) {
+    case SNUG_QTYPE_Q4_0:
+    case SNUG_QTYPE_Q4_1:
+    case SNUG_QTYPE_Q5_0:
+    case SNUG_QTYPE_Q5_1:
+    case SNUG_QTYPE_Q8_0: unpack_legacy(t, b, out); break;
+    case SNUG_QTYPE_Q2_K: unpack_q2_k(b, out); break;
+    case SNUG_QTYPE_Q3_K: unpack_q3_k(b, out); break;
+    case SNUG_QTYPE_Q4_K: unpack_q4_q5_k(b, NULL, b + 16, out); break;
+    case SNUG_QTYPE_Q5_K: unpack_q4_q5_k(b, b + 16, b + 48, out); break;
+    case SNUG_QTYPE_Q6_K: unpack_q6_k(b, out); break;
     }
 }
 
@@ -178,20 +185,13 @@ void snug_quant_dequantize(snug_qtype t, const void *src, float *dst, int64_t n)
 {
     SNUG_ASSERT(snug_qtype_known((uint32_t)t) && n % g_qtypes[t].block == 0);
     const uint8_t *b = src;
-    int64_t bs = g_qtypes[t].block;
-    for (int64_t i = 0; i < n; i += bs, b += g_qtypes[t].bytes) {
-        float *y = dst + i;
-        switch (t) {
-        case SNUG_QTYPE_Q4_0:
-        case SNUG_QTYPE_Q4_1:
-        case SNUG_QTYPE_Q5_0:
-        case SNUG_QTYPE_Q5_1: dequant_q4_q5(t, b, y); break;
-        case SNUG_QTYPE_Q8_0: dequant_q8_0(b, y); break;
-        case SNUG_QTYPE_Q2_K: dequant_q2_k(b, y); break;
-        case SNUG_QTYPE_Q3_K: dequant_q3_k(b, y); break;
-        case SNUG_QTYPE_Q4_K: dequant_q4_q5_k(b, NULL, b + 16, y); break;
-        case SNUG_QTYPE_Q5_K: dequant_q4_q5_k(b, b + 16, b + 48, y); break;
-        case SNUG_QTYPE_Q6_K: dequant_q6_k(b, y); break;
+    snug_qblock q;
+    for (int64_t i = 0; i < n; i += g_qtypes[t].block, b += g_qtypes[t].bytes) {
+        snug_quant_unpack(t, b, &q);
+        for (int32_t s = 0; s < q.n / q.sub; s++) {
+            /* the reference's order: the sub-block's scale and min first */
+            float ds = q.d * (float)q.sc[s], dm = q.dmin * (float)q.mn[s];
+            for (int32_t e = s * q.sub; e < (s + 1) * q.sub; e++) dst[i + e] = ds * (float)q.q[e] - dm;
         }
     }
 }

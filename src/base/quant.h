@@ -51,6 +51,23 @@ size_t snug_qtype_block_bytes(uint32_t t);
  * is not a multiple. */
 size_t snug_qtype_bytes(uint32_t t, int64_t n);
 
+/* One block in integer form: element e is
+ *   (d sc[e / sub]) q[e] - (dmin mn[e / sub])
+ * in float32, which is what snug_quant_dequantize computes. The legacy
+ * formats have one sub-block of 32 with sc 1 (and for Q4_1 / Q5_1 mn 1,
+ * dmin = -m); Q3_K and Q6_K have no mins (mn 0). Integer dot products over
+ * 8-bit activations work on this form: per sub-block the sum of q times
+ * the activations' integers, times sc, and the activations' sum times mn. */
+typedef struct snug_qblock {
+    int32_t n, sub;            /* elements (32 or 256), elements per sub-block (16, 32) */
+    float d, dmin;
+    int16_t q[256];
+    int16_t sc[16], mn[16];    /* per sub-block */
+} snug_qblock;
+
+/* Unpacks the block at src of type t (known) into out. */
+void snug_quant_unpack(snug_qtype t, const void *src, snug_qblock *out);
+
 /* Dequantizes n elements (a multiple of the block) from the blocks at src
  * into dst, as described above. t must be known. */
 void snug_quant_dequantize(snug_qtype t, const void *src, float *dst, int64_t n);
