@@ -314,128 +314,6 @@ done:
 
 /* ---- GGUF ------------------------------------------------------------------ */
 
-/* The GGUF name of a Hugging Face tensor name, by the llama.cpp scheme. */
-static bool gguf_name(const char *hf, char *out, size_t size)
-{
-    static const struct {
-        const char *hf, *gguf;
-    } fixed[] = {{"model.embed_tokens.weight", "token_embd.weight"},
-                 {"model.norm.weight", "output_norm.weight"},
-                 {"lm_head.weight", "output.weight"}};
-    for (size_t i = 0; i < SNUG_ARRAY_LEN(fixed); i++)
-        if (strcmp(hf, fixed[i].hf) == 0) {
-            snprintf(out, size, "%s", fixed[i].gguf);
-            return true;
-        }
-    static const struct {
-        const char *hf, *gguf;
-    } per_layer[] = {{"input_layernorm.weight", "attn_norm.weight"},
-                     {"self_attn.q_proj.weight", "attn_q.weight"},
-                     {"self_attn.k_proj.weight", "attn_k.weight"},
-                     {"self_attn.v_proj.weight", "attn_v.weight"},
-                     {"self_attn.q_proj.bias", "attn_q.bias"},
-                     {"self_attn.k_proj.bias", "attn_k.bias"},
-                     {"self_attn.v_proj.bias", "attn_v.bias"},
-                     {"self_attn.o_proj.weight", "attn_output.weight"},
-                     {"self_attn.o_proj.bias", "attn_output.bias"},
-                     {"post_attention_layernorm.weight", "ffn_norm.weight"},
-                     {"mlp.gate_proj.weight", "ffn_gate.weight"},
-                     {"mlp.up_proj.weight", "ffn_up.weight"},
-                     {"mlp.down_proj.weight", "ffn_down.weight"}};
-    int layer, used = 0;
-    if (sscanf(hf, "model.layers.%d.%n", &layer, &used) != 1 || used == 0) return false;
-    for (size_t i = 0; i < SNUG_ARRAY_LEN(per_layer); i++)
-        if (strcmp(hf + used, per_layer[i].hf) == 0) {
-            snprintf(out, size, "blk.%d.%s", layer, per_layer[i].gguf);
-            return true;
-        }
-    return false;
-}
-
-snug_status snug_gguf_llama_config(const snug_gguf_file *g, snug_model_config *c, snug_error *err)
-{
-    const char *arch = NULL;
-    snug_status st = snug_gguf_get_string(g, "general.architecture", true, &arch, NULL, err);
-    if (st != SNUG_OK) return st;
-    if (strcmp(arch, "llama") != 0)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: general.architecture is '%.60s'; snug "
-                           "converts llama", g->path, arch);
-    memset(c, 0, sizeof *c);
-    c->arch = SNUG_ARCH_LLAMA;
-    snprintf(c->architecture, sizeof c->architecture, "LlamaForCausalLM");
-    int64_t v[6] = {0};
-    static const char *const keys[] = {"llama.embedding_length", "llama.feed_forward_length",
-                                       "llama.block_count", "llama.attention.head_count",
-                                       "llama.context_length"};
-    for (int i = 0; i < 5 && st == SNUG_OK; i++)
-        st = snug_gguf_get_int(g, keys[i], true, 1, INT32_MAX, &v[i], NULL, err);
-    if (st != SNUG_OK) return st;
-    c->hidden_size = (int32_t)v[0], c->intermediate_size = (int32_t)v[1];
-    c->n_layers = (int32_t)v[2], c->n_heads = (int32_t)v[3];
-    c->max_position_embeddings = v[4];
-    v[5] = c->n_heads;
-    st = snug_gguf_get_int(g, "llama.attention.head_count_kv", false, 1, INT32_MAX, &v[5], NULL, err);
-    if (st != SNUG_OK) return st;
-    c->n_kv_heads = (int32_t)v[5];
-    if (c->hidden_size % c->n_heads != 0)
-        return snug_errorf(err, SNUG_FORMAT, "%s: head_count %d does not divide "
-                           "embedding_length %d", g->path, c->n_heads, c->hidden_size);
-    c->head_dim = c->hidden_size / c->n_heads;
-    int64_t x = c->head_dim;
-    st = snug_gguf_get_int(g, "llama.attention.key_length", false, 2, 4096, &x, NULL, err);
-    if (st != SNUG_OK) return st;
-    c->head_dim = (int32_t)x;
-    x = c->head_dim;
-    st = snug_gguf_get_int(g, "llama.rope.dimension_count", false, 0, 4096, &x, NULL, err);
-    if (st != SNUG_OK) return st;
-    if (x != c->head_dim)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: llama.rope.dimension_count %lld is not "
-                           "the head size %d (partial rotary embeddings are not supported)",
-                           g->path, (long long)x, c->head_dim);
-    c->rms_norm_eps = 1e-5;
-    c->rope_theta = 10000.0;
-    st = snug_gguf_get_float(g, "llama.attention.layer_norm_rms_epsilon", false, 1e-30, 0.5,
-                             &c->rms_norm_eps, NULL, err);
-    if (st == SNUG_OK)
-        st = snug_gguf_get_float(g, "llama.rope.freq_base", false, 1e-6, 1e15, &c->rope_theta,
-                                 NULL, err);
-    if (st != SNUG_OK) return st;
-    c->rope_scaling.factor = 1.0;
-    const char *scaling = NULL;
-    bool has = false;
-    st = snug_gguf_get_string(g, "llama.rope.scaling.type", false, &scaling, &has, err);
-    if (st != SNUG_OK) return st;
-    if (has && strcmp(scaling, "none") != 0) {
-        if (strcmp(scaling, "linear") != 0)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: llama.rope.scaling.type '%.40s' is "
-                               "not supported by the GGUF import (linear is)", g->path, scaling);
-        c->rope_scaling.type = SNUG_ROPE_LINEAR;
-        st = snug_gguf_get_float(g, "llama.rope.scaling.factor", true, 1.0, 1e6,
-                                 &c->rope_scaling.factor, NULL, err);
-        if (st != SNUG_OK) return st;
-    }
-    const snug_gguf_tensor *emb = snug_gguf_find_tensor(g, "token_embd.weight");
-    if (!emb || emb->n_dims != 2)
-        return snug_errorf(err, SNUG_FORMAT, "%s: no 2-D tensor 'token_embd.weight'", g->path);
-    x = (int64_t)SNUG_MIN(emb->ne[1], (uint64_t)INT32_MAX);
-    st = snug_gguf_get_int(g, "llama.vocab_size", false, 1, INT32_MAX, &x, NULL, err);
-    if (st != SNUG_OK) return st;
-    c->vocab_size = (int32_t)x;
-    int64_t bos = -1, eos = -1;
-    bool has_eos = false;
-    st = snug_gguf_get_int(g, "tokenizer.ggml.bos_token_id", false, 0, INT32_MAX, &bos, NULL, err);
-    if (st == SNUG_OK)
-        st = snug_gguf_get_int(g, "tokenizer.ggml.eos_token_id", false, 0, INT32_MAX, &eos,
-                               &has_eos, err);
-    if (st != SNUG_OK) return st;
-    c->bos_token_id = (int32_t)bos;
-    if (has_eos) c->eos_token_ids[c->n_eos++] = (int32_t)eos;
-    c->dtype = emb->type == SNUG_GGML_BF16  ? SNUG_DTYPE_BF16
-               : emb->type == SNUG_GGML_F16 ? SNUG_DTYPE_F16
-                                            : SNUG_DTYPE_F32;
-    return snug_config_validate(c, g->path, err);
-}
-
 /* True when two GGUF tensors hold the same bytes. */
 static snug_status gguf_same_bytes(const snug_gguf_file *g, const snug_gguf_tensor *a,
                                    const snug_gguf_tensor *b, bool *same, snug_error *err)
@@ -468,6 +346,7 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
     snug_status st = snug_gguf_open(path, &g, err);
     if (st == SNUG_OK) st = snug_gguf_llama_config(g, &p.cfg, err);
     if (st != SNUG_OK) goto done;
+    p.cfg.rope_interleaved = false; /* the rows are written in half-split order */
     p.fd = g->fd;
     const snug_gguf_tensor *emb = snug_gguf_find_tensor(g, "token_embd.weight");
     const snug_gguf_tensor *out = snug_gguf_find_tensor(g, "output.weight");
@@ -481,7 +360,7 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
     for (int32_t i = 0; i < p.n; i++) {
         plan_tensor *t = &p.t[i];
         char name[SNUG_PARAM_NAME_BYTES] = "(none)";
-        const snug_gguf_tensor *gt = gguf_name(t->name, name, sizeof name)
+        const snug_gguf_tensor *gt = snug_gguf_tensor_name(t->name, name, sizeof name)
                                          ? snug_gguf_find_tensor(g, name) : NULL;
         if (!gt) {
             st = snug_errorf(err, SNUG_FORMAT, "%s: no tensor '%s' (for %s)", path, name, t->name);
@@ -515,7 +394,7 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
             bool known = tied && out && strcmp(g->tensors[k].name, "output.weight") == 0;
             for (int32_t i = 0; !known && i < p.n; i++) {
                 char name[SNUG_PARAM_NAME_BYTES];
-                known = gguf_name(p.t[i].name, name, sizeof name) &&
+                known = snug_gguf_tensor_name(p.t[i].name, name, sizeof name) &&
                         strcmp(name, g->tensors[k].name) == 0;
             }
             if (!known) {

@@ -14,6 +14,7 @@
 #include "base/common.h"
 #include "formats/config.h"
 #include "formats/gguf.h"
+#include "formats/gguf_llama.h"
 
 /* Converts a llama2.c checkpoint (the legacy float32 format, or version 1
  * with the "ak42" magic) into outdir (which must exist). The file's size
@@ -24,11 +25,5 @@ snug_status snug_convert_llama2c(const char *path, const char *outdir, snug_erro
  * tensors into outdir. An output.weight identical to token_embd.weight (or
  * absent) becomes tied embeddings. */
 snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *err);
-
-/* Reads the model configuration of a GGUF file of the llama architecture
- * (llama.* keys, the vocabulary size from token_embd.weight, bos/eos from
- * tokenizer.ggml.*) and validates it; tie_word_embeddings is left false. */
-snug_status snug_gguf_llama_config(const snug_gguf_file *g, snug_model_config *cfg,
-                                   snug_error *err);
 
 #endif /* SNUG_CONVERT_H */

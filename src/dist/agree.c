@@ -59,11 +59,16 @@ snug_status snug_checkpoint_hashes(const snug_checkpoint *ck, uint64_t *config,
     char path[4096];
     char *text = NULL;
     size_t len = 0;
-    snug_status st = snug_path_join(path, sizeof path, ck->dir, "config.json", err);
-    if (st == SNUG_OK) st = snug_file_read_all(path, 16u << 20, &text, &len, err);
-    if (st != SNUG_OK) return st;
-    *config = snug_hash_bytes(SNUG_HASH_SEED, text, len);
-    snug_mem_free(text);
+    snug_status st = SNUG_OK;
+    if (ck->gguf) { /* its configuration is in its header (hashed below); the parse of it, zeroed padding */
+        *config = snug_hash_bytes(SNUG_HASH_SEED, &ck->config, sizeof ck->config);
+    } else {
+        st = snug_path_join(path, sizeof path, ck->dir, "config.json", err);
+        if (st == SNUG_OK) st = snug_file_read_all(path, 16u << 20, &text, &len, err);
+        if (st != SNUG_OK) return st;
+        *config = snug_hash_bytes(SNUG_HASH_SEED, text, len);
+        snug_mem_free(text);
+    }
     uint64_t h = snug_hash_bytes(SNUG_HASH_SEED, &ck->n_files, sizeof ck->n_files);
     for (int32_t i = 0; i < ck->n_files && st == SNUG_OK; i++) {
         const snug_st_file *f = ck->files[i];

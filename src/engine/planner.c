@@ -11,6 +11,7 @@
 #include "model/params.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 /* with populate_after_ready, the KV cache is made resident this much at a
  * time: about 10-60 ms of first touch on a VM, between two steps */
@@ -29,12 +30,15 @@ static size_t cur_of(snug_mem_cat c)
     return cur;
 }
 
-/* True when dir holds a tokenizer in one of the files snug reads. */
+/* True when dir holds a tokenizer in one of the files snug reads, or is a
+ * model file (GGUF), which carries its vocabulary. */
 static bool has_tokenizer(const char *dir)
 {
     static const char *const names[] = {"tokenizer.json", "tokenizer.model", "vocab.json",
                                         "tokenizer.bin"};
     char path[4096];
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) return true;
     for (size_t i = 0; i < SNUG_ARRAY_LEN(names); i++)
         if (snug_path_join(path, sizeof path, dir, names[i], NULL) == SNUG_OK &&
             snug_file_exists(path))

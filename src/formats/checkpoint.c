@@ -7,12 +7,15 @@
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/json.h"
+#include "gguf.h"
+#include "gguf_llama.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum { INDEX_MAX_BYTES = 256 << 20 };
 
@@ -286,6 +289,105 @@ static snug_status open_single(snug_checkpoint *ck, const char *path, snug_error
     return SNUG_OK;
 }
 
+static int cmp_st_tensor(const void *a, const void *b)
+{
+    return strcmp(((const snug_st_tensor *)a)->name, ((const snug_st_tensor *)b)->name);
+}
+
+/* The Hugging Face name and the element type of GGUF tensor t of path into
+ * name and *dt, or an error naming the tensor. */
+static snug_status gguf_tensor_of(const char *path, const snug_gguf_tensor *t, char *name, size_t size,
+                                  snug_dtype *dt, snug_error *err)
+{
+    if (!snug_gguf_hf_name(t->name, name, size))
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' has no place in a llama model", path,
+                           t->name);
+    *dt = t->type == SNUG_GGML_F32 ? SNUG_DTYPE_F32
+          : t->type == SNUG_GGML_F16 ? SNUG_DTYPE_F16
+          : t->type == SNUG_GGML_BF16 ? SNUG_DTYPE_BF16
+                                      : SNUG_DTYPE_NONE;
+    if (*dt == SNUG_DTYPE_NONE)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' is %s; snug loads F32, F16 and BF16 "
+                           "GGUF tensors as they are (quantized ones: not yet; snug convert cannot "
+                           "either)", path, t->name, snug_ggml_type_name(t->type));
+    if (t->n_dims < 1 || t->n_dims > 2)
+        return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s' has %u dimensions; a llama model's "
+                           "have 1 or 2", path, t->name, t->n_dims);
+    return SNUG_OK;
+}
+
+/* A GGUF file of the llama architecture as a checkpoint of one file: its
+ * configuration from its keys (the q and k rows in llama.cpp's interleaved
+ * rotary order, which the config records; tied embeddings when it has no
+ * output.weight), its tensors under their Hugging Face names and shapes,
+ * read where the file holds them. */
+static snug_status open_gguf(snug_checkpoint *ck, const char *path, snug_error *err)
+{
+    snug_gguf_file *g = NULL;
+    snug_st_file *f = NULL;
+    char name[256];
+    snug_dtype dt;
+    size_t strings = 0;
+    snug_status st = snug_gguf_open(path, &g, err);
+    if (st == SNUG_OK) st = snug_gguf_llama_config(g, &ck->config, err);
+    for (int64_t i = 0; st == SNUG_OK && i < g->n_tensors; i++) {
+        st = gguf_tensor_of(path, &g->tensors[i], name, sizeof name, &dt, err);
+        strings += strlen(name) + 1;
+    }
+    if (st != SNUG_OK) goto done;
+    ck->config.tie_word_embeddings = snug_gguf_find_tensor(g, "output.weight") == NULL;
+    ck->files = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ck->files, err);
+    f = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *f, err);
+    if (f) {
+        f->fd = -1;
+        f->path = snug_mem_strdup(SNUG_MEM_OTHER, path, err);
+        f->strings = snug_mem_alloc(SNUG_MEM_OTHER, strings, err);
+        f->tensors = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)g->n_tensors * sizeof *f->tensors, err);
+    }
+    ck->entries = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)g->n_tensors * sizeof *ck->entries, err);
+    if (!ck->files || !f || !f->path || !f->strings || !f->tensors || !ck->entries) {
+        st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
+        goto done;
+    }
+    f->fd = dup(g->fd);
+    if (f->fd < 0) {
+        st = snug_errorf(err, SNUG_IO, "%s: %s", path, strerror(errno));
+        goto done;
+    }
+    f->owns_fd = true;
+    f->file_size = g->file_size;
+    f->data_start = g->data_start;
+    char *at = f->strings;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const snug_gguf_tensor *t = &g->tensors[i];
+        snug_st_tensor *x = &f->tensors[i];
+        gguf_tensor_of(path, t, name, sizeof name, &dt, NULL);
+        memcpy(at, name, strlen(name) + 1);
+        x->name = at;
+        at += strlen(name) + 1;
+        x->dtype = dt;
+        x->n_dims = (int32_t)t->n_dims;
+        x->shape[0] = (int64_t)(t->n_dims == 2 ? t->ne[1] : t->ne[0]);
+        x->shape[1] = t->n_dims == 2 ? (int64_t)t->ne[0] : 0;
+        x->begin = t->offset;
+        x->end = t->offset + t->bytes;
+    }
+    f->n_tensors = g->n_tensors;
+    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_st_tensor);
+    ck->files[0] = f;
+    ck->n_files = 1;
+    f = NULL;
+    for (int64_t k = 0; k < ck->files[0]->n_tensors; k++) {
+        ck->entries[k].tensor = &ck->files[0]->tensors[k];
+        ck->entries[k].file = 0;
+    }
+    ck->n_tensors = ck->files[0]->n_tensors;
+done:
+    snug_st_close(f);
+    snug_gguf_close(g);
+    return st;
+}
+
 snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_error *err)
 {
     char index_path[4096], single_path[4096];
@@ -296,6 +398,14 @@ snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_er
     if (!ck->dir) {
         st = snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);
         goto fail;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a file: GGUF */
+        ck->gguf = true;
+        st = open_gguf(ck, dir, err);
+        if (st != SNUG_OK) goto fail;
+        *out = ck;
+        return SNUG_OK;
     }
     st = snug_config_load(dir, &ck->config, err);
     if (st == SNUG_OK)

@@ -43,7 +43,8 @@ typedef struct snug_ckpt_entry {
 } snug_ckpt_entry;
 
 typedef struct snug_checkpoint {
-    char *dir;
+    char *dir;                    /* the directory, or the GGUF file */
+    bool gguf;                    /* a GGUF file: config from its keys, no config.json */
     snug_model_config config;
     bool sharded;                 /* has an index */
     int32_t n_files;
@@ -55,7 +56,11 @@ typedef struct snug_checkpoint {
 /* Opens the model directory dir: reads config.json, then the index and
  * every shard it names (checking that each shard exists and holds exactly
  * the tensors the index assigns to it), or model.safetensors when there is
- * no index. Close with snug_checkpoint_close. */
+ * no index. dir may also be a GGUF file of the llama architecture: its
+ * configuration from its keys, its tensors under their Hugging Face names
+ * (F32, F16 and BF16 ones for now; q and k rows stay in llama.cpp's
+ * interleaved rotary order, config.rope_interleaved). Close with
+ * snug_checkpoint_close. */
 snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_error *err);
 
 /* Closes every file and frees the checkpoint; NULL is ignored. */

@@ -71,6 +71,8 @@ typedef struct snug_model_config {
     int32_t n_eos;
     int32_t eos_token_ids[SNUG_MAX_EOS_IDS];
     int64_t sliding_window;       /* 0: none */
+    bool rope_interleaved;        /* q and k rows pair dimensions (2i, 2i + 1) for the rotary
+                                   * embedding, as llama.cpp stores them, not (i, i + d / 2) */
 } snug_model_config;
 
 /* Parses and validates config.json text (len bytes). name is used in

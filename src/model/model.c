@@ -408,6 +408,17 @@ static void embed_part(void *ctx, int32_t thread, int32_t n_threads)
     }
 }
 
+/* Reorders a head vector whose rotary pairs are (2i, 2i + 1) (llama.cpp's
+ * q and k rows) into the half-split order the rope kernel and the cache
+ * use, (i, i + d / 2): scores q.k do not change, as q and k move alike. */
+static void half_split(float *x, int32_t head_dim)
+{
+    float tmp[SNUG_MAX_HEAD_DIM];
+    int32_t h = head_dim / 2;
+    for (int32_t i = 0; i < h; i++) tmp[i] = x[2 * i], tmp[i + h] = x[2 * i + 1];
+    memcpy(x, tmp, (size_t)head_dim * sizeof(float));
+}
+
 /* The cos and sin of every token's rotary angles, as transformers computes
  * them: angle = float(position) * inv_freq in float. */
 static void rope_tables(const snug_model *m, const snug_step *step)
@@ -481,8 +492,10 @@ static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
         float *row = m->buf.qkv + (size_t)t * (size_t)d->qkv_dim;
         const float *cs = m->buf.cos_sin + (size_t)t * (size_t)d->head_dim;
         if (L->qkv_bias) m->kern.add_bias(row, L->qkv_bias, m->wdt, d->qkv_dim);
-        for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++)
+        for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++) {
+            if (m->cfg.rope_interleaved) half_split(row + (size_t)h * (size_t)d->head_dim, d->head_dim);
             m->kern.rope(row + (size_t)h * (size_t)d->head_dim, cs, d->head_dim);
+        }
         int32_t block = q->block_table[pos / kv->shape.block_size], slot = pos % kv->shape.block_size;
         for (int32_t h = 0; h < d->n_kv_heads; h++) {
             const float *k = row + d->q_dim + (size_t)h * (size_t)d->head_dim;

@@ -205,6 +205,10 @@ expect "converted gguf inspects" 0 "parameters: 260,032" -- "$snug" inspect "$tm
 expect "convert llama2c" 0 "converted" -- "$snug" convert llama2c tests/data/stories260K/stories260K.bin "$tmp/b"
 if cmp -s "$tmp/b/model.safetensors" "$tmp/g/model.safetensors"; then ok "llama2c and gguf imports identical"; else fail "llama2c and gguf imports identical"; fi
 expect "convert wrong format" 1 "not a GGUF file" -- "$snug" convert gguf tests/data/stories260K/stories260K.bin "$tmp/x"
+# a GGUF file is a model as it is: inspect, load, profile it without converting
+expect "inspect gguf" 0 "parameters: 292,800" -- "$snug" inspect tests/data/stories260K/stories260K.gguf
+expect "load gguf" 0 "1,171,200" -- "$snug" load tests/data/stories260K/stories260K.gguf
+expect "a file that is not GGUF is no model" 1 "not a GGUF file" -- "$snug" generate tests/data/stories260K/stories260K.bin -n 1
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
 
 # tokenizers: the bundled model's tokenizer against the llama2.c reference's
@@ -247,7 +251,8 @@ expect "converted model tokenizes" 0 "1 403 407 261 378" -- "$snug" tokenize "$t
 expect "convert gguf writes its vocabulary" 0 "1 403 407 261 378" -- "$snug" tokenize "$tmp/g" "Once upon a time"
 
 # generate: greedy decoding reproduces llama2.c's run.c (tests/data/stories260K/greedy.txt: every
-# id, and the printed text) from the bundled model and from both imports
+# id, and the printed text) from the bundled model, from both imports and from the GGUF file as it is
+# (its q and k rows in llama.cpp's interleaved rotary order)
 fixture=tests/data/stories260K/greedy.txt
 n_cases=$(grep -c '^\[case\]' "$fixture")
 for k in $(seq 1 "$n_cases"); do
@@ -256,7 +261,7 @@ for k in $(seq 1 "$n_cases"); do
     n_prompt=$(awk -v k="$k" '/^\[case\]/{c++} c==k && /^prompt_ids = /{print NF-2}' "$fixture")
     n_new=$(( $(wc -w <<<"$want") - n_prompt ))
     awk -v k="$k" '/^\[case\]/{c++} c==k && /^text <<END/{t=1; next} t && /^END$/{t=0} c==k && t' "$fixture" >"$tmp/want-text"
-    for m in models/stories260K "$tmp/bt" "$tmp/g"; do
+    for m in models/stories260K "$tmp/bt" "$tmp/g" tests/data/stories260K/stories260K.gguf; do
         got=$("$snug" generate "$m" -p "$prompt" -n "$n_new" --temperature 0 --ids 2>"$tmp/err")
         if [[ "$got" == "$want" ]]; then ok "generate greedy ids, case $k, $m"; else fail "generate greedy ids, case $k, $m" "got:  ${got:0:300}" "want: ${want:0:300}" "$(cat "$tmp/err")"; fi
     done

@@ -6,7 +6,9 @@
  * the stored value or fail cleanly, string values have the stated length,
  * every tensor is found by name, has a known type and lies inside the data
  * section, and its bytes read back equal the input's; the import's reading
- * of llama hyper-parameters gives a valid config or a clean failure. The driver in
+ * of llama hyper-parameters gives a valid config or a clean failure, and so
+ * does opening the file as a model (snug_checkpoint_open: its tensors under
+ * Hugging Face names, each inside the file). The driver in
  * fuzz_common.h checks failures, parses again without a message buffer and
  * with one allocation failing, and checks that nothing leaks.
  */
@@ -14,6 +16,7 @@
 #include "base/device.h"
 #include "base/fileio.h"
 #include "convert/convert.h"
+#include "formats/checkpoint.h"
 #include "formats/gguf.h"
 
 #include <stdio.h>
@@ -119,10 +122,34 @@ static void exercise_llama_config(const snug_gguf_file *f)
         fuzz_check_failure(st, &err, NAME);
 }
 
+/* The file opened as a model: a valid config, every tensor inside the
+ * file, or a clean failure. */
+static void exercise_checkpoint(const fuzz_input *in)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", in->fd);
+    snug_error err = {0};
+    snug_checkpoint *ck = NULL;
+    snug_status st = snug_checkpoint_open(path, &ck, &err);
+    if (st != SNUG_OK) { /* a clean failure that names the file */
+        fuzz_check_failure(st, &err, path);
+        return;
+    }
+    REQUIRE(ck->gguf && ck->n_files == 1 && snug_config_validate(&ck->config, NAME, &err) == SNUG_OK);
+    const snug_st_file *f = ck->files[0];
+    for (int64_t i = 0; i < ck->n_tensors; i++) {
+        const snug_st_tensor *t = ck->entries[i].tensor;
+        REQUIRE(t->begin <= t->end && f->data_start + t->end <= f->file_size);
+        REQUIRE(snug_checkpoint_find(ck, t->name, NULL) == t);
+    }
+    snug_checkpoint_close(ck);
+}
+
 static void check(const fuzz_input *in, void *parsed)
 {
     exercise(parsed, in->fd, in->data, in->size);
     exercise_llama_config(parsed);
+    exercise_checkpoint(in);
     snug_gguf_close(parsed);
 }
 
