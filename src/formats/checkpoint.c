@@ -306,10 +306,14 @@ static snug_status gguf_tensor_of(const char *path, const snug_gguf_tensor *t, c
           : t->type == SNUG_GGML_F16 ? SNUG_DTYPE_F16
           : t->type == SNUG_GGML_BF16 ? SNUG_DTYPE_BF16
                                       : SNUG_DTYPE_NONE;
+    if (*dt == SNUG_DTYPE_NONE && snug_dtype_from_qtype(t->type) != SNUG_DTYPE_NONE)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' is %s: loading quantized GGUF "
+                           "tensors is not in this build yet (F32, F16 and BF16 ones load)", path, t->name,
+                           snug_ggml_type_name(t->type));
     if (*dt == SNUG_DTYPE_NONE)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' is %s; snug loads F32, F16 and BF16 "
-                           "GGUF tensors as they are (quantized ones: not yet; snug convert cannot "
-                           "either)", path, t->name, snug_ggml_type_name(t->type));
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' is %s, not a type of a model's "
+                           "weights; snug reads " SNUG_GGUF_MODEL_TYPES, path, t->name,
+                           snug_ggml_type_name(t->type));
     if (t->n_dims < 1 || t->n_dims > 2)
         return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s' has %u dimensions; a llama model's "
                            "have 1 or 2", path, t->name, t->n_dims);

@@ -31,10 +31,20 @@ static const ggml_type_info g_ggml_types[] = {
     [28] = {"F64", 1, 8},      [30] = {"BF16", 1, 2},
 };
 
+/* ggml's names of the types snug does not know the layout of (for
+ * messages): the i-quants, ternary and FP4 formats. */
+static const char *const g_ggml_other_names[] = {
+    [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL",
+    [21] = "IQ3_S",   [22] = "IQ2_S",  [23] = "IQ4_XS",  [29] = "IQ1_M", [34] = "TQ1_0",
+    [35] = "TQ2_0",   [39] = "MXFP4",
+};
+
 const char *snug_ggml_type_name(uint32_t type)
 {
     if (type < SNUG_ARRAY_LEN(g_ggml_types) && g_ggml_types[type].name)
         return g_ggml_types[type].name;
+    if (type < SNUG_ARRAY_LEN(g_ggml_other_names) && g_ggml_other_names[type])
+        return g_ggml_other_names[type];
     return "unknown";
 }
 
@@ -330,8 +340,9 @@ static snug_status rd_tensor_infos(reader *r, pool *p, snug_gguf_file *f, snug_e
         if (st == SNUG_OK) st = rd_u64(r, &t->offset, "a data offset", err);
         if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%.200s': ", name);
         if (t->type >= SNUG_ARRAY_LEN(g_ggml_types) || !g_ggml_types[t->type].name)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s': ggml type %u is not "
-                               "one snug knows", r->path, name, t->type);
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s': ggml type %u (%s) is not "
+                               "one snug reads; it reads " SNUG_GGUF_MODEL_TYPES, r->path, name, t->type,
+                               snug_ggml_type_name(t->type));
         const ggml_type_info *ti = &g_ggml_types[t->type];
         if (t->ne[0] % ti->block != 0)
             return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': first dimension %llu is "

@@ -108,7 +108,10 @@ snug_status snug_gguf_get_float(const snug_gguf_file *f, const char *key, bool r
 snug_status snug_gguf_get_string(const snug_gguf_file *f, const char *key, bool required,
                                  const char **out, bool *present, snug_error *err);
 
-/* The name of a ggml element type ("F32", "Q4_K", ...; "unknown"). */
+/* The tensor types a GGUF model may hold, as messages list them. */
+#define SNUG_GGUF_MODEL_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K"
+
+/* The name of a ggml element type ("F32", "Q4_K", "IQ2_XS", ...; "unknown"). */
 const char *snug_ggml_type_name(uint32_t type);
 
 #endif /* SNUG_GGUF_H */

@@ -271,8 +271,12 @@ expect $G/element-count-overflow.gguf SNUG_FORMAT "tensor 't': element count ove
 expect $G/byte-size-overflow.gguf SNUG_FORMAT "tensor 't': byte size overflows" \
     "the tensor's byte size overflows"
 { ghdr 3 1 0; tinfo t 1 "4" 4 0; } | gg $G/unknown-ggml-type.gguf 32
-expect $G/unknown-ggml-type.gguf SNUG_UNSUPPORTED "tensor 't': ggml type 4 is not one snug knows" \
+expect $G/unknown-ggml-type.gguf SNUG_UNSUPPORTED "tensor 't': ggml type 4 (unknown) is not one snug reads" \
     "a tensor's ggml type is unknown"
+{ ghdr 3 1 0; tinfo t 1 "256" 19 0; } | gg $G/iquant-type.gguf 32
+expect $G/iquant-type.gguf SNUG_UNSUPPORTED \
+    "tensor 't': ggml type 19 (IQ1_S) is not one snug reads; it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K" \
+    "a tensor of an i-quant type, which snug does not read"
 { ghdr 3 1 0; tinfo t 1 "33" 2 0; } | gg $G/not-whole-blocks.gguf 64
 expect $G/not-whole-blocks.gguf SNUG_FORMAT \
     "tensor 't': first dimension 33 is not a multiple of the Q4_0 block size 32" \
