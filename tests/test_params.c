@@ -8,6 +8,7 @@
 #include "test.h"
 
 #include "formats/config.h"
+#include "base/device.h"
 #include "base/dtype.h"
 #include "convert/mkmodel.h"
 #include "model/params.h"
@@ -245,6 +246,70 @@ static void test_qwen2_biases(void)
                 "num_key_value_heads 4 neither splits evenly nor divides it; sizes that work: 1, 2, 4, 12");
 }
 
+/* The block formats a checkpoint may hold, as a source_dtype function:
+ * ctx is the format of every 2-D tensor (norms are F32). */
+static snug_dtype matrices_as(void *ctx, const char *tensor)
+{
+    return strstr(tensor, "norm") ? SNUG_DTYPE_F32 : *(const snug_dtype *)ctx;
+}
+
+/* Parameters held from block-format sources: each rank's share at the
+ * file's bytes (rows x blocks of its columns, the padded vocabulary rows
+ * included), summing over the ranks to the whole file's; a share that cuts
+ * a block is refused naming the tensor and the tp. */
+static void test_held_bytes_of_block_formats(void)
+{
+    snug_model_config c = small_config(8, 8, 1001, false, false);
+    c.hidden_size = 512, c.intermediate_size = 1024, c.head_dim = 64;
+    snug_error err = {0};
+    snug_dtype q8 = SNUG_DTYPE_Q8_0, q4k = SNUG_DTYPE_Q4_K;
+    /* every matrix of the unsharded model at Q8_0: rows x cols / 32 blocks of 34 bytes */
+    uint64_t want = 0;
+    snug_tensor_spec *specs = NULL;
+    int32_t n = 0;
+    CHECK_OK(snug_params_checkpoint_tensors(&c, &specs, &n, &err), &err);
+    for (int32_t i = 0; i < n; i++)
+        want += specs[i].n_dims == 2 ? (uint64_t)specs[i].rows * (uint64_t)(specs[i].cols / 32) * 34
+                                     : (uint64_t)specs[i].rows * 4;
+    snug_mem_free(specs);
+    for (int32_t tp = 1; tp <= 4; tp *= 2) {
+        uint64_t sum = 0, padding = 0;
+        for (int32_t r = 0; r < tp; r++) {
+            snug_param_table t;
+            CHECK_OK(snug_params_build(&c, tp, r, &t, &err), &err);
+            for (int32_t i = 0; i < t.n_params; i++) {
+                uint64_t b = 0;
+                CHECK_OK(snug_param_held_bytes(&t.params[i], SNUG_DTYPE_F32, matrices_as, &q8, tp, &b, &err), &err);
+                const snug_param *p = &t.params[i];
+                bool replicated = p->kind == SNUG_SHARD_REPLICATED;
+                if (!replicated || r == 0) sum += b;
+                if (p->kind == SNUG_SHARD_VOCAB) /* rows past the real vocabulary: zero blocks */
+                    padding += (uint64_t)(p->rows - p->sources[0].n_rows) * (uint64_t)(p->cols / 32) * 34;
+            }
+            snug_params_free(&t);
+        }
+        CHECK(sum - padding == want, "tp %d: ranks hold %llu bytes of Q8_0 blocks (%llu padding), the file %llu",
+              tp, (unsigned long long)sum, (unsigned long long)padding, (unsigned long long)want);
+    }
+    /* Q4_K: o_proj's 512 columns in blocks of 256 split 2 ways, not 4 */
+    for (int32_t tp = 2; tp <= 4; tp *= 2) {
+        snug_param_table t;
+        CHECK_OK(snug_params_build(&c, tp, 0, &t, &err), &err);
+        snug_status st = SNUG_OK;
+        for (int32_t i = 0; st == SNUG_OK && i < t.n_params; i++) {
+            uint64_t b = 0;
+            st = snug_param_held_bytes(&t.params[i], SNUG_DTYPE_F32, matrices_as, &q4k, tp, &b, &err);
+        }
+        if (tp == 2)
+            CHECK_OK(st, &err);
+        else
+            CHECK(st == SNUG_INVALID && strstr(err.msg, "o_proj.weight' (Q4_K, blocks of 256): tensor parallel 4 "
+                                                        "gives a rank columns [0, 128) of its 512, which cuts a block"),
+                  "tp 4 cuts Q4_K blocks: %s", err.msg);
+        snug_params_free(&t);
+    }
+}
+
 int main(void)
 {
     RUN(test_shard_range);
@@ -254,5 +319,6 @@ int main(void)
     RUN(test_gqa_replication);
     RUN(test_vocab_padding_and_tying);
     RUN(test_qwen2_biases);
+    RUN(test_held_bytes_of_block_formats);
     return test_summary();
 }

@@ -26,6 +26,13 @@ typedef struct inspect_report {
     size_t *rank_kv_bytes;                    /* [tp] KV bytes per token per rank */
 } inspect_report;
 
+/* The checkpoint's element type of a tensor (snug_source_dtype_fn). */
+static snug_dtype ck_dtype(void *ctx, const char *tensor)
+{
+    const snug_st_tensor *t = snug_checkpoint_find(ctx, tensor, NULL);
+    return t ? t->dtype : SNUG_DTYPE_NONE;
+}
+
 static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtype dtype,
                                 inspect_report *r, snug_error *err)
 {
@@ -48,7 +55,16 @@ static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtyp
         snug_param_table t;
         st = snug_params_build(&ck->config, tp, rank, &t, err);
         if (st != SNUG_OK) return st;
-        r->rank_bytes[rank] = snug_params_bytes(&t, r->weight_dtype);
+        r->rank_bytes[rank] = 0;
+        for (int32_t i = 0; st == SNUG_OK && i < t.n_params; i++) {
+            uint64_t b = 0;
+            st = snug_param_held_bytes(&t.params[i], r->weight_dtype, ck_dtype, (void *)ck, tp, &b, err);
+            r->rank_bytes[rank] += b;
+        }
+        if (st != SNUG_OK) {
+            snug_params_free(&t);
+            return st;
+        }
         r->rank_kv_bytes[rank] =
             snug_config_kv_bytes_per_token(&ck->config, t.n_kv_heads, r->kv_dtype);
         snug_params_free(&t);
@@ -87,10 +103,16 @@ static void print_text(const inspect_report *r, bool tensors)
             printf(" %s %s", snug_dtype_name((snug_dtype)d),
                    snug_fmt_int((int64_t)r->bytes_by_dtype[d], a));
     printf("\n");
+    bool blocks = false;
+    for (int d = 1; d < SNUG_DTYPE_COUNT; d++) blocks |= r->bytes_by_dtype[d] && snug_dtype_is_quant((snug_dtype)d);
+    if (blocks)
+        printf("  %.2f bits per weight; the block formats are held as they are\n",
+               8.0 * (double)r->file_bytes / (double)r->n_params);
     printf("kv cache: %s bytes per token (%s)\n",
            snug_fmt_int((int64_t)snug_config_kv_bytes_per_token(c, c->n_kv_heads, r->kv_dtype), a),
            snug_dtype_torch_name(r->kv_dtype));
-    printf("loaded as %s, tensor parallel %d:\n", snug_dtype_torch_name(r->weight_dtype), r->tp);
+    printf("loaded as %s%s, tensor parallel %d:\n", snug_dtype_torch_name(r->weight_dtype),
+           blocks ? " (the rest)" : "", r->tp);
     printf("  %-6s %20s %12s %18s\n", "rank", "weight bytes", "", "kv bytes/token");
     for (int32_t i = 0; i < r->tp; i++)
         printf("  %-6d %20s %12s %18s\n", i, snug_fmt_int((int64_t)r->rank_bytes[i], a),

@@ -305,11 +305,7 @@ static snug_status gguf_tensor_of(const char *path, const snug_gguf_tensor *t, c
     *dt = t->type == SNUG_GGML_F32 ? SNUG_DTYPE_F32
           : t->type == SNUG_GGML_F16 ? SNUG_DTYPE_F16
           : t->type == SNUG_GGML_BF16 ? SNUG_DTYPE_BF16
-                                      : SNUG_DTYPE_NONE;
-    if (*dt == SNUG_DTYPE_NONE && snug_dtype_from_qtype(t->type) != SNUG_DTYPE_NONE)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' is %s: loading quantized GGUF "
-                           "tensors is not in this build yet (F32, F16 and BF16 ones load)", path, t->name,
-                           snug_ggml_type_name(t->type));
+                                      : snug_dtype_from_qtype(t->type);
     if (*dt == SNUG_DTYPE_NONE)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' is %s, not a type of a model's "
                            "weights; snug reads " SNUG_GGUF_MODEL_TYPES, path, t->name,

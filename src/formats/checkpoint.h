@@ -58,9 +58,9 @@ typedef struct snug_checkpoint {
  * the tensors the index assigns to it), or model.safetensors when there is
  * no index. dir may also be a GGUF file of the llama architecture: its
  * configuration from its keys, its tensors under their Hugging Face names
- * (F32, F16 and BF16 ones for now; q and k rows stay in llama.cpp's
- * interleaved rotary order, config.rope_interleaved). Close with
- * snug_checkpoint_close. */
+ * (F32, F16, BF16 and the block formats of base/quant.h, whose dtypes are
+ * SNUG_DTYPE_Q8_0 ...; q and k rows stay in llama.cpp's interleaved rotary
+ * order, config.rope_interleaved). Close with snug_checkpoint_close. */
 snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_error *err);
 
 /* Closes every file and frees the checkpoint; NULL is ignored. */

@@ -3,6 +3,8 @@
  */
 #include "params.h"
 
+#include "base/quant.h"
+
 #include "kernels/linear.h"
 
 #include "base/device.h"
@@ -256,6 +258,43 @@ uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt)
 {
     if (p->packed) return (uint64_t)snug_linear_bytes(dt, p->rows, p->cols);
     return snug_param_numel(p) * snug_dtype_size(dt);
+}
+
+snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_source_dtype_fn source_dtype,
+                                  void *ctx, int32_t tp, uint64_t *bytes, snug_error *err)
+{
+    bool blocks = false;
+    for (int32_t i = 0; i < p->n_sources; i++) blocks |= snug_dtype_is_quant(source_dtype(ctx, p->sources[i].tensor));
+    if (!blocks) {
+        *bytes = snug_param_bytes(p, dt);
+        return SNUG_OK;
+    }
+    *bytes = 0;
+    int64_t rows = 0;
+    for (int32_t i = 0; i < p->n_sources; i++) {
+        const snug_param_source *src = &p->sources[i];
+        snug_dtype sdt = source_dtype(ctx, src->tensor);
+        if (!snug_dtype_is_quant(sdt)) { /* (a float source beside a block one: held at dt) */
+            *bytes += (uint64_t)src->n_rows * (uint64_t)src->n_cols * snug_dtype_size(dt);
+            rows += src->n_rows;
+            continue;
+        }
+        int64_t block = snug_qtype_block(snug_dtype_qtype(sdt));
+        if (src->col_begin % block != 0 || src->n_cols % block != 0)
+            return snug_errorf(err, SNUG_INVALID, "tensor '%s' (%s, blocks of %lld): tensor parallel %d "
+                               "gives a rank columns [%lld, %lld) of its %lld, which cuts a block; a tp "
+                               "whose share of %lld columns is a multiple of %lld works", src->tensor,
+                               snug_dtype_name(sdt), (long long)block, tp, (long long)src->col_begin,
+                               (long long)(src->col_begin + src->n_cols), (long long)src->cols,
+                               (long long)src->cols, (long long)block);
+        *bytes += (uint64_t)src->n_rows * snug_qtype_bytes(snug_dtype_qtype(sdt), src->n_cols);
+        rows += src->n_rows;
+    }
+    /* the zero rows that pad a vocab-parallel share, in the first source's format */
+    snug_dtype d0 = source_dtype(ctx, p->sources[0].tensor);
+    if (rows < p->rows && snug_dtype_is_quant(d0))
+        *bytes += (uint64_t)(p->rows - rows) * snug_qtype_bytes(snug_dtype_qtype(d0), p->sources[0].n_cols);
+    return SNUG_OK;
 }
 
 uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt)

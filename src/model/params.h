@@ -113,6 +113,18 @@ uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt);
 /* Bytes of every parameter of the table, at element type dt. */
 uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt);
 
+/* The element type of each source tensor of a parameter: the checkpoint's
+ * (snug_checkpoint_find), SNUG_DTYPE_NONE when absent. */
+typedef snug_dtype (*snug_source_dtype_fn)(void *ctx, const char *tensor);
+
+/* Bytes parameter p takes when held from its sources: at dt, or, when a
+ * source is a block format (base/quant.h), each source's slice at its own
+ * format, as the file holds it (block formats are kept as they are, never
+ * converted). A slice that would cut a block is an error naming the tensor,
+ * its format and the tensor-parallel size. */
+snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_source_dtype_fn source_dtype,
+                                  void *ctx, int32_t tp, uint64_t *bytes, snug_error *err);
+
 /* Where each parameter of the table starts in one allocation holding all
  * of them at element type dt: offsets[i] (each 64-byte aligned, offsets may
  * be NULL) and the allocation's size, returned. */

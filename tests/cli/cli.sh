@@ -209,6 +209,15 @@ expect "convert wrong format" 1 "not a GGUF file" -- "$snug" convert gguf tests/
 expect "inspect gguf" 0 "parameters: 292,800" -- "$snug" inspect tests/data/stories260K/stories260K.gguf
 expect "load gguf" 0 "1,171,200" -- "$snug" load tests/data/stories260K/stories260K.gguf
 expect "a file that is not GGUF is no model" 1 "not a GGUF file" -- "$snug" generate tests/data/stories260K/stories260K.bin -n 1
+# a llama.cpp Q4_K_M file (tests/data/quant): its types, bits per weight and bytes per rank (the
+# block formats held as they are: the file's tensor bytes), its vocabulary as llama.cpp's ids
+q4km=tests/data/quant/q7-Q4_K_M.gguf
+expect "inspect Q4_K_M: types" 0 "F32 9,216 Q4_K 1,585,152 Q6_K 483,840" -- "$snug" inspect "$q4km"
+expect "inspect Q4_K_M: bits per weight" 0 "4.88 bits per weight" -- "$snug" inspect "$q4km"
+expect "inspect Q4_K_M: held at the file's size" 0 "  0                 2,078,208" -- "$snug" inspect "$q4km"
+expect "inspect Q4_K_M --tp 2 would cut blocks" 1 "(Q4_K, blocks of 256): tensor parallel 2 gives a rank columns [0, 128) of its 256, which cuts a block" -- "$snug" inspect "$q4km" --tp 2
+expect "Q4_K_M tokenizes as llama.cpp does" 0 "1 317 269 368 302 263 377 267 265 282 295 433" -- "$snug" tokenize "$q4km" "Lily and Ben went to the park"
+expect "Q4_K_M does not load yet, and says so" 1 "is Q4_K: loading quantized tensors is not in this build yet" -- "$snug" generate "$q4km" -n 1
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
 
 # tokenizers: the bundled model's tokenizer against the llama2.c reference's
