@@ -206,8 +206,10 @@ static void prefetch_part(const snug_linear *w, int64_t p, int64_t np, int64_t p
  * register tile of x meeting each slice while it is in L1 (x, n x k
  * floats, stays in L2). While the tiles compute, the next slice (the next
  * k block, or the next three panels' first) is fetched into L2, a share per
- * tile spread over its steps, so that memory and arithmetic overlap. Slices
- * are never converted to f32 here: a few tiles do not repay the stores. */
+ * tile spread over its steps, so that memory and arithmetic overlap. bf16
+ * slices are not converted to f32 here (a few tiles do not repay the
+ * stores); block formats are dequantized, on every path (their integer
+ * kernels are to come). */
 enum { GEMM_STREAM_MAX_N = 64 };
 
 const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul_ops *o,
