@@ -26,13 +26,6 @@ typedef struct inspect_report {
     size_t *rank_kv_bytes;                    /* [tp] KV bytes per token per rank */
 } inspect_report;
 
-/* The checkpoint's element type of a tensor (snug_source_dtype_fn). */
-static snug_dtype ck_dtype(void *ctx, const char *tensor)
-{
-    const snug_st_tensor *t = snug_checkpoint_find(ctx, tensor, NULL);
-    return t ? t->dtype : SNUG_DTYPE_NONE;
-}
-
 static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtype dtype,
                                 inspect_report *r, snug_error *err)
 {
@@ -58,7 +51,7 @@ static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtyp
         r->rank_bytes[rank] = 0;
         for (int32_t i = 0; st == SNUG_OK && i < t.n_params; i++) {
             uint64_t b = 0;
-            st = snug_param_held_bytes(&t.params[i], r->weight_dtype, ck_dtype, (void *)ck, tp, &b, err);
+            st = snug_param_held_bytes(&t.params[i], r->weight_dtype, snug_checkpoint_tensor_dtype, (void *)ck, tp, &b, err);
             r->rank_bytes[rank] += b;
         }
         if (st != SNUG_OK) {

@@ -459,6 +459,12 @@ const snug_st_tensor *snug_checkpoint_find(const snug_checkpoint *ck, const char
     return NULL;
 }
 
+snug_dtype snug_checkpoint_tensor_dtype(void *ck, const char *name)
+{
+    const snug_st_tensor *t = snug_checkpoint_find(ck, name, NULL);
+    return t ? t->dtype : SNUG_DTYPE_NONE;
+}
+
 snug_dtype snug_checkpoint_weight_dtype(const snug_checkpoint *ck)
 {
     if (ck->config.dtype != SNUG_DTYPE_NONE) return ck->config.dtype;

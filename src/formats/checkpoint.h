@@ -71,6 +71,11 @@ void snug_checkpoint_close(snug_checkpoint *ck);
 const snug_st_tensor *snug_checkpoint_find(const snug_checkpoint *ck, const char *name,
                                            const snug_st_file **file);
 
+/* The element type of tensor `name` of checkpoint ck (a const
+ * snug_checkpoint *, as a void * so that it serves as model/params.h's
+ * snug_source_dtype_fn); SNUG_DTYPE_NONE when ck has no such tensor. */
+snug_dtype snug_checkpoint_tensor_dtype(void *ck, const char *name);
+
 /* The element type weights load in when none is asked for: config.json's
  * torch_dtype when it names one, otherwise the type of the embedding tensor
  * when it is a weight type, otherwise F32. */

@@ -381,10 +381,6 @@ const char *snug_st_meta_get(const snug_st_file *f, const char *key)
 snug_status snug_st_check_weight(const snug_st_file *f, const snug_st_tensor *t, snug_error *err)
 {
     if (snug_dtype_is_weight(t->dtype)) return SNUG_OK;
-    if (snug_dtype_is_quant(t->dtype))
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' is %s: loading quantized tensors is "
-                           "not in this build yet (snug inspect reads them; F32, F16 and BF16 load)",
-                           f->path, t->name, snug_dtype_name(t->dtype));
     return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s': dtype %s is not a weight type "
                        "snug loads (F32, F16, BF16)", f->path, t->name,
                        snug_dtype_name(t->dtype));

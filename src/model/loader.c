@@ -7,6 +7,7 @@
 #include "base/device.h"
 #include "base/dtype.h"
 #include "base/pool.h"
+#include "base/quant.h"
 #include "kernels/linear.h"
 
 #include <fcntl.h>
@@ -61,6 +62,12 @@ typedef struct load_plan {
 /* The packing scratch may take this share of the weights' bytes (the
  * loader's peak stays within weights x 1.01 with the staging). */
 #define PACK_SHARE 0.004
+
+/* Bytes of n elements of one row of dt (of a block format: whole blocks). */
+static size_t row_bytes_of(snug_dtype dt, int64_t n)
+{
+    return snug_dtype_is_quant(dt) ? snug_qtype_bytes(snug_dtype_qtype(dt), n) : (size_t)n * snug_dtype_size(dt);
+}
 
 static source_ref *ref_of(const load_plan *pl, int32_t param, int32_t source)
 {
@@ -125,7 +132,7 @@ static snug_status check_checkpoint(const snug_checkpoint *ck, const snug_param_
                                    snug_st_shape_str(x->shape, x->n_dims, got, sizeof got),
                                    snug_st_shape_str(ws, src->n_dims, want, sizeof want));
             }
-            st = snug_st_check_weight(r->file, x, err);
+            if (!snug_dtype_is_quant(x->dtype)) st = snug_st_check_weight(r->file, x, err);
             if (st != SNUG_OK) return st;
         }
     }
@@ -160,8 +167,7 @@ static snug_status check_checkpoint(const snug_checkpoint *ck, const snug_param_
 /* Checks that the sources of every parameter write each of its bytes at
  * most once, all of them except a vocabulary parameter's padding rows, and
  * records how many bytes each parameter must receive. */
-static snug_status check_coverage(const snug_param_table *t, size_t es, load_plan *pl,
-                                  snug_error *err)
+static snug_status check_coverage(const snug_param_table *t, load_plan *pl, snug_error *err)
 {
     for (int32_t i = 0; i < t->n_params; i++) {
         const snug_param *p = &t->params[i];
@@ -188,7 +194,7 @@ static snug_status check_coverage(const snug_param_table *t, size_t es, load_pla
         if (rows != p->rows && p->kind != SNUG_SHARD_VOCAB)
             return snug_errorf(err, SNUG_INTERNAL, "parameter %s: sources fill %lld of %lld rows",
                                p->name, (long long)rows, (long long)p->rows);
-        pl->expected[i] = (uint64_t)rows * (uint64_t)p->cols * es;
+        pl->expected[i] = (uint64_t)rows * row_bytes_of(p->dtype, p->cols);
     }
     return SNUG_OK;
 }
@@ -199,33 +205,34 @@ static snug_status check_coverage(const snug_param_table *t, size_t es, load_pla
  * as threads can use at once (min(n_threads, converting items)), each as
  * large as the largest converting item's read, rounded up to SNUG_MEM_ALIGN
  * so that every slot starts on a block boundary. */
-static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_t item_bytes,
-                              size_t staging_each, int32_t n_threads, load_plan *pl,
-                              snug_error *err)
+static snug_status plan_items(const snug_param_table *t, size_t item_bytes, size_t staging_each,
+                              int32_t n_threads, load_plan *pl, snug_error *err)
 {
-    size_t es = snug_dtype_size(dtype), staged_max = 0;
+    size_t staged_max = 0;
     for (int pass = 0; pass < 2; pass++) { /* count, then fill */
         int64_t n = 0, n_conv = 0;
         for (int32_t i = 0; i < t->n_params; i++) {
             const snug_param *p = &t->params[i];
+            snug_dtype dtype = p->dtype;
             for (int32_t s = 0; s < p->n_sources; s++) {
                 const snug_param_source *src = &p->sources[s];
-                size_t src_es = snug_dtype_size(ref_of(pl, i, s)->tensor->dtype);
-                size_t row = (size_t)src->n_cols * SNUG_MAX(src_es, es);
+                snug_dtype sdt = ref_of(pl, i, s)->tensor->dtype;
+                size_t src_row = row_bytes_of(sdt, src->n_cols);
+                size_t row = SNUG_MAX(src_row, row_bytes_of(dtype, src->n_cols));
                 size_t limit = item_bytes;
-                bool converts = ref_of(pl, i, s)->tensor->dtype != dtype;
+                bool converts = sdt != dtype;
                 if (converts) {
                     limit = SNUG_MIN(limit, staging_each);
-                    if ((size_t)src->n_cols * src_es > staging_each)
+                    if (src_row > staging_each)
                         return snug_errorf(err, SNUG_INVALID, "staging of %zu bytes per thread "
                                            "is less than one row of %s (%zu bytes)", staging_each,
-                                           src->tensor, (size_t)src->n_cols * src_es);
+                                           src->tensor, src_row);
                 }
                 int64_t step = (int64_t)SNUG_MAX((size_t)1, limit / row);
                 /* packed rows are contiguous only inside a panel when bf16
                  * pairs pad an odd k: items then end at panel boundaries */
                 bool by_panel = p->packed && snug_linear_raw_offset(dtype, p->rows, p->cols, SNUG_PANEL) !=
-                                                 (size_t)SNUG_PANEL * (size_t)p->cols * es;
+                                                 (size_t)SNUG_PANEL * row_bytes_of(dtype, p->cols);
                 for (int64_t r0 = 0, r1; r0 < src->n_rows; r0 = r1, n++) {
                     r1 = SNUG_MIN(src->n_rows, r0 + step);
                     if (by_panel) {
@@ -234,7 +241,7 @@ static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_
                     }
                     int64_t rows = r1 - r0;
                     if (converts) /* what load_item_run reads into staging */
-                        staged_max = SNUG_MAX(staged_max, (size_t)rows * (size_t)src->n_cols * src_es);
+                        staged_max = SNUG_MAX(staged_max, (size_t)rows * src_row);
                     if (pass == 1)
                         pl->items[n] = (load_item){i, s, r0, rows, converts ? n_conv : -1};
                     n_conv += converts;
@@ -260,18 +267,19 @@ static snug_status plan_items(const snug_param_table *t, snug_dtype dtype, size_
 static snug_status plan_panels(const snug_param_table *t, snug_dtype dtype, int32_t n_threads,
                                load_plan *pl, snug_error *err)
 {
-    int64_t n = 0, k_max = 0;
+    int64_t n = 0;
+    size_t scratch = 0;
     pl->panel0 = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)t->n_params * sizeof *pl->panel0, err);
     if (!pl->panel0) return snug_error_prefix(err, SNUG_NOMEM, "load plan: ");
     for (int32_t i = 0; i < t->n_params; i++) {
         pl->panel0[i] = n;
         if (!t->params[i].packed) continue;
         n += (t->params[i].rows + SNUG_PANEL - 1) / SNUG_PANEL;
-        k_max = SNUG_MAX(k_max, t->params[i].cols);
+        scratch = SNUG_MAX(scratch, snug_linear_pack_scratch_bytes(t->params[i].dtype, t->params[i].cols));
     }
     pl->n_panels = n;
     if (n == 0) return SNUG_OK;
-    pl->pack_bytes = snug_round_up(snug_linear_pack_scratch_bytes(dtype, k_max), SNUG_MEM_ALIGN);
+    pl->pack_bytes = snug_round_up(scratch, SNUG_MEM_ALIGN);
     double share = PACK_SHARE * (double)snug_params_bytes(t, dtype) / (double)pl->pack_bytes;
     pl->n_pack_slots = (int32_t)SNUG_MAX(1.0, SNUG_MIN((double)n_threads, share));
     pl->arrived = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * sizeof *pl->arrived, err);
@@ -322,7 +330,7 @@ static void pack_arrived(const snug_weights *w, load_plan *pl, int32_t i, int64_
             pl->deferred[atomic_fetch_add(&pl->n_deferred, 1)] = c;
             continue;
         }
-        snug_linear_pack_panel(w->arena + w->offsets[i], w->dtype, p->rows, p->cols, q,
+        snug_linear_pack_panel(w->arena + w->offsets[i], p->dtype, p->rows, p->cols, q,
                                pack_area + (size_t)slot * pl->pack_bytes);
         atomic_store(&pl->pack_busy[slot], 0);
     }
@@ -337,7 +345,7 @@ static void pack_deferred(const snug_weights *w, load_plan *pl, unsigned char *p
         while (i + 1 < w->table.n_params && pl->panel0[i + 1] <= c) i++;
         while (!w->table.params[i].packed) i--; /* parameters without panels share the index */
         const snug_param *p = &w->table.params[i];
-        snug_linear_pack_panel(w->arena + w->offsets[i], w->dtype, p->rows, p->cols, c - pl->panel0[i],
+        snug_linear_pack_panel(w->arena + w->offsets[i], p->dtype, p->rows, p->cols, c - pl->panel0[i],
                                pack_area);
     }
 }
@@ -352,15 +360,15 @@ static snug_status load_item_run(const snug_weights *w, load_plan *pl, const loa
     const snug_param *p = &w->table.params[it->param];
     const snug_param_source *src = &p->sources[it->source];
     const source_ref *r = ref_of(pl, it->param, it->source);
-    size_t src_es = snug_dtype_size(r->tensor->dtype), es = snug_dtype_size(w->dtype);
-    size_t seg = (size_t)src->n_cols * src_es;      /* one row's slice in the file */
-    uint64_t stride = (uint64_t)src->cols * src_es;  /* one whole row in the file */
-    uint64_t off = (uint64_t)(src->row_begin + it->row0) * stride + (uint64_t)src->col_begin * src_es;
+    snug_dtype sdt = r->tensor->dtype;
+    size_t seg = row_bytes_of(sdt, src->n_cols);     /* one row's slice in the file */
+    uint64_t stride = row_bytes_of(sdt, src->cols);  /* one whole row in the file */
+    uint64_t off = (uint64_t)(src->row_begin + it->row0) * stride + row_bytes_of(sdt, src->col_begin);
     int64_t row = src->dst_row + it->row0; /* the item's first row in the parameter */
     unsigned char *dst = w->arena + w->offsets[it->param] +
-                         (p->packed ? snug_linear_raw_offset(w->dtype, p->rows, p->cols, row)
-                                    : (size_t)row * (size_t)p->cols * es);
-    bool same = r->tensor->dtype == w->dtype;
+                         (p->packed ? snug_linear_raw_offset(p->dtype, p->rows, p->cols, row)
+                                    : (size_t)row * row_bytes_of(p->dtype, p->cols));
+    bool same = sdt == p->dtype;
     unsigned char *into = same ? dst : staging;
     size_t n = (size_t)it->n_rows * seg;
     snug_status st;
@@ -372,8 +380,8 @@ static snug_status load_item_run(const snug_weights *w, load_plan *pl, const loa
     }
     if (st != SNUG_OK) return st;
     if (!same)
-        snug_convert(dst, w->dtype, staging, r->tensor->dtype, (size_t)it->n_rows * (size_t)src->n_cols);
-    atomic_fetch_add(&pl->written[it->param], (uint64_t)it->n_rows * (uint64_t)p->cols * es);
+        snug_convert(dst, p->dtype, staging, sdt, (size_t)it->n_rows * (size_t)src->n_cols);
+    atomic_fetch_add(&pl->written[it->param], (uint64_t)it->n_rows * row_bytes_of(p->dtype, p->cols));
     if (p->packed) pack_arrived(w, pl, it->param, row, row + it->n_rows, pack_area);
     *read = n;
     return SNUG_OK;
@@ -387,10 +395,10 @@ static void hint_reads(const snug_weights *w, const load_plan *pl)
         const load_item *it = &pl->items[k];
         const snug_param_source *src = &w->table.params[it->param].sources[it->source];
         const source_ref *r = ref_of(pl, it->param, it->source);
-        size_t es = snug_dtype_size(r->tensor->dtype);
-        uint64_t stride = (uint64_t)src->cols * es;
-        uint64_t first = (uint64_t)(src->row_begin + it->row0) * stride + (uint64_t)src->col_begin * es;
-        uint64_t span = (uint64_t)(it->n_rows - 1) * stride + (uint64_t)src->n_cols * es;
+        snug_dtype sdt = r->tensor->dtype;
+        uint64_t stride = row_bytes_of(sdt, src->cols);
+        uint64_t first = (uint64_t)(src->row_begin + it->row0) * stride + row_bytes_of(sdt, src->col_begin);
+        uint64_t span = (uint64_t)(it->n_rows - 1) * stride + row_bytes_of(sdt, src->n_cols);
         posix_fadvise(r->file->fd, (off_t)(r->file->data_start + r->tensor->begin + first),
                       (off_t)span, POSIX_FADV_WILLNEED);
     }
@@ -409,7 +417,6 @@ static snug_status run_items(const snug_weights *w, load_plan *pl, const snug_lo
     atomic_flag telling = ATOMIC_FLAG_INIT;
     uint64_t all = 0; /* in the units of placed: the rows' bytes as read, padding left out */
     for (int32_t i = 0; i < w->table.n_params; i++) all += pl->expected[i];
-    size_t es = snug_dtype_size(w->dtype);
     int32_t n_threads = o->n_threads;
     snug_error first = {0};
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
@@ -426,7 +433,8 @@ static snug_status run_items(const snug_weights *w, load_plan *pl, const snug_lo
             continue;
         }
         atomic_fetch_add(&total, got);
-        uint64_t dst = (uint64_t)it->n_rows * (uint64_t)w->table.params[it->param].cols * es;
+        const snug_param *p = &w->table.params[it->param];
+        uint64_t dst = (uint64_t)it->n_rows * row_bytes_of(p->dtype, p->cols);
         uint64_t now = atomic_fetch_add(&placed, dst) + dst;
         if (o->on_progress && now < all && !atomic_flag_test_and_set(&telling)) {
             o->on_progress(o->progress_ctx, now, all);
@@ -526,9 +534,15 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     }
     size_t staging_each = o.staging_bytes / (size_t)o.n_threads;
     st = check_checkpoint(ck, &w->table, &pl, err);
-    if (st == SNUG_OK) st = check_coverage(&w->table, snug_dtype_size(o.dtype), &pl, err);
-    if (st == SNUG_OK)
-        st = plan_items(&w->table, o.dtype, o.item_bytes, staging_each, o.n_threads, &pl, err);
+    /* each parameter's type: the weights', or the block format its sources
+     * hold (kept as it is, slices of whole blocks) */
+    if (st == SNUG_OK) st = snug_params_set_dtypes(&w->table, o.dtype, snug_checkpoint_tensor_dtype, (void *)ck, err);
+    for (int32_t i = 0; st == SNUG_OK && i < w->table.n_params; i++) {
+        uint64_t b;
+        st = snug_param_held_bytes(&w->table.params[i], o.dtype, snug_checkpoint_tensor_dtype, (void *)ck, o.tp, &b, err);
+    }
+    if (st == SNUG_OK) st = check_coverage(&w->table, &pl, err);
+    if (st == SNUG_OK) st = plan_items(&w->table, o.item_bytes, staging_each, o.n_threads, &pl, err);
     if (st == SNUG_OK) st = plan_panels(&w->table, o.dtype, o.n_threads, &pl, err);
     if (st != SNUG_OK) goto done;
 

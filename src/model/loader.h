@@ -72,7 +72,7 @@ typedef struct snug_load_stats {
 
 typedef struct snug_weights {
     snug_param_table table;
-    snug_dtype dtype;
+    snug_dtype dtype;          /* the weights' type; parameters from block formats keep theirs */
     unsigned char *arena;      /* every parameter, category weights */
     uint64_t *offsets;         /* [n_params] each parameter's place in the arena */
     uint64_t arena_bytes;
@@ -94,7 +94,9 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
  * invalid. */
 void snug_weights_free(snug_weights *w);
 
-/* The data of parameter i (rows x cols elements of w->dtype, row-major). */
+/* The data of parameter i: rows x cols elements of its dtype
+ * (table.params[i].dtype: w->dtype, or the block format its checkpoint
+ * tensors hold), row-major, or in the panel layout when packed. */
 void *snug_weights_data(const snug_weights *w, int32_t i);
 
 /* The index of the parameter called name ("layers.0.qkv"); -1 if none. */

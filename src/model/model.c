@@ -6,6 +6,7 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
+#include "base/quant.h"
 #include "base/pool.h"
 #include "params.h"
 
@@ -47,6 +48,7 @@ struct snug_model {
     snug_step_shape shape;
     snug_kernels kern;
     snug_dtype wdt;
+    snug_dtype embed_dt;      /* the embedding table's type (a block format as the file holds it) */
     const void *embed;        /* (vocab_rows, hidden) row-major; NULL when tied */
     const void *final_norm;   /* (hidden) */
     snug_linear lm_head;      /* (vocab_rows, hidden); also the embedding when tied */
@@ -193,7 +195,7 @@ static bool matrix(const snug_weights *w, const char *fmt, int32_t layer, snug_l
     int32_t i = snug_weights_find(w, name);
     if (i < 0 || !w->table.params[i].packed) return false;
     const snug_param *p = &w->table.params[i];
-    *out = (snug_linear){w->dtype, p->rows, p->cols, snug_weights_data(w, i)};
+    *out = (snug_linear){p->dtype != SNUG_DTYPE_NONE ? p->dtype : w->dtype, p->rows, p->cols, snug_weights_data(w, i)};
     return true;
 }
 
@@ -203,6 +205,8 @@ static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error
     const char *missing = NULL;
     bool tied = m->cfg.tie_word_embeddings;
     m->embed = tied ? NULL : param(w, "embed_tokens", 0);
+    int32_t ei = tied ? -1 : snug_weights_find(w, "embed_tokens");
+    m->embed_dt = ei >= 0 && w->table.params[ei].dtype != SNUG_DTYPE_NONE ? w->table.params[ei].dtype : w->dtype;
     m->final_norm = param(w, "norm", 0);
     if (!tied && !m->embed) missing = "embed_tokens";
     else if (!m->final_norm) missing = "norm";
@@ -393,7 +397,9 @@ static void embed_part(void *ctx, int32_t thread, int32_t n_threads)
     const op_job *j = ctx;
     const snug_model *m = j->m;
     const snug_model_dims *d = &m->dims;
-    size_t row_bytes = (size_t)d->hidden * snug_dtype_size(m->wdt);
+    bool blocks = snug_dtype_is_quant(m->embed_dt);
+    size_t row_bytes = blocks ? snug_qtype_bytes(snug_dtype_qtype(m->embed_dt), d->hidden)
+                              : (size_t)d->hidden * snug_dtype_size(m->embed_dt);
     int64_t t0, t1;
     snug_pool_split(j->n, 1, thread, n_threads, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
@@ -401,8 +407,11 @@ static void embed_part(void *ctx, int32_t thread, int32_t n_threads)
         int32_t local = j->step->tokens[t] - d->vocab_begin;
         if (local >= 0 && local < d->vocab_len && !m->embed)
             snug_linear_row(&m->lm_head, local, x); /* tied: the lm_head's row */
+        else if (local >= 0 && local < d->vocab_len && blocks)
+            snug_quant_dequantize((snug_qtype)snug_dtype_qtype(m->embed_dt),
+                                  (const char *)m->embed + (size_t)local * row_bytes, x, d->hidden);
         else if (local >= 0 && local < d->vocab_len)
-            m->kern.load(x, (const char *)m->embed + (size_t)local * row_bytes, m->wdt, d->hidden);
+            m->kern.load(x, (const char *)m->embed + (size_t)local * row_bytes, m->embed_dt, d->hidden);
         else
             memset(x, 0, (size_t)d->hidden * sizeof(float));
     }

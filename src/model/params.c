@@ -256,8 +256,28 @@ uint64_t snug_param_numel(const snug_param *p) { return (uint64_t)p->rows * (uin
 
 uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt)
 {
+    if (p->dtype != SNUG_DTYPE_NONE) dt = p->dtype;
     if (p->packed) return (uint64_t)snug_linear_bytes(dt, p->rows, p->cols);
+    if (snug_dtype_is_quant(dt)) return (uint64_t)p->rows * snug_qtype_bytes(snug_dtype_qtype(dt), p->cols);
     return snug_param_numel(p) * snug_dtype_size(dt);
+}
+
+snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
+                                   void *ctx, snug_error *err)
+{
+    for (int32_t i = 0; i < table->n_params; i++) {
+        snug_param *p = &table->params[i];
+        snug_dtype d0 = source_dtype(ctx, p->sources[0].tensor);
+        p->dtype = snug_dtype_is_quant(d0) ? d0 : wdt;
+        for (int32_t s = 1; s < p->n_sources; s++) {
+            snug_dtype ds = source_dtype(ctx, p->sources[s].tensor);
+            if ((snug_dtype_is_quant(d0) || snug_dtype_is_quant(ds)) && ds != d0)
+                return snug_errorf(err, SNUG_UNSUPPORTED, "%s fuses '%s' (%s) and '%s' (%s): one matrix of "
+                                   "two formats is not supported yet", p->name, p->sources[0].tensor,
+                                   snug_dtype_name(d0), p->sources[s].tensor, snug_dtype_name(ds));
+        }
+    }
+    return SNUG_OK;
 }
 
 snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_source_dtype_fn source_dtype,

@@ -53,6 +53,8 @@ typedef struct snug_param {
     int64_t rows, cols;                 /* per-rank shape; cols = 1 when 1-D */
     bool packed;                        /* a matrix the matmul reads: held in the panel
                                          * layout of kernels/linear.h (rows = m, cols = k) */
+    snug_dtype dtype;                   /* held at: SNUG_DTYPE_NONE until set (the sizes
+                                         * then use the weights' type they are given) */
     int32_t n_sources;
     snug_param_source sources[SNUG_PARAM_MAX_SOURCES];
 } snug_param;
@@ -106,7 +108,8 @@ void snug_params_free(snug_param_table *table);
 /* Elements of one parameter on its rank. */
 uint64_t snug_param_numel(const snug_param *p);
 
-/* Bytes one parameter takes at element type dt: rows x cols elements, in
+/* Bytes one parameter takes at its dtype, or at dt when it has none set:
+ * rows x cols elements (rows of cols / block blocks for a block format), in
  * the panel layout when packed (snug_linear_bytes). */
 uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt);
 
@@ -116,6 +119,14 @@ uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt);
 /* The element type of each source tensor of a parameter: the checkpoint's
  * (snug_checkpoint_find), SNUG_DTYPE_NONE when absent. */
 typedef snug_dtype (*snug_source_dtype_fn)(void *ctx, const char *tensor);
+
+/* Sets every parameter's dtype from its sources: the block format of its
+ * sources when they are block formats (base/quant.h: held as the file
+ * holds them, never converted), wdt otherwise. A parameter that fuses
+ * sources of different block formats, or a block format with a float
+ * source, is refused naming them (not supported yet). */
+snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
+                                   void *ctx, snug_error *err);
 
 /* Bytes parameter p takes when held from its sources: at dt, or, when a
  * source is a block format (base/quant.h), each source's slice at its own

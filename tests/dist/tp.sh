@@ -73,7 +73,8 @@ done
 
 # --- greedy ids of generate -------------------------------------------------------------
 gen_args=(-p "Once upon a time" -n 40 --temperature 0 --ignore-eos --ids --threads 1)
-for dir in $stories $gqa; do
+# (and GGUF files as they are: F32, and llama.cpp's Q4_0, each rank reading whole blocks)
+for dir in $stories $gqa tests/data/stories260K/stories260K.gguf tests/data/quant/q7-Q4_0.gguf; do
     want=$("$snug" generate "$dir" "${gen_args[@]}" 2>"$tmp/g1.err")
     for n in 2 4; do
         got=$(mpi "$n" "$snug" generate "$dir" "${gen_args[@]}" --tp "$n" 2>"$tmp/gn.err")
