@@ -310,6 +310,46 @@ static void test_held_bytes_of_block_formats(void)
     }
 }
 
+/* Every tensor of a block format (ctx), norms included. */
+static snug_dtype all_as(void *ctx, const char *tensor)
+{
+    (void)tensor;
+    return *(const snug_dtype *)ctx;
+}
+
+/* v_proj of layer 1 of another block format than the other matrices. */
+static snug_dtype v1_differs(void *ctx, const char *tensor)
+{
+    if (strstr(tensor, "norm")) return SNUG_DTYPE_F32;
+    return strstr(tensor, "layers.1.self_attn.v_proj") ? SNUG_DTYPE_Q6_K : *(const snug_dtype *)ctx;
+}
+
+/* Each parameter's dtype from its sources: matrices keep their block
+ * format, the rest takes the weights' type; a block-format norm and a
+ * matrix fusing two formats are refused naming the tensors. */
+static void test_set_dtypes(void)
+{
+    snug_model_config c = small_config(8, 8, 1001, false, false);
+    c.hidden_size = 512, c.intermediate_size = 1024, c.head_dim = 64;
+    snug_error err = {0};
+    snug_dtype q4k = SNUG_DTYPE_Q4_K;
+    snug_param_table t;
+    CHECK_OK(snug_params_build(&c, 1, 0, &t, &err), &err);
+    CHECK_OK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, matrices_as, &q4k, &err), &err);
+    int bad = 0;
+    for (int32_t i = 0; i < t.n_params; i++)
+        bad += t.params[i].dtype != (t.params[i].n_dims == 2 ? SNUG_DTYPE_Q4_K : SNUG_DTYPE_BF16);
+    CHECK(bad == 0, "%d parameters held at another type", bad);
+    CHECK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, all_as, &q4k, &err) == SNUG_UNSUPPORTED &&
+              strstr(err.msg, "norm.weight' is Q4_K: only matrices may be of a block format"),
+          "a block-format norm: %s", err.msg);
+    CHECK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, v1_differs, &q4k, &err) == SNUG_UNSUPPORTED &&
+              strstr(err.msg, "layers.1.qkv fuses 'model.layers.1.self_attn.q_proj.weight' (Q4_K) and "
+                              "'model.layers.1.self_attn.v_proj.weight' (Q6_K)"),
+          "mixed formats in one fused matrix: %s", err.msg);
+    snug_params_free(&t);
+}
+
 int main(void)
 {
     RUN(test_shard_range);
@@ -320,5 +360,6 @@ int main(void)
     RUN(test_vocab_padding_and_tying);
     RUN(test_qwen2_biases);
     RUN(test_held_bytes_of_block_formats);
+    RUN(test_set_dtypes);
     return test_summary();
 }

@@ -268,6 +268,10 @@ snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug
     for (int32_t i = 0; i < table->n_params; i++) {
         snug_param *p = &table->params[i];
         snug_dtype d0 = source_dtype(ctx, p->sources[0].tensor);
+        if (snug_dtype_is_quant(d0) && p->n_dims != 2)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "tensor '%s' is %s: only matrices may be of a block "
+                               "format (norms and biases are F32, F16 or BF16)", p->sources[0].tensor,
+                               snug_dtype_name(d0));
         p->dtype = snug_dtype_is_quant(d0) ? d0 : wdt;
         for (int32_t s = 1; s < p->n_sources; s++) {
             snug_dtype ds = source_dtype(ctx, p->sources[s].tensor);
