@@ -44,24 +44,16 @@ static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtyp
     r->rank_bytes = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)tp * sizeof *r->rank_bytes, err);
     r->rank_kv_bytes = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)tp * sizeof *r->rank_kv_bytes, err);
     if (!r->rank_bytes || !r->rank_kv_bytes) return SNUG_NOMEM;
-    for (int32_t rank = 0; rank < tp; rank++) {
+    st = snug_params_rank_held_bytes(&ck->config, tp, r->weight_dtype, snug_checkpoint_tensor_dtype, (void *)ck,
+                                     r->rank_bytes, err);
+    for (int32_t rank = 0; st == SNUG_OK && rank < tp; rank++) {
         snug_param_table t;
         st = snug_params_build(&ck->config, tp, rank, &t, err);
         if (st != SNUG_OK) return st;
-        r->rank_bytes[rank] = 0;
-        for (int32_t i = 0; st == SNUG_OK && i < t.n_params; i++) {
-            uint64_t b = 0;
-            st = snug_param_held_bytes(&t.params[i], r->weight_dtype, snug_checkpoint_tensor_dtype, (void *)ck, tp, &b, err);
-            r->rank_bytes[rank] += b;
-        }
-        if (st != SNUG_OK) {
-            snug_params_free(&t);
-            return st;
-        }
-        r->rank_kv_bytes[rank] =
-            snug_config_kv_bytes_per_token(&ck->config, t.n_kv_heads, r->kv_dtype);
+        r->rank_kv_bytes[rank] = snug_config_kv_bytes_per_token(&ck->config, t.n_kv_heads, r->kv_dtype);
         snug_params_free(&t);
     }
+    if (st != SNUG_OK) return st;
     return SNUG_OK;
 }
 

@@ -148,7 +148,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     uint64_t w[SNUG_TP_MAX] = {0};
     snug_model_dims dims;
     if (r->tp > SNUG_TP_MAX || !snug_dtype_is_weight(dt)) return SNUG_OK; /* the loader says */
-    snug_status st = snug_params_rank_bytes(cfg, r->tp, dt, w, err);
+    snug_status st = snug_params_rank_held_bytes(cfg, r->tp, dt, snug_checkpoint_tensor_dtype, (void *)p->ck, w, err);
     if (st == SNUG_OK) st = snug_model_dims_make(cfg, r->tp, r->rank, &dims, err);
     if (st != SNUG_OK) return st; /* as the load itself would fail */
     snug_step_shape shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs,

@@ -353,12 +353,25 @@ snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_er
 snug_status snug_params_rank_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
                                    uint64_t *bytes, snug_error *err)
 {
-    for (int32_t r = 0; r < tp; r++) {
+    return snug_params_rank_held_bytes(cfg, tp, dt, NULL, NULL, bytes, err);
+}
+
+snug_status snug_params_rank_held_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
+                                        snug_source_dtype_fn source_dtype, void *ctx, uint64_t *bytes,
+                                        snug_error *err)
+{
+    snug_status st = SNUG_OK;
+    for (int32_t r = 0; r < tp && st == SNUG_OK; r++) {
         snug_param_table t;
-        snug_status st = snug_params_build(cfg, tp, r, &t, err);
+        st = snug_params_build(cfg, tp, r, &t, err);
         if (st != SNUG_OK) return st;
-        bytes[r] = snug_params_bytes(&t, dt);
+        bytes[r] = source_dtype ? 0 : snug_params_bytes(&t, dt);
+        for (int32_t i = 0; source_dtype && st == SNUG_OK && i < t.n_params; i++) {
+            uint64_t b = 0;
+            st = snug_param_held_bytes(&t.params[i], dt, source_dtype, ctx, tp, &b, err);
+            bytes[r] += b;
+        }
         snug_params_free(&t);
     }
-    return SNUG_OK;
+    return st;
 }

@@ -151,4 +151,11 @@ snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_er
 snug_status snug_params_rank_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
                                    uint64_t *bytes, snug_error *err);
 
+/* As snug_params_rank_bytes, each parameter held from the sources
+ * source_dtype (with ctx) says the checkpoint holds (snug_param_held_bytes:
+ * block formats as they are); source_dtype NULL: every one at dt. */
+snug_status snug_params_rank_held_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
+                                        snug_source_dtype_fn source_dtype, void *ctx, uint64_t *bytes,
+                                        snug_error *err);
+
 #endif /* SNUG_PARAMS_H */
