@@ -537,10 +537,6 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     /* each parameter's type: the weights', or the block format its sources
      * hold (kept as it is, slices of whole blocks) */
     if (st == SNUG_OK) st = snug_params_set_dtypes(&w->table, o.dtype, snug_checkpoint_tensor_dtype, (void *)ck, err);
-    for (int32_t i = 0; st == SNUG_OK && i < w->table.n_params; i++) {
-        uint64_t b;
-        st = snug_param_held_bytes(&w->table.params[i], o.dtype, snug_checkpoint_tensor_dtype, (void *)ck, o.tp, &b, err);
-    }
     if (st == SNUG_OK) st = check_coverage(&w->table, &pl, err);
     if (st == SNUG_OK) st = plan_items(&w->table, o.item_bytes, staging_each, o.n_threads, &pl, err);
     if (st == SNUG_OK) st = plan_panels(&w->table, o.dtype, o.n_threads, &pl, err);

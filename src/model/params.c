@@ -262,6 +262,20 @@ uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt)
     return snug_param_numel(p) * snug_dtype_size(dt);
 }
 
+/* A source of block format sdt whose slice (at tensor-parallel size tp)
+ * must be whole blocks: an error naming the tensor otherwise. */
+static snug_status check_blocks(const snug_param_source *src, snug_dtype sdt, int32_t tp, snug_error *err)
+{
+    int64_t block = snug_qtype_block(snug_dtype_qtype(sdt));
+    if (src->col_begin % block == 0 && src->n_cols % block == 0) return SNUG_OK;
+    return snug_errorf(err, SNUG_INVALID, "tensor '%s' (%s, blocks of %lld): tensor parallel %d "
+                       "gives a rank columns [%lld, %lld) of its %lld, which cuts a block; a tp "
+                       "whose share of %lld columns is a multiple of %lld works", src->tensor,
+                       snug_dtype_name(sdt), (long long)block, tp, (long long)src->col_begin,
+                       (long long)(src->col_begin + src->n_cols), (long long)src->cols,
+                       (long long)src->cols, (long long)block);
+}
+
 snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
                                    void *ctx, snug_error *err)
 {
@@ -273,6 +287,10 @@ snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug
                                "format (norms and biases are F32, F16 or BF16)", p->sources[0].tensor,
                                snug_dtype_name(d0));
         p->dtype = snug_dtype_is_quant(d0) ? d0 : wdt;
+        for (int32_t s = 0; snug_dtype_is_quant(d0) && s < p->n_sources; s++) {
+            snug_status st = check_blocks(&p->sources[s], d0, table->tp, err);
+            if (st != SNUG_OK) return st;
+        }
         for (int32_t s = 1; s < p->n_sources; s++) {
             snug_dtype ds = source_dtype(ctx, p->sources[s].tensor);
             if ((snug_dtype_is_quant(d0) || snug_dtype_is_quant(ds)) && ds != d0)
@@ -303,14 +321,8 @@ snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_sourc
             rows += src->n_rows;
             continue;
         }
-        int64_t block = snug_qtype_block(snug_dtype_qtype(sdt));
-        if (src->col_begin % block != 0 || src->n_cols % block != 0)
-            return snug_errorf(err, SNUG_INVALID, "tensor '%s' (%s, blocks of %lld): tensor parallel %d "
-                               "gives a rank columns [%lld, %lld) of its %lld, which cuts a block; a tp "
-                               "whose share of %lld columns is a multiple of %lld works", src->tensor,
-                               snug_dtype_name(sdt), (long long)block, tp, (long long)src->col_begin,
-                               (long long)(src->col_begin + src->n_cols), (long long)src->cols,
-                               (long long)src->cols, (long long)block);
+        snug_status st = check_blocks(src, sdt, tp, err);
+        if (st != SNUG_OK) return st;
         *bytes += (uint64_t)src->n_rows * snug_qtype_bytes(snug_dtype_qtype(sdt), src->n_cols);
         rows += src->n_rows;
     }

@@ -124,8 +124,9 @@ typedef snug_dtype (*snug_source_dtype_fn)(void *ctx, const char *tensor);
  * sources when they are block formats (base/quant.h: held as the file
  * holds them, never converted), wdt otherwise. A parameter that fuses
  * sources of different block formats, or a block format with a float
- * source, is refused naming them (not supported yet), and so is a norm or
- * bias of a block format. */
+ * source, is refused naming them (not supported yet), and so are a norm or
+ * bias of a block format and a slice that cuts a block (as
+ * snug_param_held_bytes refuses it). */
 snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
                                    void *ctx, snug_error *err);
 
