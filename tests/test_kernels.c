@@ -319,17 +319,21 @@ static void scalar_vs_ref(const snug_linear *lin, int64_t n, const float *y, con
 /* Runs the SIMD table kv on lin with 1 thread and with the pool's, against
  * the scalar table's y: each product's error relative to mag within 1e-5
  * (1e-2 for vdpbf16ps above 4 rows, which rounds x to bf16), the worst
- * into *worst. Returns 1 when the 1- and 2-thread products differ. */
+ * into *worst. The pool's run writes into rows of y 3 floats wider
+ * (snug_matmul_into), which must keep their 3 columns past m. Returns 1
+ * when the 1- and 2-thread products differ. */
 static int simd_vs_scalar(const variant *kv, const snug_linear *lin, const float *x, int64_t n,
                           const float *y, const double *mag, void *scratch, snug_pool *pool, double *worst)
 {
     int64_t m = lin->m;
     bool dp = kv->k.bf16_insn == SNUG_INSN_DPBF16_ZMM && lin->dtype == SNUG_DTYPE_BF16;
     double tol = dp && n > 4 ? 1e-2 : 1e-5;
-    float *y1 = malloc((size_t)(n * m) * sizeof(float)), *y2 = malloc((size_t)(n * m) * sizeof(float));
-    for (int64_t i = 0; i < n * m; i++) y1[i] = y2[i] = NAN;
+    const int64_t ldy = m + 3;
+    float *y1 = malloc((size_t)(n * m) * sizeof(float)), *y2 = malloc((size_t)(n * ldy) * sizeof(float));
+    for (int64_t i = 0; i < n * m; i++) y1[i] = NAN;
+    for (int64_t i = 0; i < n * ldy; i++) y2[i] = -7.0f;
     snug_matmul(&kv->k, y1, x, n, lin, scratch, NULL);
-    snug_matmul(&kv->k, y2, x, n, lin, scratch, pool);
+    snug_matmul_into(&kv->k, y2, ldy, x, n, lin, scratch, pool);
     int bad = 0;
     for (int64_t i = 0; i < n * m; i++) {
         double e = fabs((double)y1[i] - y[i]) / (mag[i] + 1e-30);
@@ -338,7 +342,11 @@ static int simd_vs_scalar(const variant *kv, const snug_linear *lin, const float
             CHECK(false, "%s %s n=%ld k=%ld m=%ld [%ld]: %g vs scalar %g", kv->name, snug_dtype_name(lin->dtype),
                   (long)n, (long)lin->k, (long)m, (long)i, y1[i], y[i]);
     }
-    int differ = memcmp(y1, y2, (size_t)(n * m) * sizeof(float)) != 0;
+    int differ = 0;
+    for (int64_t t = 0; t < n; t++) {
+        differ |= memcmp(y1 + t * m, y2 + t * ldy, (size_t)m * sizeof(float)) != 0;
+        for (int64_t o = m; o < ldy; o++) differ |= y2[t * ldy + o] != -7.0f;
+    }
     free(y1);
     free(y2);
     return differ;
@@ -382,7 +390,7 @@ static void test_matmul(void)
             free(y);
         }
     }
-    CHECK(thread_mismatch == 0, "%d products differ between 1 and 2 threads", thread_mismatch);
+    CHECK(thread_mismatch == 0, "%d products differ between 1 and 2 threads (or wrote past their columns)", thread_mismatch);
     printf("  matmul scalar vs double: max err %.3g of sum|terms| (tolerance 1e-5), %d shapes x 3 "
            "dtypes\n",
            worst_scalar, ns);
@@ -490,13 +498,14 @@ static void mock_bf16_dp(int64_t kc, const void *a, const void *const b[3], int3
     mock_store(acc, np, c, ldc, mr_v, add);
 }
 
-static void mock_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0, int64_t p1)
+static void mock_gemv(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+                      int64_t p1)
 {
     for (int64_t o = p0 * 16; o < SNUG_MIN(w->m, p1 * 16); o++)
         for (int64_t t = 0; t < n; t++) {
             float s = 0;
             for (int64_t e = 0; e < w->k; e++) s += x[t * w->k + e] * snug_linear_elem(w, o, e);
-            y[t * w->m + o] = s;
+            y[t * ldy + o] = s;
         }
 }
 

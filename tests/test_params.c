@@ -325,8 +325,10 @@ static snug_dtype v1_differs(void *ctx, const char *tensor)
 }
 
 /* Each parameter's dtype from its sources: matrices keep their block
- * format, the rest takes the weights' type; a block-format norm and a
- * matrix fusing two formats are refused naming the tensors. */
+ * format, the rest takes the weights' type; a block-format norm is refused
+ * naming the tensor; a matrix fusing two formats is split into parts of
+ * one format each, placed one after another (64-byte aligned), sized to
+ * the byte by snug_param_bytes and snug_param_held_bytes alike. */
 static void test_set_dtypes(void)
 {
     snug_model_config c = small_config(8, 8, 1001, false, false);
@@ -343,10 +345,33 @@ static void test_set_dtypes(void)
     CHECK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, all_as, &q4k, &err) == SNUG_UNSUPPORTED &&
               strstr(err.msg, "norm.weight' is Q4_K: only matrices may be of a block format"),
           "a block-format norm: %s", err.msg);
-    CHECK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, v1_differs, &q4k, &err) == SNUG_UNSUPPORTED &&
-              strstr(err.msg, "layers.1.qkv fuses 'model.layers.1.self_attn.q_proj.weight' (Q4_K) and "
-                              "'model.layers.1.self_attn.v_proj.weight' (Q6_K)"),
-          "mixed formats in one fused matrix: %s", err.msg);
+    /* a matrix fusing two formats is split, a part per source, each at its own format */
+    CHECK_OK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, v1_differs, &q4k, &err), &err);
+    int split = 0;
+    for (int32_t i = 0; i < t.n_params; i++) {
+        const snug_param *p = &t.params[i];
+        split += p->split;
+        if (!p->split) continue;
+        CHECK(strcmp(p->name, "layers.1.qkv") == 0 && snug_param_parts(p) == 3, "%s split in %d", p->name,
+              snug_param_parts(p));
+        /* 512 rows of 2 Q4_K blocks (144 bytes) for q and k, 2 Q6_K blocks (210 bytes) for v */
+        static const struct { snug_dtype dt; int64_t rows, panel; uint64_t offset; } want[3] = {
+            {SNUG_DTYPE_Q4_K, 512, 0, 0}, {SNUG_DTYPE_Q4_K, 512, 32, 147456}, {SNUG_DTYPE_Q6_K, 512, 64, 294912}};
+        for (int32_t s = 0; s < 3; s++) {
+            snug_param_part part = snug_param_source_part(p, s, SNUG_DTYPE_BF16);
+            CHECK(part.dtype == want[s].dt && part.rows == want[s].rows && part.row == 0 &&
+                      part.panel == want[s].panel && part.offset == want[s].offset,
+                  "part %d: %s, %lld rows from %lld, panel %lld, at %llu", s, snug_dtype_name(part.dtype),
+                  (long long)part.rows, (long long)part.row, (long long)part.panel,
+                  (unsigned long long)part.offset);
+        }
+        uint64_t held = 0;
+        CHECK_OK(snug_param_held_bytes(p, SNUG_DTYPE_BF16, v1_differs, &q4k, 1, &held, &err), &err);
+        CHECK(snug_param_bytes(p, SNUG_DTYPE_BF16) == 294912 + 215040 && held == 294912 + 215040,
+              "split qkv: %llu bytes, %llu predicted, want 509952",
+              (unsigned long long)snug_param_bytes(p, SNUG_DTYPE_BF16), (unsigned long long)held);
+    }
+    CHECK(split == 1, "%d parameters split, want layers.1.qkv alone", split);
     snug_params_free(&t);
 }
 

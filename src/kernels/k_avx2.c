@@ -109,7 +109,7 @@ enum { GEMV_AHEAD = 48 };
 /* The matrix-vector path over PG full panels from b (each 16 rows, panel
  * stride `stride` bytes) for NT rows of x: y[t][o0 + l]. Accumulates the
  * even and the odd elements of bf16 pairs in the same registers. */
-T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t m, const unsigned char *b,
+T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t ldy, const unsigned char *b,
                             size_t stride, int64_t o0, const snug_dtype dt, const int NT,
                             const int PG)
 {
@@ -193,12 +193,12 @@ T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t m, cons
     for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
         for (int g = 0; g < PG; g++) {
-            _mm256_storeu_ps(y + t * m + o0 + g * 16, acc[t][g][0]);
-            _mm256_storeu_ps(y + t * m + o0 + g * 16 + 8, acc[t][g][1]);
+            _mm256_storeu_ps(y + t * ldy + o0 + g * 16, acc[t][g][0]);
+            _mm256_storeu_ps(y + t * ldy + o0 + g * 16 + 8, acc[t][g][1]);
         }
 }
 
-T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+T_AVX2_INL void gemv_dt(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                         int64_t p1, const snug_dtype dt)
 {
     const int64_t k = w->k, m = w->m, full = m / SNUG_PANEL;
@@ -208,10 +208,10 @@ T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const snug_linear *
     for (; p < pf; p++) {
         const unsigned char *b = base + p * stride;
         switch (n) {
-        case 1: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 1, 1); break;
-        case 2: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 2, 1); break;
-        case 3: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 3, 1); break;
-        default: gemv_panels(y, x, k, m, b, stride, p * 16, dt, 4, 1); break;
+        case 1: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 1, 1); break;
+        case 2: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 2, 1); break;
+        case 3: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 3, 1); break;
+        default: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 4, 1); break;
         }
     }
     /* the narrow last panel (a few rows of one matrix): element by element */
@@ -219,20 +219,20 @@ T_AVX2_INL void gemv_dt(float *y, const float *x, int64_t n, const snug_linear *
         for (int64_t t = 0; t < n; t++) {
             float s = 0.0f;
             for (int64_t e = 0; e < k; e++) s += x[t * k + e] * snug_linear_elem(w, o, e);
-            y[t * m + o] = s;
+            y[t * ldy + o] = s;
         }
 }
 
-T_AVX2 void snug_avx2_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+T_AVX2 void snug_avx2_gemv(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                            int64_t p1)
 {
     SNUG_ASSERT(n >= 1 && n <= SNUG_GEMV_MAX_N);
     if (w->dtype == SNUG_DTYPE_BF16)
-        gemv_dt(y, x, n, w, p0, p1, SNUG_DTYPE_BF16);
+        gemv_dt(y, ldy, x, n, w, p0, p1, SNUG_DTYPE_BF16);
     else if (w->dtype == SNUG_DTYPE_F16)
-        gemv_dt(y, x, n, w, p0, p1, SNUG_DTYPE_F16);
+        gemv_dt(y, ldy, x, n, w, p0, p1, SNUG_DTYPE_F16);
     else
-        gemv_dt(y, x, n, w, p0, p1, SNUG_DTYPE_F32);
+        gemv_dt(y, ldy, x, n, w, p0, p1, SNUG_DTYPE_F32);
 }
 
 /* The micro-kernel: MR rows of x against one full panel (two vectors per

@@ -79,8 +79,9 @@ typedef struct snug_gemm_kind {
 /* What one instruction set supplies to the driver. */
 typedef struct snug_matmul_ops {
     /* y[t][o] for t < n (<= SNUG_GEMV_MAX_N) and the rows o of panels
-     * [p0, p1) of w (the narrow last panel included); y rows of w->m. */
-    void (*gemv)(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+     * [p0, p1) of w (the narrow last panel included); y rows ldy floats
+     * apart. */
+    void (*gemv)(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                  int64_t p1);
     snug_insn gemv_insn;
     snug_gemm_kind f32, f16;
@@ -96,8 +97,8 @@ typedef struct snug_matmul_ops {
 
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD
  * instruction set: the contract of snug_matmul. */
-void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, const float *x,
-                         int64_t n, const snug_linear *w, void *scratch, snug_pool *pool);
+void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, int64_t ldy,
+                         const float *x, int64_t n, const snug_linear *w, void *scratch, snug_pool *pool);
 
 /* The kind snug_matmul_blocked runs for weights of dtype wdt and n > 4
  * rows of x under the table kt (its bf16 choice), and whether it converts
@@ -113,7 +114,7 @@ extern const snug_matmul_ops snug_avx512bf16_matmul_ops;
 
 /* The AVX2 matrix-vector path, which the AVX-512 tables reuse where the
  * memory, not the arithmetic, is the limit. */
-void snug_avx2_gemv(float *y, const float *x, int64_t n, const snug_linear *w, int64_t p0,
+void snug_avx2_gemv(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                     int64_t p1);
 
 #if defined(__x86_64__) || defined(__i386__)

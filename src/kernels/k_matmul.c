@@ -60,6 +60,7 @@ size_t snug_matmul_scratch_bytes(int32_t n_threads, int64_t n_max, int64_t k_max
 /* The scalar loops' job: rows [o0, o1) of w for each thread's share. */
 typedef struct scalar_job {
     float *y;
+    int64_t ldy;
     const float *x;
     int64_t n;
     const snug_linear *w;
@@ -88,7 +89,7 @@ static void matmul_scalar(void *ctx, int32_t thread, int32_t n_threads)
                         for (int64_t i = 0; i < bs; i++) acc[t] += xt[i] * blk[i];
                     }
                 }
-                for (int64_t t = 0; t < nt; t++) j->y[(t0 + t) * m + o] = acc[t];
+                for (int64_t t = 0; t < nt; t++) j->y[(t0 + t) * j->ldy + o] = acc[t];
             }
         return;
     }
@@ -97,7 +98,7 @@ static void matmul_scalar(void *ctx, int32_t thread, int32_t n_threads)
             const float *xt = j->x + t * k;
             float acc = 0.0f;
             for (int64_t i = 0; i < k; i++) acc += xt[i] * snug_linear_elem(j->w, o, i);
-            j->y[t * m + o] = acc;
+            j->y[t * j->ldy + o] = acc;
         }
     }
 }
@@ -260,9 +261,10 @@ static int64_t slice_lines(snug_dtype dt, int64_t len)
  * contract of gemm_thread). */
 static void gemm_thread_stream(const snug_gemm_kind *g, bool convert,
                                void (*to_f32)(float *, const uint32_t *, int64_t), float *conv, float *y,
-                               const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0, int64_t p1)
+                               int64_t ldy, const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0,
+                               int64_t p1)
 {
-    const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
+    const int64_t mr = g->mr, k = w->k, panels_a = (n + mr - 1) / mr;
     for (int64_t jp = p0; jp < p1; jp += 3) {
         int32_t np = (int32_t)SNUG_MIN(3, p1 - jp);
         for (int64_t pc = 0; pc < k; pc += g->kc) {
@@ -286,7 +288,7 @@ static void gemm_thread_stream(const snug_gemm_kind *g, bool convert,
             for (int64_t t = 0; t < tiles; t++) {
                 pf.first = lines * t / tiles;
                 pf.count = SNUG_MIN(steps, lines * (t + 1) / tiles - pf.first);
-                g->micro(len, ablock + t * ks_a * mr, b, np, y + t * mr * m + jp * SNUG_PANEL, m,
+                g->micro(len, ablock + t * ks_a * mr, b, np, y + t * mr * ldy + jp * SNUG_PANEL, ldy,
                          (int32_t)SNUG_MIN(mr, n - t * mr), pc > 0, &pf);
             }
         }
@@ -296,15 +298,15 @@ static void gemm_thread_stream(const snug_gemm_kind *g, bool convert,
 /* One thread's share: the full panels [p0, p1) of w against all n rows of
  * x, packed whole in ap; tb is the thread's private scratch. */
 static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(float *, const uint32_t *, int64_t),
-                        float *y, const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0,
+                        float *y, int64_t ldy, const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0,
                         int64_t p1, unsigned char *tb)
 {
-    const int64_t mr = g->mr, k = w->k, m = w->m, panels_a = (n + mr - 1) / mr;
+    const int64_t mr = g->mr, k = w->k, panels_a = (n + mr - 1) / mr;
     const int64_t mc_max = SNUG_GEMM_MC / mr * mr; /* whole tiles of x per block */
     float *conv = (float *)(void *)tb;               /* 3 converted slices */
     const snug_prefetch none = {.count = 0};
     if (n <= GEMM_STREAM_MAX_N) {
-        gemm_thread_stream(g, convert, to_f32, conv, y, ap, n, w, p0, p1);
+        gemm_thread_stream(g, convert, to_f32, conv, y, ldy, ap, n, w, p0, p1);
         return;
     }
     /* blocks of the thread's panels whose tile of y (mc x 384 floats) stays
@@ -333,7 +335,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
                         if (nx_pc < k && !snug_dtype_is_quant(w->dtype))
                             prefetch_part(w, nx_p, nx_np, nx_pc, nx_len, ir / mr, tiles);
                         g->micro(len, ablock + ((ic + ir) / mr) * ks_a * mr, b, np,
-                                 y + (ic + ir) * m + jp * SNUG_PANEL, m, (int32_t)SNUG_MIN(mr, mc - ir),
+                                 y + (ic + ir) * ldy + jp * SNUG_PANEL, ldy, (int32_t)SNUG_MIN(mr, mc - ir),
                                  pc > 0, &none);
                     }
                 }
@@ -346,7 +348,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
  * write whole panels, so a matrix whose m is not a multiple of 16 runs its
  * last panel's tiles into a local tile first. */
 static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
-                             void (*to_f32)(float *, const uint32_t *, int64_t), float *y,
+                             void (*to_f32)(float *, const uint32_t *, int64_t), float *y, int64_t ldy,
                              const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p,
                              unsigned char *tb)
 {
@@ -376,7 +378,7 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
                      pc > 0, &none);
         }
         for (int32_t i = 0; i < mr_v; i++)
-            memcpy(y + (ir + i) * m + p * SNUG_PANEL, tile + i * SNUG_PANEL,
+            memcpy(y + (ir + i) * ldy + p * SNUG_PANEL, tile + i * SNUG_PANEL,
                    (size_t)width * sizeof(float));
     }
 }
@@ -387,6 +389,7 @@ typedef struct matmul_job {
     const snug_gemm_kind *g; /* NULL: the matrix-vector path */
     bool convert;
     float *y;
+    int64_t ldy;             /* floats from one row of y to the next */
     const float *x;
     int64_t n;
     const snug_linear *w;
@@ -408,7 +411,7 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
     if (tid < nth) snug_pool_split(full, 1, tid, (int32_t)nth, &p0, &p1);
     if (!j->g) {
         if (tid == nth - 1) p1 = panels;
-        if (p0 < p1) j->o->gemv(j->y, j->x, j->n, j->w, p0, p1);
+        if (p0 < p1) j->o->gemv(j->y, j->ldy, j->x, j->n, j->w, p0, p1);
         return;
     }
     int64_t panels_a = (j->n + j->g->mr - 1) / j->g->mr, a0 = 0, a1 = 0;
@@ -416,21 +419,21 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
     pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, a0, a1);
     if (j->pool) snug_pool_barrier(j->pool, tid);
     unsigned char *tb = j->scratch + (size_t)tid * thread_bytes();
-    if (p0 < p1) gemm_thread(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ap, j->n, j->w, p0, p1, tb);
+    if (p0 < p1) gemm_thread(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
     if (tid == nth - 1 && full < panels)
-        gemm_thread_edge(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ap, j->n, j->w, full, tb);
+        gemm_thread_edge(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
 }
 
-void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, const float *x,
-                         int64_t n, const snug_linear *w, void *scratch, snug_pool *pool)
+void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, int64_t ldy,
+                         const float *x, int64_t n, const snug_linear *w, void *scratch, snug_pool *pool)
 {
     int64_t k = w->k, m = w->m;
     if (n <= 0 || m <= 0) return;
     if (k <= 0) {
-        memset(y, 0, (size_t)n * (size_t)m * sizeof(float));
+        for (int64_t t = 0; t < n; t++) memset(y + t * ldy, 0, (size_t)m * sizeof(float));
         return;
     }
-    matmul_job j = {.o = o, .y = y, .x = x, .n = n, .w = w, .scratch = scratch, .pool = pool};
+    matmul_job j = {.o = o, .y = y, .ldy = ldy, .x = x, .n = n, .w = w, .scratch = scratch, .pool = pool};
     if (n > SNUG_GEMV_MAX_N || snug_dtype_is_quant(w->dtype)) { /* (no block-format gemv yet) */
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
@@ -452,16 +455,22 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
 
 /* ---- the public side ------------------------------------------------------- */
 
-void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,
-                 void *scratch, snug_pool *pool)
+void snug_matmul_into(const snug_kernels *k, float *y, int64_t ldy, const float *x, int64_t n,
+                      const snug_linear *w, void *scratch, snug_pool *pool)
 {
     if (!k->mm) {
-        scalar_job j = {y, x, n, w};
+        scalar_job j = {y, ldy, x, n, w};
         if (pool) snug_pool_run(pool, matmul_scalar, &j);
         else matmul_scalar(&j, 0, 1);
         return;
     }
-    snug_matmul_blocked(k, k->mm, y, x, n, w, scratch, pool);
+    snug_matmul_blocked(k, k->mm, y, ldy, x, n, w, scratch, pool);
+}
+
+void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,
+                 void *scratch, snug_pool *pool)
+{
+    snug_matmul_into(k, y, w->m, x, n, w, scratch, pool);
 }
 
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)

@@ -209,6 +209,13 @@ snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *e
 void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,
                  void *scratch, snug_pool *pool);
 
+/* As snug_matmul, with y's rows ldy (>= w->m) floats apart: w's outputs
+ * are columns [0, w->m) of a wider y (one part of a matrix whose row
+ * ranges are held in different formats); the other columns are left as
+ * they are. */
+void snug_matmul_into(const snug_kernels *k, float *y, int64_t ldy, const float *x, int64_t n,
+                      const snug_linear *w, void *scratch, snug_pool *pool);
+
 /* The instruction the inner loop of snug_matmul runs for weights of dtype
  * wdt and n rows of x under k. Pure. */
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n);

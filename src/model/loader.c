@@ -63,6 +63,12 @@ typedef struct load_plan {
  * loader's peak stays within weights x 1.01 with the staging). */
 #define PACK_SHARE 0.004
 
+/* The format source s of p is held in. */
+static snug_dtype held_dtype(const snug_param *p, int32_t s)
+{
+    return p->split ? p->sources[s].dtype : p->dtype;
+}
+
 /* Bytes of n elements of one row of dt (of a block format: whole blocks). */
 static size_t row_bytes_of(snug_dtype dt, int64_t n)
 {
@@ -184,6 +190,7 @@ static snug_status check_coverage(const snug_param_table *t, load_plan *pl, snug
             n++;
         }
         int64_t rows = 0;
+        pl->expected[i] = 0;
         for (int32_t a = 0; a < n; a++) {
             rows += covered[a][1] - covered[a][0];
             for (int32_t b = 0; b < a; b++)
@@ -194,7 +201,8 @@ static snug_status check_coverage(const snug_param_table *t, load_plan *pl, snug
         if (rows != p->rows && p->kind != SNUG_SHARD_VOCAB)
             return snug_errorf(err, SNUG_INTERNAL, "parameter %s: sources fill %lld of %lld rows",
                                p->name, (long long)rows, (long long)p->rows);
-        pl->expected[i] = (uint64_t)rows * row_bytes_of(p->dtype, p->cols);
+        for (int32_t a = 0; a < p->n_sources; a++)
+            pl->expected[i] += (uint64_t)p->sources[a].n_rows * row_bytes_of(held_dtype(p, a), p->cols);
     }
     return SNUG_OK;
 }
@@ -213,9 +221,10 @@ static snug_status plan_items(const snug_param_table *t, size_t item_bytes, size
         int64_t n = 0, n_conv = 0;
         for (int32_t i = 0; i < t->n_params; i++) {
             const snug_param *p = &t->params[i];
-            snug_dtype dtype = p->dtype;
             for (int32_t s = 0; s < p->n_sources; s++) {
                 const snug_param_source *src = &p->sources[s];
+                snug_param_part part = snug_param_source_part(p, s, p->dtype);
+                snug_dtype dtype = part.dtype;
                 snug_dtype sdt = ref_of(pl, i, s)->tensor->dtype;
                 size_t src_row = row_bytes_of(sdt, src->n_cols);
                 size_t row = SNUG_MAX(src_row, row_bytes_of(dtype, src->n_cols));
@@ -231,12 +240,12 @@ static snug_status plan_items(const snug_param_table *t, size_t item_bytes, size
                 int64_t step = (int64_t)SNUG_MAX((size_t)1, limit / row);
                 /* packed rows are contiguous only inside a panel when bf16
                  * pairs pad an odd k: items then end at panel boundaries */
-                bool by_panel = p->packed && snug_linear_raw_offset(dtype, p->rows, p->cols, SNUG_PANEL) !=
+                bool by_panel = p->packed && snug_linear_raw_offset(dtype, part.rows, p->cols, SNUG_PANEL) !=
                                                  (size_t)SNUG_PANEL * row_bytes_of(dtype, p->cols);
                 for (int64_t r0 = 0, r1; r0 < src->n_rows; r0 = r1, n++) {
                     r1 = SNUG_MIN(src->n_rows, r0 + step);
                     if (by_panel) {
-                        int64_t next = ((src->dst_row + r0) / SNUG_PANEL + 1) * SNUG_PANEL - src->dst_row;
+                        int64_t next = ((part.row + r0) / SNUG_PANEL + 1) * SNUG_PANEL - part.row;
                         r1 = SNUG_MIN(r1, next);
                     }
                     int64_t rows = r1 - r0;
@@ -273,9 +282,13 @@ static snug_status plan_panels(const snug_param_table *t, snug_dtype dtype, int3
     if (!pl->panel0) return snug_error_prefix(err, SNUG_NOMEM, "load plan: ");
     for (int32_t i = 0; i < t->n_params; i++) {
         pl->panel0[i] = n;
-        if (!t->params[i].packed) continue;
-        n += (t->params[i].rows + SNUG_PANEL - 1) / SNUG_PANEL;
-        scratch = SNUG_MAX(scratch, snug_linear_pack_scratch_bytes(t->params[i].dtype, t->params[i].cols));
+        const snug_param *p = &t->params[i];
+        if (!p->packed) continue;
+        for (int32_t s = 0; s < snug_param_parts(p); s++) {
+            snug_param_part part = snug_param_source_part(p, s, p->dtype);
+            n += (part.rows + SNUG_PANEL - 1) / SNUG_PANEL;
+            scratch = SNUG_MAX(scratch, snug_linear_pack_scratch_bytes(part.dtype, p->cols));
+        }
     }
     pl->n_panels = n;
     if (n == 0) return SNUG_OK;
@@ -296,9 +309,11 @@ static snug_status plan_panels(const snug_param_table *t, snug_dtype dtype, int3
     }
     for (int32_t i = 0; i < t->n_params; i++) {
         const snug_param *p = &t->params[i];
-        for (int32_t s = 0; p->packed && s < p->n_sources; s++)
-            for (int64_t r = p->sources[s].dst_row; r < p->sources[s].dst_row + p->sources[s].n_rows; r++)
-                pl->due[pl->panel0[i] + r / SNUG_PANEL]++;
+        for (int32_t s = 0; p->packed && s < p->n_sources; s++) {
+            snug_param_part part = snug_param_source_part(p, s, p->dtype);
+            for (int64_t r = part.row; r < part.row + p->sources[s].n_rows; r++)
+                pl->due[pl->panel0[i] + part.panel + r / SNUG_PANEL]++;
+        }
     }
     return SNUG_OK;
 }
@@ -313,16 +328,23 @@ static int64_t slot_of(const load_plan *pl, const load_item *it, int32_t thread,
     return pl->n_converting <= n_threads ? it->convert : thread;
 }
 
-/* Counts rows [r0, r1) of packed parameter i as arrived, and packs each
- * panel they complete in place through a free packing slot of pack_area,
- * or leaves it for snug_weights_load to pack when every slot is busy. */
-static void pack_arrived(const snug_weights *w, load_plan *pl, int32_t i, int64_t r0, int64_t r1,
-                         unsigned char *pack_area)
+/* Packs panel q of the part (of packed parameter i) through tmp. */
+static void pack_panel(const snug_weights *w, int32_t i, const snug_param_part *part, int64_t q, void *tmp)
 {
     const snug_param *p = &w->table.params[i];
+    snug_linear_pack_panel(w->arena + w->offsets[i] + part->offset, part->dtype, part->rows, p->cols, q, tmp);
+}
+
+/* Counts rows [r0, r1) of the part of packed parameter i as arrived, and
+ * packs each panel they complete in place through a free packing slot of
+ * pack_area, or leaves it for snug_weights_load to pack when every slot is
+ * busy. */
+static void pack_arrived(const snug_weights *w, load_plan *pl, int32_t i, const snug_param_part *part,
+                         int64_t r0, int64_t r1, unsigned char *pack_area)
+{
     for (int64_t q = r0 / SNUG_PANEL; q * SNUG_PANEL < r1; q++) {
         int32_t rows = (int32_t)(SNUG_MIN(r1, (q + 1) * SNUG_PANEL) - SNUG_MAX(r0, q * SNUG_PANEL));
-        int64_t c = pl->panel0[i] + q;
+        int64_t c = pl->panel0[i] + part->panel + q;
         if (atomic_fetch_add(&pl->arrived[c], rows) + rows != pl->due[c]) continue;
         int32_t slot = 0;
         while (slot < pl->n_pack_slots && atomic_exchange(&pl->pack_busy[slot], 1)) slot++;
@@ -330,8 +352,7 @@ static void pack_arrived(const snug_weights *w, load_plan *pl, int32_t i, int64_
             pl->deferred[atomic_fetch_add(&pl->n_deferred, 1)] = c;
             continue;
         }
-        snug_linear_pack_panel(w->arena + w->offsets[i], p->dtype, p->rows, p->cols, q,
-                               pack_area + (size_t)slot * pl->pack_bytes);
+        pack_panel(w, i, part, q, pack_area + (size_t)slot * pl->pack_bytes);
         atomic_store(&pl->pack_busy[slot], 0);
     }
 }
@@ -345,8 +366,10 @@ static void pack_deferred(const snug_weights *w, load_plan *pl, unsigned char *p
         while (i + 1 < w->table.n_params && pl->panel0[i + 1] <= c) i++;
         while (!w->table.params[i].packed) i--; /* parameters without panels share the index */
         const snug_param *p = &w->table.params[i];
-        snug_linear_pack_panel(w->arena + w->offsets[i], p->dtype, p->rows, p->cols, c - pl->panel0[i],
-                               pack_area);
+        int32_t s = snug_param_parts(p) - 1;
+        snug_param_part part = snug_param_source_part(p, s, p->dtype);
+        while (pl->panel0[i] + part.panel > c) part = snug_param_source_part(p, --s, p->dtype);
+        pack_panel(w, i, &part, c - pl->panel0[i] - part.panel, pack_area);
     }
 }
 
@@ -364,11 +387,12 @@ static snug_status load_item_run(const snug_weights *w, load_plan *pl, const loa
     size_t seg = row_bytes_of(sdt, src->n_cols);     /* one row's slice in the file */
     uint64_t stride = row_bytes_of(sdt, src->cols);  /* one whole row in the file */
     uint64_t off = (uint64_t)(src->row_begin + it->row0) * stride + row_bytes_of(sdt, src->col_begin);
-    int64_t row = src->dst_row + it->row0; /* the item's first row in the parameter */
-    unsigned char *dst = w->arena + w->offsets[it->param] +
-                         (p->packed ? snug_linear_raw_offset(p->dtype, p->rows, p->cols, row)
-                                    : (size_t)row * row_bytes_of(p->dtype, p->cols));
-    bool same = sdt == p->dtype;
+    snug_param_part part = snug_param_source_part(p, it->source, p->dtype);
+    int64_t row = part.row + it->row0; /* the item's first row in its matrix */
+    unsigned char *dst = w->arena + w->offsets[it->param] + part.offset +
+                         (p->packed ? snug_linear_raw_offset(part.dtype, part.rows, p->cols, row)
+                                    : (size_t)row * row_bytes_of(part.dtype, p->cols));
+    bool same = sdt == part.dtype;
     unsigned char *into = same ? dst : staging;
     size_t n = (size_t)it->n_rows * seg;
     snug_status st;
@@ -380,9 +404,9 @@ static snug_status load_item_run(const snug_weights *w, load_plan *pl, const loa
     }
     if (st != SNUG_OK) return st;
     if (!same)
-        snug_convert(dst, p->dtype, staging, sdt, (size_t)it->n_rows * (size_t)src->n_cols);
-    atomic_fetch_add(&pl->written[it->param], (uint64_t)it->n_rows * row_bytes_of(p->dtype, p->cols));
-    if (p->packed) pack_arrived(w, pl, it->param, row, row + it->n_rows, pack_area);
+        snug_convert(dst, part.dtype, staging, sdt, (size_t)it->n_rows * (size_t)src->n_cols);
+    atomic_fetch_add(&pl->written[it->param], (uint64_t)it->n_rows * row_bytes_of(part.dtype, p->cols));
+    if (p->packed) pack_arrived(w, pl, it->param, &part, row, row + it->n_rows, pack_area);
     *read = n;
     return SNUG_OK;
 }
@@ -434,7 +458,7 @@ static snug_status run_items(const snug_weights *w, load_plan *pl, const snug_lo
         }
         atomic_fetch_add(&total, got);
         const snug_param *p = &w->table.params[it->param];
-        uint64_t dst = (uint64_t)it->n_rows * row_bytes_of(p->dtype, p->cols);
+        uint64_t dst = (uint64_t)it->n_rows * row_bytes_of(held_dtype(p, it->source), p->cols);
         uint64_t now = atomic_fetch_add(&placed, dst) + dst;
         if (o->on_progress && now < all && !atomic_flag_test_and_set(&telling)) {
             o->on_progress(o->progress_ctx, now, all);

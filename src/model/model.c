@@ -17,15 +17,24 @@
 
 enum { ATTN_ROWS_PER_ITEM = 32 }; /* query rows one attention work item takes */
 
+/* A weight matrix as its parameter holds it: one snug_linear, or for a
+ * parameter split by format (params.h) a part per source, whose outputs
+ * are consecutive columns of y. */
+typedef struct matrix_parts {
+    int32_t n;
+    int64_t m; /* all parts' rows */
+    snug_linear part[SNUG_PARAM_MAX_SOURCES];
+} matrix_parts;
+
 typedef struct layer_weights {
     const void *attn_norm;  /* (hidden) */
-    snug_linear qkv;        /* (qkv_dim, hidden) */
+    matrix_parts qkv;       /* (qkv_dim, hidden) */
     const void *qkv_bias;   /* (qkv_dim) or NULL */
-    snug_linear o_proj;     /* (hidden, q_dim) */
+    matrix_parts o_proj;    /* (hidden, q_dim) */
     const void *o_bias;     /* (hidden) or NULL */
     const void *mlp_norm;   /* (hidden) */
-    snug_linear gate_up;    /* (2 * intermediate, hidden): gate rows, then up rows */
-    snug_linear down;       /* (hidden, intermediate) */
+    matrix_parts gate_up;   /* (2 * intermediate, hidden): gate rows, then up rows */
+    matrix_parts down;      /* (hidden, intermediate) */
 } layer_weights;
 
 /* The arena's buffers, f32 unless said; T = n_tokens_max, L = n_logits_max. */
@@ -51,7 +60,7 @@ struct snug_model {
     snug_dtype embed_dt;      /* the embedding table's type (a block format as the file holds it) */
     const void *embed;        /* (vocab_rows, hidden) row-major; NULL when tied */
     const void *final_norm;   /* (hidden) */
-    snug_linear lm_head;      /* (vocab_rows, hidden); also the embedding when tied */
+    matrix_parts lm_head;     /* (vocab_rows, hidden); also the embedding when tied */
     layer_weights *layers;    /* [n_layers], category other */
     float *inv_freq;          /* [head_dim / 2] rotary frequencies, category other */
     snug_allreduce_fn allreduce;
@@ -188,15 +197,28 @@ static const void *param(const snug_weights *w, const char *fmt, int32_t layer)
 
 /* The packed matrix called name (with %d for layer) into *out; false when
  * the weights do not have it as one. */
-static bool matrix(const snug_weights *w, const char *fmt, int32_t layer, snug_linear *out)
+static bool matrix(const snug_weights *w, const char *fmt, int32_t layer, matrix_parts *out)
 {
     char name[SNUG_PARAM_NAME_BYTES];
     snprintf(name, sizeof name, fmt, layer);
     int32_t i = snug_weights_find(w, name);
     if (i < 0 || !w->table.params[i].packed) return false;
     const snug_param *p = &w->table.params[i];
-    *out = (snug_linear){p->dtype != SNUG_DTYPE_NONE ? p->dtype : w->dtype, p->rows, p->cols, snug_weights_data(w, i)};
+    out->n = snug_param_parts(p);
+    out->m = p->rows;
+    for (int32_t s = 0; s < out->n; s++) {
+        snug_param_part part = snug_param_source_part(p, s, w->dtype);
+        out->part[s] = (snug_linear){part.dtype, part.rows, p->cols,
+                                     (const char *)snug_weights_data(w, i) + part.offset};
+    }
     return true;
+}
+
+/* y (n, w->m) = x (n, k) w^T, a part at a time. */
+static void matmul(const snug_model *m, float *y, const float *x, int32_t n, const matrix_parts *w)
+{
+    for (int32_t s = 0, col = 0; s < w->n; col += (int32_t)w->part[s].m, s++)
+        snug_matmul_into(&m->kern, y + col, w->m, x, n, &w->part[s], m->buf.scratch, m->pool);
 }
 
 /* Points m's weights at w's parameters; fails naming a missing one. */
@@ -406,7 +428,7 @@ static void embed_part(void *ctx, int32_t thread, int32_t n_threads)
         float *x = m->buf.x + (size_t)t * (size_t)d->hidden;
         int32_t local = j->step->tokens[t] - d->vocab_begin;
         if (local >= 0 && local < d->vocab_len && !m->embed)
-            snug_linear_row(&m->lm_head, local, x); /* tied: the lm_head's row */
+            snug_linear_row(&m->lm_head.part[0], local, x); /* tied: the lm_head's row */
         else if (local >= 0 && local < d->vocab_len && blocks)
             snug_quant_dequantize((snug_qtype)snug_dtype_qtype(m->embed_dt),
                                   (const char *)m->embed + (size_t)local * row_bytes, x, d->hidden);
@@ -594,16 +616,16 @@ static snug_status run_layer(const snug_model *m, snug_kvcache *kv, const snug_s
     snug_status st;
 
     add_norm(m, b->x, pending, NULL, b->xn, L->attn_norm, n);
-    snug_matmul(&m->kern, b->qkv, b->xn, n, &L->qkv, b->scratch, m->pool);
+    matmul(m, b->qkv, b->xn, n, &L->qkv);
     op_job j = {.m = m, .kv = kv, .step = step, .layer = l, .n = n};
     snug_pool_run(m->pool, qkv_attention_part, &j);
-    snug_matmul(&m->kern, b->xn, b->attn, n, &L->o_proj, b->scratch, m->pool);
+    matmul(m, b->xn, b->attn, n, &L->o_proj);
     if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
     add_norm(m, b->x, b->xn, L->o_bias, b->xn, L->mlp_norm, n);
 
-    snug_matmul(&m->kern, b->gate_up, b->xn, n, &L->gate_up, b->scratch, m->pool);
+    matmul(m, b->gate_up, b->xn, n, &L->gate_up);
     run_op(m, silu_part, &j, n <= 1);
-    snug_matmul(&m->kern, b->xn, b->h, n, &L->down, b->scratch, m->pool);
+    matmul(m, b->xn, b->h, n, &L->down);
     return reduce(m, b->xn, (int64_t)n * d->hidden, err);
 }
 
@@ -623,7 +645,7 @@ static void logits_rows(const snug_model *m, const snug_step *step, int32_t n_ro
         t += q->n_tokens;
     }
     add_norm(m, b->lg_in, NULL, NULL, b->lg_in, m->final_norm, n_rows);
-    snug_matmul(&m->kern, b->logits, b->lg_in, n_rows, &m->lm_head, b->scratch, m->pool);
+    matmul(m, b->logits, b->lg_in, n_rows, &m->lm_head);
 }
 
 snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step *step,

@@ -254,8 +254,28 @@ void snug_params_free(snug_param_table *table)
 
 uint64_t snug_param_numel(const snug_param *p) { return (uint64_t)p->rows * (uint64_t)p->cols; }
 
+int32_t snug_param_parts(const snug_param *p) { return p->split ? p->n_sources : 1; }
+
+snug_param_part snug_param_source_part(const snug_param *p, int32_t s, snug_dtype dt)
+{
+    if (p->dtype != SNUG_DTYPE_NONE) dt = p->dtype;
+    if (!p->split) return (snug_param_part){dt, p->rows, p->sources[s].dst_row, 0, 0};
+    snug_param_part part = {p->sources[0].dtype, p->sources[0].n_rows, 0, 0, 0};
+    for (int32_t i = 1; i <= s; i++) {
+        part.offset = snug_round_up(part.offset + snug_linear_bytes(part.dtype, part.rows, p->cols), 64);
+        part.panel += (part.rows + SNUG_PANEL - 1) / SNUG_PANEL;
+        part.dtype = p->sources[i].dtype;
+        part.rows = p->sources[i].n_rows;
+    }
+    return part;
+}
+
 uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt)
 {
+    if (p->split) {
+        snug_param_part last = snug_param_source_part(p, p->n_sources - 1, dt);
+        return last.offset + snug_linear_bytes(last.dtype, last.rows, p->cols);
+    }
     if (p->dtype != SNUG_DTYPE_NONE) dt = p->dtype;
     if (p->packed) return (uint64_t)snug_linear_bytes(dt, p->rows, p->cols);
     if (snug_dtype_is_quant(dt)) return (uint64_t)p->rows * snug_qtype_bytes(snug_dtype_qtype(dt), p->cols);
@@ -276,28 +296,36 @@ static snug_status check_blocks(const snug_param_source *src, snug_dtype sdt, in
                        (long long)src->cols, (long long)block);
 }
 
+/* Sets p's formats from its sources (the contract of
+ * snug_params_set_dtypes, for one parameter). */
+static snug_status set_dtype(snug_param *p, snug_dtype wdt, snug_source_dtype_fn source_dtype, void *ctx,
+                             int32_t tp, snug_error *err)
+{
+    p->split = false;
+    for (int32_t s = 0; s < p->n_sources; s++) {
+        snug_param_source *src = &p->sources[s];
+        snug_dtype sdt = source_dtype(ctx, src->tensor);
+        src->dtype = wdt;
+        if (!snug_dtype_is_quant(sdt)) continue;
+        if (p->n_dims != 2)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "tensor '%s' is %s: only matrices may be of a block "
+                               "format (norms and biases are F32, F16 or BF16)", src->tensor,
+                               snug_dtype_name(sdt));
+        snug_status st = check_blocks(src, sdt, tp, err);
+        if (st != SNUG_OK) return st;
+        src->dtype = sdt;
+    }
+    p->dtype = p->sources[0].dtype;
+    for (int32_t s = 1; p->packed && s < p->n_sources; s++) p->split |= p->sources[s].dtype != p->dtype;
+    return SNUG_OK;
+}
+
 snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
                                    void *ctx, snug_error *err)
 {
     for (int32_t i = 0; i < table->n_params; i++) {
-        snug_param *p = &table->params[i];
-        snug_dtype d0 = source_dtype(ctx, p->sources[0].tensor);
-        if (snug_dtype_is_quant(d0) && p->n_dims != 2)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "tensor '%s' is %s: only matrices may be of a block "
-                               "format (norms and biases are F32, F16 or BF16)", p->sources[0].tensor,
-                               snug_dtype_name(d0));
-        p->dtype = snug_dtype_is_quant(d0) ? d0 : wdt;
-        for (int32_t s = 0; snug_dtype_is_quant(d0) && s < p->n_sources; s++) {
-            snug_status st = check_blocks(&p->sources[s], d0, table->tp, err);
-            if (st != SNUG_OK) return st;
-        }
-        for (int32_t s = 1; s < p->n_sources; s++) {
-            snug_dtype ds = source_dtype(ctx, p->sources[s].tensor);
-            if ((snug_dtype_is_quant(d0) || snug_dtype_is_quant(ds)) && ds != d0)
-                return snug_errorf(err, SNUG_UNSUPPORTED, "%s fuses '%s' (%s) and '%s' (%s): one matrix of "
-                                   "two formats is not supported yet", p->name, p->sources[0].tensor,
-                                   snug_dtype_name(d0), p->sources[s].tensor, snug_dtype_name(ds));
-        }
+        snug_status st = set_dtype(&table->params[i], wdt, source_dtype, ctx, table->tp, err);
+        if (st != SNUG_OK) return st;
     }
     return SNUG_OK;
 }
@@ -305,32 +333,10 @@ snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug
 snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_source_dtype_fn source_dtype,
                                   void *ctx, int32_t tp, uint64_t *bytes, snug_error *err)
 {
-    bool blocks = false;
-    for (int32_t i = 0; i < p->n_sources; i++) blocks |= snug_dtype_is_quant(source_dtype(ctx, p->sources[i].tensor));
-    if (!blocks) {
-        *bytes = snug_param_bytes(p, dt);
-        return SNUG_OK;
-    }
-    *bytes = 0;
-    int64_t rows = 0;
-    for (int32_t i = 0; i < p->n_sources; i++) {
-        const snug_param_source *src = &p->sources[i];
-        snug_dtype sdt = source_dtype(ctx, src->tensor);
-        if (!snug_dtype_is_quant(sdt)) { /* (a float source beside a block one: held at dt) */
-            *bytes += (uint64_t)src->n_rows * (uint64_t)src->n_cols * snug_dtype_size(dt);
-            rows += src->n_rows;
-            continue;
-        }
-        snug_status st = check_blocks(src, sdt, tp, err);
-        if (st != SNUG_OK) return st;
-        *bytes += (uint64_t)src->n_rows * snug_qtype_bytes(snug_dtype_qtype(sdt), src->n_cols);
-        rows += src->n_rows;
-    }
-    /* the zero rows that pad a vocab-parallel share, in the first source's format */
-    snug_dtype d0 = source_dtype(ctx, p->sources[0].tensor);
-    if (rows < p->rows && snug_dtype_is_quant(d0))
-        *bytes += (uint64_t)(p->rows - rows) * snug_qtype_bytes(snug_dtype_qtype(d0), p->sources[0].n_cols);
-    return SNUG_OK;
+    snug_param held = *p;
+    snug_status st = set_dtype(&held, dt, source_dtype, ctx, tp, err);
+    if (st == SNUG_OK) *bytes = snug_param_bytes(&held, dt);
+    return st;
 }
 
 uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt)

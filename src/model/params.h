@@ -43,6 +43,8 @@ typedef struct snug_param_source {
     int64_t row_begin, n_rows;          /* rows this rank reads */
     int64_t col_begin, n_cols;          /* columns this rank reads */
     int64_t dst_row;                    /* parameter row where the first lands */
+    snug_dtype dtype;                   /* the format its rows are held in (set with the
+                                         * parameter's; SNUG_DTYPE_NONE until then) */
 } snug_param_source;
 
 typedef struct snug_param {
@@ -54,7 +56,11 @@ typedef struct snug_param {
     bool packed;                        /* a matrix the matmul reads: held in the panel
                                          * layout of kernels/linear.h (rows = m, cols = k) */
     snug_dtype dtype;                   /* held at: SNUG_DTYPE_NONE until set (the sizes
-                                         * then use the weights' type they are given) */
+                                         * then use the weights' type they are given); the
+                                         * first source's format when split */
+    bool split;                         /* its sources are held in different formats: each
+                                         * source's rows are a matrix of their own (a part),
+                                         * the parts one after another (snug_param_part) */
     int32_t n_sources;
     snug_param_source sources[SNUG_PARAM_MAX_SOURCES];
 } snug_param;
@@ -113,6 +119,25 @@ uint64_t snug_param_numel(const snug_param *p);
  * the panel layout when packed (snug_linear_bytes). */
 uint64_t snug_param_bytes(const snug_param *p, snug_dtype dt);
 
+/* Where the rows of source s of a packed parameter p are held: a matrix
+ * (kernels/linear.h) of format dtype with `rows` rows of p->cols, at
+ * `offset` bytes from p's start, whose panels are p's panels [panel, panel
+ * + its panels), the source's first row being its row `row`. For one
+ * format that matrix is the whole parameter (offset 0, panel 0, row the
+ * source's dst_row); split, each source is a part of its own (its rows,
+ * row 0), each part 64-byte aligned after the one before. dt is the
+ * format when p has none set. Pure. */
+typedef struct snug_param_part {
+    snug_dtype dtype;
+    int64_t rows, row, panel;
+    uint64_t offset;
+} snug_param_part;
+snug_param_part snug_param_source_part(const snug_param *p, int32_t s, snug_dtype dt);
+
+/* The matrices a packed parameter is held as: 1, or its sources' count
+ * when split (part i is source i's). Pure. */
+int32_t snug_param_parts(const snug_param *p);
+
 /* Bytes of every parameter of the table, at element type dt. */
 uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt);
 
@@ -120,21 +145,22 @@ uint64_t snug_params_bytes(const snug_param_table *table, snug_dtype dt);
  * (snug_checkpoint_find), SNUG_DTYPE_NONE when absent. */
 typedef snug_dtype (*snug_source_dtype_fn)(void *ctx, const char *tensor);
 
-/* Sets every parameter's dtype from its sources: the block format of its
- * sources when they are block formats (base/quant.h: held as the file
- * holds them, never converted), wdt otherwise. A parameter that fuses
- * sources of different block formats, or a block format with a float
- * source, is refused naming them (not supported yet), and so are a norm or
- * bias of a block format and a slice that cuts a block (as
+/* Sets every parameter's dtype from its sources: each source is held in
+ * its block format when it has one (base/quant.h: as the file holds it,
+ * never converted), at wdt otherwise; a matrix whose sources end up in
+ * different formats (Q4_K_M's Q6_K v_proj beside Q4_K q_proj and k_proj)
+ * is split, a part per source. A norm or bias of a block format is refused
+ * naming the tensor, and so is a slice that cuts a block (as
  * snug_param_held_bytes refuses it). */
 snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
                                    void *ctx, snug_error *err);
 
-/* Bytes parameter p takes when held from its sources: at dt, or, when a
- * source is a block format (base/quant.h), each source's slice at its own
- * format, as the file holds it (block formats are kept as they are, never
- * converted). A slice that would cut a block is an error naming the tensor,
- * its format and the tensor-parallel size. */
+/* Bytes parameter p takes when held from its sources as
+ * snug_params_set_dtypes would set it: at dt, or, when a source is a block
+ * format (base/quant.h), each source's slice at its own format, as the file
+ * holds it (block formats are kept as they are, never converted). A slice
+ * that would cut a block is an error naming the tensor, its format and the
+ * tensor-parallel size. */
 snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_source_dtype_fn source_dtype,
                                   void *ctx, int32_t tp, uint64_t *bytes, snug_error *err);
 

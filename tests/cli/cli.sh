@@ -217,15 +217,18 @@ expect "inspect Q4_K_M: bits per weight" 0 "4.88 bits per weight" -- "$snug" ins
 expect "inspect Q4_K_M: held at the file's size" 0 "  0                 2,078,208" -- "$snug" inspect "$q4km"
 expect "inspect Q4_K_M --tp 2 would cut blocks" 1 "(Q4_K, blocks of 256): tensor parallel 2 gives a rank columns [0, 128) of its 256, which cuts a block" -- "$snug" inspect "$q4km" --tp 2
 expect "Q4_K_M tokenizes as llama.cpp does" 0 "1 317 269 368 302 263 377 267 265 282 295 433" -- "$snug" tokenize "$q4km" "Lily and Ben went to the park"
-expect "Q4_K_M's fused q/k/v of two formats do not load yet, and say so" 1 "layers.2.qkv fuses 'model.layers.2.self_attn.q_proj.weight' (Q4_K) and 'model.layers.2.self_attn.v_proj.weight' (Q6_K): one matrix of two formats is not supported yet" -- "$snug" generate "$q4km" -n 1
-# quantized files of one format per matrix load as they are (tests/data/quant/greedy.txt:
-# llama.cpp's greedy ids up to its first small margin), at tp 1 here and tp 2 in tests/dist
+expect "Q4_K_M loads at the file's size and inspect's prediction" 0 "  0           2,078,208" -- "$snug" load "$q4km"
+# quantized files load as they are, a fused matrix of two formats (Q4_K_M's Q6_K v_proj beside
+# Q4_K q/k) in a part per format (tests/data/quant/greedy.txt: llama.cpp's greedy ids up to its
+# first small margin), at tp 1 here and tp 2 in tests/dist
 qfix=tests/data/quant/greedy.txt
-want=$(awk '/^file = q7-Q4_0.gguf/{f=1} f && /^ids = /{sub(/^ids = /,""); print; exit}' "$qfix")
-prompt=$(awk '/^file = q7-Q4_0.gguf/{f=1} f && /^prompt = /{sub(/^prompt = /,""); print; exit}' "$qfix")
-n_new=$(( $(wc -w <<<"$want") - $("$snug" tokenize tests/data/quant/q7-Q4_0.gguf "$prompt" | wc -w) ))
-got=$("$snug" generate tests/data/quant/q7-Q4_0.gguf -p "$prompt" -n "$n_new" --temperature 0 --ids 2>"$tmp/err")
-if [[ "$got" == "$want" ]]; then ok "Q4_0 GGUF: llama.cpp's greedy ids"; else fail "Q4_0 GGUF: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
+for qf in q7-Q4_0.gguf q7-Q4_K_M.gguf; do
+    want=$(awk -v f="file = $qf" '$0 == f {g=1} g && /^ids = /{sub(/^ids = /,""); print; exit}' "$qfix")
+    prompt=$(awk -v f="file = $qf" '$0 == f {g=1} g && /^prompt = /{sub(/^prompt = /,""); print; exit}' "$qfix")
+    n_new=$(( $(wc -w <<<"$want") - $("$snug" tokenize "tests/data/quant/$qf" "$prompt" | wc -w) ))
+    got=$("$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --ids 2>"$tmp/err")
+    if [[ "$got" == "$want" ]]; then ok "$qf: llama.cpp's greedy ids"; else fail "$qf: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
+done
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
 
 # tokenizers: the bundled model's tokenizer against the llama2.c reference's
