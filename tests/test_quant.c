@@ -9,6 +9,7 @@
 #include "base/quant.h"
 
 #include <jansson.h>
+#include <math.h>
 
 #define DEQUANT_JSON "tests/data/quant/dequant.json"
 
@@ -112,9 +113,74 @@ static void test_shapes_and_names(void)
     }
 }
 
+/* A normal-like value (the sum of four uniforms, centred), times s. */
+static float draw(uint64_t *state, float s)
+{
+    float v = 0.0f;
+    for (int i = 0; i < 4; i++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        v += (float)(*state >> 40) / (float)(1ull << 24);
+    }
+    return (v - 2.0f) * s;
+}
+
+/* Quantizing to each format snug writes: dequantized back, every value
+ * of a legacy format within half a level of its block (Q8_0: |x - y| <=
+ * d / 2; Q4_0 and Q5_0 a level, as their levels stop one short on the
+ * side opposite the largest magnitude), and the error's RMS against the values' under
+ * each format's bound (stated per format, from its bits: a uniform error
+ * of half a level over a normal-like block); blocks of zeros come back as
+ * zeros; only the five formats are quantizable. */
+static void test_quantize_round_trip(void)
+{
+    static const struct { snug_qtype t; double rms_max; } cases[] = {
+        {SNUG_QTYPE_Q8_0, 0.006}, {SNUG_QTYPE_Q6_K, 0.03}, {SNUG_QTYPE_Q5_0, 0.05},
+        {SNUG_QTYPE_Q4_0, 0.10},  {SNUG_QTYPE_Q4_K, 0.10},
+    };
+    enum { N = 4096 };
+    static float x[N], y[N];
+    static uint8_t q[N * 2];
+    uint64_t state = 42;
+    for (size_t c = 0; c < SNUG_ARRAY_LEN(cases); c++) {
+        snug_qtype t = cases[c].t;
+        CHECK(snug_qtype_quantizable(t), "%s quantizable", snug_qtype_name(t));
+        double err2 = 0, x2 = 0;
+        int far = 0;
+        for (int i = 0; i < N; i++) x[i] = draw(&state, 0.05f) + (i % 512 < 256 ? 0.0f : 0.01f);
+        snug_quant_quantize(t, x, q, N);
+        snug_quant_dequantize(t, q, y, N);
+        for (int i = 0; i < N; i++) {
+            err2 += ((double)x[i] - y[i]) * ((double)x[i] - y[i]), x2 += (double)x[i] * x[i];
+            if (t == SNUG_QTYPE_Q8_0 || t == SNUG_QTYPE_Q4_0 || t == SNUG_QTYPE_Q5_0) {
+                snug_qblock b;
+                snug_quant_unpack(t, q + (size_t)(i / 32) * snug_qtype_block_bytes(t), &b);
+                double d = fabs((double)b.d);
+                double levels = t == SNUG_QTYPE_Q8_0 ? 0.5 : 1.0; /* (the side opposite the largest
+                                                                   * magnitude has one level less) */
+                if (fabs((double)x[i] - y[i]) > d * levels * (1 + 1e-3) + 1e-9) far++;
+            }
+        }
+        double rel = sqrt(err2 / x2);
+        printf("  %s: RMS error %.4f of the values' RMS (bound %.3f)\n", snug_qtype_name(t), rel, cases[c].rms_max);
+        CHECK(rel <= cases[c].rms_max, "%s: RMS error %.4f over %.3f", snug_qtype_name(t), rel, cases[c].rms_max);
+        CHECK(far == 0, "%s: %d values further than half a step", snug_qtype_name(t), far);
+        /* zeros come back as zeros */
+        for (int i = 0; i < 256; i++) x[i] = 0.0f;
+        snug_quant_quantize(t, x, q, 256);
+        snug_quant_dequantize(t, q, y, 256);
+        int wrong = 0;
+        for (int i = 0; i < 256; i++) wrong += y[i] != 0.0f;
+        CHECK(wrong == 0, "%s: %d zeros came back otherwise", snug_qtype_name(t), wrong);
+    }
+    int quantizable = 0;
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(snug_qtypes); i++) quantizable += snug_qtype_quantizable(snug_qtypes[i]);
+    CHECK(quantizable == 5, "%d quantizable formats, want 5", quantizable);
+}
+
 int main(void)
 {
     RUN(test_dequant_matches_llama_cpp);
     RUN(test_shapes_and_names);
+    RUN(test_quantize_round_trip);
     return test_summary();
 }

@@ -35,6 +35,9 @@
 
 #include "dtype.h"
 
+#include <math.h>
+#include <string.h>
+
 typedef struct qtype_info {
     const char *name;
     int64_t block;
@@ -193,5 +196,136 @@ void snug_quant_dequantize(snug_qtype t, const void *src, float *dst, int64_t n)
             float ds = q.d * (float)q.sc[s], dm = q.dmin * (float)q.mn[s];
             for (int32_t e = s * q.sub; e < (s + 1) * q.sub; e++) dst[i + e] = ds * (float)q.q[e] - dm;
         }
+    }
+}
+
+/* ---- quantization ------------------------------------------------------- */
+
+bool snug_qtype_quantizable(uint32_t t)
+{
+    return t == SNUG_QTYPE_Q8_0 || t == SNUG_QTYPE_Q4_0 || t == SNUG_QTYPE_Q5_0 || t == SNUG_QTYPE_Q4_K ||
+           t == SNUG_QTYPE_Q6_K;
+}
+
+static void put_half(uint8_t *p, float f)
+{
+    uint16_t h = snug_f32_to_f16(f);
+    p[0] = (uint8_t)(h & 0xFF), p[1] = (uint8_t)(h >> 8);
+}
+
+/* f rounded to the nearest half float: the scale a block stores, which
+ * its values are quantized against. */
+static float half_round(float f) { return snug_f16_to_f32(snug_f32_to_f16(f)); }
+
+/* The integer nearest v, ties away from zero, clamped to [lo, hi]. */
+static int nearest(float v, int lo, int hi)
+{
+    float r = v < 0.0f ? -floorf(-v + 0.5f) : floorf(v + 0.5f);
+    return r < (float)lo ? lo : r > (float)hi ? hi : (int)r;
+}
+
+/* The element of x[0..n) of the largest magnitude, with its sign. */
+static float signed_max(const float *x, int n)
+{
+    float m = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > fabsf(m)) m = x[i];
+    return m;
+}
+
+/* Q8_0, Q4_0, Q5_0: one scale for 32 values. Q8_0 symmetric (d = max |x|
+ * / 127), the others with 2^(bits - 1) levels on the side of the largest
+ * magnitude (d = that value / -2^(bits - 1), as ggml's reference does). */
+static void quantize_legacy(snug_qtype t, const float *x, uint8_t *b)
+{
+    int q[32];
+    if (t == SNUG_QTYPE_Q8_0) {
+        float d = half_round(fabsf(signed_max(x, 32)) / 127.0f), id = d != 0.0f ? 1.0f / d : 0.0f;
+        put_half(b, d);
+        for (int e = 0; e < 32; e++) b[2 + e] = (uint8_t)(int8_t)nearest(x[e] * id, -127, 127);
+        return;
+    }
+    int half = t == SNUG_QTYPE_Q5_0 ? 16 : 8;
+    float d = half_round(signed_max(x, 32) / (float)-half), id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_half(b, d);
+    for (int e = 0; e < 32; e++) q[e] = nearest(x[e] * id, -half, half - 1) + half;
+    uint8_t *qs = b + 2;
+    if (t == SNUG_QTYPE_Q5_0) {
+        uint32_t qh = 0;
+        for (int e = 0; e < 32; e++) qh |= (uint32_t)(q[e] >> 4) << e;
+        for (int i = 0; i < 4; i++) b[2 + i] = (uint8_t)(qh >> (8 * i));
+        qs = b + 6;
+    }
+    for (int e = 0; e < 16; e++) qs[e] = (uint8_t)((q[e] & 0xF) | (q[e + 16] & 0xF) << 4);
+}
+
+/* Q4_K: 8 sub-blocks of 32, each x ~ (d sc) q - (dmin mn) with q in
+ * [0, 15]: the sub-block's range from min(0, its minimum) to its maximum
+ * in 15 steps, the steps and the minimums in 6 bits of d and dmin. */
+static void quantize_q4_k(const float *x, uint8_t *b)
+{
+    float step[8], low[8], dmax = 0.0f, mmax = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0.0f, hi = 0.0f;
+        for (int e = 0; e < 32; e++) lo = fminf(lo, x[32 * j + e]), hi = fmaxf(hi, x[32 * j + e]);
+        step[j] = (hi - lo) / 15.0f, low[j] = -lo;
+        dmax = fmaxf(dmax, step[j]), mmax = fmaxf(mmax, low[j]);
+    }
+    float d = half_round(dmax / 63.0f), dmin = half_round(mmax / 63.0f);
+    put_half(b, d), put_half(b + 2, dmin);
+    int sc[8], mn[8];
+    uint8_t *s = b + 4, *qs = b + 16;
+    memset(s, 0, 12);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = d > 0.0f ? nearest(step[j] / d, 0, 63) : 0;
+        mn[j] = dmin > 0.0f ? nearest(low[j] / dmin, 0, 63) : 0;
+        if (j < 4) {
+            s[j] = (uint8_t)sc[j], s[j + 4] = (uint8_t)mn[j];
+        } else {
+            s[j + 4] = (uint8_t)((sc[j] & 0xF) | (mn[j] & 0xF) << 4);
+            s[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+            s[j] |= (uint8_t)((mn[j] >> 4) << 6);
+        }
+    }
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32;
+        float ds = d * (float)sc[j];
+        int q = ds > 0.0f ? nearest((x[e] + dmin * (float)mn[j]) / ds, 0, 15) : 0;
+        uint8_t *at = &qs[32 * (e / 64) + e % 32];
+        *at = (uint8_t)((e % 64 < 32) ? (*at & 0xF0) | q : (*at & 0x0F) | q << 4);
+    }
+}
+
+/* Q6_K: 16 sub-blocks of 16, x ~ (d sc) q with q in [-32, 31] on the side
+ * of the sub-block's largest magnitude, sc a signed 8-bit multiple of d. */
+static void quantize_q6_k(const float *x, uint8_t *b)
+{
+    float scale[16], smax = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        scale[j] = signed_max(x + 16 * j, 16) / -32.0f;
+        if (fabsf(scale[j]) > fabsf(smax)) smax = scale[j];
+    }
+    float d = half_round(smax / -128.0f);
+    put_half(b + 208, d);
+    uint8_t *ql = b, *qh = b + 128;
+    memset(b, 0, 208);
+    for (int j = 0; j < 16; j++) b[192 + j] = (uint8_t)(int8_t)(d != 0.0f ? nearest(scale[j] / d, -128, 127) : 0);
+    for (int e = 0; e < 256; e++) {
+        float ds = d * (float)(int8_t)b[192 + e / 16];
+        int q = (ds != 0.0f ? nearest(x[e] / ds, -32, 31) : 0) + 32;
+        int c = e / 128, w = e % 128;
+        ql[64 * c + w % 64] |= (uint8_t)((q & 0xF) << (4 * (w / 64)));
+        qh[32 * c + w % 32] |= (uint8_t)((q >> 4) << (2 * (w / 32)));
+    }
+}
+
+void snug_quant_quantize(snug_qtype t, const float *src, void *dst, int64_t n)
+{
+    SNUG_ASSERT(snug_qtype_quantizable((uint32_t)t) && n % g_qtypes[t].block == 0);
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n; i += g_qtypes[t].block, b += g_qtypes[t].bytes) {
+        if (t == SNUG_QTYPE_Q4_K) quantize_q4_k(src + i, b);
+        else if (t == SNUG_QTYPE_Q6_K) quantize_q6_k(src + i, b);
+        else quantize_legacy(t, src + i, b);
     }
 }
