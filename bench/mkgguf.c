@@ -8,9 +8,13 @@
  * bench/load measures (the loader's staging must be sized to those small
  * conversions, not to its cap) and tests/cli/cli.sh checks at the tiny shape.
  *
- *   build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N]
+ *   build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N] [--type T]
  *       NAME: a preset of the llama architecture (default llama-3.2-1b; tiny,
- *       llama-3-8b, tinyllama-1.1b); N: the random seed (default 5)
+ *       llama-3-8b, tinyllama-1.1b); N: the random seed (default 5); T: the
+ *       matrices' type: bf16 (default), q8_0, q4_0, q6_k, or q4_k_m, which
+ *       mixes them as llama.cpp's Q4_K_M does (Q4_K; Q6_K for output.weight
+ *       and for attn_v and ffn_down in the first and last eighth of the
+ *       layers and every third between), quantized by base/quant.h
  *
  * What it writes: the keys `snug convert gguf` reads (general.architecture,
  * general.alignment 32, llama.embedding_length, feed_forward_length,
@@ -39,6 +43,7 @@
 #include "base/device.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
+#include "base/quant.h"
 #include "base/rng.h"
 #include "convert/mkmodel.h"
 #include "formats/gguf.h"
@@ -57,7 +62,7 @@ enum {
 /* One tensor of the file. */
 typedef struct gg_tensor {
     char name[NAME_BYTES];
-    uint32_t type;           /* SNUG_GGML_BF16 (matrices) or SNUG_GGML_F32 (norms) */
+    uint32_t type;           /* SNUG_GGML_BF16 or a block format (matrices), SNUG_GGML_F32 (norms) */
     uint32_t n_dims;         /* 1 or 2 */
     uint64_t ne[2];          /* innermost first: (cols, rows) */
     uint64_t numel, bytes;
@@ -163,36 +168,55 @@ static uint64_t build_header(gg_header *h, const snug_model_config *c, const gg_
     return n_kv;
 }
 
-/* Appends one tensor to t[*n]: a matrix of rows x cols (bf16) or, with
+/* Bytes of n elements of GGML type `type` (F32, BF16 or a block format). */
+static uint64_t type_bytes(uint32_t type, uint64_t n)
+{
+    if (type == SNUG_GGML_F32) return 4 * n;
+    if (type == SNUG_GGML_BF16) return 2 * n;
+    return snug_qtype_bytes(type, (int64_t)n);
+}
+
+/* Appends one tensor to t[*n]: a matrix of rows x cols of `type` or, with
  * rows 0, a norm of cols elements (f32). */
 static void add_tensor(gg_tensor *t, int32_t *n, uint64_t seed, const char *name, int64_t rows,
-                       int64_t cols)
+                       int64_t cols, uint32_t type)
 {
     gg_tensor *e = &t[(*n)++];
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", name);
     bool norm = rows == 0;
-    e->type = norm ? SNUG_GGML_F32 : SNUG_GGML_BF16;
+    e->type = norm ? SNUG_GGML_F32 : type;
     e->n_dims = norm ? 1 : 2;
     e->ne[0] = (uint64_t)cols;
     e->ne[1] = norm ? 1 : (uint64_t)rows;
     e->numel = e->ne[0] * e->ne[1];
-    e->bytes = e->numel * (norm ? 4 : 2);
+    e->bytes = type_bytes(e->type, e->numel);
     e->key = snug_rng_key(seed, name);
     e->mean = norm ? 1.0f : 0.0f;
 }
 
+/* The type of matrix `name` of layer l (-1 outside the layers) of n
+ * layers for the file type `ftype` (a GGML type, or 0 for Q4_K_M's mix). */
+static uint32_t matrix_type(uint32_t ftype, const char *name, int32_t l, int32_t n)
+{
+    if (ftype != 0) return ftype;
+    bool more_bits = l >= 0 && (l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2);
+    if (strcmp(name, "output") == 0 || (more_bits && (strcmp(name, "attn_v") == 0 || strcmp(name, "ffn_down") == 0)))
+        return SNUG_QTYPE_Q6_K;
+    return SNUG_QTYPE_Q4_K;
+}
+
 /* Lists the tensors of cfg in file order with their data offsets into t
- * (room for 3 + 9 x layers) and returns their number; *data_bytes gets the
- * size of the data section. */
-static int32_t list_tensors(const snug_model_config *c, uint64_t seed, gg_tensor *t,
+ * (room for 3 + 9 x layers), the matrices of type ftype (matrix_type), and
+ * returns their number; *data_bytes gets the size of the data section. */
+static int32_t list_tensors(const snug_model_config *c, uint64_t seed, uint32_t ftype, gg_tensor *t,
                             uint64_t *data_bytes)
 {
     int64_t h = c->hidden_size, ff = c->intermediate_size;
     int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
     int32_t n = 0;
     char name[NAME_BYTES];
-    add_tensor(t, &n, seed, "token_embd.weight", c->vocab_size, h);
+    add_tensor(t, &n, seed, "token_embd.weight", c->vocab_size, h, matrix_type(ftype, "token_embd", -1, 0));
     for (int32_t l = 0; l < c->n_layers; l++) {
         static const struct {
             const char *name;
@@ -208,11 +232,12 @@ static int32_t list_tensors(const snug_model_config *c, uint64_t seed, gg_tensor
                 dim[d] = x == 'h' ? h : x == 'q' ? q : x == 'k' ? kv : x == 'f' ? ff : 0;
             }
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, layer[k].name);
-            add_tensor(t, &n, seed, name, dim[0], dim[1]);
+            add_tensor(t, &n, seed, name, dim[0], dim[1], matrix_type(ftype, layer[k].name, l, c->n_layers));
         }
     }
-    add_tensor(t, &n, seed, "output_norm.weight", 0, h);
-    if (!c->tie_word_embeddings) add_tensor(t, &n, seed, "output.weight", c->vocab_size, h);
+    add_tensor(t, &n, seed, "output_norm.weight", 0, h, SNUG_GGML_F32);
+    if (!c->tie_word_embeddings)
+        add_tensor(t, &n, seed, "output.weight", c->vocab_size, h, matrix_type(ftype, "output", -1, 0));
     uint64_t off = 0;
     for (int32_t i = 0; i < n; i++) {
         t[i].offset = off;
@@ -224,7 +249,8 @@ static int32_t list_tensors(const snug_model_config *c, uint64_t seed, gg_tensor
 
 /* Fills out with elements e0 .. e0 + count of tensor t in its type; tmp
  * holds count floats. The chunk must not cross a multiple of 2^32 elements
- * (the high half of e is folded into the key once). */
+ * (the high half of e is folded into the key once); for a block format it
+ * is whole blocks. */
 static void generate(const gg_tensor *t, uint64_t e0, size_t count, float *tmp, void *out)
 {
     uint32_t key = (uint32_t)snug_mix64(t->key ^ (e0 >> 32));
@@ -237,12 +263,13 @@ static void generate(const gg_tensor *t, uint64_t e0, size_t count, float *tmp, 
         f[i] = mean + 0.02f * snug_rng_normalish(x);
     }
     if (t->type == SNUG_GGML_BF16) snug_convert(out, SNUG_DTYPE_BF16, tmp, SNUG_DTYPE_F32, count);
+    else if (t->type != SNUG_GGML_F32) snug_quant_quantize((snug_qtype)t->type, tmp, out, (int64_t)count);
 }
 
 static int usage(const char *msg)
 {
-    fprintf(stderr, "mkgguf: %s\nusage: build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N]\n",
-            msg);
+    fprintf(stderr, "mkgguf: %s\nusage: build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N] "
+            "[--type bf16|q8_0|q4_0|q6_k|q4_k_m]\n", msg);
     return 2;
 }
 
@@ -251,8 +278,18 @@ int main(int argc, char **argv)
 {
     const char *path = NULL, *preset = "llama-3.2-1b";
     uint64_t seed = 5;
+    uint32_t ftype = SNUG_GGML_BF16;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--type") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            static const struct { const char *name; uint32_t type; } types[] = {
+                {"bf16", SNUG_GGML_BF16}, {"q8_0", SNUG_QTYPE_Q8_0}, {"q4_0", SNUG_QTYPE_Q4_0},
+                {"q6_k", SNUG_QTYPE_Q6_K}, {"q4_k_m", 0}};
+            size_t k = 0;
+            while (k < SNUG_ARRAY_LEN(types) && strcmp(types[k].name, v) != 0) k++;
+            if (k == SNUG_ARRAY_LEN(types)) return usage("--type expects bf16, q8_0, q4_0, q6_k or q4_k_m");
+            ftype = types[k].type;
+        } else if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) {
             preset = argv[++i];
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             char *end;
@@ -289,7 +326,7 @@ int main(int argc, char **argv)
         goto fail;
     }
     uint64_t data_bytes;
-    int32_t n = list_tensors(&cfg, seed, t, &data_bytes);
+    int32_t n = list_tensors(&cfg, seed, ftype, t, &data_bytes);
     build_header(&h, &cfg, t, n); /* measure, then build */
     h.cap = h.len;
     h.len = 0;
@@ -306,11 +343,11 @@ int main(int argc, char **argv)
     uint64_t matrix_bytes = 0, norm_bytes = 0;
     int32_t n_norms = 0;
     for (int32_t i = 0; i < n && st == SNUG_OK; i++) {
-        size_t es = t[i].type == SNUG_GGML_F32 ? 4 : 2;
         for (uint64_t e0 = 0; e0 < t[i].numel && st == SNUG_OK; e0 += CHUNK_ELEMS) {
             size_t count = (size_t)SNUG_MIN((uint64_t)CHUNK_ELEMS, t[i].numel - e0);
             generate(&t[i], e0, count, tmp, buf);
-            st = snug_pwrite_full(fd, buf, count * es, h.len + t[i].offset + e0 * es, path, &err);
+            st = snug_pwrite_full(fd, buf, type_bytes(t[i].type, count),
+                                  h.len + t[i].offset + type_bytes(t[i].type, e0), path, &err);
         }
         if (t[i].type == SNUG_GGML_F32) n_norms++, norm_bytes += t[i].bytes;
         else matrix_bytes += t[i].bytes;
@@ -325,9 +362,10 @@ int main(int argc, char **argv)
     st = snug_file_close(fd, path, &err);
     fd = -1;
     if (st != SNUG_OK) goto fail;
-    printf("mkgguf: wrote %s: preset %s, seed %llu, GGUF v3, %llu keys, %d tensors: %d bf16 "
+    printf("mkgguf: wrote %s: preset %s, seed %llu, GGUF v3, %llu keys, %d tensors: %d %s "
            "matrices (%llu bytes), %d f32 norms (%llu bytes); %llu bytes in all\n",
            path, preset, (unsigned long long)seed, (unsigned long long)n_kv, n, n - n_norms,
+           ftype == SNUG_GGML_BF16 ? "bf16" : ftype == 0 ? "Q4_K_M" : snug_qtype_name(ftype),
            (unsigned long long)matrix_bytes, n_norms, (unsigned long long)norm_bytes,
            (unsigned long long)(h.len + data_bytes));
     snug_mem_free(h.p);

@@ -301,6 +301,28 @@ static int variants_of(variant *out)
     return n;
 }
 
+/* variants_of, and each table again with every other matrix-vector path
+ * of block formats its CPU has (the table's own is the best). */
+static int qgemv_variants_of(variant *out)
+{
+    static char names[SNUG_ISA_COUNT][64];
+    int n = variants_of(out), base = n;
+    snug_error err = {0};
+    for (int v = 0; v < base; v++) {
+        if (out[v].k.bf16_insn == SNUG_INSN_DPBF16_ZMM) continue;
+        snug_qgemv_kind kinds[SNUG_QGEMV_KINDS];
+        int32_t nk = snug_qgemv_kinds(out[v].k.isa, kinds);
+        for (int32_t i = 0; i + 1 < nk; i++) {
+            out[n] = out[v];
+            CHECK_OK(snug_kernels_set_qgemv(&out[n].k, kinds[i].insn, &err), &err);
+            snprintf(names[out[v].k.isa], sizeof names[0], "%s (%s)", out[v].name, snug_insn_name(kinds[i].insn));
+            out[n].name = names[out[v].k.isa];
+            n++;
+        }
+    }
+    return n;
+}
+
 /* The scalar table's product y (n rows of x by lin) against the float64
  * ref: each error relative to mag within 1e-5, the worst into *worst. */
 static void scalar_vs_ref(const snug_linear *lin, int64_t n, const float *y, const double *ref,
@@ -632,9 +654,9 @@ static void test_matmul_quant(void)
 {
     static const struct {
         int64_t n, k, m;
-    } shapes[] = {{1, 256, 16}, {3, 512, 31}, {5, 256, 50}, {17, 768, 40}, {70, 512, 33}, {2, 1024, 7}};
-    variant kv[SNUG_ISA_COUNT + 1];
-    int n_var = variants_of(kv);
+    } shapes[] = {{1, 256, 16}, {3, 512, 31}, {5, 256, 50}, {17, 768, 40}, {70, 512, 33}, {2, 1024, 7}, {4, 512, 48}, {1, 2048, 19}};
+    variant kv[2 * SNUG_ISA_COUNT + 2];
+    int n_var = qgemv_variants_of(kv);
     snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
     void *scratch = scratch_alloc(2);
     snug_pool *pool = NULL;
@@ -672,7 +694,17 @@ static void test_matmul_quant(void)
             fill(&r, x, (size_t)(n * k));
             double *ref = malloc((size_t)(n * m) * sizeof(double)), *mag = malloc((size_t)(n * m) * sizeof(double));
             float *y = malloc((size_t)(n * m) * sizeof(float));
-            matmul_ref(x, wf, SNUG_DTYPE_F32, n, k, m, ref, mag);
+            /* the reference of x as quantized to 8 bits, on every path */
+            float *xq = malloc((size_t)(n * k) * sizeof(float));
+            snug_x8_block *x8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *x8);
+            for (int64_t t = 0; t < n; t++) {
+                snug_x8_quantize(x + t * k, k, dt, x8);
+                for (int64_t e = 0; e < k; e++)
+                    xq[t * k + e] = x8[e / 32].d * (float)x8[e / 32].q[e % 32];
+            }
+            matmul_ref(xq, wf, SNUG_DTYPE_F32, n, k, m, ref, mag);
+            free(xq);
+            free(x8);
             snug_matmul(&ks, y, x, n, &lin, scratch, pool);
             scalar_vs_ref(&lin, n, y, ref, mag, &worst_scalar);
             for (int v = 0; v < n_var; v++)
@@ -699,11 +731,13 @@ static void test_matmul_quant(void)
 }
 
 /* The 8-bit activations and the integer dot products over them (qdot.h):
- * every x8 value within half a step of x, the step d = max |x| / 127; the
- * reference dot equal to the float64 dot of the dequantized weights with
- * the dequantized x8 (1e-5 of the sum of |terms|), and within the proven
- * bound of the float64 dot with x itself (sum of |w| d / 2), for every
- * block format, rows read from the file's layout and from the panels. */
+ * every x8 value within half a step of x, the step d = max |x| / 127 (of
+ * 256 elements for the K-quants; for the others of 32 and rounded to a
+ * half, which adds up to 127 x 2^-11 d); the reference dot equal to the
+ * float64 dot of the dequantized weights with the dequantized x8 (1e-5 of
+ * the sum of |terms|), and within the proven bound of the float64 dot with
+ * x itself (sum of |w| d times that half step), for every block format,
+ * rows read from the file's layout and from the panels. */
 static void test_qdot(void)
 {
     rng_t r = {0xD07u};
@@ -722,17 +756,28 @@ static void test_qdot(void)
             fill(&r, x, (size_t)k);
             x[k / 3] *= 20.0f; /* one outlier, as activations have */
             snug_x8_block *x8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *x8);
-            snug_x8_quantize(x, k, x8);
+            snug_x8_quantize(x, k, dt, x8);
+            /* half a step, and for the formats of 32 the half-float rounding of
+             * d (x was quantized against d before its rounding, as llama.cpp
+             * does): up to 127 x 2^-11 d more */
+            double half = snug_qtype_block(t) == 256 ? 0.5001 : 0.5 + 127.0 / 2048.0;
             for (int64_t b = 0; b < k / SNUG_X8_BLOCK; b++) {
                 int32_t sum = 0;
                 for (int i = 0; i < SNUG_X8_BLOCK; i++) {
                     double xv = x[b * SNUG_X8_BLOCK + i], e = fabs(xv - (double)x8[b].d * x8[b].q[i]);
                     worst_x8 = SNUG_MAX(worst_x8, e / ((double)x8[b].d + 1e-30));
-                    if (e > 0.5001 * x8[b].d || x8[b].q[i] < -127) x8_bad++;
+                    if (e > half * x8[b].d || x8[b].q[i] < -127) x8_bad++;
                     sum += x8[b].q[i];
                 }
-                if (sum != x8[b].sum) x8_bad++;
+                if (sum != x8[b].sum16[0] + x8[b].sum16[1]) x8_bad++;
             }
+            /* snug_x8_levels gives the same d q for any span of the row */
+            float lv[1024];
+            int64_t e0 = (int64_t)(rng_u32(&r) % (uint32_t)k), want = (int64_t)(1 + rng_u32(&r) % 700);
+            int64_t len = SNUG_MIN(k - e0, want);
+            snug_x8_levels(x, e0, len, dt, lv);
+            for (int64_t e = e0; e < e0 + len; e++)
+                if (lv[e - e0] != x8[e / 32].d * (float)x8[e / 32].q[e % 32]) x8_bad++;
             for (int64_t o = 0; o < m; o++) {
                 size_t rb = snug_qtype_bytes(t, k);
                 snug_quant_dequantize((snug_qtype)t, q + (size_t)o * rb, wf, k);
@@ -743,7 +788,7 @@ static void test_qdot(void)
                     exact += wf[e] * xq;
                     mag += fabs(wf[e] * xq);
                     dot += (double)wf[e] * x[e];
-                    bound += fabs((double)wf[e]) * xb->d / 2;
+                    bound += fabs((double)wf[e]) * xb->d * half;
                 }
                 int64_t p = o / SNUG_PANEL, width = SNUG_MIN((int64_t)SNUG_PANEL, m - p * SNUG_PANEL);
                 const uint8_t *packed = (const uint8_t *)lin.data + snug_linear_panel_offset(dt, m, k, p) +
@@ -769,7 +814,7 @@ static void test_qdot(void)
         }
     }
     CHECK(x8_bad == 0, "%d x8 values or sums wrong", x8_bad);
-    printf("  x8: worst |x - d q| %.3f of d (bound 0.5); qdot vs float64 over x8 %.3g of sum|terms| "
+    printf("  x8: worst |x - d q| %.3f of d (bound 0.5, 0.562 with a half d); qdot vs float64 over x8 %.3g of sum|terms| "
            "(tolerance 1e-5); vs float64 over x %.3f of the bound sum |w| d / 2\n",
            worst_x8, worst_exact, worst_bound);
 }

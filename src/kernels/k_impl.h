@@ -95,6 +95,27 @@ typedef struct snug_matmul_ops {
     void (*bf16_to_f32)(float *dst, const uint32_t *src, int64_t ksteps);
 } snug_matmul_ops;
 
+/* A matrix-vector path of block-format weights (k_quant.c): y[t][o] for
+ * t < n (<= SNUG_GEMV_MAX_N) and the rows o of panels [p0, p1) of w (the
+ * narrow last panel included), from x8 (n rows of w->k / 32 blocks, row t
+ * at x8 + t k / 32), by integer dot products as snug_qdot_ref; y rows ldy
+ * floats apart. */
+typedef void (*snug_qgemv_fn)(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n,
+                              const snug_linear *w, int64_t p0, int64_t p1);
+
+typedef struct snug_qgemv_kind {
+    snug_qgemv_fn fn;
+    snug_insn insn; /* its integer multiply-add */
+} snug_qgemv_kind;
+
+enum { SNUG_QGEMV_KINDS = 2 };
+
+/* The block-format matrix-vector paths this CPU runs under the instruction
+ * set isa, the best last (vpmaddubsw ymm from AVX2; vpdpbusd ymm where
+ * AVX-VNNI or AVX-512 VNNI is there), into out; returns their count (0
+ * below AVX2). Pure apart from reading the CPU. */
+int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS]);
+
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD
  * instruction set: the contract of snug_matmul. */
 void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, int64_t ldy,

@@ -30,6 +30,7 @@
 #include "base/pool.h"
 #include "base/quant.h"
 #include "k_impl.h"
+#include "qdot.h"
 
 #include <string.h>
 
@@ -73,11 +74,32 @@ static void matmul_scalar(void *ctx, int32_t thread, int32_t n_threads)
     const scalar_job *j = ctx;
     int64_t k = j->w->k, m = j->w->m, o0, o1;
     snug_pool_split(m, 1, thread, n_threads, &o0, &o1);
-    if (snug_dtype_is_quant(j->w->dtype)) {
-        /* a block at a time, dequantized once for up to 64 rows of x */
+    if (snug_dtype_is_quant(j->w->dtype) && j->n <= SNUG_GEMV_MAX_N) {
+        /* the integer reference: each block of x quantized to 8 bits as it
+         * meets a block of weights */
         uint32_t qt = snug_dtype_qtype(j->w->dtype);
         int64_t bs = snug_qtype_block(qt);
-        float blk[256], acc[64];
+        snug_x8_block x8[256 / SNUG_X8_BLOCK];
+        uint8_t wb[256]; /* one block of w (at most 210 bytes) */
+        size_t bb = snug_qtype_block_bytes(qt);
+        for (int64_t o = o0; o < o1; o++)
+            for (int64_t t = 0; t < j->n; t++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < k / bs; b++) {
+                    snug_x8_quantize(j->x + t * k + b * bs, bs, j->w->dtype, x8);
+                    snug_linear_block_bytes(j->w, o, b, wb);
+                    acc += snug_qdot_ref(j->w->dtype, wb, bb, x8, bs);
+                }
+                j->y[t * j->ldy + o] = acc;
+            }
+        return;
+    }
+    if (snug_dtype_is_quant(j->w->dtype)) {
+        /* a block at a time, dequantized once for up to 64 rows of x (at
+         * their 8-bit levels, as every path takes x for block formats) */
+        uint32_t qt = snug_dtype_qtype(j->w->dtype);
+        int64_t bs = snug_qtype_block(qt);
+        float blk[256], acc[64], xl[256];
         for (int64_t o = o0; o < o1; o++)
             for (int64_t t0 = 0; t0 < j->n; t0 += 64) {
                 int64_t nt = SNUG_MIN((int64_t)64, j->n - t0);
@@ -85,8 +107,8 @@ static void matmul_scalar(void *ctx, int32_t thread, int32_t n_threads)
                 for (int64_t b = 0; b < k / bs; b++) {
                     snug_linear_row_block(j->w, o, b, blk);
                     for (int64_t t = 0; t < nt; t++) {
-                        const float *xt = j->x + (t0 + t) * k + b * bs;
-                        for (int64_t i = 0; i < bs; i++) acc[t] += xt[i] * blk[i];
+                        snug_x8_levels(j->x + (t0 + t) * k, b * bs, bs, j->w->dtype, xl);
+                        for (int64_t i = 0; i < bs; i++) acc[t] += xl[i] * blk[i];
                     }
                 }
                 for (int64_t t = 0; t < nt; t++) j->y[(t0 + t) * j->ldy + o] = acc[t];
@@ -117,16 +139,24 @@ static int64_t a_steps(const snug_gemm_kind *g, int64_t len)
  * are together (block pc from word a_steps(pc) * panels * mr, then each
  * panel's a_steps(len) * mr words of it). */
 static void pack_a(const snug_gemm_kind *g, uint32_t *ap, const float *x, int64_t n, int64_t k,
-                   int64_t panels, int64_t p_first, int64_t p_last)
+                   int64_t panels, int64_t p_first, int64_t p_last, snug_dtype x8_for)
 {
     const int64_t mr = g->mr;
+    float rounded[SNUG_GEMM_KC_MAX];
     for (int64_t p = p_first; p < p_last; p++) {
         int64_t rv = SNUG_MIN(mr, n - p * mr); /* real rows of the panel */
         const float *x0 = x + p * mr * k;
         for (int64_t pc = 0; pc < k; pc += g->kc) {
             int64_t len = SNUG_MIN((int64_t)g->kc, k - pc), ks = a_steps(g, len);
             uint32_t *pan = ap + (a_steps(g, pc) * panels + p * ks) * mr;
-            if (g->pack_x && rv == mr) {
+            if (x8_for != SNUG_DTYPE_NONE) { /* x at its 8-bit levels, a row at a time */
+                SNUG_ASSERT(!g->a_bf16);
+                for (int64_t i = 0; i < mr; i++) {
+                    if (i < rv) snug_x8_levels(x0 + i * k, pc, len, x8_for, rounded);
+                    float *d = (float *)(void *)pan;
+                    for (int64_t q = 0; q < ks; q++) d[q * mr + i] = i < rv && q < len ? rounded[q] : 0.0f;
+                }
+            } else if (g->pack_x && rv == mr) {
                 g->pack_x(pan, x0, k, pc, len);
             } else if (!g->a_bf16) {
                 for (int64_t q = 0; q < ks; q++) {
@@ -386,6 +416,8 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
 /* One call's work, shared by its threads. */
 typedef struct matmul_job {
     const snug_matmul_ops *o;
+    snug_qgemv_fn qgemv;     /* block formats, n <= 4: the integer path over x8 */
+    const snug_x8_block *x8; /* x quantized, in the scratch */
     const snug_gemm_kind *g; /* NULL: the matrix-vector path */
     bool convert;
     float *y;
@@ -411,12 +443,14 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
     if (tid < nth) snug_pool_split(full, 1, tid, (int32_t)nth, &p0, &p1);
     if (!j->g) {
         if (tid == nth - 1) p1 = panels;
-        if (p0 < p1) j->o->gemv(j->y, j->ldy, j->x, j->n, j->w, p0, p1);
+        if (p0 < p1 && j->qgemv) j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, p0, p1);
+        else if (p0 < p1) j->o->gemv(j->y, j->ldy, j->x, j->n, j->w, p0, p1);
         return;
     }
     int64_t panels_a = (j->n + j->g->mr - 1) / j->g->mr, a0 = 0, a1 = 0;
     if (tid < nth) snug_pool_split(panels_a, 1, tid, (int32_t)nth, &a0, &a1);
-    pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, a0, a1);
+    pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, a0, a1,
+           snug_dtype_is_quant(j->w->dtype) ? j->w->dtype : SNUG_DTYPE_NONE);
     if (j->pool) snug_pool_barrier(j->pool, tid);
     unsigned char *tb = j->scratch + (size_t)tid * thread_bytes();
     if (p0 < p1) gemm_thread(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
@@ -434,17 +468,25 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         return;
     }
     matmul_job j = {.o = o, .y = y, .ldy = ldy, .x = x, .n = n, .w = w, .scratch = scratch, .pool = pool};
-    if (n > SNUG_GEMV_MAX_N || snug_dtype_is_quant(w->dtype)) { /* (no block-format gemv yet) */
+    int32_t n_pool = pool ? snug_pool_threads(pool) : 1;
+    j.ap = (uint32_t *)(void *)(j.scratch + (size_t)n_pool * thread_bytes());
+    bool quant = snug_dtype_is_quant(w->dtype);
+    if (n <= SNUG_GEMV_MAX_N && quant && kt->qgemv) {
+        /* x to 8 bits once, in the packed x's place (n k / 32 blocks of 40
+         * bytes: less than its 4 (n + 12) (k + 2)) */
+        snug_x8_block *x8 = (snug_x8_block *)(void *)j.ap;
+        for (int64_t t = 0; t < n; t++) snug_x8_quantize(x + t * k, k, w->dtype, x8 + t * (k / SNUG_X8_BLOCK));
+        j.qgemv = kt->qgemv;
+        j.x8 = x8;
+    } else if (n > SNUG_GEMV_MAX_N || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
                     j.g->mr <= SNUG_GEMM_MR_MAX);
     }
-    int32_t n_pool = pool ? snug_pool_threads(pool) : 1;
     int64_t nt = SNUG_MAX(1, SNUG_MIN((int64_t)n_pool, (m + SNUG_PANEL - 1) / SNUG_PANEL));
     /* tiny products are not worth waking threads for */
     if ((double)n * (double)k * (double)m < 65536.0) nt = 1;
     j.nt = (int32_t)nt;
-    j.ap = (uint32_t *)(void *)(j.scratch + (size_t)n_pool * thread_bytes());
     if (nt == 1) {
         j.pool = NULL;
         matmul_part(&j, 0, 1);
@@ -458,7 +500,7 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
 void snug_matmul_into(const snug_kernels *k, float *y, int64_t ldy, const float *x, int64_t n,
                       const snug_linear *w, void *scratch, snug_pool *pool)
 {
-    if (!k->mm) {
+    if (!k->mm || (snug_dtype_is_quant(w->dtype) && n <= SNUG_GEMV_MAX_N && !k->qgemv)) {
         scalar_job j = {y, ldy, x, n, w};
         if (pool) snug_pool_run(pool, matmul_scalar, &j);
         else matmul_scalar(&j, 0, 1);
@@ -475,8 +517,9 @@ void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, con
 
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
 {
+    if (n <= SNUG_GEMV_MAX_N && snug_dtype_is_quant(wdt)) return k->qgemv_insn;
     if (!k->mm) return SNUG_INSN_SCALAR;
-    if (n <= SNUG_GEMV_MAX_N && !snug_dtype_is_quant(wdt)) return k->mm->gemv_insn;
+    if (n <= SNUG_GEMV_MAX_N) return k->mm->gemv_insn;
     bool convert;
     return snug_matmul_kind(k, k->mm, wdt, n, &convert)->insn;
 }

@@ -46,8 +46,8 @@ snug_isa snug_isa_detect(void)
 snug_isa snug_isa_detect(void) { return SNUG_ISA_SCALAR; }
 #endif
 
-static const char *const insn_names[SNUG_INSN_COUNT] = {"scalar", "vfmadd231ps ymm",
-                                                         "vfmadd231ps zmm", "vdpbf16ps zmm"};
+static const char *const insn_names[SNUG_INSN_COUNT] = {"scalar",        "vfmadd231ps ymm", "vfmadd231ps zmm",
+                                                         "vdpbf16ps zmm", "vpmaddubsw ymm",  "vpdpbusd ymm"};
 
 const char *snug_insn_name(snug_insn insn)
 {
@@ -68,7 +68,9 @@ int32_t snug_insn_flops(snug_insn insn)
 snug_isa snug_insn_isa(snug_insn insn)
 {
     switch (insn) {
-    case SNUG_INSN_FMA_YMM: return SNUG_ISA_AVX2;
+    case SNUG_INSN_FMA_YMM:
+    case SNUG_INSN_MADDUBS_YMM:
+    case SNUG_INSN_DPBUSD_YMM: return SNUG_ISA_AVX2;
     case SNUG_INSN_FMA_ZMM: return SNUG_ISA_AVX512;
     case SNUG_INSN_DPBF16_ZMM: return SNUG_ISA_AVX512_BF16;
     default: return SNUG_ISA_SCALAR;
@@ -112,7 +114,28 @@ snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err)
     default: snug_kernels_fill_avx512bf16(k); break;
     }
     k->isa = isa;
+    snug_qgemv_kind kinds[SNUG_QGEMV_KINDS];
+    int32_t n = snug_qgemv_kinds(isa, kinds);
+    k->qgemv = n ? kinds[n - 1].fn : NULL;
+    k->qgemv_insn = n ? kinds[n - 1].insn : SNUG_INSN_SCALAR;
     return SNUG_OK;
+}
+
+snug_status snug_kernels_set_qgemv(snug_kernels *k, snug_insn insn, snug_error *err)
+{
+    if (insn == SNUG_INSN_SCALAR) {
+        k->qgemv = NULL, k->qgemv_insn = insn;
+        return SNUG_OK;
+    }
+    snug_qgemv_kind kinds[SNUG_QGEMV_KINDS];
+    int32_t n = snug_qgemv_kinds(k->isa, kinds);
+    for (int32_t i = 0; i < n; i++)
+        if (kinds[i].insn == insn) {
+            k->qgemv = kinds[i].fn, k->qgemv_insn = insn;
+            return SNUG_OK;
+        }
+    return snug_errorf(err, SNUG_UNSUPPORTED, "the %s kernels on this CPU have no %s matrix-vector path for "
+                       "block formats", snug_isa_name(k->isa), snug_insn_name(insn));
 }
 
 /* ---- choosing the bf16 kernel by measurement ------------------------------- */

@@ -50,19 +50,22 @@ typedef enum snug_insn {
     SNUG_INSN_FMA_YMM = 1,    /* vfmadd231ps ymm: 8 lanes x 2 flops */
     SNUG_INSN_FMA_ZMM = 2,    /* vfmadd231ps zmm: 16 lanes x 2 flops */
     SNUG_INSN_DPBF16_ZMM = 3, /* vdpbf16ps zmm: 16 lanes x 2 bf16 products added */
-    SNUG_INSN_COUNT = 4
+    SNUG_INSN_MADDUBS_YMM = 4, /* vpmaddubsw ymm: 32 u8 x s8 products, added in pairs */
+    SNUG_INSN_DPBUSD_YMM = 5, /* vpdpbusd ymm: 8 lanes x 4 u8 x s8 products added */
+    SNUG_INSN_COUNT = 6
 } snug_insn;
 
-/* "scalar", "vfmadd231ps ymm", "vfmadd231ps zmm", "vdpbf16ps zmm"; never
- * NULL ("unknown" out of range). */
+/* "scalar", "vfmadd231ps ymm", "vfmadd231ps zmm", "vdpbf16ps zmm",
+ * "vpmaddubsw ymm", "vpdpbusd ymm"; never NULL ("unknown" out of range). */
 const char *snug_insn_name(snug_insn insn);
 
-/* The flops one instruction does (16, 32, 64); 0 for SNUG_INSN_SCALAR or
- * out of range. Pure. */
+/* The flops one instruction does (16, 32, 64); 0 for SNUG_INSN_SCALAR, the
+ * integer ones or out of range. Pure. */
 int32_t snug_insn_flops(snug_insn insn);
 
-/* The least instruction set that has insn (an FMA: AVX2; a zmm FMA:
- * AVX512; vdpbf16ps: AVX512_BF16; scalar: SCALAR). Pure. */
+/* The least instruction set that has insn (an FMA, vpmaddubsw, vpdpbusd
+ * ymm: AVX2, the last only with AVX-VNNI or AVX-512 VNNI besides; a zmm
+ * FMA: AVX512; vdpbf16ps: AVX512_BF16; scalar: SCALAR). Pure. */
 snug_isa snug_insn_isa(snug_insn insn);
 
 /* The best instruction set this CPU and OS support (CPUID feature bits and
@@ -105,6 +108,7 @@ typedef struct snug_attn_args {
 } snug_attn_args;
 
 struct snug_matmul_ops;
+struct snug_x8_block;
 
 typedef struct snug_kernels {
     snug_isa isa;
@@ -117,6 +121,13 @@ typedef struct snug_kernels {
      * to bf16). snug_kernels_init sets the FMA; snug_kernels_calibrate
      * measures both where both exist and keeps the faster. */
     snug_insn bf16_insn;
+
+    /* The matrix-vector path of block-format weights (up to 4 rows of x,
+     * quantized to 8 bits: kernels/qdot.h), NULL for the scalar
+     * reference, and its instruction (k_impl.h's snug_qgemv_fn). */
+    void (*qgemv)(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
+                  int64_t p0, int64_t p1);
+    snug_insn qgemv_insn;
 
     /* What snug_kernels_calibrate measured: one thread's GFLOP/s of the
      * bf16 GEMM on each candidate instruction (0: not measured). */
@@ -194,6 +205,12 @@ const char *snug_kernels_describe(const snug_kernels *k, snug_dtype wdt, char *b
  * SNUG_UNSUPPORTED when the table cannot. Tests and benchmarks. */
 snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *err);
 
+/* Makes block-format weights run the matrix-vector path of insn
+ * (SNUG_INSN_MADDUBS_YMM, SNUG_INSN_DPBUSD_YMM, or SNUG_INSN_SCALAR for the
+ * reference loops); SNUG_UNSUPPORTED when this CPU or the table cannot.
+ * Tests and benchmarks. */
+snug_status snug_kernels_set_qgemv(snug_kernels *k, snug_insn insn, snug_error *err);
+
 /* y (n, m) = x (n, k) times the transpose of w (m, k): y[t][o] = sum_i
  * x[t][i] w[o][i]. x and y are dense row-major f32; w is in the panel
  * layout (linear.h). Reads each weight once for the whole batch when n
@@ -203,7 +220,13 @@ snug_status snug_kernels_set_bf16(snug_kernels *k, snug_insn insn, snug_error *e
  * number of threads. They may on the number of rows of x, in the last
  * bits: the matrix-vector path (up to 4 rows, bf16's odd elements summed
  * apart for 1 and 2) and the GEMM (its instruction, its k blocks) add in
- * different orders. scratch holds snug_matmul_scratch_bytes(T, N, K)
+ * different orders. Block-format weights (base/quant.h) meet x quantized
+ * to 8 bits (kernels/qdot.h: groups of 256 for the K-quants, 32 for the
+ * others), as llama.cpp quantizes activations, on every path: up to 4 rows
+ * by integer dot products (k->qgemv, or snug_qdot_ref's loops), more rows
+ * with x at its 8-bit levels in float against slices of the weights
+ * dequantized, so that a row's result does not depend on the batch beyond
+ * the order of the sums. scratch holds snug_matmul_scratch_bytes(T, N, K)
  * bytes, 64-byte aligned, with the pool's threads <= T, n <= N, w->k <= K.
  * y must not overlap x or w. */
 void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, const snug_linear *w,

@@ -122,6 +122,11 @@ static const void *quant_block(const snug_linear *w, int64_t r, int64_t b)
            (size_t)(b * width + j) * bb;
 }
 
+void snug_linear_block_bytes(const snug_linear *w, int64_t r, int64_t b, void *out)
+{
+    memcpy(out, quant_block(w, r, b), snug_qtype_block_bytes(snug_dtype_qtype(w->dtype)));
+}
+
 void snug_linear_row_block(const snug_linear *w, int64_t r, int64_t b, float *out)
 {
     uint32_t t = snug_dtype_qtype(w->dtype);

@@ -79,6 +79,9 @@ float snug_linear_elem(const snug_linear *w, int64_t r, int64_t e);
 /* Row r of w as k floats into out: an embedding row of a tied lm_head. */
 void snug_linear_row(const snug_linear *w, int64_t r, float *out);
 
+/* The bytes of block b of row r of a block-format w, copied to out. */
+void snug_linear_block_bytes(const snug_linear *w, int64_t r, int64_t b, void *out);
+
 /* Block b of row r of a block-format w, dequantized (base/quant.h) into
  * out (the block's 32 or 256 floats). */
 void snug_linear_row_block(const snug_linear *w, int64_t r, int64_t b, float *out);

@@ -9,21 +9,55 @@
 
 #include <math.h>
 
-void snug_x8_quantize(const float *x, int64_t k, snug_x8_block *out)
+/* The group of 256 (a K-quant's, one float scale: llama.cpp's Q8_K) or 32
+ * (the others', a half scale: its Q8_0) that x is quantized in for wdt. */
+static int64_t group_of(snug_dtype wdt) { return snug_qtype_block(snug_dtype_qtype(wdt)) == 256 ? 256 : SNUG_X8_BLOCK; }
+
+/* The scale d of group xg (n elements) and the factor id that x takes to
+ * its integer: d = max |x| / 127 (rounded to a half for groups of 32), id
+ * = 127 / max |x| (0 for zeros). */
+static void group_scale(const float *xg, int64_t n, float *d, float *id)
 {
-    for (int64_t b = 0; b < k / SNUG_X8_BLOCK; b++) {
-        const float *xb = x + b * SNUG_X8_BLOCK;
-        snug_x8_block *o = &out[b];
-        float amax = 0.0f;
-        for (int i = 0; i < SNUG_X8_BLOCK; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        o->d = amax / 127.0f;
-        float id = o->d > 0.0f ? 1.0f / o->d : 0.0f;
-        o->sum = 0;
-        for (int i = 0; i < SNUG_X8_BLOCK; i++) {
-            float v = roundf(xb[i] * id);
-            o->q[i] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
-            o->sum += o->q[i];
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xg[i]));
+    *d = amax / 127.0f;
+    if (n == SNUG_X8_BLOCK) *d = snug_f16_to_f32(snug_f32_to_f16(*d));
+    *id = amax > 0.0f ? 127.0f / amax : 0.0f;
+}
+
+/* x's integer at factor id. */
+static int8_t level(float x, float id)
+{
+    float v = roundf(x * id);
+    return (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+}
+
+void snug_x8_quantize(const float *x, int64_t k, snug_dtype wdt, snug_x8_block *out)
+{
+    int64_t group = group_of(wdt);
+    for (int64_t g = 0; g < k / group; g++) {
+        const float *xg = x + g * group;
+        float d, id;
+        group_scale(xg, group, &d, &id);
+        for (int64_t b = 0; b < group / SNUG_X8_BLOCK; b++) {
+            snug_x8_block *o = &out[g * (group / SNUG_X8_BLOCK) + b];
+            o->d = d;
+            o->sum16[0] = o->sum16[1] = 0;
+            for (int i = 0; i < SNUG_X8_BLOCK; i++) {
+                o->q[i] = level(xg[b * SNUG_X8_BLOCK + i], id);
+                o->sum16[i / 16] = (int16_t)(o->sum16[i / 16] + o->q[i]);
+            }
         }
+    }
+}
+
+void snug_x8_levels(const float *xr, int64_t e0, int64_t len, snug_dtype wdt, float *out)
+{
+    int64_t group = group_of(wdt);
+    for (int64_t g0 = e0 / group * group; g0 < e0 + len; g0 += group) {
+        float d, id;
+        group_scale(xr + g0, group, &d, &id);
+        for (int64_t e = SNUG_MAX(g0, e0); e < SNUG_MIN(g0 + group, e0 + len); e++) out[e - e0] = d * (float)level(xr[e], id);
     }
 }
 

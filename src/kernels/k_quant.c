@@ -1,0 +1,198 @@
+/*
+ * k_quant.c: the matrix-vector product of block-format weights (base/quant.h,
+ * in the panel layout of linear.h) with up to 4 rows of x quantized to 8
+ * bits (qdot.h), by integer dot products, on three instructions:
+ * vpmaddubsw ymm (AVX2), vpdpbusd ymm (AVX-VNNI, or AVX-512 VNNI with VL)
+ * and vpdpbusd zmm (AVX-512 VNNI). The arithmetic is snug_qdot_ref's: per 32
+ * elements an exact integer sum, scaled in float.
+ *
+ * Each weight block is first unpacked into chunks of 32 signed 8-bit
+ * values with the float scale of each half (d sc of its sub-block) and,
+ * for the formats with minimums, each half's offset (dmin mn): for Q8_0
+ * the bytes as they are, for Q4_0, Q5_0, Q4_K, Q5_K and Q6_K with vector
+ * shifts and masks, for the others (Q4_1, Q5_1, Q2_K, Q3_K) through
+ * snug_quant_unpack. Unsigned-times-signed instructions take |w| and x
+ * with w's sign (vpsignb; a masked subtraction in zmm), so every format
+ * runs the one dot: sum over a chunk of w x exact in 32-bit lanes (four
+ * products a lane, or two pairs of vpmaddubsw's 16-bit sums, which cannot
+ * saturate: |w| <= 128, |x| <= 127). Per row of w and of x the lanes
+ * accumulate in float across the blocks and are added up once at the end
+ * of the panel; the minimums' terms (dmin mn times x's half sums) are
+ * added in scalar.
+ */
+#include "k_impl.h"
+
+#include "base/dtype.h"
+#include "base/quant.h"
+#include "linear.h"
+#include "qdot.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+#define T_Q __attribute__((target("avx2,fma,f16c")))
+#define T_Q_INL __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
+
+/* One unpacked chunk of 32 weights: w = scale[h] q - corr[h] for the half
+ * h (16 elements) of each q. */
+typedef struct qchunk {
+    int8_t q[32];
+    float scale[2];
+    float corr[2];
+} qchunk;
+
+/* The float of a little-endian half at p (F16C: every machine with AVX2
+ * that snug runs the SIMD kernels on has it). */
+__attribute__((target("f16c"), always_inline)) static inline float half_at(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Any block through its integer form (the formats without a vector
+ * unpacking). */
+static void chunks_generic(snug_qtype t, const uint8_t *b, qchunk *c)
+{
+    snug_qblock w;
+    snug_quant_unpack(t, b, &w);
+    for (int32_t ch = 0; ch < w.n / 32; ch++)
+        for (int h = 0; h < 2; h++) {
+            int32_t s = (32 * ch + 16 * h) / w.sub;
+            c[ch].scale[h] = w.d * (float)w.sc[s];
+            c[ch].corr[h] = w.dmin * (float)w.mn[s];
+            for (int e = 0; e < 16; e++) c[ch].q[16 * h + e] = (int8_t)w.q[32 * ch + 16 * h + e];
+        }
+}
+
+T_Q_INL __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+T_Q_INL void store256(void *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+
+/* The bits (one per byte, bit e of the 32-bit mask at qh) as 0 or `value`
+ * in 32 bytes. */
+T_Q_INL __m256i bits_to_bytes(uint32_t qh, int8_t value)
+{
+    const __m256i shuf = _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll);
+    __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(on, _mm256_set1_epi8(value));
+}
+
+/* The 32 signed values of a Q8_0, Q4_0 or Q5_0 block at b. */
+T_Q_INL __m256i legacy_q(snug_qtype t, const uint8_t *b)
+{
+    if (t == SNUG_QTYPE_Q8_0) return load256(b + 2);
+    const __m256i low4 = _mm256_set1_epi8(0xF);
+    bool five = t == SNUG_QTYPE_Q5_0;
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + (five ? 6 : 2)));
+    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), low4);
+    if (!five) return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4);
+    return _mm256_sub_epi8(_mm256_or_si256(q, bits_to_bytes(qh, 16)), _mm256_set1_epi8(16));
+}
+
+/* The dots of |w| with x carrying w's sign, 8 lanes of 4 products each
+ * (|w| <= 128, |x| <= 127), and of unsigned w (<= 127) with x. */
+T_Q_INL __m256i udot_maddubs(__m256i u, __m256i x)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
+}
+
+#define T_VNNI_AVX __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define T_VNNI_AVX_INL __attribute__((target("avx2,fma,f16c,avxvnni"), always_inline)) static inline
+#define T_VNNI_512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define T_VNNI_512_INL                                                                               \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"), always_inline)) static inline
+
+T_VNNI_AVX_INL __m256i udot_vnni_avx(__m256i u, __m256i x)
+{
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, x);
+}
+
+T_VNNI_512_INL __m256i udot_vnni_512(__m256i u, __m256i x)
+{
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
+}
+
+/* The horizontal sum of v. */
+T_Q_INL float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The six-bit scales (bytes 0..8) and minimums (bytes 8..16) of a Q4_K or
+ * Q5_K block, from its 12 bytes at s: the format's bit layout moved with
+ * 32-bit masks. */
+static inline void k_scales_packed(const uint8_t *s, uint32_t out[4])
+{
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    out[0] = u[0] & 0x3F3F3F3Fu;
+    out[1] = (u[2] & 0x0F0F0F0Fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    out[2] = u[1] & 0x3F3F3F3Fu;
+    out[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+}
+
+/* Bytes ahead of the block being read that the matrix-vector path fetches. */
+enum { QGEMV_AHEAD = 2048 };
+
+/* The bodies, once per instruction (k_quant_body.h). */
+#define QB_NAME(x) x##_maddubs
+#define QB_T T_Q
+#define QB_INL T_Q_INL
+#define QB_UDOT udot_maddubs
+#include "k_quant_body.h"
+
+#define QB_NAME(x) x##_vnni_avx
+#define QB_T T_VNNI_AVX
+#define QB_INL T_VNNI_AVX_INL
+#define QB_UDOT udot_vnni_avx
+#include "k_quant_body.h"
+
+#define QB_NAME(x) x##_vnni_512
+#define QB_T T_VNNI_512
+#define QB_INL T_VNNI_512_INL
+#define QB_UDOT udot_vnni_512
+#include "k_quant_body.h"
+
+/* CPUID: AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) and AVX-512 VNNI (leaf 7,
+ * ECX bit 11). */
+static bool has_avx_vnni(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+           (a & (1u << 4));
+}
+
+static bool has_avx512_vnni(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}
+
+int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS])
+{
+    int32_t n = 0;
+    if (isa < SNUG_ISA_AVX2) return 0;
+    out[n++] = (snug_qgemv_kind){qgemv_maddubs, SNUG_INSN_MADDUBS_YMM};
+    if (isa >= SNUG_ISA_AVX512 && has_avx512_vnni())
+        out[n++] = (snug_qgemv_kind){qgemv_vnni_512, SNUG_INSN_DPBUSD_YMM};
+    else if (has_avx_vnni())
+        out[n++] = (snug_qgemv_kind){qgemv_vnni_avx, SNUG_INSN_DPBUSD_YMM};
+    return n;
+}
+#else
+int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS])
+{
+    (void)isa, (void)out;
+    return 0;
+}
+#endif

@@ -1,0 +1,310 @@
+/*
+ * k_quant_body.h: the block-format matrix-vector path of one instruction,
+ * included by k_quant.c once per instruction with these defined:
+ *   QB_NAME(x)  the name x with the instruction's suffix
+ *   QB_T        the target attribute of its functions
+ *   QB_INL      the same, always inline and static
+ *   QB_UDOT     a function (u, x) -> 8 lanes of 4 products summed, u
+ *               unsigned bytes (at most 128 where x is up to 127 in
+ *               magnitude: vpmaddubsw adds pairs in 16 bits), x signed
+ * and undefines them at its end. Not a header of its own: no guard.
+ *
+ * One panel (16 rows) at a time, its blocks in the order they lie (block b
+ * of every row, then block b + 1), against NT rows of x8 (kb = k / 32 x8
+ * blocks each). Each row of w and of x keeps 8 float lanes of the sum
+ * (acc) and, for the formats whose values are stored unsigned with an
+ * offset or a minimum, 8 lanes of what to take away (cacc: d sc offset, or
+ * dmin mn, times dx times the sum of x's integers of each part), added up
+ * once at the panel's end.
+ */
+
+/* x's integer sums of the 8 x8 blocks from xb, each times its d, in 8
+ * float lanes (a K-quant's block of 256). */
+QB_INL __m256 QB_NAME(sums32)(const snug_x8_block *xb)
+{
+    return _mm256_setr_ps(xb[0].d * (float)(xb[0].sum16[0] + xb[0].sum16[1]),
+                          xb[1].d * (float)(xb[1].sum16[0] + xb[1].sum16[1]),
+                          xb[2].d * (float)(xb[2].sum16[0] + xb[2].sum16[1]),
+                          xb[3].d * (float)(xb[3].sum16[0] + xb[3].sum16[1]),
+                          xb[4].d * (float)(xb[4].sum16[0] + xb[4].sum16[1]),
+                          xb[5].d * (float)(xb[5].sum16[0] + xb[5].sum16[1]),
+                          xb[6].d * (float)(xb[6].sum16[0] + xb[6].sum16[1]),
+                          xb[7].d * (float)(xb[7].sum16[0] + xb[7].sum16[1]));
+}
+
+/* x's half sums of x8 blocks xb[4 h .. 4 h + 4), each times its d, in 8
+ * float lanes (sub-blocks of 16: 8 of a K-quant's 16). */
+QB_INL __m256 QB_NAME(sums16)(const snug_x8_block *xb, int h)
+{
+    const snug_x8_block *x = xb + 4 * h;
+    return _mm256_setr_ps(x[0].d * (float)x[0].sum16[0], x[0].d * (float)x[0].sum16[1],
+                          x[1].d * (float)x[1].sum16[0], x[1].d * (float)x[1].sum16[1],
+                          x[2].d * (float)x[2].sum16[0], x[2].d * (float)x[2].sum16[1],
+                          x[3].d * (float)x[3].sum16[0], x[3].d * (float)x[3].sum16[1]);
+}
+
+/* y of the rows of panel p from acc - cacc. */
+QB_INL void QB_NAME(store)(float *y, int64_t ldy, int64_t p, int64_t width, __m256 acc[][SNUG_PANEL],
+                           __m256 cacc[][SNUG_PANEL], const int NT)
+{
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++)
+            y[t * ldy + p * SNUG_PANEL + r] = hsum8(_mm256_sub_ps(acc[t][r], cacc[t][r]));
+}
+
+/* Prefetches the bytes of one block QGEMV_AHEAD ahead. */
+QB_INL void QB_NAME(fetch)(const uint8_t *at, size_t bb)
+{
+    for (size_t off = 0; off < bb; off += 64) _mm_prefetch((const char *)(at + off + QGEMV_AHEAD), _MM_HINT_T0);
+}
+
+/* Q4_K and Q5_K: values 0..15 (0..31) unsigned; per sub-block of 32 a
+ * six-bit scale and minimum; x8 in groups of 256 (one dx). */
+QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                               const int NT, const bool five)
+{
+    const int64_t k = w->k, kb = k / 32, nb = k / 256;
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = five ? 176 : 144;
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    const __m256i low4 = _mm256_set1_epi8(0xF), sixteen = _mm256_set1_epi8(16);
+    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
+        __m256 xs[SNUG_GEMV_MAX_N];
+        float dx[SNUG_GEMV_MAX_N];
+        for (int t = 0; t < NT; t++) {
+            xs[t] = QB_NAME(sums32)(&x8[t * kb + 8 * b]);
+            dx[t] = x8[t * kb + 8 * b].d;
+        }
+        for (int64_t r = 0; r < width; r++) {
+            const uint8_t *bl = blocks + (size_t)r * bb;
+            QB_NAME(fetch)(bl, bb);
+            uint32_t scm[4];
+            k_scales_packed(bl + 4, scm);
+            __m256 fsc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)scm)));
+            __m256 fmn = _mm256_mul_ps(
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(scm + 2)))),
+                _mm256_set1_ps(half_at(bl + 2)));
+            const uint8_t *qs = bl + (five ? 48 : 16);
+            __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
+            __m256 bacc[SNUG_GEMV_MAX_N];
+            for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
+            for (int pp = 0; pp < 4; pp++) { /* 64 elements: the low nibbles, then the high */
+                __m256i v = load256(qs + 32 * pp);
+                __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                if (five) {
+                    __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * pp))), b1 = _mm256_set1_epi8((char)(2 << (2 * pp)));
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b0), b0), sixteen));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b1), b1), sixteen));
+                }
+                __m256 s_lo = _mm256_permutevar8x32_ps(fsc, _mm256_set1_epi32(2 * pp));
+                __m256 s_hi = _mm256_permutevar8x32_ps(fsc, _mm256_set1_epi32(2 * pp + 1));
+                for (int t = 0; t < NT; t++) {
+                    const snug_x8_block *xb = &x8[t * kb + 8 * b + 2 * pp];
+                    __m256i il = QB_UDOT(lo, load256(xb[0].q)), ih = QB_UDOT(hi, load256(xb[1].q));
+                    bacc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), s_lo, bacc[t]);
+                    bacc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), s_hi, bacc[t]);
+                }
+            }
+            float d = half_at(bl);
+            for (int t = 0; t < NT; t++) {
+                acc[t][r] = _mm256_fmadd_ps(bacc[t], _mm256_set1_ps(d * dx[t]), acc[t][r]);
+                cacc[t][r] = _mm256_fmadd_ps(fmn, xs[t], cacc[t][r]);
+            }
+        }
+    }
+    QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
+}
+
+/* Q6_K: values stored as 0..63 (q + 32); per sub-block of 16 a signed
+ * eight-bit scale; x8 in groups of 256. */
+QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                               const int NT)
+{
+    const int64_t k = w->k, kb = k / 32, nb = k / 256;
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = 210;
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    const __m256i low4 = _mm256_set1_epi8(0xF), three = _mm256_set1_epi8(3);
+    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
+        __m256 xs[SNUG_GEMV_MAX_N][2];
+        float dx[SNUG_GEMV_MAX_N];
+        for (int t = 0; t < NT; t++) {
+            const snug_x8_block *xb = &x8[t * kb + 8 * b];
+            xs[t][0] = _mm256_mul_ps(QB_NAME(sums16)(xb, 0), _mm256_set1_ps(32.0f));
+            xs[t][1] = _mm256_mul_ps(QB_NAME(sums16)(xb, 1), _mm256_set1_ps(32.0f));
+            dx[t] = xb->d;
+        }
+        for (int64_t r = 0; r < width; r++) {
+            const uint8_t *bl = blocks + (size_t)r * bb, *ql = bl, *qh = bl + 128;
+            QB_NAME(fetch)(bl, bb);
+            __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)(bl + 192));
+            __m256 dv = _mm256_set1_ps(half_at(bl + 208));
+            __m256 fs[2] = {_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), dv),
+                            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), dv)};
+            __m256 bacc[SNUG_GEMV_MAX_N];
+            for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
+            for (int h = 0; h < 2; h++) { /* 128 elements */
+                __m256i a = load256(ql + 64 * h), a2 = load256(ql + 64 * h + 32), hb = load256(qh + 32 * h);
+                __m256i lo4[4] = {_mm256_and_si256(a, low4), _mm256_and_si256(a2, low4),
+                                  _mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
+                                  _mm256_and_si256(_mm256_srli_epi16(a2, 4), low4)};
+                for (int g = 0; g < 4; g++) { /* 32 elements: sub-blocks 8 h + 2 g and + 1 */
+                    __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), three);
+                    __m256i u = _mm256_or_si256(lo4[g], _mm256_slli_epi16(hi2, 4));
+                    __m256 sv = _mm256_permutevar8x32_ps(fs[h], _mm256_setr_epi32(2 * g, 2 * g, 2 * g, 2 * g, 2 * g + 1,
+                                                                                 2 * g + 1, 2 * g + 1, 2 * g + 1));
+                    for (int t = 0; t < NT; t++) {
+                        __m256i v = QB_UDOT(u, load256(x8[t * kb + 8 * b + 4 * h + g].q));
+                        bacc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), sv, bacc[t]);
+                    }
+                }
+            }
+            for (int t = 0; t < NT; t++) {
+                acc[t][r] = _mm256_fmadd_ps(bacc[t], _mm256_set1_ps(dx[t]), acc[t][r]);
+                cacc[t][r] = _mm256_fmadd_ps(fs[0], xs[t][0], cacc[t][r]);
+                cacc[t][r] = _mm256_fmadd_ps(fs[1], xs[t][1], cacc[t][r]);
+            }
+        }
+    }
+    QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
+}
+
+/* Q8_0, Q4_0, Q5_0: one half scale per 32 values; Q8_0's signed values
+ * meet x with their sign moved over, Q4_0's and Q5_0's are taken as
+ * stored (0..15, 0..31) and the offset (8, 16) times x's sum taken away. */
+QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                                  const int NT, const snug_qtype qt)
+{
+    const int64_t k = w->k, kb = k / 32;
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = snug_qtype_block_bytes(qt);
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    const float offset = qt == SNUG_QTYPE_Q4_0 ? 8.0f : 16.0f;
+    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
+    float corr[SNUG_GEMV_MAX_N][SNUG_PANEL];
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) acc[t][r] = _mm256_setzero_ps(), corr[t][r] = 0.0f;
+    for (int64_t b = 0; b < kb; b++) {
+        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
+        float dx[SNUG_GEMV_MAX_N], sx[SNUG_GEMV_MAX_N];
+        __m256i xq[SNUG_GEMV_MAX_N];
+        for (int t = 0; t < NT; t++) {
+            const snug_x8_block *xb = &x8[t * kb + b];
+            dx[t] = xb->d;
+            sx[t] = offset * (float)(xb->sum16[0] + xb->sum16[1]);
+            xq[t] = load256(xb->q);
+        }
+        for (int64_t r = 0; r < width; r++) {
+            const uint8_t *bl = blocks + (size_t)r * bb;
+            QB_NAME(fetch)(bl, bb);
+            float d = half_at(bl);
+            if (qt == SNUG_QTYPE_Q8_0) {
+                __m256i q = load256(bl + 2), aq = _mm256_sign_epi8(q, q);
+                for (int t = 0; t < NT; t++) {
+                    __m256i v = QB_UDOT(aq, _mm256_sign_epi8(xq[t], q));
+                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * dx[t]), acc[t][r]);
+                }
+                continue;
+            }
+            const __m256i low4 = _mm256_set1_epi8(0xF);
+            bool five = qt == SNUG_QTYPE_Q5_0;
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(bl + (five ? 6 : 2)));
+            __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), low4);
+            if (five) {
+                uint32_t qh;
+                memcpy(&qh, bl + 2, 4);
+                u = _mm256_or_si256(u, bits_to_bytes(qh, 16));
+            }
+            for (int t = 0; t < NT; t++) {
+                __m256i dot = QB_UDOT(u, xq[t]);
+                float ddx = d * dx[t];
+                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(ddx), acc[t][r]);
+                corr[t][r] += ddx * sx[t];
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) cacc[t][r] = _mm256_setr_ps(corr[t][r], 0, 0, 0, 0, 0, 0, 0);
+    QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
+}
+
+/* Any other format (Q4_1, Q5_1, Q2_K, Q3_K), through its integer form:
+ * signed values meet x with their sign moved over, the minimums' terms
+ * go to cacc. */
+QB_INL void QB_NAME(panel_generic)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                                   const int NT)
+{
+    const snug_qtype qt = (snug_qtype)snug_dtype_qtype(w->dtype);
+    const int64_t k = w->k, kb = k / 32, bs = snug_qtype_block(qt), nb = k / bs;
+    const int32_t nc = (int32_t)(bs / 32);
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = snug_qtype_block_bytes(qt);
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
+        for (int64_t r = 0; r < width; r++) {
+            qchunk ch[8];
+            chunks_generic(qt, blocks + (size_t)r * bb, ch);
+            for (int32_t c = 0; c < nc; c++) {
+                __m256i q = load256(ch[c].q), aq = _mm256_sign_epi8(q, q);
+                __m256 sv = _mm256_set_m128(_mm_set1_ps(ch[c].scale[1]), _mm_set1_ps(ch[c].scale[0]));
+                __m256 cv = _mm256_setr_ps(ch[c].corr[0], ch[c].corr[1], 0, 0, 0, 0, 0, 0);
+                for (int t = 0; t < NT; t++) {
+                    const snug_x8_block *xb = &x8[t * kb + b * nc + c];
+                    __m256i v = QB_UDOT(aq, _mm256_sign_epi8(load256(xb->q), q));
+                    __m256 dxv = _mm256_set1_ps(xb->d);
+                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(sv, dxv), acc[t][r]);
+                    __m256 xs = _mm256_setr_ps((float)xb->sum16[0], (float)xb->sum16[1], 0, 0, 0, 0, 0, 0);
+                    cacc[t][r] = _mm256_fmadd_ps(_mm256_mul_ps(cv, dxv), xs, cacc[t][r]);
+                }
+            }
+        }
+    }
+    QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
+}
+
+/* Panels [p0, p1) for NT rows of x. */
+QB_INL void QB_NAME(qgemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
+                             int64_t p1, const int NT)
+{
+    const snug_qtype qt = (snug_qtype)snug_dtype_qtype(w->dtype);
+    for (int64_t p = p0; p < p1; p++) {
+        switch (qt) {
+        case SNUG_QTYPE_Q4_K: QB_NAME(panel_k45)(y, ldy, x8, w, p, NT, false); break;
+        case SNUG_QTYPE_Q5_K: QB_NAME(panel_k45)(y, ldy, x8, w, p, NT, true); break;
+        case SNUG_QTYPE_Q6_K: QB_NAME(panel_q6k)(y, ldy, x8, w, p, NT); break;
+        case SNUG_QTYPE_Q8_0:
+        case SNUG_QTYPE_Q4_0:
+        case SNUG_QTYPE_Q5_0: QB_NAME(panel_legacy)(y, ldy, x8, w, p, NT, qt); break;
+        default: QB_NAME(panel_generic)(y, ldy, x8, w, p, NT); break;
+        }
+    }
+}
+
+/* The snug_qgemv_fn of this instruction. */
+QB_T static void QB_NAME(qgemv)(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
+                               int64_t p0, int64_t p1)
+{
+    switch (n) {
+    case 1: QB_NAME(qgemv_n)(y, ldy, x8, w, p0, p1, 1); break;
+    case 2: QB_NAME(qgemv_n)(y, ldy, x8, w, p0, p1, 2); break;
+    case 3: QB_NAME(qgemv_n)(y, ldy, x8, w, p0, p1, 3); break;
+    default: QB_NAME(qgemv_n)(y, ldy, x8, w, p0, p1, 4); break;
+    }
+}
+
+#undef QB_NAME
+#undef QB_T
+#undef QB_INL
+#undef QB_UDOT
