@@ -684,6 +684,18 @@ static void test_matmul_quant(void)
                 memcpy(inplace + snug_linear_raw_offset(dt, m, k, o), q + (size_t)o * (bytes / (size_t)m), bytes / (size_t)m);
             for (int64_t p = 0; p * SNUG_PANEL < m; p++) snug_linear_pack_panel(inplace, dt, m, k, p, tmp);
             if (memcmp(inplace, lin.data, bytes) != 0) layout_bad++;
+            /* the vector slices equal the portable ones, float for float */
+            if (snug_isa_detect() >= SNUG_ISA_AVX2) {
+                float *s1 = malloc(sizeof(float) * SNUG_PANEL * 256), *s2 = malloc(sizeof(float) * SNUG_PANEL * 256);
+                for (int64_t p = 0; p * SNUG_PANEL < m; p++)
+                    for (int64_t e0 = 0; e0 < k; e0 += 256) {
+                        snug_linear_quant_slice_f32(&lin, p, e0, 256, s1);
+                        snug_quant_slice_f32_avx2(&lin, p, e0, 256, s2);
+                        if (memcmp(s1, s2, sizeof(float) * SNUG_PANEL * 256) != 0) layout_bad++;
+                    }
+                free(s1);
+                free(s2);
+            }
             for (int64_t o = 0; o < m; o++) {
                 snug_linear_row(&lin, o, row);
                 if (memcmp(row, wf + o * k, (size_t)k * sizeof(float)) != 0) layout_bad++;
@@ -721,7 +733,7 @@ static void test_matmul_quant(void)
             free(y);
         }
     }
-    CHECK(layout_bad == 0, "%d block-format layout checks failed", layout_bad);
+    CHECK(layout_bad == 0, "%d block-format layout (or vector slice) checks failed", layout_bad);
     CHECK(thread_mismatch == 0, "%d block-format products differ between 1 and 2 threads", thread_mismatch);
     printf("  block formats (10 types x %zu shapes): scalar vs double max err %.3g, SIMD tables vs scalar %.3g "
            "of sum|terms| (tolerance 1e-5)\n",

@@ -327,6 +327,7 @@ const snug_matmul_ops snug_avx2_matmul_ops = {
     .bf16_fma = {micro_avx2_bf16, MR, 256, false, SNUG_INSN_FMA_YMM},
     .convert_min_n = 24,
     .bf16_to_f32 = bf16_to_f32_avx2,
+    .quant_slice = snug_quant_slice_f32_avx2,
 };
 
 /* ---- elementwise kernels ------------------------------------------------- */

@@ -229,6 +229,7 @@ const snug_matmul_ops snug_avx512_matmul_ops = {
     .bf16_fma = {micro_avx512_bf16, MR, 256, false, SNUG_INSN_FMA_ZMM, pack_x_f32},
     .convert_min_n = 24,
     .bf16_to_f32 = bf16_to_f32_avx512,
+    .quant_slice = snug_quant_slice_f32_avx2,
 };
 
 const snug_matmul_ops snug_avx512bf16_matmul_ops = {
@@ -240,6 +241,7 @@ const snug_matmul_ops snug_avx512bf16_matmul_ops = {
     .bf16_dp = {micro_avx512_bf16_dp, MR, 256, true, SNUG_INSN_DPBF16_ZMM, pack_x_bf16},
     .convert_min_n = 24,
     .bf16_to_f32 = bf16_to_f32_avx512,
+    .quant_slice = snug_quant_slice_f32_avx2,
 };
 
 void snug_kernels_fill_avx512(snug_kernels *k)

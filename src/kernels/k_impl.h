@@ -93,6 +93,8 @@ typedef struct snug_matmul_ops {
     /* ksteps steps of one full bf16 panel (16 pairs each) into 2 ksteps
      * steps of 16 floats: an f32 panel slice. */
     void (*bf16_to_f32)(float *dst, const uint32_t *src, int64_t ksteps);
+    /* snug_linear_quant_slice_f32's contract, in vectors (NULL: it). */
+    void (*quant_slice)(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst);
 } snug_matmul_ops;
 
 /* A matrix-vector path of block-format weights (k_quant.c): y[t][o] for
@@ -115,6 +117,11 @@ enum { SNUG_QGEMV_KINDS = 2 };
  * AVX-VNNI or AVX-512 VNNI is there), into out; returns their count (0
  * below AVX2). Pure apart from reading the CPU. */
 int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS]);
+
+/* snug_linear_quant_slice_f32 on AVX2 (k_quant.c; for e0 and len
+ * multiples of 8): every block of the slice dequantized by row in vectors,
+ * then turned over 8 x 8 at a time. */
+void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst);
 
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD
  * instruction set: the contract of snug_matmul. */

@@ -265,14 +265,24 @@ const snug_gemm_kind *snug_matmul_kind(const snug_kernels *kt, const snug_matmul
  * register tile takes). */
 enum { GEMM_NC_PANELS = 24 };
 
+/* The f32 slice [pc, pc + len) of panel p of block-format w (the
+ * contract of snug_linear_quant_slice_f32), in vectors where o has them. */
+static void quant_slice(const snug_matmul_ops *o, const snug_linear *w, int64_t p, int64_t pc, int64_t len,
+                        float *dst)
+{
+    if (o->quant_slice && pc % 8 == 0 && len % 8 == 0) o->quant_slice(w, p, pc, len, dst);
+    else snug_linear_quant_slice_f32(w, p, pc, len, dst);
+}
+
 /* The slice [pc, pc + len) of panel p of w as the kind's micro-kernel
  * reads it: the layout itself, or, converting, as f32 in conv (bf16 pairs
  * widened; block formats dequantized, which also serves a narrow panel). */
-static const void *slice_of(const snug_linear *w, int64_t p, int64_t pc, int64_t len, bool convert,
-                            void (*to_f32)(float *, const uint32_t *, int64_t), float *conv)
+static const void *slice_of(const snug_matmul_ops *o, const snug_linear *w, int64_t p, int64_t pc, int64_t len,
+                            bool convert, float *conv)
 {
+    void (*to_f32)(float *, const uint32_t *, int64_t) = o->bf16_to_f32;
     if (snug_dtype_is_quant(w->dtype)) {
-        snug_linear_quant_slice_f32(w, p, pc, len, conv);
+        quant_slice(o, w, p, pc, len, conv);
         return conv;
     }
     if (!convert) return panel_slice(w, p, pc);
@@ -290,7 +300,7 @@ static int64_t slice_lines(snug_dtype dt, int64_t len)
 /* One thread's share, the full panels [p0, p1) of w, in that order (the
  * contract of gemm_thread). */
 static void gemm_thread_stream(const snug_gemm_kind *g, bool convert,
-                               void (*to_f32)(float *, const uint32_t *, int64_t), float *conv, float *y,
+                               const snug_matmul_ops *o, float *conv, float *y,
                                int64_t ldy, const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0,
                                int64_t p1)
 {
@@ -303,7 +313,7 @@ static void gemm_thread_stream(const snug_gemm_kind *g, bool convert,
             int64_t ks_a = a_steps(g, len);
             const void *b[3] = {NULL, NULL, NULL};
             for (int32_t j = 0; j < np; j++)
-                b[j] = slice_of(w, jp + j, pc, len, convert, to_f32, conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX);
+                b[j] = slice_of(o, w, jp + j, pc, len, convert, conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX);
             snug_prefetch pf = {.np = 0};
             int64_t nx_p = jp, nx_pc = pc + g->kc;
             if (nx_pc >= k) nx_p = jp + 3, nx_pc = 0;
@@ -327,7 +337,7 @@ static void gemm_thread_stream(const snug_gemm_kind *g, bool convert,
 
 /* One thread's share: the full panels [p0, p1) of w against all n rows of
  * x, packed whole in ap; tb is the thread's private scratch. */
-static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(float *, const uint32_t *, int64_t),
+static void gemm_thread(const snug_gemm_kind *g, bool convert, const snug_matmul_ops *o,
                         float *y, int64_t ldy, const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p0,
                         int64_t p1, unsigned char *tb)
 {
@@ -336,7 +346,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
     float *conv = (float *)(void *)tb;               /* 3 converted slices */
     const snug_prefetch none = {.count = 0};
     if (n <= GEMM_STREAM_MAX_N) {
-        gemm_thread_stream(g, convert, to_f32, conv, y, ldy, ap, n, w, p0, p1);
+        gemm_thread_stream(g, convert, o, conv, y, ldy, ap, n, w, p0, p1);
         return;
     }
     /* blocks of the thread's panels whose tile of y (mc x 384 floats) stays
@@ -353,7 +363,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
                     int32_t np = (int32_t)SNUG_MIN(3, jc_end - jp);
                     const void *b[3] = {NULL, NULL, NULL};
                     for (int32_t j = 0; j < np; j++)
-                        b[j] = slice_of(w, jp + j, pc, len, convert, to_f32,
+                        b[j] = slice_of(o, w, jp + j, pc, len, convert,
                                         conv + (size_t)j * SNUG_PANEL * SNUG_GEMM_KC_MAX);
                     /* the next slices (the next three panels, or the block's first
                      * at the next k block) fetched into L2 a part per tile */
@@ -378,7 +388,7 @@ static void gemm_thread(const snug_gemm_kind *g, bool convert, void (*to_f32)(fl
  * write whole panels, so a matrix whose m is not a multiple of 16 runs its
  * last panel's tiles into a local tile first. */
 static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
-                             void (*to_f32)(float *, const uint32_t *, int64_t), float *y, int64_t ldy,
+                             const snug_matmul_ops *o, float *y, int64_t ldy,
                              const uint32_t *ap, int64_t n, const snug_linear *w, int64_t p,
                              unsigned char *tb)
 {
@@ -395,12 +405,12 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
             const uint32_t *ablock = ap + a_steps(g, pc) * panels_a * mr;
             const void *b[3] = {padded, NULL, NULL};
             if (snug_dtype_is_quant(w->dtype)) {
-                snug_linear_quant_slice_f32(w, p, pc, len, conv);
+                quant_slice(o, w, p, pc, len, conv);
                 b[0] = conv;
             } else {
                 pad_panel(padded, w, p, pc, len);
                 if (convert) {
-                    to_f32(conv, b[0], (len + 1) / 2);
+                    o->bf16_to_f32(conv, b[0], (len + 1) / 2);
                     b[0] = conv;
                 }
             }
@@ -453,9 +463,9 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
            snug_dtype_is_quant(j->w->dtype) ? j->w->dtype : SNUG_DTYPE_NONE);
     if (j->pool) snug_pool_barrier(j->pool, tid);
     unsigned char *tb = j->scratch + (size_t)tid * thread_bytes();
-    if (p0 < p1) gemm_thread(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
+    if (p0 < p1) gemm_thread(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
     if (tid == nth - 1 && full < panels)
-        gemm_thread_edge(j->g, j->convert, j->o->bf16_to_f32, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
+        gemm_thread_edge(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
 }
 
 void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, int64_t ldy,

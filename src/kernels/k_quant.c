@@ -163,6 +163,106 @@ enum { QGEMV_AHEAD = 2048 };
 #define QB_UDOT udot_vnni_512
 #include "k_quant_body.h"
 
+/* ---- dequantized slices for the GEMM --------------------------------------- */
+
+/* The chunks (1 or 8) of the block at b of type t: its signed values and
+ * each half's scale and offset (w = scale q - corr). */
+T_Q_INL void unpack_chunks(snug_qtype t, const uint8_t *b, qchunk *c)
+{
+    const __m256i low4 = _mm256_set1_epi8(0xF);
+    switch (t) {
+    case SNUG_QTYPE_Q8_0:
+    case SNUG_QTYPE_Q4_0:
+    case SNUG_QTYPE_Q5_0:
+        store256(c->q, legacy_q(t, b));
+        c->scale[0] = c->scale[1] = half_at(b);
+        c->corr[0] = c->corr[1] = 0.0f;
+        return;
+    case SNUG_QTYPE_Q4_K:
+    case SNUG_QTYPE_Q5_K: {
+        bool five = t == SNUG_QTYPE_Q5_K;
+        uint32_t scm[4];
+        k_scales_packed(b + 4, scm);
+        const uint8_t *sc = (const uint8_t *)scm, *mn = sc + 8, *qs = b + (five ? 48 : 16);
+        float d = half_at(b), dmin = half_at(b + 2);
+        __m256i hbits = five ? load256(b + 16) : _mm256_setzero_si256();
+        for (int pp = 0; pp < 4; pp++) {
+            __m256i v = load256(qs + 32 * pp);
+            __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            if (five) {
+                __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * pp))), b1 = _mm256_set1_epi8((char)(2 << (2 * pp)));
+                __m256i sixteen = _mm256_set1_epi8(16);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b0), b0), sixteen));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b1), b1), sixteen));
+            }
+            store256(c[2 * pp].q, lo);
+            store256(c[2 * pp + 1].q, hi);
+        }
+        for (int j = 0; j < 8; j++) {
+            c[j].scale[0] = c[j].scale[1] = d * (float)sc[j];
+            c[j].corr[0] = c[j].corr[1] = dmin * (float)mn[j];
+        }
+        return;
+    }
+    case SNUG_QTYPE_Q6_K: {
+        const uint8_t *ql = b, *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(const void *)(b + 192);
+        float d = half_at(b + 208);
+        const __m256i three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+        for (int h = 0; h < 2; h++) {
+            __m256i a = load256(ql + 64 * h), a2 = load256(ql + 64 * h + 32), hb = load256(qh + 32 * h);
+            __m256i lo4[4] = {_mm256_and_si256(a, low4), _mm256_and_si256(a2, low4),
+                              _mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
+                              _mm256_and_si256(_mm256_srli_epi16(a2, 4), low4)};
+            for (int g = 0; g < 4; g++) {
+                __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), three);
+                qchunk *o = &c[4 * h + g];
+                store256(o->q, _mm256_sub_epi8(_mm256_or_si256(lo4[g], _mm256_slli_epi16(hi2, 4)), bias));
+                o->scale[0] = d * (float)sc[8 * h + 2 * g], o->scale[1] = d * (float)sc[8 * h + 2 * g + 1];
+                o->corr[0] = o->corr[1] = 0.0f;
+            }
+        }
+        return;
+    }
+    default: chunks_generic(t, b, c); return;
+    }
+}
+
+/* One block (bs values) of type t at b as floats into out: the same
+ * products and differences as snug_quant_dequantize, so the same floats. */
+T_Q_INL void dequant_block(snug_qtype t, const uint8_t *b, int64_t bs, float *out)
+{
+    qchunk c[8];
+    unpack_chunks(t, b, c);
+    for (int64_t ch = 0; ch < bs / 32; ch++)
+        for (int q = 0; q < 4; q++) {
+            __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c[ch].q + 8 * q))));
+            __m256 r = _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(c[ch].scale[q / 2]), v), _mm256_set1_ps(c[ch].corr[q / 2]));
+            _mm256_storeu_ps(out + 32 * ch + 8 * q, r);
+        }
+}
+
+T_Q void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst)
+{
+    const snug_qtype t = (snug_qtype)snug_dtype_qtype(w->dtype);
+    const int64_t bs = snug_qtype_block(t), width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = snug_qtype_block_bytes(t);
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p);
+    _Alignas(32) float rows[SNUG_PANEL][256];
+    for (int64_t j = width; j < SNUG_PANEL; j++) memset(rows[j], 0, sizeof rows[j]);
+    for (int64_t b = e0 / bs; b * bs < e0 + len; b++) {
+        int64_t lo = SNUG_MAX(e0, b * bs), hi = SNUG_MIN(e0 + len, (b + 1) * bs);
+        for (int64_t j = 0; j < width; j++) dequant_block(t, panel + (size_t)(b * width + j) * bb, bs, rows[j]);
+        for (int64_t e = lo; e < hi; e += 8) /* 8 x 8 tiles turned over: dst step e holds element e of each row */
+            for (int jg = 0; jg < SNUG_PANEL; jg += 8) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(&rows[jg + i][e - b * bs]);
+                snug_transpose8(r);
+                for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (e - e0 + i) * SNUG_PANEL + jg, r[i]);
+            }
+    }
+}
+
 /* CPUID: AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) and AVX-512 VNNI (leaf 7,
  * ECX bit 11). */
 static bool has_avx_vnni(void)
@@ -194,5 +294,10 @@ int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS])
 {
     (void)isa, (void)out;
     return 0;
+}
+
+void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst)
+{
+    snug_linear_quant_slice_f32(w, p, e0, len, dst);
 }
 #endif
