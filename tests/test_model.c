@@ -13,6 +13,7 @@
 #include "convert/mkmodel.h"
 #include "model/model.h"
 #include "support/ref_model.h"
+#include "base/dtype.h"
 #include "test.h"
 
 #include <ftw.h>
@@ -55,12 +56,14 @@ static snug_model_config small_config(void)
     return c;
 }
 
-/* Opens dir's model with the given cache dtype and step shape. */
-static bool rig_open(rig *r, const char *dir, snug_dtype kv_dtype, int32_t n_tokens_max, int32_t n_seqs_max,
-                     int32_t n_logits_max, snug_error *err)
+/* Opens dir's model with its weights at wdt (SNUG_DTYPE_NONE: the
+ * checkpoint's) and float matrices quantized to quant (or not: NONE), and
+ * the given cache dtype and step shape. */
+static bool rig_open_as(rig *r, const char *dir, snug_dtype wdt, snug_dtype quant, snug_dtype kv_dtype,
+                        int32_t n_tokens_max, int32_t n_seqs_max, int32_t n_logits_max, snug_error *err)
 {
     memset(r, 0, sizeof *r);
-    snug_load_opts lo = {.tp = 1};
+    snug_load_opts lo = {.tp = 1, .dtype = wdt, .quant = quant};
     if (snug_checkpoint_open(dir, &r->ck, err) != SNUG_OK) return false;
     if (snug_weights_load(r->ck, &lo, &r->w, NULL, err) != SNUG_OK) return false;
     snug_model_opts mo = {.shape = {n_tokens_max, n_seqs_max, n_logits_max, 2}, .isa = -1};
@@ -69,6 +72,14 @@ static bool rig_open(rig *r, const char *dir, snug_dtype kv_dtype, int32_t n_tok
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, kv_dtype};
     if (snug_kvcache_create(&ks, N_BLOCKS, &r->kv, err) != SNUG_OK) return false;
     return snug_block_pool_init(&r->pool, N_BLOCKS, BLOCK, false, err) == SNUG_OK;
+}
+
+/* Opens dir's model as the checkpoint holds it. */
+static bool rig_open(rig *r, const char *dir, snug_dtype kv_dtype, int32_t n_tokens_max, int32_t n_seqs_max,
+                     int32_t n_logits_max, snug_error *err)
+{
+    return rig_open_as(r, dir, SNUG_DTYPE_NONE, SNUG_DTYPE_NONE, kv_dtype, n_tokens_max, n_seqs_max, n_logits_max,
+                       err);
 }
 
 static void rig_close(rig *r)
@@ -473,6 +484,77 @@ static void test_stories260k_logits(void)
     rig_close(&r);
 }
 
+/* Quantizing on load (--dtype q8_0 ...), on the bundled model: its logits
+ * over llama2.c's greedy run (tests/data/stories260K/greedy.txt, 64 of its
+ * ids, teacher-forced) against the model loaded in bf16, as the RMS of the
+ * difference over the RMS of the bf16 logits and the share of positions
+ * whose top token agrees, within each format's stated bound; run in one
+ * step (the GEMM with x at its 8-bit levels) and a token at a time (the
+ * integer matrix-vector path), which agree with each other to 1% of the
+ * logits' RMS (the sums' order differs, and a last-bit difference that
+ * moves an activation across a rounding boundary moves it a whole level:
+ * mostly 1e-7, up to 0.5% seen). The matrices (k = 64 and 172) take the fallbacks: Q4_K as
+ * Q5_0, Q6_K as Q8_0, down_proj (172 columns) stays bf16. */
+static void test_quantize_on_load(void)
+{
+    static const int32_t ids[64] = {1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
+                                    338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426,
+                                    385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266,
+                                    267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438};
+    static const struct {
+        snug_dtype quant;
+        double rms_max, top1_min; /* stated tolerances */
+    } cases[] = {{SNUG_DTYPE_Q8_0, 0.02, 0.95}, {SNUG_DTYPE_Q6_K, 0.02, 0.95},
+                 {SNUG_DTYPE_Q4_K, 0.10, 0.85}, {SNUG_DTYPE_Q4_0, 0.15, 0.80}};
+    enum { N = 64, V = 512 };
+    snug_error err = {0};
+    float *ref = malloc(sizeof(float) * N * V), *got = malloc(sizeof(float) * N * V), *one = malloc(sizeof(float) * N * V);
+    rig r;
+    snug_block_table tb = {0};
+    bool ok = rig_open_as(&r, "models/stories260K", SNUG_DTYPE_BF16, SNUG_DTYPE_NONE, SNUG_DTYPE_F32, N, 1, N, &err) &&
+              snug_block_table_init(&tb, N, BLOCK, &err) == SNUG_OK && run_chunks(&r, &tb, ids, N, N, ref, &err);
+    CHECK(ok, "bf16: %s", err.msg);
+    if (tb.ids) snug_block_table_release(&tb, &r.pool);
+    snug_block_table_free(&tb);
+    rig_close(&r);
+    double ref2 = 0;
+    for (int i = 0; i < N * V; i++) ref2 += (double)ref[i] * ref[i];
+    for (size_t c = 0; ok && c < SNUG_ARRAY_LEN(cases); c++) {
+        memset(&tb, 0, sizeof tb);
+        ok = rig_open_as(&r, "models/stories260K", SNUG_DTYPE_BF16, cases[c].quant, SNUG_DTYPE_F32, N, 1, N, &err) &&
+             snug_block_table_init(&tb, N, BLOCK, &err) == SNUG_OK && run_chunks(&r, &tb, ids, N, N, got, &err);
+        if (ok) snug_block_table_release(&tb, &r.pool);
+        ok = ok && run_chunks(&r, &tb, ids, N, 1, one, &err);
+        CHECK(ok, "%s: %s", snug_dtype_name(cases[c].quant), err.msg);
+        if (tb.ids) snug_block_table_release(&tb, &r.pool);
+        snug_block_table_free(&tb);
+        rig_close(&r);
+        double e2 = 0, paths2 = 0;
+        int agree = 0;
+        for (int t = 0; ok && t < N; t++) {
+            int a = 0, b = 0;
+            for (int i = 0; i < V; i++) {
+                double dv = (double)got[t * V + i] - ref[t * V + i], dp = (double)got[t * V + i] - one[t * V + i];
+                e2 += dv * dv, paths2 += dp * dp;
+                if (ref[t * V + i] > ref[t * V + a]) a = i;
+                if (got[t * V + i] > got[t * V + b]) b = i;
+            }
+            agree += a == b;
+        }
+        double rms = sqrt(e2 / ref2), paths = sqrt(paths2 / ref2), top1 = (double)agree / N;
+        printf("  stories260K --dtype %s vs bf16: logits RMS error %.4f of theirs (bound %.2f), top-1 agreement "
+               "%.3f (at least %.2f); one step vs a token at a time %.2g\n",
+               snug_dtype_name(cases[c].quant), rms, cases[c].rms_max, top1, cases[c].top1_min, paths);
+        CHECK(rms <= cases[c].rms_max && top1 >= cases[c].top1_min, "%s: RMS %.4f, top-1 %.3f",
+              snug_dtype_name(cases[c].quant), rms, top1);
+        CHECK(paths <= 0.01, "%s: one step and a token at a time differ by %.3g", snug_dtype_name(cases[c].quant),
+              paths);
+    }
+    free(ref);
+    free(got);
+    free(one);
+}
+
 /* ---- tensor parallelism, ranks as threads of this process ------------------ */
 
 enum { TP_MAX = 4, TP_N = 40 };
@@ -626,6 +708,7 @@ int main(void)
     RUN(test_arena_and_bad_steps);
     RUN(test_unsupported_rope);
     RUN(test_stories260k_logits);
+    RUN(test_quantize_on_load);
     RUN(test_tensor_parallel);
     return test_summary();
 }

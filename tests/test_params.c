@@ -279,7 +279,7 @@ static void test_held_bytes_of_block_formats(void)
             CHECK_OK(snug_params_build(&c, tp, r, &t, &err), &err);
             for (int32_t i = 0; i < t.n_params; i++) {
                 uint64_t b = 0;
-                CHECK_OK(snug_param_held_bytes(&t.params[i], SNUG_DTYPE_F32, matrices_as, &q8, tp, &b, &err), &err);
+                CHECK_OK(snug_param_held_bytes(&t.params[i], SNUG_DTYPE_F32, SNUG_DTYPE_NONE, matrices_as, &q8, tp, &b, &err), &err);
                 const snug_param *p = &t.params[i];
                 bool replicated = p->kind == SNUG_SHARD_REPLICATED;
                 if (!replicated || r == 0) sum += b;
@@ -298,7 +298,7 @@ static void test_held_bytes_of_block_formats(void)
         snug_status st = SNUG_OK;
         for (int32_t i = 0; st == SNUG_OK && i < t.n_params; i++) {
             uint64_t b = 0;
-            st = snug_param_held_bytes(&t.params[i], SNUG_DTYPE_F32, matrices_as, &q4k, tp, &b, &err);
+            st = snug_param_held_bytes(&t.params[i], SNUG_DTYPE_F32, SNUG_DTYPE_NONE, matrices_as, &q4k, tp, &b, &err);
         }
         if (tp == 2)
             CHECK_OK(st, &err);
@@ -337,16 +337,16 @@ static void test_set_dtypes(void)
     snug_dtype q4k = SNUG_DTYPE_Q4_K;
     snug_param_table t;
     CHECK_OK(snug_params_build(&c, 1, 0, &t, &err), &err);
-    CHECK_OK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, matrices_as, &q4k, &err), &err);
+    CHECK_OK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, SNUG_DTYPE_NONE, matrices_as, &q4k, &err), &err);
     int bad = 0;
     for (int32_t i = 0; i < t.n_params; i++)
         bad += t.params[i].dtype != (t.params[i].n_dims == 2 ? SNUG_DTYPE_Q4_K : SNUG_DTYPE_BF16);
     CHECK(bad == 0, "%d parameters held at another type", bad);
-    CHECK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, all_as, &q4k, &err) == SNUG_UNSUPPORTED &&
+    CHECK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, SNUG_DTYPE_NONE, all_as, &q4k, &err) == SNUG_UNSUPPORTED &&
               strstr(err.msg, "norm.weight' is Q4_K: only matrices may be of a block format"),
           "a block-format norm: %s", err.msg);
     /* a matrix fusing two formats is split, a part per source, each at its own format */
-    CHECK_OK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, v1_differs, &q4k, &err), &err);
+    CHECK_OK(snug_params_set_dtypes(&t, SNUG_DTYPE_BF16, SNUG_DTYPE_NONE, v1_differs, &q4k, &err), &err);
     int split = 0;
     for (int32_t i = 0; i < t.n_params; i++) {
         const snug_param *p = &t.params[i];
@@ -366,7 +366,7 @@ static void test_set_dtypes(void)
                   (unsigned long long)part.offset);
         }
         uint64_t held = 0;
-        CHECK_OK(snug_param_held_bytes(p, SNUG_DTYPE_BF16, v1_differs, &q4k, 1, &held, &err), &err);
+        CHECK_OK(snug_param_held_bytes(p, SNUG_DTYPE_BF16, SNUG_DTYPE_NONE, v1_differs, &q4k, 1, &held, &err), &err);
         CHECK(snug_param_bytes(p, SNUG_DTYPE_BF16) == 294912 + 215040 && held == 294912 + 215040,
               "split qkv: %llu bytes, %llu predicted, want 509952",
               (unsigned long long)snug_param_bytes(p, SNUG_DTYPE_BF16), (unsigned long long)held);

@@ -223,6 +223,25 @@ void cli_phase(void *ctx, const char *phase, double seconds)
     fprintf(stderr, "snug: [%6.1f s] %s\n", seconds, what);
 }
 
+bool cli_dtype(const char *v, snug_dtype *weights, snug_dtype *quant)
+{
+    static const struct {
+        const char *name;
+        snug_dtype quant;
+    } quants[] = {{"q8_0", SNUG_DTYPE_Q8_0}, {"q4_0", SNUG_DTYPE_Q4_0}, {"q4_k", SNUG_DTYPE_Q4_K},
+                  {"q6_k", SNUG_DTYPE_Q6_K}};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(quants); i++)
+        if (strcmp(v, quants[i].name) == 0) {
+            *quant = quants[i].quant;
+            return true;
+        }
+    snug_dtype d = snug_dtype_from_torch(v);
+    if (d != SNUG_DTYPE_BF16 && d != SNUG_DTYPE_F16 && d != SNUG_DTYPE_F32) return false;
+    *weights = d;
+    *quant = SNUG_DTYPE_NONE;
+    return true;
+}
+
 int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage)
 {
     const char *v;
@@ -256,10 +275,8 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
         if (!snug_parse_bytes(v, &o->staging_bytes))
             return cli_usage(usage, "--staging-bytes expects a byte count, got '%s'", v);
     } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
-        o->weight_dtype = snug_dtype_from_torch(v);
-        if (o->weight_dtype != SNUG_DTYPE_BF16 && o->weight_dtype != SNUG_DTYPE_F16 &&
-            o->weight_dtype != SNUG_DTYPE_F32)
-            return cli_usage(usage, "--dtype expects bf16, f16 or f32, got '%s'", v);
+        if (!cli_dtype(v, &o->weight_dtype, &o->quant_dtype))
+            return cli_usage(usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
     } else if ((v = cli_option(argc, argv, &i, "--max-model-len"))) {
         if (!cli_parse_int(v, 1, INT32_MAX, &o->max_model_len))
             return cli_usage(usage, "--max-model-len expects a positive integer, got '%s'", v);

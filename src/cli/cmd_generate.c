@@ -31,13 +31,15 @@ static const char g_usage[] =
     "              [--top-p P] [--top-k K] [--min-p P] [--repetition-penalty R]\n"
     "              [--frequency-penalty F] [--presence-penalty F] [--seed S] [--stop TEXT]...\n"
     "              [--ignore-eos] [--chat] [--ids] [--max-model-len N]\n"
-    "              [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
+    "              [--dtype " CLI_DTYPES "] [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
     "  (default: the prompt and N, or the prompt and 8192, at most the model's); --chat applies\n"
-    "  the model's chat template to PROMPT as a user message; --ids prints every id (BOS,\n"
+    "  the model's chat template to PROMPT as a user message; --dtype holds the weights at a\n"
+    "  float type, or quantizes the float matrices to a block format while loading; --ids\n"
+    "  prints every id (BOS,\n"
     "  prompt, generated) instead of the text; --tp N splits the model over N processes\n"
     "  started by mpirun -np N (rank 0 prints)";
 
@@ -55,6 +57,7 @@ typedef struct gen_args {
     bool chat, ids;
     int64_t max_len;        /* positions the sequence may use; 0: the default rule */
     snug_dtype kv_dtype;    /* SNUG_DTYPE_NONE: bf16 */
+    snug_dtype weight_dtype, quant; /* --dtype (SNUG_DTYPE_NONE: the checkpoint's, none) */
     int32_t n_threads;      /* 0: OpenMP's count */
     int isa;                /* a snug_isa, or -1: the best the CPU has */
     snug_bf16_choice bf16;  /* --bf16-matmul */
@@ -132,6 +135,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if ((v = cli_option(argc, argv, &i, "--max-model-len"))) {
             if (!cli_parse_int(v, 2, INT32_MAX / 2, &a->max_len))
                 return cli_usage(g_usage, "--max-model-len expects an integer >= 2, got '%s'", v);
+        } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
+            if (!cli_dtype(v, &a->weight_dtype, &a->quant))
+                return cli_usage(g_usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--kv-cache-dtype"))) {
             a->kv_dtype = strcmp(v, "auto") == 0 ? SNUG_DTYPE_BF16 : snug_dtype_from_torch(v);
             if (a->kv_dtype == SNUG_DTYPE_NONE)
@@ -335,7 +341,7 @@ int snug_cmd_generate(int argc, char **argv)
     if (st == SNUG_OK) st = snug_dist_check_model(comm, ck, &err);
     if (st != SNUG_OK) goto done;
     snug_model_config cfg = ck->config;
-    snug_dtype weight_dtype = snug_checkpoint_weight_dtype(ck);
+    snug_dtype weight_dtype = a.weight_dtype != SNUG_DTYPE_NONE ? a.weight_dtype : snug_checkpoint_weight_dtype(ck);
     st = snug_tokenizer_load(a.model, &tok, &err);
     if (st == SNUG_OK) st = snug_tok_encoder_create(tok, &enc, &err);
     st = snug_dist_agree(comm, st, &err);
@@ -382,6 +388,7 @@ int snug_cmd_generate(int argc, char **argv)
     snug_engine_opts eo = {.plan = {.max_model_len = a.max_len, .max_num_seqs = 1,
                                     .max_num_batched_tokens = (int32_t)SNUG_MIN(n_ids, PREFILL_CHUNK),
                                     .kv_dtype = a.kv_dtype, .n_threads = a.n_threads,
+                                    .weight_dtype = a.weight_dtype, .quant_dtype = a.quant,
                                     .isa = a.isa, .bf16 = a.bf16, .comm = comm}};
     if (rank > 0) { /* rank 0 runs the engine; this rank its steps */
         bool planned = false;
@@ -446,7 +453,7 @@ int snug_cmd_generate(int argc, char **argv)
     fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s (%s, %s%s); finish: %s\n",
             (long long)n_ids, ps > 0 ? (double)n_ids / ps : 0.0, (long long)res.n_generated,
             ds > 0 && res.n_generated > 1 ? (double)(res.n_generated - 1) / ds : 0.0,
-            snug_isa_name(isa), snug_dtype_torch_name(weight_dtype), note,
+            snug_isa_name(isa), a.quant != SNUG_DTYPE_NONE ? snug_dtype_name(a.quant) : snug_dtype_torch_name(weight_dtype), note,
             snug_finish_name(res.finish));
     rc = 0;
 done:

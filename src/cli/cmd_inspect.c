@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char g_usage[] = "snug inspect DIR [--tp N] [--dtype bf16|f16|f32] [--tensors] [--json]";
+static const char g_usage[] = "snug inspect DIR [--tp N] [--dtype " CLI_DTYPES "] [--tensors] [--json]";
 
 typedef struct inspect_report {
     const snug_checkpoint *ck;
@@ -20,13 +20,14 @@ typedef struct inspect_report {
     uint64_t file_bytes;                      /* tensor bytes as stored */
     uint64_t bytes_by_dtype[SNUG_DTYPE_COUNT];
     snug_dtype weight_dtype;                  /* what the loader will hold */
+    snug_dtype quant;                         /* what float matrices are quantized to, or NONE */
     snug_dtype kv_dtype;
     int32_t tp;
     uint64_t *rank_bytes;                     /* [tp] weight bytes per rank */
     size_t *rank_kv_bytes;                    /* [tp] KV bytes per token per rank */
 } inspect_report;
 
-static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtype dtype,
+static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtype dtype, snug_dtype quant,
                                 inspect_report *r, snug_error *err)
 {
     memset(r, 0, sizeof *r);
@@ -44,7 +45,8 @@ static snug_status report_build(const snug_checkpoint *ck, int32_t tp, snug_dtyp
     r->rank_bytes = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)tp * sizeof *r->rank_bytes, err);
     r->rank_kv_bytes = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)tp * sizeof *r->rank_kv_bytes, err);
     if (!r->rank_bytes || !r->rank_kv_bytes) return SNUG_NOMEM;
-    st = snug_params_rank_held_bytes(&ck->config, tp, r->weight_dtype, snug_checkpoint_tensor_dtype, (void *)ck,
+    r->quant = quant;
+    st = snug_params_rank_held_bytes(&ck->config, tp, r->weight_dtype, quant, snug_checkpoint_tensor_dtype, (void *)ck,
                                      r->rank_bytes, err);
     for (int32_t rank = 0; st == SNUG_OK && rank < tp; rank++) {
         snug_param_table t;
@@ -96,8 +98,13 @@ static void print_text(const inspect_report *r, bool tensors)
     printf("kv cache: %s bytes per token (%s)\n",
            snug_fmt_int((int64_t)snug_config_kv_bytes_per_token(c, c->n_kv_heads, r->kv_dtype), a),
            snug_dtype_torch_name(r->kv_dtype));
-    printf("loaded as %s%s, tensor parallel %d:\n", snug_dtype_torch_name(r->weight_dtype),
-           blocks ? " (the rest)" : "", r->tp);
+    if (r->quant != SNUG_DTYPE_NONE)
+        printf("loaded with float matrices quantized to %s (rows not whole blocks of it: Q5_0 for Q4_K, Q8_0 "
+               "for Q6_K, or kept), the rest as %s, tensor parallel %d:\n", snug_dtype_name(r->quant),
+               snug_dtype_torch_name(r->weight_dtype), r->tp);
+    else
+        printf("loaded as %s%s, tensor parallel %d:\n", snug_dtype_torch_name(r->weight_dtype),
+               blocks ? " (the rest)" : "", r->tp);
     printf("  %-6s %20s %12s %18s\n", "rank", "weight bytes", "", "kv bytes/token");
     for (int32_t i = 0; i < r->tp; i++)
         printf("  %-6d %20s %12s %18s\n", i, snug_fmt_int((int64_t)r->rank_bytes[i], a),
@@ -133,7 +140,7 @@ static json_t *report_json(const inspect_report *r, bool tensors)
         if (json_array_append_new(ranks, json_integer((json_int_t)r->rank_bytes[i])) != 0 ||
             json_array_append_new(kv_ranks, json_integer((json_int_t)r->rank_kv_bytes[i])) != 0)
             goto fail;
-    json_t *ok = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:i, s:s, s:s, s:i, s:o, s:o, s:o}",
+    json_t *ok = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:o, s:o, s:o}",
         "path", ck->dir,
         "architecture", ck->config.architecture,
         "n_params", (json_int_t)r->n_params,
@@ -144,6 +151,7 @@ static json_t *report_json(const inspect_report *r, bool tensors)
         "n_files", ck->n_files,
         "kv_cache_dtype", snug_dtype_torch_name(r->kv_dtype),
         "weight_dtype", snug_dtype_torch_name(r->weight_dtype),
+        "quantized_to", r->quant != SNUG_DTYPE_NONE ? snug_dtype_name(r->quant) : "none",
         "tp", r->tp,
         "rank_weight_bytes", ranks,
         "rank_kv_bytes_per_token", kv_ranks,
@@ -190,7 +198,7 @@ int snug_cmd_inspect(int argc, char **argv)
     if (cli_help(argc, argv, g_usage)) return 0;
     const char *dir = NULL;
     int64_t tp = 1;
-    snug_dtype dtype = SNUG_DTYPE_NONE;
+    snug_dtype dtype = SNUG_DTYPE_NONE, quant = SNUG_DTYPE_NONE;
     bool tensors = false, as_json = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -198,9 +206,8 @@ int snug_cmd_inspect(int argc, char **argv)
             if (!cli_parse_int(v, 1, 4096, &tp))
                 return cli_usage(g_usage, "--tp expects an integer from 1 to 4096, got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
-            dtype = snug_dtype_from_torch(v);
-            if (dtype == SNUG_DTYPE_NONE)
-                return cli_usage(g_usage, "--dtype expects bf16, f16 or f32, got '%s'", v);
+            if (!cli_dtype(v, &dtype, &quant))
+                return cli_usage(g_usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
         } else if (strcmp(argv[i], "--tensors") == 0) {
             tensors = true;
         } else if (strcmp(argv[i], "--json") == 0) {
@@ -221,7 +228,7 @@ int snug_cmd_inspect(int argc, char **argv)
     memset(&r, 0, sizeof r);
     int rc = 1;
     snug_status st = snug_checkpoint_open(dir, &ck, &err);
-    if (st == SNUG_OK) st = report_build(ck, (int32_t)tp, dtype, &r, &err);
+    if (st == SNUG_OK) st = report_build(ck, (int32_t)tp, dtype, quant, &r, &err);
     if (st != SNUG_OK) {
         rc = cli_fail(&err);
         goto done;

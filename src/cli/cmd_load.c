@@ -15,7 +15,7 @@
 #include <string.h>
 
 static const char g_usage[] =
-    "snug load DIR [--tp N] [--rank R | --all-ranks] [--dtype bf16|f16|f32] "
+    "snug load DIR [--tp N] [--rank R | --all-ranks] [--dtype " CLI_DTYPES "] "
     "[--staging-bytes BYTES] [--threads T] [--json]";
 
 static void print_row(const snug_load_opts *o, const snug_load_stats *s, bool as_json)
@@ -77,9 +77,8 @@ int snug_cmd_load(int argc, char **argv)
             o.rank = (int32_t)x;
             rank_given = true;
         } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
-            o.dtype = snug_dtype_from_torch(v);
-            if (o.dtype == SNUG_DTYPE_NONE)
-                return cli_usage(g_usage, "--dtype expects bf16, f16 or f32, got '%s'", v);
+            if (!cli_dtype(v, &o.dtype, &o.quant))
+                return cli_usage(g_usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
         } else if ((v = cli_option(argc, argv, &i, "--staging-bytes"))) {
             if (!snug_parse_bytes(v, &o.staging_bytes))
                 return cli_usage(g_usage, "--staging-bytes expects a byte count, got '%s'", v);

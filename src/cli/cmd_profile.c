@@ -21,7 +21,7 @@ static const char g_usage[] =
     "              [--no-prefix-caching]\n"
     "              [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n"
     "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n"
-    "              [--dtype bf16|f16|f32] [--staging-bytes BYTES] [--threads T]\n"
+    "              [--dtype " CLI_DTYPES "] [--staging-bytes BYTES] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--json]\n"
     "              [--timeline FILE.svg [--timeline-events N]] [--tp N [--step-timeout S]]\n"
     "              [--load-only]\n"
@@ -80,7 +80,7 @@ static int load_shards(const char *dir, const snug_planner_opts *o, snug_comm *c
     snug_status st = snug_checkpoint_open(dir, &ck, &err);
     st = snug_dist_agree(comm, st, &err);
     if (st == SNUG_OK) st = snug_dist_check_model(comm, ck, &err);
-    snug_load_opts lo = {.tp = tp, .rank = rank, .dtype = o->weight_dtype,
+    snug_load_opts lo = {.tp = tp, .rank = rank, .dtype = o->weight_dtype, .quant = o->quant_dtype,
                          .staging_bytes = o->staging_bytes,
                          .n_threads = o->n_threads ? o->n_threads : tp > 1 ? snug_comm_default_threads() : 0};
     if (st == SNUG_OK) {

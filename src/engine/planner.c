@@ -148,7 +148,8 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     uint64_t w[SNUG_TP_MAX] = {0};
     snug_model_dims dims;
     if (r->tp > SNUG_TP_MAX || !snug_dtype_is_weight(dt)) return SNUG_OK; /* the loader says */
-    snug_status st = snug_params_rank_held_bytes(cfg, r->tp, dt, snug_checkpoint_tensor_dtype, (void *)p->ck, w, err);
+    snug_status st = snug_params_rank_held_bytes(cfg, r->tp, dt, o->quant_dtype, snug_checkpoint_tensor_dtype,
+                                                 (void *)p->ck, w, err);
     if (st == SNUG_OK) st = snug_model_dims_make(cfg, r->tp, r->rank, &dims, err);
     if (st != SNUG_OK) return st; /* as the load itself would fail */
     snug_step_shape shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs,
@@ -246,7 +247,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
      * cache): the budget less what the process holds that it did not give
      * out (the baseline's code and libraries) and the reserve */
     snug_mem_set_capacity(load_capacity(r, &o, outside));
-    snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype,
+    snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype, .quant = o.quant_dtype,
                          .staging_bytes = o.staging_bytes, .n_threads = o.n_threads,
                          .on_progress = o.on_load_progress, .progress_ctx = o.on_phase_ctx};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);

@@ -77,6 +77,8 @@ typedef struct snug_planner_opts {
     snug_bf16_choice bf16;         /* the bf16 GEMM instruction (--bf16-matmul; 0: measured) */
     size_t staging_bytes;          /* the loader's; 0: its default */
     snug_dtype weight_dtype;       /* SNUG_DTYPE_NONE: the checkpoint's */
+    snug_dtype quant_dtype;        /* float matrices quantized to it while loading
+                                    * (snug_load_opts.quant); SNUG_DTYPE_NONE: not */
     snug_comm *comm;               /* the tensor-parallel ranks (borrowed); NULL: one process */
     bool no_prefix_caching;        /* the block pool neither registers nor finds blocks */
     size_t kv_cache_default_cap;   /* the KV cache's cap when nothing limits the memory

@@ -37,6 +37,11 @@ enum { SNUG_LOAD_STAGING_BYTES = 64 << 20, SNUG_LOAD_ITEM_BYTES = 8 << 20 };
 typedef struct snug_load_opts {
     int32_t tp, rank;          /* tp 0 counts as 1 */
     snug_dtype dtype;          /* SNUG_DTYPE_NONE: snug_checkpoint_weight_dtype */
+    snug_dtype quant;          /* a block format (Q8_0, Q4_0, Q4_K, Q6_K) the float
+                                * matrices are quantized to while loading, each
+                                * rank's slices through the staging, straight to
+                                * their final size (snug_params_set_dtypes says
+                                * which and the fallbacks); SNUG_DTYPE_NONE: none */
     size_t staging_bytes;      /* most staging for conversions, all threads together
                                 * (each thread's share bounds one read); 0:
                                 * SNUG_LOAD_STAGING_BYTES */

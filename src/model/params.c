@@ -296,16 +296,32 @@ static snug_status check_blocks(const snug_param_source *src, snug_dtype sdt, in
                        (long long)src->cols, (long long)block);
 }
 
+/* The block format a float matrix whose rows have k elements is
+ * quantized to for `quant`: quant itself when k is whole blocks of it,
+ * else the 32-element format closest in bits (Q4_K: Q5_0, Q6_K: Q8_0, as
+ * llama.cpp falls back), else none (SNUG_DTYPE_NONE: kept in floats). */
+static snug_dtype quant_for(snug_dtype quant, int64_t k)
+{
+    if (quant == SNUG_DTYPE_NONE) return SNUG_DTYPE_NONE;
+    if (k % snug_qtype_block(snug_dtype_qtype(quant)) == 0) return quant;
+    snug_dtype fallback = quant == SNUG_DTYPE_Q4_K ? SNUG_DTYPE_Q5_0 : quant == SNUG_DTYPE_Q6_K ? SNUG_DTYPE_Q8_0 : quant;
+    return k % 32 == 0 ? fallback : SNUG_DTYPE_NONE;
+}
+
 /* Sets p's formats from its sources (the contract of
  * snug_params_set_dtypes, for one parameter). */
-static snug_status set_dtype(snug_param *p, snug_dtype wdt, snug_source_dtype_fn source_dtype, void *ctx,
-                             int32_t tp, snug_error *err)
+static snug_status set_dtype(snug_param *p, snug_dtype wdt, snug_dtype quant, snug_source_dtype_fn source_dtype,
+                             void *ctx, int32_t tp, snug_error *err)
 {
     p->split = false;
     for (int32_t s = 0; s < p->n_sources; s++) {
         snug_param_source *src = &p->sources[s];
-        snug_dtype sdt = source_dtype(ctx, src->tensor);
+        snug_dtype sdt = source_dtype(ctx, src->tensor), q = quant_for(quant, src->n_cols);
         src->dtype = wdt;
+        if (p->n_dims == 2 && !snug_dtype_is_quant(sdt) && q != SNUG_DTYPE_NONE) {
+            src->dtype = q; /* quantized while loading */
+            continue;
+        }
         if (!snug_dtype_is_quant(sdt)) continue;
         if (p->n_dims != 2)
             return snug_errorf(err, SNUG_UNSUPPORTED, "tensor '%s' is %s: only matrices may be of a block "
@@ -320,21 +336,22 @@ static snug_status set_dtype(snug_param *p, snug_dtype wdt, snug_source_dtype_fn
     return SNUG_OK;
 }
 
-snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
-                                   void *ctx, snug_error *err)
+snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_dtype quant,
+                                   snug_source_dtype_fn source_dtype, void *ctx, snug_error *err)
 {
     for (int32_t i = 0; i < table->n_params; i++) {
-        snug_status st = set_dtype(&table->params[i], wdt, source_dtype, ctx, table->tp, err);
+        snug_status st = set_dtype(&table->params[i], wdt, quant, source_dtype, ctx, table->tp, err);
         if (st != SNUG_OK) return st;
     }
     return SNUG_OK;
 }
 
-snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_source_dtype_fn source_dtype,
-                                  void *ctx, int32_t tp, uint64_t *bytes, snug_error *err)
+snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_dtype quant,
+                                  snug_source_dtype_fn source_dtype, void *ctx, int32_t tp, uint64_t *bytes,
+                                  snug_error *err)
 {
     snug_param held = *p;
-    snug_status st = set_dtype(&held, dt, source_dtype, ctx, tp, err);
+    snug_status st = set_dtype(&held, dt, quant, source_dtype, ctx, tp, err);
     if (st == SNUG_OK) *bytes = snug_param_bytes(&held, dt);
     return st;
 }
@@ -371,10 +388,10 @@ snug_status snug_params_count(const snug_model_config *cfg, uint64_t *n, snug_er
 snug_status snug_params_rank_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
                                    uint64_t *bytes, snug_error *err)
 {
-    return snug_params_rank_held_bytes(cfg, tp, dt, NULL, NULL, bytes, err);
+    return snug_params_rank_held_bytes(cfg, tp, dt, SNUG_DTYPE_NONE, NULL, NULL, bytes, err);
 }
 
-snug_status snug_params_rank_held_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
+snug_status snug_params_rank_held_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt, snug_dtype quant,
                                         snug_source_dtype_fn source_dtype, void *ctx, uint64_t *bytes,
                                         snug_error *err)
 {
@@ -386,7 +403,7 @@ snug_status snug_params_rank_held_bytes(const snug_model_config *cfg, int32_t tp
         bytes[r] = source_dtype ? 0 : snug_params_bytes(&t, dt);
         for (int32_t i = 0; source_dtype && st == SNUG_OK && i < t.n_params; i++) {
             uint64_t b = 0;
-            st = snug_param_held_bytes(&t.params[i], dt, source_dtype, ctx, tp, &b, err);
+            st = snug_param_held_bytes(&t.params[i], dt, quant, source_dtype, ctx, tp, &b, err);
             bytes[r] += b;
         }
         snug_params_free(&t);

@@ -147,22 +147,28 @@ typedef snug_dtype (*snug_source_dtype_fn)(void *ctx, const char *tensor);
 
 /* Sets every parameter's dtype from its sources: each source is held in
  * its block format when it has one (base/quant.h: as the file holds it,
- * never converted), at wdt otherwise; a matrix whose sources end up in
- * different formats (Q4_K_M's Q6_K v_proj beside Q4_K q_proj and k_proj)
- * is split, a part per source. A norm or bias of a block format is refused
- * naming the tensor, and so is a slice that cuts a block (as
- * snug_param_held_bytes refuses it). */
-snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_source_dtype_fn source_dtype,
-                                   void *ctx, snug_error *err);
+ * never converted); a float matrix (2-D) is quantized while loading to
+ * `quant` when it is a block format (SNUG_DTYPE_NONE: not), or where its
+ * slice's rows are not whole blocks of it to the 32-element format closest
+ * in bits (Q4_K: Q5_0, Q6_K: Q8_0), or where they are not whole blocks of
+ * 32 either kept at wdt; everything else is held at wdt. A matrix whose
+ * sources end up in different formats (Q4_K_M's Q6_K v_proj beside Q4_K
+ * q_proj and k_proj) is split, a part per source. A norm or bias of a
+ * block format is refused naming the tensor, and so is a slice that cuts a
+ * block (as snug_param_held_bytes refuses it). */
+snug_status snug_params_set_dtypes(snug_param_table *table, snug_dtype wdt, snug_dtype quant,
+                                   snug_source_dtype_fn source_dtype, void *ctx, snug_error *err);
 
 /* Bytes parameter p takes when held from its sources as
- * snug_params_set_dtypes would set it: at dt, or, when a source is a block
- * format (base/quant.h), each source's slice at its own format, as the file
- * holds it (block formats are kept as they are, never converted). A slice
- * that would cut a block is an error naming the tensor, its format and the
+ * snug_params_set_dtypes(dt, quant) would set it: at dt, or, when a source
+ * is a block format (base/quant.h), each source's slice at its own format,
+ * as the file holds it (block formats are kept as they are, never
+ * converted), float matrices at what `quant` gives them. A slice that
+ * would cut a block is an error naming the tensor, its format and the
  * tensor-parallel size. */
-snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_source_dtype_fn source_dtype,
-                                  void *ctx, int32_t tp, uint64_t *bytes, snug_error *err);
+snug_status snug_param_held_bytes(const snug_param *p, snug_dtype dt, snug_dtype quant,
+                                  snug_source_dtype_fn source_dtype, void *ctx, int32_t tp, uint64_t *bytes,
+                                  snug_error *err);
 
 /* Where each parameter of the table starts in one allocation holding all
  * of them at element type dt: offsets[i] (each 64-byte aligned, offsets may
@@ -180,8 +186,9 @@ snug_status snug_params_rank_bytes(const snug_model_config *cfg, int32_t tp, snu
 
 /* As snug_params_rank_bytes, each parameter held from the sources
  * source_dtype (with ctx) says the checkpoint holds (snug_param_held_bytes:
- * block formats as they are); source_dtype NULL: every one at dt. */
-snug_status snug_params_rank_held_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt,
+ * block formats as they are, float matrices quantized to `quant`);
+ * source_dtype NULL: every one at dt (quant must be SNUG_DTYPE_NONE). */
+snug_status snug_params_rank_held_bytes(const snug_model_config *cfg, int32_t tp, snug_dtype dt, snug_dtype quant,
                                         snug_source_dtype_fn source_dtype, void *ctx, uint64_t *bytes,
                                         snug_error *err);
 

@@ -230,6 +230,15 @@ for qf in q7-Q4_0.gguf q7-Q4_K_M.gguf; do
     if [[ "$got" == "$want" ]]; then ok "$qf: llama.cpp's greedy ids"; else fail "$qf: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
 done
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
+# quantize on load: inspect predicts the bytes each rank holds, load holds exactly them (Q8_0 blocks
+# of 34 bytes per 32; down_proj's 172 columns stay float), --tp 2 quantizes each rank's slices
+expect "inspect --dtype q8_0 predicts" 0 "  0                   440,032" -- "$snug" inspect models/stories260K --dtype q8_0
+expect "load --dtype q8_0 holds that" 0 "  0             440,032" -- "$snug" load models/stories260K --dtype q8_0
+expect "inspect --dtype q8_0 --tp 2" 0 "  1                   221,424" -- "$snug" inspect models/stories260K --dtype q8_0 --tp 2
+expect "load --dtype q8_0 --tp 2" 0 "  1             221,424" -- "$snug" load models/stories260K --dtype q8_0 --tp 2 --all-ranks
+expect "--dtype q4_k falls back to Q5_0 for 64 columns" 0 "  0                   363,424" -- "$snug" inspect models/stories260K --dtype q4_k
+expect "--dtype of a format snug does not write" 2 "--dtype expects bf16|f16|f32|q8_0|q4_0|q4_k|q6_k, got 'q5_k'" -- "$snug" load models/stories260K --dtype q5_k
+expect "generate --dtype q4_0" 0 "Once upon a time" -- "$snug" generate models/stories260K --dtype q4_0 -p "Once upon a time" -n 8 --temperature 0
 
 # tokenizers: the bundled model's tokenizer against the llama2.c reference's
 # ids and text (tests/data/stories260K/greedy.txt)
