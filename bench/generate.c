@@ -137,6 +137,30 @@ static double decode_batch(bench *b)
     return decode_batch_timed(b, &tb, &fl_b, SNUG_INSN_SCALAR, 1, &med);
 }
 
+/* The format of the model's matrices: the one most of their elements are
+ * in (a block format of a quantized file, or the weights' type), named in
+ * label with any other format they hold ("Q4_K+Q6_K"). */
+static snug_dtype matrices_dtype(const snug_weights *w, char *label, size_t size)
+{
+    uint64_t bytes[SNUG_DTYPE_COUNT] = {0};
+    for (int32_t i = 0; i < w->table.n_params; i++) {
+        const snug_param *p = &w->table.params[i];
+        if (p->n_dims != 2) continue;
+        for (int32_t s = 0; s < p->n_sources; s++) {
+            snug_dtype d = p->sources[s].dtype != SNUG_DTYPE_NONE ? p->sources[s].dtype : w->dtype;
+            bytes[d] += (uint64_t)p->sources[s].n_rows * (uint64_t)p->cols;
+        }
+    }
+    int best = 0;
+    for (int d = 1; d < SNUG_DTYPE_COUNT; d++)
+        if (bytes[d] > bytes[best]) best = d;
+    int n = snprintf(label, size, "%s", snug_dtype_is_quant((snug_dtype)best) ? snug_dtype_name((snug_dtype)best)
+                                                                          : snug_dtype_torch_name((snug_dtype)best));
+    for (int d = 1; d < SNUG_DTYPE_COUNT && n > 0 && (size_t)n < size; d++)
+        if (d != best && bytes[d] > 0) n += snprintf(label + n, size - (size_t)n, "+%s", snug_dtype_name((snug_dtype)d));
+    return (snug_dtype)best;
+}
+
 static void bench_free(bench *b, snug_weights *w, snug_checkpoint *ck)
 {
     for (int i = 0; i < BATCH; i++) snug_block_table_free(&b->tables[i]);
@@ -189,6 +213,8 @@ int main(int argc, char **argv)
     /* Bytes a decode step of one token reads: every weight (the embedding
      * table only as the lm_head, when tied; one row otherwise) and the cache. */
     size_t row = (size_t)b.d->hidden * snug_dtype_size(w->dtype);
+    char label[64];
+    snug_dtype mdt = matrices_dtype(w, label, sizeof label);
     double weight_read = (double)w->arena_bytes - (ck->config.tie_word_embeddings ? 0 : (double)b.d->vocab_rows * row - row);
     double kv_per_pos = (double)snug_kv_block_bytes(&ks) / BLOCK;
 
@@ -199,20 +225,20 @@ int main(int argc, char **argv)
             release_all(&b);
         }
         printf("decode, batch %d: %.2f tokens/s (%s weights, %d threads, kernels %s)\n", BATCH, tpsb,
-               snug_dtype_torch_name(w->dtype), threads, snug_isa_name(isa));
+               label, threads, snug_isa_name(isa));
         printf("prefill, %d tokens: %.2f tokens/s\n", PREFILL, PREFILL / tp);
         bench_free(&b, w, ck);
         return 0;
     }
     if (!json)
         printf("bench/generate: %s, %s weights (%.2f GB), %d threads, kernels %s\n", argv[1],
-               snug_dtype_torch_name(w->dtype), (double)w->arena_bytes / 1e9, threads, snug_isa_name(isa));
+               label, (double)w->arena_bytes / 1e9, threads, snug_isa_name(isa));
     /* the instruction of the matmuls of each compute-bound step, and the
      * limit: the best peak of every instruction that could serve the weights */
-    snug_insn insn_p = snug_matmul_insn(kern, w->dtype, PREFILL), insn_b = snug_matmul_insn(kern, w->dtype, BATCH);
+    snug_insn insn_p = snug_matmul_insn(kern, mdt, PREFILL), insn_b = snug_matmul_insn(kern, mdt, BATCH);
     double peaks0[SNUG_INSN_COUNT], peaks1[SNUG_INSN_COUNT], peaks[SNUG_INSN_COUNT];
     double bw0 = bench_read_bandwidth((size_t)1 << 30, threads, 3);
-    double best0 = bench_peaks(w->dtype, threads, 9, peaks0);
+    double best0 = bench_peaks(mdt, threads, 9, peaks0);
 
     /* Decode, batch 1: a CONTEXT-token prompt, then single steps, each right
      * after a reading of the bandwidth of its own (a quarter of the bytes a
@@ -264,16 +290,16 @@ int main(int argc, char **argv)
     bench_rows_ms(kern, snug_model_pool(b.m), rows_ms);
 
     double bw1 = bench_read_bandwidth((size_t)1 << 30, threads, 3);
-    double best1 = bench_peaks(w->dtype, threads, 9, peaks1);
+    double best1 = bench_peaks(mdt, threads, 9, peaks1);
     double bw = SNUG_MAX(bw0, bw1), best = SNUG_MAX(best0, best1);
     for (int i = 0; i < SNUG_INSN_COUNT; i++) peaks[i] = SNUG_MAX(peaks0[i], peaks1[i]);
     double r_decode1 = tps1 / (bw / bytes1), r_prefill = best > 0 ? fl_p / tp / best : 0;
     double r_batch = best > 0 ? fl_b / tb / best : 0;
     if (json) {
         printf("{\"isa\": \"%s\", \"threads\": %d, \"dtype\": \"%s\", \"weights_gb\": %.3f, ", snug_isa_name(isa),
-               threads, snug_dtype_torch_name(w->dtype), (double)w->arena_bytes / 1e9);
+               threads, label, (double)w->arena_bytes / 1e9);
         printf("\"prefill_insn\": \"%s\", \"batch32_insn\": \"%s\", \"decode1_insn\": \"%s\", ", snug_insn_name(insn_p),
-               snug_insn_name(insn_b), snug_insn_name(snug_matmul_insn(kern, w->dtype, 1)));
+               snug_insn_name(insn_b), snug_insn_name(snug_matmul_insn(kern, mdt, 1)));
         printf("\"calibration_gflops\": {");
         const char *sep = "";
         for (int i = 0; i < SNUG_INSN_COUNT; i++)
@@ -314,7 +340,7 @@ int main(int argc, char **argv)
     printf("\n%-22s %10s %10s %15s %8s %7s  %s\n", "", "tokens/s", "GFLOP/s", "limit", "ratio", "goal", "ran");
     printf("%-22s %10.2f %10.1f %9.2f tok/s %8.2f %7s  %s (limit: read bandwidth)\n", "decode, batch 1", tps1,
            tps1 * token_flops(b.d, true) / 1e9, bw / bytes1, r_decode1, ">=0.9",
-           snug_insn_name(snug_matmul_insn(kern, w->dtype, 1)));
+           snug_insn_name(snug_matmul_insn(kern, mdt, 1)));
     const struct {
         const char *name, *goal;
         snug_insn insn;

@@ -12,7 +12,9 @@
  *                         the matmul kernels run for the weight dtype and
  *                         batch (snug_kernels.matmul_insn): vfmadd231ps ymm
  *                         or zmm (2 flops per lane), vdpbf16ps zmm (4 per
- *                         lane); flop/s, 0 for the scalar kernels
+ *                         lane), vpdpbusd / vpmaddubsw ymm (2 operations per
+ *                         8-bit product); flop/s (op/s), 0 for the scalar
+ *                         kernels
  *
  * Each returns the best of a few tries (the machine is noisy).
  */
@@ -198,6 +200,74 @@ __attribute__((target("avx512f,avx512bf16"))) static float bench_loop_dpbf16_zmm
 #undef SUM
     return _mm512_reduce_add_ps(s);
 }
+
+/* iters x 12 chains of the 8-bit integer multiply-add of insn in ymm:
+ * vpdpbusd (VEX, AVX-VNNI; or EVEX, AVX-512 VNNI with VL, whichever the CPU
+ * has) or vpmaddubsw + vpaddw (what the AVX2 path adds up with) */
+__attribute__((target("avx2,avxvnni"))) static float bench_loop_dpbusd_vex(long iters)
+{
+    __m256i u = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
+#define INIT(j) __m256i a##j = _mm256_set1_epi32((j) + 1);
+#define STEP(j) a##j = _mm256_dpbusd_avx_epi32(a##j, u, x);
+#define SUM(j) s = _mm256_add_epi32(s, a##j);
+    BENCH_ACC12(INIT)
+    for (long i = 0; i < iters; i++) {
+        BENCH_ACC12(STEP)
+        BENCH_LIVE12();
+    }
+    __m256i s = _mm256_setzero_si256();
+    BENCH_ACC12(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return (float)_mm256_extract_epi32(s, 0);
+}
+
+__attribute__((target("avx2,avx512f,avx512vl,avx512vnni"))) static float bench_loop_dpbusd_evex(long iters)
+{
+    __m256i u = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
+#define INIT(j) __m256i a##j = _mm256_set1_epi32((j) + 1);
+#define STEP(j) a##j = _mm256_dpbusd_epi32(a##j, u, x);
+#define SUM(j) s = _mm256_add_epi32(s, a##j);
+    BENCH_ACC12(INIT)
+    for (long i = 0; i < iters; i++) {
+        BENCH_ACC12(STEP)
+        BENCH_LIVE12();
+    }
+    __m256i s = _mm256_setzero_si256();
+    BENCH_ACC12(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return (float)_mm256_extract_epi32(s, 0);
+}
+
+__attribute__((target("avx2"))) static float bench_loop_maddubs_ymm(long iters)
+{
+    __m256i u = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
+#define INIT(j) __m256i a##j = _mm256_set1_epi16((short)((j) + 1));
+#define STEP(j) a##j = _mm256_add_epi16(a##j, _mm256_maddubs_epi16(u, x));
+#define SUM(j) s = _mm256_add_epi16(s, a##j);
+    BENCH_ACC12(INIT)
+    for (long i = 0; i < iters; i++) {
+        BENCH_ACC12(STEP)
+        BENCH_LIVE12();
+    }
+    __m256i s = _mm256_setzero_si256();
+    BENCH_ACC12(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return (float)_mm256_extract_epi16(s, 0);
+}
+
+/* The ymm vpdpbusd loop this CPU can run; NULL for none. */
+static float (*bench_dpbusd_loop(void))(long)
+{
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) return bench_loop_dpbusd_evex;
+    if (__builtin_cpu_supports("avxvnni")) return bench_loop_dpbusd_vex;
+    return NULL;
+}
 #endif
 
 /* Arithmetic peak in flop/s of n_threads threads each running a loop of
@@ -209,20 +279,23 @@ static double bench_insn_peak(snug_insn insn, int n_threads, int tries)
 {
 #ifdef BENCH_X86
     if (insn == SNUG_INSN_SCALAR || snug_insn_flops(insn) == 0 ||
-        snug_insn_isa(insn) > snug_isa_detect())
+        snug_insn_isa(insn) > snug_isa_detect() || (insn == SNUG_INSN_DPBUSD_YMM && !bench_dpbusd_loop()))
         return 0;
     /* short tries (tens of ms), so that the best of several catches one
      * that nothing else on the machine interrupted */
     const long iters = 2 * 1000 * 1000;
-    int chains = insn == SNUG_INSN_FMA_YMM ? BENCH_CHAINS_YMM : BENCH_CHAINS_ZMM;
+    bool ymm = insn == SNUG_INSN_FMA_YMM || insn == SNUG_INSN_DPBUSD_YMM || insn == SNUG_INSN_MADDUBS_YMM;
+    int chains = ymm ? BENCH_CHAINS_YMM : BENCH_CHAINS_ZMM;
     double flops_per_iter = (double)chains * snug_insn_flops(insn);
     double best = 1e30, sink = 0;
     for (int k = 0; k < tries; k++) {
         double t0 = bench_now();
 #pragma omp parallel num_threads(n_threads) reduction(+ : sink)
-        sink += insn == SNUG_INSN_FMA_YMM   ? bench_loop_fma_ymm(iters)
-                : insn == SNUG_INSN_FMA_ZMM ? bench_loop_fma_zmm(iters)
-                                            : bench_loop_dpbf16_zmm(iters);
+        sink += insn == SNUG_INSN_FMA_YMM       ? bench_loop_fma_ymm(iters)
+                : insn == SNUG_INSN_FMA_ZMM     ? bench_loop_fma_zmm(iters)
+                : insn == SNUG_INSN_DPBUSD_YMM  ? bench_dpbusd_loop()(iters)
+                : insn == SNUG_INSN_MADDUBS_YMM ? bench_loop_maddubs_ymm(iters)
+                                                : bench_loop_dpbf16_zmm(iters);
         double dt = bench_now() - t0;
         if (dt < best) best = dt;
     }
@@ -257,6 +330,8 @@ static inline double bench_peaks(snug_dtype wdt, int n_threads, int tries, doubl
         snug_insn insn = (snug_insn)i;
         peaks[i] = 0;
         if (insn == SNUG_INSN_SCALAR || (insn == SNUG_INSN_DPBF16_ZMM && wdt != SNUG_DTYPE_BF16)) continue;
+        bool int8 = insn == SNUG_INSN_DPBUSD_YMM || insn == SNUG_INSN_MADDUBS_YMM;
+        if (int8 && !snug_dtype_is_quant(wdt)) continue; /* 8-bit products serve block formats only */
         peaks[i] = bench_insn_peak(insn, n_threads, tries);
         if (peaks[i] > best) best = peaks[i];
     }

@@ -61,6 +61,8 @@ int32_t snug_insn_flops(snug_insn insn)
     case SNUG_INSN_FMA_YMM: return 8 * 2;
     case SNUG_INSN_FMA_ZMM: return 16 * 2;
     case SNUG_INSN_DPBF16_ZMM: return 16 * 2 * 2; /* per lane: two products, two adds */
+    case SNUG_INSN_MADDUBS_YMM: return 32 * 2;   /* 32 byte products and their sums */
+    case SNUG_INSN_DPBUSD_YMM: return 8 * 4 * 2; /* per lane: four products, four adds */
     default: return 0;
     }
 }

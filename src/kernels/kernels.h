@@ -59,8 +59,9 @@ typedef enum snug_insn {
  * "vpmaddubsw ymm", "vpdpbusd ymm"; never NULL ("unknown" out of range). */
 const char *snug_insn_name(snug_insn insn);
 
-/* The flops one instruction does (16, 32, 64); 0 for SNUG_INSN_SCALAR, the
- * integer ones or out of range. Pure. */
+/* The flops one instruction does (16, 32, 64; for the 8-bit integer ones
+ * their operations, a product and a sum each: 64); 0 for SNUG_INSN_SCALAR
+ * or out of range. Pure. */
 int32_t snug_insn_flops(snug_insn insn);
 
 /* The least instruction set that has insn (an FMA, vpmaddubsw, vpdpbusd
