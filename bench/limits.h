@@ -261,6 +261,26 @@ __attribute__((target("avx2"))) static float bench_loop_maddubs_ymm(long iters)
     return (float)_mm256_extract_epi16(s, 0);
 }
 
+/* iters x 16 chains of vpdpbusd zmm (AVX-512 VNNI) */
+__attribute__((target("avx512f,avx512vnni"))) static float bench_loop_dpbusd_zmm(long iters)
+{
+    __m512i u = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);
+#define INIT(j) __m512i a##j = _mm512_set1_epi32((j) + 1);
+#define STEP(j) a##j = _mm512_dpbusd_epi32(a##j, u, x);
+#define SUM(j) s = _mm512_add_epi32(s, a##j);
+    BENCH_ACC16(INIT)
+    for (long i = 0; i < iters; i++) {
+        BENCH_ACC16(STEP)
+        BENCH_LIVE16();
+    }
+    __m512i s = _mm512_setzero_si512();
+    BENCH_ACC16(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return (float)_mm512_reduce_add_epi32(s);
+}
+
 /* The ymm vpdpbusd loop this CPU can run; NULL for none. */
 static float (*bench_dpbusd_loop(void))(long)
 {
@@ -279,7 +299,8 @@ static double bench_insn_peak(snug_insn insn, int n_threads, int tries)
 {
 #ifdef BENCH_X86
     if (insn == SNUG_INSN_SCALAR || snug_insn_flops(insn) == 0 ||
-        snug_insn_isa(insn) > snug_isa_detect() || (insn == SNUG_INSN_DPBUSD_YMM && !bench_dpbusd_loop()))
+        snug_insn_isa(insn) > snug_isa_detect() || (insn == SNUG_INSN_DPBUSD_YMM && !bench_dpbusd_loop()) ||
+        (insn == SNUG_INSN_DPBUSD_ZMM && !__builtin_cpu_supports("avx512vnni")))
         return 0;
     /* short tries (tens of ms), so that the best of several catches one
      * that nothing else on the machine interrupted */
@@ -294,6 +315,7 @@ static double bench_insn_peak(snug_insn insn, int n_threads, int tries)
         sink += insn == SNUG_INSN_FMA_YMM       ? bench_loop_fma_ymm(iters)
                 : insn == SNUG_INSN_FMA_ZMM     ? bench_loop_fma_zmm(iters)
                 : insn == SNUG_INSN_DPBUSD_YMM  ? bench_dpbusd_loop()(iters)
+                : insn == SNUG_INSN_DPBUSD_ZMM  ? bench_loop_dpbusd_zmm(iters)
                 : insn == SNUG_INSN_MADDUBS_YMM ? bench_loop_maddubs_ymm(iters)
                                                 : bench_loop_dpbf16_zmm(iters);
         double dt = bench_now() - t0;
@@ -330,7 +352,7 @@ static inline double bench_peaks(snug_dtype wdt, int n_threads, int tries, doubl
         snug_insn insn = (snug_insn)i;
         peaks[i] = 0;
         if (insn == SNUG_INSN_SCALAR || (insn == SNUG_INSN_DPBF16_ZMM && wdt != SNUG_DTYPE_BF16)) continue;
-        bool int8 = insn == SNUG_INSN_DPBUSD_YMM || insn == SNUG_INSN_MADDUBS_YMM;
+        bool int8 = insn == SNUG_INSN_DPBUSD_YMM || insn == SNUG_INSN_MADDUBS_YMM || insn == SNUG_INSN_DPBUSD_ZMM;
         if (int8 && !snug_dtype_is_quant(wdt)) continue; /* 8-bit products serve block formats only */
         peaks[i] = bench_insn_peak(insn, n_threads, tries);
         if (peaks[i] > best) best = peaks[i];

@@ -302,7 +302,8 @@ static int variants_of(variant *out)
 }
 
 /* variants_of, and each table again with every other matrix-vector path
- * of block formats its CPU has (the table's own is the best). */
+ * of block formats its CPU has (the table's own is the best) and the f32
+ * GEMM on dequantized slices (where its own is the 8-bit one). */
 static int qgemv_variants_of(variant *out)
 {
     static char names[SNUG_ISA_COUNT][64];
@@ -315,7 +316,10 @@ static int qgemv_variants_of(variant *out)
         for (int32_t i = 0; i + 1 < nk; i++) {
             out[n] = out[v];
             CHECK_OK(snug_kernels_set_qgemv(&out[n].k, kinds[i].insn, &err), &err);
-            snprintf(names[out[v].k.isa], sizeof names[0], "%s (%s)", out[v].name, snug_insn_name(kinds[i].insn));
+            /* (the other GEMM too, where the table has the 8-bit one) */
+            out[n].k.qgemm = false;
+            snprintf(names[out[v].k.isa], sizeof names[0], "%s (%s, f32 GEMM)", out[v].name,
+                     snug_insn_name(kinds[i].insn));
             out[n].name = names[out[v].k.isa];
             n++;
         }

@@ -123,6 +123,20 @@ int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS]);
  * then turned over 8 x 8 at a time. */
 void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst);
 
+/* The block-format GEMM on vpdpbusd zmm (k_quant.c; AVX-512 VNNI): y[t][o]
+ * for t < n and the rows o of panels [p0, p1) of w, from x8 (n rows of
+ * w->k / 32 blocks) and xs (per row and block: d, d sum16[0], d sum16[1]),
+ * by integer dot products as snug_qdot_ref (the same sums, in float in
+ * another order). Each panel is first repacked into tb
+ * (snug_qgemm_panel_bytes(w->k) bytes, 64-byte aligned): 16 rows' 8-bit
+ * values four by four, so that one zmm holds 4 values of each row and
+ * vpdpbusd takes 4 values of a row of x broadcast. snug_qgemm_runs: whether
+ * this CPU has it. */
+void snug_qgemm_vnni512(float *y, int64_t ldy, const struct snug_x8_block *x8, const float *xs, int64_t n,
+                        const snug_linear *w, int64_t p0, int64_t p1, void *tb);
+size_t snug_qgemm_panel_bytes(int64_t k);
+bool snug_qgemm_runs(void);
+
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD
  * instruction set: the contract of snug_matmul. */
 void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, int64_t ldy,

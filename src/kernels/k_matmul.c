@@ -34,11 +34,14 @@
 
 #include <string.h>
 
-/* Bytes of one thread's private scratch: three panel slices as f32 (the
- * converted bf16 of the convert path) and one padded narrow panel slice. */
-static size_t thread_bytes(void)
+/* Bytes of one thread's private scratch for rows of k elements: three
+ * panel slices as f32 (the converted bf16 of the convert path) and one
+ * padded narrow panel slice, or a repacked block-format panel (the 8-bit
+ * GEMM), whichever is more. */
+static size_t thread_bytes(int64_t k)
 {
-    return snug_round_up((size_t)4 * SNUG_PANEL * SNUG_GEMM_KC_MAX * sizeof(float), 64);
+    size_t slices = (size_t)4 * SNUG_PANEL * SNUG_GEMM_KC_MAX * sizeof(float);
+    return snug_round_up(SNUG_MAX(slices, snug_qgemm_panel_bytes(k)), 64);
 }
 
 /* Bytes of all of x packed: n rows padded to a tile, k to a pair and one
@@ -53,7 +56,7 @@ size_t snug_matmul_scratch_bytes(int32_t n_threads, int64_t n_max, int64_t k_max
     if (n_threads < 1) n_threads = 1;
     if (n_max < 1) n_max = 1;
     if (k_max < 1) k_max = 1;
-    return (size_t)n_threads * thread_bytes() + a_bytes(n_max, k_max);
+    return (size_t)n_threads * thread_bytes(k_max) + a_bytes(n_max, k_max);
 }
 
 /* ---- the scalar reference ------------------------------------------------ */
@@ -427,7 +430,9 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
 typedef struct matmul_job {
     const snug_matmul_ops *o;
     snug_qgemv_fn qgemv;     /* block formats, n <= 4: the integer path over x8 */
-    const snug_x8_block *x8; /* x quantized, in the scratch */
+    bool qgemm;              /* block formats, n > 4: the 8-bit GEMM (snug_qgemm_vnni512) */
+    snug_x8_block *x8;       /* x quantized, in the scratch */
+    float *xs;               /* the GEMM's: per row and x8 block d, d sum16[0], d sum16[1] */
     const snug_gemm_kind *g; /* NULL: the matrix-vector path */
     bool convert;
     float *y;
@@ -451,6 +456,24 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
     int64_t nth = j->nt, m = j->w->m, panels = (m + SNUG_PANEL - 1) / SNUG_PANEL, full = m / SNUG_PANEL;
     int64_t p0 = 0, p1 = 0;
     if (tid < nth) snug_pool_split(full, 1, tid, (int32_t)nth, &p0, &p1);
+    if (j->qgemm) { /* each thread quantizes its share of x's rows, then its panels */
+        int64_t k = j->w->k, kb = k / SNUG_X8_BLOCK, r0 = 0, r1 = 0;
+        if (tid < nth) snug_pool_split(j->n, 1, tid, (int32_t)nth, &r0, &r1);
+        for (int64_t t = r0; t < r1; t++) {
+            snug_x8_quantize(j->x + t * k, k, j->w->dtype, j->x8 + t * kb);
+            for (int64_t c = 0; c < kb; c++) {
+                const snug_x8_block *xb = &j->x8[t * kb + c];
+                float *x3 = j->xs + (t * kb + c) * 3;
+                x3[0] = xb->d, x3[1] = xb->d * (float)xb->sum16[0], x3[2] = xb->d * (float)xb->sum16[1];
+            }
+        }
+        if (j->pool) snug_pool_barrier(j->pool, tid);
+        if (tid == nth - 1) p1 = panels;
+        if (p0 < p1)
+            snug_qgemm_vnni512(j->y, j->ldy, j->x8, j->xs, j->n, j->w, p0, p1,
+                               j->scratch + (size_t)tid * thread_bytes(k));
+        return;
+    }
     if (!j->g) {
         if (tid == nth - 1) p1 = panels;
         if (p0 < p1 && j->qgemv) j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, p0, p1);
@@ -462,7 +485,7 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
     pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, a0, a1,
            snug_dtype_is_quant(j->w->dtype) ? j->w->dtype : SNUG_DTYPE_NONE);
     if (j->pool) snug_pool_barrier(j->pool, tid);
-    unsigned char *tb = j->scratch + (size_t)tid * thread_bytes();
+    unsigned char *tb = j->scratch + (size_t)tid * thread_bytes(j->w->k);
     if (p0 < p1) gemm_thread(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
     if (tid == nth - 1 && full < panels)
         gemm_thread_edge(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
@@ -479,7 +502,7 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
     }
     matmul_job j = {.o = o, .y = y, .ldy = ldy, .x = x, .n = n, .w = w, .scratch = scratch, .pool = pool};
     int32_t n_pool = pool ? snug_pool_threads(pool) : 1;
-    j.ap = (uint32_t *)(void *)(j.scratch + (size_t)n_pool * thread_bytes());
+    j.ap = (uint32_t *)(void *)(j.scratch + (size_t)n_pool * thread_bytes(k));
     bool quant = snug_dtype_is_quant(w->dtype);
     if (n <= SNUG_GEMV_MAX_N && quant && kt->qgemv) {
         /* x to 8 bits once, in the packed x's place (n k / 32 blocks of 40
@@ -488,6 +511,10 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         for (int64_t t = 0; t < n; t++) snug_x8_quantize(x + t * k, k, w->dtype, x8 + t * (k / SNUG_X8_BLOCK));
         j.qgemv = kt->qgemv;
         j.x8 = x8;
+    } else if (quant && kt->qgemm) { /* x quantized by the threads (matmul_part) */
+        j.qgemm = true;
+        j.x8 = (snug_x8_block *)(void *)j.ap;
+        j.xs = (float *)(void *)(j.x8 + n * (k / SNUG_X8_BLOCK));
     } else if (n > SNUG_GEMV_MAX_N || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
@@ -528,6 +555,7 @@ void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, con
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
 {
     if (n <= SNUG_GEMV_MAX_N && snug_dtype_is_quant(wdt)) return k->qgemv_insn;
+    if (snug_dtype_is_quant(wdt) && k->qgemm) return SNUG_INSN_DPBUSD_ZMM;
     if (!k->mm) return SNUG_INSN_SCALAR;
     if (n <= SNUG_GEMV_MAX_N) return k->mm->gemv_insn;
     bool convert;

@@ -263,6 +263,152 @@ T_Q void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, 
     }
 }
 
+/* ---- the GEMM on 8-bit products (AVX-512 VNNI) -------------------------------- */
+
+#define T_GEMM __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define T_GEMM_INL __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline
+
+/* Whether the format's scales change every 16 values (a chunk's halves
+ * differ) rather than every 32. */
+static bool sub16(snug_qtype t) { return t == SNUG_QTYPE_Q2_K || t == SNUG_QTYPE_Q3_K || t == SNUG_QTYPE_Q6_K; }
+
+size_t snug_qgemm_panel_bytes(int64_t k) { return (size_t)k * 24 + 256; }
+
+/* Panel p of w repacked for the kernel below, into at (snug_qgemm_panel_bytes
+ * (k) bytes): for each chunk c of 32 values and each quad j (4 values) of
+ * it, 16 rows x 4 bytes, row r's values 32 c + 4 j .. + 4 as q + 128 (so
+ * unsigned; rows past a narrow panel's width hold 128 with scale 0), at
+ * u + ((8 c + j) 16 + r) 4; then the scale of each half h of each chunk
+ * for the 16 rows at sc + (2 c + h) 16, and what to take away per unit of
+ * x's half sum at co + (2 c + h) 16 (corr + 128 scale): for each row, w =
+ * scale u - co over x's 8-bit integers. */
+T_GEMM_INL void repack_panel(const snug_linear *w, int64_t p, uint8_t *at, uint8_t **u_out, float **sc_out,
+                             float **co_out)
+{
+    const snug_qtype t = (snug_qtype)snug_dtype_qtype(w->dtype);
+    const int64_t k = w->k, kb = k / 32, bs = snug_qtype_block(t), nb = k / bs, nc = bs / 32;
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = snug_qtype_block_bytes(t);
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    uint8_t *u = at;
+    float *sc = (float *)(void *)(at + (size_t)SNUG_PANEL * (size_t)k), *co = sc + kb * 2 * SNUG_PANEL;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t r = 0; r < SNUG_PANEL; r++) {
+            qchunk ch[8];
+            if (r < width) {
+                unpack_chunks(t, panel + (size_t)(b * width + r) * bb, ch);
+            } else {
+                memset(ch, 0, sizeof ch);
+            }
+            for (int64_t cc = 0; cc < nc; cc++) {
+                int64_t c = b * nc + cc;
+                /* the 8 quads of the row to their places: 32-bit words 4 apart */
+                __m256i q = _mm256_xor_si256(load256(ch[cc].q), flip);
+                uint32_t words[8];
+                store256(words, q);
+                uint32_t *dst = (uint32_t *)(void *)(u + (size_t)(c * 8) * 64) + r;
+                for (int j = 0; j < 8; j++) dst[j * 16] = words[j];
+                for (int h = 0; h < 2; h++) {
+                    sc[(c * 2 + h) * SNUG_PANEL + r] = ch[cc].scale[h];
+                    co[(c * 2 + h) * SNUG_PANEL + r] = ch[cc].corr[h] + 128.0f * ch[cc].scale[h];
+                }
+            }
+        }
+    *u_out = u, *sc_out = sc, *co_out = co;
+}
+
+/* Rows [t0, t0 + MR) of x (rows past mr_v read row t0 and are dropped)
+ * against the repacked panel: y[t][16 p + r] for r < width. xs holds per
+ * row and chunk d, d S16[0], d S16[1]. */
+enum { QGEMM_MR = 8 }; /* rows of x per tile */
+
+/* NJ quads (4 values each) from quad j0 of chunk c, 16 rows of the
+ * repacked panel (uc: the chunk's bytes) against the tile's rows: summed
+ * in integers, then into acc scaled (scv times x's d) less cov times x's
+ * sum over those values (xs entry 1 + h, or both halves with h < 0). */
+T_GEMM_INL void qgemm_part(__m512 acc[QGEMM_MR], const snug_x8_block *const xr[QGEMM_MR],
+                           const float *const xsr[QGEMM_MR], int64_t c, const uint8_t *uc, const int j0,
+                           const int NJ, __m512 scv, __m512 cov, const int h)
+{
+    __m512i ia[QGEMM_MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < QGEMM_MR; i++) ia[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = j0; j < j0 + NJ; j++) {
+        __m512i wv = _mm512_loadu_si512((const void *)(uc + j * 64));
+#pragma GCC unroll 8
+        for (int i = 0; i < QGEMM_MR; i++) {
+            int32_t q4;
+            memcpy(&q4, xr[i][c].q + 4 * j, 4);
+            ia[i] = _mm512_dpbusd_epi32(ia[i], wv, _mm512_set1_epi32(q4));
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < QGEMM_MR; i++) {
+        const float *x3 = xsr[i] + c * 3;
+        float xsum = h < 0 ? x3[1] + x3[2] : x3[1 + h];
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i]), _mm512_mul_ps(scv, _mm512_set1_ps(x3[0])), acc[i]);
+        acc[i] = _mm512_fnmadd_ps(cov, _mm512_set1_ps(xsum), acc[i]);
+    }
+}
+
+/* Rows [t0, t0 + mr_v) of x (up to QGEMM_MR; the tile's other rows read
+ * row t0 and are dropped) against the repacked panel: y[t][16 p + r] for r
+ * < width. xs holds per row and chunk d, d S16[0], d S16[1]. */
+T_GEMM_INL void qgemm_tile(float *y, int64_t ldy, const snug_x8_block *x8, const float *xs, int64_t kb,
+                           const uint8_t *u, const float *sc, const float *co, int64_t t0, int32_t mr_v,
+                           int64_t p, int64_t width, const bool SUB16)
+{
+    __m512 acc[QGEMM_MR];
+    const snug_x8_block *xr[QGEMM_MR];
+    const float *xsr[QGEMM_MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < QGEMM_MR; i++) {
+        int64_t t = t0 + (i < mr_v ? i : 0);
+        acc[i] = _mm512_setzero_ps();
+        xr[i] = x8 + t * kb;
+        xsr[i] = xs + t * kb * 3;
+    }
+    for (int64_t c = 0; c < kb; c++) {
+        const uint8_t *uc = u + (size_t)(c * 8) * 64;
+        const float *s0 = sc + c * 2 * SNUG_PANEL, *c0 = co + c * 2 * SNUG_PANEL;
+        if (SUB16) {
+            qgemm_part(acc, xr, xsr, c, uc, 0, 4, _mm512_loadu_ps(s0), _mm512_loadu_ps(c0), 0);
+            qgemm_part(acc, xr, xsr, c, uc, 4, 4, _mm512_loadu_ps(s0 + SNUG_PANEL), _mm512_loadu_ps(c0 + SNUG_PANEL), 1);
+        } else {
+            qgemm_part(acc, xr, xsr, c, uc, 0, 8, _mm512_loadu_ps(s0), _mm512_loadu_ps(c0), -1);
+        }
+    }
+    __mmask16 keep = (__mmask16)((1u << width) - 1u);
+    for (int i = 0; i < mr_v; i++) _mm512_mask_storeu_ps(y + (t0 + i) * ldy + p * SNUG_PANEL, keep, acc[i]);
+}
+
+T_GEMM void snug_qgemm_vnni512(float *y, int64_t ldy, const snug_x8_block *x8, const float *xs, int64_t n,
+                               const snug_linear *w, int64_t p0, int64_t p1, void *tb)
+{
+    const snug_qtype t = (snug_qtype)snug_dtype_qtype(w->dtype);
+    const int64_t kb = w->k / 32;
+    const bool s16 = sub16(t);
+    for (int64_t p = p0; p < p1; p++) {
+        uint8_t *u;
+        float *sc, *co;
+        repack_panel(w, p, tb, &u, &sc, &co);
+        int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+        for (int64_t t0 = 0; t0 < n; t0 += 8) {
+            int32_t mr_v = (int32_t)SNUG_MIN((int64_t)8, n - t0);
+            if (s16) qgemm_tile(y, ldy, x8, xs, kb, u, sc, co, t0, mr_v, p, width, true);
+            else qgemm_tile(y, ldy, x8, xs, kb, u, sc, co, t0, mr_v, p, width, false);
+        }
+    }
+}
+
+bool snug_qgemm_runs(void)
+{
+    unsigned a, b, c, d;
+    return snug_isa_detect() >= SNUG_ISA_AVX512 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}
+
 /* CPUID: AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) and AVX-512 VNNI (leaf 7,
  * ECX bit 11). */
 static bool has_avx_vnni(void)
@@ -300,4 +446,14 @@ void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int6
 {
     snug_linear_quant_slice_f32(w, p, e0, len, dst);
 }
+
+size_t snug_qgemm_panel_bytes(int64_t k) { return (size_t)k * 24 + 256; }
+
+void snug_qgemm_vnni512(float *y, int64_t ldy, const snug_x8_block *x8, const float *xs, int64_t n,
+                        const snug_linear *w, int64_t p0, int64_t p1, void *tb)
+{
+    (void)y, (void)ldy, (void)x8, (void)xs, (void)n, (void)w, (void)p0, (void)p1, (void)tb;
+}
+
+bool snug_qgemm_runs(void) { return false; }
 #endif

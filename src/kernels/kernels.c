@@ -46,8 +46,9 @@ snug_isa snug_isa_detect(void)
 snug_isa snug_isa_detect(void) { return SNUG_ISA_SCALAR; }
 #endif
 
-static const char *const insn_names[SNUG_INSN_COUNT] = {"scalar",        "vfmadd231ps ymm", "vfmadd231ps zmm",
-                                                         "vdpbf16ps zmm", "vpmaddubsw ymm",  "vpdpbusd ymm"};
+static const char *const insn_names[SNUG_INSN_COUNT] = {"scalar",         "vfmadd231ps ymm", "vfmadd231ps zmm",
+                                                         "vdpbf16ps zmm",  "vpmaddubsw ymm",  "vpdpbusd ymm",
+                                                         "vpdpbusd zmm"};
 
 const char *snug_insn_name(snug_insn insn)
 {
@@ -63,6 +64,7 @@ int32_t snug_insn_flops(snug_insn insn)
     case SNUG_INSN_DPBF16_ZMM: return 16 * 2 * 2; /* per lane: two products, two adds */
     case SNUG_INSN_MADDUBS_YMM: return 32 * 2;   /* 32 byte products and their sums */
     case SNUG_INSN_DPBUSD_YMM: return 8 * 4 * 2; /* per lane: four products, four adds */
+    case SNUG_INSN_DPBUSD_ZMM: return 16 * 4 * 2;
     default: return 0;
     }
 }
@@ -73,6 +75,7 @@ snug_isa snug_insn_isa(snug_insn insn)
     case SNUG_INSN_FMA_YMM:
     case SNUG_INSN_MADDUBS_YMM:
     case SNUG_INSN_DPBUSD_YMM: return SNUG_ISA_AVX2;
+    case SNUG_INSN_DPBUSD_ZMM:
     case SNUG_INSN_FMA_ZMM: return SNUG_ISA_AVX512;
     case SNUG_INSN_DPBF16_ZMM: return SNUG_ISA_AVX512_BF16;
     default: return SNUG_ISA_SCALAR;
@@ -120,6 +123,7 @@ snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err)
     int32_t n = snug_qgemv_kinds(isa, kinds);
     k->qgemv = n ? kinds[n - 1].fn : NULL;
     k->qgemv_insn = n ? kinds[n - 1].insn : SNUG_INSN_SCALAR;
+    k->qgemm = isa >= SNUG_ISA_AVX512 && snug_qgemm_runs();
     return SNUG_OK;
 }
 

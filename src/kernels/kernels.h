@@ -52,11 +52,13 @@ typedef enum snug_insn {
     SNUG_INSN_DPBF16_ZMM = 3, /* vdpbf16ps zmm: 16 lanes x 2 bf16 products added */
     SNUG_INSN_MADDUBS_YMM = 4, /* vpmaddubsw ymm: 32 u8 x s8 products, added in pairs */
     SNUG_INSN_DPBUSD_YMM = 5, /* vpdpbusd ymm: 8 lanes x 4 u8 x s8 products added */
-    SNUG_INSN_COUNT = 6
+    SNUG_INSN_DPBUSD_ZMM = 6, /* vpdpbusd zmm: 16 lanes of them (AVX-512 VNNI) */
+    SNUG_INSN_COUNT = 7
 } snug_insn;
 
 /* "scalar", "vfmadd231ps ymm", "vfmadd231ps zmm", "vdpbf16ps zmm",
- * "vpmaddubsw ymm", "vpdpbusd ymm"; never NULL ("unknown" out of range). */
+ * "vpmaddubsw ymm", "vpdpbusd ymm", "vpdpbusd zmm"; never NULL ("unknown"
+ * out of range). */
 const char *snug_insn_name(snug_insn insn);
 
 /* The flops one instruction does (16, 32, 64; for the 8-bit integer ones
@@ -66,7 +68,8 @@ int32_t snug_insn_flops(snug_insn insn);
 
 /* The least instruction set that has insn (an FMA, vpmaddubsw, vpdpbusd
  * ymm: AVX2, the last only with AVX-VNNI or AVX-512 VNNI besides; a zmm
- * FMA: AVX512; vdpbf16ps: AVX512_BF16; scalar: SCALAR). Pure. */
+ * FMA, vpdpbusd zmm: AVX512, the last with AVX-512 VNNI besides;
+ * vdpbf16ps: AVX512_BF16; scalar: SCALAR). Pure. */
 snug_isa snug_insn_isa(snug_insn insn);
 
 /* The best instruction set this CPU and OS support (CPUID feature bits and
@@ -129,6 +132,11 @@ typedef struct snug_kernels {
     void (*qgemv)(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
                   int64_t p0, int64_t p1);
     snug_insn qgemv_insn;
+
+    /* Block-format weights with more than 4 rows of x run 8-bit products on
+     * vpdpbusd zmm (AVX-512 VNNI: snug_kernels_init sets it where the CPU
+     * has it) rather than the f32 GEMM on dequantized slices. */
+    bool qgemm;
 
     /* What snug_kernels_calibrate measured: one thread's GFLOP/s of the
      * bf16 GEMM on each candidate instruction (0: not measured). */
