@@ -9,12 +9,18 @@
  * conversions, not to its cap) and tests/cli/cli.sh checks at the tiny shape.
  *
  *   build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N] [--type T]
+ *                      [--llama3-rope FACTOR,LOW,HIGH,ORIGINAL]
  *       NAME: a preset of the llama architecture (default llama-3.2-1b; tiny,
  *       llama-3-8b, tinyllama-1.1b); N: the random seed (default 5); T: the
  *       matrices' type: bf16 (default), q8_0, q4_0, q6_k, or q4_k_m, which
  *       mixes them as llama.cpp's Q4_K_M does (Q4_K; Q6_K for output.weight
  *       and for attn_v and ffn_down in the first and last eighth of the
- *       layers and every third between), quantized by base/quant.h
+ *       layers and every third between), quantized by base/quant.h;
+ *       --llama3-rope: also rope_freqs.weight, Llama 3.1's rope scaling as
+ *       llama.cpp's converter writes it, one factor per rotary frequency i
+ *       (wavelength w = 2 pi theta^(2i/d)): 1 where w < ORIGINAL / HIGH, FACTOR
+ *       where w > ORIGINAL / LOW, else 1 / ((1 - s) / FACTOR + s) with s =
+ *       (ORIGINAL / w - LOW) / (HIGH - LOW)
  *
  * What it writes: the keys `snug convert gguf` reads (general.architecture,
  * general.alignment 32, llama.embedding_length, feed_forward_length,
@@ -48,6 +54,7 @@
 #include "convert/mkmodel.h"
 #include "formats/gguf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +76,7 @@ typedef struct gg_tensor {
     uint64_t offset;         /* in the data section, a multiple of ALIGNMENT */
     uint64_t key;            /* random stream */
     float mean;              /* 1 for norms, 0 for matrices */
+    const float *values;     /* NULL, or the values themselves (rope_freqs.weight) */
 } gg_tensor;
 
 /* The GGUF header as it is built: with p NULL only its length is counted. */
@@ -207,10 +215,10 @@ static uint32_t matrix_type(uint32_t ftype, const char *name, int32_t l, int32_t
 }
 
 /* Lists the tensors of cfg in file order with their data offsets into t
- * (room for 3 + 9 x layers), the matrices of type ftype (matrix_type), and
- * returns their number; *data_bytes gets the size of the data section. */
-static int32_t list_tensors(const snug_model_config *c, uint64_t seed, uint32_t ftype, gg_tensor *t,
-                            uint64_t *data_bytes)
+ * (room for 4 + 9 x layers), the matrices of type ftype (matrix_type), then
+ * rope_freqs.weight when rope_freqs is given, and returns their number; *data_bytes gets the size of the data section. */
+static int32_t list_tensors(const snug_model_config *c, uint64_t seed, uint32_t ftype, const float *rope_freqs,
+                            gg_tensor *t, uint64_t *data_bytes)
 {
     int64_t h = c->hidden_size, ff = c->intermediate_size;
     int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
@@ -238,6 +246,10 @@ static int32_t list_tensors(const snug_model_config *c, uint64_t seed, uint32_t 
     add_tensor(t, &n, seed, "output_norm.weight", 0, h, SNUG_GGML_F32);
     if (!c->tie_word_embeddings)
         add_tensor(t, &n, seed, "output.weight", c->vocab_size, h, matrix_type(ftype, "output", -1, 0));
+    if (rope_freqs) {
+        add_tensor(t, &n, seed, "rope_freqs.weight", 0, c->head_dim / 2, SNUG_GGML_F32);
+        t[n - 1].values = rope_freqs;
+    }
     uint64_t off = 0;
     for (int32_t i = 0; i < n; i++) {
         t[i].offset = off;
@@ -257,6 +269,10 @@ static void generate(const gg_tensor *t, uint64_t e0, size_t count, float *tmp, 
     uint32_t base = (uint32_t)e0;
     float mean = t->mean;
     float *f = t->type == SNUG_GGML_F32 ? out : tmp;
+    if (t->values) {
+        memcpy(out, t->values + e0, count * sizeof(float));
+        return;
+    }
 #pragma omp simd
     for (size_t i = 0; i < count; i++) {
         uint32_t x = snug_hash32((base + (uint32_t)i) * 0x9E3779B9u ^ key);
@@ -269,7 +285,7 @@ static void generate(const gg_tensor *t, uint64_t e0, size_t count, float *tmp, 
 static int usage(const char *msg)
 {
     fprintf(stderr, "mkgguf: %s\nusage: build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N] "
-            "[--type bf16|q8_0|q4_0|q6_k|q4_k_m]\n", msg);
+            "[--type bf16|q8_0|q4_0|q6_k|q4_k_m] [--llama3-rope FACTOR,LOW,HIGH,ORIGINAL]\n", msg);
     return 2;
 }
 
@@ -279,8 +295,15 @@ int main(int argc, char **argv)
     const char *path = NULL, *preset = "llama-3.2-1b";
     uint64_t seed = 5;
     uint32_t ftype = SNUG_GGML_BF16;
+    double llama3[4] = {0};
+    bool rope = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--type") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--llama3-rope") == 0 && i + 1 < argc) {
+            if (sscanf(argv[++i], "%lf,%lf,%lf,%lf", &llama3[0], &llama3[1], &llama3[2], &llama3[3]) != 4 ||
+                !(llama3[0] >= 1 && llama3[1] > 0 && llama3[2] > llama3[1] && llama3[3] > 0))
+                return usage("--llama3-rope expects FACTOR,LOW,HIGH,ORIGINAL (FACTOR >= 1, 0 < LOW < HIGH)");
+            rope = true;
+        } else if (strcmp(argv[i], "--type") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
             static const struct { const char *name; uint32_t type; } types[] = {
                 {"bf16", SNUG_GGML_BF16}, {"q8_0", SNUG_QTYPE_Q8_0}, {"q4_0", SNUG_QTYPE_Q4_0},
@@ -318,15 +341,28 @@ int main(int argc, char **argv)
                          "architecture, the only one the GGUF import converts", preset);
         goto fail;
     }
-    t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(3 + 9 * cfg.n_layers) * sizeof *t, &err);
+    t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(4 + 9 * cfg.n_layers) * sizeof *t, &err);
     tmp = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof *tmp, &err);
     buf = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof(float), &err);
     if (!t || !tmp || !buf) {
         st = SNUG_NOMEM;
         goto fail;
     }
+    if (rope && cfg.head_dim / 2 > SNUG_MAX_ROPE_FACTORS) {
+        st = snug_errorf(&err, SNUG_UNSUPPORTED, "--llama3-rope: head size %d has more than %d frequencies",
+                         cfg.head_dim, SNUG_MAX_ROPE_FACTORS);
+        goto fail;
+    }
+    float factors[SNUG_MAX_ROPE_FACTORS];
+    for (int32_t i = 0; rope && i < cfg.head_dim / 2 && i < SNUG_MAX_ROPE_FACTORS; i++) {
+        double freq = 1.0 / pow(cfg.rope_theta, (double)(2 * i) / (double)cfg.head_dim), wavelen = 2 * M_PI / freq;
+        double s = (llama3[3] / wavelen - llama3[1]) / (llama3[2] - llama3[1]);
+        factors[i] = wavelen < llama3[3] / llama3[2]   ? 1.0f
+                     : wavelen > llama3[3] / llama3[1] ? (float)llama3[0]
+                                                        : (float)(1.0 / ((1 - s) / llama3[0] + s));
+    }
     uint64_t data_bytes;
-    int32_t n = list_tensors(&cfg, seed, ftype, t, &data_bytes);
+    int32_t n = list_tensors(&cfg, seed, ftype, rope ? factors : NULL, t, &data_bytes);
     build_header(&h, &cfg, t, n); /* measure, then build */
     h.cap = h.len;
     h.len = 0;

@@ -56,15 +56,18 @@ static snug_model_config small_config(void)
     return c;
 }
 
-/* Opens dir's model with its weights at wdt (SNUG_DTYPE_NONE: the
- * checkpoint's) and float matrices quantized to quant (or not: NONE), and
- * the given cache dtype and step shape. */
-static bool rig_open_as(rig *r, const char *dir, snug_dtype wdt, snug_dtype quant, snug_dtype kv_dtype,
-                        int32_t n_tokens_max, int32_t n_seqs_max, int32_t n_logits_max, snug_error *err)
+/* Opens dir's model with config instead of its own (NULL: its own), its
+ * weights at wdt (SNUG_DTYPE_NONE: the checkpoint's) and float matrices
+ * quantized to quant (or not: NONE), and the given cache dtype and step
+ * shape. */
+static bool rig_open_as(rig *r, const char *dir, const snug_model_config *config, snug_dtype wdt, snug_dtype quant,
+                        snug_dtype kv_dtype, int32_t n_tokens_max, int32_t n_seqs_max, int32_t n_logits_max,
+                        snug_error *err)
 {
     memset(r, 0, sizeof *r);
     snug_load_opts lo = {.tp = 1, .dtype = wdt, .quant = quant};
     if (snug_checkpoint_open(dir, &r->ck, err) != SNUG_OK) return false;
+    if (config) r->ck->config = *config;
     if (snug_weights_load(r->ck, &lo, &r->w, NULL, err) != SNUG_OK) return false;
     snug_model_opts mo = {.shape = {n_tokens_max, n_seqs_max, n_logits_max, 2}, .isa = -1};
     if (snug_model_create(&r->ck->config, r->w, &mo, &r->m, err) != SNUG_OK) return false;
@@ -78,8 +81,8 @@ static bool rig_open_as(rig *r, const char *dir, snug_dtype wdt, snug_dtype quan
 static bool rig_open(rig *r, const char *dir, snug_dtype kv_dtype, int32_t n_tokens_max, int32_t n_seqs_max,
                      int32_t n_logits_max, snug_error *err)
 {
-    return rig_open_as(r, dir, SNUG_DTYPE_NONE, SNUG_DTYPE_NONE, kv_dtype, n_tokens_max, n_seqs_max, n_logits_max,
-                       err);
+    return rig_open_as(r, dir, NULL, SNUG_DTYPE_NONE, SNUG_DTYPE_NONE, kv_dtype, n_tokens_max, n_seqs_max,
+                       n_logits_max, err);
 }
 
 static void rig_close(rig *r)
@@ -224,6 +227,59 @@ static void test_llama3_rope(void)
     check_against_reference("llama3 rope scaling", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
     c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LINEAR, .factor = 4.0};
     check_against_reference("linear rope scaling", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+}
+
+/* Per-frequency rotary factors (a GGUF file's rope_freqs.weight), computed
+ * as llama.cpp's converter does from Llama 3.1's scaling, give the logits
+ * the llama3 rope_scaling of config.json gives (1e-5 of their largest). */
+static void test_rope_freq_factors(void)
+{
+    snug_model_config c = small_config();
+    c.rope_theta = 500000.0;
+    c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LLAMA3, .factor = 8.0, .low_freq_factor = 1.0,
+                                         .high_freq_factor = 4.0, .original_max_position_embeddings = 64};
+    char dir[64];
+    snug_error err = {0};
+    CHECK(make_model(&c, SNUG_DTYPE_F32, dir, &err), "mkmodel: %s", err.msg);
+    snug_model_config f = c;
+    f.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_DEFAULT, .factor = 1.0};
+    f.n_rope_freq_factors = c.head_dim / 2;
+    int kinds[3] = {0};
+    for (int32_t i = 0; i < f.n_rope_freq_factors; i++) {
+        double freq = 1.0 / pow(c.rope_theta, (double)(2 * i) / c.head_dim), wavelen = 2 * M_PI / freq;
+        double s = (64.0 / wavelen - 1.0) / (4.0 - 1.0);
+        int kind = wavelen < 64.0 / 4.0 ? 0 : wavelen > 64.0 ? 2 : 1;
+        kinds[kind]++;
+        f.rope_freq_factors[i] = kind == 0 ? 1.0f : kind == 2 ? 8.0f : (float)(1.0 / ((1 - s) / 8.0 + s));
+    }
+    CHECK(kinds[0] && kinds[1] && kinds[2], "every band: %d kept, %d smoothed, %d scaled", kinds[0], kinds[1], kinds[2]);
+    enum { N = 40 };
+    int32_t tokens[N];
+    fill_tokens(tokens, N, c.vocab_size, 99);
+    float *a = malloc(sizeof(float) * N * 301), *b = malloc(sizeof(float) * N * 301);
+    rig ra, rb;
+    memset(&ra, 0, sizeof ra), memset(&rb, 0, sizeof rb);
+    snug_block_table ta = {0}, tb = {0};
+    bool ok = rig_open(&ra, dir, SNUG_DTYPE_F32, N, 1, N, &err) && snug_block_table_init(&ta, N, BLOCK, &err) == SNUG_OK &&
+              run_chunks(&ra, &ta, tokens, N, N, a, &err);
+    CHECK(ok, "llama3 config: %s", err.msg);
+    ok = ok && rig_open_as(&rb, dir, &f, SNUG_DTYPE_NONE, SNUG_DTYPE_NONE, SNUG_DTYPE_F32, N, 1, N, &err) &&
+         snug_block_table_init(&tb, N, BLOCK, &err) == SNUG_OK && run_chunks(&rb, &tb, tokens, N, N, b, &err);
+    CHECK(ok, "factors: %s", err.msg);
+    double diff = 0, mx = 0;
+    for (int i = 0; ok && i < N * c.vocab_size; i++) diff = fmax(diff, fabs(a[i] - b[i])), mx = fmax(mx, fabs(a[i]));
+    printf("  per-frequency rotary factors vs llama3 rope_scaling: max logit difference %.3g of %.3g (tolerance "
+           "1e-5 of it)\n", diff, mx);
+    CHECK(ok && diff <= 1e-5 * mx, "factors and llama3 scaling differ by %g", diff);
+    if (ta.ids) snug_block_table_release(&ta, &ra.pool);
+    if (tb.ids) snug_block_table_release(&tb, &rb.pool);
+    snug_block_table_free(&ta);
+    snug_block_table_free(&tb);
+    rig_close(&ra);
+    rig_close(&rb);
+    free(a);
+    free(b);
+    rm_tree(dir);
 }
 
 static void test_sliding_window(void)
@@ -511,7 +567,7 @@ static void test_quantize_on_load(void)
     float *ref = malloc(sizeof(float) * N * V), *got = malloc(sizeof(float) * N * V), *one = malloc(sizeof(float) * N * V);
     rig r;
     snug_block_table tb = {0};
-    bool ok = rig_open_as(&r, "models/stories260K", SNUG_DTYPE_BF16, SNUG_DTYPE_NONE, SNUG_DTYPE_F32, N, 1, N, &err) &&
+    bool ok = rig_open_as(&r, "models/stories260K", NULL, SNUG_DTYPE_BF16, SNUG_DTYPE_NONE, SNUG_DTYPE_F32, N, 1, N, &err) &&
               snug_block_table_init(&tb, N, BLOCK, &err) == SNUG_OK && run_chunks(&r, &tb, ids, N, N, ref, &err);
     CHECK(ok, "bf16: %s", err.msg);
     if (tb.ids) snug_block_table_release(&tb, &r.pool);
@@ -521,7 +577,7 @@ static void test_quantize_on_load(void)
     for (int i = 0; i < N * V; i++) ref2 += (double)ref[i] * ref[i];
     for (size_t c = 0; ok && c < SNUG_ARRAY_LEN(cases); c++) {
         memset(&tb, 0, sizeof tb);
-        ok = rig_open_as(&r, "models/stories260K", SNUG_DTYPE_BF16, cases[c].quant, SNUG_DTYPE_F32, N, 1, N, &err) &&
+        ok = rig_open_as(&r, "models/stories260K", NULL, SNUG_DTYPE_BF16, cases[c].quant, SNUG_DTYPE_F32, N, 1, N, &err) &&
              snug_block_table_init(&tb, N, BLOCK, &err) == SNUG_OK && run_chunks(&r, &tb, ids, N, N, got, &err);
         if (ok) snug_block_table_release(&tb, &r.pool);
         ok = ok && run_chunks(&r, &tb, ids, N, 1, one, &err);
@@ -709,6 +765,7 @@ int main(void)
     RUN(test_unsupported_rope);
     RUN(test_stories260k_logits);
     RUN(test_quantize_on_load);
+    RUN(test_rope_freq_factors);
     RUN(test_tensor_parallel);
     return test_summary();
 }

@@ -127,6 +127,7 @@ static void print_text(const inspect_report *r, bool tensors)
 static json_t *report_json(const inspect_report *r, bool tensors)
 {
     const snug_checkpoint *ck = r->ck;
+    snug_json_init(); /* before the first object: a GGUF file has parsed no JSON yet */
     json_t *o = json_object();
     json_t *cfg = snug_config_to_json(&ck->config);
     json_t *by_dtype = json_object(), *ranks = json_array(), *kv_ranks = json_array();

@@ -345,6 +345,10 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
     plan p = {.path = path, .fd = -1};
     snug_status st = snug_gguf_open(path, &g, err);
     if (st == SNUG_OK) st = snug_gguf_llama_config(g, &p.cfg, err);
+    if (st == SNUG_OK && p.cfg.n_rope_freq_factors > 0)
+        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' (per-frequency rotary factors, as "
+                         "llama.cpp stores Llama 3.1's rope scaling) has no config.json form; snug runs the GGUF "
+                         "file as it is", path);
     if (st != SNUG_OK) goto done;
     p.cfg.rope_interleaved = false; /* the rows are written in half-split order */
     p.fd = g->fd;

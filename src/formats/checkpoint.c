@@ -330,9 +330,12 @@ static snug_status open_gguf(snug_checkpoint *ck, const char *path, snug_error *
     size_t strings = 0;
     snug_status st = snug_gguf_open(path, &g, err);
     if (st == SNUG_OK) st = snug_gguf_llama_config(g, &ck->config, err);
+    int64_t n_weights = 0;
     for (int64_t i = 0; st == SNUG_OK && i < g->n_tensors; i++) {
+        if (snug_gguf_config_tensor(g->tensors[i].name)) continue; /* read into the config */
         st = gguf_tensor_of(path, &g->tensors[i], name, sizeof name, &dt, err);
         strings += strlen(name) + 1;
+        n_weights++;
     }
     if (st != SNUG_OK) goto done;
     ck->config.tie_word_embeddings = snug_gguf_find_tensor(g, "output.weight") == NULL;
@@ -358,9 +361,10 @@ static snug_status open_gguf(snug_checkpoint *ck, const char *path, snug_error *
     f->file_size = g->file_size;
     f->data_start = g->data_start;
     char *at = f->strings;
-    for (int64_t i = 0; i < g->n_tensors; i++) {
+    for (int64_t i = 0, n = 0; i < g->n_tensors; i++) {
         const snug_gguf_tensor *t = &g->tensors[i];
-        snug_st_tensor *x = &f->tensors[i];
+        if (snug_gguf_config_tensor(t->name)) continue;
+        snug_st_tensor *x = &f->tensors[n++];
         gguf_tensor_of(path, t, name, sizeof name, &dt, NULL);
         memcpy(at, name, strlen(name) + 1);
         x->name = at;
@@ -372,7 +376,7 @@ static snug_status open_gguf(snug_checkpoint *ck, const char *path, snug_error *
         x->begin = t->offset;
         x->end = t->offset + t->bytes;
     }
-    f->n_tensors = g->n_tensors;
+    f->n_tensors = n_weights;
     qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_st_tensor);
     ck->files[0] = f;
     ck->n_files = 1;

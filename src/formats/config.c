@@ -477,6 +477,12 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
                                          ? json_null()
                                          : rope_scaling_json(&cfg->rope_scaling)) &&
               put(o, "tie_word_embeddings", json_boolean(cfg->tie_word_embeddings));
+    if (ok && cfg->n_rope_freq_factors > 0) { /* (a GGUF's rope_freqs.weight: no config.json key) */
+        json_t *f = json_array();
+        ok = put(o, "rope_freq_factors", f);
+        for (int32_t i = 0; ok && i < cfg->n_rope_freq_factors; i++)
+            ok = json_array_append_new(f, json_real(cfg->rope_freq_factors[i])) == 0;
+    }
     if (ok && cfg->arch != SNUG_ARCH_QWEN2)
         ok = put(o, "attention_bias", json_boolean(cfg->qkv_bias));
     if (ok && cfg->dtype != SNUG_DTYPE_NONE)

@@ -46,7 +46,8 @@ enum {
     SNUG_MAX_HEAD_DIM = 4096,
     SNUG_MAX_Q_DIM = 1 << 20,          /* heads x head_dim */
     SNUG_MAX_VOCAB = 1 << 24,
-    SNUG_MAX_POSITIONS = 1 << 28
+    SNUG_MAX_POSITIONS = 1 << 28,
+    SNUG_MAX_ROPE_FACTORS = 256        /* per-frequency rotary factors (head_dim <= 512) */
 };
 
 typedef struct snug_model_config {
@@ -73,6 +74,10 @@ typedef struct snug_model_config {
     int64_t sliding_window;       /* 0: none */
     bool rope_interleaved;        /* q and k rows pair dimensions (2i, 2i + 1) for the rotary
                                    * embedding, as llama.cpp stores them, not (i, i + d / 2) */
+    int32_t n_rope_freq_factors;  /* 0, or head_dim / 2: each rotary frequency i divided by
+                                   * rope_freq_factors[i] (a GGUF file's rope_freqs.weight:
+                                   * Llama 3.1's scaling as llama.cpp stores it) */
+    float rope_freq_factors[SNUG_MAX_ROPE_FACTORS];
 } snug_model_config;
 
 /* Parses and validates config.json text (len bytes). name is used in
@@ -92,8 +97,10 @@ snug_status snug_config_load(const char *dir, snug_model_config *cfg, snug_error
 snug_status snug_config_validate(const snug_model_config *cfg, const char *name,
                                  snug_error *err);
 
-/* Builds the config.json object of cfg (Hugging Face field names). The
- * caller owns the returned reference; NULL when out of memory. */
+/* Builds the config.json object of cfg (Hugging Face field names; a GGUF
+ * file's per-frequency rotary factors, which config.json has no field for,
+ * as "rope_freq_factors"). The caller owns the returned reference; NULL
+ * when out of memory. */
 json_t *snug_config_to_json(const snug_model_config *cfg);
 
 /* The model_type string of an architecture ("llama", "mistral", "qwen2"). */

@@ -5,6 +5,9 @@
  */
 #include "gguf_llama.h"
 
+#include "base/fileio.h"
+
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +69,39 @@ bool snug_gguf_hf_name(const char *gguf, char *out, size_t size)
     return false;
 }
 
+
+bool snug_gguf_config_tensor(const char *name) { return strcmp(name, "rope_freqs.weight") == 0; }
+
+/* c's per-frequency rotary factors from the tensor rope_freqs.weight, when
+ * g has it: F32, head_dim / 2 of them, each finite and positive; no other
+ * rope scaling beside it. */
+static snug_status rope_freq_factors(const snug_gguf_file *g, snug_model_config *c, snug_error *err)
+{
+    const snug_gguf_tensor *t = snug_gguf_find_tensor(g, "rope_freqs.weight");
+    c->n_rope_freq_factors = 0;
+    if (!t) return SNUG_OK;
+    int64_t half = c->head_dim / 2;
+    if (t->type != SNUG_GGML_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)half)
+        return snug_errorf(err, SNUG_FORMAT, "%s: tensor 'rope_freqs.weight' is %s of %llu values; expected F32, "
+                           "one value per rotary frequency (head size %d / 2 = %lld)", g->path,
+                           snug_ggml_type_name(t->type), (unsigned long long)t->ne[0], c->head_dim, (long long)half);
+    if (half > SNUG_MAX_ROPE_FACTORS)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor 'rope_freqs.weight': %lld rotary factors, more than "
+                           "the %d snug takes", g->path, (long long)half, SNUG_MAX_ROPE_FACTORS);
+    if (c->rope_scaling.type != SNUG_ROPE_DEFAULT)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' beside "
+                           "llama.rope.scaling.type '%s': one rope scaling at a time", g->path,
+                           snug_rope_type_name(c->rope_scaling.type));
+    snug_status st = snug_pread_full(g->fd, c->rope_freq_factors, (size_t)half * sizeof(float),
+                                     g->data_start + t->offset, g->path, err);
+    if (st != SNUG_OK) return st;
+    for (int64_t i = 0; i < half; i++)
+        if (!(isfinite(c->rope_freq_factors[i]) && c->rope_freq_factors[i] > 0.0f))
+            return snug_errorf(err, SNUG_FORMAT, "%s: tensor 'rope_freqs.weight': value %lld is %g; expected a "
+                               "finite factor above 0", g->path, (long long)i, (double)c->rope_freq_factors[i]);
+    c->n_rope_freq_factors = (int32_t)half;
+    return SNUG_OK;
+}
 
 snug_status snug_gguf_llama_config(const snug_gguf_file *g, snug_model_config *c, snug_error *err)
 {
@@ -129,6 +165,8 @@ snug_status snug_gguf_llama_config(const snug_gguf_file *g, snug_model_config *c
                                  &c->rope_scaling.factor, NULL, err);
         if (st != SNUG_OK) return st;
     }
+    st = rope_freq_factors(g, c, err);
+    if (st != SNUG_OK) return st;
     const snug_gguf_tensor *emb = snug_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2)
         return snug_errorf(err, SNUG_FORMAT, "%s: no 2-D tensor 'token_embd.weight'", g->path);

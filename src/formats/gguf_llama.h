@@ -24,4 +24,8 @@ bool snug_gguf_tensor_name(const char *hf, char *out, size_t size);
  * it has none. */
 bool snug_gguf_hf_name(const char *gguf, char *out, size_t size);
 
+/* Whether GGUF tensor `name` is configuration rather than a weight
+ * (rope_freqs.weight: read into the config by snug_gguf_llama_config). */
+bool snug_gguf_config_tensor(const char *name);
+
 #endif /* SNUG_GGUF_LLAMA_H */

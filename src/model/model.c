@@ -180,6 +180,7 @@ static snug_status rope_frequencies(const snug_model_config *cfg, float *inv_fre
                 f = (1 - smooth) * f / rs->factor + smooth * f;
             }
         }
+        if (i < cfg->n_rope_freq_factors) f /= (double)cfg->rope_freq_factors[i]; /* (a GGUF's llama3) */
         inv_freq[i] = (float)f;
     }
     return SNUG_OK;

@@ -230,6 +230,13 @@ for qf in q7-Q4_0.gguf q7-Q4_K_M.gguf; do
     if [[ "$got" == "$want" ]]; then ok "$qf: llama.cpp's greedy ids"; else fail "$qf: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
 done
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
+# Llama 3.1's rope scaling as a GGUF file holds it (rope_freqs.weight, one factor per rotary
+# frequency, as llama.cpp's converter computes them): read into the config, not a weight
+build/bench/mkgguf "$tmp/rope.gguf" --preset tiny --llama3-rope 4,1,4,64 >/dev/null
+got=$("$snug" inspect "$tmp/rope.gguf" --json | jq -c '[.config.rope_freq_factors[] | . * 1000 | round]')
+if [[ $got == "[1000,3927,4000,4000]" ]]; then ok "GGUF rope_freqs.weight: the factors"; else fail "GGUF rope_freqs.weight: the factors" "got $got"; fi
+expect "GGUF rope_freqs.weight: loads" 0 "  0" -- "$snug" load "$tmp/rope.gguf"
+expect "GGUF rope_freqs.weight: no config.json form" 1 "tensor 'rope_freqs.weight' (per-frequency rotary factors" -- "$snug" convert gguf "$tmp/rope.gguf" "$tmp/rope-hf"
 # quantize on load: inspect predicts the bytes each rank holds, load holds exactly them (Q8_0 blocks
 # of 34 bytes per 32; down_proj's 172 columns stay float), --tp 2 quantizes each rank's slices
 expect "inspect --dtype q8_0 predicts" 0 "  0                   440,032" -- "$snug" inspect models/stories260K --dtype q8_0
