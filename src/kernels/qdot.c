@@ -8,6 +8,7 @@
 #include "base/quant.h"
 
 #include <math.h>
+#include <string.h>
 
 /* The group of 256 (a K-quant's, one float scale: llama.cpp's Q8_K) or 32
  * (the others', a half scale: its Q8_0) that x is quantized in for wdt. */
@@ -19,17 +20,26 @@ static int64_t group_of(snug_dtype wdt) { return snug_qtype_block(snug_dtype_qty
 static void group_scale(const float *xg, int64_t n, float *d, float *id)
 {
     float amax = 0.0f;
-    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xg[i]));
+    for (int64_t i = 0; i < n; i++) { /* (not fmaxf and fabsf: calls, where this is a vector loop) */
+        float a = xg[i] < 0.0f ? -xg[i] : xg[i];
+        amax = a > amax ? a : amax;
+    }
     *d = amax / 127.0f;
     if (n == SNUG_X8_BLOCK) *d = snug_f16_to_f32(snug_f32_to_f16(*d));
     *id = amax > 0.0f ? 127.0f / amax : 0.0f;
 }
 
-/* x's integer at factor id. */
+/* x's integer at factor id: x id rounded to the nearest, ties to even, as
+ * llama.cpp rounds its activations (the float's own rounding after adding
+ * 1.5 2^23, exact for |x id| < 2^22; anything else, a NaN included, comes
+ * out in range), clamped to [-127, 127]. */
 static int8_t level(float x, float id)
 {
-    float v = roundf(x * id);
-    return (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+    float f = x * id + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    int32_t v = (i & 0x007FFFFF) - 0x00400000;
+    return (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
 }
 
 void snug_x8_quantize(const float *x, int64_t k, snug_dtype wdt, snug_x8_block *out)

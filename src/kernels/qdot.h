@@ -31,7 +31,8 @@ typedef struct snug_x8_block {
  * format wdt, as llama.cpp quantizes activations for each: for a K-quant
  * (blocks of 256; k a multiple of 256) one float scale d = max |x| / 127
  * over each 256 elements (its Q8_K), for the others over each 32, rounded
- * to a half float (its Q8_0); q = round(x 127 / max |x|). Zeros give d 0
+ * to a half float (its Q8_0); q = x 127 / max |x| rounded to the nearest, ties
+ * to even (as llama.cpp rounds). Zeros give d 0
  * and q 0. */
 void snug_x8_quantize(const float *x, int64_t k, snug_dtype wdt, snug_x8_block *out);
 
