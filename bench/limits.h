@@ -203,44 +203,27 @@ __attribute__((target("avx512f,avx512bf16"))) static float bench_loop_dpbf16_zmm
 
 /* iters x 12 chains of the 8-bit integer multiply-add of insn in ymm:
  * vpdpbusd (VEX, AVX-VNNI; or EVEX, AVX-512 VNNI with VL, whichever the CPU
- * has) or vpmaddubsw + vpaddw (what the AVX2 path adds up with) */
-__attribute__((target("avx2,avxvnni"))) static float bench_loop_dpbusd_vex(long iters)
-{
-    __m256i u = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
-#define INIT(j) __m256i a##j = _mm256_set1_epi32((j) + 1);
-#define STEP(j) a##j = _mm256_dpbusd_avx_epi32(a##j, u, x);
-#define SUM(j) s = _mm256_add_epi32(s, a##j);
-    BENCH_ACC12(INIT)
-    for (long i = 0; i < iters; i++) {
-        BENCH_ACC12(STEP)
-        BENCH_LIVE12();
+ * has: the same loop, two encodings) or vpmaddubsw + vpaddw (what the AVX2
+ * path adds up with) */
+#define BENCH_LOOP_DPBUSD_YMM(NAME, TARGET, DPBUSD)                                \
+    __attribute__((target(TARGET))) static float NAME(long iters)                  \
+    {                                                                              \
+        __m256i u = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);                 \
+        BENCH_ACC12(BENCH_INIT_I32)                                                \
+        for (long i = 0; i < iters; i++) {                                         \
+            BENCH_ACC12(BENCH_STEP_##DPBUSD)                                       \
+            BENCH_LIVE12();                                                        \
+        }                                                                          \
+        __m256i s = _mm256_setzero_si256();                                        \
+        BENCH_ACC12(BENCH_SUM_I32)                                                 \
+        return (float)_mm256_extract_epi32(s, 0);                                  \
     }
-    __m256i s = _mm256_setzero_si256();
-    BENCH_ACC12(SUM)
-#undef INIT
-#undef STEP
-#undef SUM
-    return (float)_mm256_extract_epi32(s, 0);
-}
-
-__attribute__((target("avx2,avx512f,avx512vl,avx512vnni"))) static float bench_loop_dpbusd_evex(long iters)
-{
-    __m256i u = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
-#define INIT(j) __m256i a##j = _mm256_set1_epi32((j) + 1);
-#define STEP(j) a##j = _mm256_dpbusd_epi32(a##j, u, x);
-#define SUM(j) s = _mm256_add_epi32(s, a##j);
-    BENCH_ACC12(INIT)
-    for (long i = 0; i < iters; i++) {
-        BENCH_ACC12(STEP)
-        BENCH_LIVE12();
-    }
-    __m256i s = _mm256_setzero_si256();
-    BENCH_ACC12(SUM)
-#undef INIT
-#undef STEP
-#undef SUM
-    return (float)_mm256_extract_epi32(s, 0);
-}
+#define BENCH_INIT_I32(j) __m256i a##j = _mm256_set1_epi32((j) + 1);
+#define BENCH_STEP_VEX(j) a##j = _mm256_dpbusd_avx_epi32(a##j, u, x);
+#define BENCH_STEP_EVEX(j) a##j = _mm256_dpbusd_epi32(a##j, u, x);
+#define BENCH_SUM_I32(j) s = _mm256_add_epi32(s, a##j);
+BENCH_LOOP_DPBUSD_YMM(bench_loop_dpbusd_vex, "avx2,avxvnni", VEX)
+BENCH_LOOP_DPBUSD_YMM(bench_loop_dpbusd_evex, "avx2,avx512f,avx512vl,avx512vnni", EVEX)
 
 __attribute__((target("avx2"))) static float bench_loop_maddubs_ymm(long iters)
 {

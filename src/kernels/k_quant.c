@@ -82,18 +82,57 @@ T_Q_INL __m256i bits_to_bytes(uint32_t qh, int8_t value)
     return _mm256_and_si256(on, _mm256_set1_epi8(value));
 }
 
+/* The 32 values of a Q4_0 or Q5_0 block at b as stored (0..15, 0..31:
+ * q + 8, q + 16). */
+T_Q_INL __m256i legacy_u(snug_qtype t, const uint8_t *b)
+{
+    bool five = t == SNUG_QTYPE_Q5_0;
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + (five ? 6 : 2)));
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xF));
+    if (!five) return u;
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4);
+    return _mm256_or_si256(u, bits_to_bytes(qh, 16));
+}
+
 /* The 32 signed values of a Q8_0, Q4_0 or Q5_0 block at b. */
 T_Q_INL __m256i legacy_q(snug_qtype t, const uint8_t *b)
 {
     if (t == SNUG_QTYPE_Q8_0) return load256(b + 2);
+    return _mm256_sub_epi8(legacy_u(t, b), _mm256_set1_epi8(t == SNUG_QTYPE_Q5_0 ? 16 : 8));
+}
+
+/* Chunks 2 pp and 2 pp + 1 of a Q4_K (five false) or Q5_K block whose
+ * nibbles are qs (128 bytes) and, for Q5_K, high bits hbits (its 32 qh
+ * bytes): values 0..15 or 0..31 into *lo and *hi. */
+T_Q_INL void k45_pair(const uint8_t *qs, __m256i hbits, int pp, bool five, __m256i *lo, __m256i *hi)
+{
+    const __m256i low4 = _mm256_set1_epi8(0xF), sixteen = _mm256_set1_epi8(16);
+    __m256i v = load256(qs + 32 * pp);
+    *lo = _mm256_and_si256(v, low4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    if (!five) return;
+    __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * pp))), b1 = _mm256_set1_epi8((char)(2 << (2 * pp)));
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b0), b0), sixteen));
+    *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b1), b1), sixteen));
+}
+
+/* The low nibbles of the four chunks of half h (128 values) of a Q6_K
+ * block at b, in chunk order, into lo4, and that half's qh bytes into *hb. */
+T_Q_INL void q6k_half(const uint8_t *b, int h, __m256i lo4[4], __m256i *hb)
+{
     const __m256i low4 = _mm256_set1_epi8(0xF);
-    bool five = t == SNUG_QTYPE_Q5_0;
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + (five ? 6 : 2)));
-    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), low4);
-    if (!five) return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
-    uint32_t qh;
-    memcpy(&qh, b + 2, 4);
-    return _mm256_sub_epi8(_mm256_or_si256(q, bits_to_bytes(qh, 16)), _mm256_set1_epi8(16));
+    __m256i a = load256(b + 64 * h), a2 = load256(b + 64 * h + 32);
+    *hb = load256(b + 128 + 32 * h);
+    lo4[0] = _mm256_and_si256(a, low4), lo4[1] = _mm256_and_si256(a2, low4);
+    lo4[2] = _mm256_and_si256(_mm256_srli_epi16(a, 4), low4), lo4[3] = _mm256_and_si256(_mm256_srli_epi16(a2, 4), low4);
+}
+
+/* Chunk g of a Q6_K half from q6k_half: the values as stored, 0..63 (q + 32). */
+T_Q_INL __m256i q6k_chunk(const __m256i lo4[4], __m256i hb, int g)
+{
+    __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), _mm256_set1_epi8(3));
+    return _mm256_or_si256(lo4[g], _mm256_slli_epi16(hi2, 4));
 }
 
 /* The dots of |w| with x carrying w's sign, 8 lanes of 4 products each
@@ -169,7 +208,6 @@ enum { QGEMV_AHEAD = 2048 };
  * each half's scale and offset (w = scale q - corr). */
 T_Q_INL void unpack_chunks(snug_qtype t, const uint8_t *b, qchunk *c)
 {
-    const __m256i low4 = _mm256_set1_epi8(0xF);
     switch (t) {
     case SNUG_QTYPE_Q8_0:
     case SNUG_QTYPE_Q4_0:
@@ -187,14 +225,8 @@ T_Q_INL void unpack_chunks(snug_qtype t, const uint8_t *b, qchunk *c)
         float d = half_at(b), dmin = half_at(b + 2);
         __m256i hbits = five ? load256(b + 16) : _mm256_setzero_si256();
         for (int pp = 0; pp < 4; pp++) {
-            __m256i v = load256(qs + 32 * pp);
-            __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-            if (five) {
-                __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * pp))), b1 = _mm256_set1_epi8((char)(2 << (2 * pp)));
-                __m256i sixteen = _mm256_set1_epi8(16);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b0), b0), sixteen));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b1), b1), sixteen));
-            }
+            __m256i lo, hi;
+            k45_pair(qs, hbits, pp, five, &lo, &hi);
             store256(c[2 * pp].q, lo);
             store256(c[2 * pp + 1].q, hi);
         }
@@ -205,19 +237,14 @@ T_Q_INL void unpack_chunks(snug_qtype t, const uint8_t *b, qchunk *c)
         return;
     }
     case SNUG_QTYPE_Q6_K: {
-        const uint8_t *ql = b, *qh = b + 128;
         const int8_t *sc = (const int8_t *)(const void *)(b + 192);
         float d = half_at(b + 208);
-        const __m256i three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
         for (int h = 0; h < 2; h++) {
-            __m256i a = load256(ql + 64 * h), a2 = load256(ql + 64 * h + 32), hb = load256(qh + 32 * h);
-            __m256i lo4[4] = {_mm256_and_si256(a, low4), _mm256_and_si256(a2, low4),
-                              _mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
-                              _mm256_and_si256(_mm256_srli_epi16(a2, 4), low4)};
+            __m256i lo4[4], hb;
+            q6k_half(b, h, lo4, &hb);
             for (int g = 0; g < 4; g++) {
-                __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), three);
                 qchunk *o = &c[4 * h + g];
-                store256(o->q, _mm256_sub_epi8(_mm256_or_si256(lo4[g], _mm256_slli_epi16(hi2, 4)), bias));
+                store256(o->q, _mm256_sub_epi8(q6k_chunk(lo4, hb, g), _mm256_set1_epi8(32)));
                 o->scale[0] = d * (float)sc[8 * h + 2 * g], o->scale[1] = d * (float)sc[8 * h + 2 * g + 1];
                 o->corr[0] = o->corr[1] = 0.0f;
             }
@@ -403,11 +430,9 @@ T_GEMM void snug_qgemm_vnni512(float *y, int64_t ldy, const snug_x8_block *x8, c
     }
 }
 
-bool snug_qgemm_runs(void)
-{
-    unsigned a, b, c, d;
-    return snug_isa_detect() >= SNUG_ISA_AVX512 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
-}
+static bool has_avx512_vnni(void);
+
+bool snug_qgemm_runs(void) { return snug_isa_detect() >= SNUG_ISA_AVX512 && has_avx512_vnni(); }
 
 /* CPUID: AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) and AVX-512 VNNI (leaf 7,
  * ECX bit 11). */

@@ -67,7 +67,6 @@ QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, c
     const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t bb = five ? 176 : 144;
     const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
-    const __m256i low4 = _mm256_set1_epi8(0xF), sixteen = _mm256_set1_epi8(16);
     __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
     for (int t = 0; t < NT; t++)
         for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
@@ -93,13 +92,8 @@ QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, c
             __m256 bacc[SNUG_GEMV_MAX_N];
             for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
             for (int pp = 0; pp < 4; pp++) { /* 64 elements: the low nibbles, then the high */
-                __m256i v = load256(qs + 32 * pp);
-                __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                if (five) {
-                    __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * pp))), b1 = _mm256_set1_epi8((char)(2 << (2 * pp)));
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b0), b0), sixteen));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b1), b1), sixteen));
-                }
+                __m256i lo, hi;
+                k45_pair(qs, hbits, pp, five, &lo, &hi);
                 __m256 s_lo = _mm256_permutevar8x32_ps(fsc, _mm256_set1_epi32(2 * pp));
                 __m256 s_hi = _mm256_permutevar8x32_ps(fsc, _mm256_set1_epi32(2 * pp + 1));
                 for (int t = 0; t < NT; t++) {
@@ -128,7 +122,6 @@ QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, c
     const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t bb = 210;
     const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
-    const __m256i low4 = _mm256_set1_epi8(0xF), three = _mm256_set1_epi8(3);
     __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
     for (int t = 0; t < NT; t++)
         for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
@@ -143,7 +136,7 @@ QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, c
             dx[t] = xb->d;
         }
         for (int64_t r = 0; r < width; r++) {
-            const uint8_t *bl = blocks + (size_t)r * bb, *ql = bl, *qh = bl + 128;
+            const uint8_t *bl = blocks + (size_t)r * bb;
             QB_NAME(fetch)(bl, bb);
             __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)(bl + 192));
             __m256 dv = _mm256_set1_ps(half_at(bl + 208));
@@ -152,13 +145,10 @@ QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, c
             __m256 bacc[SNUG_GEMV_MAX_N];
             for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
             for (int h = 0; h < 2; h++) { /* 128 elements */
-                __m256i a = load256(ql + 64 * h), a2 = load256(ql + 64 * h + 32), hb = load256(qh + 32 * h);
-                __m256i lo4[4] = {_mm256_and_si256(a, low4), _mm256_and_si256(a2, low4),
-                                  _mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
-                                  _mm256_and_si256(_mm256_srli_epi16(a2, 4), low4)};
+                __m256i lo4[4], hb;
+                q6k_half(bl, h, lo4, &hb);
                 for (int g = 0; g < 4; g++) { /* 32 elements: sub-blocks 8 h + 2 g and + 1 */
-                    __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), three);
-                    __m256i u = _mm256_or_si256(lo4[g], _mm256_slli_epi16(hi2, 4));
+                    __m256i u = q6k_chunk(lo4, hb, g);
                     __m256 sv = _mm256_permutevar8x32_ps(fs[h], _mm256_setr_epi32(2 * g, 2 * g, 2 * g, 2 * g, 2 * g + 1,
                                                                                  2 * g + 1, 2 * g + 1, 2 * g + 1));
                     for (int t = 0; t < NT; t++) {
@@ -214,15 +204,7 @@ QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8
                 }
                 continue;
             }
-            const __m256i low4 = _mm256_set1_epi8(0xF);
-            bool five = qt == SNUG_QTYPE_Q5_0;
-            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(bl + (five ? 6 : 2)));
-            __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), low4);
-            if (five) {
-                uint32_t qh;
-                memcpy(&qh, bl + 2, 4);
-                u = _mm256_or_si256(u, bits_to_bytes(qh, 16));
-            }
+            __m256i u = legacy_u(qt, bl);
             for (int t = 0; t < NT; t++) {
                 __m256i dot = QB_UDOT(u, xq[t]);
                 float ddx = d * dx[t];

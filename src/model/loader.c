@@ -64,10 +64,7 @@ typedef struct load_plan {
 #define PACK_SHARE 0.004
 
 /* The format source s of p is held in. */
-static snug_dtype held_dtype(const snug_param *p, int32_t s)
-{
-    return p->split ? p->sources[s].dtype : p->dtype;
-}
+static snug_dtype held_dtype(const snug_param *p, int32_t s) { return snug_param_source_part(p, s, p->dtype).dtype; }
 
 /* Bytes of n elements of one row of dt (of a block format: whole blocks). */
 static size_t row_bytes_of(snug_dtype dt, int64_t n)
