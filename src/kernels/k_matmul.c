@@ -426,6 +426,11 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
     }
 }
 
+/* Chunks of a matrix-vector product per thread of the pool, taken one at a
+ * time: enough that the threads finish together, few enough that taking
+ * one costs nothing beside its panels. */
+enum { QGEMV_CHUNKS_PER_THREAD = 8 };
+
 /* One call's work, shared by its threads. */
 typedef struct matmul_job {
     const snug_matmul_ops *o;
@@ -472,6 +477,13 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
         if (p0 < p1)
             snug_qgemm_vnni512(j->y, j->ldy, j->x8, j->xs, j->n, j->w, p0, p1,
                                j->scratch + (size_t)tid * thread_bytes(k));
+        return;
+    }
+    if (!j->g && j->qgemv && j->pool) { /* memory-bound: chunks from the counter, so that a thread slowed
+                                          * by the others' traffic or the host takes fewer */
+        int64_t per = SNUG_MAX(1, panels / (nth * QGEMV_CHUNKS_PER_THREAD)), chunks = (panels + per - 1) / per;
+        for (int64_t c; (c = snug_pool_next(j->pool, chunks)) >= 0;)
+            j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, c * per, SNUG_MIN(panels, (c + 1) * per));
         return;
     }
     if (!j->g) {

@@ -91,6 +91,7 @@ QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, c
             __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
             __m256 bacc[SNUG_GEMV_MAX_N];
             for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
+#pragma GCC unroll 4
             for (int pp = 0; pp < 4; pp++) { /* 64 elements: the low nibbles, then the high */
                 __m256i lo, hi;
                 k45_pair(qs, hbits, pp, five, &lo, &hi);
@@ -144,9 +145,11 @@ QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, c
                             _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), dv)};
             __m256 bacc[SNUG_GEMV_MAX_N];
             for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
+#pragma GCC unroll 2
             for (int h = 0; h < 2; h++) { /* 128 elements */
                 __m256i lo4[4], hb;
                 q6k_half(bl, h, lo4, &hb);
+#pragma GCC unroll 4
                 for (int g = 0; g < 4; g++) { /* 32 elements: sub-blocks 8 h + 2 g and + 1 */
                     __m256i u = q6k_chunk(lo4, hb, g);
                     __m256 sv = _mm256_permutevar8x32_ps(fs[h], _mm256_setr_epi32(2 * g, 2 * g, 2 * g, 2 * g, 2 * g + 1,
