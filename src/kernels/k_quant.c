@@ -158,6 +158,33 @@ T_VNNI_512_INL __m256i udot_vnni_512(__m256i u, __m256i x)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
 }
 
+T_VNNI_AVX_INL __m256i sdot_vnni_avx(__m256i acc, __m256i u, __m256i x, __m256i s)
+{
+    return _mm256_dpwssd_avx_epi32(acc, _mm256_maddubs_epi16(u, x), s);
+}
+
+T_VNNI_512_INL __m256i sdot_vnni_512(__m256i acc, __m256i u, __m256i x, __m256i s)
+{
+    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, x), s);
+}
+
+/* The 16-bit scales sc16 (eight, the same in both 128-bit halves) spread
+ * for QB_SDOT: scale lo in every lane of the low half, hi in the high. */
+T_Q_INL __m256i scale_lanes(__m256i sc16, int lo, int hi)
+{
+    const char l0 = (char)(2 * lo), l1 = (char)(2 * lo + 1), h0 = (char)(2 * hi), h1 = (char)(2 * hi + 1);
+    return _mm256_shuffle_epi8(sc16, _mm256_setr_epi8(l0, l1, l0, l1, l0, l1, l0, l1, l0, l1, l0, l1, l0, l1, l0, l1,
+                                                      h0, h1, h0, h1, h0, h1, h0, h1, h0, h1, h0, h1, h0, h1, h0, h1));
+}
+
+/* acc + the dots of u (unsigned, <= 63) with x (|x| <= 127), in pairs of
+ * 16-bit sums (at most 2 63 127: no saturation), each times its 16-bit
+ * scale s (|s| <= 128), four products a 32-bit lane. */
+T_Q_INL __m256i sdot_maddubs(__m256i acc, __m256i u, __m256i x, __m256i s)
+{
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), s));
+}
+
 /* The horizontal sum of v. */
 T_Q_INL float hsum8(__m256 v)
 {
@@ -168,38 +195,48 @@ T_Q_INL float hsum8(__m256 v)
 }
 
 /* The six-bit scales (bytes 0..8) and minimums (bytes 8..16) of a Q4_K or
- * Q5_K block, from its 12 bytes at s: the format's bit layout moved with
- * 32-bit masks. */
-static inline void k_scales_packed(const uint8_t *s, uint32_t out[4])
+ * Q5_K block, from the 16 bytes at s (its 12 and 4 that follow): the
+ * format's bit layout moved with 32-bit masks, in one vector. */
+T_Q_INL __m128i k_scales_vec(const uint8_t *s)
 {
-    uint32_t u[3];
-    memcpy(u, s, 12);
-    out[0] = u[0] & 0x3F3F3F3Fu;
-    out[1] = (u[2] & 0x0F0F0F0Fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    out[2] = u[1] & 0x3F3F3F3Fu;
-    out[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s); /* u0 u1 u2 - */
+    __m128i low6 = _mm_and_si128(v, _mm_set1_epi32(0x3F3F3F3F));  /* out[0], out[2] */
+    __m128i u2 = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xAA), _mm_setr_epi32(0, 4, 0, 0));
+    __m128i top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x03030303)), 4);
+    __m128i high = _mm_or_si128(_mm_and_si128(u2, _mm_set1_epi32(0x0F0F0F0F)), top); /* out[1], out[3] */
+    return _mm_unpacklo_epi32(low6, high);
 }
 
 /* Bytes ahead of the block being read that the matrix-vector path fetches. */
-enum { QGEMV_AHEAD = 2048 };
+enum { QGEMV_AHEAD = 4096 };
+#define QGEMV_HINT _MM_HINT_T0
 
 /* The bodies, once per instruction (k_quant_body.h). */
 #define QB_NAME(x) x##_maddubs
 #define QB_T T_Q
 #define QB_INL T_Q_INL
 #define QB_UDOT udot_maddubs
+#define QB_SDOT sdot_maddubs
+#define QB_VNNI 0
+#define QB_UDOT_FROM(acc, u, x) _mm256_add_epi32(acc, udot_maddubs(u, x))
 #include "k_quant_body.h"
 
 #define QB_NAME(x) x##_vnni_avx
 #define QB_T T_VNNI_AVX
 #define QB_INL T_VNNI_AVX_INL
 #define QB_UDOT udot_vnni_avx
+#define QB_SDOT sdot_vnni_avx
+#define QB_VNNI 1
+#define QB_UDOT_FROM _mm256_dpbusd_avx_epi32
 #include "k_quant_body.h"
 
 #define QB_NAME(x) x##_vnni_512
 #define QB_T T_VNNI_512
 #define QB_INL T_VNNI_512_INL
 #define QB_UDOT udot_vnni_512
+#define QB_SDOT sdot_vnni_512
+#define QB_VNNI 1
+#define QB_UDOT_FROM _mm256_dpbusd_epi32
 #include "k_quant_body.h"
 
 /* ---- dequantized slices for the GEMM --------------------------------------- */
@@ -219,9 +256,9 @@ T_Q_INL void unpack_chunks(snug_qtype t, const uint8_t *b, qchunk *c)
     case SNUG_QTYPE_Q4_K:
     case SNUG_QTYPE_Q5_K: {
         bool five = t == SNUG_QTYPE_Q5_K;
-        uint32_t scm[4];
-        k_scales_packed(b + 4, scm);
-        const uint8_t *sc = (const uint8_t *)scm, *mn = sc + 8, *qs = b + (five ? 48 : 16);
+        uint8_t scm[16];
+        _mm_storeu_si128((__m128i *)(void *)scm, k_scales_vec(b + 4));
+        const uint8_t *sc = scm, *mn = sc + 8, *qs = b + (five ? 48 : 16);
         float d = half_at(b), dmin = half_at(b + 2);
         __m256i hbits = five ? load256(b + 16) : _mm256_setzero_si256();
         for (int pp = 0; pp < 4; pp++) {

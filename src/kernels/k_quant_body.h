@@ -7,6 +7,14 @@
  *   QB_UDOT     a function (u, x) -> 8 lanes of 4 products summed, u
  *               unsigned bytes (at most 128 where x is up to 127 in
  *               magnitude: vpmaddubsw adds pairs in 16 bits), x signed
+ *   QB_SDOT     a function (acc, u, x, s) -> acc + 8 lanes of two pairs
+ *               of products, each pair's 16-bit sum times its 16-bit
+ *               scale in s (u at most 63)
+ *   QB_VNNI     1 where the instruction adds to an accumulator it is given
+ *               (vpdpbusd), with QB_UDOT_FROM(acc, u, x) = acc + QB_UDOT(u,
+ *               x): Q8_0 then meets x as q + 128, unsigned, from an
+ *               accumulator of -128 x's sums (one instruction fewer than
+ *               moving the sign); 0 otherwise
  * and undefines them at its end. Not a header of its own: no guard.
  *
  * One panel (16 rows) at a time, its blocks in the order they lie (block b
@@ -52,10 +60,12 @@ QB_INL void QB_NAME(store)(float *y, int64_t ldy, int64_t p, int64_t width, __m2
             y[t * ldy + p * SNUG_PANEL + r] = hsum8(_mm256_sub_ps(acc[t][r], cacc[t][r]));
 }
 
-/* Prefetches the bytes of one block QGEMV_AHEAD ahead. */
+/* Prefetches the cache lines that begin within the bytes of one block,
+ * QGEMV_AHEAD ahead: one prefetch a line of the stream. */
 QB_INL void QB_NAME(fetch)(const uint8_t *at, size_t bb)
 {
-    for (size_t off = 0; off < bb; off += 64) _mm_prefetch((const char *)(at + off + QGEMV_AHEAD), _MM_HINT_T0);
+    uintptr_t a = ((uintptr_t)at + QGEMV_AHEAD + 63) & ~(uintptr_t)63, end = (uintptr_t)at + QGEMV_AHEAD + bb;
+    for (; a < end; a += 64) _mm_prefetch((const char *)a, QGEMV_HINT);
 }
 
 /* Q4_K and Q5_K: values 0..15 (0..31) unsigned; per sub-block of 32 a
@@ -81,32 +91,30 @@ QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, c
         for (int64_t r = 0; r < width; r++) {
             const uint8_t *bl = blocks + (size_t)r * bb;
             QB_NAME(fetch)(bl, bb);
-            uint32_t scm[4];
-            k_scales_packed(bl + 4, scm);
-            __m256 fsc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)scm)));
-            __m256 fmn = _mm256_mul_ps(
-                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(scm + 2)))),
-                _mm256_set1_ps(half_at(bl + 2)));
+            __m128i scm = k_scales_vec(bl + 4);
+            /* the eight scales as 16-bit lanes in both halves, for scale_lanes */
+            __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+            __m256 fmn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8))),
+                                       _mm256_set1_ps(half_at(bl + 2)));
             const uint8_t *qs = bl + (five ? 48 : 16);
             __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
-            __m256 bacc[SNUG_GEMV_MAX_N];
-            for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
+            __m256i iacc[SNUG_GEMV_MAX_N], iacc2[SNUG_GEMV_MAX_N]; /* two chains: half the latency */
+            for (int t = 0; t < NT; t++) iacc[t] = iacc2[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int pp = 0; pp < 4; pp++) { /* 64 elements: the low nibbles, then the high */
                 __m256i lo, hi;
                 k45_pair(qs, hbits, pp, five, &lo, &hi);
-                __m256 s_lo = _mm256_permutevar8x32_ps(fsc, _mm256_set1_epi32(2 * pp));
-                __m256 s_hi = _mm256_permutevar8x32_ps(fsc, _mm256_set1_epi32(2 * pp + 1));
+                __m256i s_lo = scale_lanes(sc16, 2 * pp, 2 * pp), s_hi = scale_lanes(sc16, 2 * pp + 1, 2 * pp + 1);
                 for (int t = 0; t < NT; t++) {
                     const snug_x8_block *xb = &x8[t * kb + 8 * b + 2 * pp];
-                    __m256i il = QB_UDOT(lo, load256(xb[0].q)), ih = QB_UDOT(hi, load256(xb[1].q));
-                    bacc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), s_lo, bacc[t]);
-                    bacc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), s_hi, bacc[t]);
+                    iacc[t] = QB_SDOT(iacc[t], lo, load256(xb[0].q), s_lo);
+                    iacc2[t] = QB_SDOT(iacc2[t], hi, load256(xb[1].q), s_hi);
                 }
             }
             float d = half_at(bl);
             for (int t = 0; t < NT; t++) {
-                acc[t][r] = _mm256_fmadd_ps(bacc[t], _mm256_set1_ps(d * dx[t]), acc[t][r]);
+                __m256i sum = _mm256_add_epi32(iacc[t], iacc2[t]);
+                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * dx[t]), acc[t][r]);
                 cacc[t][r] = _mm256_fmadd_ps(fmn, xs[t], cacc[t][r]);
             }
         }
@@ -115,7 +123,8 @@ QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, c
 }
 
 /* Q6_K: values stored as 0..63 (q + 32); per sub-block of 16 a signed
- * eight-bit scale; x8 in groups of 256. */
+ * eight-bit scale, applied in 16 bits (QB_SDOT), the + 32's part taken
+ * away in integers (32 scale x's sub-block sum); x8 in groups of 256. */
 QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
                                const int NT)
 {
@@ -128,43 +137,40 @@ QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, c
         for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blocks = panel + (size_t)(b * width) * bb;
-        __m256 xs[SNUG_GEMV_MAX_N][2];
+        __m256i xsum[SNUG_GEMV_MAX_N]; /* x's sums of the 16 sub-blocks, 16 bits each */
         float dx[SNUG_GEMV_MAX_N];
         for (int t = 0; t < NT; t++) {
             const snug_x8_block *xb = &x8[t * kb + 8 * b];
-            xs[t][0] = _mm256_mul_ps(QB_NAME(sums16)(xb, 0), _mm256_set1_ps(32.0f));
-            xs[t][1] = _mm256_mul_ps(QB_NAME(sums16)(xb, 1), _mm256_set1_ps(32.0f));
+            xsum[t] = _mm256_setr_epi16(xb[0].sum16[0], xb[0].sum16[1], xb[1].sum16[0], xb[1].sum16[1],
+                                        xb[2].sum16[0], xb[2].sum16[1], xb[3].sum16[0], xb[3].sum16[1],
+                                        xb[4].sum16[0], xb[4].sum16[1], xb[5].sum16[0], xb[5].sum16[1],
+                                        xb[6].sum16[0], xb[6].sum16[1], xb[7].sum16[0], xb[7].sum16[1]);
             dx[t] = xb->d;
         }
         for (int64_t r = 0; r < width; r++) {
             const uint8_t *bl = blocks + (size_t)r * bb;
             QB_NAME(fetch)(bl, bb);
             __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)(bl + 192));
-            __m256 dv = _mm256_set1_ps(half_at(bl + 208));
-            __m256 fs[2] = {_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), dv),
-                            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), dv)};
-            __m256 bacc[SNUG_GEMV_MAX_N];
-            for (int t = 0; t < NT; t++) bacc[t] = _mm256_setzero_ps();
+            __m256i sc16 = _mm256_cvtepi8_epi16(s8); /* the 16 scales in order */
+            __m256i half_sc[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                  _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+            __m256i iacc[SNUG_GEMV_MAX_N];
+            for (int t = 0; t < NT; t++) iacc[t] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, xsum[t]), 5);
+            for (int t = 0; t < NT; t++) iacc[t] = _mm256_sub_epi32(_mm256_setzero_si256(), iacc[t]);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) { /* 128 elements */
                 __m256i lo4[4], hb;
                 q6k_half(bl, h, lo4, &hb);
 #pragma GCC unroll 4
                 for (int g = 0; g < 4; g++) { /* 32 elements: sub-blocks 8 h + 2 g and + 1 */
-                    __m256i u = q6k_chunk(lo4, hb, g);
-                    __m256 sv = _mm256_permutevar8x32_ps(fs[h], _mm256_setr_epi32(2 * g, 2 * g, 2 * g, 2 * g, 2 * g + 1,
-                                                                                 2 * g + 1, 2 * g + 1, 2 * g + 1));
-                    for (int t = 0; t < NT; t++) {
-                        __m256i v = QB_UDOT(u, load256(x8[t * kb + 8 * b + 4 * h + g].q));
-                        bacc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), sv, bacc[t]);
-                    }
+                    __m256i u = q6k_chunk(lo4, hb, g), sv = scale_lanes(half_sc[h], 2 * g, 2 * g + 1);
+                    for (int t = 0; t < NT; t++)
+                        iacc[t] = QB_SDOT(iacc[t], u, load256(x8[t * kb + 8 * b + 4 * h + g].q), sv);
                 }
             }
-            for (int t = 0; t < NT; t++) {
-                acc[t][r] = _mm256_fmadd_ps(bacc[t], _mm256_set1_ps(dx[t]), acc[t][r]);
-                cacc[t][r] = _mm256_fmadd_ps(fs[0], xs[t][0], cacc[t][r]);
-                cacc[t][r] = _mm256_fmadd_ps(fs[1], xs[t][1], cacc[t][r]);
-            }
+            float d = half_at(bl + 208);
+            for (int t = 0; t < NT; t++)
+                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[t]), _mm256_set1_ps(d * dx[t]), acc[t][r]);
         }
     }
     QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
@@ -188,17 +194,27 @@ QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8
     for (int64_t b = 0; b < kb; b++) {
         const uint8_t *blocks = panel + (size_t)(b * width) * bb;
         float dx[SNUG_GEMV_MAX_N], sx[SNUG_GEMV_MAX_N];
-        __m256i xq[SNUG_GEMV_MAX_N];
+        __m256i xq[SNUG_GEMV_MAX_N], xneg[SNUG_GEMV_MAX_N] = {0};
         for (int t = 0; t < NT; t++) {
             const snug_x8_block *xb = &x8[t * kb + b];
             dx[t] = xb->d;
             sx[t] = offset * (float)(xb->sum16[0] + xb->sum16[1]);
             xq[t] = load256(xb->q);
+            if (QB_VNNI && qt == SNUG_QTYPE_Q8_0)
+                xneg[t] = _mm256_sub_epi32(_mm256_setzero_si256(), QB_UDOT(_mm256_set1_epi8((char)0x80), xq[t]));
         }
         for (int64_t r = 0; r < width; r++) {
             const uint8_t *bl = blocks + (size_t)r * bb;
             QB_NAME(fetch)(bl, bb);
             float d = half_at(bl);
+            if (qt == SNUG_QTYPE_Q8_0 && QB_VNNI) { /* q + 128 unsigned; the accumulator starts at -128 x */
+                __m256i u = _mm256_xor_si256(load256(bl + 2), _mm256_set1_epi8((char)0x80));
+                for (int t = 0; t < NT; t++) {
+                    __m256i v = QB_UDOT_FROM(xneg[t], u, xq[t]);
+                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * dx[t]), acc[t][r]);
+                }
+                continue;
+            }
             if (qt == SNUG_QTYPE_Q8_0) {
                 __m256i q = load256(bl + 2), aq = _mm256_sign_epi8(q, q);
                 for (int t = 0; t < NT; t++) {
@@ -293,3 +309,6 @@ QB_T static void QB_NAME(qgemv)(float *y, int64_t ldy, const snug_x8_block *x8, 
 #undef QB_T
 #undef QB_INL
 #undef QB_UDOT
+#undef QB_SDOT
+#undef QB_VNNI
+#undef QB_UDOT_FROM
