@@ -131,8 +131,11 @@ T_Q_INL void q6k_half(const uint8_t *b, int h, __m256i lo4[4], __m256i *hb)
 /* Chunk g of a Q6_K half from q6k_half: the values as stored, 0..63 (q + 32). */
 T_Q_INL __m256i q6k_chunk(const __m256i lo4[4], __m256i hb, int g)
 {
-    __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), _mm256_set1_epi8(3));
-    return _mm256_or_si256(lo4[g], _mm256_slli_epi16(hi2, 4));
+    /* chunk g's two bits of each qh byte, masked where they lie and moved to
+     * bits 4..6 (no bit crosses a byte once masked) */
+    __m256i hi2 = _mm256_and_si256(hb, _mm256_set1_epi8((char)(3 << (2 * g))));
+    hi2 = g < 2 ? _mm256_slli_epi16(hi2, 4 - 2 * g) : g == 3 ? _mm256_srli_epi16(hi2, 2) : hi2;
+    return _mm256_or_si256(lo4[g], hi2);
 }
 
 /* The dots of |w| with x carrying w's sign, 8 lanes of 4 products each
@@ -205,6 +208,26 @@ T_Q_INL __m128i k_scales_vec(const uint8_t *s)
     __m128i top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), _mm_set1_epi32(0x03030303)), 4);
     __m128i high = _mm_or_si128(_mm_and_si128(u2, _mm_set1_epi32(0x0F0F0F0F)), top); /* out[1], out[3] */
     return _mm_unpacklo_epi32(low6, high);
+}
+
+/* k_scales_vec of two blocks' scales at a and b, one a 128-bit half. */
+T_Q_INL __m256i k_scales_vec2(const uint8_t *a, const uint8_t *b)
+{
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)a)),
+                                        _mm_loadu_si128((const __m128i *)(const void *)b), 1);
+    __m256i low6 = _mm256_and_si256(v, _mm256_set1_epi32(0x3F3F3F3F));
+    __m256i u2 = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xAA), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
+    __m256i top = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(v, 6), _mm256_set1_epi32(0x03030303)), 4);
+    __m256i high = _mm256_or_si256(_mm256_and_si256(u2, _mm256_set1_epi32(0x0F0F0F0F)), top);
+    return _mm256_unpacklo_epi32(low6, high);
+}
+
+/* The horizontal sum of v. */
+T_Q_INL float hsum4(__m128 v)
+{
+    __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 
 /* Bytes ahead of the block being read that the matrix-vector path fetches. */

@@ -26,31 +26,6 @@
  * once at the panel's end.
  */
 
-/* x's integer sums of the 8 x8 blocks from xb, each times its d, in 8
- * float lanes (a K-quant's block of 256). */
-QB_INL __m256 QB_NAME(sums32)(const snug_x8_block *xb)
-{
-    return _mm256_setr_ps(xb[0].d * (float)(xb[0].sum16[0] + xb[0].sum16[1]),
-                          xb[1].d * (float)(xb[1].sum16[0] + xb[1].sum16[1]),
-                          xb[2].d * (float)(xb[2].sum16[0] + xb[2].sum16[1]),
-                          xb[3].d * (float)(xb[3].sum16[0] + xb[3].sum16[1]),
-                          xb[4].d * (float)(xb[4].sum16[0] + xb[4].sum16[1]),
-                          xb[5].d * (float)(xb[5].sum16[0] + xb[5].sum16[1]),
-                          xb[6].d * (float)(xb[6].sum16[0] + xb[6].sum16[1]),
-                          xb[7].d * (float)(xb[7].sum16[0] + xb[7].sum16[1]));
-}
-
-/* x's half sums of x8 blocks xb[4 h .. 4 h + 4), each times its d, in 8
- * float lanes (sub-blocks of 16: 8 of a K-quant's 16). */
-QB_INL __m256 QB_NAME(sums16)(const snug_x8_block *xb, int h)
-{
-    const snug_x8_block *x = xb + 4 * h;
-    return _mm256_setr_ps(x[0].d * (float)x[0].sum16[0], x[0].d * (float)x[0].sum16[1],
-                          x[1].d * (float)x[1].sum16[0], x[1].d * (float)x[1].sum16[1],
-                          x[2].d * (float)x[2].sum16[0], x[2].d * (float)x[2].sum16[1],
-                          x[3].d * (float)x[3].sum16[0], x[3].d * (float)x[3].sum16[1]);
-}
-
 /* y of the rows of panel p from acc - cacc. */
 QB_INL void QB_NAME(store)(float *y, int64_t ldy, int64_t p, int64_t width, __m256 acc[][SNUG_PANEL],
                            __m256 cacc[][SNUG_PANEL], const int NT)
@@ -68,8 +43,36 @@ QB_INL void QB_NAME(fetch)(const uint8_t *at, size_t bb)
     for (; a < end; a += 64) _mm_prefetch((const char *)a, QGEMV_HINT);
 }
 
+/* The integer sums of one Q4_K or Q5_K block at bl against NT rows of x8
+ * (block group b), each sub-block's part times its scale (sc16: the eight
+ * scales as 16-bit lanes in both halves), into out[t]. */
+QB_INL void QB_NAME(k45_row)(const uint8_t *bl, const bool five, __m256i sc16, const snug_x8_block *x8, int64_t kb,
+                             int64_t b, const int NT, __m256i out[])
+{
+    const uint8_t *qs = bl + (five ? 48 : 16);
+    __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
+    __m256i iacc[SNUG_GEMV_MAX_N], iacc2[SNUG_GEMV_MAX_N]; /* two chains: half the latency */
+    for (int t = 0; t < NT; t++) iacc[t] = iacc2[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int pp = 0; pp < 4; pp++) { /* 64 elements: the low nibbles, then the high */
+        __m256i lo, hi;
+        k45_pair(qs, hbits, pp, five, &lo, &hi);
+        __m256i s_lo = scale_lanes(sc16, 2 * pp, 2 * pp), s_hi = scale_lanes(sc16, 2 * pp + 1, 2 * pp + 1);
+        for (int t = 0; t < NT; t++) {
+            const snug_x8_block *xb = &x8[t * kb + 8 * b + 2 * pp];
+            iacc[t] = QB_SDOT(iacc[t], lo, load256(xb[0].q), s_lo);
+            iacc2[t] = QB_SDOT(iacc2[t], hi, load256(xb[1].q), s_hi);
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = _mm256_add_epi32(iacc[t], iacc2[t]);
+}
+
 /* Q4_K and Q5_K: values 0..15 (0..31) unsigned; per sub-block of 32 a
- * six-bit scale and minimum; x8 in groups of 256 (one dx). */
+ * six-bit scale and minimum; x8 in groups of 256 (one dx). Two rows at a
+ * time, so that the blocks' scales, minimums and halves are unpacked and
+ * converted two to a vector: the minimums' part in integers (16-bit
+ * minimum times x's 16-bit sub-block sum, vpmaddwd), into the pair's cacc
+ * (lanes 0..4 the even row's, 4..8 the odd row's). */
 QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
                                const int NT, const bool five)
 {
@@ -77,49 +80,54 @@ QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, c
     const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t bb = five ? 176 : 144;
     const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
-    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
-    for (int t = 0; t < NT; t++)
-        for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
+    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
+    for (int t = 0; t < NT; t++) {
+        for (int64_t r = 0; r < width; r++) acc[t][r] = _mm256_setzero_ps();
+        for (int64_t r = 0; r < SNUG_PANEL / 2; r++) cacc[t][r] = _mm256_setzero_ps();
+    }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blocks = panel + (size_t)(b * width) * bb;
-        __m256 xs[SNUG_GEMV_MAX_N];
+        __m256i xsum[SNUG_GEMV_MAX_N]; /* x's eight sub-block sums, 16 bits, in both halves */
         float dx[SNUG_GEMV_MAX_N];
         for (int t = 0; t < NT; t++) {
-            xs[t] = QB_NAME(sums32)(&x8[t * kb + 8 * b]);
-            dx[t] = x8[t * kb + 8 * b].d;
+            const snug_x8_block *xb = &x8[t * kb + 8 * b];
+            xsum[t] = _mm256_broadcastsi128_si256(_mm_setr_epi16(
+                (int16_t)(xb[0].sum16[0] + xb[0].sum16[1]), (int16_t)(xb[1].sum16[0] + xb[1].sum16[1]),
+                (int16_t)(xb[2].sum16[0] + xb[2].sum16[1]), (int16_t)(xb[3].sum16[0] + xb[3].sum16[1]),
+                (int16_t)(xb[4].sum16[0] + xb[4].sum16[1]), (int16_t)(xb[5].sum16[0] + xb[5].sum16[1]),
+                (int16_t)(xb[6].sum16[0] + xb[6].sum16[1]), (int16_t)(xb[7].sum16[0] + xb[7].sum16[1])));
+            dx[t] = xb->d;
         }
-        for (int64_t r = 0; r < width; r++) {
-            const uint8_t *bl = blocks + (size_t)r * bb;
-            QB_NAME(fetch)(bl, bb);
-            __m128i scm = k_scales_vec(bl + 4);
-            /* the eight scales as 16-bit lanes in both halves, for scale_lanes */
-            __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
-            __m256 fmn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8))),
-                                       _mm256_set1_ps(half_at(bl + 2)));
-            const uint8_t *qs = bl + (five ? 48 : 16);
-            __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
-            __m256i iacc[SNUG_GEMV_MAX_N], iacc2[SNUG_GEMV_MAX_N]; /* two chains: half the latency */
-            for (int t = 0; t < NT; t++) iacc[t] = iacc2[t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int pp = 0; pp < 4; pp++) { /* 64 elements: the low nibbles, then the high */
-                __m256i lo, hi;
-                k45_pair(qs, hbits, pp, five, &lo, &hi);
-                __m256i s_lo = scale_lanes(sc16, 2 * pp, 2 * pp), s_hi = scale_lanes(sc16, 2 * pp + 1, 2 * pp + 1);
-                for (int t = 0; t < NT; t++) {
-                    const snug_x8_block *xb = &x8[t * kb + 8 * b + 2 * pp];
-                    iacc[t] = QB_SDOT(iacc[t], lo, load256(xb[0].q), s_lo);
-                    iacc2[t] = QB_SDOT(iacc2[t], hi, load256(xb[1].q), s_hi);
-                }
-            }
-            float d = half_at(bl);
+        for (int64_t r = 0; r < width; r += 2) {
+            const bool two = r + 1 < width; /* a narrow panel's last row goes alone (its pair: itself) */
+            const uint8_t *bl0 = blocks + (size_t)r * bb, *bl1 = two ? bl0 + bb : bl0;
+            QB_NAME(fetch)(bl0, 2 * bb);
+            __m256i sm = k_scales_vec2(bl0 + 4, bl1 + 4), zero = _mm256_setzero_si256();
+            __m256i sc_pair = _mm256_unpacklo_epi8(sm, zero), mn_pair = _mm256_unpackhi_epi8(sm, zero);
+            uint32_t h0, h1; /* d, dmin of each block */
+            memcpy(&h0, bl0, 4), memcpy(&h1, bl1, 4);
+            __m128 dd = _mm_cvtph_ps(_mm_setr_epi32((int)h0, (int)h1, 0, 0)); /* d0 dmin0 d1 dmin1 */
+            __m256i s[2][SNUG_GEMV_MAX_N];
+            QB_NAME(k45_row)(bl0, five, _mm256_permute2x128_si256(sc_pair, sc_pair, 0x00), x8, kb, b, NT, s[0]);
+            if (two)
+                QB_NAME(k45_row)(bl1, five, _mm256_permute2x128_si256(sc_pair, sc_pair, 0x11), x8, kb, b, NT, s[1]);
             for (int t = 0; t < NT; t++) {
-                __m256i sum = _mm256_add_epi32(iacc[t], iacc2[t]);
-                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * dx[t]), acc[t][r]);
-                cacc[t][r] = _mm256_fmadd_ps(fmn, xs[t], cacc[t][r]);
+                float f[4];
+                _mm_storeu_ps(f, _mm_mul_ps(dd, _mm_set1_ps(dx[t])));
+                __m256 mscale = _mm256_setr_ps(f[1], f[1], f[1], f[1], f[3], f[3], f[3], f[3]);
+                __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(mn_pair, xsum[t]));
+                cacc[t][r / 2] = _mm256_fmadd_ps(mins, mscale, cacc[t][r / 2]);
+                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[0][t]), _mm256_set1_ps(f[0]), acc[t][r]);
+                if (two) acc[t][r + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[1][t]), _mm256_set1_ps(f[2]), acc[t][r + 1]);
             }
         }
     }
-    QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) {
+            __m256 c = cacc[t][r / 2];
+            __m128 half = r % 2 ? _mm256_extractf128_ps(c, 1) : _mm256_castps256_ps128(c);
+            y[t * ldy + p * SNUG_PANEL + r] = hsum8(acc[t][r]) - hsum4(half);
+        }
 }
 
 /* Q6_K: values stored as 0..63 (q + 32); per sub-block of 16 a signed
