@@ -16,7 +16,9 @@
  *                         8-bit product); flop/s (op/s), 0 for the scalar
  *                         kernels
  *
- * Each returns the best of a few tries (the machine is noisy).
+ * Each returns the best of a few tries (the machine is noisy). A program
+ * that measures a limit right before a step it times calls
+ * bench_omp_passive first.
  */
 #ifndef SNUG_BENCH_LIMITS_H
 #define SNUG_BENCH_LIMITS_H
@@ -30,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -73,30 +76,60 @@ static double bench_sum_plain(const float *p, size_t n)
     return (double)a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
-/* Read bandwidth in bytes/s over a buffer of `bytes` (say 4x the last-level
- * cache or more), best of `tries` passes; 0 when the buffer cannot be had. */
-static double bench_read_bandwidth(size_t bytes, int n_threads, int tries)
+/* Makes this process's OpenMP threads sleep as soon as a region ends: when
+ * OMP_WAIT_POLICY is unset, sets it to passive and runs the program again
+ * (argv as given; libgomp reads it once, when it is loaded). Without it
+ * libgomp's idle threads spin (300,000 pause loops, about 10 ms on a Xeon)
+ * after each limit reading, on the CPUs the step measured right after needs:
+ * 2 threads of a 1B Q4_K_M decode then ran at 0.39 of the bandwidth instead
+ * of 0.80. Returns only when the policy was set already or exec failed. */
+static inline void bench_omp_passive(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+}
+
+/* A buffer of `bytes` for bench_read_bandwidth_in, from snug's allocator as
+ * the weights are (the same huge pages, so that the limit and the decode
+ * read memory the same way), first touched by the n_threads threads that
+ * read it; NULL when it cannot be had. Free with snug_mem_free. */
+static float *bench_bandwidth_buffer(size_t bytes, int n_threads)
 {
     size_t n = bytes / sizeof(float) / 64 * 64;
-    /* From snug's allocator, as the weights are: the same (huge) pages, so
-     * the limit and the decode read memory the same way. */
     float *buf = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof(float), NULL);
-    if (!buf) return 0;
-    bool avx2 = snug_isa_detect() >= SNUG_ISA_AVX2;
-    double best = 1e30, sink = 0;
+    if (!buf) return NULL;
 #pragma omp parallel num_threads(n_threads)
-    { /* first touch by the threads that read */
+    {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         size_t b = n / 64 * (size_t)t / (size_t)nt * 64, e = n / 64 * (size_t)(t + 1) / (size_t)nt * 64;
         for (size_t i = b; i < e; i++) buf[i] = (float)(i & 7);
     }
+    return buf;
+}
+
+/* Read bandwidth in bytes/s over the buffer from bench_bandwidth_buffer
+ * (bytes as given there), best of `tries` passes. A buffer read again
+ * right away may sit partly in the last-level cache: between readings
+ * something else must have gone through it (a decode step's weights). */
+static double bench_read_bandwidth_in(const float *buf, size_t bytes, int n_threads, int tries)
+{
+    size_t n = bytes / sizeof(float) / 64 * 64;
+    bool avx2 = snug_isa_detect() >= SNUG_ISA_AVX2;
+    double best = 1e30, sink = 0;
     for (int k = 0; k < tries; k++) {
-        double t0 = bench_now();
+        double t0 = 0;
 #pragma omp parallel num_threads(n_threads) reduction(+ : sink)
         {
             int t = omp_get_thread_num(), nt = omp_get_num_threads();
             size_t b = n / 64 * (size_t)t / (size_t)nt * 64;
             size_t e = n / 64 * (size_t)(t + 1) / (size_t)nt * 64;
+            /* the clock starts once every thread is up (waking sleeping
+             * threads is not reading) */
+#pragma omp barrier
+#pragma omp master
+            t0 = bench_now();
+#pragma omp barrier
 #ifdef BENCH_X86
             sink += avx2 ? bench_sum_avx2(buf + b, e - b) : bench_sum_plain(buf + b, e - b);
 #else
@@ -107,9 +140,20 @@ static double bench_read_bandwidth(size_t bytes, int n_threads, int tries)
         double dt = bench_now() - t0;
         if (dt < best) best = dt;
     }
-    snug_mem_free(buf);
     if (sink == 42.4242) printf(" ");
     return (double)(n * sizeof(float)) / best;
+}
+
+/* Read bandwidth in bytes/s over a new buffer of `bytes` (say 4x the
+ * last-level cache or more), best of `tries` passes; 0 when the buffer
+ * cannot be had. */
+static double bench_read_bandwidth(size_t bytes, int n_threads, int tries)
+{
+    float *buf = bench_bandwidth_buffer(bytes, n_threads);
+    if (!buf) return 0;
+    double bw = bench_read_bandwidth_in(buf, bytes, n_threads, tries);
+    snug_mem_free(buf);
+    return bw;
 }
 
 #ifdef BENCH_X86

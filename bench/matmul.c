@@ -35,6 +35,7 @@ typedef struct {
 
 int main(int argc, char **argv)
 {
+    bench_omp_passive(argv);
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     snug_isa isa = snug_isa_detect();
     if (argc > 2 && !snug_isa_from_name(argv[2], &isa)) {
