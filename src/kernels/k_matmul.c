@@ -429,7 +429,7 @@ static void gemm_thread_edge(const snug_gemm_kind *g, bool convert,
 /* Chunks of a matrix-vector product per thread of the pool, taken one at a
  * time: enough that the threads finish together, few enough that taking
  * one costs nothing beside its panels. */
-enum { QGEMV_CHUNKS_PER_THREAD = 8 };
+enum { GEMV_CHUNKS_PER_THREAD = 8 };
 
 /* One call's work, shared by its threads. */
 typedef struct matmul_job {
@@ -451,9 +451,18 @@ typedef struct matmul_job {
     snug_pool *pool;         /* NULL: the caller alone */
 } matmul_job;
 
-/* Thread tid's share of job j: whole panels, balanced (the narrow last one,
- * if any, to the last thread that takes a share); the GEMM packs its share
- * of x and waits at the pool's barrier for the others'. */
+/* Panels [p0, p1) of job j's matrix-vector product. */
+static void gemv_panels(const matmul_job *j, int64_t p0, int64_t p1)
+{
+    if (j->qgemv) j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, p0, p1);
+    else j->o->gemv(j->y, j->ldy, j->x, j->n, j->w, p0, p1);
+}
+
+/* Thread tid's share of job j: for a matrix-vector product (no GEMM
+ * kind), chunks of panels taken from the pool's counter; for a GEMM, whole
+ * panels, balanced (the narrow last one, if any, to the last thread that
+ * takes a share), after it packs its share of x and waits at the pool's
+ * barrier for the others'. */
 static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
 {
     (void)n_pool;
@@ -479,17 +488,15 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
                                j->scratch + (size_t)tid * thread_bytes(k));
         return;
     }
-    if (!j->g && j->qgemv && j->pool) { /* memory-bound: chunks from the counter, so that a thread slowed
-                                          * by the others' traffic or the host takes fewer */
-        int64_t per = SNUG_MAX(1, panels / (nth * QGEMV_CHUNKS_PER_THREAD)), chunks = (panels + per - 1) / per;
+    if (!j->g) { /* memory-bound: chunks from the counter, so that a thread slowed by the others'
+                  * traffic or the host takes fewer */
+        if (!j->pool) {
+            gemv_panels(j, 0, panels);
+            return;
+        }
+        int64_t per = SNUG_MAX(1, panels / (nth * GEMV_CHUNKS_PER_THREAD)), chunks = (panels + per - 1) / per;
         for (int64_t c; (c = snug_pool_next(j->pool, chunks)) >= 0;)
-            j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, c * per, SNUG_MIN(panels, (c + 1) * per));
-        return;
-    }
-    if (!j->g) {
-        if (tid == nth - 1) p1 = panels;
-        if (p0 < p1 && j->qgemv) j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, p0, p1);
-        else if (p0 < p1) j->o->gemv(j->y, j->ldy, j->x, j->n, j->w, p0, p1);
+            gemv_panels(j, c * per, SNUG_MIN(panels, (c + 1) * per));
         return;
     }
     int64_t panels_a = (j->n + j->g->mr - 1) / j->g->mr, a0 = 0, a1 = 0;
