@@ -761,6 +761,17 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
         st = wrong(err, "stream_options", "an object", so);
     if (st == SNUG_OK && usage && !json_is_boolean(usage))
         st = wrong(err, "stream_options.include_usage", "true or false", usage);
+    if (st == SNUG_OK && so) {
+        const char *key;
+        const json_t *v;
+        char at[64];
+        json_object_foreach((json_t *)so, key, v) {
+            if (strcmp(key, "include_usage") == 0) continue;
+            st = bad(err, pathf(at, "stream_options.%.40s", key),
+                     "unknown field (stream_options takes include_usage)");
+            break;
+        }
+    }
     if (r->kind == SNUG_API_COMPLETIONS) {
         if (st == SNUG_OK)
             st = get_int(body, "logprobs", 0, SNUG_API_LOGPROBS_MAX, &logprobs, NULL, err);
@@ -780,6 +791,122 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
     r->logprobs = (int)logprobs;
     r->include_usage = r->stream && json_is_true(usage);
     return st;
+}
+
+/* ---- fields taken, fields refused ------------------------------------------- */
+
+/* The top-level fields this parser reads, for both kinds. */
+static const char *const FIELDS_BOTH[] = {
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stream",
+    "stream_options", "stop", "stop_token_ids", "ignore_eos", "logit_bias", "presence_penalty",
+    "frequency_penalty", "repetition_penalty", "cache_salt", "return_tokens_as_token_ids",
+    "logprobs", NULL};
+static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
+static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "top_logprobs",
+                                          "add_generation_prompt", NULL};
+
+static bool listed(const char *const *list, const char *key)
+{
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0) return true;
+    return false;
+}
+
+/* A 400 for a field the server does not do as asked: "key: why; ...". */
+static snug_status unsupported(snug_api_error *err, const char *key, const char *why)
+{
+    return bad(err, key, "%s; this server refuses it rather than ignore it (the README's API section lists "
+                         "the fields it takes)", why);
+}
+
+/* Whether v is null, false, an empty string or an empty list. */
+static bool empty_value(const json_t *v)
+{
+    return json_is_null(v) || json_is_false(v) || (json_is_string(v) && json_string_length(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0);
+}
+
+static bool is_str(const json_t *v, const char *s)
+{
+    return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
+}
+
+/* tool_choice (or the older function_call): taken when it asks for no
+ * call, "none", or "auto" with no tools (the same thing). */
+static snug_status check_tool_choice(const json_t *body, const char *key, const json_t *v,
+                                     snug_api_error *err)
+{
+    const json_t *tools = opt(body, strcmp(key, "tool_choice") == 0 ? "tools" : "functions");
+    bool no_call = json_is_null(v) || is_str(v, "none") || (is_str(v, "auto") && (!tools || empty_value(tools)));
+    return no_call ? SNUG_OK : unsupported(err, key, "tool calling is not supported yet");
+}
+
+/* Checks a field of OpenAI's API that the parser does not read: taken when
+ * its value asks for what the server does anyway (best_of equal to n, no
+ * suffix, plain text as the response format, no tools, no storing, the
+ * default service tier, text output, a user id), refused with a 400 naming
+ * it otherwise; any other field is unknown, also a 400. */
+static snug_status check_other_field(const json_t *body, const char *key, const json_t *v,
+                                     const snug_api_request *r, snug_api_error *err)
+{
+    bool chat = r->kind == SNUG_API_CHAT;
+    int64_t best = 0;
+    if (strcmp(key, "user") == 0) /* an end user's id, for the caller's own records */
+        return json_is_null(v) || json_is_string(v) ? SNUG_OK : wrong(err, key, "a string", v);
+    if (strcmp(key, "service_tier") == 0)
+        return json_is_null(v) || is_str(v, "auto") || is_str(v, "default")
+                   ? SNUG_OK
+                   : unsupported(err, key, "only the tiers \"auto\" and \"default\" are served");
+    if (!chat && strcmp(key, "best_of") == 0) {
+        if (json_is_null(v)) return SNUG_OK;
+        if (!as_int(v, &best) || best < 1) return wrong(err, key, "an integer of at least 1", v);
+        return best == r->n ? SNUG_OK
+                            : unsupported(err, key, "ranking candidates (best_of other than n) is not supported");
+    }
+    if (!chat && strcmp(key, "suffix") == 0)
+        return empty_value(v) ? SNUG_OK : unsupported(err, key, "a suffix (insertion) is not supported");
+    if (chat && strcmp(key, "response_format") == 0) {
+        if (json_is_null(v)) return SNUG_OK;
+        if (!json_is_object(v) || !json_is_string(opt(v, "type")))
+            return wrong(err, key, "an object with a type (\"text\")", v);
+        return is_str(opt(v, "type"), "text")
+                   ? SNUG_OK
+                   : unsupported(err, "response_format.type",
+                                 "structured output (json_object, json_schema) is not supported yet");
+    }
+    if (chat && (strcmp(key, "tools") == 0 || strcmp(key, "functions") == 0))
+        return empty_value(v) ? SNUG_OK : unsupported(err, key, "tool calling is not supported yet");
+    if (chat && (strcmp(key, "tool_choice") == 0 || strcmp(key, "function_call") == 0))
+        return check_tool_choice(body, key, v, err);
+    if (chat && strcmp(key, "parallel_tool_calls") == 0)
+        return json_is_null(v) || json_is_boolean(v) ? SNUG_OK : wrong(err, key, "true or false", v);
+    if (chat && strcmp(key, "store") == 0)
+        return empty_value(v) ? SNUG_OK : unsupported(err, key, "stored completions are not supported");
+    if (chat && strcmp(key, "metadata") == 0)
+        return json_is_null(v) ? SNUG_OK
+                               : unsupported(err, key, "metadata goes with stored completions, not supported here");
+    if (chat && strcmp(key, "modalities") == 0)
+        return json_is_null(v) || (json_array_size(v) == 1 && is_str(json_array_get(v, 0), "text"))
+                   ? SNUG_OK
+                   : unsupported(err, key, "only [\"text\"] output is produced");
+    return bad(err, key,
+               "unknown field: %s takes no field of that name (the README's API section lists the fields it takes)",
+               chat ? "/v1/chat/completions" : "/v1/completions");
+}
+
+/* Every top-level field of the body is one the parser read or one that
+ * check_other_field takes: nothing is silently ignored. */
+static snug_status check_fields(const json_t *body, const snug_api_request *r, snug_api_error *err)
+{
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)body, key, v) {
+        if (listed(FIELDS_BOTH, key) || listed(r->kind == SNUG_API_CHAT ? FIELDS_CHAT : FIELDS_COMPLETIONS, key))
+            continue;
+        snug_status st = check_other_field(body, key, v, r, err);
+        if (st != SNUG_OK) return st;
+    }
+    return SNUG_OK;
 }
 
 /* ---- the request ------------------------------------------------------------ */
@@ -806,6 +933,7 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     if (st == SNUG_OK) st = parse_sampling(r->root, lim, r, err);
     if (st == SNUG_OK) st = parse_stop(r->root, lim, r, err);
     if (st == SNUG_OK) st = parse_output(r->root, lim, r, err);
+    if (st == SNUG_OK) st = check_fields(r->root, r, err);
     return st;
 }
 

@@ -348,7 +348,8 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
 }
 
 /* POST /tokenize {"prompt": "...", "add_special_tokens": true} and
- * POST /detokenize {"tokens": [...]}. */
+ * POST /detokenize {"tokens": [...]}, each with an optional model (the
+ * served one's name); any other field is a 400 naming it. */
 static enum MHD_Result tokenize(snug_server *s, struct MHD_Connection *c, http_req *h, bool encode)
 {
     const snug_tokenizer *tok = snug_engine_tokenizer(s->e);
@@ -366,6 +367,25 @@ static enum MHD_Result tokenize(snug_server *s, struct MHD_Connection *c, http_r
         goto done;
     }
     snug_strbuf b = {0};
+    const char *key;
+    const json_t *v, *model = json_object_get(root, "model");
+    json_object_foreach(root, key, v) { /* nothing is silently ignored */
+        bool known = strcmp(key, "model") == 0 ||
+                     (encode ? strcmp(key, "prompt") == 0 || strcmp(key, "add_special_tokens") == 0
+                             : strcmp(key, "tokens") == 0);
+        if (known) continue;
+        ret = http_error(c, 400, "invalid_request_error", key, NULL,
+                         "%.64s: unknown field: %s takes %s and model", key, encode ? "/tokenize" : "/detokenize",
+                         encode ? "prompt, add_special_tokens" : "tokens");
+        goto done;
+    }
+    if (model && !json_is_null(model) &&
+        (!json_is_string(model) || strcmp(json_string_value(model), s->o.model_name) != 0)) {
+        ret = http_error(c, 404, "invalid_request_error", "model", "model_not_found",
+                         "The model `%.64s` does not exist; this server serves `%s`",
+                         json_is_string(model) ? json_string_value(model) : "(not a string)", s->o.model_name);
+        goto done;
+    }
     if (encode) {
         const json_t *p = json_object_get(root, "prompt");
         const json_t *add = json_object_get(root, "add_special_tokens");

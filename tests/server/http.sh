@@ -301,8 +301,17 @@ badc "an unknown model" 404 '"model"' '"model_not_found"' '{"prompt": "a", "mode
 badch "an unknown model (chat)" 404 '"model"' '"model_not_found"' \
     '{"messages": [{"role": "user", "content": "hi"}], "model": "gpt-9"}'
 good "the served model's name" /v1/completions '{"prompt": "a", "model": "stories260K", "max_tokens": 2}'
-good "unknown fields are ignored" /v1/completions \
-    '{"prompt": "a", "max_tokens": 2, "frobnicate": {"x": [1, 2]}, "user": "u"}'
+# no field is silently ignored: unknown ones and ones asking for what is not done are 400s naming them
+badc "an unknown field" 400 '"frobnicate"' null '{"prompt": "a", "max_tokens": 2, "frobnicate": {"x": [1, 2]}}'
+badch "a chat field on completions' twin" 400 '"echo"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "echo": true}'
+badch "response_format json_schema (not done yet)" 400 '"response_format.type"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}'
+badch "tool_choice required (not done yet)" 400 '"tool_choice"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}'
+badc "best_of above n" 400 '"best_of"' null '{"prompt": "a", "best_of": 4}'
+good "fields that ask for what is done anyway" /v1/completions \
+    '{"prompt": "a", "max_tokens": 2, "user": "u", "best_of": 1, "suffix": null, "service_tier": "auto"}'
 
 # --- /tokenize and /detokenize ---
 post /tokenize '{"prompt": "Once upon a time"}'
@@ -322,6 +331,9 @@ bad "/tokenize with a number prompt" 400 '"prompt"' null /tokenize '{"prompt": 3
 bad "/tokenize body not JSON" 400 null null /tokenize 'nope'
 bad "/detokenize without tokens" 400 '"tokens"' null /detokenize '{}'
 bad "/detokenize tokens a string" 400 '"tokens"' null /detokenize '{"tokens": "a"}'
+bad "/tokenize with an unknown field" 400 '"frobnicate"' null /tokenize '{"prompt": "a", "frobnicate": 1}'
+bad "/detokenize with an unknown field" 400 '"prompt"' null /detokenize '{"tokens": [1], "prompt": "a"}'
+bad "/tokenize for another model" 404 '"model"' '"model_not_found"' /tokenize '{"prompt": "a", "model": "gpt-9"}'
 for t in 512 -1 1.5; do
     post /detokenize "{\"tokens\": [3, $t]}"
     # the field is tokens[1] (as prompt[1] is for /v1/completions); "tokens" is taken too
