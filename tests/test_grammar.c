@@ -1,0 +1,290 @@
+/*
+ * test_grammar.c: GBNF parsing (grammar/grammar.h) and the byte matcher
+ * (grammar/matcher.h): what texts each grammar takes and refuses, whole
+ * and as prefixes, UTF-8 classes checked against every code point, the
+ * limits, the messages of bad grammars, and out-of-memory.
+ */
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+#include "base/device.h"
+#include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { STACKS = 64, DEPTH = 64 };
+
+typedef struct gm {
+    snug_grammar *g;
+    snug_gmatch m;
+    void *mem;
+} gm;
+
+/* Compiles text and starts a matcher with the given limits; false (with a
+ * failed check) when either fails. */
+static bool gm_open(gm *x, const char *text, int32_t stacks, int32_t depth)
+{
+    snug_error err = {0};
+    memset(x, 0, sizeof *x);
+    if (snug_grammar_parse_gbnf(text, strlen(text), NULL, "grammar", &x->g, &err) != SNUG_OK) {
+        CHECK(false, "%s: %s", text, err.msg);
+        return false;
+    }
+    x->mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_gmatch_bytes(stacks, depth), NULL);
+    if (snug_gmatch_start(&x->m, x->mem, stacks, depth, x->g, &err) != SNUG_OK) {
+        CHECK(false, "%s: start: %s", text, err.msg);
+        return false;
+    }
+    return true;
+}
+
+static void gm_close(gm *x)
+{
+    snug_mem_free(x->mem);
+    snug_grammar_free(x->g);
+}
+
+/* Whether the grammar takes s whole (from the start), and as a prefix. */
+static snug_gmatch_result run(const char *grammar, const char *s, size_t n, bool *whole)
+{
+    gm x;
+    *whole = false;
+    if (!gm_open(&x, grammar, STACKS, DEPTH)) return SNUG_GMATCH_OVERFLOW;
+    snug_gmatch_result r = snug_gmatch_advance_bytes(&x.m, s, n, NULL);
+    *whole = r == SNUG_GMATCH_OK && snug_gmatch_accepting(&x.m);
+    gm_close(&x);
+    return r;
+}
+
+/* s must be a whole match of grammar. */
+static void takes(const char *grammar, const char *s)
+{
+    bool whole;
+    snug_gmatch_result r = run(grammar, s, strlen(s), &whole);
+    CHECK(r == SNUG_GMATCH_OK && whole, "%s should take \"%s\" (result %d, whole %d)", grammar, s, r, whole);
+}
+
+/* s must be a prefix of some match but not one itself. */
+static void prefix_only(const char *grammar, const char *s)
+{
+    bool whole;
+    snug_gmatch_result r = run(grammar, s, strlen(s), &whole);
+    CHECK(r == SNUG_GMATCH_OK && !whole, "%s: \"%s\" should be a prefix only (result %d, whole %d)", grammar, s, r,
+          whole);
+}
+
+/* Some byte of s must be refused. */
+static void refuses(const char *grammar, const char *s)
+{
+    bool whole;
+    snug_gmatch_result r = run(grammar, s, strlen(s), &whole);
+    CHECK(r == SNUG_GMATCH_REJECT, "%s should refuse \"%s\" (result %d)", grammar, s, r);
+}
+
+static void test_literals_and_alternatives(void)
+{
+    const char *g = "root ::= \"ab\" | \"c\" | \"\"";
+    takes(g, "ab");
+    takes(g, "c");
+    takes(g, "");
+    prefix_only(g, "a");
+    refuses(g, "b");
+    refuses(g, "abc");
+    refuses(g, "cc");
+    /* escapes, comments, rules over several lines, names with - and _ */
+    const char *h = "# a greeting\nroot ::= greet-word \" \" name_2   # then a name\n"
+                    "greet-word ::= \"hi\" |\n   \"yo\"\nname_2 ::= \"\\\"A\\\\\\n\\x41\\u00e9\"";
+    takes(h, "hi \"A\\\nAé");
+    takes(h, "yo \"A\\\nAé");
+    refuses(h, "hey");
+}
+
+static void test_classes_and_any(void)
+{
+    takes("root ::= [a-z0-9_]+", "abc_09");
+    refuses("root ::= [a-z0-9_]+", "abC");
+    prefix_only("root ::= [a-z]+", "");
+    takes("root ::= [^\"\\\\]*", "any thing é 中 😀");
+    refuses("root ::= [^\"\\\\]*", "a\"b");
+    takes("root ::= [α-ω]", "β");
+    refuses("root ::= [α-ω]", "a");
+    takes("root ::= .", "😀");
+    takes("root ::= . .", "aé");
+    refuses("root ::= .", "\xff");
+    refuses("root ::= .", "\xed\xa0\x80"); /* a surrogate's encoding */
+    refuses("root ::= .", "\xc0\x80");     /* an overlong NUL */
+    takes("root ::= [\\]\\[-]", "]");
+    takes("root ::= [\\]\\[-]", "-");
+    takes("root ::= [a-]", "-");
+}
+
+/* Every Unicode scalar value against a class: taken exactly when it is in
+ * the class (its UTF-8 ranges are right at every boundary). */
+static void check_class_exhaustive(const char *grammar, bool (*in)(uint32_t))
+{
+    gm x;
+    if (!gm_open(&x, grammar, STACKS, DEPTH)) return;
+    snug_gmatch copy;
+    void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_gmatch_bytes(STACKS, DEPTH), NULL);
+    snug_error err = {0};
+    CHECK_OK(snug_gmatch_start(&copy, mem, STACKS, DEPTH, x.g, &err), &err);
+    int64_t wrong = 0;
+    for (uint32_t cp = 0; cp <= 0x10FFFF; cp++) {
+        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+        uint8_t b[4];
+        int n = cp < 0x80 ? (b[0] = (uint8_t)cp, 1)
+                : cp < 0x800 ? (b[0] = (uint8_t)(0xC0 | cp >> 6), b[1] = (uint8_t)(0x80 | (cp & 63)), 2)
+                : cp < 0x10000 ? (b[0] = (uint8_t)(0xE0 | cp >> 12), b[1] = (uint8_t)(0x80 | (cp >> 6 & 63)),
+                                  b[2] = (uint8_t)(0x80 | (cp & 63)), 3)
+                               : (b[0] = (uint8_t)(0xF0 | cp >> 18), b[1] = (uint8_t)(0x80 | (cp >> 12 & 63)),
+                                  b[2] = (uint8_t)(0x80 | (cp >> 6 & 63)), b[3] = (uint8_t)(0x80 | (cp & 63)), 4);
+        snug_gmatch_copy(&copy, &x.m);
+        bool took = snug_gmatch_advance_bytes(&copy, b, (size_t)n, NULL) == SNUG_GMATCH_OK &&
+                    snug_gmatch_accepting(&copy);
+        if (took != in(cp) && wrong++ < 5) CHECK(false, "%s: U+%04X taken %d, in the class %d", grammar, cp, took, in(cp));
+    }
+    CHECK(wrong == 0, "%s: %lld code points wrong", grammar, (long long)wrong);
+    snug_mem_free(mem);
+    gm_close(&x);
+}
+
+static bool in_not_az_e_zhong(uint32_t c) { return !((c >= 'a' && c <= 'z') || c == 0xE9 || c == 0x4E2D); }
+static bool in_wide(uint32_t c) { return (c >= 0x7F && c <= 0x800) || (c >= 0xFFF0 && c <= 0x10010) || c == 0x10FFFF; }
+
+static void test_classes_every_code_point(void)
+{
+    check_class_exhaustive("root ::= [^a-zé中]", in_not_az_e_zhong);
+    check_class_exhaustive("root ::= [\\x7f-\\u0800\\uFFF0-\\U00010010\\U0010FFFF]", in_wide);
+}
+
+static void test_repetitions(void)
+{
+    const char *g = "root ::= \"a\"{2,3} \"b\"?";
+    takes(g, "aa");
+    takes(g, "aaa");
+    takes(g, "aab");
+    prefix_only(g, "a");
+    refuses(g, "aaaa");
+    refuses(g, "ab");
+    takes("root ::= \"x\"{2,}", "xxxxx");
+    prefix_only("root ::= \"x\"{2,}", "x");
+    takes("root ::= (\"ab\" | \"c\")* \"!\"", "abcab!");
+    takes("root ::= (\"ab\" | \"c\")+", "c");
+    prefix_only("root ::= (\"ab\" | \"c\")+", "");
+    takes("root ::= \"a\"{0} \"b\"", "b");
+    takes("root ::= \"a\"{3}", "aaa");
+    refuses("root ::= \"a\"{3}", "aaaa");
+}
+
+/* A repetition of 100,000 runs in constant depth (right recursion is not
+ * kept on the stack); nesting deeper than the limit is an overflow that
+ * leaves the state as it was. */
+static void test_depth(void)
+{
+    gm x;
+    if (!gm_open(&x, "root ::= (\"ab\" [0-9]?)* \";\"", 8, 8)) return;
+    for (int i = 0; i < 100000; i++) {
+        CHECK(snug_gmatch_advance_bytes(&x.m, "ab7", 3, NULL) == SNUG_GMATCH_OK, "repetition %d", i);
+        if (g_test_failed_checks) break;
+    }
+    CHECK(snug_gmatch_advance(&x.m, ';') == SNUG_GMATCH_OK && snug_gmatch_accepting(&x.m), "the end");
+    gm_close(&x);
+
+    if (!gm_open(&x, "root ::= \"(\" root \")\" | \"x\"", 8, 6)) return;
+    size_t taken = 0;
+    snug_gmatch_result r = snug_gmatch_advance_bytes(&x.m, "((((((((x", 9, &taken);
+    CHECK(r == SNUG_GMATCH_OVERFLOW && taken >= 3 && taken < 8, "nesting: result %d after %zu bytes", r, taken);
+    CHECK(snug_gmatch_advance(&x.m, 'x') == SNUG_GMATCH_OK, "the state as it was before the overflow");
+    gm_close(&x);
+}
+
+/* A JSON grammar (as llama.cpp's json.gbnf has it): values parse, near
+ * misses do not, and the bytes allowed next are right. */
+static void test_json(void)
+{
+    const char *g =
+        "root   ::= object\n"
+        "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+        "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+        "array  ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+        "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+        "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+        "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+    takes(g, "{}");
+    takes(g, "{\"a\": [1, -2.5e3, true, null, {\"b\": \"c\\u00e9\\n\"}], \"d\": \"中\"}");
+    prefix_only(g, "{\"a\": [1, 2");
+    refuses(g, "{\"a\": [1, 2,]}");
+    refuses(g, "{'a': 1}");
+    refuses(g, "{\"a\": 01}");
+    gm x;
+    if (!gm_open(&x, g, STACKS, DEPTH)) return;
+    snug_byteset next;
+    snug_gmatch_advance_bytes(&x.m, "{\"a\": t", 7, NULL);
+    snug_gmatch_next_bytes(&x.m, &next);
+    int n = 0;
+    for (int b = 0; b < 256; b++) n += snug_byteset_has(&next, (uint8_t)b);
+    CHECK(n == 1 && snug_byteset_has(&next, 'r'), "after {\"a\": t only 'r' may follow (%d bytes may)", n);
+    gm_close(&x);
+}
+
+static void bad(const char *text, const char *piece)
+{
+    snug_grammar *g = (snug_grammar *)1;
+    snug_error err = {0};
+    CHECK_FAILS(snug_grammar_parse_gbnf(text, strlen(text), NULL, "grammar", &g, &err), &err, SNUG_INVALID, piece);
+    CHECK(g == NULL, "%s: no grammar on failure", text);
+}
+
+static void test_bad_grammars(void)
+{
+    bad("", "grammar: line 1, column 1: the grammar has no rules");
+    bad("root ::= foo", "line 1, column 10: the rule 'foo' is used but not defined");
+    bad("start ::= \"a\"", "no rule named 'root'");
+    bad("root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1: the rule 'root' is defined twice");
+    bad("root = \"a\"", "line 1, column 6: expected '::=' after the rule name, got '='");
+    bad("root ::= root \"a\"", "the rule 'root' is left-recursive");
+    bad("root ::= x\nx ::= [a]? root", "the rule 'root' is left-recursive");
+    bad("root ::= (\"a\"?)*", "line 1, column 16: the repetition at line 1, column 16 is left-recursive");
+    bad("root ::= \"abc", "line 1, column 10: the string is not closed");
+    bad("root ::= \"\\q\"", "unknown escape");
+    bad("root ::= \"\\x4\"", "\\x needs 2 hex digits");
+    bad("root ::= \"\\uD800\"", "not a Unicode scalar value");
+    bad("root ::= []", "an empty class matches nothing");
+    bad("root ::= [z-a]", "the range ends (U+0061) before it starts (U+007A)");
+    bad("root ::= \"a\"{3,2}", "the most is below the least");
+    bad("root ::= \"a\"{2000}", "a repetition count above 1024");
+    bad("root ::= * \"a\"", "line 1, column 10: expected a string, a [class]");
+    bad("root ::= \"\"*", "'*' repeats nothing");
+    bad("root ::= (\"a\"", "expected ')' to close the group opened at line 1, column 10");
+    bad("root ::= \"a\")", "a ')' that closes no group");
+    bad("root ::= \"\xff\"", "not valid UTF-8");
+    bad("root ::= [^\\x00-\\U0010FFFF]", "the class matches no character");
+}
+
+static snug_status parse_json_grammar(void *ctx, snug_error *err)
+{
+    const char *text = "root ::= \"{\" (pair (\",\" pair)*)? \"}\"\npair ::= [a-z]+ \":\" [^,}]{1,3}";
+    return snug_grammar_parse_gbnf(text, strlen(text), NULL, "grammar", (snug_grammar **)ctx, err);
+}
+
+static void free_grammar(void *ctx) { snug_grammar_free(*(snug_grammar **)ctx); }
+
+static void test_oom(void)
+{
+    snug_grammar *g = NULL;
+    int fails = test_oom_loop("parse", parse_json_grammar, free_grammar, &g, 500);
+    CHECK(fails > 5, "%d allocations failed before success", fails);
+}
+
+int main(void)
+{
+    RUN(test_literals_and_alternatives);
+    RUN(test_classes_and_any);
+    RUN(test_classes_every_code_point);
+    RUN(test_repetitions);
+    RUN(test_depth);
+    RUN(test_json);
+    RUN(test_bad_grammars);
+    RUN(test_oom);
+    return test_summary();
+}
