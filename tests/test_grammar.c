@@ -6,6 +6,8 @@
  */
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
+#include "grammar/schema.h"
+#include "base/json.h"
 #include "base/device.h"
 #include "test.h"
 
@@ -276,6 +278,138 @@ static void test_oom(void)
     CHECK(fails > 5, "%d allocations failed before success", fails);
 }
 
+
+/* ---- JSON schemas ------------------------------------------------------------ */
+
+/* The GBNF of a schema given as JSON text; NULL (and a failed check) when
+ * it does not convert. The caller frees it with snug_mem_free. */
+static char *schema_gbnf(const char *schema_text)
+{
+    json_t *schema = NULL;
+    snug_error err = {0};
+    if (snug_json_parse(schema_text, strlen(schema_text), "schema", &schema, &err) != SNUG_OK) {
+        CHECK(false, "%s: %s", schema_text, err.msg);
+        return NULL;
+    }
+    snug_strbuf out = {.err = &err};
+    snug_status st = snug_schema_to_gbnf(schema, "schema", &out, &err);
+    json_decref(schema);
+    CHECK(st == SNUG_OK, "%s: %s", schema_text, err.msg);
+    if (st != SNUG_OK) {
+        snug_strbuf_free(&out);
+        return NULL;
+    }
+    return out.p;
+}
+
+/* Each of the JSON texts in good validates (the grammar takes it whole),
+ * each in bad does not (refused, or only a prefix). */
+static void check_schema(const char *schema_text, const char *const *good, const char *const *bad_texts)
+{
+    char *g = schema_gbnf(schema_text);
+    if (!g) return;
+    for (; good && *good; good++) {
+        bool whole;
+        snug_gmatch_result r = run(g, *good, strlen(*good), &whole);
+        CHECK(r == SNUG_GMATCH_OK && whole, "%s should take %s (result %d, whole %d)\n%s", schema_text, *good, r, whole, g);
+    }
+    for (; bad_texts && *bad_texts; bad_texts++) {
+        bool whole;
+        snug_gmatch_result r = run(g, *bad_texts, strlen(*bad_texts), &whole);
+        CHECK(!(r == SNUG_GMATCH_OK && whole), "%s should not take %s", schema_text, *bad_texts);
+    }
+    snug_mem_free(g);
+}
+
+static void test_schema_objects(void)
+{
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 8},"
+                         " \"age\": {\"type\": \"integer\"}, \"tags\": {\"type\": \"array\", \"items\": {\"enum\":"
+                         " [\"a\", \"b\", 3]}, \"minItems\": 1, \"maxItems\": 2}, \"ok\": {\"type\": [\"boolean\", \"null\"]}},"
+                         " \"required\": [\"name\", \"age\"], \"additionalProperties\": false}";
+    static const char *const good[] = {"{\"name\": \"Lily\", \"age\": 3}",
+                                       "{\"name\":\"\",\"age\":-12,\"tags\":[\"a\",3],\"ok\":null}",
+                                       "{\n  \"name\": \"a\\\"b\",\n  \"age\": 0,\n  \"ok\": true\n}", NULL};
+    static const char *const bad_texts[] = {"{\"age\": 3, \"name\": \"Lily\"}", /* order */
+                                            "{\"name\": \"Lily\"}",              /* a required one missing */
+                                            "{\"name\": \"Lily\", \"age\": 3, \"x\": 1}",
+                                            "{\"name\": \"Lily Lily\", \"age\": 3}", /* longer than 8 */
+                                            "{\"name\": \"L\", \"age\": 3.5}",
+                                            "{\"name\": \"L\", \"age\": 3, \"tags\": []}",
+                                            "{\"name\": \"L\", \"age\": 3, \"tags\": [\"a\", \"b\", \"a\"]}",
+                                            "{\"name\": \"L\", \"age\": 03}", NULL};
+    check_schema(schema, good, bad_texts);
+    /* only optional properties: any subset in order, commas right */
+    static const char *const good2[] = {"{}", "{\"b\": 1}", "{\"a\": 1, \"c\": 2}", "{\"a\": 1, \"b\": 2, \"c\": 3}", NULL};
+    static const char *const bad2[] = {"{,\"b\": 1}", "{\"a\": 1,}", "{\"c\": 1, \"a\": 2}", NULL};
+    check_schema("{\"properties\": {\"a\": {\"type\": \"number\"}, \"b\": {}, \"c\": true}}", good2, bad2);
+    /* other keys allowed after the declared ones */
+    static const char *const good3[] = {"{\"id\": 1}", "{\"id\": 1, \"x\": \"y\", \"z\": \"w\"}", NULL};
+    static const char *const bad3[] = {"{\"id\": 1, \"x\": 2}", NULL};
+    check_schema("{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\"}}, \"required\": [\"id\"],"
+                 " \"additionalProperties\": {\"type\": \"string\"}}", good3, bad3);
+    static const char *const good4[] = {"{}", "{\"k\": [1, {\"a\": null}]}", NULL};
+    check_schema("{\"type\": \"object\", \"additionalProperties\": true}", good4, NULL);
+}
+
+static void test_schema_combinations(void)
+{
+    /* anyOf, const, nested arrays, $ref with recursion */
+    const char *tree = "{\"$ref\": \"#/$defs/node\", \"$defs\": {\"node\": {\"type\": \"object\", \"properties\":"
+                       " {\"v\": {\"anyOf\": [{\"type\": \"integer\"}, {\"const\": \"none\"}]}, \"kids\": {\"type\":"
+                       " \"array\", \"items\": {\"$ref\": \"#/$defs/node\"}}}, \"required\": [\"v\"]}}}";
+    static const char *const good[] = {"{\"v\": 1}", "{\"v\": \"none\", \"kids\": [{\"v\": 2, \"kids\": []}, {\"v\": 3}]}",
+                                       NULL};
+    static const char *const bad_texts[] = {"{\"v\": \"some\"}", "{\"kids\": []}", "{\"v\": 1, \"kids\": [{}]}", NULL};
+    check_schema(tree, good, bad_texts);
+    static const char *const good2[] = {"\"x\"", "{\"a\": [true]}", "-1.5e+3", "null", NULL};
+    static const char *const bad2[] = {"nul", "{a: 1}", "01", NULL};
+    check_schema("{}", good2, bad2);
+    static const char *const good3[] = {"[[1, 2], []]", NULL};
+    static const char *const bad3[] = {"[[1, 2, 3]]", "[1]", NULL};
+    check_schema("{\"type\": \"array\", \"items\": {\"type\": \"array\", \"items\": {\"type\": \"number\"}, \"maxItems\": 2},"
+                 " \"title\": \"pairs\", \"description\": \"d\"}", good3, bad3);
+    static const char *const good4[] = {"\"\\u00e9\\n\"", "\"中文\"", NULL};
+    static const char *const bad4[] = {"\"\n\"", "\"\\x\"", NULL};
+    check_schema("{\"type\": \"string\"}", good4, bad4);
+}
+
+static void schema_bad(const char *schema_text, const char *piece)
+{
+    json_t *schema = NULL;
+    snug_error err = {0};
+    if (strcmp(schema_text, "false") == 0) {
+        schema = json_false();
+    } else if (snug_json_parse(schema_text, strlen(schema_text), "schema", &schema, &err) != SNUG_OK) {
+        CHECK(false, "%s: %s", schema_text, err.msg);
+        return;
+    }
+    snug_strbuf out = {.err = &err};
+    CHECK_FAILS(snug_schema_to_gbnf(schema, "response_format.json_schema.schema", &out, &err), &err, SNUG_INVALID,
+                piece);
+    snug_strbuf_free(&out);
+    json_decref(schema);
+}
+
+static void test_schema_refused(void)
+{
+    schema_bad("{\"type\": \"string\", \"pattern\": \"^a$\"}",
+               "response_format.json_schema.schema: the keyword \"pattern\" is not supported");
+    schema_bad("{\"properties\": {\"a\": {\"type\": \"number\", \"minimum\": 0}}}",
+               "schema.properties.a: the keyword \"minimum\" is not supported");
+    schema_bad("{\"type\": \"strin\"}", "\"strin\" is not a JSON schema type");
+    schema_bad("{\"$ref\": \"#/$defs/missing\"}", "names no schema");
+    schema_bad("{\"$ref\": \"http://x/y.json\"}", "names no schema");
+    schema_bad("{\"type\": \"object\", \"required\": [\"a\"]}", "required[0]: \"a\" is not among the properties");
+    schema_bad("{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 2}", "maxItems (2) is below minItems (3)");
+    schema_bad("{\"type\": \"array\", \"maxItems\": 5000}", "schema.maxItems: expected an integer from 0 to 1024");
+    schema_bad("{\"allOf\": [{}, {}]}", "only a list of one schema");
+    schema_bad("{\"enum\": []}", "enum: expected a non-empty list");
+    schema_bad("false", "admits no value");
+    schema_bad("{\"anyOf\": [{\"type\": \"integer\"}, {\"items\": 5}]}", "schema.anyOf[1]: items: expected a schema");
+    schema_bad("{\"$ref\": \"#\", \"type\": \"object\"}", "type beside $ref is not supported");
+}
+
 int main(void)
 {
     RUN(test_literals_and_alternatives);
@@ -286,5 +420,8 @@ int main(void)
     RUN(test_json);
     RUN(test_bad_grammars);
     RUN(test_oom);
+    RUN(test_schema_objects);
+    RUN(test_schema_combinations);
+    RUN(test_schema_refused);
     return test_summary();
 }

@@ -109,7 +109,7 @@ static int real_precision(const json_t *v)
 char *snug_json_dumps(const json_t *value, bool pretty)
 {
     snug_json_init();
-    size_t flags = (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER |
+    size_t flags = (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY |
                    JSON_REAL_PRECISION(real_precision(value));
     return json_dumps(value, flags);
 }

@@ -53,7 +53,7 @@ enum {
 snug_status snug_json_load_file_opts(const char *path, size_t max_bytes, int opts, json_t **out,
                                      snug_error *err);
 
-/* Formats a JSON value (2-space indentation when pretty, else compact;
+/* Formats a JSON value, a scalar too (2-space indentation when pretty, else compact;
  * object keys in insertion order; reals with the fewest significant digits,
  * 15 to 17, with which every real of the value reads back exactly) into a
  * new NUL-terminated string the caller frees with snug_mem_free. NULL only
