@@ -7,6 +7,7 @@
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/schema.h"
+#include "grammar/tokmask.h"
 #include "base/json.h"
 #include "base/device.h"
 #include "test.h"
@@ -410,6 +411,128 @@ static void test_schema_refused(void)
     schema_bad("{\"$ref\": \"#\", \"type\": \"object\"}", "type beside $ref is not supported");
 }
 
+
+/* ---- token masks --------------------------------------------------------------- */
+
+enum { VOCAB = 4000 };
+
+/* A vocabulary like a real one: every single byte, then strings of JSON's
+ * pieces and words (some repeated under two ids), a few UTF-8 letters and
+ * tokens with no bytes (specials). texts are views into buf. */
+static void make_vocab(char *buf, const uint8_t *texts[VOCAB], int32_t lens[VOCAB])
+{
+    static const char *const pieces[] = {"{", "}", "[", "]", "\"", ":", ",", " ", "\n", "true", "false", "null",
+                                         "0", "1", "12", "-", ".", "e", "a", "name", "age", "Lily", "\\", "u",
+                                         "é", "中", "\":", "\",", "{\"", "\"}", " \"", "\t", "ab", "x"};
+    const int n_pieces = (int)(sizeof pieces / sizeof pieces[0]);
+    uint64_t state = 12345;
+    size_t at = 0;
+    for (int32_t i = 0; i < VOCAB; i++) {
+        texts[i] = (const uint8_t *)buf + at;
+        if (i < 256) {
+            buf[at] = (char)i, lens[i] = 1;
+        } else if (i % 97 == 0) {
+            lens[i] = 0; /* a special token */
+        } else if (i % 89 == 0) {
+            texts[i] = texts[i - 1], lens[i] = lens[i - 1]; /* the same bytes under another id */
+            continue;
+        } else {
+            int k = 0, parts = 1 + (int)(i % 4);
+            for (int j = 0; j < parts; j++) {
+                state = state * 6364136223846793005ull + 1442695040888963407ull;
+                const char *p = pieces[(state >> 33) % (uint64_t)n_pieces];
+                memcpy(buf + at + k, p, strlen(p));
+                k += (int)strlen(p);
+            }
+            lens[i] = k;
+        }
+        at += (size_t)lens[i];
+    }
+}
+
+/* Along a walk through grammar g (tokens chosen among those allowed), the
+ * trie's mask equals advancing every token's bytes one by one. */
+static void check_masks(const char *grammar_text, int steps)
+{
+    static char buf[VOCAB * 40];
+    static const uint8_t *texts[VOCAB];
+    static int32_t lens[VOCAB];
+    make_vocab(buf, texts, lens);
+    snug_vocab_trie *t = NULL;
+    snug_error err = {0};
+    CHECK_OK(snug_vocab_trie_build(texts, lens, VOCAB, &t, &err), &err);
+    gm x;
+    if (!t || !gm_open(&x, grammar_text, STACKS, DEPTH)) {
+        snug_vocab_trie_free(t);
+        return;
+    }
+    size_t gb = snug_gmatch_bytes(STACKS, DEPTH);
+    void *scratch = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_scratch_bytes(t, STACKS, DEPTH), NULL);
+    void *one = snug_mem_alloc(SNUG_MEM_OTHER, gb, NULL);
+    uint32_t mask[(VOCAB + 31) / 32];
+    uint64_t state = 99;
+    int32_t brute_all = 0, partial = 0, restarts = 0;
+    for (int32_t i = 0; i < VOCAB; i++) brute_all += lens[i] > 0;
+    for (int step = 0; step < steps && !g_test_failed_checks; step++) {
+        bool over = true;
+        int32_t allowed = snug_tokmask_compute(t, &x.m, scratch, mask, &over);
+        int32_t brute = 0, wrong = 0;
+        for (int32_t i = 0; i < VOCAB; i++) {
+            snug_gmatch m;
+            snug_gmatch_clone(&m, one, &x.m);
+            bool ok = lens[i] > 0 && snug_gmatch_advance_bytes(&m, texts[i], (size_t)lens[i], NULL) == SNUG_GMATCH_OK;
+            brute += ok;
+            if (ok != (bool)(mask[i >> 5] >> (i & 31) & 1) && wrong++ < 3)
+                CHECK(false, "step %d: token %d (%.*s): brute force %d, mask %d", step, i, lens[i], texts[i], ok, !ok);
+        }
+        CHECK(allowed == brute && !over, "step %d: %d allowed by the mask, %d by brute force, overflow %d", step,
+              allowed, brute, over);
+        partial += allowed > 0 && allowed < brute_all;
+        if (allowed == 0) { /* a whole match with nothing to follow: from the start again */
+            restarts++;
+            snug_gmatch_start(&x.m, x.mem, STACKS, DEPTH, x.g, &err);
+            continue;
+        }
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        int32_t pick = (int32_t)((state >> 33) % (uint64_t)allowed), id = -1;
+        for (int32_t i = 0; i < VOCAB && id < 0; i++)
+            if (mask[i >> 5] >> (i & 31) & 1 && pick-- == 0) id = i;
+        CHECK(snug_gmatch_advance_bytes(&x.m, texts[id], (size_t)lens[id], NULL) == SNUG_GMATCH_OK, "step %d", step);
+    }
+    CHECK(partial >= steps / 2, "%d of %d masks allowed some tokens but not all (%d restarts)", partial, steps, restarts);
+    printf("  %d masks checked against every token, %d restarts\n", steps, restarts);
+    snug_mem_free(one);
+    snug_mem_free(scratch);
+    gm_close(&x);
+    snug_vocab_trie_free(t);
+}
+
+static snug_status build_trie(void *ctx, snug_error *err)
+{
+    static const uint8_t a[] = "ab", b[] = "abc", c[] = "b";
+    const uint8_t *texts[] = {a, b, c, a};
+    const int32_t lens[] = {2, 3, 1, 2};
+    return snug_vocab_trie_build(texts, lens, 4, (snug_vocab_trie **)ctx, err);
+}
+
+static void test_token_masks(void)
+{
+    snug_vocab_trie *t = NULL;
+    CHECK(test_oom_loop("trie", build_trie, NULL, &t, 10) >= 1, "the trie's allocations fail cleanly");
+    CHECK(t && t->n_nodes == 5 && t->depth_max == 3 && t->size[0] == 5, "the trie of ab, abc, b, ab: %d nodes",
+          t ? t->n_nodes : -1);
+    if (t) CHECK(t->tok_first[3] - t->tok_first[2] == 2, "ab under two ids");
+    snug_vocab_trie_free(t);
+
+    check_masks("root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= \"\\\"\" [a-z]* \"\\\":\" ws ( [0-9]+ | \"true\" | \"null\" )\n"
+                "ws ::= [ \\n]?", 40);
+    char *g = schema_gbnf("{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": {\"type\":"
+                          " \"integer\"}, \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}},"
+                          " \"required\": [\"name\"]}");
+    if (g) check_masks(g, 60);
+    snug_mem_free(g);
+}
+
 int main(void)
 {
     RUN(test_literals_and_alternatives);
@@ -423,5 +546,6 @@ int main(void)
     RUN(test_schema_objects);
     RUN(test_schema_combinations);
     RUN(test_schema_refused);
+    RUN(test_token_masks);
     return test_summary();
 }

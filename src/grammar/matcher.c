@@ -94,14 +94,20 @@ static bool settle(snug_gmatch *m, int32_t n)
     return true;
 }
 
-snug_status snug_gmatch_start(snug_gmatch *m, void *mem, int32_t max_stacks, int32_t max_depth,
-                              const snug_grammar *g, snug_error *err)
+/* m over mem, empty. */
+static void bind(snug_gmatch *m, void *mem, int32_t max_stacks, int32_t max_depth, const snug_grammar *g)
 {
     SNUG_ASSERT(max_stacks >= 1 && max_depth >= 1);
     int32_t *w = mem;
     size_t per = (size_t)max_stacks * (size_t)max_depth;
     *m = (snug_gmatch){.g = g, .max_stacks = max_stacks, .max_depth = max_depth, .len = w,
                        .frames = w + max_stacks, .len2 = w + max_stacks + per, .frames2 = w + 2 * (size_t)max_stacks + per};
+}
+
+snug_status snug_gmatch_start(snug_gmatch *m, void *mem, int32_t max_stacks, int32_t max_depth,
+                              const snug_grammar *g, snug_error *err)
+{
+    bind(m, mem, max_stacks, max_depth, g);
     int32_t n = 0;
     for (int32_t a = g->alt_first[g->root]; a < g->alt_first[g->root + 1]; a++)
         if (!append(m, &n, NULL, 0, g->alts[a])) goto over;
@@ -163,4 +169,10 @@ void snug_gmatch_copy(snug_gmatch *dst, const snug_gmatch *src)
     memcpy(dst->len, src->len, (size_t)src->n * sizeof *src->len);
     for (int32_t i = 0; i < src->n; i++)
         memcpy(frames_of(dst->frames, dst, i), frames_of(src->frames, src, i), (size_t)src->len[i] * sizeof(int32_t));
+}
+
+void snug_gmatch_clone(snug_gmatch *dst, void *mem, const snug_gmatch *src)
+{
+    bind(dst, mem, src->max_stacks, src->max_depth, src->g);
+    snug_gmatch_copy(dst, src);
 }

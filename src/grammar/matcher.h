@@ -68,4 +68,8 @@ void snug_gmatch_next_bytes(const snug_gmatch *m, snug_byteset *out);
  * over memory of its own. */
 void snug_gmatch_copy(snug_gmatch *dst, const snug_gmatch *src);
 
+/* Makes dst a matcher over mem (snug_gmatch_bytes of src's limits) in
+ * src's state. */
+void snug_gmatch_clone(snug_gmatch *dst, void *mem, const snug_gmatch *src);
+
 #endif /* SNUG_GRAMMAR_MATCHER_H */

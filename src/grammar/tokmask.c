@@ -1,0 +1,137 @@
+/*
+ * tokmask.c: the vocabulary trie and the mask walk of tokmask.h. The trie
+ * is built from the tokens sorted by their bytes: each token shares with
+ * the one before it the path of their common prefix, so nodes come out in
+ * preorder and a node's subtree is contiguous.
+ */
+#include "tokmask.h"
+
+#include "base/device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tok_ref {
+    const uint8_t *text;
+    int32_t len, id;
+} tok_ref;
+
+static int by_bytes(const void *a, const void *b)
+{
+    const tok_ref *x = a, *y = b;
+    int32_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(x->text, y->text, (size_t)n) : 0;
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *lens, int32_t n_vocab,
+                                  snug_vocab_trie **out, snug_error *err)
+{
+    *out = NULL;
+    int64_t total = 1, n = 0; /* nodes: at most 1 + every byte of every token */
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (lens[i] > 0) total += lens[i], n++;
+    tok_ref *refs = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(n ? n : 1) * sizeof *refs, err);
+    int32_t *path = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)total * sizeof *path, err); /* node at each depth */
+    size_t bytes = sizeof(snug_vocab_trie) + (size_t)total * (2 * sizeof(int32_t) + 1) + sizeof(int32_t) +
+                   (size_t)(n ? n : 1) * sizeof(int32_t) + 8;
+    char *mem = refs && path ? snug_mem_alloc(SNUG_MEM_OTHER, bytes, err) : NULL;
+    if (!mem) {
+        snug_mem_free(refs);
+        snug_mem_free(path);
+        return SNUG_NOMEM;
+    }
+    int64_t k = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (lens[i] > 0) refs[k++] = (tok_ref){texts[i], lens[i], i};
+    qsort(refs, (size_t)n, sizeof *refs, by_bytes);
+
+    snug_vocab_trie *t = (snug_vocab_trie *)(void *)mem;
+    int32_t *size = (int32_t *)(void *)(mem + sizeof *t), *tok_first = size + total, *ids = tok_first + total + 1;
+    uint8_t *byte = (uint8_t *)(ids + (n ? n : 1));
+    int32_t nodes = 1, depth = 0, depth_max = 0; /* path[0..depth]: the nodes of the current path */
+    path[0] = 0, byte[0] = 0, tok_first[0] = 0;
+    int32_t n_ids = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tok_ref *r = &refs[i];
+        int32_t common = 0;
+        if (i > 0) {
+            const tok_ref *p = &refs[i - 1];
+            while (common < p->len && common < r->len && p->text[common] == r->text[common]) common++;
+        }
+        /* leave the nodes past the common prefix: their subtrees are complete */
+        for (; depth > common; depth--) size[path[depth]] = nodes - path[depth];
+        for (; depth < r->len; depth++) { /* a new node per remaining byte */
+            int32_t node = nodes++;
+            byte[node] = r->text[depth];
+            tok_first[node] = n_ids;
+            path[depth + 1] = node;
+        }
+        ids[n_ids++] = r->id;
+        if (r->len > depth_max) depth_max = r->len;
+    }
+    for (; depth > 0; depth--) size[path[depth]] = nodes - path[depth];
+    size[0] = nodes;
+    /* a token ends at a node made for it or at the previous token's end (a
+     * duplicate): node i's tokens run to the next node's first */
+    tok_first[nodes] = n_ids;
+    snug_mem_free(path);
+    snug_mem_free(refs);
+    *t = (snug_vocab_trie){.n_vocab = n_vocab, .n_nodes = nodes, .depth_max = depth_max, .size = size, .byte = byte,
+                           .tok_first = tok_first, .ids = ids, .bytes = bytes};
+    *out = t;
+    return SNUG_OK;
+}
+
+void snug_vocab_trie_free(snug_vocab_trie *t) { snug_mem_free(t); }
+
+size_t snug_tokmask_scratch_bytes(const snug_vocab_trie *t, int32_t max_stacks, int32_t max_depth)
+{
+    return ((size_t)t->depth_max + 1) * snug_gmatch_bytes(max_stacks, max_depth);
+}
+
+typedef struct walk_ctx {
+    const snug_vocab_trie *t;
+    char *scratch;
+    size_t level_bytes;
+    uint32_t *mask;
+    int32_t allowed;
+    bool overflowed;
+} walk_ctx;
+
+/* The children of node (reached with state s at depth level) whose bytes s
+ * takes, their tokens allowed, and their subtrees. */
+static void walk(walk_ctx *w, int32_t node, int32_t level, const snug_gmatch *s)
+{
+    const snug_vocab_trie *t = w->t;
+    snug_byteset next;
+    snug_gmatch_next_bytes(s, &next);
+    for (int32_t c = node + 1, end = node + t->size[node]; c < end; c += t->size[c]) {
+        if (!snug_byteset_has(&next, t->byte[c])) continue; /* the whole subtree is refused */
+        snug_gmatch m;
+        snug_gmatch_clone(&m, w->scratch + (size_t)(level + 1) * w->level_bytes, s);
+        snug_gmatch_result r = snug_gmatch_advance(&m, t->byte[c]);
+        if (r != SNUG_GMATCH_OK) {
+            w->overflowed |= r == SNUG_GMATCH_OVERFLOW;
+            continue;
+        }
+        for (int32_t i = t->tok_first[c]; i < t->tok_first[c + 1]; i++) {
+            w->mask[t->ids[i] >> 5] |= 1u << (t->ids[i] & 31);
+            w->allowed++;
+        }
+        if (t->size[c] > 1) walk(w, c, level + 1, &m);
+    }
+}
+
+int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state, void *scratch, uint32_t *mask,
+                             bool *overflowed)
+{
+    memset(mask, 0, ((size_t)t->n_vocab + 31) / 32 * sizeof *mask);
+    walk_ctx w = {.t = t, .scratch = scratch, .level_bytes = snug_gmatch_bytes(state->max_stacks, state->max_depth),
+                  .mask = mask};
+    walk(&w, 0, 0, state);
+    if (overflowed) *overflowed = w.overflowed;
+    return w.allowed;
+}

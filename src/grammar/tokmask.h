@@ -1,0 +1,56 @@
+/*
+ * tokmask.h: which tokens of a vocabulary a grammar allows next: the mask
+ * the sampler applies before it samples a constrained sequence.
+ *
+ * The vocabulary's token texts (their bytes: the tokenizer's decoding of
+ * each id alone) go into a trie, numbered in preorder so that a node's
+ * subtree is the nodes after it up to its size. A mask is a walk of the
+ * trie from a matcher state (matcher.h): a child is entered only when the
+ * state takes its byte (a refused byte skips its whole subtree), with a
+ * copy of the state advanced by it in the level's own memory; the tokens
+ * that end at an entered node are allowed. Tokens with no bytes (special
+ * tokens) are never allowed here: the caller decides about EOS (allowed
+ * where the matcher is accepting).
+ *
+ * Nothing in snug_tokmask_compute allocates: its scratch is sized by
+ * snug_tokmask_scratch_bytes.
+ */
+#ifndef SNUG_GRAMMAR_TOKMASK_H
+#define SNUG_GRAMMAR_TOKMASK_H
+
+#include "matcher.h"
+
+typedef struct snug_vocab_trie {
+    int32_t n_vocab;
+    int32_t n_nodes;      /* node 0 is the root (the empty text) */
+    int32_t depth_max;    /* the longest token, in bytes */
+    const int32_t *size;  /* (n_nodes): nodes in the subtree, the node included */
+    const uint8_t *byte;  /* (n_nodes): the byte on the edge into the node */
+    const int32_t *tok_first; /* (n_nodes + 1): the tokens ending at node i are ids[tok_first[i] ..
+                               * tok_first[i + 1]) */
+    const int32_t *ids;
+    size_t bytes;         /* what the trie holds, this struct included */
+} snug_vocab_trie;
+
+/* Builds the trie of n_vocab tokens, token i's text the lens[i] bytes at
+ * texts[i] (lens[i] 0: never allowed). Fails with SNUG_NOMEM (nothing
+ * held, *out NULL). The caller frees *out with snug_vocab_trie_free. */
+snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *lens, int32_t n_vocab,
+                                  snug_vocab_trie **out, snug_error *err);
+
+void snug_vocab_trie_free(snug_vocab_trie *t);
+
+/* Bytes of scratch snug_tokmask_compute needs for trie t and matchers of
+ * these limits. Pure. */
+size_t snug_tokmask_scratch_bytes(const snug_vocab_trie *t, int32_t max_stacks, int32_t max_depth);
+
+/* Sets in mask ((n_vocab + 31) / 32 words, cleared first) bit i for each
+ * token i whose bytes state takes, one after another; state is not
+ * changed. scratch: snug_tokmask_scratch_bytes(t, state's limits), 4-byte
+ * aligned. Returns how many tokens are allowed; *overflowed (may be NULL)
+ * tells whether some token was left out because advancing by it passed
+ * the matcher's limits. */
+int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state, void *scratch, uint32_t *mask,
+                             bool *overflowed);
+
+#endif /* SNUG_GRAMMAR_TOKMASK_H */
