@@ -120,18 +120,28 @@ over:
                        max_stacks, max_depth);
 }
 
-snug_gmatch_result snug_gmatch_advance(snug_gmatch *m, uint8_t b)
+/* The stacks of src whose top takes b, moved past it, into dst's next set
+ * (dst and src may be one matcher); then settled into dst. */
+static snug_gmatch_result step(snug_gmatch *dst, const snug_gmatch *src, uint8_t b)
 {
     int32_t n = 0;
-    for (int32_t i = 0; i < m->n; i++) {
-        int32_t d = m->len[i];
-        const int32_t *f = frames_of(m->frames, m, i);
-        if (d == 0 || !snug_byteset_has(&m->g->sets[m->g->elems[f[d - 1]].value], b)) continue;
-        if (!append(m, &n, f, d, -1)) return SNUG_GMATCH_OVERFLOW;
-        frames_of(m->frames2, m, n - 1)[d - 1]++; /* past the byte */
+    for (int32_t i = 0; i < src->n; i++) {
+        int32_t d = src->len[i];
+        const int32_t *f = frames_of(src->frames, src, i);
+        if (d == 0 || !snug_byteset_has(&src->g->sets[src->g->elems[f[d - 1]].value], b)) continue;
+        if (!append(dst, &n, f, d, -1)) return SNUG_GMATCH_OVERFLOW;
+        frames_of(dst->frames2, dst, n - 1)[d - 1]++; /* past the byte */
     }
     if (n == 0) return SNUG_GMATCH_REJECT;
-    return settle(m, n) ? SNUG_GMATCH_OK : SNUG_GMATCH_OVERFLOW;
+    return settle(dst, n) ? SNUG_GMATCH_OK : SNUG_GMATCH_OVERFLOW;
+}
+
+snug_gmatch_result snug_gmatch_advance(snug_gmatch *m, uint8_t b) { return step(m, m, b); }
+
+snug_gmatch_result snug_gmatch_advance_from(snug_gmatch *dst, void *mem, const snug_gmatch *src, uint8_t b)
+{
+    bind(dst, mem, src->max_stacks, src->max_depth, src->g);
+    return step(dst, src, b);
 }
 
 snug_gmatch_result snug_gmatch_advance_bytes(snug_gmatch *m, const void *bytes, size_t n, size_t *taken)

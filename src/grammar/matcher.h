@@ -53,6 +53,12 @@ snug_status snug_gmatch_start(snug_gmatch *m, void *mem, int32_t max_stacks, int
 /* Advances m by byte b; on anything but SNUG_GMATCH_OK m is as it was. */
 snug_gmatch_result snug_gmatch_advance(snug_gmatch *m, uint8_t b);
 
+/* Makes dst a matcher over mem (snug_gmatch_bytes of src's limits) in the
+ * state src reaches with byte b, src unchanged: an advance with no copy of
+ * the stacks that do not take b. On anything but SNUG_GMATCH_OK dst holds
+ * no state to use. */
+snug_gmatch_result snug_gmatch_advance_from(snug_gmatch *dst, void *mem, const snug_gmatch *src, uint8_t b);
+
 /* Advances m by n bytes, stopping at the first that is not taken (m is
  * then as it was after the bytes before it); *taken (may be NULL) gets
  * how many were. */

@@ -111,8 +111,7 @@ static void walk(walk_ctx *w, int32_t node, int32_t level, const snug_gmatch *s)
     for (int32_t c = node + 1, end = node + t->size[node]; c < end; c += t->size[c]) {
         if (!snug_byteset_has(&next, t->byte[c])) continue; /* the whole subtree is refused */
         snug_gmatch m;
-        snug_gmatch_clone(&m, w->scratch + (size_t)(level + 1) * w->level_bytes, s);
-        snug_gmatch_result r = snug_gmatch_advance(&m, t->byte[c]);
+        snug_gmatch_result r = snug_gmatch_advance_from(&m, w->scratch + (size_t)(level + 1) * w->level_bytes, s, t->byte[c]);
         if (r != SNUG_GMATCH_OK) {
             w->overflowed |= r == SNUG_GMATCH_OVERFLOW;
             continue;
