@@ -11,8 +11,10 @@
  * grammar; a JSON text valid for it is tokenized and walked token by
  * token: at each state the trie walk's mask is timed (and must allow the
  * text's next token), and at every fourth state the token-by-token check
- * too (it must give the same mask). Prints the trie's size and build time,
- * each way's median time per mask and their ratio. Not a timed test.
+ * too (it must give the same mask), and the mask through a cache of 8
+ * states (snug_tokmask_cache: a lookup, the walk on a miss). Prints the
+ * trie's size and build time, each way's time per mask and their ratios.
+ * Not a timed test.
  */
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
@@ -112,6 +114,12 @@ int main(int argc, char **argv)
     double *t_each = snug_mem_alloc(SNUG_MEM_OTHER, (n_ids + 1) * sizeof(double), &err);
     double *t_walk_same = snug_mem_alloc(SNUG_MEM_OTHER, (n_ids + 1) * sizeof(double), &err);
     if (!mem || !scratch || !mask || !t_walk || !t_each || !t_walk_same) die("memory", &err);
+    enum { CACHED = 8 };
+    snug_tokmask_cache cache;
+    void *cache_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(CACHED, n_vocab, STACKS, DEPTH), &err);
+    double *t_cached = snug_mem_alloc(SNUG_MEM_OTHER, (n_ids + 1) * sizeof(double), &err);
+    if (!cache_mem || !t_cached) die("memory", &err);
+    snug_tokmask_cache_init(&cache, cache_mem, CACHED, n_vocab, STACKS, DEPTH);
     snug_gmatch m, one;
     if (snug_gmatch_start(&m, mem, STACKS, DEPTH, g, &err) != SNUG_OK) die("start", &err);
     int n_each = 0;
@@ -121,6 +129,20 @@ int main(int argc, char **argv)
         int32_t allowed = snug_tokmask_compute(trie, &m, scratch, mask, NULL);
         t_walk[step] = now() - a;
         allowed_sum += allowed;
+        /* the same mask through the cache: a lookup, then the walk and a put on a miss */
+        a = now();
+        int32_t n_cached = 0;
+        const uint32_t *hit = snug_tokmask_cache_get(&cache, &m, &n_cached);
+        if (!hit) {
+            n_cached = snug_tokmask_compute(trie, &m, scratch, mask, NULL);
+            snug_tokmask_cache_put(&cache, &m, mask, n_cached);
+        }
+        t_cached[step] = now() - a;
+        if (n_cached != allowed) {
+            fprintf(stderr, "bench/grammar: state %zu: the cache's mask allows %d tokens, the walk %d\n", step,
+                    n_cached, allowed);
+            return 1;
+        }
         int32_t id = ids[step];
         if (!(mask[id >> 5] >> (id & 31) & 1)) {
             fprintf(stderr, "bench/grammar: the text's token %zu (%d, \"%.*s\") is not allowed\n", step, id,
@@ -150,14 +172,20 @@ int main(int argc, char **argv)
     double ms = median(t_walk_same, n_each), me = median(t_each, n_each);
     double worst = 0;
     for (size_t i = 0; i < n_ids; i++) worst = worst > t_walk[i] ? worst : t_walk[i];
-    double mw = median(t_walk, (int)n_ids);
+    double mw = median(t_walk, (int)n_ids), mean_walk = 0, mean_cached = 0;
+    for (size_t i = 0; i < n_ids; i++) mean_walk += t_walk[i] / (double)n_ids, mean_cached += t_cached[i] / (double)n_ids;
     printf("bench/grammar: %s, %d tokens; trie %d nodes (%.1f MB), built in %.1f ms\n", dir, n_vocab, trie->n_nodes,
            (double)trie->bytes / 1e6, t_trie * 1e3);
     printf("JSON schema text of %zu tokens, %.0f tokens allowed per state on average\n", n_ids,
            (double)allowed_sum / (double)n_ids);
     printf("mask by the trie walk: median %.3f ms, worst %.3f ms (all %zu states)\n", mw * 1e3, worst * 1e3, n_ids);
+    printf("with a cache of %d states: %lld hits, %lld misses; mean %.3f ms a mask against %.3f ms without: %.2f\n",
+           CACHED, (long long)cache.hits, (long long)cache.misses, mean_cached * 1e3, mean_walk * 1e3,
+           mean_walk > 0 ? mean_cached / mean_walk : 0);
     printf("on every fourth state (%d): trie walk %.3f ms, token by token %.3f ms: walk / one by one %.2f\n", n_each,
            ms * 1e3, me * 1e3, me > 0 ? ms / me : 0);
+    snug_mem_free(t_cached);
+    snug_mem_free(cache_mem);
     snug_mem_free(t_walk_same);
     snug_mem_free(t_each);
     snug_mem_free(t_walk);

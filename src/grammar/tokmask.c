@@ -134,3 +134,112 @@ int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state,
     if (overflowed) *overflowed = w.overflowed;
     return w.allowed;
 }
+
+/* ---- the cache ------------------------------------------------------------------ */
+
+/* One entry: its header, the state's stack lengths and frames (packed),
+ * then the mask. */
+typedef struct cache_head {
+    uint64_t hash, last_use;
+    int32_t n_stacks, n_frames, allowed, pad;
+} cache_head;
+
+static size_t mask_words(int32_t n_vocab) { return ((size_t)n_vocab + 31) / 32; }
+
+size_t snug_tokmask_cache_bytes(int32_t n_entries, int32_t n_vocab, int32_t max_stacks, int32_t max_depth)
+{
+    size_t entry = sizeof(cache_head) + ((size_t)max_stacks * ((size_t)max_depth + 1)) * sizeof(int32_t) +
+                   mask_words(n_vocab) * sizeof(uint32_t);
+    return (size_t)n_entries * ((entry + 7) / 8 * 8);
+}
+
+void snug_tokmask_cache_init(snug_tokmask_cache *c, void *mem, int32_t n_entries, int32_t n_vocab,
+                             int32_t max_stacks, int32_t max_depth)
+{
+    *c = (snug_tokmask_cache){.n_entries = n_entries, .n_vocab = n_vocab, .max_stacks = max_stacks,
+                              .max_depth = max_depth, .entries = mem,
+                              .entry_bytes = snug_tokmask_cache_bytes(1, n_vocab, max_stacks, max_depth)};
+}
+
+/* A stack's hash (FNV-1a over its frames). */
+static uint64_t stack_hash(const int32_t *f, int32_t d)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uint32_t)d;
+    for (int32_t i = 0; i < d; i++) h = (h ^ (uint64_t)(uint32_t)f[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The state's hash, the same whatever the order of its stacks. */
+static uint64_t state_hash(const snug_gmatch *s)
+{
+    uint64_t h = (uint64_t)s->n;
+    for (int32_t i = 0; i < s->n; i++) h += stack_hash(s->frames + (size_t)i * (size_t)s->max_depth, s->len[i]);
+    return h;
+}
+
+static cache_head *entry(const snug_tokmask_cache *c, int32_t i)
+{
+    return (cache_head *)(void *)(c->entries + (size_t)i * c->entry_bytes);
+}
+
+static int32_t *entry_lens(cache_head *e) { return (int32_t *)(e + 1); }
+
+static uint32_t *entry_mask(const snug_tokmask_cache *c, cache_head *e)
+{
+    return (uint32_t *)(void *)((char *)(e + 1) +
+                                (size_t)c->max_stacks * ((size_t)c->max_depth + 1) * sizeof(int32_t));
+}
+
+/* Whether entry e holds state s: the same stacks (each of s found in e; no
+ * duplicates in either, so equal counts make the sets equal). */
+static bool entry_is(const cache_head *e, const snug_gmatch *s)
+{
+    if (e->n_stacks != s->n) return false;
+    const int32_t *lens = (const int32_t *)(e + 1), *frames = lens + e->n_stacks;
+    for (int32_t i = 0; i < s->n; i++) {
+        const int32_t *f = s->frames + (size_t)i * (size_t)s->max_depth;
+        bool found = false;
+        for (int32_t j = 0, at = 0; j < e->n_stacks && !found; at += lens[j], j++)
+            found = lens[j] == s->len[i] && memcmp(frames + at, f, (size_t)lens[j] * sizeof *f) == 0;
+        if (!found) return false;
+    }
+    return true;
+}
+
+const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, const snug_gmatch *state, int32_t *allowed)
+{
+    uint64_t h = state_hash(state);
+    for (int32_t i = 0; i < c->used; i++) {
+        cache_head *e = entry(c, i);
+        if (e->hash != h || !entry_is(e, state)) continue;
+        e->last_use = ++c->clock;
+        c->hits++;
+        if (allowed) *allowed = e->allowed;
+        return entry_mask(c, e);
+    }
+    c->misses++;
+    return NULL;
+}
+
+void snug_tokmask_cache_put(snug_tokmask_cache *c, const snug_gmatch *state, const uint32_t *mask, int32_t allowed)
+{
+    SNUG_ASSERT(state->max_stacks == c->max_stacks && state->max_depth == c->max_depth);
+    int32_t victim = c->used;
+    if (c->used < c->n_entries) {
+        c->used++;
+    } else {
+        victim = 0;
+        for (int32_t i = 1; i < c->used; i++)
+            if (entry(c, i)->last_use < entry(c, victim)->last_use) victim = i;
+    }
+    cache_head *e = entry(c, victim);
+    int32_t *lens = entry_lens(e), *frames = lens + state->n, at = 0;
+    for (int32_t i = 0; i < state->n; i++) {
+        lens[i] = state->len[i];
+        memcpy(frames + at, state->frames + (size_t)i * (size_t)state->max_depth, (size_t)state->len[i] * sizeof *frames);
+        at += state->len[i];
+    }
+    *e = (cache_head){.hash = state_hash(state), .last_use = ++c->clock, .n_stacks = state->n, .n_frames = at,
+                      .allowed = allowed};
+    memcpy(entry_mask(c, e), mask, mask_words(c->n_vocab) * sizeof *mask);
+}

@@ -53,4 +53,36 @@ size_t snug_tokmask_scratch_bytes(const snug_vocab_trie *t, int32_t max_stacks, 
 int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state, void *scratch, uint32_t *mask,
                              bool *overflowed);
 
+/* A cache of masks by matcher state, in caller memory of a fixed size: a
+ * constrained sequence returns to the same states again and again (inside
+ * a JSON string, after each token), and a state's mask is a pure function
+ * of it. A state is looked up as a set of stacks (order does not matter);
+ * a full cache replaces its least recently used entry. */
+typedef struct snug_tokmask_cache {
+    int32_t n_entries, n_vocab, max_stacks, max_depth;
+    int32_t used;       /* entries filled */
+    uint64_t clock;     /* uses so far */
+    char *entries;      /* n_entries of entry_bytes each */
+    size_t entry_bytes;
+    int64_t hits, misses;
+} snug_tokmask_cache;
+
+/* Bytes of caller memory a cache of n_entries masks of n_vocab tokens,
+ * for matchers of these limits, needs. Pure. */
+size_t snug_tokmask_cache_bytes(int32_t n_entries, int32_t n_vocab, int32_t max_stacks, int32_t max_depth);
+
+/* Makes c an empty cache over mem (snug_tokmask_cache_bytes of the same
+ * arguments, 8-byte aligned, the caller's). */
+void snug_tokmask_cache_init(snug_tokmask_cache *c, void *mem, int32_t n_entries, int32_t n_vocab,
+                             int32_t max_stacks, int32_t max_depth);
+
+/* The mask cached for state (the same stacks in any order), or NULL;
+ * *allowed (may be NULL) gets its count. A hit makes it the most recently
+ * used. Valid until the next snug_tokmask_cache_put. */
+const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, const snug_gmatch *state, int32_t *allowed);
+
+/* Keeps mask (allowed tokens of it) for state, in place of the least
+ * recently used entry when the cache is full. */
+void snug_tokmask_cache_put(snug_tokmask_cache *c, const snug_gmatch *state, const uint32_t *mask, int32_t allowed);
+
 #endif /* SNUG_GRAMMAR_TOKMASK_H */
