@@ -66,20 +66,14 @@ int main(int argc, char **argv)
     int32_t n_vocab = snug_tokenizer_n_vocab(tok);
     size_t cap = 64 + snug_tokenizer_max_token_bytes(tok);
 
-    /* each token's bytes mid-text: a stream already started, flushed */
+    /* each token's bytes as they read mid-text */
     char *buf = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_vocab * cap, &err);
     const uint8_t **texts = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_vocab * sizeof *texts, &err);
     int32_t *lens = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n_vocab * sizeof *lens, &err);
     if (!buf || !texts || !lens) die("memory", &err);
     for (int32_t i = 0; i < n_vocab; i++) {
-        snug_tok_stream s;
-        snug_tok_stream_init(&s, tok, true);
-        s.started = true;
-        size_t n = 0;
         char *at = buf + (size_t)i * cap;
-        if (snug_tok_stream_push(&s, i, at, cap, &n, &err) != SNUG_OK) die("decode", &err);
-        n += snug_tok_stream_finish(&s, at + n, cap - n);
-        texts[i] = (const uint8_t *)at, lens[i] = (int32_t)n;
+        texts[i] = (const uint8_t *)at, lens[i] = (int32_t)snug_tokenizer_token_bytes(tok, i, at, cap);
     }
     double t0 = now();
     snug_vocab_trie *trie = NULL;

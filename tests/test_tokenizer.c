@@ -399,6 +399,52 @@ static void test_out_of_memory_loop(void)
           "loading and encoding allocate");
 }
 
+/* Each token's bytes, one after another, are the text's bytes: what the
+ * decoder gives, with the leading space a SentencePiece tokenizer strips;
+ * special tokens stand for nothing. */
+static void test_token_bytes(void)
+{
+    const char *dirs[] = {"llama2", "gpt2", "mistral-v0.3", "smollm2-135m", "phi-3-mini", "llama3-tiktoken"};
+    const char *text = "Lily said: \"héllo, 世界 😀\" {\"a\": [1, 2.5]}\n\tend";
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(dirs); i++) {
+        char src[256];
+        snprintf(src, sizeof src, "tests/data/tokenizers/%s", dirs[i]);
+        snug_error err = {0};
+        snug_tokenizer *t = NULL;
+        snug_tok_encoder *enc = NULL;
+        CHECK_OK(snug_tokenizer_load(src, &t, &err), &err);
+        if (!t) continue;
+        CHECK_OK(snug_tok_encoder_create(t, &enc, &err), &err);
+        const int32_t *ids = NULL;
+        size_t n = 0;
+        snug_tok_encode_opts eo = {.add_special = true, .parse_special = false};
+        if (enc) CHECK_OK(snug_tok_encode(enc, text, strlen(text), &eo, &ids, &n, &err), &err);
+        size_t cap = snug_tokenizer_max_token_bytes(t) + 8, len = 0;
+        char *joined = malloc(n * cap + 1), *decoded = NULL, piece[512];
+        for (size_t k = 0; k < n && cap <= sizeof piece; k++) {
+            size_t m = snug_tokenizer_token_bytes(t, ids[k], piece, sizeof piece);
+            memcpy(joined + len, piece, m);
+            len += m;
+        }
+        size_t dlen = 0;
+        if (n) CHECK_OK(snug_tok_decode(t, ids, n, true, &decoded, &dlen, &err), &err);
+        const char *j = joined;
+        if (len > 0 && j[0] == ' ' && text[0] != ' ') j++, len--; /* the space SentencePiece strips */
+        CHECK(decoded && len == dlen && memcmp(j, decoded, len) == 0 && dlen == strlen(text),
+              "%s: the tokens' bytes joined: \"%.*s\", decoded \"%s\"", dirs[i], (int)len, j, decoded);
+        if (snug_tokenizer_bos(t) >= 0)
+            CHECK(snug_tokenizer_token_bytes(t, snug_tokenizer_bos(t), piece, sizeof piece) == 0, "%s: BOS is no text",
+                  dirs[i]);
+        CHECK(snug_tokenizer_token_bytes(t, -1, piece, sizeof piece) == 0 &&
+                  snug_tokenizer_token_bytes(t, snug_tokenizer_n_vocab(t), piece, sizeof piece) == 0,
+              "%s: ids outside the vocabulary", dirs[i]);
+        snug_mem_free(decoded);
+        free(joined);
+        snug_tok_encoder_free(enc);
+        snug_tokenizer_free(t);
+    }
+}
+
 int main(void)
 {
     RUN(test_llamacpp_spm);
@@ -409,5 +455,6 @@ int main(void)
     RUN(test_written_json_reads_back);
     RUN(test_bad_tokenizer_json);
     RUN(test_out_of_memory_loop);
+    RUN(test_token_bytes);
     return test_summary();
 }

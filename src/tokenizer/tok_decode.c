@@ -97,6 +97,15 @@ snug_status snug_tok_stream_push(snug_tok_stream *s, int32_t id, char *out, size
     return SNUG_OK;
 }
 
+size_t snug_tokenizer_token_bytes(const snug_tokenizer *tok, int32_t id, char *out, size_t cap)
+{
+    if (id < 0 || id >= tok->n_vocab) return 0;
+    tok_attr attr = (tok_attr)tok->entries[id].attr;
+    if (attr == TOK_UNUSED || attr == TOK_SPECIAL || attr == TOK_UNKNOWN) return 0;
+    SNUG_ASSERT(cap >= tok->max_token_bytes);
+    return token_bytes(tok, id, out);
+}
+
 size_t snug_tok_stream_finish(snug_tok_stream *s, char *out, size_t cap)
 {
     size_t n = SNUG_MIN((size_t)s->n_pending, cap);

@@ -113,4 +113,11 @@ snug_status snug_tok_decode(const snug_tokenizer *tok, const int32_t *ids, size_
 /* The longest token's decoded length in bytes. */
 size_t snug_tokenizer_max_token_bytes(const snug_tokenizer *tok);
 
+/* The bytes token id stands for in the middle of a text, into out (cap at
+ * least snug_tokenizer_max_token_bytes): SentencePiece's U+2581 as a space
+ * (no leading space stripped), a byte token as its byte (part of a
+ * character, maybe); what a grammar matches a token by. 0 for special,
+ * unknown and unused tokens and ids outside the vocabulary. */
+size_t snug_tokenizer_token_bytes(const snug_tokenizer *tok, int32_t id, char *out, size_t cap);
+
 #endif /* SNUG_TOKENIZER_H */
