@@ -60,13 +60,18 @@ static bool expand(snug_gmatch *m, int32_t *n, int32_t i)
     return true;
 }
 
-/* Whether stack i of the next set equals one before it. */
+/* Whether stack i of the next set equals one before it. Stacks that
+ * differ mostly differ at the top (their bottoms are the rules around
+ * both): the tops are compared first. */
 static bool seen(const snug_gmatch *m, int32_t i)
 {
     const int32_t *f = frames_of(m->frames2, m, i);
-    for (int32_t j = 0; j < i; j++)
-        if (m->len2[j] == m->len2[i] && memcmp(frames_of(m->frames2, m, j), f, (size_t)m->len2[i] * sizeof *f) == 0)
-            return true;
+    int32_t d = m->len2[i];
+    for (int32_t j = 0; j < i; j++) {
+        const int32_t *g = frames_of(m->frames2, m, j);
+        if (m->len2[j] != d || (d > 0 && g[d - 1] != f[d - 1])) continue;
+        if (memcmp(g, f, (size_t)d * sizeof *f) == 0) return true;
+    }
     return false;
 }
 
