@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 
     size_t gb = snug_gmatch_bytes(STACKS, DEPTH);
     void *mem = snug_mem_alloc(SNUG_MEM_OTHER, 2 * gb, &err);
-    void *scratch = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_scratch_bytes(trie, STACKS, DEPTH), &err);
+    void *scratch = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_scratch_bytes(trie->depth_max, STACKS, DEPTH), &err);
     uint32_t *mask = snug_mem_alloc(SNUG_MEM_OTHER, ((size_t)n_vocab + 31) / 32 * 4, &err);
     double *t_walk = snug_mem_alloc(SNUG_MEM_OTHER, (n_ids + 1) * sizeof(double), &err);
     double *t_each = snug_mem_alloc(SNUG_MEM_OTHER, (n_ids + 1) * sizeof(double), &err);
@@ -110,10 +110,10 @@ int main(int argc, char **argv)
     if (!mem || !scratch || !mask || !t_walk || !t_each || !t_walk_same) die("memory", &err);
     enum { CACHED = 8 };
     snug_tokmask_cache cache;
-    void *cache_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(CACHED, n_vocab, STACKS, DEPTH), &err);
+    void *cache_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(CACHED, n_vocab, STACKS * (DEPTH + 1)), &err);
     double *t_cached = snug_mem_alloc(SNUG_MEM_OTHER, (n_ids + 1) * sizeof(double), &err);
     if (!cache_mem || !t_cached) die("memory", &err);
-    snug_tokmask_cache_init(&cache, cache_mem, CACHED, n_vocab, STACKS, DEPTH);
+    snug_tokmask_cache_init(&cache, cache_mem, CACHED, n_vocab, STACKS * (DEPTH + 1));
     snug_gmatch m, one;
     if (snug_gmatch_start(&m, mem, STACKS, DEPTH, g, &err) != SNUG_OK) die("start", &err);
     int n_each = 0;
@@ -126,10 +126,10 @@ int main(int argc, char **argv)
         /* the same mask through the cache: a lookup, then the walk and a put on a miss */
         a = now();
         int32_t n_cached = 0;
-        const uint32_t *hit = snug_tokmask_cache_get(&cache, &m, &n_cached);
+        const uint32_t *hit = snug_tokmask_cache_get(&cache, 1, &m, &n_cached);
         if (!hit) {
             n_cached = snug_tokmask_compute(trie, &m, scratch, mask, NULL);
-            snug_tokmask_cache_put(&cache, &m, mask, n_cached);
+            snug_tokmask_cache_put(&cache, 1, &m, mask, n_cached);
         }
         t_cached[step] = now() - a;
         if (n_cached != allowed) {

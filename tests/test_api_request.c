@@ -64,7 +64,7 @@ static void check_bad_n(snug_api_kind kind, const char *body, size_t len,
     CHECK(e.type && strcmp(e.type, status == 503 ? "server_error" : "invalid_request_error") == 0,
           "%.*s: type %s", (int)len, shown, e.type ? e.type : "NULL");
     CHECK(snug_utf8_valid(e.message, strlen(e.message)), "message is not UTF-8: %s", e.message);
-    CHECK(r.root == NULL && r.prompts == NULL && r.logit_bias == NULL, "request not zeroed");
+    CHECK(r.root == NULL && r.prompts == NULL && r.logit_bias == NULL && r.grammar == NULL, "request not zeroed");
     CHECK(after == before, "%.*s: %zu bytes held, %zu before", (int)len, shown, after, before);
     snug_api_request_free(&r);
 }
@@ -299,48 +299,6 @@ static void test_chat_nulls_after_a_tool_call(void)
 /* No field is silently ignored: an unknown one, one of the other
  * endpoint's, or one asking for what the server does not do is a 400
  * naming it. */
-static void test_fields_refused(void)
-{
-    static const struct {
-        snug_api_kind kind;
-        const char *body, *param, *piece;
-    } cases[] = {
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"frobnicate\": {\"deep\": [1]}}", "frobnicate", "unknown field"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"\": null}", "", "unknown field"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"Temperature\": 0}", "Temperature", "unknown field"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"messages\": []}", "messages", "/v1/completions"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true}", "echo",
-         "/v1/chat/completions"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", "other than n"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"best_of\": 0}", "best_of", "at least 1"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"suffix\": \"end\"}", "suffix", "not supported"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"service_tier\": \"flex\"}", "service_tier", "auto"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"user\": 5}", "user", "a string"},
-        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true, \"more\": 1}}",
-         "stream_options.more", "unknown field"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": "
-                        "{\"type\": \"json_object\"}}", "response_format.type", "not supported"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": 1}",
-         "response_format", "an object"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": "
-                        "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}", "tools", "tool calling"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": "
-                        "\"required\"}", "tool_choice", "tool calling"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": [{}]}",
-         "functions", "tool calling"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"store\": true}", "store",
-         "stored"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"metadata\": {}}",
-         "metadata", "stored"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"modalities\": "
-                        "[\"text\", \"audio\"]}", "modalities", "text"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"parallel_tool_calls\": "
-                        "1}", "parallel_tool_calls", "true or false"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_bad(cases[i].kind, cases[i].body, cases[i].param, cases[i].piece);
-}
-
 /* ---- bad requests ------------------------------------------------------------ */
 
 typedef struct bad_case {
@@ -358,6 +316,109 @@ static void run_cases(const bad_case *cases, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         check_bad(cases[i].kind, cases[i].body, cases[i].param, cases[i].piece);
+}
+
+static void test_fields_refused(void)
+{
+    static const bad_case cases[] = {
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"frobnicate\": {\"deep\": [1]}}", "frobnicate", "unknown field"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"\": null}", "", "unknown field"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"Temperature\": 0}", "Temperature", "unknown field"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"messages\": []}", "messages", "/v1/completions"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"echo\": true}", "echo",
+         "/v1/chat/completions"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", "other than n"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"best_of\": 0}", "best_of", "at least 1"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"suffix\": \"end\"}", "suffix", "not supported"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"service_tier\": \"flex\"}", "service_tier", "auto"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"user\": 5}", "user", "a string"},
+        {SNUG_API_COMPLETIONS, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true, \"more\": 1}}",
+         "stream_options.more", "unknown field"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": 1}",
+         "response_format", "an object"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": "
+                        "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}", "tools", "tool calling"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": "
+                        "\"required\"}", "tool_choice", "tool calling"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": [{}]}",
+         "functions", "tool calling"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"store\": true}", "store",
+         "stored"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"metadata\": {}}",
+         "metadata", "stored"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"modalities\": "
+                        "[\"text\", \"audio\"]}", "modalities", "text"},
+        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"parallel_tool_calls\": "
+                        "1}", "parallel_tool_calls", "true or false"},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+/* response_format and grammar: what compiles into a grammar, and each way
+ * one fails, named down to the place in the schema or grammar. */
+static void test_structured(void)
+{
+    static const struct {
+        snug_api_kind kind;
+        const char *body, *from;
+    } good[] = {
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_object\"}}", "response_format"},
+        {C, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+            "{\"name\": \"p-1\", \"strict\": true, \"schema\": {\"type\": \"object\", \"properties\": "
+            "{\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"]}}}}", "response_format"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}}",
+         "response_format"},
+        {C, "{\"prompt\": \"x\", \"grammar\": \"root ::= [a-z]+ \\\"!\\\"\"}", "grammar"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"text\"}, \"grammar\": \"root ::= \\\"a\\\"\"}", "grammar"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"text\"}}", NULL},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snug_api_request r;
+        snug_api_error e = {0};
+        snug_api_limits l = limits();
+        snug_status st = snug_api_parse(good[i].kind, good[i].body, strlen(good[i].body), &l, &r, &e);
+        CHECK(st == SNUG_OK, "%s: %s", good[i].body, e.message);
+        if (st != SNUG_OK) continue;
+        CHECK(good[i].from ? r.grammar && r.grammar->n_rules > 0 && strcmp(r.grammar_param, good[i].from) == 0
+                           : r.grammar == NULL,
+              "%s: grammar %p from %s", good[i].body, (void *)r.grammar, r.grammar_param ? r.grammar_param : "-");
+        snug_api_request_free(&r);
+    }
+    static const bad_case bad[] = {
+        {T, "{" MSG ", \"response_format\": {\"type\": \"xml\"}}", "response_format.type", "\"json_schema\""},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_object\", \"schema\": {}}}",
+         "response_format.schema", "unknown field"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_schema\"}}", "response_format.json_schema",
+         "required"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"a b\"}}}",
+         "response_format.json_schema.name", "letters, digits"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"strict\": \"yes\"}}}",
+         "response_format.json_schema.strict", "true or false"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schemas\": {}}}}",
+         "response_format.json_schema.schemas", "unknown field"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": []}}}",
+         "response_format.json_schema.schema", "a JSON schema"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": false}}}",
+         "response_format.json_schema.schema", "no value"},
+        {C, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": "
+            "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"string\", \"pattern\": \"^a\"}}}}}}",
+         "response_format.json_schema.schema", "properties.id"},
+        {C, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": "
+            "{\"$ref\": \"#/$defs/missing\"}}}}", "response_format.json_schema.schema", "missing"},
+        {C, "{\"prompt\": \"x\", \"grammar\": \"root ::= item\\nitem ::= [a-\"}", "grammar", "line 2"},
+        {C, "{\"prompt\": \"x\", \"grammar\": \"root ::= undefined\"}", "grammar", "undefined"},
+        {C, "{\"prompt\": \"x\", \"grammar\": \"root ::= root \\\"a\\\"\"}", "grammar", "left"},
+        {C, "{\"prompt\": \"x\", \"grammar\": \"\"}", "grammar", "non-empty"},
+        {C, "{\"prompt\": \"x\", \"grammar\": 5}", "grammar", "GBNF"},
+        {T, "{" MSG ", \"response_format\": {\"type\": \"json_object\"}, \"grammar\": \"root ::= \\\"a\\\"\"}",
+         "grammar", "not both"},
+        /* 65 alternatives that all start alike: more stacks than a sequence's matcher holds */
+        {C, "{\"prompt\": \"x\", \"grammar\": \"root ::= a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | "
+            "a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | "
+            "a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a\\na ::= [a-z] "
+            "| \\\"b\\\"\"}", "grammar", "too ambiguous"},
+    };
+    run_cases(bad, sizeof bad / sizeof bad[0]);
 }
 
 static void test_wrong_types(void)
@@ -783,6 +844,7 @@ int main(void)
     RUN(test_chat_every_field);
     RUN(test_chat_nulls_after_a_tool_call);
     RUN(test_fields_refused);
+    RUN(test_structured);
     RUN(test_wrong_types);
     RUN(test_out_of_range);
     RUN(test_bad_prompts);

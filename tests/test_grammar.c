@@ -467,23 +467,23 @@ static void check_masks(const char *grammar_text, int steps)
         return;
     }
     size_t gb = snug_gmatch_bytes(STACKS, DEPTH);
-    void *scratch = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_scratch_bytes(t, STACKS, DEPTH), NULL);
+    void *scratch = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_scratch_bytes(t->depth_max, STACKS, DEPTH), NULL);
     void *one = snug_mem_alloc(SNUG_MEM_OTHER, gb, NULL);
     uint32_t mask[(VOCAB + 31) / 32];
     snug_tokmask_cache cache;
-    void *cache_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(4, VOCAB, STACKS, DEPTH), NULL);
-    snug_tokmask_cache_init(&cache, cache_mem, 4, VOCAB, STACKS, DEPTH);
+    void *cache_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(4, VOCAB, STACKS * (DEPTH + 1)), NULL);
+    snug_tokmask_cache_init(&cache, cache_mem, 4, VOCAB, STACKS * (DEPTH + 1));
     uint64_t state = 99;
     int32_t brute_all = 0, partial = 0, restarts = 0;
     for (int32_t i = 0; i < VOCAB; i++) brute_all += lens[i] > 0;
     for (int step = 0; step < steps && !g_test_failed_checks; step++) {
         bool over = true;
         int32_t allowed = snug_tokmask_compute(t, &x.m, scratch, mask, &over), cached_n = -1;
-        const uint32_t *cached = snug_tokmask_cache_get(&cache, &x.m, &cached_n);
+        const uint32_t *cached = snug_tokmask_cache_get(&cache, 7, &x.m, &cached_n);
         if (cached) /* a state seen before: the cache's mask is the mask */
             CHECK(cached_n == allowed && memcmp(cached, mask, sizeof mask) == 0, "step %d: the cached mask differs", step);
         else
-            snug_tokmask_cache_put(&cache, &x.m, mask, allowed);
+            snug_tokmask_cache_put(&cache, 7, &x.m, mask, allowed);
         int32_t brute = 0, wrong = 0;
         for (int32_t i = 0; i < VOCAB; i++) {
             snug_gmatch m;
@@ -527,20 +527,22 @@ static snug_status build_trie(void *ctx, snug_error *err)
     return snug_vocab_trie_build(texts, lens, 4, (snug_vocab_trie **)ctx, err);
 }
 
-/* The cache finds a state whatever the order of its stacks, and a full
- * cache forgets the least recently used. */
+/* The cache finds a state whatever the order of its stacks, only under its
+ * grammar's key, keeps no state larger than its entries, and a full cache
+ * forgets the least recently used. */
 static void test_mask_cache(void)
 {
     gm x;
     if (!gm_open(&x, "root ::= (\"a\" | \"ab\" | [a-c] \"x\")+", STACKS, DEPTH)) return;
     snug_gmatch_advance(&x.m, 'a');
     CHECK(x.m.n >= 2, "a state of several stacks (%d)", x.m.n);
-    void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(2, 64, STACKS, DEPTH), NULL);
+    int32_t ints = STACKS * (DEPTH + 1);
+    void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(2, 64, ints), NULL);
     void *other = snug_mem_alloc(SNUG_MEM_OTHER, snug_gmatch_bytes(STACKS, DEPTH), NULL);
     snug_tokmask_cache c;
-    snug_tokmask_cache_init(&c, mem, 2, 64, STACKS, DEPTH);
+    snug_tokmask_cache_init(&c, mem, 2, 64, ints);
     uint32_t m1[2] = {1, 2}, m2[2] = {3, 4}, m3[2] = {5, 6};
-    snug_tokmask_cache_put(&c, &x.m, m1, 2);
+    snug_tokmask_cache_put(&c, 1, &x.m, m1, 2);
     snug_gmatch r;
     snug_gmatch_clone(&r, other, &x.m); /* the same stacks, the first two swapped */
     int32_t l0 = r.len[0];
@@ -549,19 +551,26 @@ static void test_mask_cache(void)
     memcpy(r.frames, r.frames + DEPTH, (size_t)r.len[1] * 4), r.len[0] = r.len[1];
     memcpy(r.frames + DEPTH, f0, (size_t)l0 * 4), r.len[1] = l0;
     int32_t n = 0;
-    const uint32_t *got = snug_tokmask_cache_get(&c, &r, &n);
+    const uint32_t *got = snug_tokmask_cache_get(&c, 1, &r, &n);
     CHECK(got && got[0] == 1 && got[1] == 2 && n == 2, "found with its stacks in another order");
+    CHECK(snug_tokmask_cache_get(&c, 2, &r, &n) == NULL, "another grammar's key: not found");
     gm y;
     if (gm_open(&y, "root ::= \"q\"", STACKS, DEPTH)) {
-        snug_tokmask_cache_put(&c, &y.m, m2, 1);
-        snug_tokmask_cache_get(&c, &x.m, NULL); /* x used last: y is the oldest now */
+        snug_tokmask_cache_put(&c, 1, &y.m, m2, 1);
+        snug_tokmask_cache_get(&c, 1, &x.m, NULL); /* x used last: y is the oldest now */
         snug_gmatch_advance(&x.m, 'b');
-        snug_tokmask_cache_put(&c, &x.m, m3, 1); /* replaces y */
-        CHECK(snug_tokmask_cache_get(&c, &y.m, NULL) == NULL, "the least recently used is gone");
-        got = snug_tokmask_cache_get(&c, &x.m, NULL);
+        snug_tokmask_cache_put(&c, 1, &x.m, m3, 1); /* replaces y */
+        CHECK(snug_tokmask_cache_get(&c, 1, &y.m, NULL) == NULL, "the least recently used is gone");
+        got = snug_tokmask_cache_get(&c, 1, &x.m, NULL);
         CHECK(got && got[0] == 5, "the new entry is there");
         gm_close(&y);
     }
+    /* entries of one int: no state of a stack with frames fits */
+    snug_tokmask_cache small;
+    snug_tokmask_cache_init(&small, mem, 2, 64, 1);
+    snug_tokmask_cache_put(&small, 1, &x.m, m1, 2);
+    CHECK(small.used == 0 && snug_tokmask_cache_get(&small, 1, &x.m, NULL) == NULL,
+          "a state larger than the entries is not kept (%d used)", small.used);
     snug_mem_free(other);
     snug_mem_free(mem);
     gm_close(&x);

@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 enum { REQ_QUEUED = 1, REQ_ADMITTED = 2, REQ_DONE = 3 };
@@ -46,6 +47,8 @@ struct snug_engine {
     int32_t n_eos;
     uint64_t next_id;
     int32_t *ring_pos;              /* [max_num_seqs] where a step's sample goes in its ring */
+    uint64_t grammar_seed;          /* keys grammars in the mask cache (unguessable: a
+                                     * client cannot make its grammar's key another's) */
     snug_engine_counters c;
     /* the plan, made on the loop's thread (see snug_engine_open) */
     const char *dir;
@@ -80,6 +83,10 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->n_logprobs = r->logprobs ? r->top_logprobs : -1;
     q->prompt_lp = k == 0 ? r->prompt_logprobs : NULL; /* the choices share one prompt */
     q->t_last = 0;
+    q->grammar = r->grammar;
+    q->grammar_key = r->grammar_key;
+    q->grammar_failed = r->grammar && snug_gmatch_start(&q->match, q->match_mem, SNUG_CONSTRAIN_STACKS,
+                                                        SNUG_CONSTRAIN_DEPTH, r->grammar, NULL) != SNUG_OK;
     r->slots[k] = i;
     snug_sched_add(&e->sched, i, q->ids, r->n_prompt, r->cache_salt, k == 0 ? -1 : r->slots[0]);
     if (q->prompt_lp) e->sched.seqs[i].all_logits_until = r->n_prompt;
@@ -92,6 +99,7 @@ static void free_slot(snug_engine *e, int32_t i)
     snug_request *r = q->owner;
     if (e->sched.seqs[i].phase != SNUG_SEQ_FREE) snug_sched_finish(&e->sched, i);
     q->owner = NULL;
+    q->grammar = NULL; /* the owner's, freed after it is released */
     q->ring_n = 0;
     if (r && --r->n_live == 0) {
         r->state = REQ_DONE;
@@ -192,9 +200,33 @@ static double top_logprobs(const float *row, int32_t n, int32_t k, int32_t *ids,
     return lse;
 }
 
+/* Masks the logits of the constrained sequence q (constrain.h). Returns
+ * false when no token may follow. */
+static bool constrain_logits(snug_engine *e, snug_seq_slot *q, float *logits)
+{
+    snug_constrainer *c = &e->p->serving.constrain;
+    c->masks++;
+    return !q->grammar_failed && snug_constrain_mask(c, q->grammar_key, &q->match, &q->stop_params, logits) > 0;
+}
+
+/* Advances q's matcher by token id; false when its bytes do not keep to
+ * the grammar (a token the mask left out: every logit was -infinity or NaN).
+ * An end-of-sequence token ends the text where the matcher accepts. */
+static bool constrain_advance(snug_engine *e, snug_seq_slot *q, int32_t id)
+{
+    snug_constrainer *c = &e->p->serving.constrain;
+    bool eos = false;
+    for (int32_t k = 0; k < q->stop_params.n_eos && !q->stop_params.ignore_eos; k++) eos |= q->stop_params.eos_ids[k] == id;
+    if (eos && snug_gmatch_accepting(&q->match)) return true;
+    size_t n = snug_tokenizer_token_bytes(e->p->tok, id, (char *)c->token_text, c->token_cap);
+    return n > 0 && snug_gmatch_advance_bytes(&q->match, c->token_text, n, NULL) == SNUG_GMATCH_OK;
+}
+
 /* Samples the next token of the sequence in slot i from its logits, feeds
  * the stop conditions, and writes the output to its ring at pos (not yet
- * published). */
+ * published). A constrained sequence samples under its grammar's mask, and
+ * ends when its grammar is complete, or with GRAMMAR_FAILED (no token)
+ * when nothing may follow. */
 static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab, int32_t chosen,
                        int32_t pos)
 {
@@ -208,19 +240,30 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
         lse = top_logprobs(sv->lp_row, n_vocab, q->n_logprobs, rec->top_ids,
                            rec->top_logprobs, &rec->n_top);
     }
+    bool kept = !q->grammar || constrain_logits(e, q, logits);
     int32_t id = chosen >= 0 ? chosen /* the ranks' argmax: what greedy sampling picks */
                  : snug_sample(&q->sampling, &q->sampler, logits, n_vocab, q->ids,
                                (int32_t)q->n_prompt, q->ids + q->n_prompt,
                                (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
+    if (q->grammar && (!kept || !constrain_advance(e, q, id))) {
+        size_t n = 0;
+        snug_stop_end(&q->stop, SNUG_FINISH_GRAMMAR_FAILED, rec->text, &n);
+        n += snug_tok_stream_finish(&q->stream, rec->text + n, 4);
+        *rec = (snug_out_record){.token = -1, .finish = SNUG_FINISH_GRAMMAR_FAILED, .n_text = (uint32_t)n,
+                                 .text = rec->text};
+        return;
+    }
     q->ids[q->n_ids++] = id;
     size_t n_text = 0, n_emit = 0, n_more = 0;
     if (e->p->tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
         n_text = 0;
     if (q->n_logprobs >= 0) rec->logprob = (float)((double)sv->lp_row[id] - lse);
     snug_finish f = snug_stop_feed(&q->stop_params, &q->stop, id, q->text, n_text, rec->text, &n_emit);
+    if (f == SNUG_FINISH_NONE && q->grammar && snug_constrain_complete(&q->match))
+        f = snug_stop_end(&q->stop, SNUG_FINISH_GRAMMAR, rec->text + n_emit, &n_more);
     if (f == SNUG_FINISH_NONE && q->n_ids >= sv->shape.max_model_len)
         f = snug_stop_end(&q->stop, SNUG_FINISH_MODEL_LENGTH, rec->text + n_emit, &n_more);
-    if ((f == SNUG_FINISH_MAX_TOKENS || f == SNUG_FINISH_MODEL_LENGTH) && e->p->tok)
+    if ((f == SNUG_FINISH_MAX_TOKENS || f == SNUG_FINISH_MODEL_LENGTH || f == SNUG_FINISH_GRAMMAR) && e->p->tok)
         n_more += snug_tok_stream_finish(&q->stream, rec->text + n_emit + n_more, 4);
     rec->token = id;
     rec->finish = f;
@@ -247,7 +290,7 @@ static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const snu
 }
 
 /* True when every token the step samples is plain greedy (temperature 0,
- * no penalties, bias or log-probabilities) and no item wants its prompt's
+ * no penalties, bias, log-probabilities or grammar) and no item wants its prompt's
  * rows: then each row's argmax is all the step needs of the logits. */
 static bool greedy_only(snug_engine *e, int32_t n_items)
 {
@@ -258,7 +301,7 @@ static bool greedy_only(snug_engine *e, int32_t n_items)
         const snug_seq_slot *q = slot_of(e, items[k].seq);
         const snug_sampling_params *p = &q->sampling;
         if (p->temperature != 0.0f || p->n_logit_bias > 0 || p->repetition_penalty != 1.0f ||
-            p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f || q->n_logprobs >= 0)
+            p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f || q->n_logprobs >= 0 || q->grammar)
             return false;
     }
     return true;
@@ -314,6 +357,9 @@ static void publish(snug_engine *e, int32_t n_items)
             snug_sched_finish(&e->sched, i); /* its blocks back now; the slot waits to be drained */
     }
     e->c.steps++;
+    e->c.grammar_masks = e->p->serving.constrain.masks; /* the loop's, copied under the mutex */
+    e->c.grammar_walks = e->p->serving.constrain.walks;
+    e->c.grammar_walk_seconds = e->p->serving.constrain.walk_seconds;
     snug_comm *comm = snug_stepper_comm(e->p->stepper); /* the step loop's, copied under the mutex */
     if (comm) snug_comm_allreduce_stats(comm, &e->c.allreduce_calls, &e->c.allreduce_seconds);
 }
@@ -480,6 +526,9 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
         goto fail;
     }
     e->q_cap = q_cap;
+    if (getrandom(&e->grammar_seed, sizeof e->grammar_seed, GRND_NONBLOCK) != (ssize_t)sizeof e->grammar_seed)
+        e->grammar_seed = (uint64_t)(snug_now_seconds() * 1e9) ^ (uint64_t)(uintptr_t)e;
+    e->grammar_seed |= 1; /* never SNUG_HASH_SEED's 0, which snug_hash_bytes takes for "start" */
     e->dir = dir;
     e->plan_opts = &opts->plan;
     e->open_err = err;
@@ -573,6 +622,9 @@ snug_status snug_engine_check(const snug_engine *e, snug_request *r, snug_error 
     if (r->stop.max_tokens < 0)
         return snug_errorf(err, SNUG_INVALID, "max_tokens: expected at least 1, got %d",
                            r->stop.max_tokens);
+    if (r->grammar && !e->p->serving.constrain.trie)
+        return snug_errorf(err, SNUG_INVALID, "grammar: the model has no tokenizer, so its tokens' "
+                           "text is unknown: constrained decoding needs one");
     if (r->n_prompt >= max_len)
         return snug_errorf(err, SNUG_INVALID, "context_length_exceeded: this model's maximum "
                            "context length is %lld tokens; the prompt has %lld, leaving no room "
@@ -591,10 +643,25 @@ snug_status snug_engine_check(const snug_engine *e, snug_request *r, snug_error 
     return st == SNUG_OK ? snug_stop_params_validate(&r->stop, err) : st;
 }
 
+/* The key of grammar g in the mask cache: its rules' hash under the
+ * engine's seed, so that equal grammars share masks and nobody can give
+ * another grammar the same key on purpose. */
+static uint64_t grammar_key(const snug_engine *e, const snug_grammar *g)
+{
+    uint64_t h = snug_hash_bytes(e->grammar_seed, &g->root, sizeof g->root);
+    h = snug_hash_bytes(h, &g->n_rules, sizeof g->n_rules);
+    h = snug_hash_bytes(h, g->start, (size_t)g->n_rules * sizeof *g->start);
+    h = snug_hash_bytes(h, g->alt_first, ((size_t)g->n_rules + 1) * sizeof *g->alt_first);
+    h = snug_hash_bytes(h, g->alts, (size_t)g->alt_first[g->n_rules] * sizeof *g->alts);
+    h = snug_hash_bytes(h, g->elems, (size_t)g->n_elems * sizeof *g->elems);
+    return snug_hash_bytes(h, g->sets, (size_t)g->n_sets * sizeof *g->sets);
+}
+
 snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
 {
     snug_status st = snug_engine_check(e, r, err);
     if (st != SNUG_OK) return st;
+    uint64_t key = r->grammar ? grammar_key(e, r->grammar) : 0; /* outside the mutex */
     pthread_mutex_lock(&e->mu);
     if (e->stopping || e->failed) {
         st = snug_errorf(err, SNUG_BUSY, "the engine is %s", e->failed ? "failed" : "stopping");
@@ -605,6 +672,7 @@ snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
         r->cancelled = false;
         r->n_live = r->n;
         r->cached_tokens = -1;
+        r->grammar_key = key;
         r->state = REQ_QUEUED;
         r->t_submit = snug_now_seconds();
         e->queue[(e->q_head + e->q_n++) % e->q_cap] = r;

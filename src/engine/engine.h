@@ -57,6 +57,8 @@ typedef struct snug_request {
                                      * alternatives) before the first output arrives */
     uint64_t cache_salt;            /* requests share cached blocks only under the same
                                      * salt (snug_engine_salt of the client's string); 0: none */
+    const snug_grammar *grammar;    /* NULL, or the grammar every choice's output keeps to
+                                     * (constrain.h), the caller's until released */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */
@@ -67,6 +69,7 @@ typedef struct snug_request {
     bool cancelled;
     uint64_t id;
     double t_submit;                /* seconds (snug_now_seconds) */
+    uint64_t grammar_key;           /* the grammar's key in the engine's mask cache */
 } snug_request;
 
 /* One output taken by snug_engine_next. */
@@ -109,6 +112,9 @@ typedef struct snug_engine_counters {
     int32_t kv_blocks_cached;       /* blocks with a hash (in use or not) */
     int32_t kv_blocks_evictable;    /* cached blocks no sequence holds (counted as free) */
     int64_t kv_block_evictions;     /* cached blocks taken for new contents */
+    int64_t grammar_masks;          /* token masks applied to constrained sequences, and ... */
+    int64_t grammar_walks;          /* ... of those, computed (not found in the cache) */
+    double grammar_walk_seconds;    /* the time those took */
     bool failed;                    /* the step loop stopped on an error */
     int32_t tp;                     /* tensor-parallel ranks (1: one process) */
     int64_t allreduce_calls;        /* rank 0's all-reduces in steps so far, and ... */

@@ -156,7 +156,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
                              o->n_threads > 0 ? o->n_threads : 1};
     snug_serving_shape ss = {o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len,
                              o->block_size, cfg->vocab_size,
-                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1};
+                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1, p->tok != NULL};
     snug_kv_shape ks = {dims.n_layers, dims.n_kv_heads, dims.head_dim, o->block_size, o->kv_dtype};
     snug_plan_sizes sizes = {
         .budget = r->budget.bytes, .weights = (size_t)w[r->rank],
@@ -232,6 +232,9 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
      * parse (admitted at its worst case) meets a process that holds little */
     if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
         st = snug_tokenizer_load(dir, &p->tok, err);
+    /* the trie constrained decoding masks by: part of S, made before the
+     * weights so that its building's scratch is gone when they load */
+    if (st == SNUG_OK && p->tok) st = snug_constrain_trie_build(p->tok, p->ck->config.vocab_size, &p->trie, err);
     st = snug_dist_agree(comm, st, err);
     if (st == SNUG_OK) st = snug_dist_check_model(comm, p->ck, err);
     if (st != SNUG_OK) goto fail;
@@ -269,9 +272,10 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     }
     snug_serving_shape ss = {o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len,
                              o.block_size, p->ck->config.vocab_size,
-                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1};
+                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1, p->tok != NULL};
     if (st == SNUG_OK) st = snug_serving_create(&ss, &p->serving, err);
     if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
+    p->serving.constrain.trie = p->trie;
     if (st == SNUG_OK)
         st = snug_stepper_create(comm, p->model, &p->ck->config,
                                  snug_blocks_for_tokens(o.max_model_len, o.block_size), &p->stepper, err);
@@ -306,6 +310,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
         ss.max_model_len = fit;
         st = snug_serving_create(&ss, &p->serving, err);
         if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
+        p->serving.constrain.trie = p->trie;
         if (st == SNUG_OK) st = plan_now(p, &o, &ks, err);
     }
     st = snug_dist_agree(comm, st, err);
@@ -393,6 +398,7 @@ void snug_planner_close(snug_planned *p)
     snug_stepper_free(p->stepper);
     snug_serving_free(&p->serving);
     snug_model_free(p->model);
+    snug_vocab_trie_free(p->trie);
     snug_tokenizer_free(p->tok);
     snug_weights_free(p->weights);
     snug_checkpoint_close(p->ck);

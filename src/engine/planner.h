@@ -148,6 +148,7 @@ typedef struct snug_planned {
     snug_checkpoint *ck;
     snug_weights *weights;
     snug_tokenizer *tok;           /* NULL when the directory has none */
+    snug_vocab_trie *trie;         /* the tokenizer's token bytes, for constrained decoding */
     snug_model *model;
     snug_serving_state serving;
     snug_kvcache kv;

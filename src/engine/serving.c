@@ -12,9 +12,9 @@
 /* Where each part lives in the block; every part 64-byte aligned. */
 typedef struct layout {
     size_t seqs, scratch_ptrs, step_tokens, step_seqs; /* offsets */
-    size_t sched, sched_running, sched_waiting, items, rings, ring_text, lp_row;
+    size_t sched, sched_running, sched_waiting, items, rings, ring_text, lp_row, constrain, slot_match;
     size_t slot_tables, slot_ids, slot_text, slot_emit, scratch; /* first of each kind */
-    size_t table_bytes, ids_bytes, text_bytes, emit_bytes, scratch_bytes; /* one of each */
+    size_t table_bytes, ids_bytes, text_bytes, emit_bytes, scratch_bytes, match_bytes; /* one of each */
     size_t total;
 } layout;
 
@@ -38,6 +38,8 @@ static bool carve(const snug_serving_shape *s, layout *l)
     l->text_bytes = snug_stop_text_bytes(s->max_token_bytes);
     l->emit_bytes = snug_stop_emit_bytes(l->text_bytes);
     l->scratch_bytes = snug_sampler_scratch_bytes(s->n_vocab);
+    l->match_bytes = s->constrained ? snug_constrain_seq_bytes() : 0;
+    size_t constrain_bytes = s->constrained ? snug_constrain_bytes(s->n_vocab, s->max_token_bytes) : 0;
     size_t at = 0;
     bool ok = snug_mem_carve(&at, n * sizeof(snug_seq_slot), 1, &l->seqs) &&
               snug_mem_carve(&at, (size_t)s->n_samplers * sizeof(unsigned char *), 1, &l->scratch_ptrs) &&
@@ -54,7 +56,9 @@ static bool carve(const snug_serving_shape *s, layout *l)
               snug_mem_carve(&at, n * sizeof(snug_sched_item), 1, &l->items) &&
               snug_mem_carve(&at, SNUG_OUT_RING * sizeof(snug_out_record), n, &l->rings) &&
               snug_mem_carve(&at, l->emit_bytes, n * SNUG_OUT_RING, &l->ring_text) &&
-              snug_mem_carve(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row);
+              snug_mem_carve(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row) &&
+              snug_mem_carve(&at, l->match_bytes, n, &l->slot_match) &&
+              snug_mem_carve(&at, constrain_bytes, 1, &l->constrain);
     l->total = SNUG_MAX(at, (size_t)SNUG_MEM_LARGE_BYTES);
     return ok;
 }
@@ -108,7 +112,11 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
         for (size_t r = 0; r < SNUG_OUT_RING; r++)
             q->ring[r].text = (char *)(b + l.ring_text + (k * SNUG_OUT_RING + r) * emit_stride);
         s.sched[i].table = &q->table;
+        if (shape->constrained)
+            q->match_mem = b + l.slot_match + k * snug_round_up(l.match_bytes, SNUG_MEM_ALIGN);
     }
+    if (shape->constrained)
+        snug_constrainer_attach(&s.constrain, b + l.constrain, shape->n_vocab, shape->max_token_bytes);
     for (int32_t i = 0; i < shape->n_samplers; i++)
         s.scratch[i] = b + l.scratch + (size_t)i * snug_round_up(l.scratch_bytes, SNUG_MEM_ALIGN);
     *out = s;

@@ -13,7 +13,9 @@
  *   - a step's description: its tokens (max_num_batched_tokens) and its
  *     sequences (max_num_seqs snug_step_seq);
  *   - the scheduler's arrays (scheduler.h) and, per slot, a ring of
- *     SNUG_OUT_RING outputs with their text, for the engine's consumers.
+ *     SNUG_OUT_RING outputs with their text, for the engine's consumers;
+ *   - with constrained decoding (shape.constrained), a matcher per slot
+ *     and the constrainer's mask, scratch and cache (constrain.h).
  * snug_serving_bytes is the pure function the plan uses; the block is made
  * at least SNUG_MEM_LARGE_BYTES long so that what it holds is exactly that
  * (small blocks' charge depends on the C library).
@@ -22,6 +24,7 @@
 #define SNUG_SERVING_H
 
 #include "base/common.h"
+#include "constrain.h"
 #include "model/blocks.h"
 #include "model/model.h"
 #include "sampler.h"
@@ -56,6 +59,7 @@ typedef struct snug_serving_shape {
     int32_t n_vocab;           /* > 0: the sampler's scratch */
     size_t max_token_bytes;    /* the tokenizer's longest token text */
     int32_t n_samplers;        /* sampling threads (> 0) */
+    bool constrained;          /* memory for constrained decoding (the model has a tokenizer) */
 } snug_serving_shape;
 
 /* One sequence's place. */
@@ -79,6 +83,11 @@ typedef struct snug_seq_slot {
     int32_t n_logprobs;        /* alternatives asked for per token; -1: no log-probabilities */
     void *prompt_lp;           /* the owner's snug_prompt_logprob array to fill, or NULL */
     double t_last;             /* when its last token was published; 0: none yet */
+    const snug_grammar *grammar; /* the grammar its output keeps to (the owner's); NULL: none */
+    uint64_t grammar_key;      /* the grammar's key in the mask cache */
+    bool grammar_failed;       /* its matcher could not start */
+    snug_gmatch match;         /* where its output stands in the grammar */
+    void *match_mem;           /* [snug_constrain_seq_bytes()] with shape.constrained */
 } snug_seq_slot;
 
 typedef struct snug_serving_state {
@@ -93,6 +102,7 @@ typedef struct snug_serving_state {
     int32_t *sched_running, *sched_waiting; /* [max_num_seqs] each */
     snug_sched_item *items;    /* [max_num_seqs] a step's plan */
     float *lp_row;             /* [n_vocab] a row of logits kept raw for log-probabilities */
+    snug_constrainer constrain; /* with shape.constrained; its trie set by the planner */
 } snug_serving_state;
 
 /* The bytes the serving state of shape holds (what the allocator charges

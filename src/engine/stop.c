@@ -165,7 +165,9 @@ const char *snug_finish_reason_str(snug_finish f)
 {
     switch (f) {
     case SNUG_FINISH_EOS:
-    case SNUG_FINISH_STOP_STRING: return "stop";
+    case SNUG_FINISH_STOP_STRING:
+    case SNUG_FINISH_GRAMMAR: return "stop";
+    case SNUG_FINISH_GRAMMAR_FAILED: return "error";
     case SNUG_FINISH_MAX_TOKENS:
     case SNUG_FINISH_MODEL_LENGTH: return "length";
     case SNUG_FINISH_ABORT: return "abort";
@@ -183,6 +185,8 @@ const char *snug_finish_name(snug_finish f)
     case SNUG_FINISH_MAX_TOKENS: return "max_tokens";
     case SNUG_FINISH_MODEL_LENGTH: return "model_length";
     case SNUG_FINISH_ABORT: return "abort";
+    case SNUG_FINISH_GRAMMAR: return "grammar";
+    case SNUG_FINISH_GRAMMAR_FAILED: return "grammar_failed";
     }
     return "unknown";
 }

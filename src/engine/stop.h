@@ -27,15 +27,20 @@ enum {
     SNUG_STOP_EOS_MAX = 16      /* end-of-sequence token ids */
 };
 
-/* Why a sequence ended. OpenAI's finish_reason is "stop" for the first two,
- * "length" for the next two (snug_finish_reason_str). */
+/* Why a sequence ended. OpenAI's finish_reason is "stop" for the first two
+ * and GRAMMAR, "length" for the next two, "abort" and "error" for the rest
+ * (snug_finish_reason_str). */
 typedef enum snug_finish {
     SNUG_FINISH_NONE = 0,    /* still running */
     SNUG_FINISH_EOS,         /* an end-of-sequence token */
     SNUG_FINISH_STOP_STRING, /* a stop string completed */
     SNUG_FINISH_MAX_TOKENS,  /* max_tokens reached */
     SNUG_FINISH_MODEL_LENGTH, /* the model's context is full (snug_stop_end) */
-    SNUG_FINISH_ABORT        /* cancelled by the client or server (snug_stop_end) */
+    SNUG_FINISH_ABORT,       /* cancelled by the client or server (snug_stop_end) */
+    SNUG_FINISH_GRAMMAR,     /* the output is a whole match of its grammar that nothing
+                              * can extend (snug_stop_end) */
+    SNUG_FINISH_GRAMMAR_FAILED /* no token could follow under its grammar (its matcher's
+                              * limits passed): the output so far is not a whole match */
 } snug_finish;
 
 typedef struct snug_stop_params {

@@ -87,9 +87,9 @@ snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *le
 
 void snug_vocab_trie_free(snug_vocab_trie *t) { snug_mem_free(t); }
 
-size_t snug_tokmask_scratch_bytes(const snug_vocab_trie *t, int32_t max_stacks, int32_t max_depth)
+size_t snug_tokmask_scratch_bytes(int32_t token_bytes_max, int32_t max_stacks, int32_t max_depth)
 {
-    return ((size_t)t->depth_max + 1) * snug_gmatch_bytes(max_stacks, max_depth);
+    return ((size_t)token_bytes_max + 1) * snug_gmatch_bytes(max_stacks, max_depth);
 }
 
 typedef struct walk_ctx {
@@ -140,25 +140,28 @@ int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state,
 /* One entry: its header, the state's stack lengths and frames (packed),
  * then the mask. */
 typedef struct cache_head {
-    uint64_t hash, last_use;
-    int32_t n_stacks, n_frames, allowed, pad;
+    uint64_t key, hash, last_use;
+    int32_t n_stacks, allowed;
 } cache_head;
 
 static size_t mask_words(int32_t n_vocab) { return ((size_t)n_vocab + 31) / 32; }
 
-size_t snug_tokmask_cache_bytes(int32_t n_entries, int32_t n_vocab, int32_t max_stacks, int32_t max_depth)
+static size_t entry_size(int32_t n_vocab, int32_t state_ints)
 {
-    size_t entry = sizeof(cache_head) + ((size_t)max_stacks * ((size_t)max_depth + 1)) * sizeof(int32_t) +
-                   mask_words(n_vocab) * sizeof(uint32_t);
-    return (size_t)n_entries * ((entry + 7) / 8 * 8);
+    size_t e = sizeof(cache_head) + (size_t)state_ints * sizeof(int32_t) + mask_words(n_vocab) * sizeof(uint32_t);
+    return (e + 7) / 8 * 8;
+}
+
+size_t snug_tokmask_cache_bytes(int32_t n_entries, int32_t n_vocab, int32_t state_ints)
+{
+    return (size_t)n_entries * entry_size(n_vocab, state_ints);
 }
 
 void snug_tokmask_cache_init(snug_tokmask_cache *c, void *mem, int32_t n_entries, int32_t n_vocab,
-                             int32_t max_stacks, int32_t max_depth)
+                             int32_t state_ints)
 {
-    *c = (snug_tokmask_cache){.n_entries = n_entries, .n_vocab = n_vocab, .max_stacks = max_stacks,
-                              .max_depth = max_depth, .entries = mem,
-                              .entry_bytes = snug_tokmask_cache_bytes(1, n_vocab, max_stacks, max_depth)};
+    *c = (snug_tokmask_cache){.n_entries = n_entries, .n_vocab = n_vocab, .state_ints = state_ints,
+                              .entries = mem, .entry_bytes = entry_size(n_vocab, state_ints)};
 }
 
 /* A stack's hash (FNV-1a over its frames). */
@@ -177,6 +180,14 @@ static uint64_t state_hash(const snug_gmatch *s)
     return h;
 }
 
+/* The ints a state takes packed: its stack lengths and frames. */
+static int64_t state_ints(const snug_gmatch *s)
+{
+    int64_t n = s->n;
+    for (int32_t i = 0; i < s->n; i++) n += s->len[i];
+    return n;
+}
+
 static cache_head *entry(const snug_tokmask_cache *c, int32_t i)
 {
     return (cache_head *)(void *)(c->entries + (size_t)i * c->entry_bytes);
@@ -186,8 +197,7 @@ static int32_t *entry_lens(cache_head *e) { return (int32_t *)(e + 1); }
 
 static uint32_t *entry_mask(const snug_tokmask_cache *c, cache_head *e)
 {
-    return (uint32_t *)(void *)((char *)(e + 1) +
-                                (size_t)c->max_stacks * ((size_t)c->max_depth + 1) * sizeof(int32_t));
+    return (uint32_t *)(void *)((char *)(e + 1) + (size_t)c->state_ints * sizeof(int32_t));
 }
 
 /* Whether entry e holds state s: the same stacks (each of s found in e; no
@@ -206,12 +216,13 @@ static bool entry_is(const cache_head *e, const snug_gmatch *s)
     return true;
 }
 
-const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, const snug_gmatch *state, int32_t *allowed)
+const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, uint64_t key, const snug_gmatch *state,
+                                       int32_t *allowed)
 {
     uint64_t h = state_hash(state);
     for (int32_t i = 0; i < c->used; i++) {
         cache_head *e = entry(c, i);
-        if (e->hash != h || !entry_is(e, state)) continue;
+        if (e->hash != h || e->key != key || !entry_is(e, state)) continue;
         e->last_use = ++c->clock;
         c->hits++;
         if (allowed) *allowed = e->allowed;
@@ -221,9 +232,10 @@ const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, const snug_gmatch 
     return NULL;
 }
 
-void snug_tokmask_cache_put(snug_tokmask_cache *c, const snug_gmatch *state, const uint32_t *mask, int32_t allowed)
+void snug_tokmask_cache_put(snug_tokmask_cache *c, uint64_t key, const snug_gmatch *state, const uint32_t *mask,
+                            int32_t allowed)
 {
-    SNUG_ASSERT(state->max_stacks == c->max_stacks && state->max_depth == c->max_depth);
+    if (c->n_entries == 0 || state_ints(state) > c->state_ints) return;
     int32_t victim = c->used;
     if (c->used < c->n_entries) {
         c->used++;
@@ -233,13 +245,13 @@ void snug_tokmask_cache_put(snug_tokmask_cache *c, const snug_gmatch *state, con
             if (entry(c, i)->last_use < entry(c, victim)->last_use) victim = i;
     }
     cache_head *e = entry(c, victim);
+    *e = (cache_head){.key = key, .hash = state_hash(state), .last_use = ++c->clock, .n_stacks = state->n,
+                      .allowed = allowed};
     int32_t *lens = entry_lens(e), *frames = lens + state->n, at = 0;
     for (int32_t i = 0; i < state->n; i++) {
         lens[i] = state->len[i];
         memcpy(frames + at, state->frames + (size_t)i * (size_t)state->max_depth, (size_t)state->len[i] * sizeof *frames);
         at += state->len[i];
     }
-    *e = (cache_head){.hash = state_hash(state), .last_use = ++c->clock, .n_stacks = state->n, .n_frames = at,
-                      .allowed = allowed};
     memcpy(entry_mask(c, e), mask, mask_words(c->n_vocab) * sizeof *mask);
 }

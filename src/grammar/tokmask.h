@@ -40,26 +40,30 @@ snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *le
 
 void snug_vocab_trie_free(snug_vocab_trie *t);
 
-/* Bytes of scratch snug_tokmask_compute needs for trie t and matchers of
+/* Bytes of scratch snug_tokmask_compute needs for a trie whose longest
+ * token has token_bytes_max bytes (its depth_max, or more) and matchers of
  * these limits. Pure. */
-size_t snug_tokmask_scratch_bytes(const snug_vocab_trie *t, int32_t max_stacks, int32_t max_depth);
+size_t snug_tokmask_scratch_bytes(int32_t token_bytes_max, int32_t max_stacks, int32_t max_depth);
 
 /* Sets in mask ((n_vocab + 31) / 32 words, cleared first) bit i for each
  * token i whose bytes state takes, one after another; state is not
- * changed. scratch: snug_tokmask_scratch_bytes(t, state's limits), 4-byte
+ * changed. scratch: snug_tokmask_scratch_bytes(t->depth_max or more, state's limits), 4-byte
  * aligned. Returns how many tokens are allowed; *overflowed (may be NULL)
  * tells whether some token was left out because advancing by it passed
  * the matcher's limits. */
 int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state, void *scratch, uint32_t *mask,
                              bool *overflowed);
 
-/* A cache of masks by matcher state, in caller memory of a fixed size: a
- * constrained sequence returns to the same states again and again (inside
- * a JSON string, after each token), and a state's mask is a pure function
- * of it. A state is looked up as a set of stacks (order does not matter);
- * a full cache replaces its least recently used entry. */
+/* A cache of masks by grammar and matcher state, in caller memory of a
+ * fixed size: a constrained sequence returns to the same states again and
+ * again (inside a JSON string, after each token), sequences under the same
+ * grammar share them, and a state's mask is a pure function of the grammar
+ * and the state. The caller names the grammar by a key (equal keys: the
+ * same grammar); a state is looked up as a set of stacks (order does not
+ * matter). A state whose stacks and frames together pass state_ints is not
+ * kept. A full cache replaces its least recently used entry. */
 typedef struct snug_tokmask_cache {
-    int32_t n_entries, n_vocab, max_stacks, max_depth;
+    int32_t n_entries, n_vocab, state_ints;
     int32_t used;       /* entries filled */
     uint64_t clock;     /* uses so far */
     char *entries;      /* n_entries of entry_bytes each */
@@ -68,21 +72,25 @@ typedef struct snug_tokmask_cache {
 } snug_tokmask_cache;
 
 /* Bytes of caller memory a cache of n_entries masks of n_vocab tokens,
- * for matchers of these limits, needs. Pure. */
-size_t snug_tokmask_cache_bytes(int32_t n_entries, int32_t n_vocab, int32_t max_stacks, int32_t max_depth);
+ * each for a state of at most state_ints stack lengths and frames, needs.
+ * Pure. */
+size_t snug_tokmask_cache_bytes(int32_t n_entries, int32_t n_vocab, int32_t state_ints);
 
 /* Makes c an empty cache over mem (snug_tokmask_cache_bytes of the same
  * arguments, 8-byte aligned, the caller's). */
 void snug_tokmask_cache_init(snug_tokmask_cache *c, void *mem, int32_t n_entries, int32_t n_vocab,
-                             int32_t max_stacks, int32_t max_depth);
+                             int32_t state_ints);
 
-/* The mask cached for state (the same stacks in any order), or NULL;
- * *allowed (may be NULL) gets its count. A hit makes it the most recently
- * used. Valid until the next snug_tokmask_cache_put. */
-const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, const snug_gmatch *state, int32_t *allowed);
+/* The mask cached for state under grammar key (the same stacks in any
+ * order), or NULL; *allowed (may be NULL) gets its count. A hit makes it
+ * the most recently used. Valid until the next snug_tokmask_cache_put. */
+const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, uint64_t key, const snug_gmatch *state,
+                                       int32_t *allowed);
 
-/* Keeps mask (allowed tokens of it) for state, in place of the least
- * recently used entry when the cache is full. */
-void snug_tokmask_cache_put(snug_tokmask_cache *c, const snug_gmatch *state, const uint32_t *mask, int32_t allowed);
+/* Keeps mask (allowed tokens of it) for state under grammar key, in place
+ * of the least recently used entry when the cache is full; nothing when
+ * the state is larger than the cache's state_ints. */
+void snug_tokmask_cache_put(snug_tokmask_cache *c, uint64_t key, const snug_gmatch *state, const uint32_t *mask,
+                            int32_t allowed);
 
 #endif /* SNUG_GRAMMAR_TOKMASK_H */

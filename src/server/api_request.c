@@ -8,7 +8,7 @@
  * The field readers below treat an absent field and JSON null alike, and
  * leave the default in place for both.
  */
-#include "api_request.h"
+#include "api_impl.h"
 
 #include "base/device.h"
 #include "base/json.h"
@@ -71,9 +71,9 @@ static const char *pathf(char buf[64], const char *fmt, ...)
 
 /* Fills err with a 400 for param ("" for the body as a whole) whose
  * message is "param: " and the formatted text. Returns SNUG_INVALID. */
-static snug_status bad(snug_api_error *err, const char *param, const char *fmt, ...)
+snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static snug_status bad(snug_api_error *err, const char *param, const char *fmt, ...)
+snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...)
 {
     err->status = 400;
     err->type = "invalid_request_error";
@@ -100,16 +100,16 @@ static const char *describe(const json_t *v, char buf[96])
 }
 
 /* A 400: "param: expected <expected>, got <v described>". */
-static snug_status wrong(snug_api_error *err, const char *param, const char *expected,
+snug_status api_wrong(snug_api_error *err, const char *param, const char *expected,
                          const json_t *v)
 {
     char got[96];
-    return bad(err, param, "expected %s, got %s", expected, describe(v, got));
+    return api_bad(err, param, "expected %s, got %s", expected, describe(v, got));
 }
 
 /* A 503 for memory that did not fit (e holds the allocator's message).
  * Returns SNUG_NOMEM. */
-static snug_status overloaded(snug_api_error *err, const snug_error *e)
+snug_status api_overloaded(snug_api_error *err, const snug_error *e)
 {
     err->status = 503;
     err->type = "server_error";
@@ -126,7 +126,7 @@ static snug_status overloaded(snug_api_error *err, const snug_error *e)
  * wrong type or out of range is a 400 naming key. */
 
 /* obj[key], or NULL when it is absent or null. */
-static const json_t *opt(const json_t *obj, const char *key)
+const json_t *api_opt(const json_t *obj, const char *key)
 {
     const json_t *v = json_object_get(obj, key);
     return v && !json_is_null(v) ? v : NULL;
@@ -150,7 +150,7 @@ static bool as_int(const json_t *v, int64_t *out)
 static snug_status get_int(const json_t *obj, const char *key, int64_t lo, int64_t hi,
                            int64_t *out, bool *present, snug_api_error *err)
 {
-    const json_t *v = opt(obj, key);
+    const json_t *v = api_opt(obj, key);
     if (present) *present = v != NULL;
     if (!v) return SNUG_OK;
     int64_t x = 0;
@@ -161,7 +161,7 @@ static snug_status get_int(const json_t *obj, const char *key, int64_t lo, int64
         else
             snprintf(what, sizeof what, "an integer in [%lld, %lld]", (long long)lo,
                      (long long)hi);
-        return wrong(err, key, what, v);
+        return api_wrong(err, key, what, v);
     }
     *out = x;
     return SNUG_OK;
@@ -171,13 +171,13 @@ static snug_status get_int(const json_t *obj, const char *key, int64_t lo, int64
 static snug_status get_real(const json_t *obj, const char *key, double lo, double hi,
                             bool lo_open, float *out, snug_api_error *err)
 {
-    const json_t *v = opt(obj, key);
+    const json_t *v = api_opt(obj, key);
     if (!v) return SNUG_OK;
     double x = json_is_number(v) ? json_number_value(v) : NAN;
     if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
         char what[96];
         snprintf(what, sizeof what, "a number in %c%g, %g]", lo_open ? '(' : '[', lo, hi);
-        return wrong(err, key, what, v);
+        return api_wrong(err, key, what, v);
     }
     *out = (float)x;
     return SNUG_OK;
@@ -185,9 +185,9 @@ static snug_status get_real(const json_t *obj, const char *key, double lo, doubl
 
 static snug_status get_bool(const json_t *obj, const char *key, bool *out, snug_api_error *err)
 {
-    const json_t *v = opt(obj, key);
+    const json_t *v = api_opt(obj, key);
     if (!v) return SNUG_OK;
-    if (!json_is_boolean(v)) return wrong(err, key, "true or false", v);
+    if (!json_is_boolean(v)) return api_wrong(err, key, "true or false", v);
     *out = json_is_true(v);
     return SNUG_OK;
 }
@@ -195,9 +195,9 @@ static snug_status get_bool(const json_t *obj, const char *key, bool *out, snug_
 static snug_status get_string(const json_t *obj, const char *key, const char **out,
                               snug_api_error *err)
 {
-    const json_t *v = opt(obj, key);
+    const json_t *v = api_opt(obj, key);
     if (!v) return SNUG_OK;
-    if (!json_is_string(v)) return wrong(err, key, "a string", v);
+    if (!json_is_string(v)) return api_wrong(err, key, "a string", v);
     *out = json_string_value(v);
     return SNUG_OK;
 }
@@ -209,12 +209,12 @@ static snug_status read_ids(const json_t *list, const char *param, int32_t n_voc
 {
     char what[64], at[64];
     snprintf(what, sizeof what, "a token id in [0, %d)", (int)n_vocab);
-    if (json_array_size(list) == 0) return wrong(err, param, "a non-empty list of token ids", list);
+    if (json_array_size(list) == 0) return api_wrong(err, param, "a non-empty list of token ids", list);
     for (size_t i = 0; i < json_array_size(list); i++) {
         const json_t *v = json_array_get(list, i);
         int64_t id = -1;
         if (!as_int(v, &id) || id < 0 || id >= n_vocab)
-            return wrong(err, pathf(at, "%s[%zu]", param, i), what, v);
+            return api_wrong(err, pathf(at, "%s[%zu]", param, i), what, v);
         if (dst) dst[i] = (int32_t)id;
     }
     return SNUG_OK;
@@ -252,17 +252,17 @@ static int json_depth(const char *s, size_t n, int max)
 static snug_status check_bytes(const char *body, size_t len, const snug_api_limits *lim,
                                snug_api_error *err)
 {
-    if (len == 0) return bad(err, "", "the request body is empty; expected a JSON object");
+    if (len == 0) return api_bad(err, "", "the request body is empty; expected a JSON object");
     if (len > lim->max_body_bytes) {
-        bad(err, "", "the request body is %zu bytes; at most %zu are accepted", len,
+        api_bad(err, "", "the request body is %zu bytes; at most %zu are accepted", len,
             lim->max_body_bytes);
         err->status = 413;
         err->code = "body_too_large";
         return SNUG_INVALID;
     }
-    if (!snug_utf8_valid(body, len)) return bad(err, "", "the request body is not valid UTF-8");
+    if (!snug_utf8_valid(body, len)) return api_bad(err, "", "the request body is not valid UTF-8");
     if (json_depth(body, len, lim->max_depth) > lim->max_depth)
-        return bad(err, "", "the request body nests arrays and objects more than %d deep",
+        return api_bad(err, "", "the request body nests arrays and objects more than %d deep",
                    lim->max_depth);
     return SNUG_OK;
 }
@@ -274,13 +274,13 @@ static snug_status parse_json(const char *body, size_t len, json_t **root, snug_
 {
     snug_error e = {0};
     snug_status st = snug_json_parse(body, len, "body", root, &e);
-    if (st == SNUG_NOMEM) return overloaded(err, &e);
+    if (st == SNUG_NOMEM) return api_overloaded(err, &e);
     if (st == SNUG_OK) return SNUG_OK;
     const char *invalid = strstr(e.msg, "not valid JSON: ");
     const char *found = strstr(e.msg, ", found ");
-    if (invalid) return bad(err, "", "the body is %s", invalid);
-    if (found) return bad(err, "", "the body is not a JSON object: got %s", found + 8);
-    return bad(err, "", "the body is not a JSON object (%s)", e.msg);
+    if (invalid) return api_bad(err, "", "the body is %s", invalid);
+    if (found) return api_bad(err, "", "the body is not a JSON object: got %s", found + 8);
+    return api_bad(err, "", "the body is not a JSON object (%s)", e.msg);
 }
 
 /* ---- completions: the prompt ------------------------------------------- */
@@ -300,12 +300,12 @@ static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug
     int64_t id;
     *n_prompts = *n_ids = 0;
     if (json_is_string(p)) { /* one text */
-        if (json_string_length(p) == 0) return wrong(err, "prompt", "a non-empty string", p);
+        if (json_string_length(p) == 0) return api_wrong(err, "prompt", "a non-empty string", p);
         if (out) out[0] = (snug_api_prompt){json_string_value(p), json_string_length(p), NULL, 0};
         *n_prompts = 1;
         return SNUG_OK;
     }
-    if (!json_is_array(p) || n == 0) return wrong(err, "prompt", PROMPT_WHAT, p);
+    if (!json_is_array(p) || n == 0) return api_wrong(err, "prompt", PROMPT_WHAT, p);
     if (as_int(first, &id) || json_is_number(first)) { /* one list of ids */
         snug_status st = read_ids(p, "prompt", lim->n_vocab, ids, err);
         if (st != SNUG_OK) return st;
@@ -315,9 +315,9 @@ static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug
         return SNUG_OK;
     }
     if (!json_is_string(first) && !json_is_array(first))
-        return wrong(err, "prompt[0]", "a string, a token id or a list of token ids", first);
+        return api_wrong(err, "prompt[0]", "a string, a token id or a list of token ids", first);
     if (n > (size_t)lim->max_prompts)
-        return bad(err, "prompt", "is a list of %zu prompts; at most %d are accepted", n,
+        return api_bad(err, "prompt", "is a list of %zu prompts; at most %d are accepted", n,
                    lim->max_prompts);
     for (size_t i = 0; i < n; i++) { /* texts, or lists of ids */
         const json_t *v = json_array_get(p, i);
@@ -325,11 +325,11 @@ static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug
         pathf(at, "prompt[%zu]", i);
         if (json_is_string(first)) {
             if (!json_is_string(v) || json_string_length(v) == 0)
-                return wrong(err, at, "a non-empty string (as prompt[0] is)", v);
+                return api_wrong(err, at, "a non-empty string (as prompt[0] is)", v);
             if (out)
                 out[i] = (snug_api_prompt){json_string_value(v), json_string_length(v), NULL, 0};
         } else {
-            if (!json_is_array(v)) return wrong(err, at, "a list of token ids (as prompt[0] is)", v);
+            if (!json_is_array(v)) return api_wrong(err, at, "a list of token ids (as prompt[0] is)", v);
             snug_status st = read_ids(v, at, lim->n_vocab, ids ? ids + *n_ids : NULL, err);
             if (st != SNUG_OK) return st;
             if (out)
@@ -346,15 +346,15 @@ static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug
 static snug_status parse_prompt(const json_t *body, const snug_api_limits *lim,
                                 snug_api_request *r, snug_api_error *err)
 {
-    const json_t *p = opt(body, "prompt");
-    if (!p) return bad(err, "prompt", "is required: expected %s", PROMPT_WHAT);
+    const json_t *p = api_opt(body, "prompt");
+    if (!p) return api_bad(err, "prompt", "is required: expected %s", PROMPT_WHAT);
     size_t n_prompts = 0, n_ids = 0;
     snug_status st = walk_prompt(p, lim, NULL, NULL, &n_prompts, &n_ids, err);
     if (st != SNUG_OK) return st;
     snug_error e = {0};
     r->prompts = snug_mem_alloc(SNUG_MEM_OTHER,
                                 n_prompts * sizeof *r->prompts + n_ids * sizeof(int32_t), &e);
-    if (!r->prompts) return overloaded(err, &e);
+    if (!r->prompts) return api_overloaded(err, &e);
     r->n_prompts = (int)n_prompts;
     int32_t *ids = (int32_t *)(r->prompts + n_prompts);
     return walk_prompt(p, lim, r->prompts, ids, &n_prompts, &n_ids, err);
@@ -380,7 +380,7 @@ static snug_status check_string(const json_t *obj, const char *key, bool require
 {
     const json_t *v = json_object_get(obj, key);
     if ((!v || json_is_null(v)) && !required) return SNUG_OK;
-    return json_is_string(v) ? SNUG_OK : wrong(err, param, "a string", v);
+    return json_is_string(v) ? SNUG_OK : api_wrong(err, param, "a string", v);
 }
 
 /* Checks messages[i].tool_calls when given: a list of objects, each with a
@@ -388,16 +388,16 @@ static snug_status check_string(const json_t *obj, const char *key, bool require
  * and, when given, a string id and type. */
 static snug_status check_tool_calls(const json_t *m, size_t i, snug_api_error *err)
 {
-    const json_t *calls = opt(m, "tool_calls");
+    const json_t *calls = api_opt(m, "tool_calls");
     char at[64];
     if (!calls) return SNUG_OK;
     if (!json_is_array(calls))
-        return wrong(err, pathf(at, "messages[%zu].tool_calls", i), "a list of tool calls", calls);
+        return api_wrong(err, pathf(at, "messages[%zu].tool_calls", i), "a list of tool calls", calls);
     snug_status st = SNUG_OK;
     for (size_t k = 0; st == SNUG_OK && k < json_array_size(calls); k++) {
         const json_t *call = json_array_get(calls, k), *fn = json_object_get(call, "function");
         if (!json_is_object(call))
-            return wrong(err, pathf(at, "messages[%zu].tool_calls[%zu]", i, k),
+            return api_wrong(err, pathf(at, "messages[%zu].tool_calls[%zu]", i, k),
                          "an object {\"type\": \"function\", \"function\": {...}}", call);
         st = check_string(call, "id", false, pathf(at, "messages[%zu].tool_calls[%zu].id", i, k),
                           err);
@@ -405,7 +405,7 @@ static snug_status check_tool_calls(const json_t *m, size_t i, snug_api_error *e
             st = check_string(call, "type", false,
                               pathf(at, "messages[%zu].tool_calls[%zu].type", i, k), err);
         if (st == SNUG_OK && !json_is_object(fn))
-            st = wrong(err, pathf(at, "messages[%zu].tool_calls[%zu].function", i, k),
+            st = api_wrong(err, pathf(at, "messages[%zu].tool_calls[%zu].function", i, k),
                        "an object {\"name\": ..., \"arguments\": ...}", fn);
         if (st == SNUG_OK)
             st = check_string(fn, "name", true,
@@ -425,29 +425,29 @@ static snug_status check_content(const json_t *m, size_t i, const char *role, si
                                  snug_api_error *err)
 {
     char at[64];
-    const json_t *content = opt(m, "content");
+    const json_t *content = api_opt(m, "content");
     pathf(at, "messages[%zu].content", i);
     if (!content) {
         if (strcmp(role, "assistant") == 0) return SNUG_OK;
-        return bad(err, at, "is required for a message of role \"%s\"", role);
+        return api_bad(err, at, "is required for a message of role \"%s\"", role);
     }
     if (json_is_string(content)) return SNUG_OK;
-    if (!json_is_array(content)) return wrong(err, at, "a string or a list of text parts", content);
+    if (!json_is_array(content)) return api_wrong(err, at, "a string or a list of text parts", content);
     for (size_t j = 0; j < json_array_size(content); j++) {
         const json_t *part = json_array_get(content, j);
-        const json_t *type = opt(part, "type"), *text = opt(part, "text");
+        const json_t *type = api_opt(part, "type"), *text = api_opt(part, "text");
         if (!json_is_object(part))
-            return wrong(err, pathf(at, "messages[%zu].content[%zu]", i, j),
+            return api_wrong(err, pathf(at, "messages[%zu].content[%zu]", i, j),
                          "an object {\"type\": \"text\", \"text\": ...}", part);
         pathf(at, "messages[%zu].content[%zu].type", i, j);
-        if (!json_is_string(type)) return wrong(err, at, "\"text\"", type);
+        if (!json_is_string(type)) return api_wrong(err, at, "\"text\"", type);
         if (strcmp(json_string_value(type), "text") != 0) {
             const char *s = json_string_value(type);
-            return bad(err, at, "only text content is supported, got the type \"%.*s\"",
+            return api_bad(err, at, "only text content is supported, got the type \"%.*s\"",
                        (int)utf8_cut(s, 40), s);
         }
         if (!json_is_string(text))
-            return wrong(err, pathf(at, "messages[%zu].content[%zu].text", i, j), "a string", text);
+            return api_wrong(err, pathf(at, "messages[%zu].content[%zu].text", i, j), "a string", text);
         *join_bytes += json_string_length(text) + (j > 0);
     }
     return SNUG_OK;
@@ -464,12 +464,12 @@ static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
     char at[64];
     *join_bytes = 0;
     if (!json_is_object(m))
-        return wrong(err, pathf(at, "messages[%zu]", i), "an object with a role and content", m);
-    const json_t *role = opt(m, "role");
+        return api_wrong(err, pathf(at, "messages[%zu]", i), "an object with a role and content", m);
+    const json_t *role = api_opt(m, "role");
     pathf(at, "messages[%zu].role", i);
-    if (!role) return bad(err, at, "is required: expected %s", ROLES_WHAT);
+    if (!role) return api_bad(err, at, "is required: expected %s", ROLES_WHAT);
     if (!json_is_string(role) || !is_role(json_string_value(role)))
-        return wrong(err, at, ROLES_WHAT, role);
+        return api_wrong(err, at, ROLES_WHAT, role);
     snug_status st = check_content(m, i, json_string_value(role), join_bytes, err);
     if (st == SNUG_OK) st = check_string(m, "name", false, pathf(at, "messages[%zu].name", i), err);
     if (st == SNUG_OK)
@@ -541,9 +541,9 @@ static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_er
 {
     json_t *msgs = json_object_get(body, "messages");
     if (!msgs || json_is_null(msgs))
-        return bad(err, "messages", "is required: expected a non-empty list of messages");
+        return api_bad(err, "messages", "is required: expected a non-empty list of messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return wrong(err, "messages", "a non-empty list of messages", msgs);
+        return api_wrong(err, "messages", "a non-empty list of messages", msgs);
     size_t admit = 0, longest = 0, join = 0;
     bool fill = false; /* some content becomes the empty string */
     for (size_t i = 0; i < json_array_size(msgs); i++) {
@@ -575,7 +575,7 @@ static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_er
         normalize_message(json_array_get(msgs, i), buf, empty);
     json_decref(empty);
     snug_mem_free(buf);
-    return st == SNUG_OK ? SNUG_OK : overloaded(err, &e);
+    return st == SNUG_OK ? SNUG_OK : api_overloaded(err, &e);
 }
 
 /* ---- sampling ------------------------------------------------------------ */
@@ -614,18 +614,18 @@ static bool token_key(const char *s, int32_t n_vocab, int32_t *out)
 static snug_status parse_logit_bias(const json_t *body, int32_t n_vocab, snug_api_request *r,
                                     snug_api_error *err)
 {
-    const json_t *lb = opt(body, "logit_bias");
+    const json_t *lb = api_opt(body, "logit_bias");
     if (!lb) return SNUG_OK;
     if (!json_is_object(lb))
-        return wrong(err, "logit_bias", "an object of token ids to biases in [-100, 100]", lb);
+        return api_wrong(err, "logit_bias", "an object of token ids to biases in [-100, 100]", lb);
     size_t n = json_object_size(lb);
     if (n > SNUG_API_LOGIT_BIAS_MAX)
-        return bad(err, "logit_bias", "has %zu entries; at most %d are accepted", n,
+        return api_bad(err, "logit_bias", "has %zu entries; at most %d are accepted", n,
                    SNUG_API_LOGIT_BIAS_MAX);
     if (n == 0) return SNUG_OK;
     snug_error e = {0};
     r->logit_bias = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *r->logit_bias, &e);
-    if (!r->logit_bias) return overloaded(err, &e);
+    if (!r->logit_bias) return api_overloaded(err, &e);
     const char *key;
     json_t *v;
     int32_t i = 0;
@@ -634,10 +634,10 @@ static snug_status parse_logit_bias(const json_t *body, int32_t n_vocab, snug_ap
         double x = json_is_number(v) ? json_number_value(v) : NAN;
         char got[96];
         if (!token_key(key, n_vocab, &b->id))
-            return bad(err, "logit_bias", "the key \"%.*s\" is not a token id in [0, %d)",
+            return api_bad(err, "logit_bias", "the key \"%.*s\" is not a token id in [0, %d)",
                        (int)utf8_cut(key, 40), key, (int)n_vocab);
         if (!(x >= -100 && x <= 100))
-            return bad(err, "logit_bias", "token %d: expected a bias in [-100, 100], got %s",
+            return api_bad(err, "logit_bias", "token %d: expected a bias in [-100, 100], got %s",
                        b->id, describe(v, got));
         b->bias = (float)x;
     }
@@ -674,7 +674,7 @@ static snug_status parse_sampling(const json_t *body, const snug_api_limits *lim
         pathf(param, "%.*s", (int)n, e.msg);
         rest = e.msg + n + 1 + (e.msg[n + 1] == ' ');
     }
-    return bad(err, param, "%s", rest);
+    return api_bad(err, param, "%s", rest);
 }
 
 /* ---- stopping -------------------------------------------------------------- */
@@ -687,11 +687,11 @@ static snug_status add_stop(const json_t *v, const char *param, snug_api_request
     snprintf(what, sizeof what, "a non-empty string of at most %d bytes", SNUG_STOP_STRING_MAX);
     if (!json_is_string(v) || json_string_length(v) == 0 ||
         json_string_length(v) > SNUG_STOP_STRING_MAX)
-        return wrong(err, param, what, v);
+        return api_wrong(err, param, what, v);
     snug_error e = {0};
     if (snug_stop_params_add_string(&r->stop, json_string_value(v), json_string_length(v), &e) !=
         SNUG_OK)
-        return bad(err, param, "%s", e.msg);
+        return api_bad(err, param, "%s", e.msg);
     return SNUG_OK;
 }
 
@@ -704,7 +704,7 @@ static snug_status get_max_tokens(const json_t *body, const char *key,
     bool given = false;
     snug_status st = get_int(body, key, 1, SNUG_API_MAX_TOKENS_MAX, out, &given, err);
     if (st == SNUG_OK && given && lim->max_model_len > 0 && *out > lim->max_model_len)
-        return bad(err, key, "is %lld, more than the model's context of %lld tokens",
+        return api_bad(err, key, "is %lld, more than the model's context of %lld tokens",
                    (long long)*out, (long long)lim->max_model_len);
     return st;
 }
@@ -714,11 +714,11 @@ static snug_status get_max_tokens(const json_t *body, const char *key,
 static snug_status parse_stop(const json_t *body, const snug_api_limits *lim,
                               snug_api_request *r, snug_api_error *err)
 {
-    const json_t *stop = opt(body, "stop"), *ids = opt(body, "stop_token_ids");
+    const json_t *stop = api_opt(body, "stop"), *ids = api_opt(body, "stop_token_ids");
     char at[64];
     snug_status st = SNUG_OK;
     if (json_is_array(stop) && json_array_size(stop) > SNUG_API_STOP_STRINGS_MAX)
-        return bad(err, "stop", "has %zu strings; at most %d are accepted",
+        return api_bad(err, "stop", "has %zu strings; at most %d are accepted",
                    json_array_size(stop), SNUG_API_STOP_STRINGS_MAX);
     if (stop && !json_is_array(stop)) st = add_stop(stop, "stop", r, err);
     for (size_t i = 0; st == SNUG_OK && i < json_array_size(stop); i++)
@@ -728,7 +728,7 @@ static snug_status parse_stop(const json_t *body, const snug_api_limits *lim,
     if (ids && (!json_is_array(ids) || json_array_size(ids) > SNUG_API_STOP_TOKEN_IDS_MAX)) {
         char what[64];
         snprintf(what, sizeof what, "a list of at most %d token ids", SNUG_API_STOP_TOKEN_IDS_MAX);
-        return wrong(err, "stop_token_ids", what, ids);
+        return api_wrong(err, "stop_token_ids", what, ids);
     }
     int32_t id[SNUG_API_STOP_TOKEN_IDS_MAX];
     if (json_array_size(ids) > 0) st = read_ids(ids, "stop_token_ids", lim->n_vocab, id, err);
@@ -754,20 +754,20 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
 {
     int64_t n = 1, logprobs = -1, top = 0;
     bool want_logprobs = false, top_given = false;
-    const json_t *so = opt(body, "stream_options"), *usage = opt(so, "include_usage");
+    const json_t *so = api_opt(body, "stream_options"), *usage = api_opt(so, "include_usage");
     snug_status st = get_int(body, "n", 1, lim->max_n, &n, NULL, err);
     if (st == SNUG_OK) st = get_bool(body, "stream", &r->stream, err);
     if (st == SNUG_OK && so && !json_is_object(so))
-        st = wrong(err, "stream_options", "an object", so);
+        st = api_wrong(err, "stream_options", "an object", so);
     if (st == SNUG_OK && usage && !json_is_boolean(usage))
-        st = wrong(err, "stream_options.include_usage", "true or false", usage);
+        st = api_wrong(err, "stream_options.include_usage", "true or false", usage);
     if (st == SNUG_OK && so) {
         const char *key;
         const json_t *v;
         char at[64];
         json_object_foreach((json_t *)so, key, v) {
             if (strcmp(key, "include_usage") == 0) continue;
-            st = bad(err, pathf(at, "stream_options.%.40s", key),
+            st = api_bad(err, pathf(at, "stream_options.%.40s", key),
                      "unknown field (stream_options takes include_usage)");
             break;
         }
@@ -781,7 +781,7 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
         if (st == SNUG_OK)
             st = get_int(body, "top_logprobs", 0, SNUG_API_LOGPROBS_MAX, &top, &top_given, err);
         if (st == SNUG_OK && top_given && !want_logprobs)
-            st = bad(err, "top_logprobs", "is only accepted when logprobs is true");
+            st = api_bad(err, "top_logprobs", "is only accepted when logprobs is true");
         if (want_logprobs) logprobs = top;
         if (st == SNUG_OK)
             st = get_bool(body, "add_generation_prompt", &r->add_generation_prompt, err);
@@ -800,7 +800,7 @@ static const char *const FIELDS_BOTH[] = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stream",
     "stream_options", "stop", "stop_token_ids", "ignore_eos", "logit_bias", "presence_penalty",
     "frequency_penalty", "repetition_penalty", "cache_salt", "return_tokens_as_token_ids",
-    "logprobs", NULL};
+    "logprobs", "response_format", "grammar", NULL};
 static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
 static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "top_logprobs",
                                           "add_generation_prompt", NULL};
@@ -813,20 +813,20 @@ static bool listed(const char *const *list, const char *key)
 }
 
 /* A 400 for a field the server does not do as asked: "key: why; ...". */
-static snug_status unsupported(snug_api_error *err, const char *key, const char *why)
+snug_status api_unsupported(snug_api_error *err, const char *key, const char *why)
 {
-    return bad(err, key, "%s; this server refuses it rather than ignore it (the README's API section lists "
+    return api_bad(err, key, "%s; this server refuses it rather than ignore it (the README's API section lists "
                          "the fields it takes)", why);
 }
 
 /* Whether v is null, false, an empty string or an empty list. */
-static bool empty_value(const json_t *v)
+bool api_empty_value(const json_t *v)
 {
     return json_is_null(v) || json_is_false(v) || (json_is_string(v) && json_string_length(v) == 0) ||
            (json_is_array(v) && json_array_size(v) == 0);
 }
 
-static bool is_str(const json_t *v, const char *s)
+bool api_is_str(const json_t *v, const char *s)
 {
     return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
@@ -836,14 +836,14 @@ static bool is_str(const json_t *v, const char *s)
 static snug_status check_tool_choice(const json_t *body, const char *key, const json_t *v,
                                      snug_api_error *err)
 {
-    const json_t *tools = opt(body, strcmp(key, "tool_choice") == 0 ? "tools" : "functions");
-    bool no_call = json_is_null(v) || is_str(v, "none") || (is_str(v, "auto") && (!tools || empty_value(tools)));
-    return no_call ? SNUG_OK : unsupported(err, key, "tool calling is not supported yet");
+    const json_t *tools = api_opt(body, strcmp(key, "tool_choice") == 0 ? "tools" : "functions");
+    bool no_call = json_is_null(v) || api_is_str(v, "none") || (api_is_str(v, "auto") && (!tools || api_empty_value(tools)));
+    return no_call ? SNUG_OK : api_unsupported(err, key, "tool calling is not supported yet");
 }
 
 /* Checks a field of OpenAI's API that the parser does not read: taken when
  * its value asks for what the server does anyway (best_of equal to n, no
- * suffix, plain text as the response format, no tools, no storing, the
+ * suffix, no tools, no storing, the
  * default service tier, text output, a user id), refused with a 400 naming
  * it otherwise; any other field is unknown, also a 400. */
 static snug_status check_other_field(const json_t *body, const char *key, const json_t *v,
@@ -852,44 +852,35 @@ static snug_status check_other_field(const json_t *body, const char *key, const 
     bool chat = r->kind == SNUG_API_CHAT;
     int64_t best = 0;
     if (strcmp(key, "user") == 0) /* an end user's id, for the caller's own records */
-        return json_is_null(v) || json_is_string(v) ? SNUG_OK : wrong(err, key, "a string", v);
+        return json_is_null(v) || json_is_string(v) ? SNUG_OK : api_wrong(err, key, "a string", v);
     if (strcmp(key, "service_tier") == 0)
-        return json_is_null(v) || is_str(v, "auto") || is_str(v, "default")
+        return json_is_null(v) || api_is_str(v, "auto") || api_is_str(v, "default")
                    ? SNUG_OK
-                   : unsupported(err, key, "only the tiers \"auto\" and \"default\" are served");
+                   : api_unsupported(err, key, "only the tiers \"auto\" and \"default\" are served");
     if (!chat && strcmp(key, "best_of") == 0) {
         if (json_is_null(v)) return SNUG_OK;
-        if (!as_int(v, &best) || best < 1) return wrong(err, key, "an integer of at least 1", v);
+        if (!as_int(v, &best) || best < 1) return api_wrong(err, key, "an integer of at least 1", v);
         return best == r->n ? SNUG_OK
-                            : unsupported(err, key, "ranking candidates (best_of other than n) is not supported");
+                            : api_unsupported(err, key, "ranking candidates (best_of other than n) is not supported");
     }
     if (!chat && strcmp(key, "suffix") == 0)
-        return empty_value(v) ? SNUG_OK : unsupported(err, key, "a suffix (insertion) is not supported");
-    if (chat && strcmp(key, "response_format") == 0) {
-        if (json_is_null(v)) return SNUG_OK;
-        if (!json_is_object(v) || !json_is_string(opt(v, "type")))
-            return wrong(err, key, "an object with a type (\"text\")", v);
-        return is_str(opt(v, "type"), "text")
-                   ? SNUG_OK
-                   : unsupported(err, "response_format.type",
-                                 "structured output (json_object, json_schema) is not supported yet");
-    }
+        return api_empty_value(v) ? SNUG_OK : api_unsupported(err, key, "a suffix (insertion) is not supported");
     if (chat && (strcmp(key, "tools") == 0 || strcmp(key, "functions") == 0))
-        return empty_value(v) ? SNUG_OK : unsupported(err, key, "tool calling is not supported yet");
+        return api_empty_value(v) ? SNUG_OK : api_unsupported(err, key, "tool calling is not supported yet");
     if (chat && (strcmp(key, "tool_choice") == 0 || strcmp(key, "function_call") == 0))
         return check_tool_choice(body, key, v, err);
     if (chat && strcmp(key, "parallel_tool_calls") == 0)
-        return json_is_null(v) || json_is_boolean(v) ? SNUG_OK : wrong(err, key, "true or false", v);
+        return json_is_null(v) || json_is_boolean(v) ? SNUG_OK : api_wrong(err, key, "true or false", v);
     if (chat && strcmp(key, "store") == 0)
-        return empty_value(v) ? SNUG_OK : unsupported(err, key, "stored completions are not supported");
+        return api_empty_value(v) ? SNUG_OK : api_unsupported(err, key, "stored completions are not supported");
     if (chat && strcmp(key, "metadata") == 0)
         return json_is_null(v) ? SNUG_OK
-                               : unsupported(err, key, "metadata goes with stored completions, not supported here");
+                               : api_unsupported(err, key, "metadata goes with stored completions, not supported here");
     if (chat && strcmp(key, "modalities") == 0)
-        return json_is_null(v) || (json_array_size(v) == 1 && is_str(json_array_get(v, 0), "text"))
+        return json_is_null(v) || (json_array_size(v) == 1 && api_is_str(json_array_get(v, 0), "text"))
                    ? SNUG_OK
-                   : unsupported(err, key, "only [\"text\"] output is produced");
-    return bad(err, key,
+                   : api_unsupported(err, key, "only [\"text\"] output is produced");
+    return api_bad(err, key,
                "unknown field: %s takes no field of that name (the README's API section lists the fields it takes)",
                chat ? "/v1/chat/completions" : "/v1/completions");
 }
@@ -924,8 +915,8 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     snug_status st = get_string(r->root, "model", &r->model, err);
     if (st == SNUG_OK) st = get_string(r->root, "cache_salt", &r->cache_salt, err);
     if (st == SNUG_OK && r->cache_salt) {
-        r->cache_salt_len = json_string_length(opt(r->root, "cache_salt"));
-        if (r->cache_salt_len == 0) st = bad(err, "cache_salt", "must be a non-empty string");
+        r->cache_salt_len = json_string_length(api_opt(r->root, "cache_salt"));
+        if (r->cache_salt_len == 0) st = api_bad(err, "cache_salt", "must be a non-empty string");
     }
     if (st == SNUG_OK)
         st = kind == SNUG_API_CHAT ? parse_messages(r->root, r, err)
@@ -934,6 +925,7 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     if (st == SNUG_OK) st = parse_stop(r->root, lim, r, err);
     if (st == SNUG_OK) st = parse_output(r->root, lim, r, err);
     if (st == SNUG_OK) st = check_fields(r->root, r, err);
+    if (st == SNUG_OK) st = api_parse_structured(r->root, r, err);
     return st;
 }
 
@@ -962,5 +954,6 @@ void snug_api_request_free(snug_api_request *r)
     if (r->root) json_decref(r->root);
     snug_mem_free(r->prompts);
     snug_mem_free(r->logit_bias);
+    snug_grammar_free(r->grammar);
     memset(r, 0, sizeof *r);
 }

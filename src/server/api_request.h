@@ -25,6 +25,7 @@
 #include "engine/sampler.h"
 #include "engine/stop.h"
 #include "formats/config.h"
+#include "grammar/grammar.h"
 
 #include <jansson.h>
 
@@ -90,6 +91,11 @@ typedef struct snug_api_request {
                                      * in log-probabilities as "token_id:N" */
     const char *cache_salt;         /* vLLM's cache_salt: a non-empty string, or NULL */
     size_t cache_salt_len;
+    snug_grammar *grammar;          /* what the output keeps to, compiled (owned), or NULL:
+                                     * `grammar` (GBNF, llama.cpp's field), response_format
+                                     * json_object (a JSON object) or json_schema (JSON that
+                                     * validates against its schema) */
+    const char *grammar_param;      /* the field it came from ("grammar", "response_format") */
 } snug_api_request;
 
 typedef struct snug_api_error {

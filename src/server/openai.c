@@ -704,6 +704,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         r->cache_salt = j->req.cache_salt ? snug_engine_salt(j->req.cache_salt, j->req.cache_salt_len) : 0;
         r->logprobs = j->req.logprobs >= 0;
         r->top_logprobs = SNUG_MAX(0, j->req.logprobs);
+        r->grammar = j->req.grammar;
         st = snug_engine_submit(s->e, r, &err);
         if (st == SNUG_BUSY && snug_engine_failed(s->e)) /* it failed since the check above */
             return http_error(c, 500, "server_error", NULL, "engine_failed", "%s",

@@ -305,8 +305,8 @@ good "the served model's name" /v1/completions '{"prompt": "a", "model": "storie
 badc "an unknown field" 400 '"frobnicate"' null '{"prompt": "a", "max_tokens": 2, "frobnicate": {"x": [1, 2]}}'
 badch "a chat field on completions' twin" 400 '"echo"' null \
     '{"messages": [{"role": "user", "content": "hi"}], "echo": true}'
-badch "response_format json_schema (not done yet)" 400 '"response_format.type"' null \
-    '{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}'
+badch "response_format json_schema with a keyword not taken (pattern)" 400 '"response_format.json_schema.schema"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}}}'
 badch "tool_choice required (not done yet)" 400 '"tool_choice"' null \
     '{"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}'
 badc "best_of above n" 400 '"best_of"' null '{"prompt": "a", "best_of": 4}'

@@ -1,0 +1,41 @@
+/*
+ * api_impl.h: what the request parser's modules share (private to
+ * api_request.c and api_structured.c): OpenAI-shaped errors and field
+ * readers. Every error fills *err and returns the status it stands for.
+ */
+#ifndef SNUG_API_IMPL_H
+#define SNUG_API_IMPL_H
+
+#include "api_request.h"
+
+/* A 400 for param ("" for the body as a whole) whose message is "param: "
+ * and the formatted text. Returns SNUG_INVALID. */
+snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A 400: "param: expected <expected>, got <v described>". */
+snug_status api_wrong(snug_api_error *err, const char *param, const char *expected, const json_t *v);
+
+/* A 400 for a field the server does not do as asked: "key: why; ...". */
+snug_status api_unsupported(snug_api_error *err, const char *key, const char *why);
+
+/* A 503 for memory that did not fit (e holds the allocator's message).
+ * Returns SNUG_NOMEM. */
+snug_status api_overloaded(snug_api_error *err, const snug_error *e);
+
+/* obj[key], or NULL when it is absent or null. */
+const json_t *api_opt(const json_t *obj, const char *key);
+
+/* Whether v is the string s. */
+bool api_is_str(const json_t *v, const char *s);
+
+/* Whether v is null, false, an empty string or an empty list. */
+bool api_empty_value(const json_t *v);
+
+/* Reads `response_format` and `grammar` of body into r->grammar, compiled
+ * (api_request.h). Fails with a 400 naming the field and the place in the
+ * schema or grammar, or SNUG_NOMEM (503) when the compiled grammar does not
+ * fit. */
+snug_status api_parse_structured(const json_t *body, snug_api_request *r, snug_api_error *err);
+
+#endif /* SNUG_API_IMPL_H */
