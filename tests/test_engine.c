@@ -20,6 +20,7 @@
 #include "chat/chat.h"
 #include "convert/mkmodel.h"
 #include "engine/engine.h"
+#include "grammar/schema.h"
 #include "support/greedy_txt.h"
 #include "support/ref_model.h"
 
@@ -537,6 +538,134 @@ static void gen_request(snug_request *r, const int32_t *prompt, int64_t n_prompt
     r->n = 1;
 }
 
+/* A grammar compiled from GBNF text (NULL on failure, counted). */
+static snug_grammar *gbnf(const char *text)
+{
+    snug_error err = {0};
+    snug_grammar *g = NULL;
+    CHECK(snug_grammar_parse_gbnf(text, strlen(text), "root", "grammar", &g, &err) == SNUG_OK, "%s: %s", text,
+          err.msg);
+    return g;
+}
+
+static size_t code_points(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* Whether text is an uppercase letter, 5 to 40 lowercase letters and
+ * spaces, and a full stop. */
+static bool is_sentence(const char *t, size_t n)
+{
+    if (n < 7 || n > 42 || t[0] < 'A' || t[0] > 'Z' || t[n - 1] != '.') return false;
+    for (size_t i = 1; i + 1 < n; i++)
+        if (!(t[i] == ' ' || (t[i] >= 'a' && t[i] <= 'z'))) return false;
+    return true;
+}
+
+/* Constrained decoding on the bundled model (engine.h, constrain.h): at
+ * temperature 1 every output is a whole match of its grammar, ended by the
+ * grammar (finish GRAMMAR, no EOS needed), its tokens' bytes its text; a
+ * JSON schema's output parses with the right members; a token the grammar
+ * refuses is never picked, even greedy with +100 of bias; EOS only where
+ * the text is a whole match; and none of it allocates. */
+static void test_constrained(void)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(4, 0);
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    snug_grammar *sentence = gbnf("root ::= [A-Z] [a-z ]{5,40} \".\"");
+    snug_grammar *xs = gbnf("root ::= \"x\"+");
+    snug_strbuf schema_text = {0};
+    snug_grammar *object = NULL;
+    json_t *schema = json_loads("{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"}, "
+                                "\"s\": {\"type\": \"string\", \"maxLength\": 8}, \"b\": {\"enum\": [true, \"no\"]}}, "
+                                "\"required\": [\"n\", \"s\", \"b\"]}", 0, NULL);
+    CHECK(schema && snug_schema_to_gbnf(schema, "schema", &schema_text, &err) == SNUG_OK, "schema: %s", err.msg);
+    if (schema_text.p) object = gbnf(schema_text.p);
+    if (!e || !sentence || !xs || !object) goto out;
+    const snug_tokenizer *tok = snug_engine_tokenizer(e);
+    static gen_out g;
+    snug_request r;
+    int64_t allocs = snug_mem_alloc_count();
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        gen_request(&r, g_prompt, PROMPT_LEN);
+        r.sampling.seed = seed, r.sampling.has_seed = true;
+        r.stop.max_tokens = 60;
+        r.grammar = sentence;
+        CHECK(gen_run(e, &r, &g, &err), "submit: %s", err.msg);
+        /* at most 42 characters, each token at least one: the grammar always ends it */
+        CHECK(is_sentence(g.text, g.n_text) && g.finish == SNUG_FINISH_GRAMMAR,
+              "seed %llu: \"%.*s\" (%s) is not a whole match ended by the grammar", (unsigned long long)seed,
+              (int)g.n_text, g.text, snug_finish_name(g.finish));
+        char joined[512], one[64];
+        size_t n = 0;
+        for (int32_t k = 0; k < g.n_ids; k++) {
+            size_t m = snug_tokenizer_token_bytes(tok, g.ids[k], one, sizeof one);
+            if (n + m < sizeof joined) memcpy(joined + n, one, m), n += m;
+        }
+        CHECK(n == g.n_text && memcmp(joined, g.text, n) == 0, "seed %llu: the tokens' bytes are not the text",
+              (unsigned long long)seed);
+    }
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        gen_request(&r, g_prompt, PROMPT_LEN);
+        r.sampling.seed = seed, r.sampling.has_seed = true;
+        r.stop.max_tokens = 120;
+        r.grammar = object;
+        CHECK(gen_run(e, &r, &g, &err), "submit: %s", err.msg);
+        json_t *v = json_loadb(g.text, g.n_text, 0, NULL);
+        const json_t *b = json_object_get(v, "b");
+        const char *s = json_string_value(json_object_get(v, "s"));
+        CHECK(g.finish == SNUG_FINISH_GRAMMAR && json_is_object(v) && json_object_size(v) == 3 &&
+                  json_is_integer(json_object_get(v, "n")) && s && code_points(s) <= 8 &&
+                  (json_is_true(b) || (json_is_string(b) && strcmp(json_string_value(b), "no") == 0)),
+              "seed %llu: %s: \"%.*s\"", (unsigned long long)seed, snug_finish_name(g.finish), (int)g.n_text, g.text);
+        json_decref(v);
+    }
+    CHECK(snug_mem_alloc_count() == allocs, "constrained serving made %lld allocations",
+          (long long)(snug_mem_alloc_count() - allocs));
+    /* greedy, with +100 on a token the grammar refuses at the start ('a' cannot begin the sentence) */
+    int32_t a = -1;
+    for (int32_t id = 0; id < snug_engine_n_vocab(e) && a < 0; id++) {
+        char one[64];
+        if (snug_tokenizer_token_bytes(tok, id, one, sizeof one) == 1 && one[0] == 'a') a = id;
+    }
+    snug_logit_bias bias[2] = {{a, 100.0f}, {2, 100.0f}}; /* and EOS (id 2) */
+    gen_request(&r, g_prompt, PROMPT_LEN);
+    r.sampling.temperature = 0, r.sampling.logit_bias = bias, r.sampling.n_logit_bias = 2;
+    r.stop.max_tokens = 60;
+    r.grammar = sentence;
+    CHECK(a >= 0 && gen_run(e, &r, &g, &err), "submit: %s", err.msg);
+    CHECK(g.n_ids > 1 && g.ids[0] != a && is_sentence(g.text, g.n_text),
+          "greedy with bias under the grammar: \"%.*s\"", (int)g.n_text, g.text);
+    /* EOS (+100) refused until the text is a whole match: one "x" token (or more), then EOS */
+    gen_request(&r, g_prompt, PROMPT_LEN);
+    r.sampling.temperature = 0, r.sampling.logit_bias = bias + 1, r.sampling.n_logit_bias = 1;
+    r.stop.max_tokens = 10;
+    r.grammar = xs;
+    CHECK(gen_run(e, &r, &g, &err), "submit: %s", err.msg);
+    CHECK(g.n_ids == 2 && g.ids[1] == 2 && g.finish == SNUG_FINISH_EOS && g.n_text >= 1 &&
+              strspn(g.text, "x") == g.n_text,
+          "EOS once accepting: %d tokens, finish %s, \"%.*s\"", g.n_ids, snug_finish_name(g.finish), (int)g.n_text,
+          g.text);
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    CHECK(c.grammar_masks >= g.n_ids && c.grammar_walks > 0 && c.grammar_walks < c.grammar_masks,
+          "%lld masks, %lld walked (the rest from the cache)", (long long)c.grammar_masks, (long long)c.grammar_walks);
+    printf("  %lld masks applied, %lld computed (%.1f ms), the rest from the cache\n", (long long)c.grammar_masks,
+           (long long)c.grammar_walks, c.grammar_walk_seconds * 1e3);
+out:
+    json_decref(schema);
+    snug_strbuf_free(&schema_text);
+    snug_grammar_free(sentence);
+    snug_grammar_free(xs);
+    snug_grammar_free(object);
+    snug_engine_close(e);
+}
+
 /* The chat prompt, its ids, streamed text == the decode of prompt and
  * output less the prompt's (the output continues the prompt), seeds, a
  * stop string, bad parameters, no allocation. */
@@ -686,6 +815,7 @@ int main(void)
     RUN(test_populated_after_ready);
     RUN(test_refusals_and_cancel);
     RUN(test_logprobs);
+    RUN(test_constrained);
     RUN(test_stress_within_plan);
     RUN(test_generate_chat_stream);
     RUN(test_generate_model_length);
