@@ -238,7 +238,7 @@ static void test_chat_every_field(void)
         "{\"role\":\"developer\",\"content\":\"\"},"
         "{\"role\":\"user\",\"content\":\"one\\ntwo\",\"name\":\"bob\"},"
         "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\","
-        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+        "\"function\":{\"name\":\"f\",\"arguments\":{}}}]},"
         "{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"c1\"},"
         "{\"role\":\"assistant\",\"content\":\"\"},"
         "{\"role\":\"user\",\"content\":\"\"}]";
@@ -282,7 +282,7 @@ static void test_chat_nulls_after_a_tool_call(void)
         "{\"role\":\"user\",\"content\":\"What is 6*7?\"},"
         "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"x\","
         "\"type\":\"function\",\"function\":{\"name\":\"calc\","
-        "\"arguments\":\"{\\\"e\\\": \\\"6*7\\\"}\"}}]},"
+        "\"arguments\":{\"e\":\"6*7\"}}}]},"
         "{\"role\":\"tool\",\"tool_call_id\":\"x\",\"content\":\"42\",\"name\":\"calc\"},"
         "{\"role\":\"assistant\",\"content\":\"\"},"
         "{\"role\":\"user\",\"content\":\"thanks\",\"name\":\"bob\"}]";
@@ -336,12 +336,10 @@ static void test_fields_refused(void)
          "stream_options.more", "unknown field"},
         {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": 1}",
          "response_format", "an object"},
-        {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": "
-                        "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}", "tools", "tool calling"},
         {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": "
-                        "\"required\"}", "tool_choice", "tool calling"},
+                        "\"required\"}", "tool_choice", "needs tools"},
         {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"functions\": [{}]}",
-         "functions", "tool calling"},
+         "functions", "deprecated"},
         {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"store\": true}", "store",
          "stored"},
         {SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"metadata\": {}}",
@@ -811,12 +809,12 @@ static void test_oom(void)
                               "\"text\": \"part %d\"}, {\"type\": \"text\", \"text\": \"more\"}]},"
                               " {\"role\": \"assistant\", \"content\": \"ok %d\"},"
                               " {\"role\": \"assistant\", \"content\": null, \"tool_calls\":"
-                              " [{\"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}",
-                              i ? ", " : "", i, i);
+                              " [{\"function\": {\"name\": \"f\", \"arguments\": \"%s\"}}]}",
+                              i ? ", " : "", i, i, i ? "x" : "{}"); /* one of them a JSON object */
     snprintf(c.body + n, cap - n, "], \"logit_bias\": {\"1\": 2}}");
     fails = test_oom_loop("chat", oom_parse, NULL, &c, 50);
-    CHECK(fails == 4, "chat: %d allocations failed cleanly, expected 4 (admit, admit, join "
-                      "buffer, logit_bias)", fails);
+    CHECK(fails == 5, "chat: %d allocations failed cleanly, expected 5 (admit, admit, join "
+                      "buffer, the arguments' parse, logit_bias)", fails);
     const json_t *m = json_array_get(c.r.messages, 147), *filled = json_array_get(c.r.messages, 149);
     CHECK(m && strcmp(json_string_value(json_object_get(m, "content")), "part 49\nmore") == 0,
           "joined content");

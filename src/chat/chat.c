@@ -11,7 +11,7 @@
 snug_status snug_chat_apply(const snug_tokenizer *tok, const json_t *messages,
                             bool add_generation_prompt, char **out, size_t *len, snug_error *err)
 {
-    return snug_chat_apply_template(snug_tokenizer_chat_template(tok), tok, messages,
+    return snug_chat_apply_template(snug_tokenizer_chat_template(tok), tok, messages, NULL,
                                     add_generation_prompt, NULL, out, len, err);
 }
 
@@ -41,7 +41,7 @@ static int64_t failed_message(const json_t *messages, const snug_template_failur
 }
 
 snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
-                                     const json_t *messages, bool add_generation_prompt,
+                                     const json_t *messages, const json_t *tools, bool add_generation_prompt,
                                      snug_chat_failure *failure, char **out, size_t *len,
                                      snug_error *err)
 {
@@ -58,6 +58,10 @@ snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok
     vars = json_pack("{s:O, s:b, s:s, s:s}", "messages", (json_t *)messages, "add_generation_prompt",
                      add_generation_prompt, "bos_token", snug_tokenizer_bos_text(tok), "eos_token",
                      snug_tokenizer_eos_text(tok));
+    if (vars && tools && json_object_set(vars, "tools", (json_t *)tools) != 0) {
+        json_decref(vars);
+        vars = NULL;
+    }
     if (!vars) {
         st = snug_errorf(err, SNUG_NOMEM, "out of memory building the chat template's variables");
         goto done;

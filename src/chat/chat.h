@@ -1,7 +1,7 @@
 /*
  * chat.h: a model's chat template applied to a conversation, the way
- * transformers' apply_chat_template does it (messages, add_generation_prompt,
- * bos_token, eos_token).
+ * transformers' apply_chat_template does it (messages, tools,
+ * add_generation_prompt, bos_token, eos_token).
  */
 #ifndef SNUG_CHAT_H
 #define SNUG_CHAT_H
@@ -36,11 +36,13 @@ typedef struct snug_chat_failure {
 } snug_chat_failure;
 
 /* As snug_chat_apply with the template text given (a server's
- * --chat-template) instead of tok's; text NULL fails as a model without a
- * template does. When failure is not NULL it is filled on every return
+ * --chat-template) instead of tok's, and tools (NULL: none), a list of
+ * OpenAI tool objects, as the template's `tools` (as apply_chat_template's
+ * tools argument: undefined when NULL); text NULL fails as a model without
+ * a template does. When failure is not NULL it is filled on every return
  * (kind NONE on success); err->msg keeps the whole detail either way. */
 snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
-                                     const json_t *messages, bool add_generation_prompt,
+                                     const json_t *messages, const json_t *tools, bool add_generation_prompt,
                                      snug_chat_failure *failure, char **out, size_t *len,
                                      snug_error *err);
 

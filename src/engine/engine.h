@@ -59,6 +59,8 @@ typedef struct snug_request {
                                      * salt (snug_engine_salt of the client's string); 0: none */
     const snug_grammar *grammar;    /* NULL, or the grammar every choice's output keeps to
                                      * (constrain.h), the caller's until released */
+    bool keep_special;              /* special tokens' text is in the outputs' text (tool-call
+                                     * markers); by default it is left out */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */

@@ -1,6 +1,6 @@
 /*
  * schema.c: JSON schema to GBNF (schema.h). Each schema that needs one
- * gets a rule "sN"; JSON's own pieces (string, number, any value, ws) are
+ * gets a rule "NAME-sN" (NAME the rule of the whole schema); JSON's own pieces (string, number, any value, ws) are
  * shared rules written once at the end. A rule's body is built in a buffer
  * of its own while the rules of the schemas inside it are written, then
  * appended.
@@ -22,6 +22,7 @@ typedef struct ref_rule {
 typedef struct conv {
     const json_t *root;
     const char *what;
+    const char *prefix; /* of the rules' names: PREFIX-sN */
     snug_strbuf *out;
     snug_error *err;
     snug_status st;
@@ -126,7 +127,7 @@ static int32_t rule_of(conv *c, const json_t *s)
     int32_t r = c->n_rules++;
     snug_strbuf body = {.err = c->err};
     bool ok = visit(c, s, &body) && held(c, &body);
-    if (ok) snug_strbuf_printf(c->out, "s%d ::= %s\n", r, body.p ? body.p : "\"\"");
+    if (ok) snug_strbuf_printf(c->out, "%s-s%d ::= %s\n", c->prefix, r, body.p ? body.p : "\"\"");
     snug_strbuf_free(&body);
     return ok ? r : -1;
 }
@@ -140,7 +141,7 @@ static bool put_ref(conv *c, snug_strbuf *b, const json_t *s)
     }
     int32_t r = rule_of(c, s);
     if (r < 0) return false;
-    snug_strbuf_printf(b, "s%d", r);
+    snug_strbuf_printf(b, "%s-s%d", c->prefix, r);
     return true;
 }
 
@@ -343,7 +344,7 @@ static bool put_ref_keyword(conv *c, const json_t *s, snug_strbuf *b)
     }
     for (int32_t i = 0; i < c->n_refs; i++)
         if (strcmp(c->refs[i].ref, json_string_value(ref)) == 0) {
-            snug_strbuf_printf(b, "s%d", c->refs[i].rule);
+            snug_strbuf_printf(b, "%s-s%d", c->prefix, c->refs[i].rule);
             return true;
         }
     const json_t *target = resolve(c, json_string_value(ref));
@@ -353,9 +354,9 @@ static bool put_ref_keyword(conv *c, const json_t *s, snug_strbuf *b)
     c->refs[c->n_refs++] = (ref_rule){json_string_value(ref), r};
     snug_strbuf body = {.err = c->err};
     bool ok = put_ref(c, &body, target) && held(c, &body);
-    if (ok) snug_strbuf_printf(c->out, "s%d ::= %s\n", r, body.p);
+    if (ok) snug_strbuf_printf(c->out, "%s-s%d ::= %s\n", c->prefix, r, body.p);
     snug_strbuf_free(&body);
-    if (ok) snug_strbuf_printf(b, "s%d", r);
+    if (ok) snug_strbuf_printf(b, "%s-s%d", c->prefix, r);
     return ok;
 }
 
@@ -446,17 +447,28 @@ static bool visit(conv *c, const json_t *s, snug_strbuf *b)
     return ok;
 }
 
-snug_status snug_schema_to_gbnf(const json_t *schema, const char *what, snug_strbuf *out, snug_error *err)
+snug_status snug_schema_to_gbnf_rule(const json_t *schema, const char *what, const char *name, snug_strbuf *out,
+                                     snug_error *err)
 {
     conv *c = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *c, err);
     if (!c) return SNUG_NOMEM;
-    *c = (conv){.root = schema, .what = what ? what : "schema", .out = out, .err = err};
+    *c = (conv){.root = schema, .what = what ? what : "schema", .prefix = name, .out = out, .err = err};
     snug_strbuf root = {.err = err};
     bool ok = put_ref(c, &root, schema) && held(c, &root);
-    if (ok) snug_strbuf_printf(out, "root ::= %s\n%s", root.p, SHARED);
+    if (ok) snug_strbuf_printf(out, "%s ::= %s\n", name, root.p);
     snug_strbuf_free(&root);
     snug_status st = c->st != SNUG_OK ? c->st : out->failed ? SNUG_NOMEM : SNUG_OK;
     if (st == SNUG_NOMEM && out->failed) snug_errorf(err, SNUG_NOMEM, "%s: no memory for its grammar", c->what);
     snug_mem_free(c);
+    return st;
+}
+
+void snug_schema_gbnf_shared(snug_strbuf *out) { snug_strbuf_printf(out, "%s", SHARED); }
+
+snug_status snug_schema_to_gbnf(const json_t *schema, const char *what, snug_strbuf *out, snug_error *err)
+{
+    snug_status st = snug_schema_to_gbnf_rule(schema, what, "root", out, err);
+    if (st == SNUG_OK) snug_schema_gbnf_shared(out);
+    if (st == SNUG_OK && out->failed) st = snug_errorf(err, SNUG_NOMEM, "%s: no memory for its grammar", what ? what : "schema");
     return st;
 }

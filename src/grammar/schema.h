@@ -40,4 +40,15 @@ enum {
  * was appended. */
 snug_status snug_schema_to_gbnf(const json_t *schema, const char *what, snug_strbuf *out, snug_error *err);
 
+/* As snug_schema_to_gbnf, but the schema's rule is named name (letters,
+ * digits and dashes) and the rules it needs name-sN, and the shared rules
+ * of JSON's pieces (ws, value, string, number, ...) are not written: a
+ * grammar of several schemas (tool calls) converts each under its own name
+ * and appends the shared rules once (snug_schema_gbnf_shared). */
+snug_status snug_schema_to_gbnf_rule(const json_t *schema, const char *what, const char *name, snug_strbuf *out,
+                                     snug_error *err);
+
+/* Appends the shared rules (a failure shows in out->failed). */
+void snug_schema_gbnf_shared(snug_strbuf *out);
+
 #endif /* SNUG_GRAMMAR_SCHEMA_H */

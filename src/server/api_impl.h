@@ -32,6 +32,26 @@ bool api_is_str(const json_t *v, const char *s);
 /* Whether v is null, false, an empty string or an empty list. */
 bool api_empty_value(const json_t *v);
 
+/* Checks that every key of obj is one of keys (NULL-terminated); a 400
+ * naming the first that is not, under param. */
+snug_status api_only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err);
+
+/* A 400 for a failed compile of param: e's message as it is (it names the
+ * field and the place), or a 503 when st is SNUG_NOMEM. Returns st. */
+snug_status api_compile_failed(snug_api_error *err, const char *param, snug_status st, const snug_error *e);
+
+/* Compiles the GBNF text of len bytes into r->grammar, from the field
+ * param (also the name in messages, r->grammar_param), and checks that its
+ * start fits a sequence's matcher (engine/constrain.h). */
+snug_status api_compile(snug_api_request *r, const char *text, size_t len, const char *param, snug_api_error *err);
+
+/* Reads a chat's `tools`, `tool_choice` and `parallel_tool_calls` into r
+ * (api_request.h); with "required" or a named function, the grammar of the
+ * calls in lim->tool_format into r->grammar (after response_format and
+ * grammar, which it may not join). Fails with a 400 naming the field (a
+ * tool's parameters down to the place in its schema), or a 503. */
+snug_status api_parse_tools(const json_t *body, const snug_api_limits *lim, snug_api_request *r, snug_api_error *err);
+
 /* Reads `response_format` and `grammar` of body into r->grammar, compiled
  * (api_request.h). Fails with a 400 naming the field and the place in the
  * schema or grammar, or SNUG_NOMEM (503) when the compiled grammar does not

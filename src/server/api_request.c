@@ -27,6 +27,7 @@ void snug_api_limits_default(snug_api_limits *l)
         .max_n = 16,
         .max_prompts = 16,
         .max_model_len = 0,
+        .tool_format = snug_tool_format_of(NULL),
     };
 }
 
@@ -534,9 +535,32 @@ static void normalize_message(json_t *m, char *buf, json_t *empty)
     }
 }
 
+/* Replaces each tool call's arguments in msgs, a JSON string, by the
+ * object it holds, as chat templates take them (transformers' tool-use
+ * templates print or walk a mapping; vLLM hands them one too); arguments
+ * that are not a JSON object stay the string. Fails with SNUG_NOMEM. */
+static snug_status arguments_as_objects(json_t *msgs, snug_error *e)
+{
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        json_t *calls = json_object_get(json_array_get(msgs, i), "tool_calls");
+        for (size_t k = 0; k < json_array_size(calls); k++) {
+            json_t *fn = json_object_get(json_array_get(calls, k), "function");
+            const json_t *a = json_object_get(fn, "arguments");
+            const char *text = json_string_value(a);
+            json_t *v = NULL;
+            if (!text || text[strspn(text, " \t\r\n")] != '{') continue; /* no object: no parse */
+            if (snug_json_parse(json_string_value(a), json_string_length(a), "arguments", &v, e) == SNUG_NOMEM)
+                return SNUG_NOMEM;
+            if (json_is_object(v)) SNUG_ASSERT(json_object_set_new(fn, "arguments", v) == 0); /* replaces: no entry made */
+            else json_decref(v);
+        }
+    }
+    return SNUG_OK;
+}
+
 /* Reads the required messages, checks each, and normalizes them for the
- * chat template (normalize_message). jansson's allocations for the new
- * strings and members are admitted first. */
+ * chat template (normalize_message, then arguments_as_objects). jansson's
+ * allocations for the new strings and members are admitted first. */
 static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_error *err)
 {
     json_t *msgs = json_object_get(body, "messages");
@@ -575,6 +599,7 @@ static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_er
         normalize_message(json_array_get(msgs, i), buf, empty);
     json_decref(empty);
     snug_mem_free(buf);
+    if (st == SNUG_OK) st = arguments_as_objects(msgs, &e);
     return st == SNUG_OK ? SNUG_OK : api_overloaded(err, &e);
 }
 
@@ -803,7 +828,8 @@ static const char *const FIELDS_BOTH[] = {
     "logprobs", "response_format", "grammar", NULL};
 static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
 static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "top_logprobs",
-                                          "add_generation_prompt", NULL};
+                                          "add_generation_prompt", "tools", "tool_choice",
+                                          "parallel_tool_calls", NULL};
 
 static bool listed(const char *const *list, const char *key)
 {
@@ -831,22 +857,12 @@ bool api_is_str(const json_t *v, const char *s)
     return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
 
-/* tool_choice (or the older function_call): taken when it asks for no
- * call, "none", or "auto" with no tools (the same thing). */
-static snug_status check_tool_choice(const json_t *body, const char *key, const json_t *v,
-                                     snug_api_error *err)
-{
-    const json_t *tools = api_opt(body, strcmp(key, "tool_choice") == 0 ? "tools" : "functions");
-    bool no_call = json_is_null(v) || api_is_str(v, "none") || (api_is_str(v, "auto") && (!tools || api_empty_value(tools)));
-    return no_call ? SNUG_OK : api_unsupported(err, key, "tool calling is not supported yet");
-}
-
 /* Checks a field of OpenAI's API that the parser does not read: taken when
  * its value asks for what the server does anyway (best_of equal to n, no
  * suffix, no tools, no storing, the
  * default service tier, text output, a user id), refused with a 400 naming
  * it otherwise; any other field is unknown, also a 400. */
-static snug_status check_other_field(const json_t *body, const char *key, const json_t *v,
+static snug_status check_other_field(const char *key, const json_t *v,
                                      const snug_api_request *r, snug_api_error *err)
 {
     bool chat = r->kind == SNUG_API_CHAT;
@@ -865,12 +881,10 @@ static snug_status check_other_field(const json_t *body, const char *key, const 
     }
     if (!chat && strcmp(key, "suffix") == 0)
         return api_empty_value(v) ? SNUG_OK : api_unsupported(err, key, "a suffix (insertion) is not supported");
-    if (chat && (strcmp(key, "tools") == 0 || strcmp(key, "functions") == 0))
-        return api_empty_value(v) ? SNUG_OK : api_unsupported(err, key, "tool calling is not supported yet");
-    if (chat && (strcmp(key, "tool_choice") == 0 || strcmp(key, "function_call") == 0))
-        return check_tool_choice(body, key, v, err);
-    if (chat && strcmp(key, "parallel_tool_calls") == 0)
-        return json_is_null(v) || json_is_boolean(v) ? SNUG_OK : api_wrong(err, key, "true or false", v);
+    if (chat && (strcmp(key, "functions") == 0 || strcmp(key, "function_call") == 0))
+        return json_is_null(v) ? SNUG_OK
+                               : api_unsupported(err, key, "the deprecated functions API is not served: "
+                                                           "use tools and tool_choice");
     if (chat && strcmp(key, "store") == 0)
         return api_empty_value(v) ? SNUG_OK : api_unsupported(err, key, "stored completions are not supported");
     if (chat && strcmp(key, "metadata") == 0)
@@ -894,7 +908,7 @@ static snug_status check_fields(const json_t *body, const snug_api_request *r, s
     json_object_foreach((json_t *)body, key, v) {
         if (listed(FIELDS_BOTH, key) || listed(r->kind == SNUG_API_CHAT ? FIELDS_CHAT : FIELDS_COMPLETIONS, key))
             continue;
-        snug_status st = check_other_field(body, key, v, r, err);
+        snug_status st = check_other_field(key, v, r, err);
         if (st != SNUG_OK) return st;
     }
     return SNUG_OK;
@@ -926,6 +940,7 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     if (st == SNUG_OK) st = parse_output(r->root, lim, r, err);
     if (st == SNUG_OK) st = check_fields(r->root, r, err);
     if (st == SNUG_OK) st = api_parse_structured(r->root, r, err);
+    if (st == SNUG_OK && kind == SNUG_API_CHAT) st = api_parse_tools(r->root, lim, r, err);
     return st;
 }
 

@@ -25,6 +25,7 @@
 #include "engine/sampler.h"
 #include "engine/stop.h"
 #include "formats/config.h"
+#include "chat/tool_calls.h"
 #include "grammar/grammar.h"
 
 #include <jansson.h>
@@ -51,7 +52,16 @@ typedef struct snug_api_limits {
     int64_t max_model_len;  /* the model's context; max_tokens above it is a 400. 0 (the
                              * default) = unknown. Prompt lengths are checked by the caller
                              * after tokenizing */
+    const snug_tool_format *tool_format; /* how the model writes tool calls (its template's);
+                             * default json */
 } snug_api_limits;
+
+typedef enum snug_api_tool_choice {
+    SNUG_TOOL_CHOICE_NONE = 0,  /* no calls: the reply is content (tools still reach the template) */
+    SNUG_TOOL_CHOICE_AUTO,      /* the model decides; its calls are recognised in its format */
+    SNUG_TOOL_CHOICE_REQUIRED,  /* calls only, of any of the tools (constrained) */
+    SNUG_TOOL_CHOICE_FUNCTION   /* one call of the named function (constrained) */
+} snug_api_tool_choice;
 
 /* One completions prompt: text or token ids, never both. */
 typedef struct snug_api_prompt {
@@ -72,8 +82,9 @@ typedef struct snug_api_request {
                                      * "\n"; an assistant's null or absent content ""),
                                      * name and tool_call_id strings when present, each of
                                      * tool_calls with a string function.name and
-                                     * .arguments; null members removed (from each message,
-                                     * its tool calls and their functions) */
+                                     * .arguments (the object it holds when it holds one,
+                                     * as templates take it); null members removed (from
+                                     * each message, its tool calls and their functions) */
     snug_sampling_params sampling;  /* checked with snug_sampling_params_validate */
     snug_logit_bias *logit_bias;    /* owned storage sampling.logit_bias points to, or NULL */
     snug_stop_params stop;          /* stop strings, stop_token_ids as EOS ids (the caller adds
@@ -95,7 +106,13 @@ typedef struct snug_api_request {
                                      * `grammar` (GBNF, llama.cpp's field), response_format
                                      * json_object (a JSON object) or json_schema (JSON that
                                      * validates against its schema) */
-    const char *grammar_param;      /* the field it came from ("grammar", "response_format") */
+    const char *grammar_param;      /* the field it came from ("grammar", "response_format",
+                                     * "tool_choice") */
+    const json_t *tools;            /* chat: the checked tools (borrowed from root), NULL when
+                                     * none; they reach the template whatever tool_choice */
+    snug_api_tool_choice tool_choice; /* default AUTO with tools, NONE without */
+    bool parallel_tool_calls;       /* default true: "required" may give several calls */
+    const snug_tool_format *tool_format; /* lim's */
 } snug_api_request;
 
 typedef struct snug_api_error {

@@ -18,9 +18,7 @@
 
 enum { SCHEMA_NAME_MAX = 64 }; /* OpenAI's limit on json_schema.name */
 
-/* A 400 for a failed compile of param: e's message as it is (it names the
- * field and the place), or a 503 when memory ran out. */
-static snug_status compile_failed(snug_api_error *err, const char *param, snug_status st, const snug_error *e)
+snug_status api_compile_failed(snug_api_error *err, const char *param, snug_status st, const snug_error *e)
 {
     if (st == SNUG_NOMEM) return api_overloaded(err, e);
     api_bad(err, "", "%s", e->msg);
@@ -28,9 +26,7 @@ static snug_status compile_failed(snug_api_error *err, const char *param, snug_s
     return SNUG_INVALID;
 }
 
-/* Checks that every key of obj is one of keys (NULL-terminated); a 400
- * naming the first that is not, under param. */
-static snug_status only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err)
+snug_status api_only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err)
 {
     const char *key;
     const json_t *v;
@@ -45,15 +41,12 @@ static snug_status only_keys(const json_t *obj, const char *param, const char *c
     return SNUG_OK;
 }
 
-/* Compiles the GBNF text of len bytes into r->grammar, from the field
- * param (also the name in messages), and checks that its start fits a
- * sequence's matcher. */
-static snug_status compile(snug_api_request *r, const char *text, size_t len, const char *param,
+snug_status api_compile(snug_api_request *r, const char *text, size_t len, const char *param,
                            snug_api_error *err)
 {
     snug_error e = {0};
     snug_status st = snug_grammar_parse_gbnf(text, len, "root", param, &r->grammar, &e);
-    if (st != SNUG_OK) return compile_failed(err, param, st, &e);
+    if (st != SNUG_OK) return api_compile_failed(err, param, st, &e);
     void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_constrain_seq_bytes(), &e);
     if (!mem) return api_overloaded(err, &e);
     snug_gmatch m;
@@ -61,7 +54,7 @@ static snug_status compile(snug_api_request *r, const char *text, size_t len, co
     snug_mem_free(mem);
     if (st != SNUG_OK) {
         snug_error_prefix(&e, st, "%s: its start is too ambiguous or too deep for a sequence's matcher: ", param);
-        return compile_failed(err, param, st, &e);
+        return api_compile_failed(err, param, st, &e);
     }
     r->grammar_param = param;
     return SNUG_OK;
@@ -73,8 +66,8 @@ static snug_status compile_schema(snug_api_request *r, const json_t *schema, con
     snug_error e = {0};
     snug_strbuf gbnf = {.err = &e};
     snug_status st = snug_schema_to_gbnf(schema, what, &gbnf, &e);
-    if (st == SNUG_OK) st = compile(r, gbnf.p, gbnf.len, "response_format", err);
-    else st = compile_failed(err, what, st, &e);
+    if (st == SNUG_OK) st = api_compile(r, gbnf.p, gbnf.len, "response_format", err);
+    else st = api_compile_failed(err, what, st, &e);
     snug_strbuf_free(&gbnf);
     return st;
 }
@@ -86,7 +79,7 @@ static snug_status parse_json_schema(snug_api_request *r, const json_t *js, snug
     static const char *const keys[] = {"name", "description", "schema", "strict", NULL};
     const char *param = "response_format.json_schema";
     if (!json_is_object(js)) return api_wrong(err, param, "an object with a name and a schema", js);
-    snug_status st = only_keys(js, param, keys, err);
+    snug_status st = api_only_keys(js, param, keys, err);
     if (st != SNUG_OK) return st;
     const json_t *name = api_opt(js, "name"), *desc = api_opt(js, "description");
     const json_t *strict = api_opt(js, "strict"), *schema = api_opt(js, "schema");
@@ -122,7 +115,7 @@ static snug_status parse_response_format(snug_api_request *r, const json_t *rf, 
     bool schema = api_is_str(type, "json_schema");
     if (!schema && !api_is_str(type, "json_object") && !api_is_str(type, "text"))
         return api_wrong(err, "response_format.type", "\"text\", \"json_object\" or \"json_schema\"", type);
-    snug_status st = only_keys(rf, "response_format", schema ? with_schema : type_only, err);
+    snug_status st = api_only_keys(rf, "response_format", schema ? with_schema : type_only, err);
     if (st != SNUG_OK || api_is_str(type, "text")) return st;
     if (schema) {
         const json_t *js = api_opt(rf, "json_schema");
@@ -151,5 +144,5 @@ snug_status api_parse_structured(const json_t *body, snug_api_request *r, snug_a
     if (r->grammar)
         return api_bad(err, "grammar", "a request takes either a grammar or a response_format of "
                                        "\"json_object\" or \"json_schema\", not both");
-    return compile(r, json_string_value(grammar), json_string_length(grammar), "grammar", err);
+    return api_compile(r, json_string_value(grammar), json_string_length(grammar), "grammar", err);
 }

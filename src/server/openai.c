@@ -33,6 +33,7 @@ typedef struct choice_acc {
     snug_strbuf lp[4];
     int64_t text_offset;           /* bytes of text before the next token */
     bool echoed;                   /* streaming with echo: the prompt's chunk was sent */
+    tool_stream tools;             /* streaming a chat with tools: text keeps the reply */
 } choice_acc;
 
 struct openai_job {
@@ -57,7 +58,7 @@ struct openai_job {
     size_t sent;
     bool ended;                    /* [DONE] is in pending */
     bool failed_sent;              /* the engine's failure is in pending */
-    double idle;                   /* seconds since the last bytes */
+    double t_sent;                 /* when bytes last went out (snug_now_seconds); 0: none yet */
 };
 
 void openai_job_free(openai_job *j)
@@ -163,7 +164,7 @@ static snug_status chat_ids(openai_job *j, char param[64], snug_error *err)
     const char *tpl = j->srv->o.chat_template ? j->srv->o.chat_template
                                               : snug_tokenizer_chat_template(tok);
     snug_chat_failure f;
-    snug_status st = snug_chat_apply_template(tpl, tok, j->req.messages,
+    snug_status st = snug_chat_apply_template(tpl, tok, j->req.messages, j->req.tools,
                                               j->req.add_generation_prompt, &f, &text, &len, err);
     if (st != SNUG_OK && f.kind != SNUG_TEMPLATE_FAIL_NONE && st != SNUG_NOMEM)
         chat_failed(j, &f, param, err);
@@ -235,6 +236,27 @@ static enum MHD_Result fail(struct MHD_Connection *c, snug_status st, const snug
 }
 
 /* ---- formatting ---------------------------------------------------------------- */
+
+/* Whether j's replies may be tool calls (a chat with tools, tool_choice not none). */
+static bool tools_on(const openai_job *j) { return j->req.tools && j->req.tool_choice != SNUG_TOOL_CHOICE_NONE; }
+
+/* The calls in choice k's whole reply of len bytes (NULL: none, or the
+ * reply did not end of itself), *content_len its content before them. */
+static json_t *reply_calls(openai_job *j, snug_finish f, const char *text, size_t len, size_t *content_len)
+{
+    json_t *calls = NULL;
+    *content_len = len;
+    const char *why = snug_finish_reason_str(f);
+    if (tools_on(j) && why && strcmp(why, "stop") == 0 && !tool_reply_parse(&j->req, text, len, &calls, content_len))
+        j->pending.failed = true; /* out of memory: the answer fails as a whole */
+    return calls;
+}
+
+/* The key of choice index's call ids: unique to the job and the choice. */
+static uint64_t call_key(const openai_job *j, int index)
+{
+    return ((j->reqs[0].id + j->srv->id_key) * 0x9E3779B97F4A7C15ull ^ j->srv->id_key >> 13) * 1021 + (uint64_t)index;
+}
 
 static void put_str(snug_strbuf *b, const char *s, size_t n)
 {
@@ -451,9 +473,17 @@ static void put_answer(openai_job *j, snug_strbuf *b)
     for (int k = 0; k < j->n_prompts * j->req.n; k++) {
         const choice_acc *a = &j->acc[k];
         snug_strbuf_printf(b, "%s{\"index\":%d,", k ? "," : "", k);
+        json_t *calls = NULL;
         if (chat) {
+            size_t content_len = a->text.len;
+            calls = reply_calls(j, a->finish, a->text.p ? a->text.p : "", a->text.len, &content_len);
             snug_strbuf_printf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            put_str(b, a->text.p ? a->text.p : "", a->text.len);
+            if (calls && content_len == 0) snug_strbuf_printf(b, "null");
+            else put_str(b, a->text.p ? a->text.p : "", content_len);
+            if (calls) {
+                snug_strbuf_printf(b, ",");
+                tool_calls_put(b, &j->req, calls, call_key(j, k), false);
+            }
             snug_strbuf_printf(b, "}");
         } else {
             snug_strbuf_printf(b, "\"text\":");
@@ -463,7 +493,9 @@ static void put_answer(openai_job *j, snug_strbuf *b)
         if (j->req.echo && j->req.logprobs >= 0) add_prompt_logprobs(j, k / j->req.n, pre);
         put_logprobs(j, b, pre, a->lp);
         for (int m = 0; m < 4; m++) snug_strbuf_free(&pre[m]);
-        put_finish(b, a->finish);
+        if (calls) snug_strbuf_printf(b, ",\"finish_reason\":\"tool_calls\"");
+        else put_finish(b, a->finish);
+        json_decref(calls);
         snug_strbuf_printf(b, "}");
     }
     snug_strbuf_printf(b, "],");
@@ -495,6 +527,25 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
     snug_strbuf *b = &j->pending;
     choice_acc *a = &j->acc[index];
     bool chat = j->req.kind == SNUG_API_CHAT;
+    const char *out = text;
+    size_t n_out = o->n_text;
+    json_t *calls = NULL;
+    if (chat && tools_on(j)) { /* what may go out of the reply so far; at its end, its calls */
+        snug_strbuf_put(&a->text, text, o->n_text);
+        const char *all = a->text.p ? a->text.p : "";
+        size_t upto = tool_reply_streamable(&j->req, &a->tools, all, a->text.len), content_len = 0;
+        if (o->finish != SNUG_FINISH_NONE) {
+            calls = reply_calls(j, o->finish, all, a->text.len, &content_len);
+            upto = calls ? SNUG_MAX(content_len, a->tools.sent) : a->text.len;
+        }
+        out = all + a->tools.sent;
+        n_out = upto - a->tools.sent;
+        a->tools.sent = upto;
+        if (n_out == 0 && !calls && o->finish == SNUG_FINISH_NONE && a->started && j->req.logprobs < 0) {
+            a->text_offset += (int64_t)o->n_text;
+            return; /* held back: nothing to say yet */
+        }
+    }
     if (j->req.echo && !a->echoed) put_echo_chunk(j, index);
     snug_strbuf_printf(b, "data: ");
     put_head(j, b, true);
@@ -503,7 +554,12 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
         snug_strbuf_printf(b, "\"delta\":{");
         if (!a->started) snug_strbuf_printf(b, "\"role\":\"assistant\",");
         snug_strbuf_printf(b, "\"content\":");
-        put_str(b, text, o->n_text);
+        if (calls && n_out == 0) snug_strbuf_printf(b, "null");
+        else put_str(b, out, n_out);
+        if (calls) {
+            snug_strbuf_printf(b, ",");
+            tool_calls_put(b, &j->req, calls, call_key(j, index), true);
+        }
         snug_strbuf_printf(b, "}");
         a->started = true;
     } else {
@@ -515,7 +571,9 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
     if (j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
     put_logprobs(j, b, NULL, one);
     a->text_offset += (int64_t)o->n_text;
-    put_finish(b, o->finish);
+    if (calls) snug_strbuf_printf(b, ",\"finish_reason\":\"tool_calls\"");
+    else put_finish(b, o->finish);
+    json_decref(calls);
     snug_strbuf_printf(b, "}]}\n\n");
 }
 
@@ -604,7 +662,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             size_t n = SNUG_MIN(max, j->pending.len - j->sent);
             memcpy(buf, j->pending.p + j->sent, n);
             j->sent += n;
-            j->idle = 0;
+            j->t_sent = snug_now_seconds();
             return (ssize_t)n;
         }
         snug_strbuf_clear(&j->pending);
@@ -641,8 +699,9 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         wait_some(j, 0.5);
-        j->idle += 0.5;
-        if (j->idle >= KEEPALIVE_SECONDS) snug_strbuf_printf(&j->pending, ": keep-alive\n\n");
+        double now = snug_now_seconds();
+        if (j->t_sent == 0) j->t_sent = now;
+        if (now - j->t_sent >= KEEPALIVE_SECONDS) snug_strbuf_printf(&j->pending, ": keep-alive\n\n");
     }
 }
 
@@ -705,6 +764,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         r->logprobs = j->req.logprobs >= 0;
         r->top_logprobs = SNUG_MAX(0, j->req.logprobs);
         r->grammar = j->req.grammar;
+        r->keep_special = tools_on(j); /* a format's markers may be special tokens */
         st = snug_engine_submit(s->e, r, &err);
         if (st == SNUG_BUSY && snug_engine_failed(s->e)) /* it failed since the check above */
             return http_error(c, 500, "server_error", NULL, "engine_failed", "%s",

@@ -307,8 +307,16 @@ badch "a chat field on completions' twin" 400 '"echo"' null \
     '{"messages": [{"role": "user", "content": "hi"}], "echo": true}'
 badch "response_format json_schema with a keyword not taken (pattern)" 400 '"response_format.json_schema.schema"' null \
     '{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}}}'
-badch "tool_choice required (not done yet)" 400 '"tool_choice"' null \
+badch "tool_choice required without tools" 400 '"tool_choice"' null \
     '{"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}'
+badch "tool_choice naming a function not in tools" 400 '"tool_choice.function.name"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}'
+badch "a tool's parameters with a keyword not taken, when the call is required" 400 '"tools[0].function.parameters"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "date"}}}}}], "tool_choice": "required"}'
+badch "two tools of one name" 400 '"tools[1].function.name"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]}'
+badch "the deprecated functions field" 400 '"functions"' null \
+    '{"messages": [{"role": "user", "content": "hi"}], "functions": [{"name": "f"}]}'
 badc "best_of above n" 400 '"best_of"' null '{"prompt": "a", "best_of": 4}'
 good "fields that ask for what is done anyway" /v1/completions \
     '{"prompt": "a", "max_tokens": 2, "user": "u", "best_of": 1, "suffix": null, "service_tier": "auto"}'
@@ -783,9 +791,15 @@ template_error() {
         fail "$1" "HTTP $status, want 400 for $2: $3" "$(body)"
     fi
 }
-post /v1/chat/completions "$tool_turn" "${key[@]}"
-template_error "a failed template -> 400 naming the message, without the interpreter's error" \
+plain_args_turn='{"messages": [{"role": "user", "content": "What is 6*7?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "x", "type": "function", "function": {"name": "calc", "arguments": "6*7"}}]},
+    {"role": "tool", "tool_call_id": "x", "content": "42"}, {"role": "user", "content": "thanks"}], "max_tokens": 2}'
+post /v1/chat/completions "$plain_args_turn" "${key[@]}"
+template_error "a failed template (arguments that are no JSON object) -> 400 naming the message, without the interpreter's error" \
     '"messages[1]"' 'the chat template failed to render messages[1] (role "assistant")'
+post /v1/chat/completions "$tool_turn" "${key[@]}"
+if [[ $status == 200 ]]; then ok "a template that walks a tool call's arguments gets them as a mapping (the JSON string parsed)"
+else fail "a template that walks a tool call's arguments gets them as a mapping" "HTTP 200" "$(body)"; fi
 post /v1/chat/completions '{"messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]}' "${key[@]}"
 template_error "raise_exception in the template -> 400 with its text" \
     '"messages[0]"' 'the chat template refused messages[0] (role "developer"): Unknown role: developer'
