@@ -3,14 +3,16 @@
 //
 //   node bench/serve-load.mjs --url http://127.0.0.1:PORT --clients N
 //        [--duration S] [--requests K] [--max-tokens M] [--prompt TEXT] [--temperature T]
-//        [--seed S] [--model NAME] [--timeout S]
+//        [--seed S] [--model NAME] [--timeout S] [--response-format JSON]
 //
 // N clients run at once, each in a loop: a streaming POST /v1/completions (the prompt, default
 // ~32 tokens of story text; max_tokens M, default 64; temperature 0.8; ignore_eos; a seed of
 // its own per request; stream_options.include_usage), read to its end, then the next. A client
 // starts no request after S seconds (default 20) or after K requests (no limit by default),
 // whichever comes first; the requests in flight then finish (they are bounded by max_tokens).
-// Each client keeps one keep-alive connection (see client() below).
+// Each client keeps one keep-alive connection (see client() below). With --response-format
+// (a JSON response_format object, e.g. a json_schema) every request asks for it: a reply the
+// grammar ended (finish_reason stop) may be shorter than max_tokens, and must parse as JSON.
 //
 // Per request it records: time to first token (request sent -> the first data event carrying
 // a choice), the gaps between consecutive such events (inter-token latencies, as the client
@@ -42,12 +44,14 @@ const { values: a } = parseArgs({
         seed: { type: 'string', default: '1' },
         model: { type: 'string' },
         timeout: { type: 'string', default: '600' },
+        'response-format': { type: 'string' },
     },
 });
 const clients = Number(a.clients), duration = Number(a.duration) * 1000;
 const perClient = Number(a.requests), maxTokens = Number(a['max-tokens']);
 const timeoutMs = Number(a.timeout) * 1000, seedBase = Number(a.seed);
 const url = a.url.replace(/\/$/, '') + '/v1/completions';
+const responseFormat = a['response-format'] ? JSON.parse(a['response-format']) : null;
 
 const ttft = [], itl = [];
 const errorKinds = {};
@@ -66,6 +70,7 @@ async function one(seed) {
         ignore_eos: true, stream: true, stream_options: { include_usage: true },
     };
     if (a.model) body.model = a.model;
+    if (responseFormat) body.response_format = responseFormat;
     const t0 = performance.now();
     let res;
     try {
@@ -81,6 +86,7 @@ async function one(seed) {
         return fail(`http ${res.status}`, text.slice(0, 300));
     }
     let first = null, last = 0, got = 0, usage = null, sawDone = false, afterDone = false, bad = null;
+    let text = '', finish = null;
     const gaps = [];
     const decoder = new TextDecoder('utf-8', { fatal: true });
     let buf = '';
@@ -97,6 +103,8 @@ async function one(seed) {
             if (obj.usage) usage = obj.usage;
             if (Array.isArray(obj.choices) && obj.choices.length > 0) {
                 if (typeof obj.choices[0].text !== 'string') { bad ??= `choice without text: ${data.slice(0, 120)}`; continue; }
+                text += obj.choices[0].text;
+                finish = obj.choices[0].finish_reason ?? finish;
                 const now = performance.now();
                 if (first === null) first = now - t0; else gaps.push(now - last);
                 last = now;
@@ -130,8 +138,12 @@ async function one(seed) {
     if (!sawDone) return fail('no [DONE]', `stream ended after ${got} events`);
     if (afterDone) return fail('malformed', 'data after [DONE]');
     if (!usage) return fail('no usage', `${got} events`);
-    if (usage.completion_tokens !== maxTokens)
+    const ended = responseFormat && finish === 'stop'; /* the grammar ended it */
+    if (usage.completion_tokens !== maxTokens && !ended)
         return fail('short', `completion_tokens ${usage.completion_tokens}, max_tokens ${maxTokens}`);
+    if (ended) {
+        try { JSON.parse(text); } catch { return fail('invalid', `not JSON: ${text.slice(0, 160)}`); }
+    }
     if (first !== null) ttft.push(first);
     itl.push(...gaps);
     done++;

@@ -14,6 +14,7 @@
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "engine/engine.h"
+#include "grammar/schema.h"
 #include "base/json.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -31,13 +32,16 @@ static const char g_usage[] =
     "              [--top-p P] [--top-k K] [--min-p P] [--repetition-penalty R]\n"
     "              [--frequency-penalty F] [--presence-penalty F] [--seed S] [--stop TEXT]...\n"
     "              [--ignore-eos] [--chat] [--ids] [--max-model-len N]\n"
+    "              [--grammar-file FILE.gbnf | --json-schema SCHEMA]\n"
     "              [--dtype " CLI_DTYPES "] [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
     "  (default: the prompt and N, or the prompt and 8192, at most the model's); --chat applies\n"
-    "  the model's chat template to PROMPT as a user message; --dtype holds the weights at a\n"
+    "  the model's chat template to PROMPT as a user message; --grammar-file (GBNF, as llama.cpp's)\n"
+    "  and --json-schema (JSON schema text) constrain the output to what they allow;\n"
+    "  --dtype holds the weights at a\n"
     "  float type, or quantizes the float matrices to a block format while loading; --ids\n"
     "  prints every id (BOS,\n"
     "  prompt, generated) instead of the text; --tp N splits the model over N processes\n"
@@ -55,6 +59,7 @@ typedef struct gen_args {
     snug_sampling_params sp;
     snug_stop_params stop;
     bool chat, ids;
+    const char *grammar_file, *json_schema; /* NULL: none */
     int64_t max_len;        /* positions the sequence may use; 0: the default rule */
     snug_dtype kv_dtype;    /* SNUG_DTYPE_NONE: bf16 */
     snug_dtype weight_dtype, quant; /* --dtype (SNUG_DTYPE_NONE: the checkpoint's, none) */
@@ -73,6 +78,31 @@ static bool parse_float(const char *s, double lo, double hi, float *out)
     if (errno || end == s || *end || !(v >= lo && v <= hi)) return false;
     *out = (float)v;
     return true;
+}
+
+/* The grammar --grammar-file or --json-schema asks for, compiled into *out
+ * (NULL when neither was given). Fails naming the file or the schema's
+ * place. */
+static snug_status compile_grammar(const gen_args *a, snug_grammar **out, snug_error *err)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    snug_strbuf gbnf = {.err = err};
+    json_t *schema = NULL;
+    snug_status st = SNUG_OK;
+    if (a->grammar_file) {
+        st = snug_file_read_all(a->grammar_file, 16u << 20, &text, &len, err);
+        if (st == SNUG_OK) st = snug_grammar_parse_gbnf(text, len, "root", a->grammar_file, out, err);
+    } else if (a->json_schema) {
+        st = snug_json_parse(a->json_schema, strlen(a->json_schema), "--json-schema", &schema, err);
+        if (st == SNUG_OK) st = snug_schema_to_gbnf(schema, "--json-schema", &gbnf, err);
+        if (st == SNUG_OK) st = snug_grammar_parse_gbnf(gbnf.p, gbnf.len, "root", "--json-schema", out, err);
+    }
+    json_decref(schema);
+    snug_strbuf_free(&gbnf);
+    snug_mem_free(text);
+    return st;
 }
 
 /* The bundled model: in the working directory, else beside the program
@@ -132,6 +162,10 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if ((v = cli_option(argc, argv, &i, "--stop"))) {
             if (snug_stop_params_add_string(&a->stop, v, strlen(v), &err) != SNUG_OK)
                 return cli_usage(g_usage, "--stop: %s", err.msg);
+        } else if ((v = cli_option(argc, argv, &i, "--grammar-file"))) {
+            a->grammar_file = v;
+        } else if ((v = cli_option(argc, argv, &i, "--json-schema"))) {
+            a->json_schema = v;
         } else if ((v = cli_option(argc, argv, &i, "--max-model-len"))) {
             if (!cli_parse_int(v, 2, INT32_MAX / 2, &a->max_len))
                 return cli_usage(g_usage, "--max-model-len expects an integer >= 2, got '%s'", v);
@@ -318,6 +352,7 @@ int snug_cmd_generate(int argc, char **argv)
     snug_tokenizer *tok = NULL;
     snug_tok_encoder *enc = NULL;
     snug_engine *e = NULL;
+    snug_grammar *grammar = NULL; /* --grammar-file, --json-schema */
     int32_t *seq = NULL;   /* [max_len] the prompt's ids, then the generated ones */
     char *text = NULL;     /* [text_cap] one output's text, or one prompt token's */
     size_t text_cap = 0;
@@ -372,6 +407,7 @@ int snug_cmd_generate(int argc, char **argv)
     if (text) lead.buf = snug_mem_alloc(SNUG_MEM_OTHER, 2 * lead.cap, &err);
     if (st == SNUG_OK && !lead.buf) st = snug_error_prefix(&err, SNUG_NOMEM, "generate: ");
     if (st == SNUG_OK) memcpy(seq, ids, (size_t)n_ids * sizeof(int32_t));
+    if (st == SNUG_OK) st = compile_grammar(&a, &grammar, &err); /* before the weights: a bad one fails fast */
     /* the engine loads its own (the weights with them): these go first */
     snug_tok_encoder_free(enc);
     enc = NULL;
@@ -404,7 +440,8 @@ int snug_cmd_generate(int argc, char **argv)
         printed = cli_fail(&err);
         goto done;
     }
-    snug_request r = {.prompt = seq, .n_prompt = n_ids, .sampling = a.sp, .stop = a.stop, .n = 1};
+    snug_request r = {.prompt = seq, .n_prompt = n_ids, .sampling = a.sp, .stop = a.stop, .n = 1,
+                      .grammar = grammar};
     if (!r.sampling.has_seed) { /* each run its own: the time */
         r.sampling.seed = (uint64_t)(snug_now_seconds() * 1e9);
         r.sampling.has_seed = true;
@@ -461,6 +498,7 @@ done:
     if (stranded || (comm && snug_comm_broken(comm)))
         return cli_tp_end(comm, rc, true); /* the run ends here; MPI may still use the buffers */
     snug_engine_close(e); /* the followers return */
+    snug_grammar_free(grammar);
     snug_mem_free(lead.buf);
     snug_mem_free(text);
     snug_mem_free(seq);

@@ -305,6 +305,13 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
           k.kv_blocks_evictable);
     COUNTER("kv_block_evictions_total", "Cached KV blocks taken for new contents.",
             k.kv_block_evictions);
+    COUNTER("grammar_masks_total", "Token masks applied to sequences under a grammar (structured "
+            "output, tool calls).", k.grammar_masks);
+    COUNTER("grammar_mask_walks_total", "Of those, masks computed by a walk of the vocabulary (not "
+            "found in the mask cache).", k.grammar_walks);
+    snug_strbuf_printf(&b, "# HELP snug_grammar_mask_walk_seconds_total Seconds those walks took (on "
+                       "the engine's loop).\n# TYPE snug_grammar_mask_walk_seconds_total counter\n"
+                       "snug_grammar_mask_walk_seconds_total %.6f\n", k.grammar_walk_seconds);
     COUNTER("prompt_tokens_total", "Prompt tokens admitted.", k.prompt_tokens);
     COUNTER("generation_tokens_total", "Tokens generated.", k.generation_tokens);
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);

@@ -311,6 +311,25 @@ n=$("$snug" generate -n 17 --seed 1 --ids 2>/dev/null | wc -w)
 if [[ $n -eq 18 ]]; then ok "generate -n counts new tokens"; else fail "generate -n counts new tokens" "$n ids"; fi
 out=$("$snug" generate -p "Once upon a time" -n 60 --temperature 0 --stop "Lily" 2>&1)
 if [[ "$out" == "Once upon a time, there was a little girl named "$'\n'*"finish: stop_string"* ]]; then ok "generate --stop"; else fail "generate --stop" "$out"; fi
+# --json-schema / --grammar-file: the output (after the prompt) keeps to them, ended by the grammar
+schema='{"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer"}}, "required": ["name", "age"]}'
+for seed in 1 2 3; do
+    out=$("$snug" generate -p "Once upon a time" --seed "$seed" --json-schema "$schema" 2>"$tmp/err")
+    if jq -e '(keys == ["age", "name"]) and (.age | type == "number" and floor == .) and (.name | length <= 10)' \
+            <<<"${out#Once upon a time}" >/dev/null 2>&1 && grep -q "finish: grammar" "$tmp/err"; then
+        ok "generate --json-schema, seed $seed: the output validates"
+    else
+        fail "generate --json-schema, seed $seed" "$out" "$(tail -1 "$tmp/err")"
+    fi
+done
+printf 'root ::= ("yes" | "no") "." # an answer\n' >"$tmp/yn.gbnf"
+out=$("$snug" generate -p "Is it raining?" --seed 4 --grammar-file "$tmp/yn.gbnf" 2>"$tmp/err")
+if [[ $out =~ ^"Is it raining?"(yes|no)\.$ ]] && grep -q "finish: grammar" "$tmp/err"; then ok "generate --grammar-file"
+else fail "generate --grammar-file" "$out" "$(tail -1 "$tmp/err")"; fi
+expect "generate --json-schema with a keyword not taken" 1 'the keyword "pattern" is not supported' -- \
+    "$snug" generate -p x --json-schema '{"type": "string", "pattern": "^a"}'
+printf 'root ::= [a-\n' >"$tmp/bad.gbnf"
+expect "generate --grammar-file that does not compile" 1 "bad.gbnf: line 1" -- "$snug" generate -p x --grammar-file "$tmp/bad.gbnf"
 expect "generate kv cache dtypes agree" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --kv-cache-dtype f16
 expect "generate scalar kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa scalar
 expect "generate --bf16-matmul fma" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --bf16-matmul fma

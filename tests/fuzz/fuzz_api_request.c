@@ -13,6 +13,7 @@
  * that nothing leaks.
  */
 #include "server/api_request.h"
+#include "engine/constrain.h"
 #include "fuzz_common.h"
 #include "base/device.h"
 #include "base/json.h"
@@ -91,6 +92,18 @@ static void exercise(const snug_api_request *r, snug_api_kind kind)
     REQUIRE((r->sampling.n_logit_bias > 0) == (r->logit_bias != NULL));
     REQUIRE(r->sampling.logit_bias == r->logit_bias);
     if (r->model) REQUIRE(snug_utf8_valid(r->model, strlen(r->model)));
+    if (r->grammar) { /* compiled, and its start fits a sequence's matcher */
+        REQUIRE(strcmp(r->grammar_param, "grammar") == 0 || strcmp(r->grammar_param, "response_format") == 0 ||
+                strcmp(r->grammar_param, "tool_choice") == 0);
+        void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_constrain_seq_bytes(), NULL);
+        snug_gmatch m;
+        REQUIRE(mem && snug_gmatch_start(&m, mem, SNUG_CONSTRAIN_STACKS, SNUG_CONSTRAIN_DEPTH, r->grammar, &err) ==
+                           SNUG_OK);
+        snug_mem_free(mem);
+    }
+    bool must_call = r->tool_choice == SNUG_TOOL_CHOICE_REQUIRED || r->tool_choice == SNUG_TOOL_CHOICE_FUNCTION;
+    REQUIRE(!must_call || (r->tools && r->grammar && strcmp(r->grammar_param, "tool_choice") == 0));
+    REQUIRE(!r->tools || (kind == SNUG_API_CHAT && json_array_size(r->tools) > 0));
     if (kind == SNUG_API_CHAT) {
         REQUIRE(r->prompts == NULL && r->n_prompts == 0 && !r->echo);
         require_messages(r->messages);
@@ -123,7 +136,7 @@ static snug_status parse_kind(snug_api_kind kind, const fuzz_input *in, void **p
     snug_status st =
         snug_api_parse(kind, (const char *)in->data, in->size, &l, &g_req, err ? &e : NULL);
     if (st == SNUG_OK) return st;
-    REQUIRE(g_req.root == NULL && g_req.prompts == NULL && g_req.logit_bias == NULL);
+    REQUIRE(g_req.root == NULL && g_req.prompts == NULL && g_req.logit_bias == NULL && g_req.grammar == NULL);
     if (!err) return st;
     require_error(st, &e);
     return snug_errorf(err, st, "%s: %d %s: %s", in->name, e.status, e.param, e.message);
