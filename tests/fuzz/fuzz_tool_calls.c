@@ -58,7 +58,7 @@ static void check(const fuzz_input *in, void *parsed)
     REQUIRE(p->content_len <= len);
     if (p->calls) {
         REQUIRE(json_array_size(p->calls) > 0);
-        REQUIRE(p->content_len == 0 || strchr(" \t\r\n", text[p->content_len - 1]) == NULL);
+        REQUIRE(p->content_len == 0 || memchr(" \t\r\n", text[p->content_len - 1], 4) == NULL);
         for (size_t i = 0; i < json_array_size(p->calls); i++) {
             const json_t *c = json_array_get(p->calls, i);
             const char *name = json_string_value(json_object_get(c, "name"));
@@ -71,7 +71,7 @@ static void check(const fuzz_input *in, void *parsed)
     bool at = false;
     size_t n = snug_tool_calls_streamable(p->f, text, len, &at);
     REQUIRE(n <= len);
-    if (at) REQUIRE(n < len && strchr("{[<", text[n]) != NULL);
+    if (at) REQUIRE(n < len && memchr("{[<", text[n], 3) != NULL);
     json_decref(p->calls);
     snug_mem_free(p);
 }
