@@ -37,7 +37,7 @@ static bool open_fixture(fixture *f, snug_error *err)
         snug_model_create(&f->ck->config, f->w, &mo, &f->m, err) != SNUG_OK ||
         snug_stepper_create(NULL, f->m, &f->ck->config, MAX_LEN / BLOCK, &f->step, err) != SNUG_OK)
         return false;
-    f->shape = (snug_serving_shape){N_SEQS, N_TOKENS, MAX_LEN, BLOCK, f->ck->config.vocab_size, 64, 1};
+    f->shape = (snug_serving_shape){N_SEQS, N_TOKENS, MAX_LEN, BLOCK, f->ck->config.vocab_size, 64, 1, true};
     const snug_model_dims *d = snug_model_get_dims(f->m);
     f->kv = (snug_kv_shape){d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_BF16};
     return snug_serving_create(&f->shape, &f->s, err) == SNUG_OK;
@@ -76,8 +76,29 @@ static void test_sizes_exact(void)
         inside &= q->table.cap == MAX_LEN / BLOCK && q->table.n == 0;
         inside &= (const unsigned char *)q->emit + snug_stop_emit_bytes(q->text_cap) <= hi;
         if (i > 0) inside &= q->ids >= f.s.seqs[i - 1].ids + MAX_LEN;
+        /* the grammar matcher of each, one after another */
+        const unsigned char *m = q->match_mem;
+        inside &= m >= lo && m + snug_constrain_seq_bytes() <= hi;
+        if (i > 0) inside &= m >= (const unsigned char *)f.s.seqs[i - 1].match_mem + snug_constrain_seq_bytes();
     }
     CHECK(inside && f.s.blocks_per_seq == MAX_LEN / BLOCK, "slots carved inside the block");
+    /* the constrainer's mask, scratch, cache and token buffer: in the block, after the slots' */
+    const snug_constrainer *c = &f.s.constrain;
+    const unsigned char *last_match = f.s.seqs[N_SEQS - 1].match_mem;
+    CHECK((const unsigned char *)c->mask >= last_match + snug_constrain_seq_bytes() &&
+              (const unsigned char *)c->scratch > (const unsigned char *)c->mask &&
+              (const unsigned char *)c->cache.entries > (const unsigned char *)c->scratch &&
+              c->token_text > (const unsigned char *)c->cache.entries && c->token_text + c->token_cap <= hi &&
+              c->cache.n_entries == SNUG_CONSTRAIN_CACHE && c->n_vocab == f.ck->config.vocab_size,
+          "the constrainer carved inside the block");
+    /* without constrained decoding (no tokenizer): no matcher, less memory */
+    snug_serving_shape plain = f.shape;
+    plain.constrained = false;
+    CHECK(snug_serving_bytes(&plain) + (size_t)N_SEQS * snug_constrain_seq_bytes() +
+                  snug_constrain_bytes(plain.n_vocab, plain.max_token_bytes) <=
+              s_pred,
+          "the constrained state adds its matchers and constrainer: %zu without, %zu with", snug_serving_bytes(&plain),
+          s_pred);
     close_fixture(&f);
 }
 
