@@ -92,6 +92,17 @@ static bool add_calls(json_t *calls, const json_t *v, const json_t *tools, bool 
     return json_array_size(v) > 0;
 }
 
+/* Takes the call at *p (whitespace before it skipped) into calls; false
+ * when what is there is not one. */
+static bool take_call(const char **p, const char *end, const json_t *tools, json_t *calls)
+{
+    *p = skip_ws(*p, end);
+    json_t *v = value_at(p, end);
+    bool ok = v && add_call(calls, v, tools);
+    json_decref(v);
+    return ok;
+}
+
 /* The calls from p on, in format f: true when the rest of the text is
  * exactly calls (whitespace around them aside; a last Hermes block may lack
  * its closing tag, the output having ended there). */
@@ -101,12 +112,7 @@ static bool read_calls(const snug_tool_format *f, const char *p, const char *end
     switch (f->style) {
     case SNUG_TOOLS_HERMES:
         while (p < end) {
-            if (!take(&p, end, "<tool_call>")) return false;
-            p = skip_ws(p, end);
-            json_t *v = value_at(&p, end);
-            bool ok = v && add_call(calls, v, tools);
-            json_decref(v);
-            if (!ok) return false;
+            if (!take(&p, end, "<tool_call>") || !take_call(&p, end, tools, calls)) return false;
             p = skip_ws(p, end);
             if (!take(&p, end, "</tool_call>") && p < end) return false;
             p = skip_ws(p, end);
@@ -123,11 +129,7 @@ static bool read_calls(const snug_tool_format *f, const char *p, const char *end
     case SNUG_TOOLS_LLAMA3:
         take(&p, end, PYTHON_TAG);
         for (;;) {
-            p = skip_ws(p, end);
-            json_t *v = value_at(&p, end);
-            bool ok = v && add_call(calls, v, tools);
-            json_decref(v);
-            if (!ok) return false;
+            if (!take_call(&p, end, tools, calls)) return false;
             p = skip_ws(p, end);
             if (p == end) return true;
             if (!take(&p, end, ";")) return false;
