@@ -58,7 +58,7 @@ snug_status snug_constrain_trie_build(const snug_tokenizer *tok, int32_t n_vocab
     }
     bytes = snug_mem_alloc(SNUG_MEM_OTHER, total ? total : 1, err);
     if (!bytes) goto nomem;
-    for (int32_t i = 0, at = 0; i < n_vocab; at += lens[i], i++) {
+    for (size_t i = 0, at = 0; i < (size_t)n_vocab; at += (size_t)lens[i], i++) {
         memcpy(bytes + at, one, snug_tokenizer_token_bytes(tok, i, one, cap));
         texts[i] = bytes + at;
     }

@@ -346,7 +346,7 @@ static void publish(snug_engine *e, int32_t n_items)
         snug_seq_slot *q = slot_of(e, i);
         snug_sched_append(&e->sched, i);
         q->ring_n++;
-        e->c.generation_tokens++;
+        e->c.generation_tokens += q->ring[e->ring_pos[k]].token >= 0; /* an end without a token counts none */
         const snug_request *r = q->owner;
         if (q->t_last == 0 && r)
             observe(&e->c.ttft, now - r->t_submit);

@@ -1,5 +1,5 @@
-// Structured output from `snug serve`: response_format json_schema and json_object, and GBNF
-// grammars, on /v1/completions and /v1/chat/completions, streamed and not. What the model says
+// Structured output from `snug serve`: response_format json_schema and json_object, GBNF
+// grammars and tool calls, on /v1/completions and /v1/chat/completions, streamed and not. What the model says
 // is random (the bundled models/stories260K knows nothing of JSON, sampled at temperature 1), so
 // every check is on the shape of the output: the grammar alone must make it valid.
 //
@@ -25,8 +25,13 @@
 //   4. GBNF: alternatives, a class with a bounded repetition, rules and UTF-8 literals; each
 //      answer matches the equivalent regular expression and ends with "stop".
 //   5. n = 3: every choice validates; the same seed again, streamed or not, gives the same texts.
-//   6. bad schemas and grammars: 400s in OpenAI's shape with the right param and message.
-//   7. the server still answers /health, and exits 0 on SIGTERM.
+//   6. tool calls that must be made: twelve generated object schemas as the parameters of three
+//      tools at a time; tool_choice "required" (one call, and parallel calls streamed, a
+//      logit_bias toward "]" so that lists end) and a named function, streamed and not: every
+//      call has an id, type "function", a name of the tools (the named one) and arguments that
+//      parse and validate against its parameters, with finish_reason "tool_calls".
+//   7. bad schemas and grammars: 400s in OpenAI's shape with the right param and message.
+//   8. the server still answers /health, and exits 0 on SIGTERM.
 //
 // Usage: node tests/server/structured.mjs BUILD_DIR (default build), from anywhere. Prints one
 // "ok - ..." / "FAIL - ..." line per check (a failure's details indented under it) and a final
@@ -503,6 +508,103 @@ async function generatedSchemas() {
         tokens.reduce((x, y) => x + y, 0) / tokens.length)} (max_tokens ${MAX_TOKENS})`);
 }
 
+// askTools(fields): a chat completion with these fields (tools); {calls, finish, content} of
+// choice 0, the calls as [{id, type, name, arguments}] (a stream's deltas put together by
+// index), or {error}
+async function askTools(fields) {
+    const body = { messages: [{ role: 'user', content: 'Call a tool.' }], ...fields };
+    const r = await post('/v1/chat/completions', body);
+    if (r.status !== 200) return { error: `HTTP ${r.status}: ${r.raw.slice(0, 600)}` };
+    try {
+        if (!body.stream) {
+            const c = JSON.parse(r.raw).choices[0];
+            const calls = (c.message.tool_calls ?? []).map((t) => ({ id: t.id, type: t.type, ...t.function }));
+            return { calls, finish: c.finish_reason, content: c.message.content };
+        }
+        const events = r.raw.split('\n\n').filter((e) => e.trim());
+        if (events.at(-1)?.trim() !== 'data: [DONE]') return { error: `no [DONE]: ${show(r.raw.slice(-200))}` };
+        const out = { calls: [], finish: null, content: '' };
+        for (const e of events.slice(0, -1)) {
+            const c = JSON.parse(e.slice(6)).choices[0];
+            out.content += c.delta.content ?? '';
+            for (const t of c.delta.tool_calls ?? []) {
+                const call = (out.calls[t.index] ??= { id: '', type: '', name: '', arguments: '' });
+                call.id += t.id ?? '';
+                call.type += t.type ?? '';
+                call.name += t.function?.name ?? '';
+                call.arguments += t.function?.arguments ?? '';
+            }
+            out.finish = c.finish_reason ?? out.finish;
+        }
+        return out;
+    } catch (e) {
+        return { error: `${e.message}: ${r.raw.slice(0, 600)}` };
+    }
+}
+
+// callsFailure(a, tools, only, one): null when answer a is calls (finish "tool_calls", no
+// content) of the tools (of only, when given; exactly one when one), each with an id, type
+// "function" and arguments that parse and validate against its tool's parameters
+function callsFailure(a, tools, only, one) {
+    if (a.error) return a.error;
+    if (a.finish !== 'tool_calls') return `finish_reason ${show(a.finish)}, not "tool_calls"`;
+    if (a.content) return `content ${show(a.content)} beside the calls`;
+    if (a.calls.length === 0 || (one && a.calls.length !== 1)) return `${a.calls.length} calls`;
+    for (const c of a.calls) {
+        const tool = tools.find((t) => t.function.name === c.name);
+        if (!tool || (only && c.name !== only)) return `a call of ${show(c.name)}`;
+        if (!/^call_[A-Za-z0-9]{24}$/.test(c.id) || c.type !== 'function') return `id ${show(c.id)}, type ${show(c.type)}`;
+        let v;
+        try {
+            v = JSON.parse(c.arguments);
+        } catch (e) {
+            return `${c.name}'s arguments do not parse (${e.message}): ${show(c.arguments)}`;
+        }
+        const e = validate(v, tool.function.parameters, tool.function.parameters);
+        if (e) return `${c.name}'s arguments ${show(c.arguments)}: ${e}`;
+    }
+    return null;
+}
+
+// Tool calls that must be made: the generated object schemas as three tools' parameters at a
+// time; "required" with one call and with parallel calls, and a function named, streamed and
+// not. Every call must validate against its function's parameters.
+async function toolCalls() {
+    const objects = generateSchemas().filter((s) => s.type === 'object' && !s.$ref).slice(0, 12);
+    let parallelEnded = 0, parallelRuns = 0, parallelCalls = 0;
+    const [close] = await tokensOf(']');
+    for (let g = 0; g + 3 <= objects.length; g += 3) {
+        const tools = objects.slice(g, g + 3).map((parameters, i) => ({
+            type: 'function', function: { name: `tool_${g + i}`, description: 'a generated tool', parameters },
+        }));
+        const base = { tools, max_tokens: MAX_TOKENS, temperature: 1 };
+        const one = await askTools({ ...base, seed: 7 * g, tool_choice: 'required', parallel_tool_calls: false });
+        check(`tools ${g}-${g + 2}: "required", one call: it validates`, callsFailure(one, tools, null, true),
+            one.calls?.map((c) => c.name).join(', '));
+        // a list of calls goes on while the model writes ", " rather than "]" (this one likes commas:
+        // "]" gets a bias of 19: most lists end within max_tokens, some after several calls)
+        const several = await askTools({ ...base, seed: 7 * g + 1, tool_choice: 'required', stream: true,
+            logit_bias: { [close]: 19 } });
+        parallelRuns++;
+        if (several.finish !== 'length') {
+            parallelEnded++;
+            parallelCalls += several.calls?.length ?? 0;
+            check(`tools ${g}-${g + 2}: "required", parallel calls, streamed: each validates`,
+                callsFailure(several, tools, null, false), `${several.calls?.length} calls`);
+        }
+        for (const [i, stream] of [[g, false], [g + 2, true]]) {
+            const named = await askTools({ ...base, seed: 7 * g + 2 + i, stream,
+                tool_choice: { type: 'function', function: { name: `tool_${i}` } } });
+            check(`tools ${g}-${g + 2}: tool_${i} named${stream ? ', streamed' : ''}: one call of it, valid`,
+                callsFailure(named, tools, `tool_${i}`, true), named.calls?.[0]?.arguments);
+        }
+    }
+    check('parallel calls: most end within max_tokens, some with several calls',
+        parallelEnded * 2 >= parallelRuns && parallelCalls > parallelEnded ? null
+            : `${parallelEnded} of ${parallelRuns} ended, ${parallelCalls} calls`,
+        `${parallelEnded} of ${parallelRuns}, ${parallelCalls} calls`);
+}
+
 // tokensOf(text): text's tokens mid-text (those after "a" in "a" + text)
 async function tokensOf(text) {
     const r = await post('/tokenize', { prompt: `a${text}`, add_special_tokens: false });
@@ -752,7 +854,8 @@ setTimeout(() => {
 
 async function main() {
     if (!(await startServer())) return;
-    for (const f of [generatedSchemas, escapesAndUtf8, jsonObject, gbnf, choicesAndSeeds, badRequests, alive]) {
+    for (const f of [generatedSchemas, escapesAndUtf8, jsonObject, gbnf, choicesAndSeeds, toolCalls, badRequests,
+        alive]) {
         if (!server) break;
         const t0 = performance.now();
         await f();
