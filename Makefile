@@ -70,7 +70,7 @@ say =
 endif
 FUZZ_CC      ?= clang
 
-.PHONY: FORCE all deps fuzz-deps run test test-asan fuzz bench-tools shared install uninstall clean
+.PHONY: FORCE all deps test-deps fuzz-deps run test test-asan fuzz bench-tools shared install uninstall clean
 all: $(B)/snug $(B)/libsnug.a $(EXAMPLES)
 
 deps:
@@ -103,6 +103,10 @@ $(B)/obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
+# server/page.c takes the page's file in whole (.incbin), so its objects are rebuilt with it
+PAGE := src/server/page/index.html
+$(B)/obj/server/page.o $(A)/obj/server/page.o $(P)/obj/server/page.o: $(PAGE)
+
 $(B)/libsnug.a: $(LIB_OBJS)
 	@rm -f $@
 	$(call say,AR,$@)ar rcs $@ $^
@@ -131,7 +135,11 @@ run: all
 
 # tests/cli/cli.sh imports a GGUF that build/bench/mkgguf writes; tests/cli/install.sh
 # installs into a temporary prefix (the shared library built here, so that it only copies)
-test: all $(TESTS) $(REPLAYS) $(EXAMPLES) $(B)/bench/mkgguf shared
+# the page at / is tested in a browser: chromium, installed when missing
+test-deps:
+	@scripts/install-deps --browser
+
+test: all $(TESTS) $(REPLAYS) $(EXAMPLES) $(B)/bench/mkgguf shared | test-deps
 	@tests/run $(B)
 
 # --- benchmark helpers (bench/*.c; not run by make test, which builds mkgguf) -
@@ -237,7 +245,7 @@ FUZZ_FLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -Itests \
 fuzz-deps:
 	@scripts/install-deps --fuzz
 
-$(F)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(LIB_SRCS) | fuzz-deps
+$(F)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(LIB_SRCS) $(PAGE) | fuzz-deps
 	@mkdir -p $(dir $@)
 	$(call say,FUZZCC,$<)$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB_SRCS) $(PKG_LIBS) -lm -lpthread
 

@@ -94,6 +94,10 @@ const char *cli_closest(const char *word, const char *const *known, size_t n_kno
     "--block-size --kv-cache-dtype --threads --isa --bf16-matmul --quiet"
 #define CLI_TP_OPTIONS "--tp --tensor-parallel-size --step-timeout"
 
+/* Allocator events a start-up timeline records by default (profile's and
+ * serve's --timeline). */
+enum { CLI_TIMELINE_EVENTS_DEFAULT = 65536 };
+
 /* What the Makefile wrote of this build (build/gen/build_info.c): the git
  * commit ("unknown" outside a git checkout) and the build options. */
 extern const char cli_build_commit[];

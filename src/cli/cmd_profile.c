@@ -32,7 +32,6 @@ static const char g_usage[] =
     "  --tp N plans each of N ranks started by mpirun -np N (rank 0 prints every rank's line);\n"
     "  --load-only loads each rank's shard and reports its weights, load peak and bytes read";
 
-enum { TIMELINE_EVENTS_DEFAULT = 65536 };
 
 /* Writes the timeline of t, the log as it was when the plan ended (r NULL
  * when the plan failed: then no budget line, the chart shows how far it
@@ -143,7 +142,7 @@ int snug_cmd_profile(int argc, char **argv)
     cli_progress_install(&o, &progress);
     bool as_json = false;
     const char *timeline = NULL;
-    int64_t timeline_events = TIMELINE_EVENTS_DEFAULT;
+    int64_t timeline_events = CLI_TIMELINE_EVENTS_DEFAULT;
     cli_tp tp = {0};
     bool load_only = false;
     for (int i = 1; i < argc; i++) {

@@ -9,6 +9,7 @@
 #include "base/fileio.h"
 #include "dist/agree.h"
 #include "engine/plan_report.h"
+#include "engine/timeline.h"
 #include "server/server.h"
 
 #include <signal.h>
@@ -24,6 +25,7 @@ static const char g_usage[] =
     "              [--keep-alive-seconds S] [--header-timeout-seconds S]\n"
     "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
     "              [--no-access-log] [--allowed-origins '*'|ORIGIN,...] [--populate-before-ready]\n"
+    "              [--timeline]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
@@ -32,7 +34,8 @@ static const char g_usage[] =
     "  and a rank that does not take part in a step within S seconds (default 60), or one that\n"
     "  dies (mpirun's signals to the others then say so), fails the server (/health 503,\n"
     "  requests end with an error, every process exits); the KV cache is made resident as\n"
-    "  serving begins, 64 MiB between steps (with one process), unless --populate-before-ready";
+    "  serving begins, 64 MiB between steps (with one process), unless --populate-before-ready;\n"
+    "  --timeline records memory over the start-up, drawn at /timeline.svg (the page at / links it)";
 
 /* The last part of a path, without trailing slashes, into buf. */
 static const char *base_name(const char *path, char *buf, size_t size)
@@ -98,6 +101,26 @@ static const double FAILED_LINGER_SECONDS = 1, FAILED_LINGER_LAUNCHER_SECONDS = 
  * LAUNCHER_GRACE_SECONDS (snug_engine_check_ranks): one that died fails the
  * engine as the step watchdog does. Stops the server, says how in a last
  * line, and returns the exit status. */
+/* Draws the start-up's memory over time (the allocator's log, up to
+ * ready) into so->timeline_svg for GET /timeline.svg, and stops the log.
+ * Fails as snug_timeline_svg does. */
+static snug_status draw_timeline(const char *dir, const snug_plan_report *r, snug_server_opts *so, snug_error *err)
+{
+    char title[512], sub[256];
+    snprintf(title, sizeof title, "snug serve %s: memory over the start-up", dir);
+    snug_timeline_opts to = {.title = title, .subtitle = snug_plan_report_line(r, sub, sizeof sub),
+                             .budget = r->sizes.budget, .capacity = r->capacity};
+    snug_mem_trace t;
+    snug_mem_trace_get(&t);
+    char *svg = NULL;
+    size_t len = 0;
+    snug_status st = snug_timeline_svg(&t, &to, &svg, &len, err);
+    snug_mem_trace_stop();
+    so->timeline_svg = svg;
+    so->timeline_svg_len = len;
+    return st;
+}
+
 static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *stop, double drain_s,
                                bool several, bool *launcher_ending)
 {
@@ -157,6 +180,7 @@ int snug_cmd_serve(int argc, char **argv)
                            .build_options = cli_build_options};
     size_t server_memory = 0;
     double drain_s = 30;
+    bool timeline = false;
     const char *template_path = NULL;
     char *template_text = NULL;
     cli_tp tp = {0};
@@ -210,6 +234,8 @@ int snug_cmd_serve(int argc, char **argv)
             so.allowed_origins = v;
         } else if (strcmp(argv[i], "--no-access-log") == 0) {
             so.access_log = NULL;
+        } else if (strcmp(argv[i], "--timeline") == 0) {
+            timeline = true;
         } else if (strcmp(argv[i], "--populate-before-ready") == 0) {
             eo.plan.populate_after_ready = false;
         } else if ((v = cli_option(argc, argv, &i, "--max-queue"))) {
@@ -284,12 +310,20 @@ int snug_cmd_serve(int argc, char **argv)
 
     snug_engine *e = NULL;
     snug_server *s = NULL;
+    if (timeline && snug_mem_trace_start(CLI_TIMELINE_EVENTS_DEFAULT, &err) != SNUG_OK) {
+        snug_mem_free(template_text);
+        cli_fail(&err);
+        return cli_tp_end(comm, 1, several);
+    }
     if (snug_engine_open(dir, &eo, &e, &err) != SNUG_OK) {
+        snug_mem_trace_stop();
         snug_mem_free(template_text);
         cli_fail(&err);
         return cli_tp_end(comm, 1, false);
     }
     snug_plan_report_print(stdout, snug_engine_plan(e));
+    if (timeline && draw_timeline(dir, snug_engine_plan(e), &so, &err) != SNUG_OK)
+        fprintf(stderr, "snug: --timeline: %s (serving without it)\n", err.msg);
     int rc = 0;
     bool launcher_ending = false; /* the launcher signalled that it ends the run */
     if (snug_server_start(e, &so, &s, &err) != SNUG_OK) {
@@ -310,5 +344,6 @@ int snug_cmd_serve(int argc, char **argv)
     }
     snug_engine_close(e);
     snug_mem_free(template_text);
+    snug_mem_free((void *)so.timeline_svg);
     return cli_tp_end(comm, rc, false);
 }

@@ -458,7 +458,7 @@ done:
 
 typedef enum route {
     R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESET_PREFIX_CACHE, R_VERSION, R_MODEL
+    R_RESET_PREFIX_CACHE, R_VERSION, R_MODEL, R_PAGE, R_MEMORY, R_TIMELINE
 } route;
 
 static const struct {
@@ -469,7 +469,8 @@ static const struct {
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},      {"/reset_prefix_cache", "POST", R_RESET_PREFIX_CACHE},
-    {"/version", "GET", R_VERSION},
+    {"/version", "GET", R_VERSION},             {"/", "GET", R_PAGE},
+    {"/v1/memory", "GET", R_MEMORY},            {"/timeline.svg", "GET", R_TIMELINE},
 };
 
 /* The route for url, or R_NONE; *known_path tells a wrong method from an
@@ -544,6 +545,9 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     case R_DETOKENIZE: return tokenize(s, c, h, false);
     case R_RESET_PREFIX_CACHE: return reset_prefix_cache(s, c);
     case R_VERSION: return get_version(s, c);
+    case R_PAGE: return page_index(c);
+    case R_MEMORY: return page_memory(s, c);
+    case R_TIMELINE: return page_timeline(s, c);
     default: return MHD_NO;
     }
 }

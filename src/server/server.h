@@ -47,6 +47,9 @@ typedef struct snug_server_opts {
                                     * pages may call the API; NULL: no CORS headers */
     int listen_fd;                 /* a socket snug_server_listen bound (the server takes it);
                                     * -1 or 0 when not set: the server binds host:port itself */
+    const char *timeline_svg;      /* the start-up's memory over time, served at /timeline.svg
+                                    * (the caller's until the server stops), or NULL */
+    size_t timeline_svg_len;
 } snug_server_opts;
 
 typedef struct snug_server snug_server;

@@ -72,6 +72,21 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
 /* Ends a job: its requests cancelled and released, its memory freed. */
 void openai_job_free(openai_job *j);
 
+/* ---- page.c: the page at /, and what it reads -------------------------------------- */
+
+/* GET /: the page (chat and memory view), built into the binary. */
+enum MHD_Result page_index(struct MHD_Connection *c);
+
+/* GET /v1/memory: the plan's parts, the KV cache's blocks (in use, cached,
+ * free), the process's resident set and its peak, sequences and token
+ * counts, as JSON; from counters the engine keeps, nothing on its step
+ * path. */
+enum MHD_Result page_memory(snug_server *s, struct MHD_Connection *c);
+
+/* GET /timeline.svg: the start-up's memory over time (--timeline), or a
+ * 404 when it was not recorded. */
+enum MHD_Result page_timeline(snug_server *s, struct MHD_Connection *c);
+
 /* ---- openai_tools.c: a chat reply's tool calls ---------------------------------- */
 
 /* One streamed choice's reply under tools: how much of it went out as

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# snug serve driven by a real client: the official openai npm package (pinned in
-# package-lock.json), with Node's own test runner (client.test.mjs).
+# snug serve driven by real clients: the official openai npm package (client.test.mjs) and a
+# browser, Debian's chromium driven by puppeteer-core (page.test.mjs), both pinned in
+# package-lock.json, with Node's own test runner.
 # Usage: tests/client/client.sh BUILD_DIR. Installs the client with npm ci only when
 # node_modules is missing or older than package-lock.json (so it needs no network once
 # installed), starts BUILD_DIR/snug serve on a free port with --api-key, runs the tests and
@@ -39,11 +40,12 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 
 # the client: npm ci only when node_modules is missing or older than the lock file
-if [[ ! -d "$here/node_modules/openai" || "$here/package-lock.json" -nt "$here/node_modules" ]]; then
+if [[ ! -d "$here/node_modules/openai" || ! -d "$here/node_modules/puppeteer-core" ||
+    "$here/package-lock.json" -nt "$here/node_modules" ]]; then
     if (cd "$here" && npm ci --no-audit --no-fund) >"$tmp/npm.log" 2>&1; then
         touch "$here/node_modules"
     else
-        fail "npm ci (the openai client)" "$(tail -n 20 "$tmp/npm.log")"
+        fail "npm ci (the openai client, puppeteer-core)" "$(tail -n 20 "$tmp/npm.log")"
         finish
     fi
 fi
@@ -73,8 +75,14 @@ fi
 ok "snug serve starts ($url)"
 
 # the tests: node's TAP, turned into ok/FAIL lines
-(cd "$here" && SNUG_BASE_URL="$url/v1" SNUG_API_KEY="$api_key" \
-    timeout 120 node --test --test-reporter=tap client.test.mjs) >"$tmp/tap" 2>&1
+# page.test.mjs: the page at / in Debian's chromium (its own server; the screenshot it takes
+# mid-stream goes to BUILD_DIR/test-artifacts)
+if [[ ! -x /usr/bin/chromium && -z "${CHROMIUM:-}" ]]; then
+    fail "chromium is installed (scripts/install-deps --browser)"
+fi
+(cd "$here" && SNUG_BASE_URL="$url/v1" SNUG_API_KEY="$api_key" SNUG_BUILD="$build" \
+    SNUG_ARTIFACTS="$build/test-artifacts" \
+    timeout 240 node --test --test-reporter=tap client.test.mjs page.test.mjs) >"$tmp/tap" 2>&1
 node_rc=$?
 awk '
     function unescape(s) { gsub(/\\#/, "#", s); gsub(/\\\\/, "\\", s); return s }

@@ -101,6 +101,30 @@ if [[ $status == 200 ]] && jq -e '(.version | test("^[0-9]+\\.[0-9]+\\.[0-9]+$")
 else
     fail "GET /version" "HTTP $status" "$(body)"
 fi
+# the page at / (built in), what it polls (/v1/memory) and the timeline (not recorded here)
+req /
+if [[ $status == 200 && $ctype == "text/html; charset=utf-8" ]] && cmp -s "$tmp/body" src/server/page/index.html &&
+    curl -sI --max-time 5 "$url/" | tr -d '\r' | grep -q "^Content-Security-Policy: default-src 'none'"; then
+    ok "GET /: the page, byte for byte src/server/page/index.html, with a Content-Security-Policy"
+else
+    fail "GET /" "HTTP $status, Content-Type '$ctype'" "$(head -c 200 "$tmp/body")"
+fi
+req /v1/memory
+if [[ $status == 200 ]] && jq -e --argjson tot "$(metric snug_kv_blocks_resident)" '
+        .object == "memory" and .model == "stories260K" and .max_model_len > 0
+        and ([.plan[].part] == ["weights", "activations", "serving_state", "untracked", "reserve", "kv_cache"])
+        and ([.plan[].bytes] | add) <= .budget_bytes and (.plan[] | .bytes > 0)
+        and .kv.blocks_total > 0 and .kv.blocks_resident == $tot and .kv.blocks_used == 0 and .kv.block_tokens == 16
+        and .kv.block_bytes * .kv.blocks_total <= (.plan[] | select(.part == "kv_cache") | .bytes)
+        and .process.resident_bytes > 0 and .process.resident_peak_bytes >= .process.resident_bytes
+        and .process.resident_peak_bytes <= .budget_bytes and .sequences.running == 0 and .timeline == false' \
+        "$tmp/body" >/dev/null; then
+    ok "GET /v1/memory: the plan's parts within the budget, the KV blocks as /metrics has them, the resident set"
+else
+    fail "GET /v1/memory" "HTTP $status" "$(body)"
+fi
+req /timeline.svg
+check_error "GET /timeline.svg without --timeline -> 404" 404 null '"not_found"'
 rid_new=$(curl -si --max-time 5 "$url/health" | tr -d '\r' | sed -n 's/^[Xx]-[Rr]equest-[Ii]d: //p')
 rid_new2=$(curl -si --max-time 5 "$url/health" | tr -d '\r' | sed -n 's/^[Xx]-[Rr]equest-[Ii]d: //p')
 rid_given=$(curl -si --max-time 20 -H 'X-Request-Id: client-7' "$url/v1/completions" \
@@ -755,7 +779,7 @@ main_gen2=$gen2
 # --- the API key ---
 main_pid=$pid main_url=$url
 start_server api-key --api-key sekrit --max-num-seqs 16 --max-body-bytes 4096 \
-    --chat-template tests/data/chat/tool-arguments-mapping.jinja
+    --chat-template tests/data/chat/tool-arguments-mapping.jinja --timeline
 comp='{"prompt": "Once upon a time", "max_tokens": 4}'
 bad "no API key -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp"
 bad "a wrong API key -> 401" 401 null '"invalid_api_key"' /v1/completions "$comp" -H 'Authorization: Bearer nope'
@@ -765,6 +789,18 @@ bad "no API key on chat -> 401" 401 null '"invalid_api_key"' /v1/chat/completion
     '{"messages": [{"role": "user", "content": "hi"}]}'
 req /v1/models
 check_error "no API key on GET /v1/models -> 401" 401 null '"invalid_api_key"'
+req /v1/memory
+check_error "no API key on GET /v1/memory -> 401" 401 null '"invalid_api_key"'
+req /
+if [[ $status == 200 && $ctype == text/html* ]]; then ok "GET / needs no API key (the page asks for it)"
+else fail "GET / needs no API key" "HTTP $status" "$(head -c 200 "$tmp/body")"; fi
+req /timeline.svg
+if [[ $status == 200 && $ctype == image/svg+xml ]] && grep -q '<svg' "$tmp/body" && grep -q 'memory over the start-up' "$tmp/body" &&
+    curl -s --max-time 5 -H 'Authorization: Bearer sekrit' "$url/v1/memory" | jq -e '.timeline == true' >/dev/null; then
+    ok "--timeline: GET /timeline.svg draws the start-up ($(wc -c <"$tmp/body") bytes), /v1/memory says so"
+else
+    fail "--timeline: GET /timeline.svg" "HTTP $status, Content-Type '$ctype'" "$(head -c 300 "$tmp/body")"
+fi
 still_serves "the right API key" -H 'Authorization: Bearer sekrit'
 req /health
 if [[ $status == 200 ]]; then ok "/health needs no API key"; else fail "/health needs no API key" "HTTP $status" "$(body)"; fi
