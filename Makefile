@@ -238,16 +238,30 @@ test-asan: $(ASAN_TESTS) $(ASAN_REPLAYS)
 	    tests/run $(A) --unit
 
 # --- fuzzing (clang, libFuzzer) -------------------------------------------------
+# The library is built once with coverage and the sanitizers (fuzzer-no-link) into its own
+# archive, which every harness links: one compile of each source, not one per harness.
 F := build/fuzz
-FUZZ_FLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -Itests \
-              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-pass-failed
+FUZZ_BASE := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -Itests \
+             -fno-sanitize-recover=all -Wno-pass-failed
+FUZZ_FLAGS := $(FUZZ_BASE) -fsanitize=fuzzer,address,undefined
+FUZZ_LIB_OBJS := $(LIB_SRCS:src/%.c=$(F)/obj/%.o)
 
 fuzz-deps:
 	@scripts/install-deps --fuzz
 
-$(F)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(LIB_SRCS) $(PAGE) | fuzz-deps
+$(F)/obj/%.o: src/%.c | fuzz-deps
 	@mkdir -p $(dir $@)
-	$(call say,FUZZCC,$<)$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB_SRCS) $(PKG_LIBS) -lm -lpthread
+	$(call say,FUZZCC,$<)$(FUZZ_CC) $(FUZZ_BASE) -fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS) \
+	    -MMD -MP -c $< -o $@
+$(F)/obj/server/page.o: $(PAGE)
+
+$(F)/libsnug.a: $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	$(call say,AR,$@)ar rcs $@ $^
+
+$(F)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(F)/libsnug.a | fuzz-deps
+	@mkdir -p $(dir $@)
+	$(call say,FUZZCC,$<)$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) -o $@ $< $(F)/libsnug.a $(PKG_LIBS) -lm -lpthread
 
 fuzz: $(FUZZ_NAMES:%=$(F)/fuzz_%)
 	@for n in $(FUZZ_NAMES); do \
@@ -263,4 +277,4 @@ clean:
 	rm -rf build
 
 -include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(B)/examples/*.d \
-    $(A)/obj/*/*.d $(P)/obj/*/*.d)
+    $(A)/obj/*/*.d $(P)/obj/*/*.d $(F)/obj/*/*.d)
