@@ -6,9 +6,11 @@
  * type "invalid_request_error", `param` naming the field ("temperature",
  * "messages[2].role", "prompt[1][3]") and a message that names the field,
  * what was expected and what was found. No field is ignored: one the
- * server does not do as asked (best_of above n, a suffix, tools,
- * json_schema, stored completions...) and any unknown field is a 400
- * naming it. JSON null for an optional field means it was omitted.
+ * server does not do as asked (best_of above n, a suffix, stored
+ * completions, the deprecated functions...) and any unknown field is a 400
+ * naming it. Structured output (response_format, grammar) and tools are
+ * compiled here into the request's grammar (api_structured.c,
+ * api_tools.c). JSON null for an optional field means it was omitted.
  *
  * Before jansson sees the body it is checked for size (413 past
  * max_body_bytes), UTF-8 and nesting depth (a scan of the bytes, so that

@@ -240,15 +240,17 @@ static enum MHD_Result fail(struct MHD_Connection *c, snug_status st, const snug
 /* Whether j's replies may be tool calls (a chat with tools, tool_choice not none). */
 static bool tools_on(const openai_job *j) { return j->req.tools && j->req.tool_choice != SNUG_TOOL_CHOICE_NONE; }
 
-/* The calls in choice k's whole reply of len bytes (NULL: none, or the
- * reply did not end of itself), *content_len its content before them. */
-static json_t *reply_calls(openai_job *j, snug_finish f, const char *text, size_t len, size_t *content_len)
+/* The calls in a choice's whole reply of len bytes (NULL: none, or the
+ * reply did not end of itself), *content_len its content before them.
+ * Out of memory, out (the answer being written) fails as a whole. */
+static json_t *reply_calls(const openai_job *j, snug_finish f, const char *text, size_t len, size_t *content_len,
+                           snug_strbuf *out)
 {
     json_t *calls = NULL;
     *content_len = len;
     const char *why = snug_finish_reason_str(f);
     if (tools_on(j) && why && strcmp(why, "stop") == 0 && !tool_reply_parse(&j->req, text, len, &calls, content_len))
-        j->pending.failed = true; /* out of memory: the answer fails as a whole */
+        out->failed = true;
     return calls;
 }
 
@@ -476,7 +478,7 @@ static void put_answer(openai_job *j, snug_strbuf *b)
         json_t *calls = NULL;
         if (chat) {
             size_t content_len = a->text.len;
-            calls = reply_calls(j, a->finish, a->text.p ? a->text.p : "", a->text.len, &content_len);
+            calls = reply_calls(j, a->finish, a->text.p ? a->text.p : "", a->text.len, &content_len, b);
             snug_strbuf_printf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
             if (calls && content_len == 0) snug_strbuf_printf(b, "null");
             else put_str(b, a->text.p ? a->text.p : "", content_len);
@@ -535,7 +537,7 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
         const char *all = a->text.p ? a->text.p : "";
         size_t upto = tool_reply_streamable(&j->req, &a->tools, all, a->text.len), content_len = 0;
         if (o->finish != SNUG_FINISH_NONE) {
-            calls = reply_calls(j, o->finish, all, a->text.len, &content_len);
+            calls = reply_calls(j, o->finish, all, a->text.len, &content_len, b);
             upto = calls ? SNUG_MAX(content_len, a->tools.sent) : a->text.len;
         }
         out = all + a->tools.sent;
