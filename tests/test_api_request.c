@@ -369,6 +369,16 @@ static void test_structured(void)
         {C, "{\"prompt\": \"x\", \"grammar\": \"root ::= [a-z]+ \\\"!\\\"\"}", "grammar"},
         {T, "{" MSG ", \"response_format\": {\"type\": \"text\"}, \"grammar\": \"root ::= \\\"a\\\"\"}", "grammar"},
         {T, "{" MSG ", \"response_format\": {\"type\": \"text\"}}", NULL},
+        {C, "{\"prompt\": \"x\", \"json_schema\": {\"type\": \"object\"}}", "json_schema"},
+        {C, "{\"prompt\": \"x\", \"guided_json\": \"{\\\"type\\\": \\\"integer\\\"}\"}", "guided_json"},
+        {T, "{" MSG ", \"guided_json\": {\"enum\": [1, 2]}}", "guided_json"},
+        {C, "{\"prompt\": \"x\", \"guided_choice\": [\"yes\", \"no \\\"really\\\"\", \"\\u00e9t\\u00e9\"]}", "guided_choice"},
+        {C, "{\"prompt\": \"x\", \"guided_grammar\": \"root ::= [0-9]+\"}", "guided_grammar"},
+        {T, "{" MSG ", \"structured_outputs\": {\"json\": {\"type\": \"array\"}}}", "structured_outputs.json"},
+        {C, "{\"prompt\": \"x\", \"structured_outputs\": {\"choice\": [\"a\", \"b\"]}}", "structured_outputs.choice"},
+        {C, "{\"prompt\": \"x\", \"structured_outputs\": {\"grammar\": \"root ::= \\\"a\\\"\"}}",
+         "structured_outputs.grammar"},
+        {C, "{\"prompt\": \"x\", \"structured_outputs\": {\"json_object\": true}}", "structured_outputs.json_object"},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snug_api_request r;
@@ -409,7 +419,22 @@ static void test_structured(void)
         {C, "{\"prompt\": \"x\", \"grammar\": \"\"}", "grammar", "non-empty"},
         {C, "{\"prompt\": \"x\", \"grammar\": 5}", "grammar", "GBNF"},
         {T, "{" MSG ", \"response_format\": {\"type\": \"json_object\"}, \"grammar\": \"root ::= \\\"a\\\"\"}",
-         "grammar", "not both"},
+         "grammar", "one constraint"},
+        {C, "{\"prompt\": \"x\", \"guided_json\": {\"type\": \"integer\"}, \"guided_choice\": [\"a\"]}", "guided_choice",
+         "guided_json gives one already"},
+        {C, "{\"prompt\": \"x\", \"guided_regex\": \"[a-z]+\"}", "guided_regex", "regular expression"},
+        {C, "{\"prompt\": \"x\", \"guided_choice\": []}", "guided_choice", "a list of 1 to 1024 strings"},
+        {C, "{\"prompt\": \"x\", \"guided_choice\": [\"a\", 3]}", "guided_choice[1]", "a non-empty string"},
+        {C, "{\"prompt\": \"x\", \"guided_json\": \"{\\\"type\\\": \"}", "guided_json", "JSON schema's text"},
+        {C, "{\"prompt\": \"x\", \"guided_json\": {\"type\": \"string\", \"format\": \"date\"}}", "guided_json",
+         "format"},
+        {C, "{\"prompt\": \"x\", \"guided_grammar\": \"root ::= x\"}", "guided_grammar", "guided_grammar: line 1"},
+        {C, "{\"prompt\": \"x\", \"structured_outputs\": {\"regex\": \"a\"}}", "structured_outputs.regex",
+         "regular expression"},
+        {C, "{\"prompt\": \"x\", \"structured_outputs\": {\"json\": {}, \"choice\": [\"a\"]}}", "structured_outputs",
+         "one of json"},
+        {C, "{\"prompt\": \"x\", \"structured_outputs\": {\"xml\": 1}}", "structured_outputs.xml", "unknown field"},
+        {C, "{\"prompt\": \"x\", \"json_schema\": [1]}", "json_schema", "a JSON schema"},
         /* 65 alternatives that all start alike: more stacks than a sequence's matcher holds */
         {C, "{\"prompt\": \"x\", \"grammar\": \"root ::= a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | "
             "a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | "

@@ -7,6 +7,7 @@
 #define SNUG_API_IMPL_H
 
 #include "api_request.h"
+#include "base/strbuf.h"
 
 /* A 400 for param ("" for the body as a whole) whose message is "param: "
  * and the formatted text. Returns SNUG_INVALID. */
@@ -45,6 +46,9 @@ snug_status api_compile_failed(snug_api_error *err, const char *param, snug_stat
  * start fits a sequence's matcher (engine/constrain.h). */
 snug_status api_compile(snug_api_request *r, const char *text, size_t len, const char *param, snug_api_error *err);
 
+/* Appends the n bytes at s to b as a GBNF string literal and a space. */
+void api_gbnf_literal(snug_strbuf *b, const char *s, size_t n);
+
 /* Reads a chat's `tools`, `tool_choice` and `parallel_tool_calls` into r
  * (api_request.h); with "required" or a named function, the grammar of the
  * calls in lim->tool_format into r->grammar (after response_format and
@@ -52,10 +56,12 @@ snug_status api_compile(snug_api_request *r, const char *text, size_t len, const
  * tool's parameters down to the place in its schema), or a 503. */
 snug_status api_parse_tools(const json_t *body, const snug_api_limits *lim, snug_api_request *r, snug_api_error *err);
 
-/* Reads `response_format` and `grammar` of body into r->grammar, compiled
- * (api_request.h). Fails with a 400 naming the field and the place in the
- * schema or grammar, or SNUG_NOMEM (503) when the compiled grammar does not
- * fit. */
+/* Reads the fields that constrain the output (`response_format`,
+ * `grammar`, `json_schema`, `guided_json`, `guided_choice`,
+ * `guided_grammar`, `guided_regex`, `structured_outputs`; one per request)
+ * of body into r->grammar, compiled (api_request.h). Fails with a 400
+ * naming the field and the place in the schema or grammar, or SNUG_NOMEM
+ * (503) when the compiled grammar does not fit. */
 snug_status api_parse_structured(const json_t *body, snug_api_request *r, snug_api_error *err);
 
 #endif /* SNUG_API_IMPL_H */

@@ -825,7 +825,8 @@ static const char *const FIELDS_BOTH[] = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stream",
     "stream_options", "stop", "stop_token_ids", "ignore_eos", "logit_bias", "presence_penalty",
     "frequency_penalty", "repetition_penalty", "cache_salt", "return_tokens_as_token_ids",
-    "logprobs", "response_format", "grammar", NULL};
+    "logprobs", "response_format", "grammar", "json_schema", "guided_json", "guided_choice", "guided_grammar",
+    "guided_regex", "structured_outputs", NULL};
 static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
 static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "top_logprobs",
                                           "add_generation_prompt", "tools", "tool_choice",

@@ -30,8 +30,10 @@
 //      logit_bias toward "]" so that lists end) and a named function, streamed and not: every
 //      call has an id, type "function", a name of the tools (the named one) and arguments that
 //      parse and validate against its parameters, with finish_reason "tool_calls".
-//   7. bad schemas and grammars: 400s in OpenAI's shape with the right param and message.
-//   8. the server still answers /health, and exits 0 on SIGTERM.
+//   7. the other servers' fields: vLLM's guided_choice (the answer one of the strings, whole),
+//      guided_json and structured_outputs, llama.cpp's json_schema.
+//   8. bad schemas and grammars: 400s in OpenAI's shape with the right param and message.
+//   9. the server still answers /health, and exits 0 on SIGTERM.
 //
 // Usage: node tests/server/structured.mjs BUILD_DIR (default build), from anywhere. Prints one
 // "ok - ..." / "FAIL - ..." line per check (a failure's details indented under it) and a final
@@ -605,6 +607,28 @@ async function toolCalls() {
         `${parallelEnded} of ${parallelRuns}, ${parallelCalls} calls`);
 }
 
+// The other servers' fields: vLLM's guided_choice, guided_json and structured_outputs, and
+// llama.cpp's json_schema, each kept to like response_format.
+async function otherFields() {
+    const choices = ['yes', 'no', 'maybe "later"', 'déjà vu'];
+    const schema = { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 6 } },
+        required: ['n', 's'], additionalProperties: false };
+    for (const [k, [chat, stream]] of [[false, false], [true, true], [false, true], [true, false]].entries()) {
+        const how = `${chat ? 'chat' : 'completions'}${stream ? ', streamed' : ''}`;
+        const c = await ask(chat, { max_tokens: 40, temperature: 1, seed: 70 + k, stream, guided_choice: choices });
+        check(`guided_choice (${how}): one of the choices, whole`, c.error ?? (c.finishes[0] === 'stop' &&
+            choices.includes(c.texts[0]) ? null : `${show(c.texts[0])}, finish ${c.finishes[0]}`), c.texts?.[0]);
+        for (const field of ['guided_json', 'json_schema']) {
+            const a = await ask(chat, { max_tokens: MAX_TOKENS, temperature: 1, seed: 80 + k, stream, [field]: schema });
+            check(`${field} (${how}): "stop" and valid`, answerFailure(a, 0, schema), a.texts?.[0]);
+        }
+        const so = await ask(chat, { max_tokens: 40, temperature: 1, seed: 90 + k, stream,
+            structured_outputs: { choice: choices } });
+        check(`structured_outputs.choice (${how}): one of the choices`, so.error ?? (choices.includes(so.texts[0]) ? null
+            : show(so.texts[0])), so.texts?.[0]);
+    }
+}
+
 // tokensOf(text): text's tokens mid-text (those after "a" in "a" + text)
 async function tokensOf(text) {
     const r = await post('/tokenize', { prompt: `a${text}`, add_special_tokens: false });
@@ -854,8 +878,8 @@ setTimeout(() => {
 
 async function main() {
     if (!(await startServer())) return;
-    for (const f of [generatedSchemas, escapesAndUtf8, jsonObject, gbnf, choicesAndSeeds, toolCalls, badRequests,
-        alive]) {
+    for (const f of [generatedSchemas, escapesAndUtf8, jsonObject, gbnf, choicesAndSeeds, toolCalls, otherFields,
+        badRequests, alive]) {
         if (!server) break;
         const t0 = performance.now();
         await f();
