@@ -88,7 +88,6 @@ static snug_status compile_grammar(const gen_args *a, snug_grammar **out, snug_e
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    snug_strbuf gbnf = {.err = err};
     json_t *schema = NULL;
     snug_status st = SNUG_OK;
     if (a->grammar_file) {
@@ -96,11 +95,9 @@ static snug_status compile_grammar(const gen_args *a, snug_grammar **out, snug_e
         if (st == SNUG_OK) st = snug_grammar_parse_gbnf(text, len, "root", a->grammar_file, out, err);
     } else if (a->json_schema) {
         st = snug_json_parse(a->json_schema, strlen(a->json_schema), "--json-schema", &schema, err);
-        if (st == SNUG_OK) st = snug_schema_to_gbnf(schema, "--json-schema", &gbnf, err);
-        if (st == SNUG_OK) st = snug_grammar_parse_gbnf(gbnf.p, gbnf.len, "root", "--json-schema", out, err);
+        if (st == SNUG_OK) st = snug_schema_compile(schema, "--json-schema", out, err);
     }
     json_decref(schema);
-    snug_strbuf_free(&gbnf);
     snug_mem_free(text);
     return st;
 }

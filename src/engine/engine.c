@@ -215,9 +215,7 @@ static bool constrain_logits(snug_engine *e, snug_seq_slot *q, float *logits)
 static bool constrain_advance(snug_engine *e, snug_seq_slot *q, int32_t id)
 {
     snug_constrainer *c = &e->p->serving.constrain;
-    bool eos = false;
-    for (int32_t k = 0; k < q->stop_params.n_eos && !q->stop_params.ignore_eos; k++) eos |= q->stop_params.eos_ids[k] == id;
-    if (eos && snug_gmatch_accepting(&q->match)) return true;
+    if (snug_stop_is_eos(&q->stop_params, id) && snug_gmatch_accepting(&q->match)) return true;
     size_t n = snug_tokenizer_token_bytes(e->p->tok, id, (char *)c->token_text, c->token_cap);
     return n > 0 && snug_gmatch_advance_bytes(&q->match, c->token_text, n, NULL) == SNUG_GMATCH_OK;
 }

@@ -119,18 +119,23 @@ static size_t held_tail(const snug_stop_params *p, const char *buf, size_t n)
     return 0;
 }
 
+bool snug_stop_is_eos(const snug_stop_params *p, int32_t token)
+{
+    for (int32_t i = 0; i < p->n_eos && !p->ignore_eos; i++)
+        if (token == p->eos_ids[i]) return true;
+    return false;
+}
+
 snug_finish snug_stop_feed(const snug_stop_params *p, snug_stop_state *s, int32_t token,
                            const char *text, size_t n_text, char *emit, size_t *n_emit)
 {
     *n_emit = 0;
     if (s->finish != SNUG_FINISH_NONE) return s->finish;
     s->n_tokens++;
-    if (!p->ignore_eos)
-        for (int32_t i = 0; i < p->n_eos; i++)
-            if (token == p->eos_ids[i]) {
-                s->stop_token = token;
-                return finish(s, SNUG_FINISH_EOS, emit, 0, n_emit);
-            }
+    if (snug_stop_is_eos(p, token)) {
+        s->stop_token = token;
+        return finish(s, SNUG_FINISH_EOS, emit, 0, n_emit);
+    }
 
     /* The window: held bytes, then the new text. */
     size_t n_old = (size_t)s->n_held, n = n_old + n_text;

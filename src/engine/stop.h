@@ -76,6 +76,10 @@ snug_status snug_stop_params_add_string(snug_stop_params *p, const char *s, size
  * SNUG_STOP_EOS_MAX ids are already there; p is unchanged then. */
 snug_status snug_stop_params_add_eos(snug_stop_params *p, int32_t id, snug_error *err);
 
+/* Whether token ends a sequence of p as an end-of-sequence token: one of
+ * its EOS ids, and EOS not ignored. Pure. */
+bool snug_stop_is_eos(const snug_stop_params *p, int32_t token);
+
 /* Checks a filled-in p (for callers that set fields directly): counts and
  * lengths in range, stop strings valid UTF-8, EOS ids >= 0, max_tokens >= 0.
  * Fails with SNUG_INVALID and a message naming `stop` or `max_tokens`. */

@@ -465,6 +465,16 @@ snug_status snug_schema_to_gbnf_rule(const json_t *schema, const char *what, con
 
 void snug_schema_gbnf_shared(snug_strbuf *out) { snug_strbuf_printf(out, "%s", SHARED); }
 
+snug_status snug_schema_compile(const json_t *schema, const char *what, snug_grammar **out, snug_error *err)
+{
+    *out = NULL;
+    snug_strbuf gbnf = {.err = err};
+    snug_status st = snug_schema_to_gbnf(schema, what, &gbnf, err);
+    if (st == SNUG_OK) st = snug_grammar_parse_gbnf(gbnf.p, gbnf.len, "root", what ? what : "schema", out, err);
+    snug_strbuf_free(&gbnf);
+    return st;
+}
+
 snug_status snug_schema_to_gbnf(const json_t *schema, const char *what, snug_strbuf *out, snug_error *err)
 {
     snug_status st = snug_schema_to_gbnf_rule(schema, what, "root", out, err);

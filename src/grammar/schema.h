@@ -22,6 +22,7 @@
 
 #include "base/common.h"
 #include "base/strbuf.h"
+#include "grammar.h"
 
 #include <jansson.h>
 
@@ -50,5 +51,10 @@ snug_status snug_schema_to_gbnf_rule(const json_t *schema, const char *what, con
 
 /* Appends the shared rules (a failure shows in out->failed). */
 void snug_schema_gbnf_shared(snug_strbuf *out);
+
+/* schema compiled into *out (snug_schema_to_gbnf, then
+ * snug_grammar_parse_gbnf): the grammar of the JSON that validates against
+ * it. Fails as they do (messages start with what); *out is NULL then. */
+snug_status snug_schema_compile(const json_t *schema, const char *what, snug_grammar **out, snug_error *err);
 
 #endif /* SNUG_GRAMMAR_SCHEMA_H */

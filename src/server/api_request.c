@@ -126,6 +126,27 @@ snug_status api_overloaded(snug_api_error *err, const snug_error *e)
  * Each reads obj[key]; absent or null leaves *out as it is. A value of the
  * wrong type or out of range is a 400 naming key. */
 
+/* Whether key is one of list (NULL-terminated). */
+static bool listed(const char *const *list, const char *key)
+{
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0) return true;
+    return false;
+}
+
+snug_status api_only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err)
+{
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        if (listed(keys, key)) continue;
+        char at[64];
+        snprintf(at, sizeof at, "%s.%.40s", param, key);
+        return api_bad(err, at, "unknown field: %s takes no field of that name", param);
+    }
+    return SNUG_OK;
+}
+
 /* obj[key], or NULL when it is absent or null. */
 const json_t *api_opt(const json_t *obj, const char *key)
 {
@@ -786,17 +807,8 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
         st = api_wrong(err, "stream_options", "an object", so);
     if (st == SNUG_OK && usage && !json_is_boolean(usage))
         st = api_wrong(err, "stream_options.include_usage", "true or false", usage);
-    if (st == SNUG_OK && so) {
-        const char *key;
-        const json_t *v;
-        char at[64];
-        json_object_foreach((json_t *)so, key, v) {
-            if (strcmp(key, "include_usage") == 0) continue;
-            st = api_bad(err, pathf(at, "stream_options.%.40s", key),
-                     "unknown field (stream_options takes include_usage)");
-            break;
-        }
-    }
+    static const char *const so_keys[] = {"include_usage", NULL};
+    if (st == SNUG_OK && so) st = api_only_keys(so, "stream_options", so_keys, err);
     if (r->kind == SNUG_API_COMPLETIONS) {
         if (st == SNUG_OK)
             st = get_int(body, "logprobs", 0, SNUG_API_LOGPROBS_MAX, &logprobs, NULL, err);
@@ -831,13 +843,6 @@ static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
 static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "top_logprobs",
                                           "add_generation_prompt", "tools", "tool_choice",
                                           "parallel_tool_calls", NULL};
-
-static bool listed(const char *const *list, const char *key)
-{
-    for (; *list; list++)
-        if (strcmp(*list, key) == 0) return true;
-    return false;
-}
 
 /* A 400 for a field the server does not do as asked: "key: why; ...". */
 snug_status api_unsupported(snug_api_error *err, const char *key, const char *why)

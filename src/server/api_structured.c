@@ -31,51 +31,52 @@ snug_status api_compile_failed(snug_api_error *err, const char *param, snug_stat
     return SNUG_INVALID;
 }
 
-snug_status api_only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err)
-{
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        bool known = false;
-        for (const char *const *k = keys; *k && !known; k++) known = strcmp(*k, key) == 0;
-        if (known) continue;
-        char at[64];
-        snprintf(at, sizeof at, "%s.%s", param, key);
-        return api_bad(err, at, "unknown field: %s takes no field of that name", param);
-    }
-    return SNUG_OK;
-}
-
-snug_status api_compile(snug_api_request *r, const char *text, size_t len, const char *param,
-                           snug_api_error *err)
+/* Takes g (compiled from the field param) as r's grammar once its start
+ * fits a sequence's matcher; frees it otherwise. */
+static snug_status take_grammar(snug_api_request *r, snug_grammar *g, const char *param, snug_api_error *err)
 {
     snug_error e = {0};
-    snug_status st = snug_grammar_parse_gbnf(text, len, "root", param, &r->grammar, &e);
-    if (st != SNUG_OK) return api_compile_failed(err, param, st, &e);
     void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_constrain_seq_bytes(), &e);
-    if (!mem) return api_overloaded(err, &e);
     snug_gmatch m;
-    st = snug_gmatch_start(&m, mem, SNUG_CONSTRAIN_STACKS, SNUG_CONSTRAIN_DEPTH, r->grammar, &e);
+    snug_status st = mem ? snug_gmatch_start(&m, mem, SNUG_CONSTRAIN_STACKS, SNUG_CONSTRAIN_DEPTH, g, &e) : SNUG_NOMEM;
     snug_mem_free(mem);
     if (st != SNUG_OK) {
+        snug_grammar_free(g);
+        if (st == SNUG_NOMEM) return api_overloaded(err, &e);
         snug_error_prefix(&e, st, "%s: its start is too ambiguous or too deep for a sequence's matcher: ", param);
         return api_compile_failed(err, param, st, &e);
     }
+    r->grammar = g;
     r->grammar_param = param;
     return SNUG_OK;
 }
 
-/* Compiles schema (a JSON schema; what names it) into r->grammar, from
- * the field from. */
+snug_status api_compile(snug_api_request *r, const char *text, size_t len, const char *param, snug_api_error *err)
+{
+    snug_error e = {0};
+    snug_grammar *g = NULL;
+    snug_status st = snug_grammar_parse_gbnf(text, len, "root", param, &g, &e);
+    return st == SNUG_OK ? take_grammar(r, g, param, err) : api_compile_failed(err, param, st, &e);
+}
+
+/* Compiles schema (a JSON schema; what names it in messages) into
+ * r->grammar, from the field from. */
 static snug_status compile_schema(snug_api_request *r, const json_t *schema, const char *what, const char *from,
                                   snug_api_error *err)
 {
     snug_error e = {0};
-    snug_strbuf gbnf = {.err = &e};
-    snug_status st = snug_schema_to_gbnf(schema, what, &gbnf, &e);
-    if (st == SNUG_OK) st = api_compile(r, gbnf.p, gbnf.len, from, err);
-    else st = api_compile_failed(err, what, st, &e);
-    snug_strbuf_free(&gbnf);
+    snug_grammar *g = NULL;
+    snug_status st = snug_schema_compile(schema, what, &g, &e);
+    return st == SNUG_OK ? take_grammar(r, g, from, err) : api_compile_failed(err, what, st, &e);
+}
+
+/* A JSON object with any members (json_object), from the field from. */
+static snug_status compile_json_object(snug_api_request *r, const char *from, snug_api_error *err)
+{
+    json_t *object = json_pack("{s:s, s:b}", "type", "object", "additionalProperties", 1);
+    snug_status st = object ? compile_schema(r, object, from, from, err)
+                            : api_overloaded(err, &(snug_error){.status = SNUG_NOMEM, .msg = "no memory for a schema"});
+    json_decref(object);
     return st;
 }
 
@@ -129,16 +130,7 @@ static snug_status parse_response_format(snug_api_request *r, const json_t *rf, 
         if (!js) return api_bad(err, "response_format.json_schema", "is required for the type \"json_schema\"");
         return parse_json_schema(r, js, err);
     }
-    /* json_object: an object, with any members */
-    json_t *object = json_pack("{s:s, s:b}", "type", "object", "additionalProperties", 1);
-    if (!object) {
-        snug_error e = {0};
-        snug_errorf(&e, SNUG_NOMEM, "no memory for the json_object schema");
-        return api_overloaded(err, &e);
-    }
-    st = compile_schema(r, object, "response_format", "response_format", err);
-    json_decref(object);
-    return st;
+    return compile_json_object(r, "response_format", err);
 }
 
 /* A schema given as its JSON text (guided_json may be a string). */
@@ -208,11 +200,7 @@ static snug_status parse_structured_outputs(snug_api_request *r, const json_t *s
     if ((v = json_object_get(so, "regex"))) return refuse_regex("structured_outputs.regex", err);
     v = json_object_get(so, "json_object");
     if (!json_is_true(v)) return api_wrong(err, "structured_outputs.json_object", "true", v);
-    json_t *object = json_pack("{s:s, s:b}", "type", "object", "additionalProperties", 1);
-    st = object ? compile_schema(r, object, "structured_outputs.json_object", "structured_outputs.json_object", err)
-                : api_overloaded(err, &(snug_error){.status = SNUG_NOMEM, .msg = "no memory for a schema"});
-    json_decref(object);
-    return st;
+    return compile_json_object(r, "structured_outputs.json_object", err);
 }
 
 /* One constraint field: its name, and how it is read. */

@@ -18,6 +18,12 @@ enum { TOOLS_MAX = 128, NAME_MAX_CHARS = 64 };
 
 static const char NAME_CHARS[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
 
+/* The function name of tools[i] (a checked tool), as a JSON string. */
+static const json_t *tool_name(const json_t *tools, size_t i)
+{
+    return json_object_get(json_object_get(json_array_get(tools, i), "function"), "name");
+}
+
 /* Whether s is a function name OpenAI takes: 1 to 64 letters, digits,
  * underscores and dashes. */
 static bool good_name(const json_t *s)
@@ -50,7 +56,7 @@ static snug_status check_tool(const json_t *tools, size_t i, snug_api_error *err
     snprintf(at, sizeof at, "tools[%zu].function.name", i);
     if (!good_name(name)) return api_wrong(err, at, "a name of 1 to 64 letters, digits, underscores and dashes", name);
     for (size_t k = 0; k < i; k++)
-        if (json_equal(name, json_object_get(json_object_get(json_array_get(tools, k), "function"), "name")))
+        if (json_equal(name, tool_name(tools, k)))
             return api_bad(err, at, "\"%s\" names tools[%zu] too: each function has its own name",
                            json_string_value(name), k);
     snprintf(at, sizeof at, "tools[%zu].function.description", i);
@@ -104,8 +110,7 @@ static snug_status calls_grammar(snug_api_request *r, const snug_tool_format *f,
     snug_status st = SNUG_OK;
     bool first = true;
     for (size_t i = 0; i < json_array_size(r->tools); i++) {
-        const char *name = json_string_value(json_object_get(json_object_get(json_array_get(r->tools, i), "function"), "name"));
-        if (only && strcmp(name, only) != 0) continue;
+        if (only && strcmp(json_string_value(tool_name(r->tools, i)), only) != 0) continue;
         snug_strbuf_printf(&g, "%stool%zu ", first ? "" : "| ", i);
         first = false;
     }
@@ -114,13 +119,11 @@ static snug_status calls_grammar(snug_api_request *r, const snug_tool_format *f,
     snug_strbuf_printf(&g, "\n");
     json_t *none = json_pack("{s:s, s:{}}", "type", "object", "properties");
     for (size_t i = 0; st == SNUG_OK && i < json_array_size(r->tools); i++) {
-        const json_t *fn = json_object_get(json_array_get(r->tools, i), "function");
-        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *name = json_string_value(tool_name(r->tools, i));
         if (only && strcmp(name, only) != 0) continue;
-        const json_t *params = api_opt(fn, "parameters");
+        const json_t *params = api_opt(json_object_get(json_array_get(r->tools, i), "function"), "parameters");
         char head[160], rule[32], what[64];
         snprintf(head, sizeof head, "{\"name\": \"%s\", \"%s\": ", name, f->args_key);
-        snprintf(rule, sizeof rule, "tool%zu", i);
         snprintf(what, sizeof what, "tools[%zu].function.parameters", i);
         snug_strbuf_printf(&g, "tool%zu ::= ", i);
         put_literal(&g, head);
@@ -160,7 +163,7 @@ static snug_status read_choice(const json_t *body, snug_api_request *r, const ch
             return api_wrong(err, "tool_choice", WHAT, c);
         *only = json_string_value(name);
         for (size_t i = 0; i < json_array_size(r->tools); i++)
-            if (json_equal(name, json_object_get(json_object_get(json_array_get(r->tools, i), "function"), "name")))
+            if (json_equal(name, tool_name(r->tools, i)))
                 return SNUG_OK;
         return api_bad(err, "tool_choice.function.name", "\"%s\" is not one of the request's tools", *only);
     }

@@ -249,7 +249,8 @@ static json_t *reply_calls(const openai_job *j, snug_finish f, const char *text,
     json_t *calls = NULL;
     *content_len = len;
     const char *why = snug_finish_reason_str(f);
-    if (tools_on(j) && why && strcmp(why, "stop") == 0 && !tool_reply_parse(&j->req, text, len, &calls, content_len))
+    if (tools_on(j) && why && strcmp(why, "stop") == 0 &&
+        snug_tool_calls_parse(j->req.tool_format, text, len, j->req.tools, &calls, content_len, NULL) != SNUG_OK)
         out->failed = true;
     return calls;
 }

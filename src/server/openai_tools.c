@@ -26,14 +26,6 @@ static void call_id(uint64_t key, int n, char *id)
     id[n] = '\0';
 }
 
-bool tool_reply_parse(const snug_api_request *req, const char *text, size_t len, json_t **calls, size_t *content_len)
-{
-    *calls = NULL;
-    *content_len = len;
-    if (!req->tools || req->tool_choice == SNUG_TOOL_CHOICE_NONE) return true;
-    return snug_tool_calls_parse(req->tool_format, text, len, req->tools, calls, content_len, NULL) == SNUG_OK;
-}
-
 void tool_calls_put(snug_strbuf *b, const snug_api_request *req, const json_t *calls, uint64_t key, bool delta)
 {
     snug_strbuf_printf(b, "\"tool_calls\":[");
@@ -60,7 +52,6 @@ void tool_calls_put(snug_strbuf *b, const snug_api_request *req, const json_t *c
 size_t tool_reply_streamable(const snug_api_request *req, tool_stream *t, const char *text, size_t len)
 {
     const snug_tool_format *f = req->tool_format;
-    if (!req->tools || req->tool_choice == SNUG_TOOL_CHOICE_NONE) return len;
     if (t->calls) return t->sent; /* held to the end */
     if (!f->marker[0] && t->sent > 0) return len; /* a whole-output format already found content */
     bool at = false;

@@ -96,21 +96,15 @@ typedef struct tool_stream {
     bool calls;
 } tool_stream;
 
-/* The calls in a whole reply of len bytes of text, in req's tool format
- * and of its tools, when req lets the model call them (tool_choice not
- * none): *calls a new array of {"name", "arguments"} or NULL (content),
- * *content_len the bytes of text before them. False when memory ran out. */
-bool tool_reply_parse(const snug_api_request *req, const char *text, size_t len, json_t **calls, size_t *content_len);
-
 /* Appends "tool_calls":[...] for calls: each with an id made from key and
  * its place (9 characters for formats that want them so, else call_ and
  * 24), type function, and function name and arguments (a JSON string);
  * with delta, each with its index, as a stream's chunk has them. */
 void tool_calls_put(snug_strbuf *b, const snug_api_request *req, const json_t *calls, uint64_t key, bool delta);
 
-/* Of the len bytes of text a streamed reply has so far, the end of what
- * may go out as content now (t->sent or more; all of it when req lets no
- * calls be made); updates t->calls. The caller moves t->sent there. */
+/* Of the len bytes of text a streamed reply to req (a chat that lets the
+ * model call tools) has so far, the end of what may go out as content now
+ * (t->sent or more); updates t->calls. The caller moves t->sent there. */
 size_t tool_reply_streamable(const snug_api_request *req, tool_stream *t, const char *text, size_t len);
 
 #endif /* SNUG_SERVER_IMPL_H */
