@@ -74,13 +74,15 @@ async function until(what, f, ms = 30_000) {
     }
 }
 
-// send(text): types text and presses Enter; returns once the page shows the message
+// send(text): types text and presses Enter; returns once the page shows the message, or an
+// error (a request refused at once takes its message back out, maybe before a look finds it)
 async function send(text) {
     const n = await page.$$eval('.msg.user', (l) => l.length);
     await page.focus('#input');
     await page.keyboard.type(text);
     await page.keyboard.press('Enter');
-    await until('the message shown', async () => (await page.$$eval('.msg.user', (l) => l.length)) > n, 5_000);
+    await until('the message shown, or an error', () => page.evaluate((n) =>
+        document.querySelectorAll('.msg.user').length > n || !document.getElementById('chat-error').hidden, n), 5_000);
 }
 
 before(async () => {
