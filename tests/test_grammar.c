@@ -280,6 +280,139 @@ static void test_oom(void)
 }
 
 
+/* ---- limits an attacker meets ------------------------------------------------- */
+
+/* text built by the caller, compiled; returns the status, the message in err
+ * and the seconds it took in *secs. */
+static snug_status compile_timed(const snug_strbuf *text, snug_grammar **g, snug_error *err, double *secs)
+{
+    double t0 = snug_now_seconds();
+    snug_status st = snug_grammar_parse_gbnf(text->p, text->len, NULL, "grammar", g, err);
+    *secs = snug_now_seconds() - t0;
+    return st;
+}
+
+/* Nesting, size, rule count, memory: each refused with its limit named,
+ * before the work it bounds, and big grammars compile in time linear in
+ * their text (60,000 rules took 12.8 s when every name was looked up in a
+ * list). */
+static void test_limits(void)
+{
+    snug_error err = {0};
+    snug_grammar *g = NULL;
+    double secs;
+    uint64_t base;
+    snug_mem_status(SNUG_MEM_TOTAL, &base, NULL, false);
+    /* 5,000 nested groups overflowed the parser's stack; 128 are taken */
+    for (int levels = 128; levels <= 5000; levels += 5000 - 128) {
+        snug_strbuf t = {.err = &err};
+        snug_strbuf_printf(&t, "root ::= ");
+        for (int i = 0; i < levels; i++) snug_strbuf_printf(&t, "(");
+        snug_strbuf_printf(&t, "\"a\"");
+        for (int i = 0; i < levels; i++) snug_strbuf_printf(&t, ")");
+        snug_status st = compile_timed(&t, &g, &err, &secs);
+        if (levels == 128) CHECK(st == SNUG_OK, "128 nested groups: %s", err.msg);
+        else CHECK(st == SNUG_INVALID && strstr(err.msg, "groups nested more than 128 deep"), "5000 levels: %s", err.msg);
+        snug_grammar_free(g);
+        snug_strbuf_free(&t);
+    }
+    /* 60,000 rules in a chain, and 30,000 nullable rules in one sequence
+     * (the nullable fixpoint was quadratic too): under a second each here */
+    snug_strbuf t = {.err = &err};
+    snug_strbuf_printf(&t, "root ::= r0\n");
+    for (int i = 0; i < 60000; i++) snug_strbuf_printf(&t, "r%d ::= \"a\" r%d | \"b\"\n", i, i + 1);
+    snug_strbuf_printf(&t, "r60000 ::= \"z\"\n");
+    CHECK(compile_timed(&t, &g, &err, &secs) == SNUG_OK, "60,000 rules: %s", err.msg);
+    CHECK(secs < 2.0, "60,000 rules (%zu bytes) compiled in %.3f s, limit 2 s", t.len, secs);
+    printf("  60,000 rules, %zu bytes: %.3f s\n", t.len, secs);
+    snug_grammar_free(g);
+    snug_strbuf_free(&t);
+    t = (snug_strbuf){.err = &err};
+    snug_strbuf_printf(&t, "root ::=");
+    for (int i = 0; i < 30000; i++) snug_strbuf_printf(&t, " r%d", 29999 - i);
+    snug_strbuf_printf(&t, " \"x\"\n");
+    for (int i = 0; i < 30000; i++) snug_strbuf_printf(&t, "r%d ::= \"a\" | r%d\n", i, i + 1);
+    snug_strbuf_printf(&t, "r30000 ::= \"\"\n");
+    snug_status st = compile_timed(&t, &g, &err, &secs);
+    CHECK(st == SNUG_INVALID && strstr(err.msg, "alternatives at once"), "30,000 nullable rules: %s", err.msg);
+    CHECK(secs < 2.0, "30,000 nullable rules compiled in %.3f s, limit 2 s", secs);
+    snug_strbuf_free(&t);
+    /* 40,000 rules of 1,024 elements each: refused at the memory limit, not
+     * after gigabytes */
+    t = (snug_strbuf){.err = &err};
+    snug_strbuf_printf(&t, "root ::=");
+    for (int i = 0; i < 40000; i++) snug_strbuf_printf(&t, " a%d", i);
+    snug_strbuf_printf(&t, "\n");
+    for (int i = 0; i < 40000; i++) snug_strbuf_printf(&t, "a%d ::= \"x\"{1024}\n", i);
+    uint64_t peak;
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, NULL, true);
+    st = compile_timed(&t, &g, &err, &secs);
+    snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);
+    CHECK(st == SNUG_INVALID && strstr(err.msg, "compiling it would take more than 32 MiB"), "40,000 x 1,024: %s",
+          err.msg);
+    CHECK(peak - base - t.cap < (uint64_t)40 << 20, "the refused grammar's peak: %llu bytes over the text",
+          (unsigned long long)(peak - base - t.cap));
+    snug_strbuf_free(&t);
+    /* the text itself */
+    size_t big = (size_t)SNUG_GRAMMAR_TEXT_MAX + 1;
+    char *text = snug_mem_alloc(SNUG_MEM_OTHER, big, NULL);
+    memset(text, ' ', big);
+    memcpy(text, "root ::= \"a\"", 12);
+    CHECK(snug_grammar_parse_gbnf(text, big, NULL, "grammar", &g, &err) == SNUG_INVALID &&
+              strstr(err.msg, "more than the 2097152 taken"), "2 MiB + 1 of text: %s", err.msg);
+    snug_mem_free(text);
+    uint64_t after;
+    snug_mem_status(SNUG_MEM_TOTAL, &after, NULL, false);
+    CHECK(after == base, "memory after the refusals: %llu bytes, before %llu", (unsigned long long)after,
+          (unsigned long long)base);
+}
+
+/* Alternatives that begin alike are merged: 1,024 literals (a guided
+ * choice, an enum) are followed by a stack for each byte that may come
+ * next (not one for each literal), each taken whole;
+ * a place that begins more alternatives than a matcher follows is refused
+ * naming the rule. */
+static void test_merged_alternatives(void)
+{
+    snug_error err = {0};
+    snug_strbuf t = {.err = &err};
+    snug_strbuf_printf(&t, "root ::= ");
+    for (int i = 0; i < 1024; i++) snug_strbuf_printf(&t, "%s\"item %d%s\"", i ? " | " : "", i, i % 3 ? "" : "!");
+    gm x;
+    if (gm_open(&x, t.p, STACKS, DEPTH)) {
+        int32_t widest = 0;
+        for (int i = 0; i < 1024; i += 7) {
+            char want[32];
+            snprintf(want, sizeof want, "item %d%s", i, i % 3 ? "" : "!");
+            snug_gmatch m;
+            void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_gmatch_bytes(STACKS, DEPTH), NULL);
+            snug_gmatch_clone(&m, mem, &x.m);
+            for (size_t k = 0; k < strlen(want); k++) {
+                CHECK(snug_gmatch_advance(&m, (uint8_t)want[k]) == SNUG_GMATCH_OK, "%s: byte %zu", want, k);
+                widest = SNUG_MAX(widest, m.n);
+            }
+            bool complete = snug_gmatch_accepting(&m);
+            CHECK(complete, "%s taken whole", want);
+            CHECK(snug_gmatch_advance(&m, '?') == SNUG_GMATCH_REJECT, "%s?: refused", want);
+            snug_mem_free(mem);
+        }
+        /* one stack a distinct next byte ("item 1" may go on with 0-9 or end) */
+        CHECK(widest <= 12, "1,024 literals followed by at most %d stacks (%d)", 12, widest);
+        gm_close(&x);
+    }
+    snug_strbuf_free(&t);
+    t = (snug_strbuf){.err = &err};
+    snug_strbuf_printf(&t, "root ::= \"a\" x\nx ::=");
+    for (int i = 0; i < 60; i++) snug_strbuf_printf(&t, "%s y%d", i ? " |" : "", i);
+    for (int i = 0; i < 60; i++) snug_strbuf_printf(&t, "\ny%d ::= \"q\" \"%d\"", i, i);
+    bad(t.p, "line 1, column 1: the rule 'root' can begin 60 alternatives at once; at most 56 are followed");
+    snug_strbuf_free(&t);
+    /* the same alternatives written inline are merged, and taken */
+    takes("root ::= \"a\" (\"q\" \"1\" | \"q\" \"2\" | \"q\" \"1\" \"0\")", "aq10");
+    takes("root ::= x \"!\" | x \"?\"\nx ::= [a-c]+", "abc?");
+    refuses("root ::= x \"!\" | x \"?\"\nx ::= [a-c]+", "abc.");
+}
+
 /* ---- JSON schemas ------------------------------------------------------------ */
 
 /* The GBNF of a schema given as JSON text; NULL (and a failed check) when
@@ -390,6 +523,66 @@ static void schema_bad(const char *schema_text, const char *piece)
                 piece);
     snug_strbuf_free(&out);
     json_decref(schema);
+}
+
+/* Schemas wide enough to matter: 1,024 enum strings inside an object (it
+ * returned "{ \"c\" " and finish_reason error at 63), 4,000 properties
+ * (the grammar grew with the square of the optional ones: 5,000 took
+ * 1.4 GB), a run of optional properties past the limit refused with its
+ * path, additionalProperties beside optional ones. */
+static void test_schema_wide(void)
+{
+    snug_error err = {0};
+    snug_strbuf t = {.err = &err};
+    snug_strbuf_printf(&t, "{\"type\": \"object\", \"properties\": {\"c\": {\"enum\": [");
+    for (int i = 0; i < 1024; i++) snug_strbuf_printf(&t, "%s\"value %d\"", i ? ", " : "", i);
+    snug_strbuf_printf(&t, "]}}, \"required\": [\"c\"]}");
+    const char *good[] = {"{\"c\": \"value 0\"}", "{\"c\": \"value 1023\"}", "{ \"c\": \"value 512\" }", NULL};
+    const char *bad_texts[] = {"{\"c\": \"value 1024\"}", "{\"c\": \"value\"}", "{}", NULL};
+    check_schema(t.p, good, bad_texts);
+    snug_strbuf_free(&t);
+
+    t = (snug_strbuf){.err = &err};
+    snug_strbuf_printf(&t, "{\"type\": \"object\", \"properties\": {");
+    for (int i = 0; i < 4000; i++) snug_strbuf_printf(&t, "%s\"p%d\": {\"type\": \"integer\"}", i ? ", " : "", i);
+    snug_strbuf_printf(&t, "}, \"required\": [");
+    for (int i = 0; i < 4000; i += 40) snug_strbuf_printf(&t, "%s\"p%d\"", i ? ", " : "", i);
+    snug_strbuf_printf(&t, "]}");
+    char *g = schema_gbnf(t.p);
+    CHECK(g && strlen(g) < 40 * t.len, "4,000 properties: %zu bytes of grammar for %zu of schema", g ? strlen(g) : 0,
+          t.len);
+    if (g) {
+        snug_strbuf inst = {.err = &err};
+        snug_strbuf_printf(&inst, "{");
+        for (int i = 0; i < 4000; i++)
+            if (i % 40 == 0 || i % 7 == 3) snug_strbuf_printf(&inst, "%s\"p%d\": %d", inst.len > 1 ? ", " : "", i, i);
+        snug_strbuf_printf(&inst, "}");
+        bool whole;
+        snug_gmatch_result r = run(g, inst.p, inst.len, &whole);
+        CHECK(r == SNUG_GMATCH_OK && whole, "4,000 properties, some optional ones left out: result %d", r);
+        inst.len = 0;
+        snug_strbuf_printf(&inst, "{\"p0\": 1, \"p2\": 2, \"p1\": 3}"); /* out of order */
+        r = run(g, inst.p, inst.len, &whole);
+        CHECK(!(r == SNUG_GMATCH_OK && whole), "properties out of their order are refused");
+        snug_strbuf_free(&inst);
+    }
+    snug_mem_free(g);
+    /* a run of 49 optional properties is refused with its path */
+    t.len = 0;
+    snug_strbuf_printf(&t, "{\"properties\": {\"o\": {\"properties\": {");
+    for (int i = 0; i < 49; i++) snug_strbuf_printf(&t, "%s\"p%d\": {}", i ? ", " : "", i);
+    snug_strbuf_printf(&t, "}}}}");
+    schema_bad(t.p, "schema.properties.o: properties: more than 48 optional properties in a row");
+    t.len = 0;
+    snug_strbuf_printf(&t, "{\"properties\": {");
+    for (int i = 0; i < 4097; i++) snug_strbuf_printf(&t, "%s\"p%d\": {}", i ? ", " : "", i);
+    snug_strbuf_printf(&t, "}}");
+    schema_bad(t.p, "properties: 4097 of them, more than the 4096 taken");
+    snug_strbuf_free(&t);
+    const char *extra = "{\"properties\": {\"a\": {\"type\": \"integer\"}}, \"additionalProperties\": {\"type\": \"string\"}}";
+    const char *extra_good[] = {"{}", "{\"a\": 1}", "{\"x\": \"y\"}", "{\"a\": 1, \"x\": \"y\", \"z\": \"w\"}", NULL};
+    const char *extra_bad[] = {"{\"x\": 1}", "{\"a\": 1 \"x\": \"y\"}", "{,\"a\": 1}", NULL};
+    check_schema(extra, extra_good, extra_bad);
 }
 
 static void test_schema_refused(void)
@@ -604,6 +797,9 @@ int main(void)
     RUN(test_json);
     RUN(test_bad_grammars);
     RUN(test_oom);
+    RUN(test_limits);
+    RUN(test_merged_alternatives);
+    RUN(test_schema_wide);
     RUN(test_schema_objects);
     RUN(test_schema_combinations);
     RUN(test_schema_refused);

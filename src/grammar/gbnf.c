@@ -1,10 +1,16 @@
 /*
  * gbnf.c: GBNF text to a snug_grammar (grammar.h). A recursive-descent
- * parser writes each rule's elements as it reads them; groups and
- * repetitions become rules of their own, classes over code points their
- * UTF-8 byte ranges. Then every referenced rule must be defined, the root
- * must exist and no rule may reach itself before reading a byte. All
- * memory is the accounting allocator's (category other).
+ * parser (its nesting bounded) writes each rule's elements as it reads
+ * them; groups and repetitions become rules of their own, classes over
+ * code points their UTF-8 byte ranges. A reference by name is kept as an
+ * occurrence; once the text is read, definitions and references are
+ * sorted by name (no hash to aim at) and resolved. Then the root must
+ * exist, no rule may reach itself before reading a byte, alternatives
+ * that begin alike are merged (a trie: a list of literals costs the
+ * matcher one stack, not one per literal), and no rule may begin more
+ * alternatives at once than SNUG_GRAMMAR_WIDTH_MAX. Every step is linear
+ * or n log n in the text. All memory is the accounting allocator's
+ * (category other), at most SNUG_GRAMMAR_BYTES_MAX of it.
  */
 #include "grammar.h"
 
@@ -27,10 +33,19 @@ typedef struct prule {
     vec elems;           /* snug_gelem */
     const char *name;    /* into the text; NULL for a made rule */
     int32_t name_len;
-    size_t at;           /* where it was defined (or made, or first referenced) */
-    bool defined;
+    size_t at;           /* where it was defined (or made) */
     const char *made_as; /* "group", "repetition", "class" */
 } prule;
+
+/* A rule name where the text defines it (rule >= 0) or refers to it
+ * (rule -1; its REF elements hold -(index + 1) until resolved). */
+typedef struct name_use {
+    const char *name; /* into the text */
+    int32_t len;
+    int32_t rule;
+    int32_t index;    /* among the uses, in the order read */
+    size_t at;
+} name_use;
 
 typedef struct parser {
     const char *s;
@@ -40,7 +55,11 @@ typedef struct parser {
     snug_status st;
     vec rules; /* prule */
     vec sets;  /* snug_byteset */
+    vec uses;  /* name_use */
     int32_t any_rule; /* the rule "." refers to, made once; -1 before */
+    int32_t depth;    /* groups open */
+    int32_t byte_set[256]; /* the set of each single byte, made once; -1 before */
+    size_t held;      /* bytes allocated now (SNUG_GRAMMAR_BYTES_MAX at most) */
 } parser;
 
 enum { CLASS_RANGES_MAX = 1024 };
@@ -55,6 +74,30 @@ static bool no_memory(parser *p)
     return false;
 }
 
+/* n bytes for the parser, counted against SNUG_GRAMMAR_BYTES_MAX; NULL
+ * (p failed) past it or when the allocator refuses. */
+static void *palloc(parser *p, size_t n)
+{
+    if (n > SNUG_GRAMMAR_BYTES_MAX - p->held) {
+        if (p->st == SNUG_OK)
+            p->st = snug_errorf(p->err, SNUG_INVALID, "%s: compiling it would take more than %d MiB", p->what,
+                                SNUG_GRAMMAR_BYTES_MAX >> 20);
+        return NULL;
+    }
+    void *q = snug_mem_alloc(SNUG_MEM_OTHER, n, p->err);
+    if (!q) return no_memory(p), NULL;
+    p->held += n;
+    return q;
+}
+
+/* Frees q, n bytes from palloc. */
+static void pfree(parser *p, void *q, size_t n)
+{
+    if (!q) return;
+    snug_mem_free(q);
+    p->held -= n;
+}
+
 static bool grow(parser *p, vec *v, size_t esize, int32_t limit, const char *what_limit)
 {
     if (v->n < v->cap) return true;
@@ -64,12 +107,18 @@ static bool grow(parser *p, vec *v, size_t esize, int32_t limit, const char *wha
     }
     int32_t cap = v->cap ? v->cap * 2 : 8;
     if (cap > limit) cap = limit;
-    void *q = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * esize, p->err);
-    if (!q) return no_memory(p);
+    void *q = palloc(p, (size_t)cap * esize);
+    if (!q) return false;
     if (v->n) memcpy(q, v->p, (size_t)v->n * esize);
-    snug_mem_free(v->p);
+    pfree(p, v->p, (size_t)v->cap * esize);
     v->p = q, v->cap = cap;
     return true;
+}
+
+static void vec_free(parser *p, vec *v, size_t esize)
+{
+    pfree(p, v->p, (size_t)v->cap * esize);
+    *v = (vec){0};
 }
 
 /* line and column (1-based, columns in bytes) of offset at. */
@@ -135,12 +184,16 @@ static int32_t new_set(parser *p, const snug_byteset *s)
     return p->sets.n++;
 }
 
+/* Byte b into rule r: its set, made once and shared. */
 static bool emit_byte(parser *p, int32_t r, uint8_t b)
 {
-    snug_byteset s = {{0}};
-    s.bits[b >> 5] |= 1u << (b & 31);
-    int32_t i = new_set(p, &s);
-    return i >= 0 && emit(p, r, SNUG_GE_SET, i);
+    if (p->byte_set[b] < 0) {
+        snug_byteset s = {{0}};
+        s.bits[b >> 5] |= 1u << (b & 31);
+        p->byte_set[b] = new_set(p, &s);
+        if (p->byte_set[b] < 0) return false;
+    }
+    return emit(p, r, SNUG_GE_SET, p->byte_set[b]);
 }
 
 /* ---- lexing ----------------------------------------------------------------- */
@@ -184,14 +237,14 @@ static bool rule_starts(parser *p, size_t pos)
     return yes;
 }
 
-/* The rule named s[0..len), made when first seen (undefined until its ::=). */
-static int32_t named_rule(parser *p, const char *s, int32_t len, size_t at)
+/* Notes a use of the name s[0..len) at at: its definition as rule r, or
+ * (r -1) a reference; returns the use's index, or -1. */
+static int32_t name_used(parser *p, const char *s, int32_t len, size_t at, int32_t r)
 {
-    for (int32_t r = 0; r < p->rules.n; r++) {
-        const prule *R = rule(p, r);
-        if (R->name && R->name_len == len && memcmp(R->name, s, (size_t)len) == 0) return r;
-    }
-    return new_rule(p, s, len, at, NULL);
+    if (!grow(p, &p->uses, sizeof(name_use), SNUG_GRAMMAR_ELEMS_MAX, "rule names")) return -1;
+    int32_t i = p->uses.n++;
+    ((name_use *)p->uses.p)[i] = (name_use){.name = s, .len = len, .rule = r, .index = i, .at = at};
+    return i;
 }
 
 /* One UTF-8 code point at pos into *cp (the text is valid UTF-8: checked
@@ -381,8 +434,9 @@ static bool parse_class(parser *p, int32_t r)
     bool negate = p->pos < p->n && p->s[p->pos] == '^';
     if (negate) p->pos++;
     /* ranges as read (and the surrogate-free complement), then their other form */
-    cprange *ranges = snug_mem_alloc(SNUG_MEM_OTHER, (3 * (size_t)CLASS_RANGES_MAX + 6) * sizeof(cprange), p->err);
-    if (!ranges) return no_memory(p);
+    const size_t ranges_bytes = (3 * (size_t)CLASS_RANGES_MAX + 6) * sizeof(cprange);
+    cprange *ranges = palloc(p, ranges_bytes);
+    if (!ranges) return false;
     cprange *other = ranges + CLASS_RANGES_MAX + 2;
     int32_t n = 0;
     bool ok = true;
@@ -416,7 +470,7 @@ static bool parse_class(parser *p, int32_t r)
         use = use == other ? ranges : other;
         ok = k > 0 ? emit_class(p, r, use, k, at) : fail(p, at, "the class matches no character");
     }
-    snug_mem_free(ranges);
+    pfree(p, ranges, ranges_bytes);
     return ok;
 }
 
@@ -472,25 +526,26 @@ static bool parse_count(parser *p, int32_t *out)
 }
 
 /* Moves elements [from, end) of rule r into a made rule (unless they are
- * one reference already); the rule that matches them once, or -1. */
-static int32_t item_rule(parser *p, int32_t r, int32_t from, size_t at)
+ * one reference already), whose reference goes to *x (a rule, or a name's
+ * use still to be resolved); false on failure. */
+static bool item_rule(parser *p, int32_t r, int32_t from, size_t at, int32_t *x)
 {
     prule *R = rule(p, r);
     snug_gelem *e = (snug_gelem *)R->elems.p + from;
     if (R->elems.n - from == 1 && e->kind == SNUG_GE_REF) {
         R->elems.n = from;
-        return e->value;
+        return *x = e->value, true;
     }
-    int32_t x = new_rule(p, NULL, 0, at, "repetition");
-    if (x < 0) return -1;
+    int32_t m = new_rule(p, NULL, 0, at, "repetition");
+    if (m < 0) return false;
     R = rule(p, r); /* the rules may have moved */
     for (int32_t i = from; i < R->elems.n; i++) {
         snug_gelem g = ((snug_gelem *)R->elems.p)[i];
-        if (!emit(p, x, g.kind, g.value)) return -1;
+        if (!emit(p, m, g.kind, g.value)) return false;
         R = rule(p, r);
     }
     R->elems.n = from;
-    return emit(p, x, SNUG_GE_END, 0) ? x : -1;
+    return *x = m, emit(p, m, SNUG_GE_END, 0);
 }
 
 /* A made rule for x repeated: star (x S | empty) or, with star false,
@@ -528,8 +583,8 @@ static bool parse_repetition(parser *p, int32_t r, int32_t from)
         if (hi >= 0 && hi < lo) return fail(p, at, "{%d,%d}: the most is below the least", lo, hi);
     }
     if (rule(p, r)->elems.n == from) return fail(p, at, "'%c' repeats nothing", op);
-    int32_t x = item_rule(p, r, from, at);
-    if (x < 0) return false;
+    int32_t x;
+    if (!item_rule(p, r, from, at, &x)) return false;
     for (int32_t i = 0; i < lo; i++)
         if (!emit(p, r, SNUG_GE_REF, x)) return false;
     if (hi < 0) {
@@ -566,9 +621,13 @@ static bool parse_sequence(parser *p, int32_t r, bool nested)
         } else if (c == '.') {
             ok = parse_any(p, r);
         } else if (c == '(') {
+            if (p->depth >= SNUG_GRAMMAR_NEST_MAX)
+                return fail(p, at, "groups nested more than %d deep", SNUG_GRAMMAR_NEST_MAX);
             int32_t g = new_rule(p, NULL, 0, at, "group");
             p->pos++;
+            p->depth++;
             ok = g >= 0 && parse_alternates(p, g, true);
+            p->depth--;
             if (ok && (p->pos >= p->n || p->s[p->pos] != ')')) {
                 char buf[32];
                 int32_t line, col;
@@ -580,9 +639,9 @@ static bool parse_sequence(parser *p, int32_t r, bool nested)
         } else if (is_name_char(c)) {
             size_t e = name_end(p, p->pos);
             if (e - p->pos > SNUG_GRAMMAR_NAME_MAX) return fail(p, at, "a rule name longer than %d bytes", SNUG_GRAMMAR_NAME_MAX);
-            int32_t x = named_rule(p, p->s + p->pos, (int32_t)(e - p->pos), at);
+            int32_t x = name_used(p, p->s + p->pos, (int32_t)(e - p->pos), at, -1);
             p->pos = e;
-            ok = x >= 0 && emit(p, r, SNUG_GE_REF, x);
+            ok = x >= 0 && emit(p, r, SNUG_GE_REF, -(x + 1));
         } else {
             char buf[32];
             return fail(p, at, "expected a string, a [class], '.', '(', a rule name, '|' or a new rule, got %s",
@@ -616,16 +675,13 @@ static bool parse_rules(parser *p)
         char buf[32];
         if (e == at) return fail(p, at, "expected a rule name, got %s", got(p, at, buf));
         if (e - at > SNUG_GRAMMAR_NAME_MAX) return fail(p, at, "a rule name longer than %d bytes", SNUG_GRAMMAR_NAME_MAX);
-        int32_t r = named_rule(p, p->s + at, (int32_t)(e - at), at);
-        if (r < 0) return false;
-        if (rule(p, r)->defined)
-            return fail(p, at, "the rule '%.*s' is defined twice", (int)(e - at), p->s + at);
+        int32_t r = new_rule(p, p->s + at, (int32_t)(e - at), at, NULL);
+        if (r < 0 || name_used(p, p->s + at, (int32_t)(e - at), at, r) < 0) return false;
         p->pos = e;
         skip_space(p);
         if (p->n - p->pos < 3 || memcmp(p->s + p->pos, "::=", 3) != 0)
             return fail(p, p->pos, "expected '::=' after the rule name, got %s", got(p, p->pos, buf));
         p->pos += 3;
-        rule(p, r)->defined = true, rule(p, r)->at = at;
         if (!parse_alternates(p, r, false)) return false;
         if (p->pos < p->n && p->s[p->pos] == ')') return fail(p, p->pos, "a ')' that closes no group");
         skip_space(p);
@@ -649,88 +705,329 @@ static const char *rule_name(const parser *p, int32_t r, char buf[200])
     return buf;
 }
 
-/* Every rule referenced is defined; no rule reaches itself before a byte. */
-static bool check_rules(parser *p)
+static int by_name(const void *x, const void *y)
 {
-    int32_t n = p->rules.n;
-    for (int32_t r = 0; r < n; r++)
-        if (!rule(p, r)->defined && rule(p, r)->name)
-            return fail(p, rule(p, r)->at, "the rule '%.*s' is used but not defined", rule(p, r)->name_len,
-                        rule(p, r)->name);
-    /* nullable rules: a fixpoint */
-    int32_t *color = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)n * (2 * sizeof(int32_t) + sizeof(bool)), p->err);
-    if (!color) return no_memory(p);
-    int32_t *stack = color + n;
-    bool *nullable = (bool *)(void *)(stack + n);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int32_t r = 0; r < n; r++) {
-            if (nullable[r]) continue;
-            const snug_gelem *e = rule(p, r)->elems.p;
-            bool all = true;
-            for (int32_t i = 0; i < rule(p, r)->elems.n; i++) {
-                if (e[i].kind == SNUG_GE_ALT || e[i].kind == SNUG_GE_END) {
-                    if (all) {
-                        nullable[r] = changed = true;
-                        break;
-                    }
-                    all = true;
-                } else if (e[i].kind == SNUG_GE_SET || !nullable[e[i].value]) {
-                    all = false;
-                }
-            }
+    const name_use *a = x, *b = y;
+    int c = memcmp(a->name, b->name, (size_t)SNUG_MIN(a->len, b->len));
+    if (c == 0) c = (a->len > b->len) - (a->len < b->len);
+    return c ? c : (a->index > b->index) - (a->index < b->index);
+}
+
+/* Every name referred to is defined once: each reference's REF elements
+ * then hold the rule. Fails at the earliest place in the text that breaks
+ * this. */
+static bool resolve_names(parser *p)
+{
+    int32_t n = p->uses.n;
+    name_use *u = p->uses.p;
+    size_t map_bytes = (size_t)SNUG_MAX(n, 1) * sizeof(int32_t);
+    int32_t *rule_of_use = palloc(p, map_bytes);
+    if (!rule_of_use) return false;
+    if (n) qsort(u, (size_t)n, sizeof *u, by_name);
+    const name_use *bad = NULL; /* the earliest error: an undefined name's first use, or a second definition */
+    bool twice = false;
+    for (int32_t i = 0, j; i < n; i = j) {
+        int32_t def = -1;
+        const name_use *second = NULL, *first_use = &u[i];
+        for (j = i; j < n && u[j].len == u[i].len && memcmp(u[j].name, u[i].name, (size_t)u[i].len) == 0; j++) {
+            if (u[j].rule < 0) continue;
+            if (def < 0) def = u[j].rule;
+            else if (!second) second = &u[j];
+        }
+        for (int32_t k = i; k < j; k++) rule_of_use[u[k].index] = def;
+        const name_use *e = def < 0 ? first_use : second;
+        if (e && (!bad || e->at < bad->at)) bad = e, twice = def >= 0;
+    }
+    bool ok = true;
+    if (bad && twice) ok = fail(p, bad->at, "the rule '%.*s' is defined twice", bad->len, bad->name);
+    else if (bad) ok = fail(p, bad->at, "the rule '%.*s' is used but not defined", bad->len, bad->name);
+    for (int32_t r = 0; ok && r < p->rules.n; r++) {
+        snug_gelem *e = rule(p, r)->elems.p;
+        for (int32_t i = 0; i < rule(p, r)->elems.n; i++)
+            if (e[i].kind == SNUG_GE_REF && e[i].value < 0) e[i].value = rule_of_use[-e[i].value - 1];
+    }
+    pfree(p, rule_of_use, map_bytes);
+    return ok;
+}
+
+/* nullable[r]: rule r can match the empty text. A worklist over the
+ * alternatives, each waiting for its references to be found nullable:
+ * linear in the grammar. */
+static bool find_nullable(parser *p, bool *nullable)
+{
+    int32_t n = p->rules.n, n_alts = 0, n_refs = 0;
+    for (int32_t r = 0; r < n; r++) {
+        const snug_gelem *e = rule(p, r)->elems.p;
+        for (int32_t i = 0; i < rule(p, r)->elems.n; i++) {
+            n_alts += e[i].kind == SNUG_GE_ALT || e[i].kind == SNUG_GE_END;
+            n_refs += e[i].kind == SNUG_GE_REF;
         }
     }
-    /* left recursion: a depth-first search over the rules each rule can
-     * begin with (past nullable ones); color 0 new, 1 on the path, 2 done */
+    /* per alternative: its rule and the references it still waits for (-1:
+     * it reads a byte); per rule: the alternatives that refer to it */
+    size_t bytes = ((size_t)n_alts * 2 + (size_t)n + 1 + (size_t)n_refs + (size_t)n) * sizeof(int32_t);
+    int32_t *alt_rule = palloc(p, bytes);
+    if (!alt_rule) return false;
+    int32_t *waits = alt_rule + n_alts, *first = waits + n_alts, *by = first + n + 1, *queue = by + n_refs;
+    int32_t a = 0;
+    for (int32_t r = 0; r < n; r++) {
+        const snug_gelem *e = rule(p, r)->elems.p;
+        for (int32_t i = 0; i < rule(p, r)->elems.n; i++) {
+            if (e[i].kind == SNUG_GE_REF) first[e[i].value + 1]++, waits[a] += waits[a] >= 0;
+            else if (e[i].kind == SNUG_GE_SET) waits[a] = -1;
+            else alt_rule[a++] = r;
+        }
+    }
+    for (int32_t r = 0; r < n; r++) first[r + 1] += first[r];
+    int32_t *fill = queue; /* (n) the next free place of each rule's list, then the queue */
+    memcpy(fill, first, (size_t)n * sizeof *fill);
+    a = 0;
+    for (int32_t r = 0; r < n; r++) {
+        const snug_gelem *e = rule(p, r)->elems.p;
+        for (int32_t i = 0; i < rule(p, r)->elems.n; i++) {
+            if (e[i].kind == SNUG_GE_REF) by[fill[e[i].value]++] = a;
+            else if (e[i].kind != SNUG_GE_SET) a++;
+        }
+    }
+    int32_t head = 0, tail = 0;
+    for (a = 0; a < n_alts; a++)
+        if (waits[a] == 0 && !nullable[alt_rule[a]]) nullable[alt_rule[a]] = true, queue[tail++] = alt_rule[a];
+    while (head < tail) {
+        int32_t x = queue[head++];
+        for (int32_t k = first[x]; k < first[x + 1]; k++) {
+            a = by[k];
+            if (waits[a] > 0 && --waits[a] == 0 && !nullable[alt_rule[a]])
+                nullable[alt_rule[a]] = true, queue[tail++] = alt_rule[a];
+        }
+    }
+    pfree(p, alt_rule, bytes);
+    return true;
+}
+
+/* No rule reaches itself before a byte: a depth-first search over the
+ * rules each rule can begin with (past nullable ones), each frame keeping
+ * its place in its rule. order gets the rules children first. */
+static bool check_left_recursion(parser *p, const bool *nullable, int32_t *order)
+{
+    typedef struct frame {
+        int32_t rule, pos;
+        bool lead;
+    } frame;
+    int32_t n = p->rules.n, n_order = 0;
+    size_t bytes = (size_t)n * (sizeof(frame) + 1);
+    frame *stack = palloc(p, bytes);
+    if (!stack) return false;
+    uint8_t *color = (uint8_t *)(stack + n); /* 0 new, 1 on the path, 2 done */
     bool ok = true;
     for (int32_t root = 0; root < n && ok; root++) {
         if (color[root]) continue;
         int32_t depth = 0;
-        stack[depth++] = root;
+        stack[depth++] = (frame){root, 0, true};
         color[root] = 1;
         while (depth > 0 && ok) {
-            int32_t r = stack[depth - 1];
-            /* find a child of r not done: scan r's leftmost references */
-            const snug_gelem *e = rule(p, r)->elems.p;
+            frame *f = &stack[depth - 1];
+            const snug_gelem *e = rule(p, f->rule)->elems.p;
             int32_t child = -1;
-            bool lead = true;
-            for (int32_t i = 0; i < rule(p, r)->elems.n; i++) {
+            while (f->pos < rule(p, f->rule)->elems.n && child < 0) {
+                int32_t i = f->pos++;
                 if (e[i].kind == SNUG_GE_ALT || e[i].kind == SNUG_GE_END) {
-                    lead = true;
-                    continue;
+                    f->lead = true;
+                } else if (f->lead && e[i].kind == SNUG_GE_SET) {
+                    f->lead = false;
+                } else if (f->lead) {
+                    int32_t x = e[i].value;
+                    if (color[x] == 1) {
+                        char buf[200];
+                        ok = fail(p, rule(p, x)->at,
+                                  "%s is left-recursive: it can come back to itself before reading a byte "
+                                  "(a repetition of something that can be empty does too)",
+                                  rule_name(p, x, buf));
+                        break;
+                    }
+                    f->lead = nullable[x];
+                    if (color[x] == 0) child = x;
                 }
-                if (!lead) continue;
-                if (e[i].kind == SNUG_GE_SET) {
-                    lead = false;
-                    continue;
-                }
-                int32_t x = e[i].value;
-                if (color[x] == 1) {
-                    char buf[200];
-                    ok = fail(p, rule(p, x)->at,
-                              "%s is left-recursive: it can come back to itself before reading a byte "
-                              "(a repetition of something that can be empty does too)",
-                              rule_name(p, x, buf));
-                    break;
-                }
-                if (color[x] == 0) {
-                    child = x;
-                    break;
-                }
-                lead = nullable[x];
             }
             if (!ok) break;
             if (child >= 0) {
                 color[child] = 1;
-                stack[depth++] = child;
+                stack[depth++] = (frame){child, 0, true};
             } else {
-                color[r] = 2;
+                color[f->rule] = 2;
+                order[n_order++] = f->rule;
                 depth--;
             }
         }
     }
-    snug_mem_free(color);
+    pfree(p, stack, bytes);
+    return ok;
+}
+
+/* ---- alternatives that begin alike, merged ----------------------------------- */
+
+typedef struct alt_key {
+    snug_byteset set; /* a first byte set's bytes (zero for a reference) */
+    int32_t kind;     /* of the first element: SNUG_GE_SET, SNUG_GE_REF, or SNUG_GE_END when empty */
+    int32_t value;    /* the rule referred to (0 for a set) */
+    int32_t start;    /* the alternative: elements [start, end) of its rule */
+    int32_t end;
+} alt_key;
+
+static int by_first(const void *x, const void *y)
+{
+    const alt_key *a = x, *b = y;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    if (a->value != b->value) return a->value < b->value ? -1 : 1;
+    int c = memcmp(&a->set, &b->set, sizeof a->set);
+    return c ? c : (a->start > b->start) - (a->start < b->start);
+}
+
+static bool same_first(const alt_key *a, const alt_key *b)
+{
+    return a->kind != SNUG_GE_END && a->kind == b->kind && a->value == b->value &&
+           memcmp(&a->set, &b->set, sizeof a->set) == 0;
+}
+
+/* Rule r's alternatives that begin with the same element become one, that
+ * element then a made rule of their rests (which is merged in its turn, as
+ * made rules come after). */
+static bool factor_rule(parser *p, int32_t r)
+{
+    int32_t n_alts = 0;
+    for (int32_t i = 0; i < rule(p, r)->elems.n; i++)
+        n_alts += ((const snug_gelem *)rule(p, r)->elems.p)[i].kind <= SNUG_GE_ALT;
+    if (n_alts < 2) return true;
+    size_t bytes = (size_t)n_alts * sizeof(alt_key);
+    alt_key *k = palloc(p, bytes);
+    if (!k) return false;
+    const snug_gelem *e = rule(p, r)->elems.p;
+    for (int32_t i = 0, a = 0, start = 0; i < rule(p, r)->elems.n; i++) {
+        if (e[i].kind > SNUG_GE_ALT) continue;
+        k[a] = (alt_key){.kind = start < i ? e[start].kind : SNUG_GE_END, .start = start, .end = i};
+        if (k[a].kind == SNUG_GE_SET) k[a].set = ((const snug_byteset *)p->sets.p)[e[start].value];
+        else if (k[a].kind == SNUG_GE_REF) k[a].value = e[start].value;
+        a++, start = i + 1;
+    }
+    qsort(k, (size_t)n_alts, sizeof *k, by_first);
+    bool merge = false;
+    for (int32_t a = 1; a < n_alts && !merge; a++) merge = same_first(&k[a - 1], &k[a]);
+    bool ok = true;
+    vec old = rule(p, r)->elems;
+    rule(p, r)->elems = (vec){0};
+    for (int32_t a = 0, b; merge && ok && a < n_alts; a = b) {
+        for (b = a + 1; b < n_alts && same_first(&k[a], &k[b]);) b++;
+        const snug_gelem *oe = old.p;
+        if (a > 0) ok = emit(p, r, SNUG_GE_ALT, 0);
+        if (ok && b - a == 1) {
+            for (int32_t i = k[a].start; ok && i < k[a].end; i++) ok = emit(p, r, oe[i].kind, oe[i].value);
+            continue;
+        }
+        int32_t t = ok ? new_rule(p, NULL, 0, rule(p, r)->at, "group") : -1;
+        ok = t >= 0 && emit(p, r, oe[k[a].start].kind, oe[k[a].start].value) && emit(p, r, SNUG_GE_REF, t);
+        for (int32_t c = a; ok && c < b; c++) {
+            if (c > a) ok = emit(p, t, SNUG_GE_ALT, 0);
+            for (int32_t i = k[c].start + 1; ok && i < k[c].end; i++) ok = emit(p, t, oe[i].kind, oe[i].value);
+        }
+        if (ok) ok = emit(p, t, SNUG_GE_END, 0);
+    }
+    if (merge && ok) ok = emit(p, r, SNUG_GE_END, 0);
+    if (merge) vec_free(p, &old, sizeof(snug_gelem));
+    else rule(p, r)->elems = old;
+    pfree(p, k, bytes);
+    return ok;
+}
+
+/* ---- how many stacks a place can begin ---------------------------------------- */
+
+enum { WIDTH_SATURATED = 1 << 24 };
+
+/* Each rule's fan (the byte sets its expansion can begin with at once,
+ * counted with repeats: the stacks a matcher makes entering it), children
+ * before parents (order); then, for every place a byte can leave a stack
+ * at in a rule the root reaches, the stacks it can begin (its rest's fan,
+ * and one more when the rest can be empty) must be at most
+ * SNUG_GRAMMAR_WIDTH_MAX. */
+static bool check_width(parser *p, const bool *nullable, const int32_t *order, int32_t root)
+{
+    int32_t n = p->rules.n, max_elems = 0;
+    for (int32_t r = 0; r < n; r++) max_elems = SNUG_MAX(max_elems, rule(p, r)->elems.n);
+    size_t bytes = (size_t)n * 2 * sizeof(int32_t) + ((size_t)max_elems + 1) * (sizeof(int32_t) + 1) + (size_t)n;
+    int32_t *fan = palloc(p, bytes);
+    if (!fan) return false;
+    int32_t *queue = fan + n, *rest = queue + n;
+    bool *rest_empty = (bool *)(rest + max_elems + 1), *reached = rest_empty + max_elems + 1;
+    bool ok = true;
+    /* pass 0: fans, children first; pass 1: every place in the rules reached */
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        int32_t head = 0, tail = 0;
+        if (pass == 1) {
+            reached[root] = true, queue[tail++] = root;
+            if (fan[root] + nullable[root] > SNUG_GRAMMAR_WIDTH_MAX) {
+                char buf[200];
+                ok = fail(p, rule(p, root)->at, "%s can begin %d alternatives at once; at most %d are followed "
+                                                 "(merge alternatives that begin alike)",
+                          rule_name(p, root, buf), fan[root] + nullable[root], SNUG_GRAMMAR_WIDTH_MAX);
+            }
+        }
+        for (int32_t idx = 0; ok && (pass == 0 ? idx < n : head < tail); idx++) {
+            int32_t r = pass == 0 ? order[idx] : queue[head++];
+            const snug_gelem *e = rule(p, r)->elems.p;
+            int32_t m = rule(p, r)->elems.n, total = 0;
+            rest[m] = 0, rest_empty[m] = true;
+            for (int32_t i = m - 1; i >= 0; i--) { /* backwards: each place's rest */
+                if (e[i].kind == SNUG_GE_SET) rest[i] = 1, rest_empty[i] = false;
+                else if (e[i].kind == SNUG_GE_REF) {
+                    int32_t x = e[i].value;
+                    rest[i] = SNUG_MIN(fan[x] + (nullable[x] ? rest[i + 1] : 0), WIDTH_SATURATED);
+                    rest_empty[i] = nullable[x] && rest_empty[i + 1];
+                    if (pass == 1 && !reached[x]) reached[x] = true, queue[tail++] = x;
+                } else rest[i] = 0, rest_empty[i] = true;
+            }
+            for (int32_t i = 0, start = 0; ok && i < m; i++) {
+                if (e[i].kind <= SNUG_GE_ALT) {
+                    total = SNUG_MIN(total + rest[start], WIDTH_SATURATED);
+                    start = i + 1;
+                }
+                bool lands = pass == 1 && i > 0 && e[i - 1].kind == SNUG_GE_SET; /* a stack lands after a byte */
+                int32_t w = rest[i] + rest_empty[i];
+                if (lands && w > SNUG_GRAMMAR_WIDTH_MAX) {
+                    char buf[200];
+                    ok = fail(p, rule(p, r)->at,
+                              "%s can begin %d alternatives at once; at most %d are followed (merge alternatives "
+                              "that begin alike, or make fewer of them optional)",
+                              rule_name(p, r, buf), w, SNUG_GRAMMAR_WIDTH_MAX);
+                    break;
+                }
+            }
+            if (pass == 0) fan[r] = total;
+        }
+    }
+    pfree(p, fan, bytes);
+    return ok;
+}
+
+/* Names resolved, then: no left recursion, alternatives merged, widths
+ * within the limit. */
+static bool check_rules(parser *p, int32_t root)
+{
+    if (!resolve_names(p)) return false;
+    int32_t n = p->rules.n;
+    size_t bytes = (size_t)n * (sizeof(int32_t) + 1);
+    int32_t *order = palloc(p, bytes);
+    if (!order) return false;
+    bool *nullable = (bool *)(order + n);
+    bool ok = find_nullable(p, nullable) && check_left_recursion(p, nullable, order);
+    pfree(p, order, bytes);
+    for (int32_t r = 0; ok && r < p->rules.n; r++) ok = factor_rule(p, r); /* made rules are appended: merged too */
+    if (!ok) return false;
+    n = p->rules.n;
+    bytes = (size_t)n * (sizeof(int32_t) + 1);
+    order = palloc(p, bytes);
+    if (!order) return false;
+    nullable = (bool *)(order + n);
+    ok = find_nullable(p, nullable) && check_left_recursion(p, nullable, order) &&
+         check_width(p, nullable, order, root);
+    pfree(p, order, bytes);
     return ok;
 }
 
@@ -780,9 +1077,12 @@ snug_status snug_grammar_parse_gbnf(const char *text, size_t len, const char *ro
 {
     *out = NULL;
     parser p = {.s = text, .n = len, .what = what ? what : "grammar", .err = err, .any_rule = -1};
+    memset(p.byte_set, 0xff, sizeof p.byte_set);
     const char *root_name = root ? root : "root";
     bool ok = true;
     if (!text && len) ok = fail(&p, 0, "no text");
+    if (ok && len > SNUG_GRAMMAR_TEXT_MAX)
+        ok = fail(&p, 0, "%zu bytes of text, more than the %d taken", len, SNUG_GRAMMAR_TEXT_MAX);
     if (ok && len && !snug_utf8_valid(text, len)) ok = fail(&p, 0, "the text is not valid UTF-8");
     if (ok && len && memchr(text, 0, len)) ok = fail(&p, (size_t)((const char *)memchr(text, 0, len) - text), "a NUL byte");
     if (ok) ok = parse_rules(&p);
@@ -794,11 +1094,12 @@ snug_status snug_grammar_parse_gbnf(const char *text, size_t len, const char *ro
                 r = i;
         if (r < 0) ok = fail(&p, 0, "no rule named '%s' to start from", root_name);
     }
-    if (ok) ok = check_rules(&p);
+    if (ok) ok = check_rules(&p, r);
     if (ok) *out = assemble(&p, r);
-    for (int32_t i = 0; i < p.rules.n; i++) snug_mem_free(rule(&p, i)->elems.p);
-    snug_mem_free(p.rules.p);
-    snug_mem_free(p.sets.p);
+    for (int32_t i = 0; i < p.rules.n; i++) vec_free(&p, &rule(&p, i)->elems, sizeof(snug_gelem));
+    vec_free(&p, &p.rules, sizeof(prule));
+    vec_free(&p, &p.sets, sizeof(snug_byteset));
+    vec_free(&p, &p.uses, sizeof(name_use));
     if (*out) return SNUG_OK;
     return p.st != SNUG_OK ? p.st : snug_errorf(err, SNUG_INTERNAL, "%s: not compiled", p.what);
 }

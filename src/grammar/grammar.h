@@ -13,18 +13,28 @@
  * ranges), a repetition a rule of its own (right-recursive, which the
  * matcher runs in constant depth). Grammars whose rules can reach
  * themselves before reading a byte (left recursion) are refused, as
- * llama.cpp refuses them.
+ * llama.cpp refuses them. Alternatives that begin with the same element
+ * are merged (a list of literals becomes a trie), and a grammar in which
+ * some place begins more than SNUG_GRAMMAR_WIDTH_MAX alternatives at once
+ * is refused: a matcher of fixed memory could not follow it.
  */
 #ifndef SNUG_GRAMMAR_H
 #define SNUG_GRAMMAR_H
 
 #include "base/common.h"
 
+/* The limits of a grammar, each checked before the work it bounds (the
+ * README lists them beside the fields that take grammars). */
 enum {
+    SNUG_GRAMMAR_TEXT_MAX = 2 << 20,  /* bytes of GBNF text */
     SNUG_GRAMMAR_ELEMS_MAX = 1 << 20, /* elements of a compiled grammar */
     SNUG_GRAMMAR_RULES_MAX = 1 << 16, /* rules, the made ones (groups, repetitions) counted */
     SNUG_GRAMMAR_REPEAT_MAX = 1024,   /* the largest m and n of {m,n} */
-    SNUG_GRAMMAR_NAME_MAX = 128       /* bytes of a rule name */
+    SNUG_GRAMMAR_NAME_MAX = 128,      /* bytes of a rule name */
+    SNUG_GRAMMAR_NEST_MAX = 128,      /* groups inside groups */
+    SNUG_GRAMMAR_WIDTH_MAX = 56,      /* alternatives a place in the grammar can begin at once (a
+                                       * matcher follows each as a stack: see matcher.h) */
+    SNUG_GRAMMAR_BYTES_MAX = 32 << 20 /* memory compiling one grammar may take */
 };
 
 typedef enum snug_gelem_kind {
@@ -64,7 +74,9 @@ typedef struct snug_grammar {
  * SNUG_INVALID and a message "what: line L, column C: ..." naming the
  * place and what was expected there (an undefined or twice-defined rule, a
  * left-recursive rule or repetition of something that can be empty, text
- * that is not UTF-8, limits above); SNUG_NOMEM when the allocator refuses.
+ * that is not UTF-8, a place too wide, the limits above); SNUG_NOMEM when
+ * the allocator refuses. Its time and memory are linear in the text (n log
+ * n for the names).
  * Nothing is held on failure and *out is NULL. */
 snug_status snug_grammar_parse_gbnf(const char *text, size_t len, const char *root, const char *what,
                                     snug_grammar **out, snug_error *err);

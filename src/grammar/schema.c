@@ -194,15 +194,23 @@ static bool is_required(const json_t *required, const char *key)
     return false;
 }
 
-/* An object: its declared properties in their order (each optional one
- * may be left out; the first present one has no comma before it), then
- * other keys when additionalProperties allows them. */
+/* An object: its declared properties in their order, each optional one
+ * may be left out, then other keys when additionalProperties allows
+ * them. Linear in the properties: for each k, a rule C_k (the next
+ * property written is k or, when k is optional, one after it) and R_k
+ * (what follows once one is written: nothing, or a comma and C_k; only the
+ * comma when a required one is still to come). A run of optional
+ * properties is as wide as it is long (each may be the next): the
+ * grammar's width limit bounds it. */
 static bool put_object(conv *c, const json_t *s, snug_strbuf *b)
 {
     const json_t *props = json_object_get(s, "properties"), *required = json_object_get(s, "required");
     const json_t *extra = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props)) return bad(c, "properties: expected an object");
     if (required && !json_is_array(required)) return bad(c, "required: expected a list of names");
+    if (json_object_size(props) > SNUG_SCHEMA_PROPERTIES_MAX)
+        return bad(c, "properties: %zu of them, more than the %d taken", json_object_size(props),
+                   SNUG_SCHEMA_PROPERTIES_MAX);
     for (size_t i = 0; i < json_array_size(required); i++) {
         const json_t *k = json_array_get(required, i);
         if (!json_is_string(k)) return bad(c, "required[%zu]: expected a property name", i);
@@ -212,52 +220,70 @@ static bool put_object(conv *c, const json_t *s, snug_strbuf *b)
     if (extra && !json_is_boolean(extra) && !json_is_object(extra))
         return bad(c, "additionalProperties: expected true, false or a schema");
     bool extras = extra && !json_is_false(extra);
-    size_t n = json_object_size(props), first_required = n;
-    const char **keys = n ? snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *keys, c->err) : NULL;
-    const json_t **vals = n ? snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *vals, c->err) : NULL;
-    snug_strbuf *pairs = n ? snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *pairs, c->err) : NULL;
-    bool ok = !n || (keys && vals && pairs);
+    size_t n = json_object_size(props);
+    /* a property's "key": ws value, and whether a required one is at it or after it */
+    snug_strbuf *pairs = n ? snug_mem_alloc(SNUG_MEM_OTHER, n * (sizeof *pairs + 2), c->err) : NULL;
+    bool *req = pairs ? (bool *)(pairs + n) : NULL, *req_after = req ? req + n : NULL;
+    bool ok = !n || pairs;
     if (!ok) c->st = SNUG_NOMEM;
     size_t i = 0;
     const char *key;
     const json_t *v;
     if (ok) json_object_foreach((json_t *)props, key, v) {
-            keys[i] = key, vals[i] = v;
             pairs[i] = (snug_strbuf){.err = c->err};
-            if (first_required == n && is_required(required, key)) first_required = i;
+            req[i] = is_required(required, key);
+            ok = ok && put_pair(c, &pairs[i], key, v) && held(c, &pairs[i]);
             i++;
         }
-    for (i = 0; ok && i < n; i++) ok = put_pair(c, &pairs[i], keys[i], vals[i]) && held(c, &pairs[i]);
-    if (ok && extras && n > 0 && first_required == n)
-        ok = bad(c, "additionalProperties beside properties none of which is required is not supported");
+    for (i = n; ok && i-- > 0;) req_after[i] = req[i] || (i + 1 < n && req_after[i + 1]);
+    for (size_t k = 0, run = 0; ok && k < n; k++) { /* the properties that may come next at once */
+        run = req[k] ? 0 : run + 1;
+        if (run > SNUG_SCHEMA_OPTIONAL_RUN_MAX)
+            ok = bad(c, "properties: more than %d optional properties in a row (each may be the next one written, "
+                        "and they are followed at once); make some of them required",
+                     SNUG_SCHEMA_OPTIONAL_RUN_MAX);
+    }
+    snug_strbuf kv = {.err = c->err};
+    int32_t more = -1; /* the rule of ( "," ws extra-pair )* */
+    if (ok && extras) {
+        snug_strbuf_printf(&kv, "string \":\" ws ");
+        size_t m = path_push(c, "additionalProperties", 0);
+        ok = put_ref(c, &kv, extra) && held(c, &kv);
+        path_pop(c, m);
+        if (ok) {
+            more = c->n_rules++;
+            snug_strbuf_printf(c->out, "%s-s%d ::= ( \",\" ws %s %s-s%d )?\n", c->prefix, more, kv.p, c->prefix, more);
+        }
+    }
+    int32_t base = c->n_rules; /* C_k is base + 2k, R_k base + 2k + 1 */
+    if (ok) c->n_rules += 2 * (int32_t)n;
+    for (size_t k = 0; ok && k < n; k++) {
+        snug_strbuf_printf(c->out, "%s-s%d ::= %s ", c->prefix, base + 2 * (int32_t)k, pairs[k].p);
+        if (k + 1 < n) snug_strbuf_printf(c->out, "%s-s%d", c->prefix, base + 2 * (int32_t)k + 3);
+        else if (more >= 0) snug_strbuf_printf(c->out, "%s-s%d", c->prefix, more);
+        if (!req[k] && k + 1 < n) snug_strbuf_printf(c->out, " | %s-s%d", c->prefix, base + 2 * (int32_t)k + 2);
+        snug_strbuf_printf(c->out, "\n");
+        if (k > 0) {
+            snug_strbuf_printf(c->out, "%s-s%d ::= \",\" ws %s-s%d", c->prefix, base + 2 * (int32_t)k + 1, c->prefix,
+                               base + 2 * (int32_t)k);
+            if (!req_after[k]) {
+                if (more >= 0) snug_strbuf_printf(c->out, " | %s-s%d", c->prefix, more);
+                else snug_strbuf_printf(c->out, " | \"\"");
+            }
+            snug_strbuf_printf(c->out, "\n");
+        }
+    }
     if (ok) {
         snug_strbuf_printf(b, "\"{\" ws ");
-        if (n > 0) {
-            snug_strbuf_printf(b, "( ");
-            /* the first present property is k: every one before it is optional */
-            for (size_t k = 0; k < n && k <= first_required; k++) {
-                snug_strbuf_printf(b, "%s%s", k ? " | " : "", pairs[k].p);
-                for (size_t j = k + 1; j < n; j++)
-                    snug_strbuf_printf(b, " ( \",\" ws %s )%s", pairs[j].p, is_required(required, keys[j]) ? "" : "?");
-            }
-            snug_strbuf_printf(b, " )%s", first_required == n ? "?" : "");
-        }
-        if (extras) {
-            snug_strbuf kv = {.err = c->err};
-            snug_strbuf_printf(&kv, "string \":\" ws ");
-            size_t m = path_push(c, "additionalProperties", 0);
-            ok = put_ref(c, &kv, extra) && held(c, &kv);
-            path_pop(c, m);
-            if (ok && n > 0) snug_strbuf_printf(b, " ( \",\" ws %s )*", kv.p);
-            else if (ok) snug_strbuf_printf(b, "( %s ( \",\" ws %s )* )?", kv.p, kv.p);
-            snug_strbuf_free(&kv);
-        }
+        if (n > 0 && req_after[0]) snug_strbuf_printf(b, "%s-s%d", c->prefix, base);
+        else if (n > 0 && extras) snug_strbuf_printf(b, "( %s-s%d | %s %s-s%d )?", c->prefix, base, kv.p, c->prefix, more);
+        else if (n > 0) snug_strbuf_printf(b, "%s-s%d?", c->prefix, base);
+        else if (extras) snug_strbuf_printf(b, "( %s %s-s%d )?", kv.p, c->prefix, more);
         snug_strbuf_printf(b, " \"}\" ws");
     }
+    snug_strbuf_free(&kv);
     for (i = 0; pairs && i < n; i++) snug_strbuf_free(&pairs[i]);
     snug_mem_free(pairs);
-    snug_mem_free(vals);
-    snug_mem_free(keys);
     return ok;
 }
 
@@ -365,6 +391,8 @@ static bool put_any_of(conv *c, const json_t *s, const char *key, snug_strbuf *b
 {
     const json_t *list = json_object_get(s, key);
     if (!json_is_array(list) || json_array_size(list) == 0) return bad(c, "%s: expected a non-empty list of schemas", key);
+    if (json_array_size(list) > SNUG_SCHEMA_ENUM_MAX)
+        return bad(c, "%s: %zu schemas, more than the %d taken", key, json_array_size(list), SNUG_SCHEMA_ENUM_MAX);
     snug_strbuf_printf(b, "( ");
     for (size_t i = 0; i < json_array_size(list); i++) {
         size_t m = path_push(c, key, 0), k = path_push(c, NULL, i);
@@ -405,6 +433,8 @@ static bool visit(conv *c, const json_t *s, snug_strbuf *b)
         const json_t *e = json_object_get(s, "enum");
         if (!json_is_array(e) || json_array_size(e) == 0) {
             ok = bad(c, "enum: expected a non-empty list of values");
+        } else if (json_array_size(e) > SNUG_SCHEMA_ENUM_MAX) {
+            ok = bad(c, "enum: %zu values, more than the %d taken", json_array_size(e), SNUG_SCHEMA_ENUM_MAX);
         } else {
             snug_strbuf_printf(b, "( ");
             for (size_t i = 0; ok && i < json_array_size(e); i++) {

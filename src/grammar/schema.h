@@ -29,7 +29,10 @@
 enum {
     SNUG_SCHEMA_DEPTH_MAX = 64,   /* nested schemas */
     SNUG_SCHEMA_ITEMS_MAX = 1024, /* the largest minItems, maxItems, minLength, maxLength taken */
-    SNUG_SCHEMA_REFS_MAX = 256    /* distinct $ref targets */
+    SNUG_SCHEMA_REFS_MAX = 256,   /* distinct $ref targets */
+    SNUG_SCHEMA_PROPERTIES_MAX = 4096, /* properties of an object */
+    SNUG_SCHEMA_OPTIONAL_RUN_MAX = 48, /* optional properties in a row (required ones between reset it) */
+    SNUG_SCHEMA_ENUM_MAX = 1024,  /* values of an enum, schemas of an anyOf or oneOf */
 };
 
 /* Appends to out the GBNF text of schema (start rule "root"): JSON that
