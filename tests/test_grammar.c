@@ -667,11 +667,25 @@ static void check_masks(const char *grammar_text, int steps)
     void *cache_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(4, VOCAB, STACKS * (DEPTH + 1)), NULL);
     snug_tokmask_cache_init(&cache, cache_mem, 4, VOCAB, STACKS * (DEPTH + 1));
     uint64_t state = 99;
-    int32_t brute_all = 0, partial = 0, restarts = 0;
+    int32_t brute_all = 0, partial = 0, restarts = 0, most_runs = 0;
     for (int32_t i = 0; i < VOCAB; i++) brute_all += lens[i] > 0;
     for (int step = 0; step < steps && !g_test_failed_checks; step++) {
         bool over = true;
         int32_t allowed = snug_tokmask_compute(t, &x.m, scratch, mask, &over), cached_n = -1;
+        { /* the same walk in pieces (stopped every 256 nodes, the state changed meanwhile) gives the same mask */
+            uint32_t pieces[(VOCAB + 31) / 32];
+            snug_tokmask_walk w;
+            snug_tokmask_walk_begin(&w, t, &x.m, scratch, pieces);
+            snug_gmatch saved;
+            snug_gmatch_clone(&saved, one, &x.m);
+            snug_gmatch_start(&x.m, x.mem, STACKS, DEPTH, x.g, &err); /* the walk has its own copy */
+            int runs = 1;
+            while (!snug_tokmask_walk_run(&w, 1e-9)) runs++;
+            snug_gmatch_copy(&x.m, &saved);
+            CHECK(w.allowed == allowed && memcmp(pieces, mask, sizeof mask) == 0 && w.overflowed == over,
+                  "step %d: the walk in %d pieces differs from the whole walk", step, runs);
+            most_runs = SNUG_MAX(most_runs, runs);
+        }
         const uint32_t *cached = snug_tokmask_cache_get(&cache, 7, &x.m, &cached_n);
         if (cached) /* a state seen before: the cache's mask is the mask */
             CHECK(cached_n == allowed && memcmp(cached, mask, sizeof mask) == 0, "step %d: the cached mask differs", step);
@@ -701,6 +715,7 @@ static void check_masks(const char *grammar_text, int steps)
         CHECK(snug_gmatch_advance_bytes(&x.m, texts[id], (size_t)lens[id], NULL) == SNUG_GMATCH_OK, "step %d", step);
     }
     CHECK(partial >= steps / 2, "%d of %d masks allowed some tokens but not all (%d restarts)", partial, steps, restarts);
+    CHECK(most_runs > 1, "some walk stopped and went on: at most %d pieces", most_runs);
     CHECK(cache.hits > 0 && cache.misses > 0, "the cache: %lld hits, %lld misses", (long long)cache.hits,
           (long long)cache.misses);
     printf("  %d masks checked against every token, %d restarts; cache of 4: %lld hits, %lld misses\n", steps,

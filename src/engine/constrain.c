@@ -23,7 +23,7 @@ static size_t cache_bytes(int32_t n_vocab)
 
 size_t snug_constrain_bytes(int32_t n_vocab, size_t max_token_bytes)
 {
-    return snug_round_up(mask_bytes(n_vocab), SNUG_MEM_ALIGN) +
+    return 2 * snug_round_up(mask_bytes(n_vocab), SNUG_MEM_ALIGN) +
            snug_round_up(scratch_bytes(max_token_bytes), SNUG_MEM_ALIGN) +
            snug_round_up(cache_bytes(n_vocab), SNUG_MEM_ALIGN) + SNUG_MAX(max_token_bytes, (size_t)1);
 }
@@ -33,11 +33,13 @@ size_t snug_constrain_seq_bytes(void) { return snug_gmatch_bytes(SNUG_CONSTRAIN_
 void snug_constrainer_attach(snug_constrainer *c, void *mem, int32_t n_vocab, size_t max_token_bytes)
 {
     char *b = mem;
-    size_t at_scratch = snug_round_up(mask_bytes(n_vocab), SNUG_MEM_ALIGN);
+    size_t at_walk_mask = snug_round_up(mask_bytes(n_vocab), SNUG_MEM_ALIGN);
+    size_t at_scratch = 2 * at_walk_mask;
     size_t at_cache = at_scratch + snug_round_up(scratch_bytes(max_token_bytes), SNUG_MEM_ALIGN);
     size_t at_text = at_cache + snug_round_up(cache_bytes(n_vocab), SNUG_MEM_ALIGN);
-    *c = (snug_constrainer){.n_vocab = n_vocab, .mask = (uint32_t *)(void *)b, .scratch = b + at_scratch,
-                            .token_text = (uint8_t *)b + at_text, .token_cap = max_token_bytes};
+    *c = (snug_constrainer){.n_vocab = n_vocab, .mask = (uint32_t *)(void *)b,
+                            .walk_mask = (uint32_t *)(void *)(b + at_walk_mask), .scratch = b + at_scratch,
+                            .token_text = (uint8_t *)b + at_text, .token_cap = max_token_bytes, .walk_owner = -1};
     snug_tokmask_cache_init(&c->cache, b + at_cache, SNUG_CONSTRAIN_CACHE, n_vocab, SNUG_CONSTRAIN_STATE_INTS);
 }
 
@@ -81,6 +83,7 @@ int32_t snug_constrain_mask(snug_constrainer *c, uint64_t key, const snug_gmatch
     int32_t allowed = 0;
     const uint32_t *mask = snug_tokmask_cache_get(&c->cache, key, m, &allowed);
     if (!mask) {
+        snug_constrain_walk_abandon(c); /* the scratch is the whole walk's now */
         double t0 = snug_now_seconds();
         allowed = snug_tokmask_compute(c->trie, m, c->scratch, c->mask, NULL);
         snug_tokmask_cache_put(&c->cache, key, m, c->mask, allowed);
@@ -108,6 +111,42 @@ int32_t snug_constrain_mask(snug_constrainer *c, uint64_t key, const snug_gmatch
         logits[id] = eos_logit[i];
     }
     return allowed;
+}
+
+bool snug_constrain_cached(snug_constrainer *c, uint64_t key, const snug_gmatch *m)
+{
+    return snug_tokmask_cache_get(&c->cache, key, m, NULL) != NULL;
+}
+
+void snug_constrain_walk_start(snug_constrainer *c, uint64_t key, const snug_gmatch *m, int32_t owner,
+                               uint32_t gen)
+{
+    snug_constrain_walk_abandon(c);
+    double t0 = snug_now_seconds();
+    snug_tokmask_walk_begin(&c->walk, c->trie, m, c->scratch, c->walk_mask);
+    c->walking = true, c->walk_key = key, c->walk_owner = owner, c->walk_gen = gen;
+    c->walk_seconds += snug_now_seconds() - t0;
+}
+
+bool snug_constrain_walk_continue(snug_constrainer *c, double deadline)
+{
+    if (!c->walking) return true;
+    double t0 = snug_now_seconds();
+    bool done = snug_tokmask_walk_run(&c->walk, deadline);
+    if (done) {
+        snug_tokmask_cache_put(&c->cache, c->walk_key, &c->walk.state[0], c->walk_mask, c->walk.allowed);
+        c->walks++;
+        c->walking = false, c->walk_owner = -1;
+    }
+    c->walk_seconds += snug_now_seconds() - t0;
+    return done;
+}
+
+void snug_constrain_walk_abandon(snug_constrainer *c)
+{
+    if (!c->walking) return;
+    c->walking = false, c->walk_owner = -1;
+    c->walks_abandoned++;
 }
 
 bool snug_constrain_complete(const snug_gmatch *m)

@@ -13,6 +13,13 @@
  * sequence keeps its matcher in memory of its own there
  * (snug_constrain_seq_bytes). Nothing here allocates but
  * snug_constrain_trie_build.
+ *
+ * A mask that is not cached is a walk of the whole vocabulary's trie (tens
+ * of milliseconds for a wide state over 128k tokens): the engine does not
+ * make a step wait for it. It holds such a sequence out of steps and walks
+ * its mask in pieces (snug_constrain_walk_start/_continue) within a share
+ * of each step's time, so that sequences under hard grammars cannot stall
+ * the others.
  */
 #ifndef SNUG_CONSTRAIN_H
 #define SNUG_CONSTRAIN_H
@@ -29,17 +36,33 @@ enum {
     SNUG_CONSTRAIN_STATE_INTS = 1024  /* the largest state cached (stack lengths and frames) */
 };
 
+/* The time a step gives to mask walks: this share of its forward pass, at
+ * least SNUG_CONSTRAIN_WALK_MIN_S (a request beside walks keeps 1 / 1.2 of
+ * its speed); with nothing to run, walks go on in slices of
+ * SNUG_CONSTRAIN_WALK_IDLE_S. */
+#define SNUG_CONSTRAIN_WALK_SHARE 0.2
+#define SNUG_CONSTRAIN_WALK_MIN_S 0.0005
+#define SNUG_CONSTRAIN_WALK_IDLE_S 0.02
+
 typedef struct snug_constrainer {
     const snug_vocab_trie *trie;      /* NULL: no constrained decoding (no tokenizer) */
     int32_t n_vocab;
     uint32_t *mask;                   /* [(n_vocab + 31) / 32] the mask being applied */
-    void *scratch;                    /* the mask walk's */
+    uint32_t *walk_mask;              /* [(n_vocab + 31) / 32] the walk in pieces' */
+    void *scratch;                    /* the mask walk's (one at a time: whole, or in pieces) */
+    snug_tokmask_walk walk;           /* the walk in pieces, while walking */
+    bool walking;
+    uint64_t walk_key;                /* its grammar's key */
+    int32_t walk_owner;               /* whose it is (the caller's tag: a slot) */
+    uint32_t walk_gen;                /* (and the caller's generation of it) */
     snug_tokmask_cache cache;
     uint8_t *token_text;              /* [token_cap] a sampled token's bytes */
     size_t token_cap;                 /* max_token_bytes */
     int64_t masks;                    /* masks applied, and ... */
-    int64_t walks;                    /* ... of those, computed (not found in the cache) */
-    double walk_seconds;              /* the time they took */
+    int64_t walks;                    /* masks computed (not found in the cache) */
+    int64_t walks_abandoned;          /* walks in pieces given up (their owner went, or a whole walk
+                                       * needed the scratch) */
+    double walk_seconds;              /* the time walks took */
 } snug_constrainer;
 
 /* Bytes the shared part needs in the serving state for a vocabulary of
@@ -65,10 +88,28 @@ snug_status snug_constrain_trie_build(const snug_tokenizer *tok, int32_t n_vocab
  * the grammar of key: a token the grammar does not take next gets
  * -infinity; stop's EOS ids keep their logit where m is accepting (and EOS
  * is not ignored), and any other token with no bytes is masked. The mask
- * comes from the cache, or from a walk that is then cached. Returns the
- * tokens left (0: the sequence cannot go on). */
+ * comes from the cache, or from a whole walk that is then cached (a walk
+ * in pieces is given up for it). Returns the tokens left (0: the sequence
+ * cannot go on). */
 int32_t snug_constrain_mask(snug_constrainer *c, uint64_t key, const snug_gmatch *m, const snug_stop_params *stop,
                             float *logits);
+
+/* Whether the mask of state m under the grammar of key is cached (a
+ * lookup: it becomes the most recently used). */
+bool snug_constrain_cached(snug_constrainer *c, uint64_t key, const snug_gmatch *m);
+
+/* Starts a walk in pieces of m's mask under the grammar of key (m is
+ * copied; its grammar must outlive the walk), for owner (a tag the caller
+ * keeps: owner and gen); one at a time, replacing any walk not done. */
+void snug_constrain_walk_start(snug_constrainer *c, uint64_t key, const snug_gmatch *m, int32_t owner,
+                               uint32_t gen);
+
+/* Goes on with the walk until it is done or the clock passes deadline;
+ * true when done: its mask is then cached and c is not walking. */
+bool snug_constrain_walk_continue(snug_constrainer *c, double deadline);
+
+/* Gives the walk up (counted in walks_abandoned); nothing when none. */
+void snug_constrain_walk_abandon(snug_constrainer *c);
 
 /* Whether m's text is a whole match that nothing can extend: the grammar
  * is done. */

@@ -47,6 +47,9 @@ struct snug_engine {
     int32_t n_eos;
     uint64_t next_id;
     int32_t *ring_pos;              /* [max_num_seqs] where a step's sample goes in its ring */
+    int32_t *walk_list;             /* [max_num_seqs] slots waiting for a mask walk, in turn */
+    int32_t n_walk_list, walk_at;   /* their count, and the next to walk */
+    int32_t walk_turn;              /* the slot after the last walked: the list starts there */
     uint64_t grammar_seed;          /* keys grammars in the mask cache (unguessable: a
                                      * client cannot make its grammar's key another's) */
     snug_engine_counters c;
@@ -87,6 +90,9 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->grammar_key = r->grammar_key;
     q->grammar_failed = r->grammar && snug_gmatch_start(&q->match, q->match_mem, SNUG_CONSTRAIN_STACKS,
                                                         SNUG_CONSTRAIN_DEPTH, r->grammar, NULL) != SNUG_OK;
+    q->gen++;
+    q->mask_ready = !q->grammar || q->grammar_failed ||
+                    snug_constrain_cached(&e->p->serving.constrain, q->grammar_key, &q->match);
     r->slots[k] = i;
     snug_sched_add(&e->sched, i, q->ids, r->n_prompt, r->cache_salt, k == 0 ? -1 : r->slots[0]);
     if (q->prompt_lp) e->sched.seqs[i].all_logits_until = r->n_prompt;
@@ -110,6 +116,72 @@ static void free_slot(snug_engine *e, int32_t i)
 static bool slot_is_free(snug_engine *e, int32_t i)
 {
     return slot_of(e, i)->owner == NULL && e->sched.seqs[i].phase == SNUG_SEQ_FREE;
+}
+
+/* ---- masks walked in pieces (constrain.h) ------------------------------------ */
+
+/* Whether slot i's sequence waits for its mask. */
+static bool waits_for_mask(snug_engine *e, int32_t i)
+{
+    const snug_seq_slot *q = slot_of(e, i);
+    return q->owner && q->grammar && !q->mask_ready && e->sched.seqs[i].phase != SNUG_SEQ_FREE;
+}
+
+/* Lists the slots waiting for a mask, in turn from walk_turn, and gives up
+ * a walk whose sequence went (under the mutex, on the loop's thread: the
+ * list is then walked without it). */
+static void list_walks(snug_engine *e)
+{
+    snug_constrainer *c = &e->p->serving.constrain;
+    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    if (c->walking && (!waits_for_mask(e, c->walk_owner) || slot_of(e, c->walk_owner)->gen != c->walk_gen))
+        snug_constrain_walk_abandon(c);
+    e->n_walk_list = e->walk_at = 0;
+    for (int32_t k = 0; k < n_slots; k++) {
+        int32_t i = (e->walk_turn + k) % n_slots;
+        if (waits_for_mask(e, i) && !(c->walking && c->walk_owner == i)) e->walk_list[e->n_walk_list++] = i;
+    }
+    e->c.grammar_waiting = e->n_walk_list + c->walking;
+}
+
+/* Walks masks until the clock passes deadline: the walk begun, then the
+ * listed slots' in turn (one found cached by then is ready at once). A
+ * sequence whose mask is done is ready for the next step. On the loop's
+ * thread, without the mutex: the listed sequences are paused, so only
+ * this thread ends them. */
+static void walk_masks(snug_engine *e, double deadline)
+{
+    snug_constrainer *c = &e->p->serving.constrain;
+    while (c->walking || e->walk_at < e->n_walk_list) {
+        if (!c->walking) {
+            int32_t i = e->walk_list[e->walk_at++];
+            snug_seq_slot *q = slot_of(e, i);
+            if ((q->mask_ready = snug_constrain_cached(c, q->grammar_key, &q->match))) continue;
+            snug_constrain_walk_start(c, q->grammar_key, &q->match, i, q->gen);
+        }
+        int32_t owner = c->walk_owner;
+        if (!snug_constrain_walk_continue(c, deadline)) return;
+        slot_of(e, owner)->mask_ready = true;
+        e->walk_turn = (owner + 1) % e->p->serving.shape.max_num_seqs;
+        if (snug_now_seconds() >= deadline) return;
+    }
+}
+
+/* After a step: each constrained sequence that sampled and goes on is
+ * ready when its new state's mask is cached, and waits for a walk
+ * otherwise (listed). */
+static void check_masks(snug_engine *e, int32_t n_items)
+{
+    const snug_sched_item *items = e->p->serving.items;
+    snug_constrainer *c = &e->p->serving.constrain;
+    for (int32_t k = 0; k < n_items; k++) {
+        snug_seq_slot *q = slot_of(e, items[k].seq);
+        if (!items[k].sample || !q->grammar || q->grammar_failed || q->ring[e->ring_pos[k]].finish != SNUG_FINISH_NONE)
+            continue;
+        q->mask_ready = snug_constrain_cached(c, q->grammar_key, &q->match);
+        if (!q->mask_ready && e->n_walk_list < e->p->serving.shape.max_num_seqs)
+            e->walk_list[e->n_walk_list++] = items[k].seq;
+    }
 }
 
 /* Moves queued requests into free slots, first come first served. */
@@ -147,8 +219,9 @@ static void tend_slots(snug_engine *e)
             continue;
         }
         if (e->sched.seqs[i].phase != SNUG_SEQ_FREE)
-            snug_sched_pause(&e->sched, i, q->ring_n >= SNUG_OUT_RING);
+            snug_sched_pause(&e->sched, i, q->ring_n >= SNUG_OUT_RING || !q->mask_ready);
     }
+    list_walks(e);
 }
 
 /* ---- one step --------------------------------------------------------------- */
@@ -310,6 +383,7 @@ static bool greedy_only(snug_engine *e, int32_t n_items)
 static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_items)
 {
     snug_logits lg;
+    double t0 = snug_now_seconds();
     snug_status st = greedy_only(e, n_items)
                          ? snug_stepper_run_greedy(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err)
                          : snug_stepper_run(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err);
@@ -329,6 +403,10 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
             row++;
         }
     }
+    /* masks that are not cached: walked in a share of the step's time */
+    double t1 = snug_now_seconds();
+    check_masks(e, n_items);
+    walk_masks(e, t1 + SNUG_MAX(SNUG_CONSTRAIN_WALK_MIN_S, SNUG_CONSTRAIN_WALK_SHARE * (t1 - t0)));
     return SNUG_OK;
 }
 
@@ -358,6 +436,7 @@ static void publish(snug_engine *e, int32_t n_items)
     e->c.grammar_masks = e->p->serving.constrain.masks; /* the loop's, copied under the mutex */
     e->c.grammar_walks = e->p->serving.constrain.walks;
     e->c.grammar_walk_seconds = e->p->serving.constrain.walk_seconds;
+    e->c.grammar_waiting = e->n_walk_list - e->walk_at + e->p->serving.constrain.walking;
     snug_comm *comm = snug_stepper_comm(e->p->stepper); /* the step loop's, copied under the mutex */
     if (comm) snug_comm_allreduce_stats(comm, &e->c.allreduce_calls, &e->c.allreduce_seconds);
 }
@@ -462,7 +541,11 @@ static void *step_loop(void *arg)
         int32_t n_items = snug_sched_step(&e->sched, e->p->serving.items, &n_tokens);
         if (n_items == 0) {
             pthread_cond_broadcast(&e->out); /* cancelled requests may be done */
-            if (snug_planner_populating(e->p)) /* idle, or waiting for blocks */
+            if (e->p->serving.constrain.walking || e->n_walk_list > 0) { /* only masks to walk */
+                pthread_mutex_unlock(&e->mu);
+                walk_masks(e, snug_now_seconds() + SNUG_CONSTRAIN_WALK_IDLE_S);
+                pthread_mutex_lock(&e->mu);
+            } else if (snug_planner_populating(e->p)) /* idle, or waiting for blocks */
                 populate_more(e);
             else
                 pthread_cond_wait(&e->work, &e->mu);
@@ -519,7 +602,8 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
     }
     e->queue = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)q_cap * sizeof *e->queue, err);
     e->ring_pos = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->ring_pos, err);
-    if (!e->queue || !e->ring_pos) {
+    e->walk_list = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->walk_list, err);
+    if (!e->queue || !e->ring_pos || !e->walk_list) {
         st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
         goto fail;
     }
@@ -845,6 +929,7 @@ void snug_engine_close(snug_engine *e)
     }
     snug_planner_close(e->p);
     snug_mem_free(e->ring_pos);
+    snug_mem_free(e->walk_list);
     snug_mem_free(e->queue);
     snug_mem_free(e);
 }

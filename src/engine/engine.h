@@ -115,8 +115,9 @@ typedef struct snug_engine_counters {
     int32_t kv_blocks_evictable;    /* cached blocks no sequence holds (counted as free) */
     int64_t kv_block_evictions;     /* cached blocks taken for new contents */
     int64_t grammar_masks;          /* token masks applied to constrained sequences, and ... */
-    int64_t grammar_walks;          /* ... of those, computed (not found in the cache) */
+    int64_t grammar_walks;          /* masks computed by a walk (not found in the cache) */
     double grammar_walk_seconds;    /* the time those took */
+    int32_t grammar_waiting;        /* sequences held out of steps until their mask is walked */
     bool failed;                    /* the step loop stopped on an error */
     int32_t tp;                     /* tensor-parallel ranks (1: one process) */
     int64_t allreduce_calls;        /* rank 0's all-reduces in steps so far, and ... */

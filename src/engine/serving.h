@@ -86,6 +86,8 @@ typedef struct snug_seq_slot {
     const snug_grammar *grammar; /* the grammar its output keeps to (the owner's); NULL: none */
     uint64_t grammar_key;      /* the grammar's key in the mask cache */
     bool grammar_failed;       /* its matcher could not start */
+    bool mask_ready;           /* its next mask is cached (else it waits out of steps for a walk) */
+    uint32_t gen;              /* sequences the slot has held: tells a walk's owner from a later one */
     snug_gmatch match;         /* where its output stands in the grammar */
     void *match_mem;           /* [snug_constrain_seq_bytes()] with shape.constrained */
 } snug_seq_slot;

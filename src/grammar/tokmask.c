@@ -87,31 +87,53 @@ snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *le
 
 void snug_vocab_trie_free(snug_vocab_trie *t) { snug_mem_free(t); }
 
-size_t snug_tokmask_scratch_bytes(int32_t token_bytes_max, int32_t max_stacks, int32_t max_depth)
+/* A walk's memory: a matcher per level (level 0 the start state, level
+ * k + 1 the state after a token's first k + 1 bytes), then per level the
+ * matcher's header, the bytes its state takes, and the node and next
+ * child the walk is at. */
+static size_t level_bytes(int32_t max_stacks, int32_t max_depth)
 {
-    return ((size_t)token_bytes_max + 1) * snug_gmatch_bytes(max_stacks, max_depth);
+    return snug_round_up(snug_gmatch_bytes(max_stacks, max_depth), 8);
 }
 
-typedef struct walk_ctx {
-    const snug_vocab_trie *t;
-    char *scratch;
-    size_t level_bytes;
-    uint32_t *mask;
-    int32_t allowed;
-    bool overflowed;
-} walk_ctx;
+static size_t per_level_bytes(void) { return sizeof(snug_gmatch) + sizeof(snug_byteset) + 2 * sizeof(int32_t); }
 
-/* The children of node (reached with state s at depth level) whose bytes s
- * takes, their tokens allowed, and their subtrees. */
-static void walk(walk_ctx *w, int32_t node, int32_t level, const snug_gmatch *s)
+size_t snug_tokmask_scratch_bytes(int32_t token_bytes_max, int32_t max_stacks, int32_t max_depth)
+{
+    size_t levels = (size_t)token_bytes_max + 1;
+    return levels * (level_bytes(max_stacks, max_depth) + per_level_bytes());
+}
+
+void snug_tokmask_walk_begin(snug_tokmask_walk *w, const snug_vocab_trie *t, const snug_gmatch *state, void *scratch,
+                             uint32_t *mask)
+{
+    size_t levels = (size_t)t->depth_max + 1, lb = level_bytes(state->max_stacks, state->max_depth);
+    char *b = scratch;
+    *w = (snug_tokmask_walk){.t = t, .levels = b, .level_bytes = lb, .mask = mask};
+    w->state = (snug_gmatch *)(void *)(b + levels * lb);
+    w->next = (snug_byteset *)(void *)(w->state + levels);
+    w->node = (int32_t *)(void *)(w->next + levels);
+    w->child = w->node + levels;
+    memset(mask, 0, ((size_t)t->n_vocab + 31) / 32 * sizeof *mask);
+    snug_gmatch_clone(&w->state[0], w->levels, state);
+    snug_gmatch_next_bytes(&w->state[0], &w->next[0]);
+    w->node[0] = 0, w->child[0] = 1, w->depth = 1;
+}
+
+bool snug_tokmask_walk_run(snug_tokmask_walk *w, double deadline)
 {
     const snug_vocab_trie *t = w->t;
-    snug_byteset next;
-    snug_gmatch_next_bytes(s, &next);
-    for (int32_t c = node + 1, end = node + t->size[node]; c < end; c += t->size[c]) {
-        if (!snug_byteset_has(&next, t->byte[c])) continue; /* the whole subtree is refused */
-        snug_gmatch m;
-        snug_gmatch_result r = snug_gmatch_advance_from(&m, w->scratch + (size_t)(level + 1) * w->level_bytes, s, t->byte[c]);
+    for (uint32_t steps = 1; w->depth > 0; steps++) {
+        int32_t l = w->depth - 1, n = w->node[l], c = w->child[l];
+        if (c >= n + t->size[n]) { /* every child of the node looked at */
+            w->depth--;
+            continue;
+        }
+        w->child[l] = c + t->size[c];
+        if (!snug_byteset_has(&w->next[l], t->byte[c])) continue; /* the whole subtree is refused */
+        snug_gmatch *m = &w->state[l + 1];
+        snug_gmatch_result r = snug_gmatch_advance_from(m, w->levels + (size_t)(l + 1) * w->level_bytes, &w->state[l],
+                                                        t->byte[c]);
         if (r != SNUG_GMATCH_OK) {
             w->overflowed |= r == SNUG_GMATCH_OVERFLOW;
             continue;
@@ -120,17 +142,22 @@ static void walk(walk_ctx *w, int32_t node, int32_t level, const snug_gmatch *s)
             w->mask[t->ids[i] >> 5] |= 1u << (t->ids[i] & 31);
             w->allowed++;
         }
-        if (t->size[c] > 1) walk(w, c, level + 1, &m);
+        if (t->size[c] > 1) { /* into its subtree */
+            snug_gmatch_next_bytes(m, &w->next[l + 1]);
+            w->node[l + 1] = c, w->child[l + 1] = c + 1;
+            w->depth++;
+        }
+        if (deadline > 0 && (steps & 255) == 0 && snug_now_seconds() >= deadline) return w->depth == 0;
     }
+    return true;
 }
 
 int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state, void *scratch, uint32_t *mask,
                              bool *overflowed)
 {
-    memset(mask, 0, ((size_t)t->n_vocab + 31) / 32 * sizeof *mask);
-    walk_ctx w = {.t = t, .scratch = scratch, .level_bytes = snug_gmatch_bytes(state->max_stacks, state->max_depth),
-                  .mask = mask};
-    walk(&w, 0, 0, state);
+    snug_tokmask_walk w;
+    snug_tokmask_walk_begin(&w, t, state, scratch, mask);
+    snug_tokmask_walk_run(&w, 0);
     if (overflowed) *overflowed = w.overflowed;
     return w.allowed;
 }

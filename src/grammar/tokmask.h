@@ -40,19 +40,47 @@ snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *le
 
 void snug_vocab_trie_free(snug_vocab_trie *t);
 
-/* Bytes of scratch snug_tokmask_compute needs for a trie whose longest
- * token has token_bytes_max bytes (its depth_max, or more) and matchers of
- * these limits. Pure. */
+/* Bytes of scratch a walk (snug_tokmask_compute, snug_tokmask_walk_begin)
+ * needs for a trie whose longest token has token_bytes_max bytes (its
+ * depth_max, or more) and matchers of these limits. Pure. */
 size_t snug_tokmask_scratch_bytes(int32_t token_bytes_max, int32_t max_stacks, int32_t max_depth);
 
 /* Sets in mask ((n_vocab + 31) / 32 words, cleared first) bit i for each
  * token i whose bytes state takes, one after another; state is not
- * changed. scratch: snug_tokmask_scratch_bytes(t->depth_max or more, state's limits), 4-byte
+ * changed. scratch: snug_tokmask_scratch_bytes(t->depth_max or more, state's limits), 8-byte
  * aligned. Returns how many tokens are allowed; *overflowed (may be NULL)
  * tells whether some token was left out because advancing by it passed
  * the matcher's limits. */
 int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state, void *scratch, uint32_t *mask,
                              bool *overflowed);
+
+/* A mask computed in pieces: a walk of the trie that stops at a deadline
+ * and goes on where it stopped, so that a long walk (a wide state over a
+ * large vocabulary) can be spread over steps instead of stalling one. All
+ * of its state is in the caller's scratch and mask. */
+typedef struct snug_tokmask_walk {
+    const snug_vocab_trie *t;
+    char *levels;            /* (depth_max + 1) matchers' memory, level_bytes each */
+    size_t level_bytes;
+    snug_gmatch *state;      /* [depth_max + 1] level 0: the start state (a copy) */
+    snug_byteset *next;      /* [depth_max + 1] the bytes each level's state takes */
+    int32_t *node, *child;   /* [depth_max + 1] the node each level expands, its next child */
+    int32_t depth;           /* levels open; 0: done */
+    uint32_t *mask;
+    int32_t allowed;
+    bool overflowed;
+} snug_tokmask_walk;
+
+/* Starts w: the mask of state (copied into scratch: state may change or
+ * go after this) into mask (cleared), over scratch as for
+ * snug_tokmask_compute. The grammar of state must outlive the walk. */
+void snug_tokmask_walk_begin(snug_tokmask_walk *w, const snug_vocab_trie *t, const snug_gmatch *state, void *scratch,
+                             uint32_t *mask);
+
+/* Goes on with w until it is done or the clock (snug_now_seconds) passes
+ * deadline (<= 0: none; looked at every 256 nodes); true when done (the
+ * mask, w->allowed and w->overflowed are then complete). */
+bool snug_tokmask_walk_run(snug_tokmask_walk *w, double deadline);
 
 /* A cache of masks by grammar and matcher state, in caller memory of a
  * fixed size: a constrained sequence returns to the same states again and

@@ -312,6 +312,9 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     snug_strbuf_printf(&b, "# HELP snug_grammar_mask_walk_seconds_total Seconds those walks took (on "
                        "the engine's loop).\n# TYPE snug_grammar_mask_walk_seconds_total counter\n"
                        "snug_grammar_mask_walk_seconds_total %.6f\n", k.grammar_walk_seconds);
+    GAUGE("grammar_sequences_waiting", "Sequences held out of steps until their token mask is walked "
+          "(walks get a share of each step's time, so hard grammars cannot stall the others).", "%d",
+          k.grammar_waiting);
     COUNTER("prompt_tokens_total", "Prompt tokens admitted.", k.prompt_tokens);
     COUNTER("generation_tokens_total", "Tokens generated.", k.generation_tokens);
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);
