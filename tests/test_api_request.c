@@ -8,6 +8,7 @@
  */
 #include "base/device.h"
 #include "base/json.h"
+#include "grammar/matcher.h"
 #include "server/api_request.h"
 #include "test.h"
 
@@ -443,6 +444,73 @@ static void test_structured(void)
     run_cases(bad, sizeof bad / sizeof bad[0]);
 }
 
+/* Whether text is a whole match of g. */
+static bool grammar_matches(const snug_grammar *g, const char *text)
+{
+    enum { STACKS = 64, DEPTH = 64 };
+    void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_gmatch_bytes(STACKS, DEPTH), NULL);
+    snug_gmatch m;
+    snug_error err = {0};
+    bool ok = mem && snug_gmatch_start(&m, mem, STACKS, DEPTH, g, &err) == SNUG_OK &&
+              snug_gmatch_advance_bytes(&m, text, strlen(text), NULL) == SNUG_GMATCH_OK && snug_gmatch_accepting(&m);
+    snug_mem_free(mem);
+    return ok;
+}
+
+/* A request parsed under a model's chat template takes the tool-call
+ * format the template shows (snug_api_limits_set_template, as the server
+ * does at start): Qwen2.5's <tool_call> (Hermes) and Mistral v0.3's
+ * [TOOL_CALLS]; a required call is constrained to that format, and no
+ * longer to plain JSON. */
+static void test_tool_format_from_template(void)
+{
+    static const char BODY[] =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"required\", "
+        "\"parallel_tool_calls\": false, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"add\", "
+        "\"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}, "
+        "\"required\": [\"a\"], \"additionalProperties\": false}}}]}";
+    static const char CALL[] = "{\"name\": \"add\", \"arguments\": {\"a\": 7}}";
+    static const struct {
+        const char *config;
+        snug_tool_style style;
+        const char *call_text; /* the one call in the format */
+    } cases[] = {
+        {"qwen2.5", SNUG_TOOLS_HERMES, "<tool_call>\n%s\n</tool_call>"},
+        {"mistral-v0.3", SNUG_TOOLS_MISTRAL, "[TOOL_CALLS] [%s]"},
+        {"tinyllama-1.1b-chat", SNUG_TOOLS_JSON, "%s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[256], text[256];
+        snprintf(path, sizeof path, "tests/data/chat/%s.tokenizer_config.json", cases[i].config);
+        json_error_t je;
+        json_t *c = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
+        const char *tpl = json_string_value(json_object_get(c, "chat_template"));
+        CHECK(tpl, "%s: a chat template (%s)", path, je.text);
+        snug_api_limits l = limits();
+        snug_api_limits_set_template(&l, tpl);
+        snug_api_request r;
+        snug_api_error e = {0};
+        snug_status st = snug_api_parse(SNUG_API_CHAT, BODY, strlen(BODY), &l, &r, &e);
+        CHECK(st == SNUG_OK, "%s: %s", cases[i].config, e.message);
+        json_decref(c);
+        if (st != SNUG_OK) continue;
+        CHECK(r.tool_format && r.tool_format->style == cases[i].style, "%s: tool format %s", cases[i].config,
+              r.tool_format ? r.tool_format->name : "none");
+        CHECK(r.grammar && strcmp(r.grammar_param, "tool_choice") == 0, "%s: a grammar from tool_choice",
+              cases[i].config);
+        snprintf(text, sizeof text, cases[i].call_text, CALL);
+        CHECK(r.grammar && grammar_matches(r.grammar, text), "%s: the grammar takes %s", cases[i].config, text);
+        if (cases[i].style != SNUG_TOOLS_JSON)
+            CHECK(r.grammar && !grammar_matches(r.grammar, CALL), "%s: the grammar refuses plain JSON %s",
+                  cases[i].config, CALL);
+        snug_api_request_free(&r);
+    }
+    snug_api_limits l = limits();
+    CHECK(l.tool_format && l.tool_format->style == SNUG_TOOLS_JSON, "the default format is plain JSON");
+    snug_api_limits_set_template(&l, NULL);
+    CHECK(l.tool_format && l.tool_format->style == SNUG_TOOLS_JSON, "no template: plain JSON");
+}
+
 static void test_wrong_types(void)
 {
     static const bad_case cases[] = {
@@ -876,6 +944,7 @@ int main(void)
     RUN(test_logit_bias_limit);
     RUN(test_messages_utf8);
     RUN(test_null_err_and_limits);
+    RUN(test_tool_format_from_template);
     RUN(test_oom);
     return test_summary();
 }

@@ -1,12 +1,17 @@
 /*
  * test_gguf.c: the GGUF reader on the real stories260K file: header,
  * keys of each kind, the typed getters and their messages, tensor infos
- * and the data layout; out of memory at every allocation of an open.
+ * and the data layout; out of memory at every allocation of an open;
+ * messages that quote a file's bytes (keys, strings, tensor names) show
+ * control bytes and invalid UTF-8 escaped, never raw.
  */
 #include "test.h"
 
 #include "base/device.h"
 #include "formats/gguf.h"
+#include "formats/gguf_llama.h"
+
+#include <stdio.h>
 
 static const char *const GGUF = "tests/data/stories260K/stories260K.gguf";
 
@@ -67,9 +72,121 @@ static void test_out_of_memory_loop(void)
     CHECK(n > 3, "the open needs several allocations (%d)", n);
 }
 
+/* ---- messages that quote the file's bytes ------------------------------------------- */
+
+/* Writes a GGUF v3 file at path: the keys (each a string value, or of the
+ * unknown value type 99 when its value is NULL, which ends the file), then
+ * one tensor named tensor with 9 dimensions (out of range) when tensor is
+ * not NULL. */
+static void write_gguf(const char *path, const char *const *keys, const char *const *values, int n_keys,
+                       const char *tensor)
+{
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL, "cannot write %s", path);
+    if (!fp) return;
+    uint32_t version = 3, type;
+    uint64_t n_tensors = tensor ? 1 : 0, n_kv = (uint64_t)n_keys, len;
+    fwrite("GGUF", 1, 4, fp);
+    fwrite(&version, 4, 1, fp);
+    fwrite(&n_tensors, 8, 1, fp);
+    fwrite(&n_kv, 8, 1, fp);
+    for (int i = 0; i < n_keys; i++) {
+        len = strlen(keys[i]);
+        fwrite(&len, 8, 1, fp);
+        fwrite(keys[i], 1, len, fp);
+        type = values[i] ? 8 : 99; /* 8: string */
+        fwrite(&type, 4, 1, fp);
+        if (!values[i]) break;
+        len = strlen(values[i]);
+        fwrite(&len, 8, 1, fp);
+        fwrite(values[i], 1, len, fp);
+    }
+    if (tensor) {
+        uint32_t n_dims = 9;
+        len = strlen(tensor);
+        fwrite(&len, 8, 1, fp);
+        fwrite(tensor, 1, len, fp);
+        fwrite(&n_dims, 4, 1, fp);
+    }
+    static const char pad[64] = {0}; /* room, so that no count looks larger than the file */
+    fwrite(pad, 1, sizeof pad, fp);
+    fclose(fp);
+}
+
+/* Whether msg has a raw control byte or a byte of invalid UTF-8. */
+static bool raw_bytes(const char *msg)
+{
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p == 0x7F) return true;
+    return !snug_utf8_valid(msg, strlen(msg));
+}
+
+/* A key, a string value and a tensor name with a terminal escape and bytes
+ * that are not UTF-8: each message names them escaped. */
+static void test_messages_escape_file_bytes(void)
+{
+    static const char PATH[] = "build/tests/escapes.gguf";
+    snug_error err = {0};
+    snug_gguf_file *g = NULL;
+    const char *keys1[] = {"evil\x1b[31m\xff key"}, *values1[] = {NULL};
+    write_gguf(PATH, keys1, values1, 1, NULL);
+    CHECK_FAILS(snug_gguf_open(PATH, &g, &err), &err, SNUG_FORMAT, "key 'evil\\x1b[31m\\xff key': value type 99");
+    CHECK(!raw_bytes(err.msg), "no raw bytes in: %s", err.msg);
+
+    const char *keys2[] = {"general.architecture"}, *values2[] = {"\x1b]0;pwned\x07\xc3\x28llama\xc2\x9b"};
+    write_gguf(PATH, keys2, values2, 1, NULL);
+    CHECK_OK(snug_gguf_open(PATH, &g, &err), &err);
+    if (g) {
+        snug_model_config cfg;
+        CHECK_FAILS(snug_gguf_llama_config(g, &cfg, &err), &err, SNUG_UNSUPPORTED,
+                    "general.architecture is '\\x1b]0;pwned\\x07\\xc3(llama\\xc2\\x9b'");
+        CHECK(!raw_bytes(err.msg), "no raw bytes in: %s", err.msg);
+        snug_gguf_close(g);
+        g = NULL;
+    }
+
+    write_gguf(PATH, keys2, (const char *[]){"llama"}, 1, "blk.0\x1b[2J\xe2\x82.weight");
+    CHECK_FAILS(snug_gguf_open(PATH, &g, &err), &err, SNUG_FORMAT,
+                "tensor 'blk.0\\x1b[2J\\xe2\\x82.weight': 9 dimensions");
+    CHECK(!raw_bytes(err.msg), "no raw bytes in: %s", err.msg);
+    snug_gguf_close(g);
+    remove(PATH);
+}
+
+/* snug_bytes_shown: what is kept, what is escaped, where it cuts. */
+static void test_bytes_shown(void)
+{
+    static const struct {
+        const char *in, *want;
+        size_t cap;
+    } cases[] = {
+        {"plain.key_1", "plain.key_1", 64},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 64},
+        {"a\\b\tc\x7f", "a\\\\b\\x09c\\x7f", 64},
+        {"\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80", "\\xc0\\xaf \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80", 64},
+        {"\xc2\x85", "\\xc2\\x85", 64},
+        {"abcdefghij", "abcd...", 8},
+        {"abcdefg", "abcdefg", 8},
+        {"ab\x1b" "cdefg", "ab...", 8},
+        {"ab\xc3\xa9\xc3\xa9xyz", "ab\xc3\xa9...", 9},
+        {"ab\xc3\xa9\xc3\xa9xyz", "ab\xc3\xa9\xc3\xa9xyz", 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64];
+        snug_str_shown(cases[i].in, out, cases[i].cap);
+        CHECK(strcmp(out, cases[i].want) == 0 && strlen(out) < cases[i].cap, "case %zu: \"%s\", expected \"%s\"", i,
+              out, cases[i].want);
+    }
+    char out[16];
+    CHECK(strcmp(snug_bytes_shown("a\0b", 3, out, sizeof out), "a\\x00b") == 0, "a NUL byte: %s", out);
+    CHECK(strcmp(snug_str_shown(NULL, out, sizeof out), "") == 0, "NULL: \"%s\"", out);
+}
+
 int main(void)
 {
     RUN(test_stories_header);
     RUN(test_out_of_memory_loop);
+    RUN(test_messages_escape_file_bytes);
+    RUN(test_bytes_shown);
     return test_summary();
 }

@@ -167,38 +167,88 @@ char *snug_fmt_int(int64_t value, char *buf)
     return buf;
 }
 
+/* The length of the well-formed UTF-8 character at p (n >= 1 bytes there),
+ * or 0 when it is not one (no overlong forms, no surrogates, nothing above
+ * U+10FFFF). */
+static size_t utf8_char(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF; /* range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;      /* no overlong forms */
+        if (c == 0xED) hi = 0x9F;      /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;      /* no overlong forms */
+        if (c == 0xF4) hi = 0x8F;      /* nothing above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < len; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+    return len;
+}
+
 bool snug_utf8_valid(const void *s, size_t n)
 {
     const unsigned char *p = s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF; /* range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;      /* no overlong forms */
-            if (c == 0xED) hi = 0x9F;      /* no surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;      /* no overlong forms */
-            if (c == 0xF4) hi = 0x8F;      /* nothing above U+10FFFF */
-        } else {
-            return false;
-        }
-        if (n - i < len) return false;
-        if (p[i + 1] < lo || p[i + 1] > hi) return false;
-        for (size_t k = 2; k < len; k++)
-            if (p[i + k] < 0x80 || p[i + k] > 0xBF) return false;
-        i += len;
-    }
+    for (size_t i = 0, len; i < n; i += len)
+        if ((len = utf8_char(p + i, n - i)) == 0) return false;
     return true;
+}
+
+/* The piece of text that shows the character at p (n >= 1 bytes there),
+ * into piece (8 bytes); returns its length and sets *len to the bytes of p
+ * it shows. */
+static size_t shown_piece(const unsigned char *p, size_t n, char *piece, size_t *len)
+{
+    *len = utf8_char(p, n);
+    bool c1 = *len == 2 && p[0] == 0xC2 && p[1] < 0xA0; /* U+0080..U+009F: controls */
+    if (p[0] == '\\') {
+        memcpy(piece, "\\\\", 2);
+        return 2;
+    }
+    if ((p[0] >= 0x20 && p[0] < 0x7F) || (*len > 1 && !c1)) {
+        memcpy(piece, p, *len);
+        return *len;
+    }
+    *len = 1;
+    snprintf(piece, 8, "\\x%02x", p[0]);
+    return 4;
+}
+
+char *snug_bytes_shown(const void *s, size_t n, char *out, size_t cap)
+{
+    SNUG_ASSERT(cap >= 8);
+    const unsigned char *p = s;
+    char piece[8];
+    size_t total = 0, len;
+    for (size_t i = 0; i < n && total < cap; i += len) total += shown_piece(p + i, n - i, piece, &len);
+    size_t room = total < cap ? cap - 1 : cap - 4; /* cut: "..." takes 3 */
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += len) {
+        size_t k = shown_piece(p + i, n - i, piece, &len);
+        if (o + k > room) break;
+        memcpy(out + o, piece, k);
+        o += k;
+    }
+    if (total >= cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *snug_str_shown(const char *s, char *out, size_t cap)
+{
+    return snug_bytes_shown(s ? s : "", s ? strlen(s) : 0, out, cap);
 }
 
 double snug_now_seconds(void)

@@ -65,6 +65,23 @@ double snug_now_seconds(void);
  * forms, no surrogates, nothing above U+10FFFF). */
 bool snug_utf8_valid(const void *s, size_t n);
 
+/* A buffer for snug_bytes_shown that holds a quoted name or value of 200
+ * bytes and more ("..." after what fits). */
+enum { SNUG_SHOWN_MAX = 208 };
+
+/* Writes the n bytes at s (bytes from a file or a client: a GGUF key or
+ * string, a tensor name) into out, cap >= 8 bytes, NUL-terminated, as text
+ * that is safe to quote in a message and print on a terminal: printable
+ * ASCII and well-formed UTF-8 as they are, a backslash as \, and every
+ * other byte (control bytes such as ESC, DEL, the C1 controls
+ * U+0080..U+009F, bytes that are not well-formed UTF-8) as \xhh. What does
+ * not fit is cut at a character and "..." put after it. Returns out, for
+ * use as a printf argument. Allocates nothing. */
+char *snug_bytes_shown(const void *s, size_t n, char *out, size_t cap);
+
+/* snug_bytes_shown of the NUL-terminated s (NULL: ""). */
+char *snug_str_shown(const char *s, char *out, size_t cap);
+
 /* Overflow-checked size arithmetic: returns false when the result does not
  * fit, leaving *out unspecified. */
 static inline bool snug_mul_size(size_t a, size_t b, size_t *out)

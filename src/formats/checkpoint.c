@@ -45,10 +45,12 @@ static snug_status check_file_name(const char *name, const char *tensor, const c
         why = "names a directory";
     else if (strchr(fname, '/') || strchr(fname, '\\'))
         why = "contains a path separator";
+    char shown[2][SNUG_SHOWN_MAX];
     if (why)
-        return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor '%.200s': file name "
-                           "'%.100s' %s; expected a plain file name in the model directory",
-                           name, tensor, fname, why);
+        return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor '%s': file name "
+                           "'%s' %s; expected a plain file name in the model directory",
+                           name, snug_str_shown(tensor, shown[0], sizeof shown[0]),
+                           snug_str_shown(fname, shown[1], 104), why);
     return SNUG_OK;
 }
 
@@ -59,15 +61,15 @@ static snug_status index_fill(const json_t *map, const char *name, snug_index *i
     json_t *v;
     size_t pool = 0;
     size_t n = json_object_size(map);
-    char d[96];
+    char d[96], shown[SNUG_SHOWN_MAX];
     json_object_foreach((json_t *)map, key, v) {
         size_t kl = strlen(key);
         if (kl == 0 || kl > SNUG_ST_MAX_NAME_BYTES)
             return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor name of %zu bytes; "
                                "expected 1 to %d", name, kl, SNUG_ST_MAX_NAME_BYTES);
         if (!json_is_string(v))
-            return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor '%.200s': expected a "
-                               "file name, found %s", name, key,
+            return snug_errorf(err, SNUG_FORMAT, "%s: weight_map: tensor '%s': expected a "
+                               "file name, found %s", name, snug_str_shown(key, shown, sizeof shown),
                                snug_json_describe(v, d, sizeof d));
         snug_status st = check_file_name(name, key, json_string_value(v), err);
         if (st != SNUG_OK) return st;
@@ -195,6 +197,7 @@ static snug_status check_shard(const snug_checkpoint *ck, const snug_index *ix, 
                                const int64_t *count, const char *index_path, snug_error *err)
 {
     const snug_st_file *f = ck->files[i];
+    char shown[3][SNUG_SHOWN_MAX];
     struct stat si;
     if (fstat(f->fd, &si) != 0)
         return snug_errorf(err, SNUG_IO, "%s: cannot stat: %s", f->path, strerror(errno));
@@ -202,23 +205,26 @@ static snug_status check_shard(const snug_checkpoint *ck, const snug_index *ix, 
         struct stat sk;
         if (fstat(ck->files[k]->fd, &sk) == 0 && sk.st_dev == si.st_dev && sk.st_ino == si.st_ino)
             return snug_errorf(err, SNUG_FORMAT, "%s: shards '%s' and '%s' are the same file",
-                               index_path, ix->files[k], ix->files[i]);
+                               index_path, snug_str_shown(ix->files[k], shown[0], sizeof shown[0]),
+                               snug_str_shown(ix->files[i], shown[1], sizeof shown[1]));
     }
     for (int64_t k = 0; k < f->n_tensors; k++) {
         snug_index_entry key = {.tensor = f->tensors[k].name};
         const snug_index_entry *e =
             bsearch(&key, ix->entries, (size_t)ix->n_entries, sizeof key, cmp_index_entry);
         if (!e || e->file != i)
-            return snug_errorf(err, SNUG_FORMAT, "%s: shard '%s' holds tensor '%.200s', which the "
-                               "index %s", index_path, ix->files[i], f->tensors[k].name,
+            return snug_errorf(err, SNUG_FORMAT, "%s: shard '%s' holds tensor '%s', which the "
+                               "index %s", index_path, snug_str_shown(ix->files[i], shown[0], sizeof shown[0]),
+                               snug_str_shown(f->tensors[k].name, shown[1], sizeof shown[1]),
                                e ? "assigns to another shard" : "does not list");
     }
     if (f->n_tensors != count[i]) { /* fewer than assigned: name the first missing one */
         for (int64_t k = 0; k < ix->n_entries; k++)
             if (ix->entries[k].file == i && !snug_st_find(f, ix->entries[k].tensor))
-                return snug_errorf(err, SNUG_FORMAT, "%s: lists tensor '%.200s' in shard '%s', "
-                                   "which does not hold it", index_path, ix->entries[k].tensor,
-                                   ix->files[i]);
+                return snug_errorf(err, SNUG_FORMAT, "%s: lists tensor '%s' in shard '%s', "
+                                   "which does not hold it", index_path,
+                                   snug_str_shown(ix->entries[k].tensor, shown[0], sizeof shown[0]),
+                                   snug_str_shown(ix->files[i], shown[1], sizeof shown[1]));
     }
     return SNUG_OK;
 }
@@ -247,8 +253,9 @@ static snug_status open_sharded(snug_checkpoint *ck, const char *index_path, snu
         st = snug_path_join(path, sizeof path, ck->dir, ix->files[i], err);
         if (st != SNUG_OK) goto done;
         if (!snug_file_exists(path)) {
+            char shown[SNUG_SHOWN_MAX];
             st = snug_errorf(err, SNUG_FORMAT, "%s: names shard '%s', which is not a file in "
-                             "%s", index_path, ix->files[i], ck->dir);
+                             "%s", index_path, snug_str_shown(ix->files[i], shown, sizeof shown), ck->dir);
             goto done;
         }
         st = snug_st_open(path, &ck->files[i], err);
@@ -299,20 +306,22 @@ static int cmp_st_tensor(const void *a, const void *b)
 static snug_status gguf_tensor_of(const char *path, const snug_gguf_tensor *t, char *name, size_t size,
                                   snug_dtype *dt, snug_error *err)
 {
+    char shown[SNUG_SHOWN_MAX];
     if (!snug_gguf_hf_name(t->name, name, size))
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' has no place in a llama model", path,
-                           t->name);
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no place in a llama model", path,
+                           snug_str_shown(t->name, shown, sizeof shown));
     *dt = t->type == SNUG_GGML_F32 ? SNUG_DTYPE_F32
           : t->type == SNUG_GGML_F16 ? SNUG_DTYPE_F16
           : t->type == SNUG_GGML_BF16 ? SNUG_DTYPE_BF16
                                       : snug_dtype_from_qtype(t->type);
     if (*dt == SNUG_DTYPE_NONE)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' is %s, not a type of a model's "
-                           "weights; snug reads " SNUG_GGUF_MODEL_TYPES, path, t->name,
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' is %s, not a type of a model's "
+                           "weights; snug reads " SNUG_GGUF_MODEL_TYPES, path,
+                           snug_str_shown(t->name, shown, sizeof shown),
                            snug_ggml_type_name(t->type));
     if (t->n_dims < 1 || t->n_dims > 2)
-        return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s' has %u dimensions; a llama model's "
-                           "have 1 or 2", path, t->name, t->n_dims);
+        return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s' has %u dimensions; a llama model's "
+                           "have 1 or 2", path, snug_str_shown(t->name, shown, sizeof shown), t->n_dims);
     return SNUG_OK;
 }
 

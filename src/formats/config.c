@@ -69,16 +69,18 @@ static snug_status parse_arch(const json_t *root, const char *name, snug_model_c
         const char *a = json_string_value(json_array_get(archs, 0));
         for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
             if (strcmp(a, g_archs[i].architecture) == 0) by_arch = &g_archs[i];
+        char shown[SNUG_SHOWN_MAX];
         if (!by_arch)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'architectures': '%.60s' is "
-                               "not supported; supported: " SUPPORTED_ARCHS, name, a);
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'architectures': '%s' is "
+                               "not supported; supported: " SUPPORTED_ARCHS, name, snug_str_shown(a, shown, 64));
     }
     if (has_type) {
         for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
             if (strcmp(model_type, g_archs[i].model_type) == 0) by_type = &g_archs[i];
+        char shown[SNUG_SHOWN_MAX];
         if (!by_type)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'model_type': '%.60s' is not "
-                               "supported; supported: " SUPPORTED_ARCHS, name, model_type);
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'model_type': '%s' is not "
+                               "supported; supported: " SUPPORTED_ARCHS, name, snug_str_shown(model_type, shown, 64));
     }
     if (!by_arch && !by_type)
         return snug_errorf(err, SNUG_FORMAT, "%s: neither 'architectures' nor 'model_type' is "
@@ -121,10 +123,11 @@ static snug_status parse_rope_scaling(const json_t *rs, const char *name, const 
             out->type = types[i].type;
             known = true;
         }
+    char shown[SNUG_SHOWN_MAX];
     if (!known)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': rope type '%.40s' is not "
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': rope type '%s' is not "
                            "supported; supported: default, linear, dynamic, llama3, yarn", name,
-                           field, type);
+                           field, snug_str_shown(type, shown, 48));
     out->factor = 1.0;
     out->beta_fast = 32.0;
     out->beta_slow = 1.0;
@@ -228,9 +231,10 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
     bool has = false;
     st = snug_json_get_string(root, "hidden_act", name, false, &act, &has, err);
     if (st != SNUG_OK) return st;
+    char shown[SNUG_SHOWN_MAX];
     if (has && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'hidden_act': '%.40s' is not "
-                           "supported; expected silu", name, act);
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'hidden_act': '%s' is not "
+                           "supported; expected silu", name, snug_str_shown(act, shown, 48));
 
     st = get_i32(root, "hidden_size", name, true, 1, SNUG_MAX_HIDDEN, &cfg->hidden_size, NULL, err);
     if (st == SNUG_OK)
@@ -312,9 +316,9 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
     if (has_dt) {
         cfg->dtype = snug_dtype_from_torch(dt);
         if (cfg->dtype == SNUG_DTYPE_NONE)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': '%.40s' is not a weight "
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': '%s' is not a weight "
                                "type snug loads; expected bfloat16, float16 or float32", name,
-                               dt_key, dt);
+                               dt_key, snug_str_shown(dt, shown, 48));
     }
     st = parse_token_ids(root, name, cfg, err);
     if (st != SNUG_OK) return st;

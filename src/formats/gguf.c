@@ -176,13 +176,15 @@ static snug_status rd_string(reader *r, pool *p, uint64_t max, const char *what,
     return SNUG_OK;
 }
 
-static snug_status rd_scalar(reader *r, snug_gguf_type t, snug_gguf_kv *kv, const char *key,
+/* Reads a scalar value of type t into kv; key_shown: its key as messages
+ * show it (snug_str_shown). */
+static snug_status rd_scalar(reader *r, snug_gguf_type t, snug_gguf_kv *kv, const char *key_shown,
                              snug_error *err)
 {
     unsigned char b[8] = {0};
     size_t n = g_scalar_size[t];
     snug_status st = rd(r, b, n, "a value", err);
-    if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", key);
+    if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%s': ", key_shown);
     uint64_t u = 0;
     for (int i = (int)n - 1; i >= 0; i--) u = (u << 8) | b[i];
     switch (t) {
@@ -200,8 +202,8 @@ static snug_status rd_scalar(reader *r, snug_gguf_type t, snug_gguf_kv *kv, cons
     case SNUG_GGUF_FLOAT64: memcpy(&kv->v.f, &u, 8); break;
     case SNUG_GGUF_BOOL:
         if (u > 1)
-            return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': bool value %llu is neither "
-                               "0 nor 1", r->path, key, (unsigned long long)u);
+            return snug_errorf(err, SNUG_FORMAT, "%s: key '%s': bool value %llu is neither "
+                               "0 nor 1", r->path, key_shown, (unsigned long long)u);
         kv->v.u = u;
         break;
     default: kv->v.u = u; break;
@@ -209,17 +211,18 @@ static snug_status rd_scalar(reader *r, snug_gguf_type t, snug_gguf_kv *kv, cons
     return SNUG_OK;
 }
 
-/* Reads (and checks) an array value: element type, count, elements. */
-static snug_status rd_array(reader *r, snug_gguf_kv *kv, const char *key, snug_error *err)
+/* Reads (and checks) an array value: element type, count, elements.
+ * key_shown: its key as messages show it (snug_str_shown). */
+static snug_status rd_array(reader *r, snug_gguf_kv *kv, const char *key_shown, snug_error *err)
 {
     uint32_t et;
     uint64_t n;
     snug_status st = rd_u32(r, &et, "an array type", err);
     if (st == SNUG_OK) st = rd_u64(r, &n, "an array length", err);
-    if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", key);
+    if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%s': ", key_shown);
     if (et >= SNUG_GGUF_N_TYPES || et == SNUG_GGUF_ARRAY)
-        return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': array element type %u is %s",
-                           r->path, key, et, et == SNUG_GGUF_ARRAY ? "a nested array (not "
+        return snug_errorf(err, SNUG_FORMAT, "%s: key '%s': array element type %u is %s",
+                           r->path, key_shown, et, et == SNUG_GGUF_ARRAY ? "a nested array (not "
                            "supported)" : "unknown");
     kv->v.arr.type = (snug_gguf_type)et;
     kv->v.arr.n = n;
@@ -227,16 +230,16 @@ static snug_status rd_array(reader *r, snug_gguf_kv *kv, const char *key, snug_e
     if (et != SNUG_GGUF_STRING) {
         uint64_t bytes;
         if (!snug_mul_u64(n, g_scalar_size[et], &bytes) || bytes > r->size - r->pos)
-            return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': array of %llu elements runs "
-                               "past the end of the file", r->path, key, (unsigned long long)n);
+            return snug_errorf(err, SNUG_FORMAT, "%s: key '%s': array of %llu elements runs "
+                               "past the end of the file", r->path, key_shown, (unsigned long long)n);
         if (et == SNUG_GGUF_BOOL) {
             for (uint64_t i = 0; i < n; i++) {
                 unsigned char b;
                 st = rd(r, &b, 1, "an array element", err);
                 if (st != SNUG_OK) return st;
                 if (b > 1)
-                    return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': bool element %llu "
-                                       "is %u, neither 0 nor 1", r->path, key,
+                    return snug_errorf(err, SNUG_FORMAT, "%s: key '%s': bool element %llu "
+                                       "is %u, neither 0 nor 1", r->path, key_shown,
                                        (unsigned long long)i, b);
             }
             return SNUG_OK;
@@ -244,15 +247,15 @@ static snug_status rd_array(reader *r, snug_gguf_kv *kv, const char *key, snug_e
         return skip(r, bytes, "an array", err);
     }
     if (n > (r->size - r->pos) / 8)
-        return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': array of %llu strings runs past "
-                           "the end of the file", r->path, key, (unsigned long long)n);
+        return snug_errorf(err, SNUG_FORMAT, "%s: key '%s': array of %llu strings runs past "
+                           "the end of the file", r->path, key_shown, (unsigned long long)n);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t len;
         st = rd_u64(r, &len, "a string length", err);
         if (st == SNUG_OK && len > r->size - r->pos) st = truncated(r, len, "a string", err);
         if (st == SNUG_OK) st = skip(r, len, "a string", err);
         if (st != SNUG_OK)
-            return snug_error_context(err, st, r->path, "key '%.200s': element %llu: ", key, (unsigned long long)i);
+            return snug_error_context(err, st, r->path, "key '%s': element %llu: ", key_shown, (unsigned long long)i);
     }
     return SNUG_OK;
 }
@@ -285,18 +288,19 @@ static snug_status rd_kvs(reader *r, pool *p, snug_gguf_file *f, snug_error *err
         if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key %lld: ", (long long)i);
         if (klen == 0) return snug_errorf(err, SNUG_FORMAT, "%s: key %lld is empty", r->path, (long long)i);
         kv->key = (const char *)(uintptr_t)koff;
-        const char *key = p->data + koff;
+        char key[SNUG_SHOWN_MAX]; /* as messages show it: file bytes, escaped */
+        snug_str_shown(p->data + koff, key, sizeof key);
         uint32_t t;
         st = rd_u32(r, &t, "a value type", err);
-        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", key);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%s': ", key);
         if (t >= SNUG_GGUF_N_TYPES)
-            return snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s': value type %u is unknown",
+            return snug_errorf(err, SNUG_FORMAT, "%s: key '%s': value type %u is unknown",
                                r->path, key, t);
         kv->type = (snug_gguf_type)t;
         if (t == SNUG_GGUF_STRING) {
             uint64_t soff, slen;
             st = rd_string(r, p, UINT64_MAX, "a string value", &soff, &slen, err);
-            if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%.200s': ", p->data + koff);
+            if (st != SNUG_OK) return snug_error_context(err, st, r->path, "key '%s': ", key);
             kv->v.str.s = (const char *)(uintptr_t)soff;
             kv->v.str.len = slen;
         } else if (t == SNUG_GGUF_ARRAY) {
@@ -320,36 +324,37 @@ static snug_status rd_tensor_infos(reader *r, pool *p, snug_gguf_file *f, snug_e
             return snug_errorf(err, SNUG_FORMAT, "%s: tensor %lld has an empty name", r->path,
                                (long long)i);
         t->name = (const char *)(uintptr_t)noff;
-        const char *name = p->data + noff;
+        char name[SNUG_SHOWN_MAX]; /* as messages show it: file bytes, escaped */
+        snug_str_shown(p->data + noff, name, sizeof name);
         st = rd_u32(r, &t->n_dims, "a dimension count", err);
-        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%.200s': ", name);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%s': ", name);
         if (t->n_dims < 1 || t->n_dims > SNUG_GGUF_MAX_DIMS)
-            return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': %u dimensions; expected "
+            return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': %u dimensions; expected "
                                "1 to %d", r->path, name, t->n_dims, SNUG_GGUF_MAX_DIMS);
         uint64_t numel = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             st = rd_u64(r, &t->ne[d], "a dimension", err);
-            if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%.200s': ", name);
+            if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%s': ", name);
             if (t->ne[d] > (uint64_t)INT64_MAX || !snug_mul_u64(numel, t->ne[d], &numel) ||
                 numel > (uint64_t)INT64_MAX)
-                return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': element count "
+                return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': element count "
                                    "overflows", r->path, name);
         }
         for (uint32_t d = t->n_dims; d < SNUG_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         st = rd_u32(r, &t->type, "an element type", err);
         if (st == SNUG_OK) st = rd_u64(r, &t->offset, "a data offset", err);
-        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%.200s': ", name);
+        if (st != SNUG_OK) return snug_error_context(err, st, r->path, "tensor '%s': ", name);
         if (t->type >= SNUG_ARRAY_LEN(g_ggml_types) || !g_ggml_types[t->type].name)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s': ggml type %u (%s) is not "
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s': ggml type %u (%s) is not "
                                "one snug reads; it reads " SNUG_GGUF_MODEL_TYPES, r->path, name, t->type,
                                snug_ggml_type_name(t->type));
         const ggml_type_info *ti = &g_ggml_types[t->type];
         if (t->ne[0] % ti->block != 0)
-            return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': first dimension %llu is "
+            return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': first dimension %llu is "
                                "not a multiple of the %s block size %u", r->path, name,
                                (unsigned long long)t->ne[0], ti->name, ti->block);
         if (!snug_mul_u64(numel / ti->block, ti->bytes, &t->bytes))
-            return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': byte size overflows",
+            return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': byte size overflows",
                                r->path, name);
     }
     return SNUG_OK;
@@ -360,6 +365,7 @@ static snug_status rd_tensor_infos(reader *r, pool *p, snug_gguf_file *f, snug_e
 static snug_status check_layout(snug_gguf_file *f, snug_error *err)
 {
     snug_status st = SNUG_OK;
+    char shown[SNUG_SHOWN_MAX];
     int64_t n = f->n_tensors;
     size_t bytes = (size_t)SNUG_MAX(n, 1) * sizeof *f->by_name;
     f->by_name = snug_mem_alloc(SNUG_MEM_OTHER, bytes, err);
@@ -372,8 +378,8 @@ static snug_status check_layout(snug_gguf_file *f, snug_error *err)
     qsort(f->by_name, (size_t)n, sizeof *f->by_name, cmp_tensor_name);
     for (int64_t i = 1; i < n; i++)
         if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s' appears twice", f->path,
-                             f->by_name[i]->name);
+            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s' appears twice", f->path,
+                             snug_str_shown(f->by_name[i]->name, shown, sizeof shown));
             goto done;
         }
     memcpy(by, f->by_name, (size_t)n * sizeof *by);
@@ -381,23 +387,24 @@ static snug_status check_layout(snug_gguf_file *f, snug_error *err)
     uint64_t data_bytes = f->file_size - f->data_start, end = 0;
     for (int64_t i = 0; i < n; i++) {
         const snug_gguf_tensor *t = by[i];
+        const char *name = snug_str_shown(t->name, shown, sizeof shown); /* for messages */
         uint64_t last;
         if (t->offset % f->alignment != 0) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': data offset %llu is not a "
-                             "multiple of the alignment %llu", f->path, t->name,
+            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': data offset %llu is not a "
+                             "multiple of the alignment %llu", f->path, name,
                              (unsigned long long)t->offset, (unsigned long long)f->alignment);
             goto done;
         }
         if (!snug_add_u64(t->offset, t->bytes, &last) || last > data_bytes) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': data [%llu, +%llu) runs past "
-                             "the end of the file (%llu bytes of data)", f->path, t->name,
+            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': data [%llu, +%llu) runs past "
+                             "the end of the file (%llu bytes of data)", f->path, name,
                              (unsigned long long)t->offset, (unsigned long long)t->bytes,
                              (unsigned long long)data_bytes);
             goto done;
         }
         if (t->offset < end) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%.200s': data at %llu overlaps the "
-                             "previous tensor, which ends at %llu", f->path, t->name,
+            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': data at %llu overlaps the "
+                             "previous tensor, which ends at %llu", f->path, name,
                              (unsigned long long)t->offset, (unsigned long long)end);
             goto done;
         }
@@ -471,10 +478,11 @@ static snug_status parse(reader *r, snug_gguf_file *f, snug_error *err)
     }
     memcpy(sorted, f->kv, (size_t)f->n_kv * sizeof *sorted);
     qsort(sorted, (size_t)f->n_kv, sizeof *sorted, cmp_kv);
+    char shown[SNUG_SHOWN_MAX];
     for (int64_t i = 1; i < f->n_kv && st == SNUG_OK; i++)
         if (strcmp(sorted[i - 1].key, sorted[i].key) == 0)
-            st = snug_errorf(err, SNUG_FORMAT, "%s: key '%.200s' appears twice", r->path,
-                             sorted[i].key);
+            st = snug_errorf(err, SNUG_FORMAT, "%s: key '%s' appears twice", r->path,
+                             snug_str_shown(sorted[i].key, shown, sizeof shown));
     snug_mem_free(sorted);
     if (st != SNUG_OK) goto done;
 

@@ -108,9 +108,10 @@ snug_status snug_gguf_llama_config(const snug_gguf_file *g, snug_model_config *c
     const char *arch = NULL;
     snug_status st = snug_gguf_get_string(g, "general.architecture", true, &arch, NULL, err);
     if (st != SNUG_OK) return st;
+    char shown[SNUG_SHOWN_MAX];
     if (strcmp(arch, "llama") != 0)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: general.architecture is '%.60s'; snug "
-                           "converts llama", g->path, arch);
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: general.architecture is '%s'; snug "
+                           "converts llama", g->path, snug_str_shown(arch, shown, sizeof shown));
     memset(c, 0, sizeof *c);
     c->arch = SNUG_ARCH_LLAMA;
     snprintf(c->architecture, sizeof c->architecture, "LlamaForCausalLM");
@@ -158,8 +159,9 @@ snug_status snug_gguf_llama_config(const snug_gguf_file *g, snug_model_config *c
     if (st != SNUG_OK) return st;
     if (has && strcmp(scaling, "none") != 0) {
         if (strcmp(scaling, "linear") != 0)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: llama.rope.scaling.type '%.40s' is "
-                               "not supported by the GGUF import (linear is)", g->path, scaling);
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: llama.rope.scaling.type '%s' is "
+                               "not supported by the GGUF import (linear is)", g->path,
+                               snug_str_shown(scaling, shown, sizeof shown));
         c->rope_scaling.type = SNUG_ROPE_LINEAR;
         st = snug_gguf_get_float(g, "llama.rope.scaling.factor", true, 1.0, 1e6,
                                  &c->rope_scaling.factor, NULL, err);

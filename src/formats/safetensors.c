@@ -59,10 +59,11 @@ static bool json_uint(const json_t *v, uint64_t limit, uint64_t *out)
 }
 
 /* Validates one tensor entry and fills t (name excluded). */
-static snug_status parse_tensor(const char *path, const char *name, const json_t *entry,
+static snug_status parse_tensor(const char *path, const char *tensor_name, const json_t *entry,
                                 snug_st_tensor *t, snug_error *err)
 {
-    char d[96];
+    char d[96], name[SNUG_SHOWN_MAX], shown[SNUG_SHOWN_MAX]; /* name: as messages show it */
+    snug_str_shown(tensor_name, name, sizeof name);
     if (!json_is_object(entry))
         return bad(err, path, "tensor '%s': expected an object with dtype, shape and "
                    "data_offsets, found %s", name, snug_json_describe(entry, d, sizeof d));
@@ -72,7 +73,8 @@ static snug_status parse_tensor(const char *path, const char *name, const json_t
         if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
             strcmp(key, "data_offsets") != 0)
             return bad(err, path, "tensor '%s': unknown key '%s' (a tensor entry has only "
-                       "dtype, shape and data_offsets)", name, key);
+                       "dtype, shape and data_offsets)", name,
+                       snug_str_shown(key, shown, sizeof shown));
     }
     const json_t *jd = json_object_get(entry, "dtype");
     const json_t *js = json_object_get(entry, "shape");
@@ -85,9 +87,9 @@ static snug_status parse_tensor(const char *path, const char *name, const json_t
                    snug_json_describe(jd, d, sizeof d));
     t->dtype = snug_dtype_from_name(json_string_value(jd));
     if (t->dtype == SNUG_DTYPE_NONE)
-        return bad(err, path, "tensor '%s': unknown dtype '%.40s' (known: F64 F32 F16 BF16 "
+        return bad(err, path, "tensor '%s': unknown dtype '%s' (known: F64 F32 F16 BF16 "
                    "I64 I32 I16 I8 U64 U32 U16 U8 BOOL F8_E4M3 F8_E5M2 F8_E8M0 C64)", name,
-                   json_string_value(jd));
+                   snug_bytes_shown(json_string_value(jd), json_string_length(jd), shown, 44));
     if (!json_is_array(js))
         return bad(err, path, "tensor '%s': shape must be an array of integers, found %s", name,
                    snug_json_describe(js, d, sizeof d));
@@ -153,24 +155,26 @@ static int cmp_meta(const void *a, const void *b)
 static snug_status check_layout(snug_st_file *f, uint64_t data_bytes, snug_error *err)
 {
     uint64_t expected = 0;
+    char shown[SNUG_SHOWN_MAX];
     for (int64_t i = 0; i < f->n_tensors; i++) {
         const snug_st_tensor *t = &f->tensors[i];
         if (t->begin < expected)
             return bad(err, f->path, "tensor '%s': data_offsets [%llu, %llu] overlap the "
-                       "previous tensor, which ends at %llu", t->name,
+                       "previous tensor, which ends at %llu", snug_str_shown(t->name, shown, sizeof shown),
                        (unsigned long long)t->begin, (unsigned long long)t->end,
                        (unsigned long long)expected);
         if (t->begin > expected)
             return bad(err, f->path, "tensor '%s': data_offsets [%llu, %llu] leave a gap of "
                        "%llu bytes after offset %llu (tensors must be contiguous from 0)",
-                       t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                       snug_str_shown(t->name, shown, sizeof shown), (unsigned long long)t->begin,
+                       (unsigned long long)t->end,
                        (unsigned long long)(t->begin - expected), (unsigned long long)expected);
         expected = t->end;
     }
     if (expected > data_bytes) {
         const snug_st_tensor *t = &f->tensors[f->n_tensors - 1];
         return bad(err, f->path, "tensor '%s': data ends at byte %llu of the data section, "
-                   "which has only %llu bytes (the file is truncated)", t->name,
+                   "which has only %llu bytes (the file is truncated)", snug_str_shown(t->name, shown, sizeof shown),
                    (unsigned long long)expected, (unsigned long long)data_bytes);
     }
     if (expected < data_bytes)
@@ -191,7 +195,7 @@ static snug_status parse_header(snug_st_file *f, const json_t *root, snug_error 
     if (n_tensors > SNUG_ST_MAX_TENSORS)
         return bad(err, f->path, "header lists %zu tensors; at most %d are accepted", n_tensors,
                    SNUG_ST_MAX_TENSORS);
-    char d[96];
+    char d[96], shown[SNUG_SHOWN_MAX];
     if (meta && !json_is_object(meta))
         return bad(err, f->path, "__metadata__ must be an object of strings, found %s",
                    snug_json_describe(meta, d, sizeof d));
@@ -203,15 +207,16 @@ static snug_status parse_header(snug_st_file *f, const json_t *root, snug_error 
         size_t len = strlen(key);
         if (len == 0) return bad(err, f->path, "a tensor has an empty name");
         if (len > SNUG_ST_MAX_NAME_BYTES)
-            return bad(err, f->path, "tensor name of %zu bytes ('%.40s...') is longer than the "
-                       "limit of %d bytes", len, key, SNUG_ST_MAX_NAME_BYTES);
+            return bad(err, f->path, "tensor name of %zu bytes ('%s') is longer than the "
+                       "limit of %d bytes", len, snug_str_shown(key, shown, 44),
+                       SNUG_ST_MAX_NAME_BYTES);
         pool += len + 1;
     }
     if (meta) {
         json_object_foreach((json_t *)meta, key, v) {
             if (!json_is_string(v))
-                return bad(err, f->path, "__metadata__ entry '%.100s' must be a string, found %s",
-                           key, snug_json_describe(v, d, sizeof d));
+                return bad(err, f->path, "__metadata__ entry '%s' must be a string, found %s",
+                           snug_str_shown(key, shown, sizeof shown), snug_json_describe(v, d, sizeof d));
             pool += strlen(key) + 1 + json_string_length(v) + 1;
         }
     }
@@ -380,9 +385,10 @@ const char *snug_st_meta_get(const snug_st_file *f, const char *key)
 
 snug_status snug_st_check_weight(const snug_st_file *f, const snug_st_tensor *t, snug_error *err)
 {
+    char shown[SNUG_SHOWN_MAX];
     if (snug_dtype_is_weight(t->dtype)) return SNUG_OK;
     return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s': dtype %s is not a weight type "
-                       "snug loads (F32, F16, BF16)", f->path, t->name,
+                       "snug loads (F32, F16, BF16)", f->path, snug_str_shown(t->name, shown, sizeof shown),
                        snug_dtype_name(t->dtype));
 }
 
@@ -390,10 +396,11 @@ snug_status snug_st_check_weight(const snug_st_file *f, const snug_st_tensor *t,
 static snug_status check_range(const snug_st_file *f, const snug_st_tensor *t, uint64_t offset,
                                uint64_t n, snug_error *err)
 {
+    char shown[SNUG_SHOWN_MAX];
     uint64_t size = t->end - t->begin, last;
     if (!snug_add_u64(offset, n, &last) || last > size)
         return snug_errorf(err, SNUG_INVALID, "%s: tensor '%s': read of %llu bytes at offset "
-                           "%llu is outside its %llu bytes", f->path, t->name,
+                           "%llu is outside its %llu bytes", f->path, snug_str_shown(t->name, shown, sizeof shown),
                            (unsigned long long)n, (unsigned long long)offset,
                            (unsigned long long)size);
     return SNUG_OK;
@@ -402,10 +409,12 @@ static snug_status check_range(const snug_st_file *f, const snug_st_tensor *t, u
 snug_status snug_st_read(const snug_st_file *f, const snug_st_tensor *t, uint64_t offset,
                          void *dst, size_t n, snug_error *err)
 {
+    char shown[SNUG_SHOWN_MAX];
     snug_status st = check_range(f, t, offset, n, err);
     if (st != SNUG_OK) return st;
     st = snug_pread_full(f->fd, dst, n, f->data_start + t->begin + offset, f->path, err);
-    if (st != SNUG_OK) snug_error_context(err, st, f->path, "tensor '%s': ", t->name);
+    if (st != SNUG_OK)
+        snug_error_context(err, st, f->path, "tensor '%s': ", snug_str_shown(t->name, shown, sizeof shown));
     return st;
 }
 
@@ -414,16 +423,18 @@ snug_status snug_st_read_strided(const snug_st_file *f, const snug_st_tensor *t,
                                  uint64_t src_stride, void *dst, size_t dst_stride,
                                  snug_error *err)
 {
+    char shown[SNUG_SHOWN_MAX];
     if (n_rows == 0) return SNUG_OK;
     uint64_t last_start;
     if (!snug_mul_u64(src_stride, n_rows - 1, &last_start) ||
         !snug_add_u64(last_start, offset, &last_start))
         return snug_errorf(err, SNUG_INVALID, "%s: tensor '%s': strided read overflows",
-                           f->path, t->name);
+                           f->path, snug_str_shown(t->name, shown, sizeof shown));
     snug_status st = check_range(f, t, last_start, seg_bytes, err);
     if (st != SNUG_OK) return st;
     st = snug_pread_strided(f->fd, dst, seg_bytes, n_rows, f->data_start + t->begin + offset,
                             src_stride, dst_stride, f->path, err);
-    if (st != SNUG_OK) snug_error_context(err, st, f->path, "tensor '%s': ", t->name);
+    if (st != SNUG_OK)
+        snug_error_context(err, st, f->path, "tensor '%s': ", snug_str_shown(t->name, shown, sizeof shown));
     return st;
 }

@@ -31,6 +31,11 @@ void snug_api_limits_default(snug_api_limits *l)
     };
 }
 
+void snug_api_limits_set_template(snug_api_limits *l, const char *template_text)
+{
+    l->tool_format = snug_tool_format_of(template_text);
+}
+
 /* ---- errors ------------------------------------------------------------ */
 
 /* The longest prefix of the NUL-terminated, valid UTF-8 s of at most n

@@ -54,7 +54,8 @@ typedef struct snug_api_limits {
     int64_t max_model_len;  /* the model's context; max_tokens above it is a 400. 0 (the
                              * default) = unknown. Prompt lengths are checked by the caller
                              * after tokenizing */
-    const snug_tool_format *tool_format; /* how the model writes tool calls (its template's);
+    const snug_tool_format *tool_format; /* how the model writes tool calls: the format its
+                             * chat template shows (snug_api_limits_set_template);
                              * default json */
 } snug_api_limits;
 
@@ -127,6 +128,14 @@ typedef struct snug_api_error {
 
 /* Fills l with the defaults above. */
 void snug_api_limits_default(snug_api_limits *l);
+
+/* Sets l->tool_format to the tool-call format that template_text (the
+ * chat template the server renders prompts with; NULL: none) shows, by
+ * snug_tool_format_of: Hermes <tool_call>, Mistral [TOOL_CALLS], Llama 3
+ * JSON, else plain JSON. Requests parsed under l then read their replies'
+ * calls, hold streamed text back, and constrain required and named calls in
+ * that format. The format is a constant; template_text is not kept. */
+void snug_api_limits_set_template(snug_api_limits *l, const char *template_text);
 
 /* Parses the len bytes at body (not NUL-terminated) as a request of kind
  * `kind` under the limits lim (NULL = the defaults). On success *out owns

@@ -711,11 +711,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
 enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req *h,
                               snug_api_kind kind)
 {
-    snug_api_limits lim;
-    snug_api_limits_default(&lim);
-    if (s->o.max_body_bytes) lim.max_body_bytes = s->o.max_body_bytes;
-    lim.n_vocab = snug_engine_n_vocab(s->e);
-    lim.max_model_len = snug_engine_max_model_len(s->e);
+    const snug_api_limits *lim = &s->limits; /* made at start (server.c) */
     openai_job *j = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *j, NULL);
     if (!j)
         return http_error(c, 503, "server_error", NULL, "overloaded",
@@ -724,7 +720,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     atomic_fetch_add(&s->active, 1);
     h->job = j; /* freed when the request completes, whatever happens here */
     snug_api_error ae = {0};
-    if (snug_api_parse(kind, h->body ? h->body : "", h->len, &lim, &j->req, &ae) != SNUG_OK)
+    if (snug_api_parse(kind, h->body ? h->body : "", h->len, lim, &j->req, &ae) != SNUG_OK)
         return http_error(c, (unsigned)ae.status, ae.type, ae.param, ae.code, "%s", ae.message);
     if (j->req.model && strcmp(j->req.model, s->o.model_name) != 0)
         return http_error(c, 404, "invalid_request_error", "model", "model_not_found",
@@ -761,7 +757,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
                            : kind == SNUG_API_COMPLETIONS ? COMPLETIONS_MAX_TOKENS_DEFAULT : 0;
         if (kind == SNUG_API_COMPLETIONS && !j->req.max_tokens)
             r->stop.max_tokens = (int32_t)SNUG_MIN((int64_t)r->stop.max_tokens,
-                                                   SNUG_MAX(1, lim.max_model_len - r->n_prompt));
+                                                   SNUG_MAX(1, lim->max_model_len - r->n_prompt));
         r->n = j->req.n;
         r->cache_salt = j->req.cache_salt ? snug_engine_salt(j->req.cache_salt, j->req.cache_salt_len) : 0;
         r->logprobs = j->req.logprobs >= 0;

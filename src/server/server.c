@@ -740,6 +740,21 @@ static snug_status fit_descriptors(snug_gate_opts *go, snug_error *err)
     return SNUG_OK;
 }
 
+/* s->limits, once: the options' body limit, the model's vocabulary and
+ * length, and the tool-call format of the chat template prompts are
+ * rendered with (--chat-template's, else the model's), so that a reply in
+ * the model's own format is read as its calls. */
+static void server_limits(snug_server *s)
+{
+    snug_api_limits_default(&s->limits);
+    if (s->o.max_body_bytes) s->limits.max_body_bytes = s->o.max_body_bytes;
+    s->limits.n_vocab = snug_engine_n_vocab(s->e);
+    s->limits.max_model_len = snug_engine_max_model_len(s->e);
+    const snug_tokenizer *tok = snug_engine_tokenizer(s->e);
+    snug_api_limits_set_template(&s->limits, s->o.chat_template ? s->o.chat_template
+                                             : tok ? snug_tokenizer_chat_template(tok) : NULL);
+}
+
 snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_server **out,
                               snug_error *err)
 {
@@ -752,6 +767,7 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
         s->id_key = (uint64_t)snug_now_seconds() * 1000003u ^ (uint64_t)getpid() << 32;
     s->o = *o;
     s->created = (int64_t)time(NULL);
+    server_limits(s);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     const char *host = o->host ? o->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {

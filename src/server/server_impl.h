@@ -28,6 +28,9 @@ struct snug_server {
     atomic_llong http_requests, http_errors;
     uint64_t id_key;               /* random at start: response ids differ across restarts */
     atomic_ullong n_request_ids;   /* X-Request-Ids made so far */
+    snug_api_limits limits;        /* what every completion body is parsed under, made at
+                                    * start: the model's vocabulary and length, and the
+                                    * tool-call format of the chat template served */
 };
 
 typedef struct openai_job openai_job;
