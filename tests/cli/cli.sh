@@ -330,6 +330,10 @@ expect "generate --json-schema with a keyword not taken" 1 'the keyword "pattern
     "$snug" generate -p x --json-schema '{"type": "string", "pattern": "^a"}'
 printf 'root ::= [a-\n' >"$tmp/bad.gbnf"
 expect "generate --grammar-file that does not compile" 1 "bad.gbnf: line 1" -- "$snug" generate -p x --grammar-file "$tmp/bad.gbnf"
+# 60,000 nested groups overflowed the parser's stack (exit 139): a clear error now
+{ printf 'root ::= '; printf '%.0s(' $(seq 60000); printf '"a"'; printf '%.0s)' $(seq 60000); } >"$tmp/deep.gbnf"
+expect "generate --grammar-file nested 60,000 deep" 1 "groups nested more than 128 deep" -- \
+    "$snug" generate -p x --grammar-file "$tmp/deep.gbnf"
 expect "generate kv cache dtypes agree" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --kv-cache-dtype f16
 expect "generate scalar kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa scalar
 expect "generate --bf16-matmul fma" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --bf16-matmul fma
