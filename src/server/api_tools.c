@@ -109,9 +109,14 @@ static snug_status calls_grammar(snug_api_request *r, const snug_tool_format *f,
     snug_strbuf_printf(&g, "( ");
     snug_status st = SNUG_OK;
     bool first = true;
-    for (size_t i = 0; i < json_array_size(r->tools); i++) {
-        if (only && strcmp(json_string_value(tool_name(r->tools, i)), only) != 0) continue;
-        snug_strbuf_printf(&g, "%stool%zu ", first ? "" : "| ", i);
+    for (size_t i = 0; i < json_array_size(r->tools); i++) { /* inline: the names' common start is merged */
+        const char *name = json_string_value(tool_name(r->tools, i));
+        if (only && strcmp(name, only) != 0) continue;
+        char head[160];
+        snprintf(head, sizeof head, "{\"name\": \"%s\", \"%s\": ", name, f->args_key);
+        snug_strbuf_printf(&g, "%s", first ? "" : "| ");
+        put_literal(&g, head);
+        snug_strbuf_printf(&g, "tool%zu-args \"}\" ", i);
         first = false;
     }
     snug_strbuf_printf(&g, ") ");
@@ -122,12 +127,8 @@ static snug_status calls_grammar(snug_api_request *r, const snug_tool_format *f,
         const char *name = json_string_value(tool_name(r->tools, i));
         if (only && strcmp(name, only) != 0) continue;
         const json_t *params = api_opt(json_object_get(json_array_get(r->tools, i), "function"), "parameters");
-        char head[160], rule[32], what[64];
-        snprintf(head, sizeof head, "{\"name\": \"%s\", \"%s\": ", name, f->args_key);
+        char rule[32], what[64];
         snprintf(what, sizeof what, "tools[%zu].function.parameters", i);
-        snug_strbuf_printf(&g, "tool%zu ::= ", i);
-        put_literal(&g, head);
-        snug_strbuf_printf(&g, "tool%zu-args \"}\"\n", i);
         snprintf(rule, sizeof rule, "tool%zu-args", i);
         st = none ? snug_schema_to_gbnf_rule(params ? params : none, what, rule, &g, &e) : SNUG_NOMEM;
         if (st != SNUG_OK) st = api_compile_failed(err, what, st, &e);

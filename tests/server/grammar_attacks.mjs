@@ -158,6 +158,29 @@ async function wideButValid() {
     check('guided_choice of 1,024 strings: each answer one of them, whole', got.filter(Boolean).join('; ') || null);
 }
 
+async function manyTools() {
+    // 65-128 tools with parallel calls answered an empty reply: the calls' alternatives began alike
+    const tools = Array.from({ length: 128 }, (_, i) => ({ type: 'function', function: {
+        name: `tool_${String(i).padStart(3, '0')}`, description: `tool ${i}`,
+        parameters: { type: 'object', properties: { x: { type: 'integer' } }, required: ['x'] } } }));
+    const names = new Set(tools.map((t) => t.function.name));
+    const bad = [];
+    for (let seed = 1; seed <= 3; seed++) {
+        const r = await fetch(`${base}/v1/chat/completions`, {
+            method: 'POST', headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(30_000),
+            body: JSON.stringify({ messages: [{ role: 'user', content: 'Call them.' }], tools, tool_choice: 'required',
+                parallel_tool_calls: true, max_tokens: 200, temperature: 1, seed }),
+        });
+        const j = await r.json().catch(() => null);
+        const calls = j?.choices?.[0]?.message?.tool_calls ?? [];
+        const good = r.status === 200 && j.choices[0].finish_reason === 'tool_calls' && calls.length > 0 &&
+            calls.every((c) => names.has(c.function.name) && Number.isInteger(JSON.parse(c.function.arguments).x));
+        if (!good) bad.push(`seed ${seed}: HTTP ${r.status} ${show(j)}`);
+    }
+    check('tool_choice required over 128 tools, parallel: 3 of 3 replies are calls of those tools',
+        bad.length ? bad.join('; ') : null);
+}
+
 async function fairness() {
     // every token a new state: positions in one long sequence of distinct rules, each a wide class
     let g = 'root ::=';
@@ -260,7 +283,7 @@ setTimeout(() => {
 
 async function main() {
     if (!(await startServer())) return;
-    for (const f of [deepAndLong, hugeSchemas, wideButValid, fairness]) {
+    for (const f of [deepAndLong, hugeSchemas, wideButValid, manyTools, fairness]) {
         if (!server) break;
         const t0 = performance.now();
         await f();
