@@ -795,6 +795,8 @@ req /
 if [[ $status == 200 && $ctype == text/html* ]]; then ok "GET / needs no API key (the page asks for it)"
 else fail "GET / needs no API key" "HTTP $status" "$(head -c 200 "$tmp/body")"; fi
 req /timeline.svg
+check_error "no API key on GET /timeline.svg -> 401" 401 null '"invalid_api_key"'
+req /timeline.svg -H 'Authorization: Bearer sekrit'
 if [[ $status == 200 && $ctype == image/svg+xml ]] && grep -q '<svg' "$tmp/body" && grep -q 'memory over the start-up' "$tmp/body" &&
     curl -s --max-time 5 -H 'Authorization: Bearer sekrit' "$url/v1/memory" | jq -e '.timeline == true' >/dev/null; then
     ok "--timeline: GET /timeline.svg draws the start-up ($(wc -c <"$tmp/body") bytes), /v1/memory says so"
