@@ -922,8 +922,26 @@ static void test_oom(void)
     snug_mem_set_capacity(cur + 1024);
     snug_api_limits l = limits();
     const char *body = "{\"prompt\": \"x\"}";
-    check_bad_n(C, body, strlen(body), &l, 503, "", "the server has no memory for this request");
+    check_bad_n(C, body, strlen(body), &l, 503, "", SNUG_API_BUSY_MESSAGE);
+    snug_api_request r;
+    snug_api_error e;
+    snug_api_parse(C, body, strlen(body), &l, &r, &e);
+    CHECK(strcmp(e.message, SNUG_API_BUSY_MESSAGE) == 0 && strstr(e.detail, "would pass the capacity"),
+          "the client is told in its words (%s), the allocator's account kept for the log (%s)",
+          e.message, e.detail);
     snug_mem_set_capacity(old);
+
+    /* A body whose parse could never fit the server's memory for requests: 413 before parsing */
+    l.parse_bytes_max = 100 * 1024;
+    size_t len;
+    char *many = malloc(4 * 4096 + 64);
+    len = (size_t)sprintf(many, "{\"prompt\": [[");
+    for (int i = 0; i < 4096; i++) len += (size_t)sprintf(many + len, "%s0", i ? "," : "");
+    len += (size_t)sprintf(many + len, "]]}");
+    check_bad_n(C, many, len, &l, 413, "", "parsing this body's JSON would take");
+    free(many);
+    const char *small = "{\"prompt\": \"x\", \"n\": 0}"; /* under the limit: its own 400 */
+    check_bad_n(C, small, strlen(small), &l, 400, "n", "");
 }
 
 int main(void)

@@ -34,6 +34,11 @@ static void test_parse_memory_within_admission(void)
         {"integers", "{\"a\":[", "0", ",", "]}"},
         {"one-member objects", "{\"a\":[", "{\"a\":0}", ",", "]}"},
         {"tensor entries", "{\"x\":[", "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", ",", "]}"},
+        {"short strings", "{\"a\":[", "\"ab\"", ",", "]}"},
+        {"token ids", "{\"prompt\":[", "31999", ",", "]}"},
+        {"chat messages", "{\"messages\":[", "{\"role\":\"user\",\"content\":\"Once upon a time\"}", ",", "]}"},
+        {"long text", "{\"prompt\":\"", "Once upon a time, ", "", "\"}"},
+        {"nested arrays", "{\"a\":[", "[[[[1,2],[3]]],[]]", ",", "]}"},
     };
     for (size_t i = 0; i < SNUG_ARRAY_LEN(shapes); i++) {
         size_t len;
@@ -45,11 +50,18 @@ static void test_parse_memory_within_admission(void)
         CHECK_OK(snug_json_parse(text, len, "t.json", &o, &err), &err);
         snug_mem_status(SNUG_MEM_OTHER, NULL, &peak, false);
         json_decref(o);
-        size_t used = peak - base, admitted = len * SNUG_JSON_BYTES_PER_TEXT_BYTE + SNUG_JSON_BYTES_FIXED;
-        printf("  %-20s %8zu bytes of text took %10zu bytes (%.1f per byte)\n", shapes[i].what, len,
-               used, (double)used / (double)len);
+        size_t used = peak - base, admitted = snug_json_parse_bound(text, len);
+        size_t ceiling = len * SNUG_JSON_BYTES_PER_TEXT_BYTE + SNUG_JSON_BYTES_FIXED;
+        printf("  %-20s %8zu bytes of text took %10zu bytes (%.1f per byte), admitted for %10zu "
+               "(%.2fx)\n", shapes[i].what, len, used, (double)used / (double)len, admitted,
+               (double)admitted / (double)used);
         CHECK(used <= admitted, "%s: took %zu bytes, more than the %zu admitted", shapes[i].what,
               used, admitted);
+        CHECK(admitted <= ceiling, "%s: admitted for %zu, over the ceiling %zu", shapes[i].what,
+              admitted, ceiling);
+        /* tight: within a third over what it took (the fixed part aside) */
+        CHECK(admitted - SNUG_JSON_BYTES_FIXED <= used + used / 3, "%s: admitted for %zu, %.2fx "
+              "the %zu it took", shapes[i].what, admitted, (double)admitted / (double)used, used);
         free(text);
     }
 }

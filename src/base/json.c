@@ -25,13 +25,117 @@ static void json_install_hooks(void) { json_set_alloc_funcs(json_alloc_hook, jso
 
 void snug_json_init(void) { pthread_once(&g_json_once, json_install_hooks); }
 
+/* What jansson 2.14 allocates while parsing (jansson_private.h, hashtable.c,
+ * strbuffer.c, load.c), rounded up a little: each value's struct; a new
+ * object's 8 hash buckets of 16 bytes, doubled when its members reach their
+ * number (old and new held for a moment); a new array's 8 entries of 8
+ * bytes, doubled when full (the same); a member's pair (its key copied in);
+ * a string's text; the lexer's token buffer (16 bytes, doubled as a token
+ * grows) and a key's text for a moment. true, false and null are shared. */
+enum {
+    J_OBJECT = 80, J_ARRAY = 48, J_STRING = 40, J_NUMBER = 32, J_PAIR = 64,
+    J_BUCKET = 16, J_ENTRY = 8, J_FIRST = 8, J_TOKEN_MIN = 16,
+    J_MAX_DEPTH = 2048 + 1 /* jansson refuses deeper text: nothing past it is made */
+};
+
+static size_t held(size_t n) { return snug_mem_held_bytes(n); }
+
+/* The bytes a container of n entries of `entry` bytes holds at its largest:
+ * its table (8 entries, doubled while fewer than n fit), with the one
+ * before it while it is copied. */
+static size_t table_bytes(size_t n, size_t entry)
+{
+    size_t cap = J_FIRST;
+    while (cap < n && cap <= SIZE_MAX / 4 / entry) cap *= 2;
+    return held(cap * entry) + (cap > J_FIRST ? held(cap / 2 * entry) : 0);
+}
+
+static bool json_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static bool json_delim(unsigned char c)
+{
+    return json_space(c) || c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' ||
+           c == '"';
+}
+
+size_t snug_json_parse_bound(const char *buf, size_t len)
+{
+    size_t cap = SIZE_MAX;
+    if (len < (SIZE_MAX - SNUG_JSON_BYTES_FIXED) / SNUG_JSON_BYTES_PER_TEXT_BYTE)
+        cap = len * SNUG_JSON_BYTES_PER_TEXT_BYTE + SNUG_JSON_BYTES_FIXED;
+    size_t count[J_MAX_DEPTH];     /* entries of each open container */
+    bool object[J_MAX_DEPTH];
+    size_t depth = 0, total = SNUG_JSON_BYTES_FIXED, longest = 0, longest_key = 0, pending = 0;
+    bool string_pending = false;   /* a string has ended: a key if a colon follows */
+    /* sums cannot overflow: each term is at most a few times len */
+#define ENTRY()                                                                                    \
+    do {                                                                                           \
+        if (depth > 0 && depth <= J_MAX_DEPTH && !object[depth - 1]) count[depth - 1]++;          \
+    } while (0)
+    for (size_t i = 0; i < len && total < cap;) {
+        unsigned char c = (unsigned char)buf[i];
+        if (json_space(c)) {
+            i++;
+            continue;
+        }
+        if (string_pending) {
+            string_pending = false;
+            if (c == ':') {
+                total += held(J_PAIR + pending + 1);
+                longest_key = SNUG_MAX(longest_key, pending);
+                if (depth > 0 && depth <= J_MAX_DEPTH && object[depth - 1]) count[depth - 1]++;
+            } else {
+                total += held(J_STRING) + held(pending + 1);
+                ENTRY();
+            }
+        }
+        size_t j = i + 1;
+        if (c == '"') {
+            while (j < len && buf[j] != '"') j += buf[j] == '\\' ? 2 : 1;
+            j = SNUG_MIN(j + 1, len);
+            pending = j - i; /* the lexer keeps the quotes with the text */
+            string_pending = true;
+        } else if (c == '{' || c == '[') {
+            ENTRY();
+            if (depth < J_MAX_DEPTH) {
+                count[depth] = 0;
+                object[depth] = c == '{';
+            }
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (depth > 0) {
+                depth--;
+                if (depth < J_MAX_DEPTH)
+                    total += object[depth] ? held(J_OBJECT) + table_bytes(count[depth], J_BUCKET)
+                                           : held(J_ARRAY) + table_bytes(count[depth], J_ENTRY);
+            }
+        } else if (c != ',' && c != ':') { /* a number, a literal, or broken text */
+            while (j < len && !json_delim((unsigned char)buf[j])) j++;
+            if (c != 't' && c != 'f' && c != 'n') total += held(J_NUMBER);
+            pending = j - i;
+            ENTRY();
+        }
+        if (c != '"') longest = SNUG_MAX(longest, j - i);
+        else longest = SNUG_MAX(longest, pending);
+        i = j;
+    }
+#undef ENTRY
+    if (string_pending) total += held(J_STRING) + held(pending + 1);
+    for (; depth > 0; depth--) /* left open: held until the parse fails */
+        if (depth <= J_MAX_DEPTH)
+            total += object[depth - 1] ? held(J_OBJECT) + table_bytes(count[depth - 1], J_BUCKET)
+                                       : held(J_ARRAY) + table_bytes(count[depth - 1], J_ENTRY);
+    size_t token = J_TOKEN_MIN; /* the lexer's buffer: doubled past the longest token */
+    while (token <= longest + 1 && token <= SIZE_MAX / 4) token *= 2;
+    total += held(token) + held(token / 2) + held(longest_key + 1);
+    return SNUG_MIN(total, cap);
+}
+
 static snug_status parse_flags(const char *buf, size_t len, const char *name, size_t flags,
                                json_t **out, snug_error *err)
 {
     snug_json_init();
-    size_t worst = SIZE_MAX;
-    if (len < (SIZE_MAX - SNUG_JSON_BYTES_FIXED) / SNUG_JSON_BYTES_PER_TEXT_BYTE)
-        worst = len * SNUG_JSON_BYTES_PER_TEXT_BYTE + SNUG_JSON_BYTES_FIXED;
+    size_t worst = snug_json_parse_bound(buf, len);
     snug_status st = snug_mem_admit(SNUG_MEM_OTHER, worst, err);
     if (st != SNUG_OK)
         return snug_error_prefix(err, st, "%s: parsing %zu bytes of JSON: ", name, len);

@@ -16,12 +16,22 @@
 
 #include <jansson.h>
 
-/* The most memory jansson takes per byte of JSON text, and a constant: what
- * a parse is admitted for. Measured (tests/test_json.c): "[{},{},...]" costs
- * 142 bytes per byte (an object and its hash table per 3 bytes), "[[0],...]"
- * 131, "[[],...]" and "[\"\",...]" 100, "[0,0,...]" 77, a safetensors
- * header about 30. 192 covers every shape with room to spare. */
+/* What a parse is admitted for: snug_json_parse_bound's figure for the
+ * text, a count of what jansson will allocate for it (each value, member
+ * and container at its allocator cost, the lexer's buffer), plus a
+ * constant. Measured against the allocator's peak in tests/test_json.c;
+ * the costliest shape, "[{},{},...]" (an object and its hash table per 3
+ * bytes), takes about 158 bytes per byte of text, never more than
+ * SNUG_JSON_BYTES_PER_TEXT_BYTE (the bound's ceiling); text (long strings)
+ * takes about 2, token ids about 30, chat messages about 20. */
 enum { SNUG_JSON_BYTES_PER_TEXT_BYTE = 192, SNUG_JSON_BYTES_FIXED = 64 * 1024 };
+
+/* The most allocator bytes (held at once, in the "other" category)
+ * jansson can take to parse these len bytes, whatever they are (broken
+ * text included): a scan of the text, no allocation. Never more than
+ * len * SNUG_JSON_BYTES_PER_TEXT_BYTE + SNUG_JSON_BYTES_FIXED; SIZE_MAX
+ * when that overflows. */
+size_t snug_json_parse_bound(const char *buf, size_t len);
 
 /* Routes jansson's allocations through the accounting allocator. Idempotent
  * and thread-safe; called by every function below, and by callers that
@@ -30,8 +40,8 @@ void snug_json_init(void);
 
 /* Parses len bytes as one JSON object (whitespace around it allowed) with
  * duplicate keys rejected. The parse is admitted against the capacity for
- * the most jansson can take for len bytes (192 per byte); SNUG_NOMEM when
- * that does not fit. `name` is used in messages (a file name). On
+ * the most jansson can take for these bytes (snug_json_parse_bound);
+ * SNUG_NOMEM when that does not fit. `name` is used in messages (a file name). On
  * success *out owns a new reference the caller must json_decref. */
 snug_status snug_json_parse(const char *buf, size_t len, const char *name, json_t **out,
                             snug_error *err);

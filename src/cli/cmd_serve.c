@@ -22,7 +22,8 @@ static const char g_usage[] =
     "snug serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
     "              [--served-model-name NAME] [--max-connections N] [--max-body-bytes BYTES]\n"
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
-    "              [--keep-alive-seconds S] [--header-timeout-seconds S]\n"
+    "              [--keep-alive-seconds S] [--header-timeout-seconds S] [--max-uploads N]\n"
+    "              [--min-upload-rate BYTES_PER_S] [--upload-grace-seconds S] [--metrics-no-auth]\n"
     "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
     "              [--no-access-log] [--allowed-origins '*'|ORIGIN,...] [--populate-before-ready]\n"
     "              [--timeline]\n"
@@ -224,6 +225,20 @@ int snug_cmd_serve(int argc, char **argv)
             if (!cli_parse_int(v, 1, 3600, &x))
                 return cli_usage(g_usage, "--header-timeout-seconds expects 1 to 3600, got '%s'", v);
             so.header_timeout_s = (double)x;
+        } else if ((v = cli_option(argc, argv, &i, "--max-uploads"))) {
+            if (!cli_parse_int(v, 1, 4096, &x))
+                return cli_usage(g_usage, "--max-uploads expects 1 to 4096, got '%s'", v);
+            so.max_uploads = (int)x;
+        } else if ((v = cli_option(argc, argv, &i, "--min-upload-rate"))) {
+            if (!cli_parse_int(v, 1, 1 << 30, &x))
+                return cli_usage(g_usage, "--min-upload-rate expects 1 to 1073741824 bytes/s, got '%s'", v);
+            so.min_upload_rate = (double)x;
+        } else if ((v = cli_option(argc, argv, &i, "--upload-grace-seconds"))) {
+            if (!cli_parse_int(v, 1, 3600, &x))
+                return cli_usage(g_usage, "--upload-grace-seconds expects 1 to 3600, got '%s'", v);
+            so.upload_grace_s = (double)x;
+        } else if (strcmp(argv[i], "--metrics-no-auth") == 0) {
+            so.metrics_no_auth = true;
         } else if ((v = cli_option(argc, argv, &i, "--drain-seconds"))) {
             if (!cli_parse_int(v, 0, 86400, &x))
                 return cli_usage(g_usage, "--drain-seconds expects 0 to 86400, got '%s'", v);
@@ -252,6 +267,13 @@ int snug_cmd_serve(int argc, char **argv)
     }
     if (eo.plan.budget.memory_bytes && eo.plan.budget.fraction)
         return cli_usage(g_usage, "--memory and --memory-fraction: give one");
+    if (so.api_key && !*so.api_key) return cli_usage(g_usage, "--api-key expects a key, got ''");
+    if (server_memory && server_memory < snug_server_tracked_bytes_min(&so))
+        return cli_usage(g_usage, "--server-memory %zu bytes cannot parse one body of "
+                         "--max-body-bytes %zu: that needs %zu (the body and %d bytes of parse "
+                         "a byte); raise --server-memory or lower --max-body-bytes", server_memory,
+                         so.max_body_bytes ? so.max_body_bytes : (size_t)1 << 20,
+                         snug_server_tracked_bytes_min(&so), SNUG_SERVER_PARSE_BYTES_PER_BYTE);
     if (!dir) dir = "models/stories260K";
     char name[256];
     if (!so.model_name) so.model_name = base_name(dir, name, sizeof name);
@@ -287,8 +309,8 @@ int snug_cmd_serve(int argc, char **argv)
     /* the server's share of the plan: what its connections hold outside the
      * allocator, and what its requests may allocate */
     eo.plan.server_untracked = snug_server_untracked_bytes(&so);
-    eo.plan.server_tracked = (server_memory ? server_memory : snug_server_tracked_bytes_default(&so)) +
-                             snug_server_gate_bytes(&so);
+    so.request_memory = server_memory ? server_memory : snug_server_tracked_bytes_default(&so);
+    eo.plan.server_tracked = so.request_memory + snug_server_gate_bytes(&so);
 
     /* the address first: one in use fails before the model is loaded (with
      * several ranks, rank 0's failure ends them all) */

@@ -20,8 +20,9 @@ snug_status api_wrong(snug_api_error *err, const char *param, const char *expect
 /* A 400 for a field the server does not do as asked: "key: why; ...". */
 snug_status api_unsupported(snug_api_error *err, const char *key, const char *why);
 
-/* A 503 for memory that did not fit (e holds the allocator's message).
- * Returns SNUG_NOMEM. */
+/* A 503 for memory that did not fit: SNUG_API_BUSY_MESSAGE for the
+ * client, e's message (the allocator's) in err->detail for the server's
+ * log. Returns SNUG_NOMEM. */
 snug_status api_overloaded(snug_api_error *err, const snug_error *e);
 
 /* obj[key], or NULL when it is absent or null. */

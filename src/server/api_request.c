@@ -113,7 +113,8 @@ snug_status api_wrong(snug_api_error *err, const char *param, const char *expect
     return api_bad(err, param, "expected %s, got %s", expected, describe(v, got));
 }
 
-/* A 503 for memory that did not fit (e holds the allocator's message).
+/* A 503 for memory that did not fit: the client is told in its words, e's
+ * message (the allocator's) goes into err->detail for the server's log.
  * Returns SNUG_NOMEM. */
 snug_status api_overloaded(snug_api_error *err, const snug_error *e)
 {
@@ -121,9 +122,9 @@ snug_status api_overloaded(snug_api_error *err, const snug_error *e)
     err->type = "server_error";
     err->code = "overloaded";
     err->param[0] = '\0';
-    snprintf(err->message, sizeof err->message,
-             "the server has no memory for this request now; try again later (%.400s)", e->msg);
-    utf8_scrub(err->message);
+    snprintf(err->message, sizeof err->message, "%s", SNUG_API_BUSY_MESSAGE);
+    snprintf(err->detail, sizeof err->detail, "%.255s", e->msg);
+    utf8_scrub(err->detail);
     return SNUG_NOMEM;
 }
 
@@ -297,9 +298,22 @@ static snug_status check_bytes(const char *body, size_t len, const snug_api_limi
 /* Parses the body into *root with snug_json_parse, whose messages
  * ("body: not valid JSON: line 1, ...", "body: expected a JSON object at
  * the top, found ...") are reworded for a client. */
-static snug_status parse_json(const char *body, size_t len, json_t **root, snug_api_error *err)
+static snug_status parse_json(const char *body, size_t len, const snug_api_limits *lim,
+                              json_t **root, snug_api_error *err)
 {
     snug_error e = {0};
+    size_t need = lim->parse_bytes_max ? snug_json_parse_bound(body, len) : 0;
+    if (need > lim->parse_bytes_max) {
+        err->status = 413;
+        err->type = "invalid_request_error";
+        err->code = "body_too_large";
+        err->param[0] = '\0';
+        snprintf(err->message, sizeof err->message, "parsing this body's JSON would take %.1f MiB, "
+                 "more than the server's %.1f MiB of memory for requests: send fewer, larger "
+                 "values (many small numbers or objects cost the most)", need / 1048576.0,
+                 lim->parse_bytes_max / 1048576.0);
+        return SNUG_INVALID;
+    }
     snug_status st = snug_json_parse(body, len, "body", root, &e);
     if (st == SNUG_NOMEM) return api_overloaded(err, &e);
     if (st == SNUG_OK) return SNUG_OK;
@@ -969,7 +983,7 @@ snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
     memset(err, 0, sizeof *err);
     memset(out, 0, sizeof *out);
     snug_status st = check_bytes(body, len, lim, err);
-    if (st == SNUG_OK) st = parse_json(body, len, &out->root, err);
+    if (st == SNUG_OK) st = parse_json(body, len, lim, &out->root, err);
     if (st == SNUG_OK) st = parse_fields(kind, lim, out, err);
     if (st != SNUG_OK) snug_api_request_free(out);
     return st;

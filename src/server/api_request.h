@@ -57,6 +57,10 @@ typedef struct snug_api_limits {
     const snug_tool_format *tool_format; /* how the model writes tool calls: the format its
                              * chat template shows (snug_api_limits_set_template);
                              * default json */
+    size_t parse_bytes_max; /* the most a parse may ever take (the server's memory for
+                             * requests): a body whose parse needs more
+                             * (snug_json_parse_bound) is 413 before it is parsed; 0 (the
+                             * default): no such limit */
 } snug_api_limits;
 
 typedef enum snug_api_tool_choice {
@@ -118,12 +122,19 @@ typedef struct snug_api_request {
     const snug_tool_format *tool_format; /* lim's */
 } snug_api_request;
 
+/* What a client is told when the server's memory for requests is in use
+ * (503 overloaded): in its words, the allocator's account kept for the log. */
+#define SNUG_API_BUSY_MESSAGE                                                                      \
+    "the server is busy: its memory for requests is in use by others; try again in a moment"
+
 typedef struct snug_api_error {
     int status;         /* HTTP status: 400, 413, 503 */
     const char *type;   /* "invalid_request_error" or "server_error" (a constant) */
     char param[64];     /* the field ("temperature", "messages[2].role"); "" when none */
     const char *code;   /* a constant ("body_too_large", "overloaded") or NULL */
-    char message[512];
+    char message[512];  /* for the client: what went wrong in its words */
+    char detail[256];   /* for the server's log, with a 503: the allocator's own account
+                         * (which figure would pass which); "" otherwise */
 } snug_api_error;
 
 /* Fills l with the defaults above. */

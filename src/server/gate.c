@@ -94,6 +94,8 @@ typedef struct gate_conn {
     size_t prescanned;           /* its bytes read so far, after the head */
     bool head_done;              /* the head is whole: its body is awaited in `in` */
     uint64_t body_left;
+    uint64_t got;                /* bytes read from the client in all */
+    uint64_t body_mark;          /* got when the body being read began (its bytes: got - it) */
     bool reserved;               /* the last request forwarded is a probe */
     bool client_eof;
     bool abort_request;          /* the request being forwarded went wrong: cut its link */
@@ -132,7 +134,10 @@ struct snug_gate {
 
 static double now_s(void) { return snug_now_seconds(); }
 
-int snug_gate_links(const snug_gate_opts *o) { return o->max_requests + o->reserved + LINK_SPARE; }
+int snug_gate_links(const snug_gate_opts *o)
+{
+    return o->max_requests + o->reserved + o->max_uploads + LINK_SPARE;
+}
 
 /* The one block's layout: slots, links, then their buffers. */
 static bool layout(const snug_gate_opts *o, size_t *conns_at, size_t *links_at, size_t *in_at,
@@ -332,7 +337,8 @@ static void answer(snug_gate *g, gate_conn *c, int status, const char *code, con
     bn = SNUG_MIN(bn, (int)sizeof body - 1);
     uint64_t id = ++g->n_ids;
     int n = snprintf(c->resp, sizeof c->resp, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\nConnection: close\r\nX-Request-Id: req-%016llx\r\n%s\r\n%s",
+                     "Content-Length: %d\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\n"
+                     "X-Request-Id: req-%016llx\r\n%s\r\n%s",
                      status, reason, bn, (unsigned long long)((id + g->id_key) * 0xD6E8FEB86659FD93ull ^
                                                               g->id_key >> 23),
                      extra ? extra : "", body);
@@ -347,15 +353,40 @@ static void refuse(snug_gate *g, gate_conn *c, const snug_http_refusal *r)
     answer(g, c, r->status, r->code, r->message, NULL);
 }
 
-/* Requests being answered now, the probes aside. */
+/* True when c's last request went to its link before its body was whole
+ * (an upload): its body is still coming. */
+static bool uploading(const gate_conn *c)
+{
+    return c->link && (c->phase == PHASE_BODY_LEN || c->phase == PHASE_BODY_CHUNKS);
+}
+
+/* Connections with requests being answered now whose bodies are whole,
+ * the probes aside. */
 static int busy(const snug_gate *g)
 {
     int n = 0;
     for (int i = 0; i < g->o.pool; i++) {
         const gate_conn *c = &g->conns[i];
-        n += c->fd >= 0 && !c->reserved && in_flight(c) > 0;
+        n += c->fd >= 0 && !c->reserved && in_flight(c) - (uploading(c) ? 1 : 0) > 0;
     }
     return n;
+}
+
+/* Bodies going to libmicrohttpd as they come, now. */
+static int uploads(const snug_gate *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->o.pool; i++) n += g->conns[i].fd >= 0 && uploading(&g->conns[i]);
+    return n;
+}
+
+/* Answers 503 too_many_connections: max_requests are being answered. */
+static void answer_busy(snug_gate *g, gate_conn *c)
+{
+    char msg[96];
+    snprintf(msg, sizeof msg, "the server is answering its %d requests at once; try again",
+             g->o.max_requests);
+    answer(g, c, 503, "too_many_connections", msg, "Retry-After: 1\r\n");
 }
 
 static bool is_probe(const snug_http_head *h)
@@ -402,12 +433,15 @@ static int oldest_idle(const snug_gate *g, const gate_conn *keep, bool with_link
 
 /* True when c's request, its head whole in c->in, may go to a link now:
  * its body is all in c->in too (so a slow sender never holds a connection
- * of libmicrohttpd's), or c->in is full (a large body goes on in passing),
- * or the client waits for 100 Continue. A broken chunked body is refused. */
-static bool body_ready(snug_gate *g, gate_conn *c)
+ * of libmicrohttpd's; *whole set), or c->in is full (a large body goes on
+ * in passing, an upload), or the client waits for 100 Continue (the
+ * same). A broken chunked body is refused. */
+static bool body_ready(snug_gate *g, gate_conn *c, bool *whole)
 {
     const snug_http_head *h = &c->head;
+    *whole = false;
     if (c->in_len == IN_BYTES || h->expect_continue) return true;
+    *whole = true;
     size_t have = c->in_len - h->head_len;
     if (!h->chunked) return !h->has_length || have >= h->content_length;
     size_t used = 0;
@@ -426,16 +460,22 @@ static void admit(snug_gate *g, gate_conn *c, int slot)
     if (!c->head_done) {
         c->head_done = true;
         c->t_body = now_s();
+        c->body_mark = c->got - (c->in_len - h->head_len);
         c->prescan = (snug_http_chunks){0};
         c->prescanned = 0;
     }
-    if (!body_ready(g, c)) return;
+    bool whole;
+    if (!body_ready(g, c, &whole)) return;
     bool probe = is_probe(h);
-    if (!probe && in_flight(c) == 0 && busy(g) >= g->o.max_requests) {
+    if (!whole && uploads(g) >= g->o.max_uploads) {
         char msg[96];
-        snprintf(msg, sizeof msg, "the server is answering its %d requests at once; try again",
-                 g->o.max_requests);
-        answer(g, c, 503, "too_many_connections", msg, "Retry-After: 1\r\n");
+        snprintf(msg, sizeof msg, "the server is receiving its %d large bodies at once; try again",
+                 g->o.max_uploads);
+        answer(g, c, 503, "too_many_uploads", msg, "Retry-After: 1\r\n");
+        return;
+    }
+    if (whole && !probe && in_flight(c) == 0 && busy(g) >= g->o.max_requests) {
+        answer_busy(g, c);
         return;
     }
     if (!c->link && !take_link(g, c, slot)) {
@@ -469,10 +509,10 @@ static void forward_body(snug_gate *g, gate_conn *c)
     size_t room = l->up_shut ? PIPE_BYTES : PIPE_BYTES - l->up_len, n = SNUG_MIN(room, c->in_len);
     size_t used = n;
     if (n == 0) return;
+    bool ends = false;
     if (c->phase == PHASE_BODY_LEN) {
         used = (size_t)SNUG_MIN((uint64_t)n, c->body_left);
-        c->body_left -= used;
-        if (c->body_left == 0) c->phase = PHASE_IDLE;
+        ends = used == c->body_left;
     } else {
         snug_http_refusal r;
         snug_http_result res = snug_http_chunks_read(&c->chunks, c->in, n, &g->o.limits, &used, &r);
@@ -481,8 +521,16 @@ static void forward_body(snug_gate *g, gate_conn *c)
             refuse(g, c, &r);
             return;
         }
-        if (res == SNUG_HTTP_OK) c->phase = PHASE_IDLE;
+        ends = res == SNUG_HTTP_OK;
     }
+    /* an upload whole: it joins the requests being answered, or is cut with a 503 */
+    if (ends && !c->reserved && in_flight(c) == 1 && busy(g) >= g->o.max_requests) {
+        c->abort_request = true;
+        answer_busy(g, c);
+        return;
+    }
+    if (c->phase == PHASE_BODY_LEN) c->body_left -= used;
+    if (ends) c->phase = PHASE_IDLE;
     if (!l->up_shut) { /* else dropped: libmicrohttpd has answered and reads no more */
         memcpy(l->to_up + l->up_len, c->in, used);
         l->up_len += used;
@@ -517,6 +565,7 @@ static bool read_client(snug_gate *g, gate_conn *c)
             return c->dropped < DRAIN_BYTES;
         }
         c->in_len += (size_t)n;
+        c->got += (uint64_t)n;
         return true;
     }
     if (n == 0) {
@@ -689,6 +738,19 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         snprintf(r.message, sizeof r.message, "the request body did not arrive within %.0f s",
                  g->o.body_s);
         c->abort_request = true;
+        refuse(g, c, &r);
+    }
+    /* a body slower than the least rate, after its grace: its bytes so far
+     * against what the rate asks of the time since the grace ended */
+    bool body_coming = (c->phase == PHASE_HEAD && c->head_done) || uploading(c);
+    double late = t - c->t_body - g->o.upload_grace_s;
+    if (c->resp_len == 0 && body_coming && late > 0 &&
+        (double)(c->got - c->body_mark) < g->o.min_upload_rate * late) {
+        snug_http_refusal r = {408, "request_timeout", ""};
+        snprintf(r.message, sizeof r.message, "the request body came at %.0f bytes/s, slower than "
+                 "the %.0f bytes/s the server asks for", (double)(c->got - c->body_mark) /
+                 (t - c->t_body), g->o.min_upload_rate);
+        c->abort_request = uploading(c);
         refuse(g, c, &r);
     }
 }

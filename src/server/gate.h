@@ -12,13 +12,19 @@
  * Deadlines (snug_gate_opts): a connection that has sent no byte, or is idle
  * between keep-alive requests, is closed after keep_alive_s; a head must be
  * whole within header_s of its first byte (408); a body within body_s of
- * its head (408); a client that takes no bytes of its answer for write_s is
- * let go (its requests cancelled). Admission: at most max_requests requests
- * are answered at once (503 too_many_connections over it), and GET /health,
- * /metrics and /version have `reserved` more of their own, so that probes
- * answer whatever the other clients do. At most `pool` connections are held
- * open; a new one takes the place of the oldest idle one (no byte yet, or
- * between requests), else of the one whose head has waited longest.
+ * its head, and at min_upload_rate bytes/s on average once upload_grace_s
+ * have passed (408); a client that takes no bytes of its answer for
+ * write_s is let go (its requests cancelled). Admission counts requests
+ * whose bodies are whole: at most max_requests are answered at once (503
+ * too_many_connections over it), and GET /health, /metrics and /version
+ * have `reserved` more of their own, so that probes answer whatever the
+ * other clients do. A body too large for the gate's buffer (or one whose
+ * client waits for 100 Continue) goes to libmicrohttpd as it comes, one of
+ * at most max_uploads at once (503 too_many_uploads over it), apart from
+ * the requests being answered; it joins them, or gets the 503 then, when
+ * it is whole. At most `pool` connections are held open; a new one takes
+ * the place of the oldest idle one (no byte yet, or between requests), else
+ * of the one whose head has waited longest.
  *
  * Memory: everything is allocated at start (snug_gate_bytes), nothing after.
  */
@@ -37,8 +43,11 @@ typedef struct snug_gate_opts {
     void *user;                    /* given back by snug_gate_link_user */
     int max_requests;              /* requests answered at once (besides the reserved) */
     int reserved;                  /* more, for GET /health, /metrics, /version */
+    int max_uploads;               /* bodies streamed to libmicrohttpd as they come, at once */
     int pool;                      /* connections held open at most */
     double keep_alive_s, header_s, body_s, write_s;
+    double min_upload_rate;        /* bytes/s a body must average after upload_grace_s */
+    double upload_grace_s;
     snug_http_limits limits;
 } snug_gate_opts;
 

@@ -224,9 +224,7 @@ static snug_status echo_prompt(openai_job *j, int i, snug_error *err)
 static enum MHD_Result fail(struct MHD_Connection *c, snug_status st, const snug_error *err,
                             const char *param)
 {
-    if (st == SNUG_NOMEM)
-        return http_error(c, 503, "server_error", NULL, "overloaded",
-                          "the server has no memory for this request now; try again (%s)", err->msg);
+    if (st == SNUG_NOMEM) return http_overloaded(c, err->msg[0] ? err->msg : "no memory for a job");
     if (st == SNUG_BUSY)
         return http_error(c, 429, "server_error", NULL, "queue_full", "%s", err->msg);
     if (strncmp(err->msg, "context_length_exceeded: ", 25) == 0)
@@ -713,15 +711,15 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
 {
     const snug_api_limits *lim = &s->limits; /* made at start (server.c) */
     openai_job *j = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *j, NULL);
-    if (!j)
-        return http_error(c, 503, "server_error", NULL, "overloaded",
-                          "the server has no memory for this request now; try again");
+    if (!j) return http_overloaded(c, "no memory for a job's record");
     j->srv = s;
     atomic_fetch_add(&s->active, 1);
     h->job = j; /* freed when the request completes, whatever happens here */
     snug_api_error ae = {0};
-    if (snug_api_parse(kind, h->body ? h->body : "", h->len, lim, &j->req, &ae) != SNUG_OK)
+    if (snug_api_parse(kind, h->body ? h->body : "", h->len, lim, &j->req, &ae) != SNUG_OK) {
+        if (ae.status == 503) http_log_overloaded(ae.detail);
         return http_error(c, (unsigned)ae.status, ae.type, ae.param, ae.code, "%s", ae.message);
+    }
     if (j->req.model && strcmp(j->req.model, s->o.model_name) != 0)
         return http_error(c, 404, "invalid_request_error", "model", "model_not_found",
                           "The model `%s` does not exist; this server serves `%s`", j->req.model,

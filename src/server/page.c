@@ -26,7 +26,8 @@ __asm__(".pushsection .rodata\n"
 extern const char snug_page_html[], snug_page_html_end[];
 
 /* Headers every page response carries: nothing loads from elsewhere (the
- * page's own script and style are inline), no sniffing, no referrer. */
+ * page's own script and style are inline), no referrer (no sniffing:
+ * http_add_headers, as every reply). */
 static void page_headers(struct MHD_Response *r, struct MHD_Connection *c, const char *type)
 {
     http_add_headers(r, c);
@@ -34,7 +35,6 @@ static void page_headers(struct MHD_Response *r, struct MHD_Connection *c, const
     MHD_add_response_header(r, "Content-Security-Policy",
                             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                             "connect-src 'self'; img-src 'self' data:; form-action 'none'; frame-ancestors 'none'");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
 }

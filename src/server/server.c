@@ -34,6 +34,7 @@ enum {
     STACK_BYTES = 1 << 20,           /* a connection thread's stack (templates recurse) */
     CONNECTION_OVERHEAD = 16 * 1024, /* its connection struct, socket buffers' bookkeeping */
     PROBE_CONNECTIONS = 8,           /* GET /health, /metrics, /version: never refused */
+    UPLOADS_DEFAULT = 8,             /* large bodies streamed to libmicrohttpd at once */
     HEAD_BYTES = 16 * 1024,          /* a request head, at most */
     TARGET_BYTES = 8 * 1024,         /* its target */
     HEADER_FIELDS = 100,             /* its header fields */
@@ -47,14 +48,19 @@ static int max_connections(const snug_server_opts *o)
 
 static double or_default(double v, double d) { return v > 0 ? v : d; }
 
+static size_t max_body(const snug_server_opts *o) { return o->max_body_bytes ? o->max_body_bytes : BODY_DEFAULT; }
+
 /* The gate's options for o (the listening socket and the daemon aside). */
 static snug_gate_opts gate_opts(const snug_server_opts *o)
 {
     int max = max_connections(o);
     return (snug_gate_opts){
         .max_requests = max, .reserved = PROBE_CONNECTIONS, .pool = 4 * max + 64,
+        .max_uploads = o->max_uploads > 0 ? o->max_uploads : UPLOADS_DEFAULT,
         .keep_alive_s = or_default(o->keep_alive_s, 5), .header_s = or_default(o->header_timeout_s, 10),
         .body_s = or_default(o->timeout_s, 60), .write_s = or_default(o->timeout_s, 60),
+        .min_upload_rate = or_default(o->min_upload_rate, 1024),
+        .upload_grace_s = or_default(o->upload_grace_s, 5),
         .limits = {.head_bytes = HEAD_BYTES, .target_bytes = TARGET_BYTES, .fields = HEADER_FIELDS,
                    .body_bytes = o->max_body_bytes ? o->max_body_bytes : BODY_DEFAULT}};
 }
@@ -73,12 +79,19 @@ size_t snug_server_gate_bytes(const snug_server_opts *o)
     return snug_gate_bytes(&go);
 }
 
+size_t snug_server_tracked_bytes_min(const snug_server_opts *o)
+{
+    /* the body as it is uploaded (its buffer doubles: the old one and the
+     * new held for a moment) and its parse */
+    size_t body = max_body(o);
+    return body * (2 + SNUG_SERVER_PARSE_BYTES_PER_BYTE) + SNUG_JSON_BYTES_FIXED;
+}
+
 size_t snug_server_tracked_bytes_default(const snug_server_opts *o)
 {
-    /* a body and its parse for a few connections at once, and every
-     * connection's response and token ids: the rest wait or get 503 */
-    size_t body = o->max_body_bytes ? o->max_body_bytes : BODY_DEFAULT;
-    return 4 * body * 8 + (size_t)max_connections(o) * (256 * 1024);
+    /* one largest body and its parse, and every connection's response and
+     * token ids besides: the rest wait or get 503 */
+    return snug_server_tracked_bytes_min(o) + (size_t)max_connections(o) * (256 * 1024);
 }
 
 /* ---- responses ------------------------------------------------------------ */
@@ -114,6 +127,7 @@ void http_add_headers(struct MHD_Response *r, struct MHD_Connection *c)
         MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Request-Id");
         MHD_add_response_header(r, "Vary", "Origin");
     }
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
     bool sane = given && *given && strlen(given) <= 128;
     for (const char *p = given; sane && *p; p++) sane = *p > 32 && *p < 127;
@@ -138,9 +152,9 @@ enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf
         r = MHD_create_response_from_buffer_with_free_callback(body->len, body->p, free_block);
     if (!r) { /* no memory for the body: a bare 503 from a constant */
         snug_strbuf_free(body);
-        static const char msg[] = "{\"error\":{\"message\":\"the server is out of memory for "
-                                  "this response\",\"type\":\"server_error\",\"param\":null,"
-                                  "\"code\":\"overloaded\"}}";
+        static const char msg[] = "{\"error\":{\"message\":\"" SNUG_API_BUSY_MESSAGE "\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":\"overloaded\"}}";
+        http_log_overloaded("no memory for a response's body");
         r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_SERVICE_UNAVAILABLE;
         content_type = "application/json";
@@ -178,6 +192,17 @@ enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char
     else
         snug_strbuf_printf(&b, ",\"code\":null}}");
     return http_send(c, status, &b, "application/json");
+}
+
+void http_log_overloaded(const char *detail)
+{
+    fprintf(stderr, "snug: a request refused for memory (503 overloaded): %s\n", detail);
+}
+
+enum MHD_Result http_overloaded(struct MHD_Connection *c, const char *detail)
+{
+    http_log_overloaded(detail);
+    return http_error(c, 503, "server_error", NULL, "overloaded", "%s", SNUG_API_BUSY_MESSAGE);
 }
 
 /* ---- plain endpoints ------------------------------------------------------- */
@@ -370,10 +395,18 @@ static enum MHD_Result tokenize(snug_server *s, struct MHD_Connection *c, http_r
     snug_tok_encoder *enc = NULL;
     char *text = NULL;
     enum MHD_Result ret;
+    size_t need = s->o.request_memory ? snug_json_parse_bound(h->body, h->len) : 0;
+    if (need > s->o.request_memory) {
+        ret = http_error(c, 413, "invalid_request_error", NULL, "body_too_large", "parsing this "
+                         "body's JSON would take %.1f MiB, more than the server's %.1f MiB of memory "
+                         "for requests", need / 1048576.0, s->o.request_memory / 1048576.0);
+        goto done;
+    }
     if (h->len == 0 || snug_json_parse(h->body, h->len, "request body", &root, &err) != SNUG_OK) {
-        ret = http_error(c, err.status == SNUG_NOMEM ? 503 : 400,
-                         err.status == SNUG_NOMEM ? "server_error" : "invalid_request_error", NULL,
-                         NULL, "%s", h->len ? err.msg : "the request body is empty");
+        ret = err.status == SNUG_NOMEM
+                  ? http_overloaded(c, err.msg)
+                  : http_error(c, 400, "invalid_request_error", NULL, NULL, "%s",
+                               h->len ? err.msg : "the request body is empty");
         goto done;
     }
     snug_strbuf b = {0};
@@ -409,7 +442,7 @@ static enum MHD_Result tokenize(snug_server *s, struct MHD_Connection *c, http_r
         snug_tok_encode_opts eo = {.add_special = !add || json_is_true(add), .parse_special = true};
         if (snug_tok_encoder_create(tok, &enc, &err) != SNUG_OK ||
             snug_tok_encode(enc, json_string_value(p), json_string_length(p), &eo, &ids, &n, &err) != SNUG_OK) {
-            ret = http_error(c, 503, "server_error", NULL, "overloaded", "%s", err.msg);
+            ret = http_overloaded(c, err.msg);
             goto done;
         }
         snug_strbuf_printf(&b, "{\"tokens\":[");
@@ -422,7 +455,7 @@ static enum MHD_Result tokenize(snug_server *s, struct MHD_Connection *c, http_r
         int32_t n_vocab = snug_engine_n_vocab(s->e);
         int32_t *ids = json_is_array(t) ? snug_mem_alloc(SNUG_MEM_OTHER, (n + 1) * sizeof *ids, &err) : NULL;
         if (!ids) {
-            ret = json_is_array(t) ? http_error(c, 503, "server_error", NULL, "overloaded", "%s", err.msg)
+            ret = json_is_array(t) ? http_overloaded(c, err.msg)
                                    : http_error(c, 400, "invalid_request_error", "tokens", NULL,
                                                 "tokens: expected a list of token ids");
             goto done;
@@ -442,7 +475,7 @@ static enum MHD_Result tokenize(snug_server *s, struct MHD_Connection *c, http_r
         snug_status st = snug_tok_decode(tok, ids, n, false, &text, &len, &err);
         snug_mem_free(ids);
         if (st != SNUG_OK) {
-            ret = http_error(c, 503, "server_error", NULL, "overloaded", "%s", err.msg);
+            ret = http_overloaded(c, err.msg);
             goto done;
         }
         snug_strbuf_printf(&b, "{\"prompt\":\"");
@@ -495,12 +528,38 @@ static route find_route(const char *url, const char *method, bool *known_path)
     return R_NONE;
 }
 
+/* True when given (n bytes) is key (k bytes), in time that depends on n
+ * alone, the client's own length: each byte of given is compared with the
+ * key's at the same place, the key repeated to n bytes by a counter that
+ * wraps without a branch, and a length that differs counts as a
+ * difference; nothing stops early. */
+static bool same_key(const char *given, size_t n, const char *key, size_t k)
+{
+    volatile unsigned char diff = (unsigned char)(n != k);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff |= (unsigned char)(given[i] ^ key[j]);
+        j++;
+        j &= (size_t)0 - (size_t)(j < k); /* back to 0 at k (k == 0: key[0] is its NUL) */
+    }
+    return diff == 0;
+}
+
 /* True when the request carries the API key (or none is asked for). */
 static bool authorized(const snug_server *s, struct MHD_Connection *c)
 {
     if (!s->o.api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->o.api_key) == 0;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    return same_key(h + 7, strlen(h + 7), s->o.api_key, strlen(s->o.api_key));
+}
+
+/* True when route r answers without the API key: GET /health (load
+ * balancers), the page at / (it asks for the key itself), and /metrics
+ * with --metrics-no-auth. */
+static bool open_route(const snug_server *s, route r)
+{
+    return r == R_HEALTH || r == R_PAGE || (r == R_METRICS && s->o.metrics_no_auth);
 }
 
 /* Takes the next piece of the upload; false when it cannot be kept. */
@@ -534,9 +593,7 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     if (h->too_large)
         return http_error(c, 413, "invalid_request_error", NULL, "body_too_large",
                           "the request body is over the limit of %zu bytes", max);
-    if (h->no_memory)
-        return http_error(c, 503, "server_error", NULL, "overloaded",
-                          "the server has no memory for this request now; try again");
+    if (h->no_memory) return http_overloaded(c, "no memory for the request's body as it came");
     switch (r) {
     case R_COMPLETIONS: return openai_handle(s, c, h, SNUG_API_COMPLETIONS);
     case R_CHAT: return openai_handle(s, c, h, SNUG_API_CHAT);
@@ -590,9 +647,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool known = false;
     route r = find_route(url, method, &known);
     http_req *h = *con_cls; /* made by on_uri */
-    if (!h)
-        return http_error(c, 503, "server_error", NULL, "overloaded",
-                          "the server has no memory for this request now; try again");
+    if (!h) return http_overloaded(c, "no memory for a request's record");
     if (!h->seen) { /* the headers are in: decide what can be decided now */
         h->seen = true;
         snprintf(h->method, sizeof h->method, "%s", method);
@@ -605,7 +660,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                       "%s is not allowed on %s", method, url)
                          : http_error(c, 404, "invalid_request_error", NULL, "not_found",
                                       "no such path: %s", url);
-        if ((strncmp(url, "/v1/", 4) == 0 || r == R_RESET_PREFIX_CACHE) && !authorized(s, c))
+        if (!open_route(s, r) && !authorized(s, c))
             return http_error(c, 401, "invalid_request_error", NULL, "invalid_api_key",
                               "a missing or wrong API key: send Authorization: Bearer KEY");
         if ((r == R_COMPLETIONS || r == R_CHAT) && snug_engine_failed(s->e))
@@ -750,6 +805,7 @@ static void server_limits(snug_server *s)
     if (s->o.max_body_bytes) s->limits.max_body_bytes = s->o.max_body_bytes;
     s->limits.n_vocab = snug_engine_n_vocab(s->e);
     s->limits.max_model_len = snug_engine_max_model_len(s->e);
+    s->limits.parse_bytes_max = s->o.request_memory;
     const snug_tokenizer *tok = snug_engine_tokenizer(s->e);
     snug_api_limits_set_template(&s->limits, s->o.chat_template ? s->o.chat_template
                                              : tok ? snug_tokenizer_chat_template(tok) : NULL);

@@ -50,6 +50,17 @@ typedef struct snug_server_opts {
     const char *timeline_svg;      /* the start-up's memory over time, served at /timeline.svg
                                     * (the caller's until the server stops), or NULL */
     size_t timeline_svg_len;
+    bool metrics_no_auth;          /* GET /metrics without the API key (scrapers in a trusted
+                                    * network); every other endpoint but GET /health and the
+                                    * page at / needs it when api_key is set */
+    size_t request_memory;         /* the allocator memory kept for requests (the plan's
+                                    * server_tracked less the gate's): a body whose parse needs
+                                    * more could never be parsed, and gets 413; 0: unknown */
+    int max_uploads;               /* bodies too large for the gate, streamed to
+                                    * libmicrohttpd as they come, at once; 0: 8 */
+    double min_upload_rate;        /* bytes/s a body must average, counted after its first
+                                    * upload_grace_s (408 when slower); 0: 1024 */
+    double upload_grace_s;         /* 0: 5 */
 } snug_server_opts;
 
 typedef struct snug_server snug_server;
@@ -63,8 +74,18 @@ size_t snug_server_untracked_bytes(const snug_server_opts *o);
  * keeps them with server_tracked. Pure. */
 size_t snug_server_gate_bytes(const snug_server_opts *o);
 
-/* The allocator bytes the server keeps for its requests by default. */
+/* The allocator bytes the server keeps for its requests by default:
+ * snug_server_tracked_bytes_min, and 256 KiB per connection. Pure. */
 size_t snug_server_tracked_bytes_default(const snug_server_opts *o);
+
+/* The least memory for requests with which one body of o's
+ * max_body_bytes parses on an idle server: the body (and its buffer's
+ * growth) and its parse at SNUG_SERVER_PARSE_BYTES_PER_BYTE (text, token
+ * ids and chat messages take 2 to 40 per byte, tests/test_json.c; a body
+ * of costlier shapes that could never fit gets 413). Pure. */
+size_t snug_server_tracked_bytes_min(const snug_server_opts *o);
+
+enum { SNUG_SERVER_PARSE_BYTES_PER_BYTE = 48 };
 
 /* Binds and listens on o->host:o->port into *fd (closed on exec), before
  * the model is loaded, so that an address in use fails at once; hand it to

@@ -68,6 +68,14 @@ enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char
                            const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* Writes a line to the server's log (stderr) for a request refused for
+ * memory: detail is the allocator's account, which the client is not told. */
+void http_log_overloaded(const char *detail);
+
+/* Logs detail (http_log_overloaded) and queues a 503 overloaded with
+ * SNUG_API_BUSY_MESSAGE for the client. */
+enum MHD_Result http_overloaded(struct MHD_Connection *c, const char *detail);
+
 /* Answers POST /v1/completions or /v1/chat/completions for h's body. */
 enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req *h,
                               snug_api_kind kind);

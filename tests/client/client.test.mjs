@@ -50,7 +50,7 @@ async function expectAPIError(promise, Class, fields = {}) {
 }
 
 async function metrics() {
-    const r = await fetch(metricsURL);
+    const r = await fetch(metricsURL, { headers: { Authorization: `Bearer ${apiKey}` } }); // behind the key too
     assert.equal(r.status, 200, `GET ${metricsURL}: ${r.status}`);
     return r.text();
 }

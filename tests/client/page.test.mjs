@@ -122,6 +122,11 @@ test('the page asks for the API key, then shows the plan and the model', T, asyn
     assert.match(await page.$eval('#model', (e) => e.textContent), /^pm \(1024 positions\)/);
     assert.equal(await kvInUse(), 0);
     assert.ok(await page.$('#timeline a[href="/timeline.svg"]'), 'a link to the start-up timeline');
+    // /timeline.svg is behind the key: the page fetches it with the key and shows it
+    await page.click('#timeline a[href="/timeline.svg"]');
+    await page.waitForSelector('#timeline img[src^="data:image/svg+xml;base64,"]', { timeout: 10_000 });
+    const natural = await page.$eval('#timeline img', async (e) => { await e.decode(); return e.naturalWidth; });
+    assert.ok(natural > 0, `the timeline drawn (${natural} pixels wide)`);
 });
 
 test('a reply streams in; KV blocks in use rise during it and fall back after', T, async () => {
