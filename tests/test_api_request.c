@@ -823,6 +823,13 @@ static void test_messages_utf8(void)
     check_bad(T, body, "messages[0].content[0].type", "only text content");
     snprintf(body, sizeof body, "{\"prompt\": \"x\", \"logit_bias\": {\"%s\": 1}}", s);
     check_bad(C, body, "logit_bias", "is not a token id");
+    /* a client's control bytes are shown escaped, never raw */
+    check_bad(C, "{\"prompt\": \"x\", \"temperature\": \"\\u001b[31mhot\"}", "temperature",
+              "got the string \"\\x1b[31mhot\"");
+    check_bad(T, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"\\u001b]0;x\\u0007\"}]}]}",
+              "messages[0].content[0].type", "got the type \"\\x1b]0;x\\x07\"");
+    check_bad(C, "{\"prompt\": \"x\", \"logit_bias\": {\"\\u001b[2J\": 1}}", "logit_bias",
+              "the key \"\\x1b[2J\" is not a token id");
 }
 
 /* err and lim may be NULL. */

@@ -681,6 +681,13 @@ static void test_runtime_errors(void)
     CHECK_RENDER_FAILS("{% set x = 1 %}{% set x.a = 2 %}", NULL, SNUG_INVALID, "non-namespace object");
     CHECK_RENDER_FAILS("{{ range(200000) | length }}", NULL, SNUG_INVALID, "range too big");
     CHECK_RENDER_FAILS("{{ raise_exception('Stop: ' ~ 42) }}", NULL, SNUG_INVALID, "tmpl: Stop: 42");
+    /* a client's bytes in a message: escaped, never raw (ESC recolours a terminal) */
+    CHECK_RENDER_FAILS("{{ raise_exception('Unknown role: ' ~ m.role) }}",
+                       "{\"m\": {\"role\": \"\\u001b[31mx\\u009b\"}}", SNUG_INVALID,
+                       "tmpl: Unknown role: \\x1b[31mx\\xc2\\x9b");
+    CHECK_RENDER_FAILS("{{ m[k].a }}", "{\"m\": {}, \"k\": \"\\u001b]0;t\\u0007\"}", SNUG_INVALID,
+                       "'\\x1b]0;t\\x07' is undefined");
+    CHECK_COMPILE_FAILS("{{ a \x1b }}", SNUG_FORMAT, "unexpected character '\\x1b'");
     CHECK_RENDER_FAILS("{{ [1] | select }}", NULL, SNUG_UNSUPPORTED, "printing a generator");
     CHECK_RENDER_FAILS("{{ 'x' % 1 }}", NULL, SNUG_UNSUPPORTED, "printf-style");
     CHECK_RENDER_FAILS("{{ 2 ** 70 }}", NULL, SNUG_UNSUPPORTED, "beyond 64 bits");

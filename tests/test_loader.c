@@ -599,6 +599,8 @@ static void test_checkpoint_must_match(void)
     expect_load_error("unused", NULL, "model.layers.0.self_attn.extra.weight", NULL, false, SNUG_FORMAT,
                       "the checkpoint holds 1 tensor the model does not use: "
                       "'model.layers.0.self_attn.extra.weight'");
+    expect_load_error("escaped", NULL, "model.layers.0.extra\x1b[31m\xc2\x9b.weight", NULL, false, SNUG_FORMAT,
+                      "does not use: 'model.layers.0.extra\\x1b[31m\\xc2\\x9b.weight'");
     snug_error e = {0};
     CHECK_OK(load_variant("ignorable", NULL, "model.layers.0.self_attn.rotary_emb.inv_freq", NULL,
                           false, &e), &e);

@@ -374,6 +374,44 @@ static void test_bad_tokenizer_json(void)
     test_rmtree(dir);
 }
 
+/* Whether msg has a raw control byte or a byte of invalid UTF-8. */
+static bool raw_bytes(const char *msg)
+{
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p == 0x7F) return true;
+    return !snug_utf8_valid(msg, strlen(msg));
+}
+
+/* Token texts with a terminal escape and bytes that are not UTF-8 (a JSON
+ * file can carry only the escape, as \u001b; merges.txt carries any byte):
+ * each message names them escaped, never raw. */
+static void test_messages_escape_file_bytes(void)
+{
+    char dir[256], p[512];
+    test_tmpdir(dir, sizeof dir);
+    snug_error err = {0};
+    CHECK_FAILS(load_text(dir, BL_HEAD "\"vocab\": {\"\\u001b[31m\xe2\x82\xac\": 0}, \"merges\": []}}", &err),
+                &err, SNUG_FORMAT, "token 0 '\\x1b[31m\xe2\x82\xac' is not written in the byte-level alphabet");
+    CHECK(!raw_bytes(err.msg), "no raw bytes in: %s", err.msg);
+    CHECK_FAILS(load_text(dir, "{\"model\": {\"type\": \"\\u001b]0;pwned\\u0007\", \"vocab\": {}}}", &err),
+                &err, SNUG_UNSUPPORTED, "model type '\\x1b]0;pwned\\x07' is not supported");
+    CHECK(!raw_bytes(err.msg), "no raw bytes in: %s", err.msg);
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    remove(p);
+    snprintf(p, sizeof p, "%s/vocab.json", dir);
+    static const char vocab[] = "{\"a\": 0, \"b\": 1, \"ab\": 2}";
+    test_write_file(p, vocab, sizeof vocab - 1);
+    snprintf(p, sizeof p, "%s/merges.txt", dir);
+    static const char merges[] = "#version: 0.2\na b\n\x1b[31m\xff b\n";
+    test_write_file(p, merges, sizeof merges - 1);
+    snug_tokenizer *t = NULL;
+    CHECK_FAILS(snug_tokenizer_load(p, &t, &err), &err, SNUG_FORMAT,
+                "line 3: '\\x1b[31m\\xff b' is not written in the byte-level alphabet");
+    CHECK(!raw_bytes(err.msg), "no raw bytes in: %s", err.msg);
+    snug_tokenizer_free(t);
+    test_rmtree(dir);
+}
+
 static snug_status load_oom(void *ctx, snug_error *err)
 {
     snug_tokenizer *t = NULL;
@@ -454,6 +492,7 @@ int main(void)
     RUN(test_long_texts);
     RUN(test_written_json_reads_back);
     RUN(test_bad_tokenizer_json);
+    RUN(test_messages_escape_file_bytes);
     RUN(test_out_of_memory_loop);
     RUN(test_token_bytes);
     return test_summary();

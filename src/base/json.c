@@ -241,13 +241,10 @@ char *snug_json_describe(const json_t *v, char *buf, size_t size)
 {
     if (!v) {
         snprintf(buf, size, "nothing");
-    } else if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        size_t n = json_string_length(v);
-        if (n > 40)
-            snprintf(buf, size, "the string \"%.40s...\"", s);
-        else
-            snprintf(buf, size, "the string \"%s\"", s);
+    } else if (json_is_string(v)) { /* a file's or a client's bytes: escaped, cut at 44 */
+        char shown[48];
+        snprintf(buf, size, "the string \"%s\"",
+                 snug_bytes_shown(json_string_value(v), json_string_length(v), shown, sizeof shown));
     } else if (json_is_integer(v)) {
         snprintf(buf, size, "the integer %lld", (long long)json_integer_value(v));
     } else if (json_is_real(v)) {

@@ -93,7 +93,9 @@ snug_status snug_json_get_string(const json_t *obj, const char *key, const char 
                                  snug_error *err);
 
 /* Describes a JSON value for messages ("the string \"abc\"", "an array",
- * "the number 1.5") into buf (at least 64 bytes). Returns buf. */
+ * "the number 1.5") into buf (at least 64 bytes). A string is shown as
+ * snug_bytes_shown shows it (control bytes escaped, long ones cut with
+ * "..."). Returns buf. */
 char *snug_json_describe(const json_t *v, char *buf, size_t size);
 
 #endif /* SNUG_JSON_H */

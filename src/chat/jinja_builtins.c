@@ -265,8 +265,10 @@ static snug_status f_select(jj_rs *rs, const jj_node *at, const jj_value *in, co
             return jj_fail(rs, at, SNUG_INVALID, "a test name must be a string");
         memcpy(buf, name->u.s.p, name->u.s.n);
         buf[name->u.s.n] = '\0';
+        char shown[64];
         if ((test = jj_test_lookup(buf)) < 0)
-            return jj_fail(rs, at, SNUG_UNSUPPORTED, "the test '%s' is not supported", buf);
+            return jj_fail(rs, at, SNUG_UNSUPPORTED, "the test '%s' is not supported",
+                           snug_bytes_shown(name->u.s.p, name->u.s.n, shown, sizeof shown));
     }
     jj_args targs = {.pos = a->n_pos > off + 1 ? a->pos + off + 1 : NULL,
                      .n_pos = a->n_pos > off + 1 ? a->n_pos - off - 1 : 0,
@@ -314,8 +316,10 @@ static snug_status f_map(jj_rs *rs, const jj_node *at, const jj_value *in, const
             return jj_fail(rs, at, SNUG_INVALID, "map: a filter name must be a string");
         memcpy(buf, name->u.s.p, name->u.s.n);
         buf[name->u.s.n] = '\0';
+        char shown[64];
         if ((filter = jj_filter_lookup(buf)) < 0)
-            return jj_fail(rs, at, SNUG_UNSUPPORTED, "the filter '%s' is not supported", buf);
+            return jj_fail(rs, at, SNUG_UNSUPPORTED, "the filter '%s' is not supported",
+                           snug_bytes_shown(name->u.s.p, name->u.s.n, shown, sizeof shown));
         fargs = (jj_args){.pos = a->n_pos > 1 ? a->pos + 1 : NULL, .n_pos = a->n_pos - 1,
                           .kw_names = a->kw_names, .kw = a->kw, .n_kw = a->n_kw};
     }
@@ -1073,8 +1077,8 @@ snug_status jj_call_builtin(jj_rs *rs, const jj_node *at, jj_fn fn, const jj_val
         jj_value msg;
         if ((st = jj_to_str(rs, at, v[0], &msg)) != SNUG_OK) return st;
         bool first = rs->err.status == SNUG_OK;
-        st = jj_fail(rs, NULL, SNUG_INVALID, "%.*s", (int)SNUG_MIN(msg.u.s.n, (size_t)INT32_MAX),
-                     msg.u.s.p);
+        char shown[SNUG_ERROR_MSG_BYTES]; /* the template's text, often with a client's in it */
+        st = jj_fail(rs, NULL, SNUG_INVALID, "%s", snug_bytes_shown(msg.u.s.p, msg.u.s.n, shown, sizeof shown));
         if (first) rs->fail_kind = SNUG_TEMPLATE_FAIL_RAISED;
         return st;
     }

@@ -26,7 +26,9 @@ static snug_status exec_body(jj_rs *rs, jj_node *const *items, uint32_t n, int *
 
 snug_status jj_undefined_error(jj_rs *rs, const jj_node *at, const jj_value *v)
 {
-    if (v->u.undef_name) return jj_fail(rs, at, SNUG_INVALID, "'%s' is undefined", v->u.undef_name);
+    char shown[64]; /* a name, or a subscript's string key: template or client bytes */
+    if (v->u.undef_name)
+        return jj_fail(rs, at, SNUG_INVALID, "'%s' is undefined", snug_str_shown(v->u.undef_name, shown, sizeof shown));
     return jj_fail(rs, at, SNUG_INVALID, "an undefined value was used");
 }
 

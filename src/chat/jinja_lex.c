@@ -579,7 +579,9 @@ static snug_status lex_tag(lexer *lx, bool block, size_t begin)
                 if ((unsigned char)c >= 0x80)
                     return lex_fail(lx, p, SNUG_UNSUPPORTED,
                                     "non-ASCII characters in a tag (outside strings) are not supported");
-                return lex_fail(lx, p, SNUG_FORMAT, "unexpected character '%c'", c);
+                char shown[8];
+                return lex_fail(lx, p, SNUG_FORMAT, "unexpected character '%s'",
+                                snug_bytes_shown(&c, 1, shown, sizeof shown));
             }
         }
         if (st != SNUG_OK) return st;

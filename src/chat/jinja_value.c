@@ -880,8 +880,10 @@ snug_status jj_compare(jj_rs *rs, const jj_node *at, const jj_value *a, const jj
     if (st != SNUG_OK) return st;
     if (a->kind == JJ_UNDEF || b->kind == JJ_UNDEF) {
         const jj_value *u = a->kind == JJ_UNDEF ? a : b;
+        char shown[64];
         if (u->u.undef_name)
-            return jj_fail(rs, at, SNUG_INVALID, "'%s' is undefined", u->u.undef_name);
+            return jj_fail(rs, at, SNUG_INVALID, "'%s' is undefined",
+                           snug_str_shown(u->u.undef_name, shown, sizeof shown));
         return jj_fail(rs, at, SNUG_INVALID, "an undefined value cannot be compared");
     }
     if (jj_is_number(a) && jj_is_number(b)) {

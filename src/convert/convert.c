@@ -402,8 +402,9 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
                         strcmp(name, g->tensors[k].name) == 0;
             }
             if (!known) {
-                st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%.200s' has no place in a "
-                                 "llama model", path, g->tensors[k].name);
+                char shown[SNUG_SHOWN_MAX];
+                st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no place in a "
+                                 "llama model", path, snug_str_shown(g->tensors[k].name, shown, sizeof shown));
                 goto done;
             }
         }

@@ -77,12 +77,14 @@ static source_ref *ref_of(const load_plan *pl, int32_t param, int32_t source)
     return &pl->refs[(size_t)param * SNUG_PARAM_MAX_SOURCES + (size_t)source];
 }
 
-/* Appends a name to a list message ("a, b, c" then "and N more"). */
+/* Appends a name (a checkpoint's, so escaped: snug_str_shown) to a list
+ * message ("a, b, c" then "and N more"). */
 static void list_add(char *buf, size_t size, int *count, const char *name)
 {
     size_t o = strlen(buf);
+    char shown[124];
     if (*count < LIST_NAMES && o < size)
-        snprintf(buf + o, size - o, "%s'%.120s'", *count ? ", " : "", name);
+        snprintf(buf + o, size - o, "%s'%s'", *count ? ", " : "", snug_str_shown(name, shown, sizeof shown));
     (*count)++;
 }
 

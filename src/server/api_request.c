@@ -38,15 +38,6 @@ void snug_api_limits_set_template(snug_api_limits *l, const char *template_text)
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* The longest prefix of the NUL-terminated, valid UTF-8 s of at most n
- * bytes that does not split a character. */
-static size_t utf8_cut(const char *s, size_t n)
-{
-    if (strlen(s) <= n) return strlen(s);
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
-    return n;
-}
-
 /* Replaces each byte of s that does not start a valid UTF-8 character by
  * '?': jansson's "near '...'" may cut a character in two, and so may a
  * message cut to fit. */
@@ -94,15 +85,12 @@ snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...
     return SNUG_INVALID;
 }
 
-/* Describes v for a message, as snug_json_describe does but cutting long
- * strings between characters (the message must stay valid UTF-8). */
+/* Describes v for a message: snug_json_describe, whose strings are cut
+ * between characters and escaped (the message must stay valid UTF-8 and
+ * carry no control bytes of the client's). */
 static const char *describe(const json_t *v, char buf[96])
 {
-    if (!json_is_string(v)) return snug_json_describe(v, buf, 96);
-    const char *s = json_string_value(v);
-    size_t n = utf8_cut(s, 40);
-    snprintf(buf, 96, "the string \"%.*s%s\"", (int)n, s, s[n] ? "..." : "");
-    return buf;
+    return snug_json_describe(v, buf, 96);
 }
 
 /* A 400: "param: expected <expected>, got <v described>". */
@@ -483,9 +471,10 @@ static snug_status check_content(const json_t *m, size_t i, const char *role, si
         pathf(at, "messages[%zu].content[%zu].type", i, j);
         if (!json_is_string(type)) return api_wrong(err, at, "\"text\"", type);
         if (strcmp(json_string_value(type), "text") != 0) {
-            const char *s = json_string_value(type);
-            return api_bad(err, at, "only text content is supported, got the type \"%.*s\"",
-                       (int)utf8_cut(s, 40), s);
+            char shown[48];
+            return api_bad(err, at, "only text content is supported, got the type \"%s\"",
+                           snug_bytes_shown(json_string_value(type), json_string_length(type), shown,
+                                            sizeof shown));
         }
         if (!json_is_string(text))
             return api_wrong(err, pathf(at, "messages[%zu].content[%zu].text", i, j), "a string", text);
@@ -697,10 +686,10 @@ static snug_status parse_logit_bias(const json_t *body, int32_t n_vocab, snug_ap
     json_object_foreach((json_t *)lb, key, v) {
         snug_logit_bias *b = &r->logit_bias[i++];
         double x = json_is_number(v) ? json_number_value(v) : NAN;
-        char got[96];
+        char got[96], shown[48];
         if (!token_key(key, n_vocab, &b->id))
-            return api_bad(err, "logit_bias", "the key \"%.*s\" is not a token id in [0, %d)",
-                       (int)utf8_cut(key, 40), key, (int)n_vocab);
+            return api_bad(err, "logit_bias", "the key \"%s\" is not a token id in [0, %d)",
+                       snug_str_shown(key, shown, sizeof shown), (int)n_vocab);
         if (!(x >= -100 && x <= 100))
             return api_bad(err, "logit_bias", "token %d: expected a bias in [-100, 100], got %s",
                        b->id, describe(v, got));

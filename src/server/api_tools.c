@@ -166,7 +166,9 @@ static snug_status read_choice(const json_t *body, snug_api_request *r, const ch
         for (size_t i = 0; i < json_array_size(r->tools); i++)
             if (json_equal(name, tool_name(r->tools, i)))
                 return SNUG_OK;
-        return api_bad(err, "tool_choice.function.name", "\"%s\" is not one of the request's tools", *only);
+        char shown[72];
+        return api_bad(err, "tool_choice.function.name", "\"%s\" is not one of the request's tools",
+                       snug_bytes_shown(*only, json_string_length(name), shown, sizeof shown));
     }
     if (r->tool_choice == SNUG_TOOL_CHOICE_REQUIRED && !r->tools)
         return api_bad(err, "tool_choice", "\"required\" needs tools to call: the request has none");

@@ -154,8 +154,10 @@ static snug_status set_pre(snug_tokenizer *t, const snug_gguf_file *f, snug_erro
         st = tok_add_digits(t, err);
         return st == SNUG_OK ? tok_add_split(t, TOK_REGEX_GPT2, TOK_SPLIT_ISOLATED, err) : st;
     }
-    return snug_errorf(err, SNUG_UNSUPPORTED, "%s: %s '%.60s' is not supported (gpt-2, llama-bpe, "
-                       "qwen2 and smollm are)", f->path, K_PRE, pre ? pre : "(absent)");
+    char shown[64];
+    return snug_errorf(err, SNUG_UNSUPPORTED, "%s: %s '%s' is not supported (gpt-2, llama-bpe, "
+                       "qwen2 and smollm are)", f->path, K_PRE, pre ? snug_str_shown(pre, shown, sizeof shown)
+                       : "(absent)");
 }
 
 /* Sets every token: its text, score and attribute. */
@@ -165,7 +167,7 @@ static snug_status read_tokens(snug_tokenizer *t, const snug_gguf_file *f, const
 {
     char *buf = snug_mem_alloc(SNUG_MEM_OTHER, 2 * TOKEN_MAX_BYTES, err);
     if (!buf) return SNUG_NOMEM;
-    char *text = buf + TOKEN_MAX_BYTES;
+    char *text = buf + TOKEN_MAX_BYTES, shown[64];
     *r = (arr_reader){.f = f, .key = K_TOKENS, .pos = tokens->v.arr.offset};
     snug_status st = SNUG_OK;
     for (int32_t id = 0; id < t->n_vocab && st == SNUG_OK; id++) {
@@ -175,13 +177,13 @@ static snug_status read_tokens(snug_tokenizer *t, const snug_gguf_file *f, const
         tok_attr attr = tok_piece_attr(types[id]);
         float score = scores ? scores[id] : 0;
         if (t->kind == TOK_BYTE_LEVEL && attr == TOK_BYTE) {
-            st = tok_bad(err, f->path, "token %d '%.*s' is a byte token in a byte-level (gpt2) "
-                         "vocabulary", id, (int)SNUG_MIN(n, (size_t)40), buf);
+            st = tok_bad(err, f->path, "token %d '%s' is a byte token in a byte-level (gpt2) "
+                         "vocabulary", id, snug_bytes_shown(buf, n, shown, sizeof shown));
         } else if (t->kind == TOK_BYTE_LEVEL && types[id] == TOK_PIECE_NORMAL) {
             size_t k;
             if (!tok_chars_to_bytes(buf, n, text, &k))
-                st = tok_bad(err, f->path, "token %d '%.*s' is not written in the byte-level "
-                             "alphabet", id, (int)SNUG_MIN(n, (size_t)40), buf);
+                st = tok_bad(err, f->path, "token %d '%s' is not written in the byte-level "
+                             "alphabet", id, snug_bytes_shown(buf, n, shown, sizeof shown));
             else
                 st = tok_set(t, id, text, k, score, attr, err);
         } else {
@@ -198,7 +200,7 @@ static snug_status read_merges(snug_tokenizer *t, const snug_gguf_file *f, const
 {
     char *buf = snug_mem_alloc(SNUG_MEM_OTHER, 2 * TOKEN_MAX_BYTES, err);
     if (!buf) return SNUG_NOMEM;
-    char *raw = buf + TOKEN_MAX_BYTES;
+    char *raw = buf + TOKEN_MAX_BYTES, shown[72];
     *r = (arr_reader){.f = f, .key = K_MERGES, .pos = m->v.arr.offset};
     snug_status st = SNUG_OK;
     for (uint64_t i = 0; i < m->v.arr.n && st == SNUG_OK; i++) {
@@ -207,12 +209,12 @@ static snug_status read_merges(snug_tokenizer *t, const snug_gguf_file *f, const
         if (st != SNUG_OK) break;
         const char *sp = memchr(buf, ' ', n);
         if (!sp || sp == buf || sp + 1 == buf + n || memchr(sp + 1, ' ', (size_t)(buf + n - sp - 1))) {
-            st = tok_bad(err, f->path, "%s entry %llu '%.*s' is not two tokens separated by a space",
-                         K_MERGES, (unsigned long long)i, (int)SNUG_MIN(n, (size_t)60), buf);
+            st = tok_bad(err, f->path, "%s entry %llu '%s' is not two tokens separated by a space",
+                         K_MERGES, (unsigned long long)i, snug_bytes_shown(buf, n, shown, sizeof shown));
         } else if (!tok_chars_to_bytes(buf, (size_t)(sp - buf), raw, &nl) ||
                    !tok_chars_to_bytes(sp + 1, (size_t)(buf + n - sp - 1), raw + nl, &nr)) {
-            st = tok_bad(err, f->path, "%s entry %llu '%.*s' is not written in the byte-level alphabet",
-                         K_MERGES, (unsigned long long)i, (int)SNUG_MIN(n, (size_t)60), buf);
+            st = tok_bad(err, f->path, "%s entry %llu '%s' is not written in the byte-level alphabet",
+                         K_MERGES, (unsigned long long)i, snug_bytes_shown(buf, n, shown, sizeof shown));
         } else {
             st = tok_add_merge(t, raw, nl, raw + nl, nr, err);
             if (st != SNUG_OK)
@@ -235,9 +237,10 @@ snug_status tok_from_gguf(const snug_gguf_file *f, snug_tokenizer **out, snug_er
     snug_status st = snug_gguf_get_string(f, K_MODEL, true, &model, NULL, err);
     if (st != SNUG_OK) return st;
     bool llama = strcmp(model, "llama") == 0;
+    char shown[64];
     if (!llama && strcmp(model, "gpt2") != 0)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: %s '%.60s' is not supported (llama and gpt2 "
-                           "are)", f->path, K_MODEL, model);
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: %s '%s' is not supported (llama and gpt2 "
+                           "are)", f->path, K_MODEL, snug_str_shown(model, shown, sizeof shown));
     st = find_array(f, K_TOKENS, SNUG_GGUF_STRING, -1, true, &tokens, err);
     if (st != SNUG_OK) return st;
     if (tokens->v.arr.n == 0 || tokens->v.arr.n > (1 << 24))

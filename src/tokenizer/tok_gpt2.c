@@ -100,9 +100,11 @@ static snug_status sort_added(gpt2_files *f, snug_error *err)
     int32_t n = 0;
     for (int32_t i = 0; i < f->n_added; i++) {
         if (n > 0 && f->added[n - 1].id == f->added[i].id) {
+            char shown[2][48];
             if (strcmp(f->added[n - 1].content, f->added[i].content) != 0)
-                return tok_bad(err, f->cfg_path, "added token %d is both '%.40s' and '%.40s'",
-                               f->added[i].id, f->added[n - 1].content, f->added[i].content);
+                return tok_bad(err, f->cfg_path, "added token %d is both '%s' and '%s'", f->added[i].id,
+                               snug_str_shown(f->added[n - 1].content, shown[0], sizeof shown[0]),
+                               snug_str_shown(f->added[i].content, shown[1], sizeof shown[1]));
             continue;
         }
         f->added[n++] = f->added[i];
@@ -123,12 +125,13 @@ static snug_status collect_added(gpt2_files *f, snug_error *err)
     if (!f->added) return SNUG_NOMEM;
     const char *key;
     json_t *v;
+    char shown[2][48];
     json_object_foreach((json_t *)dec, key, v) {
         added a = {0};
         a.content = json_string_value(json_object_get(v, "content"));
         if (!parse_id(key, &a.id))
-            return tok_bad(err, f->cfg_path, "added_tokens_decoder: '%.40s' is not an id (0 to %d)",
-                           key, (1 << 24) - 1);
+            return tok_bad(err, f->cfg_path, "added_tokens_decoder: '%s' is not an id (0 to %d)",
+                           snug_str_shown(key, shown[0], sizeof shown[0]), (1 << 24) - 1);
         if (!a.content || !*a.content)
             return tok_bad(err, f->cfg_path, "added_tokens_decoder entry %d has no content", a.id);
         a.special = json_is_true(json_object_get(v, "special"));
@@ -142,13 +145,14 @@ static snug_status collect_added(gpt2_files *f, snug_error *err)
     json_object_foreach(f->added_json, key, v) {
         int64_t id = json_integer_value(v);
         if (!json_is_integer(v) || id < 0 || id >= (1 << 24))
-            return tok_bad(err, f->added_path, "'%.40s': the id is not an integer from 0 to %d", key,
-                           (1 << 24) - 1);
+            return tok_bad(err, f->added_path, "'%s': the id is not an integer from 0 to %d",
+                           snug_str_shown(key, shown[0], sizeof shown[0]), (1 << 24) - 1);
         if (!*key) return tok_bad(err, f->added_path, "an added token has empty text");
         added *a = find_added(f, n_dec, (int32_t)id);
         if (a && strcmp(a->content, key) != 0)
-            return tok_bad(err, f->added_path, "'%.40s' has id %lld, which tokenizer_config.json "
-                           "gives to '%.40s'", key, (long long)id, a->content);
+            return tok_bad(err, f->added_path, "'%s' has id %lld, which tokenizer_config.json "
+                           "gives to '%s'", snug_str_shown(key, shown[0], sizeof shown[0]), (long long)id,
+                           snug_str_shown(a->content, shown[1], sizeof shown[1]));
         if (!a)
             f->added[f->n_added++] = (added){(int32_t)id, key, named_special(f->cfg, key), false, false};
     }
@@ -177,9 +181,11 @@ static snug_status pick_family(gpt2_files *f, snug_error *err)
         return SNUG_OK;
     }
     if (strcmp(c, "GPT2Tokenizer") == 0 || strcmp(c, "GPT2TokenizerFast") == 0) return SNUG_OK;
-    return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tokenizer_class '%.60s' with vocab.json and "
+    char shown[64];
+    return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tokenizer_class '%s' with vocab.json and "
                        "merges.txt is not supported (GPT2Tokenizer and Qwen2Tokenizer are; a "
-                       "tokenizer.json would say how it pre-splits)", f->cfg_path, c);
+                       "tokenizer.json would say how it pre-splits)", f->cfg_path,
+                       snug_str_shown(c, shown, sizeof shown));
 }
 
 /* Sizes the vocabulary: the largest id of vocab.json and the added tokens. */
@@ -188,10 +194,12 @@ static snug_status vocab_size(gpt2_files *f, int32_t *n, snug_error *err)
     int64_t max = -1;
     const char *key;
     json_t *v;
+    char shown[64];
     if (!json_is_object(f->vocab)) return tok_bad(err, f->vocab_path, "not a JSON object of token ids");
     json_object_foreach(f->vocab, key, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 24))
-            return tok_bad(err, f->vocab_path, "token '%.60s' has id %s; expected 0 to %d", key,
+            return tok_bad(err, f->vocab_path, "token '%s' has id %s; expected 0 to %d",
+                           snug_str_shown(key, shown, sizeof shown),
                            json_is_integer(v) ? "out of range" : "that is not an integer",
                            (1 << 24) - 1);
         max = SNUG_MAX(max, (int64_t)json_integer_value(v));
@@ -204,7 +212,7 @@ static snug_status vocab_size(gpt2_files *f, int32_t *n, snug_error *err)
 
 static snug_status set_vocab(snug_tokenizer *t, gpt2_files *f, snug_error *err)
 {
-    char buf[TOKEN_MAX_BYTES];
+    char buf[TOKEN_MAX_BYTES], shown[2][64];
     const char *key;
     json_t *v;
     json_object_foreach(f->vocab, key, v) {
@@ -212,15 +220,15 @@ static snug_status set_vocab(snug_tokenizer *t, gpt2_files *f, snug_error *err)
         size_t n = strlen(key);
         const added *a = find_added(f, f->n_added, id);
         if (a && strcmp(a->content, key) != 0)
-            return tok_bad(err, f->vocab_path, "token %d is '%.40s', but the added tokens say '%.40s'",
-                           id, key, a->content);
+            return tok_bad(err, f->vocab_path, "token %d is '%s', but the added tokens say '%s'", id,
+                           snug_str_shown(key, shown[0], 48), snug_str_shown(a->content, shown[1], 48));
         tok_attr attr = a && a->special ? TOK_SPECIAL : TOK_NORMAL;
         if (n >= sizeof buf) return tok_bad(err, f->vocab_path, "token %d is longer than %zu bytes", id, sizeof buf);
         if (attr == TOK_SPECIAL)
             memcpy(buf, key, n);
         else if (!tok_chars_to_bytes(key, n, buf, &n))
-            return tok_bad(err, f->vocab_path, "token %d '%.60s' is not written in the byte-level "
-                           "alphabet", id, key);
+            return tok_bad(err, f->vocab_path, "token %d '%s' is not written in the byte-level "
+                           "alphabet", id, snug_str_shown(key, shown[0], sizeof shown[0]));
         snug_status st = tok_set(t, id, buf, n, 0, attr, err);
         if (st != SNUG_OK) return st;
     }
@@ -229,7 +237,9 @@ static snug_status set_vocab(snug_tokenizer *t, gpt2_files *f, snug_error *err)
         if (t->entries[a->id].attr != TOK_UNUSED) continue;
         snug_status st = tok_set(t, a->id, a->content, strlen(a->content), 0,
                                  a->special ? TOK_SPECIAL : TOK_NORMAL, err);
-        if (st != SNUG_OK) return snug_error_context(err, st, t->source, "added token '%.40s': ", a->content);
+        if (st != SNUG_OK)
+            return snug_error_context(err, st, t->source, "added token '%s': ",
+                                      snug_str_shown(a->content, shown[0], 48));
     }
     return SNUG_OK;
 }
@@ -237,7 +247,7 @@ static snug_status set_vocab(snug_tokenizer *t, gpt2_files *f, snug_error *err)
 /* Reads merges.txt: one "left right" per line in the byte-level alphabet. */
 static snug_status read_merges(snug_tokenizer *t, const char *path, snug_error *err)
 {
-    char *data = NULL, l[TOKEN_MAX_BYTES], r[TOKEN_MAX_BYTES];
+    char *data = NULL, l[TOKEN_MAX_BYTES], r[TOKEN_MAX_BYTES], shown[72];
     size_t len = 0, line = 0;
     snug_status st = snug_file_read_all(path, TOK_NATIVE_MAX_BYTES, &data, &len, err);
     for (size_t pos = 0; st == SNUG_OK && pos < len;) {
@@ -251,14 +261,14 @@ static snug_status read_merges(snug_tokenizer *t, const char *path, snug_error *
         size_t nl_len, nr_len;
         if (!sp || sp == s || sp + 1 == s + n || memchr(sp + 1, ' ', (size_t)(s + n - sp - 1)) ||
             n >= sizeof l) {
-            st = tok_bad(err, path, "line %zu: '%.*s' is not two tokens separated by a space", line,
-                         (int)SNUG_MIN(n, (size_t)60), s);
+            st = tok_bad(err, path, "line %zu: '%s' is not two tokens separated by a space", line,
+                         snug_bytes_shown(s, n, shown, sizeof shown));
             break;
         }
         if (!tok_chars_to_bytes(s, (size_t)(sp - s), l, &nl_len) ||
             !tok_chars_to_bytes(sp + 1, (size_t)(s + n - sp - 1), r, &nr_len)) {
-            st = tok_bad(err, path, "line %zu: '%.*s' is not written in the byte-level alphabet",
-                         line, (int)SNUG_MIN(n, (size_t)60), s);
+            st = tok_bad(err, path, "line %zu: '%s' is not written in the byte-level alphabet",
+                         line, snug_bytes_shown(s, n, shown, sizeof shown));
             break;
         }
         int32_t a = tok_lookup(t, l, nl_len), b = tok_lookup(t, r, nr_len);
@@ -266,8 +276,8 @@ static snug_status read_merges(snug_tokenizer *t, const char *path, snug_error *
         memcpy(both, l, nl_len);
         memcpy(both + nl_len, r, nr_len);
         if (a < 0 || b < 0 || tok_lookup(t, both, nl_len + nr_len) < 0) {
-            st = tok_bad(err, path, "line %zu: merge '%.*s' names %s that is not a token", line,
-                         (int)SNUG_MIN(n, (size_t)60), s,
+            st = tok_bad(err, path, "line %zu: merge '%s' names %s that is not a token", line,
+                         snug_bytes_shown(s, n, shown, sizeof shown),
                          a < 0 ? "a left part" : b < 0 ? "a right part" : "a result");
             break;
         }

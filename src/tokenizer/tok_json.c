@@ -77,6 +77,7 @@ static bool mentions_type(const json_t *o, const char *type)
 static snug_status normalizer(snug_tokenizer *t, const json_t *o, const char *path, snug_error *err)
 {
     const char *type = type_of(o);
+    char shown[64];
     if (strcmp(type, "NFC") == 0) {
         t->nfc = true;
         return SNUG_OK;
@@ -85,7 +86,7 @@ static snug_status normalizer(snug_tokenizer *t, const json_t *o, const char *pa
         const char *p = json_string_value(json_object_get(o, "prepend"));
         if (!p || strcmp(p, SPACE_MARK) != 0)
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: normalizer Prepend of '%s'; snug "
-                               "supports prepending U+2581", path, p ? p : "?");
+                               "supports prepending U+2581", path, p ? snug_str_shown(p, shown, sizeof shown) : "?");
         t->spm_prepend = TOK_PREPEND_EVERY;
         return SNUG_OK;
     }
@@ -99,13 +100,14 @@ static snug_status normalizer(snug_tokenizer *t, const json_t *o, const char *pa
         return SNUG_OK;
     }
     return snug_errorf(err, SNUG_UNSUPPORTED, "%s: normalizer '%s' is not supported (NFC, "
-                       "Prepend, Replace and Sequence are)", path, type);
+                       "Prepend, Replace and Sequence are)", path, snug_str_shown(type, shown, sizeof shown));
 }
 
 static snug_status pre_tokenizer(snug_tokenizer *t, const json_t *o, const char *path,
                                  snug_error *err)
 {
     const char *type = type_of(o);
+    char shown[64];
     if (strcmp(type, "ByteLevel") == 0) {
         t->byte_level_prefix_space = json_is_true(json_object_get(o, "add_prefix_space"));
         const json_t *use = json_object_get(o, "use_regex");
@@ -126,12 +128,14 @@ static snug_status pre_tokenizer(snug_tokenizer *t, const json_t *o, const char 
             b = TOK_SPLIT_REMOVED;
         else
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: Split behavior '%s' is not supported "
-                               "(Isolated and Removed are)", path, behavior ? behavior : "?");
+                               "(Isolated and Removed are)", path,
+                               behavior ? snug_str_shown(behavior, shown, sizeof shown) : "?");
         if (re) return tok_add_split(t, re, b, err);
         if (!lit) return bad(err, path, "a Split pre-tokenizer has no Regex or String pattern");
         char quoted[512];
         if (strlen(lit) > 400 || strstr(lit, "\\E"))
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: Split string pattern '%.40s'", path, lit);
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: Split string pattern '%s'", path,
+                               snug_str_shown(lit, shown, 48));
         snprintf(quoted, sizeof quoted, "\\Q%s\\E", lit);
         return tok_add_split(t, quoted, b, err);
     }
@@ -158,7 +162,8 @@ static snug_status pre_tokenizer(snug_tokenizer *t, const json_t *o, const char 
         return SNUG_OK;
     }
     return snug_errorf(err, SNUG_UNSUPPORTED, "%s: pre-tokenizer '%s' is not supported "
-                       "(ByteLevel, Split, Digits, Metaspace and Sequence are)", path, type);
+                       "(ByteLevel, Split, Digits, Metaspace and Sequence are)", path,
+                       snug_str_shown(type, shown, sizeof shown));
 }
 
 static snug_status decoder(snug_tokenizer *t, const json_t *o, const char *path, snug_error *err)
@@ -183,10 +188,12 @@ static snug_status post_processor(snug_tokenizer *t, const json_t *o, const char
                                   snug_error *err)
 {
     const char *type = type_of(o);
+    char shown[64];
     if (strcmp(type, "ByteLevel") == 0) return SNUG_OK;
     if (strcmp(type, "TemplateProcessing") != 0)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: post-processor '%s' is not supported "
-                           "(TemplateProcessing, ByteLevel and Sequence are)", path, type);
+                           "(TemplateProcessing, ByteLevel and Sequence are)", path,
+                           snug_str_shown(type, shown, sizeof shown));
     const json_t *single = json_object_get(o, "single");
     bool seen_a = false;
     for (size_t i = 0; i < json_array_size(single); i++) {
@@ -199,7 +206,9 @@ static snug_status post_processor(snug_tokenizer *t, const json_t *o, const char
         const char *name = json_string_value(json_object_get(sp, "id"));
         if (!name) return bad(err, path, "post_processor: an item is neither a Sequence nor a SpecialToken");
         int32_t id = tok_find_any(t, name, strlen(name));
-        if (id < 0) return bad(err, path, "post_processor: special token '%.60s' is not in the vocabulary", name);
+        if (id < 0)
+            return bad(err, path, "post_processor: special token '%s' is not in the vocabulary",
+                       snug_str_shown(name, shown, sizeof shown));
         if (!seen_a) {
             t->bos = id;
             t->add_bos = true;
@@ -223,8 +232,10 @@ static snug_status token_text(const snug_tokenizer *t, const char *s, char *out,
         *n = len;
         return SNUG_OK;
     }
+    char shown[64];
     if (!tok_chars_to_bytes(s, len, out, n))
-        return bad(err, path, "token %d '%.60s' is not written in the byte-level alphabet", id, s);
+        return bad(err, path, "token %d '%s' is not written in the byte-level alphabet", id,
+                   snug_str_shown(s, shown, sizeof shown));
     return SNUG_OK;
 }
 
@@ -260,7 +271,9 @@ static snug_status read_vocab(snug_tokenizer *t, const json_t *model, const json
         if (attr == TOK_NORMAL && byte_fallback && klen >= 4 && memcmp(key, "<0x", 3) == 0 &&
             key[klen - 1] == '>') {
             if (!tok_parse_byte_token(key, klen, &byte)) {
-                st = bad(err, path, "vocab: byte token %d is '%.40s'; expected <0x00> to <0xFF>", id, key);
+                char shown[48];
+                st = bad(err, path, "vocab: byte token %d is '%s'; expected <0x00> to <0xFF>", id,
+                         snug_str_shown(key, shown, sizeof shown));
                 break;
             }
             attr = TOK_BYTE;
@@ -295,8 +308,10 @@ static snug_status read_merges(snug_tokenizer *t, const json_t *merges, const ch
         char both[2048];
         if (json_is_string(m)) {
             const char *s = json_string_value(m), *sp = strchr(s, ' ');
+            char shown[72];
             if (!sp || strchr(sp + 1, ' ') || strlen(s) >= sizeof both)
-                return bad(err, path, "merge %zu '%.60s' is not two tokens separated by a space", i, s);
+                return bad(err, path, "merge %zu '%s' is not two tokens separated by a space", i,
+                           snug_str_shown(s, shown, sizeof shown));
             memcpy(both, s, (size_t)(sp - s));
             both[sp - s] = '\0';
             l = both;
@@ -324,9 +339,11 @@ static snug_status scan_ids(const json_t *vocab, const json_t *added, const char
     int64_t max = -1;
     const char *key;
     json_t *v;
+    char shown[64];
     json_object_foreach((json_t *)vocab, key, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 24))
-            return bad(err, path, "vocab: token '%.60s' has id %lld; expected 0 to %d", key,
+            return bad(err, path, "vocab: token '%s' has id %lld; expected 0 to %d",
+                       snug_str_shown(key, shown, sizeof shown),
                        (long long)json_integer_value(v), (1 << 24) - 1);
         max = SNUG_MAX(max, (int64_t)json_integer_value(v));
     }
@@ -351,9 +368,10 @@ static snug_status read_model(snug_tokenizer **out, const json_t *root, const ch
     const json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) return bad(err, path, "no 'model' object");
     const char *mtype = json_string_value(json_object_get(model, "type"));
+    char shown[64];
     if (mtype && strcmp(mtype, "BPE") != 0)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: model type '%s' is not supported (BPE is)",
-                           path, mtype);
+                           path, snug_str_shown(mtype, shown, sizeof shown));
     const json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     const json_t *added = json_object_get(root, "added_tokens");
     if (!json_is_object(vocab)) return bad(err, path, "model.vocab is not an object");
@@ -444,14 +462,17 @@ static snug_status read_tokenizer_config(snug_tokenizer *t, const char *path, sn
     snug_status st = snug_json_load_file_opts(path, CONFIG_MAX_BYTES, SNUG_JSON_INTS_AS_REALS, &cfg, err);
     if (st != SNUG_OK) return st;
     const char *bos = token_field(cfg, "bos_token"), *eos = token_field(cfg, "eos_token");
+    char shown[64];
     if (bos) {
         t->bos = tok_find_any(t, bos, strlen(bos));
-        if (t->bos < 0) st = bad(err, path, "bos_token '%.60s' is not in the vocabulary", bos);
+        if (t->bos < 0)
+            st = bad(err, path, "bos_token '%s' is not in the vocabulary", snug_str_shown(bos, shown, sizeof shown));
         if (st == SNUG_OK) st = tok_set_string(&t->bos_text, bos, err);
     }
     if (st == SNUG_OK && eos) {
         t->eos = tok_find_any(t, eos, strlen(eos));
-        if (t->eos < 0) st = bad(err, path, "eos_token '%.60s' is not in the vocabulary", eos);
+        if (t->eos < 0)
+            st = bad(err, path, "eos_token '%s' is not in the vocabulary", snug_str_shown(eos, shown, sizeof shown));
         if (st == SNUG_OK) st = tok_set_string(&t->eos_text, eos, err);
     }
     if (st == SNUG_OK) st = snug_json_get_bool(cfg, "add_bos_token", path, false, &t->add_bos, NULL, err);

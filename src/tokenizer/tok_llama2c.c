@@ -118,18 +118,19 @@ static snug_status build(const char *name, const uint8_t *data, size_t len, snug
         }
         tok_attr attr = id == 0 ? TOK_UNKNOWN : id <= 2 ? TOK_SPECIAL : TOK_NORMAL;
         if (id == LLAMA2C_BYTE_FIRST) byte_layout = looks_like_byte(s, k) && n >= LLAMA2C_BYTE_FIRST + 256;
+        char shown[32];
         if (looks_like_byte(s, k) && !(in_bytes && byte_layout)) {
-            st = tok_bad(err, name, "token %d '%.*s' looks like a byte token, but byte tokens are "
-                         "3 to 258, from <0x00>", id, (int)SNUG_MIN(k, (size_t)20), (const char *)s);
+            st = tok_bad(err, name, "token %d '%s' looks like a byte token, but byte tokens are "
+                         "3 to 258, from <0x00>", id, snug_bytes_shown(s, k, shown, sizeof shown));
             break;
         }
         if (in_bytes && byte_layout) {
             char want[8];
             snprintf(want, sizeof want, "<0x%02X>", (unsigned)(id - LLAMA2C_BYTE_FIRST));
             if (k != 6 || memcmp(s, want, 6) != 0) {
-                st = tok_bad(err, name, "token %d is '%.*s'; byte tokens 3 to 258 must be <0x00> "
-                             "to <0xFF> in order (expected %s)", id, (int)SNUG_MIN(k, (size_t)20),
-                             (const char *)s, want);
+                st = tok_bad(err, name, "token %d is '%s'; byte tokens 3 to 258 must be <0x00> "
+                             "to <0xFF> in order (expected %s)", id, snug_bytes_shown(s, k, shown, sizeof shown),
+                             want);
                 break;
             }
             attr = TOK_BYTE;

@@ -210,14 +210,15 @@ static snug_status read_specs(const char *name, const uint8_t *data, size_t len,
 static snug_status check_specs(const char *name, const spm_spec *s, snug_error *err)
 {
     static const char *const types[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
+    char shown[48];
     if (s->model_type != 2)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: SentencePiece model type %s is not "
                            "supported (BPE is)", name, s->model_type < 5 ? types[s->model_type] : "unknown");
     if (s->charsmap_len > 0)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: normalizer '%.*s' has normalization rules "
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: normalizer '%s' has normalization rules "
                            "(a precompiled character map), which snug does not implement", name,
-                           (int)SNUG_MIN(s->norm_name_len, (size_t)40),
-                           s->norm_name ? (const char *)s->norm_name : "");
+                           snug_bytes_shown(s->norm_name ? (const char *)s->norm_name : "",
+                                            s->norm_name ? s->norm_name_len : 0, shown, sizeof shown));
     if (s->remove_extra_whitespaces)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: normalizer_spec remove_extra_whitespaces is "
                            "set; snug does not implement it", name);
@@ -260,14 +261,15 @@ static snug_status read_piece(snug_tokenizer *t, const char *name, pb *r, int32_
         if (!ok) return tok_bad(err, name, "piece %d: field %u is truncated or of the wrong type", id, field);
     }
     float score;
+    char shown[48];
     memcpy(&score, &bits, sizeof score);
     if (!text || len == 0) return tok_bad(err, name, "piece %d has no text", id);
     if (type < 1 || type > 6)
-        return tok_bad(err, name, "piece %d '%.*s' has type %llu; expected 1 (NORMAL) to 6 (BYTE)", id,
-                       (int)SNUG_MIN(len, (size_t)40), (const char *)text, (unsigned long long)type);
+        return tok_bad(err, name, "piece %d '%s' has type %llu; expected 1 (NORMAL) to 6 (BYTE)", id,
+                       snug_bytes_shown(text, len, shown, sizeof shown), (unsigned long long)type);
     if (!isfinite(score))
-        return tok_bad(err, name, "piece %d '%.*s' has a score that is not finite", id,
-                       (int)SNUG_MIN(len, (size_t)40), (const char *)text);
+        return tok_bad(err, name, "piece %d '%s' has a score that is not finite", id,
+                       snug_bytes_shown(text, len, shown, sizeof shown));
     if (len > 65536) return tok_bad(err, name, "piece %d is longer than 64 KiB", id);
     types[id] = (uint8_t)type;
     if (type == TOK_PIECE_UNKNOWN && t->unk >= 0)
@@ -320,8 +322,9 @@ static snug_status build(const char *name, const uint8_t *data, size_t len, snug
     if (s.unk_id >= 0 && types[s.unk_id] != TOK_PIECE_UNKNOWN) {
         size_t k;
         const char *text = tok_text(t, (int32_t)s.unk_id, &k);
-        st = tok_bad(err, name, "trainer_spec unk_id %lld is piece '%.*s', not the UNKNOWN piece",
-                     (long long)s.unk_id, (int)SNUG_MIN(k, (size_t)40), text);
+        char shown[48];
+        st = tok_bad(err, name, "trainer_spec unk_id %lld is piece '%s', not the UNKNOWN piece",
+                     (long long)s.unk_id, snug_bytes_shown(text, k, shown, sizeof shown));
         goto done;
     }
     t->merge_mode = TOK_MERGE_SCORES;

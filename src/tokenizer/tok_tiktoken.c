@@ -134,15 +134,16 @@ static snug_status on_line(void *ctx, const uint8_t *line, size_t n, size_t numb
     scan *s = ctx;
     size_t b64_len, k;
     int64_t rank;
+    char shown[48];
     if (!split_line(line, n, &b64_len, &rank))
-        return tok_bad(err, s->name, "line %zu: '%.*s' is not \"base64 rank\"", number,
-                       (int)SNUG_MIN(n, (size_t)40), (const char *)line);
+        return tok_bad(err, s->name, "line %zu: '%s' is not \"base64 rank\"", number,
+                       snug_bytes_shown(line, n, shown, sizeof shown));
     if (b64_len > TIKTOKEN_MAX_LINE)
         return tok_bad(err, s->name, "line %zu: a token of more than %d base64 characters", number,
                        TIKTOKEN_MAX_LINE);
     if (!b64_decode(line, b64_len, s->buf, &k))
-        return tok_bad(err, s->name, "line %zu: '%.*s' is not base64", number,
-                       (int)SNUG_MIN(b64_len, (size_t)40), (const char *)line);
+        return tok_bad(err, s->name, "line %zu: '%s' is not base64", number,
+                       snug_bytes_shown(line, b64_len, shown, sizeof shown));
     if (!s->t) {
         if (++s->n > (1 << 24) - LLAMA3_N_SPECIAL)
             return tok_bad(err, s->name, "more than %d tokens", (1 << 24) - LLAMA3_N_SPECIAL);

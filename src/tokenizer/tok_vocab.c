@@ -103,13 +103,14 @@ snug_status tok_set(snug_tokenizer *t, int32_t id, const char *text, size_t len,
         return snug_errorf(err, SNUG_FORMAT, "%s: token id %d is outside the vocabulary (0 to %d)",
                            t->source, id, t->n_vocab - 1);
     tok_entry *e = &t->entries[id];
+    char shown[48];
     if (e->attr != TOK_UNUSED)
         return snug_errorf(err, SNUG_FORMAT, "%s: token id %d is given twice", t->source, id);
     if (len == 0 && attr == TOK_NORMAL)
         return snug_errorf(err, SNUG_FORMAT, "%s: token %d has empty text", t->source, id);
     if (attr == TOK_BYTE && t->kind == TOK_SENTENCEPIECE && !tok_parse_byte_token(text, len, &e->byte))
-        return snug_errorf(err, SNUG_FORMAT, "%s: byte token %d is '%.*s'; expected <0x00> to "
-                           "<0xFF>", t->source, id, (int)SNUG_MIN(len, (size_t)40), text);
+        return snug_errorf(err, SNUG_FORMAT, "%s: byte token %d is '%s'; expected <0x00> to "
+                           "<0xFF>", t->source, id, snug_bytes_shown(text, len, shown, sizeof shown));
     snug_status st = pool_append(t, text, len, &e->off, err);
     if (st != SNUG_OK) return st;
     e->len = (uint32_t)len;
@@ -167,10 +168,11 @@ snug_status tok_index(snug_tokenizer *t, snug_error *err)
         uint32_t i = (uint32_t)hash_bytes(s, e->len) & mask;
         for (; t->hash[i] >= 0; i = (i + 1) & mask) {
             const tok_entry *o = &t->entries[t->hash[i]];
+            char shown[64];
             if (o->len == e->len && memcmp(t->text + o->off, s, e->len) == 0)
                 return snug_errorf(err, SNUG_FORMAT, "%s: tokens %d and %d have the same text "
-                                   "'%.*s'", t->source, t->hash[i], id,
-                                   (int)SNUG_MIN(e->len, 60u), s);
+                                   "'%s'", t->source, t->hash[i], id,
+                                   snug_bytes_shown(s, e->len, shown, sizeof shown));
         }
         t->hash[i] = id;
     }
@@ -211,10 +213,11 @@ snug_status tok_add_merge(snug_tokenizer *t, const char *left, size_t left_len,
 {
     int32_t n = t->n_merges;
     int32_t a = tok_lookup(t, left, left_len), b = tok_lookup(t, right, right_len);
+    char shown[3][48];
     if (a < 0 || b < 0)
-        return snug_errorf(err, SNUG_FORMAT, "%s: merge %d ('%.*s' '%.*s') names %s that is not a "
-                           "token", t->source, n, (int)SNUG_MIN(left_len, (size_t)40), left,
-                           (int)SNUG_MIN(right_len, (size_t)40), right,
+        return snug_errorf(err, SNUG_FORMAT, "%s: merge %d ('%s' '%s') names %s that is not a "
+                           "token", t->source, n, snug_bytes_shown(left, left_len, shown[0], sizeof shown[0]),
+                           snug_bytes_shown(right, right_len, shown[1], sizeof shown[1]),
                            a < 0 ? "a left part" : "a right part");
     char both[512];
     if (left_len + right_len > sizeof both)
@@ -224,10 +227,10 @@ snug_status tok_add_merge(snug_tokenizer *t, const char *left, size_t left_len,
     memcpy(both + left_len, right, right_len);
     int32_t r = tok_lookup(t, both, left_len + right_len);
     if (r < 0)
-        return snug_errorf(err, SNUG_FORMAT, "%s: merge %d ('%.*s' '%.*s') makes '%.*s', which is "
-                           "not a token", t->source, n, (int)SNUG_MIN(left_len, (size_t)40), left,
-                           (int)SNUG_MIN(right_len, (size_t)40), right,
-                           (int)SNUG_MIN(left_len + right_len, (size_t)80), both);
+        return snug_errorf(err, SNUG_FORMAT, "%s: merge %d ('%s' '%s') makes '%s', which is "
+                           "not a token", t->source, n, snug_bytes_shown(left, left_len, shown[0], sizeof shown[0]),
+                           snug_bytes_shown(right, right_len, shown[1], sizeof shown[1]),
+                           snug_bytes_shown(both, left_len + right_len, shown[2], sizeof shown[2]));
     if ((uint64_t)(n + 1) * 2 > t->merge_cap) { /* grow: rehash into twice the room */
         uint32_t old_cap = t->merge_cap;
         struct tok_merge *old = t->merges;
