@@ -37,10 +37,10 @@ enum {
 };
 
 /* The time a step gives to mask walks: this share of its forward pass, at
- * least SNUG_CONSTRAIN_WALK_MIN_S (a request beside walks keeps 1 / 1.2 of
+ * least SNUG_CONSTRAIN_WALK_MIN_S (a request beside walks keeps 1 / 1.1 of
  * its speed); with nothing to run, walks go on in slices of
  * SNUG_CONSTRAIN_WALK_IDLE_S. */
-#define SNUG_CONSTRAIN_WALK_SHARE 0.2
+#define SNUG_CONSTRAIN_WALK_SHARE 0.1
 #define SNUG_CONSTRAIN_WALK_MIN_S 0.0005
 #define SNUG_CONSTRAIN_WALK_IDLE_S 0.02
 

@@ -12,46 +12,22 @@
 //   - fairness: grammars whose every token reaches a new matcher state force a walk of the
 //     128,256-token vocabulary per token (30-45 ms); a plain request beside 16 such clients
 //     took 100x its time alone. It must keep at least 0.4 of its speed, the best of three
-//     runs each (the engine gives walks 0.2 of each step and sequences waiting for a mask sit
+//     runs each (the engine gives walks 0.1 of each step and sequences waiting for a mask sit
 //     out; the rest is the clients' HTTP work and a bigger batch on the same two cores;
 //     bench/structured measures the 1B against the goal of 0.8).
 // The model: a small synthetic Llama (4 layers, hidden 512) with the Llama 3 tokenizer, made by
 // snug mkmodel in a temporary directory. Prints ok/FAIL lines and "N passed, M failed"; only
 // node's built-in modules.
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { build, check, show, Server, run } from '../lib/harness.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const build = path.resolve(process.cwd(), process.argv[2] ?? 'build');
-const bin = path.join(build, 'snug');
-const WATCHDOG_MS = 100_000;
 const ADVERSARIES = 16;
 
-const started = performance.now();
-let passed = 0;
-let failed = 0;
-const ok = (name, got) => {
-    console.log(`ok - ${name}${got ? ` (${got})` : ''}`);
-    passed++;
-};
-const fail = (name, ...details) => {
-    console.log(`FAIL - ${name}`);
-    for (const l of details) if (l) console.log(`  ${l}`);
-    failed++;
-};
-const check = (name, failure, got, ...details) => (failure ? fail(name, failure, ...details) : ok(name, got));
-const show = (v, n = 300) => {
-    const s = JSON.stringify(v) ?? String(v);
-    return s.length > n ? `${s.slice(0, n)}...` : s;
-};
-
 let server = null;
-let serverExit = null;
-let serverErr = '';
 let base = null;
 const dir = mkdtempSync(path.join(os.tmpdir(), 'snug-grammar-attacks-'));
 
@@ -234,72 +210,22 @@ async function fairness() {
         `${waiting} waiting`);
 }
 
-async function startServer() {
-    execFileSync(bin, ['mkmodel', '--preset', 'llama-3.2-1b', '--dtype', 'bf16', '--layers', '4', '--hidden', '512',
-        '--intermediate', '1536', '--heads', '8', '--kv-heads', '2', path.join(dir, 'm')], { stdio: 'ignore' });
-    server = spawn(bin, ['serve', path.join(dir, 'm'), '--port', '0', '--threads', '2', '--memory', '1GiB',
-        '--max-model-len', '512', '--max-connections', '64', '--no-access-log'],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    serverExit = new Promise((resolve) => server.once('exit', (code, signal) => {
-        server = null;
-        resolve({ code, signal });
-    }));
-    server.stderr.setEncoding('utf8');
-    server.stderr.on('data', (d) => { serverErr = (serverErr + d).slice(-4000); });
-    server.stdout.setEncoding('utf8');
-    let out = '';
-    base = await new Promise((resolve) => {
-        const timer = setTimeout(() => resolve(null), 30_000);
-        server.stdout.on('data', (d) => {
-            out = (out + d).slice(-8000);
-            const m = /^serving .* on (http:\/\/[0-9.]+:\d+)/m.exec(out);
-            if (m) {
-                clearTimeout(timer);
-                resolve(m[1]);
-            }
-        });
-        serverExit.then(() => {
-            clearTimeout(timer);
-            resolve(null);
-        });
-    });
-    check('the server started', base ? null : 'no serving line within 30 s', base, ...serverErr.split('\n').slice(-5));
-    return base !== null;
-}
-
-function finish(code) {
-    if (server) server.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-    console.log(`# ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    console.log(`${passed} passed, ${failed} failed`);
-    process.exit(code ?? (failed ? 1 : 0));
-}
-
-process.on('exit', () => { if (server) server.kill('SIGKILL'); });
-setTimeout(() => {
-    fail(`the whole file finishes within ${WATCHDOG_MS / 1000} s`, 'still running; stopped');
-    finish(1);
-}, WATCHDOG_MS).unref();
-
 async function main() {
-    if (!(await startServer())) return;
+    execFileSync(path.join(build, 'snug'), ['mkmodel', '--preset', 'llama-3.2-1b', '--dtype', 'bf16', '--layers', '4',
+        '--hidden', '512', '--intermediate', '1536', '--heads', '8', '--kv-heads', '2', path.join(dir, 'm')],
+    { stdio: 'ignore' });
+    server = new Server([path.join(dir, 'm'), '--threads', '2', '--memory', '1GiB', '--max-model-len', '512',
+        '--max-connections', '64', '--no-access-log']);
+    if (!(await server.start())) return;
+    base = server.base;
     for (const f of [deepAndLong, hugeSchemas, wideButValid, manyTools, fairness]) {
-        if (!server) break;
+        if (!server.running) break;
         const t0 = performance.now();
         await f();
         console.log(`# ${f.name}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
-    if (!server) {
-        const x = await serverExit;
-        return fail('the server runs through the checks', `exited (status ${x.code}, signal ${x.signal})`,
-            ...serverErr.split('\n').slice(-8));
-    }
-    server.kill('SIGTERM');
-    const x = await Promise.race([serverExit, sleep(10_000).then(() => null)]);
-    check('the server exits 0 on SIGTERM', x && x.code === 0 ? null : `exit ${show(x)}`);
+    if (!server.running) return server.died();
+    await server.stop();
 }
 
-main().then(() => finish(), (e) => {
-    fail('the tests ran to their end', e.stack ?? String(e));
-    finish(1);
-});
+run(main, { servers: () => [server], cleanup: () => rmSync(dir, { recursive: true, force: true }) });

@@ -39,39 +39,13 @@
 // "ok - ..." / "FAIL - ..." line per check (a failure's details indented under it) and a final
 // "N passed, M failed" (see tests/run); exit status 1 if any failed. A watchdog fails the file
 // at 100 s. Only node's built-in modules.
-import { spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const build = path.resolve(process.cwd(), process.argv[2] ?? 'build');
+import { check, fail, show, Server, run } from '../lib/harness.mjs';
 
 const SCHEMAS = 80; // generated schemas
 const SCHEMA_SEED = 20261202; // the generator's seed: the same schemas every run
 const PARALLEL = 4; // schema requests in flight at once
 const MAX_TOKENS = 400; // per answer; the model's length is 512 and the prompts are short
 const REQUEST_MS = 30_000; // one request's limit
-const WATCHDOG_MS = 100_000;
-
-const started = performance.now();
-let passed = 0;
-let failed = 0;
-const ok = (name, got) => {
-    console.log(`ok - ${name}${got ? ` (${got})` : ''}`);
-    passed++;
-};
-const fail = (name, ...details) => {
-    console.log(`FAIL - ${name}`);
-    for (const l of details) if (l) console.log(`  ${l}`);
-    failed++;
-};
-// check(name, failure or null, got, ...details): one line for a check
-const check = (name, failure, got, ...details) => (failure ? fail(name, failure, ...details) : ok(name, got));
-const show = (v, n = 600) => {
-    const s = JSON.stringify(v) ?? String(v);
-    return s.length > n ? `${s.slice(0, n)}...` : s;
-};
 
 // ---- a seeded generator of JSON schemas -----------------------------------------------------
 
@@ -807,94 +781,21 @@ async function alive() {
 
 // ---- the server -----------------------------------------------------------------------------
 
-let server = null; // the child process while it runs
-let serverExit = null; // a promise of {code, signal}
-let serverErr = ''; // the tail of its stderr
-
-async function startServer() {
-    const bin = path.join(build, 'snug');
-    server = spawn(bin, ['serve', '--port', '0', '--threads', '1', '--memory', '256MiB', '--max-model-len', '512',
-        '--no-access-log'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    serverExit = new Promise((resolve) => server.once('exit', (code, signal) => {
-        server = null;
-        resolve({ code, signal });
-    }));
-    server.once('error', (e) => { serverErr += `cannot run ${bin}: ${e.message}\n`; });
-    server.stderr.setEncoding('utf8');
-    server.stderr.on('data', (d) => { serverErr = (serverErr + d).slice(-4000); });
-    server.stdout.setEncoding('utf8');
-    let out = '';
-    base = await new Promise((resolve) => {
-        const timer = setTimeout(() => resolve(null), 30_000);
-        server.stdout.on('data', (d) => {
-            out = (out + d).slice(-8000);
-            const m = /^serving .* on (http:\/\/[0-9.]+:\d+)/m.exec(out);
-            if (m) {
-                clearTimeout(timer);
-                resolve(m[1]);
-            }
-        });
-        serverExit.then(() => {
-            clearTimeout(timer);
-            resolve(null);
-        });
-    });
-    check('the server started', base ? null : "no 'serving ... on http://HOST:PORT' line within 30 s", base,
-        ...out.split('\n').slice(-5), ...serverErr.split('\n').slice(-5));
-    return base !== null;
-}
-
-async function stopServer() {
-    const name = 'the server exits 0 on SIGTERM within 10 s';
-    if (!server) {
-        const x = await serverExit;
-        return fail(name, `it had exited (status ${x.code}, signal ${x.signal})`, ...serverErr.split('\n').slice(-8));
-    }
-    server.kill('SIGTERM');
-    const x = await Promise.race([serverExit, sleep(10_000).then(() => null)]);
-    if (!x) {
-        server?.kill('SIGKILL');
-        return fail(name, 'still running after 10 s; killed');
-    }
-    check(name, x.code === 0 ? null : `status ${x.code}, signal ${x.signal}`, null, ...serverErr.split('\n').slice(-5));
-}
-
-function finish(code) {
-    if (server) server.kill('SIGKILL');
-    console.log(`# ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    console.log(`${passed} passed, ${failed} failed`);
-    process.exit(code ?? (failed ? 1 : 0));
-}
-
-process.on('exit', () => { if (server) server.kill('SIGKILL'); });
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => {
-    fail('the tests ran to their end', `stopped by ${sig}`);
-    finish(1);
-});
-setTimeout(() => {
-    fail(`the whole file finishes within ${WATCHDOG_MS / 1000} s`, 'still running; stopped');
-    finish(1);
-}, WATCHDOG_MS).unref();
+let server = null;
 
 async function main() {
-    if (!(await startServer())) return;
+    server = new Server(['--threads', '1', '--memory', '256MiB', '--max-model-len', '512', '--no-access-log']);
+    if (!(await server.start())) return;
+    base = server.base;
     for (const f of [generatedSchemas, escapesAndUtf8, jsonObject, gbnf, choicesAndSeeds, toolCalls, otherFields,
         badRequests, alive]) {
-        if (!server) break;
+        if (!server.running) break;
         const t0 = performance.now();
         await f();
         console.log(`# ${f.name}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
-    if (!server) {
-        const x = await serverExit;
-        fail('the server runs through the checks', `exited (status ${x.code}, signal ${x.signal})`,
-            ...serverErr.split('\n').slice(-8));
-        return;
-    }
-    await stopServer();
+    if (!server.running) return server.died();
+    await server.stop();
 }
 
-main().then(() => finish(), (e) => {
-    fail('the tests ran to their end', e.stack ?? String(e));
-    finish(1);
-});
+run(main, { servers: () => [server] });

@@ -19,37 +19,12 @@
 // Usage: node tests/server/tools.mjs BUILD_DIR (default build), from anywhere. Prints one
 // "ok - ..." / "FAIL - ..." line per check and a final "N passed, M failed" (see tests/run); exit
 // status 1 if any failed. A watchdog fails the file at 100 s. Only node's built-in modules.
-import { spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const build = path.resolve(process.cwd(), process.argv[2] ?? 'build');
+import { check, show, Server, run } from '../lib/harness.mjs';
 
 const REQUEST_MS = 30_000;
-const WATCHDOG_MS = 100_000;
 const MAX_TOKENS = 200;
 const SEEDS = [1, 2, 3, 4, 5];
 const PARALLEL_SEEDS = [4, 23, 26];
-
-const started = performance.now();
-let passed = 0;
-let failed = 0;
-const ok = (name, got) => {
-    console.log(`ok - ${name}${got ? ` (${got})` : ''}`);
-    passed++;
-};
-const fail = (name, ...details) => {
-    console.log(`FAIL - ${name}`);
-    for (const l of details) if (l) console.log(`  ${l}`);
-    failed++;
-};
-const check = (name, failure, got, ...details) => (failure ? fail(name, failure, ...details) : ok(name, got));
-const show = (v, n = 600) => {
-    const s = JSON.stringify(v) ?? String(v);
-    return s.length > n ? `${s.slice(0, n)}...` : s;
-};
 
 // Two tools whose parameters bound every string, so that a call fits in MAX_TOKENS.
 const TOOLS = [
@@ -232,76 +207,7 @@ async function plainChecks(format) {
 
 // ---- the server -----------------------------------------------------------------------------
 
-let server = null; // the child process while it runs
-let serverExit = null; // a promise of {code, signal}
-let serverErr = ''; // the tail of its stderr
-
-async function startServer(template) {
-    const bin = path.join(build, 'snug');
-    serverErr = '';
-    server = spawn(bin, ['serve', '--port', '0', '--threads', '1', '--memory', '256MiB', '--max-model-len', '512',
-        '--no-access-log', '--chat-template', template], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    serverExit = new Promise((resolve) => server.once('exit', (code, signal) => {
-        server = null;
-        resolve({ code, signal });
-    }));
-    server.once('error', (e) => { serverErr += `cannot run ${bin}: ${e.message}\n`; });
-    server.stderr.setEncoding('utf8');
-    server.stderr.on('data', (d) => { serverErr = (serverErr + d).slice(-4000); });
-    server.stdout.setEncoding('utf8');
-    let out = '';
-    base = await new Promise((resolve) => {
-        const timer = setTimeout(() => resolve(null), 30_000);
-        server.stdout.on('data', (d) => {
-            out = (out + d).slice(-8000);
-            const m = /^serving .* on (http:\/\/[0-9.]+:\d+)/m.exec(out);
-            if (m) {
-                clearTimeout(timer);
-                resolve(m[1]);
-            }
-        });
-        serverExit.then(() => {
-            clearTimeout(timer);
-            resolve(null);
-        });
-    });
-    check(`the server started with --chat-template ${template}`,
-        base ? null : "no 'serving ... on http://HOST:PORT' line within 30 s", base,
-        ...out.split('\n').slice(-5), ...serverErr.split('\n').slice(-5));
-    return base !== null;
-}
-
-async function stopServer() {
-    const name = 'the server exits 0 on SIGTERM within 10 s';
-    if (!server) {
-        const x = await serverExit;
-        return fail(name, `it had exited (status ${x.code}, signal ${x.signal})`, ...serverErr.split('\n').slice(-8));
-    }
-    server.kill('SIGTERM');
-    const x = await Promise.race([serverExit, sleep(10_000).then(() => null)]);
-    if (!x) {
-        server?.kill('SIGKILL');
-        return fail(name, 'still running after 10 s; killed');
-    }
-    check(name, x.code === 0 ? null : `status ${x.code}, signal ${x.signal}`, null, ...serverErr.split('\n').slice(-5));
-}
-
-function finish(code) {
-    if (server) server.kill('SIGKILL');
-    console.log(`# ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    console.log(`${passed} passed, ${failed} failed`);
-    process.exit(code ?? (failed ? 1 : 0));
-}
-
-process.on('exit', () => { if (server) server.kill('SIGKILL'); });
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => {
-    fail('the tests ran to their end', `stopped by ${sig}`);
-    finish(1);
-});
-setTimeout(() => {
-    fail(`the whole file finishes within ${WATCHDOG_MS / 1000} s`, 'still running; stopped');
-    finish(1);
-}, WATCHDOG_MS).unref();
+let server = null; // the one running
 
 async function main() {
     const runs = [
@@ -309,16 +215,16 @@ async function main() {
         ['mistral', 'tests/data/chat/mistral-tools.jinja', mistralCalls, /^[A-Za-z0-9]{9}$/, false],
     ];
     for (const [format, template, readText, idPattern, parallel] of runs) {
-        if (!(await startServer(template))) return;
+        server = new Server(['--threads', '1', '--memory', '256MiB', '--max-model-len', '512', '--no-access-log',
+            '--chat-template', template], `the server with --chat-template ${template}`);
+        if (!(await server.start())) return;
+        base = server.base;
         const t0 = performance.now();
         await callsChecks(format, readText, idPattern, parallel);
-        if (server) await plainChecks(format);
+        if (server.running) await plainChecks(format);
         console.log(`# ${format}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-        await stopServer();
+        await server.stop();
     }
 }
 
-main().then(() => finish(), (e) => {
-    fail('the tests ran to their end', e.stack ?? String(e));
-    finish(1);
-});
+run(main, { servers: () => [server] });
