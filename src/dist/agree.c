@@ -31,14 +31,6 @@ snug_status snug_dist_agree(snug_comm *c, snug_status st, snug_error *err)
                        size, wire.msg);
 }
 
-uint64_t snug_hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    if (h == SNUG_HASH_SEED) h = 14695981039346656037ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* Hashes the first n bytes of the open file fd into *h. */
 static snug_status hash_prefix(int fd, uint64_t n, const char *path, uint64_t *h, snug_error *err)
 {

@@ -10,6 +10,7 @@
 #define SNUG_AGREE_H
 
 #include "base/common.h"
+#include "base/hash.h"
 #include "comm.h"
 #include "formats/checkpoint.h"
 
@@ -21,11 +22,6 @@
  * it is. Call it with a status no agreement has seen yet (a status already
  * agreed is every rank's: pass it on, do not agree it again). */
 snug_status snug_dist_agree(snug_comm *c, snug_status st, snug_error *err);
-
-/* 64-bit FNV-1a of n bytes, continuing from h (start from
- * SNUG_HASH_SEED). Pure. */
-enum { SNUG_HASH_SEED = 0 };
-uint64_t snug_hash_bytes(uint64_t h, const void *p, size_t n);
 
 /* The hash of what every rank must share about ck: config.json's bytes
  * (*config) and every safetensors file's header bytes and size (*headers).

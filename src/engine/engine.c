@@ -9,6 +9,7 @@
 #include "engine.h"
 
 #include "dist/agree.h"
+#include "grammar_keys.h"
 
 #include "base/device.h"
 
@@ -50,8 +51,11 @@ struct snug_engine {
     int32_t *walk_list;             /* [max_num_seqs] slots waiting for a mask walk, in turn */
     int32_t n_walk_list, walk_at;   /* their count, and the next to walk */
     int32_t walk_turn;              /* the slot after the last walked: the list starts there */
-    uint64_t grammar_seed;          /* keys grammars in the mask cache (unguessable: a
-                                     * client cannot make its grammar's key another's) */
+    snug_grammar_keys grammar_keys; /* the mask cache's key of each grammar (the mutex's) */
+    void *grammar_keys_mem;
+    uint64_t grammar_secret[4];     /* keys grammars' two hashes (grammar_keys.h): nobody can
+                                     * choose grammars that collide, and a collision costs a key,
+                                     * never a mask */
     snug_engine_counters c;
     /* the plan, made on the loop's thread (see snug_engine_open) */
     const char *dir;
@@ -87,7 +91,14 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->prompt_lp = k == 0 ? r->prompt_logprobs : NULL; /* the choices share one prompt */
     q->t_last = 0;
     q->grammar = r->grammar;
-    q->grammar_key = r->grammar_key;
+    if (r->grammar) { /* a key per slot held, the grammar's own (the table outnumbers the slots) */
+        bool dropped = false;
+        uint64_t old = 0;
+        bool taken = snug_grammar_keys_take(&e->grammar_keys, r->grammar_hash, r->grammar_digest, r->grammar,
+                                            &q->grammar_key, &dropped, &old);
+        SNUG_ASSERT(taken);
+        if (dropped) snug_tokmask_cache_drop(&e->p->serving.constrain.cache, old); /* the loop's thread */
+    }
     q->grammar_failed = r->grammar && snug_gmatch_start(&q->match, q->match_mem, SNUG_CONSTRAIN_STACKS,
                                                         SNUG_CONSTRAIN_DEPTH, r->grammar, NULL) != SNUG_OK;
     q->gen++;
@@ -104,6 +115,13 @@ static void free_slot(snug_engine *e, int32_t i)
     snug_seq_slot *q = slot_of(e, i);
     snug_request *r = q->owner;
     if (e->sched.seqs[i].phase != SNUG_SEQ_FREE) snug_sched_finish(&e->sched, i);
+    if (q->grammar) {
+        const snug_grammar *other = NULL; /* another holder of the key, if any, stands for it */
+        for (int32_t k = 0; k < e->p->serving.shape.max_num_seqs && !other; k++)
+            if (k != i && slot_of(e, k)->grammar && slot_of(e, k)->grammar_key == q->grammar_key)
+                other = slot_of(e, k)->grammar;
+        snug_grammar_keys_release(&e->grammar_keys, q->grammar_key, q->grammar, other);
+    }
     q->owner = NULL;
     q->grammar = NULL; /* the owner's, freed after it is released */
     q->ring_n = 0;
@@ -603,14 +621,17 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
     e->queue = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)q_cap * sizeof *e->queue, err);
     e->ring_pos = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->ring_pos, err);
     e->walk_list = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->walk_list, err);
-    if (!e->queue || !e->ring_pos || !e->walk_list) {
+    int32_t n_keys = max_seqs + SNUG_CONSTRAIN_CACHE; /* the live grammars, and as many retired as masks */
+    e->grammar_keys_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_grammar_keys_bytes(n_keys), err);
+    if (!e->queue || !e->ring_pos || !e->walk_list || !e->grammar_keys_mem) {
         st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
         goto fail;
     }
     e->q_cap = q_cap;
-    if (getrandom(&e->grammar_seed, sizeof e->grammar_seed, GRND_NONBLOCK) != (ssize_t)sizeof e->grammar_seed)
-        e->grammar_seed = (uint64_t)(snug_now_seconds() * 1e9) ^ (uint64_t)(uintptr_t)e;
-    e->grammar_seed |= 1; /* never SNUG_HASH_SEED's 0, which snug_hash_bytes takes for "start" */
+    snug_grammar_keys_init(&e->grammar_keys, e->grammar_keys_mem, n_keys);
+    if (getrandom(e->grammar_secret, sizeof e->grammar_secret, GRND_NONBLOCK) != (ssize_t)sizeof e->grammar_secret)
+        for (int i = 0; i < 4; i++) /* no entropy yet: the clock, spread (a weaker secret, still a compare) */
+            e->grammar_secret[i] = snug_hash_bytes((uint64_t)(snug_now_seconds() * 1e9) + (uint64_t)i, &e, sizeof e);
     e->dir = dir;
     e->plan_opts = &opts->plan;
     e->open_err = err;
@@ -725,25 +746,13 @@ snug_status snug_engine_check(const snug_engine *e, snug_request *r, snug_error 
     return st == SNUG_OK ? snug_stop_params_validate(&r->stop, err) : st;
 }
 
-/* The key of grammar g in the mask cache: its rules' hash under the
- * engine's seed, so that equal grammars share masks and nobody can give
- * another grammar the same key on purpose. */
-static uint64_t grammar_key(const snug_engine *e, const snug_grammar *g)
-{
-    uint64_t h = snug_hash_bytes(e->grammar_seed, &g->root, sizeof g->root);
-    h = snug_hash_bytes(h, &g->n_rules, sizeof g->n_rules);
-    h = snug_hash_bytes(h, g->start, (size_t)g->n_rules * sizeof *g->start);
-    h = snug_hash_bytes(h, g->alt_first, ((size_t)g->n_rules + 1) * sizeof *g->alt_first);
-    h = snug_hash_bytes(h, g->alts, (size_t)g->alt_first[g->n_rules] * sizeof *g->alts);
-    h = snug_hash_bytes(h, g->elems, (size_t)g->n_elems * sizeof *g->elems);
-    return snug_hash_bytes(h, g->sets, (size_t)g->n_sets * sizeof *g->sets);
-}
-
 snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
 {
     snug_status st = snug_engine_check(e, r, err);
     if (st != SNUG_OK) return st;
-    uint64_t key = r->grammar ? grammar_key(e, r->grammar) : 0; /* outside the mutex */
+    /* the grammar's key and digest (grammar_keys.h), outside the mutex: linear in its size */
+    uint64_t hash = r->grammar ? snug_grammar_hash(r->grammar, e->grammar_secret) : 0;
+    uint64_t digest = r->grammar ? snug_grammar_hash(r->grammar, e->grammar_secret + 2) : 0;
     pthread_mutex_lock(&e->mu);
     if (e->stopping || e->failed) {
         st = snug_errorf(err, SNUG_BUSY, "the engine is %s", e->failed ? "failed" : "stopping");
@@ -754,7 +763,8 @@ snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
         r->cancelled = false;
         r->n_live = r->n;
         r->cached_tokens = -1;
-        r->grammar_key = key;
+        r->grammar_hash = hash;
+        r->grammar_digest = digest;
         r->state = REQ_QUEUED;
         r->t_submit = snug_now_seconds();
         e->queue[(e->q_head + e->q_n++) % e->q_cap] = r;
@@ -930,6 +940,7 @@ void snug_engine_close(snug_engine *e)
     snug_planner_close(e->p);
     snug_mem_free(e->ring_pos);
     snug_mem_free(e->walk_list);
+    snug_mem_free(e->grammar_keys_mem);
     snug_mem_free(e->queue);
     snug_mem_free(e);
 }

@@ -71,7 +71,8 @@ typedef struct snug_request {
     bool cancelled;
     uint64_t id;
     double t_submit;                /* seconds (snug_now_seconds) */
-    uint64_t grammar_key;           /* the grammar's key in the engine's mask cache */
+    uint64_t grammar_hash;          /* the grammar's keyed hashes: the key it asks for in the */
+    uint64_t grammar_digest;        /* mask cache, and its digest (grammar_keys.h) */
 } snug_request;
 
 /* One output taken by snug_engine_next. */

@@ -15,6 +15,7 @@
 #include "grammar.h"
 
 #include "base/device.h"
+#include "base/hash.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -1105,3 +1106,29 @@ snug_status snug_grammar_parse_gbnf(const char *text, size_t len, const char *ro
 }
 
 void snug_grammar_free(snug_grammar *g) { snug_mem_free(g); }
+
+/* What a grammar holds past its struct (one block: assemble's layout),
+ * and its counts: together, all that it is. */
+static const void *content(const snug_grammar *g, size_t *n, int32_t counts[4])
+{
+    counts[0] = g->root, counts[1] = g->n_rules, counts[2] = g->n_elems, counts[3] = g->n_sets;
+    *n = g->bytes - sizeof *g;
+    return g + 1;
+}
+
+bool snug_grammar_equal(const snug_grammar *a, const snug_grammar *b)
+{
+    size_t na, nb;
+    int32_t ca[4], cb[4];
+    const void *pa = content(a, &na, ca), *pb = content(b, &nb, cb);
+    return a == b || (na == nb && memcmp(ca, cb, sizeof ca) == 0 && memcmp(pa, pb, na) == 0);
+}
+
+uint64_t snug_grammar_hash(const snug_grammar *g, const uint64_t key[2])
+{
+    size_t n;
+    int32_t counts[4];
+    const void *p = content(g, &n, counts);
+    const uint64_t k[2] = {key[0] ^ snug_siphash(key, counts, sizeof counts), key[1]};
+    return snug_siphash(k, p, n);
+}

@@ -84,6 +84,16 @@ snug_status snug_grammar_parse_gbnf(const char *text, size_t len, const char *ro
 /* Frees g (NULL is a no-op). */
 void snug_grammar_free(snug_grammar *g);
 
+/* Whether a and b are the same grammar: the same rules, elements and byte
+ * sets (so every matcher state means the same in both). Pure; linear in
+ * their size. */
+bool snug_grammar_equal(const snug_grammar *a, const snug_grammar *b);
+
+/* A keyed hash (SipHash-2-4 under key) of all that g is: equal grammars
+ * hash alike; without the key nobody can choose two that collide. Pure;
+ * linear in g's size. */
+uint64_t snug_grammar_hash(const snug_grammar *g, const uint64_t key[2]);
+
 /* Whether byte b is in set s. Pure. */
 static inline bool snug_byteset_has(const snug_byteset *s, uint8_t b)
 {

@@ -6,6 +6,8 @@
  */
 #include "tokmask.h"
 
+#include "base/hash.h"
+
 #include "base/device.h"
 
 #include <stdlib.h>
@@ -191,12 +193,10 @@ void snug_tokmask_cache_init(snug_tokmask_cache *c, void *mem, int32_t n_entries
                               .entries = mem, .entry_bytes = entry_size(n_vocab, state_ints)};
 }
 
-/* A stack's hash (FNV-1a over its frames). */
+/* A stack's hash (FNV-1a over its depth and frames). */
 static uint64_t stack_hash(const int32_t *f, int32_t d)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uint32_t)d;
-    for (int32_t i = 0; i < d; i++) h = (h ^ (uint64_t)(uint32_t)f[i]) * 1099511628211ull;
-    return h;
+    return snug_hash_bytes(snug_hash_bytes(SNUG_HASH_SEED, &d, sizeof d), f, (size_t)d * sizeof *f);
 }
 
 /* The state's hash, the same whatever the order of its stacks. */
@@ -281,4 +281,12 @@ void snug_tokmask_cache_put(snug_tokmask_cache *c, uint64_t key, const snug_gmat
         at += state->len[i];
     }
     memcpy(entry_mask(c, e), mask, mask_words(c->n_vocab) * sizeof *mask);
+}
+
+void snug_tokmask_cache_drop(snug_tokmask_cache *c, uint64_t key)
+{
+    for (int32_t i = 0; i < c->used; i++) {
+        cache_head *e = entry(c, i);
+        if (e->key == key && e->n_stacks >= 0) *e = (cache_head){.n_stacks = -1}; /* matches no state, used last */
+    }
 }

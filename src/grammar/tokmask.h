@@ -121,4 +121,8 @@ const uint32_t *snug_tokmask_cache_get(snug_tokmask_cache *c, uint64_t key, cons
 void snug_tokmask_cache_put(snug_tokmask_cache *c, uint64_t key, const snug_gmatch *state, const uint32_t *mask,
                             int32_t allowed);
 
+/* Drops every mask kept under grammar key (their entries are the first
+ * replaced): for a key that will stand for another grammar. */
+void snug_tokmask_cache_drop(snug_tokmask_cache *c, uint64_t key);
+
 #endif /* SNUG_GRAMMAR_TOKMASK_H */
