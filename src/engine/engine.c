@@ -40,6 +40,9 @@ struct snug_engine {
     pthread_cond_t out;             /* consumers wait here for outputs */
     pthread_t thread;
     bool started, stopping, failed;
+    bool joined;                    /* snug_engine_stop joined the loop */
+    bool loop_done;                 /* the loop has ended (its last act, under the mutex): only then
+                                     * may another thread end a sequence in its place */
     bool check_ranks;               /* asked to check, between steps, that every rank answers */
     snug_error fail_err;
     snug_request **queue;           /* [q_cap] a ring of requests waiting for slots */
@@ -584,6 +587,7 @@ static void *step_loop(void *arg)
     }
     if (!e->failed) snug_stepper_stop(e->p->stepper, NULL); /* the followers return */
     end_all(e);
+    e->loop_done = true;
     pthread_cond_broadcast(&e->out);
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -829,7 +833,7 @@ void snug_engine_cancel(snug_engine *e, snug_request *r)
     if (r->state == REQ_QUEUED) unqueue(e, r);
     if (r->state == REQ_ADMITTED) {
         r->cancelled = true;
-        if (!e->started || e->stopping) { /* no loop to do it */
+        if (!e->started || e->loop_done) { /* no loop to do it (stopping is not enough: a step may run) */
             for (int32_t k = 0; k < r->n; k++)
                 if (slot_of(e, r->slots[k])->owner == r) free_slot(e, r->slots[k]);
         }
@@ -844,7 +848,7 @@ void snug_engine_release(snug_engine *e, snug_request *r)
     pthread_mutex_lock(&e->mu);
     while (r->state != REQ_DONE && r->state != 0) { /* 0: never queued (refused) */
         /* after the loop has ended nobody else ends it: do it here */
-        if (e->stopping || e->failed) {
+        if (!e->started || e->loop_done) {
             for (int32_t k = 0; k < r->n; k++)
                 if (slot_of(e, r->slots[k])->owner == r) free_slot(e, r->slots[k]);
             break;
@@ -922,16 +926,21 @@ void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out)
     pthread_mutex_unlock(&e->mu);
 }
 
+void snug_engine_stop(snug_engine *e)
+{
+    if (!e || !e->started || e->joined) return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+    e->joined = true; /* the stopping thread's alone */
+}
+
 void snug_engine_close(snug_engine *e)
 {
     if (!e) return;
-    if (e->started) {
-        pthread_mutex_lock(&e->mu);
-        e->stopping = true;
-        pthread_cond_signal(&e->work);
-        pthread_mutex_unlock(&e->mu);
-        pthread_join(e->thread, NULL);
-    }
+    snug_engine_stop(e);
     if (e->queue && e->ring_pos) { /* the mutex and conditions were made */
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->work);

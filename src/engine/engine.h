@@ -220,7 +220,14 @@ void snug_engine_wait(snug_engine *e, snug_request *r, double timeout_s);
 
 void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out);
 
-/* Stops the loop (running requests end with ABORT), frees everything. */
+/* Stops the loop and waits for it to end: running requests end with
+ * ABORT, queued ones are done; requests are then released at once. Other
+ * threads may cancel, release, submit (refused) or wait meanwhile. A
+ * second call does nothing. */
+void snug_engine_stop(snug_engine *e);
+
+/* Stops the loop (snug_engine_stop) and frees everything: every request
+ * must have been released, and no other thread may use e any more. */
 void snug_engine_close(snug_engine *e);
 
 #endif /* SNUG_ENGINE_H */
