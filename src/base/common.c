@@ -46,6 +46,14 @@ snug_status snug_errorf(snug_error *err, snug_status status, const char *fmt, ..
     return status;
 }
 
+snug_status snug_verrorf_at(snug_error *err, snug_status status, const char *place, const char *fmt, va_list ap)
+{
+    if (!err) return status;
+    char msg[SNUG_ERROR_MSG_BYTES];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    return place && *place ? snug_errorf(err, status, "%s: %s", place, msg) : snug_errorf(err, status, "%s", msg);
+}
+
 snug_status snug_error_prefix(snug_error *err, snug_status status, const char *fmt, ...)
 {
     if (!err) return status;

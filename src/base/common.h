@@ -28,6 +28,13 @@ _Noreturn void snug_assert_fail(const char *cond, const char *file, int line);
 snug_status snug_errorf(snug_error *err, snug_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* As snug_errorf with fmt's arguments in ap, the message led by place
+ * ("PLACE: message"; place NULL or "": the message alone): what every
+ * module's "fail here" helper formats through, so that none writes its own
+ * vsnprintf. */
+snug_status snug_verrorf_at(snug_error *err, snug_status status, const char *place, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
 /* Puts a printf-style prefix in front of the message already in err (for
  * adding context such as the file being read; err may be NULL) and returns
  * status, the failure being passed on:

@@ -93,14 +93,15 @@ static snug_status lex_fail(lexer *lx, size_t pos, snug_status status, const cha
 
 static snug_status lex_fail(lexer *lx, size_t pos, snug_status status, const char *fmt, ...)
 {
-    char msg[SNUG_ERROR_MSG_BYTES];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     uint32_t line, col;
     locate(lx, pos, &line, &col);
-    return snug_errorf(lx->err, status, "%s:%u:%u: %s", lx->name, line, col, msg);
+    char place[256];
+    snprintf(place, sizeof place, "%s:%u:%u", lx->name, line, col);
+    va_list ap;
+    va_start(ap, fmt);
+    snug_status st = snug_verrorf_at(lx->err, status, place, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 static jj_token *push(lexer *lx, jj_tok_type type, size_t pos)

@@ -91,12 +91,13 @@ static snug_status fail(parser *p, const jj_token *at, snug_status status, const
 
 static snug_status fail(parser *p, const jj_token *at, snug_status status, const char *fmt, ...)
 {
-    char msg[SNUG_ERROR_MSG_BYTES];
+    char place[256];
+    snprintf(place, sizeof place, "%s:%u:%u", p->t->name, at->line, at->col);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    snug_status st = snug_verrorf_at(p->err, status, place, fmt, ap);
     va_end(ap);
-    return snug_errorf(p->err, status, "%s:%u:%u: %s", p->t->name, at->line, at->col, msg);
+    return st;
 }
 
 static snug_status nomem(parser *p) { return p->err ? p->err->status : SNUG_NOMEM; }

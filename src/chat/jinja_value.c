@@ -108,31 +108,40 @@ char *jj_arena_strndup(jj_arena *a, const char *s, size_t n, snug_error *err)
 
 /* ---- the render's memory and errors -------------------------------------------- */
 
-snug_status jj_fail(jj_rs *rs, const jj_node *n, snug_status status, const char *fmt, ...)
+/* The render's first failure, "TEMPLATE:LINE:COL: message" (the node's
+ * place, when there is a node); fail_text_at marks where the message
+ * starts. */
+static snug_status vfail(jj_rs *rs, const jj_node *n, snug_status status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static snug_status vfail(jj_rs *rs, const jj_node *n, snug_status status, const char *fmt, va_list ap)
 {
     if (rs->err.status != SNUG_OK) return rs->err.status; /* keep the first */
-    char msg[SNUG_ERROR_MSG_BYTES];
+    char place[SNUG_ERROR_MSG_BYTES];
+    if (n) snprintf(place, sizeof place, "%s:%" PRIu32 ":%" PRIu32, rs->t->name, n->line, n->col);
+    else snprintf(place, sizeof place, "%s", rs->t->name);
+    snug_verrorf_at(&rs->err, status, place, fmt, ap);
+    rs->fail_kind = rs->fatal ? SNUG_TEMPLATE_FAIL_LIMIT : SNUG_TEMPLATE_FAIL_ERROR;
+    rs->fail_text_at = SNUG_MIN(strlen(place) + 2, strlen(rs->err.msg));
+    return status;
+}
+
+snug_status jj_fail(jj_rs *rs, const jj_node *n, snug_status status, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    snug_status st = vfail(rs, n, status, fmt, ap);
     va_end(ap);
-    char place[32] = "";
-    if (n) snprintf(place, sizeof place, ":%" PRIu32 ":%" PRIu32, n->line, n->col);
-    snug_errorf(&rs->err, status, "%s%s: %s", rs->t->name, place, msg);
-    rs->fail_kind = rs->fatal ? SNUG_TEMPLATE_FAIL_LIMIT : SNUG_TEMPLATE_FAIL_ERROR;
-    rs->fail_text_at = SNUG_MIN(strlen(rs->t->name) + strlen(place) + 2, strlen(rs->err.msg));
-    return status;
+    return st;
 }
 
 snug_status jj_fail_limit(jj_rs *rs, const jj_node *n, const char *fmt, ...)
 {
-    char msg[SNUG_ERROR_MSG_BYTES];
+    rs->fatal = true;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    snug_status st = vfail(rs, n, SNUG_INVALID, fmt, ap);
     va_end(ap);
-    rs->fatal = true;
-    return jj_fail(rs, n, SNUG_INVALID, "%s", msg);
+    return st;
 }
 
 snug_status jj_steps(jj_rs *rs, const jj_node *at, int64_t n)

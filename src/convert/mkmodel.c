@@ -22,9 +22,6 @@
 
 enum { CHUNK_ELEMS = 1 << 20 }; /* elements generated per work item (even) */
 
-const char *const snug_preset_names[] = {"tiny",          "llama-3.2-1b", "llama-3-8b",
-                                         "tinyllama-1.1b", "qwen2-0.5b",   "mistral-7b", NULL};
-
 snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_error *err)
 {
     snug_model_config c;

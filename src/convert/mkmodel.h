@@ -14,9 +14,6 @@
  * unknown name fails with SNUG_INVALID listing the presets. */
 snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_error *err);
 
-/* The preset names, NULL-terminated. */
-extern const char *const snug_preset_names[];
-
 typedef struct snug_mkmodel_opts {
     snug_dtype dtype;    /* F32, F16 or BF16 */
     int32_t n_shards;    /* 1: model.safetensors; more: model-0000k-of-0000K + index */

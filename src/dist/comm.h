@@ -84,7 +84,6 @@ void snug_comm_close(snug_comm *c);
 
 int32_t snug_comm_rank(const snug_comm *c);
 int32_t snug_comm_size(const snug_comm *c);
-double snug_comm_step_timeout(const snug_comm *c);
 
 /* Says, from any thread, that the launcher is ending the run: its signal
  * (Open MPI's mpirun and orted send SIGCONT, then SIGTERM a second later,

@@ -184,7 +184,6 @@ void snug_comm_close(snug_comm *c)
 
 int32_t snug_comm_rank(const snug_comm *c) { return c->rank; }
 int32_t snug_comm_size(const snug_comm *c) { return c->size; }
-double snug_comm_step_timeout(const snug_comm *c) { return c->step_timeout; }
 bool snug_comm_broken(const snug_comm *c) { return c->broken; }
 
 void snug_comm_hurry(snug_comm *c, double grace_s)

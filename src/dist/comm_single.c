@@ -64,7 +64,6 @@ void snug_comm_hurry(snug_comm *c, double grace_s) { (void)c, (void)grace_s; }
 
 int32_t snug_comm_rank(const snug_comm *c) { (void)c; return 0; }
 int32_t snug_comm_size(const snug_comm *c) { (void)c; return 1; }
-double snug_comm_step_timeout(const snug_comm *c) { return c->step_timeout; }
 bool snug_comm_broken(const snug_comm *c) { (void)c; return false; }
 
 void snug_comm_allreduce_stats(const snug_comm *c, int64_t *calls, double *seconds)

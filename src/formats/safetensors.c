@@ -23,12 +23,11 @@ static snug_status bad(snug_error *err, const char *path, const char *fmt, ...)
 
 static snug_status bad(snug_error *err, const char *path, const char *fmt, ...)
 {
-    char msg[SNUG_ERROR_MSG_BYTES];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    snug_status st = snug_verrorf_at(err, SNUG_FORMAT, path, fmt, ap);
     va_end(ap);
-    return snug_errorf(err, SNUG_FORMAT, "%s: %s", path, msg);
+    return st;
 }
 
 char *snug_st_shape_str(const int64_t *shape, int n_dims, char *buf, size_t size)

@@ -137,14 +137,14 @@ static bool fail(parser *p, size_t at, const char *fmt, ...) __attribute__((form
 static bool fail(parser *p, size_t at, const char *fmt, ...)
 {
     if (p->st != SNUG_OK) return false;
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     int32_t line, col;
     line_col(p, at, &line, &col);
-    p->st = snug_errorf(p->err, SNUG_INVALID, "%s: line %d, column %d: %s", p->what, line, col, msg);
+    char place[256];
+    snprintf(place, sizeof place, "%s: line %d, column %d", p->what, line, col);
+    va_list ap;
+    va_start(ap, fmt);
+    p->st = snug_verrorf_at(p->err, SNUG_INVALID, place, fmt, ap);
+    va_end(ap);
     return false;
 }
 

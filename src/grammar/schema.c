@@ -65,12 +65,12 @@ static bool bad(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 
 static bool bad(conv *c, const char *fmt, ...)
 {
     if (c->st != SNUG_OK) return false;
-    char msg[256];
+    char place[512];
+    snprintf(place, sizeof place, "%s%s", c->what, c->path);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    c->st = snug_verrorf_at(c->err, SNUG_INVALID, place, fmt, ap);
     va_end(ap);
-    c->st = snug_errorf(c->err, SNUG_INVALID, "%s%s: %s", c->what, c->path, msg);
     return false;
 }
 

@@ -146,13 +146,6 @@ snug_status snug_kernels_set_qgemv(snug_kernels *k, snug_insn insn, snug_error *
 
 /* ---- choosing the bf16 kernel by measurement ------------------------------- */
 
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 enum {
     CAL_K = 128,          /* one k block: x and w stay in L1 and L2 */
     CAL_PANELS = 3,       /* one register tile's panels */
@@ -182,14 +175,14 @@ static double calibrate_kind(const snug_gemm_kind *g, cal_data *d)
     double best = 0;
     for (int pass = 0; pass < CAL_PASSES; pass++) {
         int64_t calls = 0;
-        double t0 = now_seconds(), t = t0;
+        double t0 = snug_now_seconds(), t = t0;
         while (t - t0 < 2e-3) {
             for (int r = 0; r < 16; r++)
                 for (int i = 0; i < CAL_TILES; i++)
                     g->micro(CAL_K, d->a + i * a_tile, b, CAL_PANELS, d->c, CAL_PANELS * SNUG_PANEL, g->mr,
                              r > 0, &none);
             calls += 16 * CAL_TILES;
-            t = now_seconds();
+            t = snug_now_seconds();
         }
         double flops = 2.0 * (double)calls * g->mr * CAL_PANELS * SNUG_PANEL * CAL_K;
         best = SNUG_MAX(best, flops / (t - t0) * 1e-9);

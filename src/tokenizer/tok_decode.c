@@ -10,7 +10,6 @@
 
 int32_t snug_tokenizer_n_vocab(const snug_tokenizer *tok) { return tok->n_vocab; }
 int32_t snug_tokenizer_bos(const snug_tokenizer *tok) { return tok->bos; }
-int32_t snug_tokenizer_eos(const snug_tokenizer *tok) { return tok->eos; }
 const char *snug_tokenizer_chat_template(const snug_tokenizer *tok) { return tok->chat_template; }
 const char *snug_tokenizer_bos_text(const snug_tokenizer *tok) { return tok->bos_text ? tok->bos_text : ""; }
 const char *snug_tokenizer_eos_text(const snug_tokenizer *tok) { return tok->eos_text ? tok->eos_text : ""; }

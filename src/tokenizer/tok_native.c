@@ -14,12 +14,11 @@
 
 snug_status tok_bad(snug_error *err, const char *path, const char *fmt, ...)
 {
-    char msg[SNUG_ERROR_MSG_BYTES];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    snug_status st = snug_verrorf_at(err, SNUG_FORMAT, path, fmt, ap);
     va_end(ap);
-    return snug_errorf(err, SNUG_FORMAT, "%s: %s", path, msg);
+    return st;
 }
 
 snug_status tok_named(snug_error *err, snug_status st, const char *name)

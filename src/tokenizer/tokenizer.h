@@ -33,9 +33,8 @@ void snug_tokenizer_free(snug_tokenizer *tok);
 /* Vocabulary size (the largest id + 1). */
 int32_t snug_tokenizer_n_vocab(const snug_tokenizer *tok);
 
-/* The special ids: -1 when the tokenizer has none. */
+/* The beginning-of-sequence id: -1 when the tokenizer has none. */
 int32_t snug_tokenizer_bos(const snug_tokenizer *tok);
-int32_t snug_tokenizer_eos(const snug_tokenizer *tok);
 
 /* The end-of-sequence ids (eos and generation_config.json's), at most
  * max into ids; returns how many there are. */
