@@ -113,6 +113,17 @@ int32_t snug_constrain_mask(snug_constrainer *c, uint64_t key, const snug_gmatch
     return allowed;
 }
 
+snug_status snug_constrain_check_start(const snug_grammar *g, snug_error *err)
+{
+    /* a sequence's matcher on the stack (33 KB): nothing allocated, so that submitting stays allocation-free */
+    int32_t mem[2 * SNUG_CONSTRAIN_STACKS * (SNUG_CONSTRAIN_DEPTH + 1)];
+    SNUG_ASSERT(sizeof mem == snug_constrain_seq_bytes());
+    snug_gmatch m;
+    snug_status st = snug_gmatch_start(&m, mem, SNUG_CONSTRAIN_STACKS, SNUG_CONSTRAIN_DEPTH, g, err);
+    return st == SNUG_OK ? st : snug_error_prefix(err, st, "its start is too ambiguous or too deep for a sequence's "
+                                                        "matcher: ");
+}
+
 bool snug_constrain_cached(snug_constrainer *c, uint64_t key, const snug_gmatch *m)
 {
     return snug_tokmask_cache_get(&c->cache, key, m, NULL) != NULL;

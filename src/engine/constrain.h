@@ -94,6 +94,13 @@ snug_status snug_constrain_trie_build(const snug_tokenizer *tok, int32_t n_vocab
 int32_t snug_constrain_mask(snug_constrainer *c, uint64_t key, const snug_gmatch *m, const snug_stop_params *stop,
                             float *logits);
 
+/* Whether a sequence's matcher (SNUG_CONSTRAIN_STACKS x DEPTH) holds the
+ * start of g: SNUG_INVALID with a message naming the limits when not.
+ * Allocates nothing (the matcher is tried on the stack). Every front end's
+ * grammar passes here (snug_engine_check; the server at parse time too, to
+ * name the field). */
+snug_status snug_constrain_check_start(const snug_grammar *g, snug_error *err);
+
 /* Whether the mask of state m under the grammar of key is cached (a
  * lookup: it becomes the most recently used). */
 bool snug_constrain_cached(snug_constrainer *c, uint64_t key, const snug_gmatch *m);

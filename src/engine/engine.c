@@ -84,6 +84,11 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     if (sp.has_seed) sp.seed += (uint64_t)k; /* the choices of a seeded request differ, repeatably */
     snug_sampler_state_init(&q->sampler, &sp, fallback);
     q->stop_params = r->stop;
+    for (int32_t i = 0; i < e->n_eos; i++) { /* the model's EOS ids too (the caller's stop is left as it is) */
+        bool seen = false;
+        for (int32_t j = 0; j < q->stop_params.n_eos; j++) seen |= q->stop_params.eos_ids[j] == e->eos[i];
+        if (!seen && q->stop_params.n_eos < SNUG_STOP_EOS_MAX) q->stop_params.eos_ids[q->stop_params.n_eos++] = e->eos[i];
+    }
     snug_stop_state_init(&q->stop);
     snug_tok_stream_init(&q->stream, e->p->tok, !r->keep_special);
     q->stream.started = true; /* the output continues the prompt: no leading space is dropped */
@@ -710,7 +715,7 @@ size_t snug_engine_text_bytes(const snug_engine *e)
     return snug_stop_emit_bytes(e->p->serving.seqs[0].text_cap);
 }
 
-snug_status snug_engine_check(const snug_engine *e, snug_request *r, snug_error *err)
+snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_error *err)
 {
     int32_t n_vocab = snug_engine_n_vocab(e);
     int64_t max_len = snug_engine_max_model_len(e);
@@ -741,13 +746,11 @@ snug_status snug_engine_check(const snug_engine *e, snug_request *r, snug_error 
                            "context length is %lld tokens; the request has %lld in its prompt "
                            "and asks for %d more", (long long)max_len, (long long)r->n_prompt,
                            r->stop.max_tokens);
-    for (int32_t i = 0; i < e->n_eos; i++) {
-        bool seen = false;
-        for (int32_t j = 0; j < r->stop.n_eos; j++) seen |= r->stop.eos_ids[j] == e->eos[i];
-        if (!seen && r->stop.n_eos < SNUG_STOP_EOS_MAX) r->stop.eos_ids[r->stop.n_eos++] = e->eos[i];
-    }
     snug_status st = snug_sampling_params_validate(&r->sampling, n_vocab, err);
-    return st == SNUG_OK ? snug_stop_params_validate(&r->stop, err) : st;
+    if (st == SNUG_OK) st = snug_stop_params_validate(&r->stop, err);
+    if (st == SNUG_OK && r->grammar && (st = snug_constrain_check_start(r->grammar, err)) != SNUG_OK)
+        st = snug_error_prefix(err, st, "grammar: ");
+    return st;
 }
 
 snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)

@@ -170,10 +170,12 @@ const snug_tokenizer *snug_engine_tokenizer(const snug_engine *e);
 int64_t snug_engine_max_model_len(const snug_engine *e);
 int32_t snug_engine_n_vocab(const snug_engine *e);
 
-/* Checks r as snug_engine_submit does (the failures below), adding the
- * model's EOS ids to r->stop; queues nothing. For callers that size
- * memory by the request before submitting it. */
-snug_status snug_engine_check(const snug_engine *e, snug_request *r, snug_error *err);
+/* Checks r as snug_engine_submit does (the failures below: lengths, ids,
+ * sampling and stop parameters, a grammar whose start a sequence's matcher
+ * cannot hold), changing nothing; queues nothing. Every front end's
+ * requests pass here. For callers that size memory by the request before
+ * submitting it. The model's EOS ids end every sequence besides r's own. */
+snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_error *err);
 
 /* Checks r and queues it. Fails with SNUG_INVALID (a message naming the
  * field: an empty prompt, ids outside the vocabulary, n out of range,

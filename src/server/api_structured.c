@@ -36,14 +36,11 @@ snug_status api_compile_failed(snug_api_error *err, const char *param, snug_stat
 static snug_status take_grammar(snug_api_request *r, snug_grammar *g, const char *param, snug_api_error *err)
 {
     snug_error e = {0};
-    void *mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_constrain_seq_bytes(), &e);
-    snug_gmatch m;
-    snug_status st = mem ? snug_gmatch_start(&m, mem, SNUG_CONSTRAIN_STACKS, SNUG_CONSTRAIN_DEPTH, g, &e) : SNUG_NOMEM;
-    snug_mem_free(mem);
+    snug_status st = snug_constrain_check_start(g, &e); /* the engine's own check, here to name the field */
     if (st != SNUG_OK) {
         snug_grammar_free(g);
         if (st == SNUG_NOMEM) return api_overloaded(err, &e);
-        snug_error_prefix(&e, st, "%s: its start is too ambiguous or too deep for a sequence's matcher: ", param);
+        snug_error_prefix(&e, st, "%s: ", param);
         return api_compile_failed(err, param, st, &e);
     }
     r->grammar = g;

@@ -334,6 +334,12 @@ expect "generate --grammar-file that does not compile" 1 "bad.gbnf: line 1" -- "
 { printf 'root ::= '; printf '%.0s(' $(seq 60000); printf '"a"'; printf '%.0s)' $(seq 60000); } >"$tmp/deep.gbnf"
 expect "generate --grammar-file nested 60,000 deep" 1 "groups nested more than 128 deep" -- \
     "$snug" generate -p x --grammar-file "$tmp/deep.gbnf"
+# a grammar whose start a sequence's matcher cannot hold: refused before it runs, as the server
+# refuses it (it ended in finish grammar_failed at the first token)
+{ printf 'root ::= a0\n'; for i in $(seq 0 69); do printf 'a%d ::= a%d "x"\n' "$i" $((i + 1)); done
+  printf 'a70 ::= "y"\n'; } >"$tmp/deepstart.gbnf"
+expect "generate --grammar-file whose start is too deep" 1 "its start is too ambiguous or too deep" -- \
+    "$snug" generate -p x --grammar-file "$tmp/deepstart.gbnf"
 expect "generate kv cache dtypes agree" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --kv-cache-dtype f16
 expect "generate scalar kernels" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --isa scalar
 expect "generate --bf16-matmul fma" 0 "$(head -c 60 "$tmp/want-text")" -- "$snug" generate -p "Once upon a time" -n 20 --temperature 0 --bf16-matmul fma
