@@ -59,9 +59,12 @@ static void test_parse_memory_within_admission(void)
               used, admitted);
         CHECK(admitted <= ceiling, "%s: admitted for %zu, over the ceiling %zu", shapes[i].what,
               admitted, ceiling);
-        /* tight: within a third over what it took (the fixed part aside) */
+        /* tight: within a third over what it took (the fixed part aside); the bound counts the
+         * C library's chunks, which AddressSanitizer's allocator rounds otherwise (larger) */
+#if !defined(__SANITIZE_ADDRESS__)
         CHECK(admitted - SNUG_JSON_BYTES_FIXED <= used + used / 3, "%s: admitted for %zu, %.2fx "
               "the %zu it took", shapes[i].what, admitted, (double)admitted / (double)used, used);
+#endif
         free(text);
     }
 }
