@@ -63,6 +63,16 @@ int snug_cmd_convert(int argc, char **argv);
  * directory. */
 const char *cli_repo_dir(const char *rel, char *buf, size_t size);
 
+/* The bundled demo model, by its path in the repository. */
+#define CLI_BUNDLED_MODEL "models/stories260K"
+
+/* The model a command runs when none is given: CLI_BUNDLED_MODEL found as
+ * cli_repo_dir finds it (in the working directory, else beside the
+ * program), so that it opens from any directory; the path is written into
+ * buf (size bytes) when it is not the relative one. When it is nowhere,
+ * CLI_BUNDLED_MODEL itself (opening it then fails naming it). */
+const char *cli_default_model(char *buf, size_t size);
+
 /* Prints "snug: <message>" to stderr and returns 1. */
 int cli_fail(const snug_error *err);
 
@@ -106,6 +116,27 @@ extern const char cli_build_options[];
 /* Parses a decimal integer argument in [lo, hi]; false when it is not one. */
 bool cli_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* The option parsers below look at argv[*at]. Each returns 1 when it took
+ * it (*at moved past its value, the value stored), 0 when argv[*at] is
+ * another option (nothing moved or stored), or 2 after printing a usage
+ * error ("NAME expects ..., got 'V'" and usage). */
+
+/* Integer option `name` in [lo, hi] into *out ("NAME expects LO to HI"). */
+int cli_int_option(int argc, char **argv, int *at, const char *name, int64_t lo, int64_t hi,
+                   int64_t *out, const char *usage);
+
+/* Byte-count option `name` (snug_parse_bytes: 6GiB, 1500MB) into *out
+ * ("NAME expects a byte count"). */
+int cli_bytes_option(int argc, char **argv, int *at, const char *name, size_t *out,
+                     const char *usage);
+
+/* --threads T (1 to 1024) into *n. */
+int cli_threads_option(int argc, char **argv, int *at, int32_t *n, const char *usage);
+
+/* --dtype D (cli_dtype) into *weights and *quant. */
+int cli_dtype_option(int argc, char **argv, int *at, snug_dtype *weights, snug_dtype *quant,
+                     const char *usage);
+
 /* Returns the value of option argv[*i] ("--tp 8" or "--tp=8"), advancing *i
  * past it, or NULL when argv[*i] is not `name` or has no value. */
 const char *cli_option(int argc, char **argv, int *i, const char *name);
@@ -126,6 +157,20 @@ bool cli_dtype(const char *v, snug_dtype *weights, snug_dtype *quant);
  * took one, 0 when argv[*at] is another option, 2 after printing a usage
  * error. */
 int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage);
+
+/* What cli_plan_option took, checked together once the command line is
+ * read: 0 when the options agree, else 2 after printing a usage error
+ * (--memory and --memory-fraction both given). */
+int cli_plan_check(const snug_planner_opts *o, const char *usage);
+
+/* The plan options' usage text, as profile's and generate's usages list
+ * them (cli_unknown_option suggests from it). */
+#define CLI_PLAN_USAGE                                                                              \
+    "              [--memory BYTES | --memory-fraction F] [--kv-cache-memory BYTES]\n"            \
+    "              [--no-prefix-caching] [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n" \
+    "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n" \
+    "              [--dtype " CLI_DTYPES "] [--staging-bytes BYTES] [--threads T]\n"               \
+    "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--quiet]\n"
 
 /* What the progress lines keep between calls: the options' on_phase_ctx. */
 typedef struct cli_progress {
@@ -158,6 +203,12 @@ typedef struct cli_tp {
 /* Parses a tensor-parallel option at argv[*at] into t; returns as
  * cli_plan_option does. */
 int cli_tp_option(int argc, char **argv, int *at, cli_tp *t, const char *usage);
+
+/* The options every command that plans takes (serve, profile, generate):
+ * cli_plan_option's into o, then cli_tp_option's into t. Returns as they
+ * do. */
+int cli_planning_option(int argc, char **argv, int *at, snug_planner_opts *o, cli_tp *t,
+                        const char *usage);
 
 /* Opens the communicator for t (*out NULL for one process: tp 1 outside
  * mpirun). Fails as snug_comm_open does. */

@@ -38,6 +38,12 @@ const char *cli_repo_dir(const char *rel, char *buf, size_t size)
     return w > 0 && (size_t)w < size && is_dir(buf) ? buf : NULL;
 }
 
+const char *cli_default_model(char *buf, size_t size)
+{
+    const char *dir = cli_repo_dir(CLI_BUNDLED_MODEL, buf, size);
+    return dir ? dir : CLI_BUNDLED_MODEL;
+}
+
 int cli_fail(const snug_error *err)
 {
     fprintf(stderr, "snug: %s\n", err->msg[0] ? err->msg : snug_status_str(err->status));
@@ -242,14 +248,69 @@ bool cli_dtype(const char *v, snug_dtype *weights, snug_dtype *quant)
     return true;
 }
 
-int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage)
+int cli_int_option(int argc, char **argv, int *at, const char *name, int64_t lo, int64_t hi,
+                   int64_t *out, const char *usage)
+{
+    int i = *at;
+    const char *v = cli_option(argc, argv, &i, name);
+    if (!v) return 0;
+    if (!cli_parse_int(v, lo, hi, out))
+        return cli_usage(usage, "%s expects %lld to %lld, got '%s'", name, (long long)lo,
+                         (long long)hi, v);
+    *at = i;
+    return 1;
+}
+
+int cli_bytes_option(int argc, char **argv, int *at, const char *name, size_t *out,
+                     const char *usage)
+{
+    int i = *at;
+    const char *v = cli_option(argc, argv, &i, name);
+    if (!v) return 0;
+    if (!snug_parse_bytes(v, out)) return cli_usage(usage, "%s expects a byte count, got '%s'", name, v);
+    *at = i;
+    return 1;
+}
+
+int cli_threads_option(int argc, char **argv, int *at, int32_t *n, const char *usage)
+{
+    int64_t x;
+    int rc = cli_int_option(argc, argv, at, "--threads", 1, 1024, &x, usage);
+    if (rc == 1) *n = (int32_t)x;
+    return rc;
+}
+
+int cli_dtype_option(int argc, char **argv, int *at, snug_dtype *weights, snug_dtype *quant,
+                     const char *usage)
+{
+    int i = *at;
+    const char *v = cli_option(argc, argv, &i, "--dtype");
+    if (!v) return 0;
+    if (!cli_dtype(v, weights, quant))
+        return cli_usage(usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
+    *at = i;
+    return 1;
+}
+
+/* A plan option of an int32_t field: name in [lo, hi] into *field. */
+static int int32_option(int argc, char **argv, int *at, const char *name, int64_t hi,
+                        int32_t *field, const char *usage)
+{
+    int64_t x;
+    int rc = cli_int_option(argc, argv, at, name, 1, hi, &x, usage);
+    if (rc == 1) *field = (int32_t)x;
+    return rc;
+}
+
+/* The plan options that take a word or a number of another kind (not an
+ * integer range, a byte count, --threads or --dtype); returns as
+ * cli_plan_option does. */
+static int plan_word_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage)
 {
     const char *v;
-    int64_t x;
     double f;
     char *end;
     int i = *at;
-    int rc = 1;
     if ((v = cli_option(argc, argv, &i, "--memory"))) {
         if (!snug_parse_bytes(v, &o->budget.memory_bytes))
             return cli_usage(usage, "--memory expects a byte count (6GiB, 1500MB), got '%s'", v);
@@ -265,42 +326,17 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
         o->no_prefix_caching = true;
     } else if (strcmp(argv[i], "--enable-prefix-caching") == 0) { /* vLLM's; the default */
         o->no_prefix_caching = false;
-    } else if ((v = cli_option(argc, argv, &i, "--kv-cache-memory"))) {
-        if (!snug_parse_bytes(v, &o->kv_cache_memory))
-            return cli_usage(usage, "--kv-cache-memory expects a byte count, got '%s'", v);
     } else if ((v = cli_option(argc, argv, &i, "--reserve"))) {
         if (strcmp(v, "0") != 0 && !snug_parse_bytes(v, &o->reserve))
             return cli_usage(usage, "--reserve expects a byte count, got '%s'", v);
-    } else if ((v = cli_option(argc, argv, &i, "--staging-bytes"))) {
-        if (!snug_parse_bytes(v, &o->staging_bytes))
-            return cli_usage(usage, "--staging-bytes expects a byte count, got '%s'", v);
-    } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
-        if (!cli_dtype(v, &o->weight_dtype, &o->quant_dtype))
-            return cli_usage(usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
     } else if ((v = cli_option(argc, argv, &i, "--max-model-len"))) {
         if (!cli_parse_int(v, 1, INT32_MAX, &o->max_model_len))
             return cli_usage(usage, "--max-model-len expects a positive integer, got '%s'", v);
-    } else if ((v = cli_option(argc, argv, &i, "--max-num-seqs"))) {
-        if (!cli_parse_int(v, 1, 1 << 20, &x))
-            return cli_usage(usage, "--max-num-seqs expects 1 to 1048576, got '%s'", v);
-        o->max_num_seqs = (int32_t)x;
-    } else if ((v = cli_option(argc, argv, &i, "--max-num-batched-tokens"))) {
-        if (!cli_parse_int(v, 1, 1 << 24, &x))
-            return cli_usage(usage, "--max-num-batched-tokens expects 1 to 16777216, got '%s'", v);
-        o->max_num_batched_tokens = (int32_t)x;
-    } else if ((v = cli_option(argc, argv, &i, "--block-size"))) {
-        if (!cli_parse_int(v, 1, 1024, &x))
-            return cli_usage(usage, "--block-size expects 1 to 1024, got '%s'", v);
-        o->block_size = (int32_t)x;
     } else if ((v = cli_option(argc, argv, &i, "--kv-cache-dtype"))) {
         o->kv_dtype = strcmp(v, "auto") == 0 ? SNUG_DTYPE_BF16 : snug_dtype_from_torch(v);
         if (o->kv_dtype != SNUG_DTYPE_BF16 && o->kv_dtype != SNUG_DTYPE_F16 &&
             o->kv_dtype != SNUG_DTYPE_F32)
             return cli_usage(usage, "--kv-cache-dtype expects auto (bf16), bf16, f16 or f32, got '%s'", v);
-    } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
-        if (!cli_parse_int(v, 1, 1024, &x))
-            return cli_usage(usage, "--threads expects 1 to 1024, got '%s'", v);
-        o->n_threads = (int32_t)x;
     } else if ((v = cli_option(argc, argv, &i, "--isa"))) {
         snug_isa isa;
         if (!snug_isa_from_name(v, &isa))
@@ -310,10 +346,32 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
         if (!snug_bf16_choice_from_name(v, &o->bf16))
             return cli_usage(usage, "--bf16-matmul expects auto, fma or vdpbf16ps, got '%s'", v);
     } else {
-        rc = 0;
+        return 0;
     }
     *at = i;
+    return 1;
+}
+
+int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const char *usage)
+{
+    int rc = plan_word_option(argc, argv, at, o, usage);
+    if (!rc) rc = cli_bytes_option(argc, argv, at, "--kv-cache-memory", &o->kv_cache_memory, usage);
+    if (!rc) rc = cli_bytes_option(argc, argv, at, "--staging-bytes", &o->staging_bytes, usage);
+    if (!rc) rc = cli_dtype_option(argc, argv, at, &o->weight_dtype, &o->quant_dtype, usage);
+    if (!rc) rc = cli_threads_option(argc, argv, at, &o->n_threads, usage);
+    if (!rc) rc = int32_option(argc, argv, at, "--max-num-seqs", 1 << 20, &o->max_num_seqs, usage);
+    if (!rc)
+        rc = int32_option(argc, argv, at, "--max-num-batched-tokens", 1 << 24,
+                          &o->max_num_batched_tokens, usage);
+    if (!rc) rc = int32_option(argc, argv, at, "--block-size", 1024, &o->block_size, usage);
     return rc;
+}
+
+int cli_plan_check(const snug_planner_opts *o, const char *usage)
+{
+    if (o->budget.memory_bytes && o->budget.fraction)
+        return cli_usage(usage, "--memory and --memory-fraction: give one");
+    return 0;
 }
 
 int cli_tp_option(int argc, char **argv, int *at, cli_tp *t, const char *usage)
@@ -337,6 +395,13 @@ int cli_tp_option(int argc, char **argv, int *at, cli_tp *t, const char *usage)
     }
     *at = i;
     return 1;
+}
+
+int cli_planning_option(int argc, char **argv, int *at, snug_planner_opts *o, cli_tp *t,
+                        const char *usage)
+{
+    int rc = cli_plan_option(argc, argv, at, o, usage);
+    return rc ? rc : cli_tp_option(argc, argv, at, t, usage);
 }
 
 snug_status cli_tp_open(const cli_tp *t, snug_comm **out, snug_error *err)

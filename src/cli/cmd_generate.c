@@ -14,6 +14,7 @@
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "engine/engine.h"
+#include "engine/plan_report.h"
 #include "grammar/schema.h"
 #include "base/json.h"
 #include "kernels/kernels.h"
@@ -31,23 +32,21 @@ static const char g_usage[] =
     "snug generate [MODEL] [-p|--prompt PROMPT] [-n|--max-tokens N] [--temperature T]\n"
     "              [--top-p P] [--top-k K] [--min-p P] [--repetition-penalty R]\n"
     "              [--frequency-penalty F] [--presence-penalty F] [--seed S] [--stop TEXT]...\n"
-    "              [--ignore-eos] [--chat] [--ids] [--max-model-len N]\n"
+    "              [--ignore-eos] [--chat] [--ids]\n"
     "              [--grammar-file FILE.gbnf | --json-schema SCHEMA]\n"
-    "              [--dtype " CLI_DTYPES "] [--kv-cache-dtype auto|bf16|f16|f32] [--threads T]\n"
-    "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps]\n"
+    CLI_PLAN_USAGE
     "              [--tp N [--step-timeout S]]\n"
-    "  MODEL defaults to the bundled models/stories260K; -n is the most new tokens (default:\n"
+    "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
     "  (default: the prompt and N, or the prompt and 8192, at most the model's); --chat applies\n"
     "  the model's chat template to PROMPT as a user message; --grammar-file (GBNF, as llama.cpp's)\n"
-    "  and --json-schema (JSON schema text) constrain the output to what they allow;\n"
-    "  --dtype holds the weights at a\n"
-    "  float type, or quantizes the float matrices to a block format while loading; --ids\n"
-    "  prints every id (BOS,\n"
-    "  prompt, generated) instead of the text; --tp N splits the model over N processes\n"
-    "  started by mpirun -np N (rank 0 prints)";
+    "  and --json-schema (JSON schema text) constrain the output to what they allow; --ids\n"
+    "  prints every id (BOS, prompt, generated) instead of the text; the memory and scheduler\n"
+    "  options are snug profile's (--dtype holds the weights at a float type, or quantizes the\n"
+    "  float matrices to a block format while loading), planning for one sequence unless\n"
+    "  --max-num-seqs says otherwise; the plan's line goes to stderr at the end, before the\n"
+    "  speeds; --tp N splits the model over N processes started by mpirun -np N (rank 0 prints)";
 
-static const char BUNDLED[] = "models/stories260K";
 enum {
     DEFAULT_MAX_LEN = 8192,
     PREFILL_CHUNK = 256     /* prompt tokens per step: the engine's max_num_batched_tokens */
@@ -60,13 +59,10 @@ typedef struct gen_args {
     snug_stop_params stop;
     bool chat, ids;
     const char *grammar_file, *json_schema; /* NULL: none */
-    int64_t max_len;        /* positions the sequence may use; 0: the default rule */
-    snug_dtype kv_dtype;    /* SNUG_DTYPE_NONE: bf16 */
-    snug_dtype weight_dtype, quant; /* --dtype (SNUG_DTYPE_NONE: the checkpoint's, none) */
-    int32_t n_threads;      /* 0: OpenMP's count */
-    int isa;                /* a snug_isa, or -1: the best the CPU has */
-    snug_bf16_choice bf16;  /* --bf16-matmul */
+    snug_planner_opts plan; /* the plan's options (cli_plan_option); its max_model_len is
+                             * the positions the sequence may use (0: the default rule) */
     cli_tp tp;
+    char bundled[PATH_MAX + 64]; /* model when it is the bundled one beside the program */
 } gen_args;
 
 /* Parses a float in [lo, hi]. */
@@ -102,28 +98,21 @@ static snug_status compile_grammar(const gen_args *a, snug_grammar **out, snug_e
     return st;
 }
 
-/* The bundled model: in the working directory, else beside the program
- * (build/snug -> ../models/stories260K). */
-static const char *bundled_model(char *buf, size_t size)
-{
-    const char *dir = cli_repo_dir(BUNDLED, buf, size);
-    return dir ? dir : BUNDLED;
-}
-
-/* Parses the command line into *a; returns -1 when it is fine, else the
- * exit status of a usage error (already printed). */
+/* Parses the command line into *a (the bundled model when none is
+ * given); returns -1 when it is fine, else the exit status of a usage
+ * error (already printed). */
 static int parse_args(int argc, char **argv, gen_args *a)
 {
     snug_sampling_params_default(&a->sp);
     snug_stop_params_default(&a->stop);
-    a->isa = -1;
+    a->plan.isa = -1;
     snug_error err = {0};
     for (int i = 1; i < argc; i++) {
         const char *v;
         int64_t x;
-        int tprc = cli_tp_option(argc, argv, &i, &a->tp, g_usage);
-        if (tprc > 1) return tprc;
-        if (tprc == 1) continue;
+        int rc = cli_planning_option(argc, argv, &i, &a->plan, &a->tp, g_usage);
+        if (rc > 1) return rc;
+        if (rc == 1) continue;
         if ((v = cli_option(argc, argv, &i, "-p")) || (v = cli_option(argc, argv, &i, "--prompt"))) {
             a->prompt = v;
         } else if ((v = cli_option(argc, argv, &i, "-n")) || (v = cli_option(argc, argv, &i, "--max-tokens"))) {
@@ -163,27 +152,6 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->grammar_file = v;
         } else if ((v = cli_option(argc, argv, &i, "--json-schema"))) {
             a->json_schema = v;
-        } else if ((v = cli_option(argc, argv, &i, "--max-model-len"))) {
-            if (!cli_parse_int(v, 2, INT32_MAX / 2, &a->max_len))
-                return cli_usage(g_usage, "--max-model-len expects an integer >= 2, got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
-            if (!cli_dtype(v, &a->weight_dtype, &a->quant))
-                return cli_usage(g_usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--kv-cache-dtype"))) {
-            a->kv_dtype = strcmp(v, "auto") == 0 ? SNUG_DTYPE_BF16 : snug_dtype_from_torch(v);
-            if (a->kv_dtype == SNUG_DTYPE_NONE)
-                return cli_usage(g_usage, "--kv-cache-dtype expects auto (bf16), bf16, f16 or f32, got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
-            if (!cli_parse_int(v, 1, 1024, &x)) return cli_usage(g_usage, "--threads expects 1 to 1024, got '%s'", v);
-            a->n_threads = (int32_t)x;
-        } else if ((v = cli_option(argc, argv, &i, "--isa"))) {
-            snug_isa isa;
-            if (!snug_isa_from_name(v, &isa))
-                return cli_usage(g_usage, "--isa expects scalar, avx2, avx512 or avx512bf16, got '%s'", v);
-            a->isa = (int)isa;
-        } else if ((v = cli_option(argc, argv, &i, "--bf16-matmul"))) {
-            if (!snug_bf16_choice_from_name(v, &a->bf16))
-                return cli_usage(g_usage, "--bf16-matmul expects auto, fma or vdpbf16ps, got '%s'", v);
         } else if (strcmp(argv[i], "--ignore-eos") == 0) {
             a->stop.ignore_eos = true;
         } else if (strcmp(argv[i], "--chat") == 0) {
@@ -191,14 +159,18 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if (strcmp(argv[i], "--ids") == 0) {
             a->ids = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return cli_unknown_option(g_usage, CLI_TP_OPTIONS, argv[i]);
+            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
         } else if (!a->model) {
             a->model = argv[i];
         } else {
             return cli_usage(g_usage, "more than one model given ('%s' and '%s')", a->model, argv[i]);
         }
     }
+    if (cli_plan_check(&a->plan, g_usage)) return 2;
+    if (a->plan.max_model_len == 1) /* a position for the prompt and one for a token */
+        return cli_usage(g_usage, "--max-model-len expects an integer >= 2, got '1'");
     if (!a->prompt) a->prompt = "";
+    if (!a->model) a->model = cli_default_model(a->bundled, sizeof a->bundled);
     return -1;
 }
 
@@ -334,173 +306,239 @@ static snug_status run_request(snug_engine *e, snug_comm *comm, snug_request *r,
     return SNUG_OK;
 }
 
+/* What a generation holds, made before the engine (whose plan counts it). */
+typedef struct gen_state {
+    int32_t *seq;           /* [plan.max_model_len] the prompt's ids, then the generated ones */
+    int64_t n_ids;          /* the prompt's */
+    char *text;             /* [text_cap] one output's text, or one prompt token's */
+    size_t text_cap;
+    lead_space lead;
+    snug_grammar *grammar;  /* --grammar-file, --json-schema; NULL: none */
+    snug_dtype weight_dtype;/* what the weights are held at */
+} gen_state;
+
+static void gen_state_free(gen_state *g)
+{
+    snug_grammar_free(g->grammar);
+    snug_mem_free(g->lead.buf);
+    snug_mem_free(g->text);
+    snug_mem_free(g->seq);
+    *g = (gen_state){0};
+}
+
+/* The positions the sequence may use into a->plan.max_model_len: the
+ * prompt and -n tokens, or (without -n) up to DEFAULT_MAX_LEN positions
+ * unless --max-model-len asks for more, so that a 128k-context model does
+ * not reserve gigabytes. Fails when --max-model-len is past the model's or
+ * the prompt does not fit. */
+static snug_status settle_max_len(gen_args *a, const snug_model_config *cfg, int64_t n_ids,
+                                  snug_error *err)
+{
+    int64_t *max_len = &a->plan.max_model_len;
+    if (*max_len > cfg->max_position_embeddings)
+        return snug_errorf(err, SNUG_INVALID, "--max-model-len %lld is more than the model's %lld "
+                           "positions (config.json: max_position_embeddings)", (long long)*max_len,
+                           (long long)cfg->max_position_embeddings);
+    if (*max_len == 0)
+        *max_len = SNUG_MIN(cfg->max_position_embeddings,
+                            n_ids + (a->n_new > 0 ? a->n_new : DEFAULT_MAX_LEN));
+    if (n_ids >= *max_len)
+        return snug_errorf(err, SNUG_INVALID, "generate: a prompt of %lld tokens (1 to %lld fit; "
+                           "--max-model-len sets the positions a sequence may use)",
+                           (long long)n_ids, (long long)*max_len - 1);
+    return SNUG_OK;
+}
+
+/* Every rank does this alike (the prompt too, so that each finds the same
+ * errors and plans the same engine), agreeing after each part: opens the
+ * checkpoint and its tokenizer (a model without one fails before its
+ * weights load), encodes the prompt, settles the sequence's length, makes
+ * g's buffers (before the plan, which counts them) and compiles the grammar
+ * (a bad one fails fast). The checkpoint and tokenizer are closed again:
+ * the engine loads its own. Fails as the agreement does; g holds what was
+ * made (gen_state_free). */
+static snug_status prepare(gen_args *a, snug_comm *comm, gen_state *g, snug_error *err)
+{
+    snug_checkpoint *ck = NULL;
+    snug_tokenizer *tok = NULL;
+    snug_tok_encoder *enc = NULL;
+    snug_status st = snug_checkpoint_open(a->model, &ck, err);
+    st = snug_dist_agree(comm, st, err);
+    if (st == SNUG_OK) st = snug_dist_check_model(comm, ck, err);
+    if (st != SNUG_OK) goto done;
+    g->weight_dtype = a->plan.weight_dtype != SNUG_DTYPE_NONE ? a->plan.weight_dtype
+                                                             : snug_checkpoint_weight_dtype(ck);
+    st = snug_tokenizer_load(a->model, &tok, err);
+    if (st == SNUG_OK) st = snug_tok_encoder_create(tok, &enc, err);
+    st = snug_dist_agree(comm, st, err);
+    if (st != SNUG_OK) goto done;
+    const int32_t *ids = NULL;
+    size_t n_enc = 0;
+    st = prompt_ids(a, tok, enc, &ids, &n_enc, err);
+    g->n_ids = (int64_t)n_enc;
+    if (st == SNUG_OK) st = settle_max_len(a, &ck->config, g->n_ids, err);
+    int64_t max_len = a->plan.max_model_len;
+    if (st == SNUG_OK) g->seq = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_len * sizeof(int32_t), err);
+    g->text_cap = snug_stop_emit_bytes(snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok)));
+    g->lead.cap = snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok));
+    if (g->seq) g->text = snug_mem_alloc(SNUG_MEM_OTHER, g->text_cap, err);
+    if (g->text) g->lead.buf = snug_mem_alloc(SNUG_MEM_OTHER, 2 * g->lead.cap, err);
+    if (st == SNUG_OK && !g->lead.buf) st = snug_error_prefix(err, SNUG_NOMEM, "generate: ");
+    if (st == SNUG_OK) memcpy(g->seq, ids, (size_t)g->n_ids * sizeof(int32_t));
+    if (st == SNUG_OK) st = compile_grammar(a, &g->grammar, err);
+    st = snug_dist_agree(comm, st, err);
+done:
+    snug_tok_encoder_free(enc);
+    snug_tokenizer_free(tok);
+    snug_checkpoint_close(ck);
+    return st;
+}
+
+/* The engine's options for g: the plan's, for one sequence of
+ * plan.max_model_len positions unless they say otherwise (a KV cache of
+ * just its blocks: max_num_seqs 1 caps it there), prompt steps of up to
+ * PREFILL_CHUNK tokens and a profile step no larger. */
+static snug_engine_opts engine_opts(const gen_args *a, const gen_state *g, snug_comm *comm)
+{
+    snug_engine_opts eo = {.plan = a->plan};
+    if (eo.plan.max_num_seqs == 0) eo.plan.max_num_seqs = 1;
+    if (eo.plan.max_num_batched_tokens == 0)
+        eo.plan.max_num_batched_tokens = (int32_t)SNUG_MIN(g->n_ids, PREFILL_CHUNK);
+    eo.plan.comm = comm;
+    return eo;
+}
+
+/* Prints what the run gave: the ids (--ids) or the text's end on stdout;
+ * on stderr the plan's line (as serve's and profile's report says it), then
+ * the speeds and how it finished. */
+static void report(const gen_args *a, const gen_state *g, const snug_plan_report *plan,
+                   const gen_result *res, int32_t tp)
+{
+    if (a->ids) {
+        for (int64_t i = 0; i < g->n_ids + res->n_generated; i++) printf(i ? " %d" : "%d", g->seq[i]);
+    }
+    printf("\n");
+    fflush(stdout);
+    char line[512], note[96] = "";
+    fprintf(stderr, "memory plan: %s\n", snug_plan_report_line(plan, line, sizeof line));
+    double ps = res->prefill_seconds, ds = res->decode_seconds;
+    if (tp > 1) /* the all-reduces' share of the run, as rank 0 waited in them */
+        snprintf(note, sizeof note, ", tp %d: all-reduce %.1f%% of the time", tp,
+                 ps + ds > 0 ? 100.0 * res->allreduce_seconds / (ps + ds) : 0.0);
+    snug_isa isa = SNUG_ISA_SCALAR;
+    snug_model_isa_resolve(a->plan.isa, &isa, NULL); /* the model was made with it */
+    snug_dtype quant = a->plan.quant_dtype;
+    fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s (%s, %s%s); finish: %s\n",
+            (long long)g->n_ids, ps > 0 ? (double)g->n_ids / ps : 0.0, (long long)res->n_generated,
+            ds > 0 && res->n_generated > 1 ? (double)(res->n_generated - 1) / ds : 0.0,
+            snug_isa_name(isa), quant != SNUG_DTYPE_NONE ? snug_dtype_name(quant) : snug_dtype_torch_name(g->weight_dtype), note,
+            snug_finish_name(res->finish));
+}
+
+/* Generates once on e: the request of a and g, checked, the prompt echoed
+ * (unless --ids or --chat), the output streamed (run_request), and the
+ * request released. Fails as snug_engine_check and run_request do, or
+ * with the engine's failure. */
+static snug_status generate_once(const gen_args *a, snug_engine *e, snug_comm *comm, gen_state *g,
+                                 gen_result *res, snug_error *err)
+{
+    snug_request r = {.prompt = g->seq, .n_prompt = g->n_ids, .sampling = a->sp, .stop = a->stop,
+                      .n = 1, .grammar = g->grammar};
+    if (!r.sampling.has_seed) { /* each run its own: the time */
+        r.sampling.seed = (uint64_t)(snug_now_seconds() * 1e9);
+        r.sampling.has_seed = true;
+    }
+    int64_t n_ids = g->n_ids, max_len = a->plan.max_model_len;
+    /* -n past the model length: the length ends it (finish model_length) */
+    r.stop.max_tokens = a->n_new > 0 && n_ids + a->n_new <= max_len ? (int32_t)a->n_new : 0;
+    snug_status st = snug_engine_check(e, &r, err);
+    if (st == SNUG_OK && snug_engine_text_bytes(e) > g->text_cap)
+        st = snug_errorf(err, SNUG_INTERNAL, "generate: an output's text takes up to %zu bytes, "
+                         "not %zu", snug_engine_text_bytes(e), g->text_cap);
+    if (st != SNUG_OK) return st;
+    *res = (gen_result){.finish = SNUG_FINISH_ABORT};
+    const snug_tokenizer *etok = snug_engine_tokenizer(e);
+    snug_tok_stream prompt_stream;
+    snug_tok_stream_init(&prompt_stream, etok, true);
+    bool echoed = a->ids || a->chat || echo_prompt(&prompt_stream, g->seq, n_ids, g->text, g->text_cap);
+    snug_tok_stream_init(&g->lead.fresh, etok, true);
+    snug_tok_stream_init(&g->lead.cont, etok, true);
+    g->lead.cont.started = true;
+    lead_space *lp = prompt_stream.started ? NULL : &g->lead; /* the prompt had no text */
+    if (echoed)
+        st = run_request(e, comm, &r, a->ids, lp, g->seq + n_ids, max_len - n_ids, g->text,
+                         g->text_cap, res, err);
+    snug_engine_release(e, &r);
+    if (st == SNUG_OK && snug_engine_failed(e))
+        st = snug_errorf(err, SNUG_INTERNAL, "%s", snug_engine_error(e));
+    return st;
+}
+
+/* Rank 0 (or the one process): opens the engine, generates and reports. Returns the exit status, failures
+ * printed; *stranded when the other ranks may be inside a step (the engine
+ * is then left open: MPI may still use its buffers). */
+static int lead(const gen_args *a, const snug_engine_opts *eo, snug_comm *comm, gen_state *g,
+                bool *stranded)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    int32_t tp = comm ? snug_comm_size(comm) : 1;
+    int rc = 1;
+    if (snug_engine_open(a->model, eo, &e, &err) != SNUG_OK) goto fail;
+    gen_result res;
+    if (generate_once(a, e, comm, g, &res, &err) != SNUG_OK) {
+        *stranded = snug_engine_failed(e) && tp > 1; /* the other ranks may be inside a step */
+        goto fail;
+    }
+    report(a, g, snug_engine_plan(e), &res, tp);
+    rc = 0;
+    goto done;
+fail:
+    cli_fail(&err);
+done:
+    *stranded = *stranded || (comm && snug_comm_broken(comm));
+    if (!*stranded) snug_engine_close(e); /* the followers return */
+    return rc;
+}
+
+/* A follower rank: plans with rank 0, then runs its steps until rank 0's
+ * engine closes. Returns the exit status; *stranded when a step failed
+ * after the plan. A failed plan is every rank's: rank 0 says why. */
+static int follow(const gen_args *a, const snug_engine_opts *eo, snug_comm *comm, bool *stranded)
+{
+    snug_error err = {0};
+    bool planned = false;
+    if (snug_engine_follow(a->model, eo, &planned, &err) == SNUG_OK) return 0;
+    if (planned) fprintf(stderr, "snug: rank %d: %s\n", cli_rank(comm), err.msg);
+    *stranded = planned; /* rank 0 may be inside a step without this rank */
+    return 1;
+}
+
 int snug_cmd_generate(int argc, char **argv)
 {
     if (cli_help(argc, argv, g_usage)) return 0;
     gen_args a = {0};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
-    char bundled[PATH_MAX + 64];
-    if (!a.model) a.model = bundled_model(bundled, sizeof bundled);
-
     snug_error err = {0};
     snug_comm *comm = NULL;
-    snug_checkpoint *ck = NULL;
-    snug_tokenizer *tok = NULL;
-    snug_tok_encoder *enc = NULL;
-    snug_engine *e = NULL;
-    snug_grammar *grammar = NULL; /* --grammar-file, --json-schema */
-    int32_t *seq = NULL;   /* [max_len] the prompt's ids, then the generated ones */
-    char *text = NULL;     /* [text_cap] one output's text, or one prompt token's */
-    size_t text_cap = 0;
-    lead_space lead = {0};
-    int64_t n_ids = 0;
+    if (cli_tp_open(&a.tp, &comm, &err) != SNUG_OK)
+        return cli_fail_once(NULL, &err); /* every rank finds the same */
+    gen_state g = {0};
+    bool stranded = false;
     rc = 1;
-    bool printed = false, stranded = false;
-    char note[96] = "";
-    snug_status st = cli_tp_open(&a.tp, &comm, &err);
-    if (st != SNUG_OK) { /* every rank finds the same */
-        cli_fail_once(NULL, &err);
-        return 1;
-    }
-    int32_t tp = comm ? snug_comm_size(comm) : 1, rank = cli_rank(comm);
-    /* Every rank does all of this alike (the prompt too, so that each
-     * finds the same errors and plans the same engine), agreeing after each
-     * part. The tokenizer first: a model without one fails before its
-     * weights load. */
-    st = snug_checkpoint_open(a.model, &ck, &err);
-    st = snug_dist_agree(comm, st, &err);
-    if (st == SNUG_OK) st = snug_dist_check_model(comm, ck, &err);
-    if (st != SNUG_OK) goto done;
-    snug_model_config cfg = ck->config;
-    snug_dtype weight_dtype = a.weight_dtype != SNUG_DTYPE_NONE ? a.weight_dtype : snug_checkpoint_weight_dtype(ck);
-    st = snug_tokenizer_load(a.model, &tok, &err);
-    if (st == SNUG_OK) st = snug_tok_encoder_create(tok, &enc, &err);
-    st = snug_dist_agree(comm, st, &err);
-    if (st != SNUG_OK) goto done;
-    const int32_t *ids = NULL;
-    size_t n_enc = 0;
-    st = prompt_ids(&a, tok, enc, &ids, &n_enc, &err);
-    n_ids = (int64_t)n_enc;
-    /* The cache holds one sequence: the prompt and -n tokens, or (without
-     * -n) up to DEFAULT_MAX_LEN positions unless --max-model-len asks for
-     * more, so that a 128k-context model does not reserve gigabytes. */
-    if (st == SNUG_OK && a.max_len > cfg.max_position_embeddings)
-        st = snug_errorf(&err, SNUG_INVALID, "--max-model-len %lld is more than the model's %lld "
-                         "positions (config.json: max_position_embeddings)", (long long)a.max_len,
-                         (long long)cfg.max_position_embeddings);
-    if (a.max_len == 0)
-        a.max_len = SNUG_MIN(cfg.max_position_embeddings,
-                             n_ids + (a.n_new > 0 ? a.n_new : DEFAULT_MAX_LEN));
-    if (st == SNUG_OK && n_ids >= a.max_len)
-        st = snug_errorf(&err, SNUG_INVALID, "generate: a prompt of %lld tokens (1 to %lld fit; "
-                         "--max-model-len sets the positions a sequence may use)",
-                         (long long)n_ids, (long long)a.max_len - 1);
-    /* the prompt kept, and the text buffer made, before the plan (which counts them) */
-    if (st == SNUG_OK) seq = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)a.max_len * sizeof(int32_t), &err);
-    text_cap = snug_stop_emit_bytes(snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok)));
-    lead.cap = snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok));
-    if (seq) text = snug_mem_alloc(SNUG_MEM_OTHER, text_cap, &err);
-    if (text) lead.buf = snug_mem_alloc(SNUG_MEM_OTHER, 2 * lead.cap, &err);
-    if (st == SNUG_OK && !lead.buf) st = snug_error_prefix(&err, SNUG_NOMEM, "generate: ");
-    if (st == SNUG_OK) memcpy(seq, ids, (size_t)n_ids * sizeof(int32_t));
-    if (st == SNUG_OK) st = compile_grammar(&a, &grammar, &err); /* before the weights: a bad one fails fast */
-    /* the engine loads its own (the weights with them): these go first */
-    snug_tok_encoder_free(enc);
-    enc = NULL;
-    snug_tokenizer_free(tok);
-    tok = NULL;
-    snug_checkpoint_close(ck);
-    ck = NULL;
-    st = snug_dist_agree(comm, st, &err);
-    if (st != SNUG_OK) goto done;
-
-    /* The engine, planned for one sequence of max_len positions: a KV cache
-     * of just its blocks (max_num_seqs 1 caps it there), prompt steps of up
-     * to PREFILL_CHUNK tokens, and a profile step no larger. */
-    snug_engine_opts eo = {.plan = {.max_model_len = a.max_len, .max_num_seqs = 1,
-                                    .max_num_batched_tokens = (int32_t)SNUG_MIN(n_ids, PREFILL_CHUNK),
-                                    .kv_dtype = a.kv_dtype, .n_threads = a.n_threads,
-                                    .weight_dtype = a.weight_dtype, .quant_dtype = a.quant,
-                                    .isa = a.isa, .bf16 = a.bf16, .comm = comm}};
-    if (rank > 0) { /* rank 0 runs the engine; this rank its steps */
-        bool planned = false;
-        st = snug_engine_follow(a.model, &eo, &planned, &err);
-        if (st == SNUG_OK) rc = 0;
-        else if (planned) fprintf(stderr, "snug: rank %d: %s\n", rank, err.msg);
-        printed = true; /* a failed plan is every rank's: rank 0 says why */
-        stranded = st != SNUG_OK && planned; /* rank 0 may be inside a step without this rank */
+    if (prepare(&a, comm, &g, &err) != SNUG_OK) {
+        cli_fail_once(comm, &err); /* a failure all ranks agreed on */
         goto done;
     }
-    st = snug_engine_open(a.model, &eo, &e, &err);
-    if (st != SNUG_OK) {
-        printed = cli_fail(&err);
-        goto done;
-    }
-    snug_request r = {.prompt = seq, .n_prompt = n_ids, .sampling = a.sp, .stop = a.stop, .n = 1,
-                      .grammar = grammar};
-    if (!r.sampling.has_seed) { /* each run its own: the time */
-        r.sampling.seed = (uint64_t)(snug_now_seconds() * 1e9);
-        r.sampling.has_seed = true;
-    }
-    /* -n past the model length: the length ends it (finish model_length) */
-    r.stop.max_tokens = a.n_new > 0 && n_ids + a.n_new <= a.max_len ? (int32_t)a.n_new : 0;
-    st = snug_engine_check(e, &r, &err);
-    if (st == SNUG_OK && snug_engine_text_bytes(e) > text_cap)
-        st = snug_errorf(&err, SNUG_INTERNAL, "generate: an output's text takes up to %zu bytes, "
-                         "not %zu", snug_engine_text_bytes(e), text_cap);
-    if (st != SNUG_OK) {
-        printed = cli_fail(&err);
-        goto done;
-    }
-    gen_result res = {.finish = SNUG_FINISH_ABORT};
-    const snug_tokenizer *etok = snug_engine_tokenizer(e);
-    snug_tok_stream prompt_stream;
-    snug_tok_stream_init(&prompt_stream, etok, true);
-    bool echoed = a.ids || a.chat || echo_prompt(&prompt_stream, seq, n_ids, text, text_cap);
-    snug_tok_stream_init(&lead.fresh, etok, true);
-    snug_tok_stream_init(&lead.cont, etok, true);
-    lead.cont.started = true;
-    lead_space *lp = prompt_stream.started ? NULL : &lead; /* the prompt had no text */
-    if (echoed)
-        st = run_request(e, comm, &r, a.ids, lp, seq + n_ids, a.max_len - n_ids, text, text_cap, &res,
-                         &err);
-    snug_engine_release(e, &r);
-    if (st == SNUG_OK && snug_engine_failed(e))
-        st = snug_errorf(&err, SNUG_INTERNAL, "%s", snug_engine_error(e));
-    if (st != SNUG_OK) {
-        printed = cli_fail(&err);
-        stranded = snug_engine_failed(e) && tp > 1; /* the other ranks may be inside a step */
-        goto done;
-    }
-    if (a.ids) {
-        for (int64_t i = 0; i < n_ids + res.n_generated; i++) printf(i ? " %d" : "%d", seq[i]);
-    }
-    printf("\n");
-    fflush(stdout);
-    double ps = res.prefill_seconds, ds = res.decode_seconds;
-    if (tp > 1) /* the all-reduces' share of the run, as rank 0 waited in them */
-        snprintf(note, sizeof note, ", tp %d: all-reduce %.1f%% of the time", tp,
-                 ps + ds > 0 ? 100.0 * res.allreduce_seconds / (ps + ds) : 0.0);
-    snug_isa isa = SNUG_ISA_SCALAR;
-    snug_model_isa_resolve(a.isa, &isa, NULL); /* the model was made with it */
-    fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s (%s, %s%s); finish: %s\n",
-            (long long)n_ids, ps > 0 ? (double)n_ids / ps : 0.0, (long long)res.n_generated,
-            ds > 0 && res.n_generated > 1 ? (double)(res.n_generated - 1) / ds : 0.0,
-            snug_isa_name(isa), a.quant != SNUG_DTYPE_NONE ? snug_dtype_name(a.quant) : snug_dtype_torch_name(weight_dtype), note,
-            snug_finish_name(res.finish));
-    rc = 0;
+    snug_engine_opts eo = engine_opts(&a, &g, comm);
+    if (cli_rank(comm) > 0)
+        rc = follow(&a, &eo, comm, &stranded);
+    else
+        rc = lead(&a, &eo, comm, &g, &stranded);
 done:
-    if (rc && !printed) cli_fail_once(comm, &err); /* a failure all ranks agreed on */
     if (stranded || (comm && snug_comm_broken(comm)))
         return cli_tp_end(comm, rc, true); /* the run ends here; MPI may still use the buffers */
-    snug_engine_close(e); /* the followers return */
-    snug_grammar_free(grammar);
-    snug_mem_free(lead.buf);
-    snug_mem_free(text);
-    snug_mem_free(seq);
-    snug_tok_encoder_free(enc);
-    snug_tokenizer_free(tok);
-    snug_checkpoint_close(ck);
+    gen_state_free(&g);
     return cli_tp_end(comm, rc, false);
 }

@@ -203,12 +203,13 @@ int snug_cmd_inspect(int argc, char **argv)
     bool tensors = false, as_json = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if ((v = cli_option(argc, argv, &i, "--tp"))) {
+        int rc = cli_dtype_option(argc, argv, &i, &dtype, &quant, g_usage);
+        if (rc > 1) return rc;
+        if (rc == 1) {
+            continue;
+        } else if ((v = cli_option(argc, argv, &i, "--tp"))) {
             if (!cli_parse_int(v, 1, 4096, &tp))
                 return cli_usage(g_usage, "--tp expects an integer from 1 to 4096, got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
-            if (!cli_dtype(v, &dtype, &quant))
-                return cli_usage(g_usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
         } else if (strcmp(argv[i], "--tensors") == 0) {
             tensors = true;
         } else if (strcmp(argv[i], "--json") == 0) {

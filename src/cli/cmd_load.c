@@ -67,7 +67,14 @@ int snug_cmd_load(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v;
         int64_t x;
-        if ((v = cli_option(argc, argv, &i, "--tp"))) {
+        /* the plan's options that a load takes */
+        int rc = cli_dtype_option(argc, argv, &i, &o.dtype, &o.quant, g_usage);
+        if (!rc) rc = cli_bytes_option(argc, argv, &i, "--staging-bytes", &o.staging_bytes, g_usage);
+        if (!rc) rc = cli_threads_option(argc, argv, &i, &o.n_threads, g_usage);
+        if (rc > 1) return rc;
+        if (rc == 1) {
+            continue;
+        } else if ((v = cli_option(argc, argv, &i, "--tp"))) {
             if (!cli_parse_int(v, 1, 4096, &x))
                 return cli_usage(g_usage, "--tp expects an integer from 1 to 4096, got '%s'", v);
             o.tp = (int32_t)x;
@@ -76,16 +83,6 @@ int snug_cmd_load(int argc, char **argv)
                 return cli_usage(g_usage, "--rank expects an integer from 0, got '%s'", v);
             o.rank = (int32_t)x;
             rank_given = true;
-        } else if ((v = cli_option(argc, argv, &i, "--dtype"))) {
-            if (!cli_dtype(v, &o.dtype, &o.quant))
-                return cli_usage(g_usage, "--dtype expects " CLI_DTYPES ", got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--staging-bytes"))) {
-            if (!snug_parse_bytes(v, &o.staging_bytes))
-                return cli_usage(g_usage, "--staging-bytes expects a byte count, got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
-            if (!cli_parse_int(v, 1, 1024, &x))
-                return cli_usage(g_usage, "--threads expects 1 to 1024, got '%s'", v);
-            o.n_threads = (int32_t)x;
         } else if (strcmp(argv[i], "--all-ranks") == 0) {
             all = true;
         } else if (strcmp(argv[i], "--json") == 0) {

@@ -96,6 +96,7 @@ int snug_cmd_mkmodel(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int64_t x;
+        int rc;
         size_t k = 0;
         while (k < SNUG_ARRAY_LEN(shape_names) && !(v = cli_option(argc, argv, &i, shape_names[k]))) k++;
         if (v) {
@@ -107,18 +108,15 @@ int snug_cmd_mkmodel(int argc, char **argv)
             o.dtype = snug_dtype_from_torch(v);
             if (o.dtype == SNUG_DTYPE_NONE)
                 return cli_usage(g_usage, "--dtype expects bf16, f16 or f32, got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--shards"))) {
-            if (!cli_parse_int(v, 1, 1024, &x))
-                return cli_usage(g_usage, "--shards expects 1 to 1024, got '%s'", v);
+        } else if ((rc = cli_int_option(argc, argv, &i, "--shards", 1, 1024, &x, g_usage))) {
+            if (rc > 1) return rc;
             o.n_shards = (int32_t)x;
         } else if ((v = cli_option(argc, argv, &i, "--seed"))) {
             if (!cli_parse_int(v, 0, INT64_MAX, &x))
                 return cli_usage(g_usage, "--seed expects a non-negative integer, got '%s'", v);
             o.seed = (uint64_t)x;
-        } else if ((v = cli_option(argc, argv, &i, "--threads"))) {
-            if (!cli_parse_int(v, 1, 1024, &x))
-                return cli_usage(g_usage, "--threads expects 1 to 1024, got '%s'", v);
-            o.n_threads = (int32_t)x;
+        } else if ((rc = cli_threads_option(argc, argv, &i, &o.n_threads, g_usage))) {
+            if (rc > 1) return rc;
         } else if ((v = cli_option(argc, argv, &i, "--tokenizer"))) {
             tok_dir = v;
         } else if (strcmp(argv[i], "--no-tokenizer") == 0) {

@@ -13,19 +13,16 @@
 #include "engine/timeline.h"
 #include "kernels/kernels.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char g_usage[] =
-    "snug profile [MODEL] [--memory BYTES | --memory-fraction F] [--kv-cache-memory BYTES]\n"
-    "              [--no-prefix-caching]\n"
-    "              [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n"
-    "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n"
-    "              [--dtype " CLI_DTYPES "] [--staging-bytes BYTES] [--threads T]\n"
-    "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--json]\n"
-    "              [--timeline FILE.svg [--timeline-events N]] [--tp N [--step-timeout S]]\n"
+    "snug profile [MODEL]\n"
+    CLI_PLAN_USAGE
+    "              [--json] [--timeline FILE.svg [--timeline-events N]] [--tp N [--step-timeout S]]\n"
     "              [--load-only]\n"
-    "  MODEL defaults to the bundled models/stories260K; BYTES may carry a unit (6GiB, 1500MB,\n"
+    "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; BYTES may carry a unit (6GiB, 1500MB,\n"
     "  512MiB); the budget defaults to 0.9 of the memory cgroup's limit or of MemAvailable;\n"
     "  --timeline draws memory over time from the allocator's event log of N events\n"
     "  (default 65536, 40 bytes each, held during the plan and counted in its serving state);\n"
@@ -147,16 +144,15 @@ int snug_cmd_profile(int argc, char **argv)
     bool load_only = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        int rc = cli_plan_option(argc, argv, &i, &o, g_usage);
-        if (rc == 0) rc = cli_tp_option(argc, argv, &i, &tp, g_usage);
+        int rc = cli_planning_option(argc, argv, &i, &o, &tp, g_usage);
         if (rc > 1) return rc;
         if (rc == 1) {
             continue;
         } else if ((v = cli_option(argc, argv, &i, "--timeline"))) {
             timeline = v;
-        } else if ((v = cli_option(argc, argv, &i, "--timeline-events"))) {
-            if (!cli_parse_int(v, 16, 1 << 28, &timeline_events))
-                return cli_usage(g_usage, "--timeline-events expects 16 to 268435456, got '%s'", v);
+        } else if ((rc = cli_int_option(argc, argv, &i, "--timeline-events", 16, 1 << 28,
+                                        &timeline_events, g_usage))) {
+            if (rc > 1) return rc;
         } else if (strcmp(argv[i], "--json") == 0) {
             as_json = true;
         } else if (strcmp(argv[i], "--load-only") == 0) {
@@ -169,15 +165,15 @@ int snug_cmd_profile(int argc, char **argv)
             return cli_usage(g_usage, "one model directory, got '%s' too", argv[i]);
         }
     }
-    if (o.budget.memory_bytes && o.budget.fraction)
-        return cli_usage(g_usage, "--memory and --memory-fraction: give one");
+    if (cli_plan_check(&o, g_usage)) return 2;
     if (as_json) { /* one JSON object, whatever stderr is joined to */
         o.on_phase = NULL;
         o.on_load_progress = NULL;
     }
     snug_error err = {0};
     snug_planned *p = NULL;
-    if (!dir) dir = "models/stories260K";
+    char bundled[PATH_MAX + 64];
+    if (!dir) dir = cli_default_model(bundled, sizeof bundled);
     snug_comm *comm = NULL;
     if (cli_tp_open(&tp, &comm, &err) != SNUG_OK) return cli_fail_once(NULL, &err);
     if (load_only) return cli_tp_end(comm, load_shards(dir, &o, comm, as_json), false);

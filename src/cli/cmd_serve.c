@@ -12,6 +12,7 @@
 #include "engine/timeline.h"
 #include "server/server.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +30,7 @@ static const char g_usage[] =
     "              [--timeline]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
-    "  MODEL defaults to the bundled models/stories260K; the model's name in the API is the\n"
+    "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; the model's name in the API is the\n"
     "  directory's base name unless --served-model-name says otherwise; --tp N splits the model\n"
     "  over N processes started by mpirun -np N: rank 0 serves, every rank computes each step,\n"
     "  and a rank that does not take part in a step within S seconds (default 60), or one that\n"
@@ -93,15 +94,6 @@ static const double LAUNCHER_GRACE_SECONDS = 0.5;
  * stops: shorter when the launcher is ending the run and will kill us. */
 static const double FAILED_LINGER_SECONDS = 1, FAILED_LINGER_LAUNCHER_SECONDS = 0.5;
 
-/* Serves until a signal or a failed engine. The first SIGINT or SIGTERM
- * drains: /health and new completions answer 503 while what runs goes on,
- * for up to drain_s seconds; a second one, or the deadline, stops at once,
- * cutting what still runs (each request is told). With several ranks
- * (several), a SIGCONT, SIGTERM or SIGINT that the launcher (our parent)
- * sends has the engine check that every rank still answers within
- * LAUNCHER_GRACE_SECONDS (snug_engine_check_ranks): one that died fails the
- * engine as the step watchdog does. Stops the server, says how in a last
- * line, and returns the exit status. */
 /* Draws the start-up's memory over time (the allocator's log, up to
  * ready) into so->timeline_svg for GET /timeline.svg, and stops the log.
  * Fails as snug_timeline_svg does. */
@@ -122,6 +114,15 @@ static snug_status draw_timeline(const char *dir, const snug_plan_report *r, snu
     return st;
 }
 
+/* Serves until a signal or a failed engine. The first SIGINT or SIGTERM
+ * drains: /health and new completions answer 503 while what runs goes on,
+ * for up to drain_s seconds; a second one, or the deadline, stops at once,
+ * cutting what still runs (each request is told). With several ranks
+ * (several), a SIGCONT, SIGTERM or SIGINT that the launcher (our parent)
+ * sends has the engine check that every rank still answers within
+ * LAUNCHER_GRACE_SECONDS (snug_engine_check_ranks): one that died fails the
+ * engine as the step watchdog does. Stops the server, says how in a last
+ * line, and returns the exit status. */
 static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *stop, double drain_s,
                                bool several, bool *launcher_ending)
 {
@@ -170,158 +171,176 @@ static int serve_until_stopped(snug_server *s, snug_engine *e, const sigset_t *s
     return rc;
 }
 
-int snug_cmd_serve(int argc, char **argv)
+/* What the command line asked of serve. */
+typedef struct serve_args {
+    const char *dir;              /* the model directory */
+    snug_engine_opts eo;
+    snug_server_opts so;
+    size_t server_memory;         /* --server-memory; 0: the server's default */
+    double drain_s;               /* --drain-seconds */
+    bool timeline;                /* --timeline */
+    const char *template_path;    /* --chat-template, or NULL */
+    cli_tp tp;
+    cli_progress progress;        /* eo.plan's on_phase_ctx */
+    char bundled[PATH_MAX + 64];  /* dir when it is the bundled model beside the program */
+    char name[256];               /* so.model_name when it is dir's base name */
+} serve_args;
+
+/* The server's own option at argv[*at] into a; returns as cli_int_option
+ * does. */
+static int server_option(int argc, char **argv, int *at, serve_args *a)
 {
-    if (cli_help(argc, argv, g_usage)) return 0;
-    const char *dir = NULL;
-    snug_engine_opts eo = {.plan = {.isa = -1, .populate_after_ready = true}};
-    cli_progress progress;
-    cli_progress_install(&eo.plan, &progress);
-    snug_server_opts so = {.port = 8000, .access_log = stdout, .build_commit = cli_build_commit,
-                           .build_options = cli_build_options};
-    size_t server_memory = 0;
-    double drain_s = 30;
-    bool timeline = false;
-    const char *template_path = NULL;
-    char *template_text = NULL;
-    cli_tp tp = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int64_t x;
-        int rc = cli_plan_option(argc, argv, &i, &eo.plan, g_usage);
-        if (rc == 0) rc = cli_tp_option(argc, argv, &i, &tp, g_usage);
-        if (rc > 1) return rc;
-        if (rc == 1) {
-            continue;
-        } else if ((v = cli_option(argc, argv, &i, "--host"))) {
-            so.host = v;
-        } else if ((v = cli_option(argc, argv, &i, "--port"))) {
-            if (!cli_parse_int(v, 0, 65535, &x))
-                return cli_usage(g_usage, "--port expects 0 to 65535, got '%s'", v);
-            so.port = (int)x;
-        } else if ((v = cli_option(argc, argv, &i, "--api-key"))) {
-            so.api_key = v;
-        } else if ((v = cli_option(argc, argv, &i, "--served-model-name"))) {
-            so.model_name = v;
-        } else if ((v = cli_option(argc, argv, &i, "--max-connections"))) {
-            if (!cli_parse_int(v, 1, 4096, &x))
-                return cli_usage(g_usage, "--max-connections expects 1 to 4096, got '%s'", v);
-            so.max_connections = (int)x;
-        } else if ((v = cli_option(argc, argv, &i, "--max-body-bytes"))) {
-            if (!snug_parse_bytes(v, &so.max_body_bytes) || so.max_body_bytes < 1024)
-                return cli_usage(g_usage, "--max-body-bytes expects a byte count of 1KiB or more, got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--server-memory"))) {
-            if (!snug_parse_bytes(v, &server_memory))
-                return cli_usage(g_usage, "--server-memory expects a byte count, got '%s'", v);
-        } else if ((v = cli_option(argc, argv, &i, "--timeout-seconds"))) {
-            if (!cli_parse_int(v, 1, 86400, &x))
-                return cli_usage(g_usage, "--timeout-seconds expects 1 to 86400, got '%s'", v);
-            so.timeout_s = (double)x;
-        } else if ((v = cli_option(argc, argv, &i, "--keep-alive-seconds"))) {
-            if (!cli_parse_int(v, 1, 3600, &x))
-                return cli_usage(g_usage, "--keep-alive-seconds expects 1 to 3600, got '%s'", v);
-            so.keep_alive_s = (double)x;
-        } else if ((v = cli_option(argc, argv, &i, "--header-timeout-seconds"))) {
-            if (!cli_parse_int(v, 1, 3600, &x))
-                return cli_usage(g_usage, "--header-timeout-seconds expects 1 to 3600, got '%s'", v);
-            so.header_timeout_s = (double)x;
-        } else if ((v = cli_option(argc, argv, &i, "--max-uploads"))) {
-            if (!cli_parse_int(v, 1, 4096, &x))
-                return cli_usage(g_usage, "--max-uploads expects 1 to 4096, got '%s'", v);
-            so.max_uploads = (int)x;
-        } else if ((v = cli_option(argc, argv, &i, "--min-upload-rate"))) {
-            if (!cli_parse_int(v, 1, 1 << 30, &x))
-                return cli_usage(g_usage, "--min-upload-rate expects 1 to 1073741824 bytes/s, got '%s'", v);
-            so.min_upload_rate = (double)x;
-        } else if ((v = cli_option(argc, argv, &i, "--upload-grace-seconds"))) {
-            if (!cli_parse_int(v, 1, 3600, &x))
-                return cli_usage(g_usage, "--upload-grace-seconds expects 1 to 3600, got '%s'", v);
-            so.upload_grace_s = (double)x;
-        } else if (strcmp(argv[i], "--metrics-no-auth") == 0) {
-            so.metrics_no_auth = true;
-        } else if ((v = cli_option(argc, argv, &i, "--drain-seconds"))) {
-            if (!cli_parse_int(v, 0, 86400, &x))
-                return cli_usage(g_usage, "--drain-seconds expects 0 to 86400, got '%s'", v);
-            drain_s = (double)x;
-        } else if ((v = cli_option(argc, argv, &i, "--chat-template"))) {
-            template_path = v;
-        } else if ((v = cli_option(argc, argv, &i, "--allowed-origins"))) {
-            so.allowed_origins = v;
-        } else if (strcmp(argv[i], "--no-access-log") == 0) {
-            so.access_log = NULL;
-        } else if (strcmp(argv[i], "--timeline") == 0) {
-            timeline = true;
-        } else if (strcmp(argv[i], "--populate-before-ready") == 0) {
-            eo.plan.populate_after_ready = false;
-        } else if ((v = cli_option(argc, argv, &i, "--max-queue"))) {
-            if (!cli_parse_int(v, 1, 1 << 20, &x))
-                return cli_usage(g_usage, "--max-queue expects 1 to 1048576, got '%s'", v);
-            eo.max_queue = (int32_t)x;
-        } else if (argv[i][0] == '-') {
-            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
-        } else if (!dir) {
-            dir = argv[i];
-        } else {
-            return cli_usage(g_usage, "one model directory, got '%s' too", argv[i]);
-        }
+    const char *v;
+    int64_t x = 0;
+    int rc = 1;
+    int i = *at;
+    snug_server_opts *so = &a->so;
+    if ((v = cli_option(argc, argv, &i, "--host"))) {
+        so->host = v;
+    } else if ((v = cli_option(argc, argv, &i, "--api-key"))) {
+        so->api_key = v;
+    } else if ((v = cli_option(argc, argv, &i, "--served-model-name"))) {
+        so->model_name = v;
+    } else if ((v = cli_option(argc, argv, &i, "--max-body-bytes"))) {
+        if (!snug_parse_bytes(v, &so->max_body_bytes) || so->max_body_bytes < 1024)
+            return cli_usage(g_usage, "--max-body-bytes expects a byte count of 1KiB or more, got '%s'", v);
+    } else if ((v = cli_option(argc, argv, &i, "--min-upload-rate"))) {
+        if (!cli_parse_int(v, 1, 1 << 30, &x))
+            return cli_usage(g_usage, "--min-upload-rate expects 1 to 1073741824 bytes/s, got '%s'", v);
+        so->min_upload_rate = (double)x;
+    } else if (strcmp(argv[i], "--metrics-no-auth") == 0) {
+        so->metrics_no_auth = true;
+    } else if ((v = cli_option(argc, argv, &i, "--chat-template"))) {
+        a->template_path = v;
+    } else if ((v = cli_option(argc, argv, &i, "--allowed-origins"))) {
+        so->allowed_origins = v;
+    } else if (strcmp(argv[i], "--no-access-log") == 0) {
+        so->access_log = NULL;
+    } else if (strcmp(argv[i], "--timeline") == 0) {
+        a->timeline = true;
+    } else if (strcmp(argv[i], "--populate-before-ready") == 0) {
+        a->eo.plan.populate_after_ready = false;
+    } else {
+        rc = 0;
     }
-    if (eo.plan.budget.memory_bytes && eo.plan.budget.fraction)
-        return cli_usage(g_usage, "--memory and --memory-fraction: give one");
-    if (so.api_key && !*so.api_key) return cli_usage(g_usage, "--api-key expects a key, got ''");
-    if (server_memory && server_memory < snug_server_tracked_bytes_min(&so))
+    *at = i;
+    if (rc) return rc;
+    /* the integer ones (on a usage error x stays 0, and the command ends) */
+    if ((rc = cli_int_option(argc, argv, at, "--port", 0, 65535, &x, g_usage)))
+        so->port = (int)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--max-connections", 1, 4096, &x, g_usage)))
+        so->max_connections = (int)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--max-uploads", 1, 4096, &x, g_usage)))
+        so->max_uploads = (int)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--max-queue", 1, 1 << 20, &x, g_usage)))
+        a->eo.max_queue = (int32_t)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--timeout-seconds", 1, 86400, &x, g_usage)))
+        so->timeout_s = (double)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--drain-seconds", 0, 86400, &x, g_usage)))
+        a->drain_s = (double)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--keep-alive-seconds", 1, 3600, &x, g_usage)))
+        so->keep_alive_s = (double)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--header-timeout-seconds", 1, 3600, &x, g_usage)))
+        so->header_timeout_s = (double)x;
+    else if ((rc = cli_int_option(argc, argv, at, "--upload-grace-seconds", 1, 3600, &x, g_usage)))
+        so->upload_grace_s = (double)x;
+    else
+        rc = cli_bytes_option(argc, argv, at, "--server-memory", &a->server_memory, g_usage);
+    return rc;
+}
+
+/* Parses the command line into *a (the bundled model when none is given);
+ * returns -1 when it is fine, else the exit status of a usage error
+ * (already printed). */
+static int parse_args(int argc, char **argv, serve_args *a)
+{
+    a->eo.plan = (snug_planner_opts){.isa = -1, .populate_after_ready = true};
+    cli_progress_install(&a->eo.plan, &a->progress);
+    a->so = (snug_server_opts){.port = 8000, .access_log = stdout, .build_commit = cli_build_commit,
+                               .build_options = cli_build_options};
+    a->drain_s = 30;
+    for (int i = 1; i < argc; i++) {
+        int rc = cli_planning_option(argc, argv, &i, &a->eo.plan, &a->tp, g_usage);
+        if (!rc) rc = server_option(argc, argv, &i, a);
+        if (rc > 1) return rc;
+        if (rc == 1) continue;
+        if (argv[i][0] == '-') return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
+        if (a->dir) return cli_usage(g_usage, "one model directory, got '%s' too", argv[i]);
+        a->dir = argv[i];
+    }
+    if (cli_plan_check(&a->eo.plan, g_usage)) return 2;
+    const snug_server_opts *so = &a->so;
+    if (so->api_key && !*so->api_key) return cli_usage(g_usage, "--api-key expects a key, got ''");
+    if (a->server_memory && a->server_memory < snug_server_tracked_bytes_min(so))
         return cli_usage(g_usage, "--server-memory %zu bytes cannot parse one body of "
                          "--max-body-bytes %zu: that needs %zu (the body and %d bytes of parse "
-                         "a byte); raise --server-memory or lower --max-body-bytes", server_memory,
-                         so.max_body_bytes ? so.max_body_bytes : (size_t)1 << 20,
-                         snug_server_tracked_bytes_min(&so), SNUG_SERVER_PARSE_BYTES_PER_BYTE);
-    if (!dir) dir = "models/stories260K";
-    char name[256];
-    if (!so.model_name) so.model_name = base_name(dir, name, sizeof name);
+                         "a byte); raise --server-memory or lower --max-body-bytes", a->server_memory,
+                         so->max_body_bytes ? so->max_body_bytes : (size_t)1 << 20,
+                         snug_server_tracked_bytes_min(so), SNUG_SERVER_PARSE_BYTES_PER_BYTE);
+    if (!a->dir) a->dir = cli_default_model(a->bundled, sizeof a->bundled);
+    if (!a->so.model_name) a->so.model_name = base_name(a->dir, a->name, sizeof a->name);
+    return -1;
+}
+
+/* The chat template --chat-template names, read on rank 0 (it alone
+ * serves) into *text (the caller frees it) before the plan, which counts
+ * it; every rank learns how rank 0 did, and fails alike. */
+static snug_status read_template(const serve_args *a, snug_comm *comm, char **text, snug_error *err)
+{
+    size_t len = 0;
+    snug_status st = SNUG_OK;
+    if (a->template_path && cli_rank(comm) == 0)
+        st = snug_file_read_all(a->template_path, 1 << 20, text, &len, err);
+    return snug_dist_agree(comm, st, err);
+}
+
+/* A follower rank: its shard of every step until rank 0 stops. Returns
+ * the exit status; *stranded when a step failed after the plan (the ranks
+ * cannot finish together). A failed plan is every rank's: rank 0 says why. */
+static int follow(serve_args *a, snug_comm *comm, bool *stranded)
+{
+    a->eo.plan.on_phase = NULL; /* rank 0 tells */
+    a->eo.plan.on_load_progress = NULL;
+    sigset_t stop; /* a signal mpirun passes on is rank 0's to act on: it drains, then stops us */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    bool planned = false;
     snug_error err = {0};
-    snug_comm *comm = NULL;
-    if (cli_tp_open(&tp, &comm, &err) != SNUG_OK) return cli_fail_once(NULL, &err);
-    eo.plan.comm = comm;
-    size_t template_len = 0;
-    snug_status tst = SNUG_OK;
-    if (template_path && cli_rank(comm) == 0) { /* read before the plan, which counts it */
-        tst = snug_file_read_all(template_path, 1 << 20, &template_text, &template_len, &err);
-        so.chat_template = template_text;
-    }
-    tst = snug_dist_agree(comm, tst, &err); /* the other ranks learn how rank 0 did (it alone serves) */
-    if (tst != SNUG_OK) {
-        cli_fail_once(comm, &err);
-        return cli_tp_end(comm, 1, false);
-    }
-    if (cli_rank(comm) > 0) { /* a follower: its shard of every step until rank 0 stops */
-        eo.plan.on_phase = NULL; /* rank 0 tells */
-        eo.plan.on_load_progress = NULL;
-        sigset_t stop; /* a signal mpirun passes on is rank 0's to act on: it drains, then stops us */
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGINT);
-        sigaddset(&stop, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &stop, NULL);
-        bool planned = false;
-        if (snug_engine_follow(dir, &eo, &planned, &err) == SNUG_OK) return cli_tp_end(comm, 0, false);
-        if (!planned) return cli_tp_end(comm, 1, false); /* rank 0 says why */
-        fprintf(stderr, "snug: rank %d: %s\n", cli_rank(comm), err.msg);
-        return cli_tp_end(comm, 1, true);
-    }
+    if (snug_engine_follow(a->dir, &a->eo, &planned, &err) == SNUG_OK) return 0;
+    if (planned) fprintf(stderr, "snug: rank %d: %s\n", cli_rank(comm), err.msg);
+    *stranded = planned;
+    return 1;
+}
+
+/* Rank 0 (or the one process): listens, plans and prints the plan, then
+ * serves until stopped (serve_until_stopped). Returns the exit status,
+ * failures printed; *stranded when the other ranks cannot be stopped, only
+ * ended (the engine is then left open: MPI may still use its buffers);
+ * *launcher_ending when the launcher signalled that it ends the run. */
+static int lead(serve_args *a, snug_comm *comm, bool *stranded, bool *launcher_ending)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_server *s = NULL;
+    snug_server_opts *so = &a->so;
+    snug_planner_opts *plan = &a->eo.plan;
+    bool several = comm && snug_comm_size(comm) > 1;
+    int rc = 1;
     /* the server's share of the plan: what its connections hold outside the
      * allocator, and what its requests may allocate */
-    eo.plan.server_untracked = snug_server_untracked_bytes(&so);
-    so.request_memory = server_memory ? server_memory : snug_server_tracked_bytes_default(&so);
-    eo.plan.server_tracked = so.request_memory + snug_server_gate_bytes(&so);
+    plan->server_untracked = snug_server_untracked_bytes(so);
+    so->request_memory = a->server_memory ? a->server_memory : snug_server_tracked_bytes_default(so);
+    plan->server_tracked = so->request_memory + snug_server_gate_bytes(so);
 
     /* the address first: one in use fails before the model is loaded (with
-     * several ranks, rank 0's failure ends them all) */
-    if (snug_server_listen(&so, &so.listen_fd, &err) != SNUG_OK) {
-        cli_fail(&err);
-        return cli_tp_end(comm, 1, comm && snug_comm_size(comm) > 1);
-    }
+     * several ranks, rank 0's failure ends them all, waiting in the plan) */
+    *stranded = several;
+    if (snug_server_listen(so, &so->listen_fd, &err) != SNUG_OK) goto fail;
 
     /* SIGINT and SIGTERM (and with several ranks SIGCONT, which still
-     * continues the process) are taken by sigtimedwait below, in no thread */
-    bool several = comm && snug_comm_size(comm) > 1;
+     * continues the process) are taken by sigtimedwait, in no thread */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -330,42 +349,57 @@ int snug_cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    snug_engine *e = NULL;
-    snug_server *s = NULL;
-    if (timeline && snug_mem_trace_start(CLI_TIMELINE_EVENTS_DEFAULT, &err) != SNUG_OK) {
-        snug_mem_free(template_text);
-        cli_fail(&err);
-        return cli_tp_end(comm, 1, several);
-    }
-    if (snug_engine_open(dir, &eo, &e, &err) != SNUG_OK) {
-        snug_mem_trace_stop();
-        snug_mem_free(template_text);
-        cli_fail(&err);
-        return cli_tp_end(comm, 1, false);
-    }
+    if (a->timeline && snug_mem_trace_start(CLI_TIMELINE_EVENTS_DEFAULT, &err) != SNUG_OK) goto fail;
+    *stranded = false; /* a failed plan is every rank's */
+    if (snug_engine_open(a->dir, &a->eo, &e, &err) != SNUG_OK) goto fail;
     snug_plan_report_print(stdout, snug_engine_plan(e));
-    if (timeline && draw_timeline(dir, snug_engine_plan(e), &so, &err) != SNUG_OK)
+    if (a->timeline && draw_timeline(a->dir, snug_engine_plan(e), so, &err) != SNUG_OK)
         fprintf(stderr, "snug: --timeline: %s (serving without it)\n", err.msg);
-    int rc = 0;
-    bool launcher_ending = false; /* the launcher signalled that it ends the run */
-    if (snug_server_start(e, &so, &s, &err) != SNUG_OK) {
-        rc = cli_fail(&err);
-    } else {
-        printf("serving %s as \"%s\" on http://%s:%d (server: %zu bytes of requests, %zu for "
-               "%d connections%s)\n", dir, so.model_name, so.host ? so.host : "127.0.0.1",
-               snug_server_port(s), eo.plan.server_tracked, eo.plan.server_untracked,
-               so.max_connections ? so.max_connections : 32, comm ? ", tensor parallel" : "");
-        fflush(stdout);
-        rc = serve_until_stopped(s, e, &stop, drain_s, several, &launcher_ending);
-    }
+    if (snug_server_start(e, so, &s, &err) != SNUG_OK) goto fail;
+    printf("serving %s as \"%s\" on http://%s:%d (server: %zu bytes of requests, %zu for "
+           "%d connections%s)\n", a->dir, so->model_name, so->host ? so->host : "127.0.0.1",
+           snug_server_port(s), plan->server_tracked, plan->server_untracked,
+           so->max_connections ? so->max_connections : 32, comm ? ", tensor parallel" : "");
+    fflush(stdout);
+    rc = serve_until_stopped(s, e, &stop, a->drain_s, several, launcher_ending);
     /* a failed step may have left other ranks inside it: they cannot be
      * stopped, only ended (and MPI may still use the engine's buffers) */
-    if (snug_engine_failed(e) && several) {
-        if (launcher_ending) snug_comm_exit(rc); /* it ends the others, and would keep an abort waiting */
-        return cli_tp_end(comm, rc, true);
+    *stranded = snug_engine_failed(e) && several;
+    goto done;
+fail:
+    cli_fail(&err);
+done:
+    snug_mem_trace_stop(); /* when the plan failed with --timeline (draw_timeline stops it) */
+    if (!*stranded) snug_engine_close(e);
+    snug_mem_free((void *)so->timeline_svg);
+    so->timeline_svg = NULL;
+    return rc;
+}
+
+int snug_cmd_serve(int argc, char **argv)
+{
+    if (cli_help(argc, argv, g_usage)) return 0;
+    serve_args a = {0};
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    snug_error err = {0};
+    snug_comm *comm = NULL;
+    if (cli_tp_open(&a.tp, &comm, &err) != SNUG_OK) return cli_fail_once(NULL, &err);
+    a.eo.plan.comm = comm;
+    char *template_text = NULL;
+    bool stranded = false, launcher_ending = false;
+    rc = 1;
+    if (read_template(&a, comm, &template_text, &err) != SNUG_OK) {
+        cli_fail_once(comm, &err);
+        goto done;
     }
-    snug_engine_close(e);
-    snug_mem_free(template_text);
-    snug_mem_free((void *)so.timeline_svg);
-    return cli_tp_end(comm, rc, false);
+    a.so.chat_template = template_text;
+    if (cli_rank(comm) > 0)
+        rc = follow(&a, comm, &stranded);
+    else
+        rc = lead(&a, comm, &stranded, &launcher_ending);
+done:
+    snug_mem_free(template_text); /* the server, which read it, has stopped */
+    if (stranded && launcher_ending) snug_comm_exit(rc); /* it ends the others, and would keep an abort waiting */
+    return cli_tp_end(comm, rc, stranded);
 }

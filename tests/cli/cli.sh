@@ -366,6 +366,55 @@ expect "generate usage" 2 "usage: snug generate" -- "$snug" generate --frobnicat
 "$snug" mkmodel --preset tiny --dtype f32 --no-tokenizer "$tmp/notok" >/dev/null 2>&1
 expect "generate without a tokenizer" 1 "$tmp/notok: no tokenizer found" -- "$snug" generate "$tmp/notok" -p hi
 
+# generate plans with the options serve and profile take: the budget honoured and told in the
+# plan's line (on stderr, the text alone on stdout), a budget too small refused with the
+# plan's message, --kv-cache-memory reaching it, and the plan's checks saying the same as serve's
+"$snug" generate --memory 2GiB -p "Once upon a time" -n 8 --temperature 0 >"$tmp/gm.out" 2>"$tmp/gm.err"
+gm_rc=$?
+"$snug" profile --memory 2GiB --max-model-len 512 --quiet >"$tmp/pm.out" 2>&1
+if [[ $gm_rc == 0 ]] && grep -q '^memory plan: budget 2.00 GiB = weights ' "$tmp/gm.err" &&
+    grep -q '^memory plan: budget 2.00 GiB = weights ' "$tmp/pm.out" &&
+    [[ $(head -c 16 "$tmp/gm.out") == "Once upon a time" ]] && ! grep -q 'memory plan' "$tmp/gm.out"; then
+    ok "generate --memory 2GiB: 'memory plan: budget 2.00 GiB' on stderr, as profile says it"
+else
+    fail "generate --memory 2GiB" "exit $gm_rc" "$(cat "$tmp/gm.err")" "stdout: $(head -c 200 "$tmp/gm.out")"
+fi
+expect "generate --memory too small: the plan's message" 1 \
+    "before loading: the budget of 1.00 MiB (1,048,576 bytes) is smaller than weights" -- "$snug" generate --memory 1MiB -n 2
+expect "generate --kv-cache-memory reaches the plan" 1 "--kv-cache-memory leaves no KV cache block of 10.00 KiB" \
+    -- "$snug" generate --kv-cache-memory 1KiB -n 2
+expect "generate --memory and --memory-fraction" 2 "--memory and --memory-fraction: give one" \
+    -- "$snug" generate --memory 1GiB --memory-fraction 0.5
+for c in generate serve profile; do
+    expect "$c --threads 0" 2 "snug: --threads expects 1 to 1024, got '0'" -- "$snug" "$c" --threads 0
+done
+expect "load --threads 0" 2 "snug: --threads expects 1 to 1024, got '0'" -- "$snug" load models/stories260K --threads 0
+expect "generate --max-model-len 1" 2 "--max-model-len expects an integer >= 2, got '1'" -- "$snug" generate --max-model-len 1
+expect "generate --help lists the plan options" 0 "[--memory BYTES | --memory-fraction F] [--kv-cache-memory BYTES]" \
+    -- "$snug" generate --help
+
+# serve with no model runs the bundled one from any directory (found beside the program, as
+# generate finds it): started in $tmp on port 0, it answers /health
+snug_abs=$(cd "$(dirname "$snug")" && pwd)/snug
+(cd "$tmp" && exec "$snug_abs" serve --port 0 --memory 256MiB --max-model-len 256 --threads 1 \
+    >"$tmp/away.out" 2>"$tmp/away.err") &
+away_pid=$!
+away_url=
+for ((i = 0; i < 300; i++)); do
+    line=$(grep -s -m1 '^serving .* on http://' "$tmp/away.out")
+    if [[ $line =~ on\ (http://[0-9.]+:[0-9]+) ]]; then away_url=${BASH_REMATCH[1]}; break; fi
+    kill -0 "$away_pid" 2>/dev/null || break
+    sleep 0.1
+done
+away_health=$([[ -n $away_url ]] && curl -s --max-time 5 "$away_url/health")
+kill -TERM "$away_pid" 2>/dev/null
+wait "$away_pid" 2>/dev/null
+if [[ $away_health == *'"status":"ok"'* ]] && grep -q '^serving .*models/stories260K as "stories260K"' "$tmp/away.out"; then
+    ok "serve with no model from another directory: the bundled model, /health ok"
+else
+    fail "serve with no model from another directory" "health '$away_health'" "$(tail -3 "$tmp/away.out")" "$(tail -3 "$tmp/away.err")"
+fi
+
 # chat templates: the renderings Jinja made (tests/data/chat)
 for m in tinyllama-1.1b-chat smollm2-135m phi-3-mini qwen2.5 mistral-v0.3 gemma-2b-it mistral-v0.3.v0.2-style; do
     msgs=tests/data/chat/messages.json
