@@ -24,13 +24,15 @@ static const char g_usage[] =
     "              [--dtype " CLI_DTYPES "] [--staging-bytes BYTES] [--threads T]\n"
     "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--json]\n"
     "              [--timeline FILE.svg [--timeline-events N]] [--tp N [--step-timeout S]]\n"
-    "              [--load-only]\n"
+    "              [--load-only] [--quiet]\n"
     "  MODEL defaults to the bundled models/stories260K; BYTES may carry a unit (6GiB, 1500MB,\n"
     "  512MiB); the budget defaults to 0.9 of the memory cgroup's limit or of MemAvailable;\n"
     "  --timeline draws memory over time from the allocator's event log of N events\n"
     "  (default 65536, 40 bytes each, held during the plan and counted in its serving state);\n"
     "  --tp N plans each of N ranks started by mpirun -np N (rank 0 prints every rank's line);\n"
-    "  --load-only loads each rank's shard and reports its weights, load peak and bytes read";
+    "  --load-only loads each rank's shard and reports its weights, load peak and bytes read;\n"
+    "  --quiet leaves out the progress lines on stderr (each phase as it begins, the load's\n"
+    "  bytes and rate, and on a terminal its bar); --json leaves them out too";
 
 
 /* Writes the timeline of t, the log as it was when the plan ended (r NULL
