@@ -206,6 +206,16 @@ if [[ -n $kb ]] && ((size >= kb * 1000 - 500 && size < kb * 1000 + 500)); then
 else
     fail "README: the page's size" "the README says about '${kb:-?}' KB; $page has $size bytes"
 fi
+# snug load: "at most 1.1% of the bundled model's" weights in pack slots, "within 1.07x" peak
+for tp in 1 2; do
+    if "$build/snug" load models/stories260K --tp "$tp" --json >"$tmp/load.json" 2>&1 &&
+        jq -e '.pack_bytes <= 0.011 * .weight_bytes and .load_peak_bytes <= 1.07 * .weight_bytes' \
+            "$tmp/load.json" >/dev/null; then
+        ok "README: snug load of the bundled model at tp $tp: $(jq -r '"pack \(.pack_bytes * 10000 / .weight_bytes | round / 100)%, peak \(.load_peak_bytes * 10000 / .weight_bytes | round / 10000)x"' "$tmp/load.json")"
+    else
+        fail "README: snug load of the bundled model at tp $tp: pack <= 1.1%, peak <= 1.07x" "$(cat "$tmp/load.json")"
+    fi
+done
 # "today X.Y.Z": the version snug.h says
 v=$(sed -n 's/^#define SNUG_VERSION "\(.*\)"$/\1/p' include/snug.h)
 if grep -qF "today $v;" "$readme"; then
