@@ -27,7 +27,9 @@ static const char g_usage[] =
     "  --timeline draws memory over time from the allocator's event log of N events\n"
     "  (default 65536, 40 bytes each, held during the plan and counted in its serving state);\n"
     "  --tp N plans each of N ranks started by mpirun -np N (rank 0 prints every rank's line);\n"
-    "  --load-only loads each rank's shard and reports its weights, load peak and bytes read";
+    "  --load-only loads each rank's shard and reports its weights, load peak and bytes read;\n"
+    "  --quiet leaves out the progress lines on stderr (each phase as it begins, the load's\n"
+    "  bytes and rate, and on a terminal its bar); --json leaves them out too";
 
 
 /* Writes the timeline of t, the log as it was when the plan ended (r NULL

@@ -5,6 +5,7 @@
 #include "base/device.h"
 #include "dist/comm.h"
 #include "kernels/kernels.h"
+#include "model/model.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -68,21 +69,29 @@ static void set_process_limits(void)
 }
 
 /* `snug --version`: the version, the commit, the build options, the
- * instruction set the kernels run here (snug_isa_detect), the instruction
- * bf16 matmuls run by this machine's calibration, and the threads a model
- * runs on by default (snug_cpu_count), one a line. */
+ * instruction set the kernels run on here (the one a model would resolve:
+ * $SNUG_ISA when set, else the best the CPU has), the instruction bf16
+ * matmuls run by this machine's calibration, and the threads a model runs
+ * on by default (snug_cpu_count), one a line. A $SNUG_ISA that names no
+ * instruction set, or one this CPU lacks, is an error (exit 1), as it is
+ * for every command that runs a model. */
 static int print_version(void)
 {
+    snug_error err = {0};
+    snug_isa isa;
+    snug_kernels k;
+    char line[256];
     printf("snug %s\n", SNUG_VERSION);
     printf("commit: %s\n", cli_build_commit);
     printf("build: %s\n", cli_build_options);
-    printf("isa: %s\n", snug_isa_name(snug_isa_detect()));
-    snug_kernels k;
-    char line[256];
-    if (snug_kernels_init(&k, snug_isa_detect(), NULL) == SNUG_OK) {
-        snug_kernels_calibrate(&k);
-        printf("kernels: %s\n", snug_kernels_describe(&k, SNUG_DTYPE_BF16, line, sizeof line));
+    if (snug_model_isa_resolve(-1, &isa, &err) != SNUG_OK || snug_kernels_init(&k, isa, &err) != SNUG_OK) {
+        fflush(stdout);
+        fprintf(stderr, "snug: %s\n", err.msg);
+        return 1;
     }
+    printf("isa: %s\n", snug_isa_name(isa));
+    snug_kernels_calibrate(&k);
+    printf("kernels: %s\n", snug_kernels_describe(&k, SNUG_DTYPE_BF16, line, sizeof line));
     printf("threads: %d (the CPUs this process may use)\n", snug_cpu_count());
     return 0;
 }

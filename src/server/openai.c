@@ -400,23 +400,32 @@ static void add_logprobs(openai_job *j, snug_strbuf *lp, int64_t offset, const s
 
 /* "logprobs": the object of arrays lp holds, or null when none were asked. */
 /* The prompt's log-probability entries (echo) of prompt i as array items
- * into pre[0..3]: the first token has none (null), as OpenAI's answers. */
+ * into pre[0..3]: the first token has none (null), as OpenAI's answers.
+ * Each text_offset is where the token's text begins in the echoed prompt,
+ * as the prompt's ids decode (special tokens such as <s> add no text, the
+ * first piece's leading space goes, a character split across tokens counts
+ * at its last one): the first is 0, none is past the echoed text, and the
+ * completion's first token begins where the prompt's text ends. */
 static void add_prompt_logprobs(openai_job *j, int i, snug_strbuf *pre)
 {
     const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
     const snug_request *r = &j->reqs[i];
-    int64_t offset = 0;
+    int64_t offset = 0, echo_len = (int64_t)j->echo_len[i];
+    snug_tok_stream dec;
+    if (tok) snug_tok_stream_init(&dec, tok, true);
     for (int64_t p = 0; p < r->n_prompt; p++) {
         char t[512];
-        size_t n = piece(tok, r->prompt[p], t, sizeof t); /* the offsets count text */
-        size_t shown = j->req.tokens_as_ids ? token_name(j, tok, r->prompt[p], t, sizeof t) : n;
+        size_t n = 0;
+        if (!tok) n = piece(tok, r->prompt[p], t, sizeof t);
+        else if (snug_tok_stream_push(&dec, r->prompt[p], t, sizeof t, &n, NULL) != SNUG_OK) n = 0;
+        size_t shown = token_name(j, tok, r->prompt[p], t, sizeof t);
         for (int a = 0; a < 4; a++)
             if (p) snug_strbuf_put(&pre[a], ",", 1);
         snug_strbuf_put(&pre[0], "\"", 1);
         snug_strbuf_json(&pre[0], t, shown);
         snug_strbuf_put(&pre[0], "\"", 1);
-        snug_strbuf_printf(&pre[3], "%lld", (long long)offset);
-        offset += (int64_t)n;
+        snug_strbuf_printf(&pre[3], "%lld", (long long)SNUG_MIN(offset, echo_len));
+        offset += (int64_t)n; /* the decoded text, as the echo shows it */
         if (p == 0 || !j->plp || !j->plp[i]) {
             snug_strbuf_printf(&pre[1], "null");
             snug_strbuf_printf(&pre[2], "null");

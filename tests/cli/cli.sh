@@ -546,6 +546,7 @@ for c in inspect load mkmodel profile serve generate tokenize detokenize chat-te
     expect_help "$c --help" "usage: snug $c" -- "$snug" "$c" --help
     expect_help "$c -h" "usage: snug $c" -- "$snug" "$c" -h
 done
+expect_help "profile --help lists --quiet" "[--quiet]" -- "$snug" profile --help
 for f in llama2c gguf tokenizer; do
     expect_help "convert $f --help" "snug convert $f" -- "$snug" convert "$f" --help
 done
@@ -570,6 +571,16 @@ if [[ $(wc -l <"$tmp/version.out") -eq 6 ]] && grep -qE '^commit: ([0-9a-f]{7,}|
 else
     fail "--version lines: version, commit, build, isa, kernels, threads" "$(cat "$tmp/version.out")"
 fi
+
+# --version names the instruction set a model would run on: SNUG_ISA's when it is set
+expect "SNUG_ISA=scalar --version" 0 "isa: scalar" -- env SNUG_ISA=scalar "$snug" --version
+expect "SNUG_ISA=scalar --version: its kernels" 0 "kernels: scalar; BF16 matmuls on scalar" \
+    -- env SNUG_ISA=scalar "$snug" --version
+if [[ $isa != scalar ]]; then
+    expect "SNUG_ISA=avx2 --version" 0 "isa: avx2" -- env SNUG_ISA=avx2 "$snug" --version
+fi
+expect "SNUG_ISA that names none: --version fails" 1 "SNUG_ISA: expected scalar, avx2, avx512 or avx512bf16, got 'avx3'" \
+    -- env SNUG_ISA=avx3 "$snug" --version
 
 # a misspelled option or command names the closest known one; a far one names none
 expect "misspelled serve option" 2 "unknown option '--max-model-lenn'; did you mean '--max-model-len'?" \

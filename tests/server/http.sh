@@ -284,6 +284,23 @@ if [[ $status == 200 ]] && jq -e '.choices[0] as $c | ($c.text | startswith("Onc
 else
     fail "echo with logprobs" "HTTP $status" "$(body)"
 fi
+# echo's text_offset: where each token's text begins in the echoed text; <s> adds none, so
+# "Once upon a time" (<s> Once upon a time) gives 0 0 4 9 11 and the completion starts at 16
+if [[ $status == 200 ]] && jq -e '.choices[0] as $c | $c.logprobs as $l |
+        $l.text_offset[0:6] == [0, 0, 4, 9, 11, 16] and
+        ([range(5; $l.tokens | length) as $i |
+            $c.text[$l.text_offset[$i]:($l.text_offset[$i] + ($l.tokens[$i] | length))] == $l.tokens[$i]] | all)' \
+        "$tmp/body" >/dev/null; then
+    ok "echo: text_offset 0 at the echoed prompt's start, <s> adds no text, each token at its place"
+else
+    fail "echo text_offset" "$(jq -c '.choices[0].logprobs | [.tokens, .text_offset]' "$tmp/body")"
+fi
+post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "logprobs": 1, "echo": true, "stream": true}'
+if [[ $status == 200 ]] && [[ $(sed -n 's/^data: {/{/p' "$tmp/body" | jq -sc '[.[].choices[0].logprobs.text_offset // [] | .[]] | .[0:6]') == '[0,0,4,9,11,16]' ]]; then
+    ok "echo streamed: the prompt's chunk's text_offset, then the first token's at 16"
+else
+    fail "echo streamed text_offset" "$(head -c 1500 "$tmp/body")"
+fi
 post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 2}'
 if [[ $status == 200 ]] && jq -e '.choices[0].logprobs.content as $c | ($c | length) == 4 and
         ([$c[].token] | join("")) == .choices[0].message.content and
