@@ -208,33 +208,6 @@ static bool write_text(const char *s, size_t n)
     return !ferror(stdout);
 }
 
-/* The output's first space, which decoding the whole sequence drops
- * (SentencePiece's dummy prefix) when nothing before it had text (an empty
- * prompt, --chat), and the engine's text keeps (it continues the prompt):
- * found by decoding the output's first tokens both ways. */
-typedef struct lead_space {
-    snug_tok_stream fresh;     /* as decoding the sequence from its start */
-    snug_tok_stream cont;      /* as the engine's stream (already started) */
-    char *buf;                 /* [2 * cap] their scratch */
-    size_t cap;
-    bool decided, drop;
-} lead_space;
-
-/* Feeds a generated id; decides once the fresh stream has had text. */
-static void lead_feed(lead_space *l, int32_t id)
-{
-    size_t n_fresh = 0, n_cont = 0;
-    if (l->decided || id < 0 || id >= snug_tokenizer_n_vocab(l->fresh.tok)) return;
-    if (snug_tok_stream_push(&l->fresh, id, l->buf, l->cap, &n_fresh, NULL) != SNUG_OK ||
-        snug_tok_stream_push(&l->cont, id, l->buf + l->cap, l->cap, &n_cont, NULL) != SNUG_OK) {
-        l->decided = true;
-        return;
-    }
-    if (!l->fresh.started) return;
-    l->decided = true;
-    l->drop = n_cont == n_fresh + 1 && l->buf[l->cap] == ' ';
-}
-
 /* Echoes the prompt's text (special tokens skipped) into text (cap bytes),
  * the prompt's stream left in *s; false when stdout fails. */
 static bool echo_prompt(snug_tok_stream *s, const int32_t *ids, int64_t n_ids, char *text, size_t cap)
@@ -259,13 +232,12 @@ typedef struct gen_result {
     double allreduce_seconds;   /* rank 0's waits in all-reduces in between */
 } gen_result;
 
-/* Runs request r on e, writing its text to stdout (unless ids_only; less
- * the first space when lead says so) and its generated ids to out (at most
- * cap). Cancels r when stdout fails (finish ABORT). Fails as
- * snug_engine_submit does. */
+/* Runs request r on e, writing its text to stdout (unless ids_only) and
+ * its generated ids to out (at most cap). Cancels r when stdout fails
+ * (finish ABORT). Fails as snug_engine_submit does. */
 static snug_status run_request(snug_engine *e, snug_comm *comm, snug_request *r, bool ids_only,
-                               lead_space *lead, int32_t *out, int64_t cap, char *text,
-                               size_t text_cap, gen_result *res, snug_error *err)
+                               int32_t *out, int64_t cap, char *text, size_t text_cap, gen_result *res,
+                               snug_error *err)
 {
     /* rank 0's all-reduce figures, read while the step loop is idle: now,
      * and once r is done (its last step published under the engine's mutex) */
@@ -284,13 +256,7 @@ static snug_status run_request(snug_engine *e, snug_comm *comm, snug_request *r,
         }
         if (t1 == 0) t1 = snug_now_seconds();
         if (o.token >= 0 && res->n_generated < cap) out[res->n_generated++] = o.token;
-        size_t skip = 0;
-        if (lead && o.token >= 0) lead_feed(lead, o.token);
-        if (lead && lead->drop && o.n_text > 0) {
-            skip = text[0] == ' ';
-            lead->drop = false;
-        }
-        if (out_ok && !ids_only && !write_text(text + skip, o.n_text - skip)) {
+        if (out_ok && !ids_only && !write_text(text, o.n_text)) {
             out_ok = false;
             res->finish = SNUG_FINISH_ABORT;
             snug_engine_cancel(e, r);
@@ -312,7 +278,6 @@ typedef struct gen_state {
     int64_t n_ids;          /* the prompt's */
     char *text;             /* [text_cap] one output's text, or one prompt token's */
     size_t text_cap;
-    lead_space lead;
     snug_grammar *grammar;  /* --grammar-file, --json-schema; NULL: none */
     snug_dtype weight_dtype;/* what the weights are held at */
 } gen_state;
@@ -320,7 +285,6 @@ typedef struct gen_state {
 static void gen_state_free(gen_state *g)
 {
     snug_grammar_free(g->grammar);
-    snug_mem_free(g->lead.buf);
     snug_mem_free(g->text);
     snug_mem_free(g->seq);
     *g = (gen_state){0};
@@ -380,10 +344,8 @@ static snug_status prepare(gen_args *a, snug_comm *comm, gen_state *g, snug_erro
     int64_t max_len = a->plan.max_model_len;
     if (st == SNUG_OK) g->seq = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_len * sizeof(int32_t), err);
     g->text_cap = snug_stop_emit_bytes(snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok)));
-    g->lead.cap = snug_stop_text_bytes(snug_tokenizer_max_token_bytes(tok));
     if (g->seq) g->text = snug_mem_alloc(SNUG_MEM_OTHER, g->text_cap, err);
-    if (g->text) g->lead.buf = snug_mem_alloc(SNUG_MEM_OTHER, 2 * g->lead.cap, err);
-    if (st == SNUG_OK && !g->lead.buf) st = snug_error_prefix(err, SNUG_NOMEM, "generate: ");
+    if (st == SNUG_OK && !g->text) st = snug_error_prefix(err, SNUG_NOMEM, "generate: ");
     if (st == SNUG_OK) memcpy(g->seq, ids, (size_t)g->n_ids * sizeof(int32_t));
     if (st == SNUG_OK) st = compile_grammar(a, &g->grammar, err);
     st = snug_dist_agree(comm, st, err);
@@ -461,13 +423,9 @@ static snug_status generate_once(const gen_args *a, snug_engine *e, snug_comm *c
     snug_tok_stream prompt_stream;
     snug_tok_stream_init(&prompt_stream, etok, true);
     bool echoed = a->ids || a->chat || echo_prompt(&prompt_stream, g->seq, n_ids, g->text, g->text_cap);
-    snug_tok_stream_init(&g->lead.fresh, etok, true);
-    snug_tok_stream_init(&g->lead.cont, etok, true);
-    g->lead.cont.started = true;
-    lead_space *lp = prompt_stream.started ? NULL : &g->lead; /* the prompt had no text */
+    r.output_starts_text = !prompt_stream.started; /* the prompt had no text (or was not shown) */
     if (echoed)
-        st = run_request(e, comm, &r, a->ids, lp, g->seq + n_ids, max_len - n_ids, g->text,
-                         g->text_cap, res, err);
+        st = run_request(e, comm, &r, a->ids, g->seq + n_ids, max_len - n_ids, g->text, g->text_cap, res, err);
     snug_engine_release(e, &r);
     if (st == SNUG_OK && snug_engine_failed(e))
         st = snug_errorf(err, SNUG_INTERNAL, "%s", snug_engine_error(e));

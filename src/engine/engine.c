@@ -91,7 +91,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     }
     snug_stop_state_init(&q->stop);
     snug_tok_stream_init(&q->stream, e->p->tok, !r->keep_special);
-    q->stream.started = true; /* the output continues the prompt: no leading space is dropped */
+    q->stream.started = !r->output_starts_text; /* continuing the prompt: its leading space kept */
     q->ring_head = q->ring_n = 0;
     q->owner = r;
     q->choice = k;

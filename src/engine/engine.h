@@ -61,6 +61,10 @@ typedef struct snug_request {
                                      * (constrain.h), the caller's until released */
     bool keep_special;              /* special tokens' text is in the outputs' text (tool-call
                                      * markers); by default it is left out */
+    bool output_starts_text;        /* nothing before the output has text (an empty prompt's, a
+                                     * chat's): its text begins as decoding the whole sequence
+                                     * begins, without SentencePiece's leading space (false: it
+                                     * continues the prompt's text, the space kept) */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */
