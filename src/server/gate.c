@@ -22,6 +22,7 @@
 #include "base/device.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -628,10 +629,23 @@ static void pump_link(gate_conn *c)
     }
 }
 
-/* Everything c can do now: read heads, forward, answer, close. */
-static void advance(snug_gate *g, gate_conn *c, int slot)
+/* Answers c with a 408 whose message is fmt's text. */
+static void time_out(snug_gate *g, gate_conn *c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void time_out(snug_gate *g, gate_conn *c, const char *fmt, ...)
 {
-    double t = now_s();
+    snug_http_refusal r = {408, "request_timeout", ""};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r.message, sizeof r.message, fmt, ap);
+    va_end(ap);
+    refuse(g, c, &r);
+}
+
+/* Moves what can move now (at time t): the link's bytes, answers to the
+ * client, heads read and admitted, bodies forwarded; until nothing
+ * changes. false when c was closed. */
+static bool move_bytes(snug_gate *g, gate_conn *c, int slot, double t)
+{
     for (int guard = 0; guard < 8; guard++) {
         size_t before = c->in_len + (c->link ? c->link->up_len + c->link->cl_len : 0) + c->resp_off;
         int phase = c->phase;
@@ -639,7 +653,7 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         pump_link(c);
         if (!write_client(c)) {
             close_conn(g, c);
-            return;
+            return false;
         }
         if (c->abort_request && (!c->link || (in_flight(c) <= 1 && drained(c)))) {
             release_link(g, c); /* libmicrohttpd drops the half-sent request */
@@ -664,11 +678,14 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         size_t after = c->in_len + (c->link ? c->link->up_len + c->link->cl_len : 0) + c->resp_off;
         if (after == before && phase == c->phase) break;
     }
-    /* a head's deadline runs once the answers before it are out; idle time from the last */
-    if (c->phase == PHASE_HEAD && in_flight(c) > 0) c->t_head = t;
-    bool q = quiet(c);
-    if (q && !c->was_quiet) c->t_idle = t;
-    c->was_quiet = q;
+    return true;
+}
+
+/* The ends of c at time t: lingering after the gate's own answer or
+ * libmicrohttpd's close, the client's half-close, a close asked for.
+ * false when c was closed (or lingers: nothing more to do now). */
+static bool may_go_on(snug_gate *g, gate_conn *c, double t)
+{
     /* an answer of the gate's own is out, or libmicrohttpd closed after its
      * last one while the client still sends: drain what it sends, then
      * close (a close with bytes unread would reset, and the client could
@@ -684,7 +701,7 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
             c->in_len = 0;
         }
         if (c->client_eof || t - c->t_linger > LINGER_S) close_conn(g, c);
-        return;
+        return false;
     }
     /* the client half-closed: a head it began cannot end; otherwise, its answers first */
     if (c->client_eof && c->resp_len == 0) {
@@ -696,19 +713,25 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
             refuse(g, c, &r);
         } else if (quiet(c)) {
             close_conn(g, c);
-            return;
+            return false;
         }
     }
     if (c->close_after && c->resp_len == 0 && c->forwarded > 0 && in_flight(c) == 0 && c->link &&
         drained(c) && c->phase == PHASE_IDLE) {
         close_conn(g, c);
-        return;
+        return false;
     }
     if (c->link && c->link->up_eof && c->link->cl_len == 0 && c->resp_len == 0) {
         close_conn(g, c); /* libmicrohttpd closed it (Connection: close, or an error) */
-        return;
+        return false;
     }
-    /* deadlines */
+    return true;
+}
+
+/* c's deadlines at time t: writing, keep-alive, the head, the body, and
+ * the least upload rate after its grace. */
+static void deadlines(snug_gate *g, gate_conn *c, double t)
+{
     bool owes = resp_may_go(c) || (c->link && c->link->cl_len > 0);
     if (owes && t - c->t_wrote > g->o.write_s) {
         close_conn(g, c);
@@ -719,40 +742,37 @@ static void advance(snug_gate *g, gate_conn *c, int slot)
         close_conn(g, c);
         return;
     }
-    if (c->resp_len == 0 && c->phase == PHASE_HEAD && c->head_done && t - c->t_body > g->o.body_s) {
-        snug_http_refusal r = {408, "request_timeout", ""};
-        snprintf(r.message, sizeof r.message, "the request body did not arrive within %.0f s",
-                 g->o.body_s);
-        refuse(g, c, &r);
+    if (c->resp_len != 0) return;
+    bool in_body = c->phase == PHASE_BODY_LEN || c->phase == PHASE_BODY_CHUNKS;
+    if (((c->phase == PHASE_HEAD && c->head_done) || in_body) && t - c->t_body > g->o.body_s) {
+        if (in_body) c->abort_request = true; /* libmicrohttpd has its head: it drops the request */
+        time_out(g, c, "the request body did not arrive within %.0f s", g->o.body_s);
+    } else if (c->phase == PHASE_HEAD && !c->head_done && in_flight(c) == 0 && t - c->t_head > g->o.header_s) {
+        time_out(g, c, "the request head did not arrive within %.0f s", g->o.header_s);
     }
-    if (c->resp_len == 0 && c->phase == PHASE_HEAD && !c->head_done && in_flight(c) == 0 &&
-        t - c->t_head > g->o.header_s) {
-        snug_http_refusal r = {408, "request_timeout", ""};
-        snprintf(r.message, sizeof r.message, "the request head did not arrive within %.0f s",
-                 g->o.header_s);
-        refuse(g, c, &r);
-    }
-    if (c->resp_len == 0 && (c->phase == PHASE_BODY_LEN || c->phase == PHASE_BODY_CHUNKS) &&
-        t - c->t_body > g->o.body_s) {
-        snug_http_refusal r = {408, "request_timeout", ""};
-        snprintf(r.message, sizeof r.message, "the request body did not arrive within %.0f s",
-                 g->o.body_s);
-        c->abort_request = true;
-        refuse(g, c, &r);
-    }
+    if (c->resp_len != 0) return;
     /* a body slower than the least rate, after its grace: its bytes so far
      * against what the rate asks of the time since the grace ended */
     bool body_coming = (c->phase == PHASE_HEAD && c->head_done) || uploading(c);
     double late = t - c->t_body - g->o.upload_grace_s;
-    if (c->resp_len == 0 && body_coming && late > 0 &&
-        (double)(c->got - c->body_mark) < g->o.min_upload_rate * late) {
-        snug_http_refusal r = {408, "request_timeout", ""};
-        snprintf(r.message, sizeof r.message, "the request body came at %.0f bytes/s, slower than "
-                 "the %.0f bytes/s the server asks for", (double)(c->got - c->body_mark) /
-                 (t - c->t_body), g->o.min_upload_rate);
+    if (body_coming && late > 0 && (double)(c->got - c->body_mark) < g->o.min_upload_rate * late) {
         c->abort_request = uploading(c);
-        refuse(g, c, &r);
+        time_out(g, c, "the request body came at %.0f bytes/s, slower than the %.0f bytes/s the server asks for",
+                 (double)(c->got - c->body_mark) / (t - c->t_body), g->o.min_upload_rate);
     }
+}
+
+/* Everything c can do now: read heads, forward, answer, close. */
+static void advance(snug_gate *g, gate_conn *c, int slot)
+{
+    double t = now_s();
+    if (!move_bytes(g, c, slot, t)) return;
+    /* a head's deadline runs once the answers before it are out; idle time from the last */
+    if (c->phase == PHASE_HEAD && in_flight(c) > 0) c->t_head = t;
+    bool q = quiet(c);
+    if (q && !c->was_quiet) c->t_idle = t;
+    c->was_quiet = q;
+    if (may_go_on(g, c, t)) deadlines(g, c, t);
 }
 
 /* What epoll should watch on c and its link now. */
