@@ -201,6 +201,170 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
     return snug_plan_kv(&r->sizes, &r->kv, err);
 }
 
+/* p's serving state for shape ss, its block counted in the report and the
+ * trie attached. */
+static snug_status make_serving(snug_planned *p, const snug_serving_shape *ss, snug_error *err)
+{
+    snug_status st = snug_serving_create(ss, &p->serving, err);
+    if (st == SNUG_OK) p->report.serving_block = snug_mem_block_bytes(p->serving.block);
+    p->serving.constrain.trie = p->trie;
+    return st;
+}
+
+/* The baseline and the budget; the same model on every rank (checkpoint,
+ * tokenizer, the trie); the options resolved into *o; each rank's shard of
+ * the weights loaded within the budget. */
+static snug_status load_phase(snug_planned *p, const char *dir, const snug_planner_opts *opts, snug_planner_opts *o,
+                              double t_start, snug_error *err)
+{
+    snug_comm *comm = opts->comm;
+    snug_plan_report *r = &p->report;
+    /* the code made resident first, so that it is in the baseline and in
+     * U, and no path serving takes later faults in more */
+    snug_status st = snug_proc_prefault_code(&r->code_bytes, err);
+    if (st == SNUG_OK) st = snug_proc_mem(&r->baseline_rss, NULL, err);
+    snug_budget_opts bo = opts->budget;
+    if (bo.rss_bytes == 0) bo.rss_bytes = r->baseline_rss;
+    if (st == SNUG_OK) st = snug_budget_resolve(&bo, &r->budget, err);
+    begin(opts, "load", t_start);
+    if (st == SNUG_OK) st = snug_checkpoint_open(dir, &p->ck, err);
+    /* the tokenizer first: a bad one fails before the weights load, and its
+     * parse (admitted at its worst case) meets a process that holds little */
+    if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
+        st = snug_tokenizer_load(dir, &p->tok, err);
+    /* the trie constrained decoding masks by: part of S, made before the
+     * weights so that its building's scratch is gone when they load */
+    if (st == SNUG_OK && p->tok) st = snug_constrain_trie_build(p->tok, p->ck->config.vocab_size, &p->trie, err);
+    st = snug_dist_agree(comm, st, err);
+    if (st == SNUG_OK) st = snug_dist_check_model(comm, p->ck, err);
+    if (st != SNUG_OK) return st;
+    st = resolve(opts, &p->ck->config, o, err);
+    if (st != SNUG_OK) return st; /* the same on every rank */
+    if (o->n_threads == 0 && r->tp > 1) o->n_threads = snug_comm_default_threads();
+    size_t outside = untracked_now(); /* code and libraries, the tokenizer's leftovers */
+    st = snug_dist_agree(comm, check_before_load(p, o, outside, err), err);
+    if (st != SNUG_OK) return st;
+    /* from here to the plan, the allocator refuses what would take the
+     * process past the budget (the loader's staging, the profile's scratch
+     * cache): the budget less what the process holds that it did not give
+     * out (the baseline's code and libraries) and the reserve */
+    snug_mem_set_capacity(load_capacity(r, o, outside));
+    snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o->weight_dtype, .quant = o->quant_dtype,
+                         .staging_bytes = o->staging_bytes, .n_threads = o->n_threads,
+                         .on_progress = o->on_load_progress, .progress_ctx = o->on_phase_ctx};
+    st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
+    return snug_dist_agree(comm, st, err);
+}
+
+/* The peaks reset, then everything serving holds besides the KV cache, at
+ * its largest: the model, the serving state (of shape *ss), the stepper. */
+static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, const snug_planner_opts *o,
+                              snug_serving_shape *ss, double t_start, snug_error *err)
+{
+    snug_comm *comm = opts->comm;
+    snug_plan_report *r = &p->report;
+    begin(opts, "reset", t_start);
+    reset_peaks();
+    snug_model_opts mo = {.shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs, o->n_threads},
+                          .isa = o->isa, .bf16 = o->bf16, .allreduce = snug_comm_allreduce_hook,
+                          .allreduce_ctx = comm};
+    snug_status st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);
+    if (st == SNUG_OK) {
+        r->kernels = *snug_model_kernels(p->model);
+        r->weight_dtype = p->weights->dtype;
+        r->threads = snug_model_step_shape(p->model)->n_threads;
+    }
+    *ss = (snug_serving_shape){o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len, o->block_size,
+                               p->ck->config.vocab_size, p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1,
+                               p->tok != NULL};
+    if (st == SNUG_OK) st = make_serving(p, ss, err);
+    if (st == SNUG_OK)
+        st = snug_stepper_create(comm, p->model, &p->ck->config,
+                                 snug_blocks_for_tokens(o->max_model_len, o->block_size), &p->stepper, err);
+    return snug_dist_agree(comm, st, err);
+}
+
+/* The profile step on every rank at once, then the plan; without
+ * --max-model-len, a model length that does not fit becomes the longest
+ * that does on every rank (the serving state made again for it); the
+ * ranks' fewest blocks; the allocator's capacity the plan's from then on. */
+static snug_status plan_phase(snug_planned *p, const snug_planner_opts *opts, snug_planner_opts *o,
+                              snug_serving_shape *ss, const snug_kv_shape *ks, double t_start, snug_error *err)
+{
+    snug_comm *comm = opts->comm;
+    snug_plan_report *r = &p->report;
+    begin(opts, "profile", t_start);
+    snug_status st = snug_profile_step(p->stepper, ks, &p->serving, &r->profile, err);
+    if (st == SNUG_NOMEM) st = profile_too_big(r, o, ks, err);
+    if (st != SNUG_OK) return st; /* every rank's (profile.h) */
+    begin(opts, "plan", t_start);
+    st = plan_now(p, o, ks, err);
+    int64_t fit = st == SNUG_NOMEM ? snug_plan_budget_blocks(&r->sizes) * o->block_size : INT64_MAX;
+    snug_status cst = snug_comm_allreduce_i64(comm, &fit, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
+                                              "the plan's model length", err);
+    if (cst != SNUG_OK) return cst;
+    if (fit != INT64_MAX && opts->max_model_len == 0 && o->kv_cache_memory == 0 && fit >= o->block_size &&
+        fit < o->max_model_len) { /* on every rank alike */
+        r->max_model_len_reduced_from = o->max_model_len;
+        o->max_model_len = fit;
+        snug_serving_free(&p->serving);
+        ss->max_model_len = fit;
+        st = make_serving(p, ss, err);
+        if (st == SNUG_OK) st = plan_now(p, o, ks, err);
+    }
+    st = snug_dist_agree(comm, st, err);
+    if (st != SNUG_OK) return st;
+    r->kv_blocks_own = r->kv.blocks;
+    int64_t blocks = r->kv.blocks;
+    st = snug_comm_allreduce_i64(comm, &blocks, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START, "the KV cache's blocks", err);
+    if (st != SNUG_OK) return st;
+    snug_plan_kv_cap(&r->sizes, blocks, &r->kv);
+    /* from here on the plan's capacity: U measured, the cache and its pool within it */
+    r->capacity = r->budget.bytes - r->profile.untracked - o->reserve - o->server_untracked;
+    snug_mem_set_capacity(r->capacity);
+    return SNUG_OK;
+}
+
+/* The KV cache allocated once, populated now, or reserved and populated as
+ * serving begins (one rank: the ranks would have to agree on each group);
+ * its block pool; the ranks' plans gathered on rank 0. */
+static snug_status allocate_phase(snug_planned *p, const snug_planner_opts *opts, const snug_planner_opts *o,
+                                  const snug_kv_shape *ks, double t_start, snug_error *err)
+{
+    snug_comm *comm = opts->comm;
+    snug_plan_report *r = &p->report;
+    r->populated_after_ready = o->populate_after_ready && r->tp == 1;
+    begin(opts, r->populated_after_ready ? "reserve" : "populate", t_start);
+    double t0 = snug_now_seconds();
+    snug_status st = r->populated_after_ready ? snug_kvcache_reserve(ks, (int32_t)r->kv.blocks, &p->kv, err)
+                                              : snug_kvcache_create(ks, (int32_t)r->kv.blocks, &p->kv, err);
+    st = snug_dist_agree(comm, st, err);
+    if (st != SNUG_OK) return st;
+    r->populate_seconds = snug_now_seconds() - t0;
+    r->kv_held = cur_of(SNUG_MEM_KV);
+    /* the block pool, sized for those blocks: part of S, as the plan counted it */
+    r->prefix_caching = !o->no_prefix_caching;
+    st = snug_block_pool_init(&p->pool, (int32_t)r->kv.blocks, o->block_size, r->prefix_caching, err);
+    st = snug_dist_agree(comm, st, err);
+    if (st != SNUG_OK) return st;
+    p->kv_resident = p->kv.n_blocks;
+    if (r->populated_after_ready) {
+        p->kv_resident = 0;
+        snug_block_pool_set_ready(&p->pool, 0);
+        size_t group = o->populate_group_blocks > 0 ? (size_t)o->populate_group_blocks
+                       : SNUG_MAX((size_t)1, POPULATE_GROUP_BYTES / snug_kv_block_bytes(ks));
+        p->populate_group = (int32_t)SNUG_MIN(group, (size_t)p->kv.n_blocks);
+        p->t_start = t_start;
+        p->on_phase = opts->on_phase;
+        p->on_phase_ctx = opts->on_phase_ctx;
+    }
+    r->serving_state += snug_mem_block_bytes(p->pool.block);
+    snug_rank_plan mine = {r->load.weight_bytes, r->load.arena_bytes, r->load.load_peak_bytes,
+                           r->load.bytes_read, r->activations, r->serving_state,
+                           r->sizes.untracked, r->kv_held, r->kv_blocks_own, r->profile.hwm};
+    return snug_comm_gather(comm, &mine, sizeof mine, r->ranks, 0, SNUG_WAIT_START, "the ranks' plans", err);
+}
+
 snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, snug_planned **out,
                               snug_error *err)
 {
@@ -213,151 +377,17 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (!p) st = snug_error_prefix(err, SNUG_NOMEM, "memory plan: ");
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) goto fail;
-    snug_plan_report *r = &p->report;
-    r->tp = comm ? snug_comm_size(comm) : 1;
-    r->rank = comm ? snug_comm_rank(comm) : 0;
-
-    /* baseline and budget: the code made resident first, so that it is in
-     * the baseline and in U, and no path serving takes later faults in more */
-    st = snug_proc_prefault_code(&r->code_bytes, err);
-    if (st == SNUG_OK) st = snug_proc_mem(&r->baseline_rss, NULL, err);
-    snug_budget_opts bo = opts->budget;
-    if (bo.rss_bytes == 0) bo.rss_bytes = r->baseline_rss;
-    if (st == SNUG_OK) st = snug_budget_resolve(&bo, &r->budget, err);
-
-    /* load: the same model on every rank, then each rank's shard */
-    begin(opts, "load", t_start);
-    if (st == SNUG_OK) st = snug_checkpoint_open(dir, &p->ck, err);
-    /* the tokenizer first: a bad one fails before the weights load, and its
-     * parse (admitted at its worst case) meets a process that holds little */
-    if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
-        st = snug_tokenizer_load(dir, &p->tok, err);
-    /* the trie constrained decoding masks by: part of S, made before the
-     * weights so that its building's scratch is gone when they load */
-    if (st == SNUG_OK && p->tok) st = snug_constrain_trie_build(p->tok, p->ck->config.vocab_size, &p->trie, err);
-    st = snug_dist_agree(comm, st, err);
-    if (st == SNUG_OK) st = snug_dist_check_model(comm, p->ck, err);
-    if (st != SNUG_OK) goto fail;
+    p->report.tp = comm ? snug_comm_size(comm) : 1;
+    p->report.rank = comm ? snug_comm_rank(comm) : 0;
     snug_planner_opts o;
-    st = resolve(opts, &p->ck->config, &o, err);
-    if (st != SNUG_OK) goto fail; /* the same on every rank */
-    if (o.n_threads == 0 && r->tp > 1) o.n_threads = snug_comm_default_threads();
-    size_t outside = untracked_now(); /* code and libraries, the tokenizer's leftovers */
-    st = snug_dist_agree(comm, check_before_load(p, &o, outside, err), err);
+    snug_serving_shape ss;
+    st = load_phase(p, dir, opts, &o, t_start, err);
+    if (st == SNUG_OK) st = make_phase(p, opts, &o, &ss, t_start, err);
     if (st != SNUG_OK) goto fail;
-    /* from here to the plan, the allocator refuses what would take the
-     * process past the budget (the loader's staging, the profile's scratch
-     * cache): the budget less what the process holds that it did not give
-     * out (the baseline's code and libraries) and the reserve */
-    snug_mem_set_capacity(load_capacity(r, &o, outside));
-    snug_load_opts lo = {.tp = r->tp, .rank = r->rank, .dtype = o.weight_dtype, .quant = o.quant_dtype,
-                         .staging_bytes = o.staging_bytes, .n_threads = o.n_threads,
-                         .on_progress = o.on_load_progress, .progress_ctx = o.on_phase_ctx};
-    st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
-    st = snug_dist_agree(comm, st, err);
-    if (st != SNUG_OK) goto fail;
-
-    /* reset, then everything serving holds besides the KV cache, at its largest */
-    begin(opts, "reset", t_start);
-    reset_peaks();
-    snug_model_opts mo = {.shape = {o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs,
-                                    o.n_threads},
-                          .isa = o.isa, .bf16 = o.bf16, .allreduce = snug_comm_allreduce_hook,
-                          .allreduce_ctx = comm};
-    st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);
-    if (st == SNUG_OK) {
-        r->kernels = *snug_model_kernels(p->model);
-        r->weight_dtype = p->weights->dtype;
-        r->threads = snug_model_step_shape(p->model)->n_threads;
-    }
-    snug_serving_shape ss = {o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len,
-                             o.block_size, p->ck->config.vocab_size,
-                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1, p->tok != NULL};
-    if (st == SNUG_OK) st = snug_serving_create(&ss, &p->serving, err);
-    if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
-    p->serving.constrain.trie = p->trie;
-    if (st == SNUG_OK)
-        st = snug_stepper_create(comm, p->model, &p->ck->config,
-                                 snug_blocks_for_tokens(o.max_model_len, o.block_size), &p->stepper, err);
-    st = snug_dist_agree(comm, st, err);
-    if (st != SNUG_OK) goto fail;
-
-    /* profile, on every rank at once */
-    begin(opts, "profile", t_start);
     const snug_model_dims *d = snug_model_get_dims(p->model);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
-    st = snug_profile_step(p->stepper, &ks, &p->serving, &r->profile, err);
-    if (st == SNUG_NOMEM) st = profile_too_big(r, &o, &ks, err);
-    if (st != SNUG_OK) goto fail; /* every rank's (profile.h) */
-
-    /* plan; without --max-model-len, a model length that does not fit
-     * becomes the longest that does on every rank (the serving state made
-     * again for it) */
-    begin(opts, "plan", t_start);
-    st = plan_now(p, &o, &ks, err);
-    int64_t fit = st == SNUG_NOMEM ? snug_plan_budget_blocks(&r->sizes) * o.block_size : INT64_MAX;
-    snug_status cst = snug_comm_allreduce_i64(comm, &fit, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
-                                              "the plan's model length", err);
-    if (cst != SNUG_OK) {
-        st = cst;
-        goto fail;
-    }
-    if (fit != INT64_MAX && opts->max_model_len == 0 && o.kv_cache_memory == 0 &&
-        fit >= o.block_size && fit < o.max_model_len) { /* on every rank alike */
-        r->max_model_len_reduced_from = o.max_model_len;
-        o.max_model_len = fit;
-        snug_serving_free(&p->serving);
-        ss.max_model_len = fit;
-        st = snug_serving_create(&ss, &p->serving, err);
-        if (st == SNUG_OK) r->serving_block = snug_mem_block_bytes(p->serving.block);
-        p->serving.constrain.trie = p->trie;
-        if (st == SNUG_OK) st = plan_now(p, &o, &ks, err);
-    }
-    st = snug_dist_agree(comm, st, err);
-    if (st != SNUG_OK) goto fail;
-    r->kv_blocks_own = r->kv.blocks;
-    int64_t blocks = r->kv.blocks;
-    st = snug_comm_allreduce_i64(comm, &blocks, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
-                                 "the KV cache's blocks", err);
-    if (st != SNUG_OK) goto fail;
-    snug_plan_kv_cap(&r->sizes, blocks, &r->kv);
-    /* from here on the plan's capacity: U measured, the cache and its pool within it */
-    r->capacity = r->budget.bytes - r->profile.untracked - o.reserve - o.server_untracked;
-    snug_mem_set_capacity(r->capacity);
-
-    /* allocate once, populated now, or reserved and populated as serving
-     * begins (one rank: the ranks would have to agree on each group) */
-    r->populated_after_ready = o.populate_after_ready && r->tp == 1;
-    begin(opts, r->populated_after_ready ? "reserve" : "populate", t_start);
-    double t0 = snug_now_seconds();
-    st = r->populated_after_ready ? snug_kvcache_reserve(&ks, (int32_t)r->kv.blocks, &p->kv, err)
-                                  : snug_kvcache_create(&ks, (int32_t)r->kv.blocks, &p->kv, err);
-    st = snug_dist_agree(comm, st, err);
-    if (st != SNUG_OK) goto fail;
-    r->populate_seconds = snug_now_seconds() - t0;
-    r->kv_held = cur_of(SNUG_MEM_KV);
-    /* the block pool, sized for those blocks: part of S, as the plan counted it */
-    r->prefix_caching = !o.no_prefix_caching;
-    st = snug_block_pool_init(&p->pool, (int32_t)r->kv.blocks, o.block_size, r->prefix_caching, err);
-    st = snug_dist_agree(comm, st, err);
-    if (st != SNUG_OK) goto fail;
-    p->kv_resident = p->kv.n_blocks;
-    if (r->populated_after_ready) {
-        p->kv_resident = 0;
-        snug_block_pool_set_ready(&p->pool, 0);
-        size_t group = o.populate_group_blocks > 0 ? (size_t)o.populate_group_blocks
-                       : SNUG_MAX((size_t)1, POPULATE_GROUP_BYTES / snug_kv_block_bytes(&ks));
-        p->populate_group = (int32_t)SNUG_MIN(group, (size_t)p->kv.n_blocks);
-        p->t_start = t_start;
-        p->on_phase = opts->on_phase;
-        p->on_phase_ctx = opts->on_phase_ctx;
-    }
-    r->serving_state += snug_mem_block_bytes(p->pool.block);
-    snug_rank_plan mine = {r->load.weight_bytes, r->load.arena_bytes, r->load.load_peak_bytes,
-                           r->load.bytes_read, r->activations, r->serving_state,
-                           r->sizes.untracked, r->kv_held, r->kv_blocks_own, r->profile.hwm};
-    st = snug_comm_gather(comm, &mine, sizeof mine, r->ranks, 0, SNUG_WAIT_START,
-                          "the ranks' plans", err);
+    st = plan_phase(p, opts, &o, &ss, &ks, t_start, err);
+    if (st == SNUG_OK) st = allocate_phase(p, opts, &o, &ks, t_start, err);
     if (st != SNUG_OK) goto fail;
     begin(opts, "ready", t_start);
     *out = p;
