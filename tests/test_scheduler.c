@@ -37,8 +37,8 @@ typedef struct fixture {
 
 /* Sets f up with a pool of n_blocks (caching as asked; the previous pool
  * freed). */
-static void setup_caching(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens,
-                          bool caching)
+static void setup_rows(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, int32_t max_rows,
+                       bool caching)
 {
     snug_block_pool_free(&f->pool);
     memset(f, 0, sizeof *f);
@@ -48,7 +48,12 @@ static void setup_caching(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_
         snug_block_table_attach(&f->tables[i], f->table_ids[i], MAX_BLOCKS_PER_SEQ);
         f->seqs[i].table = &f->tables[i];
     }
-    snug_sched_init(&f->s, max_seqs, max_tokens, BLOCK, f->seqs, f->running, f->waiting, &f->pool);
+    snug_sched_init(&f->s, max_seqs, max_tokens, max_rows, BLOCK, f->seqs, f->running, f->waiting, &f->pool);
+}
+
+static void setup_caching(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, bool caching)
+{
+    setup_rows(f, n_blocks, max_seqs, max_tokens, 0, caching);
 }
 
 static void setup(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens)
@@ -207,8 +212,7 @@ static void test_rows_for_prompt_logprobs(void)
 {
     static fixture fx;
     fixture *f = &fx;
-    setup(f, 256, MAX_SEQS, 64);
-    f->s.max_rows = 8;
+    setup_rows(f, 256, MAX_SEQS, 64, 8, false);
     add(f, 0, 3);
     int32_t nt = 0;
     step(f, &nt); /* seq 0 decodes from now on */

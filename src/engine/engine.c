@@ -518,12 +518,11 @@ static bool plan_here(snug_engine *e)
     snug_status st = snug_planner_open(e->dir, e->plan_opts, &e->p, e->open_err);
     if (st == SNUG_OK) {
         snug_serving_state *sv = &e->p->serving;
-        snug_sched_init(&e->sched, sv->shape.max_num_seqs, sv->shape.max_num_batched_tokens,
-                        sv->shape.block_size, sv->sched, sv->sched_running, sv->sched_waiting,
-                        &e->p->pool);
-        collect_eos(e);
         const snug_step_shape *shape = snug_model_step_shape(e->p->model);
-        e->sched.max_rows = shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max;
+        snug_sched_init(&e->sched, sv->shape.max_num_seqs, sv->shape.max_num_batched_tokens,
+                        shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max, sv->shape.block_size,
+                        sv->sched, sv->sched_running, sv->sched_waiting, &e->p->pool);
+        collect_eos(e);
     }
     pthread_mutex_lock(&e->mu);
     e->open_status = st;

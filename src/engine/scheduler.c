@@ -3,13 +3,13 @@
  */
 #include "scheduler.h"
 
-void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_t block_size,
+void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_t max_rows, int32_t block_size,
                      snug_sched_seq *seqs, int32_t *running, int32_t *waiting,
                      snug_block_pool *pool)
 {
-    SNUG_ASSERT(max_seqs > 0 && max_tokens > 0 && block_size > 0);
+    SNUG_ASSERT(max_seqs > 0 && max_tokens > 0 && block_size > 0 && max_rows >= 0);
     *s = (snug_sched){.max_seqs = max_seqs, .max_tokens = max_tokens, .block_size = block_size,
-                      .watermark = SNUG_MAX(1, pool->n_blocks / 100), .max_rows = max_seqs,
+                      .watermark = SNUG_MAX(1, pool->n_blocks / 100), .max_rows = max_rows ? max_rows : max_seqs,
                       .seqs = seqs, .pool = pool,
                       .running = running, .waiting = waiting};
     for (int32_t i = 0; i < max_seqs; i++) {

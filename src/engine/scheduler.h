@@ -88,7 +88,7 @@ typedef struct snug_sched {
     int32_t max_tokens;     /* per step */
     int32_t block_size;
     int32_t watermark;      /* free blocks admission leaves */
-    int32_t max_rows;       /* rows of logits per step (the arena's); init: max_seqs */
+    int32_t max_rows;       /* rows of logits per step (the arena's) */
     snug_sched_seq *seqs;
     snug_block_pool *pool;
     int32_t *running;       /* [max_seqs] seq indices in admission order */
@@ -103,8 +103,9 @@ typedef struct snug_sched {
 
 /* Sets s up over the caller's arrays: seqs[max_seqs] (all set FREE here,
  * table pointers kept), running[max_seqs], waiting[max_seqs], and the pool
- * the tables draw from. max_seqs, max_tokens, block_size > 0. */
-void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_t block_size,
+ * the tables draw from. max_seqs, max_tokens, block_size > 0; max_rows, the
+ * rows of logits a step may ask for (0: max_seqs). */
+void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_t max_rows, int32_t block_size,
                      snug_sched_seq *seqs, int32_t *running, int32_t *waiting,
                      snug_block_pool *pool);
 
