@@ -36,7 +36,7 @@ typedef struct fixture {
 } fixture;
 
 /* Sets f up with a pool of n_blocks (caching as asked; the previous pool
- * freed). */
+ * freed) and max_rows rows of logits a step (0: max_seqs). */
 static void setup_rows(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, int32_t max_rows,
                        bool caching)
 {
