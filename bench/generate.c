@@ -27,7 +27,7 @@
  * limits, no batch 1) and prints their tokens/s on a line each (bench/serve
  * compares the server's throughput with them).
  */
-#include "model/blocks.h"
+#include "engine/blocks.h"
 #include "formats/checkpoint.h"
 #include "base/device.h"
 #include "base/dtype.h"
