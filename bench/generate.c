@@ -31,7 +31,7 @@
 #include "formats/checkpoint.h"
 #include "base/device.h"
 #include "base/dtype.h"
-#include "base/pool.h"
+#include "base/sysinfo.h"
 #include "model/kvcache.h"
 #include "limits.h"
 #include "model/loader.h"

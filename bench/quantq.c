@@ -24,6 +24,7 @@
  */
 #include "base/device.h"
 #include "base/dtype.h"
+#include "base/sysinfo.h"
 #include "engine/blocks.h"
 #include "formats/checkpoint.h"
 #include "kernels/kernels.h"
