@@ -27,11 +27,11 @@
  * limits, no batch 1) and prints their tokens/s on a line each (bench/serve
  * compares the server's throughput with them).
  */
-#include "model/blocks.h"
+#include "engine/blocks.h"
 #include "formats/checkpoint.h"
 #include "base/device.h"
 #include "base/dtype.h"
-#include "base/pool.h"
+#include "base/sysinfo.h"
 #include "model/kvcache.h"
 #include "limits.h"
 #include "model/loader.h"

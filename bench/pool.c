@@ -21,6 +21,7 @@
  * Not part of make test.
  */
 #include "base/pool.h"
+#include "base/sysinfo.h"
 
 #include <omp.h>
 #include <pthread.h>

@@ -24,10 +24,11 @@
  */
 #include "base/device.h"
 #include "base/dtype.h"
+#include "base/sysinfo.h"
+#include "engine/blocks.h"
 #include "formats/checkpoint.h"
 #include "kernels/kernels.h"
 #include "kernels/linear.h"
-#include "model/blocks.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "model/model.h"

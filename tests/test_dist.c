@@ -20,8 +20,8 @@
 #include "dist/agree.h"
 #include "dist/comm.h"
 #include "dist/stepper.h"
+#include "engine/blocks.h"
 #include "formats/checkpoint.h"
-#include "model/blocks.h"
 #include "model/loader.h"
 #include "model/model.h"
 

@@ -5,7 +5,7 @@
  * bundled stories260K, and batching, chunked prefill and the paged cache
  * against running each sequence alone in one go.
  */
-#include "model/blocks.h"
+#include "engine/blocks.h"
 #include "formats/checkpoint.h"
 #include "base/device.h"
 #include "model/kvcache.h"

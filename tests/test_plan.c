@@ -7,8 +7,8 @@
 #include "test.h"
 
 #include "base/device.h"
+#include "engine/blocks.h"
 #include "engine/plan.h"
-#include "model/blocks.h"
 
 #include <string.h>
 

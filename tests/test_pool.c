@@ -8,6 +8,7 @@
 
 #include "base/device.h"
 #include "base/pool.h"
+#include "base/sysinfo.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,6 +1,6 @@
 /*
  * test_prefix_cache.c: prefix caching through the serving engine on the
- * bundled model (engine/engine.h, model/blocks.h): greedy ids identical
+ * bundled model (engine/engine.h, engine/blocks.h): greedy ids identical
  * with caching on and off for a multi-turn chat, n = 1..8 choices, a
  * system prompt shared by 32 concurrent requests and preemption under a
  * small pool; cached_tokens equal to the whole blocks of the previous

@@ -1,16 +1,17 @@
 /*
  * device.c: the accounting allocator (current and peak bytes per category,
- * capacity, fault injection) and the process's resident memory.
+ * capacity, fault injection, the event log) and the process's code and
+ * stacks made resident. The kernel's figures for the process (RSS, its
+ * high-water mark) are read by sysinfo.c.
  *
  * The counters below (and the event log, when one runs) are the only
  * global state in snug.
  */
 #include "device.h"
 
-#include "fileio.h"
+#include "sysinfo.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <link.h>
 #include <malloc.h>
 #include <omp.h>
@@ -269,19 +270,6 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* The resident set from /proc/self/statm (its second field, in pages);
- * 0 when it cannot be read. One pread, nothing allocated. */
-static size_t trace_rss(void)
-{
-    char text[128];
-    ssize_t n = g_trace_statm >= 0 ? pread(g_trace_statm, text, sizeof text - 1, 0) : -1;
-    if (n <= 0) return 0;
-    text[n] = 0;
-    unsigned long long size = 0, resident = 0;
-    if (sscanf(text, "%llu %llu", &size, &resident) != 2) return 0;
-    return (size_t)resident * g_page_bytes;
-}
-
 /* Appends one event to the running log, if any; with_rss reads the
  * resident set for it (marks and large blocks: a read costs a system call). */
 static void trace_record(snug_mem_event_kind kind, uint32_t cat, size_t bytes, const char *label,
@@ -294,7 +282,7 @@ static void trace_record(snug_mem_event_kind kind, uint32_t cat, size_t bytes, c
         atomic_fetch_add(&g_trace_dropped, 1);
         return;
     }
-    size_t rss = with_rss ? trace_rss() : 0;
+    size_t rss = with_rss ? snug_proc_statm_rss(g_trace_statm, g_page_bytes) : 0;
     log[i] = (snug_mem_event){now_ns() - g_trace_t0, bytes, rss, label, (uint32_t)kind, cat};
 }
 
@@ -465,67 +453,6 @@ void snug_mem_fail_at(int64_t n)
 
 int64_t snug_mem_alloc_count(void) { return atomic_load(&g_n_allocs); }
 
-/* Finds "Key:   123 kB" in /proc/self/status text and returns bytes. */
-static bool status_field(const char *text, const char *key, size_t *bytes)
-{
-    const char *p = strstr(text, key);
-    if (!p) return false;
-    p += strlen(key);
-    char *end;
-    unsigned long long kb = strtoull(p, &end, 10);
-    if (end == p) return false;
-    *bytes = (size_t)kb * 1024;
-    return true;
-}
-
-snug_status snug_proc_mem(size_t *rss, size_t *hwm, snug_error *err)
-{
-    char text[8192];
-    size_t used = 0;
-    snug_status st = snug_file_read_text("/proc/self/status", text, sizeof text - 1, &used, err);
-    if (st == SNUG_IO) return st; /* a longer file still has VmRSS and VmHWM in its start */
-    size_t r = 0, h = 0;
-    if (!status_field(text, "VmRSS:", &r) || !status_field(text, "VmHWM:", &h))
-        return snug_errorf(err, SNUG_UNSUPPORTED,
-                           "/proc/self/status: no VmRSS/VmHWM lines (not a Linux /proc?)");
-    if (rss) *rss = r;
-    if (hwm) *hwm = h;
-    return SNUG_OK;
-}
-
-snug_status snug_proc_rss_exact(size_t *rss, snug_error *err)
-{
-    char text[4096];
-    size_t used = 0;
-    if (snug_file_read_text("/proc/self/smaps_rollup", text, sizeof text - 1, &used, NULL) ==
-            SNUG_OK &&
-        status_field(text, "\nRss:", rss))
-        return SNUG_OK;
-    return snug_proc_mem(rss, NULL, err); /* before Linux 4.14: the counters' sum */
-}
-
-snug_status snug_proc_hwm_reset(snug_error *err)
-{
-    int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return snug_errorf(err, SNUG_UNSUPPORTED,
-                           "cannot reset the high-water mark: /proc/self/clear_refs: %s "
-                           "(the kernel or its sandbox does not allow it; peaks are then "
-                           "measured from process start)", strerror(errno));
-    ssize_t w;
-    do {
-        w = write(fd, "5", 1);
-    } while (w < 0 && errno == EINTR);
-    int e = errno;
-    close(fd);
-    if (w != 1)
-        return snug_errorf(err, SNUG_UNSUPPORTED,
-                           "cannot reset the high-water mark: writing 5 to "
-                           "/proc/self/clear_refs failed: %s (needs Linux 4.0 or later)",
-                           strerror(e));
-    return SNUG_OK;
-}
-
 typedef struct prefault_ctx {
     size_t page, bytes;
     snug_status st;
@@ -582,7 +509,7 @@ snug_status snug_mem_trace_start(size_t max_events, snug_error *err)
     snug_mem_event *log = snug_mem_alloc(SNUG_MEM_OTHER, bytes, err);
     if (!log) return snug_error_prefix(err, SNUG_NOMEM, "memory event log: ");
     for (int c = 0; c < SNUG_MEM_N_CATS; c++) g_trace_start[c] = atomic_load(&g_counters[c].cur);
-    g_trace_statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC); /* -1: no RSS, still a log */
+    g_trace_statm = snug_proc_statm_open(); /* -1: no RSS, still a log */
     long page = sysconf(_SC_PAGESIZE);
     g_page_bytes = page > 0 ? (size_t)page : 4096;
     g_trace_cap = max_events;

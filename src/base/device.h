@@ -1,6 +1,6 @@
 /*
- * device.h: the accounting allocator and the process's memory as the kernel
- * sees it (the public half of the API is in snug.h).
+ * device.h: the accounting allocator (the public half of the API is in
+ * snug.h; the process's memory as the kernel sees it is read by sysinfo.h).
  *
  * Every byte snug allocates comes from snug_mem_alloc and is charged to one
  * category. The counters are exact: they are updated inside the allocator in

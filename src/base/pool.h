@@ -1,6 +1,6 @@
 /*
- * pool.h: a pool of persistent worker threads for the forward pass, and the
- * number of CPUs this process may use.
+ * pool.h: a pool of persistent worker threads for the forward pass (how
+ * many CPUs it may use: snug_cpu_count, sysinfo.h).
  *
  * snug_pool_run runs one function on every thread of the pool at once (the
  * caller is thread 0) and returns when all have returned: what an OpenMP
@@ -13,7 +13,7 @@
  * then moves itself to another CPU of its affinity mask (the mask without
  * that CPU, then restored): the mask is what it was afterwards, the CPU
  * not. Inside a run: a barrier, a static split of n items and a dynamic
- * counter. Linux only (futex, sched_getaffinity, cgroups).
+ * counter. Linux only (futex, sched_getaffinity).
  */
 #ifndef SNUG_POOL_H
 #define SNUG_POOL_H
@@ -83,31 +83,5 @@ int32_t snug_pool_threads(const snug_pool *p);
  * pool; p is invalid afterwards. Must not be called during a run. NULL is
  * ignored. */
 void snug_pool_free(snug_pool *p);
-
-/* The number of CPUs this process may run on: those of its affinity mask
- * (sched_getaffinity), capped by the CPU quota of its cgroup and of every
- * cgroup above it (v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us,
- * rounded up to whole CPUs), found through /proc/self/cgroup, falling back
- * to /sys/fs/cgroup itself. At least 1; never fails (what cannot be read
- * does not cap). Reads a few small files: call it at start-up, not per
- * step. */
-int32_t snug_cpu_count(void);
-
-/* The CPU cap that cgroup files say, from their contents (any may be NULL =
- * absent): cpu_max_v2 is cgroup v2's cpu.max ("QUOTA PERIOD", QUOTA "max"
- * for none), quota_v1 and period_v1 are v1's cpu.cfs_quota_us (-1 for none)
- * and cpu.cfs_period_us. Returns ceil(quota / period), the smaller of the
- * two when both versions give one, or 0 when there is no cap or the text
- * does not parse (a positive decimal integer each, surrounding whitespace
- * allowed). Pure. */
-int32_t snug_cpu_quota_parse(const char *cpu_max_v2, const char *quota_v1, const char *period_v1);
-
-/* The cgroup half of snug_cpu_count, for tests: the smallest CPU cap of the
- * cgroups that proc_self_cgroup (the text of /proc/self/cgroup, NULL for
- * none: both paths "/") names and of those above them, read from the
- * hierarchies mounted at fs_root ("/sys/fs/cgroup": v2 there, v1 in
- * fs_root/cpu, cpu,cpuacct or cpuacct,cpu); 0 for none. Files that cannot
- * be read cap nothing. */
-int32_t snug_cpu_cgroup_cap(const char *proc_self_cgroup, const char *fs_root);
 
 #endif /* SNUG_POOL_H */

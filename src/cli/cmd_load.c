@@ -9,6 +9,7 @@
 #include "base/device.h"
 #include "base/dtype.h"
 #include "base/json.h"
+#include "base/sysinfo.h"
 #include "model/loader.h"
 
 #include <stdio.h>

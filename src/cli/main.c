@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 #include "base/device.h"
+#include "base/sysinfo.h"
 #include "dist/comm.h"
 #include "kernels/kernels.h"
 #include "model/model.h"

@@ -5,7 +5,7 @@
  */
 #include "comm.h"
 
-#include "base/pool.h"
+#include "base/sysinfo.h"
 
 #if SNUG_HAVE_MPI /* the communicator of a build with MPI (Makefile: MPI) */
 

@@ -4,7 +4,7 @@
  */
 #include "comm.h"
 
-#include "base/pool.h"
+#include "base/sysinfo.h"
 
 #if !SNUG_HAVE_MPI /* the communicator of a build without MPI (Makefile: MPI) */
 

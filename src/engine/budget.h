@@ -21,8 +21,9 @@
 #define SNUG_BUDGET_H
 
 #include "base/common.h"
+#include "base/sysinfo.h"
 
-enum { SNUG_BUDGET_PATH_BYTES = 512 };
+enum { SNUG_BUDGET_PATH_BYTES = SNUG_SYSINFO_PATH_BYTES };
 
 /* Where the budget came from. */
 typedef enum snug_budget_source {

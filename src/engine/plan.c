@@ -4,7 +4,7 @@
 #include "plan.h"
 
 #include "base/device.h"
-#include "model/blocks.h"
+#include "blocks.h"
 
 #include <stdio.h>
 

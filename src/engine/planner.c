@@ -6,8 +6,8 @@
 #include "base/device.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
+#include "blocks.h"
 #include "dist/agree.h"
-#include "model/blocks.h"
 #include "model/params.h"
 
 #include <string.h>

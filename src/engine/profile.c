@@ -4,8 +4,8 @@
 #include "profile.h"
 
 #include "base/device.h"
+#include "blocks.h"
 #include "dist/agree.h"
-#include "model/blocks.h"
 
 #include <string.h>
 

@@ -48,7 +48,7 @@
 #define SNUG_SCHEDULER_H
 
 #include "base/common.h"
-#include "model/blocks.h"
+#include "blocks.h"
 
 typedef enum snug_seq_phase {
     SNUG_SEQ_FREE = 0,

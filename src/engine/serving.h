@@ -24,8 +24,8 @@
 #define SNUG_SERVING_H
 
 #include "base/common.h"
+#include "blocks.h"
 #include "constrain.h"
-#include "model/blocks.h"
 #include "model/model.h"
 #include "sampler.h"
 #include "scheduler.h"

@@ -6,8 +6,8 @@
 
 #include "base/device.h"
 #include "base/dtype.h"
-#include "base/pool.h"
 #include "base/quant.h"
+#include "base/sysinfo.h"
 #include "kernels/linear.h"
 
 #include <fcntl.h>

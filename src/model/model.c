@@ -8,6 +8,7 @@
 #include "base/dtype.h"
 #include "base/quant.h"
 #include "base/pool.h"
+#include "base/sysinfo.h"
 #include "params.h"
 
 #include <math.h>
