@@ -32,6 +32,22 @@ export const show = (v, n = 600) => {
     return s.length > n ? `${s.slice(0, n)}...` : s;
 };
 
+// POSTs body as JSON to base + endpoint, waiting ms at most: {status, raw} (status 0 and the
+// reason in raw when nothing answered).
+export async function postJson(base, endpoint, body, ms) {
+    try {
+        const res = await fetch(`${base}${endpoint}`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify(body),
+            signal: AbortSignal.timeout(ms),
+        });
+        return { status: res.status, raw: await res.text() };
+    } catch (e) {
+        return { status: 0, raw: `no answer: ${e.message}` };
+    }
+}
+
 // `snug serve` with args (after --port 0): start() waits for its "serving ... on URL" line (30 s)
 // and checks it came; base is then the URL; stop() sends SIGTERM and checks the exit.
 export class Server {
@@ -100,6 +116,18 @@ export class Server {
             return fail(name, 'still running after 10 s; killed');
         }
         return check(name, x.code === 0 ? null : `status ${x.code}, signal ${x.signal}`, null, ...this.errTail(5));
+    }
+
+    // runs checks (async functions) in order while the server runs, timing each, then stops it
+    async checkThenStop(checks) {
+        for (const f of checks) {
+            if (!this.running) break;
+            const t0 = performance.now();
+            await f();
+            console.log(`# ${f.name}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+        }
+        if (!this.running) return this.died();
+        return this.stop();
     }
 
     kill() { if (this.proc) this.proc.kill('SIGKILL'); }

@@ -218,14 +218,7 @@ async function main() {
         '--max-connections', '64', '--no-access-log']);
     if (!(await server.start())) return;
     base = server.base;
-    for (const f of [deepAndLong, hugeSchemas, wideButValid, manyTools, fairness]) {
-        if (!server.running) break;
-        const t0 = performance.now();
-        await f();
-        console.log(`# ${f.name}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    }
-    if (!server.running) return server.died();
-    await server.stop();
+    await server.checkThenStop([deepAndLong, hugeSchemas, wideButValid, manyTools, fairness]);
 }
 
 run(main, { servers: () => [server], cleanup: () => rmSync(dir, { recursive: true, force: true }) });

@@ -39,7 +39,7 @@
 // "ok - ..." / "FAIL - ..." line per check (a failure's details indented under it) and a final
 // "N passed, M failed" (see tests/run); exit status 1 if any failed. A watchdog fails the file
 // at 100 s. Only node's built-in modules.
-import { check, fail, show, Server, run } from '../lib/harness.mjs';
+import { check, fail, show, postJson, Server, run } from '../lib/harness.mjs';
 
 const SCHEMAS = 80; // generated schemas
 const SCHEMA_SEED = 20261202; // the generator's seed: the same schemas every run
@@ -366,19 +366,7 @@ function jsonPrefix(text) {
 
 let base = ''; // http://HOST:PORT
 
-async function post(endpoint, body) {
-    try {
-        const res = await fetch(`${base}${endpoint}`, {
-            method: 'POST',
-            headers: { 'Content-Type': 'application/json' },
-            body: JSON.stringify(body),
-            signal: AbortSignal.timeout(REQUEST_MS),
-        });
-        return { status: res.status, raw: await res.text() };
-    } catch (e) {
-        return { status: 0, raw: `no answer: ${e.message}` };
-    }
-}
+const post = (endpoint, body) => postJson(base, endpoint, body, REQUEST_MS);
 
 // ask(chat, fields): a completion (chat: a chat completion) with these fields; {texts, finishes,
 // tokens} by choice index, or {error} (not a 200, a broken body or stream)
@@ -787,15 +775,8 @@ async function main() {
     server = new Server(['--threads', '1', '--memory', '256MiB', '--max-model-len', '512', '--no-access-log']);
     if (!(await server.start())) return;
     base = server.base;
-    for (const f of [generatedSchemas, escapesAndUtf8, jsonObject, gbnf, choicesAndSeeds, toolCalls, otherFields,
-        badRequests, alive]) {
-        if (!server.running) break;
-        const t0 = performance.now();
-        await f();
-        console.log(`# ${f.name}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    }
-    if (!server.running) return server.died();
-    await server.stop();
+    await server.checkThenStop([generatedSchemas, escapesAndUtf8, jsonObject, gbnf, choicesAndSeeds, toolCalls,
+        otherFields, badRequests, alive]);
 }
 
 run(main, { servers: () => [server] });

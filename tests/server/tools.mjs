@@ -19,7 +19,7 @@
 // Usage: node tests/server/tools.mjs BUILD_DIR (default build), from anywhere. Prints one
 // "ok - ..." / "FAIL - ..." line per check and a final "N passed, M failed" (see tests/run); exit
 // status 1 if any failed. A watchdog fails the file at 100 s. Only node's built-in modules.
-import { check, show, Server, run } from '../lib/harness.mjs';
+import { check, show, postJson, Server, run } from '../lib/harness.mjs';
 
 const REQUEST_MS = 30_000;
 const MAX_TOKENS = 200;
@@ -39,19 +39,7 @@ const TOOLS = [
 
 let base = ''; // http://HOST:PORT of the server running
 
-async function post(endpoint, body) {
-    try {
-        const res = await fetch(`${base}${endpoint}`, {
-            method: 'POST',
-            headers: { 'Content-Type': 'application/json' },
-            body: JSON.stringify(body),
-            signal: AbortSignal.timeout(REQUEST_MS),
-        });
-        return { status: res.status, raw: await res.text() };
-    } catch (e) {
-        return { status: 0, raw: `no answer: ${e.message}` };
-    }
-}
+const post = (endpoint, body) => postJson(base, endpoint, body, REQUEST_MS);
 
 // textOf(items): the generated text, from chat log-probabilities' items (their bytes joined)
 const textOf = (items) => Buffer.from(items.flatMap((t) => t.bytes ?? [])).toString('utf8');
