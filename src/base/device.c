@@ -7,7 +7,7 @@
  */
 #include "device.h"
 
-#include "fileio.h"
+#include "procfile.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
 #include "budget.h"
 
 #include "base/device.h"
-#include "base/fileio.h"
+#include "base/procfile.h"
 
 #include <errno.h>
 #include <stdio.h>
