@@ -9,7 +9,7 @@
  */
 #include "device.h"
 
-#include "sysinfo.h"
+#include "procfile.h"
 
 #include <errno.h>
 #include <link.h>

@@ -160,33 +160,6 @@ done:
     return st;
 }
 
-snug_status snug_file_read_text(const char *path, char *buf, size_t max, size_t *len,
-                                snug_error *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return snug_errorf(err, SNUG_IO, "%s: cannot open: %s", path, strerror(errno));
-    snug_status st = SNUG_OK;
-    size_t used = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + used, max + 1 - used);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            st = snug_errorf(err, SNUG_IO, "%s: cannot read: %s", path, strerror(errno));
-            break;
-        }
-        if (r == 0) break;
-        used += (size_t)r;
-        if (used > max) {
-            st = snug_errorf(err, SNUG_FORMAT, "%s: longer than %zu bytes", path, max);
-            break;
-        }
-    }
-    close(fd);
-    *len = SNUG_MIN(used, max);
-    buf[*len] = '\0';
-    return st;
-}
-
 bool snug_file_exists(const char *path)
 {
     struct stat sb;

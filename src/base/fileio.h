@@ -47,14 +47,6 @@ snug_status snug_pwrite_full(int fd, const void *buf, size_t n, uint64_t off, co
 snug_status snug_file_read_all(const char *path, size_t max_bytes, char **buf, size_t *len,
                                snug_error *err);
 
-/* Reads a file whose size the kernel does not report (/proc, /sys) until
- * end of file into the caller's buf (max + 1 bytes), NUL-terminated; *len
- * excludes the NUL. Fails with SNUG_IO when it cannot be read and with
- * SNUG_FORMAT when it holds more than max bytes (buf then holds the first
- * max). err may be NULL. Never allocates. */
-snug_status snug_file_read_text(const char *path, char *buf, size_t max, size_t *len,
-                                snug_error *err);
-
 /* Returns true when path names an existing regular file. */
 bool snug_file_exists(const char *path);
 

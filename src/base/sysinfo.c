@@ -10,7 +10,7 @@
 #include "sysinfo.h"
 
 #include "device.h"
-#include "fileio.h"
+#include "procfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -182,19 +182,6 @@ snug_status snug_proc_hwm_reset(snug_error *err)
                            "/proc/self/clear_refs failed: %s (needs Linux 4.0 or later)",
                            strerror(e));
     return SNUG_OK;
-}
-
-int snug_proc_statm_open(void) { return open("/proc/self/statm", O_RDONLY | O_CLOEXEC); }
-
-size_t snug_proc_statm_rss(int fd, size_t page_bytes)
-{
-    char text[128];
-    ssize_t n = fd >= 0 ? pread(fd, text, sizeof text - 1, 0) : -1;
-    if (n <= 0) return 0;
-    text[n] = 0;
-    unsigned long long size = 0, resident = 0;
-    if (sscanf(text, "%llu %llu", &size, &resident) != 2) return 0;
-    return (size_t)resident * page_bytes;
 }
 
 /* ---- the machine's memory and the memory cgroups ------------------------ */

@@ -19,17 +19,9 @@
 #define SNUG_SYSINFO_H
 
 #include "common.h"
+#include "procfile.h" /* snug_proc_statm_*: the allocator's reader, down in the leaf */
 
 enum { SNUG_SYSINFO_PATH_BYTES = 512 };
-
-/* Opens /proc/self/statm for snug_proc_statm_rss: a descriptor (the caller
- * closes it), or -1 when it cannot be opened. */
-int snug_proc_statm_open(void);
-
-/* The resident set, in bytes, from fd (snug_proc_statm_open): its second
- * field, in pages of page_bytes. One pread, nothing allocated, safe on any
- * thread; 0 when it cannot be read (fd -1 included). */
-size_t snug_proc_statm_rss(int fd, size_t page_bytes);
 
 /* MemAvailable of root + "/proc/meminfo" (root "" for the machine's; tests
  * give a fake tree), in bytes, into *bytes. Fails with SNUG_INVALID when the

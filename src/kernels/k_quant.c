@@ -22,6 +22,8 @@
  */
 #include "k_impl.h"
 
+#include "cpu.h"
+
 #include "base/dtype.h"
 #include "base/quant.h"
 #include "linear.h"
@@ -30,7 +32,6 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 #define T_Q __attribute__((target("avx2,fma,f16c")))
@@ -490,33 +491,21 @@ T_GEMM void snug_qgemm_vnni512(float *y, int64_t ldy, const snug_x8_block *x8, c
     }
 }
 
-static bool has_avx512_vnni(void);
-
-bool snug_qgemm_runs(void) { return snug_isa_detect() >= SNUG_ISA_AVX512 && has_avx512_vnni(); }
-
-/* CPUID: AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) and AVX-512 VNNI (leaf 7,
- * ECX bit 11). */
-static bool has_avx_vnni(void)
+bool snug_qgemm_runs(void)
 {
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
-           (a & (1u << 4));
-}
-
-static bool has_avx512_vnni(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+    snug_cpu cpu = snug_cpu_probe();
+    return cpu.isa >= SNUG_ISA_AVX512 && cpu.avx512_vnni;
 }
 
 int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS])
 {
     int32_t n = 0;
     if (isa < SNUG_ISA_AVX2) return 0;
+    snug_cpu cpu = snug_cpu_probe();
     out[n++] = (snug_qgemv_kind){qgemv_maddubs, SNUG_INSN_MADDUBS_YMM};
-    if (isa >= SNUG_ISA_AVX512 && has_avx512_vnni())
+    if (isa >= SNUG_ISA_AVX512 && cpu.avx512_vnni)
         out[n++] = (snug_qgemv_kind){qgemv_vnni_512, SNUG_INSN_DPBUSD_YMM};
-    else if (has_avx_vnni())
+    else if (cpu.avx_vnni)
         out[n++] = (snug_qgemv_kind){qgemv_vnni_avx, SNUG_INSN_DPBUSD_YMM};
     return n;
 }

@@ -1,9 +1,11 @@
 /*
- * kernels.c: choosing the kernels: what the CPU supports (CPUID and XGETBV),
- * instruction-set names, filling a snug_kernels table. (The size of the
- * scratch memory matmul needs is k_matmul.c's.)
+ * kernels.c: choosing the kernels: instruction-set names, filling a
+ * snug_kernels table from what the CPU supports (cpu.c reads it). (The size
+ * of the scratch memory matmul needs is k_matmul.c's.)
  */
 #include "k_impl.h"
+
+#include "cpu.h"
 
 #include "base/device.h"
 #include "base/dtype.h"
@@ -11,40 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-
-/* XCR0 through xgetbv, without needing the xsave target for _xgetbv. */
-static uint64_t read_xcr0(void)
-{
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((uint64_t)hi << 32) | lo;
-}
-
-snug_isa snug_isa_detect(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return SNUG_ISA_SCALAR;
-    bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
-         f16c = c & (1u << 29);
-    if (!(osxsave && avx && fma && f16c)) return SNUG_ISA_SCALAR;
-    uint64_t xcr0 = read_xcr0();
-    if ((xcr0 & 0x6) != 0x6) return SNUG_ISA_SCALAR; /* the OS saves XMM and YMM state */
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return SNUG_ISA_SCALAR;
-    if (!(b & (1u << 5))) return SNUG_ISA_SCALAR; /* AVX2 */
-    bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) &&
-                  (b & (1u << 31)); /* F, DQ, BW, VL */
-    if (!avx512 || (xcr0 & 0xE0) != 0xE0) return SNUG_ISA_AVX2; /* opmask, ZMM state */
-    unsigned max7 = a;
-    if (max7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)))
-        return SNUG_ISA_AVX512_BF16;
-    return SNUG_ISA_AVX512;
-}
-#else
-snug_isa snug_isa_detect(void) { return SNUG_ISA_SCALAR; }
-#endif
 
 static const char *const insn_names[SNUG_INSN_COUNT] = {"scalar",         "vfmadd231ps ymm", "vfmadd231ps zmm",
                                                          "vdpbf16ps zmm",  "vpmaddubsw ymm",  "vpdpbusd ymm",

@@ -73,7 +73,8 @@ int32_t snug_insn_flops(snug_insn insn);
 snug_isa snug_insn_isa(snug_insn insn);
 
 /* The best instruction set this CPU and OS support (CPUID feature bits and
- * the XGETBV register-state mask). Pure apart from reading the CPU. */
+ * the XGETBV register-state mask; cpu.c reads them). Pure apart from
+ * reading the CPU. */
 snug_isa snug_isa_detect(void);
 
 /* "scalar", "avx2", "avx512", "avx512bf16"; never NULL. */

@@ -1,13 +1,17 @@
 /*
  * api_impl.h: what the request parser's modules share (private to
- * api_request.c and api_structured.c): OpenAI-shaped errors and field
- * readers. Every error fills *err and returns the status it stands for.
+ * api_request.c, api_structured.c, api_tools.c and api_fields.c). The calls
+ * go one way: api_request.c calls the other three, api_tools.c calls
+ * api_structured.c, and both call api_fields.c, which calls none of them.
+ * Every error fills *err and returns the status it stands for.
  */
 #ifndef SNUG_API_IMPL_H
 #define SNUG_API_IMPL_H
 
 #include "api_request.h"
 #include "base/strbuf.h"
+
+/* ---- api_fields.c: OpenAI-shaped errors and field readers --------------- */
 
 /* A 400 for param ("" for the body as a whole) whose message is "param: "
  * and the formatted text. Returns SNUG_INVALID. */
@@ -25,6 +29,10 @@ snug_status api_unsupported(snug_api_error *err, const char *key, const char *wh
  * log. Returns SNUG_NOMEM. */
 snug_status api_overloaded(snug_api_error *err, const snug_error *e);
 
+/* A 400 for a failed compile of param: e's message as it is (it names the
+ * field and the place), or a 503 when st is SNUG_NOMEM. Returns st. */
+snug_status api_compile_failed(snug_api_error *err, const char *param, snug_status st, const snug_error *e);
+
 /* obj[key], or NULL when it is absent or null. */
 const json_t *api_opt(const json_t *obj, const char *key);
 
@@ -34,13 +42,14 @@ bool api_is_str(const json_t *v, const char *s);
 /* Whether v is null, false, an empty string or an empty list. */
 bool api_empty_value(const json_t *v);
 
+/* Whether key is one of list (NULL-terminated). */
+bool api_listed(const char *const *list, const char *key);
+
 /* Checks that every key of obj is one of keys (NULL-terminated); a 400
  * naming the first that is not, under param. */
 snug_status api_only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err);
 
-/* A 400 for a failed compile of param: e's message as it is (it names the
- * field and the place), or a 503 when st is SNUG_NOMEM. Returns st. */
-snug_status api_compile_failed(snug_api_error *err, const char *param, snug_status st, const snug_error *e);
+/* ---- api_structured.c: the compile step, and the constraining fields ---- */
 
 /* Compiles the GBNF text of len bytes into r->grammar, from the field
  * param (also the name in messages, r->grammar_param), and checks that its
@@ -50,13 +59,6 @@ snug_status api_compile(snug_api_request *r, const char *text, size_t len, const
 /* Appends the n bytes at s to b as a GBNF string literal and a space. */
 void api_gbnf_literal(snug_strbuf *b, const char *s, size_t n);
 
-/* Reads a chat's `tools`, `tool_choice` and `parallel_tool_calls` into r
- * (api_request.h); with "required" or a named function, the grammar of the
- * calls in lim->tool_format into r->grammar (after response_format and
- * grammar, which it may not join). Fails with a 400 naming the field (a
- * tool's parameters down to the place in its schema), or a 503. */
-snug_status api_parse_tools(const json_t *body, const snug_api_limits *lim, snug_api_request *r, snug_api_error *err);
-
 /* Reads the fields that constrain the output (`response_format`,
  * `grammar`, `json_schema`, `guided_json`, `guided_choice`,
  * `guided_grammar`, `guided_regex`, `structured_outputs`; one per request)
@@ -64,5 +66,14 @@ snug_status api_parse_tools(const json_t *body, const snug_api_limits *lim, snug
  * naming the field and the place in the schema or grammar, or SNUG_NOMEM
  * (503) when the compiled grammar does not fit. */
 snug_status api_parse_structured(const json_t *body, snug_api_request *r, snug_api_error *err);
+
+/* ---- api_tools.c ------------------------------------------------------- */
+
+/* Reads a chat's `tools`, `tool_choice` and `parallel_tool_calls` into r
+ * (api_request.h); with "required" or a named function, the grammar of the
+ * calls in lim->tool_format into r->grammar (after response_format and
+ * grammar, which it may not join). Fails with a 400 naming the field (a
+ * tool's parameters down to the place in its schema), or a 503. */
+snug_status api_parse_tools(const json_t *body, const snug_api_limits *lim, snug_api_request *r, snug_api_error *err);
 
 #endif /* SNUG_API_IMPL_H */

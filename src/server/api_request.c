@@ -36,23 +36,7 @@ void snug_api_limits_set_template(snug_api_limits *l, const char *template_text)
     l->tool_format = snug_tool_format_of(template_text);
 }
 
-/* ---- errors ------------------------------------------------------------ */
-
-/* Replaces each byte of s that does not start a valid UTF-8 character by
- * '?': jansson's "near '...'" may cut a character in two, and so may a
- * message cut to fit. */
-static void utf8_scrub(char *s)
-{
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (i + len <= n && snug_utf8_valid(s + i, len))
-            i += len;
-        else
-            s[i++] = '?';
-    }
-}
+/* ---- errors (api_fields.c makes them) ----------------------------------- */
 
 /* Formats a param path ("messages[2].role") into buf (64 bytes, truncated
  * to fit). Returns buf. */
@@ -66,87 +50,9 @@ static const char *pathf(char buf[64], const char *fmt, ...)
     return buf;
 }
 
-/* Fills err with a 400 for param ("" for the body as a whole) whose
- * message is "param: " and the formatted text. Returns SNUG_INVALID. */
-snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...)
-{
-    err->status = 400;
-    err->type = "invalid_request_error";
-    err->code = NULL;
-    snprintf(err->param, sizeof err->param, "%s", param);
-    size_t n = param[0] ? (size_t)snprintf(err->message, sizeof err->message, "%s: ", param) : 0;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message + n, sizeof err->message - n, fmt, ap);
-    va_end(ap);
-    utf8_scrub(err->message);
-    return SNUG_INVALID;
-}
-
-/* Describes v for a message: snug_json_describe, whose strings are cut
- * between characters and escaped (the message must stay valid UTF-8 and
- * carry no control bytes of the client's). */
-static const char *describe(const json_t *v, char buf[96])
-{
-    return snug_json_describe(v, buf, 96);
-}
-
-/* A 400: "param: expected <expected>, got <v described>". */
-snug_status api_wrong(snug_api_error *err, const char *param, const char *expected,
-                         const json_t *v)
-{
-    char got[96];
-    return api_bad(err, param, "expected %s, got %s", expected, describe(v, got));
-}
-
-/* A 503 for memory that did not fit: the client is told in its words, e's
- * message (the allocator's) goes into err->detail for the server's log.
- * Returns SNUG_NOMEM. */
-snug_status api_overloaded(snug_api_error *err, const snug_error *e)
-{
-    err->status = 503;
-    err->type = "server_error";
-    err->code = "overloaded";
-    err->param[0] = '\0';
-    snprintf(err->message, sizeof err->message, "%s", SNUG_API_BUSY_MESSAGE);
-    snprintf(err->detail, sizeof err->detail, "%.255s", e->msg);
-    utf8_scrub(err->detail);
-    return SNUG_NOMEM;
-}
-
 /* ---- field readers -------------------------------------------------------
  * Each reads obj[key]; absent or null leaves *out as it is. A value of the
  * wrong type or out of range is a 400 naming key. */
-
-/* Whether key is one of list (NULL-terminated). */
-static bool listed(const char *const *list, const char *key)
-{
-    for (; *list; list++)
-        if (strcmp(*list, key) == 0) return true;
-    return false;
-}
-
-snug_status api_only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err)
-{
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        if (listed(keys, key)) continue;
-        char at[64];
-        snprintf(at, sizeof at, "%s.%.40s", param, key);
-        return api_bad(err, at, "unknown field: %s takes no field of that name", param);
-    }
-    return SNUG_OK;
-}
-
-/* obj[key], or NULL when it is absent or null. */
-const json_t *api_opt(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    return v && !json_is_null(v) ? v : NULL;
-}
 
 /* A JSON integer, or a real with an integral value in int64 range (as
  * OpenAI's server takes 2.0 for 2), into *out. */
@@ -692,7 +598,7 @@ static snug_status parse_logit_bias(const json_t *body, int32_t n_vocab, snug_ap
                        snug_str_shown(key, shown, sizeof shown), (int)n_vocab);
         if (!(x >= -100 && x <= 100))
             return api_bad(err, "logit_bias", "token %d: expected a bias in [-100, 100], got %s",
-                       b->id, describe(v, got));
+                       b->id, snug_json_describe(v, got, sizeof got));
         b->bias = (float)x;
     }
     r->sampling.logit_bias = r->logit_bias;
@@ -852,25 +758,6 @@ static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "
                                           "add_generation_prompt", "tools", "tool_choice",
                                           "parallel_tool_calls", NULL};
 
-/* A 400 for a field the server does not do as asked: "key: why; ...". */
-snug_status api_unsupported(snug_api_error *err, const char *key, const char *why)
-{
-    return api_bad(err, key, "%s; this server refuses it rather than ignore it (the README's API section lists "
-                         "the fields it takes)", why);
-}
-
-/* Whether v is null, false, an empty string or an empty list. */
-bool api_empty_value(const json_t *v)
-{
-    return json_is_null(v) || json_is_false(v) || (json_is_string(v) && json_string_length(v) == 0) ||
-           (json_is_array(v) && json_array_size(v) == 0);
-}
-
-bool api_is_str(const json_t *v, const char *s)
-{
-    return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
-}
-
 /* Checks a field of OpenAI's API that the parser does not read: taken when
  * its value asks for what the server does anyway (best_of equal to n, no
  * suffix, no tools, no storing, the
@@ -920,7 +807,7 @@ static snug_status check_fields(const json_t *body, const snug_api_request *r, s
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)body, key, v) {
-        if (listed(FIELDS_BOTH, key) || listed(r->kind == SNUG_API_CHAT ? FIELDS_CHAT : FIELDS_COMPLETIONS, key))
+        if (api_listed(FIELDS_BOTH, key) || api_listed(r->kind == SNUG_API_CHAT ? FIELDS_CHAT : FIELDS_COMPLETIONS, key))
             continue;
         snug_status st = check_other_field(key, v, r, err);
         if (st != SNUG_OK) return st;

@@ -23,14 +23,6 @@ enum {
     CHOICES_MAX = 1024    /* strings in a guided_choice */
 };
 
-snug_status api_compile_failed(snug_api_error *err, const char *param, snug_status st, const snug_error *e)
-{
-    if (st == SNUG_NOMEM) return api_overloaded(err, e);
-    api_bad(err, "", "%s", e->msg);
-    snprintf(err->param, sizeof err->param, "%s", param);
-    return SNUG_INVALID;
-}
-
 /* Takes g (compiled from the field param) as r's grammar once its start
  * fits a sequence's matcher; frees it otherwise. */
 static snug_status take_grammar(snug_api_request *r, snug_grammar *g, const char *param, snug_api_error *err)
@@ -54,6 +46,21 @@ snug_status api_compile(snug_api_request *r, const char *text, size_t len, const
     snug_grammar *g = NULL;
     snug_status st = snug_grammar_parse_gbnf(text, len, "root", param, &g, &e);
     return st == SNUG_OK ? take_grammar(r, g, param, err) : api_compile_failed(err, param, st, &e);
+}
+
+/* Appends the n bytes at s to b as a GBNF string literal and a space (the
+ * choices here, the tools' names in api_tools.c). */
+void api_gbnf_literal(snug_strbuf *b, const char *s, size_t n)
+{
+    snug_strbuf_put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') snug_strbuf_printf(b, "\\%c", c);
+        else if (c == '\n') snug_strbuf_printf(b, "\\n");
+        else if (c < 0x20 || c == 0x7F) snug_strbuf_printf(b, "\\x%02X", c);
+        else snug_strbuf_put(b, s + i, 1);
+    }
+    snug_strbuf_put(b, "\" ", 2);
 }
 
 /* Compiles schema (a JSON schema; what names it in messages) into

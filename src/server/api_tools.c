@@ -68,19 +68,6 @@ static snug_status check_tool(const json_t *tools, size_t i, snug_api_error *err
     return SNUG_OK;
 }
 
-void api_gbnf_literal(snug_strbuf *b, const char *s, size_t n)
-{
-    snug_strbuf_put(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') snug_strbuf_printf(b, "\\%c", c);
-        else if (c == '\n') snug_strbuf_printf(b, "\\n");
-        else if (c < 0x20 || c == 0x7F) snug_strbuf_printf(b, "\\x%02X", c);
-        else snug_strbuf_put(b, s + i, 1);
-    }
-    snug_strbuf_put(b, "\" ", 2);
-}
-
 /* api_gbnf_literal of a NUL-terminated s. */
 static void put_literal(snug_strbuf *b, const char *s) { api_gbnf_literal(b, s, strlen(s)); }
 

@@ -1,7 +1,9 @@
 /*
  * server_impl.h: what the server's modules share (server.c: the HTTP side,
- * routes and plain endpoints; openai.c: completions and chat). Private to
- * src/server/.
+ * routes and plain endpoints; openai.c: completions and chat; page.c: the
+ * page; http_reply.c: the answers all of them queue). Private to
+ * src/server/. The calls go down: server.c routes to openai.c and page.c,
+ * and all three answer through http_reply.c, which calls none of them.
  */
 #ifndef SNUG_SERVER_IMPL_H
 #define SNUG_SERVER_IMPL_H
@@ -48,10 +50,7 @@ typedef struct http_req {
     openai_job *job;               /* a completion in flight */
 } http_req;
 
-/* For the access log: j's prompt tokens, those found in the prefix cache,
- * its generated tokens, and when its first token was taken (0: none). */
-void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *completion,
-                      double *t_first);
+/* ---- http_reply.c: answers ---------------------------------------------------------- */
 
 /* Adds an X-Request-Id header to r: the client's (when it is 1 to 128
  * printable characters), else a new one, unique to this server's run; and
@@ -76,9 +75,16 @@ void http_log_overloaded(const char *detail);
  * SNUG_API_BUSY_MESSAGE for the client. */
 enum MHD_Result http_overloaded(struct MHD_Connection *c, const char *detail);
 
+/* ---- openai.c: completions and chat ------------------------------------------------ */
+
 /* Answers POST /v1/completions or /v1/chat/completions for h's body. */
 enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req *h,
                               snug_api_kind kind);
+
+/* For the access log: j's prompt tokens, those found in the prefix cache,
+ * its generated tokens, and when its first token was taken (0: none). */
+void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *completion,
+                      double *t_first);
 
 /* Ends a job: its requests cancelled and released, its memory freed. */
 void openai_job_free(openai_job *j);

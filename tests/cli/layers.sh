@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The layering check (scripts/check-layers): it passes on the tree, and it
+# The layering checks: scripts/check-layers passes on the tree, and it
 # fails, naming the file and the line, on each kind of wrong include put into
-# a copy of src/. Usage: tests/cli/layers.sh [BUILD_DIR] (the build is not
-# used). Prints "ok - ..." / "FAIL - ..." lines and "N passed, M failed".
+# a copy of src/; scripts/check-calls finds no two files of src/ that call
+# each other in BUILD_DIR's objects, and names the pair and a symbol each way
+# in small objects made here. Usage: tests/cli/layers.sh [BUILD_DIR] (default
+# build; its objects must be built). Prints "ok - ..." / "FAIL - ..." lines
+# and "N passed, M failed".
 set -u
+build=${1:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
@@ -82,6 +86,80 @@ if out=$(scripts/check-layers "$tmp/src" 2>&1); then
     ok "layers: the check reads its rule from src/README.md"
 else
     fail "layers: the check reads its rule from src/README.md" "${out:0:2000}"
+fi
+
+# ---- scripts/check-calls: no two files call each other -------------------------------
+out=$(scripts/check-calls "$build" 2>&1)
+if [[ $? -eq 0 && "$out" == *"call each other"* && "$out" != *"no two of 0 "* ]]; then
+    ok "calls: no two files of src/ call each other"
+else
+    fail "calls: no two files of src/ call each other" "${out:0:3000}"
+fi
+
+# calls NAME FILES...: a fresh tree of small sources under $tmp/c/src (FILE=TEXT, FILE
+# relative to src/), each compiled to $tmp/c/build/obj; the check's output into $out, its
+# exit status into $rc.
+calls() {
+    rm -rf "$tmp/c" && mkdir -p "$tmp/c"
+    local spec f text
+    for spec in "$@"; do
+        f=${spec%%=*} text=${spec#*=}
+        mkdir -p "$(dirname "$tmp/c/src/$f")" "$(dirname "$tmp/c/build/obj/$f")"
+        printf '%s\n' "$text" >"$tmp/c/src/$f"
+        cc -c -o "$tmp/c/build/obj/${f%.c}.o" "$tmp/c/src/$f" || return 1
+    done
+    out=$(scripts/check-calls "$tmp/c/build" "$tmp/c/src" 2>&1)
+    rc=$?
+}
+
+# found NAME [+TEXT | -TEXT]...: after calls, ok when the check failed with exactly one
+# violation and its output holds each +TEXT and no -TEXT.
+found() {
+    local name=$1 t
+    shift
+    if [[ $rc -ne 1 ]] || ! grep -qx "check-calls: 1 violation(s)" <<<"$out"; then
+        fail "$name" "exit status $rc, expected 1 and one violation" "${out:0:2000}"
+        return
+    fi
+    for t in "$@"; do
+        if [[ $t == +* && "$out" != *"${t#+}"* ]] || [[ $t == -* && "$out" == *"${t#-}"* ]]; then
+            fail "$name" "output: expected $t" "${out:0:2000}"
+            return
+        fi
+    done
+    ok "$name"
+}
+
+# A function one way, a read-only table (R) the other: the pair, and a symbol each way.
+calls "x/a.c=int b_fn(void); const int a_table[2] = {1, 2}; int a_fn(void) { return b_fn(); }" \
+      "x/b.c=extern const int a_table[2]; int b_fn(void) { return a_table[1]; }" \
+      "x/c.c=int a_fn(void); int c_fn(void) { return a_fn(); }"
+found "calls: two files that call each other are named, with a symbol each way" \
+    "+$tmp/c/src/x/a.c <-> $tmp/c/src/x/b.c: x/a.c uses b_fn (defined in x/b.c), x/b.c uses a_table (defined in x/a.c)"
+
+# Writable data (D, B) counts as well; calls one way only do not.
+calls "x/a.c=extern int b_count; int a_data = 1; int a_fn(void) { return b_count; }" \
+      "x/b.c=extern int a_data; int b_count; int b_fn(void) { return a_data; }" \
+      "x/c.c=int a_fn(void); int b_fn(void); int c_fn(void) { return a_fn() + b_fn(); }"
+found "calls: shared variables count; calls one way do not" \
+    "+x/a.c uses b_count (defined in x/b.c), x/b.c uses a_data (defined in x/a.c)" "-x/c.c"
+
+# The Jinja interpreter's files may call each other, but not another file of chat/.
+calls "chat/jinja_a.c=int jinja_b(void); int chat_fn(void); int jinja_a(void) { return jinja_b() + chat_fn(); }" \
+      "chat/jinja_b.c=int jinja_a(void); int jinja_b(void) { return jinja_a(); }" \
+      "chat/chat.c=int jinja_a(void); int chat_fn(void) { return 0; } int chat_run(void) { return jinja_a(); }"
+found "calls: the Jinja interpreter's files are exempt from each other only" \
+    "+chat/chat.c <-> $tmp/c/src/chat/jinja_a.c: chat/chat.c uses jinja_a" "-jinja_a.c <-> $tmp/c/src/chat/jinja_b.c"
+
+# A source without its object is reported, not passed over.
+calls "x/a.c=int a_fn(void) { return 0; }"
+printf 'int d_fn(void) { return 0; }\n' >"$tmp/c/src/x/d.c"
+if [[ $rc -eq 0 ]] && out=$(scripts/check-calls "$tmp/c/build" "$tmp/c/src" 2>&1); then
+    fail "calls: a source without its object fails" "exit status 0" "${out:0:2000}"
+elif [[ "$out" == *"$tmp/c/src/x/d.c: no object $tmp/c/build/obj/x/d.o"* ]]; then
+    ok "calls: a source without its object fails"
+else
+    fail "calls: a source without its object fails" "${out:0:2000}"
 fi
 
 echo "$passed passed, $failed failed"
