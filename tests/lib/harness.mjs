@@ -48,6 +48,16 @@ export async function postJson(base, endpoint, body, ms) {
     }
 }
 
+// Adds a streamed tool-call delta t (OpenAI's chunk.choices[0].delta.tool_calls[i]) to calls,
+// the calls put together so far, by their index.
+export function addToolCallDelta(calls, t) {
+    const call = (calls[t.index] ??= { id: '', type: '', name: '', arguments: '' });
+    call.id += t.id ?? '';
+    call.type += t.type ?? '';
+    call.name += t.function?.name ?? '';
+    call.arguments += t.function?.arguments ?? '';
+}
+
 // `snug serve` with args (after --port 0): start() waits for its "serving ... on URL" line (30 s)
 // and checks it came; base is then the URL; stop() sends SIGTERM and checks the exit.
 export class Server {

@@ -39,7 +39,7 @@
 // "ok - ..." / "FAIL - ..." line per check (a failure's details indented under it) and a final
 // "N passed, M failed" (see tests/run); exit status 1 if any failed. A watchdog fails the file
 // at 100 s. Only node's built-in modules.
-import { check, fail, show, postJson, Server, run } from '../lib/harness.mjs';
+import { addToolCallDelta, check, fail, show, postJson, Server, run } from '../lib/harness.mjs';
 
 const SCHEMAS = 80; // generated schemas
 const SCHEMA_SEED = 20261202; // the generator's seed: the same schemas every run
@@ -491,13 +491,7 @@ async function askTools(fields) {
         for (const e of events.slice(0, -1)) {
             const c = JSON.parse(e.slice(6)).choices[0];
             out.content += c.delta.content ?? '';
-            for (const t of c.delta.tool_calls ?? []) {
-                const call = (out.calls[t.index] ??= { id: '', type: '', name: '', arguments: '' });
-                call.id += t.id ?? '';
-                call.type += t.type ?? '';
-                call.name += t.function?.name ?? '';
-                call.arguments += t.function?.arguments ?? '';
-            }
+            for (const t of c.delta.tool_calls ?? []) addToolCallDelta(out.calls, t);
             out.finish = c.finish_reason ?? out.finish;
         }
         return out;

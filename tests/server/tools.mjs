@@ -19,7 +19,7 @@
 // Usage: node tests/server/tools.mjs BUILD_DIR (default build), from anywhere. Prints one
 // "ok - ..." / "FAIL - ..." line per check and a final "N passed, M failed" (see tests/run); exit
 // status 1 if any failed. A watchdog fails the file at 100 s. Only node's built-in modules.
-import { check, show, postJson, Server, run } from '../lib/harness.mjs';
+import { addToolCallDelta, check, show, postJson, Server, run } from '../lib/harness.mjs';
 
 const REQUEST_MS = 30_000;
 const MAX_TOKENS = 200;
@@ -73,11 +73,7 @@ async function chat(fields) {
             }
             for (const t of c.delta.tool_calls ?? []) {
                 out.hasCalls = true;
-                const call = (out.calls[t.index] ??= { id: '', type: '', name: '', arguments: '' });
-                call.id += t.id ?? '';
-                call.type += t.type ?? '';
-                call.name += t.function?.name ?? '';
-                call.arguments += t.function?.arguments ?? '';
+                addToolCallDelta(out.calls, t);
             }
             out.finish = c.finish_reason ?? out.finish;
         }
