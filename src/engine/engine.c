@@ -153,6 +153,13 @@ static bool waits_for_mask(snug_engine *e, int32_t i)
     return q->owner && q->grammar && !q->mask_ready && e->sched.seqs[i].phase != SNUG_SEQ_FREE;
 }
 
+/* Sequences waiting for their masks now: the list's not yet walked, and
+ * the walk under way (the counters' gauge). */
+static int32_t masks_waiting(const snug_engine *e)
+{
+    return e->n_walk_list - e->walk_at + e->p->serving.constrain.walking;
+}
+
 /* Lists the slots waiting for a mask, in turn from walk_turn, and gives up
  * a walk whose sequence went (under the mutex, on the loop's thread: the
  * list is then walked without it). */
@@ -167,7 +174,7 @@ static void list_walks(snug_engine *e)
         int32_t i = (e->walk_turn + k) % n_slots;
         if (waits_for_mask(e, i) && !(c->walking && c->walk_owner == i)) e->walk_list[e->n_walk_list++] = i;
     }
-    e->c.grammar_waiting = e->n_walk_list + c->walking;
+    e->c.grammar_waiting = masks_waiting(e);
 }
 
 /* Walks masks until the clock passes deadline: the walk begun, then the
@@ -462,7 +469,7 @@ static void publish(snug_engine *e, int32_t n_items)
     e->c.grammar_masks = e->p->serving.constrain.masks; /* the loop's, copied under the mutex */
     e->c.grammar_walks = e->p->serving.constrain.walks;
     e->c.grammar_walk_seconds = e->p->serving.constrain.walk_seconds;
-    e->c.grammar_waiting = e->n_walk_list - e->walk_at + e->p->serving.constrain.walking;
+    e->c.grammar_waiting = masks_waiting(e);
     snug_comm *comm = snug_stepper_comm(e->p->stepper); /* the step loop's, copied under the mutex */
     if (comm) snug_comm_allreduce_stats(comm, &e->c.allreduce_calls, &e->c.allreduce_seconds);
 }
