@@ -122,6 +122,10 @@ test('the page asks for the API key, then shows the plan and the model', T, asyn
     assert.match(await page.$eval('#model', (e) => e.textContent), /^pm \(1024 positions\)/);
     assert.equal(await kvInUse(), 0);
     assert.ok(await page.$('#timeline a[href="/timeline.svg"]'), 'a link to the start-up timeline');
+    // the link stays the same node across polls (a node rebuilt at each poll loses clicks)
+    await page.$eval('#timeline a', (e) => { e.dataset.seen = '1'; });
+    await new Promise((r) => setTimeout(r, 1200));
+    assert.equal(await page.$eval('#timeline a', (e) => e.dataset.seen ?? ''), '1', 'the link kept across polls');
     // /timeline.svg is behind the key: the page fetches it with the key and shows it
     await page.click('#timeline a[href="/timeline.svg"]');
     await page.waitForSelector('#timeline img[src^="data:image/svg+xml;base64,"]', { timeout: 10_000 });
