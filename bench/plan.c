@@ -23,7 +23,7 @@
 #include "engine/plan_report.h"
 #include "engine/timeline.h"
 #include "kernels/kernels.h"
-#include <omp.h>
+#include "model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     double left = (double)(rep.sizes.budget - rep.weights - rep.activations - rep.serving_state -
                            rep.sizes.untracked - rep.sizes.reserve);
     printf("\n== bench/plan (kernels: %s, %d threads)\n", snug_isa_name(isa),
-           o->n_threads ? o->n_threads : omp_get_max_threads());
+           rep.threads);
     printf("kv fill: kv cache %zu B / (C - W - A - S - U - R) %.0f B = %.6f (goal >= 0.999; "
            "limited by %s)\n", rep.kv_held, left, (double)rep.kv_held / left,
            snug_kv_limit_name(rep.kv.limited_by));

@@ -135,8 +135,8 @@ static void test_greedy_alone_and_batched(void)
     for (int i = 0; i < 32; i++) snug_engine_release(e, &r[i]);
     snug_engine_counters c;
     snug_engine_counters_get(e, &c);
-    CHECK(c.kv_blocks_used == 0 && c.running == 0 && c.requests_finished == 33,
-          "after: %d blocks used, %d running, %lld finished", c.kv_blocks_used, c.running,
+    CHECK(c.kv.used == 0 && c.running == 0 && c.requests_finished == 33,
+          "after: %d blocks used, %d running, %lld finished", c.kv.used, c.running,
           (long long)c.requests_finished);
     CHECK(snug_mem_alloc_count() == allocs, "serving made %lld allocations",
           (long long)(snug_mem_alloc_count() - allocs));
@@ -184,8 +184,8 @@ static void test_preempted_same_ids(void)
     }
     snug_engine_counters c;
     snug_engine_counters_get(e, &c);
-    CHECK(c.preemptions > 0 && c.kv_blocks_total == 16, "%lld preemptions over %d blocks",
-          (long long)c.preemptions, c.kv_blocks_total);
+    CHECK(c.preemptions > 0 && c.kv.total == 16, "%lld preemptions over %d blocks",
+          (long long)c.preemptions, c.kv.total);
     for (int i = 0; i < 8; i++) snug_engine_release(e, &r[i]);
     snug_engine_close(e);
 }
@@ -221,13 +221,13 @@ static void test_populated_after_ready(void)
     snug_engine_counters c;
     for (int i = 0; i < 500; i++) { /* the loop goes on populating while idle */
         snug_engine_counters_get(e, &c);
-        if (c.kv_blocks_resident == c.kv_blocks_total) break;
+        if (c.kv.ready == c.kv.total) break;
         usleep(10000);
     }
-    CHECK(snug_engine_plan(e)->populated_after_ready && c.kv_blocks_total > 100 &&
-          c.kv_blocks_resident == c.kv_blocks_total && c.kv_blocks_used == 0,
-          "resident %d of %d blocks, %d used", c.kv_blocks_resident, c.kv_blocks_total,
-          c.kv_blocks_used);
+    CHECK(snug_engine_plan(e)->populated_after_ready && c.kv.total > 100 &&
+          c.kv.ready == c.kv.total && c.kv.used == 0,
+          "resident %d of %d blocks, %d used", c.kv.ready, c.kv.total,
+          c.kv.used);
     snug_engine_close(e);
 }
 
@@ -263,8 +263,8 @@ static void test_refusals_and_cancel(void)
     for (int i = 0; i < 5; i++) snug_engine_release(e, &q[i]);
     snug_engine_counters c;
     snug_engine_counters_get(e, &c);
-    CHECK(c.kv_blocks_used == 0 && c.running == 0 && c.queued == 0,
-          "cancelled: %d blocks used, %d running, %d queued", c.kv_blocks_used, c.running, c.queued);
+    CHECK(c.kv.used == 0 && c.running == 0 && c.queued == 0,
+          "cancelled: %d blocks used, %d running, %d queued", c.kv.used, c.running, c.queued);
     snug_engine_close(e);
 }
 
@@ -419,22 +419,22 @@ static void test_stress_within_plan(void)
     CHECK(snug_mem_alloc_count() == allocs, "serving made %lld allocations",
           (long long)(snug_mem_alloc_count() - allocs));
     CHECK(peak <= r->capacity, "allocator peak %zu over the capacity %zu", peak, r->capacity);
-    CHECK(c.kv_blocks_used == 0 && c.requests_finished == STRESS && c.preemptions > 0 &&
-          c.kv_blocks_total < 16 * 16,
+    CHECK(c.kv.used == 0 && c.requests_finished == STRESS && c.preemptions > 0 &&
+          c.kv.total < 16 * 16,
           "%d blocks still used, %lld of %d finished, %lld preemptions over %d blocks",
-          c.kv_blocks_used, (long long)c.requests_finished, STRESS, (long long)c.preemptions,
-          c.kv_blocks_total);
+          c.kv.used, (long long)c.requests_finished, STRESS, (long long)c.preemptions,
+          c.kv.total);
     /* serving freed nothing: the resident set only grew, so its end, read to
      * the page, is its peak (the kernel's high-water mark can be pages off);
      * the plan: W + A + S + U + R and the cache it made */
     size_t planned = r->sizes.budget - r->kv.left_bytes + r->kv.kv_held + r->kv.pool_held;
-    CHECK(c.kv_blocks_total == 60 && planned <= r->sizes.budget, "%d blocks, %zu of %zu planned",
-          c.kv_blocks_total, planned, r->sizes.budget);
+    CHECK(c.kv.total == 60 && planned <= r->sizes.budget, "%d blocks, %zu of %zu planned",
+          c.kv.total, planned, r->sizes.budget);
     if (RSS_IS_MEANINGFUL)
         CHECK(rss <= planned, "resident set %zu over the plan's %zu by %zu", rss, planned,
               rss - planned);
     printf("  stress: %d requests over %d blocks, %lld steps, %lld preemptions; resident %zu "
-           "(high-water mark %zu) of the plan's %zu\n", STRESS, c.kv_blocks_total,
+           "(high-water mark %zu) of the plan's %zu\n", STRESS, c.kv.total,
            (long long)c.steps, (long long)c.preemptions, rss, hwm, planned);
     for (int i = 0; i < STRESS; i++) snug_engine_release(e, &q[i]);
     snug_engine_close(e);

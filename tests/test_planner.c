@@ -11,7 +11,7 @@
 
 #include "base/device.h"
 #include "engine/engine.h"
-#include "engine/planner.h"
+#include "engine/planner_impl.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -306,7 +306,7 @@ static snug_status stress_run(const snug_engine_opts *o, snug_request *q, int n,
     x->preemptions = c.preemptions;
     x->steps = c.steps;
     x->generated = c.generation_tokens;
-    x->blocks_used = c.kv_blocks_used;
+    x->blocks_used = c.kv.used;
     for (int i = 0; i < submitted; i++) snug_engine_release(e, &q[i]);
     snug_engine_close(e);
     return st;

@@ -120,8 +120,8 @@ static void test_chat_turns(void)
         chat(e, ans[on], cached[on], len, known);
         snug_engine_counters c;
         snug_engine_counters_get(e, &c);
-        CHECK(c.prefix_caching == on && c.kv_blocks_used == 0, "caching %d: %d blocks used", on,
-              c.kv_blocks_used);
+        CHECK(c.kv.caching == on && c.kv.used == 0, "caching %d: %d blocks used", on,
+              c.kv.used);
         snug_engine_close(e);
     }
     for (int t = 0; t < N_TURNS; t++) {
@@ -229,9 +229,9 @@ static void test_shared_system_prompt(void)
         snug_engine_counters c;
         snug_engine_counters_get(e, &c);
         hits[on] = c.prefix_hit_tokens;
-        CHECK(snug_mem_alloc_count() == allocs && c.kv_blocks_used == 0,
+        CHECK(snug_mem_alloc_count() == allocs && c.kv.used == 0,
               "caching %d: %lld allocations, %d blocks used", on,
-              (long long)(snug_mem_alloc_count() - allocs), c.kv_blocks_used);
+              (long long)(snug_mem_alloc_count() - allocs), c.kv.used);
         snug_engine_close(e);
     }
     for (int round = 0; round < 2; round++)
@@ -332,8 +332,8 @@ static void test_salt_and_reset(void)
     CHECK_OK(snug_engine_reset_prefix_cache(e, &dropped, &err), &err);
     snug_engine_counters c;
     snug_engine_counters_get(e, &c);
-    CHECK(dropped >= 9 && c.kv_blocks_cached == 0 && c.kv_blocks_evictable == 0,
-          "reset dropped %d blocks; %d cached left", dropped, c.kv_blocks_cached);
+    CHECK(dropped >= 9 && c.kv.cached == 0 && c.kv.evictable == 0,
+          "reset dropped %d blocks; %d cached left", dropped, c.kv.cached);
     greedy(&r, prompt, 50, 4, 1);
     CHECK_OK(snug_engine_submit(e, &r, &err), &err);
     int32_t ids[8], n = 0;
@@ -381,12 +381,12 @@ static void test_eviction_stress(void)
     }
     snug_engine_counters c;
     snug_engine_counters_get(e, &c);
-    CHECK(c.kv_blocks_used == 0 && c.kv_blocks_total == 40 &&
-              c.kv_blocks_evictable == c.kv_blocks_cached && c.kv_block_evictions > 100 &&
+    CHECK(c.kv.used == 0 && c.kv.total == 40 &&
+              c.kv.evictable == c.kv.cached && c.kv.evictions > 100 &&
               c.prefix_hit_tokens > 400 * 4 && snug_mem_alloc_count() == allocs,
           "after 400 requests over 40 blocks: %d used, %d cached, %d evictable, %lld evictions, "
-          "%lld of %lld tokens found, %lld allocations", c.kv_blocks_used, c.kv_blocks_cached,
-          c.kv_blocks_evictable, (long long)c.kv_block_evictions, (long long)c.prefix_hit_tokens,
+          "%lld of %lld tokens found, %lld allocations", c.kv.used, c.kv.cached,
+          c.kv.evictable, (long long)c.kv.evictions, (long long)c.prefix_hit_tokens,
           (long long)c.prefix_queried_tokens, (long long)(snug_mem_alloc_count() - allocs));
     snug_engine_close(e);
 }

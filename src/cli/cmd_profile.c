@@ -199,11 +199,11 @@ int snug_cmd_profile(int argc, char **argv)
     } else if (lead) {
         snug_mem_trace_get(&t); /* up to "ready": what follows is the report and the close */
         if (as_json)
-            rc = print_json(&p->report);
+            rc = print_json(snug_planner_report(p));
         else
-            snug_plan_report_print(stdout, &p->report);
+            snug_plan_report_print(stdout, snug_planner_report(p));
         /* drawn once the plan is given back: the KV cache took what was left */
-        snug_plan_report r = p->report;
+        snug_plan_report r = *snug_planner_report(p);
         snug_planner_close(p);
         p = NULL;
         if (timeline && write_timeline(timeline, dir, &t, &r) != 0) rc = 1;

@@ -73,8 +73,8 @@ static void log_busy(snug_engine *e, busy_log *last)
         fprintf(stderr, "snug: running %d, waiting %d, queued %d; kv cache %.1f%% used (%d of %d "
                 "blocks, %d cached); prompt %.1f tokens/s, generation %.1f tokens/s; prefix "
                 "cache hits %.1f%%\n", c.running, c.waiting, c.queued,
-                c.kv_blocks_total ? 100.0 * c.kv_blocks_used / c.kv_blocks_total : 0.0,
-                c.kv_blocks_used, c.kv_blocks_total, c.kv_blocks_cached,
+                c.kv.total ? 100.0 * c.kv.used / c.kv.total : 0.0,
+                c.kv.used, c.kv.total, c.kv.cached,
                 (double)(c.prompt_tokens - last->prompt_tokens) / dt,
                 (double)(c.generation_tokens - last->generation_tokens) / dt,
                 c.prefix_queried_tokens ? 100.0 * c.prefix_hit_tokens / c.prefix_queried_tokens : 0.0);

@@ -103,6 +103,14 @@ void snug_block_pool_set_ready(snug_block_pool *pool, int32_t n_ready)
     pool->n_ready = n_ready;
 }
 
+void snug_block_pool_counts(const snug_block_pool *pool, snug_block_counts *out)
+{
+    *out = (snug_block_counts){.total = pool->n_blocks, .ready = pool->n_ready,
+                               .used = pool->n_ready - pool->n_free, .cached = pool->n_cached,
+                               .evictable = pool->n_evictable, .evictions = pool->n_evictions,
+                               .caching = pool->caching};
+}
+
 void snug_block_pool_free(snug_block_pool *pool)
 {
     snug_mem_free(pool->block);

@@ -69,6 +69,20 @@ typedef struct snug_block_table {
     int32_t cap;         /* most blocks this table can hold */
 } snug_block_table;
 
+/* What the pool holds now, as /metrics and the page report it. */
+typedef struct snug_block_counts {
+    int32_t total;         /* n_blocks */
+    int32_t ready;         /* may be handed out (resident) */
+    int32_t used;          /* held by tables: ready - free */
+    int32_t cached;        /* with a hash, held or not */
+    int32_t evictable;     /* cached, held by none (counted as free) */
+    int64_t evictions;     /* cached blocks taken for new contents, since made */
+    bool caching;          /* prefix caching on */
+} snug_block_counts;
+
+/* pool's counts into *out. Reads only. */
+void snug_block_pool_counts(const snug_block_pool *pool, snug_block_counts *out);
+
 /* The bytes the allocator charges the pool of n_blocks blocks of
  * block_size positions; 0 when out of range. Pure. */
 size_t snug_block_pool_bytes(int64_t n_blocks, int32_t block_size);

@@ -8,8 +8,16 @@
  */
 #include "engine.h"
 
+#include "blocks.h"
+#include "constrain.h"
 #include "dist/agree.h"
+#include "dist/stepper.h"
+#include "formats/config.h"
 #include "grammar_keys.h"
+#include "model/model.h"
+#include "scheduler.h"
+#include "serving.h"
+#include "tokenizer/tokenizer.h"
 
 #include "base/device.h"
 
@@ -33,7 +41,9 @@ static void observe(snug_latency_histogram *h, double s)
 }
 
 struct snug_engine {
-    snug_planned *p;
+    snug_planned *plan;
+    snug_plan_parts at;             /* what the plan made (snug_planner_parts), the engine's from
+                                     * then on: its serving state, cache, block pool, stepper */
     snug_sched sched;
     pthread_mutex_t mu;
     pthread_cond_t work;            /* the loop waits here for something to do */
@@ -47,7 +57,7 @@ struct snug_engine {
     snug_error fail_err;
     snug_request **queue;           /* [q_cap] a ring of requests waiting for slots */
     int32_t q_head, q_n, q_cap;
-    int32_t eos[SNUG_STOP_EOS_MAX];
+    int32_t eos[SNUG_STOP_MODEL_EOS_MAX]; /* the model's end-of-sequence ids (collect_eos) */
     int32_t n_eos;
     uint64_t next_id;
     int32_t *ring_pos;              /* [max_num_seqs] where a step's sample goes in its ring */
@@ -70,7 +80,7 @@ struct snug_engine {
 
 /* ---- slots ------------------------------------------------------------------ */
 
-static snug_seq_slot *slot_of(snug_engine *e, int32_t i) { return &e->p->serving.seqs[i]; }
+static snug_seq_slot *slot_of(snug_engine *e, int32_t i) { return &e->at.serving->seqs[i]; }
 
 /* Starts choice k of r in the free slot i. */
 static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
@@ -90,7 +100,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
         if (!seen && q->stop_params.n_eos < SNUG_STOP_EOS_MAX) q->stop_params.eos_ids[q->stop_params.n_eos++] = e->eos[i];
     }
     snug_stop_state_init(&q->stop);
-    snug_tok_stream_init(&q->stream, e->p->tok, !r->keep_special);
+    snug_tok_stream_init(&q->stream, e->at.tok, !r->keep_special);
     q->stream.started = !r->output_starts_text; /* continuing the prompt: its leading space kept */
     q->ring_head = q->ring_n = 0;
     q->owner = r;
@@ -105,13 +115,13 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
         bool taken = snug_grammar_keys_take(&e->grammar_keys, r->grammar_hash, r->grammar_digest, r->grammar,
                                             &q->grammar_key, &dropped, &old);
         SNUG_ASSERT(taken);
-        if (dropped) snug_tokmask_cache_drop(&e->p->serving.constrain.cache, old); /* the loop's thread */
+        if (dropped) snug_tokmask_cache_drop(&e->at.serving->constrain.cache, old); /* the loop's thread */
     }
     q->grammar_failed = r->grammar && snug_gmatch_start(&q->match, q->match_mem, SNUG_CONSTRAIN_STACKS,
                                                         SNUG_CONSTRAIN_DEPTH, r->grammar, NULL) != SNUG_OK;
     q->gen++;
     q->mask_ready = !q->grammar || q->grammar_failed ||
-                    snug_constrain_cached(&e->p->serving.constrain, q->grammar_key, &q->match);
+                    snug_constrain_cached(&e->at.serving->constrain, q->grammar_key, &q->match);
     r->slots[k] = i;
     snug_sched_add(&e->sched, i, q->ids, r->n_prompt, r->cache_salt, k == 0 ? -1 : r->slots[0]);
     if (q->prompt_lp) e->sched.seqs[i].all_logits_until = r->n_prompt;
@@ -125,7 +135,7 @@ static void free_slot(snug_engine *e, int32_t i)
     if (e->sched.seqs[i].phase != SNUG_SEQ_FREE) snug_sched_finish(&e->sched, i);
     if (q->grammar) {
         const snug_grammar *other = NULL; /* another holder of the key, if any, stands for it */
-        for (int32_t k = 0; k < e->p->serving.shape.max_num_seqs && !other; k++)
+        for (int32_t k = 0; k < e->at.serving->shape.max_num_seqs && !other; k++)
             if (k != i && slot_of(e, k)->grammar && slot_of(e, k)->grammar_key == q->grammar_key)
                 other = slot_of(e, k)->grammar;
         snug_grammar_keys_release(&e->grammar_keys, q->grammar_key, q->grammar, other);
@@ -157,7 +167,7 @@ static bool waits_for_mask(snug_engine *e, int32_t i)
  * the walk under way (the counters' gauge). */
 static int32_t masks_waiting(const snug_engine *e)
 {
-    return e->n_walk_list - e->walk_at + e->p->serving.constrain.walking;
+    return e->n_walk_list - e->walk_at + e->at.serving->constrain.walking;
 }
 
 /* Lists the slots waiting for a mask, in turn from walk_turn, and gives up
@@ -165,8 +175,8 @@ static int32_t masks_waiting(const snug_engine *e)
  * list is then walked without it). */
 static void list_walks(snug_engine *e)
 {
-    snug_constrainer *c = &e->p->serving.constrain;
-    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    snug_constrainer *c = &e->at.serving->constrain;
+    int32_t n_slots = e->at.serving->shape.max_num_seqs;
     if (c->walking && (!waits_for_mask(e, c->walk_owner) || slot_of(e, c->walk_owner)->gen != c->walk_gen))
         snug_constrain_walk_abandon(c);
     e->n_walk_list = e->walk_at = 0;
@@ -184,7 +194,7 @@ static void list_walks(snug_engine *e)
  * this thread ends them. */
 static void walk_masks(snug_engine *e, double deadline)
 {
-    snug_constrainer *c = &e->p->serving.constrain;
+    snug_constrainer *c = &e->at.serving->constrain;
     while (c->walking || e->walk_at < e->n_walk_list) {
         if (!c->walking) {
             int32_t i = e->walk_list[e->walk_at++];
@@ -195,7 +205,7 @@ static void walk_masks(snug_engine *e, double deadline)
         int32_t owner = c->walk_owner;
         if (!snug_constrain_walk_continue(c, deadline)) return;
         slot_of(e, owner)->mask_ready = true;
-        e->walk_turn = (owner + 1) % e->p->serving.shape.max_num_seqs;
+        e->walk_turn = (owner + 1) % e->at.serving->shape.max_num_seqs;
         if (snug_now_seconds() >= deadline) return;
     }
 }
@@ -205,14 +215,14 @@ static void walk_masks(snug_engine *e, double deadline)
  * otherwise (listed). */
 static void check_masks(snug_engine *e, int32_t n_items)
 {
-    const snug_sched_item *items = e->p->serving.items;
-    snug_constrainer *c = &e->p->serving.constrain;
+    const snug_sched_item *items = e->at.serving->items;
+    snug_constrainer *c = &e->at.serving->constrain;
     for (int32_t k = 0; k < n_items; k++) {
         snug_seq_slot *q = slot_of(e, items[k].seq);
         if (!items[k].sample || !q->grammar || q->grammar_failed || q->ring[e->ring_pos[k]].finish != SNUG_FINISH_NONE)
             continue;
         q->mask_ready = snug_constrain_cached(c, q->grammar_key, &q->match);
-        if (!q->mask_ready && e->n_walk_list < e->p->serving.shape.max_num_seqs)
+        if (!q->mask_ready && e->n_walk_list < e->at.serving->shape.max_num_seqs)
             e->walk_list[e->n_walk_list++] = items[k].seq;
     }
 }
@@ -220,7 +230,7 @@ static void check_masks(snug_engine *e, int32_t n_items)
 /* Moves queued requests into free slots, first come first served. */
 static void admit_queued(snug_engine *e)
 {
-    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    int32_t n_slots = e->at.serving->shape.max_num_seqs;
     while (e->q_n > 0) {
         snug_request *r = e->queue[e->q_head];
         int32_t free_found = 0;
@@ -241,7 +251,7 @@ static void admit_queued(snug_engine *e)
  * consumers are a full ring behind. */
 static void tend_slots(snug_engine *e)
 {
-    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    int32_t n_slots = e->at.serving->shape.max_num_seqs;
     for (int32_t i = 0; i < n_slots; i++) {
         snug_seq_slot *q = slot_of(e, i);
         snug_request *r = q->owner;
@@ -262,7 +272,7 @@ static void tend_slots(snug_engine *e)
 /* The step's description from the scheduler's items (under the mutex). */
 static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
 {
-    snug_serving_state *sv = &e->p->serving;
+    snug_serving_state *sv = e->at.serving;
     int32_t at = 0;
     for (int32_t k = 0; k < n_items; k++) {
         const snug_sched_item *it = &sv->items[k];
@@ -310,7 +320,7 @@ static double top_logprobs(const float *row, int32_t n, int32_t k, int32_t *ids,
  * false when no token may follow. */
 static bool constrain_logits(snug_engine *e, snug_seq_slot *q, float *logits)
 {
-    snug_constrainer *c = &e->p->serving.constrain;
+    snug_constrainer *c = &e->at.serving->constrain;
     c->masks++;
     return !q->grammar_failed && snug_constrain_mask(c, q->grammar_key, &q->match, &q->stop_params, logits) > 0;
 }
@@ -320,9 +330,9 @@ static bool constrain_logits(snug_engine *e, snug_seq_slot *q, float *logits)
  * An end-of-sequence token ends the text where the matcher accepts. */
 static bool constrain_advance(snug_engine *e, snug_seq_slot *q, int32_t id)
 {
-    snug_constrainer *c = &e->p->serving.constrain;
+    snug_constrainer *c = &e->at.serving->constrain;
     if (snug_stop_is_eos(&q->stop_params, id) && snug_gmatch_accepting(&q->match)) return true;
-    size_t n = snug_tokenizer_token_bytes(e->p->tok, id, (char *)c->token_text, c->token_cap);
+    size_t n = snug_tokenizer_token_bytes(e->at.tok, id, (char *)c->token_text, c->token_cap);
     return n > 0 && snug_gmatch_advance_bytes(&q->match, c->token_text, n, NULL) == SNUG_GMATCH_OK;
 }
 
@@ -334,7 +344,7 @@ static bool constrain_advance(snug_engine *e, snug_seq_slot *q, int32_t id)
 static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab, int32_t chosen,
                        int32_t pos)
 {
-    snug_serving_state *sv = &e->p->serving;
+    snug_serving_state *sv = e->at.serving;
     snug_seq_slot *q = slot_of(e, i);
     snug_out_record *rec = &q->ring[pos];
     rec->n_top = 0;
@@ -359,7 +369,7 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
     }
     q->ids[q->n_ids++] = id;
     size_t n_text = 0, n_emit = 0, n_more = 0;
-    if (e->p->tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
+    if (e->at.tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
         n_text = 0;
     if (q->n_logprobs >= 0) rec->logprob = (float)((double)sv->lp_row[id] - lse);
     snug_finish f = snug_stop_feed(&q->stop_params, &q->stop, id, q->text, n_text, rec->text, &n_emit);
@@ -367,7 +377,7 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
         f = snug_stop_end(&q->stop, SNUG_FINISH_GRAMMAR, rec->text + n_emit, &n_more);
     if (f == SNUG_FINISH_NONE && q->n_ids >= sv->shape.max_model_len)
         f = snug_stop_end(&q->stop, SNUG_FINISH_MODEL_LENGTH, rec->text + n_emit, &n_more);
-    if ((f == SNUG_FINISH_MAX_TOKENS || f == SNUG_FINISH_MODEL_LENGTH || f == SNUG_FINISH_GRAMMAR) && e->p->tok)
+    if ((f == SNUG_FINISH_MAX_TOKENS || f == SNUG_FINISH_MODEL_LENGTH || f == SNUG_FINISH_GRAMMAR) && e->at.tok)
         n_more += snug_tok_stream_finish(&q->stream, rec->text + n_emit + n_more, 4);
     rec->token = id;
     rec->finish = f;
@@ -398,7 +408,7 @@ static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const snu
  * rows: then each row's argmax is all the step needs of the logits. */
 static bool greedy_only(snug_engine *e, int32_t n_items)
 {
-    const snug_sched_item *items = e->p->serving.items;
+    const snug_sched_item *items = e->at.serving->items;
     for (int32_t k = 0; k < n_items; k++) {
         if (items[k].all_logits) return false;
         if (!items[k].sample) continue;
@@ -418,10 +428,10 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
     snug_logits lg;
     double t0 = snug_now_seconds();
     snug_status st = greedy_only(e, n_items)
-                         ? snug_stepper_run_greedy(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err)
-                         : snug_stepper_run(e->p->stepper, &e->p->kv, step, &lg, &e->fail_err);
+                         ? snug_stepper_run_greedy(e->at.stepper, e->at.kv, step, &lg, &e->fail_err)
+                         : snug_stepper_run(e->at.stepper, e->at.kv, step, &lg, &e->fail_err);
     if (st != SNUG_OK) return st;
-    const snug_sched_item *items = e->p->serving.items;
+    const snug_sched_item *items = e->at.serving->items;
     int32_t row = 0;
     for (int32_t k = 0; k < n_items; k++) {
         const snug_sched_item *it = &items[k];
@@ -446,7 +456,7 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
 /* Publishes the step's outputs and ends what finished (under the mutex). */
 static void publish(snug_engine *e, int32_t n_items)
 {
-    const snug_sched_item *items = e->p->serving.items;
+    const snug_sched_item *items = e->at.serving->items;
     snug_sched_done(&e->sched, items, n_items);
     double now = snug_now_seconds();
     for (int32_t k = 0; k < n_items; k++) {
@@ -466,18 +476,18 @@ static void publish(snug_engine *e, int32_t n_items)
             snug_sched_finish(&e->sched, i); /* its blocks back now; the slot waits to be drained */
     }
     e->c.steps++;
-    e->c.grammar_masks = e->p->serving.constrain.masks; /* the loop's, copied under the mutex */
-    e->c.grammar_walks = e->p->serving.constrain.walks;
-    e->c.grammar_walk_seconds = e->p->serving.constrain.walk_seconds;
+    e->c.grammar_masks = e->at.serving->constrain.masks; /* the loop's, copied under the mutex */
+    e->c.grammar_walks = e->at.serving->constrain.walks;
+    e->c.grammar_walk_seconds = e->at.serving->constrain.walk_seconds;
     e->c.grammar_waiting = masks_waiting(e);
-    snug_comm *comm = snug_stepper_comm(e->p->stepper); /* the step loop's, copied under the mutex */
+    snug_comm *comm = snug_stepper_comm(e->at.stepper); /* the step loop's, copied under the mutex */
     if (comm) snug_comm_allreduce_stats(comm, &e->c.allreduce_calls, &e->c.allreduce_seconds);
 }
 
 /* Tells the owners of the step's sequences that outputs are ready. */
 static void notify_owners(snug_engine *e, int32_t n_items)
 {
-    const snug_sched_item *items = e->p->serving.items;
+    const snug_sched_item *items = e->at.serving->items;
     for (int32_t k = 0; k < n_items; k++) {
         snug_request *r = slot_of(e, items[k].seq)->owner;
         if (items[k].sample && r && r->notify) r->notify(r->notify_ctx);
@@ -494,7 +504,7 @@ static void end_all(snug_engine *e)
         e->q_n--;
         r->state = REQ_DONE;
     }
-    int32_t n_slots = e->p->serving.shape.max_num_seqs;
+    int32_t n_slots = e->at.serving->shape.max_num_seqs;
     for (int32_t i = 0; i < n_slots; i++) {
         snug_seq_slot *q = slot_of(e, i);
         if (!q->owner || e->sched.seqs[i].phase == SNUG_SEQ_FREE) continue;
@@ -518,17 +528,18 @@ static void end_all(snug_engine *e)
 static void collect_eos(snug_engine *e);
 
 /* Plans on this thread, the one that will run every step: the profile
- * step's OpenMP team and stack are then the ones serving uses, and what
+ * step's threads (the model's pool) and stack are then the ones serving uses, and what
  * they hold is in U. Tells snug_engine_open how it went. */
 static bool plan_here(snug_engine *e)
 {
-    snug_status st = snug_planner_open(e->dir, e->plan_opts, &e->p, e->open_err);
+    snug_status st = snug_planner_open(e->dir, e->plan_opts, &e->plan, e->open_err);
     if (st == SNUG_OK) {
-        snug_serving_state *sv = &e->p->serving;
-        const snug_step_shape *shape = snug_model_step_shape(e->p->model);
+        snug_planner_parts(e->plan, &e->at);
+        snug_serving_state *sv = e->at.serving;
+        const snug_step_shape *shape = snug_model_step_shape(e->at.model);
         snug_sched_init(&e->sched, sv->shape.max_num_seqs, sv->shape.max_num_batched_tokens,
                         shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max, sv->shape.block_size,
-                        sv->sched, sv->sched_running, sv->sched_waiting, &e->p->pool);
+                        sv->sched, sv->sched_running, sv->sched_waiting, e->at.pool);
         collect_eos(e);
     }
     pthread_mutex_lock(&e->mu);
@@ -546,9 +557,9 @@ static bool plan_here(snug_engine *e)
 static void populate_more(snug_engine *e)
 {
     pthread_mutex_unlock(&e->mu);
-    snug_planner_populate_next(e->p, NULL);
+    snug_planner_populate_next(e->plan, NULL);
     pthread_mutex_lock(&e->mu);
-    snug_block_pool_set_ready(&e->p->pool, e->p->kv_resident);
+    snug_block_pool_set_ready(e->at.pool, snug_planner_kv_resident(e->plan));
 }
 
 static void *step_loop(void *arg)
@@ -560,7 +571,7 @@ static void *step_loop(void *arg)
         if (e->check_ranks) {
             e->check_ranks = false;
             pthread_mutex_unlock(&e->mu);
-            snug_status st = snug_stepper_ping(e->p->stepper, &e->fail_err);
+            snug_status st = snug_stepper_ping(e->at.stepper, &e->fail_err);
             pthread_mutex_lock(&e->mu);
             if (st != SNUG_OK) {
                 e->failed = true;
@@ -570,14 +581,14 @@ static void *step_loop(void *arg)
         admit_queued(e);
         tend_slots(e);
         int32_t n_tokens = 0;
-        int32_t n_items = snug_sched_step(&e->sched, e->p->serving.items, &n_tokens);
+        int32_t n_items = snug_sched_step(&e->sched, e->at.serving->items, &n_tokens);
         if (n_items == 0) {
             pthread_cond_broadcast(&e->out); /* cancelled requests may be done */
-            if (e->p->serving.constrain.walking || e->n_walk_list > 0) { /* only masks to walk */
+            if (e->at.serving->constrain.walking || e->n_walk_list > 0) { /* only masks to walk */
                 pthread_mutex_unlock(&e->mu);
                 walk_masks(e, snug_now_seconds() + SNUG_CONSTRAIN_WALK_IDLE_S);
                 pthread_mutex_lock(&e->mu);
-            } else if (snug_planner_populating(e->p)) /* idle, or waiting for blocks */
+            } else if (snug_planner_populating(e->plan)) /* idle, or waiting for blocks */
                 populate_more(e);
             else
                 pthread_cond_wait(&e->work, &e->mu);
@@ -594,9 +605,9 @@ static void *step_loop(void *arg)
         publish(e, n_items);
         pthread_cond_broadcast(&e->out);
         notify_owners(e, n_items);
-        if (snug_planner_populating(e->p)) populate_more(e); /* a group between steps */
+        if (snug_planner_populating(e->plan)) populate_more(e); /* a group between steps */
     }
-    if (!e->failed) snug_stepper_stop(e->p->stepper, NULL); /* the followers return */
+    if (!e->failed) snug_stepper_stop(e->at.stepper, NULL); /* the followers return */
     end_all(e);
     e->loop_done = true;
     pthread_cond_broadcast(&e->out);
@@ -608,11 +619,11 @@ static void *step_loop(void *arg)
 
 static void collect_eos(snug_engine *e)
 {
-    const snug_model_config *cfg = &e->p->ck->config;
+    const snug_model_config *cfg = e->at.config;
     int32_t ids[SNUG_STOP_EOS_MAX * 2], n = 0;
     for (int32_t i = 0; i < cfg->n_eos && n < SNUG_STOP_EOS_MAX; i++) ids[n++] = cfg->eos_token_ids[i];
-    if (e->p->tok) n += snug_tokenizer_eos_ids(e->p->tok, ids + n, SNUG_STOP_EOS_MAX);
-    for (int32_t i = 0; i < n && e->n_eos < SNUG_STOP_EOS_MAX; i++) {
+    if (e->at.tok) n += snug_tokenizer_eos_ids(e->at.tok, ids + n, SNUG_STOP_EOS_MAX);
+    for (int32_t i = 0; i < n && e->n_eos < SNUG_STOP_MODEL_EOS_MAX; i++) {
         bool seen = ids[i] < 0;
         for (int32_t j = 0; j < e->n_eos; j++) seen |= e->eos[j] == ids[i];
         if (!seen) e->eos[e->n_eos++] = ids[i];
@@ -682,7 +693,9 @@ snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, bo
     snug_status st = snug_planner_open(dir, &opts->plan, &p, err);
     if (st != SNUG_OK) return st;
     *planned = true;
-    st = snug_stepper_follow(p->stepper, &p->kv, err);
+    snug_plan_parts at;
+    snug_planner_parts(p, &at);
+    st = snug_stepper_follow(at.stepper, at.kv, err);
     if (st == SNUG_OK) snug_planner_close(p);
     return st;
 }
@@ -697,7 +710,7 @@ bool snug_engine_failed(snug_engine *e)
 
 void snug_engine_check_ranks(snug_engine *e, double grace_s)
 {
-    snug_comm *comm = snug_stepper_comm(e->p->stepper);
+    snug_comm *comm = snug_stepper_comm(e->at.stepper);
     if (!comm) return;
     snug_comm_hurry(comm, grace_s); /* a step in flight is checked by its own waits */
     pthread_mutex_lock(&e->mu);
@@ -708,17 +721,17 @@ void snug_engine_check_ranks(snug_engine *e, double grace_s)
 
 const char *snug_engine_error(snug_engine *e) { return snug_engine_failed(e) ? e->fail_err.msg : ""; }
 
-const snug_plan_report *snug_engine_plan(const snug_engine *e) { return &e->p->report; }
+const snug_plan_report *snug_engine_plan(const snug_engine *e) { return e->at.report; }
 
-const snug_tokenizer *snug_engine_tokenizer(const snug_engine *e) { return e->p->tok; }
+const snug_tokenizer *snug_engine_tokenizer(const snug_engine *e) { return e->at.tok; }
 
-int64_t snug_engine_max_model_len(const snug_engine *e) { return e->p->serving.shape.max_model_len; }
+int64_t snug_engine_max_model_len(const snug_engine *e) { return e->at.serving->shape.max_model_len; }
 
-int32_t snug_engine_n_vocab(const snug_engine *e) { return e->p->ck->config.vocab_size; }
+int32_t snug_engine_n_vocab(const snug_engine *e) { return e->at.config->vocab_size; }
 
 size_t snug_engine_text_bytes(const snug_engine *e)
 {
-    return snug_stop_emit_bytes(e->p->serving.seqs[0].text_cap);
+    return snug_stop_emit_bytes(e->at.serving->seqs[0].text_cap);
 }
 
 snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_error *err)
@@ -734,13 +747,13 @@ snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_
     if (r->top_logprobs < 0 || r->top_logprobs > SNUG_LOGPROBS_MAX)
         return snug_errorf(err, SNUG_INVALID, "top_logprobs: expected 0 to %d, got %d",
                            SNUG_LOGPROBS_MAX, r->top_logprobs);
-    if (r->n < 1 || r->n > SNUG_CHOICES_MAX || r->n > e->p->serving.shape.max_num_seqs)
+    if (r->n < 1 || r->n > SNUG_CHOICES_MAX || r->n > e->at.serving->shape.max_num_seqs)
         return snug_errorf(err, SNUG_INVALID, "n: expected 1 to %d, got %d",
-                           SNUG_MIN(SNUG_CHOICES_MAX, e->p->serving.shape.max_num_seqs), r->n);
+                           SNUG_MIN(SNUG_CHOICES_MAX, e->at.serving->shape.max_num_seqs), r->n);
     if (r->stop.max_tokens < 0)
         return snug_errorf(err, SNUG_INVALID, "max_tokens: expected at least 1, got %d",
                            r->stop.max_tokens);
-    if (r->grammar && !e->p->serving.constrain.trie)
+    if (r->grammar && !e->at.serving->constrain.trie)
         return snug_errorf(err, SNUG_INVALID, "grammar: the model has no tokenizer, so its tokens' "
                            "text is unknown: constrained decoding needs one");
     if (r->n_prompt >= max_len)
@@ -754,9 +767,14 @@ snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_
                            r->stop.max_tokens);
     snug_status st = snug_sampling_params_validate(&r->sampling, n_vocab, err);
     if (st == SNUG_OK) st = snug_stop_params_validate(&r->stop, err);
-    if (st == SNUG_OK && r->grammar && (st = snug_constrain_check_start(r->grammar, err)) != SNUG_OK)
+    if (st == SNUG_OK && r->grammar && (st = snug_engine_check_grammar(r->grammar, err)) != SNUG_OK)
         st = snug_error_prefix(err, st, "grammar: ");
     return st;
+}
+
+snug_status snug_engine_check_grammar(const snug_grammar *g, snug_error *err)
+{
+    return snug_constrain_check_start(g, err);
 }
 
 snug_status snug_engine_submit(snug_engine *e, snug_request *r, snug_error *err)
@@ -886,14 +904,14 @@ snug_status snug_engine_reset_prefix_cache(snug_engine *e, int32_t *n_dropped, s
     snug_status st = SNUG_OK;
     *n_dropped = 0;
     pthread_mutex_lock(&e->mu);
-    if (!e->p->pool.caching)
+    if (!e->at.report->prefix_caching)
         st = snug_errorf(err, SNUG_INVALID, "prefix caching is off (--no-prefix-caching)");
     else if (e->sched.n_running > 0 || e->sched.n_waiting > 0 || e->q_n > 0)
         st = snug_errorf(err, SNUG_BUSY, "the prefix cache is reset only when nothing runs: "
                          "%d sequences run, %d wait, %d requests are queued",
                          e->sched.n_running, e->sched.n_waiting, e->q_n);
     else
-        *n_dropped = snug_block_pool_reset_cache(&e->p->pool);
+        *n_dropped = snug_block_pool_reset_cache(e->at.pool);
     pthread_mutex_unlock(&e->mu);
     return st;
 }
@@ -921,17 +939,11 @@ void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out)
     out->waiting = e->sched.n_waiting;
     out->queued = e->q_n;
     out->preemptions = e->sched.n_preemptions;
-    out->kv_blocks_total = e->p->pool.n_blocks;
-    out->kv_blocks_resident = e->p->pool.n_ready;
-    out->kv_blocks_used = e->p->pool.n_ready - e->p->pool.n_free;
-    out->prefix_caching = e->p->pool.caching;
+    snug_block_pool_counts(e->at.pool, &out->kv);
     out->prefix_queried_tokens = e->sched.n_queried;
     out->prefix_hit_tokens = e->sched.n_hit;
-    out->kv_blocks_cached = e->p->pool.n_cached;
-    out->kv_blocks_evictable = e->p->pool.n_evictable;
-    out->kv_block_evictions = e->p->pool.n_evictions;
     out->failed = e->failed;
-    out->tp = e->p->report.tp;
+    out->tp = e->at.report->tp;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -955,7 +967,7 @@ void snug_engine_close(snug_engine *e)
         pthread_cond_destroy(&e->work);
         pthread_cond_destroy(&e->out);
     }
-    snug_planner_close(e->p);
+    snug_planner_close(e->plan);
     snug_mem_free(e->ring_pos);
     snug_mem_free(e->walk_list);
     snug_mem_free(e->grammar_keys_mem);

@@ -20,9 +20,15 @@
 #ifndef SNUG_ENGINE_H
 #define SNUG_ENGINE_H
 
+#include "base/common.h"
+#include "blocks.h"
 #include "planner.h"
+#include "sampler.h"
+#include "stop.h"
 
 #include <pthread.h>
+
+typedef struct snug_grammar snug_grammar; /* grammar/grammar.h */
 
 enum {
     SNUG_MAX_QUEUE_DEFAULT = 1024,  /* requests waiting for a slot */
@@ -109,16 +115,12 @@ typedef struct snug_engine_counters {
     int64_t preemptions;
     int64_t prompt_tokens, generation_tokens;
     int64_t requests_finished;
-    int32_t kv_blocks_used, kv_blocks_total;
-    int32_t kv_blocks_resident;     /* of the total, the blocks made resident: all of them
-                                     * unless the cache is populated after ready */
+    snug_block_counts kv;           /* the KV cache's blocks, as the block pool counts them (its
+                                     * ready blocks are the resident ones: all of them unless
+                                     * the cache is populated after ready) */
     int64_t steps;
-    bool prefix_caching;            /* the block pool caches prefixes */
     int64_t prefix_queried_tokens;  /* tokens looked up at admissions, and ... */
     int64_t prefix_hit_tokens;      /* ... of those, found in the cache */
-    int32_t kv_blocks_cached;       /* blocks with a hash (in use or not) */
-    int32_t kv_blocks_evictable;    /* cached blocks no sequence holds (counted as free) */
-    int64_t kv_block_evictions;     /* cached blocks taken for new contents */
     int64_t grammar_masks;          /* token masks applied to constrained sequences, and ... */
     int64_t grammar_walks;          /* masks computed by a walk (not found in the cache) */
     double grammar_walk_seconds;    /* the time those took */
@@ -180,6 +182,12 @@ int32_t snug_engine_n_vocab(const snug_engine *e);
  * requests pass here. For callers that size memory by the request before
  * submitting it. The model's EOS ids end every sequence besides r's own. */
 snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_error *err);
+
+/* The part of snug_engine_check that concerns a grammar alone: whether
+ * g's start fits a sequence's matcher (constrain.h), for a front end that
+ * checks a grammar as it compiles it, to name the field that carried it.
+ * Fails with SNUG_INVALID saying why. */
+snug_status snug_engine_check_grammar(const snug_grammar *g, snug_error *err);
 
 /* Checks r and queues it. Fails with SNUG_INVALID (a message naming the
  * field: an empty prompt, ids outside the vocabulary, n out of range,

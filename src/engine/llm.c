@@ -18,6 +18,8 @@
  */
 #include "engine.h"
 
+#include "tokenizer/tokenizer.h"
+
 #include "base/device.h"
 
 #include <string.h>
@@ -327,9 +329,9 @@ void snug_llm_counters(snug_llm *llm, snug_llm_counters_info *out)
     *out = (snug_llm_counters_info){
         .running = c.running, .waiting = c.waiting, .queued = c.queued,
         .preemptions = c.preemptions, .prompt_tokens = c.prompt_tokens,
-        .generation_tokens = c.generation_tokens, .kv_blocks_used = c.kv_blocks_used,
-        .kv_blocks_total = c.kv_blocks_total, .requests_finished = c.requests_finished,
+        .generation_tokens = c.generation_tokens, .kv_blocks_used = c.kv.used,
+        .kv_blocks_total = c.kv.total, .requests_finished = c.requests_finished,
         .job_memory_used = used, .failed = c.failed,
         .prefix_queried_tokens = c.prefix_queried_tokens, .prefix_hit_tokens = c.prefix_hit_tokens,
-        .kv_blocks_cached = c.kv_blocks_cached};
+        .kv_blocks_cached = c.kv.cached};
 }

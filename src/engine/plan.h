@@ -64,6 +64,20 @@ typedef struct snug_kv_plan {
     snug_kv_limit limited_by;
 } snug_kv_plan;
 
+/* What the profile step measured (profile.h): U and the step it ran. */
+typedef struct snug_profile_result {
+    int32_t n_tokens, n_seqs;     /* what the step ran */
+    int32_t n_layers;             /* the largest step, through how many of the model's ... */
+    int32_t model_layers;         /* ... layers */
+    int64_t scratch_blocks;       /* KV blocks made for it (freed after) */
+    size_t allocator_peak;        /* the allocator's total peak over the step */
+    size_t rss;                   /* the resident set at its end, to the page: its peak */
+    size_t hwm;                   /* the kernel's high-water mark then (approximate) */
+    size_t untracked;             /* U = rss - what the allocator held then, 0 when below */
+    bool hwm_was_reset;           /* false: the kernel refused, hwm counts from start */
+    double seconds;
+} snug_profile_result;
+
 /* Plans the KV cache. Fails with SNUG_INVALID for sizes out of range, and
  * with SNUG_NOMEM when the budget is too small: the weights alone over it
  * (by how much), nothing left after W + A + S + U + R, fewer blocks than

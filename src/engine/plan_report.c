@@ -27,6 +27,8 @@ static size_t next_block_cost(const snug_plan_report *r)
            snug_plan_cache_bytes(&r->sizes, r->kv.blocks);
 }
 
+const char *snug_plan_report_isa(const snug_plan_report *r) { return snug_isa_name(r->kernels.isa); }
+
 void snug_plan_report_print(FILE *f, const snug_plan_report *r)
 {
     const snug_load_stats *l = &r->load;

@@ -1,7 +1,7 @@
 /*
  * planner.c: the memory lifecycle, step by step (planner.h).
  */
-#include "planner.h"
+#include "planner_impl.h"
 
 #include "base/device.h"
 #include "base/dtype.h"
@@ -9,6 +9,7 @@
 #include "blocks.h"
 #include "dist/agree.h"
 #include "model/params.h"
+#include "profile.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -418,6 +419,17 @@ snug_status snug_planner_populate_next(snug_planned *p, snug_error *err)
     if (st != SNUG_OK && err) *err = p->populate_err;
     return st;
 }
+
+const snug_plan_report *snug_planner_report(const snug_planned *p) { return &p->report; }
+
+void snug_planner_parts(snug_planned *p, snug_plan_parts *out)
+{
+    *out = (snug_plan_parts){.report = &p->report, .config = &p->ck->config, .tok = p->tok,
+                             .model = p->model, .serving = &p->serving, .kv = &p->kv, .pool = &p->pool,
+                             .stepper = p->stepper};
+}
+
+int32_t snug_planner_kv_resident(const snug_planned *p) { return p->kv_resident; }
 
 void snug_planner_close(snug_planned *p)
 {

@@ -38,16 +38,17 @@
 
 #include "base/common.h"
 #include "budget.h"
-#include "dist/comm.h"
-#include "dist/stepper.h"
-#include "formats/checkpoint.h"
-#include "model/kvcache.h"
-#include "model/loader.h"
-#include "model/model.h"
-#include "plan.h"
-#include "profile.h"
-#include "serving.h"
-#include "tokenizer/tokenizer.h"
+#include "plan_report.h"
+
+/* Made by the planner; their headers are the engine's to include. */
+typedef struct snug_comm snug_comm;
+typedef struct snug_stepper snug_stepper;
+typedef struct snug_tokenizer snug_tokenizer;
+typedef struct snug_model snug_model;
+typedef struct snug_model_config snug_model_config;
+typedef struct snug_kvcache snug_kvcache;
+typedef struct snug_block_pool snug_block_pool;
+typedef struct snug_serving_state snug_serving_state;
 
 enum {
     SNUG_MAX_NUM_SEQS_DEFAULT = 256,           /* as vLLM */
@@ -103,70 +104,20 @@ typedef struct snug_planner_opts {
     void *on_phase_ctx;
 } snug_planner_opts;
 
-/* One rank's part of the plan, as rank 0 reports it. */
-typedef struct snug_rank_plan {
-    uint64_t weights_predicted;    /* the rank's parameter bytes by the table */
-    uint64_t weights;              /* the bytes its parameters are laid out in */
-    uint64_t load_peak;            /* the peak during its load */
-    uint64_t bytes_read;           /* from the checkpoint's files */
-    uint64_t activations, serving_state, untracked, kv_held;
-    int64_t kv_blocks_own;         /* what its budget alone gave */
-    uint64_t profile_hwm;          /* its high-water mark in the profile step */
-} snug_rank_plan;
+typedef struct snug_planned snug_planned; /* planner.c's (planner_impl.h) */
 
-/* What the plan found, for the report. */
-typedef struct snug_plan_report {
-    snug_budget budget;
-    snug_load_stats load;
-    size_t code_bytes;             /* the program's and libraries' segments made resident */
-    size_t baseline_rss;           /* at start, before loading (with that code) */
-    size_t weights;                /* W: what the allocator charges the weights */
-    size_t activations;            /* A: the activations' peak since the reset */
-    size_t serving_state;          /* S (with the block pool, made after the plan) */
-    size_t serving_block;          /* of which the serving state's own block */
-    snug_profile_result profile;   /* U and the step */
-    snug_plan_sizes sizes;
-    snug_kv_plan kv;
-    int64_t max_model_len_reduced_from; /* the model's length, when it did not fit and
-                                         * max_model_len was not given; else 0 */
-    snug_dtype kv_dtype;
-    size_t kv_held;                /* what the allocator charges the cache */
-    double populate_seconds;       /* making the cache resident (reserving it, when after
-                                    * ready: snug_planned's populate_seconds has the rest) */
-    bool populated_after_ready;    /* made resident by snug_planner_populate_next */
-    size_t capacity;               /* set after the plan: C - U - R, plus server_tracked */
-    int32_t tp, rank;              /* this rank of tp */
-    int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
-                                    * over the ranks) */
-    bool prefix_caching;           /* the block pool caches prefixes */
-    snug_kernels kernels;          /* what the steps run: ISA, bf16 instruction, calibration */
-    snug_dtype weight_dtype;       /* the weights' element type */
-    int32_t threads;               /* the threads every step runs on */
-    snug_rank_plan ranks[SNUG_TP_MAX]; /* every rank's, on rank 0 (tp > 1) */
-} snug_plan_report;
-
-/* Everything serving runs on, planned and made. */
-typedef struct snug_planned {
-    snug_checkpoint *ck;
-    snug_weights *weights;
-    snug_tokenizer *tok;           /* NULL when the directory has none */
-    snug_vocab_trie *trie;         /* the tokenizer's token bytes, for constrained decoding */
+/* What the plan made, handed to the engine that serves on it; each valid
+ * until snug_planner_close. */
+typedef struct snug_plan_parts {
+    const snug_plan_report *report;
+    const snug_model_config *config; /* the checkpoint's */
+    const snug_tokenizer *tok;     /* NULL when the directory has none */
     snug_model *model;
-    snug_serving_state serving;
-    snug_kvcache kv;
-    snug_block_pool pool;          /* the cache's blocks (prefix caching unless turned off) */
+    snug_serving_state *serving;   /* S: every sequence's slot, the step's buffers */
+    snug_kvcache *kv;
+    snug_block_pool *pool;         /* the cache's blocks (prefix caching unless turned off) */
     snug_stepper *stepper;         /* every step goes through it (one rank or many) */
-    snug_plan_report report;
-    /* the KV cache made resident after ready (opts.populate_after_ready) */
-    int32_t kv_resident;           /* blocks 0 .. kv_resident - 1 are resident */
-    int32_t populate_group;        /* blocks made resident per call */
-    double populate_seconds;       /* spent in those calls so far */
-    bool populate_failed;          /* the system would not back the next group: given up */
-    snug_error populate_err;       /* then why */
-    double t_start;                /* when the plan began, for on_phase */
-    void (*on_phase)(void *ctx, const char *phase, double seconds); /* opts' */
-    void *on_phase_ctx;
-} snug_planned;
+} snug_plan_parts;
 
 /* Runs the lifecycle for the model directory dir into *out (the caller's;
  * snug_planner_close frees it). Fails with the step's error (a bad
@@ -190,6 +141,16 @@ bool snug_planner_populating(const snug_planned *p);
  * populate_err: the blocks resident so far serve. Call it between steps, on
  * the thread that runs them. No-op when nothing is left. */
 snug_status snug_planner_populate_next(snug_planned *p, snug_error *err);
+
+/* What the plan found (valid until snug_planner_close). */
+const snug_plan_report *snug_planner_report(const snug_planned *p);
+
+/* What p made, into *out. */
+void snug_planner_parts(snug_planned *p, snug_plan_parts *out);
+
+/* Blocks 0 .. this - 1 of the KV cache are resident (all of them unless
+ * opts.populate_after_ready, then as snug_planner_populate_next goes). */
+int32_t snug_planner_kv_resident(const snug_planned *p);
 
 /* Frees everything and lifts the capacity; NULL is ignored. */
 void snug_planner_close(snug_planned *p);

@@ -31,20 +31,8 @@ enum { SNUG_PROFILE_LAYERS = 1 };
 #include "dist/stepper.h"
 #include "model/kvcache.h"
 #include "model/model.h"
+#include "plan.h"
 #include "serving.h"
-
-typedef struct snug_profile_result {
-    int32_t n_tokens, n_seqs;     /* what the step ran */
-    int32_t n_layers;             /* the largest step, through how many of the model's ... */
-    int32_t model_layers;         /* ... layers */
-    int64_t scratch_blocks;       /* KV blocks made for it (freed after) */
-    size_t allocator_peak;        /* the allocator's total peak over the step */
-    size_t rss;                   /* the resident set at its end, to the page: its peak */
-    size_t hwm;                   /* the kernel's high-water mark then (approximate) */
-    size_t untracked;             /* U = rss - what the allocator held then, 0 when below */
-    bool hwm_was_reset;           /* false: the kernel refused, hwm counts from start */
-    double seconds;
-} snug_profile_result;
 
 /* Runs the profile step on the stepper's model (made for steps of n_tokens_max tokens over
  * n_seqs_max sequences: those are the step's sizes, the tokens capped at

@@ -20,6 +20,10 @@
 
 #include "base/common.h"
 
+enum {
+    SNUG_LOGPROBS_MAX = 20     /* alternatives per token a request may ask for (OpenAI's limit) */
+};
+
 /* One entry of a request's logit_bias: bias is added to the raw logit of
  * token id before anything else (+100 all but forces it, -100 bans it). */
 typedef struct snug_logit_bias {

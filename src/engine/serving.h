@@ -33,8 +33,7 @@
 #include "tokenizer/tokenizer.h"
 
 enum {
-    SNUG_OUT_RING = 8,         /* outputs a sequence may have waiting for its consumer */
-    SNUG_LOGPROBS_MAX = 20     /* alternatives per token (OpenAI's limit) */
+    SNUG_OUT_RING = 8          /* outputs a sequence may have waiting for its consumer */
 };
 
 /* One step's output for one sequence, waiting in its ring for the consumer:

@@ -24,7 +24,9 @@
 enum {
     SNUG_STOP_MAX = 16,         /* stop strings per request */
     SNUG_STOP_STRING_MAX = 256, /* bytes per stop string */
-    SNUG_STOP_EOS_MAX = 16      /* end-of-sequence token ids */
+    SNUG_STOP_EOS_MAX = 16,     /* end-of-sequence token ids */
+    SNUG_STOP_MODEL_EOS_MAX = 8 /* of those, kept for the model's own, which the engine adds
+                                 * to every sequence's (a request may set the rest) */
 };
 
 /* Why a sequence ended. OpenAI's finish_reason is "stop" for the first two

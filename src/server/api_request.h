@@ -26,7 +26,6 @@
 #include "base/common.h"
 #include "engine/sampler.h"
 #include "engine/stop.h"
-#include "formats/config.h"
 #include "chat/tool_calls.h"
 #include "grammar/grammar.h"
 
@@ -38,8 +37,8 @@ enum {
     SNUG_API_LOGIT_BIAS_MAX = 300,  /* OpenAI's limit on `logit_bias` entries */
     SNUG_API_MAX_TOKENS_MAX = 1 << 24,
     /* stop_token_ids share snug_stop_params' EOS slots with the model's own
-     * EOS ids (at most SNUG_MAX_EOS_IDS), which the caller adds afterwards. */
-    SNUG_API_STOP_TOKEN_IDS_MAX = SNUG_STOP_EOS_MAX - SNUG_MAX_EOS_IDS
+     * EOS ids, which the engine adds to each sequence's */
+    SNUG_API_STOP_TOKEN_IDS_MAX = SNUG_STOP_EOS_MAX - SNUG_STOP_MODEL_EOS_MAX
 };
 
 typedef enum snug_api_kind { SNUG_API_COMPLETIONS = 0, SNUG_API_CHAT = 1 } snug_api_kind;

@@ -12,8 +12,7 @@
 
 #include "base/device.h"
 #include "base/strbuf.h"
-#include "engine/constrain.h"
-#include "grammar/matcher.h"
+#include "engine/engine.h"
 #include "grammar/schema.h"
 
 #include <string.h>
@@ -28,7 +27,7 @@ enum {
 static snug_status take_grammar(snug_api_request *r, snug_grammar *g, const char *param, snug_api_error *err)
 {
     snug_error e = {0};
-    snug_status st = snug_constrain_check_start(g, &e); /* the engine's own check, here to name the field */
+    snug_status st = snug_engine_check_grammar(g, &e); /* the engine's own check, here to name the field */
     if (st != SNUG_OK) {
         snug_grammar_free(g);
         if (st == SNUG_NOMEM) return api_overloaded(err, &e);

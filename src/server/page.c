@@ -84,9 +84,9 @@ enum MHD_Result page_memory(snug_server *s, struct MHD_Connection *c)
     snug_strbuf_printf(&b, "],\"kv\":{\"block_bytes\":%zu,\"block_tokens\":%d,\"blocks_total\":%d,"
                        "\"blocks_resident\":%d,\"blocks_used\":%d,\"blocks_cached\":%d,\"blocks_evictable\":%d,"
                        "\"prefix_caching\":%s},",
-                       p->sizes.block_bytes, p->sizes.block_size, k.kv_blocks_total, k.kv_blocks_resident,
-                       k.kv_blocks_used, k.kv_blocks_cached, k.kv_blocks_evictable,
-                       k.prefix_caching ? "true" : "false");
+                       p->sizes.block_bytes, p->sizes.block_size, k.kv.total, k.kv.ready,
+                       k.kv.used, k.kv.cached, k.kv.evictable,
+                       k.kv.caching ? "true" : "false");
     snug_strbuf_printf(&b, "\"process\":{\"resident_bytes\":%zu,\"resident_peak_bytes\":%zu},"
                        "\"sequences\":{\"running\":%d,\"waiting\":%d,\"queued\":%d},"
                        "\"tokens\":{\"prompt_total\":%lld,\"generation_total\":%lld},\"requests_finished\":%lld,"

@@ -8,7 +8,7 @@
 #include "base/device.h"
 #include "base/json.h"
 #include "engine/plan_report.h"
-#include "kernels/kernels.h"
+#include "tokenizer/tokenizer.h"
 
 #ifdef SNUG_HAVE_MPI
 #define SNUG_HAVE_MPI_BUILD 1
@@ -146,7 +146,7 @@ static enum MHD_Result get_version(snug_server *s, struct MHD_Connection *c)
     char *kern_text = kern ? snug_json_dumps(kern, false) : NULL;
     json_decref(kern);
     snug_strbuf_printf(&b, "\",\"isa\":\"%s\",\"mpi\":%s,\"tensor_parallel_size\":%d,\"kernels\":%s}",
-                       snug_isa_name(snug_isa_detect()), SNUG_HAVE_MPI_BUILD ? "true" : "false",
+                       snug_plan_report_isa(r), SNUG_HAVE_MPI_BUILD ? "true" : "false",
                        r->tp, kern_text ? kern_text : "null");
     snug_mem_free(kern_text);
     return http_send(c, MHD_HTTP_OK, &b, "application/json");
@@ -201,24 +201,24 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     GAUGE("num_requests_running", "Sequences in the running batch.", "%d", k.running);
     GAUGE("num_requests_waiting", "Sequences waiting for blocks or preempted.", "%d", k.waiting);
     GAUGE("num_requests_queued", "Requests waiting for a slot.", "%d", k.queued);
-    GAUGE("kv_blocks_used", "KV cache blocks held by sequences.", "%d", k.kv_blocks_used);
+    GAUGE("kv_blocks_used", "KV cache blocks held by sequences.", "%d", k.kv.used);
     GAUGE("kv_blocks_free", "KV cache blocks free (resident, held by no sequence).", "%d",
-          k.kv_blocks_resident - k.kv_blocks_used);
+          k.kv.ready - k.kv.used);
     GAUGE("kv_blocks_resident", "KV cache blocks made resident (all, once populated after ready).",
-          "%d", k.kv_blocks_resident);
+          "%d", k.kv.ready);
     COUNTER("num_preemptions_total", "Sequences preempted for recompute.", k.preemptions);
     GAUGE("prefix_caching", "1 when the KV cache keeps and reuses computed prefixes.", "%d",
-          k.prefix_caching ? 1 : 0);
+          k.kv.caching ? 1 : 0);
     COUNTER("prefix_cache_queries_total", "Tokens looked up in the prefix cache at admission.",
             k.prefix_queried_tokens);
     COUNTER("prefix_cache_hits_total", "Tokens found in the prefix cache at admission.",
             k.prefix_hit_tokens);
     GAUGE("kv_blocks_cached", "KV cache blocks holding a registered prefix (in use or not).", "%d",
-          k.kv_blocks_cached);
+          k.kv.cached);
     GAUGE("kv_blocks_evictable", "Cached KV blocks no sequence holds (counted free).", "%d",
-          k.kv_blocks_evictable);
+          k.kv.evictable);
     COUNTER("kv_block_evictions_total", "Cached KV blocks taken for new contents.",
-            k.kv_block_evictions);
+            k.kv.evictions);
     COUNTER("grammar_masks_total", "Token masks applied to sequences under a grammar (structured "
             "output, tool calls).", k.grammar_masks);
     COUNTER("grammar_mask_walks_total", "Of those, masks computed by a walk of the vocabulary (not "

@@ -93,7 +93,7 @@ req /v1/completions -X OPTIONS -H 'Origin: http://page.example'
 if [[ $no_cors == 0 && $status == 405 ]]; then ok "without --allowed-origins: no CORS headers, OPTIONS 405"; else fail "no CORS without --allowed-origins" "$no_cors headers, OPTIONS $status"; fi
 req /version
 if [[ $status == 200 ]] && jq -e '(.version | test("^[0-9]+\\.[0-9]+\\.[0-9]+$")) and (.commit | type == "string")
-        and (.isa | type == "string") and (.mpi | type == "boolean") and .tensor_parallel_size == 1
+        and (.isa | type == "string") and .isa == .kernels.isa and (.mpi | type == "boolean") and .tensor_parallel_size == 1
         and (.kernels.isa | type == "string") and .kernels.threads >= 1 and .kernels.weight_dtype == "F32"
         and (.kernels.matmul | test("^vfmadd231ps [yz]mm$|^scalar$")) and (.kernels.matvec | type == "string")
         and (.kernels.calibration_gflops | type == "object")' "$tmp/body" >/dev/null; then
