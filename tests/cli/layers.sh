@@ -144,6 +144,16 @@ calls "x/a.c=extern int b_count; int a_data = 1; int a_fn(void) { return b_count
 found "calls: shared variables count; calls one way do not" \
     "+x/a.c uses b_count (defined in x/b.c), x/b.c uses a_data (defined in x/a.c)" "-x/c.c"
 
+# A ring of three (a uses b, b uses c, c uses a) is named once, as the path around it; a file
+# that only calls into the ring is not in it.
+calls "x/a.c=int b_fn(void); int a_fn(void) { return b_fn(); }" \
+      "x/b.c=int c_fn(void); int b_fn(void) { return c_fn(); }" \
+      "x/c.c=int a_fn(void); int c_fn(void) { return a_fn(); }" \
+      "x/d.c=int a_fn(void); int d_fn(void) { return a_fn(); }"
+found "calls: a ring of three files is named once, with the symbol of each step" \
+    "+$tmp/c/src/x/a.c -> $tmp/c/src/x/b.c -> $tmp/c/src/x/c.c -> $tmp/c/src/x/a.c: a ring of calls (x/a.c uses b_fn, x/b.c uses c_fn, x/c.c uses a_fn)" \
+    "-x/d.c"
+
 # The Jinja interpreter's files may call each other, but not another file of chat/.
 calls "chat/jinja_a.c=int jinja_b(void); int chat_fn(void); int jinja_a(void) { return jinja_b() + chat_fn(); }" \
       "chat/jinja_b.c=int jinja_a(void); int jinja_b(void) { return jinja_a(); }" \
