@@ -29,7 +29,7 @@
  */
 #include "engine/blocks.h"
 #include "formats/checkpoint.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/sysinfo.h"
 #include "model/kvcache.h"

@@ -21,7 +21,7 @@
 #include "grammar/schema.h"
 #include "grammar/tokmask.h"
 #include "tokenizer/tokenizer.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 #include "base/strbuf.h"
 

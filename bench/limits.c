@@ -18,7 +18,7 @@
  * Each prints "name seconds GB/s" lines. Not part of make test.
  */
 #include "formats/checkpoint.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "model/loader.h"

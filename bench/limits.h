@@ -23,7 +23,7 @@
 #ifndef SNUG_BENCH_LIMITS_H
 #define SNUG_BENCH_LIMITS_H
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "kernels/kernels.h"
 

@@ -46,7 +46,7 @@
  * Prints one line saying what it wrote. Exit status 0, 1 on a failure (the
  * message on stderr), 2 on a usage error. Not part of the library.
  */
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/quant.h"

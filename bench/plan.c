@@ -18,7 +18,7 @@
  *             [--max-num-batched-tokens N] [--jobs N] [--prompt-len N] [--job-len N]
  *             [--steps N] [--timeline FILE.svg]
  */
-#include "base/device.h"
+#include "base/mem.h"
 #include "engine/engine.h"
 #include "engine/plan_report.h"
 #include "engine/timeline.h"

@@ -22,7 +22,7 @@
  * (the table's last columns), so that CI can run it. Prints one line per
  * format. Not part of the library.
  */
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/sysinfo.h"
 #include "engine/blocks.h"

@@ -12,7 +12,7 @@
  *   build/bench/tokenize NAME=PATH...
  * Not part of make test; bench/tokenize runs it on every family.
  */
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "base/json.h"
 #include "tokenizer/regex.h"

@@ -6,7 +6,7 @@
  * message, that the message is valid UTF-8 and that nothing is left held;
  * the OOM loop fails each allocation of a large good request in turn.
  */
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 #include "grammar/matcher.h"
 #include "server/api_request.h"

@@ -8,7 +8,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "engine/budget.h"
 
 #include <string.h>

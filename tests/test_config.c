@@ -6,7 +6,7 @@
 #include "test.h"
 
 #include "formats/config.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/json.h"

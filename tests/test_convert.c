@@ -11,7 +11,7 @@
 
 #include "formats/checkpoint.h"
 #include "convert/convert.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 

@@ -16,7 +16,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "dist/agree.h"
 #include "dist/comm.h"
 #include "dist/stepper.h"

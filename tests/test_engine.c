@@ -14,7 +14,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "base/json.h"
 #include "chat/chat.h"

@@ -7,7 +7,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "formats/gguf.h"
 #include "formats/gguf_llama.h"
 

@@ -9,7 +9,7 @@
 #include "grammar/schema.h"
 #include "grammar/tokmask.h"
 #include "base/json.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #include "engine/grammar_keys.h"
 #include "grammar/matcher.h"
 #include "grammar/tokmask.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/hash.h"
 #include "test.h"
 

@@ -10,7 +10,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "chat/jinja.h"
 #include "base/json.h"

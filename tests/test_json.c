@@ -6,7 +6,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 
 /* Builds OPEN ITEM SEP ITEM ... CLOSE with n items (libc memory). */

@@ -10,7 +10,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "support/greedy_txt.h"
 #include "tokenizer/tokenizer.h"
 

@@ -18,7 +18,7 @@
 #include "test.h"
 
 #include "formats/checkpoint.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/json.h"
 #include "model/loader.h"

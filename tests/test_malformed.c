@@ -13,7 +13,7 @@
 
 #include "formats/checkpoint.h"
 #include "formats/config.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"

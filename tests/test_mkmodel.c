@@ -7,7 +7,7 @@
 #include "test.h"
 
 #include "formats/checkpoint.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "convert/mkmodel.h"

@@ -7,7 +7,7 @@
  */
 #include "engine/blocks.h"
 #include "formats/checkpoint.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "convert/mkmodel.h"

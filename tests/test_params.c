@@ -8,7 +8,7 @@
 #include "test.h"
 
 #include "formats/config.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "convert/mkmodel.h"
 #include "model/params.h"

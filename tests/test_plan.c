@@ -6,7 +6,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "engine/blocks.h"
 #include "engine/plan.h"
 

@@ -9,7 +9,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "engine/engine.h"
 #include "engine/planner_impl.h"
 

@@ -6,7 +6,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/pool.h"
 #include "base/sysinfo.h"
 

@@ -10,7 +10,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "engine/engine.h"
 
 #include <string.h>

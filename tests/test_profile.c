@@ -7,7 +7,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "engine/profile.h"
 #include "engine/serving.h"
 #include "formats/checkpoint.h"

@@ -6,7 +6,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "formats/safetensors.h"
 #include "formats/st_writer.h"

@@ -5,7 +5,7 @@
  * frequency within 5 binomial standard deviations of its probability (plus
  * 3 draws, for tokens too rare for the normal approximation).
  */
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/rng.h"
 #include "engine/sampler.h"
 #include "test.h"

@@ -12,7 +12,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "engine/scheduler.h"
 
 #include <string.h>

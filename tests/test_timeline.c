@@ -7,7 +7,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "engine/timeline.h"
 

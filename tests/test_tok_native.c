@@ -19,7 +19,7 @@
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "formats/gguf.h"
 #include "base/json.h"

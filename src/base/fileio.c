@@ -3,7 +3,7 @@
  */
 #include "fileio.h"
 
-#include "device.h"
+#include "mem.h"
 
 #include <errno.h>
 #include <fcntl.h>

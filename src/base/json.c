@@ -4,7 +4,7 @@
  */
 #include "json.h"
 
-#include "device.h"
+#include "mem.h"
 #include "fileio.h"
 
 #include <math.h>

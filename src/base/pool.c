@@ -19,7 +19,7 @@
  */
 #include "pool.h"
 
-#include "device.h"
+#include "mem.h"
 #include "sysinfo.h"
 
 #include <errno.h>

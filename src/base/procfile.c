@@ -1,7 +1,7 @@
 /*
  * procfile.c: /proc and /sys files read whole into a bounded buffer of the
  * caller's (procfile.h). Kept apart from fileio.c, which allocates through
- * device.c, so that the allocator can read the process's counters without
+ * mem.c, so that the allocator can read the process's counters without
  * the two files calling each other.
  */
 #include "procfile.h"

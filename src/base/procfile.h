@@ -1,7 +1,7 @@
 /*
  * procfile.h: reading a file whose size the kernel does not report (/proc,
  * /sys) into the caller's buffer, with no allocation. A leaf of base/: the
- * allocator (device.c) reads the process's memory counters with it, and it
+ * allocator (mem.c) reads the process's memory counters with it, and it
  * calls nothing of snug's but the error messages (common.h).
  */
 #ifndef SNUG_PROCFILE_H

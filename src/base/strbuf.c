@@ -3,7 +3,7 @@
  */
 #include "strbuf.h"
 
-#include "device.h"
+#include "mem.h"
 
 #include <stdarg.h>
 #include <stdio.h>

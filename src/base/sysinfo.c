@@ -9,7 +9,7 @@
  */
 #include "sysinfo.h"
 
-#include "device.h"
+#include "mem.h"
 #include "procfile.h"
 
 #include <errno.h>

@@ -17,7 +17,7 @@
  */
 #include "jinja_impl.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <math.h>

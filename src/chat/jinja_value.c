@@ -7,7 +7,7 @@
  */
 #include "jinja_impl.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -7,7 +7,7 @@
  * vocabulary, so a directory with only tokenizer_config.json will do.
  */
 #include "cli.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "chat/jinja.h"
 #include "base/json.h"

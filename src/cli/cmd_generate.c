@@ -10,7 +10,7 @@
 #include "cli.h"
 
 #include "dist/agree.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "engine/engine.h"

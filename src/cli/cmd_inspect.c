@@ -4,7 +4,7 @@
  */
 #include "formats/checkpoint.h"
 #include "cli.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/json.h"
 #include "model/params.h"

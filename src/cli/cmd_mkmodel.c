@@ -5,7 +5,7 @@
  * family beside it so that `snug generate` and `snug serve` run it as it is.
  */
 #include "cli.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "convert/mkmodel.h"

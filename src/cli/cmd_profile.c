@@ -5,7 +5,7 @@
  */
 #include "cli.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "engine/plan_report.h"
 #include "engine/planner.h"

@@ -5,7 +5,7 @@
 #include "cli.h"
 
 #include "engine/engine.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "dist/agree.h"
 #include "engine/plan_report.h"

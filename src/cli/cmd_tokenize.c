@@ -3,7 +3,7 @@
  * and `snug detokenize PATH IDS...`.
  */
 #include "cli.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "tokenizer/tokenizer.h"
 

@@ -2,7 +2,7 @@
  * main.c: the `snug` command line. The only place that calls exit().
  */
 #include "cli.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/sysinfo.h"
 #include "dist/comm.h"
 #include "kernels/kernels.h"

@@ -8,7 +8,7 @@
 #include "convert.h"
 
 #include "formats/config.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "formats/gguf.h"

@@ -3,7 +3,7 @@
  */
 #include "agree.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "snug.h"
 

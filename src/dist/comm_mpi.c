@@ -9,7 +9,7 @@
 
 #if SNUG_HAVE_MPI /* the communicator of a build with MPI (Makefile: MPI) */
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <mpi.h>
 #include <sched.h>

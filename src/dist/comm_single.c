@@ -8,7 +8,7 @@
 
 #if !SNUG_HAVE_MPI /* the communicator of a build without MPI (Makefile: MPI) */
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <stdlib.h>
 #include <string.h>

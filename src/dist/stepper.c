@@ -10,7 +10,7 @@
  */
 #include "stepper.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  */
 #include "blocks.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/rng.h"
 
 #include <string.h>

@@ -4,7 +4,7 @@
  */
 #include "constrain.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <math.h>
 #include <string.h>

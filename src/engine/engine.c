@@ -19,7 +19,7 @@
 #include "serving.h"
 #include "tokenizer/tokenizer.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <math.h>
 #include <string.h>

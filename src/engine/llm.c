@@ -20,7 +20,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  */
 #include "plan.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "blocks.h"
 
 #include <stdio.h>

@@ -4,7 +4,7 @@
  */
 #include "plan_report.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/json.h"
 

@@ -3,7 +3,7 @@
  */
 #include "profile.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "blocks.h"
 #include "dist/agree.h"
 

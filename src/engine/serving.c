@@ -5,7 +5,7 @@
  */
 #include "serving.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <string.h>
 

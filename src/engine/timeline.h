@@ -1,6 +1,6 @@
 /*
  * timeline.h: the memory timeline, an SVG chart drawn from the allocator's
- * event log (base/device.h, snug_mem_trace_*): what each category held over
+ * event log (base/mem.h, snug_mem_trace_*): what each category held over
  * time, stacked (weights, kv cache, activations, staging, other), the
  * process's resident set beside the allocator's total, the budget and the
  * allocator's capacity as lines, and the phases that the log's marks name.
@@ -13,7 +13,7 @@
 #define SNUG_TIMELINE_H
 
 #include "base/common.h"
-#include "base/device.h"
+#include "base/mem.h"
 
 typedef struct snug_timeline_opts {
     const char *title;      /* the first line, e.g. "snug profile models/x" (escaped here) */

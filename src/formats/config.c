@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/json.h"

@@ -4,7 +4,7 @@
  */
 #include "gguf.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 
 #include <stdio.h>

@@ -8,7 +8,7 @@
  */
 #include "safetensors.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/json.h"

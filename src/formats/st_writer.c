@@ -3,7 +3,7 @@
  */
 #include "st_writer.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/json.h"

@@ -14,7 +14,7 @@
  */
 #include "grammar.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/hash.h"
 
 #include <stdarg.h>

@@ -7,7 +7,7 @@
  */
 #include "schema.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 
 #include <stdarg.h>

@@ -8,7 +8,7 @@
 
 #include "base/hash.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 
 #include "cpu.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
  */
 #include "kvcache.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/pool.h"
 

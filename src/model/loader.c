@@ -4,7 +4,7 @@
  */
 #include "loader.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/quant.h"
 #include "base/sysinfo.h"

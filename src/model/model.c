@@ -4,7 +4,7 @@
  */
 #include "model.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/quant.h"
 #include "base/pool.h"

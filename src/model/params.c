@@ -7,7 +7,7 @@
 
 #include "kernels/linear.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 
 #include <stdio.h>

@@ -10,7 +10,7 @@
  */
 #include "api_impl.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 
 #include <math.h>

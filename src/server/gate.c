@@ -19,7 +19,7 @@
  */
 #include "gate.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -8,7 +8,7 @@
  */
 #include "server_impl.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  */
 #include "server_impl.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "chat/chat.h"
 
 #include <poll.h>

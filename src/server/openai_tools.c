@@ -6,7 +6,7 @@
  */
 #include "server_impl.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 
 #include <string.h>

@@ -5,7 +5,7 @@
  */
 #include "server_impl.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 #include "engine/plan_report.h"
 #include "tokenizer/tokenizer.h"

@@ -4,7 +4,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "regex.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <pcre2.h>
 

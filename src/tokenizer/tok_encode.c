@@ -5,7 +5,7 @@
  */
 #include "tok_internal.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "unicode.h"
 
 #include <string.h>

@@ -16,7 +16,7 @@
  */
 #include "tok_internal.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "formats/gguf.h"
 

@@ -13,7 +13,7 @@
  */
 #include "tok_internal.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  */
 #include "tok_internal.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 
 #include <stdio.h>

@@ -20,7 +20,7 @@
  */
 #include "tok_internal.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <math.h>
 #include <string.h>

@@ -20,7 +20,7 @@
  */
 #include "unicode.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <string.h>
 #include <utf8proc.h>

@@ -46,7 +46,7 @@ wrong() {
 
 wrong "layers: model may not include engine" model/kvcache.c '#include "engine/sampler.h"' \
     "model/ may not include engine/"
-wrong "layers: base includes nothing above it" base/device.c '#include "formats/config.h"' \
+wrong "layers: base includes nothing above it" base/mem.c '#include "formats/config.h"' \
     "base/ may not include formats/"
 wrong "layers: formats may not include tokenizer" formats/gguf.c '  #  include "tokenizer/tokenizer.h"' \
     "formats/ may not include tokenizer/"
@@ -56,8 +56,8 @@ wrong "layers: the kernels' internal header" cli/main.c '#include "kernels/k_imp
     "k_impl.h is internal to kernels/"
 wrong "layers: the tokenizer's internal header" chat/chat.c '#include "tokenizer/tok_internal.h"' \
     "tok_internal.h is internal to tokenizer/"
-wrong "layers: another folder's header by bare name" model/model.c '#include "device.h"' \
-    '"device.h" is not in model/'
+wrong "layers: another folder's header by bare name" model/model.c '#include "mem.h"' \
+    '"mem.h" is not in model/'
 wrong "layers: own folder by bare name" base/json.c '#include "base/common.h"' \
     "own headers are included by bare name"
 wrong "layers: no such header" engine/engine.h '#include "model/nope.h"' \

@@ -15,7 +15,7 @@
 #include "server/api_request.h"
 #include "engine/constrain.h"
 #include "fuzz_common.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 
 #include <stdio.h>

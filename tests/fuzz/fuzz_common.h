@@ -14,7 +14,7 @@
 #ifndef SNUG_FUZZ_COMMON_H
 #define SNUG_FUZZ_COMMON_H
 
-#include "base/device.h"
+#include "base/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>

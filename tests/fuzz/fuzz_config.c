@@ -9,7 +9,7 @@
  */
 #include "formats/config.h"
 #include "fuzz_common.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 
 #include <stdio.h>

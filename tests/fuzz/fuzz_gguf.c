@@ -13,7 +13,7 @@
  * with one allocation failing, and checks that nothing leaks.
  */
 #include "fuzz_common.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/fileio.h"
 #include "convert/convert.h"
 #include "formats/checkpoint.h"

@@ -11,7 +11,7 @@
  */
 #include "formats/checkpoint.h"
 #include "fuzz_common.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * with one allocation failing, and checks that nothing leaks.
  */
 #include "fuzz_common.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/dtype.h"
 #include "base/json.h"
 #include "formats/safetensors.h"

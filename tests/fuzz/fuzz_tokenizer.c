@@ -32,7 +32,7 @@
  * characters).
  */
 #include "fuzz_common.h"
-#include "base/device.h"
+#include "base/mem.h"
 #include "formats/gguf.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"

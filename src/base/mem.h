@@ -1,5 +1,5 @@
 /*
- * device.h: the accounting allocator (the public half of the API is in
+ * mem.h: the accounting allocator (the public half of the API is in
  * snug.h; the process's memory as the kernel sees it is read by sysinfo.h).
  *
  * Every byte snug allocates comes from snug_mem_alloc and is charged to one
@@ -18,8 +18,8 @@
  *     to the system by snug_mem_free; charged exactly that.
  * All memory returned is zero-filled and 64-byte aligned.
  */
-#ifndef SNUG_DEVICE_H
-#define SNUG_DEVICE_H
+#ifndef SNUG_MEM_H
+#define SNUG_MEM_H
 
 #include "common.h"
 
@@ -176,4 +176,4 @@ void snug_mem_trace_get(snug_mem_trace *out);
 /* Stops the log and frees it; nothing happens when none runs. */
 void snug_mem_trace_stop(void);
 
-#endif /* SNUG_DEVICE_H */
+#endif /* SNUG_MEM_H */

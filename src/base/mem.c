@@ -1,5 +1,5 @@
 /*
- * device.c: the accounting allocator (current and peak bytes per category,
+ * mem.c: the accounting allocator (current and peak bytes per category,
  * capacity, fault injection, the event log) and the process's code and
  * stacks made resident. The kernel's figures for the process (RSS, its
  * high-water mark) are read by sysinfo.c.
@@ -7,7 +7,7 @@
  * The counters below (and the event log, when one runs) are the only
  * global state in snug.
  */
-#include "device.h"
+#include "mem.h"
 
 #include "procfile.h"
 

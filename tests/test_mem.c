@@ -1,11 +1,11 @@
 /*
- * test_device.c: the accounting allocator: exact byte counts, peaks and
+ * test_mem.c: the accounting allocator: exact byte counts, peaks and
  * their reset, the capacity and its message, fault injection, concurrent
  * allocation, resident memory, and the jansson and PCRE2 hooks.
  */
 #include "test.h"
 
-#include "base/device.h"
+#include "base/mem.h"
 #include "base/json.h"
 #include "tokenizer/regex.h"
 
