@@ -40,6 +40,7 @@ snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...
     err->code = NULL;
     snprintf(err->param, sizeof err->param, "%s", param);
     size_t n = param[0] ? (size_t)snprintf(err->message, sizeof err->message, "%s: ", param) : 0;
+    n = SNUG_MIN(n, sizeof err->message - 1); /* a param longer than the message: cut */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->message + n, sizeof err->message - n, fmt, ap);
