@@ -1,7 +1,7 @@
 /*
- * test_config.c: config.json of the Llama, Mistral and Qwen2 families:
- * real files, every rope scaling type, defaults, validation messages, and
- * the writer's round trip.
+ * test_config.c: config.json of the families formats/arch.h lists: real
+ * files, every rope scaling type, defaults, validation messages, and the
+ * writer's round trip.
  */
 #include "test.h"
 
@@ -145,6 +145,76 @@ static void test_qwen2(void)
     CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_UNSUPPORTED, "max_window_layers 12: a sliding window on only some layers");
 }
 
+/* Qwen3 and Phi-3 as their published config.json files give them
+ * (Qwen3-1.7B; Phi-3-mini-4k-instruct, whose sliding_window 2047 llama.cpp
+ * and vLLM ignore, and so does snug), partial rotary (Phi-4-mini's 0.75),
+ * and what the table refuses. */
+static void test_qwen3_phi3(void)
+{
+    snug_model_config c;
+    snug_error err = {0};
+    const char *qwen3 = "{\"architectures\":[\"Qwen3ForCausalLM\"],\"attention_bias\":false,\"attention_dropout\":0.0,"
+                        "\"bos_token_id\":151643,\"eos_token_id\":151645,\"head_dim\":128,\"hidden_act\":\"silu\","
+                        "\"hidden_size\":2048,\"initializer_range\":0.02,\"intermediate_size\":6144,"
+                        "\"max_position_embeddings\":40960,\"max_window_layers\":28,\"model_type\":\"qwen3\","
+                        "\"num_attention_heads\":16,\"num_hidden_layers\":28,\"num_key_value_heads\":8,"
+                        "\"rms_norm_eps\":1e-06,\"rope_scaling\":null,\"rope_theta\":1000000,\"sliding_window\":null,"
+                        "\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"use_cache\":true,"
+                        "\"use_sliding_window\":false,\"vocab_size\":151936}";
+    CHECK_OK(parse(qwen3, &c, &err), &err);
+    CHECK(c.arch == SNUG_ARCH_QWEN3 && !c.qkv_bias && !c.o_bias && c.head_dim == 128 && c.n_rot == 0 &&
+          c.tie_word_embeddings && c.sliding_window == 0 && snug_arch_get(c.arch)->qk_norm,
+          "Qwen3-1.7B: no biases, head_dim 128, q/k norms, tied");
+    const char *phi3 = "{\"architectures\":[\"Phi3ForCausalLM\"],\"attention_dropout\":0.0,\"bos_token_id\":1,"
+                       "\"embd_pdrop\":0.0,\"eos_token_id\":32000,\"hidden_act\":\"silu\",\"hidden_size\":3072,"
+                       "\"initializer_range\":0.02,\"intermediate_size\":8192,\"max_position_embeddings\":4096,"
+                       "\"model_type\":\"phi3\",\"num_attention_heads\":32,\"num_hidden_layers\":32,"
+                       "\"num_key_value_heads\":32,\"original_max_position_embeddings\":4096,\"pad_token_id\":32000,"
+                       "\"resid_pdrop\":0.0,\"rms_norm_eps\":1e-05,\"rope_scaling\":null,\"rope_theta\":10000.0,"
+                       "\"sliding_window\":2047,\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\","
+                       "\"use_cache\":true,\"vocab_size\":32064}";
+    CHECK_OK(parse(phi3, &c, &err), &err);
+    const snug_arch_info *fam = snug_arch_get(c.arch);
+    CHECK(c.arch == SNUG_ARCH_PHI3 && fam->fused_qkv && fam->fused_gate_up && c.head_dim == 96 && c.n_rot == 0 &&
+          c.sliding_window == 0 && !c.qkv_bias, "Phi-3-mini-4k: fused, head_dim 96, all of it rotated, no window");
+    const char *partial = "{\"architectures\":[\"Phi3ForCausalLM\"],\"hidden_size\":3072,\"intermediate_size\":8192,"
+                          "\"num_hidden_layers\":2,\"num_attention_heads\":24,\"num_key_value_heads\":8,"
+                          "\"vocab_size\":200064,\"partial_rotary_factor\":%s}";
+    char buf[512];
+    snprintf(buf, sizeof buf, partial, "0.75");
+    CHECK_OK(parse(buf, &c, &err), &err);
+    CHECK(c.n_rot == 96 && snug_config_rot_dims(&c) == 96, "0.75 of head_dim 128 turns 96 (%d)", c.n_rot);
+    json_t *o = snug_config_to_json(&c);
+    char *text = o ? json_dumps(o, 0) : NULL;
+    snug_model_config back;
+    CHECK(text && parse(text, &back, &err) == SNUG_OK && back.n_rot == 96, "partial rotary survives the writer");
+    snug_mem_free(text);
+    json_decref(o);
+    snprintf(buf, sizeof buf, partial, "0.005");
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_FORMAT, "turns 0 dimensions");
+    snprintf(buf, sizeof buf, partial, "0.29");
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_FORMAT, "turns 37 dimensions; expected an even number");
+    CHECK_FAILS(parse("{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"vocab_size\":9,\"partial_rotary_factor\":0.5}",
+                      &c, &err),
+                &err, SNUG_UNSUPPORTED, "LlamaForCausalLM turns every dimension of a head");
+    CHECK_FAILS(parse("{\"architectures\":[\"Phi3ForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"vocab_size\":9,\"attention_bias\":true}",
+                      &c, &err),
+                &err, SNUG_UNSUPPORTED, "Phi3ForCausalLM has no attention biases");
+    CHECK_FAILS(parse("{\"architectures\":[\"GemmaForCausalLM\"],\"hidden_size\":64}", &c, &err), &err,
+                SNUG_UNSUPPORTED, "supported: LlamaForCausalLM (llama), MistralForCausalLM (mistral), "
+                "Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3), Phi3ForCausalLM (phi3)");
+    /* the lists in messages name every family of the table */
+    for (int a = SNUG_ARCH_LLAMA; a <= SNUG_ARCH_PHI3; a++) {
+        const snug_arch_info *f = snug_arch_get((snug_arch)a);
+        CHECK(f->arch == (snug_arch)a && strstr(snug_arch_list(false), f->architecture) &&
+              snug_arch_by_model_type(f->model_type) == f && (!f->gguf || (strstr(snug_arch_list(true), f->gguf) &&
+                                                                         snug_arch_by_gguf(f->gguf) == f)),
+              "family %d (%s) is in the lists and found by its names", a, f->architecture);
+    }
+}
+
 static void test_validation_messages(void)
 {
     snug_model_config c;
@@ -271,6 +341,7 @@ int main(void)
     RUN(test_llama3_rope_and_eos_list);
     RUN(test_other_rope_types);
     RUN(test_qwen2);
+    RUN(test_qwen3_phi3);
     RUN(test_validation_messages);
     RUN(test_limits_in_validate);
     RUN(test_round_trip);

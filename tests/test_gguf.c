@@ -9,7 +9,7 @@
 
 #include "base/mem.h"
 #include "formats/gguf.h"
-#include "formats/gguf_llama.h"
+#include "formats/gguf_model.h"
 
 #include <stdio.h>
 
@@ -138,7 +138,7 @@ static void test_messages_escape_file_bytes(void)
     CHECK_OK(snug_gguf_open(PATH, &g, &err), &err);
     if (g) {
         snug_model_config cfg;
-        CHECK_FAILS(snug_gguf_llama_config(g, &cfg, &err), &err, SNUG_UNSUPPORTED,
+        CHECK_FAILS(snug_gguf_model_config(g, &cfg, &err), &err, SNUG_UNSUPPORTED,
                     "general.architecture is '\\x1b]0;pwned\\x07\\xc3(llama\\xc2\\x9b'");
         CHECK(!raw_bytes(err.msg), "no raw bytes in: %s", err.msg);
         snug_gguf_close(g);
@@ -182,11 +182,43 @@ static void test_bytes_shown(void)
     CHECK(strcmp(snug_str_shown(NULL, out, sizeof out), "") == 0, "NULL: \"%s\"", out);
 }
 
+/* llama.cpp's tensor names per family, both ways: ffn_up is up_proj beside
+ * ffn_gate (Llama, Qwen) and gate_up_proj where gate and up share it
+ * (Phi-3); the q/k norms and fused qkv map; unknown names do not. */
+static void test_tensor_names(void)
+{
+    static const struct {
+        snug_arch arch;
+        const char *hf, *gguf;
+    } pairs[] = {
+        {SNUG_ARCH_LLAMA, "model.layers.3.mlp.up_proj.weight", "blk.3.ffn_up.weight"},
+        {SNUG_ARCH_QWEN3, "model.layers.0.mlp.gate_proj.weight", "blk.0.ffn_gate.weight"},
+        {SNUG_ARCH_PHI3, "model.layers.7.mlp.gate_up_proj.weight", "blk.7.ffn_up.weight"},
+        {SNUG_ARCH_PHI3, "model.layers.7.self_attn.qkv_proj.weight", "blk.7.attn_qkv.weight"},
+        {SNUG_ARCH_QWEN3, "model.layers.12.self_attn.k_norm.weight", "blk.12.attn_k_norm.weight"},
+        {SNUG_ARCH_QWEN2, "model.layers.1.self_attn.v_proj.bias", "blk.1.attn_v.bias"},
+        {SNUG_ARCH_QWEN2, "lm_head.weight", "output.weight"},
+    };
+    char out[128];
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(pairs); i++) {
+        CHECK(snug_gguf_tensor_name(pairs[i].arch, pairs[i].hf, out, sizeof out) && strcmp(out, pairs[i].gguf) == 0,
+              "%s -> %s (got %s)", pairs[i].hf, pairs[i].gguf, out);
+        CHECK(snug_gguf_hf_name(pairs[i].arch, pairs[i].gguf, out, sizeof out) && strcmp(out, pairs[i].hf) == 0,
+              "%s -> %s (got %s)", pairs[i].gguf, pairs[i].hf, out);
+    }
+    CHECK(!snug_gguf_tensor_name(SNUG_ARCH_PHI3, "model.layers.0.mlp.up_proj.weight", out, sizeof out),
+          "Phi-3 has no separate up_proj");
+    CHECK(!snug_gguf_hf_name(SNUG_ARCH_PHI3, "blk.0.ffn_gate.weight", out, sizeof out), "Phi-3 has no ffn_gate");
+    CHECK(!snug_gguf_hf_name(SNUG_ARCH_LLAMA, "blk.-1.ffn_up.weight", out, sizeof out), "a negative layer");
+    CHECK(!snug_gguf_hf_name(SNUG_ARCH_LLAMA, "blk.0.attn_sinks", out, sizeof out), "an unknown tensor");
+}
+
 int main(void)
 {
     RUN(test_stories_header);
     RUN(test_out_of_memory_loop);
     RUN(test_messages_escape_file_bytes);
     RUN(test_bytes_shown);
+    RUN(test_tensor_names);
     return test_summary();
 }

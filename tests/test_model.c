@@ -752,6 +752,114 @@ static void test_tensor_parallel(void)
     free(got);
 }
 
+/* One [case] of tests/data/arch/greedy.txt: llama.cpp's run of a GGUF file
+ * of another family (its prompt ids, greedy ids and each step's margin
+ * between its top two logits). */
+typedef struct family_case {
+    char file[64];
+    int32_t ids[64];     /* the prompt's ids, then the greedy ids */
+    int n_prompt, n_greedy;
+    double margins[32];
+} family_case;
+
+/* Reads the whitespace-separated numbers after "key = " of line into out
+ * (at most max); their count, or -1 when the line is not that key's. */
+static int read_numbers(const char *line, const char *key, double *out, int max)
+{
+    size_t k = strlen(key);
+    if (strncmp(line, key, k) != 0 || strncmp(line + k, " = ", 3) != 0) return -1;
+    int n = 0;
+    char *end;
+    for (const char *c = line + k + 3; n < max; c = end) {
+        double v = strtod(c, &end);
+        if (end == c) break;
+        out[n++] = v;
+    }
+    return n;
+}
+
+/* Reads case k (0, 1, ...) of tests/data/arch/greedy.txt into *c. */
+static bool family_case_load(int k, family_case *c)
+{
+    FILE *f = fopen("tests/data/arch/greedy.txt", "r");
+    if (!f) return false;
+    char line[1024];
+    int at = -1;
+    double v[64];
+    memset(c, 0, sizeof *c);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "[case]", 6) == 0) at++;
+        if (at != k) continue;
+        int n;
+        if (sscanf(line, "file = %63s", c->file) == 1) continue;
+        if ((n = read_numbers(line, "prompt_ids", v, 32)) >= 0) {
+            for (int i = 0; i < n; i++) c->ids[i] = (int32_t)v[i];
+            c->n_prompt = n;
+        } else if ((n = read_numbers(line, "greedy", v, 32)) >= 0) {
+            for (int i = 0; i < n; i++) c->ids[c->n_prompt + i] = (int32_t)v[i];
+            c->n_greedy = n;
+        } else if ((n = read_numbers(line, "margins", c->margins, 32)) >= 0 && n != c->n_greedy) {
+            c->n_greedy = 0; /* malformed */
+        }
+    }
+    fclose(f);
+    return c->file[0] && c->n_prompt > 0 && c->n_greedy > 0;
+}
+
+/* The GGUF files llama.cpp made of Qwen2 (q/k/v biases, tied), Qwen3 (a
+ * norm per q and k head, head_dim 128 beside hidden 256) and Phi-3 (fused
+ * qkv and gate-up, rope on 48 of 64 dimensions), Q8_0, fed llama.cpp's own
+ * greedy continuation (teacher-forced): at every step whose margin between
+ * llama.cpp's top two logits is at least 0.5, snug's argmax is llama.cpp's
+ * id; at the others, llama.cpp's id is within 0.5 of snug's top logit
+ * (llama.cpp quantizes activations to 8 bits: near-ties may swap). */
+static void test_llamacpp_families(void)
+{
+    for (int k = 0; k < 3; k++) {
+        family_case c;
+        bool ok = family_case_load(k, &c);
+        CHECK(ok, "tests/data/arch/greedy.txt: case %d", k);
+        if (!ok) continue;
+        char path[128];
+        snprintf(path, sizeof path, "tests/data/arch/%s", c.file);
+        snug_error err = {0};
+        rig r;
+        snug_block_table table = {0};
+        int n = c.n_prompt + c.n_greedy - 1;
+        float *lg = NULL;
+        ok = rig_open(&r, path, SNUG_DTYPE_F32, 64, 1, 64, &err) &&
+             snug_block_table_init(&table, MAX_TOKENS, BLOCK, &err) == SNUG_OK;
+        int vocab = ok ? snug_model_get_dims(r.m)->vocab_len : 0;
+        lg = ok ? malloc((size_t)n * (size_t)vocab * sizeof(float)) : NULL;
+        ok = ok && lg && run_chunks(&r, &table, c.ids, n, n, lg, &err);
+        CHECK(ok, "%s: %s", path, err.msg);
+        int agree = 0, checked = 0;
+        for (int s = 0; ok && s < c.n_greedy; s++) {
+            const float *row = lg + (size_t)(c.n_prompt - 1 + s) * (size_t)vocab;
+            int best = 0;
+            for (int j = 1; j < vocab; j++)
+                if (row[j] > row[best]) best = j;
+            int32_t want = c.ids[c.n_prompt + s];
+            agree += best == want;
+            if (c.margins[s] >= 0.5) {
+                checked++;
+                CHECK(best == want, "%s step %d: argmax %d, llama.cpp %d (margin %.3f)", c.file, s, best, want,
+                      c.margins[s]);
+            } else {
+                CHECK(row[best] - row[want] <= 0.5f, "%s step %d: llama.cpp's %d is %.3f below the top (%d)",
+                      c.file, s, want, (double)(row[best] - row[want]), best);
+            }
+        }
+        if (ok)
+            printf("  %-22s argmax = llama.cpp's at %d of %d steps (all %d with margin >= 0.5)\n", c.file, agree,
+                   c.n_greedy, checked);
+        free(lg);
+        if (table.ids) snug_block_table_release(&table, &r.pool);
+        snug_block_table_free(&table);
+        rig_close(&r);
+    }
+}
+
 int main(void)
 {
     RUN(test_gqa_f32);
@@ -767,5 +875,6 @@ int main(void)
     RUN(test_quantize_on_load);
     RUN(test_rope_freq_factors);
     RUN(test_tensor_parallel);
+    RUN(test_llamacpp_families);
     return test_summary();
 }

@@ -79,8 +79,13 @@ static void print_text(const inspect_report *r, bool tensors)
            snug_rope_type_name(c->rope_scaling.type));
     if (c->rope_scaling.type != SNUG_ROPE_DEFAULT) printf(", factor %g", c->rope_scaling.factor);
     printf("), rms_norm_eps %g\n", c->rms_norm_eps);
-    printf("  tied embeddings %s, q/k/v bias %s\n", c->tie_word_embeddings ? "yes" : "no",
-           c->qkv_bias ? "yes" : "no");
+    const snug_arch_info *fam = snug_arch_get(c->arch);
+    printf("  tied embeddings %s, q/k/v bias %s", c->tie_word_embeddings ? "yes" : "no", c->qkv_bias ? "yes" : "no");
+    if (fam->qk_norm) printf(", q/k norm per head");
+    if (fam->fused_qkv || fam->fused_gate_up) printf(", fused%s%s", fam->fused_qkv ? " qkv" : "",
+                                                    fam->fused_gate_up ? " gate_up" : "");
+    if (snug_config_rot_dims(c) != c->head_dim) printf(", rope on %d of %d dimensions", c->n_rot, c->head_dim);
+    printf("\n");
     printf("parameters: %s\n", snug_fmt_int((int64_t)r->n_params, a));
     printf("weights: %s bytes (%s) in %lld tensors, %d file%s:", snug_fmt_int((int64_t)r->file_bytes, a),
            snug_fmt_bytes(r->file_bytes, b), (long long)ck->n_tensors, ck->n_files,

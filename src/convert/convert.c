@@ -34,6 +34,7 @@ typedef struct plan_tensor {
 
 typedef struct plan {
     snug_model_config cfg;
+    bool interleaved;       /* the source's q and k rows rotate pairs (2i, 2i + 1): permuted */
     int fd;
     const char *path;
     int32_t n;
@@ -59,8 +60,8 @@ static snug_status plan_init(plan *p, snug_error *err)
             pt->n_dims = specs[k].n_dims;
             pt->rows = specs[k].rows;
             pt->cols = specs[k].cols;
-            if (strstr(pt->name, "q_proj.weight")) pt->rope_heads = p->cfg.n_heads;
-            if (strstr(pt->name, "k_proj.weight")) pt->rope_heads = p->cfg.n_kv_heads;
+            if (p->interleaved && strstr(pt->name, "q_proj.weight")) pt->rope_heads = p->cfg.n_heads;
+            if (p->interleaved && strstr(pt->name, "k_proj.weight")) pt->rope_heads = p->cfg.n_kv_heads;
         }
     } else {
         st = SNUG_NOMEM;
@@ -195,7 +196,7 @@ static snug_status llama2c_place(plan *p, const char *fmt, int32_t count, uint64
 
 snug_status snug_convert_llama2c(const char *path, const char *outdir, snug_error *err)
 {
-    plan p = {.path = path, .fd = -1};
+    plan p = {.path = path, .fd = -1, .interleaved = true};
     uint64_t size;
     unsigned char h[256];
     snug_status st = snug_file_open_read(path, &p.fd, &size, err);
@@ -344,12 +345,13 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
     snug_gguf_file *g = NULL;
     plan p = {.path = path, .fd = -1};
     snug_status st = snug_gguf_open(path, &g, err);
-    if (st == SNUG_OK) st = snug_gguf_llama_config(g, &p.cfg, err);
+    if (st == SNUG_OK) st = snug_gguf_model_config(g, &p.cfg, err);
     if (st == SNUG_OK && p.cfg.n_rope_freq_factors > 0)
         st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' (per-frequency rotary factors, as "
                          "llama.cpp stores Llama 3.1's rope scaling) has no config.json form; snug runs the GGUF "
                          "file as it is", path);
     if (st != SNUG_OK) goto done;
+    p.interleaved = p.cfg.rope_interleaved;
     p.cfg.rope_interleaved = false; /* the rows are written in half-split order */
     p.fd = g->fd;
     const snug_gguf_tensor *emb = snug_gguf_find_tensor(g, "token_embd.weight");
@@ -364,7 +366,7 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
     for (int32_t i = 0; i < p.n; i++) {
         plan_tensor *t = &p.t[i];
         char name[SNUG_PARAM_NAME_BYTES] = "(none)";
-        const snug_gguf_tensor *gt = snug_gguf_tensor_name(t->name, name, sizeof name)
+        const snug_gguf_tensor *gt = snug_gguf_tensor_name(p.cfg.arch, t->name, name, sizeof name)
                                          ? snug_gguf_find_tensor(g, name) : NULL;
         if (!gt) {
             st = snug_errorf(err, SNUG_FORMAT, "%s: no tensor '%s' (for %s)", path, name, t->name);
@@ -398,13 +400,14 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
             bool known = tied && out && strcmp(g->tensors[k].name, "output.weight") == 0;
             for (int32_t i = 0; !known && i < p.n; i++) {
                 char name[SNUG_PARAM_NAME_BYTES];
-                known = snug_gguf_tensor_name(p.t[i].name, name, sizeof name) &&
+                known = snug_gguf_tensor_name(p.cfg.arch, p.t[i].name, name, sizeof name) &&
                         strcmp(name, g->tensors[k].name) == 0;
             }
             if (!known) {
                 char shown[SNUG_SHOWN_MAX];
                 st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no place in a "
-                                 "llama model", path, snug_str_shown(g->tensors[k].name, shown, sizeof shown));
+                                 "%s model", path, snug_str_shown(g->tensors[k].name, shown, sizeof shown),
+                                 snug_arch_get(p.cfg.arch)->gguf);
                 goto done;
             }
         }

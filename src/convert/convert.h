@@ -14,7 +14,7 @@
 #include "base/common.h"
 #include "formats/config.h"
 #include "formats/gguf.h"
-#include "formats/gguf_llama.h"
+#include "formats/gguf_model.h"
 
 /* Converts a llama2.c checkpoint (the legacy float32 format, or version 1
  * with the "ak42" magic) into outdir (which must exist). The file's size

@@ -63,6 +63,17 @@ snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_er
         c.rms_norm_eps = 1e-6, c.rope_theta = 1000000.0, c.tie_word_embeddings = true;
         c.qkv_bias = true;
         c.bos_token_id = 151643, c.eos_token_ids[0] = 151643;
+    } else if (strcmp(name, "qwen3-1.7b") == 0) {
+        c.arch = SNUG_ARCH_QWEN3;
+        c.hidden_size = 2048, c.intermediate_size = 6144, c.n_layers = 28, c.n_heads = 16;
+        c.n_kv_heads = 8, c.vocab_size = 151936, c.max_position_embeddings = 40960;
+        c.rms_norm_eps = 1e-6, c.rope_theta = 1000000.0, c.tie_word_embeddings = true;
+        c.bos_token_id = 151643, c.eos_token_ids[0] = 151645;
+    } else if (strcmp(name, "phi-3-mini") == 0) { /* Phi-3-mini-4k-instruct */
+        c.arch = SNUG_ARCH_PHI3;
+        c.hidden_size = 3072, c.intermediate_size = 8192, c.n_layers = 32, c.n_heads = 32;
+        c.n_kv_heads = 32, c.vocab_size = 32064, c.max_position_embeddings = 4096;
+        c.eos_token_ids[0] = 32000;
     } else if (strcmp(name, "mistral-7b") == 0) { /* v0.3 */
         c.arch = SNUG_ARCH_MISTRAL;
         c.hidden_size = 4096, c.intermediate_size = 14336, c.n_layers = 32, c.n_heads = 32;
@@ -70,12 +81,10 @@ snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_er
         c.rope_theta = 1000000.0;
     } else {
         return snug_errorf(err, SNUG_INVALID, "unknown preset '%s'; presets: tiny, "
-                           "llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, mistral-7b",
-                           name);
+                           "llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, qwen3-1.7b, phi-3-mini, "
+                           "mistral-7b", name);
     }
-    static const char *const arch_names[] = {"LlamaForCausalLM", "MistralForCausalLM",
-                                             "Qwen2ForCausalLM"};
-    snprintf(c.architecture, sizeof c.architecture, "%s", arch_names[c.arch]);
+    snprintf(c.architecture, sizeof c.architecture, "%s", snug_arch_get(c.arch)->architecture);
     c.head_dim = c.hidden_size / c.n_heads;
     *cfg = c;
     return snug_config_validate(cfg, name, err);

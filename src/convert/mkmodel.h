@@ -10,8 +10,9 @@
 #include "formats/config.h"
 
 /* Fills cfg with the shapes of a named preset: tiny (stories260K),
- * llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, mistral-7b. An
- * unknown name fails with SNUG_INVALID listing the presets. */
+ * llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, qwen3-1.7b,
+ * phi-3-mini, mistral-7b. An unknown name fails with SNUG_INVALID listing
+ * the presets. */
 snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_error *err);
 
 typedef struct snug_mkmodel_opts {

@@ -8,7 +8,7 @@
 #include "base/fileio.h"
 #include "base/json.h"
 #include "gguf.h"
-#include "gguf_llama.h"
+#include "gguf_model.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -303,13 +303,13 @@ static int cmp_st_tensor(const void *a, const void *b)
 
 /* The Hugging Face name and the element type of GGUF tensor t of path into
  * name and *dt, or an error naming the tensor. */
-static snug_status gguf_tensor_of(const char *path, const snug_gguf_tensor *t, char *name, size_t size,
-                                  snug_dtype *dt, snug_error *err)
+static snug_status gguf_tensor_of(const char *path, snug_arch arch, const snug_gguf_tensor *t, char *name,
+                                  size_t size, snug_dtype *dt, snug_error *err)
 {
     char shown[SNUG_SHOWN_MAX];
-    if (!snug_gguf_hf_name(t->name, name, size))
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no place in a llama model", path,
-                           snug_str_shown(t->name, shown, sizeof shown));
+    if (!snug_gguf_hf_name(arch, t->name, name, size))
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no place in a %s model", path,
+                           snug_str_shown(t->name, shown, sizeof shown), snug_arch_get(arch)->gguf);
     *dt = t->type == SNUG_GGML_F32 ? SNUG_DTYPE_F32
           : t->type == SNUG_GGML_F16 ? SNUG_DTYPE_F16
           : t->type == SNUG_GGML_BF16 ? SNUG_DTYPE_BF16
@@ -320,16 +320,16 @@ static snug_status gguf_tensor_of(const char *path, const snug_gguf_tensor *t, c
                            snug_str_shown(t->name, shown, sizeof shown),
                            snug_ggml_type_name(t->type));
     if (t->n_dims < 1 || t->n_dims > 2)
-        return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s' has %u dimensions; a llama model's "
+        return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s' has %u dimensions; a model's "
                            "have 1 or 2", path, snug_str_shown(t->name, shown, sizeof shown), t->n_dims);
     return SNUG_OK;
 }
 
-/* A GGUF file of the llama architecture as a checkpoint of one file: its
- * configuration from its keys (the q and k rows in llama.cpp's interleaved
- * rotary order, which the config records; tied embeddings when it has no
- * output.weight), its tensors under their Hugging Face names and shapes,
- * read where the file holds them. */
+/* A GGUF file as a checkpoint of one file: its configuration from its keys
+ * (for llama, the q and k rows in llama.cpp's interleaved rotary order,
+ * which the config records; tied embeddings when it has no output.weight),
+ * its tensors under their Hugging Face names and shapes, read where the
+ * file holds them. */
 static snug_status open_gguf(snug_checkpoint *ck, const char *path, snug_error *err)
 {
     snug_gguf_file *g = NULL;
@@ -338,11 +338,11 @@ static snug_status open_gguf(snug_checkpoint *ck, const char *path, snug_error *
     snug_dtype dt;
     size_t strings = 0;
     snug_status st = snug_gguf_open(path, &g, err);
-    if (st == SNUG_OK) st = snug_gguf_llama_config(g, &ck->config, err);
+    if (st == SNUG_OK) st = snug_gguf_model_config(g, &ck->config, err);
     int64_t n_weights = 0;
     for (int64_t i = 0; st == SNUG_OK && i < g->n_tensors; i++) {
         if (snug_gguf_config_tensor(g->tensors[i].name)) continue; /* read into the config */
-        st = gguf_tensor_of(path, &g->tensors[i], name, sizeof name, &dt, err);
+        st = gguf_tensor_of(path, ck->config.arch, &g->tensors[i], name, sizeof name, &dt, err);
         strings += strlen(name) + 1;
         n_weights++;
     }
@@ -374,7 +374,7 @@ static snug_status open_gguf(snug_checkpoint *ck, const char *path, snug_error *
         const snug_gguf_tensor *t = &g->tensors[i];
         if (snug_gguf_config_tensor(t->name)) continue;
         snug_st_tensor *x = &f->tensors[n++];
-        gguf_tensor_of(path, t, name, sizeof name, &dt, NULL);
+        gguf_tensor_of(path, ck->config.arch, t, name, sizeof name, &dt, NULL);
         memcpy(at, name, strlen(name) + 1);
         x->name = at;
         at += strlen(name) + 1;

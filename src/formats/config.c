@@ -1,5 +1,5 @@
 /*
- * config.c: config.json of the Llama, Mistral and Qwen2 families: reading,
+ * config.c: config.json of the families formats/arch.h lists: reading,
  * validation and writing.
  */
 #include "config.h"
@@ -15,27 +15,9 @@
 
 enum { CONFIG_MAX_BYTES = 16 << 20 };
 
-typedef struct arch_info {
-    snug_arch arch;
-    const char *architecture;
-    const char *model_type;
-} arch_info;
+const char *snug_arch_model_type(snug_arch arch) { return snug_arch_get(arch)->model_type; }
 
-static const arch_info g_archs[] = {
-    {SNUG_ARCH_LLAMA, "LlamaForCausalLM", "llama"},
-    {SNUG_ARCH_MISTRAL, "MistralForCausalLM", "mistral"},
-    {SNUG_ARCH_QWEN2, "Qwen2ForCausalLM", "qwen2"},
-};
-
-#define SUPPORTED_ARCHS "LlamaForCausalLM (llama), MistralForCausalLM (mistral), " \
-                        "Qwen2ForCausalLM (qwen2)"
-
-const char *snug_arch_model_type(snug_arch arch)
-{
-    for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
-        if (g_archs[i].arch == arch) return g_archs[i].model_type;
-    return "unknown";
-}
+int32_t snug_config_rot_dims(const snug_model_config *cfg) { return cfg->n_rot > 0 ? cfg->n_rot : cfg->head_dim; }
 
 const char *snug_rope_type_name(snug_rope_type t)
 {
@@ -58,7 +40,7 @@ static snug_status parse_arch(const json_t *root, const char *name, snug_model_c
     snug_status st = snug_json_get_string(root, "model_type", name, false, &model_type,
                                           &has_type, err);
     if (st != SNUG_OK) return st;
-    const arch_info *by_arch = NULL, *by_type = NULL;
+    const snug_arch_info *by_arch = NULL, *by_type = NULL;
     if (archs && !json_is_null(archs)) {
         char d[96];
         if (!json_is_array(archs) || json_array_size(archs) == 0 ||
@@ -67,28 +49,28 @@ static snug_status parse_arch(const json_t *root, const char *name, snug_model_c
                                "of architecture names, found %s", name,
                                snug_json_describe(archs, d, sizeof d));
         const char *a = json_string_value(json_array_get(archs, 0));
-        for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
-            if (strcmp(a, g_archs[i].architecture) == 0) by_arch = &g_archs[i];
+        by_arch = snug_arch_by_architecture(a);
         char shown[SNUG_SHOWN_MAX];
         if (!by_arch)
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'architectures': '%s' is "
-                               "not supported; supported: " SUPPORTED_ARCHS, name, snug_str_shown(a, shown, 64));
+                               "not supported; supported: %s", name, snug_str_shown(a, shown, 64),
+                               snug_arch_list(false));
     }
     if (has_type) {
-        for (size_t i = 0; i < SNUG_ARRAY_LEN(g_archs); i++)
-            if (strcmp(model_type, g_archs[i].model_type) == 0) by_type = &g_archs[i];
+        by_type = snug_arch_by_model_type(model_type);
         char shown[SNUG_SHOWN_MAX];
         if (!by_type)
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'model_type': '%s' is not "
-                               "supported; supported: " SUPPORTED_ARCHS, name, snug_str_shown(model_type, shown, 64));
+                               "supported; supported: %s", name, snug_str_shown(model_type, shown, 64),
+                               snug_arch_list(false));
     }
     if (!by_arch && !by_type)
         return snug_errorf(err, SNUG_FORMAT, "%s: neither 'architectures' nor 'model_type' is "
-                           "given; expected one of " SUPPORTED_ARCHS, name);
+                           "given; expected one of %s", name, snug_arch_list(false));
     if (by_arch && by_type && by_arch != by_type)
         return snug_errorf(err, SNUG_FORMAT, "%s: 'architectures' says %s but 'model_type' "
                            "says %s", name, by_arch->architecture, by_type->model_type);
-    const arch_info *a = by_arch ? by_arch : by_type;
+    const snug_arch_info *a = by_arch ? by_arch : by_type;
     cfg->arch = a->arch;
     snprintf(cfg->architecture, sizeof cfg->architecture, "%s", a->architecture);
     return SNUG_OK;
@@ -300,8 +282,27 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
     if (mlp_bias)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'mlp_bias': MLP biases are not "
                            "supported; expected false", name);
-    cfg->qkv_bias = cfg->arch == SNUG_ARCH_QWEN2 || attention_bias;
-    cfg->o_bias = cfg->arch != SNUG_ARCH_QWEN2 && attention_bias;
+    const snug_arch_info *fam = snug_arch_get(cfg->arch);
+    if (attention_bias && !fam->attention_bias && !fam->qkv_bias)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'attention_bias': %s has no attention "
+                           "biases; expected false", name, fam->architecture);
+    cfg->qkv_bias = fam->qkv_bias || (fam->attention_bias && attention_bias);
+    cfg->o_bias = !fam->qkv_bias && fam->attention_bias && attention_bias;
+    double rotary = 1.0;
+    bool has_rotary = false;
+    st = snug_json_get_real(root, "partial_rotary_factor", name, false, 1e-6, 1.0, &rotary, &has_rotary, err);
+    if (st != SNUG_OK) return st;
+    if (has_rotary && rotary != 1.0 && !fam->partial_rotary)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'partial_rotary_factor': %s turns every "
+                           "dimension of a head; expected 1", name, fam->architecture);
+    /* transformers: int(head_dim * factor), a hair of slack for factors
+     * that are not exact in binary (0.4 x 80) */
+    cfg->n_rot = (int32_t)floor((double)cfg->head_dim * rotary + 1e-9);
+    if (cfg->n_rot == cfg->head_dim) cfg->n_rot = 0;
+    if (has_rotary && (cfg->n_rot % 2 != 0 || (cfg->n_rot == 0 && rotary != 1.0)))
+        return snug_errorf(err, SNUG_FORMAT, "%s: field 'partial_rotary_factor': %g of head_dim %d "
+                           "turns %d dimensions; expected an even number from 2", name, rotary,
+                           cfg->head_dim, cfg->n_rot);
 
     const char *dt = NULL;
     bool has_dt = false;
@@ -324,16 +325,16 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
     if (st != SNUG_OK) return st;
 
     cfg->sliding_window = 0;
-    bool use_sw = cfg->arch != SNUG_ARCH_QWEN2;
+    bool use_sw = fam->window != SNUG_WINDOW_FROM_LAYER;
     st = snug_json_get_bool(root, "use_sliding_window", name, false, &use_sw, NULL, err);
     if (st == SNUG_OK)
         st = snug_json_get_int(root, "sliding_window", name, false, 0, (int64_t)1 << 28,
                                &cfg->sliding_window, NULL, err);
     if (st != SNUG_OK) return st;
-    if (!use_sw || cfg->arch == SNUG_ARCH_LLAMA) cfg->sliding_window = 0; /* Llama has none */
-    if (cfg->arch == SNUG_ARCH_QWEN2 && cfg->sliding_window > 0) {
-        /* Qwen2 windows only the layers from max_window_layers on (28 when
-         * absent, as transformers' Qwen2Config). */
+    if (!use_sw || fam->window == SNUG_WINDOW_NONE) cfg->sliding_window = 0;
+    if (fam->window == SNUG_WINDOW_FROM_LAYER && cfg->sliding_window > 0) {
+        /* Qwen2 and Qwen3 window only the layers from max_window_layers on
+         * (28 when absent, as transformers' Qwen2Config and Qwen3Config). */
         int64_t from = 28;
         st = snug_json_get_int(root, "max_window_layers", name, false, 0, (int64_t)1 << 28, &from, NULL, err);
         if (st != SNUG_OK) return st;
@@ -373,6 +374,17 @@ snug_status snug_config_validate(const snug_model_config *cfg, const char *name,
     if (cfg->head_dim < 2 || cfg->head_dim % 2 != 0)
         return snug_errorf(err, SNUG_FORMAT, "%s: head_dim %d must be even (rotary embeddings "
                            "rotate pairs)", name, cfg->head_dim);
+    if (cfg->n_rot < 0 || cfg->n_rot > cfg->head_dim || cfg->n_rot % 2 != 0)
+        return snug_errorf(err, SNUG_FORMAT, "%s: the rotary dimensions %d must be even and at most "
+                           "head_dim %d", name, cfg->n_rot, cfg->head_dim);
+    if (cfg->rope_interleaved && snug_config_rot_dims(cfg) != cfg->head_dim)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: rope turns %d of %d dimensions of a head in "
+                           "interleaved pairs; partial rotary is supported for NeoX pairs (i, i + d / 2) only",
+                           name, cfg->n_rot, cfg->head_dim);
+    if (cfg->n_rope_freq_factors < 0 || cfg->n_rope_freq_factors > snug_config_rot_dims(cfg) / 2 ||
+        cfg->n_rope_freq_factors > SNUG_MAX_ROPE_FACTORS)
+        return snug_errorf(err, SNUG_FORMAT, "%s: %d per-frequency rotary factors for %d rotary "
+                           "frequencies", name, cfg->n_rope_freq_factors, snug_config_rot_dims(cfg) / 2);
     if ((int64_t)cfg->n_heads * cfg->head_dim > SNUG_MAX_Q_DIM)
         return snug_errorf(err, SNUG_FORMAT, "%s: num_attention_heads %d x head_dim %d is above "
                            "the limit of %d", name, cfg->n_heads, cfg->head_dim, SNUG_MAX_Q_DIM);
@@ -487,8 +499,11 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
         for (int32_t i = 0; ok && i < cfg->n_rope_freq_factors; i++)
             ok = json_array_append_new(f, json_real(cfg->rope_freq_factors[i])) == 0;
     }
-    if (ok && cfg->arch != SNUG_ARCH_QWEN2)
+    const snug_arch_info *fam = snug_arch_get(cfg->arch);
+    if (ok && fam->attention_bias)
         ok = put(o, "attention_bias", json_boolean(cfg->qkv_bias));
+    if (ok && cfg->n_rot > 0 && cfg->n_rot != cfg->head_dim) /* read back as int(head_dim x it) */
+        ok = put(o, "partial_rotary_factor", json_real((double)cfg->n_rot / (double)cfg->head_dim));
     if (ok && cfg->dtype != SNUG_DTYPE_NONE)
         ok = put(o, "torch_dtype", json_string(snug_dtype_torch_name(cfg->dtype)));
     if (ok && cfg->bos_token_id >= 0) ok = put(o, "bos_token_id", json_integer(cfg->bos_token_id));
@@ -499,9 +514,9 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
         for (int i = 0; ok && i < cfg->n_eos; i++)
             ok = json_array_append_new(e, json_integer(cfg->eos_token_ids[i])) == 0;
     }
-    if (ok && cfg->arch == SNUG_ARCH_QWEN2)
+    if (ok && fam->window == SNUG_WINDOW_FROM_LAYER)
         ok = put(o, "use_sliding_window", json_boolean(cfg->sliding_window > 0));
-    if (ok && cfg->arch == SNUG_ARCH_QWEN2 && cfg->sliding_window > 0) /* every layer */
+    if (ok && fam->window == SNUG_WINDOW_FROM_LAYER && cfg->sliding_window > 0) /* every layer */
         ok = put(o, "max_window_layers", json_integer(0));
     if (ok)
         ok = put(o, "sliding_window",

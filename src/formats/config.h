@@ -1,19 +1,14 @@
 /*
- * config.h: the model configuration of the Llama, Mistral and Qwen2
- * families, read from a Hugging Face config.json and validated.
+ * config.h: the model configuration of the families formats/arch.h lists,
+ * read from a Hugging Face config.json and validated.
  */
 #ifndef SNUG_CONFIG_H
 #define SNUG_CONFIG_H
 
 #include "base/common.h"
+#include "arch.h"
 
 #include <jansson.h>
-
-typedef enum snug_arch {
-    SNUG_ARCH_LLAMA = 0,
-    SNUG_ARCH_MISTRAL = 1,
-    SNUG_ARCH_QWEN2 = 2
-} snug_arch;
 
 typedef enum snug_rope_type {
     SNUG_ROPE_DEFAULT = 0,
@@ -59,6 +54,8 @@ typedef struct snug_model_config {
     int32_t n_heads;
     int32_t n_kv_heads;
     int32_t head_dim;
+    int32_t n_rot;                /* dimensions of a head the rotary embedding turns (the
+                                   * first n_rot; partial_rotary_factor x head_dim); 0: all */
     int32_t vocab_size;
     int64_t max_position_embeddings;
     double rms_norm_eps;
@@ -105,6 +102,9 @@ json_t *snug_config_to_json(const snug_model_config *cfg);
 
 /* The model_type string of an architecture ("llama", "mistral", "qwen2"). */
 const char *snug_arch_model_type(snug_arch arch);
+
+/* The dimensions of each head that rope turns: n_rot, or head_dim when 0. */
+int32_t snug_config_rot_dims(const snug_model_config *cfg);
 
 /* The rope scaling type's name ("default", "linear", ...). */
 const char *snug_rope_type_name(snug_rope_type t);

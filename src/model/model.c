@@ -31,6 +31,8 @@ typedef struct layer_weights {
     const void *attn_norm;  /* (hidden) */
     matrix_parts qkv;       /* (qkv_dim, hidden) */
     const void *qkv_bias;   /* (qkv_dim) or NULL */
+    const void *q_norm;     /* (head_dim) each q head's RMSNorm weight, or NULL */
+    const void *k_norm;     /* (head_dim) each k head's, or NULL */
     matrix_parts o_proj;    /* (hidden, q_dim) */
     const void *o_bias;     /* (hidden) or NULL */
     const void *mlp_norm;   /* (hidden) */
@@ -46,7 +48,8 @@ typedef struct arena_buffers {
     float *attn;     /* (T, q_dim) attention output */
     float *gate_up;  /* (T, 2 * intermediate) */
     float *h;        /* (T, intermediate) SwiGLU output */
-    float *cos_sin;  /* (T, head_dim) cos and sin of each token's rotary angles, interleaved */
+    float *cos_sin;  /* (T, head_dim) cos and sin of each token's rotary angles, interleaved
+                      * (the first n_rot of each row) */
     float *lg_in;    /* (L, hidden) the rows whose logits are wanted, normed */
     float *logits;   /* (L, vocab_rows) */
     void *scratch;   /* snug_matmul_scratch_bytes(n_threads, T, the largest k) */
@@ -63,7 +66,8 @@ struct snug_model {
     const void *final_norm;   /* (hidden) */
     matrix_parts lm_head;     /* (vocab_rows, hidden); also the embedding when tied */
     layer_weights *layers;    /* [n_layers], category other */
-    float *inv_freq;          /* [head_dim / 2] rotary frequencies, category other */
+    int32_t n_rot;            /* the dimensions of each head rope turns (the first n_rot) */
+    float *inv_freq;          /* [n_rot / 2] rotary frequencies, category other */
     snug_allreduce_fn allreduce;
     void *allreduce_ctx;
     snug_pool *pool;          /* the threads every step runs on */
@@ -159,14 +163,14 @@ size_t snug_model_activation_bytes(const snug_model_dims *dims, const snug_step_
 static snug_status rope_frequencies(const snug_model_config *cfg, float *inv_freq, snug_error *err)
 {
     const snug_rope_scaling *rs = &cfg->rope_scaling;
-    int32_t half = cfg->head_dim / 2;
+    int32_t rot = snug_config_rot_dims(cfg), half = rot / 2;
     if (rs->type != SNUG_ROPE_DEFAULT && rs->type != SNUG_ROPE_LINEAR && rs->type != SNUG_ROPE_LLAMA3)
         return snug_errorf(err, SNUG_UNSUPPORTED,
                            "config.json: rope_scaling type \"%s\" is not supported by the forward "
                            "pass (supported: default, linear, llama3)",
                            snug_rope_type_name(rs->type));
     for (int32_t i = 0; i < half; i++) {
-        double f = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)cfg->head_dim);
+        double f = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)rot);
         if (rs->type == SNUG_ROPE_LINEAR) {
             f /= rs->factor;
         } else if (rs->type == SNUG_ROPE_LLAMA3) {
@@ -228,6 +232,7 @@ static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error
 {
     const char *missing = NULL;
     bool tied = m->cfg.tie_word_embeddings;
+    bool qk_norm = snug_arch_get(m->cfg.arch)->qk_norm;
     m->embed = tied ? NULL : param(w, "embed_tokens", 0);
     int32_t ei = tied ? -1 : snug_weights_find(w, "embed_tokens");
     m->embed_dt = ei >= 0 && w->table.params[ei].dtype != SNUG_DTYPE_NONE ? w->table.params[ei].dtype : w->dtype;
@@ -239,12 +244,14 @@ static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error
         layer_weights *L = &m->layers[l];
         L->attn_norm = param(w, "layers.%d.input_layernorm", l);
         L->qkv_bias = m->cfg.qkv_bias ? param(w, "layers.%d.qkv_bias", l) : NULL;
+        L->q_norm = qk_norm ? param(w, "layers.%d.q_norm", l) : NULL;
+        L->k_norm = qk_norm ? param(w, "layers.%d.k_norm", l) : NULL;
         L->o_bias = m->cfg.o_bias ? param(w, "layers.%d.o_proj_bias", l) : NULL;
         L->mlp_norm = param(w, "layers.%d.post_attention_layernorm", l);
         bool mats = matrix(w, "layers.%d.qkv", l, &L->qkv) && matrix(w, "layers.%d.o_proj", l, &L->o_proj) &&
                     matrix(w, "layers.%d.gate_up", l, &L->gate_up) && matrix(w, "layers.%d.down_proj", l, &L->down);
         if (!L->attn_norm || !mats || !L->mlp_norm || (m->cfg.qkv_bias && !L->qkv_bias) ||
-            (m->cfg.o_bias && !L->o_bias))
+            (m->cfg.o_bias && !L->o_bias) || (qk_norm && (!L->q_norm || !L->k_norm)))
             missing = "a layer parameter";
     }
     if (missing)
@@ -297,7 +304,8 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
         goto fail;
     }
     m->layers = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)m->dims.n_layers * sizeof *m->layers, err);
-    m->inv_freq = m->layers ? snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(cfg->head_dim / 2) * sizeof(float), err)
+    m->n_rot = snug_config_rot_dims(cfg);
+    m->inv_freq = m->layers ? snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(m->n_rot / 2) * sizeof(float), err)
                             : NULL;
     if (!m->inv_freq) {
         st = snug_error_prefix(err, SNUG_NOMEM, "model: ");
@@ -456,7 +464,7 @@ static void half_split(float *x, int32_t head_dim)
  * them: angle = float(position) * inv_freq in float. */
 static void rope_tables(const snug_model *m, const snug_step *step)
 {
-    int32_t half = m->dims.head_dim / 2, t = 0;
+    int32_t half = m->n_rot / 2, t = 0;
     for (int32_t i = 0; i < step->n_seqs; i++) {
         const snug_step_seq *q = &step->seqs[i];
         for (int32_t j = 0; j < q->n_tokens; j++, t++) {
@@ -514,6 +522,7 @@ static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
     const snug_model_dims *d = &m->dims;
     const layer_weights *L = &m->layers[j->layer];
     int32_t n_seqs = step->n_seqs;
+    float eps = (float)m->cfg.rms_norm_eps;
     int64_t t0, t1;
     snug_pool_split(step->n_tokens, 1, thread, n_threads, &t0, &t1);
     /* Each token finds its sequence by walking the (few) sequences. */
@@ -526,8 +535,11 @@ static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
         const float *cs = m->buf.cos_sin + (size_t)t * (size_t)d->head_dim;
         if (L->qkv_bias) m->kern.add_bias(row, L->qkv_bias, m->wdt, d->qkv_dim);
         for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++) {
-            if (m->cfg.rope_interleaved) half_split(row + (size_t)h * (size_t)d->head_dim, d->head_dim);
-            m->kern.rope(row + (size_t)h * (size_t)d->head_dim, cs, d->head_dim);
+            float *head = row + (size_t)h * (size_t)d->head_dim;
+            if (L->q_norm) /* q heads, then k heads: each normed over itself */
+                m->kern.rmsnorm(head, head, h < d->n_q_heads ? L->q_norm : L->k_norm, m->wdt, d->head_dim, eps);
+            if (m->cfg.rope_interleaved) half_split(head, d->head_dim);
+            m->kern.rope(head, cs, m->n_rot);
         }
         int32_t block = q->block_table[pos / kv->shape.block_size], slot = pos % kv->shape.block_size;
         for (int32_t h = 0; h < d->n_kv_heads; h++) {

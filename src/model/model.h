@@ -1,14 +1,15 @@
 /*
- * model.h: the Llama-family forward pass (Llama 2/3, Mistral, Qwen2) over a
- * batch of sequences whose keys and values live in the paged KV cache, and
+ * model.h: the forward pass of the families formats/arch.h lists (Llama
+ * 2/3, Mistral, Qwen2, Qwen3, Phi-3) over a batch of sequences whose keys and values live in the paged KV cache, and
  * the pure size functions the memory plan is built on.
  *
  * One step runs the tokens of several sequences flattened together: some in
  * prefill (many tokens, possibly a chunk of a longer prompt), some decoding
  * one token. Each sequence brings its first position and its block table;
  * it sees only its own blocks. Per layer: RMSNorm, the fused qkv projection
- * (+ biases, Qwen2), rotary embeddings (half-split layout; default, linear
- * and llama3 scaling), the new keys and values written into the cache,
+ * (+ biases, Qwen2; an RMSNorm per q and k head, Qwen3), rotary embeddings
+ * (half-split layout, on all of a head or its first n_rot dimensions;
+ * default, linear and llama3 scaling), the new keys and values written into the cache,
  * grouped-query attention, o_proj, residual, RMSNorm, the fused gate_up,
  * SwiGLU, down_proj, residual; then the final norm and the lm_head only for
  * the rows whose logits are asked for.

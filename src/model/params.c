@@ -115,7 +115,10 @@ static void add_vector(table_builder *b, int32_t layer, int64_t n, const char *p
     add_source(p, 1, n, 1, 0, n, 0, 1, 0, tname, layer);
 }
 
-/* Adds the fused q/k/v weight (n_dims 2) or bias (n_dims 1) of a layer. */
+/* Adds the fused q/k/v weight (n_dims 2) or bias (n_dims 1) of a layer:
+ * this rank's q rows, then its k and v rows, from q_proj, k_proj and
+ * v_proj, or from the row ranges of one qkv_proj (q, k, v rows in turn)
+ * when the family fuses them. */
 static void add_qkv(table_builder *b, const snug_model_config *cfg, int32_t layer,
                     int32_t n_dims, int64_t q_begin, int64_t kv_begin)
 {
@@ -126,15 +129,42 @@ static void add_qkv(table_builder *b, const snug_model_config *cfg, int32_t laye
     const char *suffix = n_dims == 2 ? "weight" : "bias";
     char pname[64], tq[96], tk[96], tv[96];
     snprintf(pname, sizeof pname, "layers.%%d.qkv%s", n_dims == 2 ? "" : "_bias");
-    snprintf(tq, sizeof tq, "model.layers.%%d.self_attn.q_proj.%s", suffix);
-    snprintf(tk, sizeof tk, "model.layers.%%d.self_attn.k_proj.%s", suffix);
-    snprintf(tv, sizeof tv, "model.layers.%%d.self_attn.v_proj.%s", suffix);
     snug_param *p = add_param(b, SNUG_SHARD_COLUMN, layer, n_dims, q_rows + 2 * kv_rows, h,
                               pname, layer);
     p->packed = n_dims == 2;
+    if (snug_arch_get(cfg->arch)->fused_qkv) {
+        int64_t all = full_q + 2 * full_kv;
+        snprintf(tq, sizeof tq, "model.layers.%%d.self_attn.qkv_proj.%s", suffix);
+        add_source(p, n_dims, all, h, q_begin, q_rows, 0, h, 0, tq, layer);
+        add_source(p, n_dims, all, h, full_q + kv_begin, kv_rows, 0, h, q_rows, tq, layer);
+        add_source(p, n_dims, all, h, full_q + full_kv + kv_begin, kv_rows, 0, h, q_rows + kv_rows, tq, layer);
+        return;
+    }
+    snprintf(tq, sizeof tq, "model.layers.%%d.self_attn.q_proj.%s", suffix);
+    snprintf(tk, sizeof tk, "model.layers.%%d.self_attn.k_proj.%s", suffix);
+    snprintf(tv, sizeof tv, "model.layers.%%d.self_attn.v_proj.%s", suffix);
     add_source(p, n_dims, full_q, h, q_begin, q_rows, 0, h, 0, tq, layer);
     add_source(p, n_dims, full_kv, h, kv_begin, kv_rows, 0, h, q_rows, tk, layer);
     add_source(p, n_dims, full_kv, h, kv_begin, kv_rows, 0, h, q_rows + kv_rows, tv, layer);
+}
+
+/* Adds the fused gate/up weight of a layer: this rank's gate rows, then
+ * its up rows, from gate_proj and up_proj, or from the two halves of one
+ * gate_up_proj when the family fuses them. */
+static void add_gate_up(table_builder *b, const snug_model_config *cfg, int32_t layer, int64_t ff_begin,
+                        int64_t ff_len)
+{
+    int64_t h = cfg->hidden_size, ff = cfg->intermediate_size;
+    snug_param *p = add_param(b, SNUG_SHARD_COLUMN, layer, 2, 2 * ff_len, h, "layers.%d.gate_up", layer);
+    p->packed = true;
+    if (snug_arch_get(cfg->arch)->fused_gate_up) {
+        const char *name = "model.layers.%d.mlp.gate_up_proj.weight";
+        add_source(p, 2, 2 * ff, h, ff_begin, ff_len, 0, h, 0, name, layer);
+        add_source(p, 2, 2 * ff, h, ff + ff_begin, ff_len, 0, h, ff_len, name, layer);
+        return;
+    }
+    add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, 0, "model.layers.%d.mlp.gate_proj.weight", layer);
+    add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, ff_len, "model.layers.%d.mlp.up_proj.weight", layer);
 }
 
 snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t rank,
@@ -174,7 +204,8 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
 
     st = snug_config_validate(cfg, "model config", err);
     if (st != SNUG_OK) return st;
-    int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0);
+    const snug_arch_info *fam = snug_arch_get(cfg->arch);
+    int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0) + (fam->qk_norm ? 2 : 0);
     int32_t cap = 3 + per_layer * cfg->n_layers; /* n_layers <= SNUG_MAX_LAYERS */
     t.params = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t.params, err);
     if (!t.params) return snug_error_prefix(err, SNUG_NOMEM, "parameter table: ");
@@ -189,6 +220,10 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
         add_vector(&b, l, h, "layers.%d.input_layernorm", "model.layers.%d.input_layernorm.weight");
         add_qkv(&b, cfg, l, 2, q_begin * hd, kv_begin * hd);
         if (cfg->qkv_bias) add_qkv(&b, cfg, l, 1, q_begin * hd, kv_begin * hd);
+        if (fam->qk_norm) {
+            add_vector(&b, l, hd, "layers.%d.q_norm", "model.layers.%d.self_attn.q_norm.weight");
+            add_vector(&b, l, hd, "layers.%d.k_norm", "model.layers.%d.self_attn.k_norm.weight");
+        }
         int64_t q_cols = q_len * hd;
         p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, q_cols, "layers.%d.o_proj", l);
         p->packed = true;
@@ -198,10 +233,7 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
             add_vector(&b, l, h, "layers.%d.o_proj_bias", "model.layers.%d.self_attn.o_proj.bias");
         add_vector(&b, l, h, "layers.%d.post_attention_layernorm",
                    "model.layers.%d.post_attention_layernorm.weight");
-        p = add_param(&b, SNUG_SHARD_COLUMN, l, 2, 2 * ff_len, h, "layers.%d.gate_up", l);
-        p->packed = true;
-        add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, 0, "model.layers.%d.mlp.gate_proj.weight", l);
-        add_source(p, 2, ff, h, ff_begin, ff_len, 0, h, ff_len, "model.layers.%d.mlp.up_proj.weight", l);
+        add_gate_up(&b, cfg, l, ff_begin, ff_len);
         p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, ff_len, "layers.%d.down_proj", l);
         p->packed = true;
         add_source(p, 2, h, ff, 0, h, ff_begin, ff_len, 0, "model.layers.%d.mlp.down_proj.weight", l);
@@ -229,15 +261,18 @@ snug_status snug_params_checkpoint_tensors(const snug_model_config *cfg, snug_te
     if (out) {
         int32_t k = 0;
         for (int32_t i = 0; i < t.n_params; i++)
-            for (int32_t s = 0; s < t.params[i].n_sources; s++, k++) {
+            for (int32_t s = 0; s < t.params[i].n_sources; s++) {
                 const snug_param_source *src = &t.params[i].sources[s];
+                /* a fused tensor feeds its parameter's sources one after another: listed once */
+                if (s > 0 && strcmp(src->tensor, t.params[i].sources[s - 1].tensor) == 0) continue;
                 memcpy(out[k].name, src->tensor, sizeof out[k].name);
                 out[k].n_dims = src->n_dims;
                 out[k].rows = src->rows;
                 out[k].cols = src->cols;
+                k++;
             }
         *specs = out;
-        *n = count;
+        *n = k;
     } else {
         st = snug_error_prefix(err, SNUG_NOMEM, "checkpoint tensor list: ");
     }

@@ -229,6 +229,25 @@ for qf in q7-Q4_0.gguf q7-Q4_K_M.gguf; do
     got=$("$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --ids 2>"$tmp/err")
     if [[ "$got" == "$want" ]]; then ok "$qf: llama.cpp's greedy ids"; else fail "$qf: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
 done
+# the other families as llama.cpp writes them (tests/data/arch, Q8_0): what the family table says
+# of each, and llama.cpp's 24 greedy ids for Qwen2 and Qwen3 (every margin 0.6 or more)
+expect "inspect phi3 GGUF: fused, partial rotary" 0 "fused qkv gate_up, rope on 48 of 64 dimensions" -- "$snug" inspect tests/data/arch/f7-phi3-Q8_0.gguf
+expect "inspect qwen3 GGUF: q/k norms, head_dim 128" 0 "head_dim 128" -- "$snug" inspect tests/data/arch/f7-qwen3-Q8_0.gguf
+expect "inspect qwen2 GGUF: biases, tied" 0 "tied embeddings yes, q/k/v bias yes" -- "$snug" inspect tests/data/arch/f7-qwen2-Q8_0.gguf
+afix=tests/data/arch/greedy.txt
+for fam in qwen2 qwen3; do
+    ids() { awk -v f="file = f7-$fam-Q8_0.gguf" -v k="$1 = " '$0 == f {g=1} g && index($0, k) == 1 {sub(k, ""); print; exit}' "$afix"; }
+    want="$(ids prompt_ids) $(ids greedy)"
+    got=$("$snug" generate "tests/data/arch/f7-$fam-Q8_0.gguf" -p "$(ids prompt)" -n 24 --temperature 0 --ids 2>"$tmp/err")
+    if [[ "$got" == "$want" ]]; then ok "f7-$fam-Q8_0.gguf: llama.cpp's greedy ids"; else fail "f7-$fam-Q8_0.gguf: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
+done
+# the families' presets write what their Hugging Face checkpoints hold (Phi-3: qkv_proj and
+# gate_up_proj, split per rank as q, k, v rows and as the two halves)
+"$snug" mkmodel --preset phi-3-mini --dtype bf16 --layers 1 --hidden 128 --intermediate 256 --heads 4 --kv-heads 2 \
+    "$tmp/phi3" >/dev/null 2>&1
+expect "phi-3-mini preset: fused tensors" 0 "model.layers.0.self_attn.qkv_proj.weight" -- "$snug" inspect "$tmp/phi3" --tensors
+expect "phi-3-mini preset: bytes per rank at tp 2" 0 "  1                 8,356,608" -- "$snug" inspect "$tmp/phi3" --tp 2
+expect "phi-3-mini preset: generates" 0 "finish: max_tokens" -- "$snug" generate "$tmp/phi3" -p "Hello" -n 4 --temperature 0
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
 # Llama 3.1's rope scaling as a GGUF file holds it (rope_freqs.weight, one factor per rotary
 # frequency, as llama.cpp's converter computes them): read into the config, not a weight

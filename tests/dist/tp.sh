@@ -106,6 +106,25 @@ for n in 2 4; do
     fi
 done
 
+# The other families' llama.cpp files (tests/data/arch, Q8_0): Qwen2 (q/k/v biases, tied) and
+# Qwen3 (a norm per q and k head) split over 2 ranks give llama.cpp's 24 greedy ids (every margin
+# between its top two logits is 0.6 or more). Phi-3's fused tensors split per rank are checked
+# against the float64 reference in test_model (its file's margins go down to 0.09).
+afix=tests/data/arch/greedy.txt
+for fam in qwen2 qwen3; do
+    file=tests/data/arch/f7-$fam-Q8_0.gguf
+    ids() { awk -v f="file = f7-$fam-Q8_0.gguf" -v k="$1 = " '$0 == f {g=1} g && index($0, k) == 1 {sub(k, ""); print; exit}' "$afix"; }
+    want="$(ids prompt_ids) $(ids greedy)"
+    got=$(mpi 2 "$snug" generate "$file" -p "$(ids prompt)" -n 24 --temperature 0 --ids --threads 1 --tp 2 \
+          2>"$tmp/gn.err")
+    if [[ $got == "$want" ]]; then
+        ok "generate --tp 2: llama.cpp's greedy ids (f7-$fam-Q8_0.gguf, 24 ids)"
+    else
+        fail "generate --tp 2: llama.cpp's greedy ids (f7-$fam-Q8_0.gguf)" "llama.cpp: $want" "tp 2: $got" \
+            "$(tail -5 "$tmp/gn.err")"
+    fi
+done
+
 # --- each rank's weights ----------------------------------------------------------------
 for n in 2 4; do
     "$snug" inspect $stories --tp "$n" --json >"$tmp/inspect.json" 2>&1

@@ -115,7 +115,7 @@ static void exercise_llama_config(const snug_gguf_file *f)
 {
     snug_error err = {0};
     snug_model_config cfg;
-    snug_status st = snug_gguf_llama_config(f, &cfg, &err);
+    snug_status st = snug_gguf_model_config(f, &cfg, &err);
     if (st == SNUG_OK)
         REQUIRE(snug_config_validate(&cfg, NAME, &err) == SNUG_OK);
     else

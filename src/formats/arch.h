@@ -1,0 +1,65 @@
+/*
+ * arch.h: the model families snug runs, one table entry each: how the
+ * family is named (Hugging Face architecture and model_type, llama.cpp's
+ * GGUF architecture) and what its forward pass and checkpoints hold beyond
+ * a Llama's. The config readers, the parameter table (and so the loader,
+ * `inspect` and the memory plan), the GGUF name map and the forward pass
+ * read these flags rather than testing for a family by name: a new family
+ * is an entry here plus whatever kernel it needs.
+ */
+#ifndef SNUG_ARCH_H
+#define SNUG_ARCH_H
+
+#include "base/common.h"
+
+typedef enum snug_arch {
+    SNUG_ARCH_LLAMA = 0,
+    SNUG_ARCH_MISTRAL = 1,
+    SNUG_ARCH_QWEN2 = 2,
+    SNUG_ARCH_QWEN3 = 3,
+    SNUG_ARCH_PHI3 = 4
+} snug_arch;
+
+/* Which layers attend through a sliding window when config.json gives one. */
+typedef enum snug_window_rule {
+    SNUG_WINDOW_NONE = 0,    /* none: the field is ignored (Llama; Phi-3, as llama.cpp and vLLM do) */
+    SNUG_WINDOW_ALL,         /* every layer (Mistral) */
+    SNUG_WINDOW_FROM_LAYER   /* use_sliding_window, from max_window_layers on (Qwen2, Qwen3) */
+} snug_window_rule;
+
+typedef struct snug_arch_info {
+    snug_arch arch;
+    const char *architecture;   /* config.json's "architectures": "Qwen3ForCausalLM" */
+    const char *model_type;     /* config.json's "model_type": "qwen3" */
+    const char *gguf;           /* general.architecture of its GGUF files; NULL: another
+                                 * family's (llama.cpp writes Mistral as "llama") */
+    bool qkv_bias;              /* q, k and v always have biases, o none (Qwen2) */
+    bool attention_bias;        /* config.json's attention_bias gives q, k, v and o biases */
+    bool qk_norm;               /* an RMSNorm over each head of q and of k, before rope
+                                 * (self_attn.q_norm / k_norm; GGUF attn_q_norm / attn_k_norm) */
+    bool fused_qkv;             /* q, k and v rows in one tensor, in that order
+                                 * (self_attn.qkv_proj; GGUF attn_qkv) */
+    bool fused_gate_up;         /* gate rows then up rows in one tensor
+                                 * (mlp.gate_up_proj; GGUF ffn_up, without ffn_gate) */
+    bool partial_rotary;        /* rope may turn only the first dimensions of a head
+                                 * (partial_rotary_factor; GGUF rope.dimension_count) */
+    bool gguf_interleaved;      /* llama.cpp permutes q and k rows to rotate pairs (2i, 2i + 1);
+                                 * the others rotate (i, i + d / 2) as Hugging Face (NeoX) */
+    snug_window_rule window;
+} snug_arch_info;
+
+/* The entry of a family; never NULL for a snug_arch value. */
+const snug_arch_info *snug_arch_get(snug_arch arch);
+
+/* The family config.json's "architectures" entry names, its "model_type"
+ * names, or a GGUF file's general.architecture names; NULL when snug does
+ * not run it. */
+const snug_arch_info *snug_arch_by_architecture(const char *architecture);
+const snug_arch_info *snug_arch_by_model_type(const char *model_type);
+const snug_arch_info *snug_arch_by_gguf(const char *gguf);
+
+/* The families, for messages: "LlamaForCausalLM (llama), ..." or, with
+ * gguf, the GGUF architecture names "llama, qwen2, ...". */
+const char *snug_arch_list(bool gguf);
+
+#endif /* SNUG_ARCH_H */
