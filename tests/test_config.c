@@ -107,7 +107,10 @@ static void test_other_rope_types(void)
     CHECK_OK(parse(buf, &c, &err), &err);
     CHECK(c.rope_scaling.type == SNUG_ROPE_DEFAULT && c.rope_theta == 123.0, "rope_parameters (v5)");
     snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":2}");
-    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_UNSUPPORTED, "rope type 'longrope' is not supported");
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_FORMAT, "field 'rope_scaling.short_factor': expected a list");
+    snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"mrope\",\"factor\":2}");
+    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_UNSUPPORTED, "rope type 'mrope' is not supported; supported: "
+                "default, linear, dynamic, llama3, yarn, longrope");
     snprintf(buf, sizeof buf, base, "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8}");
     CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_FORMAT,
                 "field 'original_max_position_embeddings' is missing");
@@ -205,6 +208,34 @@ static void test_qwen3_phi3(void)
     CHECK_FAILS(parse("{\"architectures\":[\"GemmaForCausalLM\"],\"hidden_size\":64}", &c, &err), &err,
                 SNUG_UNSUPPORTED, "supported: LlamaForCausalLM (llama), MistralForCausalLM (mistral), "
                 "Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3), Phi3ForCausalLM (phi3)");
+    /* LongRoPE as Phi-3-mini-128k writes it: a factor per rotary frequency (head_dim 96: 48), the
+     * original length at the top level; "su" is its first name */
+    char lr[4096], fs[1024], fl[1024];
+    size_t o1 = 0, o2 = 0;
+    for (int i = 0; i < 48; i++) {
+        o1 += (size_t)snprintf(fs + o1, sizeof fs - o1, "%s%g", i ? "," : "", 1.0 + i / 100.0);
+        o2 += (size_t)snprintf(fl + o2, sizeof fl - o2, "%s%g", i ? "," : "", 1.0 + i);
+    }
+    const char *lrf = "{\"architectures\":[\"Phi3ForCausalLM\"],\"hidden_size\":3072,\"intermediate_size\":8192,"
+                      "\"num_hidden_layers\":2,\"num_attention_heads\":32,\"vocab_size\":32064,"
+                      "\"max_position_embeddings\":131072,\"original_max_position_embeddings\":4096,"
+                      "\"rope_scaling\":{\"type\":\"%s\",\"short_factor\":[%s],\"long_factor\":[%s]}}";
+    snprintf(lr, sizeof lr, lrf, "su", fs, fl);
+    CHECK_OK(parse(lr, &c, &err), &err);
+    CHECK(c.rope_scaling.type == SNUG_ROPE_LONGROPE && c.rope_scaling.n_factors == 48 &&
+          c.rope_scaling.original_max_position_embeddings == 4096 && c.rope_scaling.long_factor[47] == 48.0f &&
+          fabsf(c.rope_scaling.short_factor[1] - 1.01f) < 1e-6f, "longrope: 48 factors each, original 4096");
+    o = snug_config_to_json(&c);
+    text = o ? json_dumps(o, 0) : NULL;
+    CHECK(text && parse(text, &back, &err) == SNUG_OK && back.rope_scaling.type == SNUG_ROPE_LONGROPE &&
+          memcmp(back.rope_scaling.long_factor, c.rope_scaling.long_factor, 48 * sizeof(float)) == 0 &&
+          back.rope_scaling.original_max_position_embeddings == 4096, "longrope survives the writer");
+    snug_mem_free(text);
+    json_decref(o);
+    snprintf(lr, sizeof lr, lrf, "longrope", fs, "1,2,3");
+    CHECK_FAILS(parse(lr, &c, &err), &err, SNUG_FORMAT, "short_factor has 48 factors, long_factor 3");
+    snprintf(lr, sizeof lr, lrf, "longrope", "1,2,3", "1,2,3");
+    CHECK_FAILS(parse(lr, &c, &err), &err, SNUG_FORMAT, "longrope: 3 short and long factors for 48 rotary");
     /* the lists in messages name every family of the table */
     for (int a = SNUG_ARCH_LLAMA; a <= SNUG_ARCH_PHI3; a++) {
         const snug_arch_info *f = snug_arch_get((snug_arch)a);

@@ -77,7 +77,10 @@ static void print_text(const inspect_report *r, bool tensors)
     printf("  vocab %d, max positions %lld, rope theta %g (%s", c->vocab_size,
            (long long)c->max_position_embeddings, c->rope_theta,
            snug_rope_type_name(c->rope_scaling.type));
-    if (c->rope_scaling.type != SNUG_ROPE_DEFAULT) printf(", factor %g", c->rope_scaling.factor);
+    if (c->rope_scaling.type == SNUG_ROPE_LONGROPE)
+        printf(", original %lld", (long long)c->rope_scaling.original_max_position_embeddings);
+    else if (c->rope_scaling.type != SNUG_ROPE_DEFAULT)
+        printf(", factor %g", c->rope_scaling.factor);
     printf("), rms_norm_eps %g\n", c->rms_norm_eps);
     const snug_arch_info *fam = snug_arch_get(c->arch);
     printf("  tied embeddings %s, q/k/v bias %s", c->tie_word_embeddings ? "yes" : "no", c->qkv_bias ? "yes" : "no");

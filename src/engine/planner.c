@@ -268,7 +268,7 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
     reset_peaks();
     snug_model_opts mo = {.shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs, o->n_threads},
                           .isa = o->isa, .bf16 = o->bf16, .allreduce = snug_comm_allreduce_hook,
-                          .allreduce_ctx = comm};
+                          .allreduce_ctx = comm, .max_model_len = o->max_model_len};
     snug_status st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);
     if (st == SNUG_OK) {
         r->kernels = *snug_model_kernels(p->model);

@@ -27,6 +27,7 @@ const char *snug_rope_type_name(snug_rope_type t)
     case SNUG_ROPE_DYNAMIC: return "dynamic";
     case SNUG_ROPE_LLAMA3: return "llama3";
     case SNUG_ROPE_YARN: return "yarn";
+    case SNUG_ROPE_LONGROPE: return "longrope";
     }
     return "unknown";
 }
@@ -76,6 +77,49 @@ static snug_status parse_arch(const json_t *root, const char *name, snug_model_c
     return SNUG_OK;
 }
 
+/* The list key of rope_scaling rs: 1 to SNUG_MAX_ROPE_FACTORS finite
+ * numbers above 0, into out; their count into *n. */
+static snug_status factor_list(const json_t *rs, const char *key, const char *name, const char *field, float *out,
+                               int32_t *n, snug_error *err)
+{
+    const json_t *a = json_object_get(rs, key);
+    char d[96];
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > SNUG_MAX_ROPE_FACTORS)
+        return snug_errorf(err, SNUG_FORMAT, "%s: field '%s.%s': expected a list of 1 to %d factors, found %s", name,
+                           field, key, SNUG_MAX_ROPE_FACTORS, a ? snug_json_describe(a, d, sizeof d) : "nothing");
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *v = json_array_get(a, i);
+        double x = json_number_value(v);
+        if (!json_is_number(v) || !isfinite(x) || !(x > 0) || x > 1e6)
+            return snug_errorf(err, SNUG_FORMAT, "%s: field '%s.%s': entry %zu: expected a factor in (0, 1e6], "
+                               "found %s", name, field, key, i, snug_json_describe(v, d, sizeof d));
+        out[i] = (float)x;
+    }
+    *n = (int32_t)json_array_size(a);
+    return SNUG_OK;
+}
+
+/* LongRoPE (Phi-3): short_factor and long_factor lists of one length, and
+ * original_max_position_embeddings and attention_factor when given here
+ * (the first is else config.json's top-level field). */
+static snug_status parse_longrope(const json_t *rs, const char *name, const char *field, const char *fname,
+                                  snug_rope_scaling *out, snug_error *err)
+{
+    int32_t n_short = 0, n_long = 0;
+    snug_status st = factor_list(rs, "short_factor", name, field, out->short_factor, &n_short, err);
+    if (st == SNUG_OK) st = factor_list(rs, "long_factor", name, field, out->long_factor, &n_long, err);
+    if (st != SNUG_OK) return st;
+    if (n_short != n_long)
+        return snug_errorf(err, SNUG_FORMAT, "%s: field '%s': short_factor has %d factors, long_factor %d; "
+                           "expected one per rotary frequency in each", name, field, n_short, n_long);
+    out->n_factors = n_short;
+    st = snug_json_get_int(rs, "original_max_position_embeddings", fname, false, 1, (int64_t)1 << 28,
+                           &out->original_max_position_embeddings, NULL, err);
+    if (st == SNUG_OK)
+        st = snug_json_get_real(rs, "attention_factor", fname, false, 1e-6, 1e6, &out->attention_factor, NULL, err);
+    return st;
+}
+
 static snug_status parse_rope_scaling(const json_t *rs, const char *name, const char *field,
                                       snug_rope_scaling *out, snug_error *err)
 {
@@ -92,13 +136,14 @@ static snug_status parse_rope_scaling(const json_t *rs, const char *name, const 
     if (st != SNUG_OK) return st;
     if (!has)
         return snug_errorf(err, SNUG_FORMAT, "%s: field '%s': no 'rope_type' (or 'type'); "
-                           "expected one of default, linear, dynamic, llama3, yarn", name, field);
+                           "expected one of default, linear, dynamic, llama3, yarn, longrope", name, field);
     static const struct {
         const char *name;
         snug_rope_type type;
     } types[] = {{"default", SNUG_ROPE_DEFAULT}, {"linear", SNUG_ROPE_LINEAR},
                  {"dynamic", SNUG_ROPE_DYNAMIC}, {"llama3", SNUG_ROPE_LLAMA3},
-                 {"yarn", SNUG_ROPE_YARN}};
+                 {"yarn", SNUG_ROPE_YARN}, {"longrope", SNUG_ROPE_LONGROPE},
+                 {"su", SNUG_ROPE_LONGROPE} /* Phi-3's first configs */};
     bool known = false;
     for (size_t i = 0; i < SNUG_ARRAY_LEN(types); i++)
         if (strcmp(type, types[i].name) == 0) {
@@ -108,12 +153,13 @@ static snug_status parse_rope_scaling(const json_t *rs, const char *name, const 
     char shown[SNUG_SHOWN_MAX];
     if (!known)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': rope type '%s' is not "
-                           "supported; supported: default, linear, dynamic, llama3, yarn", name,
+                           "supported; supported: default, linear, dynamic, llama3, yarn, longrope", name,
                            field, snug_str_shown(type, shown, 48));
     out->factor = 1.0;
     out->beta_fast = 32.0;
     out->beta_slow = 1.0;
     if (out->type == SNUG_ROPE_DEFAULT) return SNUG_OK;
+    if (out->type == SNUG_ROPE_LONGROPE) return parse_longrope(rs, name, field, fname, out, err);
     st = snug_json_get_real(rs, "factor", fname, true, 1.0, 1e6, &out->factor, NULL, err);
     if (st != SNUG_OK) return st;
     bool orig_required = out->type == SNUG_ROPE_LLAMA3;
@@ -270,6 +316,13 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
         st = parse_rope_scaling(rs, name, "rope_scaling", &cfg->rope_scaling, err);
         if (st != SNUG_OK) return st;
     }
+    snug_rope_scaling *scaling = &cfg->rope_scaling;
+    if (scaling->type == SNUG_ROPE_LONGROPE && scaling->original_max_position_embeddings == 0) {
+        /* Phi3Config keeps it at the top level */
+        st = snug_json_get_int(root, "original_max_position_embeddings", name, true, 1, SNUG_MAX_POSITIONS,
+                               &scaling->original_max_position_embeddings, NULL, err);
+        if (st != SNUG_OK) return st;
+    }
 
     cfg->tie_word_embeddings = false;
     st = snug_json_get_bool(root, "tie_word_embeddings", name, false, &cfg->tie_word_embeddings,
@@ -385,6 +438,13 @@ snug_status snug_config_validate(const snug_model_config *cfg, const char *name,
         cfg->n_rope_freq_factors > SNUG_MAX_ROPE_FACTORS)
         return snug_errorf(err, SNUG_FORMAT, "%s: %d per-frequency rotary factors for %d rotary "
                            "frequencies", name, cfg->n_rope_freq_factors, snug_config_rot_dims(cfg) / 2);
+    const snug_rope_scaling *rs = &cfg->rope_scaling;
+    if (rs->type == SNUG_ROPE_LONGROPE &&
+        (rs->n_factors != snug_config_rot_dims(cfg) / 2 || rs->original_max_position_embeddings < 1))
+        return snug_errorf(err, SNUG_FORMAT, "%s: rope scaling longrope: %d short and long factors for %d rotary "
+                           "frequencies, original_max_position_embeddings %lld; expected one factor per "
+                           "frequency and a length from 1", name, rs->n_factors, snug_config_rot_dims(cfg) / 2,
+                           (long long)rs->original_max_position_embeddings);
     if ((int64_t)cfg->n_heads * cfg->head_dim > SNUG_MAX_Q_DIM)
         return snug_errorf(err, SNUG_FORMAT, "%s: num_attention_heads %d x head_dim %d is above "
                            "the limit of %d", name, cfg->n_heads, cfg->head_dim, SNUG_MAX_Q_DIM);
@@ -450,6 +510,16 @@ static json_t *rope_scaling_json(const snug_rope_scaling *rs)
     if (ok && rs->type == SNUG_ROPE_LLAMA3)
         ok = put(o, "low_freq_factor", json_real(rs->low_freq_factor)) &&
              put(o, "high_freq_factor", json_real(rs->high_freq_factor));
+    if (ok && rs->type == SNUG_ROPE_LONGROPE) {
+        json_t *sf = json_array(), *lf = json_array();
+        ok = sf && lf;
+        if (!ok) json_decref(sf), json_decref(lf);
+        ok = ok && put(o, "short_factor", sf) && put(o, "long_factor", lf);
+        for (int32_t i = 0; ok && i < rs->n_factors; i++)
+            ok = json_array_append_new(sf, json_real(rs->short_factor[i])) == 0 &&
+                 json_array_append_new(lf, json_real(rs->long_factor[i])) == 0;
+        if (ok && rs->attention_factor > 0) ok = put(o, "attention_factor", json_real(rs->attention_factor));
+    }
     if (ok && rs->type == SNUG_ROPE_YARN) {
         ok = put(o, "beta_fast", json_real(rs->beta_fast)) &&
              put(o, "beta_slow", json_real(rs->beta_slow));

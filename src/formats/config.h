@@ -15,21 +15,9 @@ typedef enum snug_rope_type {
     SNUG_ROPE_LINEAR,
     SNUG_ROPE_DYNAMIC,
     SNUG_ROPE_LLAMA3,
-    SNUG_ROPE_YARN
+    SNUG_ROPE_YARN,
+    SNUG_ROPE_LONGROPE
 } snug_rope_type;
-
-typedef struct snug_rope_scaling {
-    snug_rope_type type;
-    double factor;                        /* linear, dynamic, llama3, yarn */
-    double low_freq_factor;               /* llama3 */
-    double high_freq_factor;              /* llama3 */
-    int64_t original_max_position_embeddings; /* llama3, yarn; 0 when not given */
-    double beta_fast, beta_slow;          /* yarn (defaults 32 and 1) */
-    double mscale, mscale_all_dim;        /* yarn (0 when not given) */
-    double attention_factor;              /* yarn (0 when not given: derived) */
-} snug_rope_scaling;
-
-enum { SNUG_MAX_EOS_IDS = 8 };
 
 /* The largest sizes snug accepts (beyond any released model, small enough
  * that every product of them fits the arithmetic and the loader's staging). */
@@ -44,6 +32,22 @@ enum {
     SNUG_MAX_POSITIONS = 1 << 28,
     SNUG_MAX_ROPE_FACTORS = 256        /* per-frequency rotary factors (head_dim <= 512) */
 };
+
+typedef struct snug_rope_scaling {
+    snug_rope_type type;
+    double factor;                        /* linear, dynamic, llama3, yarn */
+    double low_freq_factor;               /* llama3 */
+    double high_freq_factor;              /* llama3 */
+    int64_t original_max_position_embeddings; /* llama3, yarn, longrope; 0 when not given */
+    double beta_fast, beta_slow;          /* yarn (defaults 32 and 1) */
+    double mscale, mscale_all_dim;        /* yarn (0 when not given) */
+    double attention_factor;              /* yarn, longrope (0 when not given: derived) */
+    int32_t n_factors;                    /* longrope: the rotary frequencies (n_rot / 2) ... */
+    float short_factor[SNUG_MAX_ROPE_FACTORS]; /* ... each divided by one of these up to */
+    float long_factor[SNUG_MAX_ROPE_FACTORS];  /* original_max_position_embeddings, beyond by these */
+} snug_rope_scaling;
+
+enum { SNUG_MAX_EOS_IDS = 8 };
 
 typedef struct snug_model_config {
     snug_arch arch;

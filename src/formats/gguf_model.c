@@ -85,7 +85,52 @@ bool snug_gguf_hf_name(snug_arch arch, const char *gguf, char *out, size_t size)
     return map_name(arch, gguf, false, out, size);
 }
 
-bool snug_gguf_config_tensor(const char *name) { return strcmp(name, "rope_freqs.weight") == 0; }
+bool snug_gguf_config_tensor(const char *name)
+{
+    return strcmp(name, "rope_freqs.weight") == 0 || strcmp(name, "rope_factors_long.weight") == 0 ||
+           strcmp(name, "rope_factors_short.weight") == 0;
+}
+
+/* The n F32 values of tensor `name` of g, each finite and above 0, into
+ * out: LongRoPE's factors. */
+static snug_status read_factors(const snug_gguf_file *g, const char *name, int64_t n, float *out, snug_error *err)
+{
+    const snug_gguf_tensor *t = snug_gguf_find_tensor(g, name);
+    if (!t || t->type != SNUG_GGML_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)n)
+        return snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s' is %s%s of %llu values; expected F32, one value per "
+                           "rotary frequency (%lld)", g->path, name, t ? "" : "missing: ",
+                           t ? snug_ggml_type_name(t->type) : "none", t ? (unsigned long long)t->ne[0] : 0ULL,
+                           (long long)n);
+    snug_status st = snug_pread_full(g->fd, out, (size_t)n * sizeof(float), g->data_start + t->offset, g->path, err);
+    for (int64_t i = 0; st == SNUG_OK && i < n; i++)
+        if (!(isfinite(out[i]) && out[i] > 0.0f && out[i] <= 1e6f))
+            st = snug_errorf(err, SNUG_FORMAT, "%s: tensor '%s': value %lld is %g; expected a factor in (0, 1e6]",
+                             g->path, name, (long long)i, (double)out[i]);
+    return st;
+}
+
+/* LongRoPE as llama.cpp's phi3 files hold it: tensors rope_factors_short
+ * and rope_factors_long, {arch}.rope.scaling.original_context_length and
+ * (when given) {arch}.rope.scaling.attn_factor. */
+static snug_status read_longrope(const snug_gguf_file *g, const char *arch, snug_model_config *c, snug_error *err)
+{
+    snug_rope_scaling *rs = &c->rope_scaling;
+    int64_t half = snug_config_rot_dims(c) / 2;
+    if (half > SNUG_MAX_ROPE_FACTORS)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: LongRoPE over %lld rotary frequencies, more than the %d snug "
+                           "takes", g->path, (long long)half, SNUG_MAX_ROPE_FACTORS);
+    rs->type = SNUG_ROPE_LONGROPE;
+    rs->n_factors = (int32_t)half;
+    snug_status st = read_factors(g, "rope_factors_short.weight", half, rs->short_factor, err);
+    if (st == SNUG_OK) st = read_factors(g, "rope_factors_long.weight", half, rs->long_factor, err);
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", arch);
+    if (st == SNUG_OK)
+        st = snug_gguf_get_int(g, key, true, 1, SNUG_MAX_POSITIONS, &rs->original_max_position_embeddings, NULL, err);
+    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", arch);
+    if (st == SNUG_OK) st = snug_gguf_get_float(g, key, false, 1e-6, 1e6, &rs->attention_factor, NULL, err);
+    return st;
+}
 
 /* c's per-frequency rotary factors from the tensor rope_freqs.weight, when
  * g has it: F32, one per rotary frequency, each finite and positive; no
@@ -195,8 +240,7 @@ static snug_status read_rope(const snug_gguf_file *g, const snug_arch_info *fam,
     st = snug_gguf_get_string(g, key, false, &scaling, &has, err);
     if (st != SNUG_OK) return st;
     if (snug_gguf_find_tensor(g, "rope_factors_long.weight") || snug_gguf_find_tensor(g, "rope_factors_short.weight"))
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: LongRoPE (tensors rope_factors_long and "
-                           "rope_factors_short) is not supported yet", g->path);
+        return read_longrope(g, a, c, err);
     if (has && strcmp(scaling, "none") != 0) {
         if (strcmp(scaling, "linear") != 0)
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: %s '%s' is not supported by the GGUF "

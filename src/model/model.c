@@ -67,6 +67,7 @@ struct snug_model {
     matrix_parts lm_head;     /* (vocab_rows, hidden); also the embedding when tied */
     layer_weights *layers;    /* [n_layers], category other */
     int32_t n_rot;            /* the dimensions of each head rope turns (the first n_rot) */
+    float rope_mscale;        /* cos and sin are scaled by it: LongRoPE's attention factor, else 1 */
     float *inv_freq;          /* [n_rot / 2] rotary frequencies, category other */
     snug_allreduce_fn allreduce;
     void *allreduce_ctx;
@@ -157,21 +158,42 @@ size_t snug_model_activation_bytes(const snug_model_dims *dims, const snug_step_
     return n ? snug_mem_held_bytes(n) : 0;
 }
 
+/* LongRoPE's attention factor: the config's, else sqrt(1 + ln s / ln o)
+ * for s = max_position_embeddings / o > 1 (o the original length), else 1,
+ * as transformers derives it. */
+static double longrope_mscale(const snug_model_config *cfg)
+{
+    const snug_rope_scaling *rs = &cfg->rope_scaling;
+    if (rs->attention_factor > 0) return rs->attention_factor;
+    double orig = (double)rs->original_max_position_embeddings;
+    double s = (double)cfg->max_position_embeddings / orig;
+    return s <= 1.0 || orig <= 1.0 ? 1.0 : sqrt(1.0 + log(s) / log(orig));
+}
+
 /* The rotary frequencies of cfg as transformers defines them, computed in
  * double and rounded to float (transformers computes in float: the two may
- * differ in the last bit). */
-static snug_status rope_frequencies(const snug_model_config *cfg, float *inv_freq, snug_error *err)
+ * differ in the last bit), for a model that runs sequences of up to
+ * max_len positions (LongRoPE's choice of factors), and the factor cos and
+ * sin are scaled by into *mscale. */
+static snug_status rope_frequencies(const snug_model_config *cfg, int64_t max_len, float *inv_freq, float *mscale,
+                                    snug_error *err)
 {
     const snug_rope_scaling *rs = &cfg->rope_scaling;
     int32_t rot = snug_config_rot_dims(cfg), half = rot / 2;
-    if (rs->type != SNUG_ROPE_DEFAULT && rs->type != SNUG_ROPE_LINEAR && rs->type != SNUG_ROPE_LLAMA3)
+    if (rs->type != SNUG_ROPE_DEFAULT && rs->type != SNUG_ROPE_LINEAR && rs->type != SNUG_ROPE_LLAMA3 &&
+        rs->type != SNUG_ROPE_LONGROPE)
         return snug_errorf(err, SNUG_UNSUPPORTED,
                            "config.json: rope_scaling type \"%s\" is not supported by the forward "
-                           "pass (supported: default, linear, llama3)",
+                           "pass (supported: default, linear, llama3, longrope)",
                            snug_rope_type_name(rs->type));
+    bool longrope = rs->type == SNUG_ROPE_LONGROPE;
+    const float *factors = max_len > rs->original_max_position_embeddings ? rs->long_factor : rs->short_factor;
+    *mscale = longrope ? (float)longrope_mscale(cfg) : 1.0f;
     for (int32_t i = 0; i < half; i++) {
         double f = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)rot);
-        if (rs->type == SNUG_ROPE_LINEAR) {
+        if (longrope) {
+            f /= (double)factors[i];
+        } else if (rs->type == SNUG_ROPE_LINEAR) {
             f /= rs->factor;
         } else if (rs->type == SNUG_ROPE_LLAMA3) {
             double orig = (double)rs->original_max_position_embeddings;
@@ -311,7 +333,8 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
         st = snug_error_prefix(err, SNUG_NOMEM, "model: ");
         goto fail;
     }
-    st = rope_frequencies(cfg, m->inv_freq, err);
+    int64_t max_len = opts->max_model_len > 0 ? opts->max_model_len : cfg->max_position_embeddings;
+    st = rope_frequencies(cfg, max_len, m->inv_freq, &m->rope_mscale, err);
     if (st == SNUG_OK) st = bind_weights(m, w, err);
     if (st != SNUG_OK) goto fail;
     size_t bytes = layout_arena(&m->dims, &s, NULL, &m->buf);
@@ -461,7 +484,8 @@ static void half_split(float *x, int32_t head_dim)
 }
 
 /* The cos and sin of every token's rotary angles, as transformers computes
- * them: angle = float(position) * inv_freq in float. */
+ * them: angle = float(position) * inv_freq in float (each times LongRoPE's
+ * attention factor: the rotation scales q and k by it). */
 static void rope_tables(const snug_model *m, const snug_step *step)
 {
     int32_t half = m->n_rot / 2, t = 0;
@@ -472,8 +496,8 @@ static void rope_tables(const snug_model *m, const snug_step *step)
             float pos = (float)(q->pos0 + j);
             for (int32_t k = 0; k < half; k++) {
                 float a = pos * m->inv_freq[k];
-                cs[2 * k] = cosf(a);
-                cs[2 * k + 1] = sinf(a);
+                cs[2 * k] = cosf(a) * m->rope_mscale;
+                cs[2 * k + 1] = sinf(a) * m->rope_mscale;
             }
         }
     }

@@ -74,6 +74,10 @@ typedef struct snug_model_opts {
                                   * (SNUG_UNSUPPORTED where the ISA lacks it) */
     snug_allreduce_fn allreduce; /* required when tp > 1 */
     void *allreduce_ctx;
+    int64_t max_model_len;       /* the longest sequence the model will run (0: the config's
+                                  * max_position_embeddings): LongRoPE's long factors are
+                                  * used when it exceeds original_max_position_embeddings,
+                                  * its short ones otherwise (llama.cpp's rule, by context) */
 } snug_model_opts;
 
 typedef struct snug_model snug_model;
