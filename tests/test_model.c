@@ -11,6 +11,7 @@
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "convert/mkmodel.h"
+#include "convert/to_gguf.h"
 #include "model/model.h"
 #include "support/ref_model.h"
 #include "base/dtype.h"
@@ -860,6 +861,72 @@ static void test_llamacpp_families(void)
     }
 }
 
+/* Logits (n x vocab) of the model at path for tokens [0, n), in one step;
+ * false with err set on a failure. */
+static bool logits_of(const char *path, const int32_t *tokens, int n, float *out, snug_error *err)
+{
+    rig r;
+    snug_block_table table = {0};
+    bool ok = rig_open(&r, path, SNUG_DTYPE_F32, 64, 1, 64, err) &&
+              snug_block_table_init(&table, MAX_TOKENS, BLOCK, err) == SNUG_OK &&
+              run_chunks(&r, &table, tokens, n, n, out, err);
+    if (table.ids) snug_block_table_release(&table, &r.pool);
+    snug_block_table_free(&table);
+    rig_close(&r);
+    return ok;
+}
+
+/* The same weights as a Hugging Face directory and as the GGUF file snug
+ * writes of it (convert/to_gguf.h: llama.cpp's names, fused tensors, the q
+ * and k rows of llama permuted into interleaved pairs, Llama 3.1's scaling
+ * as rope_freqs and LongRoPE's factors as tensors) give the same logits:
+ * bit for bit where the file holds what the directory does, within 1e-6
+ * of the largest where rope_freqs stands for the llama3 formula. */
+static void test_hf_and_gguf(void)
+{
+    snug_model_config cs[4];
+    const char *what[4] = {"Llama, llama3 rope, q/k rows interleaved", "Qwen2, biases, tied", "Qwen3, q/k norms",
+                           "Phi-3, fused, rope on 8 of 16, LongRoPE"};
+    for (int k = 0; k < 4; k++) cs[k] = small_config();
+    cs[0].rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1,
+                                             .high_freq_factor = 4, .original_max_position_embeddings = 64};
+    cs[1].arch = SNUG_ARCH_QWEN2, cs[1].qkv_bias = true, cs[1].tie_word_embeddings = true;
+    cs[2].arch = SNUG_ARCH_QWEN3, cs[2].head_dim = 32;
+    cs[3].arch = SNUG_ARCH_PHI3, cs[3].n_rot = 8;
+    snug_rope_scaling *lr = &cs[3].rope_scaling;
+    *lr = (snug_rope_scaling){.type = SNUG_ROPE_LONGROPE, .factor = 1, .n_factors = 4,
+                              .original_max_position_embeddings = 64};
+    for (int i = 0; i < 4; i++) lr->short_factor[i] = 1.0f + 0.5f * (float)i, lr->long_factor[i] = 2.0f + 3.0f * (float)i;
+    enum { N = 24 };
+    int32_t tokens[N];
+    fill_tokens(tokens, N, cs[0].vocab_size, 5);
+    for (int k = 0; k < 4; k++) {
+        snug_model_config *c = &cs[k];
+        snprintf(c->architecture, sizeof c->architecture, "%s", snug_arch_get(c->arch)->architecture);
+        snug_error err = {0};
+        char dir[64], gguf[96];
+        size_t n = (size_t)N * (size_t)c->vocab_size;
+        float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+        bool ok = make_model(c, SNUG_DTYPE_F32, dir, &err);
+        snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
+        ok = ok && snug_convert_to_gguf(dir, gguf, &err) == SNUG_OK;
+        CHECK(ok, "%s: writing: %s", what[k], err.msg);
+        ok = ok && logits_of(dir, tokens, N, a, &err) && logits_of(gguf, tokens, N, b, &err);
+        CHECK(ok, "%s: running: %s", what[k], err.msg);
+        double diff = 0, scale = 0;
+        for (size_t i = 0; ok && i < n; i++) {
+            diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+            scale = fmax(scale, fabs((double)a[i]));
+        }
+        double tol = c->rope_scaling.type == SNUG_ROPE_LLAMA3 ? 1e-6 * scale : 0;
+        if (ok) printf("  %-42s Hugging Face vs GGUF: max logit difference %.3g of %.3g\n", what[k], diff, scale);
+        CHECK(ok && diff <= tol, "%s: max difference %.3g > %.3g", what[k], diff, tol);
+        rm_tree(dir);
+        free(a);
+        free(b);
+    }
+}
+
 int main(void)
 {
     RUN(test_gqa_f32);
@@ -876,5 +943,6 @@ int main(void)
     RUN(test_rope_freq_factors);
     RUN(test_tensor_parallel);
     RUN(test_llamacpp_families);
+    RUN(test_hf_and_gguf);
     return test_summary();
 }

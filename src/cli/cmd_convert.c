@@ -1,11 +1,14 @@
 /*
- * cmd_convert.c: imports as Hugging Face model directories:
+ * cmd_convert.c: imports as Hugging Face model directories, and the export
+ * of one as GGUF:
  *   snug convert llama2c MODEL.bin OUTDIR [--tokenizer TOKENIZER.bin]
  *   snug convert gguf MODEL.gguf OUTDIR       (its vocabulary too, when it has one)
  *   snug convert tokenizer PATH OUTDIR        (any tokenizer snug reads -> tokenizer.json)
+ *   snug convert to-gguf DIR OUT.gguf         (the model as llama.cpp names it; no vocabulary)
  */
 #include "cli.h"
 #include "convert/convert.h"
+#include "convert/to_gguf.h"
 #include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -16,7 +19,7 @@
 
 static const char g_usage[] =
     "snug convert llama2c MODEL.bin OUTDIR [--tokenizer TOKENIZER.bin] | "
-    "snug convert gguf MODEL.gguf OUTDIR | snug convert tokenizer PATH OUTDIR";
+    "snug convert gguf MODEL.gguf OUTDIR | snug convert tokenizer PATH OUTDIR | snug convert to-gguf DIR OUT.gguf";
 
 /* Loads the tokenizer at path and writes it into outdir as tokenizer.json. */
 static snug_status write_tokenizer(const char *path, const char *outdir, snug_error *err)
@@ -58,11 +61,16 @@ int snug_cmd_convert(int argc, char **argv)
     }
     if (!outdir) return cli_usage(g_usage, "expected a format, an input and an output directory");
     bool llama2c = strcmp(format, "llama2c") == 0, gguf = strcmp(format, "gguf") == 0;
-    bool tok_only = strcmp(format, "tokenizer") == 0;
-    if (!llama2c && !gguf && !tok_only)
-        return cli_usage(g_usage, "unknown format '%s' (llama2c, gguf or tokenizer)", format);
+    bool tok_only = strcmp(format, "tokenizer") == 0, to_gguf = strcmp(format, "to-gguf") == 0;
+    if (!llama2c && !gguf && !tok_only && !to_gguf)
+        return cli_usage(g_usage, "unknown format '%s' (llama2c, gguf, tokenizer or to-gguf)", format);
     if (tokenizer && !llama2c) return cli_usage(g_usage, "--tokenizer goes with llama2c");
     snug_error err = {0};
+    if (to_gguf) {
+        if (snug_convert_to_gguf(in, outdir, &err) != SNUG_OK) return cli_fail(&err);
+        fprintf(stderr, "converted %s to %s\n", in, outdir);
+        return 0;
+    }
     if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {
         snug_errorf(&err, SNUG_IO, "%s: cannot create: %s", outdir, strerror(errno));
         return cli_fail(&err);

@@ -248,6 +248,10 @@ done
 expect "phi-3-mini preset: fused tensors" 0 "model.layers.0.self_attn.qkv_proj.weight" -- "$snug" inspect "$tmp/phi3" --tensors
 expect "phi-3-mini preset: bytes per rank at tp 2" 0 "  1                 8,356,608" -- "$snug" inspect "$tmp/phi3" --tp 2
 expect "phi-3-mini preset: generates" 0 "finish: max_tokens" -- "$snug" generate "$tmp/phi3" -p "Hello" -n 4 --temperature 0
+expect "convert to-gguf" 0 "converted" -- "$snug" convert to-gguf "$tmp/phi3" "$tmp/phi3.gguf"
+expect "to-gguf: the same model as GGUF" 0 "fused qkv gate_up" -- "$snug" inspect "$tmp/phi3.gguf"
+expect "to-gguf: the same bytes per rank" 0 "  1                 8,356,608" -- "$snug" inspect "$tmp/phi3.gguf" --tp 2
+expect "to-gguf of a GGUF file" 1 "already a GGUF file" -- "$snug" convert to-gguf "$tmp/phi3.gguf" "$tmp/x.gguf"
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
 # Llama 3.1's rope scaling as a GGUF file holds it (rope_freqs.weight, one factor per rotary
 # frequency, as llama.cpp's converter computes them): read into the config, not a weight

@@ -1,0 +1,279 @@
+/*
+ * to_gguf.c: a Hugging Face model directory written as a GGUF file.
+ */
+#include "to_gguf.h"
+
+#include "base/dtype.h"
+#include "base/fileio.h"
+#include "base/mem.h"
+#include "formats/checkpoint.h"
+#include "formats/gguf.h"
+#include "formats/gguf_model.h"
+#include "formats/gguf_writer.h"
+#include "model/params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { ALIGNMENT = 32, STAGING_BYTES = 16 << 20, EXTRA_TENSORS = 2 };
+
+/* One tensor of the file: a checkpoint tensor's bytes, or values the
+ * converter computed (the rope factors). */
+typedef struct out_tensor {
+    char name[SNUG_PARAM_NAME_BYTES];   /* the GGUF name */
+    const snug_st_tensor *src;          /* NULL: values */
+    const snug_st_file *file;
+    const float *values;
+    uint32_t type, n_dims;
+    uint64_t ne[2];                     /* innermost first */
+    uint64_t bytes, offset;
+    int64_t head_rows;                  /* > 0: rows permuted into interleaved pairs, per head of this many */
+} out_tensor;
+
+typedef struct to_gguf {
+    const snug_checkpoint *ck;
+    const snug_arch_info *fam;
+    const char *arch;                   /* general.architecture */
+    out_tensor *t;
+    int32_t n;
+    float rope_freqs[SNUG_MAX_ROPE_FACTORS];
+} to_gguf;
+
+/* The GGUF type of a float dtype; 0 with *ok false for any other. */
+static uint32_t ggml_type_of(snug_dtype dt, bool *ok)
+{
+    *ok = true;
+    if (dt == SNUG_DTYPE_F32) return SNUG_GGML_F32;
+    if (dt == SNUG_DTYPE_F16) return SNUG_GGML_F16;
+    if (dt == SNUG_DTYPE_BF16) return SNUG_GGML_BF16;
+    *ok = false;
+    return 0;
+}
+
+/* Llama 3.1's rope scaling as llama.cpp's converter writes it: for
+ * frequency i of wavelength w, 1 where w < original / high, factor where
+ * w > original / low, else 1 / ((1 - s) / factor + s) with s = (original /
+ * w - low) / (high - low). */
+static void llama3_factors(const snug_model_config *c, float *out)
+{
+    const snug_rope_scaling *rs = &c->rope_scaling;
+    int32_t rot = snug_config_rot_dims(c);
+    double orig = (double)rs->original_max_position_embeddings;
+    for (int32_t i = 0; i < rot / 2; i++) {
+        double w = 2 * M_PI * pow(c->rope_theta, (double)(2 * i) / (double)rot);
+        double f = 1.0;
+        if (w > orig / rs->low_freq_factor) {
+            f = rs->factor;
+        } else if (w >= orig / rs->high_freq_factor) {
+            double s = (orig / w - rs->low_freq_factor) / (rs->high_freq_factor - rs->low_freq_factor);
+            f = 1.0 / ((1 - s) / rs->factor + s);
+        }
+        out[i] = (float)f;
+    }
+}
+
+/* Appends a tensor of values (F32, n of them). */
+static void add_values(to_gguf *g, const char *name, const float *values, int32_t n)
+{
+    out_tensor *o = &g->t[g->n++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->values = values;
+    o->type = SNUG_GGML_F32;
+    o->n_dims = 1;
+    o->ne[0] = (uint64_t)n;
+    o->ne[1] = 1;
+    o->bytes = 4 * (uint64_t)n;
+}
+
+/* Whether checkpoint tensor name holds rows that rope turns: q_proj's and
+ * k_proj's weight or bias. */
+static bool rotary_rows(const char *name)
+{
+    return strstr(name, "self_attn.q_proj.") != NULL || strstr(name, "self_attn.k_proj.") != NULL;
+}
+
+/* Lists the file's tensors: every checkpoint tensor the model uses (under
+ * its GGUF name, each of a float type), then the rope factors. */
+static snug_status list_tensors(to_gguf *g, snug_error *err)
+{
+    const snug_checkpoint *ck = g->ck;
+    const snug_model_config *c = &ck->config;
+    char shown[SNUG_SHOWN_MAX];
+    for (int64_t i = 0; i < ck->n_tensors; i++) {
+        const snug_st_tensor *t = ck->entries[i].tensor;
+        size_t len = strlen(t->name);
+        if ((len >= 19 && strcmp(t->name + len - 19, "rotary_emb.inv_freq") == 0) ||
+            (c->tie_word_embeddings && strcmp(t->name, "lm_head.weight") == 0))
+            continue; /* what the loader ignores too */
+        out_tensor *o = &g->t[g->n];
+        memset(o, 0, sizeof *o);
+        bool ok;
+        o->type = ggml_type_of(t->dtype, &ok);
+        if (!snug_gguf_tensor_name(c->arch, t->name, o->name, sizeof o->name))
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no GGUF name in a %s model", ck->dir,
+                               snug_str_shown(t->name, shown, sizeof shown), g->arch);
+        if (!ok || t->n_dims < 1 || t->n_dims > 2)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' is %s of %d dimensions; snug writes GGUF "
+                               "from F32, F16 or BF16 matrices and vectors", ck->dir, o->name,
+                               snug_dtype_name(t->dtype), t->n_dims);
+        o->src = t;
+        o->file = ck->files[ck->entries[i].file];
+        o->n_dims = (uint32_t)t->n_dims;
+        o->ne[0] = (uint64_t)(t->n_dims == 2 ? t->shape[1] : t->shape[0]);
+        o->ne[1] = t->n_dims == 2 ? (uint64_t)t->shape[0] : 1;
+        o->bytes = t->end - t->begin;
+        if (g->fam->gguf_interleaved && rotary_rows(t->name))
+            o->head_rows = c->head_dim;
+        g->n++;
+    }
+    const snug_rope_scaling *rs = &c->rope_scaling;
+    if (rs->type == SNUG_ROPE_LLAMA3) {
+        llama3_factors(c, g->rope_freqs);
+        add_values(g, "rope_freqs.weight", g->rope_freqs, snug_config_rot_dims(c) / 2);
+    } else if (rs->type == SNUG_ROPE_LONGROPE) {
+        add_values(g, "rope_factors_long.weight", rs->long_factor, rs->n_factors);
+        add_values(g, "rope_factors_short.weight", rs->short_factor, rs->n_factors);
+    }
+    uint64_t off = 0;
+    for (int32_t i = 0; i < g->n; i++) {
+        g->t[i].offset = off;
+        off += snug_round_up(g->t[i].bytes, ALIGNMENT);
+    }
+    return SNUG_OK;
+}
+
+/* Builds (or, with h->p NULL, measures) the whole header. */
+static void build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv)
+{
+    const snug_model_config *c = &g->ck->config;
+    const snug_rope_scaling *rs = &c->rope_scaling;
+    char key[128];
+    const char *a = g->arch;
+    snug_gguf_put_start(h, (uint64_t)g->n, n_kv);
+    snug_gguf_put_string(h, "general.architecture", a);
+    snug_gguf_put_u32(h, "general.alignment", ALIGNMENT);
+#define ARCH_KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    snug_gguf_put_u32(h, ARCH_KEY("embedding_length"), (uint32_t)c->hidden_size);
+    snug_gguf_put_u32(h, ARCH_KEY("feed_forward_length"), (uint32_t)c->intermediate_size);
+    snug_gguf_put_u32(h, ARCH_KEY("block_count"), (uint32_t)c->n_layers);
+    snug_gguf_put_u32(h, ARCH_KEY("attention.head_count"), (uint32_t)c->n_heads);
+    snug_gguf_put_u32(h, ARCH_KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    snug_gguf_put_u32(h, ARCH_KEY("attention.key_length"), (uint32_t)c->head_dim);
+    snug_gguf_put_u32(h, ARCH_KEY("attention.value_length"), (uint32_t)c->head_dim);
+    snug_gguf_put_u32(h, ARCH_KEY("rope.dimension_count"), (uint32_t)snug_config_rot_dims(c));
+    snug_gguf_put_u32(h, ARCH_KEY("context_length"),
+                      (uint32_t)SNUG_MIN(c->max_position_embeddings, (int64_t)UINT32_MAX));
+    snug_gguf_put_f32(h, ARCH_KEY("rope.freq_base"), (float)c->rope_theta);
+    snug_gguf_put_f32(h, ARCH_KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_norm_eps);
+    if (rs->type == SNUG_ROPE_LINEAR) {
+        snug_gguf_put_string(h, ARCH_KEY("rope.scaling.type"), "linear");
+        snug_gguf_put_f32(h, ARCH_KEY("rope.scaling.factor"), (float)rs->factor);
+    } else if (rs->type == SNUG_ROPE_LONGROPE) {
+        snug_gguf_put_u32(h, ARCH_KEY("rope.scaling.original_context_length"),
+                          (uint32_t)rs->original_max_position_embeddings);
+        if (rs->attention_factor > 0) snug_gguf_put_f32(h, ARCH_KEY("rope.scaling.attn_factor"), (float)rs->attention_factor);
+    }
+#undef ARCH_KEY
+    if (c->bos_token_id >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
+    if (c->n_eos > 0) snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
+    for (int32_t i = 0; i < g->n; i++)
+        snug_gguf_put_tensor(h, g->t[i].name, g->t[i].n_dims, g->t[i].ne, g->t[i].type, g->t[i].offset);
+    snug_gguf_put_pad(h, ALIGNMENT);
+}
+
+/* Permutes whole heads of half-split rotary rows (row p * head/2 + i) into
+ * interleaved pairs (row 2i + p): n_rows rows of row_bytes. */
+static void interleave_heads(const unsigned char *src, unsigned char *dst, int64_t n_rows, int64_t head,
+                             size_t row_bytes)
+{
+    int64_t half = head / 2;
+    for (int64_t h0 = 0; h0 < n_rows; h0 += head)
+        for (int64_t p = 0; p < 2; p++)
+            for (int64_t i = 0; i < half; i++)
+                memcpy(dst + (size_t)(h0 + 2 * i + p) * row_bytes, src + (size_t)(h0 + p * half + i) * row_bytes,
+                       row_bytes);
+}
+
+/* Writes tensor o's data at file offset `at`, through the two staging
+ * buffers of STAGING_BYTES. */
+static snug_status write_tensor(const out_tensor *o, int fd, const char *path, uint64_t at, unsigned char *a,
+                                unsigned char *b, snug_error *err)
+{
+    if (o->values) return snug_pwrite_full(fd, o->values, (size_t)o->bytes, at, path, err);
+    /* a bias's values are its rows when they are permuted */
+    int64_t n_rows = o->n_dims == 2 ? (int64_t)o->ne[1] : o->head_rows > 0 ? (int64_t)o->ne[0] : 1;
+    size_t row_bytes = (size_t)(o->bytes / (uint64_t)n_rows);
+    int64_t step_rows = o->head_rows > 0 ? o->head_rows : (int64_t)SNUG_MAX((size_t)1, STAGING_BYTES / row_bytes);
+    if ((size_t)step_rows * row_bytes > STAGING_BYTES)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s': a head of %lld rows of %zu bytes is more than "
+                           "the %d bytes of staging", path, o->name, (long long)step_rows, row_bytes, STAGING_BYTES);
+    snug_status st = SNUG_OK;
+    for (int64_t r = 0; st == SNUG_OK && r < n_rows; r += step_rows) {
+        int64_t n = SNUG_MIN(step_rows, n_rows - r);
+        size_t bytes = (size_t)n * row_bytes;
+        st = snug_st_read(o->file, o->src, (uint64_t)r * row_bytes, a, bytes, err);
+        if (st == SNUG_OK && o->head_rows > 0) interleave_heads(a, b, n, o->head_rows, row_bytes);
+        if (st == SNUG_OK) st = snug_pwrite_full(fd, o->head_rows > 0 ? b : a, bytes, at + (uint64_t)r * row_bytes, path, err);
+    }
+    return st;
+}
+
+/* Writes g's header and data to the new file path. */
+static snug_status write_file(const to_gguf *g, const char *path, snug_error *err)
+{
+    snug_gguf_header h = {0};
+    build_header(g, &h, 0);
+    uint64_t n_kv = h.n_kv;
+    h = (snug_gguf_header){.cap = h.len};
+    h.p = snug_mem_alloc(SNUG_MEM_STAGING, h.cap, err);
+    unsigned char *a = h.p ? snug_mem_alloc(SNUG_MEM_STAGING, STAGING_BYTES, err) : NULL;
+    unsigned char *b = a ? snug_mem_alloc(SNUG_MEM_STAGING, STAGING_BYTES, err) : NULL;
+    int fd = -1;
+    snug_status st = b ? snug_file_create(path, &fd, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
+    if (st == SNUG_OK) {
+        build_header(g, &h, n_kv);
+        st = snug_pwrite_full(fd, h.p, h.len, 0, path, err);
+    }
+    for (int32_t i = 0; st == SNUG_OK && i < g->n; i++) st = write_tensor(&g->t[i], fd, path, h.len + g->t[i].offset, a, b, err);
+    if (fd >= 0) {
+        snug_status cs = snug_file_close(fd, path, st == SNUG_OK ? err : NULL);
+        if (st == SNUG_OK) st = cs;
+        if (st != SNUG_OK) unlink(path);
+    }
+    snug_mem_free(b);
+    snug_mem_free(a);
+    snug_mem_free(h.p);
+    return st;
+}
+
+snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_error *err)
+{
+    snug_checkpoint *ck = NULL;
+    to_gguf g = {0};
+    snug_status st = snug_checkpoint_open(dir, &ck, err);
+    if (st != SNUG_OK) return st;
+    const snug_model_config *c = &ck->config;
+    g.ck = ck;
+    g.fam = snug_arch_get(c->arch);
+    g.arch = g.fam->gguf ? g.fam->gguf : "llama"; /* llama.cpp writes Mistral as llama */
+    snug_rope_type rt = c->rope_scaling.type;
+    if (ck->gguf)
+        st = snug_errorf(err, SNUG_INVALID, "%s: already a GGUF file", dir);
+    else if (rt != SNUG_ROPE_DEFAULT && rt != SNUG_ROPE_LINEAR && rt != SNUG_ROPE_LLAMA3 && rt != SNUG_ROPE_LONGROPE)
+        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: rope scaling '%s' has no GGUF form snug writes (default, "
+                         "linear, llama3, longrope)", dir, snug_rope_type_name(rt));
+    else if (c->sliding_window > 0 && g.fam->window != SNUG_WINDOW_NONE)
+        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: a sliding window of %lld has no GGUF key for %s", dir,
+                         (long long)c->sliding_window, g.arch);
+    if (st == SNUG_OK) {
+        g.t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(ck->n_tensors + EXTRA_TENSORS) * sizeof *g.t, err);
+        st = g.t ? list_tensors(&g, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);
+    }
+    if (st == SNUG_OK) st = write_file(&g, out_path, err);
+    snug_mem_free(g.t);
+    snug_checkpoint_close(ck);
+    return st;
+}
