@@ -53,6 +53,7 @@
 #include "base/rng.h"
 #include "convert/mkmodel.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -79,101 +80,29 @@ typedef struct gg_tensor {
     const float *values;     /* NULL, or the values themselves (rope_freqs.weight) */
 } gg_tensor;
 
-/* The GGUF header as it is built: with p NULL only its length is counted. */
-typedef struct gg_header {
-    unsigned char *p;
-    size_t len, cap;
-} gg_header;
-
-static void put(gg_header *h, const void *src, size_t n)
-{
-    if (h->p) {
-        SNUG_ASSERT(h->len + n <= h->cap);
-        memcpy(h->p + h->len, src, n);
-    }
-    h->len += n;
-}
-
-/* Little-endian integers, whatever the host's byte order. */
-static void put_u32(gg_header *h, uint32_t v)
-{
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(h, b, sizeof b);
-}
-
-static void put_u64(gg_header *h, uint64_t v)
-{
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(h, b, sizeof b);
-}
-
-static void put_f32(gg_header *h, float f)
-{
-    uint32_t v;
-    memcpy(&v, &f, sizeof v);
-    put_u32(h, v);
-}
-
-static void put_str(gg_header *h, const char *s)
-{
-    put_u64(h, strlen(s));
-    put(h, s, strlen(s));
-}
-
-static void kv_u32(gg_header *h, const char *key, uint32_t v)
-{
-    put_str(h, key);
-    put_u32(h, SNUG_GGUF_UINT32);
-    put_u32(h, v);
-}
-
-static void kv_f32(gg_header *h, const char *key, float v)
-{
-    put_str(h, key);
-    put_u32(h, SNUG_GGUF_FLOAT32);
-    put_f32(h, v);
-}
-
 /* Builds (or, with h->p NULL, measures) the header: magic, version, counts,
- * the keys, the tensor infos, and zeros up to the data section's start.
- * Returns the number of keys written. */
-static uint64_t build_header(gg_header *h, const snug_model_config *c, const gg_tensor *t,
-                             int32_t n)
+ * the keys, the tensor infos, and zeros up to the data section's start
+ * (formats/gguf_writer.h). */
+static void build_header(snug_gguf_header *h, const snug_model_config *c, const gg_tensor *t, int32_t n,
+                         uint64_t n_kv)
 {
-    uint64_t n_kv = 12 + (c->head_dim != c->hidden_size / c->n_heads);
-    put(h, "GGUF", 4);
-    put_u32(h, 3);
-    put_u64(h, (uint64_t)n);
-    put_u64(h, n_kv);
-    put_str(h, "general.architecture");
-    put_u32(h, SNUG_GGUF_STRING);
-    put_str(h, "llama");
-    kv_u32(h, "general.alignment", ALIGNMENT);
-    kv_u32(h, "llama.embedding_length", (uint32_t)c->hidden_size);
-    kv_u32(h, "llama.feed_forward_length", (uint32_t)c->intermediate_size);
-    kv_u32(h, "llama.block_count", (uint32_t)c->n_layers);
-    kv_u32(h, "llama.attention.head_count", (uint32_t)c->n_heads);
-    kv_u32(h, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    kv_u32(h, "llama.context_length", (uint32_t)c->max_position_embeddings);
-    kv_f32(h, "llama.rope.freq_base", (float)c->rope_theta);
-    kv_f32(h, "llama.attention.layer_norm_rms_epsilon", (float)c->rms_norm_eps);
-    kv_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
-    kv_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
-    if (c->head_dim != c->hidden_size / c->n_heads) {
-        kv_u32(h, "llama.attention.key_length", (uint32_t)c->head_dim);
-    }
-    for (int32_t i = 0; i < n; i++) {
-        put_str(h, t[i].name);
-        put_u32(h, t[i].n_dims);
-        for (uint32_t d = 0; d < t[i].n_dims; d++) put_u64(h, t[i].ne[d]);
-        put_u32(h, t[i].type);
-        put_u64(h, t[i].offset);
-    }
-    static const unsigned char zeros[ALIGNMENT];
-    put(h, zeros, snug_round_up(h->len, ALIGNMENT) - h->len);
-    return n_kv;
+    snug_gguf_put_start(h, (uint64_t)n, n_kv);
+    snug_gguf_put_string(h, "general.architecture", "llama");
+    snug_gguf_put_u32(h, "general.alignment", ALIGNMENT);
+    snug_gguf_put_u32(h, "llama.embedding_length", (uint32_t)c->hidden_size);
+    snug_gguf_put_u32(h, "llama.feed_forward_length", (uint32_t)c->intermediate_size);
+    snug_gguf_put_u32(h, "llama.block_count", (uint32_t)c->n_layers);
+    snug_gguf_put_u32(h, "llama.attention.head_count", (uint32_t)c->n_heads);
+    snug_gguf_put_u32(h, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
+    snug_gguf_put_u32(h, "llama.context_length", (uint32_t)c->max_position_embeddings);
+    snug_gguf_put_f32(h, "llama.rope.freq_base", (float)c->rope_theta);
+    snug_gguf_put_f32(h, "llama.attention.layer_norm_rms_epsilon", (float)c->rms_norm_eps);
+    snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
+    snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
+    if (c->head_dim != c->hidden_size / c->n_heads)
+        snug_gguf_put_u32(h, "llama.attention.key_length", (uint32_t)c->head_dim);
+    for (int32_t i = 0; i < n; i++) snug_gguf_put_tensor(h, t[i].name, t[i].n_dims, t[i].ne, t[i].type, t[i].offset);
+    snug_gguf_put_pad(h, ALIGNMENT);
 }
 
 /* Bytes of n elements of GGML type `type` (F32, BF16 or a block format). */
@@ -330,7 +259,7 @@ int main(int argc, char **argv)
     snug_status st;
     snug_model_config cfg;
     gg_tensor *t = NULL;
-    gg_header h = {0};
+    snug_gguf_header h = {0};
     float *tmp = NULL;          /* (CHUNK_ELEMS) f32 values before conversion */
     unsigned char *buf = NULL;  /* (CHUNK_ELEMS) elements as written, f32 or bf16 */
     int fd = -1;
@@ -363,15 +292,15 @@ int main(int argc, char **argv)
     }
     uint64_t data_bytes;
     int32_t n = list_tensors(&cfg, seed, ftype, rope ? factors : NULL, t, &data_bytes);
-    build_header(&h, &cfg, t, n); /* measure, then build */
-    h.cap = h.len;
-    h.len = 0;
+    build_header(&h, &cfg, t, n, 0); /* measure (counting the keys), then build */
+    uint64_t n_kv = h.n_kv;
+    h = (snug_gguf_header){.cap = h.len};
     h.p = snug_mem_alloc(SNUG_MEM_OTHER, h.cap, &err);
     if (!h.p) {
         st = SNUG_NOMEM;
         goto fail;
     }
-    uint64_t n_kv = build_header(&h, &cfg, t, n);
+    build_header(&h, &cfg, t, n, n_kv);
 
     st = snug_file_create(path, &fd, &err);
     if (st == SNUG_OK) st = snug_pwrite_full(fd, h.p, h.len, 0, path, &err);
