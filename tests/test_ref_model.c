@@ -2,9 +2,13 @@
  * test_ref_model.c: checks the float64 reference model (tests/support/
  * ref_model.c) that snug's forward pass is tested against: stories260K's
  * logits and greedy ids against the llama2.c run.c fixture, rotary
- * frequencies and rotations worked out by hand, hand-computable tiny models
- * in f16/bf16/f32 (Qwen2 biases, Llama attention_bias, tied and untied
- * heads), and malformed directories.
+ * frequencies and rotations worked out by hand (partial rotary, longrope's
+ * frequencies and attention factor), hand-computable tiny models in
+ * f16/bf16/f32 (Qwen2 biases, Llama attention_bias, tied and untied heads),
+ * tiny Qwen3 and Phi3 models against a forward pass written out in the test
+ * (per-head q/k norms, head_dim apart from hidden/heads, fused qkv and
+ * gate_up, partial rotary, longrope, sliding window), and malformed
+ * directories and configs.
  */
 #include "test.h"
 
@@ -431,12 +435,426 @@ static void test_malformed(void)
     }
 }
 
+/* ---- partial rotary and longrope --------------------------------------------------- */
+
+static void test_rope_partial(void)
+{
+    /* head_dim 8, rotary_dim 4, theta 100: the frequencies are taken over the 4
+     * rotary dims, 100^(-0/4) = 1 and 100^(-2/4) = 0.1 (over the head they
+     * would be 1 and 100^(-2/8) = 0.316) */
+    ref_config c = rope_cfg(8, 100.0);
+    c.rotary_dim = 4;
+    double inv[2];
+    ref_rope_inv_freq(&c, inv);
+    CHECK(fabs(inv[0] - 1.0) < 1e-15 && fabs(inv[1] - 0.1) < 1e-15,
+          "partial inv_freq %.17g %.17g, want 1 0.1", inv[0], inv[1]);
+
+    /* position 2: (x0, x2) turned by 2 rad, (x1, x3) by 0.2 rad (rotate_half
+     * within the 4 rotary dims); x4..x7 exactly as they were. Then the same
+     * with attention factor 1.5: the 4 rotary values times 1.5, the rest not. */
+    for (int scaled = 0; scaled < 2; scaled++) {
+        double af = scaled ? 1.5 : 1.0;
+        c.rope_attn_factor = scaled ? 1.5 : 0.0; /* 0: 1, as a hand-made config */
+        double x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+        memcpy(y, x, sizeof x);
+        ref_rope_rotate(&c, y, 2, inv);
+        double err = 0.0;
+        for (int i = 0; i < 2; i++) {
+            double complex z = af * (x[i] + I * x[i + 2]) * cexp(I * 2.0 * inv[i]);
+            err = fmax(err, fmax(fabs(y[i] - creal(z)), fabs(y[i + 2] - cimag(z))));
+        }
+        /* by hand: cos 2 = -0.41614683654714241, sin 2 = 0.90929742682568170;
+         * (1, 3) -> af (cos 2 - 3 sin 2, 3 cos 2 + sin 2) */
+        err = fmax(err, fabs(y[0] - af * (-0.41614683654714241 - 3 * 0.90929742682568170)));
+        err = fmax(err, fabs(y[2] - af * (3 * -0.41614683654714241 + 0.90929742682568170)));
+        printf("  partial rope (4 of 8 dims, attention factor %g) at position 2: max |err| %.3g\n",
+               af, err);
+        CHECK(err < 1e-14, "partial rotation error %.3g (factor %g)", err, af);
+        CHECK(memcmp(x + 4, y + 4, 4 * sizeof(double)) == 0,
+              "values past rotary_dim changed (factor %g): %g %g %g %g", af, y[4], y[5], y[6], y[7]);
+    }
+}
+
+/* Writes config text into a new directory's config.json and loads it. */
+static int load_config_text(const char *text, ref_config *cfg)
+{
+    char dir[4096], path[4200];
+    test_tmpdir(dir, sizeof dir);
+    write_text(dir, "config.json", text);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = ref_config_load(path, cfg);
+    test_rmtree(dir);
+    return rc;
+}
+
+static void test_longrope_config(void)
+{
+    /* Phi-3-like: hidden 16, 2 heads of 8, partial 0.5 -> rotary_dim 4, two
+     * frequencies, base 1 and 10000^(-2/4) = 0.01. max 131072 / original 4096 =
+     * 32, attention factor sqrt(1 + ln 32 / ln 4096) = sqrt(1 + 5/12) =
+     * sqrt(17/12) = 1.1902380714238083. short {1, 2}: {1, 0.005}; long {4, 8}:
+     * {0.25, 0.00125}. Spelled "su", as older Phi-3 configs do. */
+    static const char *fmt =
+        "{\"model_type\": \"phi3\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+        "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"vocab_size\": 4, "
+        "\"partial_rotary_factor\": 0.5, \"max_position_embeddings\": 131072, "
+        "\"original_max_position_embeddings\": %s, \"sliding_window\": 2047, "
+        "\"rope_scaling\": {\"type\": \"%s\", \"short_factor\": [1, 2], "
+        "\"long_factor\": %s%s}}";
+    char text[1024];
+    ref_config c;
+    snprintf(text, sizeof text, fmt, "4096", "su", "[4, 8]", "");
+    CHECK(load_config_text(text, &c) == 0, "load the longrope config");
+    CHECK(c.rope_kind == REF_ROPE_LONGROPE && c.rotary_dim == 4 && c.head_dim == 8 &&
+              c.rope_n_factors == 2 && !c.rope_long,
+          "kind %d rotary_dim %d head_dim %d factors %d long %d", (int)c.rope_kind, c.rotary_dim,
+          c.head_dim, c.rope_n_factors, (int)c.rope_long);
+    CHECK(c.fused_qkv && c.fused_gate_up && !c.qkv_bias && !c.o_bias && !c.qk_norm,
+          "phi3 description: fused %d %d biases %d %d qk_norm %d", (int)c.fused_qkv,
+          (int)c.fused_gate_up, (int)c.qkv_bias, (int)c.o_bias, (int)c.qk_norm);
+    CHECK(c.sliding_window == 2047, "phi3 sliding_window %d", c.sliding_window);
+    CHECK(fabs(c.rms_norm_eps - 1e-5) < 1e-20, "phi3 default rms_norm_eps %g", c.rms_norm_eps);
+    double af_err = fabs(c.rope_attn_factor - 1.1902380714238083);
+    printf("  longrope attention factor %.17g, |err| %.3g\n", c.rope_attn_factor, af_err);
+    CHECK(af_err < 1e-15, "longrope attention factor %.17g", c.rope_attn_factor);
+    double inv[2], err = 0.0;
+    ref_rope_inv_freq(&c, inv);
+    err = fmax(fabs(inv[0] - 1.0), fabs(inv[1] - 0.005) / 0.005);
+    c.rope_long = true;
+    ref_rope_inv_freq(&c, inv);
+    err = fmax(err, fmax(fabs(inv[0] - 0.25) / 0.25, fabs(inv[1] - 0.00125) / 0.00125));
+    CHECK(err < 1e-14, "longrope inv_freq rel err %.3g", err);
+
+    /* attention_factor given: taken as it is; an original equal to the maximum: 1 */
+    snprintf(text, sizeof text, fmt, "4096", "longrope", "[4, 8]", ", \"attention_factor\": 1.25");
+    CHECK(load_config_text(text, &c) == 0 && c.rope_attn_factor == 1.25,
+          "given attention_factor: %g", c.rope_attn_factor);
+    snprintf(text, sizeof text, fmt, "131072", "longrope", "[4, 8]", "");
+    CHECK(load_config_text(text, &c) == 0 && c.rope_attn_factor == 1.0,
+          "factor 1: attention factor %g", c.rope_attn_factor);
+
+    /* refused: a list of the wrong length, a factor <= 0, yarn */
+    snprintf(text, sizeof text, fmt, "4096", "longrope", "[4, 8, 16]", "");
+    CHECK(load_config_text(text, &c) != 0, "long_factor of 3 for 2 frequencies accepted");
+    snprintf(text, sizeof text, fmt, "4096", "longrope", "[4, 0]", "");
+    CHECK(load_config_text(text, &c) != 0, "long_factor 0 accepted");
+    snprintf(text, sizeof text, fmt, "4096", "yarn", "[4, 8]", "");
+    CHECK(load_config_text(text, &c) != 0, "rope type yarn accepted");
+
+    /* partial rotary outside phi3, a sliding layer, an odd rotary_dim: refused */
+    static const char *bad[] = {
+        "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+        "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"vocab_size\": 4, "
+        "\"partial_rotary_factor\": 0.5}",
+        "{\"model_type\": \"qwen3\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+        "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"vocab_size\": 4, "
+        "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+        "{\"model_type\": \"phi3\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+        "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"vocab_size\": 4, "
+        "\"partial_rotary_factor\": 0.375}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(load_config_text(bad[i], &c) != 0, "bad config %zu accepted", i);
+
+    /* qwen3: head_dim 128 when absent (Qwen3Config's default), no biases */
+    CHECK(load_config_text("{\"model_type\": \"qwen3\", \"hidden_size\": 16, "
+                           "\"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+                           "\"num_attention_heads\": 2, \"vocab_size\": 4}", &c) == 0 &&
+              c.head_dim == 128 && c.rotary_dim == 128 && c.qk_norm && !c.qkv_bias && !c.o_bias,
+          "qwen3 defaults: head_dim %d rotary_dim %d qk_norm %d biases %d %d", c.head_dim,
+          c.rotary_dim, (int)c.qk_norm, (int)c.qkv_bias, (int)c.o_bias);
+}
+
+/* ---- tiny Qwen3 and Phi3 models against a forward written out here ---------------- */
+
+/* One layer, one head sharing one kv head, hidden 4, intermediate 2, vocab 3,
+ * head_dim D (qwen3: 2, which is not hidden / heads; phi3: 4 with rotary_dim
+ * R = 2). Weights are 0.9 sin(1.7 i + seed) in f32, norms 1 + 0.5 sin(...),
+ * so that every part changes the logits. */
+typedef struct tiny2 {
+    int D, R;
+    float embed[12], attn_norm[4], wq[16], wk[16], wv[16], wo[16], q_norm[4], k_norm[4];
+    float ffn_norm[4], gate[8], up[8], down[8], norm[4], head[12];
+    float qkv[48], gate_up[16]; /* phi3's fused copies */
+} tiny2;
+
+/* What the expected forward does; the variants prove the test can fail. */
+typedef struct tiny2_run {
+    bool qk_norm, swap_gate_up;
+    int R, window;       /* rotary dims; window 0: all */
+    double inv[2], af;   /* rotary frequencies (R / 2), attention factor */
+} tiny2_run;
+
+static void fill(float *w, int n, double seed, double base, double amp)
+{
+    for (int i = 0; i < n; i++) w[i] = (float)(base + amp * sin(1.7 * i + seed));
+}
+
+static void tiny2_make(tiny2 *m, int D, int R)
+{
+    memset(m, 0, sizeof *m);
+    m->D = D;
+    m->R = R;
+    fill(m->embed, 12, 0.1, 0, 0.9);
+    fill(m->attn_norm, 4, 0.2, 1, 0.5);
+    fill(m->wq, 4 * D, 0.3, 0, 0.9);
+    fill(m->wk, 4 * D, 0.4, 0, 0.9);
+    fill(m->wv, 4 * D, 0.5, 0, 0.9);
+    fill(m->wo, 4 * D, 0.6, 0, 0.9);
+    fill(m->q_norm, D, 0.7, 1, 0.5);
+    fill(m->k_norm, D, 0.8, 1, 0.5);
+    fill(m->ffn_norm, 4, 0.9, 1, 0.5);
+    fill(m->gate, 8, 1.0, 0, 0.9);
+    fill(m->up, 8, 1.1, 0, 0.9);
+    fill(m->down, 8, 1.2, 0, 0.9);
+    fill(m->norm, 4, 1.3, 1, 0.5);
+    fill(m->head, 12, 1.4, 0, 0.9);
+    memcpy(m->qkv, m->wq, 4 * D * sizeof(float));
+    memcpy(m->qkv + 4 * D, m->wk, 4 * D * sizeof(float));
+    memcpy(m->qkv + 8 * D, m->wv, 4 * D * sizeof(float));
+    memcpy(m->gate_up, m->gate, 8 * sizeof(float));
+    memcpy(m->gate_up + 8, m->up, 8 * sizeof(float));
+}
+
+/* y (n) = x / rms(x) * w */
+static void tiny_rms(double *y, const double *x, const float *w, int n)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    for (int i = 0; i < n; i++) y[i] = x[i] / sqrt(ss / n + 1e-6) * w[i];
+}
+
+/* y (rows) = W (rows, cols) x */
+static void tiny_mul(double *y, const float *w, const double *x, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        y[r] = 0.0;
+        for (int c = 0; c < cols; c++) y[r] += (double)w[r * cols + c] * x[c];
+    }
+}
+
+/* Turns head x (D) at position t: the pair (x[i], x[i + R/2]) as one complex
+ * number, times af e^(i t inv[i]); x[R..D) as it is. */
+static void tiny_rope(double *x, int t, const tiny2_run *r)
+{
+    int half = r->R / 2;
+    for (int i = 0; i < half; i++) {
+        double complex z = r->af * (x[i] + I * x[i + half]) * cexp(I * t * r->inv[i]);
+        x[i] = creal(z);
+        x[i + half] = cimag(z);
+    }
+}
+
+/* The logits (n x 3) of tokens toks under run r, written from the
+ * definitions (Qwen3Attention, Phi3Attention, the Llama MLP). */
+static void tiny2_expect(const tiny2 *m, const tiny2_run *r, const int32_t *toks, int n,
+                         double *logits)
+{
+    int D = m->D;
+    double x[4][4], q[4][4], k[4][4], v[4][4], h[4];
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < 4; i++) x[t][i] = m->embed[toks[t] * 4 + i];
+        tiny_rms(h, x[t], m->attn_norm, 4);
+        tiny_mul(q[t], m->wq, h, D, 4);
+        tiny_mul(k[t], m->wk, h, D, 4);
+        tiny_mul(v[t], m->wv, h, D, 4);
+        if (r->qk_norm) {
+            tiny_rms(q[t], q[t], m->q_norm, D);
+            tiny_rms(k[t], k[t], m->k_norm, D);
+        }
+        tiny_rope(q[t], t, r);
+        tiny_rope(k[t], t, r);
+    }
+    for (int t = 0; t < n; t++) {
+        double p[4], sum = 0.0, a[4] = {0}, o[4], g[2], u[2], mid[2], d[4], y[4];
+        int s0 = r->window && t - r->window + 1 > 0 ? t - r->window + 1 : 0;
+        for (int s = s0; s <= t; s++) {
+            double dot = 0.0;
+            for (int i = 0; i < D; i++) dot += q[t][i] * k[s][i];
+            p[s] = exp(dot / sqrt((double)D)); /* small scores: no max needed */
+            sum += p[s];
+        }
+        for (int s = s0; s <= t; s++)
+            for (int i = 0; i < D; i++) a[i] += p[s] / sum * v[s][i];
+        tiny_mul(o, m->wo, a, 4, D);
+        for (int i = 0; i < 4; i++) x[t][i] += o[i];
+        tiny_rms(h, x[t], m->ffn_norm, 4);
+        tiny_mul(g, r->swap_gate_up ? m->up : m->gate, h, 2, 4);
+        tiny_mul(u, r->swap_gate_up ? m->gate : m->up, h, 2, 4);
+        for (int i = 0; i < 2; i++) mid[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+        tiny_mul(d, m->down, mid, 4, 2);
+        for (int i = 0; i < 4; i++) x[t][i] += d[i];
+        tiny_rms(y, x[t], m->norm, 4);
+        tiny_mul(logits + t * 3, m->head, y, 3, 4);
+    }
+}
+
+/* Writes m into dir as qwen3 (separate projections, q/k norms) or phi3 (fused
+ * qkv_proj and gate_up_proj) with config text cfg_text; without_q_norm
+ * leaves q_norm out (a flaw the loader must catch). */
+static void tiny2_write(const char *dir, const tiny2 *m, bool phi3, const char *cfg_text,
+                        bool without_q_norm)
+{
+    int D = m->D;
+    write_text(dir, "config.json", cfg_text);
+    tensor_spec specs[20];
+    int n = 0;
+    specs[n++] = (tensor_spec){"model.embed_tokens.weight", "F32", 3, 4, m->embed};
+    specs[n++] = (tensor_spec){"model.layers.0.input_layernorm.weight", "F32", 4, 0, m->attn_norm};
+    if (phi3) {
+        specs[n++] = (tensor_spec){"model.layers.0.self_attn.qkv_proj.weight", "F32", 3 * D, 4, m->qkv};
+    } else {
+        specs[n++] = (tensor_spec){"model.layers.0.self_attn.q_proj.weight", "F32", D, 4, m->wq};
+        specs[n++] = (tensor_spec){"model.layers.0.self_attn.k_proj.weight", "F32", D, 4, m->wk};
+        specs[n++] = (tensor_spec){"model.layers.0.self_attn.v_proj.weight", "F32", D, 4, m->wv};
+        if (!without_q_norm)
+            specs[n++] = (tensor_spec){"model.layers.0.self_attn.q_norm.weight", "F32", D, 0, m->q_norm};
+        specs[n++] = (tensor_spec){"model.layers.0.self_attn.k_norm.weight", "F32", D, 0, m->k_norm};
+    }
+    specs[n++] = (tensor_spec){"model.layers.0.self_attn.o_proj.weight", "F32", 4, D, m->wo};
+    specs[n++] = (tensor_spec){"model.layers.0.post_attention_layernorm.weight", "F32", 4, 0, m->ffn_norm};
+    if (phi3) {
+        specs[n++] = (tensor_spec){"model.layers.0.mlp.gate_up_proj.weight", "F32", 4, 4, m->gate_up};
+    } else {
+        specs[n++] = (tensor_spec){"model.layers.0.mlp.gate_proj.weight", "F32", 2, 4, m->gate};
+        specs[n++] = (tensor_spec){"model.layers.0.mlp.up_proj.weight", "F32", 2, 4, m->up};
+    }
+    specs[n++] = (tensor_spec){"model.layers.0.mlp.down_proj.weight", "F32", 4, 2, m->down};
+    specs[n++] = (tensor_spec){"model.norm.weight", "F32", 4, 0, m->norm};
+    specs[n++] = (tensor_spec){"lm_head.weight", "F32", 3, 4, m->head};
+    write_safetensors(dir, "model.safetensors", specs, n, FLAW_NONE);
+}
+
+static double max_diff(const double *a, const double *b, int n)
+{
+    double d = 0.0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs(a[i] - b[i]));
+    return d;
+}
+
+/* Runs m from dir and compares with the expected logits of run r; variants
+ * (other runs) must differ from r by more than 1e-6, far above the 1e-12 it
+ * allows, so that the check could fail. */
+static void tiny2_check(ref_model *m, const tiny2 *t, const tiny2_run *r, const tiny2_run *variants,
+                        int n_variants, const char *what)
+{
+    enum { N = 4 };
+    static const int32_t toks[N] = {2, 0, 1, 2};
+    double got[N * 3], want[N * 3], other[N * 3];
+    CHECK(ref_model_forward(m, toks, N, got) == 0, "%s: forward", what);
+    tiny2_expect(t, r, toks, N, want);
+    double err = max_diff(got, want, N * 3), sep = INFINITY;
+    for (int i = 0; i < n_variants; i++) {
+        tiny2_expect(t, &variants[i], toks, N, other);
+        sep = fmin(sep, max_diff(other, want, N * 3));
+    }
+    printf("  %s: max |err| %.3g (nearest wrong variant %.3g away)\n", what, err, sep);
+    CHECK(err < 1e-12, "%s: logits error %.3g", what, err);
+    CHECK(sep > 1e-6, "%s: a variant is only %.3g away: the check could not fail", what, sep);
+}
+
+static void test_tiny_qwen3(void)
+{
+    static tiny2 t;
+    tiny2_make(&t, 2, 2);
+    static const char *cfg =
+        "{\"model_type\": \"qwen3\", \"hidden_act\": \"silu\", \"hidden_size\": 4, "
+        "\"intermediate_size\": 2, \"num_hidden_layers\": 1, \"num_attention_heads\": 1, "
+        "\"num_key_value_heads\": 1, \"head_dim\": 2, \"vocab_size\": 3, \"rms_norm_eps\": 1e-6, "
+        "\"rope_theta\": 100.0, \"tie_word_embeddings\": false, \"attention_bias\": false, "
+        "\"use_sliding_window\": false, \"sliding_window\": null}";
+    char dir[4096];
+    test_tmpdir(dir, sizeof dir);
+    tiny2_write(dir, &t, false, cfg, false);
+    ref_model *m = ref_model_load(dir);
+    CHECK(m != NULL, "load the tiny qwen3 model");
+    if (m) {
+        /* head_dim 2: one frequency, theta^0 = 1 */
+        tiny2_run r = {.qk_norm = true, .R = 2, .inv = {1.0}, .af = 1.0};
+        tiny2_run no_norm = r, gate_up = r;
+        no_norm.qk_norm = false;
+        gate_up.swap_gate_up = true;
+        tiny2_run variants[] = {no_norm, gate_up};
+        tiny2_check(m, &t, &r, variants, 2, "tiny qwen3 (q/k norm per head, head_dim 2 of hidden 4)");
+    }
+    ref_model_free(m);
+    test_rmtree(dir);
+
+    test_tmpdir(dir, sizeof dir);
+    tiny2_write(dir, &t, false, cfg, true);
+    m = ref_model_load(dir);
+    CHECK(m == NULL, "qwen3 without q_norm loaded");
+    ref_model_free(m);
+    test_rmtree(dir);
+}
+
+static void test_tiny_phi3(void)
+{
+    static tiny2 t;
+    tiny2_make(&t, 4, 2);
+    static const char *fmt =
+        "{\"model_type\": \"phi3\", \"hidden_act\": \"silu\", \"hidden_size\": 4, "
+        "\"intermediate_size\": 2, \"num_hidden_layers\": 1, \"num_attention_heads\": 1, "
+        "\"num_key_value_heads\": 1, \"vocab_size\": 3, \"rms_norm_eps\": 1e-6, "
+        "\"rope_theta\": 100.0, \"partial_rotary_factor\": 0.5, \"tie_word_embeddings\": false, "
+        "\"max_position_embeddings\": 8192, \"original_max_position_embeddings\": 4096, %s}";
+    char dir[4096], cfg[2048];
+
+    /* partial rotary (2 of 4 dims), fused qkv and gate_up, no window, default rope */
+    snprintf(cfg, sizeof cfg, fmt, "\"sliding_window\": null, \"rope_scaling\": null");
+    test_tmpdir(dir, sizeof dir);
+    tiny2_write(dir, &t, true, cfg, false);
+    ref_model *m = ref_model_load(dir);
+    CHECK(m != NULL, "load the tiny phi3 model");
+    if (m) {
+        tiny2_run r = {.R = 2, .inv = {1.0}, .af = 1.0};
+        tiny2_run full = r, gate_up = r;
+        full.R = 4; /* the whole head turned: frequencies 1, 100^(-1/2) */
+        full.inv[1] = 0.1;
+        gate_up.swap_gate_up = true;
+        tiny2_run variants[] = {full, gate_up};
+        tiny2_check(m, &t, &r, variants, 2, "tiny phi3 (fused qkv/gate_up, rope on 2 of 4 dims)");
+    }
+    ref_model_free(m);
+    test_rmtree(dir);
+
+    /* longrope and a window of 2: 8192 / 4096 = 2, attention factor
+     * sqrt(1 + ln 2 / ln 4096) = sqrt(13/12); the one frequency 1 / 2.5 (short)
+     * or 1 / 5 (long) */
+    snprintf(cfg, sizeof cfg, fmt,
+             "\"sliding_window\": 2, \"rope_scaling\": {\"type\": \"longrope\", "
+             "\"short_factor\": [2.5], \"long_factor\": [5.0]}");
+    test_tmpdir(dir, sizeof dir);
+    tiny2_write(dir, &t, true, cfg, false);
+    m = ref_model_load(dir);
+    CHECK(m != NULL, "load the tiny phi3 longrope model");
+    if (m) {
+        double af = sqrt(13.0 / 12.0);
+        tiny2_run r = {.R = 2, .window = 2, .inv = {1.0 / 2.5}, .af = af};
+        tiny2_run no_window = r, no_af = r, longf = r;
+        no_window.window = 0;
+        no_af.af = 1.0;
+        longf.inv[0] = 1.0 / 5.0;
+        tiny2_run variants[] = {no_window, no_af, longf};
+        tiny2_check(m, &t, &r, variants, 3, "tiny phi3 longrope short, window 2");
+        ref_model_set_rope_long(m, true);
+        tiny2_run variants_long[] = {r};
+        tiny2_check(m, &t, &longf, variants_long, 1, "tiny phi3 longrope long, window 2");
+    }
+    ref_model_free(m);
+    test_rmtree(dir);
+}
+
 int main(void)
 {
     RUN(test_stories260k_logits);
     RUN(test_stories260k_greedy);
     RUN(test_rope);
+    RUN(test_rope_partial);
+    RUN(test_longrope_config);
     RUN(test_tiny_models);
+    RUN(test_tiny_qwen3);
+    RUN(test_tiny_phi3);
     RUN(test_malformed);
     return test_summary();
 }

@@ -1,19 +1,29 @@
 /*
  * ref_model.c: the float64 reference forward pass of Hugging Face
- * LlamaForCausalLM / Qwen2ForCausalLM (see ref_model.h). Reads config.json
- * with jansson and the safetensors files with stdio; nothing from src/.
+ * LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM /
+ * Phi3ForCausalLM (see ref_model.h). Reads config.json with jansson and the
+ * safetensors files with stdio; nothing from src/.
  *
- * The forward pass follows transformers' modeling_llama.py step by step:
+ * The forward pass follows transformers' modeling_llama.py step by step, with
+ * what modeling_qwen3.py and modeling_phi3.py add:
  *   x = embed_tokens[token]
  *   per layer: h = rmsnorm(x) * input_layernorm
  *              q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
- *              rotate q and k (half-split rotate_half layout) to the position
- *              a = causal softmax(q k^T / sqrt(head_dim)) v, kv head = q head / group
+ *                (phi3: one qkv_proj whose rows are Wq, Wk, Wv)
+ *              qwen3: each head of q and of k = rmsnorm(head) * q_norm / k_norm
+ *              rotate the first rotary_dim values of each head of q and k
+ *                (half-split rotate_half layout within them) to the position,
+ *                cos and sin scaled by the rope attention factor (longrope)
+ *              a = causal softmax(q k^T / sqrt(head_dim)) v, kv head = q head / group,
+ *                keys limited to the last sliding_window positions when set
  *              x += a Wo^T + bo
  *              h = rmsnorm(x) * post_attention_layernorm
  *              x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *                (phi3: one gate_up_proj whose rows are Wg, Wu)
  *   logits = (rmsnorm(x) * norm) lm_head^T   (lm_head = embed_tokens when tied)
- * Every step is done in double, one plain loop at a time.
+ * Fused tensors are split into the separate matrices when loaded, so the
+ * forward pass is one for every family. Every step is done in double, one
+ * plain loop at a time.
  */
 #include "support/ref_model.h"
 
@@ -32,6 +42,7 @@ typedef struct ref_layer {
     double *wo;              /* (hidden, q_dim) */
     double *bq, *bk, *bv;    /* (q_dim), (kv_dim), (kv_dim); NULL when absent */
     double *bo;              /* (hidden); NULL when absent */
+    double *q_norm, *k_norm; /* (head_dim) each; NULL unless qk_norm */
     double *ffn_norm;        /* (hidden) */
     double *w_gate, *w_up;   /* (inter, hidden) */
     double *w_down;          /* (hidden, inter) */
@@ -43,7 +54,7 @@ struct ref_model {
     ref_layer *layers; /* (n_layers) */
     double *norm;     /* (hidden) */
     double *lm_head;  /* (vocab, hidden); points at embed when tied */
-    double *inv_freq; /* (head_dim / 2) */
+    double *inv_freq; /* (rotary_dim / 2) */
 };
 
 /* One safetensors file: its parsed header and where the data begins. */
@@ -116,10 +127,78 @@ static int get_bool(json_t *root, const char *key, bool *out, bool dflt, const c
     return 0;
 }
 
-static int parse_rope_scaling(json_t *rs, ref_config *cfg, const char *path)
+/* Reads the longrope factor list rs[key] (n positive numbers) into out. */
+static int get_factors(json_t *rs, const char *key, int n, double *out, const char *path)
+{
+    json_t *a = json_object_get(rs, key);
+    if (!json_is_array(a) || json_array_size(a) != (size_t)n) {
+        fprintf(stderr, "ref_model: %s: rope_scaling.%s must be a list of %d numbers "
+                "(rotary_dim / 2)\n", path, key, n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_number(v) || !(json_number_value(v) > 0)) {
+            fprintf(stderr, "ref_model: %s: rope_scaling.%s[%d] must be a number > 0\n", path,
+                    key, i);
+            return -1;
+        }
+        out[i] = json_number_value(v);
+    }
+    return 0;
+}
+
+/* Longrope, as transformers' _compute_longrope_parameters: the factor is
+ * max_position_embeddings / original_max_position_embeddings when the config
+ * names an original (phi3 at the top level; rope_scaling's is taken too),
+ * else rope_scaling.factor with the original = max_position_embeddings; the
+ * attention factor is rope_scaling.attention_factor, or sqrt(1 + ln(factor) /
+ * ln(original)) when factor > 1, or 1. Needs cfg->rotary_dim. */
+static int parse_longrope(json_t *root, json_t *rs, ref_config *cfg, const char *path)
+{
+    int n = cfg->rotary_dim / 2, max_pos = 0;
+    cfg->rope_kind = REF_ROPE_LONGROPE;
+    if (n > REF_ROPE_MAX_FACTORS) {
+        fprintf(stderr, "ref_model: %s: longrope with more than %d frequencies\n", path,
+                REF_ROPE_MAX_FACTORS);
+        return -1;
+    }
+    cfg->rope_n_factors = n;
+    if (get_factors(rs, "short_factor", n, cfg->rope_short_factor, path) ||
+        get_factors(rs, "long_factor", n, cfg->rope_long_factor, path) ||
+        get_int(root, "max_position_embeddings", &max_pos, true, 0, path))
+        return -1;
+    json_t *orig = json_object_get(root, "original_max_position_embeddings");
+    if (!orig || json_is_null(orig)) orig = json_object_get(rs, "original_max_position_embeddings");
+    if (orig && !json_is_null(orig)) {
+        if (!json_is_integer(orig) || json_integer_value(orig) < 1) {
+            fprintf(stderr, "ref_model: %s: original_max_position_embeddings must be an "
+                    "integer >= 1\n", path);
+            return -1;
+        }
+        cfg->rope_original_max_pos = (double)json_integer_value(orig);
+        cfg->rope_factor = (double)max_pos / cfg->rope_original_max_pos;
+    } else {
+        cfg->rope_original_max_pos = max_pos;
+        if (get_num(rs, "factor", &cfg->rope_factor, false, 1.0, path)) return -1;
+    }
+    double computed = cfg->rope_factor <= 1.0
+                          ? 1.0
+                          : sqrt(1.0 + log(cfg->rope_factor) / log(cfg->rope_original_max_pos));
+    if (get_num(rs, "attention_factor", &cfg->rope_attn_factor, false, computed, path)) return -1;
+    if (!(cfg->rope_attn_factor > 0) || !isfinite(cfg->rope_attn_factor)) {
+        fprintf(stderr, "ref_model: %s: longrope attention factor %g is not a number > 0\n",
+                path, cfg->rope_attn_factor);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_rope_scaling(json_t *root, json_t *rs, ref_config *cfg, const char *path)
 {
     cfg->rope_kind = REF_ROPE_DEFAULT;
     cfg->rope_factor = 1.0;
+    cfg->rope_attn_factor = 1.0;
     if (!rs || json_is_null(rs)) return 0;
     if (!json_is_object(rs)) {
         fprintf(stderr, "ref_model: %s: rope_scaling must be an object or null\n", path);
@@ -149,6 +228,8 @@ static int parse_rope_scaling(json_t *rs, ref_config *cfg, const char *path)
             fprintf(stderr, "ref_model: %s: llama3 rope_scaling needs 0 < low < high\n", path);
             return -1;
         }
+    } else if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) {
+        if (parse_longrope(root, rs, cfg, path)) return -1;
     } else {
         fprintf(stderr, "ref_model: %s: rope type \"%s\" not implemented\n", path, type);
         return -1;
@@ -158,6 +239,25 @@ static int parse_rope_scaling(json_t *rs, ref_config *cfg, const char *path)
         return -1;
     }
     return 0;
+}
+
+/* Refuses layer_types other than "full_attention" (qwen2/qwen3 name the
+ * sliding layers there). */
+static int check_layer_types(json_t *root, const char *path)
+{
+    json_t *lt = json_object_get(root, "layer_types");
+    if (!lt || json_is_null(lt)) return 0;
+    size_t i;
+    json_t *v;
+    if (!json_is_array(lt)) goto bad;
+    json_array_foreach(lt, i, v) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "full_attention") != 0) goto bad;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "ref_model: %s: layer_types other than \"full_attention\" not implemented\n",
+            path);
+    return -1;
 }
 
 int ref_config_load(const char *path, ref_config *cfg)
@@ -175,40 +275,57 @@ int ref_config_load(const char *path, ref_config *cfg)
         goto done;
     }
     const char *type = json_string_value(json_object_get(root, "model_type"));
-    if (!type || (strcmp(type, "llama") != 0 && strcmp(type, "qwen2") != 0 && strcmp(type, "mistral") != 0)) {
-        fprintf(stderr, "ref_model: %s: model_type must be \"llama\", \"mistral\" or \"qwen2\"\n", path);
+    bool llama = type && strcmp(type, "llama") == 0, mistral = type && strcmp(type, "mistral") == 0;
+    bool qwen2 = type && strcmp(type, "qwen2") == 0, qwen3 = type && strcmp(type, "qwen3") == 0;
+    bool phi3 = type && strcmp(type, "phi3") == 0;
+    if (!llama && !mistral && !qwen2 && !qwen3 && !phi3) {
+        fprintf(stderr, "ref_model: %s: model_type must be \"llama\", \"mistral\", \"qwen2\", "
+                "\"qwen3\" or \"phi3\"\n", path);
         goto done;
     }
-    /* Mistral: attention sees the last sliding_window positions (itself
-     * included) when sliding_window is a number; null means no window. */
+    /* Mistral and Phi3 (Phi3Model takes the sliding-window mask whenever
+     * config.sliding_window is not None): attention sees the last
+     * sliding_window positions (itself included) when it is a number; null
+     * means no window. Qwen2/Qwen3 have it only with use_sliding_window,
+     * refused below. */
     cfg->sliding_window = 0;
-    if (strcmp(type, "mistral") == 0 && json_is_integer(json_object_get(root, "sliding_window")))
-        cfg->sliding_window = (int)json_integer_value(json_object_get(root, "sliding_window"));
-    cfg->is_qwen2 = strcmp(type, "qwen2") == 0;
+    if ((mistral || phi3) && json_is_integer(json_object_get(root, "sliding_window"))) {
+        json_int_t w = json_integer_value(json_object_get(root, "sliding_window"));
+        if (w < 0 || w > (1 << 30)) {
+            fprintf(stderr, "ref_model: %s: sliding_window %lld out of range\n", path, (long long)w);
+            goto done;
+        }
+        cfg->sliding_window = (int)w;
+    }
     const char *act = json_string_value(json_object_get(root, "hidden_act"));
     if (act && strcmp(act, "silu") != 0) {
         fprintf(stderr, "ref_model: %s: hidden_act \"%s\" not implemented\n", path, act);
         goto done;
     }
     bool mlp_bias = false, use_sliding = false;
+    double partial = 1.0;
     if (get_int(root, "hidden_size", &cfg->hidden_size, true, 0, path) ||
         get_int(root, "intermediate_size", &cfg->intermediate_size, true, 0, path) ||
         get_int(root, "num_hidden_layers", &cfg->n_layers, true, 0, path) ||
         get_int(root, "num_attention_heads", &cfg->n_heads, true, 0, path) ||
         get_int(root, "num_key_value_heads", &cfg->n_kv_heads, false, cfg->n_heads, path) ||
         get_int(root, "vocab_size", &cfg->vocab_size, true, 0, path) ||
-        get_num(root, "rms_norm_eps", &cfg->rms_norm_eps, false, 1e-6, path) ||
+        get_num(root, "rms_norm_eps", &cfg->rms_norm_eps, false, phi3 ? 1e-5 : 1e-6, path) ||
         get_num(root, "rope_theta", &cfg->rope_theta, false, 10000.0, path) ||
+        get_num(root, "partial_rotary_factor", &partial, false, 1.0, path) ||
         get_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, false, path) ||
         get_bool(root, "attention_bias", &cfg->attention_bias, false, path) ||
         get_bool(root, "mlp_bias", &mlp_bias, false, path) ||
-        get_bool(root, "use_sliding_window", &use_sliding, false, path))
+        get_bool(root, "use_sliding_window", &use_sliding, false, path) ||
+        check_layer_types(root, path))
         goto done;
-    if (cfg->hidden_size % cfg->n_heads != 0 && !json_object_get(root, "head_dim")) {
+    /* Qwen3Config's head_dim defaults to 128; the others' to hidden / heads. */
+    if (!qwen3 && cfg->hidden_size % cfg->n_heads != 0 && !json_object_get(root, "head_dim")) {
         fprintf(stderr, "ref_model: %s: hidden_size not divisible by heads\n", path);
         goto done;
     }
-    if (get_int(root, "head_dim", &cfg->head_dim, false, cfg->hidden_size / cfg->n_heads, path))
+    if (get_int(root, "head_dim", &cfg->head_dim, false,
+                qwen3 ? 128 : cfg->hidden_size / cfg->n_heads, path))
         goto done;
     if (mlp_bias || use_sliding) {
         fprintf(stderr, "ref_model: %s: mlp_bias / use_sliding_window not implemented\n", path);
@@ -218,7 +335,29 @@ int ref_config_load(const char *path, ref_config *cfg)
         fprintf(stderr, "ref_model: %s: heads %% kv heads or head_dim %% 2 is not 0\n", path);
         goto done;
     }
-    if (parse_rope_scaling(json_object_get(root, "rope_scaling"), cfg, path)) goto done;
+    /* What the family is, as fields the forward pass reads. Qwen2: q/k/v
+     * biases always, never an o bias. Phi3: no biases at all (Phi3Attention
+     * makes qkv_proj and o_proj with bias=False whatever attention_bias
+     * says), fused qkv and gate_up. Qwen3: attention_bias on all four, per-head
+     * q/k norms. Llama, Mistral: attention_bias on all four. */
+    cfg->qkv_bias = qwen2 || (!phi3 && cfg->attention_bias);
+    cfg->o_bias = !qwen2 && !phi3 && cfg->attention_bias;
+    cfg->qk_norm = qwen3;
+    cfg->fused_qkv = cfg->fused_gate_up = phi3;
+    /* Phi3 turns the first int(head_dim * partial_rotary_factor) values of
+     * each head (apply_rotary_pos_emb splits off the rest); the others'
+     * rope covers the whole head. */
+    if (partial != 1.0 && !phi3) {
+        fprintf(stderr, "ref_model: %s: partial_rotary_factor is read for phi3 only\n", path);
+        goto done;
+    }
+    cfg->rotary_dim = (int)((double)cfg->head_dim * partial);
+    if (!(partial > 0 && partial <= 1.0) || cfg->rotary_dim < 2 || cfg->rotary_dim % 2 != 0) {
+        fprintf(stderr, "ref_model: %s: partial_rotary_factor %g gives rotary_dim %d (must be "
+                "even, in [2, head_dim])\n", path, partial, cfg->rotary_dim);
+        goto done;
+    }
+    if (parse_rope_scaling(root, json_object_get(root, "rope_scaling"), cfg, path)) goto done;
     rc = 0;
 done:
     json_decref(root);
@@ -227,9 +366,15 @@ done:
 
 /* ---- rotary embedding -------------------------------------------------------- */
 
+/* rotary_dim, with 0 (a hand-made config) meaning the whole head */
+static int rope_dims(const ref_config *cfg)
+{
+    return cfg->rotary_dim > 0 ? cfg->rotary_dim : cfg->head_dim;
+}
+
 void ref_rope_inv_freq(const ref_config *cfg, double *inv_freq)
 {
-    int d = cfg->head_dim;
+    int d = rope_dims(cfg);
     for (int i = 0; i < d / 2; i++) {
         double f = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)d);
         if (cfg->rope_kind == REF_ROPE_LINEAR) {
@@ -248,6 +393,8 @@ void ref_rope_inv_freq(const ref_config *cfg, double *inv_freq)
                 double smooth = (orig / wavelen - low) / (high - low);
                 f = (1.0 - smooth) * f / cfg->rope_factor + smooth * f;
             }
+        } else if (cfg->rope_kind == REF_ROPE_LONGROPE) {
+            f = f / (cfg->rope_long ? cfg->rope_long_factor[i] : cfg->rope_short_factor[i]);
         }
         inv_freq[i] = f;
     }
@@ -263,6 +410,15 @@ void ref_rope_apply(double *x, int head_dim, int pos, const double *inv_freq)
         x[i] = x1 * c - x2 * s;
         x[i + half] = x2 * c + x1 * s;
     }
+}
+
+void ref_rope_rotate(const ref_config *cfg, double *x, int pos, const double *inv_freq)
+{
+    int d = rope_dims(cfg);
+    double scale = cfg->rope_attn_factor > 0 ? cfg->rope_attn_factor : 1.0;
+    ref_rope_apply(x, d, pos, inv_freq);
+    if (scale != 1.0)
+        for (int i = 0; i < d; i++) x[i] *= scale;
 }
 
 /* ---- safetensors --------------------------------------------------------------- */
@@ -489,8 +645,9 @@ void ref_model_free(ref_model *m)
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             ref_layer *L = &m->layers[l];
-            double *all[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk,
-                             L->bv, L->bo, L->ffn_norm, L->w_gate, L->w_up, L->w_down};
+            double *all[] = {L->attn_norm, L->wq,     L->wk,     L->wv,   L->wo,
+                             L->bq,        L->bk,     L->bv,     L->bo,   L->q_norm,
+                             L->k_norm,    L->ffn_norm, L->w_gate, L->w_up, L->w_down};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
         }
         free(m->layers);
@@ -502,12 +659,36 @@ void ref_model_free(ref_model *m)
     free(m);
 }
 
+/* Reads the fused matrix name, whose rows are n blocks of rows[i] rows of
+ * cols values each, and splits it into n new arrays *parts[i]. On failure
+ * the parts made so far stay in *parts[] for the caller to free. */
+static int tensor_read_split(ref_files *fs, const char *name, int cols, int n, const int *rows,
+                             double **parts[])
+{
+    int total = 0;
+    for (int i = 0; i < n; i++) total += rows[i];
+    double *fused = NULL;
+    if (tensor_read(fs, name, total, cols, true, &fused)) return -1;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t count = (size_t)rows[i] * (size_t)cols;
+        *parts[i] = malloc(count * sizeof(double));
+        if (!*parts[i]) {
+            fprintf(stderr, "ref_model: %s: out of memory\n", name);
+            free(fused);
+            return -1;
+        }
+        memcpy(*parts[i], fused + off, count * sizeof(double));
+        off += count;
+    }
+    free(fused);
+    return 0;
+}
+
 static int load_layer(ref_files *fs, const ref_config *c, int l, ref_layer *L)
 {
-    int H = c->hidden_size, I = c->intermediate_size;
-    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    bool qkv_bias = c->is_qwen2 || c->attention_bias;
-    bool o_bias = !c->is_qwen2 && c->attention_bias;
+    int H = c->hidden_size, I = c->intermediate_size, D = c->head_dim;
+    int qd = c->n_heads * D, kvd = c->n_kv_heads * D;
     char n[128];
 #define RT(field, suffix, d0, d1, req)                                                \
     do {                                                                              \
@@ -515,19 +696,37 @@ static int load_layer(ref_files *fs, const ref_config *c, int l, ref_layer *L)
         if (tensor_read(fs, n, d0, d1, req, &L->field)) return -1;                    \
     } while (0)
     RT(attn_norm, "input_layernorm.weight", H, 0, true);
-    RT(wq, "self_attn.q_proj.weight", qd, H, true);
-    RT(wk, "self_attn.k_proj.weight", kvd, H, true);
-    RT(wv, "self_attn.v_proj.weight", kvd, H, true);
+    if (c->fused_qkv) {
+        int rows[3] = {qd, kvd, kvd};
+        double **parts[3] = {&L->wq, &L->wk, &L->wv};
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.qkv_proj.weight", l);
+        if (tensor_read_split(fs, n, H, 3, rows, parts)) return -1;
+    } else {
+        RT(wq, "self_attn.q_proj.weight", qd, H, true);
+        RT(wk, "self_attn.k_proj.weight", kvd, H, true);
+        RT(wv, "self_attn.v_proj.weight", kvd, H, true);
+    }
     RT(wo, "self_attn.o_proj.weight", H, qd, true);
-    if (qkv_bias) {
+    if (c->qkv_bias) {
         RT(bq, "self_attn.q_proj.bias", qd, 0, true);
         RT(bk, "self_attn.k_proj.bias", kvd, 0, true);
         RT(bv, "self_attn.v_proj.bias", kvd, 0, true);
     }
-    if (o_bias) RT(bo, "self_attn.o_proj.bias", H, 0, true);
+    if (c->o_bias) RT(bo, "self_attn.o_proj.bias", H, 0, true);
+    if (c->qk_norm) {
+        RT(q_norm, "self_attn.q_norm.weight", D, 0, true);
+        RT(k_norm, "self_attn.k_norm.weight", D, 0, true);
+    }
     RT(ffn_norm, "post_attention_layernorm.weight", H, 0, true);
-    RT(w_gate, "mlp.gate_proj.weight", I, H, true);
-    RT(w_up, "mlp.up_proj.weight", I, H, true);
+    if (c->fused_gate_up) {
+        int rows[2] = {I, I};
+        double **parts[2] = {&L->w_gate, &L->w_up};
+        snprintf(n, sizeof n, "model.layers.%d.mlp.gate_up_proj.weight", l);
+        if (tensor_read_split(fs, n, H, 2, rows, parts)) return -1;
+    } else {
+        RT(w_gate, "mlp.gate_proj.weight", I, H, true);
+        RT(w_up, "mlp.up_proj.weight", I, H, true);
+    }
     RT(w_down, "mlp.down_proj.weight", H, I, true);
 #undef RT
     return 0;
@@ -543,7 +742,7 @@ ref_model *ref_model_load(const char *dir)
     if (ref_config_load(cfg_path, &m->cfg)) goto done;
     const ref_config *c = &m->cfg;
     if (files_open(&fs, dir)) goto done;
-    m->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double));
+    m->inv_freq = malloc((size_t)(c->rotary_dim / 2) * sizeof(double));
     m->layers = calloc((size_t)c->n_layers, sizeof(ref_layer));
     if (!m->inv_freq || !m->layers) goto done;
     ref_rope_inv_freq(c, m->inv_freq);
@@ -569,6 +768,12 @@ done:
         m = NULL;
     }
     return m;
+}
+
+void ref_model_set_rope_long(ref_model *m, bool rope_long)
+{
+    m->cfg.rope_long = rope_long;
+    ref_rope_inv_freq(&m->cfg, m->inv_freq);
 }
 
 const ref_config *ref_model_config(const ref_model *m)
@@ -643,10 +848,16 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
             matvec(q + (size_t)t * qd, L->wq, h, L->bq, qd, H);
             matvec(k + (size_t)t * kvd, L->wk, h, L->bk, kvd, H);
             matvec(v + (size_t)t * kvd, L->wv, h, L->bv, kvd, H);
-            for (int hd = 0; hd < c->n_heads; hd++)
-                ref_rope_apply(q + (size_t)t * qd + (size_t)hd * D, D, t, m->inv_freq);
-            for (int hd = 0; hd < c->n_kv_heads; hd++)
-                ref_rope_apply(k + (size_t)t * kvd + (size_t)hd * D, D, t, m->inv_freq);
+            for (int hd = 0; hd < c->n_heads; hd++) {
+                double *qh = q + (size_t)t * qd + (size_t)hd * D;
+                if (L->q_norm) rmsnorm(qh, qh, L->q_norm, D, c->rms_norm_eps);
+                ref_rope_rotate(c, qh, t, m->inv_freq);
+            }
+            for (int hd = 0; hd < c->n_kv_heads; hd++) {
+                double *kh = k + (size_t)t * kvd + (size_t)hd * D;
+                if (L->k_norm) rmsnorm(kh, kh, L->k_norm, D, c->rms_norm_eps);
+                ref_rope_rotate(c, kh, t, m->inv_freq);
+            }
         }
         /* causal attention, o_proj, residual; then the MLP and its residual */
         for (int t = 0; t < n; t++) {
