@@ -176,6 +176,8 @@ static void check_against_reference(const char *what, const snug_model_config *c
     CHECK(ok, "%s: forward: %s", what, err.msg);
     ref = ok ? ref_model_load(dir) : NULL;
     CHECK(!ok || ref, "%s: reference load", what);
+    if (ref && cfg->rope_scaling.type == SNUG_ROPE_LONGROPE) /* snug picks by the length it runs: the config's */
+        ref_model_set_rope_long(ref, cfg->max_position_embeddings > cfg->rope_scaling.original_max_position_embeddings);
     if (ref) {
         CHECK(ref_model_forward(ref, tokens, N, want) == 0, "%s: reference forward", what);
         double e = rel_err(got, want, (size_t)N * (size_t)cfg->vocab_size);
@@ -302,6 +304,47 @@ static void test_head_dim(void)
 }
 
 /* Max |a - b| over n floats. */
+/* Qwen3: an RMSNorm over each q and k head before rope, head_dim 32 beside
+ * hidden 96 / 6 heads, no biases. */
+static void test_qwen3_like(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_QWEN3, c.head_dim = 32, c.rms_norm_eps = 1e-6;
+    snprintf(c.architecture, sizeof c.architecture, "Qwen3ForCausalLM");
+    check_against_reference("Qwen3 (q/k norms, head_dim 32), f32", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+    check_against_reference("Qwen3 (q/k norms, head_dim 32), bf16", &c, SNUG_DTYPE_BF16, SNUG_DTYPE_BF16, 2e-2);
+}
+
+/* A Phi-3 with LongRoPE's factors set (short ones up to position 64, long
+ * ones beyond): original 64 of 256 positions runs on the long factors and
+ * the derived attention factor; original 256 on the short ones, with an
+ * attention factor given. */
+static snug_model_config phi3_config(int64_t original, double attention_factor)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_PHI3, c.n_rot = 8;
+    snprintf(c.architecture, sizeof c.architecture, "Phi3ForCausalLM");
+    snug_rope_scaling *lr = &c.rope_scaling;
+    *lr = (snug_rope_scaling){.type = SNUG_ROPE_LONGROPE, .factor = 1, .n_factors = 4,
+                              .original_max_position_embeddings = original, .attention_factor = attention_factor};
+    for (int i = 0; i < 4; i++) lr->short_factor[i] = 1.0f + 0.5f * (float)i, lr->long_factor[i] = 2.0f + 3.0f * (float)i;
+    return c;
+}
+
+/* Phi-3: fused qkv_proj and gate_up_proj, rope on 8 of 16 dimensions,
+ * LongRoPE both ways. */
+static void test_phi3_like(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_PHI3, c.n_rot = 8;
+    snprintf(c.architecture, sizeof c.architecture, "Phi3ForCausalLM");
+    check_against_reference("Phi-3 (fused, rope on 8 of 16), f32", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+    c = phi3_config(64, 0);
+    check_against_reference("Phi-3, LongRoPE long factors (64 of 256)", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+    c = phi3_config(256, 0.9);
+    check_against_reference("Phi-3, LongRoPE short factors, factor 0.9", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+}
+
 static double max_diff(const float *a, const float *b, size_t n)
 {
     double d = 0;
@@ -700,17 +743,15 @@ static void *tp_run_rank(void *arg)
 }
 
 /* tp ranks (threads, each with its own weights, cache and model, summing
- * through tp_allreduce) give the reference's logits: o_proj and down_proj
- * row-parallel, qkv and gate_up column-parallel, the KV heads split (tp 2)
- * or replicated (tp 4 over 2 KV heads), the vocabulary split with padding
- * rows that stay zero. */
-static void test_tensor_parallel(void)
+ * through tp_allreduce) give the reference's logits for model c: o_proj
+ * and down_proj row-parallel, qkv and gate_up column-parallel (Phi-3's
+ * fused tensors read as their q, k, v rows and their two halves per rank),
+ * the KV heads split (tp 2) or replicated (tp 4 over 2 KV heads), the
+ * vocabulary split with padding rows that stay zero. */
+static void tensor_parallel_case(const char *what, snug_model_config c)
 {
     snug_error err = {0};
-    snug_model_config c = small_config();
-    c.arch = SNUG_ARCH_QWEN2;
-    snprintf(c.architecture, sizeof c.architecture, "Qwen2ForCausalLM");
-    c.n_heads = 8, c.n_kv_heads = 2, c.qkv_bias = true, c.tie_word_embeddings = true; /* vocab 301 */
+    c.n_heads = 8, c.n_kv_heads = 2; /* vocab 301 */
     char dir[64];
     int32_t tokens[TP_N];
     fill_tokens(tokens, TP_N, c.vocab_size, 21);
@@ -721,6 +762,8 @@ static void test_tensor_parallel(void)
     bool ok = make_model(&c, SNUG_DTYPE_F32, dir, &err);
     CHECK(ok, "mkmodel: %s", err.msg);
     ref = ok ? ref_model_load(dir) : NULL;
+    if (ref && c.rope_scaling.type == SNUG_ROPE_LONGROPE)
+        ref_model_set_rope_long(ref, c.max_position_embeddings > c.rope_scaling.original_max_position_embeddings);
     ok = ok && ref && ref_model_forward(ref, tokens, TP_N, want) == 0;
     for (int tp = 2; ok && tp <= 4; tp += 2) {
         tp_shared sh = {.tp = tp};
@@ -742,15 +785,29 @@ static void test_tensor_parallel(void)
         pthread_barrier_destroy(&sh.barrier);
         if (!all) break;
         double e = rel_err(got, want, n_logits);
-        printf("  tensor parallel %d (one process, ranks as threads): max relative error %.3g (tolerance 1e-04)\n", tp, e);
-        CHECK(e <= 1e-4, "tp %d: %.3g", tp, e);
-        CHECK(pads, "tp %d: a padding row of the vocabulary is not 0", tp);
+        printf("  %s, tensor parallel %d (ranks as threads): max relative error %.3g (tolerance 1e-04)\n", what, tp, e);
+        CHECK(e <= 1e-4, "%s, tp %d: %.3g", what, tp, e);
+        CHECK(pads, "%s, tp %d: a padding row of the vocabulary is not 0", what, tp);
     }
-    CHECK(ok, "reference");
+    CHECK(ok, "%s: reference", what);
     ref_model_free(ref);
     rm_tree(dir);
     free(want);
     free(got);
+}
+
+static void test_tensor_parallel(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_QWEN2, c.qkv_bias = true, c.tie_word_embeddings = true;
+    snprintf(c.architecture, sizeof c.architecture, "Qwen2ForCausalLM");
+    tensor_parallel_case("Qwen2 (biases, tied)", c);
+    c = small_config();
+    c.arch = SNUG_ARCH_QWEN3, c.head_dim = 32;
+    snprintf(c.architecture, sizeof c.architecture, "Qwen3ForCausalLM");
+    tensor_parallel_case("Qwen3 (q/k norms)", c);
+    c = phi3_config(64, 0);
+    tensor_parallel_case("Phi-3 (fused, LongRoPE)", c);
 }
 
 /* One [case] of tests/data/arch/greedy.txt: llama.cpp's run of a GGUF file
@@ -934,6 +991,8 @@ int main(void)
     RUN(test_qwen2_like);
     RUN(test_llama3_rope);
     RUN(test_head_dim);
+    RUN(test_qwen3_like);
+    RUN(test_phi3_like);
     RUN(test_sliding_window);
     RUN(test_batch_chunks_blocks);
     RUN(test_arena_and_bad_steps);
