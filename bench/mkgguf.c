@@ -1,6 +1,6 @@
 /*
- * mkgguf.c: writes a synthetic GGUF file (version 3, llama architecture) at
- * the shapes of a preset of src/convert/mkmodel.h, laid out as an
+ * mkgguf.c: writes a synthetic GGUF file (version 3, the preset's family as
+ * llama.cpp names it) at the shapes of a preset of src/convert/mkmodel.h, laid out as an
  * unquantised llama.cpp export: the matrices in bf16 and the norm weights
  * in f32, since GGUF files keep norms in f32 whatever type the matrices
  * have. Importing it (`snug convert gguf`) therefore gives a checkpoint of
@@ -10,27 +10,23 @@
  *
  *   build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N] [--type T]
  *                      [--llama3-rope FACTOR,LOW,HIGH,ORIGINAL]
- *       NAME: a preset of the llama architecture (default llama-3.2-1b; tiny,
- *       llama-3-8b, tinyllama-1.1b); N: the random seed (default 5); T: the
+ *       NAME: a preset (default llama-3.2-1b; any of mkmodel's: qwen3-1.7b,
+ *       phi-3-mini, ...); N: the random seed (default 5); T: the
  *       matrices' type: bf16 (default), q8_0, q4_0, q6_k, or q4_k_m, which
- *       mixes them as llama.cpp's Q4_K_M does (Q4_K; Q6_K for output.weight
- *       and for attn_v and ffn_down in the first and last eighth of the
- *       layers and every third between), quantized by base/quant.h;
+ *       mixes them as llama.cpp's Q4_K_M does (matrix_type below),
+ *       quantized by base/quant.h;
  *       --llama3-rope: also rope_freqs.weight, Llama 3.1's rope scaling as
  *       llama.cpp's converter writes it, one factor per rotary frequency i
  *       (wavelength w = 2 pi theta^(2i/d)): 1 where w < ORIGINAL / HIGH, FACTOR
  *       where w > ORIGINAL / LOW, else 1 / ((1 - s) / FACTOR + s) with s =
  *       (ORIGINAL / w - LOW) / (HIGH - LOW)
  *
- * What it writes: the keys `snug convert gguf` reads (general.architecture,
- * general.alignment 32, llama.embedding_length, feed_forward_length,
- * block_count, attention.head_count, head_count_kv, context_length,
- * rope.freq_base, attention.layer_norm_rms_epsilon, tokenizer.ggml.bos_token_id
- * and eos_token_id; attention.key_length only when the head size is not
- * hidden / heads; no vocabulary and no rope scaling, which the weights do
- * not depend on), then token_embd.weight, per layer blk.L.{attn_norm,
- * attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,
- * ffn_down}.weight, output_norm.weight and, for a preset without tied
+ * What it writes: the keys of the family as llama.cpp's converter writes
+ * them (formats/gguf_model.h: snug_gguf_model_keys; no vocabulary), then
+ * the tensors the family's checkpoints hold (model/params.h) under
+ * llama.cpp's names: token_embd.weight, per layer blk.L.* (attn_q/k/v or a
+ * fused attn_qkv, biases, q/k norms, ffn_gate and ffn_up or a fused
+ * ffn_up, ...), output_norm.weight and, for a preset without tied
  * embeddings, output.weight. Dimensions are listed innermost first (GGUF
  * order): a matrix of `rows` outputs and `cols` inputs is [cols, rows].
  * Every tensor's data starts on a multiple of 32 bytes.
@@ -53,7 +49,9 @@
 #include "base/rng.h"
 #include "convert/mkmodel.h"
 #include "formats/gguf.h"
+#include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
+#include "model/params.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -81,26 +79,14 @@ typedef struct gg_tensor {
 } gg_tensor;
 
 /* Builds (or, with h->p NULL, measures) the header: magic, version, counts,
- * the keys, the tensor infos, and zeros up to the data section's start
- * (formats/gguf_writer.h). */
+ * the keys of the preset's family as llama.cpp writes them
+ * (formats/gguf_model.h), the tensor infos, and zeros up to the data
+ * section's start. */
 static void build_header(snug_gguf_header *h, const snug_model_config *c, const gg_tensor *t, int32_t n,
                          uint64_t n_kv)
 {
     snug_gguf_put_start(h, (uint64_t)n, n_kv);
-    snug_gguf_put_string(h, "general.architecture", "llama");
-    snug_gguf_put_u32(h, "general.alignment", ALIGNMENT);
-    snug_gguf_put_u32(h, "llama.embedding_length", (uint32_t)c->hidden_size);
-    snug_gguf_put_u32(h, "llama.feed_forward_length", (uint32_t)c->intermediate_size);
-    snug_gguf_put_u32(h, "llama.block_count", (uint32_t)c->n_layers);
-    snug_gguf_put_u32(h, "llama.attention.head_count", (uint32_t)c->n_heads);
-    snug_gguf_put_u32(h, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    snug_gguf_put_u32(h, "llama.context_length", (uint32_t)c->max_position_embeddings);
-    snug_gguf_put_f32(h, "llama.rope.freq_base", (float)c->rope_theta);
-    snug_gguf_put_f32(h, "llama.attention.layer_norm_rms_epsilon", (float)c->rms_norm_eps);
-    snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
-    snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
-    if (c->head_dim != c->hidden_size / c->n_heads)
-        snug_gguf_put_u32(h, "llama.attention.key_length", (uint32_t)c->head_dim);
+    snug_gguf_model_keys(h, c, ALIGNMENT);
     for (int32_t i = 0; i < n; i++) snug_gguf_put_tensor(h, t[i].name, t[i].n_dims, t[i].ne, t[i].type, t[i].offset);
     snug_gguf_put_pad(h, ALIGNMENT);
 }
@@ -132,49 +118,60 @@ static void add_tensor(gg_tensor *t, int32_t *n, uint64_t seed, const char *name
     e->mean = norm ? 1.0f : 0.0f;
 }
 
-/* The type of matrix `name` of layer l (-1 outside the layers) of n
- * layers for the file type `ftype` (a GGML type, or 0 for Q4_K_M's mix). */
-static uint32_t matrix_type(uint32_t ftype, const char *name, int32_t l, int32_t n)
+/* The type of matrix `name` (its GGUF name without "blk.L." and
+ * ".weight") of cols columns in layer l (-1 outside the layers) of n
+ * layers for the file type `ftype` (a GGML type, or 0 for Q4_K_M's mix:
+ * Q6_K for output, for attn_v and ffn_down in the first and last eighth of
+ * the layers and every third between, and for a fused attn_qkv (llama.cpp
+ * gives it Q5_K, which snug does not write: the nearest above), Q4_K
+ * otherwise). Rows that are not whole blocks of 256 fall back as
+ * llama.cpp's do: Q4_K to Q5_0, Q6_K to Q8_0; rows that are not whole
+ * blocks of 32 either stay bf16. */
+static uint32_t matrix_type(uint32_t ftype, const char *name, int64_t cols, int32_t l, int32_t n)
 {
-    if (ftype != 0) return ftype;
+    uint32_t t = ftype;
     bool more_bits = l >= 0 && (l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2);
-    if (strcmp(name, "output") == 0 || (more_bits && (strcmp(name, "attn_v") == 0 || strcmp(name, "ffn_down") == 0)))
-        return SNUG_QTYPE_Q6_K;
-    return SNUG_QTYPE_Q4_K;
+    if (t == 0)
+        t = strcmp(name, "output") == 0 || strcmp(name, "attn_qkv") == 0 ||
+                    (more_bits && (strcmp(name, "attn_v") == 0 || strcmp(name, "ffn_down") == 0))
+                ? SNUG_QTYPE_Q6_K
+                : SNUG_QTYPE_Q4_K;
+    if (t != SNUG_GGML_BF16 && cols % 32 != 0) return SNUG_GGML_BF16;
+    if (cols % 256 != 0 && t == SNUG_QTYPE_Q4_K) return SNUG_QTYPE_Q5_0;
+    if (cols % 256 != 0 && t == SNUG_QTYPE_Q6_K) return SNUG_QTYPE_Q8_0;
+    return t;
 }
 
-/* Lists the tensors of cfg in file order with their data offsets into t
- * (room for 4 + 9 x layers), the matrices of type ftype (matrix_type), then
- * rope_freqs.weight when rope_freqs is given, and returns their number; *data_bytes gets the size of the data section. */
+/* Lists the tensors of cfg (the checkpoint tensors of its family, under
+ * llama.cpp's names) in file order with their data offsets into t (room
+ * for their count + 1), the matrices of type ftype (matrix_type), the 1-D
+ * ones (norms, biases) f32, then rope_freqs.weight when rope_freqs is
+ * given; returns their number, or -1 with err set. *data_bytes gets the
+ * size of the data section. */
 static int32_t list_tensors(const snug_model_config *c, uint64_t seed, uint32_t ftype, const float *rope_freqs,
-                            gg_tensor *t, uint64_t *data_bytes)
+                            gg_tensor *t, int32_t cap, uint64_t *data_bytes, snug_error *err)
 {
-    int64_t h = c->hidden_size, ff = c->intermediate_size;
-    int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
-    int32_t n = 0;
-    char name[NAME_BYTES];
-    add_tensor(t, &n, seed, "token_embd.weight", c->vocab_size, h, matrix_type(ftype, "token_embd", -1, 0));
-    for (int32_t l = 0; l < c->n_layers; l++) {
-        static const struct {
-            const char *name;
-            char rows, cols; /* h: hidden, q, k: kv dim, f: intermediate, 0: a norm */
-        } layer[] = {{"attn_norm", 0, 'h'},   {"attn_q", 'q', 'h'},   {"attn_k", 'k', 'h'},
-                     {"attn_v", 'k', 'h'},    {"attn_output", 'h', 'q'},
-                     {"ffn_norm", 0, 'h'},    {"ffn_gate", 'f', 'h'}, {"ffn_up", 'f', 'h'},
-                     {"ffn_down", 'h', 'f'}};
-        for (size_t k = 0; k < SNUG_ARRAY_LEN(layer); k++) {
-            int64_t dim[2];
-            for (int d = 0; d < 2; d++) {
-                char x = d ? layer[k].cols : layer[k].rows;
-                dim[d] = x == 'h' ? h : x == 'q' ? q : x == 'k' ? kv : x == 'f' ? ff : 0;
-            }
-            snprintf(name, sizeof name, "blk.%d.%s.weight", l, layer[k].name);
-            add_tensor(t, &n, seed, name, dim[0], dim[1], matrix_type(ftype, layer[k].name, l, c->n_layers));
+    snug_tensor_spec *specs = NULL;
+    int32_t n_specs = 0, n = 0;
+    if (snug_params_checkpoint_tensors(c, &specs, &n_specs, err) != SNUG_OK) return -1;
+    for (int32_t i = 0; i < n_specs && n < cap - 1; i++) {
+        char name[NAME_BYTES], base[NAME_BYTES] = "";
+        int layer = -1, used = 0;
+        if (!snug_gguf_tensor_name(c->arch, specs[i].name, name, sizeof name)) {
+            snug_errorf(err, SNUG_INTERNAL, "tensor %s has no GGUF name", specs[i].name);
+            snug_mem_free(specs);
+            return -1;
         }
+        if (sscanf(name, "blk.%d.%n", &layer, &used) != 1) layer = -1, used = 0;
+        snprintf(base, sizeof base, "%s", name + used);
+        char *dot = strrchr(base, '.');
+        if (dot) *dot = '\0';
+        bool vec = specs[i].n_dims == 1;
+        add_tensor(t, &n, seed, name, vec ? 0 : specs[i].rows, vec ? specs[i].rows : specs[i].cols,
+                   matrix_type(ftype, base, vec ? 0 : specs[i].cols, layer, c->n_layers));
+        if (strstr(name, ".bias")) t[n - 1].mean = 0.0f;
     }
-    add_tensor(t, &n, seed, "output_norm.weight", 0, h, SNUG_GGML_F32);
-    if (!c->tie_word_embeddings)
-        add_tensor(t, &n, seed, "output.weight", c->vocab_size, h, matrix_type(ftype, "output", -1, 0));
+    snug_mem_free(specs);
     if (rope_freqs) {
         add_tensor(t, &n, seed, "rope_freqs.weight", 0, c->head_dim / 2, SNUG_GGML_F32);
         t[n - 1].values = rope_freqs;
@@ -265,12 +262,8 @@ int main(int argc, char **argv)
     int fd = -1;
     st = snug_preset_config(preset, &cfg, &err);
     if (st != SNUG_OK) goto fail;
-    if (cfg.arch != SNUG_ARCH_LLAMA || cfg.qkv_bias || cfg.o_bias) {
-        st = snug_errorf(&err, SNUG_UNSUPPORTED, "preset %s is not of the plain llama "
-                         "architecture, the only one the GGUF import converts", preset);
-        goto fail;
-    }
-    t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(4 + 9 * cfg.n_layers) * sizeof *t, &err);
+    int32_t cap = 5 + 12 * cfg.n_layers; /* every family's tensors, and rope_freqs */
+    t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t, &err);
     tmp = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof *tmp, &err);
     buf = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof(float), &err);
     if (!t || !tmp || !buf) {
@@ -291,7 +284,11 @@ int main(int argc, char **argv)
                                                         : (float)(1.0 / ((1 - s) / llama3[0] + s));
     }
     uint64_t data_bytes;
-    int32_t n = list_tensors(&cfg, seed, ftype, rope ? factors : NULL, t, &data_bytes);
+    int32_t n = list_tensors(&cfg, seed, ftype, rope ? factors : NULL, t, cap, &data_bytes, &err);
+    if (n < 0) {
+        st = SNUG_INTERNAL;
+        goto fail;
+    }
     build_header(&h, &cfg, t, n, 0); /* measure (counting the keys), then build */
     uint64_t n_kv = h.n_kv;
     h = (snug_gguf_header){.cap = h.len};

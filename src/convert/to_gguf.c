@@ -35,7 +35,6 @@ typedef struct out_tensor {
 typedef struct to_gguf {
     const snug_checkpoint *ck;
     const snug_arch_info *fam;
-    const char *arch;                   /* general.architecture */
     out_tensor *t;
     int32_t n;
     float rope_freqs[SNUG_MAX_ROPE_FACTORS];
@@ -114,7 +113,7 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
         o->type = ggml_type_of(t->dtype, &ok);
         if (!snug_gguf_tensor_name(c->arch, t->name, o->name, sizeof o->name))
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no GGUF name in a %s model", ck->dir,
-                               snug_str_shown(t->name, shown, sizeof shown), g->arch);
+                               snug_str_shown(t->name, shown, sizeof shown), snug_gguf_arch_name(c->arch));
         if (!ok || t->n_dims < 1 || t->n_dims > 2)
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' is %s of %d dimensions; snug writes GGUF "
                                "from F32, F16 or BF16 matrices and vectors", ck->dir, o->name,
@@ -148,37 +147,8 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
 /* Builds (or, with h->p NULL, measures) the whole header. */
 static void build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv)
 {
-    const snug_model_config *c = &g->ck->config;
-    const snug_rope_scaling *rs = &c->rope_scaling;
-    char key[128];
-    const char *a = g->arch;
     snug_gguf_put_start(h, (uint64_t)g->n, n_kv);
-    snug_gguf_put_string(h, "general.architecture", a);
-    snug_gguf_put_u32(h, "general.alignment", ALIGNMENT);
-#define ARCH_KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
-    snug_gguf_put_u32(h, ARCH_KEY("embedding_length"), (uint32_t)c->hidden_size);
-    snug_gguf_put_u32(h, ARCH_KEY("feed_forward_length"), (uint32_t)c->intermediate_size);
-    snug_gguf_put_u32(h, ARCH_KEY("block_count"), (uint32_t)c->n_layers);
-    snug_gguf_put_u32(h, ARCH_KEY("attention.head_count"), (uint32_t)c->n_heads);
-    snug_gguf_put_u32(h, ARCH_KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
-    snug_gguf_put_u32(h, ARCH_KEY("attention.key_length"), (uint32_t)c->head_dim);
-    snug_gguf_put_u32(h, ARCH_KEY("attention.value_length"), (uint32_t)c->head_dim);
-    snug_gguf_put_u32(h, ARCH_KEY("rope.dimension_count"), (uint32_t)snug_config_rot_dims(c));
-    snug_gguf_put_u32(h, ARCH_KEY("context_length"),
-                      (uint32_t)SNUG_MIN(c->max_position_embeddings, (int64_t)UINT32_MAX));
-    snug_gguf_put_f32(h, ARCH_KEY("rope.freq_base"), (float)c->rope_theta);
-    snug_gguf_put_f32(h, ARCH_KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_norm_eps);
-    if (rs->type == SNUG_ROPE_LINEAR) {
-        snug_gguf_put_string(h, ARCH_KEY("rope.scaling.type"), "linear");
-        snug_gguf_put_f32(h, ARCH_KEY("rope.scaling.factor"), (float)rs->factor);
-    } else if (rs->type == SNUG_ROPE_LONGROPE) {
-        snug_gguf_put_u32(h, ARCH_KEY("rope.scaling.original_context_length"),
-                          (uint32_t)rs->original_max_position_embeddings);
-        if (rs->attention_factor > 0) snug_gguf_put_f32(h, ARCH_KEY("rope.scaling.attn_factor"), (float)rs->attention_factor);
-    }
-#undef ARCH_KEY
-    if (c->bos_token_id >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
-    if (c->n_eos > 0) snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
+    snug_gguf_model_keys(h, &g->ck->config, ALIGNMENT);
     for (int32_t i = 0; i < g->n; i++)
         snug_gguf_put_tensor(h, g->t[i].name, g->t[i].n_dims, g->t[i].ne, g->t[i].type, g->t[i].offset);
     snug_gguf_put_pad(h, ALIGNMENT);
@@ -258,7 +228,6 @@ snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_err
     const snug_model_config *c = &ck->config;
     g.ck = ck;
     g.fam = snug_arch_get(c->arch);
-    g.arch = g.fam->gguf ? g.fam->gguf : "llama"; /* llama.cpp writes Mistral as llama */
     snug_rope_type rt = c->rope_scaling.type;
     if (ck->gguf)
         st = snug_errorf(err, SNUG_INVALID, "%s: already a GGUF file", dir);
@@ -267,7 +236,7 @@ snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_err
                          "linear, llama3, longrope)", dir, snug_rope_type_name(rt));
     else if (c->sliding_window > 0 && g.fam->window != SNUG_WINDOW_NONE)
         st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: a sliding window of %lld has no GGUF key for %s", dir,
-                         (long long)c->sliding_window, g.arch);
+                         (long long)c->sliding_window, snug_gguf_arch_name(c->arch));
     if (st == SNUG_OK) {
         g.t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(ck->n_tensors + EXTRA_TENSORS) * sizeof *g.t, err);
         st = g.t ? list_tensors(&g, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);

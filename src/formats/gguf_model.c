@@ -293,3 +293,48 @@ snug_status snug_gguf_model_config(const snug_gguf_file *g, snug_model_config *c
                                             : SNUG_DTYPE_F32;
     return snug_config_validate(c, g->path, err);
 }
+
+const char *snug_gguf_arch_name(snug_arch arch)
+{
+    const snug_arch_info *fam = snug_arch_get(arch);
+    return fam->gguf ? fam->gguf : "llama";
+}
+
+/* "{arch}.{suffix}" into key (size bytes); returns key. */
+static const char *arch_key(char *key, size_t size, const char *arch, const char *suffix)
+{
+    snprintf(key, size, "%s.%s", arch, suffix);
+    return key;
+}
+
+void snug_gguf_model_keys(snug_gguf_header *h, const snug_model_config *c, uint32_t align)
+{
+    const snug_rope_scaling *rs = &c->rope_scaling;
+    const char *a = snug_gguf_arch_name(c->arch);
+    char k[128];
+    snug_gguf_put_string(h, "general.architecture", a);
+    snug_gguf_put_u32(h, "general.alignment", align);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "embedding_length"), (uint32_t)c->hidden_size);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "feed_forward_length"), (uint32_t)c->intermediate_size);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "block_count"), (uint32_t)c->n_layers);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.head_count"), (uint32_t)c->n_heads);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.key_length"), (uint32_t)c->head_dim);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.value_length"), (uint32_t)c->head_dim);
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "rope.dimension_count"), (uint32_t)snug_config_rot_dims(c));
+    snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "context_length"),
+                      (uint32_t)SNUG_MIN(c->max_position_embeddings, (int64_t)UINT32_MAX));
+    snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "rope.freq_base"), (float)c->rope_theta);
+    snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "attention.layer_norm_rms_epsilon"), (float)c->rms_norm_eps);
+    if (rs->type == SNUG_ROPE_LINEAR) {
+        snug_gguf_put_string(h, arch_key(k, sizeof k, a, "rope.scaling.type"), "linear");
+        snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "rope.scaling.factor"), (float)rs->factor);
+    } else if (rs->type == SNUG_ROPE_LONGROPE) {
+        snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "rope.scaling.original_context_length"),
+                          (uint32_t)rs->original_max_position_embeddings);
+        if (rs->attention_factor > 0)
+            snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "rope.scaling.attn_factor"), (float)rs->attention_factor);
+    }
+    if (c->bos_token_id >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
+    if (c->n_eos > 0) snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
+}

@@ -9,6 +9,7 @@
 #include "base/common.h"
 #include "config.h"
 #include "gguf.h"
+#include "gguf_writer.h"
 
 /* Reads the model configuration of a GGUF file whose general.architecture
  * is a family snug runs (an unknown one is refused naming those it runs):
@@ -29,6 +30,19 @@ bool snug_gguf_tensor_name(snug_arch arch, const char *hf, char *out, size_t siz
  * arch into out ("blk.3.ffn_up.weight" is mlp.gate_up_proj for Phi-3,
  * mlp.up_proj for the others); false when it has none. */
 bool snug_gguf_hf_name(snug_arch arch, const char *gguf, char *out, size_t size);
+
+/* The general.architecture llama.cpp writes for family arch ("llama" for
+ * Mistral, which has no name of its own there). */
+const char *snug_gguf_arch_name(snug_arch arch);
+
+/* Puts the keys of config c as llama.cpp's converter writes them, the
+ * reverse of snug_gguf_model_config: general.architecture and .alignment
+ * (align), the {arch}.* sizes (key_length, value_length and
+ * rope.dimension_count always), rope base, norm epsilon, linear scaling's
+ * type and factor, LongRoPE's original length and attention factor, and
+ * the bos/eos ids. Tensors that carry configuration (rope_freqs,
+ * rope_factors_*) are the caller's. */
+void snug_gguf_model_keys(snug_gguf_header *h, const snug_model_config *c, uint32_t align);
 
 /* Whether GGUF tensor `name` is configuration rather than a weight
  * (rope_freqs.weight: read into the config by snug_gguf_model_config). */
