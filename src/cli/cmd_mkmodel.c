@@ -21,7 +21,7 @@
 
 static const char g_usage[] =
     "snug mkmodel --preset NAME --dtype bf16|f16|f32 [--shards K] [--seed S] [--threads T]\n"
-    "              [--layers N] [--hidden N] [--intermediate N] [--heads N] [--kv-heads N]\n"
+    "              [--layers N] [--hidden N] [--intermediate N] [--heads N] [--kv-heads N] [--vocab N]\n"
     "              [--tokenizer DIR | --no-tokenizer] OUTDIR\n"
     "  the shape options change the preset's (head_dim follows: hidden / heads); the tokenizer\n"
     "  files of DIR (default: the preset family's, from the repository) are copied into OUTDIR";
@@ -93,8 +93,8 @@ int snug_cmd_mkmodel(int argc, char **argv)
     bool no_tokenizer = false;
     snug_mkmodel_opts o = {.dtype = SNUG_DTYPE_NONE, .n_shards = 1, .seed = 0};
     static const char *const shape_names[] = {"--layers", "--hidden", "--intermediate", "--heads",
-                                              "--kv-heads"};
-    int64_t shape[5] = {0}; /* 0: the preset's */
+                                              "--kv-heads", "--vocab"};
+    int64_t shape[6] = {0}; /* 0: the preset's */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int64_t x;
@@ -144,6 +144,14 @@ int snug_cmd_mkmodel(int argc, char **argv)
     if (shape[2]) cfg.intermediate_size = (int32_t)shape[2];
     if (shape[3]) cfg.n_heads = (int32_t)shape[3];
     if (shape[4]) cfg.n_kv_heads = (int32_t)shape[4];
+    if (shape[5]) { /* the special ids that no longer fit go */
+        cfg.vocab_size = (int32_t)shape[5];
+        if (cfg.bos_token_id >= cfg.vocab_size) cfg.bos_token_id = -1;
+        int32_t n = 0;
+        for (int32_t k = 0; k < cfg.n_eos; k++)
+            if (cfg.eos_token_ids[k] < cfg.vocab_size) cfg.eos_token_ids[n++] = cfg.eos_token_ids[k];
+        cfg.n_eos = n;
+    }
     if (shape[1] || shape[3]) cfg.head_dim = cfg.n_heads > 0 ? cfg.hidden_size / cfg.n_heads : 0;
     if ((shape[1] || shape[3]) && cfg.head_dim * cfg.n_heads != cfg.hidden_size) {
         snug_errorf(&err, SNUG_INVALID, "--hidden %d is not a multiple of --heads %d",
