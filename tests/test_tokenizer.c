@@ -10,6 +10,7 @@
 #include "base/mem.h"
 #include "base/fileio.h"
 #include "base/json.h"
+#include "tokenizer/regex.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -483,10 +484,66 @@ static void test_token_bytes(void)
     }
 }
 
+/* Splits text by each of the n patterns in turn, as Hugging Face's Split
+ * with "Isolated" does (each match a piece, and each stretch between
+ * matches one), and writes the pieces joined by '|' into out. */
+static bool split_isolated(const char *const *patterns, int n, const char *text, char *out, size_t size)
+{
+    char pieces[2][512];
+    snprintf(pieces[0], sizeof pieces[0], "%s", text);
+    int cur = 0;
+    for (int k = 0; k < n; k++) {
+        snug_regex *re = NULL;
+        snug_regex_matcher *m = NULL;
+        if (snug_regex_compile(patterns[k], &re, NULL) != SNUG_OK ||
+            snug_regex_matcher_create(re, &m, NULL) != SNUG_OK) {
+            snug_regex_free(re);
+            return false;
+        }
+        char *src = pieces[cur], *dst = pieces[!cur];
+        size_t o = 0;
+        dst[0] = '\0';
+        for (char *piece = src, *next; piece; piece = next) { /* each piece of the stage before */
+            next = strchr(piece, '|');
+            size_t len = next ? (size_t)(next - piece) : strlen(piece), at = 0, b, e;
+            if (next) next++;
+            while (at < len) {
+                bool found = snug_regex_find(re, m, piece, len, at, &b, &e) == 1 && e > b;
+                size_t stop = found ? b : len;
+                if (stop > at) o += (size_t)snprintf(dst + o, 512 - o, "%s%.*s", o ? "|" : "", (int)(stop - at), piece + at);
+                if (found) o += (size_t)snprintf(dst + o, 512 - o, "%s%.*s", o ? "|" : "", (int)(e - b), piece + b);
+                at = found ? e : len;
+            }
+        }
+        cur = !cur;
+        snug_regex_matcher_free(m);
+        snug_regex_free(re);
+    }
+    snprintf(out, size, "%s", pieces[cur]);
+    return true;
+}
+
+/* The pre-splits of GGUF files whose tokenizer.ggml.pre is gpt-4o (o200k:
+ * Phi-4-mini) or deepseek-r1-qwen (three splits in turn), on text worked
+ * out by hand from the patterns. */
+static void test_pre_splits(void)
+{
+    char got[512];
+    const char *o200k[] = {TOK_REGEX_O200K};
+    CHECK(split_isolated(o200k, 1, "Hello WORLD's 12345 don't\n\nokay/", got, sizeof got) &&
+          strcmp(got, "Hello| WORLD's| |123|45| don't|\n\n|okay|/") == 0, "o200k: %s", got);
+    CHECK(split_isolated(o200k, 1, "camelCase iPhone", got, sizeof got) && strcmp(got, "camel|Case| i|Phone") == 0,
+          "o200k splits before capitals: %s", got);
+    CHECK(split_isolated((const char *const *)TOK_REGEX_DEEPSEEK3, 3, "Hello 12345 \xe4\xb8\x96\xe7\x95\x8c!", got,
+                         sizeof got) &&
+          strcmp(got, "Hello| |123|45| |\xe4\xb8\x96\xe7\x95\x8c|!") == 0, "deepseek-v3: %s", got);
+}
+
 int main(void)
 {
     RUN(test_llamacpp_spm);
     RUN(test_llamacpp_gpt2);
+    RUN(test_pre_splits);
     RUN(test_multilingual_tinyllama);
     RUN(test_multilingual_gpt2);
     RUN(test_long_texts);

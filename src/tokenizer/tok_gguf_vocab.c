@@ -9,7 +9,8 @@
  * tokens <0xAB>; add_space_prefix (default true). "gpt2": byte-level, token
  * texts in GPT-2's alphabet (control and user-defined tokens as they are),
  * merged by tokenizer.ggml.merges ("left right"), pre-split as
- * tokenizer.ggml.pre names: gpt-2, llama-bpe (Llama 3), qwen2, smollm. Other
+ * tokenizer.ggml.pre names: gpt-2, llama-bpe (Llama 3), qwen2 (Qwen2, Qwen3),
+ * gpt-4o (Phi-4-mini), deepseek-r1-qwen / deepseek-v3, smollm. Other
  * models and pre-tokenizers are refused, naming them. Special ids
  * (bos/eos/unknown/eot/eom; 0xFFFFFFFF is none), add_bos_token,
  * add_eos_token and tokenizer.chat_template are read too.
@@ -150,13 +151,20 @@ static snug_status set_pre(snug_tokenizer *t, const snug_gguf_file *f, snug_erro
         t->nfc = true;
         return tok_add_split(t, TOK_REGEX_QWEN2, TOK_SPLIT_ISOLATED, err);
     }
+    if (pre && strcmp(pre, "gpt-4o") == 0) /* Phi-4-mini */
+        return tok_add_split(t, TOK_REGEX_O200K, TOK_SPLIT_ISOLATED, err);
+    if (pre && (strcmp(pre, "deepseek-r1-qwen") == 0 || strcmp(pre, "deepseek-v3") == 0)) {
+        for (int i = 0; i < 3 && st == SNUG_OK; i++)
+            st = tok_add_split(t, TOK_REGEX_DEEPSEEK3[i], TOK_SPLIT_ISOLATED, err);
+        return st;
+    }
     if (pre && strcmp(pre, "smollm") == 0) {
         st = tok_add_digits(t, err);
         return st == SNUG_OK ? tok_add_split(t, TOK_REGEX_GPT2, TOK_SPLIT_ISOLATED, err) : st;
     }
     char shown[64];
     return snug_errorf(err, SNUG_UNSUPPORTED, "%s: %s '%s' is not supported (gpt-2, llama-bpe, "
-                       "qwen2 and smollm are)", f->path, K_PRE, pre ? snug_str_shown(pre, shown, sizeof shown)
+                       "qwen2, gpt-4o, deepseek-r1-qwen, deepseek-v3 and smollm are)", f->path, K_PRE, pre ? snug_str_shown(pre, shown, sizeof shown)
                        : "(absent)");
 }
 

@@ -175,8 +175,12 @@ size_t tok_byte_to_char(uint8_t b, char out[2]);
  * bytes); false when a character is not in the alphabet. */
 bool tok_chars_to_bytes(const char *s, size_t n, char *out, size_t *out_len);
 
-/* The regexes of the byte-level families (their reference pre-split). */
-extern const char TOK_REGEX_GPT2[], TOK_REGEX_LLAMA3[], TOK_REGEX_QWEN2[];
+/* The regexes of the byte-level families (their reference pre-split):
+ * GPT-2's, Llama 3's, Qwen2's, o200k's (GPT-4o; Phi-4-mini), and the three
+ * DeepSeek-V3 splits in turn (digits by three, CJK runs, the rest; the
+ * DeepSeek-R1 distills of Qwen). */
+extern const char TOK_REGEX_GPT2[], TOK_REGEX_LLAMA3[], TOK_REGEX_QWEN2[], TOK_REGEX_O200K[];
+extern const char *const TOK_REGEX_DEEPSEEK3[3];
 
 /* Reads the optional tokenizer_config.json and generation_config.json of
  * dir into t: bos/eos tokens and their text, add_bos_token/add_eos_token,
