@@ -415,9 +415,17 @@ expect $C/rope-scaling-not-object.json SNUG_FORMAT \
 cfg $C/rope-no-type.json 'rope_scaling={"factor": 2.0}'
 expect $C/rope-no-type.json SNUG_FORMAT "field 'rope_scaling': no 'rope_type' (or 'type')" \
     "rope_scaling has no rope_type"
-cfg $C/rope-unknown-type.json 'rope_scaling={"rope_type": "su", "factor": 2.0}'
+cfg $C/rope-unknown-type.json 'rope_scaling={"rope_type": "mrope", "factor": 2.0}'
 expect $C/rope-unknown-type.json SNUG_UNSUPPORTED \
-    "field 'rope_scaling': rope type 'su' is not supported" "the rope type is unknown"
+    "field 'rope_scaling': rope type 'mrope' is not supported" "the rope type is unknown"
+cfg $C/rope-longrope-lengths.json 'rope_scaling={"rope_type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2, 3]}' \
+    'original_max_position_embeddings=256'
+expect $C/rope-longrope-lengths.json SNUG_FORMAT "short_factor has 2 factors, long_factor 3" \
+    "LongRoPE's two lists differ in length"
+cfg $C/rope-longrope-count.json 'rope_scaling={"rope_type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2]}' \
+    'original_max_position_embeddings=256'
+expect $C/rope-longrope-count.json SNUG_FORMAT "longrope: 2 short and long factors for 4 rotary frequencies" \
+    "LongRoPE's lists are not one factor per rotary frequency"
 cfg $C/rope-linear-no-factor.json 'rope_scaling={"rope_type": "linear"}'
 expect $C/rope-linear-no-factor.json SNUG_FORMAT \
     "rope_scaling: field 'factor' is missing; expected a number in [1, 1e+06]" \
