@@ -252,6 +252,8 @@ expect "convert to-gguf" 0 "converted" -- "$snug" convert to-gguf "$tmp/phi3" "$
 expect "to-gguf: the same model as GGUF" 0 "fused qkv gate_up" -- "$snug" inspect "$tmp/phi3.gguf"
 expect "to-gguf: the same bytes per rank" 0 "  1                 8,356,608" -- "$snug" inspect "$tmp/phi3.gguf" --tp 2
 expect "to-gguf of a GGUF file" 1 "already a GGUF file" -- "$snug" convert to-gguf "$tmp/phi3.gguf" "$tmp/x.gguf"
+expect "to-gguf and back: converts" 0 "converted" -- "$snug" convert gguf "$tmp/phi3.gguf" "$tmp/phi3-back"
+if cmp -s "$tmp/phi3/model.safetensors" "$tmp/phi3-back/model.safetensors"; then ok "to-gguf and back: the same bytes (Phi-3's fused tensors)"; else fail "to-gguf and back: the same bytes"; fi
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
 # Llama 3.1's rope scaling as a GGUF file holds it (rope_freqs.weight, one factor per rotary
 # frequency, as llama.cpp's converter computes them): read into the config, not a weight
