@@ -164,8 +164,10 @@ static snug_status chat_ids(openai_job *j, char param[64], snug_error *err)
     const char *tpl = j->srv->o.chat_template ? j->srv->o.chat_template
                                               : snug_tokenizer_chat_template(tok);
     snug_chat_failure f;
-    snug_status st = snug_chat_apply_template(tpl, tok, j->req.messages, j->req.tools,
-                                              j->req.add_generation_prompt, &f, &text, &len, err);
+    snug_chat_input in = {.messages = j->req.messages, .tools = j->req.tools,
+                          .kwargs = j->req.chat_template_kwargs,
+                          .add_generation_prompt = j->req.add_generation_prompt};
+    snug_status st = snug_chat_apply_template(tpl, tok, &in, &f, &text, &len, err);
     if (st != SNUG_OK && f.kind != SNUG_TEMPLATE_FAIL_NONE && st != SNUG_NOMEM)
         chat_failed(j, &f, param, err);
     if (st == SNUG_OK) st = encode(j, 0, text, len, true, err);
