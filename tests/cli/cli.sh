@@ -454,6 +454,21 @@ if [[ "$(cat "$tmp/chat.txt")" == "$want" ]]; then ok "chat-template of the bund
 echo '{"a": 1}' >"$tmp/bad-messages.json"
 expect "chat-template bad messages" 1 "expected a list of messages" -- "$snug" chat-template tests/data/chat/qwen2.5.tokenizer_config.json --messages "$tmp/bad-messages.json"
 expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-template models/stories260K
+# Qwen3 (enable_thinking through --kwargs, tools and reasoning from an object of messages) and
+# Phi-3.5: the renderings Jinja2 made (tests/data/chat/render.py, one per row of renderings.tsv)
+while IFS=$'\t' read -r out cfg msgs prompt kwargs; do
+    [[ $out == \#* || -z $out ]] && continue
+    args=()
+    [[ $prompt == 1 ]] && args+=(--generation-prompt)
+    [[ $kwargs != - ]] && args+=(--kwargs "$kwargs")
+    "$snug" chat-template "tests/data/chat/$cfg.tokenizer_config.json" --messages "tests/data/chat/$msgs" \
+        "${args[@]}" >"$tmp/chat.txt" 2>&1
+    if cmp -s "$tmp/chat.txt" "tests/data/chat/$out"; then ok "chat-template $out"; else fail "chat-template $out" "$(head -c 400 "$tmp/chat.txt")"; fi
+done <tests/data/chat/renderings.tsv
+expect "chat-template --kwargs not an object" 1 "--kwargs: expected a JSON object at the top, found an array" \
+    -- "$snug" chat-template tests/data/chat/qwen3.tokenizer_config.json --messages tests/data/chat/messages.json --kwargs '[1]'
+expect "chat-template --kwargs not JSON" 1 "--kwargs: not valid JSON" \
+    -- "$snug" chat-template tests/data/chat/qwen3.tokenizer_config.json --messages tests/data/chat/messages.json --kwargs '{enable_thinking: false}'
 
 # snug profile: the memory plan
 # fail fast: weights over the budget are refused before anything is loaded, at once, the
