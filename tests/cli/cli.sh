@@ -89,6 +89,14 @@ check_json "qwen2 files" "$tmp/q.json" .n_files 2
 expect "mkmodel qwen2-0.5b: the Qwen2 tokenizer and template" 0 "<|im_start|>assistant" \
     -- "$snug" chat-template "$tmp/qwen" --messages tests/data/chat/messages.json --generation-prompt
 expect "qwen2 tp 8" 1 "sizes that work: 1, 2" -- "$snug" inspect "$tmp/qwen" --tp 8
+"$snug" mkmodel --preset qwen3-1.7b --layers 1 --hidden 64 --heads 2 --kv-heads 1 --intermediate 64 --dtype bf16 \
+    "$tmp/qwen3" >/dev/null 2>&1
+# (enable_thinking false: the template closes an empty think block after the generation prompt)
+expect "mkmodel qwen3-1.7b: Qwen3's template, thinking off" 0 "</think>" \
+    -- "$snug" chat-template "$tmp/qwen3" --messages tests/data/chat/messages.json --generation-prompt --kwargs '{"enable_thinking": false}'
+expect "mkmodel qwen3-1.7b: <think> and </think> are single tokens" 0 "151667 151668" \
+    -- "$snug" tokenize "$tmp/qwen3" "<think></think>"
+rm -rf "$tmp/qwen3"
 rm -rf "$tmp/qwen"
 expect "mkmodel unknown preset" 1 "unknown preset 'gpt-9'; presets: tiny" \
     -- "$snug" mkmodel --preset gpt-9 --dtype bf16 "$tmp/x"
