@@ -353,6 +353,52 @@ static void test_fields_refused(void)
     run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
+/* chat_template_kwargs (vLLM's and llama-server's: the template's extra
+ * variables) and thinking_token_budget (vLLM's) read; the template's own
+ * variables and a top-level enable_thinking refused, pointing to the kwargs. */
+static void test_thinking_fields(void)
+{
+    snug_api_request r;
+    if (parses(SNUG_API_CHAT, "{" MSG ", \"chat_template_kwargs\": {\"enable_thinking\": false, "
+                              "\"custom\": [1, \"a\"]}, \"thinking_token_budget\": 7}", &r)) {
+        const json_t *kw = r.chat_template_kwargs;
+        CHECK(json_is_false(json_object_get(kw, "enable_thinking")) &&
+                  json_array_size(json_object_get(kw, "custom")) == 2 && json_object_size(kw) == 2,
+              "chat_template_kwargs as sent");
+        CHECK(r.thinking_token_budget == 7, "thinking_token_budget %d", (int)r.thinking_token_budget);
+        snug_api_request_free(&r);
+    }
+    if (parses(SNUG_API_CHAT, "{" MSG ", \"chat_template_kwargs\": {}, \"thinking_token_budget\": 0}", &r)) {
+        CHECK(r.chat_template_kwargs == NULL, "empty kwargs: none");
+        CHECK(r.thinking_token_budget == 0, "a budget of 0 closes the block at once: %d", (int)r.thinking_token_budget);
+        snug_api_request_free(&r);
+    }
+    if (parses(SNUG_API_CHAT, "{" MSG ", \"chat_template_kwargs\": null, \"thinking_token_budget\": null}", &r)) {
+        CHECK(r.chat_template_kwargs == NULL && r.thinking_token_budget == -1, "nulls: omitted");
+        snug_api_request_free(&r);
+    }
+    if (parses(SNUG_API_CHAT, "{" MSG "}", &r)) {
+        CHECK(r.chat_template_kwargs == NULL && r.thinking_token_budget == -1, "defaults: no kwargs, no budget");
+        snug_api_request_free(&r);
+    }
+    static const bad_case cases[] = {
+        {T, "{" MSG ", \"chat_template_kwargs\": [1]}", "chat_template_kwargs",
+         "expected an object of template variables"},
+        {T, "{" MSG ", \"chat_template_kwargs\": {\"messages\": []}}", "chat_template_kwargs.messages",
+         "request's own field"},
+        {T, "{" MSG ", \"chat_template_kwargs\": {\"tools\": []}}", "chat_template_kwargs.tools",
+         "request's own field"},
+        {T, "{" MSG ", \"chat_template_kwargs\": {\"add_generation_prompt\": false}}",
+         "chat_template_kwargs.add_generation_prompt", "request's own field"},
+        {T, "{" MSG ", \"thinking_token_budget\": -1}", "thinking_token_budget", "[0, 16777216]"},
+        {T, "{" MSG ", \"thinking_token_budget\": 1.5}", "thinking_token_budget", "got the number 1.5"},
+        {T, "{" MSG ", \"enable_thinking\": false}", "enable_thinking", "chat_template_kwargs"},
+        {C, "{\"prompt\": \"x\", \"chat_template_kwargs\": {}}", "chat_template_kwargs", "unknown field"},
+        {C, "{\"prompt\": \"x\", \"thinking_token_budget\": 5}", "thinking_token_budget", "unknown field"},
+    };
+    run_cases(cases, SNUG_ARRAY_LEN(cases));
+}
+
 /* response_format and grammar: what compiles into a grammar, and each way
  * one fails, named down to the place in the schema or grammar. */
 static void test_structured(void)
@@ -959,6 +1005,7 @@ int main(void)
     RUN(test_chat_every_field);
     RUN(test_chat_nulls_after_a_tool_call);
     RUN(test_fields_refused);
+    RUN(test_thinking_fields);
     RUN(test_structured);
     RUN(test_wrong_types);
     RUN(test_out_of_range);

@@ -61,7 +61,8 @@ static void check_failure(const chat_case *c, const char *text, snug_status want
     char *out = NULL;
     size_t len = 0;
     memset(&f, 0x5a, sizeof f);
-    snug_status st = snug_chat_apply_template(text, c->tok, c->messages, NULL, true, &f, &out, &len, &err);
+    snug_chat_input in = {.messages = c->messages, .add_generation_prompt = true};
+    snug_status st = snug_chat_apply_template(text, c->tok, &in, &f, &out, &len, &err);
     CHECK(st == want && out == NULL, "%.60s: %s (%s), want %s", text ? text : "(none)",
           snug_status_str(st), err.msg, snug_status_str(want));
     CHECK(f.kind == kind && f.message == message, "%.60s: kind %d, message %lld; want %d, %lld",
@@ -85,9 +86,8 @@ static void test_tool_call_turn(void)
         char *out = NULL;
         size_t len = 0;
         memset(&f, 0x5a, sizeof f);
-        CHECK_OK(snug_chat_apply_template(c.tinyllama, c.tok, c.messages, NULL, true, &f, &out, &len,
-                                          &err),
-                 &err);
+        snug_chat_input in = {.messages = c.messages, .add_generation_prompt = true};
+        CHECK_OK(snug_chat_apply_template(c.tinyllama, c.tok, &in, &f, &out, &len, &err), &err);
         const char *want = "<|user|>\nWhat is 6*7?</s>\n<|assistant|>\n</s>\n<|user|>\nthanks</s>\n"
                            "<|assistant|>\n";
         CHECK(out && len == strlen(want) && strcmp(out, want) == 0, "rendered:\n[%s]\nwant:\n[%s]",

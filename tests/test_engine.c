@@ -4,8 +4,8 @@
  * a request batched with 31 others gives the same ids as alone; sequences
  * preempted and recomputed give the same ids as never-preempted ones;
  * cancelling frees the blocks; requests that cannot fit are refused; a full
- * queue says so; and serving, from the first submit to the last output,
- * allocates nothing. Then, as `snug generate` plans it (one sequence, short
+ * queue says so; the reasoning budget's forced close; and serving, from the
+ * first submit to the last output, allocates nothing. Then, as `snug generate` plans it (one sequence, short
  * prompt steps), on a small synthetic model carrying a real tokenizer
  * (TinyLlama's, with its chat template): the chat prompt's ids, streamed
  * text against decoding the ids, seeds, stop strings, the model length,
@@ -667,6 +667,85 @@ out:
     snug_engine_close(e);
 }
 
+/* The reasoning budget (think.h) in the step loop: the forced close comes
+ * after budget tokens of the block, in place of what greedy sampling picks
+ * (the reference ids before it), at once with a budget of 0, never when the
+ * model closes the block itself; a block opened by the model (logit bias on
+ * the opening id) counts from there; bad tags are refused; nothing is
+ * allocated. Ids stand in for the tags (stories260K has no <think>). */
+static void test_reasoning_budget(void)
+{
+    int32_t want[N_OUT];
+    int32_t n_want = reference(want);
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(2, 0);
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e || n_want < 8) goto out;
+    enum { OPEN = 100, CLOSE = 101, NL = 50, NN = 60 };
+    for (int k = 0; k < 8; k++) CHECK(want[k] != CLOSE, "the reference's first ids do not close the block");
+    snug_think_params think = {.budget = 3, .inside = true, .n_open = 1, .n_close = 1, .n_force = 3};
+    think.open[0] = OPEN, think.close[0] = CLOSE;
+    think.force[0] = NL, think.force[1] = CLOSE, think.force[2] = NN;
+    snug_request r;
+    static int32_t got[N_OUT];
+    snug_finish why = SNUG_FINISH_NONE;
+    int64_t allocs = snug_mem_alloc_count();
+    /* inside, budget 3: three of the model's ids, the close, then the model again */
+    greedy_request(&r, 10);
+    r.think = think;
+    CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+    int32_t n = drain(e, &r, got, N_OUT, &why);
+    snug_engine_release(e, &r);
+    CHECK(n == 10 && memcmp(got, want, 3 * sizeof(int32_t)) == 0 && got[3] == NL && got[4] == CLOSE &&
+              got[5] == NN,
+          "budget 3: %d ids, %d %d %d | %d %d %d", n, got[0], got[1], got[2], got[3], got[4], got[5]);
+    /* budget 0: the close first */
+    greedy_request(&r, 5);
+    r.think = think;
+    r.think.budget = 0;
+    CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+    n = drain(e, &r, got, N_OUT, &why);
+    snug_engine_release(e, &r);
+    CHECK(n == 5 && got[0] == NL && got[1] == CLOSE && got[2] == NN, "budget 0: %d ids, %d %d %d", n, got[0],
+          got[1], got[2]);
+    /* the model closes it at once (bias on the closing id): nothing forced */
+    snug_logit_bias close_bias = {CLOSE, 100.0f}, open_bias = {OPEN, 100.0f};
+    greedy_request(&r, 6);
+    r.think = think;
+    r.sampling.logit_bias = &close_bias, r.sampling.n_logit_bias = 1;
+    CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+    n = drain(e, &r, got, N_OUT, &why);
+    snug_engine_release(e, &r);
+    bool only_close = n == 6;
+    for (int32_t k = 0; k < n; k++) only_close &= got[k] == CLOSE;
+    CHECK(only_close, "closed by the model: %d ids, the first %d", n, got[0]);
+    /* outside: the model opens the block (the bias makes every pick the opening id), two ids count */
+    greedy_request(&r, 8);
+    r.think = think;
+    r.think.inside = false, r.think.budget = 2;
+    r.sampling.logit_bias = &open_bias, r.sampling.n_logit_bias = 1;
+    CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+    n = drain(e, &r, got, N_OUT, &why);
+    snug_engine_release(e, &r);
+    CHECK(n == 8 && got[0] == OPEN && got[1] == OPEN && got[2] == OPEN && got[3] == NL && got[4] == CLOSE &&
+              got[5] == NN && got[6] == OPEN,
+          "opened by the model, budget 2: %d ids, %d %d %d | %d %d %d | %d", n, got[0], got[1], got[2], got[3],
+          got[4], got[5], got[6]);
+    CHECK(snug_mem_alloc_count() == allocs, "budgeted serving made %lld allocations",
+          (long long)(snug_mem_alloc_count() - allocs));
+    /* tags out of the vocabulary, or no closing tag: refused */
+    greedy_request(&r, 5);
+    r.think = think;
+    r.think.force[2] = snug_engine_n_vocab(e);
+    CHECK_FAILS(snug_engine_submit(e, &r, &err), &err, SNUG_INVALID, "think: the forced close's id 512");
+    r.think = think;
+    r.think.n_close = 0;
+    CHECK_FAILS(snug_engine_submit(e, &r, &err), &err, SNUG_INVALID, "think: the closing tag has 0");
+out:
+    snug_engine_close(e);
+}
+
 /* The chat prompt, its ids, streamed text == the decode of prompt and
  * output less the prompt's (the output continues the prompt), seeds, a
  * stop string, bad parameters, no allocation. */
@@ -882,6 +961,7 @@ int main(void)
     RUN(test_refusals_and_cancel);
     RUN(test_logprobs);
     RUN(test_constrained);
+    RUN(test_reasoning_budget);
     RUN(test_stress_within_plan);
     RUN(test_generate_chat_stream);
     RUN(test_generate_model_length);

@@ -1,6 +1,7 @@
 /*
- * test_jinja.c: chat templates. The real templates of seven families
- * against Jinja's renderings (tests/data/chat), templates of other
+ * test_jinja.c: chat templates. The real templates of nine families
+ * against Jinja's renderings (tests/data/chat; Qwen3's with and without
+ * thinking, with reasoning and tool calls, from renderings.tsv), templates of other
  * families written here with the text Jinja renders from them, Jinja's
  * whitespace rules, Python's printing of values, filters, tests and
  * methods, the constructs refused at compile time, runtime errors and
@@ -114,33 +115,39 @@ static json_t *special_token(json_t *cfg, const char *key)
     return json_is_string(v) ? v : NULL;
 }
 
-/* Renders the chat_template of DATA<config> with DATA<messages> (as
- * transformers does: add_generation_prompt true, the config's bos and eos
- * tokens). */
-static snug_status render_config(const char *config, const char *messages, char **out,
-                                 size_t *len, snug_error *err)
+/* Renders the chat_template of DATA<config> with DATA<messages> (a list
+ * of messages, or an object with "messages" and "tools") as transformers
+ * does: the config's bos and eos tokens (when not null), the tools,
+ * add_generation_prompt as prompt, and kwargs (a JSON object's text, or
+ * NULL) as more variables. */
+static snug_status render_case(const char *config, const char *messages, bool prompt,
+                               const char *kwargs, char **out, size_t *len, snug_error *err)
 {
     char cfg_path[256], msg_path[256];
     snprintf(cfg_path, sizeof cfg_path, DATA "%s", config);
     snprintf(msg_path, sizeof msg_path, DATA "%s", messages);
-    json_t *vars = NULL;
+    json_t *vars = NULL, *kw = kwargs ? json_loads(kwargs, 0, NULL) : NULL;
     snug_template *t = NULL;
     json_t *cfg = load_config(cfg_path);
     snug_status st = SNUG_OK;
     if (!cfg) return SNUG_FORMAT;
     char *msg_text = read_text(msg_path);
     json_error_t jerr;
-    json_t *msgs = msg_text ? json_loads(msg_text, 0, &jerr) : NULL;
+    json_t *data = msg_text ? json_loads(msg_text, 0, &jerr) : NULL;
     snug_mem_free(msg_text);
+    json_t *msgs = json_is_object(data) ? json_object_get(data, "messages") : data;
+    json_t *tools = json_is_object(data) ? json_object_get(data, "tools") : NULL;
     json_t *tmpl = json_object_get(cfg, "chat_template");
-    CHECK(json_is_string(tmpl) && json_is_array(msgs), "%s: chat_template and messages", config);
-    if (!json_is_string(tmpl) || !json_is_array(msgs)) {
+    CHECK(json_is_string(tmpl) && json_is_array(msgs) && (!kwargs || json_is_object(kw)),
+          "%s: chat_template, messages and kwargs", config);
+    if (!json_is_string(tmpl) || !json_is_array(msgs) || (kwargs && !json_is_object(kw))) {
         st = SNUG_FORMAT;
         goto done;
     }
-    vars = json_object();
+    vars = kw ? json_copy(kw) : json_object();
     json_object_set(vars, "messages", msgs);
-    json_object_set_new(vars, "add_generation_prompt", json_true());
+    json_object_set_new(vars, "add_generation_prompt", json_boolean(prompt));
+    if (tools) json_object_set(vars, "tools", tools);
     if (special_token(cfg, "bos_token")) json_object_set(vars, "bos_token", special_token(cfg, "bos_token"));
     if (special_token(cfg, "eos_token")) json_object_set(vars, "eos_token", special_token(cfg, "eos_token"));
     st = snug_template_compile(json_string_value(tmpl), json_string_length(tmpl), config, &t, err);
@@ -148,20 +155,30 @@ static snug_status render_config(const char *config, const char *messages, char 
 done:
     snug_template_free(t);
     json_decref(vars);
-    json_decref(msgs);
+    json_decref(kw);
+    json_decref(data);
     json_decref(cfg);
     return st;
 }
 
-static void check_fixture(const char *config, const char *messages, const char *rendered)
+/* render_case with add_generation_prompt true and no kwargs. */
+static snug_status render_config(const char *config, const char *messages, char **out,
+                                 size_t *len, snug_error *err)
+{
+    return render_case(config, messages, true, NULL, out, len, err);
+}
+
+/* Checks that render_case gives exactly the bytes of DATA<rendered>. */
+static void check_rendering(const char *config, const char *messages, bool prompt,
+                            const char *kwargs, const char *rendered)
 {
     char path[256];
     snprintf(path, sizeof path, DATA "%s", rendered);
     char *want = read_text(path), *got = NULL;
     size_t len = 0;
     snug_error err = {0};
-    snug_status st = render_config(config, messages, &got, &len, &err);
-    CHECK(st == SNUG_OK, "%s: %s", config, err.msg);
+    snug_status st = render_case(config, messages, prompt, kwargs, &got, &len, &err);
+    CHECK(st == SNUG_OK, "%s: %s", rendered, err.msg);
     if (st == SNUG_OK && want) {
         bool same = len == strlen(want) && memcmp(got, want, len) == 0;
         size_t at = 0;
@@ -171,6 +188,11 @@ static void check_fixture(const char *config, const char *messages, const char *
     }
     snug_mem_free(got);
     snug_mem_free(want);
+}
+
+static void check_fixture(const char *config, const char *messages, const char *rendered)
+{
+    check_rendering(config, messages, true, NULL, rendered);
 }
 
 /* ---- real templates --------------------------------------------------------------- */
@@ -189,6 +211,35 @@ static void test_fixtures(void)
                   "smollm2-135m.rendered.txt");
     check_fixture("tinyllama-1.1b-chat.tokenizer_config.json", "messages.json",
                   "tinyllama-1.1b-chat.rendered.txt");
+}
+
+/* The renderings render.py made with Jinja2 (Qwen3 with and without
+ * thinking, over a conversation with reasoning and tool calls; Phi-3.5),
+ * one per row of renderings.tsv: output, config, messages, prompt, kwargs. */
+static void test_renderings(void)
+{
+    char *table = read_text(DATA "renderings.tsv");
+    int rows = 0;
+    for (char *line = table, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        if (line[0] == '#' || line[0] == '\0') continue;
+        char *f[5];
+        int n = 0;
+        for (char *p = line; n < 5 && p; n++) {
+            f[n] = p;
+            p = strchr(p, '\t');
+            if (p) *p++ = '\0';
+        }
+        CHECK(n == 5, "renderings.tsv: a row of %d fields", n);
+        if (n != 5) continue;
+        char config[128];
+        snprintf(config, sizeof config, "%s.tokenizer_config.json", f[1]);
+        check_rendering(config, f[2], strcmp(f[3], "1") == 0, strcmp(f[4], "-") ? f[4] : NULL, f[0]);
+        rows++;
+    }
+    CHECK(rows >= 12, "renderings.tsv: %d rows", rows);
+    snug_mem_free(table);
 }
 
 /* Templates that refuse a system message fail with their own text. */
@@ -986,6 +1037,7 @@ int main(void)
 {
     snug_json_init();
     RUN(test_fixtures);
+    RUN(test_renderings);
     RUN(test_fixture_raise_exception);
     RUN(test_llama2_style);
     RUN(test_llama3_style);

@@ -159,7 +159,8 @@ static void round_trip(const char *config, const char *id, const char *const *pi
     CHECK_OK(snug_tokenizer_load(MODEL, &tok, &err), &err);
     const char *tpl = json_string_value(json_object_get(c, "chat_template"));
     if (!tok || !messages || !tools || !tpl) goto out;
-    CHECK_OK(snug_chat_apply_template(tpl, tok, messages, tools, true, NULL, &out, &len, &err), &err);
+    snug_chat_input in = {.messages = messages, .tools = tools, .add_generation_prompt = true};
+    CHECK_OK(snug_chat_apply_template(tpl, tok, &in, NULL, &out, &len, &err), &err);
     if (!out) goto out;
     for (size_t i = 0; i < n_pieces; i++)
         CHECK(strstr(out, pieces[i]) != NULL, "%s: the rendering lacks %s:\n%s", config, pieces[i], out);

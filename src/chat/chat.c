@@ -11,8 +11,8 @@
 snug_status snug_chat_apply(const snug_tokenizer *tok, const json_t *messages,
                             bool add_generation_prompt, char **out, size_t *len, snug_error *err)
 {
-    return snug_chat_apply_template(snug_tokenizer_chat_template(tok), tok, messages, NULL,
-                                    add_generation_prompt, NULL, out, len, err);
+    snug_chat_input in = {.messages = messages, .add_generation_prompt = add_generation_prompt};
+    return snug_chat_apply_template(snug_tokenizer_chat_template(tok), tok, &in, NULL, out, len, err);
 }
 
 /* Whether item is v or lies inside it. */
@@ -40,10 +40,28 @@ static int64_t failed_message(const json_t *messages, const snug_template_failur
     return -1;
 }
 
+json_t *snug_chat_vars(const snug_chat_input *in, const char *bos_text, const char *eos_text)
+{
+    json_t *vars = json_object();
+    bool ok = vars != NULL && (!in->kwargs || json_object_update(vars, (json_t *)in->kwargs) == 0);
+    ok = ok && json_object_set(vars, "messages", (json_t *)in->messages) == 0;
+    ok = ok && json_object_set_new(vars, "add_generation_prompt", json_boolean(in->add_generation_prompt)) == 0;
+    if (ok && in->tools) ok = json_object_set(vars, "tools", (json_t *)in->tools) == 0;
+    else if (ok) json_object_del(vars, "tools");
+    if (ok && !json_object_get(vars, "bos_token"))
+        ok = json_object_set_new(vars, "bos_token", json_string(bos_text ? bos_text : "")) == 0;
+    if (ok && !json_object_get(vars, "eos_token"))
+        ok = json_object_set_new(vars, "eos_token", json_string(eos_text ? eos_text : "")) == 0;
+    if (!ok) {
+        json_decref(vars);
+        return NULL;
+    }
+    return vars;
+}
+
 snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
-                                     const json_t *messages, const json_t *tools, bool add_generation_prompt,
-                                     snug_chat_failure *failure, char **out, size_t *len,
-                                     snug_error *err)
+                                     const snug_chat_input *in, snug_chat_failure *failure,
+                                     char **out, size_t *len, snug_error *err)
 {
     snug_chat_failure none = {.message = -1};
     if (!failure) failure = &none;
@@ -55,13 +73,7 @@ snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok
     snug_template_failure f = {0};
     snug_status st = snug_template_compile(text, strlen(text), "chat_template", &tpl, err);
     if (st != SNUG_OK) goto done;
-    vars = json_pack("{s:O, s:b, s:s, s:s}", "messages", (json_t *)messages, "add_generation_prompt",
-                     add_generation_prompt, "bos_token", snug_tokenizer_bos_text(tok), "eos_token",
-                     snug_tokenizer_eos_text(tok));
-    if (vars && tools && json_object_set(vars, "tools", (json_t *)tools) != 0) {
-        json_decref(vars);
-        vars = NULL;
-    }
+    vars = snug_chat_vars(in, snug_tokenizer_bos_text(tok), snug_tokenizer_eos_text(tok));
     if (!vars) {
         st = snug_errorf(err, SNUG_NOMEM, "out of memory building the chat template's variables");
         goto done;
@@ -70,7 +82,7 @@ snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok
     if (st != SNUG_OK) {
         failure->kind = f.kind;
         failure->text_at = f.text_at;
-        failure->message = failed_message(messages, &f);
+        failure->message = failed_message(in->messages, &f);
     }
 done:
     json_decref(vars);

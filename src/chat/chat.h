@@ -35,15 +35,31 @@ typedef struct snug_chat_failure {
                               * such as one of its tool_calls), or -1 when not known */
 } snug_chat_failure;
 
+/* What a template is rendered over, as apply_chat_template takes it. */
+typedef struct snug_chat_input {
+    const json_t *messages;     /* a JSON list of {"role", "content", ...} */
+    const json_t *tools;        /* a list of OpenAI tool objects as the template's `tools`, or
+                                 * NULL: `tools` undefined (as apply_chat_template's tools=None) */
+    const json_t *kwargs;       /* an object of extra variables (chat_template_kwargs:
+                                 * {"enable_thinking": false}), or NULL */
+    bool add_generation_prompt;
+} snug_chat_input;
+
+/* The template's variables for in: kwargs' members, then messages,
+ * add_generation_prompt and (when given) tools, and bos_token / eos_token
+ * unless kwargs set them (transformers' keyword arguments override the
+ * special tokens; a kwarg named messages, tools or add_generation_prompt is
+ * replaced by the field's own: callers that take kwargs from a client
+ * refuse those names). A new object (json_decref), or NULL out of memory. */
+json_t *snug_chat_vars(const snug_chat_input *in, const char *bos_text, const char *eos_text);
+
 /* As snug_chat_apply with the template text given (a server's
- * --chat-template) instead of tok's, and tools (NULL: none), a list of
- * OpenAI tool objects, as the template's `tools` (as apply_chat_template's
- * tools argument: undefined when NULL); text NULL fails as a model without
- * a template does. When failure is not NULL it is filled on every return
- * (kind NONE on success); err->msg keeps the whole detail either way. */
+ * --chat-template) instead of tok's, over in (snug_chat_vars); text NULL
+ * fails as a model without a template does. When failure is not NULL it is
+ * filled on every return (kind NONE on success); err->msg keeps the whole
+ * detail either way. */
 snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
-                                     const json_t *messages, const json_t *tools, bool add_generation_prompt,
-                                     snug_chat_failure *failure, char **out, size_t *len,
-                                     snug_error *err);
+                                     const snug_chat_input *in, snug_chat_failure *failure,
+                                     char **out, size_t *len, snug_error *err);
 
 #endif /* SNUG_CHAT_H */

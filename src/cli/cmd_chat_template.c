@@ -9,14 +9,15 @@
 #include "cli.h"
 #include "base/mem.h"
 #include "base/fileio.h"
-#include "chat/jinja.h"
+#include "chat/chat.h"
 #include "base/json.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const char g_usage[] = "snug chat-template PATH --messages FILE.json [--generation-prompt]";
+static const char g_usage[] =
+    "snug chat-template PATH --messages FILE.json [--generation-prompt] [--kwargs JSON]";
 
 enum { MESSAGES_MAX_BYTES = 64 << 20 };
 
@@ -49,12 +50,14 @@ static snug_status chat_config_for(const char *path, snug_chat_config *cfg, snug
 int snug_cmd_chat_template(int argc, char **argv)
 {
     if (cli_help(argc, argv, g_usage)) return 0;
-    const char *path = NULL, *messages_path = NULL;
+    const char *path = NULL, *messages_path = NULL, *kwargs_text = NULL;
     bool generation_prompt = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = cli_option(argc, argv, &i, "--messages")))
             messages_path = v;
+        else if ((v = cli_option(argc, argv, &i, "--kwargs")))
+            kwargs_text = v;
         else if (strcmp(argv[i], "--generation-prompt") == 0)
             generation_prompt = true;
         else if (argv[i][0] == '-')
@@ -68,7 +71,7 @@ int snug_cmd_chat_template(int argc, char **argv)
     snug_error err = {0};
     snug_chat_config cfg = {0};
     snug_template *tpl = NULL;
-    json_t *messages = NULL, *vars = NULL;
+    json_t *messages = NULL, *vars = NULL, *kwargs = NULL;
     char *out = NULL;
     size_t len = 0;
     int rc = 1;
@@ -80,6 +83,11 @@ int snug_cmd_chat_template(int argc, char **argv)
     if (snug_template_compile(cfg.chat_template, strlen(cfg.chat_template), "chat_template", &tpl,
                               &err) != SNUG_OK)
         goto done;
+    if (kwargs_text) {
+        /* a JSON object, or snug_json_parse says what it found */
+        if (snug_json_parse(kwargs_text, strlen(kwargs_text), "--kwargs", &kwargs, &err) != SNUG_OK)
+            goto done;
+    }
     if (snug_json_load_file_opts(messages_path, MESSAGES_MAX_BYTES, SNUG_JSON_ANY_VALUE, &messages,
                                  &err) != SNUG_OK)
         goto done;
@@ -89,8 +97,14 @@ int snug_cmd_chat_template(int argc, char **argv)
                     "under \"messages\")", messages_path);
         goto done;
     }
-    vars = json_pack("{s:O, s:b, s:s, s:s}", "messages", list, "add_generation_prompt",
-                     generation_prompt, "bos_token", cfg.bos_text, "eos_token", cfg.eos_text);
+    const json_t *tools = json_is_object(messages) ? json_object_get(messages, "tools") : NULL;
+    if (tools && !json_is_array(tools)) {
+        snug_errorf(&err, SNUG_FORMAT, "%s: \"tools\" must be a list of tools", messages_path);
+        goto done;
+    }
+    snug_chat_input in = {.messages = list, .tools = tools, .kwargs = kwargs,
+                          .add_generation_prompt = generation_prompt};
+    vars = snug_chat_vars(&in, cfg.bos_text, cfg.eos_text);
     if (!vars) {
         snug_errorf(&err, SNUG_NOMEM, "out of memory building the template's variables");
         goto done;
@@ -103,6 +117,7 @@ done:
     snug_mem_free(out);
     json_decref(vars);
     json_decref(messages);
+    json_decref(kwargs);
     snug_template_free(tpl);
     snug_chat_config_free(&cfg);
     return rc;

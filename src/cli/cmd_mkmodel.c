@@ -36,7 +36,7 @@ static const struct {
     {"llama-3-8b", "tests/data/tokenizers/llama3-tiktoken"},
     {"tinyllama-1.1b", "tests/data/tokenizers/tinyllama-1.1b-chat"},
     {"qwen2-0.5b", "tests/data/tokenizers/qwen2-native"},
-    {"qwen3-1.7b", "tests/data/tokenizers/qwen2-native"},
+    {"qwen3-1.7b", "tests/data/tokenizers/qwen3-native"},
     {"phi-3-mini", "tests/data/tokenizers/phi-3-mini"},
     {"mistral-7b", "tests/data/tokenizers/mistral-v0.3"},
 };

@@ -25,9 +25,9 @@ static const char g_usage[] =
     "              [--server-memory BYTES] [--timeout-seconds S] [--drain-seconds S]\n"
     "              [--keep-alive-seconds S] [--header-timeout-seconds S] [--max-uploads N]\n"
     "              [--min-upload-rate BYTES_PER_S] [--upload-grace-seconds S] [--metrics-no-auth]\n"
-    "              [--max-queue N] [--chat-template FILE] [--no-prefix-caching]\n"
-    "              [--no-access-log] [--allowed-origins '*'|ORIGIN,...] [--populate-before-ready]\n"
-    "              [--timeline]\n"
+    "              [--max-queue N] [--chat-template FILE] [--reasoning-format auto|none]\n"
+    "              [--no-prefix-caching] [--no-access-log] [--allowed-origins '*'|ORIGIN,...]\n"
+    "              [--populate-before-ready] [--timeline]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; the model's name in the API is the\n"
@@ -37,7 +37,9 @@ static const char g_usage[] =
     "  dies (mpirun's signals to the others then say so), fails the server (/health 503,\n"
     "  requests end with an error, every process exits); the KV cache is made resident as\n"
     "  serving begins, 64 MiB between steps (with one process), unless --populate-before-ready;\n"
-    "  --timeline records memory over the start-up, drawn at /timeline.svg (the page at / links it)";
+    "  --timeline records memory over the start-up, drawn at /timeline.svg (the page at / links it);\n"
+    "  --reasoning-format auto (the default) splits a thinking model's replies (its template shows\n"
+    "  <think>...</think>) into reasoning_content and content, none leaves them whole in content";
 
 /* The last part of a path, without trailing slashes, into buf. */
 static const char *base_name(const char *path, char *buf, size_t size)
@@ -212,6 +214,10 @@ static int server_option(int argc, char **argv, int *at, serve_args *a)
         so->metrics_no_auth = true;
     } else if ((v = cli_option(argc, argv, &i, "--chat-template"))) {
         a->template_path = v;
+    } else if ((v = cli_option(argc, argv, &i, "--reasoning-format"))) {
+        if (strcmp(v, "none") != 0 && strcmp(v, "auto") != 0)
+            return cli_usage(g_usage, "--reasoning-format expects auto or none, got '%s'", v);
+        so->reasoning_none = strcmp(v, "none") == 0;
     } else if ((v = cli_option(argc, argv, &i, "--allowed-origins"))) {
         so->allowed_origins = v;
     } else if (strcmp(argv[i], "--no-access-log") == 0) {

@@ -100,6 +100,8 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
         if (!seen && q->stop_params.n_eos < SNUG_STOP_EOS_MAX) q->stop_params.eos_ids[q->stop_params.n_eos++] = e->eos[i];
     }
     snug_stop_state_init(&q->stop);
+    q->think_params = r->think;
+    snug_think_start(&q->think, &q->think_params);
     snug_tok_stream_init(&q->stream, e->at.tok, !r->keep_special);
     q->stream.started = !r->output_starts_text; /* continuing the prompt: its leading space kept */
     q->ring_head = q->ring_n = 0;
@@ -340,7 +342,9 @@ static bool constrain_advance(snug_engine *e, snug_seq_slot *q, int32_t id)
  * the stop conditions, and writes the output to its ring at pos (not yet
  * published). A constrained sequence samples under its grammar's mask, and
  * ends when its grammar is complete, or with GRAMMAR_FAILED (no token)
- * when nothing may follow. */
+ * when nothing may follow. While its reasoning budget closes its think
+ * block (think.h), the closing ids are taken in place of a sample (under a
+ * grammar too, which must allow them). */
 static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab, int32_t chosen,
                        int32_t pos)
 {
@@ -354,8 +358,10 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
         lse = top_logprobs(sv->lp_row, n_vocab, q->n_logprobs, rec->top_ids,
                            rec->top_logprobs, &rec->n_top);
     }
-    bool kept = !q->grammar || constrain_logits(e, q, logits);
-    int32_t id = chosen >= 0 ? chosen /* the ranks' argmax: what greedy sampling picks */
+    int32_t forced = snug_think_forced(&q->think, &q->think_params);
+    bool kept = forced >= 0 || !q->grammar || constrain_logits(e, q, logits);
+    int32_t id = forced >= 0 ? forced
+                 : chosen >= 0 ? chosen /* the ranks' argmax: what greedy sampling picks */
                  : snug_sample(&q->sampling, &q->sampler, logits, n_vocab, q->ids,
                                (int32_t)q->n_prompt, q->ids + q->n_prompt,
                                (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
@@ -368,6 +374,7 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
         return;
     }
     q->ids[q->n_ids++] = id;
+    snug_think_feed(&q->think, &q->think_params, id);
     size_t n_text = 0, n_emit = 0, n_more = 0;
     if (e->at.tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
         n_text = 0;
@@ -767,6 +774,7 @@ snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_
                            r->stop.max_tokens);
     snug_status st = snug_sampling_params_validate(&r->sampling, n_vocab, err);
     if (st == SNUG_OK) st = snug_stop_params_validate(&r->stop, err);
+    if (st == SNUG_OK) st = snug_think_params_check(&r->think, n_vocab, err);
     if (st == SNUG_OK && r->grammar && (st = snug_engine_check_grammar(r->grammar, err)) != SNUG_OK)
         st = snug_error_prefix(err, st, "grammar: ");
     return st;

@@ -25,6 +25,7 @@
 #include "planner.h"
 #include "sampler.h"
 #include "stop.h"
+#include "think.h"
 
 #include <pthread.h>
 
@@ -67,6 +68,8 @@ typedef struct snug_request {
                                      * (constrain.h), the caller's until released */
     bool keep_special;              /* special tokens' text is in the outputs' text (tool-call
                                      * markers); by default it is left out */
+    snug_think_params think;        /* a reasoning budget: the think block closed by forced
+                                     * tokens when spent (think.h); zeroed: none */
     bool output_starts_text;        /* nothing before the output has text (an empty prompt's, a
                                      * chat's): its text begins as decoding the whole sequence
                                      * begins, without SentencePiece's leading space (false: it

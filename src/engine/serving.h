@@ -30,6 +30,7 @@
 #include "sampler.h"
 #include "scheduler.h"
 #include "stop.h"
+#include "think.h"
 #include "tokenizer/tokenizer.h"
 
 enum {
@@ -73,6 +74,8 @@ typedef struct snug_seq_slot {
     snug_sampler_state sampler;
     snug_stop_params stop_params;
     snug_stop_state stop;
+    snug_think_params think_params; /* its reasoning budget (think.h; the owner's copy) */
+    snug_think_state think;
     snug_tok_stream stream;    /* the incremental decoder of its output */
     int64_t n_prompt;
     snug_out_record *ring;     /* [SNUG_OUT_RING] outputs, oldest at ring_head */

@@ -706,6 +706,33 @@ static snug_status parse_stop(const json_t *body, const snug_api_limits *lim,
 
 /* ---- output ---------------------------------------------------------------- */
 
+/* The template's own variables, which chat_template_kwargs may not set:
+ * the request has fields for them. */
+static const char *const KWARGS_RESERVED[] = {"messages", "tools", "add_generation_prompt", NULL};
+
+/* Reads chat_template_kwargs (an object of template variables, checked
+ * not to name the template's own) and thinking_token_budget (an integer
+ * of at least 0) into r. */
+static snug_status parse_thinking(const json_t *body, snug_api_request *r, snug_api_error *err)
+{
+    const json_t *kw = api_opt(body, "chat_template_kwargs");
+    int64_t budget = -1;
+    if (kw && !json_is_object(kw))
+        return api_wrong(err, "chat_template_kwargs", "an object of template variables, such as "
+                         "{\"enable_thinking\": false}", kw);
+    for (size_t i = 0; kw && KWARGS_RESERVED[i]; i++)
+        if (json_object_get(kw, KWARGS_RESERVED[i])) {
+            char at[64];
+            return api_bad(err, pathf(at, "chat_template_kwargs.%s", KWARGS_RESERVED[i]),
+                           "is set by the request's own field (%s), not as a template variable",
+                           KWARGS_RESERVED[i]);
+        }
+    r->chat_template_kwargs = json_object_size(kw) ? kw : NULL;
+    snug_status st = get_int(body, "thinking_token_budget", 0, SNUG_API_MAX_TOKENS_MAX, &budget, NULL, err);
+    r->thinking_token_budget = (int32_t)budget;
+    return st;
+}
+
 /* Reads n, stream, stream_options, logprobs (and chat's top_logprobs), echo
  * (completions) and add_generation_prompt (chat). stream_options without
  * stream is checked and otherwise ignored. */
@@ -738,6 +765,7 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
             st = get_bool(body, "add_generation_prompt", &r->add_generation_prompt, err);
     }
     if (st == SNUG_OK) st = get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, err);
+    if (st == SNUG_OK && r->kind == SNUG_API_CHAT) st = parse_thinking(body, r, err);
     r->n = (int)n;
     r->logprobs = (int)logprobs;
     r->include_usage = r->stream && json_is_true(usage);
@@ -756,7 +784,8 @@ static const char *const FIELDS_BOTH[] = {
 static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
 static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "top_logprobs",
                                           "add_generation_prompt", "tools", "tool_choice",
-                                          "parallel_tool_calls", NULL};
+                                          "parallel_tool_calls", "chat_template_kwargs",
+                                          "thinking_token_budget", NULL};
 
 /* Checks a field of OpenAI's API that the parser does not read: taken when
  * its value asks for what the server does anyway (best_of equal to n, no
@@ -786,6 +815,10 @@ static snug_status check_other_field(const char *key, const json_t *v,
         return json_is_null(v) ? SNUG_OK
                                : api_unsupported(err, key, "the deprecated functions API is not served: "
                                                            "use tools and tool_choice");
+    if (chat && strcmp(key, "enable_thinking") == 0) /* vLLM and llama-server take it as a kwarg */
+        return api_bad(err, key, "is a chat template variable: send it in chat_template_kwargs "
+                       "({\"chat_template_kwargs\": {\"enable_thinking\": false}}), as vLLM and "
+                       "llama-server take it");
     if (chat && strcmp(key, "store") == 0)
         return api_empty_value(v) ? SNUG_OK : api_unsupported(err, key, "stored completions are not supported");
     if (chat && strcmp(key, "metadata") == 0)
@@ -825,6 +858,7 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     r->n = 1;
     r->logprobs = -1;
     r->add_generation_prompt = true;
+    r->thinking_token_budget = -1;
     snug_sampling_params_default(&r->sampling);
     snug_stop_params_default(&r->stop);
     snug_status st = get_string(r->root, "model", &r->model, err);

@@ -118,6 +118,12 @@ typedef struct snug_api_request {
                                      * none; they reach the template whatever tool_choice */
     snug_api_tool_choice tool_choice; /* default AUTO with tools, NONE without */
     bool parallel_tool_calls;       /* default true: "required" may give several calls */
+    const json_t *chat_template_kwargs; /* chat: extra variables for the template (borrowed
+                                     * from root; vLLM's and llama-server's field: an object,
+                                     * none of messages, tools, add_generation_prompt), or NULL */
+    int32_t thinking_token_budget;  /* chat (vLLM's field): the most tokens the reply's think
+                                     * block may take before the engine closes it; -1 when
+                                     * omitted (no budget) */
     const snug_tool_format *tool_format; /* lim's */
 } snug_api_request;
 

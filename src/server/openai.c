@@ -33,7 +33,9 @@ typedef struct choice_acc {
     snug_strbuf lp[4];
     int64_t text_offset;           /* bytes of text before the next token */
     bool echoed;                   /* streaming with echo: the prompt's chunk was sent */
-    tool_stream tools;             /* streaming a chat with tools: text keeps the reply */
+    tool_stream tools;             /* streaming a chat with tools or reasoning: text keeps the
+                                    * reply; tools.sent is the content sent */
+    snug_reasoning_stream think;   /* streaming a thinking model's chat: its reply's phase */
 } choice_acc;
 
 struct openai_job {
@@ -49,6 +51,7 @@ struct openai_job {
     size_t *echo_len;
     int64_t prompt_tokens;
     double t_first;                /* when its first token was taken; 0: none yet */
+    bool think_inside;             /* the chat's prompt ends inside the think block */
     char id[48];
     int64_t created;
     char *tmp;                     /* an output's text */
@@ -164,10 +167,13 @@ static snug_status chat_ids(openai_job *j, char param[64], snug_error *err)
     const char *tpl = j->srv->o.chat_template ? j->srv->o.chat_template
                                               : snug_tokenizer_chat_template(tok);
     snug_chat_failure f;
-    snug_status st = snug_chat_apply_template(tpl, tok, j->req.messages, j->req.tools,
-                                              j->req.add_generation_prompt, &f, &text, &len, err);
+    snug_chat_input in = {.messages = j->req.messages, .tools = j->req.tools,
+                          .kwargs = j->req.chat_template_kwargs,
+                          .add_generation_prompt = j->req.add_generation_prompt};
+    snug_status st = snug_chat_apply_template(tpl, tok, &in, &f, &text, &len, err);
     if (st != SNUG_OK && f.kind != SNUG_TEMPLATE_FAIL_NONE && st != SNUG_NOMEM)
         chat_failed(j, &f, param, err);
+    if (st == SNUG_OK) j->think_inside = snug_reasoning_prompt_inside(j->srv->think_format, text, len);
     if (st == SNUG_OK) st = encode(j, 0, text, len, true, err);
     snug_mem_free(text);
     return st;
@@ -238,6 +244,10 @@ static enum MHD_Result fail(struct MHD_Connection *c, snug_status st, const snug
 /* Whether j's replies may be tool calls (a chat with tools, tool_choice not none). */
 static bool tools_on(const openai_job *j) { return j->req.tools && j->req.tool_choice != SNUG_TOOL_CHOICE_NONE; }
 
+/* Whether j's replies are split into reasoning and content (a chat with a
+ * model that thinks, unless --reasoning-format none). */
+static bool reasoning_on(const openai_job *j) { return j->req.kind == SNUG_API_CHAT && j->srv->reasoning; }
+
 /* The calls in a choice's whole reply of len bytes (NULL: none, or the
  * reply did not end of itself), *content_len its content before them.
  * Out of memory, out (the answer being written) fails as a whole. */
@@ -264,6 +274,18 @@ static void put_str(snug_strbuf *b, const char *s, size_t n)
     snug_strbuf_put(b, "\"", 1);
     snug_strbuf_json(b, s, n);
     snug_strbuf_put(b, "\"", 1);
+}
+
+/* "reasoning_content":...,"reasoning":... (vLLM's older and newer names:
+ * clients read one or the other), the text's n bytes or null. */
+static void put_reasoning(snug_strbuf *b, const char *text, size_t n, bool none)
+{
+    static const char *const names[2] = {"reasoning_content", "reasoning"};
+    for (int k = 0; k < 2; k++) {
+        snug_strbuf_printf(b, "%s\"%s\":", k ? "," : "", names[k]);
+        if (none) snug_strbuf_printf(b, "null");
+        else put_str(b, text, n);
+    }
 }
 
 static void put_head(openai_job *j, snug_strbuf *b, bool chunk)
@@ -484,12 +506,20 @@ static void put_answer(openai_job *j, snug_strbuf *b)
         const choice_acc *a = &j->acc[k];
         snug_strbuf_printf(b, "%s{\"index\":%d,", k ? "," : "", k);
         json_t *calls = NULL;
-        if (chat) {
-            size_t content_len = a->text.len;
-            calls = reply_calls(j, a->finish, a->text.p ? a->text.p : "", a->text.len, &content_len, b);
+        if (chat) { /* the think block split off first: tool calls are read in the content */
+            const char *all = a->text.p ? a->text.p : "";
+            snug_reasoning_parts rp = {.content_len = a->text.len};
+            if (reasoning_on(j)) snug_reasoning_split(j->srv->reasoning, j->think_inside, all, a->text.len, &rp);
+            const char *body = all + rp.content_at;
+            size_t content_len = rp.content_len;
+            calls = reply_calls(j, a->finish, body, rp.content_len, &content_len, b);
             snug_strbuf_printf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            if (calls && content_len == 0) snug_strbuf_printf(b, "null");
-            else put_str(b, a->text.p ? a->text.p : "", content_len);
+            if ((calls || rp.has_reasoning) && content_len == 0) snug_strbuf_printf(b, "null");
+            else put_str(b, body, content_len);
+            if (reasoning_on(j)) {
+                snug_strbuf_put(b, ",", 1);
+                put_reasoning(b, all + rp.reasoning_at, rp.reasoning_len, !rp.has_reasoning);
+            }
             if (calls) {
                 snug_strbuf_printf(b, ",");
                 tool_calls_put(b, &j->req, calls, call_key(j, k), false);
@@ -531,60 +561,103 @@ static void put_echo_chunk(openai_job *j, int index)
     j->acc[index].echoed = true;
 }
 
-/* One output as an SSE event. */
+/* A chat chunk of choice index: a reasoning delta (reasoning not NULL) or a
+ * content delta (content, null when content is NULL, and calls), with o's
+ * log-probabilities when lp (else none) and finish. */
+static void put_chat_chunk(openai_job *j, int index, const char *reasoning, size_t n_reasoning, const char *content,
+                           size_t n_content, const json_t *calls, const snug_output *o, bool lp, snug_finish finish)
+{
+    snug_strbuf *b = &j->pending;
+    choice_acc *a = &j->acc[index];
+    snug_strbuf_printf(b, "data: ");
+    put_head(j, b, true);
+    snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,\"delta\":{", index);
+    if (!a->started) snug_strbuf_printf(b, "\"role\":\"assistant\",");
+    a->started = true;
+    if (reasoning) {
+        put_reasoning(b, reasoning, n_reasoning, false);
+    } else {
+        snug_strbuf_printf(b, "\"content\":");
+        if (!content) snug_strbuf_printf(b, "null");
+        else put_str(b, content, n_content);
+        if (calls) {
+            snug_strbuf_printf(b, ",");
+            tool_calls_put(b, &j->req, calls, call_key(j, index), true);
+        }
+    }
+    snug_strbuf_printf(b, "}");
+    snug_strbuf *one = j->chunk_lp; /* kept across chunks: emptied, not freed */
+    for (int k = 0; k < 4; k++) snug_strbuf_clear(&one[k]);
+    if (lp && j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
+    put_logprobs(j, b, NULL, one);
+    if (calls) snug_strbuf_printf(b, ",\"finish_reason\":\"tool_calls\"");
+    else put_finish(b, finish);
+    snug_strbuf_printf(b, "}]}\n\n");
+}
+
+/* One output as SSE events. A chat with tools or reasoning keeps its
+ * reply's text: what may go out of it so far is the reasoning's next bytes
+ * (reasoning.h: a tag's beginning held back) and then the content's, of
+ * which tool calls hold back what may begin a call (openai_tools.c); at the
+ * end, the calls. A reasoning delta and a content delta from one output go
+ * as two chunks, the reasoning first. */
 static void put_chunk(openai_job *j, int index, const snug_output *o, const char *text)
 {
     snug_strbuf *b = &j->pending;
     choice_acc *a = &j->acc[index];
-    bool chat = j->req.kind == SNUG_API_CHAT;
-    const char *out = text;
-    size_t n_out = o->n_text;
+    bool chat = j->req.kind == SNUG_API_CHAT, end = o->finish != SNUG_FINISH_NONE;
+    const char *out = text, *think = NULL;
+    size_t n_out = o->n_text, n_think = 0;
     json_t *calls = NULL;
-    if (chat && tools_on(j)) { /* what may go out of the reply so far; at its end, its calls */
+    if (chat && (tools_on(j) || reasoning_on(j))) {
         snug_strbuf_put(&a->text, text, o->n_text);
-        const char *all = a->text.p ? a->text.p : "";
-        size_t upto = tool_reply_streamable(&j->req, &a->tools, all, a->text.len), content_len = 0;
-        if (o->finish != SNUG_FINISH_NONE) {
-            calls = reply_calls(j, o->finish, all, a->text.len, &content_len, b);
-            upto = calls ? SNUG_MAX(content_len, a->tools.sent) : a->text.len;
+        const char *all = a->text.p ? a->text.p : "", *body = all;
+        size_t n_body = a->text.len;
+        if (reasoning_on(j)) {
+            snug_reasoning_delta d;
+            snug_reasoning_stream_next(j->srv->reasoning, &a->think, all, a->text.len, end, &d);
+            think = all + d.reasoning_from;
+            n_think = d.reasoning_to - d.reasoning_from;
+            body = all + d.content_at;
+            n_body = d.content_end - d.content_at;
         }
-        out = all + a->tools.sent;
+        size_t upto = n_body, content_len = 0;
+        if (tools_on(j)) { /* what may go out of the content so far; at its end, its calls */
+            upto = tool_reply_streamable(&j->req, &a->tools, body, n_body);
+            if (end) {
+                calls = reply_calls(j, o->finish, body, n_body, &content_len, b);
+                upto = calls ? SNUG_MAX(content_len, a->tools.sent) : n_body;
+            }
+        }
+        out = body + a->tools.sent;
         n_out = upto - a->tools.sent;
         a->tools.sent = upto;
-        if (n_out == 0 && !calls && o->finish == SNUG_FINISH_NONE && a->started && j->req.logprobs < 0) {
+        if (n_out == 0 && n_think == 0 && !calls && !end && a->started && j->req.logprobs < 0) {
             a->text_offset += (int64_t)o->n_text;
             return; /* held back: nothing to say yet */
         }
     }
     if (j->req.echo && !a->echoed) put_echo_chunk(j, index);
-    snug_strbuf_printf(b, "data: ");
-    put_head(j, b, true);
-    snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,", index);
     if (chat) {
-        snug_strbuf_printf(b, "\"delta\":{");
-        if (!a->started) snug_strbuf_printf(b, "\"role\":\"assistant\",");
-        snug_strbuf_printf(b, "\"content\":");
-        if (calls && n_out == 0) snug_strbuf_printf(b, "null");
-        else put_str(b, out, n_out);
-        if (calls) {
-            snug_strbuf_printf(b, ",");
-            tool_calls_put(b, &j->req, calls, call_key(j, index), true);
-        }
-        snug_strbuf_printf(b, "}");
-        a->started = true;
+        bool content = n_out > 0 || calls; /* (an end with no content: the finish goes with the reasoning) */
+        if (n_think > 0) /* the reasoning first; the token's log-probabilities with the last chunk */
+            put_chat_chunk(j, index, think, n_think, NULL, 0, NULL, o, !content, content ? SNUG_FINISH_NONE : o->finish);
+        if (n_think == 0 || content)
+            put_chat_chunk(j, index, NULL, 0, calls && n_out == 0 ? NULL : out, n_out, calls, o, true, o->finish);
     } else {
-        snug_strbuf_printf(b, "\"text\":");
+        snug_strbuf_printf(b, "data: ");
+        put_head(j, b, true);
+        snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", index);
         put_str(b, text, o->n_text);
+        snug_strbuf *one = j->chunk_lp; /* kept across chunks: emptied, not freed */
+        for (int k = 0; k < 4; k++) snug_strbuf_clear(&one[k]);
+        if (j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
+        put_logprobs(j, b, NULL, one);
+        put_finish(b, o->finish);
+        snug_strbuf_printf(b, "}]}\n\n");
     }
-    snug_strbuf *one = j->chunk_lp; /* kept across chunks: emptied, not freed */
-    for (int k = 0; k < 4; k++) snug_strbuf_clear(&one[k]);
-    if (j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
-    put_logprobs(j, b, NULL, one);
     a->text_offset += (int64_t)o->n_text;
-    if (calls) snug_strbuf_printf(b, ",\"finish_reason\":\"tool_calls\"");
-    else put_finish(b, o->finish);
     json_decref(calls);
-    snug_strbuf_printf(b, "}]}\n\n");
 }
 
 /* Takes every output waiting for j: into its choices' text, or as chunks.
@@ -770,7 +843,18 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         r->logprobs = j->req.logprobs >= 0;
         r->top_logprobs = SNUG_MAX(0, j->req.logprobs);
         r->grammar = j->req.grammar;
-        r->keep_special = tools_on(j); /* a format's markers may be special tokens */
+        r->keep_special = tools_on(j) || reasoning_on(j); /* markers and tags may be special tokens */
+        if (kind == SNUG_API_CHAT && j->req.thinking_token_budget >= 0) {
+            if (s->think_tags.n_force == 0)
+                return http_error(c, 400, "invalid_request_error", "thinking_token_budget", NULL,
+                                  "thinking_token_budget: the model's chat template shows no think block "
+                                  "(%s), so there is no reasoning to budget", s->think_format
+                                      ? "its tags do not encode into a few tokens" : "no </think>");
+            r->think = s->think_tags;
+            r->think.budget = j->req.thinking_token_budget;
+            r->think.inside = j->think_inside;
+        }
+        for (int k = 0; k < j->req.n; k++) snug_reasoning_stream_init(&j->acc[i * j->req.n + k].think, j->think_inside);
         st = snug_engine_submit(s->e, r, &err);
         if (st == SNUG_BUSY && snug_engine_failed(s->e)) /* it failed since the check above */
             return http_error(c, 500, "server_error", NULL, "engine_failed", "%s",

@@ -700,6 +700,43 @@ static void server_limits(snug_server *s)
                                              : tok ? snug_tokenizer_chat_template(tok) : NULL);
 }
 
+/* The ids text encodes to (special tokens parsed, none added) into ids,
+ * at most SNUG_THINK_TAG_MAX; 0 when it does not encode into so few. */
+static int32_t tag_ids(snug_tok_encoder *enc, const char *text, int32_t *ids)
+{
+    const int32_t *got = NULL;
+    size_t n = 0;
+    snug_tok_encode_opts eo = {.add_special = false, .parse_special = true};
+    if (snug_tok_encode(enc, text, strlen(text), &eo, &got, &n, NULL) != SNUG_OK || n == 0 ||
+        n > SNUG_THINK_TAG_MAX)
+        return 0;
+    memcpy(ids, got, n * sizeof *ids);
+    return (int32_t)n;
+}
+
+/* The think block of the chat template served (reasoning.h), and, for a
+ * reasoning budget, its tags as token ids and the close a spent budget
+ * writes: "\n</think>\n\n", as the template writes a turn's block. No
+ * tokenizer, or tags that do not encode into a few ids: no budget. */
+static void server_reasoning(snug_server *s)
+{
+    const snug_tokenizer *tok = snug_engine_tokenizer(s->e);
+    const char *tpl = s->o.chat_template ? s->o.chat_template : tok ? snug_tokenizer_chat_template(tok) : NULL;
+    s->think_format = snug_reasoning_format_of(tpl);
+    s->reasoning = s->o.reasoning_none ? NULL : s->think_format;
+    memset(&s->think_tags, 0, sizeof s->think_tags);
+    snug_tok_encoder *enc = NULL;
+    if (!s->think_format || !tok || snug_tok_encoder_create(tok, &enc, NULL) != SNUG_OK) return;
+    char force[64];
+    snprintf(force, sizeof force, "\n%s\n\n", s->think_format->close);
+    snug_think_params *p = &s->think_tags;
+    p->n_open = tag_ids(enc, s->think_format->open, p->open);
+    p->n_close = tag_ids(enc, s->think_format->close, p->close);
+    p->n_force = tag_ids(enc, force, p->force);
+    if (!p->n_open || !p->n_close) p->n_force = 0;
+    snug_tok_encoder_free(enc);
+}
+
 snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_server **out,
                               snug_error *err)
 {
@@ -713,6 +750,7 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
     s->o = *o;
     s->created = (int64_t)time(NULL);
     server_limits(s);
+    server_reasoning(s);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     const char *host = o->host ? o->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {

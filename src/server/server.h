@@ -40,6 +40,9 @@ typedef struct snug_server_opts {
     double header_timeout_s;       /* a request head must be whole within it of its first
                                     * byte (408); 0: 10 */
     const char *chat_template;     /* a template's text overriding the model's, or NULL */
+    bool reasoning_none;           /* --reasoning-format none: a thinking model's replies are
+                                    * all content, its think block in the text (default auto:
+                                    * split into reasoning_content and content, reasoning.h) */
     FILE *access_log;              /* a line per request goes here; NULL: none */
     const char *build_commit;      /* for GET /version; NULL: "unknown" */
     const char *build_options;     /* for GET /version; NULL: "" */

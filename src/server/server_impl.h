@@ -12,6 +12,7 @@
 
 #include "api_request.h"
 #include "base/strbuf.h"
+#include "chat/reasoning.h"
 #include "gate.h"
 
 #include <microhttpd.h>
@@ -33,6 +34,12 @@ struct snug_server {
     snug_api_limits limits;        /* what every completion body is parsed under, made at
                                     * start: the model's vocabulary and length, and the
                                     * tool-call format of the chat template served */
+    const snug_reasoning_format *think_format; /* the think block the chat template served
+                                    * shows (reasoning.h), or NULL: the model does not think */
+    const snug_reasoning_format *reasoning; /* think_format, unless --reasoning-format none:
+                                    * how chat replies are split; NULL: all content */
+    snug_think_params think_tags;  /* think_format's tags as token ids and the close a budget
+                                    * forces ("\n</think>\n\n"); n_force 0: no budget possible */
 };
 
 typedef struct openai_job openai_job;

@@ -89,6 +89,14 @@ check_json "qwen2 files" "$tmp/q.json" .n_files 2
 expect "mkmodel qwen2-0.5b: the Qwen2 tokenizer and template" 0 "<|im_start|>assistant" \
     -- "$snug" chat-template "$tmp/qwen" --messages tests/data/chat/messages.json --generation-prompt
 expect "qwen2 tp 8" 1 "sizes that work: 1, 2" -- "$snug" inspect "$tmp/qwen" --tp 8
+"$snug" mkmodel --preset qwen3-1.7b --layers 1 --hidden 64 --heads 2 --kv-heads 1 --intermediate 64 --dtype bf16 \
+    "$tmp/qwen3" >/dev/null 2>&1
+# (enable_thinking false: the template closes an empty think block after the generation prompt)
+expect "mkmodel qwen3-1.7b: Qwen3's template, thinking off" 0 "</think>" \
+    -- "$snug" chat-template "$tmp/qwen3" --messages tests/data/chat/messages.json --generation-prompt --kwargs '{"enable_thinking": false}'
+expect "mkmodel qwen3-1.7b: <think> and </think> are single tokens" 0 "151667 151668" \
+    -- "$snug" tokenize "$tmp/qwen3" "<think></think>"
+rm -rf "$tmp/qwen3"
 rm -rf "$tmp/qwen"
 expect "mkmodel unknown preset" 1 "unknown preset 'gpt-9'; presets: tiny" \
     -- "$snug" mkmodel --preset gpt-9 --dtype bf16 "$tmp/x"
@@ -456,6 +464,21 @@ if [[ "$(cat "$tmp/chat.txt")" == "$want" ]]; then ok "chat-template of the bund
 echo '{"a": 1}' >"$tmp/bad-messages.json"
 expect "chat-template bad messages" 1 "expected a list of messages" -- "$snug" chat-template tests/data/chat/qwen2.5.tokenizer_config.json --messages "$tmp/bad-messages.json"
 expect "chat-template usage" 2 "usage: snug chat-template" -- "$snug" chat-template models/stories260K
+# Qwen3 (enable_thinking through --kwargs, tools and reasoning from an object of messages) and
+# Phi-3.5: the renderings Jinja2 made (tests/data/chat/render.py, one per row of renderings.tsv)
+while IFS=$'\t' read -r out cfg msgs prompt kwargs; do
+    [[ $out == \#* || -z $out ]] && continue
+    args=()
+    [[ $prompt == 1 ]] && args+=(--generation-prompt)
+    [[ $kwargs != - ]] && args+=(--kwargs "$kwargs")
+    "$snug" chat-template "tests/data/chat/$cfg.tokenizer_config.json" --messages "tests/data/chat/$msgs" \
+        "${args[@]}" >"$tmp/chat.txt" 2>&1
+    if cmp -s "$tmp/chat.txt" "tests/data/chat/$out"; then ok "chat-template $out"; else fail "chat-template $out" "$(head -c 400 "$tmp/chat.txt")"; fi
+done <tests/data/chat/renderings.tsv
+expect "chat-template --kwargs not an object" 1 "--kwargs: expected a JSON object at the top, found an array" \
+    -- "$snug" chat-template tests/data/chat/qwen3.tokenizer_config.json --messages tests/data/chat/messages.json --kwargs '[1]'
+expect "chat-template --kwargs not JSON" 1 "--kwargs: not valid JSON" \
+    -- "$snug" chat-template tests/data/chat/qwen3.tokenizer_config.json --messages tests/data/chat/messages.json --kwargs '{enable_thinking: false}'
 
 # snug profile: the memory plan
 # fail fast: weights over the budget are refused before anything is loaded, at once, the

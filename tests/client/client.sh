@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # snug serve driven by real clients: the official openai npm package (client.test.mjs) and a
 # browser, Debian's chromium driven by puppeteer-core (page.test.mjs), both pinned in
-# package-lock.json, with Node's own test runner.
+# package-lock.json, with Node's own test runner; reasoning.test.mjs drives both against a
+# thinking model (a small Qwen3 on a server of its own).
 # Usage: tests/client/client.sh BUILD_DIR. Installs the client with npm ci only when
 # node_modules is missing or older than package-lock.json (so it needs no network once
 # installed), starts BUILD_DIR/snug serve on a free port with --api-key, runs the tests and
@@ -82,7 +83,7 @@ if [[ ! -x /usr/bin/chromium && -z "${CHROMIUM:-}" ]]; then
 fi
 (cd "$here" && SNUG_BASE_URL="$url/v1" SNUG_API_KEY="$api_key" SNUG_BUILD="$build" \
     SNUG_ARTIFACTS="$build/test-artifacts" \
-    timeout 240 node --test --test-reporter=tap client.test.mjs page.test.mjs) >"$tmp/tap" 2>&1
+    timeout 240 node --test --test-reporter=tap client.test.mjs page.test.mjs reasoning.test.mjs) >"$tmp/tap" 2>&1
 node_rc=$?
 awk '
     function unescape(s) { gsub(/\\#/, "#", s); gsub(/\\\\/, "\\", s); return s }
