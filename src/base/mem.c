@@ -525,6 +525,13 @@ void snug_mem_trace_mark(const char *label)
     trace_record(SNUG_MEM_EVENT_MARK, 0, 0, label, true);
 }
 
+void snug_mem_trace_populated(const void *p)
+{
+    const block_header *h = (const block_header *)((const unsigned char *)p - SNUG_MEM_HEADER_BYTES);
+    SNUG_ASSERT(h->magic == BLOCK_MAGIC && "trace of a pointer that is not a live block");
+    trace_record(SNUG_MEM_EVENT_RSS, h->cat, 0, NULL, true);
+}
+
 void snug_mem_trace_get(snug_mem_trace *out)
 {
     memset(out, 0, sizeof *out);
