@@ -24,8 +24,10 @@ MPI ?= auto
 MPI_ON = $(if $(filter 0,$(MPI)),0,$(if $(shell command -v mpicc 2>/dev/null),1,0))
 MPI_CFLAGS = $(if $(filter 1,$(MPI_ON)),-DSNUG_HAVE_MPI=1 $(shell mpicc --showme:compile),)
 MPI_LIBS = $(if $(filter 1,$(MPI_ON)),$(shell mpicc --showme:link),)
-CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(MPI_CFLAGS) $(CFLAGS)
-LDLIBS_ALL = $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lm -lpthread $(LDLIBS)
+# -fopenmp-simd: the `#pragma omp simd` hints, no OpenMP runtime (snug's threads are its own
+# pool, base/pool.h); only the bench programs that compare against OpenMP link it (BENCH_OMP).
+CFLAGS_ALL = $(WARN) $(OPT) $(ARCH) -g -D_GNU_SOURCE -fopenmp-simd -Iinclude -Isrc $(PKG_CFLAGS) $(MPI_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread $(LDLIBS)
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
@@ -145,10 +147,14 @@ test: all $(TESTS) $(REPLAYS) $(EXAMPLES) $(B)/bench/mkgguf shared | test-deps
 # --- benchmark helpers (bench/*.c; not run by make test, which builds mkgguf) -
 BENCH_TOOLS := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 bench-tools: $(BENCH_TOOLS)
+# those that run OpenMP themselves: pool.c measures the pool against a parallel region,
+# limits.h (generate.c, matmul.c) reads memory bandwidth on OpenMP threads
+BENCH_OMP := $(B)/bench/pool $(B)/bench/generate $(B)/bench/matmul
+$(BENCH_OMP): BENCH_FLAGS := -fopenmp
 
 $(B)/bench/%: bench/%.c $(B)/libsnug.a
 	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) $(BENCH_FLAGS) -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL) $(BENCH_FLAGS)
 
 # --- shared library, install ----------------------------------------------------
 # The shared library's objects are the static library's built again with -fPIC under
@@ -191,7 +197,7 @@ $(SHLIB): $(PIC_LIB_OBJS) $(B)/libsnug.map
 PC_LINES = 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' 'Name: snug' \
     'Description: LLM inference engine that knows what every byte of its memory is for' \
     'Version: $(VERSION)' 'Requires.private: $(PKGS)' 'Cflags: -I$${includedir}' \
-    'Libs: -L$${libdir} -lsnug' 'Libs.private: $(MPI_LIBS) -fopenmp -lm -lpthread'
+    'Libs: -L$${libdir} -lsnug' 'Libs.private: $(MPI_LIBS) -lm -lpthread'
 $(B)/snug.pc: FORCE | deps
 	@mkdir -p $(B)
 	@printf '%s\n' $(PC_LINES) | cmp -s - $@ || printf '%s\n' $(PC_LINES) > $@
@@ -241,7 +247,7 @@ test-asan: $(ASAN_TESTS) $(ASAN_REPLAYS)
 # The library is built once with coverage and the sanitizers (fuzzer-no-link) into its own
 # archive, which every harness links: one compile of each source, not one per harness.
 F := build/fuzz
-FUZZ_BASE := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -Itests \
+FUZZ_BASE := -std=c11 -O1 -g -D_GNU_SOURCE -fopenmp-simd -Iinclude -Isrc -Itests \
              -fno-sanitize-recover=all -Wno-pass-failed
 FUZZ_FLAGS := $(FUZZ_BASE) -fsanitize=fuzzer,address,undefined
 FUZZ_LIB_OBJS := $(LIB_SRCS:src/%.c=$(F)/obj/%.o)

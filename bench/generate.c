@@ -205,7 +205,7 @@ int main(int argc, char **argv)
     const snug_kernels *kern = snug_model_kernels(b.m);
     int32_t n_blocks = BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2);
     snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, SNUG_DTYPE_BF16};
-    if (snug_kvcache_create(&ks, n_blocks, &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, BLOCK, false, &err) != SNUG_OK) {
+    if (snug_kvcache_create(&ks, n_blocks, snug_model_pool(b.m), &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, BLOCK, false, &err) != SNUG_OK) {
         fprintf(stderr, "bench/generate: %s\n", err.msg);
         return 1;
     }

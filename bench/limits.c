@@ -3,12 +3,15 @@
  *
  *   limits touch BYTES        first touch of BYTES of fresh anonymous memory, two ways:
  *                             plain (one thread writes every 4 KiB page, no huge pages)
- *                             and as snug allocates (huge pages, populated by all
- *                             threads); the best of three tries of each
- *   limits load-touch DIR BYTES
+ *                             and as snug allocates the weights (huge pages, populated
+ *                             on a pool of a thread per CPU: base/populate.h); the best
+ *                             of three tries of each
+ *   limits load-touch DIR BYTES [THREADS]
  *                             what a start cannot do without, in one process: the
  *                             weights loaded as snug load does, then BYTES of fresh memory
- *                             touched as snug allocates, with the weights still held (on
+ *                             touched as snug allocates the KV cache (populated on a pool),
+ *                             with the weights still held, both on THREADS threads
+ *                             (default: a thread per CPU the process may use) (on
  *                             a VM whose host backs a few GiB fast, then slowly, the two
  *                             cost more together than apart: bench/start says more)
  *   limits plain DIR [DTYPE]  a plain load: each tensor of the checkpoint read with one
@@ -21,6 +24,9 @@
 #include "base/mem.h"
 #include "base/dtype.h"
 #include "base/fileio.h"
+#include "base/pool.h"
+#include "base/populate.h"
+#include "base/sysinfo.h"
 #include "model/loader.h"
 
 #include <stdio.h>
@@ -41,9 +47,22 @@ static void report(const char *name, double secs, size_t bytes)
     printf("%s %.3f %.3f\n", name, secs, (double)bytes / secs / 1e9);
 }
 
+/* The pool snug would populate on: n threads (0: a thread per CPU the
+ * process may use, snug's default). */
+static snug_pool *cpu_pool(int32_t n)
+{
+    snug_error err = {0};
+    snug_pool *pool = NULL;
+    if (snug_pool_create(n > 0 ? n : snug_cpu_count(), 0, &pool, &err) != SNUG_OK)
+        fprintf(stderr, "limits: %s\n", err.msg);
+    return pool;
+}
+
 static int touch(size_t n)
 {
     double best_plain = 1e30, best_snug = 1e30;
+    snug_pool *pool = cpu_pool(0);
+    if (!pool) return 1;
     for (int k = 0; k < 3; k++) {
         double t0 = now();
         unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -54,35 +73,38 @@ static int touch(size_t n)
         munmap(p, n);
         snug_error err = {0};
         t0 = now();
-        void *q = snug_mem_alloc(SNUG_MEM_WEIGHTS, n, &err);
+        void *q = snug_populate_alloc(SNUG_MEM_WEIGHTS, n, pool, &err);
         if (!q) {
             fprintf(stderr, "%s\n", err.msg);
+            snug_pool_free(pool);
             return 1;
         }
         best_snug = SNUG_MIN(best_snug, now() - t0);
         snug_mem_free(q);
     }
+    snug_pool_free(pool);
     report("touch_plain", best_plain, n);
     report("touch_snug", best_snug, n);
     return 0;
 }
 
-static int load_touch(const char *dir, size_t n)
+static int load_touch(const char *dir, size_t n, int32_t threads)
 {
     snug_error err = {0};
     snug_checkpoint *ck = NULL;
     snug_weights *w = NULL;
     void *q = NULL;
     int rc = 1;
-    snug_load_opts lo = {0};
+    snug_load_opts lo = {.n_threads = threads};
     snug_load_stats stats;
+    snug_pool *pool = cpu_pool(threads);
     double t0 = now();
-    if (snug_checkpoint_open(dir, &ck, &err) != SNUG_OK ||
+    if (!pool || snug_checkpoint_open(dir, &ck, &err) != SNUG_OK ||
         snug_weights_load(ck, &lo, &w, &stats, &err) != SNUG_OK)
         goto done;
     report("load", now() - t0, stats.weight_bytes);
     t0 = now();
-    q = snug_mem_alloc(SNUG_MEM_KV, n, &err);
+    q = snug_populate_alloc(SNUG_MEM_KV, n, pool, &err);
     if (!q) goto done;
     report("touch_after_load", now() - t0, n);
     rc = 0;
@@ -91,6 +113,7 @@ done:
     snug_mem_free(q);
     snug_weights_free(w);
     snug_checkpoint_close(ck);
+    snug_pool_free(pool);
     return rc;
 }
 
@@ -136,11 +159,11 @@ static int plain(const char *dir, snug_dtype dt)
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "touch") == 0) return touch((size_t)strtoull(argv[2], NULL, 10));
-    if (argc == 4 && strcmp(argv[1], "load-touch") == 0)
-        return load_touch(argv[2], (size_t)strtoull(argv[3], NULL, 10));
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "load-touch") == 0)
+        return load_touch(argv[2], (size_t)strtoull(argv[3], NULL, 10), argc == 5 ? atoi(argv[4]) : 0);
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "plain") == 0)
         return plain(argv[2], argc == 4 ? snug_dtype_from_torch(argv[3]) : SNUG_DTYPE_NONE);
     fprintf(stderr, "usage: limits touch BYTES | limits load-touch DIR "
-                    "BYTES | limits plain DIR [DTYPE]\n");
+                    "BYTES [THREADS] | limits plain DIR [DTYPE]\n");
     return 2;
 }

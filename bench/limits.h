@@ -97,7 +97,7 @@ static inline void bench_omp_passive(char **argv)
 static float *bench_bandwidth_buffer(size_t bytes, int n_threads)
 {
     size_t n = bytes / sizeof(float) / 64 * 64;
-    float *buf = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof(float), NULL);
+    float *buf = snug_mem_alloc_unpopulated(SNUG_MEM_OTHER, n * sizeof(float), NULL);
     if (!buf) return NULL;
 #pragma omp parallel num_threads(n_threads)
     {

@@ -63,7 +63,7 @@ static bool logits_of(const snug_checkpoint *ck, const snug_weights *w, int32_t 
     const snug_model_dims *d = snug_model_get_dims(m);
     int32_t n_blocks = (n + BLOCK - 1) / BLOCK;
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_BF16};
-    if (snug_kvcache_create(&ks, n_blocks, &kv, err) != SNUG_OK ||
+    if (snug_kvcache_create(&ks, n_blocks, snug_model_pool(m), &kv, err) != SNUG_OK ||
         snug_block_pool_init(&pool, n_blocks, BLOCK, false, err) != SNUG_OK ||
         snug_block_table_init(&tb, n, BLOCK, err) != SNUG_OK)
         goto done;

@@ -160,7 +160,7 @@ typedef struct snug_llm_opts {
     size_t reserve;                 /* headroom kept out of the plan, never allocated */
     size_t job_memory;              /* bytes kept from the KV cache for jobs (part of the
                                      * reserve in the plan); 0: SNUG_LLM_JOB_MEMORY_DEFAULT */
-    int32_t n_threads;              /* compute threads; 0: the CPUs this process may use */
+    int32_t n_threads;              /* compute threads; 0: the CPUs the process may use (snug_cpu_count) */
     int32_t max_queue;              /* jobs waiting for a slot; 0: 1024 */
     bool no_prefix_caching;         /* false (the default): the KV cache keeps the blocks
                                      * it computed and a job whose prompt begins as an

@@ -117,7 +117,7 @@ static snug_status rig_open(rig *r, snug_comm *c, snug_error *err)
     const snug_model_dims *d = st == SNUG_OK ? snug_model_get_dims(r->m) : NULL;
     if (d) {
         snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_F32};
-        st = snug_kvcache_create(&ks, N_BLOCKS, &r->kv, err);
+        st = snug_kvcache_create(&ks, N_BLOCKS, snug_model_pool(r->m), &r->kv, err);
     }
     if (st == SNUG_OK) st = snug_block_pool_init(&r->pool, N_BLOCKS, BLOCK, false, err);
     for (int i = 0; i < 2 && st == SNUG_OK; i++)

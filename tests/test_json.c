@@ -59,10 +59,15 @@ static void test_parse_memory_within_admission(void)
               used, admitted);
         CHECK(admitted <= ceiling, "%s: admitted for %zu, over the ceiling %zu", shapes[i].what,
               admitted, ceiling);
-        /* tight: within a third over what it took (the fixed part aside); the bound counts the
-         * C library's chunks, which AddressSanitizer's allocator rounds otherwise (larger) */
+        /* tight: within 2/5 over what it took (the fixed part aside); the bound counts the
+         * C library's chunks, which AddressSanitizer's allocator rounds otherwise (larger).
+         * What glibc's aligned chunks hold depends on what else the process mallocs: with
+         * libgomp in the allocator's large-block path (before the allocator stopped using
+         * OpenMP) one-member objects took 38.9 MB and the bound was 1.26x that; without it
+         * they take 35.7 MB, 1.37x. The bound must cover the first (a program that embeds
+         * snug may run OpenMP), so this allows for the second. */
 #if !defined(__SANITIZE_ADDRESS__)
-        CHECK(admitted - SNUG_JSON_BYTES_FIXED <= used + used / 3, "%s: admitted for %zu, %.2fx "
+        CHECK(admitted - SNUG_JSON_BYTES_FIXED <= used + used * 2 / 5, "%s: admitted for %zu, %.2fx "
               "the %zu it took", shapes[i].what, admitted, (double)admitted / (double)used, used);
 #endif
         free(text);

@@ -74,7 +74,7 @@ static bool rig_open_as(rig *r, const char *dir, const snug_model_config *config
     if (snug_model_create(&r->ck->config, r->w, &mo, &r->m, err) != SNUG_OK) return false;
     const snug_model_dims *d = snug_model_get_dims(r->m);
     snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, kv_dtype};
-    if (snug_kvcache_create(&ks, N_BLOCKS, &r->kv, err) != SNUG_OK) return false;
+    if (snug_kvcache_create(&ks, N_BLOCKS, snug_model_pool(r->m), &r->kv, err) != SNUG_OK) return false;
     return snug_block_pool_init(&r->pool, N_BLOCKS, BLOCK, false, err) == SNUG_OK;
 }
 
@@ -711,7 +711,7 @@ static void *tp_run_rank(void *arg)
     const snug_model_dims *d = r->ok ? snug_model_get_dims(m) : NULL;
     if (r->ok) {
         snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_F32};
-        r->ok = snug_kvcache_create(&ks, N_BLOCKS, &kv, &r->err) == SNUG_OK &&
+        r->ok = snug_kvcache_create(&ks, N_BLOCKS, snug_model_pool(m), &kv, &r->err) == SNUG_OK &&
                 snug_block_pool_init(&pool, N_BLOCKS, BLOCK, false, &r->err) == SNUG_OK &&
                 snug_block_table_init(&tb, MAX_TOKENS, BLOCK, &r->err) == SNUG_OK;
     }

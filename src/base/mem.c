@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <link.h>
 #include <malloc.h>
-#include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,34 +170,24 @@ static void *nomem(snug_error *err, snug_mem_cat cat, size_t n, const char *why)
 
 enum {
     HUGE_PAGE_BYTES = 2 << 20,       /* blocks this large are 2 MiB-aligned, huge-paged */
-    POPULATE_CHUNK = 64 << 20,       /* populated in pieces of this size ... */
-    POPULATE_PARALLEL = 128 << 20    /* ... by all threads from this size on */
+    POPULATE_CHUNK = 64 << 20        /* populated in pieces of this size */
 };
 
-/* Makes [p, p + len) resident, writable, in pieces spread over threads.
- * MADV_POPULATE_WRITE reports a failure (where touching would be killed);
- * before Linux 5.14 it does not exist and the pages are touched instead.
- * Measured on a 2-core VM, 2.5 GB: MAP_POPULATE 0.55 GB/s, one thread
- * touching 4 KiB pages 0.58, both threads populating 4 KiB pages 3.6-4.1,
- * huge pages 1.2 (the kernel compacting memory to find them) to 11.7. */
-static bool populate(unsigned char *p, size_t len, bool threads)
+/* Makes [p, p + len) resident, writable, on the calling thread, a piece at
+ * a time (spreading a large block over threads is populate.c's, above the
+ * allocator: the allocator cannot call the pool, which allocates through
+ * it). MADV_POPULATE_WRITE reports a failure (where touching would be
+ * killed); before Linux 5.14 it does not exist and the pages are touched
+ * instead. Stops at the first piece the system will not back. */
+static bool populate(unsigned char *p, size_t len)
 {
-    size_t n_chunks = (len + POPULATE_CHUNK - 1) / POPULATE_CHUNK;
-    atomic_int failed = 0;
-    /* one thread when called from a parallel region (no nested teams) */
-#pragma omp parallel for schedule(dynamic, 1) if (threads && len >= POPULATE_PARALLEL && !omp_in_parallel())
-    for (size_t i = 0; i < n_chunks; i++) {
-        if (atomic_load(&failed)) continue; /* the block is given up: stop taking memory */
-        size_t begin = i * (size_t)POPULATE_CHUNK;
+    for (size_t begin = 0; begin < len; begin += POPULATE_CHUNK) {
         size_t n = SNUG_MIN((size_t)POPULATE_CHUNK, len - begin);
         if (madvise(p + begin, n, MADV_POPULATE_WRITE) == 0) continue;
-        if (errno != EINVAL) {
-            atomic_store(&failed, 1);
-            continue;
-        }
+        if (errno != EINVAL) return false;
         for (size_t o = 0; o < n; o += 4096) ((volatile unsigned char *)p)[begin + o] = 0;
     }
-    return !atomic_load(&failed);
+    return true;
 }
 
 /* Maps len bytes (a multiple of the page size) of anonymous memory, 2 MiB-
@@ -224,7 +213,7 @@ static void *map_block(size_t len, bool resident)
         if (tail) munmap(p + len, tail);
         madvise(p, len, MADV_HUGEPAGE); /* a hint: ignored where huge pages are off */
     }
-    if (!populate(p, resident ? len : SNUG_MEM_HEADER_BYTES, true)) {
+    if (!populate(p, resident ? len : SNUG_MEM_HEADER_BYTES)) {
         munmap(p, len);
         errno = ENOMEM;
         return NULL;
@@ -357,7 +346,7 @@ snug_status snug_mem_populate(void *p, size_t offset, size_t len, snug_error *er
     uintptr_t page = page_size > 0 ? (uintptr_t)page_size : 4096;
     from -= from % page; /* a block's pages are all its own: it is mapped alone */
     to = snug_round_up(to, page);
-    if (populate((unsigned char *)from, (size_t)(to - from), false)) return SNUG_OK;
+    if (populate((unsigned char *)from, (size_t)(to - from))) return SNUG_OK;
     char bytes[32];
     return snug_errorf(err, SNUG_NOMEM, "out of memory: the system would not back %s of a "
                        "block it had mapped", snug_fmt_bytes(to - from, bytes));
@@ -523,6 +512,13 @@ snug_status snug_mem_trace_start(size_t max_events, snug_error *err)
 void snug_mem_trace_mark(const char *label)
 {
     trace_record(SNUG_MEM_EVENT_MARK, 0, 0, label, true);
+}
+
+void snug_mem_trace_populated(const void *p)
+{
+    const block_header *h = (const block_header *)((const unsigned char *)p - SNUG_MEM_HEADER_BYTES);
+    SNUG_ASSERT(h->magic == BLOCK_MAGIC && "trace of a pointer that is not a live block");
+    trace_record(SNUG_MEM_EVENT_RSS, h->cat, 0, NULL, true);
 }
 
 void snug_mem_trace_get(snug_mem_trace *out)

@@ -10,11 +10,12 @@
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/json.h"
+#include "base/pool.h"
+#include "base/sysinfo.h"
 #include "model/params.h"
 #include "base/rng.h"
 #include "formats/st_writer.h"
 
-#include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -198,9 +199,52 @@ static void shard_name(char *buf, size_t size, int32_t shard, int32_t n_shards)
         snprintf(buf, size, "model-%05d-of-%05d.safetensors", shard + 1, n_shards);
 }
 
-/* Writes one shard file: header, then data generated in parallel. */
+/* What the threads writing one shard share. */
+typedef struct shard_job {
+    snug_st_writer *w;
+    const gen_tensor **members;  /* [count] the shard's tensors */
+    const uint64_t *first_chunk; /* [count + 1] each member's first chunk */
+    int32_t count;
+    int64_t n_chunks;
+    snug_dtype dtype;
+    void **buffers;              /* [threads] each thread's own */
+    snug_pool *pool;
+    atomic_int failed;
+    snug_error first_err;        /* the first failure's */
+} shard_job;
+
+/* One thread's part of write_shard: chunks taken one at a time from the
+ * pool's counter, generated in the thread's buffer and written. */
+static void shard_part(void *ctx, int32_t thread, int32_t n_threads)
+{
+    (void)n_threads;
+    shard_job *j = ctx;
+    size_t esize = snug_dtype_size(j->dtype);
+    for (int64_t c; (c = snug_pool_next(j->pool, j->n_chunks)) >= 0;) {
+        if (atomic_load(&j->failed)) break;
+        int32_t lo = 0, hi = j->count; /* the member holding chunk c */
+        while (hi - lo > 1) {
+            int32_t mid = (lo + hi) / 2;
+            if (j->first_chunk[mid] <= (uint64_t)c)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        const gen_tensor *t = j->members[lo];
+        uint64_t e0 = ((uint64_t)c - j->first_chunk[lo]) * CHUNK_ELEMS;
+        size_t ne = (size_t)SNUG_MIN((uint64_t)CHUNK_ELEMS, t->numel - e0);
+        unsigned char *buf = j->buffers[thread];
+        generate(t, e0, ne, j->dtype, (float *)(buf + (size_t)CHUNK_ELEMS * 4), buf);
+        snug_error e;
+        if (snug_st_writer_write(j->w, t->index, e0 * esize, buf, ne * esize, &e) != SNUG_OK &&
+            atomic_exchange(&j->failed, 1) == 0)
+            j->first_err = e;
+    }
+}
+
+/* Writes one shard file: header, then data generated on the pool's threads. */
 static snug_status write_shard(const gen_tensor *g, int32_t n, int32_t shard, const char *path,
-                               const snug_mkmodel_opts *o, void **buffers, snug_error *err)
+                               snug_dtype dtype, snug_pool *pool, void **buffers, snug_error *err)
 {
     int32_t count = 0;
     for (int32_t i = 0; i < n; i++) count += g[i].shard == shard;
@@ -224,34 +268,14 @@ static snug_status write_shard(const gen_tensor *g, int32_t n, int32_t shard, co
     st = snug_st_writer_create(path, list, count, &w, err);
     if (st != SNUG_OK) goto done;
 
-    atomic_int failed = 0;
-    snug_error first_err = {0};
-    size_t esize = snug_dtype_size(o->dtype);
-    int64_t n_chunks = (int64_t)first_chunk[count];
-#pragma omp parallel for schedule(dynamic, 1) num_threads(o->n_threads)
-    for (int64_t c = 0; c < n_chunks; c++) {
-        if (atomic_load(&failed)) continue;
-        int32_t lo = 0, hi = count; /* the member holding chunk c */
-        while (hi - lo > 1) {
-            int32_t mid = (lo + hi) / 2;
-            if (first_chunk[mid] <= (uint64_t)c)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        const gen_tensor *t = members[lo];
-        uint64_t e0 = ((uint64_t)c - first_chunk[lo]) * CHUNK_ELEMS;
-        size_t ne = (size_t)SNUG_MIN((uint64_t)CHUNK_ELEMS, t->numel - e0);
-        unsigned char *buf = buffers[omp_get_thread_num()];
-        generate(t, e0, ne, o->dtype, (float *)(buf + (size_t)CHUNK_ELEMS * 4), buf);
-        snug_error e;
-        if (snug_st_writer_write(w, t->index, e0 * esize, buf, ne * esize, &e) != SNUG_OK) {
-            if (atomic_exchange(&failed, 1) == 0) first_err = e;
-        }
-    }
-    if (failed) {
-        if (err) *err = first_err;
-        st = first_err.status;
+    shard_job j = {.w = w, .members = members, .first_chunk = first_chunk, .count = count,
+                   .n_chunks = (int64_t)first_chunk[count], .dtype = dtype, .buffers = buffers,
+                   .pool = pool};
+    atomic_init(&j.failed, 0);
+    snug_pool_run(pool, shard_part, &j);
+    if (atomic_load(&j.failed)) {
+        if (err) *err = j.first_err;
+        st = j.first_err.status;
         snug_st_writer_abort(w);
     } else {
         st = snug_st_writer_finish(w, err);
@@ -327,12 +351,14 @@ snug_status snug_mkmodel(const snug_model_config *cfg, const snug_mkmodel_opts *
     if (!snug_dtype_is_weight(o.dtype))
         return snug_errorf(err, SNUG_INVALID, "mkmodel writes bf16, f16 or f32 weights");
     if (o.n_shards < 1) return snug_errorf(err, SNUG_INVALID, "the shard count must be >= 1");
-    if (o.n_threads <= 0) o.n_threads = omp_get_max_threads();
+    if (o.n_threads <= 0) o.n_threads = snug_cpu_count();
     gen_list l = {0};
+    snug_pool *pool = NULL;
     void **buffers = NULL;
     char path[4096], fname[64];
     snug_status st = list_tensors(cfg, &o, &l, err);
     if (st == SNUG_OK) st = assign_shards(l.t, l.n, o.n_shards, err);
+    if (st == SNUG_OK) st = snug_pool_create(o.n_threads, 0, &pool, err);
     if (st != SNUG_OK) goto done;
     buffers = snug_mem_alloc(SNUG_MEM_STAGING, (size_t)o.n_threads * sizeof *buffers, err);
     if (!buffers) {
@@ -349,7 +375,7 @@ snug_status snug_mkmodel(const snug_model_config *cfg, const snug_mkmodel_opts *
     for (int32_t s = 0; s < o.n_shards; s++) {
         shard_name(fname, sizeof fname, s, o.n_shards);
         st = snug_path_join(path, sizeof path, outdir, fname, err);
-        if (st == SNUG_OK) st = write_shard(l.t, l.n, s, path, &o, buffers, err);
+        if (st == SNUG_OK) st = write_shard(l.t, l.n, s, path, o.dtype, pool, buffers, err);
         if (st != SNUG_OK) goto done;
     }
     if (o.n_shards > 1) st = write_index(l.t, l.n, o.n_shards, outdir, err);
@@ -366,6 +392,7 @@ done:
     if (buffers)
         for (int32_t i = 0; i < o.n_threads; i++) snug_mem_free(buffers[i]);
     snug_mem_free(buffers);
+    snug_pool_free(pool);
     gen_list_free(&l);
     return st;
 }

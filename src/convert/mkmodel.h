@@ -19,7 +19,7 @@ typedef struct snug_mkmodel_opts {
     snug_dtype dtype;    /* F32, F16 or BF16 */
     int32_t n_shards;    /* 1: model.safetensors; more: model-0000k-of-0000K + index */
     uint64_t seed;
-    int32_t n_threads;   /* 0: as many as OpenMP offers */
+    int32_t n_threads;   /* 0: the CPUs the process may use (snug_cpu_count) */
     double std;          /* standard deviation of matrices and biases; 0: 0.02 */
 } snug_mkmodel_opts;
 

@@ -11,6 +11,7 @@
 #include "stepper.h"
 
 #include "base/mem.h"
+#include "base/populate.h"
 
 #include <math.h>
 #include <string.h>
@@ -102,7 +103,7 @@ snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_co
                         .max_blocks = max_blocks_per_seq, .vocab_begin = d->vocab_begin,
                         .vocab_len = d->vocab_len};
     if (z.total) {
-        unsigned char *b = snug_mem_alloc(SNUG_MEM_ACTIVATIONS, z.total, err);
+        unsigned char *b = snug_populate_alloc(SNUG_MEM_ACTIVATIONS, z.total, snug_model_pool(m), err);
         if (!b) {
             snug_mem_free(s);
             return snug_error_prefix(err, SNUG_NOMEM, "stepper: ");

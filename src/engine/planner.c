@@ -337,8 +337,9 @@ static snug_status allocate_phase(snug_planned *p, const snug_planner_opts *opts
     r->populated_after_ready = o->populate_after_ready && r->tp == 1;
     begin(opts, r->populated_after_ready ? "reserve" : "populate", t_start);
     double t0 = snug_now_seconds();
+    snug_pool *threads = snug_model_pool(p->model); /* make it resident on every thread */
     snug_status st = r->populated_after_ready ? snug_kvcache_reserve(ks, (int32_t)r->kv.blocks, &p->kv, err)
-                                              : snug_kvcache_create(ks, (int32_t)r->kv.blocks, &p->kv, err);
+                                              : snug_kvcache_create(ks, (int32_t)r->kv.blocks, threads, &p->kv, err);
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) return st;
     r->populate_seconds = snug_now_seconds() - t0;

@@ -73,9 +73,9 @@ typedef struct snug_planner_opts {
     int32_t max_num_batched_tokens;/* 0: max(default, max_num_seqs) */
     int32_t block_size;            /* 0: SNUG_BLOCK_SIZE_DEFAULT */
     snug_dtype kv_dtype;           /* SNUG_DTYPE_NONE: bf16 */
-    int32_t n_threads;             /* 0: snug_cpu_count() (the affinity mask capped by the
-                                    * cgroup's CPU quota); with several ranks,
-                                    * snug_comm_default_threads() */
+    int32_t n_threads;             /* 0: the CPUs the process may use (snug_cpu_count: the
+                                    * affinity mask capped by the cgroup's CPU quota); with
+                                    * several ranks, snug_comm_default_threads() */
     int isa;                       /* -1: the best (or $SNUG_ISA) */
     snug_bf16_choice bf16;         /* the bf16 GEMM instruction (--bf16-matmul; 0: measured) */
     size_t staging_bytes;          /* the loader's; 0: its default */

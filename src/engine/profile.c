@@ -63,7 +63,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
      * step goes: this thread's and the model's pool's */
     snug_proc_prefault_stack();
     snug_pool_run(snug_model_pool(m), prefault_part, NULL);
-    st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, &kv, err);
+    st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, snug_model_pool(m), &kv, err);
     st = snug_dist_agree(snug_stepper_comm(stepper), st, err); /* no rank steps alone */
     if (st == SNUG_NOMEM) { /* the caller may say what would fit */
         out->n_tokens = r.n_tokens;

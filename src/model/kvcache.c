@@ -6,6 +6,7 @@
 #include "base/mem.h"
 #include "base/dtype.h"
 #include "base/pool.h"
+#include "base/populate.h"
 
 #include <stdatomic.h>
 
@@ -25,7 +26,7 @@ size_t snug_kv_block_bytes(const snug_kv_shape *s)
 
 /* snug_kvcache_create and snug_kvcache_reserve. */
 static snug_status make_cache(const snug_kv_shape *shape, int32_t n_blocks, bool resident,
-                              snug_kvcache *out, snug_error *err)
+                              snug_pool *pool, snug_kvcache *out, snug_error *err)
 {
     *out = (snug_kvcache){0};
     if (shape->dtype != SNUG_DTYPE_F32 && shape->dtype != SNUG_DTYPE_F16 &&
@@ -38,7 +39,7 @@ static snug_status make_cache(const snug_kv_shape *shape, int32_t n_blocks, bool
     if (!snug_mul_size(block, (size_t)n_blocks, &total))
         return snug_errorf(err, SNUG_INVALID, "kv cache: %d blocks of %zu bytes overflow", n_blocks,
                            block);
-    out->data = resident ? snug_mem_alloc(SNUG_MEM_KV, total, err)
+    out->data = resident ? snug_populate_alloc(SNUG_MEM_KV, total, pool, err)
                          : snug_mem_alloc_unpopulated(SNUG_MEM_KV, total, err);
     if (!out->data) return snug_error_prefix(err, SNUG_NOMEM, "kv cache: ");
     out->shape = *shape;
@@ -46,16 +47,16 @@ static snug_status make_cache(const snug_kv_shape *shape, int32_t n_blocks, bool
     return SNUG_OK;
 }
 
-snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
+snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks, snug_pool *pool,
                                 snug_kvcache *out, snug_error *err)
 {
-    return make_cache(shape, n_blocks, true, out, err);
+    return make_cache(shape, n_blocks, true, pool, out, err);
 }
 
 snug_status snug_kvcache_reserve(const snug_kv_shape *shape, int32_t n_blocks,
                                  snug_kvcache *out, snug_error *err)
 {
-    return make_cache(shape, n_blocks, false, out, err);
+    return make_cache(shape, n_blocks, false, NULL, out, err);
 }
 
 void snug_kvcache_free(snug_kvcache *kv)

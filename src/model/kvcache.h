@@ -36,9 +36,11 @@ typedef struct snug_kvcache {
  * dtype size; 0 when the shape is invalid or the product overflows. Pure. */
 size_t snug_kv_block_bytes(const snug_kv_shape *shape);
 
-/* Allocates a cache of n_blocks blocks (zero-filled). Fails with
- * SNUG_INVALID for a bad shape (naming the field) or SNUG_NOMEM. */
-snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks,
+/* Allocates a cache of n_blocks blocks (zero-filled), made resident on the
+ * threads of pool (populate.h; NULL: on the caller's). Fails with
+ * SNUG_INVALID for a bad shape (naming the field) or SNUG_NOMEM (nothing
+ * held). */
+snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks, snug_pool *pool,
                                 snug_kvcache *out, snug_error *err);
 
 /* As snug_kvcache_create, the bytes charged alike, but none of them made

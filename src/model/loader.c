@@ -1,17 +1,19 @@
 /*
  * loader.c: checking a checkpoint against a rank's parameter table, planning
- * the reads, and reading every slice into place on several threads.
+ * the reads, and reading every slice into place on a pool of threads made
+ * for the load.
  */
 #include "loader.h"
 
 #include "base/mem.h"
 #include "base/dtype.h"
+#include "base/pool.h"
+#include "base/populate.h"
 #include "base/quant.h"
 #include "base/sysinfo.h"
 #include "kernels/linear.h"
 
 #include <fcntl.h>
-#include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -463,48 +465,70 @@ static void hint_reads(const snug_weights *w, const load_plan *pl)
     }
 }
 
-/* Runs every item on n_threads threads, each converting one through its
- * slot of staging (pl->n_slots x pl->slot_bytes) and packing panels through
- * a free slot of pack_area (pl->n_pack_slots x pl->pack_bytes); the first
- * failure stops the rest. */
-static snug_status run_items(const snug_weights *w, load_plan *pl, const snug_load_opts *o,
-                             unsigned char *staging, unsigned char *pack_area, uint64_t *bytes_read,
-                             snug_error *err)
+/* What the threads of a load share while they read. */
+typedef struct items_job {
+    const snug_weights *w;
+    load_plan *pl;
+    const snug_load_opts *o;
+    snug_pool *pool;
+    unsigned char *staging, *pack_area;
+    uint64_t all;              /* in the units of placed: the rows' bytes as read, padding left out */
+    atomic_int failed;
+    _Atomic uint64_t total, placed;
+    atomic_flag telling;
+    snug_error first;          /* the first failure's */
+} items_job;
+
+/* One thread's part of run_items: items taken one at a time from the
+ * pool's counter, each converting through the thread's staging slot. */
+static void items_part(void *ctx, int32_t thread, int32_t n_threads)
 {
-    atomic_int failed = 0;
-    _Atomic uint64_t total = 0, placed = 0;
-    atomic_flag telling = ATOMIC_FLAG_INIT;
-    uint64_t all = 0; /* in the units of placed: the rows' bytes as read, padding left out */
-    for (int32_t i = 0; i < w->table.n_params; i++) all += pl->expected[i];
-    int32_t n_threads = o->n_threads;
-    snug_error first = {0};
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
-    for (int64_t k = 0; k < pl->n_items; k++) {
-        if (atomic_load(&failed)) continue;
+    items_job *j = ctx;
+    const load_plan *pl = j->pl;
+    const snug_load_opts *o = j->o;
+    for (int64_t k; (k = snug_pool_next(j->pool, pl->n_items)) >= 0;) {
+        if (atomic_load(&j->failed)) break;
         snug_error e;
         uint64_t got = 0;
         const load_item *it = &pl->items[k];
-        int32_t thread = omp_get_thread_num();
         int64_t slot = slot_of(pl, it, thread, n_threads);
-        unsigned char *stage = slot < 0 ? NULL : staging + (size_t)slot * pl->slot_bytes;
-        if (load_item_run(w, pl, it, stage, pack_area, &got, &e) != SNUG_OK) {
-            if (atomic_exchange(&failed, 1) == 0) first = e;
-            continue;
+        unsigned char *stage = slot < 0 ? NULL : j->staging + (size_t)slot * pl->slot_bytes;
+        if (load_item_run(j->w, j->pl, it, stage, j->pack_area, &got, &e) != SNUG_OK) {
+            if (atomic_exchange(&j->failed, 1) == 0) j->first = e;
+            break;
         }
-        atomic_fetch_add(&total, got);
-        const snug_param *p = &w->table.params[it->param];
+        atomic_fetch_add(&j->total, got);
+        const snug_param *p = &j->w->table.params[it->param];
         uint64_t dst = (uint64_t)it->n_rows * row_bytes_of(held_dtype(p, it->source), p->cols);
-        uint64_t now = atomic_fetch_add(&placed, dst) + dst;
-        if (o->on_progress && now < all && !atomic_flag_test_and_set(&telling)) {
-            o->on_progress(o->progress_ctx, now, all);
-            atomic_flag_clear(&telling);
+        uint64_t now = atomic_fetch_add(&j->placed, dst) + dst;
+        if (o->on_progress && now < j->all && !atomic_flag_test_and_set(&j->telling)) {
+            o->on_progress(o->progress_ctx, now, j->all);
+            atomic_flag_clear(&j->telling);
         }
     }
-    *bytes_read = atomic_load(&total);
-    if (failed) {
-        if (err) *err = first;
-        return first.status;
+}
+
+/* Runs every item on the pool's threads (as many as o->n_threads), each
+ * converting one through its slot of staging (pl->n_slots x pl->slot_bytes)
+ * and packing panels through a free slot of pack_area (pl->n_pack_slots x
+ * pl->pack_bytes); the first failure stops the rest. */
+static snug_status run_items(const snug_weights *w, load_plan *pl, const snug_load_opts *o, snug_pool *pool,
+                             unsigned char *staging, unsigned char *pack_area, uint64_t *bytes_read,
+                             snug_error *err)
+{
+    items_job j = {.w = w, .pl = pl, .o = o, .pool = pool, .staging = staging, .pack_area = pack_area,
+                   .telling = ATOMIC_FLAG_INIT};
+    atomic_init(&j.failed, 0);
+    atomic_init(&j.total, 0);
+    atomic_init(&j.placed, 0);
+    for (int32_t i = 0; i < w->table.n_params; i++) j.all += pl->expected[i];
+    snug_pool_run(pool, items_part, &j);
+    *bytes_read = atomic_load(&j.total);
+    if (atomic_load(&j.failed)) {
+        if (err) *err = j.first;
+        return j.first.status;
     }
+    uint64_t all = j.all;
     if (o->on_progress) o->on_progress(o->progress_ctx, all, all);
     for (int32_t i = 0; i < w->table.n_params; i++)
         if (atomic_load(&pl->written[i]) != pl->expected[i])
@@ -575,6 +599,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
         return snug_errorf(err, SNUG_INVALID, "weights load as bf16, f16 or f32");
 
     load_plan pl = {0};
+    snug_pool *pool = NULL;          /* o.n_threads threads, for this load */
     unsigned char *staging = NULL;   /* pl.n_slots x pl.slot_bytes */
     unsigned char *pack_area = NULL; /* pl.n_pack_slots x pl.pack_bytes */
     snug_weights *w = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *w, err);
@@ -607,9 +632,15 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     if (st == SNUG_OK) st = plan_panels(&w->table, o.dtype, o.n_threads, &pl, err);
     if (st != SNUG_OK) goto done;
 
-    /* every parameter at its final shape, resident, before any read */
+    st = snug_pool_create(o.n_threads, 0, &pool, err);
+    if (st != SNUG_OK) {
+        snug_error_prefix(err, st, "%s: the load's threads: ", ck->dir);
+        goto done;
+    }
+    /* every parameter at its final shape, resident (on the load's threads),
+     * before any read */
     w->arena_bytes = snug_params_layout(&w->table, o.dtype, w->offsets);
-    w->arena = snug_mem_alloc(SNUG_MEM_WEIGHTS, (size_t)w->arena_bytes, err);
+    w->arena = snug_populate_alloc(SNUG_MEM_WEIGHTS, (size_t)w->arena_bytes, pool, err);
     if (!w->arena) {
         st = snug_error_prefix(err, SNUG_NOMEM, "%s: weights of rank %d: ", ck->dir, o.rank);
         goto done;
@@ -630,7 +661,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     }
     uint64_t bytes_read = 0;
     hint_reads(w, &pl);
-    st = run_items(w, &pl, &o, staging, pack_area, &bytes_read, err);
+    st = run_items(w, &pl, &o, pool, staging, pack_area, &bytes_read, err);
     if (st != SNUG_OK) goto done;
     pack_deferred(w, &pl, pack_area);
     if (stats) {
@@ -656,6 +687,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
 done:
     snug_mem_free(pack_area);
     snug_mem_free(staging);
+    snug_pool_free(pool);
     plan_free(&pl);
     snug_weights_free(w);
     return st;

@@ -17,7 +17,8 @@
  * per thread that can convert at once (min(threads, converting reads)), each
  * the largest converting read rounded up to 64 bytes; a read is at most one
  * thread's share of opts->staging_bytes, so the staging is never more than
- * that (plus the rounding). Reads run on several threads. The
+ * that (plus the rounding). Reads run on a pool of opts->n_threads threads
+ * made for the load, which also make the weights' block resident. The
  * checkpoint is checked against the table first: missing tensors, tensors
  * the model does not use, wrong shapes and dtypes that are not weight types
  * are errors that list or name them; every byte of every parameter is
@@ -45,7 +46,7 @@ typedef struct snug_load_opts {
     size_t staging_bytes;      /* most staging for conversions, all threads together
                                 * (each thread's share bounds one read); 0:
                                 * SNUG_LOAD_STAGING_BYTES */
-    int32_t n_threads;         /* 0: snug_cpu_count() (the cores this process may use) */
+    int32_t n_threads;         /* 0: the CPUs the process may use (snug_cpu_count) */
     size_t item_bytes;         /* most bytes one read moves; 0: SNUG_LOAD_ITEM_BYTES */
     /* Called as reads finish, from the loading threads one at a time (a
      * thread that finds another in it goes on), with the weights' bytes in

@@ -8,6 +8,7 @@
 #include "base/dtype.h"
 #include "base/quant.h"
 #include "base/pool.h"
+#include "base/populate.h"
 #include "base/sysinfo.h"
 #include "params.h"
 
@@ -342,14 +343,14 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
         st = snug_errorf(err, SNUG_INVALID, "model: the activation arena's size overflows");
         goto fail;
     }
-    m->arena = snug_mem_alloc(SNUG_MEM_ACTIVATIONS, bytes, err);
+    st = snug_pool_create(s.n_threads, 0, &m->pool, err);
+    if (st != SNUG_OK) goto fail;
+    m->arena = snug_populate_alloc(SNUG_MEM_ACTIVATIONS, bytes, m->pool, err); /* resident on the pool's threads */
     if (!m->arena) {
         st = snug_error_prefix(err, SNUG_NOMEM, "model: activation arena: ");
         goto fail;
     }
     layout_arena(&m->dims, &s, m->arena, &m->buf);
-    st = snug_pool_create(s.n_threads, 0, &m->pool, err);
-    if (st != SNUG_OK) goto fail;
     *out = m;
     return SNUG_OK;
 fail:

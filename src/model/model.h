@@ -35,7 +35,8 @@ typedef struct snug_step_shape {
     int32_t n_seqs_max;    /* sequences per step */
     int32_t n_logits_max;  /* rows of logits per step; 0: n_seqs_max */
     int32_t n_threads;     /* threads the kernels run on (a pool the model makes, the
-                            * caller's thread one of them); 0: snug_cpu_count() */
+                            * caller's thread one of them); 0: the CPUs the process
+                            * may use (snug_cpu_count) */
 } snug_step_shape;
 
 /* One rank's shapes. */
