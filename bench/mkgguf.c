@@ -276,12 +276,12 @@ int main(int argc, char **argv)
         goto fail;
     }
     float factors[SNUG_MAX_ROPE_FACTORS];
-    for (int32_t i = 0; rope && i < cfg.head_dim / 2 && i < SNUG_MAX_ROPE_FACTORS; i++) {
-        double freq = 1.0 / pow(cfg.rope_theta, (double)(2 * i) / (double)cfg.head_dim), wavelen = 2 * M_PI / freq;
-        double s = (llama3[3] / wavelen - llama3[1]) / (llama3[2] - llama3[1]);
-        factors[i] = wavelen < llama3[3] / llama3[2]   ? 1.0f
-                     : wavelen > llama3[3] / llama3[1] ? (float)llama3[0]
-                                                        : (float)(1.0 / ((1 - s) / llama3[0] + s));
+    if (rope) { /* the factors of this scaling, as llama.cpp's converter writes them */
+        snug_model_config scaled = cfg;
+        scaled.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LLAMA3, .factor = llama3[0],
+                                                  .low_freq_factor = llama3[1], .high_freq_factor = llama3[2],
+                                                  .original_max_position_embeddings = (int64_t)llama3[3]};
+        snug_gguf_llama3_factors(&scaled, factors);
     }
     uint64_t data_bytes;
     int32_t n = list_tensors(&cfg, seed, ftype, rope ? factors : NULL, t, cap, &data_bytes, &err);

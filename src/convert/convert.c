@@ -77,16 +77,17 @@ static plan_tensor *plan_find(plan *p, const char *name)
     return NULL;
 }
 
-/* Permutes whole heads of interleaved rotary rows into half-split order. */
-static void permute_heads(const unsigned char *src, unsigned char *dst, int64_t n_rows,
-                          int64_t head_dim, size_t row_bytes)
+void snug_rotary_rows_permute(const unsigned char *src, unsigned char *dst, int64_t n_rows, int64_t head_dim,
+                              size_t row_bytes, bool to_interleaved)
 {
     int64_t half = head_dim / 2;
     for (int64_t h = 0; h < n_rows / head_dim; h++)
         for (int64_t p = 0; p < 2; p++)
-            for (int64_t i = 0; i < half; i++)
-                memcpy(dst + (size_t)(h * head_dim + p * half + i) * row_bytes,
-                       src + (size_t)(h * head_dim + 2 * i + p) * row_bytes, row_bytes);
+            for (int64_t i = 0; i < half; i++) {
+                size_t split = (size_t)(h * head_dim + p * half + i), pairs = (size_t)(h * head_dim + 2 * i + p);
+                memcpy(dst + (to_interleaved ? pairs : split) * row_bytes,
+                       src + (to_interleaved ? split : pairs) * row_bytes, row_bytes);
+            }
 }
 
 /* Streams one tensor from the source file into the writer. */
@@ -115,7 +116,7 @@ static snug_status copy_tensor(const plan *p, int32_t i, const snug_st_writer *w
         if (st != SNUG_OK) return snug_error_context(err, st, p->path, "tensor '%s': ", t->name);
         const unsigned char *out = a;
         if (t->rope_heads > 0) {
-            permute_heads(a, b, n, p->cfg.head_dim, row_bytes);
+            snug_rotary_rows_permute(a, b, n, p->cfg.head_dim, row_bytes, false);
             out = b;
         }
         st = snug_st_writer_write(w, i, (uint64_t)r0 * row_bytes, out, bytes, err);

@@ -16,6 +16,13 @@
 #include "formats/gguf.h"
 #include "formats/gguf_model.h"
 
+/* Permutes the rows of whole heads (n_rows, a multiple of head_dim, rows
+ * of row_bytes) between the interleaved rotary order (row 2i + p of a
+ * head) and the half-split one (row p * head_dim/2 + i): into interleaved
+ * when to_interleaved, else out of it. src and dst do not overlap. */
+void snug_rotary_rows_permute(const unsigned char *src, unsigned char *dst, int64_t n_rows, int64_t head_dim,
+                              size_t row_bytes, bool to_interleaved);
+
 /* Converts a llama2.c checkpoint (the legacy float32 format, or version 1
  * with the "ak42" magic) into outdir (which must exist). The file's size
  * must be exactly what its header implies. */

@@ -6,13 +6,13 @@
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/mem.h"
+#include "convert.h"
 #include "formats/checkpoint.h"
 #include "formats/gguf.h"
 #include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
 #include "model/params.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,28 +49,6 @@ static uint32_t ggml_type_of(snug_dtype dt, bool *ok)
     if (dt == SNUG_DTYPE_BF16) return SNUG_GGML_BF16;
     *ok = false;
     return 0;
-}
-
-/* Llama 3.1's rope scaling as llama.cpp's converter writes it: for
- * frequency i of wavelength w, 1 where w < original / high, factor where
- * w > original / low, else 1 / ((1 - s) / factor + s) with s = (original /
- * w - low) / (high - low). */
-static void llama3_factors(const snug_model_config *c, float *out)
-{
-    const snug_rope_scaling *rs = &c->rope_scaling;
-    int32_t rot = snug_config_rot_dims(c);
-    double orig = (double)rs->original_max_position_embeddings;
-    for (int32_t i = 0; i < rot / 2; i++) {
-        double w = 2 * M_PI * pow(c->rope_theta, (double)(2 * i) / (double)rot);
-        double f = 1.0;
-        if (w > orig / rs->low_freq_factor) {
-            f = rs->factor;
-        } else if (w >= orig / rs->high_freq_factor) {
-            double s = (orig / w - rs->low_freq_factor) / (rs->high_freq_factor - rs->low_freq_factor);
-            f = 1.0 / ((1 - s) / rs->factor + s);
-        }
-        out[i] = (float)f;
-    }
 }
 
 /* Appends a tensor of values (F32, n of them). */
@@ -130,7 +108,7 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
     }
     const snug_rope_scaling *rs = &c->rope_scaling;
     if (rs->type == SNUG_ROPE_LLAMA3) {
-        llama3_factors(c, g->rope_freqs);
+        snug_gguf_llama3_factors(c, g->rope_freqs);
         add_values(g, "rope_freqs.weight", g->rope_freqs, snug_config_rot_dims(c) / 2);
     } else if (rs->type == SNUG_ROPE_LONGROPE) {
         add_values(g, "rope_factors_long.weight", rs->long_factor, rs->n_factors);
@@ -154,19 +132,6 @@ static void build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv)
     snug_gguf_put_pad(h, ALIGNMENT);
 }
 
-/* Permutes whole heads of half-split rotary rows (row p * head/2 + i) into
- * interleaved pairs (row 2i + p): n_rows rows of row_bytes. */
-static void interleave_heads(const unsigned char *src, unsigned char *dst, int64_t n_rows, int64_t head,
-                             size_t row_bytes)
-{
-    int64_t half = head / 2;
-    for (int64_t h0 = 0; h0 < n_rows; h0 += head)
-        for (int64_t p = 0; p < 2; p++)
-            for (int64_t i = 0; i < half; i++)
-                memcpy(dst + (size_t)(h0 + 2 * i + p) * row_bytes, src + (size_t)(h0 + p * half + i) * row_bytes,
-                       row_bytes);
-}
-
 /* Writes tensor o's data at file offset `at`, through the two staging
  * buffers of STAGING_BYTES. */
 static snug_status write_tensor(const out_tensor *o, int fd, const char *path, uint64_t at, unsigned char *a,
@@ -185,7 +150,7 @@ static snug_status write_tensor(const out_tensor *o, int fd, const char *path, u
         int64_t n = SNUG_MIN(step_rows, n_rows - r);
         size_t bytes = (size_t)n * row_bytes;
         st = snug_st_read(o->file, o->src, (uint64_t)r * row_bytes, a, bytes, err);
-        if (st == SNUG_OK && o->head_rows > 0) interleave_heads(a, b, n, o->head_rows, row_bytes);
+        if (st == SNUG_OK && o->head_rows > 0) snug_rotary_rows_permute(a, b, n, o->head_rows, row_bytes, true);
         if (st == SNUG_OK) st = snug_pwrite_full(fd, o->head_rows > 0 ? b : a, bytes, at + (uint64_t)r * row_bytes, path, err);
     }
     return st;

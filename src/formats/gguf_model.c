@@ -338,3 +338,21 @@ void snug_gguf_model_keys(snug_gguf_header *h, const snug_model_config *c, uint3
     if (c->bos_token_id >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
     if (c->n_eos > 0) snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
 }
+
+void snug_gguf_llama3_factors(const snug_model_config *c, float *out)
+{
+    const snug_rope_scaling *rs = &c->rope_scaling;
+    int32_t rot = snug_config_rot_dims(c);
+    double orig = (double)rs->original_max_position_embeddings;
+    for (int32_t i = 0; i < rot / 2; i++) {
+        double w = 2 * M_PI * pow(c->rope_theta, (double)(2 * i) / (double)rot);
+        double f = 1.0;
+        if (w > orig / rs->low_freq_factor) {
+            f = rs->factor;
+        } else if (w >= orig / rs->high_freq_factor) {
+            double s = (orig / w - rs->low_freq_factor) / (rs->high_freq_factor - rs->low_freq_factor);
+            f = 1.0 / ((1 - s) / rs->factor + s);
+        }
+        out[i] = (float)f;
+    }
+}

@@ -44,6 +44,13 @@ const char *snug_gguf_arch_name(snug_arch arch);
  * rope_factors_*) are the caller's. */
 void snug_gguf_model_keys(snug_gguf_header *h, const snug_model_config *c, uint32_t align);
 
+/* Llama 3.1's rope scaling (c's llama3 rope_scaling) as llama.cpp's
+ * converter writes it into rope_freqs.weight, one factor per rotary
+ * frequency i of wavelength w (unscaled) into out: 1 where w < original /
+ * high, factor where w > original / low, else 1 / ((1 - s) / factor + s)
+ * with s = (original / w - low) / (high - low). */
+void snug_gguf_llama3_factors(const snug_model_config *c, float *out);
+
 /* Whether GGUF tensor `name` is configuration rather than a weight
  * (rope_freqs.weight: read into the config by snug_gguf_model_config). */
 bool snug_gguf_config_tensor(const char *name);
