@@ -9,6 +9,7 @@
  * end the reasoning is held, nothing given twice), and random replies built
  * of tags, pieces of tags, whitespace and text, checked the same way.
  */
+#include "support/chat_config.h"
 #include "test.h"
 
 #include "base/mem.h"
@@ -22,13 +23,12 @@ static const snug_reasoning_format *think(void)
     return snug_reasoning_format_of("{{ content.split('</think>')[-1] }}");
 }
 
+/* tests/data/chat's config of name (support/chat_config.h), counted as a
+ * check. */
 static json_t *config_of(const char *name)
 {
-    char path[256];
-    snprintf(path, sizeof path, "tests/data/chat/%s.tokenizer_config.json", name);
-    json_error_t e;
-    json_t *c = json_load_file(path, JSON_DECODE_INT_AS_REAL, &e);
-    CHECK(json_is_string(json_object_get(c, "chat_template")), "%s: %s", path, e.text);
+    json_t *c = chat_config_load(name);
+    CHECK(c != NULL, "tests/data/chat/%s.tokenizer_config.json has a chat_template", name);
     return c;
 }
 

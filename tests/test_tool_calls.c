@@ -7,6 +7,7 @@
  * style; Mistral v0.3): the tools and the call are rendered as the model
  * writes them, and the call the template wrote reads back as the call.
  */
+#include "support/chat_config.h"
 #include "test.h"
 
 #include "base/mem.h"
@@ -25,15 +26,12 @@ static const char TOOLS[] =
     " {\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\","
     " \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"integer\"}}}}}]";
 
-/* The template text of a tokenizer_config.json in tests/data/chat (NULL
- * on failure, counted). */
+/* tests/data/chat's config of name (support/chat_config.h), counted as a
+ * check. */
 static json_t *config_of(const char *name)
 {
-    char path[256];
-    snprintf(path, sizeof path, "tests/data/chat/%s.tokenizer_config.json", name);
-    json_error_t e;
-    json_t *c = json_load_file(path, JSON_DECODE_INT_AS_REAL, &e);
-    CHECK(json_is_string(json_object_get(c, "chat_template")), "%s: %s", path, e.text);
+    json_t *c = chat_config_load(name);
+    CHECK(c != NULL, "tests/data/chat/%s.tokenizer_config.json has a chat_template", name);
     return c;
 }
 
