@@ -11,6 +11,7 @@
 // reload; an over-long request shows the server's error; the page fits a phone's width.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { servingBase } from './serving.mjs';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,16 +35,7 @@ async function startServer() {
     server = spawn(path.join(build, 'snug'), ['serve', model, '--port', '0', '--threads', '1', '--memory', '1GiB',
         '--max-model-len', '1024', '--api-key', KEY, '--chat-template', 'tests/data/chat/tinyllama-1.1b-chat.jinja',
         '--no-access-log', '--timeline'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    base = await new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no serving line in 60 s: ${out.slice(-500)}`)), 60_000);
-        server.stdout.on('data', (d) => {
-            out += d;
-            const m = /^serving .* on (http:\/\/[0-9.]+:\d+)/m.exec(out);
-            if (m) { clearTimeout(timer); resolve(m[1]); }
-        });
-        server.once('exit', (code) => { clearTimeout(timer); reject(new Error(`snug serve exited ${code}: ${out}`)); });
-    });
+    base = await servingBase(server);
 }
 
 // memory(): GET /v1/memory as the page reads it

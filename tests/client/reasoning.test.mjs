@@ -11,6 +11,7 @@
 // by puppeteer's request interception: the page itself sends what it always sends).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { servingBase } from './serving.mjs';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,16 +36,7 @@ before(async () => {
         '--heads', '2', '--kv-heads', '1', '--intermediate', '64', '--dtype', 'bf16', model], { cwd: root, stdio: 'ignore' });
     server = spawn(path.join(build, 'snug'), ['serve', model, '--port', '0', '--threads', '1', '--max-model-len', '512',
         '--no-access-log'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    base = await new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no serving line in 60 s: ${out.slice(-500)}`)), 60_000);
-        server.stdout.on('data', (d) => {
-            out += d;
-            const m = /^serving .* on (http:\/\/[0-9.]+:\d+)/m.exec(out);
-            if (m) { clearTimeout(timer); resolve(m[1]); }
-        });
-        server.once('exit', (code) => { clearTimeout(timer); reject(new Error(`snug serve exited ${code}: ${out}`)); });
-    });
+    base = await servingBase(server);
     client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 20_000 });
 });
 
