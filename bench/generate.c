@@ -214,10 +214,15 @@ int main(int argc, char **argv)
 
     /* Bytes a decode step of one token reads: every weight (the embedding
      * table only as the lm_head, when tied; one row otherwise) and the cache. */
-    size_t row = (size_t)b.d->hidden * snug_dtype_size(w->dtype);
     char label[64];
     snug_dtype mdt = matrices_dtype(w, label, sizeof label);
-    double weight_read = (double)w->arena_bytes - (ck->config.tie_word_embeddings ? 0 : (double)b.d->vocab_rows * row - row);
+    double weight_read = (double)w->arena_bytes;
+    int32_t ei = snug_weights_find(w, "embed_tokens");
+    if (!ck->config.tie_word_embeddings && ei >= 0) { /* held in its own format: a GGUF's is a block format */
+        const snug_param *e = &w->table.params[ei];
+        double table = (double)snug_param_bytes(e, w->dtype);
+        weight_read -= table - table / (double)e->rows;
+    }
     double kv_per_pos = (double)snug_kv_block_bytes(&ks) / BLOCK;
 
     if (batch_only) {

@@ -120,24 +120,26 @@ static void add_tensor(gg_tensor *t, int32_t *n, uint64_t seed, const char *name
 
 /* The type of matrix `name` (its GGUF name without "blk.L." and
  * ".weight") of cols columns in layer l (-1 outside the layers) of n
- * layers for the file type `ftype` (a GGML type, or 0 for Q4_K_M's mix:
- * Q6_K for output, for attn_v and ffn_down in the first and last eighth of
- * the layers and every third between, and for a fused attn_qkv (llama.cpp
- * gives it Q5_K, which snug does not write: the nearest above), Q4_K
- * otherwise). Rows that are not whole blocks of 256 fall back as
- * llama.cpp's do: Q4_K to Q5_0, Q6_K to Q8_0; rows that are not whole
- * blocks of 32 either stay bf16. */
-static uint32_t matrix_type(uint32_t ftype, const char *name, int64_t cols, int32_t l, int32_t n)
+ * layers for the file type `ftype` (a GGML type, or 0 for Q4_K_M's mix, as
+ * llama.cpp's llama-quantize makes it: Q6_K for output (token_embd where
+ * tied, as `tied` says: it is the output then), for attn_v and
+ * ffn_down in the first and last eighth of the layers and every third
+ * between; Q5_K for a fused attn_qkv; Q4_K otherwise). Rows that are not
+ * whole blocks of 256 fall back as llama.cpp's do: Q4_K to Q5_0, Q6_K to
+ * Q8_0, Q5_K to Q5_0 (llama.cpp's Q5_1, which snug does not write); rows
+ * that are not whole blocks of 32 either stay bf16. */
+static uint32_t matrix_type(uint32_t ftype, const char *name, int64_t cols, int32_t l, int32_t n, bool tied)
 {
+    bool output = strcmp(name, "output") == 0 || (tied && strcmp(name, "token_embd") == 0);
     uint32_t t = ftype;
     bool more_bits = l >= 0 && (l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2);
     if (t == 0)
-        t = strcmp(name, "output") == 0 || strcmp(name, "attn_qkv") == 0 ||
-                    (more_bits && (strcmp(name, "attn_v") == 0 || strcmp(name, "ffn_down") == 0))
+        t = strcmp(name, "attn_qkv") == 0 ? SNUG_QTYPE_Q5_K
+            : output || (more_bits && (strcmp(name, "attn_v") == 0 || strcmp(name, "ffn_down") == 0))
                 ? SNUG_QTYPE_Q6_K
                 : SNUG_QTYPE_Q4_K;
     if (t != SNUG_GGML_BF16 && cols % 32 != 0) return SNUG_GGML_BF16;
-    if (cols % 256 != 0 && t == SNUG_QTYPE_Q4_K) return SNUG_QTYPE_Q5_0;
+    if (cols % 256 != 0 && (t == SNUG_QTYPE_Q4_K || t == SNUG_QTYPE_Q5_K)) return SNUG_QTYPE_Q5_0;
     if (cols % 256 != 0 && t == SNUG_QTYPE_Q6_K) return SNUG_QTYPE_Q8_0;
     return t;
 }
@@ -168,7 +170,7 @@ static int32_t list_tensors(const snug_model_config *c, uint64_t seed, uint32_t 
         if (dot) *dot = '\0';
         bool vec = specs[i].n_dims == 1;
         add_tensor(t, &n, seed, name, vec ? 0 : specs[i].rows, vec ? specs[i].rows : specs[i].cols,
-                   matrix_type(ftype, base, vec ? 0 : specs[i].cols, layer, c->n_layers));
+                   matrix_type(ftype, base, vec ? 0 : specs[i].cols, layer, c->n_layers, c->tie_word_embeddings));
         if (strstr(name, ".bias")) t[n - 1].mean = 0.0f;
     }
     snug_mem_free(specs);

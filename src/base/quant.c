@@ -204,7 +204,7 @@ void snug_quant_dequantize(snug_qtype t, const void *src, float *dst, int64_t n)
 bool snug_qtype_quantizable(uint32_t t)
 {
     return t == SNUG_QTYPE_Q8_0 || t == SNUG_QTYPE_Q4_0 || t == SNUG_QTYPE_Q5_0 || t == SNUG_QTYPE_Q4_K ||
-           t == SNUG_QTYPE_Q6_K;
+           t == SNUG_QTYPE_Q5_K || t == SNUG_QTYPE_Q6_K;
 }
 
 static void put_half(uint8_t *p, float f)
@@ -259,23 +259,27 @@ static void quantize_legacy(snug_qtype t, const float *x, uint8_t *b)
     for (int e = 0; e < 16; e++) qs[e] = (uint8_t)((q[e] & 0xF) | (q[e + 16] & 0xF) << 4);
 }
 
-/* Q4_K: 8 sub-blocks of 32, each x ~ (d sc) q - (dmin mn) with q in
- * [0, 15]: the sub-block's range from min(0, its minimum) to its maximum
- * in 15 steps, the steps and the minimums in 6 bits of d and dmin. */
-static void quantize_q4_k(const float *x, uint8_t *b)
+/* Q4_K (qh NULL) and Q5_K: 8 sub-blocks of 32, each x ~ (d sc) q - (dmin
+ * mn) with q in [0, 15] ([0, 31] for Q5_K): the sub-block's range from
+ * min(0, its minimum) to its maximum in 15 (31) steps, the steps and the
+ * minimums in 6 bits of d and dmin; Q5_K's fifth bits go to qh. */
+static void quantize_q4_q5_k(const float *x, uint8_t *b, uint8_t *qh, uint8_t *qs)
 {
+    const int top = qh ? 31 : 15;
     float step[8], low[8], dmax = 0.0f, mmax = 0.0f;
     for (int j = 0; j < 8; j++) {
         float lo = 0.0f, hi = 0.0f;
         for (int e = 0; e < 32; e++) lo = fminf(lo, x[32 * j + e]), hi = fmaxf(hi, x[32 * j + e]);
-        step[j] = (hi - lo) / 15.0f, low[j] = -lo;
+        step[j] = (hi - lo) / (float)top, low[j] = -lo;
         dmax = fmaxf(dmax, step[j]), mmax = fmaxf(mmax, low[j]);
     }
     float d = half_round(dmax / 63.0f), dmin = half_round(mmax / 63.0f);
     put_half(b, d), put_half(b + 2, dmin);
     int sc[8], mn[8];
-    uint8_t *s = b + 4, *qs = b + 16;
+    uint8_t *s = b + 4;
     memset(s, 0, 12);
+    memset(qs, 0, 128);
+    if (qh) memset(qh, 0, 32);
     for (int j = 0; j < 8; j++) {
         sc[j] = d > 0.0f ? nearest(step[j] / d, 0, 63) : 0;
         mn[j] = dmin > 0.0f ? nearest(low[j] / dmin, 0, 63) : 0;
@@ -290,9 +294,9 @@ static void quantize_q4_k(const float *x, uint8_t *b)
     for (int e = 0; e < 256; e++) {
         int j = e / 32;
         float ds = d * (float)sc[j];
-        int q = ds > 0.0f ? nearest((x[e] + dmin * (float)mn[j]) / ds, 0, 15) : 0;
-        uint8_t *at = &qs[32 * (e / 64) + e % 32];
-        *at = (uint8_t)((e % 64 < 32) ? (*at & 0xF0) | q : (*at & 0x0F) | q << 4);
+        int q = ds > 0.0f ? nearest((x[e] + dmin * (float)mn[j]) / ds, 0, top) : 0;
+        qs[32 * (e / 64) + e % 32] |= (uint8_t)((q & 0xF) << (4 * ((e % 64) / 32)));
+        if (qh) qh[e % 32] |= (uint8_t)((q >> 4) << (e / 32));
     }
 }
 
@@ -324,7 +328,8 @@ void snug_quant_quantize(snug_qtype t, const float *src, void *dst, int64_t n)
     SNUG_ASSERT(snug_qtype_quantizable((uint32_t)t) && n % g_qtypes[t].block == 0);
     uint8_t *b = dst;
     for (int64_t i = 0; i < n; i += g_qtypes[t].block, b += g_qtypes[t].bytes) {
-        if (t == SNUG_QTYPE_Q4_K) quantize_q4_k(src + i, b);
+        if (t == SNUG_QTYPE_Q4_K) quantize_q4_q5_k(src + i, b, NULL, b + 16);
+        else if (t == SNUG_QTYPE_Q5_K) quantize_q4_q5_k(src + i, b, b + 16, b + 48);
         else if (t == SNUG_QTYPE_Q6_K) quantize_q6_k(src + i, b);
         else quantize_legacy(t, src + i, b);
     }

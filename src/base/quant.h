@@ -72,14 +72,14 @@ void snug_quant_unpack(snug_qtype t, const void *src, snug_qblock *out);
  * into dst, as described above. t must be known. */
 void snug_quant_dequantize(snug_qtype t, const void *src, float *dst, int64_t n);
 
-/* Whether snug quantizes to t: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K. */
+/* Whether snug quantizes to t: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K. */
 bool snug_qtype_quantizable(uint32_t t);
 
 /* Quantizes n floats (a multiple of the block) into blocks of t
  * (quantizable) at dst: each block's scales from its own values (Q8_0:
  * max |x| / 127; Q4_0, Q5_0: the value of largest magnitude over -8 or
- * -16; Q4_K: each sub-block's range, min(0, lowest) to highest, in 15
- * steps; Q6_K: each sub-block's largest magnitude over -32; the sub-block
+ * -16; Q4_K, Q5_K: each sub-block's range, min(0, lowest) to highest, in
+ * 15 or 31 steps; Q6_K: each sub-block's largest magnitude over -32; the sub-block
  * scales in 6 or 8 bits of the block's half-float ones), each value
  * rounded to the nearest level of the scales as stored (ties away from
  * zero): for Q8_0, Q4_0 and Q5_0, what snug_quant_dequantize gives back is

@@ -143,12 +143,12 @@ const char *cli_option(int argc, char **argv, int *i, const char *name);
 
 /* --dtype's value v: a float type the weights are held at (bf16, f16,
  * f32) into *weights, or a block format the float matrices are quantized
- * to while loading (q8_0, q4_0, q4_k, q6_k) into *quant (the weights' type
+ * to while loading (q8_0, q4_0, q4_k, q5_k, q6_k) into *quant (the weights' type
  * then stays the checkpoint's). False for anything else. */
 bool cli_dtype(const char *v, snug_dtype *weights, snug_dtype *quant);
 
 /* The usage text of --dtype's values. */
-#define CLI_DTYPES "bf16|f16|f32|q8_0|q4_0|q4_k|q6_k"
+#define CLI_DTYPES "bf16|f16|f32|q8_0|q4_0|q4_k|q5_k|q6_k"
 
 /* Parses the memory-plan option at argv[*at] (--memory, --memory-fraction,
  * --kv-cache-memory, --reserve, --staging-bytes, --dtype, --max-model-len,

@@ -235,7 +235,7 @@ bool cli_dtype(const char *v, snug_dtype *weights, snug_dtype *quant)
         const char *name;
         snug_dtype quant;
     } quants[] = {{"q8_0", SNUG_DTYPE_Q8_0}, {"q4_0", SNUG_DTYPE_Q4_0}, {"q4_k", SNUG_DTYPE_Q4_K},
-                  {"q6_k", SNUG_DTYPE_Q6_K}};
+                  {"q5_k", SNUG_DTYPE_Q5_K}, {"q6_k", SNUG_DTYPE_Q6_K}};
     for (size_t i = 0; i < SNUG_ARRAY_LEN(quants); i++)
         if (strcmp(v, quants[i].name) == 0) {
             *quant = quants[i].quant;

@@ -620,7 +620,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     /* each parameter's type: the weights', or the block format its sources
      * hold (kept as it is, slices of whole blocks) */
     if (st == SNUG_OK && o.quant != SNUG_DTYPE_NONE && !snug_qtype_quantizable(snug_dtype_qtype(o.quant)))
-        st = snug_errorf(err, SNUG_INVALID, "%s: weights cannot be quantized to %s (Q8_0, Q4_0, Q4_K and Q6_K can)",
+        st = snug_errorf(err, SNUG_INVALID, "%s: weights cannot be quantized to %s (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K can)",
                          ck->dir, snug_dtype_name(o.quant));
     if (st == SNUG_OK)
         st = snug_params_set_dtypes(&w->table, o.dtype, o.quant, snug_checkpoint_tensor_dtype, (void *)ck, err);

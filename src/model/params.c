@@ -334,12 +334,14 @@ static snug_status check_blocks(const snug_param_source *src, snug_dtype sdt, in
 /* The block format a float matrix whose rows have k elements is
  * quantized to for `quant`: quant itself when k is whole blocks of it,
  * else the 32-element format closest in bits (Q4_K: Q5_0, Q6_K: Q8_0, as
- * llama.cpp falls back), else none (SNUG_DTYPE_NONE: kept in floats). */
+ * llama.cpp falls back; Q5_K: Q5_0, where llama.cpp's Q5_1 is not written), else none (SNUG_DTYPE_NONE: kept in floats). */
 static snug_dtype quant_for(snug_dtype quant, int64_t k)
 {
     if (quant == SNUG_DTYPE_NONE) return SNUG_DTYPE_NONE;
     if (k % snug_qtype_block(snug_dtype_qtype(quant)) == 0) return quant;
-    snug_dtype fallback = quant == SNUG_DTYPE_Q4_K ? SNUG_DTYPE_Q5_0 : quant == SNUG_DTYPE_Q6_K ? SNUG_DTYPE_Q8_0 : quant;
+    snug_dtype fallback = quant == SNUG_DTYPE_Q4_K || quant == SNUG_DTYPE_Q5_K ? SNUG_DTYPE_Q5_0
+                          : quant == SNUG_DTYPE_Q6_K                         ? SNUG_DTYPE_Q8_0
+                                                                             : quant;
     return k % 32 == 0 ? fallback : SNUG_DTYPE_NONE;
 }
 

@@ -277,7 +277,7 @@ expect "load --dtype q8_0 holds that" 0 "  0             440,032" -- "$snug" loa
 expect "inspect --dtype q8_0 --tp 2" 0 "  1                   221,424" -- "$snug" inspect models/stories260K --dtype q8_0 --tp 2
 expect "load --dtype q8_0 --tp 2" 0 "  1             221,424" -- "$snug" load models/stories260K --dtype q8_0 --tp 2 --all-ranks
 expect "--dtype q4_k falls back to Q5_0 for 64 columns" 0 "  0                   363,424" -- "$snug" inspect models/stories260K --dtype q4_k
-expect "--dtype of a format snug does not write" 2 "--dtype expects bf16|f16|f32|q8_0|q4_0|q4_k|q6_k, got 'q5_k'" -- "$snug" load models/stories260K --dtype q5_k
+expect "--dtype of a format snug does not write" 2 "--dtype expects bf16|f16|f32|q8_0|q4_0|q4_k|q5_k|q6_k, got 'q3_k'" -- "$snug" load models/stories260K --dtype q3_k
 expect "generate --dtype q4_0" 0 "Once upon a time" -- "$snug" generate models/stories260K --dtype q4_0 -p "Once upon a time" -n 8 --temperature 0
 
 # tokenizers: the bundled model's tokenizer against the llama2.c reference's
