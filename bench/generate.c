@@ -37,6 +37,8 @@
 #include "model/loader.h"
 #include "model/model.h"
 
+#include <unistd.h>
+
 enum { PREFILL = 512, BATCH = 32, CONTEXT = 16, DECODE_STEPS = 12, WARMUP = 2, BLOCK = 16 };
 _Static_assert(BATCH * CONTEXT <= PREFILL, "the batched prompts are one step");
 
@@ -256,8 +258,15 @@ int main(int argc, char **argv)
     run_step(&b, 1, CONTEXT, 0, SNUG_LOGITS_LAST);
     /* one buffer for those readings, touched once: a new one each time
      * would sit partly in the last-level cache from its first touch (a
-     * Xeon's 260 MB hold most of a 1B Q4_K_M's quarter) */
-    size_t bw_step_bytes = (size_t)(weight_read / 4);
+     * Xeon's 260 MB hold most of a 1B Q4_K_M's quarter). At least twice
+     * the last-level cache, so that reading it also pushes the weights out
+     * of it: every model then reads its weights from memory, where a small
+     * one would keep a share of them in a large cache between steps and a
+     * large one none (on a Xeon with 480 MB of it, a 0.8 GB Q4_K_M read
+     * 0.66 of the bandwidth beside 0.59 for a 2.4 GB one, whose matrices
+     * run at the same speed from memory). */
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t bw_step_bytes = SNUG_MAX((size_t)(weight_read / 4), llc > 0 ? 2 * (size_t)llc : 0);
     float *bw_step_buf = bench_bandwidth_buffer(bw_step_bytes, threads);
     double t1 = 0, step_ratio[DECODE_STEPS];
     double bytes1 = weight_read + kv_per_pos * (CONTEXT + WARMUP + DECODE_STEPS / 2.0);

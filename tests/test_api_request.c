@@ -297,6 +297,35 @@ static void test_chat_nulls_after_a_tool_call(void)
     snug_api_request_free(&r);
 }
 
+/* A thinking model's turn sent back: under "reasoning" only (vLLM's newer
+ * name, which snug sends beside reasoning_content) it is also given to the
+ * template as reasoning_content, the one templates read; where both are
+ * given, or only reasoning_content, nothing changes. */
+static void test_chat_reasoning_sent_back(void)
+{
+    const char *body =
+        "{\"messages\": ["
+        " {\"role\": \"user\", \"content\": \"a\"},"
+        " {\"role\": \"assistant\", \"content\": \"b\", \"reasoning\": \"r1\", \"reasoning_content\": null},"
+        " {\"role\": \"user\", \"content\": \"c\"},"
+        " {\"role\": \"assistant\", \"content\": \"d\", \"reasoning\": \"r2\", \"reasoning_content\": \"rc2\"},"
+        " {\"role\": \"assistant\", \"content\": \"e\", \"reasoning_content\": \"rc3\"},"
+        " {\"role\": \"user\", \"content\": \"f\"}]}";
+    snug_api_request r;
+    if (!parses(SNUG_API_CHAT, body, &r)) return;
+    char *text = snug_json_dumps(r.messages, false);
+    const char *want =
+        "[{\"role\":\"user\",\"content\":\"a\"},"
+        "{\"role\":\"assistant\",\"content\":\"b\",\"reasoning\":\"r1\",\"reasoning_content\":\"r1\"},"
+        "{\"role\":\"user\",\"content\":\"c\"},"
+        "{\"role\":\"assistant\",\"content\":\"d\",\"reasoning\":\"r2\",\"reasoning_content\":\"rc2\"},"
+        "{\"role\":\"assistant\",\"content\":\"e\",\"reasoning_content\":\"rc3\"},"
+        "{\"role\":\"user\",\"content\":\"f\"}]";
+    CHECK(text && strcmp(text, want) == 0, "reasoning sent back:\n  got  %s\n  want %s", text, want);
+    snug_mem_free(text);
+    snug_api_request_free(&r);
+}
+
 /* No field is silently ignored: an unknown one, one of the other
  * endpoint's, or one asking for what the server does not do is a 400
  * naming it. */
@@ -722,6 +751,10 @@ static void test_bad_messages(void)
         /* fields a template prints as strings */
         {T, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": 3}]}",
          "messages[0].name", "expected a string, got the integer 3"},
+        {T, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\", \"reasoning\": 3}]}",
+         "messages[0].reasoning", "expected a string, got the integer 3"},
+        {T, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\", \"reasoning_content\": [\"r\"]}]}",
+         "messages[0].reasoning_content", "expected a string, got an array"},
         {T, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": 7}]}",
          "messages[0].tool_call_id", "expected a string, got the integer 7"},
         {T, "{\"messages\": [{\"role\": \"tool\", \"content\": null, \"tool_call_id\": \"x\"}]}",
@@ -1004,6 +1037,7 @@ int main(void)
     RUN(test_prompt_shapes);
     RUN(test_chat_every_field);
     RUN(test_chat_nulls_after_a_tool_call);
+    RUN(test_chat_reasoning_sent_back);
     RUN(test_fields_refused);
     RUN(test_thinking_fields);
     RUN(test_structured);

@@ -1,10 +1,12 @@
 /*
  * test_think.c: the reasoning budget's state machine (engine/think.h) fed
- * token ids by hand: the forced close after budget tokens of the block
- * (counted from the opening tag, or from the start when the prompt ended
- * inside), a budget of 0, the model's own closing tag (one and several ids,
- * a partial match that fails), tags in several ids, one block only, no
- * budget, and the parameters refused.
+ * token ids and their texts by hand: the forced close after budget tokens
+ * of the block (counted from the opening tag, or from the start when the
+ * prompt ended inside), a budget of 0, the model's own closing tag (one and
+ * several ids, a partial match that fails), tags in several ids, tags the
+ * model spells in other tokens (seen in the text), a budget spent inside a
+ * character (finished first, within a limit), one block only, no budget,
+ * and the parameters refused.
  */
 #include "test.h"
 
@@ -14,12 +16,34 @@
 
 enum { OPEN = 7, CLOSE = 8, NL = 3, NN = 4 };
 
+/* The text of each id of these tests: the tags, their pieces ("<", "</",
+ * "think", ">"), the three bytes of U+4E2D one a token; "x" otherwise. */
+static const char *text_of(int32_t id)
+{
+    switch (id) {
+    case OPEN: return "<think>";
+    case CLOSE: return "</think>";
+    case NL: return "\n";
+    case NN: return "\n\n";
+    case 50: case 63: return "<";
+    case 51: case 61: return "think";
+    case 52: case 62: return ">";
+    case 60: return "</";
+    case 70: return "\xe4";
+    case 71: return "\xb8";
+    case 72: return "\xad";
+    default: return "x";
+    }
+}
+
 static snug_think_params qwen_like(int32_t budget, bool inside)
 {
     snug_think_params p = {.budget = budget, .inside = inside, .n_open = 1, .n_close = 1, .n_force = 3};
     p.open[0] = OPEN;
     p.close[0] = CLOSE;
     p.force[0] = NL, p.force[1] = CLOSE, p.force[2] = NN; /* "\n</think>\n\n" */
+    snprintf(p.open_text, sizeof p.open_text, "<think>");
+    snprintf(p.close_text, sizeof p.close_text, "</think>");
     return p;
 }
 
@@ -30,7 +54,7 @@ static int run(const snug_think_params *p, const int32_t *model, int n_model, in
 {
     snug_think_state s;
     snug_think_start(&s, p);
-    int n = 0, m = 0;
+    int n = 0, m = 0, need = 0; /* continuation bytes the text's last character still needs */
     while (n < max) {
         int32_t id = snug_think_forced(&s, p);
         if (id < 0) {
@@ -38,7 +62,10 @@ static int run(const snug_think_params *p, const int32_t *model, int n_model, in
             id = model[m++];
         }
         out[n++] = id;
-        snug_think_feed(&s, p, id);
+        const char *t = text_of(id);
+        for (const unsigned char *b = (const unsigned char *)t; *b; b++)
+            need = *b < 0x80 ? 0 : *b >= 0xF0 ? 3 : *b >= 0xE0 ? 2 : *b >= 0xC0 ? 1 : need > 0 ? need - 1 : 0;
+        snug_think_feed(&s, p, id, t, strlen(t), need > 0);
     }
     return n;
 }
@@ -116,6 +143,50 @@ static void test_tags_of_several_ids(void)
     CHECK_IDS(out, n, 50, 51, 9, 50, 50, 51, 52, 20, NL, CLOSE, NN, 21, 22);
 }
 
+/* Tags the model spells in other tokens than the tokenizer's ("<",
+ * "think", ">"): seen in the text, as the reasoning split sees them; by
+ * ids alone (no texts) they are not. */
+static void test_tags_spelled_otherwise(void)
+{
+    int32_t out[64];
+    snug_think_params p = qwen_like(4, false);
+    const int32_t model[] = {20, 63, 61, 62, 21, 60, 61, 62, 22, 23, 24, 25, 26};
+    int n = run(&p, model, 13, out, 64);
+    CHECK_IDS(out, n, 20, 63, 61, 62, 21, 60, 61, 62, 22, 23, 24, 25, 26); /* opened, closed by the model */
+    p = qwen_like(2, false);
+    n = run(&p, model, 13, out, 64);
+    CHECK_IDS(out, n, 20, 63, 61, 62, 21, 60, NL, CLOSE, NN, 61, 62, 22, 23, 24, 25, 26); /* opened, spent */
+    p = qwen_like(2, false);
+    p.open_text[0] = p.close_text[0] = '\0';
+    n = run(&p, model, 13, out, 64);
+    CHECK_IDS(out, n, 20, 63, 61, 62, 21, 60, 61, 62, 22, 23, 24, 25, 26); /* ids alone: never opened */
+    /* a tag across a token that ends the block's text and the next */
+    p = qwen_like(4, true);
+    const int32_t split[] = {20, 60, 61, 62, 21, 22};
+    n = run(&p, split, 6, out, 64);
+    CHECK_IDS(out, n, 20, 60, 61, 62, 21, 22);
+}
+
+/* A budget spent inside a character: the model finishes it before the
+ * close (the reasoning text stays UTF-8), and a character that never ends
+ * holds the close back SNUG_THINK_FINISH_MAX tokens at most. */
+static void test_budget_ends_between_characters(void)
+{
+    int32_t out[64];
+    snug_think_params p = qwen_like(2, true);
+    const int32_t model[] = {20, 70, 71, 72, 21, 22};
+    int n = run(&p, model, 6, out, 64);
+    CHECK_IDS(out, n, 20, 70, 71, 72, NL, CLOSE, NN, 21, 22);
+    p = qwen_like(1, true); /* spent between characters: nothing waits */
+    n = run(&p, model, 6, out, 64);
+    CHECK_IDS(out, n, 20, NL, CLOSE, NN, 70, 71, 72, 21, 22);
+    p = qwen_like(2, true);
+    const int32_t endless[] = {20, 70, 70, 70, 70, 70, 70, 70, 21};
+    n = run(&p, endless, 9, out, 64);
+    CHECK_IDS(out, n, 20, 70, 70, 70, 70, 70, NL, CLOSE, NN, 70, 70, 21);
+    CHECK(SNUG_THINK_FINISH_MAX == 4, "the limit the case above counts on");
+}
+
 static void test_no_budget(void)
 {
     int32_t out[64];
@@ -150,6 +221,9 @@ static void test_params_refused(void)
     p.force[1] = 100;
     CHECK_FAILS(snug_think_params_check(&p, 100, &err), &err, SNUG_INVALID, "forced close's id 100 is not in [0, 100)");
     p = qwen_like(4, false);
+    memset(p.close_text, 'a', sizeof p.close_text); /* no terminating zero */
+    CHECK_FAILS(snug_think_params_check(&p, 100, &err), &err, SNUG_INVALID, "tag's text is longer than 31 bytes");
+    p = qwen_like(4, false);
     p.open[0] = -1;
     CHECK_FAILS(snug_think_params_check(&p, 100, &err), &err, SNUG_INVALID, "opening tag's id -1");
 }
@@ -160,6 +234,8 @@ int main(void)
     RUN(test_budget_zero);
     RUN(test_model_closes);
     RUN(test_tags_of_several_ids);
+    RUN(test_tags_spelled_otherwise);
+    RUN(test_budget_ends_between_characters);
     RUN(test_no_budget);
     RUN(test_params_refused);
     return test_summary();

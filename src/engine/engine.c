@@ -374,10 +374,10 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
         return;
     }
     q->ids[q->n_ids++] = id;
-    snug_think_feed(&q->think, &q->think_params, id);
     size_t n_text = 0, n_emit = 0, n_more = 0;
     if (e->at.tok && snug_tok_stream_push(&q->stream, id, q->text, q->text_cap, &n_text, NULL) != SNUG_OK)
         n_text = 0;
+    snug_think_feed(&q->think, &q->think_params, id, q->text, n_text, e->at.tok && q->stream.n_pending > 0);
     if (q->n_logprobs >= 0) rec->logprob = (float)((double)sv->lp_row[id] - lse);
     snug_finish f = snug_stop_feed(&q->stop_params, &q->stop, id, q->text, n_text, rec->text, &n_emit);
     if (f == SNUG_FINISH_NONE && q->grammar && snug_constrain_complete(&q->match))

@@ -1,13 +1,14 @@
 /*
  * think.c: the reasoning budget's state machine (think.h): off, waiting for
  * the opening tag, counting the block's tokens (and watching for the model's
- * own closing tag), forcing the close, done.
+ * own closing tag), finishing a character the budget ended inside, forcing
+ * the close, done.
  */
 #include "think.h"
 
 #include <string.h>
 
-enum { OFF = 0, BEFORE, COUNTING, FORCING, DONE };
+enum { OFF = 0, BEFORE, COUNTING, FINISHING, FORCING, DONE };
 
 /* Checks n ids of list (named what) against n_vocab; empty allowed when may_be_empty. */
 static snug_status check_ids(const int32_t *ids, int32_t n, bool may_be_empty, int32_t n_vocab,
@@ -31,6 +32,8 @@ snug_status snug_think_params_check(const snug_think_params *p, int32_t n_vocab,
     snug_status st = check_ids(p->open, p->n_open, p->inside, n_vocab, "opening tag", err);
     if (st == SNUG_OK) st = check_ids(p->close, p->n_close, false, n_vocab, "closing tag", err);
     if (st == SNUG_OK) st = check_ids(p->force, p->n_force, false, n_vocab, "forced close", err);
+    if (st == SNUG_OK && (!memchr(p->open_text, 0, sizeof p->open_text) || !memchr(p->close_text, 0, sizeof p->close_text)))
+        st = snug_errorf(err, SNUG_INVALID, "think: a tag's text is longer than %d bytes", SNUG_THINK_TEXT_MAX - 1);
     return st;
 }
 
@@ -39,6 +42,7 @@ static void enter_block(snug_think_state *s, const snug_think_params *p)
 {
     s->phase = p->budget == 0 ? FORCING : COUNTING;
     s->used = s->close_at = s->force_at = 0;
+    s->n_tail = 0;
 }
 
 void snug_think_start(snug_think_state *s, const snug_think_params *p)
@@ -67,20 +71,42 @@ static bool match(int32_t *at, const int32_t *tag, int32_t n, int32_t id)
     return tag[0] == id && n == 1;
 }
 
-void snug_think_feed(snug_think_state *s, const snug_think_params *p, int32_t id)
+/* Moves the text's tail on by n bytes of text: true when tag (its text,
+ * "" for none) ends at one of them. */
+static bool match_text(snug_think_state *s, const char *tag, const char *text, size_t n)
+{
+    size_t len = strlen(tag);
+    bool seen = false;
+    for (size_t i = 0; i < n; i++) {
+        if (s->n_tail == sizeof s->tail) memmove(s->tail, s->tail + 1, --s->n_tail);
+        s->tail[s->n_tail++] = text[i];
+        seen |= len > 0 && s->n_tail >= len && memcmp(s->tail + s->n_tail - len, tag, len) == 0;
+    }
+    return seen;
+}
+
+void snug_think_feed(snug_think_state *s, const snug_think_params *p, int32_t id, const char *text, size_t n,
+                     bool mid_char)
 {
     switch (s->phase) {
-    case BEFORE:
-        if (match(&s->open_at, p->open, p->n_open, id)) enter_block(s, p);
+    case BEFORE: {
+        bool by_id = match(&s->open_at, p->open, p->n_open, id);
+        if (match_text(s, p->open_text, text, n) || by_id) enter_block(s, p);
         break;
+    }
     case COUNTING:
-        if (match(&s->close_at, p->close, p->n_close, id)) {
+    case FINISHING: {
+        bool by_id = match(&s->close_at, p->close, p->n_close, id);
+        if (match_text(s, p->close_text, text, n) || by_id) {
             s->phase = DONE; /* the model closed it */
         } else if (++s->used >= p->budget) {
-            s->phase = FORCING;
+            /* spent: forced once the text is between characters, or after
+             * SNUG_THINK_FINISH_MAX tokens that do not end one */
+            s->phase = mid_char && s->used < p->budget + SNUG_THINK_FINISH_MAX ? FINISHING : FORCING;
             s->force_at = 0;
         }
         break;
+    }
     case FORCING:
         if (++s->force_at == p->n_force) s->phase = DONE;
         break;

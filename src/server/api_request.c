@@ -390,8 +390,8 @@ static snug_status check_content(const json_t *m, size_t i, const char *role, si
 }
 
 /* Checks messages[i]: an object with a known role, a content (see
- * check_content), and, when given, a string name and tool_call_id and
- * well-formed tool_calls: every field a template prints as a string is
+ * check_content), and, when given, a string name, tool_call_id,
+ * reasoning_content and reasoning and well-formed tool_calls: every field a template prints as a string is
  * one, so that no template meets a None or a number where it adds text.
  * *join_bytes as for check_content. */
 static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
@@ -411,6 +411,10 @@ static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
     if (st == SNUG_OK)
         st = check_string(m, "tool_call_id", false, pathf(at, "messages[%zu].tool_call_id", i),
                           err);
+    for (int k = 0; st == SNUG_OK && k < 2; k++) {
+        const char *key = k == 0 ? "reasoning_content" : "reasoning";
+        st = check_string(m, key, false, pathf(at, "messages[%zu].%s", i, key), err);
+    }
     if (st == SNUG_OK) st = check_tool_calls(m, i, err);
     return st;
 }
@@ -451,10 +455,21 @@ static size_t set_bytes(const json_t *m)
     return snug_mem_held_bytes(128) + snug_mem_held_bytes(32 * (json_object_size(m) + 1));
 }
 
+/* Whether m gives its reasoning under vLLM's newer name only ("reasoning"
+ * as a string, "reasoning_content" absent or null): what templates read
+ * is then set from it. */
+static bool reasoning_renamed(const json_t *m)
+{
+    return json_is_string(json_object_get(m, "reasoning")) && !json_is_string(json_object_get(m, "reasoning_content"));
+}
+
 /* Makes the checked messages what a template expects: a list of text
  * parts joined into one string (in buf), an assistant's null or absent
- * content the empty string (the shared empty), and null members dropped,
- * in the message and in its tool calls. */
+ * content the empty string (the shared empty), null members dropped, in
+ * the message and in its tool calls, and reasoning given as "reasoning"
+ * (what snug and vLLM send back beside reasoning_content, and what some
+ * clients keep) also as reasoning_content, the name the templates read
+ * (Qwen3's, DeepSeek-R1's). */
 static void normalize_message(json_t *m, char *buf, json_t *empty)
 {
     json_t *content = json_object_get(m, "content");
@@ -462,7 +477,9 @@ static void normalize_message(json_t *m, char *buf, json_t *empty)
         join_parts(m, buf);
     else if (!json_is_string(content))
         SNUG_ASSERT(json_object_set(m, "content", empty) == 0);
+    bool renamed = reasoning_renamed(m);
     drop_nulls(m);
+    if (renamed) SNUG_ASSERT(json_object_set(m, "reasoning_content", json_object_get(m, "reasoning")) == 0);
     json_t *calls = json_object_get(m, "tool_calls");
     for (size_t k = 0; k < json_array_size(calls); k++) {
         drop_nulls(json_array_get(calls, k));
@@ -510,6 +527,7 @@ static snug_status parse_messages(json_t *body, snug_api_request *r, snug_api_er
         snug_status st = check_message(m, i, &join, err);
         if (st != SNUG_OK) return st;
         content = json_object_get(m, "content");
+        if (reasoning_renamed(m)) admit += set_bytes(m);
         if (json_is_array(content)) {
             /* a json_string_t (under 64 bytes) and its copy of the text */
             admit += snug_mem_held_bytes(64) + snug_mem_held_bytes(join + 1) + set_bytes(m);

@@ -734,6 +734,12 @@ static void server_reasoning(snug_server *s)
     p->n_close = tag_ids(enc, s->think_format->close, p->close);
     p->n_force = tag_ids(enc, force, p->force);
     if (!p->n_open || !p->n_close) p->n_force = 0;
+    /* the tags' texts too, for a tag spelled in other tokens (reasoning.h's
+     * tags are short: those that do not fit are matched by ids alone) */
+    if (strlen(s->think_format->open) < sizeof p->open_text && strlen(s->think_format->close) < sizeof p->close_text) {
+        snprintf(p->open_text, sizeof p->open_text, "%s", s->think_format->open);
+        snprintf(p->close_text, sizeof p->close_text, "%s", s->think_format->close);
+    }
     snug_tok_encoder_free(enc);
 }
 
