@@ -228,7 +228,7 @@ static void test_broken_inputs(void)
     snprintf(p, sizeof p, "%s/arch.gguf", g_dir);
     test_write_file(p, bad, n);
     CHECK_FAILS(snug_convert_gguf(p, out, &err), &err, SNUG_UNSUPPORTED,
-                "general.architecture is 'llamx'; snug runs llama, qwen2, qwen3, phi3");
+                "general.architecture is 'llamx'; snug runs llama, qwen2, qwen3, phi3, gemma3");
     /* make token_embd Q4_0: its info's type is 4 bytes after the dims */
     memcpy(bad, raw, n);
     unsigned char *ti = memmem(bad, n, "token_embd.weight", 17);

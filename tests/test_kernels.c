@@ -115,7 +115,8 @@ static void test_isa_detect_and_init(void)
         if (isa <= best) {
             CHECK_OK(snug_kernels_init(&k, isa, &err), &err);
             CHECK(k.isa == isa && (k.mm != NULL) == (isa != SNUG_ISA_SCALAR) && k.rmsnorm &&
-                      k.silu_mul && k.add && k.add_bias && k.rope && k.store && k.load && k.attention,
+                      k.silu_mul && k.gelu_tanh_mul && k.add && k.add_bias && k.rope && k.store && k.load &&
+                      k.attention,
                   "table of %s incomplete", snug_isa_name(isa));
         } else {
             CHECK_FAILS(snug_kernels_init(&k, isa, &err), &err, SNUG_UNSUPPORTED,
@@ -899,7 +900,7 @@ static void test_elementwise_scalar(void)
 {
     snug_kernels s = kernels_of(SNUG_ISA_SCALAR);
     rng_t r = {99};
-    double worst_rms = 0, worst_silu = 0, worst_rope = 0;
+    double worst_rms = 0, worst_silu = 0, worst_rope = 0, worst_gelu = 0;
     for (size_t li = 0; li < SNUG_ARRAY_LEN(lens); li++) {
         int64_t n = lens[li];
         float *x = malloc((size_t)n * 2 * sizeof(float)), *y = malloc((size_t)n * 2 * sizeof(float));
@@ -922,6 +923,11 @@ static void test_elementwise_scalar(void)
             double g = x[i], want = g / (1.0 + exp(-g)) * x[n + i];
             worst_silu = SNUG_MAX(worst_silu, fabs(y[i] - want) / (fabs(want) + 1e-30));
         }
+        s.gelu_tanh_mul(y, x, n); /* against transformers' form, 0.5 g (1 + tanh(...)) */
+        for (int64_t i = 0; i < n; i++) {
+            double g = x[i], want = 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * x[n + i];
+            worst_gelu = SNUG_MAX(worst_gelu, fabs(y[i] - want) / (fabs(g * x[n + i]) + 1e-30));
+        }
         if (n % 2 == 0) {
             float *cs = malloc((size_t)n * sizeof(float));
             for (int64_t i = 0; i < n / 2; i++) {
@@ -943,9 +949,9 @@ static void test_elementwise_scalar(void)
         free(x);
         free(y);
     }
-    printf("  scalar vs double: rmsnorm %.3g, silu_mul %.3g, rope %.3g (relative; tolerance 1e-5)\n",
-           worst_rms, worst_silu, worst_rope);
-    CHECK(worst_rms <= 1e-5 && worst_silu <= 1e-5 && worst_rope <= 1e-5, "scalar elementwise");
+    printf("  scalar vs double: rmsnorm %.3g, silu_mul %.3g, gelu_tanh_mul %.3g (of |g u|), rope %.3g (relative; "
+           "tolerance 1e-5)\n", worst_rms, worst_silu, worst_gelu, worst_rope);
+    CHECK(worst_rms <= 1e-5 && worst_silu <= 1e-5 && worst_gelu <= 1e-5 && worst_rope <= 1e-5, "scalar elementwise");
 
     /* store and load: the dtype.h conversions exactly, on special values too */
     float sp[] = {0.0f, -0.0f, 1.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 1e-8f,
@@ -978,7 +984,7 @@ static void test_elementwise_simd(void)
     rng_t r = {7};
     for (int v = 0; v < n_isa; v++) {
         snug_kernels kv = kernels_of(isas[v]);
-        double worst_rms = 0, worst_silu = 0, worst_rope = 0;
+        double worst_rms = 0, worst_silu = 0, worst_rope = 0, worst_gelu = 0;
         int inexact = 0;
         for (size_t li = 0; li < SNUG_ARRAY_LEN(lens); li++) {
             int64_t n = lens[li];
@@ -1016,6 +1022,10 @@ static void test_elementwise_simd(void)
                 double scale = fabs(x[i] * x[n + i]); /* |g u| bounds |silu(g) u| */
                 worst_silu = SNUG_MAX(worst_silu, fabs(a[i] - b[i]) / (scale + 1e-30));
             }
+            s.gelu_tanh_mul(a, x, n);
+            kv.gelu_tanh_mul(b, x, n);
+            for (int64_t i = 0; i < n; i++)
+                worst_gelu = SNUG_MAX(worst_gelu, fabs(a[i] - b[i]) / (fabs(x[i] * x[n + i]) + 1e-30));
             memcpy(a, x, nb);
             memcpy(b, x, nb);
             s.add(a, x + n, n);
@@ -1063,11 +1073,11 @@ static void test_elementwise_simd(void)
                       snug_isa_name(isas[v]), snug_dtype_name(wdts[d]),
                       specials[i % SNUG_ARRAY_LEN(specials)], hb[i], ha[i]);
         }
-        printf("  %s vs scalar: rmsnorm %.3g, silu_mul %.3g, rope %.3g (tolerance 1e-5); "
+        printf("  %s vs scalar: rmsnorm %.3g, silu_mul %.3g, gelu_tanh_mul %.3g, rope %.3g (tolerance 1e-5); "
                "add/add_bias/load/store exact\n",
-               snug_isa_name(isas[v]), worst_rms, worst_silu, worst_rope);
-        CHECK(worst_rms <= 1e-5 && worst_silu <= 1e-5 && worst_rope <= 1e-5, "%s elementwise",
-              snug_isa_name(isas[v]));
+               snug_isa_name(isas[v]), worst_rms, worst_silu, worst_gelu, worst_rope);
+        CHECK(worst_rms <= 1e-5 && worst_silu <= 1e-5 && worst_gelu <= 1e-5 && worst_rope <= 1e-5,
+              "%s elementwise", snug_isa_name(isas[v]));
         CHECK(inexact == 0, "%s: %d exact kernels differ from scalar", snug_isa_name(isas[v]),
               inexact);
     }

@@ -865,15 +865,16 @@ static bool family_case_load(int k, family_case *c)
 }
 
 /* The GGUF files llama.cpp made of Qwen2 (q/k/v biases, tied), Qwen3 (a
- * norm per q and k head, head_dim 128 beside hidden 256) and Phi-3 (fused
- * qkv and gate-up, rope on 48 of 64 dimensions), Q8_0, fed llama.cpp's own
+ * norm per q and k head, head_dim 128 beside hidden 256), Phi-3 (fused
+ * qkv and gate-up, rope on 48 of 64 dimensions) and Gemma 3 (a window of 8
+ * on five layers of six, their own rope base, sandwich norms, GELU), Q8_0, fed llama.cpp's own
  * greedy continuation (teacher-forced): at every step whose margin between
  * llama.cpp's top two logits is at least 0.5, snug's argmax is llama.cpp's
  * id; at the others, llama.cpp's id is within 0.5 of snug's top logit
  * (llama.cpp quantizes activations to 8 bits: near-ties may swap). */
 static void test_llamacpp_families(void)
 {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         family_case c;
         bool ok = family_case_load(k, &c);
         CHECK(ok, "tests/data/arch/greedy.txt: case %d", k);

@@ -75,6 +75,17 @@ snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_er
         c.hidden_size = 3072, c.intermediate_size = 8192, c.n_layers = 32, c.n_heads = 32;
         c.n_kv_heads = 32, c.vocab_size = 32064, c.max_position_embeddings = 4096;
         c.eos_token_ids[0] = 32000;
+    } else if (strcmp(name, "gemma3-1b") == 0 || strcmp(name, "gemma3-4b") == 0) { /* gemma-3-1b-it, -4b-it's text */
+        bool small = strcmp(name, "gemma3-1b") == 0;
+        c.arch = SNUG_ARCH_GEMMA3;
+        c.hidden_size = small ? 1152 : 2560, c.intermediate_size = small ? 6912 : 10240;
+        c.n_layers = small ? 26 : 34, c.n_heads = small ? 4 : 8, c.n_kv_heads = small ? 1 : 4, c.head_dim = 256;
+        c.vocab_size = small ? 262144 : 262208, c.max_position_embeddings = small ? 32768 : 131072;
+        c.rms_norm_eps = 1e-6, c.rope_theta = 1000000.0, c.rope_local_theta = 10000.0, c.tie_word_embeddings = true;
+        if (!small) c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LINEAR, .factor = 8.0};
+        c.sliding_window = small ? 512 : 1024, c.query_pre_attn_scalar = 256.0, c.norm_plus_one = true;
+        snug_config_set_sliding(&c, 6);
+        c.bos_token_id = 2, c.n_eos = 2, c.eos_token_ids[0] = 1, c.eos_token_ids[1] = 106;
     } else if (strcmp(name, "mistral-7b") == 0) { /* v0.3 */
         c.arch = SNUG_ARCH_MISTRAL;
         c.hidden_size = 4096, c.intermediate_size = 14336, c.n_layers = 32, c.n_heads = 32;
@@ -83,10 +94,10 @@ snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_er
     } else {
         return snug_errorf(err, SNUG_INVALID, "unknown preset '%s'; presets: tiny, "
                            "llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, qwen3-1.7b, phi-3-mini, "
-                           "mistral-7b", name);
+                           "gemma3-1b, gemma3-4b, mistral-7b", name);
     }
     snprintf(c.architecture, sizeof c.architecture, "%s", snug_arch_get(c.arch)->architecture);
-    c.head_dim = c.hidden_size / c.n_heads;
+    if (c.head_dim == 0) c.head_dim = c.hidden_size / c.n_heads;
     *cfg = c;
     return snug_config_validate(cfg, name, err);
 }
@@ -157,7 +168,7 @@ static snug_status list_tensors(const snug_model_config *cfg, const snug_mkmodel
         e->key = snug_rng_key(o->seed, sp->name);
         size_t len = strlen(sp->name);
         bool norm = len > 11 && strcmp(sp->name + len - 11, "norm.weight") == 0;
-        e->mean = norm ? 1.0f : 0.0f;
+        e->mean = norm && !cfg->norm_plus_one ? 1.0f : 0.0f; /* (Gemma's norms: 1 + w) */
         e->scale = norm || !(o->std > 0) ? 0.02f : (float)o->std;
     }
     *out = l;

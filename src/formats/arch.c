@@ -16,6 +16,9 @@ static const snug_arch_info g_families[] = {
      .attention_bias = true, .qk_norm = true, .window = SNUG_WINDOW_FROM_LAYER},
     {.arch = SNUG_ARCH_PHI3, .architecture = "Phi3ForCausalLM", .model_type = "phi3", .gguf = "phi3",
      .fused_qkv = true, .fused_gate_up = true, .partial_rotary = true, .window = SNUG_WINDOW_NONE},
+    {.arch = SNUG_ARCH_GEMMA3, .architecture = "Gemma3ForCausalLM", .model_type = "gemma3_text", .gguf = "gemma3",
+     .qk_norm = true, .window = SNUG_WINDOW_PATTERN, .act = SNUG_ACT_GELU_TANH,
+     .sandwich_norms = true, .norm_plus_one = true, .embed_scale = true, .local_rope = true},
 };
 
 const snug_arch_info *snug_arch_get(snug_arch arch)
@@ -49,7 +52,7 @@ const snug_arch_info *snug_arch_by_gguf(const char *gguf)
 
 const char *snug_arch_list(bool gguf)
 {
-    return gguf ? "llama, qwen2, qwen3, phi3"
+    return gguf ? "llama, qwen2, qwen3, phi3, gemma3"
                 : "LlamaForCausalLM (llama), MistralForCausalLM (mistral), Qwen2ForCausalLM (qwen2), "
-                  "Qwen3ForCausalLM (qwen3), Phi3ForCausalLM (phi3)";
+                  "Qwen3ForCausalLM (qwen3), Phi3ForCausalLM (phi3), Gemma3ForCausalLM (gemma3_text)";
 }

@@ -17,15 +17,22 @@ typedef enum snug_arch {
     SNUG_ARCH_MISTRAL = 1,
     SNUG_ARCH_QWEN2 = 2,
     SNUG_ARCH_QWEN3 = 3,
-    SNUG_ARCH_PHI3 = 4
+    SNUG_ARCH_PHI3 = 4,
+    SNUG_ARCH_GEMMA3 = 5
 } snug_arch;
 
 /* Which layers attend through a sliding window when config.json gives one. */
 typedef enum snug_window_rule {
     SNUG_WINDOW_NONE = 0,    /* none: the field is ignored (Llama; Phi-3, as llama.cpp and vLLM do) */
     SNUG_WINDOW_ALL,         /* every layer (Mistral) */
-    SNUG_WINDOW_FROM_LAYER   /* use_sliding_window, from max_window_layers on (Qwen2, Qwen3) */
+    SNUG_WINDOW_FROM_LAYER,  /* use_sliding_window, from max_window_layers on (Qwen2, Qwen3) */
+    SNUG_WINDOW_PATTERN      /* the layers layer_types names "sliding_attention", else all but
+                              * every sliding_window_pattern-th (Gemma 3: five of six) */
 } snug_window_rule;
+
+/* The MLP's activation of the gate: silu(gate) * up, or gelu(gate) * up with
+ * GELU's tanh approximation (transformers' gelu_pytorch_tanh). */
+typedef enum snug_activation { SNUG_ACT_SILU = 0, SNUG_ACT_GELU_TANH } snug_activation;
 
 typedef struct snug_arch_info {
     snug_arch arch;
@@ -46,6 +53,17 @@ typedef struct snug_arch_info {
     bool gguf_interleaved;      /* llama.cpp permutes q and k rows to rotate pairs (2i, 2i + 1);
                                  * the others rotate (i, i + d / 2) as Hugging Face (NeoX) */
     snug_window_rule window;
+    snug_activation act;
+    bool sandwich_norms;        /* norms after attention and after the MLP as well, before each
+                                 * joins the residual (Gemma: post_attention_layernorm is the
+                                 * one after attention, pre_feedforward_layernorm the MLP's input
+                                 * norm, post_feedforward_layernorm after it; GGUF
+                                 * post_attention_norm, ffn_norm, post_ffw_norm) */
+    bool norm_plus_one;         /* Hugging Face checkpoints hold each RMSNorm weight as w and
+                                 * the norm multiplies by 1 + w (GGUF files hold the sum) */
+    bool embed_scale;           /* the embeddings are multiplied by sqrt(hidden_size) */
+    bool local_rope;            /* sliding layers rotate with a base of their own
+                                 * (rope_local_base_freq; GGUF rope.freq_base_swa) */
 } snug_arch_info;
 
 /* The entry of a family; never NULL for a snug_arch value. */

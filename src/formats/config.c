@@ -19,6 +19,31 @@ const char *snug_arch_model_type(snug_arch arch) { return snug_arch_get(arch)->m
 
 int32_t snug_config_rot_dims(const snug_model_config *cfg) { return cfg->n_rot > 0 ? cfg->n_rot : cfg->head_dim; }
 
+int64_t snug_config_layer_window(const snug_model_config *cfg, int32_t l)
+{
+    return l >= 0 && l < SNUG_MAX_LAYERS && (cfg->sliding[l / 8] >> (l % 8) & 1) ? cfg->sliding_window : 0;
+}
+
+int32_t snug_config_sliding_pattern(const snug_model_config *cfg)
+{
+    int32_t first_full = -1;
+    for (int32_t l = 0; l < cfg->n_layers && first_full < 0; l++)
+        if (snug_config_layer_window(cfg, l) == 0) first_full = l;
+    int32_t pattern = first_full < 0 ? 0 : first_full + 1;
+    for (int32_t l = 0; l < cfg->n_layers; l++) {
+        bool full = pattern > 0 && (l + 1) % pattern == 0;
+        if ((snug_config_layer_window(cfg, l) == 0) != full) return -1;
+    }
+    return pattern;
+}
+
+void snug_config_set_sliding(snug_model_config *cfg, int32_t pattern)
+{
+    memset(cfg->sliding, 0, sizeof cfg->sliding);
+    for (int32_t l = 0; l < cfg->n_layers && l < SNUG_MAX_LAYERS; l++)
+        if (pattern <= 0 || (l + 1) % pattern != 0) cfg->sliding[l / 8] |= (uint8_t)(1u << (l % 8));
+}
+
 const char *snug_rope_type_name(snug_rope_type t)
 {
     switch (t) {
@@ -250,19 +275,83 @@ static snug_status get_i32(const json_t *root, const char *key, const char *name
     return st;
 }
 
+/* Gemma 3's fields: which layers slide (layer_types, else
+ * sliding_window_pattern, default 6; sliding_window 4096 when absent, as
+ * transformers' Gemma3TextConfig), the sliding layers' rope base
+ * (rope_local_base_freq, default 10000), query_pre_attn_scalar (default
+ * 256); the soft-capping of Gemma 2 and bidirectional attention refused. */
+static snug_status parse_gemma_fields(const json_t *root, const char *name, snug_model_config *cfg, snug_error *err)
+{
+    static const char *const refused[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    char d[96];
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(refused); i++) {
+        const json_t *v = json_object_get(root, refused[i]);
+        if (v && !json_is_null(v))
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': soft-capping is not supported; expected null, "
+                               "found %s", name, refused[i], snug_json_describe(v, d, sizeof d));
+    }
+    bool bidirectional = false;
+    snug_status st = snug_json_get_bool(root, "use_bidirectional_attention", name, false, &bidirectional, NULL, err);
+    if (st == SNUG_OK && bidirectional)
+        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'use_bidirectional_attention': only causal attention is "
+                         "supported; expected false", name);
+    if (st != SNUG_OK) return st;
+    const json_t *sw = json_object_get(root, "sliding_window");
+    cfg->sliding_window = sw && json_is_null(sw) ? 0 : 4096;
+    st = snug_json_get_int(root, "sliding_window", name, false, 0, (int64_t)1 << 28, &cfg->sliding_window, NULL, err);
+    if (st != SNUG_OK) return st;
+    const json_t *types = json_object_get(root, "layer_types");
+    if (types && !json_is_null(types)) {
+        if (!json_is_array(types) || json_array_size(types) != (size_t)cfg->n_layers)
+            return snug_errorf(err, SNUG_FORMAT, "%s: field 'layer_types': expected a list of %d layer types "
+                               "(num_hidden_layers), found %s", name, cfg->n_layers,
+                               snug_json_describe(types, d, sizeof d));
+        memset(cfg->sliding, 0, sizeof cfg->sliding);
+        for (int32_t l = 0; l < cfg->n_layers; l++) {
+            const char *t = json_string_value(json_array_get(types, (size_t)l));
+            bool sliding = t && strcmp(t, "sliding_attention") == 0;
+            if (!sliding && !(t && strcmp(t, "full_attention") == 0))
+                return snug_errorf(err, SNUG_FORMAT, "%s: field 'layer_types': entry %d: expected "
+                                   "\"sliding_attention\" or \"full_attention\", found %s", name, l,
+                                   snug_json_describe(json_array_get(types, (size_t)l), d, sizeof d));
+            if (sliding) cfg->sliding[l / 8] |= (uint8_t)(1u << (l % 8));
+        }
+    } else {
+        int32_t pattern = 6;
+        st = get_i32(root, "sliding_window_pattern", name, false, 1, SNUG_MAX_LAYERS, &pattern, NULL, err);
+        if (st != SNUG_OK) return st;
+        snug_config_set_sliding(cfg, pattern);
+    }
+    cfg->rope_local_theta = 10000.0;
+    st = snug_json_get_real(root, "rope_local_base_freq", name, false, 1e-6, 1e15, &cfg->rope_local_theta, NULL, err);
+    if (st != SNUG_OK) return st;
+    cfg->query_pre_attn_scalar = 256.0;
+    return snug_json_get_real(root, "query_pre_attn_scalar", name, false, 1e-6, 1e9, &cfg->query_pre_attn_scalar,
+                              NULL, err);
+}
+
 static snug_status parse_fields(const json_t *root, const char *name, snug_model_config *cfg,
                                 snug_error *err)
 {
     snug_status st = parse_arch(root, name, cfg, err);
     if (st != SNUG_OK) return st;
-    const char *act = NULL;
+    /* the activation: hidden_act, or Gemma's hidden_activation, as the family has it */
+    const snug_arch_info *fam = snug_arch_get(cfg->arch);
+    const char *act = NULL, *act_key = fam->act == SNUG_ACT_SILU ? "hidden_act" : "hidden_activation";
     bool has = false;
-    st = snug_json_get_string(root, "hidden_act", name, false, &act, &has, err);
+    st = snug_json_get_string(root, act_key, name, false, &act, &has, err);
+    if (st == SNUG_OK && !has && fam->act != SNUG_ACT_SILU) {
+        act_key = "hidden_act";
+        st = snug_json_get_string(root, act_key, name, false, &act, &has, err);
+    }
     if (st != SNUG_OK) return st;
     char shown[SNUG_SHOWN_MAX];
-    if (has && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
-        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'hidden_act': '%s' is not "
-                           "supported; expected silu", name, snug_str_shown(act, shown, 48));
+    bool act_ok = fam->act == SNUG_ACT_SILU ? strcmp(act ? act : "", "silu") == 0 || strcmp(act ? act : "", "swish") == 0
+                                            : strcmp(act ? act : "", "gelu_pytorch_tanh") == 0;
+    if (has && !act_ok)
+        return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': '%s' is not supported by %s; expected %s", name,
+                           act_key, snug_str_shown(act, shown, 48), fam->architecture,
+                           fam->act == SNUG_ACT_SILU ? "silu" : "gelu_pytorch_tanh");
 
     st = get_i32(root, "hidden_size", name, true, 1, SNUG_MAX_HIDDEN, &cfg->hidden_size, NULL, err);
     if (st == SNUG_OK)
@@ -335,7 +424,6 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
     if (mlp_bias)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'mlp_bias': MLP biases are not "
                            "supported; expected false", name);
-    const snug_arch_info *fam = snug_arch_get(cfg->arch);
     if (attention_bias && !fam->attention_bias && !fam->qkv_bias)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'attention_bias': %s has no attention "
                            "biases; expected false", name, fam->architecture);
@@ -385,6 +473,9 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
                                &cfg->sliding_window, NULL, err);
     if (st != SNUG_OK) return st;
     if (!use_sw || fam->window == SNUG_WINDOW_NONE) cfg->sliding_window = 0;
+    snug_config_set_sliding(cfg, 0); /* a window, where there is one, on every layer */
+    cfg->norm_plus_one = fam->norm_plus_one;
+    if (fam->window == SNUG_WINDOW_PATTERN || fam->local_rope) return parse_gemma_fields(root, name, cfg, err);
     if (fam->window == SNUG_WINDOW_FROM_LAYER && cfg->sliding_window > 0) {
         /* Qwen2 and Qwen3 window only the layers from max_window_layers on
          * (28 when absent, as transformers' Qwen2Config and Qwen3Config). */
@@ -591,6 +682,16 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
     if (ok)
         ok = put(o, "sliding_window",
                  cfg->sliding_window > 0 ? json_integer(cfg->sliding_window) : json_null());
+    if (ok && fam->window == SNUG_WINDOW_PATTERN) { /* which layers slide, one by one */
+        json_t *types = json_array();
+        ok = put(o, "layer_types", types);
+        for (int32_t l = 0; ok && l < cfg->n_layers; l++)
+            ok = json_array_append_new(types, json_string(snug_config_layer_window(cfg, l) > 0 ? "sliding_attention"
+                                                                                                : "full_attention")) == 0;
+    }
+    if (ok && fam->local_rope) ok = put(o, "rope_local_base_freq", json_real(cfg->rope_local_theta));
+    if (ok && cfg->query_pre_attn_scalar > 0) ok = put(o, "query_pre_attn_scalar", json_real(cfg->query_pre_attn_scalar));
+    if (ok && fam->act == SNUG_ACT_GELU_TANH) ok = put(o, "hidden_activation", json_string("gelu_pytorch_tanh"));
     if (!ok) {
         json_decref(o);
         return NULL;

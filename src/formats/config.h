@@ -73,6 +73,15 @@ typedef struct snug_model_config {
     int32_t n_eos;
     int32_t eos_token_ids[SNUG_MAX_EOS_IDS];
     int64_t sliding_window;       /* 0: none */
+    uint8_t sliding[SNUG_MAX_LAYERS / 8]; /* bit l % 8 of byte l / 8: layer l attends through the
+                                   * window (every layer for the families whose window is
+                                   * uniform); snug_config_layer_window reads it */
+    double rope_local_theta;      /* the sliding layers' rope base, unscaled (Gemma 3's
+                                   * rope_local_base_freq); 0: rope_theta and rope_scaling */
+    double query_pre_attn_scalar; /* attention scores are q.k / sqrt(this) (Gemma); 0: head_dim */
+    bool norm_plus_one;           /* each RMSNorm weight as held is w, the norm multiplying by
+                                   * 1 + w (Gemma's Hugging Face checkpoints); the loader adds
+                                   * the 1 (GGUF files hold the sum: false) */
     bool rope_interleaved;        /* q and k rows pair dimensions (2i, 2i + 1) for the rotary
                                    * embedding, as llama.cpp stores them, not (i, i + d / 2) */
     int32_t n_rope_freq_factors;  /* 0, or head_dim / 2: each rotary frequency i divided by
@@ -109,6 +118,20 @@ const char *snug_arch_model_type(snug_arch arch);
 
 /* The dimensions of each head that rope turns: n_rot, or head_dim when 0. */
 int32_t snug_config_rot_dims(const snug_model_config *cfg);
+
+/* The window layer l attends through (the last that many positions, its
+ * own included), or 0 for all of them. */
+int64_t snug_config_layer_window(const snug_model_config *cfg, int32_t l);
+
+/* Marks layers [0, n_layers) sliding or not: pattern 0 makes every layer
+ * sliding, pattern p > 0 every layer but each p-th (layers p - 1, 2p - 1,
+ * ...), as Gemma's sliding_window_pattern and llama.cpp's swa pattern. */
+void snug_config_set_sliding(snug_model_config *cfg, int32_t pattern);
+
+/* The pattern snug_config_set_sliding would give cfg's sliding layers: 0
+ * when every layer slides, p when every p-th attends to all; -1 when they
+ * follow no such pattern (as layer_types may have it). */
+int32_t snug_config_sliding_pattern(const snug_model_config *cfg);
 
 /* The rope scaling type's name ("default", "linear", ...). */
 const char *snug_rope_type_name(snug_rope_type t);

@@ -14,8 +14,10 @@
 /* The llama.cpp names of the tensors of a model: the whole-model ones,
  * and each layer's (after "model.layers.N." and "blk.N."). A pair holds
  * for every family but where `when` says: ffn_up is up_proj beside
- * ffn_gate, or gate and up rows in one (Phi-3's gate_up_proj). */
-typedef enum pair_when { FOR_ALL = 0, FOR_SPLIT_GATE_UP, FOR_FUSED_GATE_UP } pair_when;
+ * ffn_gate, or gate and up rows in one (Phi-3's gate_up_proj); ffn_norm is
+ * Llama's post_attention_layernorm, but Gemma's pre_feedforward_layernorm
+ * (its post_attention_layernorm follows attention: post_attention_norm). */
+typedef enum pair_when { FOR_ALL = 0, FOR_SPLIT_GATE_UP, FOR_FUSED_GATE_UP, FOR_PRE_NORMS, FOR_SANDWICH_NORMS } pair_when;
 
 typedef struct name_pair {
     const char *hf, *gguf;
@@ -38,7 +40,11 @@ static const name_pair g_per_layer[] = {{"input_layernorm.weight", "attn_norm.we
                                         {"self_attn.k_norm.weight", "attn_k_norm.weight", FOR_ALL},
                                         {"self_attn.o_proj.weight", "attn_output.weight", FOR_ALL},
                                         {"self_attn.o_proj.bias", "attn_output.bias", FOR_ALL},
-                                        {"post_attention_layernorm.weight", "ffn_norm.weight", FOR_ALL},
+                                        {"post_attention_layernorm.weight", "ffn_norm.weight", FOR_PRE_NORMS},
+                                        {"pre_feedforward_layernorm.weight", "ffn_norm.weight", FOR_SANDWICH_NORMS},
+                                        {"post_attention_layernorm.weight", "post_attention_norm.weight",
+                                         FOR_SANDWICH_NORMS},
+                                        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", FOR_SANDWICH_NORMS},
                                         {"mlp.gate_proj.weight", "ffn_gate.weight", FOR_SPLIT_GATE_UP},
                                         {"mlp.up_proj.weight", "ffn_up.weight", FOR_SPLIT_GATE_UP},
                                         {"mlp.gate_up_proj.weight", "ffn_up.weight", FOR_FUSED_GATE_UP},
@@ -47,8 +53,14 @@ static const name_pair g_per_layer[] = {{"input_layernorm.weight", "attn_norm.we
 /* Whether pair p holds for family arch. */
 static bool pair_holds(const name_pair *p, snug_arch arch)
 {
-    bool fused = snug_arch_get(arch)->fused_gate_up;
-    return p->when == FOR_ALL || (p->when == FOR_FUSED_GATE_UP) == fused;
+    const snug_arch_info *fam = snug_arch_get(arch);
+    switch (p->when) {
+    case FOR_SPLIT_GATE_UP: return !fam->fused_gate_up;
+    case FOR_FUSED_GATE_UP: return fam->fused_gate_up;
+    case FOR_PRE_NORMS: return !fam->sandwich_norms;
+    case FOR_SANDWICH_NORMS: return fam->sandwich_norms;
+    default: return true;
+    }
 }
 
 /* The other name of `name` (to_gguf: a Hugging Face name; else a GGUF one)
@@ -253,6 +265,31 @@ static snug_status read_rope(const snug_gguf_file *g, const snug_arch_info *fam,
     return rope_freq_factors(g, c, err);
 }
 
+/* The sliding window of a family whose layers slide in a pattern (Gemma
+ * 3), as llama.cpp reads it: {arch}.attention.sliding_window (required),
+ * {arch}.attention.sliding_window_pattern (every that many-th layer
+ * attends to all; 6 when absent), the sliding layers' rope base
+ * {arch}.rope.freq_base_swa (10000 when absent, unscaled), and the query
+ * scale llama.cpp gives gemma3 files, which have no key for it: 1 /
+ * sqrt(head size), but 1 / sqrt(hidden / heads) for the 62-layer 27B. */
+static snug_status read_window(const snug_gguf_file *g, const snug_arch_info *fam, snug_model_config *c,
+                               snug_error *err)
+{
+    const char *a = fam->gguf;
+    int64_t window = 0, pattern = 6;
+    snug_status st = arch_int(g, a, "attention.sliding_window", true, 1, (int64_t)1 << 28, &window, err);
+    if (st == SNUG_OK) st = arch_int(g, a, "attention.sliding_window_pattern", false, 1, SNUG_MAX_LAYERS, &pattern, err);
+    c->rope_local_theta = 10000.0;
+    if (st == SNUG_OK) st = arch_float(g, a, "rope.freq_base_swa", 1e-6, 1e15, &c->rope_local_theta, err);
+    if (st != SNUG_OK) return st;
+    c->sliding_window = window;
+    snug_config_set_sliding(c, (int32_t)pattern);
+    c->query_pre_attn_scalar = c->n_layers == 62 && c->hidden_size % c->n_heads == 0
+                                   ? (double)(c->hidden_size / c->n_heads)
+                                   : (double)c->head_dim;
+    return SNUG_OK;
+}
+
 snug_status snug_gguf_model_config(const snug_gguf_file *g, snug_model_config *c, snug_error *err)
 {
     const char *arch = NULL;
@@ -271,6 +308,7 @@ snug_status snug_gguf_model_config(const snug_gguf_file *g, snug_model_config *c
     c->o_bias = !fam->qkv_bias && fam->attention_bias && snug_gguf_find_tensor(g, "blk.0.attn_output.bias");
     st = read_sizes(g, fam, c, err);
     if (st == SNUG_OK) st = read_rope(g, fam, c, err);
+    if (st == SNUG_OK && fam->window == SNUG_WINDOW_PATTERN) st = read_window(g, fam, c, err);
     if (st != SNUG_OK) return st;
     const snug_gguf_tensor *emb = snug_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2)
@@ -334,6 +372,12 @@ void snug_gguf_model_keys(snug_gguf_header *h, const snug_model_config *c, uint3
                           (uint32_t)rs->original_max_position_embeddings);
         if (rs->attention_factor > 0)
             snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "rope.scaling.attn_factor"), (float)rs->attention_factor);
+    }
+    if (snug_arch_get(c->arch)->window == SNUG_WINDOW_PATTERN && c->sliding_window > 0) {
+        snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.sliding_window"), (uint32_t)c->sliding_window);
+        snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.sliding_window_pattern"),
+                          (uint32_t)snug_config_sliding_pattern(c));
+        snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "rope.freq_base_swa"), (float)c->rope_local_theta);
     }
     if (c->bos_token_id >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
     if (c->n_eos > 0) snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);

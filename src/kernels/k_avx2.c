@@ -368,6 +368,24 @@ T_AVX2 static void silu_mul_avx2(float *h, const float *gu, int64_t inter)
     }
 }
 
+/* gelu(g) up as g / (1 + e^(-2z)), z = sqrt(2 / pi) (g + 0.044715 g^3):
+ * silu's form at 2z (exp8 clamps the far ends: 0 and g come out). */
+T_AVX2 static void gelu_tanh_mul_avx2(float *h, const float *gu, int64_t inter)
+{
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(0.044715f), k = _mm256_set1_ps(-1.5957691216057308f);
+    for (; i + 8 <= inter; i += 8) {
+        __m256 g = _mm256_loadu_ps(gu + i), u = _mm256_loadu_ps(gu + inter + i);
+        __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(c, g), _mm256_mul_ps(g, g), g);
+        __m256 e = exp8(_mm256_mul_ps(k, inner));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
+    }
+    for (; i < inter; i++) {
+        float g = gu[i];
+        h[i] = g / (1.0f + expf(-1.5957691216057308f * (g + 0.044715f * g * g * g))) * gu[inter + i];
+    }
+}
+
 T_AVX2 static void add_avx2(float *y, const float *x, int64_t n)
 {
     int64_t i = 0;
@@ -762,6 +780,7 @@ void snug_kernels_fill_avx2(snug_kernels *k)
     k->bf16_insn = SNUG_INSN_FMA_YMM;
     k->rmsnorm = rmsnorm_avx2;
     k->silu_mul = silu_mul_avx2;
+    k->gelu_tanh_mul = gelu_tanh_mul_avx2;
     k->add = add_avx2;
     k->add_bias = add_bias_avx2;
     k->rope = rope_avx2;

@@ -34,6 +34,18 @@ static void silu_mul_scalar(float *h, const float *gu, int64_t inter)
     }
 }
 
+/* The argument of GELU's tanh form, doubled and negated: e^(this) is what
+ * 1 + tanh(z) = 2 / (1 + e^(-2z)) needs. */
+static float gelu_neg2z(float g) { return -1.5957691216057308f * (g + 0.044715f * g * g * g); }
+
+static void gelu_tanh_mul_scalar(float *h, const float *gu, int64_t inter)
+{
+    for (int64_t i = 0; i < inter; i++) {
+        float g = gu[i];
+        h[i] = g / (1.0f + expf(gelu_neg2z(g))) * gu[inter + i];
+    }
+}
+
 static void add_scalar(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
@@ -117,6 +129,7 @@ void snug_kernels_fill_scalar(snug_kernels *k)
     k->bf16_insn = SNUG_INSN_SCALAR;
     k->rmsnorm = rmsnorm_scalar;
     k->silu_mul = silu_mul_scalar;
+    k->gelu_tanh_mul = gelu_tanh_mul_scalar;
     k->add = add_scalar;
     k->add_bias = add_bias_scalar;
     k->rope = rope_scalar;

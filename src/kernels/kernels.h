@@ -151,6 +151,11 @@ typedef struct snug_kernels {
     /* h[i] = silu(gu[i]) * gu[inter + i] for i < inter (gate, then up). */
     void (*silu_mul)(float *h, const float *gu, int64_t inter);
 
+    /* h[i] = gelu(gu[i]) * gu[inter + i] for i < inter, GELU in its tanh
+     * form, 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))), computed as
+     * g / (1 + e^(-2 sqrt(2 / pi) (g + 0.044715 g^3))), the same value. */
+    void (*gelu_tanh_mul)(float *h, const float *gu, int64_t inter);
+
     /* y[i] += x[i] for i < n. */
     void (*add)(float *y, const float *x, int64_t n);
 

@@ -581,6 +581,20 @@ static double seconds_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Adds 1 to each value of the norms held as offsets from 1 (plus_one,
+ * held F32): what the forward pass multiplies by, 1 + w in float as
+ * transformers computes it. */
+static void add_ones(snug_weights *w)
+{
+    for (int32_t i = 0; i < w->table.n_params; i++) {
+        const snug_param *p = &w->table.params[i];
+        if (!p->plus_one) continue;
+        SNUG_ASSERT(p->dtype == SNUG_DTYPE_F32 && p->n_dims == 1);
+        float *v = (float *)(void *)(w->arena + w->offsets[i]);
+        for (int64_t e = 0; e < p->rows; e++) v[e] += 1.0f;
+    }
+}
+
 snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *opts,
                               snug_weights **out, snug_load_stats *stats, snug_error *err)
 {
@@ -664,6 +678,7 @@ snug_status snug_weights_load(const snug_checkpoint *ck, const snug_load_opts *o
     st = run_items(w, &pl, &o, pool, staging, pack_area, &bytes_read, err);
     if (st != SNUG_OK) goto done;
     pack_deferred(w, &pl, pack_area);
+    add_ones(w);
     if (stats) {
         size_t peak = 0, rss1 = 0;
         snug_mem_status(SNUG_MEM_TOTAL, NULL, &peak, false);

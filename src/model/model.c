@@ -36,7 +36,9 @@ typedef struct layer_weights {
     const void *k_norm;     /* (head_dim) each k head's, or NULL */
     matrix_parts o_proj;    /* (hidden, q_dim) */
     const void *o_bias;     /* (hidden) or NULL */
+    const void *attn_post_norm; /* (hidden) the attention output's norm, or NULL */
     const void *mlp_norm;   /* (hidden) */
+    const void *mlp_post_norm;  /* (hidden) the MLP output's norm, or NULL */
     matrix_parts gate_up;   /* (2 * intermediate, hidden): gate rows, then up rows */
     matrix_parts down;      /* (hidden, intermediate) */
 } layer_weights;
@@ -49,8 +51,9 @@ typedef struct arena_buffers {
     float *attn;     /* (T, q_dim) attention output */
     float *gate_up;  /* (T, 2 * intermediate) */
     float *h;        /* (T, intermediate) SwiGLU output */
-    float *cos_sin;  /* (T, head_dim) cos and sin of each token's rotary angles, interleaved
-                      * (the first n_rot of each row) */
+    float *cos_sin;  /* (R T, head_dim) cos and sin of each token's rotary angles, interleaved
+                      * (the first n_rot of each row); R = n_rope_tables, the sliding
+                      * layers' table after the others' */
     float *lg_in;    /* (L, hidden) the rows whose logits are wanted, normed */
     float *logits;   /* (L, vocab_rows) */
     void *scratch;   /* snug_matmul_scratch_bytes(n_threads, T, the largest k) */
@@ -63,13 +66,18 @@ struct snug_model {
     snug_kernels kern;
     snug_dtype wdt;
     snug_dtype embed_dt;      /* the embedding table's type (a block format as the file holds it) */
+    snug_dtype norm_dt;       /* the RMSNorm weights' type: F32 where held as 1 + w, else wdt */
+    float embed_scale;        /* the embeddings are multiplied by it (Gemma: sqrt(hidden)), or 1 */
+    float attn_scale;         /* attention scores are q.k times it: 1 / sqrt(query_pre_attn_scalar
+                               * or head_dim) */
     const void *embed;        /* (vocab_rows, hidden) row-major; NULL when tied */
     const void *final_norm;   /* (hidden) */
     matrix_parts lm_head;     /* (vocab_rows, hidden); also the embedding when tied */
     layer_weights *layers;    /* [n_layers], category other */
     int32_t n_rot;            /* the dimensions of each head rope turns (the first n_rot) */
     float rope_mscale;        /* cos and sin are scaled by it: LongRoPE's attention factor, else 1 */
-    float *inv_freq;          /* [n_rot / 2] rotary frequencies, category other */
+    float *inv_freq;          /* [n_rope_tables n_rot / 2] rotary frequencies (the sliding
+                               * layers' after the others'), category other */
     snug_allreduce_fn allreduce;
     void *allreduce_ctx;
     snug_pool *pool;          /* the threads every step runs on */
@@ -93,7 +101,8 @@ snug_status snug_model_dims_make(const snug_model_config *cfg, int32_t tp, int32
             .q_dim = t.n_q_heads * cfg->head_dim, .kv_dim = t.n_kv_heads * cfg->head_dim,
             .qkv_dim = (t.n_q_heads + 2 * t.n_kv_heads) * cfg->head_dim,
             .intermediate = t.intermediate, .vocab_rows = t.vocab_rows,
-            .vocab_begin = (int32_t)v_begin, .vocab_len = (int32_t)v_len};
+            .vocab_begin = (int32_t)v_begin, .vocab_len = (int32_t)v_len,
+            .n_rope_tables = snug_arch_get(cfg->arch)->local_rope ? 2 : 1};
     }
     snug_params_free(&t);
     return st;
@@ -113,7 +122,7 @@ static size_t layout_arena(const snug_model_dims *d, const snug_step_shape *s, u
         {(void **)&b->attn, T, (size_t)d->q_dim, 4},
         {(void **)&b->gate_up, T, 2 * (size_t)d->intermediate, 4},
         {(void **)&b->h, T, (size_t)d->intermediate, 4},
-        {(void **)&b->cos_sin, T, (size_t)d->head_dim, 4},
+        {(void **)&b->cos_sin, (size_t)SNUG_MAX(1, d->n_rope_tables) * T, (size_t)d->head_dim, 4},
         {(void **)&b->lg_in, L, (size_t)d->hidden, 4},
         {(void **)&b->logits, L, (size_t)d->vocab_rows, 4},
         {(void **)&b->scratch, 1,
@@ -175,10 +184,16 @@ static double longrope_mscale(const snug_model_config *cfg)
  * double and rounded to float (transformers computes in float: the two may
  * differ in the last bit), for a model that runs sequences of up to
  * max_len positions (LongRoPE's choice of factors), and the factor cos and
- * sin are scaled by into *mscale. */
+ * sin are scaled by into *mscale; where the sliding layers rotate with a
+ * base of their own, theirs after (rope_local_theta, unscaled). */
 static snug_status rope_frequencies(const snug_model_config *cfg, int64_t max_len, float *inv_freq, float *mscale,
                                     snug_error *err)
 {
+    if (snug_arch_get(cfg->arch)->local_rope) {
+        int32_t rot = snug_config_rot_dims(cfg);
+        for (int32_t i = 0; i < rot / 2; i++)
+            inv_freq[rot / 2 + i] = (float)(1.0 / pow(cfg->rope_local_theta, (double)(2 * i) / (double)rot));
+    }
     const snug_rope_scaling *rs = &cfg->rope_scaling;
     int32_t rot = snug_config_rot_dims(cfg), half = rot / 2;
     if (rs->type != SNUG_ROPE_DEFAULT && rs->type != SNUG_ROPE_LINEAR && rs->type != SNUG_ROPE_LLAMA3 &&
@@ -255,7 +270,7 @@ static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error
 {
     const char *missing = NULL;
     bool tied = m->cfg.tie_word_embeddings;
-    bool qk_norm = snug_arch_get(m->cfg.arch)->qk_norm;
+    bool qk_norm = snug_arch_get(m->cfg.arch)->qk_norm, sandwich = snug_arch_get(m->cfg.arch)->sandwich_norms;
     m->embed = tied ? NULL : param(w, "embed_tokens", 0);
     int32_t ei = tied ? -1 : snug_weights_find(w, "embed_tokens");
     m->embed_dt = ei >= 0 && w->table.params[ei].dtype != SNUG_DTYPE_NONE ? w->table.params[ei].dtype : w->dtype;
@@ -271,10 +286,13 @@ static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error
         L->k_norm = qk_norm ? param(w, "layers.%d.k_norm", l) : NULL;
         L->o_bias = m->cfg.o_bias ? param(w, "layers.%d.o_proj_bias", l) : NULL;
         L->mlp_norm = param(w, "layers.%d.post_attention_layernorm", l);
+        L->attn_post_norm = sandwich ? param(w, "layers.%d.attn_post_norm", l) : NULL;
+        L->mlp_post_norm = sandwich ? param(w, "layers.%d.mlp_post_norm", l) : NULL;
         bool mats = matrix(w, "layers.%d.qkv", l, &L->qkv) && matrix(w, "layers.%d.o_proj", l, &L->o_proj) &&
                     matrix(w, "layers.%d.gate_up", l, &L->gate_up) && matrix(w, "layers.%d.down_proj", l, &L->down);
         if (!L->attn_norm || !mats || !L->mlp_norm || (m->cfg.qkv_bias && !L->qkv_bias) ||
-            (m->cfg.o_bias && !L->o_bias) || (qk_norm && (!L->q_norm || !L->k_norm)))
+            (m->cfg.o_bias && !L->o_bias) || (qk_norm && (!L->q_norm || !L->k_norm)) ||
+            (sandwich && (!L->attn_post_norm || !L->mlp_post_norm)))
             missing = "a layer parameter";
     }
     if (missing)
@@ -328,8 +346,13 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
     }
     m->layers = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)m->dims.n_layers * sizeof *m->layers, err);
     m->n_rot = snug_config_rot_dims(cfg);
-    m->inv_freq = m->layers ? snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(m->n_rot / 2) * sizeof(float), err)
+    m->inv_freq = m->layers ? snug_mem_alloc(SNUG_MEM_OTHER,
+                                             (size_t)m->dims.n_rope_tables * (size_t)(m->n_rot / 2) * sizeof(float), err)
                             : NULL;
+    m->norm_dt = cfg->norm_plus_one ? SNUG_DTYPE_F32 : m->wdt;
+    m->embed_scale = snug_arch_get(cfg->arch)->embed_scale ? sqrtf((float)cfg->hidden_size) : 1.0f;
+    m->attn_scale = 1.0f / sqrtf(cfg->query_pre_attn_scalar > 0 ? (float)cfg->query_pre_attn_scalar
+                                                                : (float)cfg->head_dim);
     if (!m->inv_freq) {
         st = snug_error_prefix(err, SNUG_NOMEM, "model: ");
         goto fail;
@@ -470,6 +493,8 @@ static void embed_part(void *ctx, int32_t thread, int32_t n_threads)
             m->kern.load(x, (const char *)m->embed + (size_t)local * row_bytes, m->embed_dt, d->hidden);
         else
             memset(x, 0, (size_t)d->hidden * sizeof(float));
+        if (m->embed_scale != 1.0f)
+            for (int32_t e = 0; e < d->hidden; e++) x[e] *= m->embed_scale;
     }
 }
 
@@ -489,16 +514,21 @@ static void half_split(float *x, int32_t head_dim)
  * attention factor: the rotation scales q and k by it). */
 static void rope_tables(const snug_model *m, const snug_step *step)
 {
-    int32_t half = m->n_rot / 2, t = 0;
-    for (int32_t i = 0; i < step->n_seqs; i++) {
-        const snug_step_seq *q = &step->seqs[i];
-        for (int32_t j = 0; j < q->n_tokens; j++, t++) {
-            float *cs = m->buf.cos_sin + (size_t)t * (size_t)m->dims.head_dim;
-            float pos = (float)(q->pos0 + j);
-            for (int32_t k = 0; k < half; k++) {
-                float a = pos * m->inv_freq[k];
-                cs[2 * k] = cosf(a) * m->rope_mscale;
-                cs[2 * k + 1] = sinf(a) * m->rope_mscale;
+    int32_t half = m->n_rot / 2;
+    for (int32_t r = 0; r < m->dims.n_rope_tables; r++) {
+        const float *inv_freq = m->inv_freq + (size_t)r * (size_t)half;
+        float mscale = r == 0 ? m->rope_mscale : 1.0f; /* (the sliding layers' rotation is unscaled) */
+        int32_t t = 0;
+        for (int32_t i = 0; i < step->n_seqs; i++) {
+            const snug_step_seq *q = &step->seqs[i];
+            for (int32_t j = 0; j < q->n_tokens; j++, t++) {
+                float *cs = m->buf.cos_sin + ((size_t)r * (size_t)step->n_tokens + (size_t)t) * (size_t)m->dims.head_dim;
+                float pos = (float)(q->pos0 + j);
+                for (int32_t k = 0; k < half; k++) {
+                    float a = pos * inv_freq[k];
+                    cs[2 * k] = cosf(a) * mscale;
+                    cs[2 * k + 1] = sinf(a) * mscale;
+                }
             }
         }
     }
@@ -517,7 +547,7 @@ static void add_norm_part(void *ctx, int32_t thread, int32_t n_threads)
     for (int64_t t = t0; t < t1; t++) {
         if (j->y) m->kern.add(j->x + t * h, j->y + t * h, h);
         if (j->bias) m->kern.add_bias(j->x + t * h, j->bias, m->wdt, h);
-        if (j->w) m->kern.rmsnorm(j->out + t * h, j->x + t * h, j->w, m->wdt, h, eps);
+        if (j->w) m->kern.rmsnorm(j->out + t * h, j->x + t * h, j->w, m->norm_dt, h, eps);
     }
 }
 
@@ -557,12 +587,14 @@ static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
         const snug_step_seq *q = &step->seqs[i];
         int32_t pos = q->pos0 + (t - first);
         float *row = m->buf.qkv + (size_t)t * (size_t)d->qkv_dim;
-        const float *cs = m->buf.cos_sin + (size_t)t * (size_t)d->head_dim;
+        /* the sliding layers' angles where they have their own */
+        bool local = d->n_rope_tables > 1 && snug_config_layer_window(&m->cfg, j->layer) > 0;
+        const float *cs = m->buf.cos_sin + ((local ? (size_t)step->n_tokens : 0) + (size_t)t) * (size_t)d->head_dim;
         if (L->qkv_bias) m->kern.add_bias(row, L->qkv_bias, m->wdt, d->qkv_dim);
         for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++) {
             float *head = row + (size_t)h * (size_t)d->head_dim;
             if (L->q_norm) /* q heads, then k heads: each normed over itself */
-                m->kern.rmsnorm(head, head, h < d->n_q_heads ? L->q_norm : L->k_norm, m->wdt, d->head_dim, eps);
+                m->kern.rmsnorm(head, head, h < d->n_q_heads ? L->q_norm : L->k_norm, m->norm_dt, d->head_dim, eps);
             if (m->cfg.rope_interleaved) half_split(head, d->head_dim);
             m->kern.rope(head, cs, m->n_rot);
         }
@@ -584,7 +616,8 @@ static void attention_item(const op_job *j, int64_t item)
     const snug_step *step = j->step;
     const snug_model_dims *d = &m->dims;
     int32_t group = d->n_q_heads / d->n_kv_heads;
-    int32_t window = m->cfg.sliding_window > 0 && m->cfg.sliding_window < INT32_MAX ? (int32_t)m->cfg.sliding_window : 0;
+    int64_t lw = snug_config_layer_window(&m->cfg, j->layer);
+    int32_t window = lw > 0 && lw < INT32_MAX ? (int32_t)lw : 0;
     /* Find the item's sequence, head and row run. */
     int64_t rest = item;
     int32_t i = 0, first = 0;
@@ -610,7 +643,7 @@ static void attention_item(const op_job *j, int64_t item)
         .pos0 = q->pos0 + r0,
         .window = window,
         .head_dim = d->head_dim,
-        .scale = 1.0f / sqrtf((float)d->head_dim),
+        .scale = m->attn_scale,
         .kv = snug_kvcache_view(j->kv, j->layer, head, q->block_table),
     };
     m->kern.attention(&a);
@@ -631,14 +664,19 @@ static void qkv_attention_part(void *ctx, int32_t thread, int32_t n_threads)
     for (int64_t item; (item = snug_pool_next(j->m->pool, n_items)) >= 0;) attention_item(j, item);
 }
 
-/* h[t] = silu(gate[t]) * up[t] for thread `thread`'s share of the rows. */
-static void silu_part(void *ctx, int32_t thread, int32_t n_threads)
+/* h[t] = act(gate[t]) * up[t] for thread `thread`'s share of the rows (act
+ * the family's: silu, or GELU's tanh form). */
+static void activation_part(void *ctx, int32_t thread, int32_t n_threads)
 {
     const op_job *j = ctx;
     const arena_buffers *b = &j->m->buf;
     int64_t inter = j->m->dims.intermediate, t0, t1;
+    bool gelu = snug_arch_get(j->m->cfg.arch)->act == SNUG_ACT_GELU_TANH;
     snug_pool_split(j->n, 1, thread, n_threads, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++) j->m->kern.silu_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
+    for (int64_t t = t0; t < t1; t++) {
+        if (gelu) j->m->kern.gelu_tanh_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
+        else j->m->kern.silu_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
+    }
 }
 
 /* One decoder layer over the step's n tokens. On entry x is the residual
@@ -660,12 +698,15 @@ static snug_status run_layer(const snug_model *m, snug_kvcache *kv, const snug_s
     snug_pool_run(m->pool, qkv_attention_part, &j);
     matmul(m, b->xn, b->attn, n, &L->o_proj);
     if ((st = reduce(m, b->xn, (int64_t)n * d->hidden, err)) != SNUG_OK) return st;
+    if (L->attn_post_norm) add_norm(m, b->xn, NULL, NULL, b->xn, L->attn_post_norm, n); /* before the residual */
     add_norm(m, b->x, b->xn, L->o_bias, b->xn, L->mlp_norm, n);
 
     matmul(m, b->gate_up, b->xn, n, &L->gate_up);
-    run_op(m, silu_part, &j, n <= 1);
+    run_op(m, activation_part, &j, n <= 1);
     matmul(m, b->xn, b->h, n, &L->down);
-    return reduce(m, b->xn, (int64_t)n * d->hidden, err);
+    st = reduce(m, b->xn, (int64_t)n * d->hidden, err);
+    if (st == SNUG_OK && L->mlp_post_norm) add_norm(m, b->xn, NULL, NULL, b->xn, L->mlp_post_norm, n);
+    return st;
 }
 
 /* The final norm and lm_head for the rows that want logits. */

@@ -48,6 +48,8 @@ typedef struct snug_model_dims {
     int32_t intermediate;            /* MLP width on this rank */
     int32_t vocab_rows;              /* logits per row on this rank (padded) */
     int32_t vocab_begin, vocab_len;  /* the real vocabulary rows this rank holds */
+    int32_t n_rope_tables;           /* 1, or 2 where sliding layers rotate with a base of their
+                                      * own (the arena holds a table of angles for each) */
 } snug_model_dims;
 
 /* Fills *dims for rank `rank` of tp. Fails as snug_params_build does (a tp

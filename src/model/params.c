@@ -108,11 +108,20 @@ static void add_source(snug_param *p, int32_t n_dims, int64_t rows, int64_t cols
 }
 
 /* Adds a replicated 1-D parameter read whole from one tensor. */
-static void add_vector(table_builder *b, int32_t layer, int64_t n, const char *pname,
-                       const char *tname)
+static snug_param *add_vector(table_builder *b, int32_t layer, int64_t n, const char *pname,
+                              const char *tname)
 {
     snug_param *p = add_param(b, SNUG_SHARD_REPLICATED, layer, 1, n, 1, pname, layer);
     add_source(p, 1, n, 1, 0, n, 0, 1, 0, tname, layer);
+    return p;
+}
+
+/* Adds an RMSNorm weight: add_vector, marked plus_one where the config
+ * holds norms as offsets from 1. */
+static void add_norm(table_builder *b, const snug_model_config *cfg, int32_t layer, int64_t n, const char *pname,
+                     const char *tname)
+{
+    add_vector(b, layer, n, pname, tname)->plus_one = cfg->norm_plus_one;
 }
 
 /* Adds the fused q/k/v weight (n_dims 2) or bias (n_dims 1) of a layer:
@@ -205,7 +214,8 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     st = snug_config_validate(cfg, "model config", err);
     if (st != SNUG_OK) return st;
     const snug_arch_info *fam = snug_arch_get(cfg->arch);
-    int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0) + (fam->qk_norm ? 2 : 0);
+    int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0) + (fam->qk_norm ? 2 : 0) +
+                        (fam->sandwich_norms ? 2 : 0);
     int32_t cap = 3 + per_layer * cfg->n_layers; /* n_layers <= SNUG_MAX_LAYERS */
     t.params = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t.params, err);
     if (!t.params) return snug_error_prefix(err, SNUG_NOMEM, "parameter table: ");
@@ -217,12 +227,12 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     add_source(p, 2, v, h, v_begin, v_len, 0, h, 0, "model.embed_tokens.weight", 0);
     p->packed = cfg->tie_word_embeddings; /* also the lm_head */
     for (int32_t l = 0; l < cfg->n_layers; l++) {
-        add_vector(&b, l, h, "layers.%d.input_layernorm", "model.layers.%d.input_layernorm.weight");
+        add_norm(&b, cfg, l, h, "layers.%d.input_layernorm", "model.layers.%d.input_layernorm.weight");
         add_qkv(&b, cfg, l, 2, q_begin * hd, kv_begin * hd);
         if (cfg->qkv_bias) add_qkv(&b, cfg, l, 1, q_begin * hd, kv_begin * hd);
         if (fam->qk_norm) {
-            add_vector(&b, l, hd, "layers.%d.q_norm", "model.layers.%d.self_attn.q_norm.weight");
-            add_vector(&b, l, hd, "layers.%d.k_norm", "model.layers.%d.self_attn.k_norm.weight");
+            add_norm(&b, cfg, l, hd, "layers.%d.q_norm", "model.layers.%d.self_attn.q_norm.weight");
+            add_norm(&b, cfg, l, hd, "layers.%d.k_norm", "model.layers.%d.self_attn.k_norm.weight");
         }
         int64_t q_cols = q_len * hd;
         p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, q_cols, "layers.%d.o_proj", l);
@@ -231,14 +241,26 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
                    "model.layers.%d.self_attn.o_proj.weight", l);
         if (cfg->o_bias)
             add_vector(&b, l, h, "layers.%d.o_proj_bias", "model.layers.%d.self_attn.o_proj.bias");
-        add_vector(&b, l, h, "layers.%d.post_attention_layernorm",
-                   "model.layers.%d.post_attention_layernorm.weight");
+        /* the MLP's input norm (Llama's post_attention_layernorm; Gemma's
+         * pre_feedforward_layernorm, with a norm after attention and one
+         * after the MLP) */
+        if (fam->sandwich_norms) {
+            add_norm(&b, cfg, l, h, "layers.%d.attn_post_norm", "model.layers.%d.post_attention_layernorm.weight");
+            add_norm(&b, cfg, l, h, "layers.%d.post_attention_layernorm",
+                     "model.layers.%d.pre_feedforward_layernorm.weight");
+        } else {
+            add_norm(&b, cfg, l, h, "layers.%d.post_attention_layernorm",
+                     "model.layers.%d.post_attention_layernorm.weight");
+        }
         add_gate_up(&b, cfg, l, ff_begin, ff_len);
         p = add_param(&b, SNUG_SHARD_ROW, l, 2, h, ff_len, "layers.%d.down_proj", l);
         p->packed = true;
         add_source(p, 2, h, ff, 0, h, ff_begin, ff_len, 0, "model.layers.%d.mlp.down_proj.weight", l);
+        if (fam->sandwich_norms)
+            add_norm(&b, cfg, l, h, "layers.%d.mlp_post_norm", "model.layers.%d.post_feedforward_layernorm.weight");
     }
     p = add_param(&b, SNUG_SHARD_REPLICATED, -1, 1, h, 1, "norm", 0);
+    p->plus_one = cfg->norm_plus_one;
     add_source(p, 1, h, 1, 0, h, 0, 1, 0, "model.norm.weight", 0);
     if (!cfg->tie_word_embeddings) {
         p = add_param(&b, SNUG_SHARD_VOCAB, -1, 2, v_held, h, "lm_head", 0);
@@ -354,7 +376,7 @@ static snug_status set_dtype(snug_param *p, snug_dtype wdt, snug_dtype quant, sn
     for (int32_t s = 0; s < p->n_sources; s++) {
         snug_param_source *src = &p->sources[s];
         snug_dtype sdt = source_dtype(ctx, src->tensor), q = quant_for(quant, src->n_cols);
-        src->dtype = wdt;
+        src->dtype = p->plus_one ? SNUG_DTYPE_F32 : wdt; /* 1 + w kept exact, as transformers computes it */
         if (p->n_dims == 2 && !snug_dtype_is_quant(sdt) && q != SNUG_DTYPE_NONE) {
             src->dtype = q; /* quantized while loading */
             continue;

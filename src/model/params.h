@@ -58,6 +58,9 @@ typedef struct snug_param {
     snug_dtype dtype;                   /* held at: SNUG_DTYPE_NONE until set (the sizes
                                          * then use the weights' type they are given); the
                                          * first source's format when split */
+    bool plus_one;                      /* an RMSNorm weight held as w where the norm multiplies
+                                         * by 1 + w (config norm_plus_one): held in F32, and the
+                                         * loader adds the 1 (snug_param_add_one) */
     bool split;                         /* its sources are held in different formats: each
                                          * source's rows are a matrix of their own (a part),
                                          * the parts one after another (snug_param_part) */
