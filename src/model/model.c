@@ -350,7 +350,16 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
                                              (size_t)m->dims.n_rope_tables * (size_t)(m->n_rot / 2) * sizeof(float), err)
                             : NULL;
     m->norm_dt = cfg->norm_plus_one ? SNUG_DTYPE_F32 : m->wdt;
-    m->embed_scale = snug_arch_get(cfg->arch)->embed_scale ? sqrtf((float)cfg->hidden_size) : 1.0f;
+    /* sqrt(hidden): rounded to the weights' type where the checkpoint is
+     * Hugging Face's (transformers and vLLM cast it to the embedding's
+     * dtype: 33.94 becomes 34 in bf16 for hidden 1152), exact for GGUF
+     * files, as llama.cpp scales */
+    m->embed_scale = 1.0f;
+    if (snug_arch_get(cfg->arch)->embed_scale) {
+        m->embed_scale = sqrtf((float)cfg->hidden_size);
+        if (cfg->norm_plus_one && m->wdt == SNUG_DTYPE_BF16) m->embed_scale = snug_bf16_to_f32(snug_f32_to_bf16(m->embed_scale));
+        if (cfg->norm_plus_one && m->wdt == SNUG_DTYPE_F16) m->embed_scale = snug_f16_to_f32(snug_f32_to_f16(m->embed_scale));
+    }
     m->attn_scale = 1.0f / sqrtf(cfg->query_pre_attn_scalar > 0 ? (float)cfg->query_pre_attn_scalar
                                                                 : (float)cfg->head_dim);
     if (!m->inv_freq) {
