@@ -937,15 +937,16 @@ static bool logits_of(const char *path, const int32_t *tokens, int n, float *out
 /* The same weights as a Hugging Face directory and as the GGUF file snug
  * writes of it (convert/to_gguf.h: llama.cpp's names, fused tensors, the q
  * and k rows of llama permuted into interleaved pairs, Llama 3.1's scaling
- * as rope_freqs and LongRoPE's factors as tensors) give the same logits:
+ * as rope_freqs and LongRoPE's factors as tensors, Gemma's norms as 1 + w
+ * and its window as keys) give the same logits:
  * bit for bit where the file holds what the directory does, within 1e-6
  * of the largest where rope_freqs stands for the llama3 formula. */
 static void test_hf_and_gguf(void)
 {
-    snug_model_config cs[4];
-    const char *what[4] = {"Llama, llama3 rope, q/k rows interleaved", "Qwen2, biases, tied", "Qwen3, q/k norms",
-                           "Phi-3, fused, rope on 8 of 16, LongRoPE"};
-    for (int k = 0; k < 4; k++) cs[k] = small_config();
+    snug_model_config cs[5];
+    const char *what[5] = {"Llama, llama3 rope, q/k rows interleaved", "Qwen2, biases, tied", "Qwen3, q/k norms",
+                           "Phi-3, fused, rope on 8 of 16, LongRoPE", "Gemma 3, window 5 on 2 of 3, 1 + w norms"};
+    for (int k = 0; k < 5; k++) cs[k] = small_config();
     cs[0].rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1,
                                              .high_freq_factor = 4, .original_max_position_embeddings = 64};
     cs[1].arch = SNUG_ARCH_QWEN2, cs[1].qkv_bias = true, cs[1].tie_word_embeddings = true;
@@ -955,10 +956,15 @@ static void test_hf_and_gguf(void)
     *lr = (snug_rope_scaling){.type = SNUG_ROPE_LONGROPE, .factor = 1, .n_factors = 4,
                               .original_max_position_embeddings = 64};
     for (int i = 0; i < 4; i++) lr->short_factor[i] = 1.0f + 0.5f * (float)i, lr->long_factor[i] = 2.0f + 3.0f * (float)i;
+    snug_model_config *gm = &cs[4]; /* the norms written to the file as 1 + w, the window and rope bases as keys */
+    gm->arch = SNUG_ARCH_GEMMA3, gm->n_layers = 3, gm->head_dim = 24, gm->tie_word_embeddings = true;
+    gm->sliding_window = 5, gm->rope_theta = 1e6, gm->rope_local_theta = 1e4, gm->query_pre_attn_scalar = 24;
+    gm->norm_plus_one = true;
+    snug_config_set_sliding(gm, 3);
     enum { N = 24 };
     int32_t tokens[N];
     fill_tokens(tokens, N, cs[0].vocab_size, 5);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         snug_model_config *c = &cs[k];
         snprintf(c->architecture, sizeof c->architecture, "%s", snug_arch_get(c->arch)->architecture);
         snug_error err = {0};

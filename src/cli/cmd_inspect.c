@@ -88,7 +88,18 @@ static void print_text(const inspect_report *r, bool tensors)
     if (fam->fused_qkv || fam->fused_gate_up) printf(", fused%s%s", fam->fused_qkv ? " qkv" : "",
                                                     fam->fused_gate_up ? " gate_up" : "");
     if (snug_config_rot_dims(c) != c->head_dim) printf(", rope on %d of %d dimensions", c->n_rot, c->head_dim);
+    if (fam->sandwich_norms) printf(", norms after attention and MLP");
+    if (fam->act == SNUG_ACT_GELU_TANH) printf(", GELU (tanh)");
     printf("\n");
+    int32_t sliding = 0;
+    for (int32_t l = 0; l < c->n_layers; l++) sliding += snug_config_layer_window(c, l) > 0;
+    if (sliding > 0) {
+        printf("  sliding window %lld on %d of %d layers", (long long)c->sliding_window, sliding, c->n_layers);
+        if (fam->local_rope) printf(" (rope theta %g there, unscaled)", c->rope_local_theta);
+        printf("\n");
+    }
+    if (c->query_pre_attn_scalar > 0 && c->query_pre_attn_scalar != c->head_dim)
+        printf("  attention scale 1/sqrt(%g) (query_pre_attn_scalar)\n", c->query_pre_attn_scalar);
     printf("parameters: %s\n", snug_fmt_int((int64_t)r->n_params, a));
     printf("weights: %s bytes (%s) in %lld tensors, %d file%s:", snug_fmt_int((int64_t)r->file_bytes, a),
            snug_fmt_bytes(r->file_bytes, b), (long long)ck->n_tensors, ck->n_files,

@@ -30,6 +30,8 @@ typedef struct plan_tensor {
     snug_dtype dtype;       /* F32, F16 or BF16, as in the source */
     uint64_t offset;        /* file offset of its data */
     int32_t rope_heads;     /* > 0: permute rows of this many heads */
+    bool minus_one;         /* an RMSNorm weight the source holds as 1 + w where the
+                             * checkpoint holds w (Gemma's GGUF sums): F32, 1 taken off */
 } plan_tensor;
 
 typedef struct plan {
@@ -115,6 +117,13 @@ static snug_status copy_tensor(const plan *p, int32_t i, const snug_st_writer *w
                                          p->path, err);
         if (st != SNUG_OK) return snug_error_context(err, st, p->path, "tensor '%s': ", t->name);
         const unsigned char *out = a;
+        if (t->minus_one)
+            for (size_t e = 0; e < bytes / sizeof(float); e++) {
+                float v;
+                memcpy(&v, a + e * sizeof v, sizeof v);
+                v -= 1.0f;
+                memcpy(a + e * sizeof v, &v, sizeof v);
+            }
         if (t->rope_heads > 0) {
             snug_rotary_rows_permute(a, b, n, p->cfg.head_dim, row_bytes, false);
             out = b;
@@ -395,7 +404,15 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
             goto done;
         }
         t->offset = g->data_start + gt->offset;
+        size_t len = strlen(t->name);
+        t->minus_one = snug_arch_get(p.cfg.arch)->norm_plus_one && len > 11 && strcmp(t->name + len - 11, "norm.weight") == 0;
+        if (t->minus_one && t->dtype != SNUG_DTYPE_F32) {
+            st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' is %s; a %s norm (held as 1 + w) converts from F32",
+                             path, name, snug_ggml_type_name(gt->type), snug_arch_get(p.cfg.arch)->gguf);
+            goto done;
+        }
     }
+    p.cfg.norm_plus_one = snug_arch_get(p.cfg.arch)->norm_plus_one; /* as the directory written holds them */
     if (used != g->n_tensors) {
         for (int64_t k = 0; k < g->n_tensors; k++) {
             bool known = tied && out && strcmp(g->tensors[k].name, "output.weight") == 0;

@@ -30,6 +30,8 @@ typedef struct out_tensor {
     uint64_t ne[2];                     /* innermost first */
     uint64_t bytes, offset;
     int64_t head_rows;                  /* > 0: rows permuted into interleaved pairs, per head of this many */
+    bool plus_one;                      /* an RMSNorm weight held as w, the norm multiplying by 1 + w
+                                         * (Gemma): written F32 as 1 + w, as llama.cpp stores it */
 } out_tensor;
 
 typedef struct to_gguf {
@@ -104,6 +106,11 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
         o->bytes = t->end - t->begin;
         if (g->fam->gguf_interleaved && rotary_rows(t->name))
             o->head_rows = c->head_dim;
+        if (c->norm_plus_one && t->n_dims == 1 && len > 11 && strcmp(t->name + len - 11, "norm.weight") == 0) {
+            o->plus_one = true;
+            o->type = SNUG_GGML_F32;
+            o->bytes = 4 * o->ne[0];
+        }
         g->n++;
     }
     const snug_rope_scaling *rs = &c->rope_scaling;
@@ -138,6 +145,18 @@ static snug_status write_tensor(const out_tensor *o, int fd, const char *path, u
                                 unsigned char *b, snug_error *err)
 {
     if (o->values) return snug_pwrite_full(fd, o->values, (size_t)o->bytes, at, path, err);
+    if (o->plus_one) { /* a norm: its values to F32, 1 added (a vector: within the staging) */
+        size_t n = (size_t)o->ne[0];
+        if (n * sizeof(float) > STAGING_BYTES)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s': %zu values do not fit the staging", path,
+                               o->name, n);
+        snug_status st = snug_st_read(o->file, o->src, 0, a, (size_t)(o->src->end - o->src->begin), err);
+        if (st != SNUG_OK) return st;
+        float *v = (float *)(void *)b;
+        snug_convert(v, SNUG_DTYPE_F32, a, o->src->dtype, n);
+        for (size_t e = 0; e < n; e++) v[e] += 1.0f;
+        return snug_pwrite_full(fd, v, n * sizeof(float), at, path, err);
+    }
     /* a bias's values are its rows when they are permuted */
     int64_t n_rows = o->n_dims == 2 ? (int64_t)o->ne[1] : o->head_rows > 0 ? (int64_t)o->ne[0] : 1;
     size_t row_bytes = (size_t)(o->bytes / (uint64_t)n_rows);
@@ -199,9 +218,16 @@ snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_err
     else if (rt != SNUG_ROPE_DEFAULT && rt != SNUG_ROPE_LINEAR && rt != SNUG_ROPE_LLAMA3 && rt != SNUG_ROPE_LONGROPE)
         st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: rope scaling '%s' has no GGUF form snug writes (default, "
                          "linear, llama3, longrope)", dir, snug_rope_type_name(rt));
-    else if (c->sliding_window > 0 && g.fam->window != SNUG_WINDOW_NONE)
-        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: a sliding window of %lld has no GGUF key for %s", dir,
-                         (long long)c->sliding_window, snug_gguf_arch_name(c->arch));
+    else if (c->sliding_window > 0 && g.fam->window != SNUG_WINDOW_NONE &&
+             (g.fam->window != SNUG_WINDOW_PATTERN || snug_config_sliding_pattern(c) <= 0))
+        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: a sliding window of %lld %s has no GGUF key for %s", dir,
+                         (long long)c->sliding_window,
+                         g.fam->window == SNUG_WINDOW_PATTERN ? "on layers in no every-n-th pattern" : "",
+                         snug_gguf_arch_name(c->arch));
+    if (st == SNUG_OK && g.fam->window == SNUG_WINDOW_PATTERN &&
+        c->query_pre_attn_scalar != snug_gguf_query_pre_attn_scalar(c))
+        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: query_pre_attn_scalar %g has no GGUF key: llama.cpp takes %g "
+                         "for this shape", dir, c->query_pre_attn_scalar, snug_gguf_query_pre_attn_scalar(c));
     if (st == SNUG_OK) {
         g.t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(ck->n_tensors + EXTRA_TENSORS) * sizeof *g.t, err);
         st = g.t ? list_tensors(&g, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);

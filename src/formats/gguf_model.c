@@ -270,8 +270,7 @@ static snug_status read_rope(const snug_gguf_file *g, const snug_arch_info *fam,
  * {arch}.attention.sliding_window_pattern (every that many-th layer
  * attends to all; 6 when absent), the sliding layers' rope base
  * {arch}.rope.freq_base_swa (10000 when absent, unscaled), and the query
- * scale llama.cpp gives gemma3 files, which have no key for it: 1 /
- * sqrt(head size), but 1 / sqrt(hidden / heads) for the 62-layer 27B. */
+ * scale llama.cpp gives gemma3 files (snug_gguf_query_pre_attn_scalar). */
 static snug_status read_window(const snug_gguf_file *g, const snug_arch_info *fam, snug_model_config *c,
                                snug_error *err)
 {
@@ -284,10 +283,14 @@ static snug_status read_window(const snug_gguf_file *g, const snug_arch_info *fa
     if (st != SNUG_OK) return st;
     c->sliding_window = window;
     snug_config_set_sliding(c, (int32_t)pattern);
-    c->query_pre_attn_scalar = c->n_layers == 62 && c->hidden_size % c->n_heads == 0
-                                   ? (double)(c->hidden_size / c->n_heads)
-                                   : (double)c->head_dim;
+    c->query_pre_attn_scalar = snug_gguf_query_pre_attn_scalar(c);
     return SNUG_OK;
+}
+
+double snug_gguf_query_pre_attn_scalar(const snug_model_config *c)
+{
+    return c->n_layers == 62 && c->hidden_size % c->n_heads == 0 ? (double)(c->hidden_size / c->n_heads)
+                                                                 : (double)c->head_dim;
 }
 
 snug_status snug_gguf_model_config(const snug_gguf_file *g, snug_model_config *c, snug_error *err)

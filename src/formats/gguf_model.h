@@ -55,4 +55,9 @@ void snug_gguf_llama3_factors(const snug_model_config *c, float *out);
  * (rope_freqs.weight: read into the config by snug_gguf_model_config). */
 bool snug_gguf_config_tensor(const char *name);
 
+/* The query_pre_attn_scalar llama.cpp gives a gemma3 file, which has no
+ * key for it: the head size, but hidden / heads for the 62-layer 27B (as
+ * Google's configs have it). */
+double snug_gguf_query_pre_attn_scalar(const snug_model_config *c);
+
 #endif /* SNUG_GGUF_MODEL_H */

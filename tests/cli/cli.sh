@@ -242,6 +242,7 @@ done
 expect "inspect phi3 GGUF: fused, partial rotary" 0 "fused qkv gate_up, rope on 48 of 64 dimensions" -- "$snug" inspect tests/data/arch/f7-phi3-Q8_0.gguf
 expect "inspect qwen3 GGUF: q/k norms, head_dim 128" 0 "head_dim 128" -- "$snug" inspect tests/data/arch/f7-qwen3-Q8_0.gguf
 expect "inspect qwen2 GGUF: biases, tied" 0 "tied embeddings yes, q/k/v bias yes" -- "$snug" inspect tests/data/arch/f7-qwen2-Q8_0.gguf
+expect "inspect gemma3 GGUF: windows, sandwich norms" 0 "sliding window 8 on 5 of 6 layers (rope theta 10000 there, unscaled)" -- "$snug" inspect tests/data/arch/f7-gemma3-Q8_0.gguf
 afix=tests/data/arch/greedy.txt
 for fam in qwen2 qwen3; do
     ids() { awk -v f="file = f7-$fam-Q8_0.gguf" -v k="$1 = " '$0 == f {g=1} g && index($0, k) == 1 {sub(k, ""); print; exit}' "$afix"; }
