@@ -12,6 +12,8 @@
 #include "model/loader.h"
 #include "convert/mkmodel.h"
 #include "convert/to_gguf.h"
+#include "formats/st_writer.h"
+#include "base/json.h"
 #include "model/model.h"
 #include "support/ref_model.h"
 #include "base/dtype.h"
@@ -991,6 +993,107 @@ static void test_hf_and_gguf(void)
     }
 }
 
+/* dir's checkpoint rewritten at mm as the Hub stores a Gemma 3 with
+ * images: config.json's text_config holding the text model's fields
+ * (sizes left to Gemma3TextConfig's defaults where they equal them; the
+ * dtype and the ids at the top level), its tensors under
+ * "language_model.", a vision tower and projector beside them. */
+static bool write_multimodal(const char *dir, const char *mm, snug_error *err)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *text = NULL, *root = json_object(), *vision = json_object();
+    bool ok = snug_json_load_file(path, (size_t)1 << 20, &text, err) == SNUG_OK && root && vision;
+    if (ok) {
+        static const char *const moved[] = {"architectures", "torch_dtype", "dtype", "eos_token_id", "bos_token_id"};
+        for (size_t i = 0; i < SNUG_ARRAY_LEN(moved); i++) {
+            json_t *v = json_object_get(text, moved[i]);
+            if (v && strcmp(moved[i], "architectures") != 0) json_object_set(root, moved[i], v);
+            json_object_del(text, moved[i]);
+        }
+        json_object_del(text, "max_position_embeddings"); /* as Gemma3TextConfig's default, 131072, runs it */
+        json_object_set_new(root, "architectures", json_pack("[s]", "Gemma3ForConditionalGeneration"));
+        json_object_set_new(root, "model_type", json_string("gemma3"));
+        json_object_set(root, "text_config", text);
+        json_object_set_new(vision, "model_type", json_string("siglip_vision_model"));
+        json_object_set(root, "vision_config", vision);
+        mkdir(mm, 0755);
+        snprintf(path, sizeof path, "%s/config.json", mm);
+        ok = snug_json_write_file(root, path, err) == SNUG_OK;
+    }
+    json_decref(text), json_decref(root), json_decref(vision);
+    snug_st_file *f = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ok = ok && snug_st_open(path, &f, err) == SNUG_OK;
+    int32_t n = ok ? (int32_t)f->n_tensors : 0;
+    snug_st_out *outs = calloc((size_t)n + 2, sizeof *outs);
+    char (*names)[128] = calloc((size_t)n, sizeof *names);
+    for (int32_t i = 0; ok && i < n; i++) {
+        snprintf(names[i], sizeof names[i], "language_model.%s", f->tensors[i].name);
+        outs[i] = (snug_st_out){names[i], f->tensors[i].dtype, f->tensors[i].n_dims,
+                                {f->tensors[i].shape[0], f->tensors[i].shape[1]}};
+    }
+    outs[n] = (snug_st_out){"vision_tower.vision_model.embeddings.patch_embedding.weight", SNUG_DTYPE_F32, 2, {8, 12}};
+    outs[n + 1] = (snug_st_out){"multi_modal_projector.mm_input_projection_weight", SNUG_DTYPE_F32, 2, {12, 4}};
+    snug_st_writer *w = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", mm);
+    ok = ok && snug_st_writer_create(path, outs, n + 2, &w, err) == SNUG_OK;
+    static unsigned char buf[1 << 20];
+    for (int32_t i = 0; ok && i < n + 2; i++) {
+        uint64_t bytes = 0;
+        snug_st_out_bytes(&outs[i], &bytes);
+        ok = bytes <= sizeof buf;
+        memset(buf, 0, (size_t)bytes);
+        if (ok && i < n) ok = snug_st_read(f, &f->tensors[i], 0, buf, (size_t)bytes, err) == SNUG_OK;
+        ok = ok && snug_st_writer_write(w, i, 0, buf, (size_t)bytes, err) == SNUG_OK;
+    }
+    if (ok) ok = snug_st_writer_finish(w, err) == SNUG_OK;
+    else snug_st_writer_abort(w);
+    snug_st_close(f);
+    free(outs);
+    free(names);
+    return ok;
+}
+
+/* The text model of a Gemma3ForConditionalGeneration checkpoint (the
+ * Hub's layout: text_config, "language_model." tensors, a vision tower
+ * beside them) runs as the same weights in a Gemma3ForCausalLM directory
+ * do, bit for bit, the vision tower counted and left out. */
+static void test_gemma3_multimodal(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_GEMMA3, c.n_layers = 3, c.head_dim = 24, c.tie_word_embeddings = true;
+    c.sliding_window = 5, c.rope_theta = 1e6, c.rope_local_theta = 1e4, c.query_pre_attn_scalar = 24;
+    c.norm_plus_one = true, c.max_position_embeddings = 131072;
+    snug_config_set_sliding(&c, 3);
+    snprintf(c.architecture, sizeof c.architecture, "Gemma3ForCausalLM");
+    enum { N = 16 };
+    int32_t tokens[N];
+    fill_tokens(tokens, N, c.vocab_size, 9);
+    snug_error err = {0};
+    char dir[64], mm[96];
+    size_t n = (size_t)N * (size_t)c.vocab_size;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    bool ok = make_model(&c, SNUG_DTYPE_F32, dir, &err);
+    snprintf(mm, sizeof mm, "%s/mm", dir);
+    ok = ok && write_multimodal(dir, mm, &err);
+    CHECK(ok, "writing the multimodal checkpoint: %s", err.msg);
+    snug_checkpoint *ck = NULL;
+    ok = ok && snug_checkpoint_open(mm, &ck, &err) == SNUG_OK;
+    CHECK(ok && ck->config.multimodal && ck->config.arch == SNUG_ARCH_GEMMA3 && ck->n_vision == 2 &&
+              ck->config.max_position_embeddings == 131072 && ck->config.n_layers == 3,
+          "opened as Gemma 3's text model, 2 vision tensors: %s", err.msg);
+    snug_checkpoint_close(ck);
+    ok = ok && logits_of(dir, tokens, N, a, &err) && logits_of(mm, tokens, N, b, &err);
+    CHECK(ok, "running: %s", err.msg);
+    double diff = 0;
+    for (size_t i = 0; ok && i < n; i++) diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+    CHECK(ok && diff == 0, "text model of the multimodal checkpoint: max logit difference %.3g", diff);
+    rm_tree(dir);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     RUN(test_gqa_f32);
@@ -1010,5 +1113,6 @@ int main(void)
     RUN(test_tensor_parallel);
     RUN(test_llamacpp_families);
     RUN(test_hf_and_gguf);
+    RUN(test_gemma3_multimodal);
     return test_summary();
 }

@@ -100,6 +100,9 @@ static void print_text(const inspect_report *r, bool tensors)
     }
     if (c->query_pre_attn_scalar > 0 && c->query_pre_attn_scalar != c->head_dim)
         printf("  attention scale 1/sqrt(%g) (query_pre_attn_scalar)\n", c->query_pre_attn_scalar);
+    if (c->multimodal)
+        printf("  the text model of a %s: its vision tower, %lld tensors (%s), is not loaded\n",
+               fam->multimodal, (long long)ck->n_vision, snug_fmt_bytes(ck->vision_bytes, c32));
     printf("parameters: %s\n", snug_fmt_int((int64_t)r->n_params, a));
     printf("weights: %s bytes (%s) in %lld tensors, %d file%s:", snug_fmt_int((int64_t)r->file_bytes, a),
            snug_fmt_bytes(r->file_bytes, b), (long long)ck->n_tensors, ck->n_files,

@@ -81,17 +81,20 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
     const snug_checkpoint *ck = g->ck;
     const snug_model_config *c = &ck->config;
     char shown[SNUG_SHOWN_MAX];
+    char text_buf[1100];
     for (int64_t i = 0; i < ck->n_tensors; i++) {
         const snug_st_tensor *t = ck->entries[i].tensor;
-        size_t len = strlen(t->name);
-        if ((len >= 19 && strcmp(t->name + len - 19, "rotary_emb.inv_freq") == 0) ||
-            (c->tie_word_embeddings && strcmp(t->name, "lm_head.weight") == 0))
+        const char *text_name = snug_checkpoint_text_name(ck, t->name, text_buf, sizeof text_buf);
+        if (!text_name) continue; /* a multimodal checkpoint's vision tower: the file holds the text model */
+        size_t len = strlen(text_name);
+        if ((len >= 19 && strcmp(text_name + len - 19, "rotary_emb.inv_freq") == 0) ||
+            (c->tie_word_embeddings && strcmp(text_name, "lm_head.weight") == 0))
             continue; /* what the loader ignores too */
         out_tensor *o = &g->t[g->n];
         memset(o, 0, sizeof *o);
         bool ok;
         o->type = ggml_type_of(t->dtype, &ok);
-        if (!snug_gguf_tensor_name(c->arch, t->name, o->name, sizeof o->name))
+        if (!snug_gguf_tensor_name(c->arch, text_name, o->name, sizeof o->name))
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' has no GGUF name in a %s model", ck->dir,
                                snug_str_shown(t->name, shown, sizeof shown), snug_gguf_arch_name(c->arch));
         if (!ok || t->n_dims < 1 || t->n_dims > 2)
@@ -104,9 +107,9 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
         o->ne[0] = (uint64_t)(t->n_dims == 2 ? t->shape[1] : t->shape[0]);
         o->ne[1] = t->n_dims == 2 ? (uint64_t)t->shape[0] : 1;
         o->bytes = t->end - t->begin;
-        if (g->fam->gguf_interleaved && rotary_rows(t->name))
+        if (g->fam->gguf_interleaved && rotary_rows(text_name))
             o->head_rows = c->head_dim;
-        if (c->norm_plus_one && t->n_dims == 1 && len > 11 && strcmp(t->name + len - 11, "norm.weight") == 0) {
+        if (c->norm_plus_one && t->n_dims == 1 && len > 11 && strcmp(text_name + len - 11, "norm.weight") == 0) {
             o->plus_one = true;
             o->type = SNUG_GGML_F32;
             o->bytes = 4 * o->ne[0];

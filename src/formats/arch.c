@@ -18,7 +18,8 @@ static const snug_arch_info g_families[] = {
      .fused_qkv = true, .fused_gate_up = true, .partial_rotary = true, .window = SNUG_WINDOW_NONE},
     {.arch = SNUG_ARCH_GEMMA3, .architecture = "Gemma3ForCausalLM", .model_type = "gemma3_text", .gguf = "gemma3",
      .qk_norm = true, .window = SNUG_WINDOW_PATTERN, .act = SNUG_ACT_GELU_TANH,
-     .sandwich_norms = true, .norm_plus_one = true, .embed_scale = true, .local_rope = true},
+     .sandwich_norms = true, .norm_plus_one = true, .embed_scale = true, .local_rope = true,
+     .config_defaults = true, .multimodal = "Gemma3ForConditionalGeneration", .multimodal_type = "gemma3"},
 };
 
 const snug_arch_info *snug_arch_get(snug_arch arch)
@@ -40,6 +41,17 @@ const snug_arch_info *snug_arch_by_model_type(const char *model_type)
 {
     for (size_t i = 0; i < SNUG_ARRAY_LEN(g_families); i++)
         if (strcmp(model_type, g_families[i].model_type) == 0) return &g_families[i];
+    return NULL;
+}
+
+const snug_arch_info *snug_arch_by_multimodal(const char *architecture, const char *model_type)
+{
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(g_families); i++) {
+        const snug_arch_info *f = &g_families[i];
+        if (f->multimodal && ((architecture && strcmp(architecture, f->multimodal) == 0) ||
+                              (!architecture && model_type && strcmp(model_type, f->multimodal_type) == 0)))
+            return f;
+    }
     return NULL;
 }
 

@@ -64,6 +64,12 @@ typedef struct snug_arch_info {
     bool embed_scale;           /* the embeddings are multiplied by sqrt(hidden_size) */
     bool local_rope;            /* sliding layers rotate with a base of their own
                                  * (rope_local_base_freq; GGUF rope.freq_base_swa) */
+    bool config_defaults;       /* config.json may leave sizes out: transformers' config class
+                                 * gives them (Gemma3TextConfig's) */
+    const char *multimodal;     /* the "architectures" name of the family's image-and-text
+                                 * checkpoints, whose text model snug runs (text_config, the
+                                 * language_model tensors); NULL: none */
+    const char *multimodal_type;/* their model_type */
 } snug_arch_info;
 
 /* The entry of a family; never NULL for a snug_arch value. */
@@ -75,6 +81,10 @@ const snug_arch_info *snug_arch_get(snug_arch arch);
 const snug_arch_info *snug_arch_by_architecture(const char *architecture);
 const snug_arch_info *snug_arch_by_model_type(const char *model_type);
 const snug_arch_info *snug_arch_by_gguf(const char *gguf);
+
+/* The family whose multimodal checkpoints config.json's "architectures"
+ * entry (or, when that is NULL, its model_type) names; NULL when none. */
+const snug_arch_info *snug_arch_by_multimodal(const char *architecture, const char *model_type);
 
 /* The families, for messages: "LlamaForCausalLM (llama), ..." or, with
  * gguf, the GGUF architecture names "llama, qwen2, ...". */

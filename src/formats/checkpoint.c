@@ -401,6 +401,47 @@ done:
     return st;
 }
 
+/* The name a multimodal checkpoint stores text-model tensor `name` under,
+ * into buf; name itself otherwise. */
+static const char *stored_name(const snug_checkpoint *ck, const char *name, char *buf, size_t size)
+{
+    if (ck->text_names == 1) return snprintf(buf, size, "language_model.%s", name) < (int)size ? buf : name;
+    if (ck->text_names == 2 && strncmp(name, "model.", 6) == 0)
+        return snprintf(buf, size, "model.language_model.%s", name + 6) < (int)size ? buf : name;
+    return name;
+}
+
+const char *snug_checkpoint_text_name(const snug_checkpoint *ck, const char *stored, char *buf, size_t size)
+{
+    if (ck->text_names == 1)
+        return strncmp(stored, "language_model.", 15) == 0 ? stored + 15 : NULL;
+    if (ck->text_names == 2) {
+        if (strncmp(stored, "model.language_model.", 21) == 0)
+            return snprintf(buf, size, "model.%s", stored + 21) < (int)size ? buf : NULL;
+        return strncmp(stored, "model.", 6) == 0 ? NULL : stored; /* lm_head.weight stays */
+    }
+    return stored;
+}
+
+/* How a multimodal checkpoint names its text model (text_names), and its
+ * vision tower's size: everything else. */
+static void find_text_names(snug_checkpoint *ck)
+{
+    if (!ck->config.multimodal) return;
+    for (int64_t i = 0; i < ck->n_tensors && !ck->text_names; i++) {
+        const char *n = ck->entries[i].tensor->name;
+        ck->text_names = strncmp(n, "language_model.", 15) == 0 ? 1 : strncmp(n, "model.language_model.", 21) == 0 ? 2 : 0;
+    }
+    char buf[1100];
+    for (int64_t i = 0; i < ck->n_tensors; i++) {
+        const snug_st_tensor *t = ck->entries[i].tensor;
+        if (!snug_checkpoint_text_name(ck, t->name, buf, sizeof buf)) {
+            ck->n_vision++;
+            ck->vision_bytes += t->end - t->begin;
+        }
+    }
+}
+
 snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_error *err)
 {
     char index_path[4096], single_path[4096];
@@ -436,6 +477,7 @@ snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_er
                          "model.safetensors.index.json", dir);
     if (st != SNUG_OK) goto fail;
     qsort(ck->entries, (size_t)ck->n_tensors, sizeof *ck->entries, cmp_ckpt_entry);
+    find_text_names(ck);
     *out = ck;
     return SNUG_OK;
 fail:
@@ -453,9 +495,11 @@ void snug_checkpoint_close(snug_checkpoint *ck)
     snug_mem_free(ck);
 }
 
-const snug_st_tensor *snug_checkpoint_find(const snug_checkpoint *ck, const char *name,
+const snug_st_tensor *snug_checkpoint_find(const snug_checkpoint *ck, const char *text_name,
                                            const snug_st_file **file)
 {
+    char buf[1100];
+    const char *name = stored_name(ck, text_name, buf, sizeof buf);
     int64_t lo = 0, hi = ck->n_tensors;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -481,7 +525,7 @@ snug_dtype snug_checkpoint_tensor_dtype(void *ck, const char *name)
 snug_dtype snug_checkpoint_weight_dtype(const snug_checkpoint *ck)
 {
     if (ck->config.dtype != SNUG_DTYPE_NONE) return ck->config.dtype;
-    const snug_st_tensor *t = snug_checkpoint_find(ck, "model.embed_tokens.weight", NULL);
+    const snug_st_tensor *t = snug_checkpoint_find(ck, "model.embed_tokens.weight", NULL); /* (as the text model names it) */
     if (t && snug_dtype_is_weight(t->dtype)) return t->dtype;
     return SNUG_DTYPE_F32;
 }

@@ -51,6 +51,13 @@ typedef struct snug_checkpoint {
     snug_st_file **files;
     int64_t n_tensors;
     snug_ckpt_entry *entries;     /* every tensor of every file, sorted by name */
+    int32_t text_names;           /* a multimodal checkpoint's (config.multimodal) naming of its
+                                   * text model: 0 none (names as they are), 1 "language_model."
+                                   * before them (the Hub's Gemma 3 files), 2 "model.language_model."
+                                   * for "model." (transformers' newer saving) */
+    int64_t n_vision;             /* tensors of the vision tower (not loaded: snug runs the
+                                   * text model) ... */
+    uint64_t vision_bytes;        /* ... and their bytes */
 } snug_checkpoint;
 
 /* Opens the model directory dir: reads config.json, then the index and
@@ -66,10 +73,16 @@ snug_status snug_checkpoint_open(const char *dir, snug_checkpoint **out, snug_er
 /* Closes every file and frees the checkpoint; NULL is ignored. */
 void snug_checkpoint_close(snug_checkpoint *ck);
 
-/* Finds a tensor by name; NULL when absent. When found and file is not
- * NULL, *file is set to the file that holds it. */
+/* Finds a tensor by its Hugging Face text-model name ("model.layers.0..."),
+ * as a multimodal checkpoint stores it; NULL when absent. When found and
+ * file is not NULL, *file is set to the file that holds it. */
 const snug_st_tensor *snug_checkpoint_find(const snug_checkpoint *ck, const char *name,
                                            const snug_st_file **file);
+
+/* The text-model name of the tensor ck stores as `stored` into buf (size
+ * bytes; what snug_checkpoint_find takes), or NULL for a tensor outside
+ * the text model (a multimodal checkpoint's vision tower and projector). */
+const char *snug_checkpoint_text_name(const snug_checkpoint *ck, const char *stored, char *buf, size_t size);
 
 /* The element type of tensor `name` of checkpoint ck (a const
  * snug_checkpoint *, as a void * so that it serves as model/params.h's

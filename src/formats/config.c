@@ -222,10 +222,10 @@ static snug_status parse_rope_scaling(const json_t *rs, const char *name, const 
     return SNUG_OK;
 }
 
-static snug_status parse_token_ids(const json_t *root, const char *name, snug_model_config *cfg,
+static snug_status parse_token_ids(const json_t *root, const char *name, bool keep, snug_model_config *cfg,
                                    snug_error *err)
 {
-    int64_t bos = -1;
+    int64_t bos = keep ? cfg->bos_token_id : -1;
     snug_status st;
     const json_t *jb = json_object_get(root, "bos_token_id");
     if (json_is_array(jb) && json_array_size(jb) > 0) /* a list: the first is the one used */
@@ -240,8 +240,11 @@ static snug_status parse_token_ids(const json_t *root, const char *name, snug_mo
     }
     cfg->bos_token_id = (int32_t)bos;
     const json_t *eos = json_object_get(root, "eos_token_id");
+    if (!eos || json_is_null(eos)) {
+        if (!keep) cfg->n_eos = 0;
+        return SNUG_OK;
+    }
     cfg->n_eos = 0;
-    if (!eos || json_is_null(eos)) return SNUG_OK;
     if (json_is_integer(eos)) {
         int64_t id = 0;
         st = snug_json_get_int(root, "eos_token_id", name, false, 0, INT32_MAX, &id, NULL, err);
@@ -330,11 +333,64 @@ static snug_status parse_gemma_fields(const json_t *root, const char *name, snug
                               NULL, err);
 }
 
-static snug_status parse_fields(const json_t *root, const char *name, snug_model_config *cfg,
-                                snug_error *err)
+/* The weights' type, "dtype" or the older "torch_dtype" (SNUG_DTYPE_NONE
+ * when neither is given), into cfg->dtype. */
+static snug_status parse_dtype(const json_t *root, const char *name, snug_model_config *cfg, snug_error *err)
 {
-    snug_status st = parse_arch(root, name, cfg, err);
+    const char *dt = NULL, *dt_key = "dtype";
+    bool has_dt = false;
+    char shown[SNUG_SHOWN_MAX];
+    snug_status st = snug_json_get_string(root, "dtype", name, false, &dt, &has_dt, err);
+    if (st == SNUG_OK && !has_dt) {
+        dt_key = "torch_dtype";
+        st = snug_json_get_string(root, "torch_dtype", name, false, &dt, &has_dt, err);
+    }
     if (st != SNUG_OK) return st;
+    cfg->dtype = SNUG_DTYPE_NONE;
+    if (has_dt) {
+        cfg->dtype = snug_dtype_from_torch(dt);
+        if (cfg->dtype == SNUG_DTYPE_NONE)
+            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': '%s' is not a weight "
+                               "type snug loads; expected bfloat16, float16 or float32", name,
+                               dt_key, snug_str_shown(dt, shown, 48));
+    }
+    return SNUG_OK;
+}
+
+/* The sizes a family's config.json may leave out, as transformers' config
+ * class defaults them (has_defaults true), into cfg; false for the families
+ * whose sizes config.json must give. */
+static bool family_defaults(snug_arch arch, snug_model_config *cfg)
+{
+    if (arch != SNUG_ARCH_GEMMA3) return false;
+    /* Gemma3TextConfig's defaults (Gemma 3 4B's text_config leaves heads and more out) */
+    cfg->vocab_size = 262208, cfg->hidden_size = 2304, cfg->intermediate_size = 9216, cfg->n_layers = 26;
+    cfg->n_heads = 8, cfg->n_kv_heads = 4, cfg->head_dim = 256, cfg->max_position_embeddings = 131072;
+    cfg->rms_norm_eps = 1e-6, cfg->rope_theta = 1000000.0, cfg->tie_word_embeddings = true;
+    cfg->bos_token_id = 2, cfg->n_eos = 1, cfg->eos_token_ids[0] = 1;
+    return true;
+}
+
+/* Reads config.json's fields (root: the object; name for messages) into
+ * cfg, the family from them, or `given` (a multimodal checkpoint's text
+ * model: text_config, whose model_type may be absent) when not NULL. */
+static snug_status parse_fields(const json_t *root, const char *name, const snug_arch_info *given,
+                                snug_model_config *cfg, snug_error *err)
+{
+    snug_status st = SNUG_OK;
+    if (given) {
+        const char *type = json_string_value(json_object_get(root, "model_type"));
+        char shown[SNUG_SHOWN_MAX];
+        if (type && strcmp(type, given->model_type) != 0)
+            return snug_errorf(err, SNUG_FORMAT, "%s: field 'text_config.model_type': '%s'; expected '%s'", name,
+                               snug_str_shown(type, shown, 64), given->model_type);
+        cfg->arch = given->arch;
+        snprintf(cfg->architecture, sizeof cfg->architecture, "%s", given->architecture);
+    } else {
+        st = parse_arch(root, name, cfg, err);
+    }
+    if (st != SNUG_OK) return st;
+    bool defaults = snug_arch_get(cfg->arch)->config_defaults && family_defaults(cfg->arch, cfg); /* sizes then optional */
     /* the activation: hidden_act, or Gemma's hidden_activation, as the family has it */
     const snug_arch_info *fam = snug_arch_get(cfg->arch);
     const char *act = NULL, *act_key = fam->act == SNUG_ACT_SILU ? "hidden_act" : "hidden_activation";
@@ -353,21 +409,22 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
                            act_key, snug_str_shown(act, shown, 48), fam->architecture,
                            fam->act == SNUG_ACT_SILU ? "silu" : "gelu_pytorch_tanh");
 
-    st = get_i32(root, "hidden_size", name, true, 1, SNUG_MAX_HIDDEN, &cfg->hidden_size, NULL, err);
+    st = get_i32(root, "hidden_size", name, !defaults, 1, SNUG_MAX_HIDDEN, &cfg->hidden_size, NULL, err);
     if (st == SNUG_OK)
-        st = get_i32(root, "intermediate_size", name, true, 1, SNUG_MAX_INTERMEDIATE, &cfg->intermediate_size,
+        st = get_i32(root, "intermediate_size", name, !defaults, 1, SNUG_MAX_INTERMEDIATE, &cfg->intermediate_size,
                      NULL, err);
     if (st == SNUG_OK)
-        st = get_i32(root, "num_hidden_layers", name, true, 1, SNUG_MAX_LAYERS, &cfg->n_layers, NULL, err);
+        st = get_i32(root, "num_hidden_layers", name, !defaults, 1, SNUG_MAX_LAYERS, &cfg->n_layers, NULL, err);
     if (st == SNUG_OK)
-        st = get_i32(root, "num_attention_heads", name, true, 1, SNUG_MAX_HEADS, &cfg->n_heads, NULL, err);
+        st = get_i32(root, "num_attention_heads", name, !defaults, 1, SNUG_MAX_HEADS, &cfg->n_heads, NULL, err);
     if (st != SNUG_OK) return st;
-    cfg->n_kv_heads = cfg->n_heads;
+    if (!defaults) cfg->n_kv_heads = cfg->n_heads;
     st = get_i32(root, "num_key_value_heads", name, false, 1, SNUG_MAX_HEADS, &cfg->n_kv_heads, NULL, err);
     if (st != SNUG_OK) return st;
-    bool has_head_dim = false;
-    cfg->head_dim = 0;
-    st = get_i32(root, "head_dim", name, false, 2, SNUG_MAX_HEAD_DIM, &cfg->head_dim, &has_head_dim, err);
+    bool has_head_dim = defaults;
+    if (!defaults) cfg->head_dim = 0;
+    st = get_i32(root, "head_dim", name, false, 2, SNUG_MAX_HEAD_DIM, &cfg->head_dim, defaults ? NULL : &has_head_dim,
+                 err);
     if (st != SNUG_OK) return st;
     if (!has_head_dim) {
         if (cfg->hidden_size % cfg->n_heads != 0)
@@ -376,18 +433,18 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
                                cfg->hidden_size);
         cfg->head_dim = cfg->hidden_size / cfg->n_heads;
     }
-    st = get_i32(root, "vocab_size", name, true, 1, SNUG_MAX_VOCAB, &cfg->vocab_size, NULL, err);
+    st = get_i32(root, "vocab_size", name, !defaults, 1, SNUG_MAX_VOCAB, &cfg->vocab_size, NULL, err);
     if (st != SNUG_OK) return st;
-    cfg->max_position_embeddings = 2048;
+    if (!defaults) cfg->max_position_embeddings = 2048;
     st = snug_json_get_int(root, "max_position_embeddings", name, false, 1, SNUG_MAX_POSITIONS,
                            &cfg->max_position_embeddings, NULL, err);
     if (st != SNUG_OK) return st;
-    cfg->rms_norm_eps = 1e-6;
+    if (!defaults) cfg->rms_norm_eps = 1e-6;
     st = snug_json_get_real(root, "rms_norm_eps", name, false, 1e-30, 0.5, &cfg->rms_norm_eps,
                             NULL, err);
     if (st != SNUG_OK) return st;
 
-    cfg->rope_theta = 10000.0;
+    if (!defaults) cfg->rope_theta = 10000.0;
     st = snug_json_get_real(root, "rope_theta", name, false, 1e-6, 1e15, &cfg->rope_theta, NULL,
                             err);
     if (st != SNUG_OK) return st;
@@ -413,7 +470,7 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
         if (st != SNUG_OK) return st;
     }
 
-    cfg->tie_word_embeddings = false;
+    if (!defaults) cfg->tie_word_embeddings = false;
     st = snug_json_get_bool(root, "tie_word_embeddings", name, false, &cfg->tie_word_embeddings,
                             NULL, err);
     if (st != SNUG_OK) return st;
@@ -445,24 +502,8 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
                            "turns %d dimensions; expected an even number from 2", name, rotary,
                            cfg->head_dim, cfg->n_rot);
 
-    const char *dt = NULL;
-    bool has_dt = false;
-    const char *dt_key = "dtype";
-    st = snug_json_get_string(root, "dtype", name, false, &dt, &has_dt, err);
-    if (st == SNUG_OK && !has_dt) {
-        dt_key = "torch_dtype";
-        st = snug_json_get_string(root, "torch_dtype", name, false, &dt, &has_dt, err);
-    }
-    if (st != SNUG_OK) return st;
-    cfg->dtype = SNUG_DTYPE_NONE;
-    if (has_dt) {
-        cfg->dtype = snug_dtype_from_torch(dt);
-        if (cfg->dtype == SNUG_DTYPE_NONE)
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': '%s' is not a weight "
-                               "type snug loads; expected bfloat16, float16 or float32", name,
-                               dt_key, snug_str_shown(dt, shown, 48));
-    }
-    st = parse_token_ids(root, name, cfg, err);
+    st = parse_dtype(root, name, cfg, err);
+    if (st == SNUG_OK) st = parse_token_ids(root, name, defaults, cfg, err);
     if (st != SNUG_OK) return st;
 
     cfg->sliding_window = 0;
@@ -563,7 +604,34 @@ snug_status snug_config_parse(const char *text, size_t len, const char *name,
     memset(&c, 0, sizeof c);
     snug_status st = snug_json_parse(text, len, name, &root, err);
     if (st != SNUG_OK) return st;
-    st = parse_fields(root, name, &c, err);
+    /* a multimodal checkpoint: its text model (text_config), the dtype and
+     * the token ids from the top level where text_config has none */
+    const json_t *archs = json_object_get(root, "architectures");
+    const snug_arch_info *mm = snug_arch_by_multimodal(json_string_value(json_array_get(archs, 0)),
+                                                       archs ? NULL : json_string_value(json_object_get(root, "model_type")));
+    const json_t *text_cfg = mm ? json_object_get(root, "text_config") : NULL;
+    char d[96];
+    if (mm && !json_is_object(text_cfg))
+        st = snug_errorf(err, SNUG_FORMAT, "%s: field 'text_config': expected the text model's configuration (an "
+                         "object) of a %s, found %s", name, mm->multimodal,
+                         text_cfg ? snug_json_describe(text_cfg, d, sizeof d) : "nothing");
+    else
+        st = parse_fields(mm ? text_cfg : root, name, mm, &c, err);
+    if (st == SNUG_OK && mm) {
+        c.multimodal = true;
+        static const char *const inherited[] = {"torch_dtype", "dtype", "eos_token_id", "bos_token_id"};
+        json_t *merged = json_object();
+        for (size_t i = 0; merged && i < SNUG_ARRAY_LEN(inherited); i++) {
+            const json_t *v = json_object_get(text_cfg, inherited[i]);
+            if (!v || json_is_null(v)) v = json_object_get(root, inherited[i]);
+            if (v && !json_is_null(v) && json_object_set(merged, inherited[i], (json_t *)v) != 0) st = SNUG_NOMEM;
+        }
+        if (!merged) st = SNUG_NOMEM;
+        if (st == SNUG_NOMEM) snug_errorf(err, SNUG_NOMEM, "%s: out of memory", name);
+        if (st == SNUG_OK) st = parse_dtype(merged, name, &c, err);
+        if (st == SNUG_OK) st = parse_token_ids(merged, name, true, &c, err);
+        json_decref(merged);
+    }
     json_decref(root);
     if (st == SNUG_OK) st = snug_config_validate(&c, name, err);
     if (st == SNUG_OK) *cfg = c;

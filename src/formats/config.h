@@ -79,6 +79,9 @@ typedef struct snug_model_config {
     double rope_local_theta;      /* the sliding layers' rope base, unscaled (Gemma 3's
                                    * rope_local_base_freq); 0: rope_theta and rope_scaling */
     double query_pre_attn_scalar; /* attention scores are q.k / sqrt(this) (Gemma); 0: head_dim */
+    bool multimodal;              /* the text model of a multimodal checkpoint (config.json's
+                                   * text_config of Gemma3ForConditionalGeneration): its tensors
+                                   * under another prefix, a vision tower beside them */
     bool norm_plus_one;           /* each RMSNorm weight as held is w, the norm multiplying by
                                    * 1 + w (Gemma's Hugging Face checkpoints); the loader adds
                                    * the 1 (GGUF files hold the sum: false) */

@@ -157,10 +157,13 @@ static snug_status check_checkpoint(const snug_checkpoint *ck, const snug_param_
     qsort(used, n_used, sizeof *used, cmp_name_ptr);
     char unused[600] = "";
     int n_unused = 0;
+    char text_buf[1100];
     for (int64_t k = 0; k < ck->n_tensors; k++) {
-        const char *name = ck->entries[k].tensor->name;
+        const char *stored = ck->entries[k].tensor->name;
+        const char *name = snug_checkpoint_text_name(ck, stored, text_buf, sizeof text_buf);
+        if (!name) continue; /* a multimodal checkpoint's vision tower: not part of the text model */
         if (!bsearch(&name, used, n_used, sizeof *used, cmp_name_ptr) && !ignorable(name, &ck->config))
-            list_add(unused, sizeof unused, &n_unused, name);
+            list_add(unused, sizeof unused, &n_unused, stored);
     }
     snug_mem_free((void *)used);
     if (n_unused) {
