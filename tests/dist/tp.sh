@@ -125,6 +125,19 @@ for fam in qwen2 qwen3; do
     fi
 done
 
+# Gemma 3 (tests/data/arch/f7-gemma3-Q8_0.gguf: a window of 8 on five layers of six, their own
+# rope base, norms after attention and MLP) split over 2 ranks: the ids one rank gives, 38 positions,
+# across the window many times (llama.cpp's own ids diverge at a first step whose margin is 0.3).
+file=tests/data/arch/f7-gemma3-Q8_0.gguf
+gprompt="One day, a little bird flew over the"
+want=$("$snug" generate "$file" -p "$gprompt" -n 24 --temperature 0 --ids --threads 1 2>"$tmp/gn.err")
+got=$(mpi 2 "$snug" generate "$file" -p "$gprompt" -n 24 --temperature 0 --ids --threads 1 --tp 2 2>>"$tmp/gn.err")
+if [[ -n $want && $got == "$want" ]]; then
+    ok "generate --tp 2: tp 1's ids (f7-gemma3-Q8_0.gguf, windows of 8, $(wc -w <<<"$want") ids)"
+else
+    fail "generate --tp 2: tp 1's ids (f7-gemma3-Q8_0.gguf)" "tp 1: $want" "tp 2: $got" "$(tail -5 "$tmp/gn.err")"
+fi
+
 # --- each rank's weights ----------------------------------------------------------------
 for n in 2 4; do
     "$snug" inspect $stories --tp "$n" --json >"$tmp/inspect.json" 2>&1
