@@ -156,7 +156,12 @@ static int32_t list_tensors(const snug_model_config *c, uint64_t seed, uint32_t 
     snug_tensor_spec *specs = NULL;
     int32_t n_specs = 0, n = 0;
     if (snug_params_checkpoint_tensors(c, &specs, &n_specs, err) != SNUG_OK) return -1;
-    for (int32_t i = 0; i < n_specs && n < cap - 1; i++) {
+    if (n_specs > cap - 1) { /* (room for rope_freqs after them) */
+        snug_errorf(err, SNUG_INTERNAL, "%d tensors for a list of %d", n_specs, cap - 1);
+        snug_mem_free(specs);
+        return -1;
+    }
+    for (int32_t i = 0; i < n_specs; i++) {
         char name[NAME_BYTES], base[NAME_BYTES] = "";
         int layer = -1, used = 0;
         if (!snug_gguf_tensor_name(c->arch, specs[i].name, name, sizeof name)) {
@@ -264,7 +269,7 @@ int main(int argc, char **argv)
     int fd = -1;
     st = snug_preset_config(preset, &cfg, &err);
     if (st != SNUG_OK) goto fail;
-    int32_t cap = 5 + 12 * cfg.n_layers; /* every family's tensors, and rope_freqs */
+    int32_t cap = 5 + 16 * cfg.n_layers; /* every family's tensors (13 a layer at most), and rope_freqs */
     t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t, &err);
     tmp = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof *tmp, &err);
     buf = snug_mem_alloc(SNUG_MEM_STAGING, CHUNK_ELEMS * sizeof(float), &err);
