@@ -145,7 +145,30 @@ static void test_qwen2(void)
     CHECK_OK(parse(buf, &c, &err), &err);
     CHECK(c.sliding_window == 0, "max_window_layers 24 of 24 layers: none windowed (%lld)", (long long)c.sliding_window);
     snprintf(buf, sizeof buf, w, 12);
-    CHECK_FAILS(parse(buf, &c, &err), &err, SNUG_UNSUPPORTED, "max_window_layers 12: a sliding window on only some layers");
+    CHECK_OK(parse(buf, &c, &err), &err);
+    int sliding = 0;
+    for (int l = 0; l < 24; l++) sliding += snug_config_layer_window(&c, l) == 4096;
+    CHECK(c.sliding_window == 4096 && sliding == 12 && snug_config_layer_window(&c, 11) == 0 &&
+              snug_config_layer_window(&c, 12) == 4096,
+          "max_window_layers 12: layers 12 to 23 windowed (%d of them)", sliding);
+    /* layer_types, where given, says it layer by layer (transformers' newer configs) */
+    const char *lt = "{\"architectures\":[\"Qwen3ForCausalLM\"],\"hidden_size\":64,\"intermediate_size\":128,"
+                     "\"num_hidden_layers\":3,\"num_attention_heads\":4,\"vocab_size\":100,\"sliding_window\":64,"
+                     "\"use_sliding_window\":true,\"max_window_layers\":0,"
+                     "\"layer_types\":[\"full_attention\",\"sliding_attention\",\"full_attention\"]}";
+    CHECK_OK(parse(lt, &c, &err), &err);
+    CHECK(snug_config_layer_window(&c, 0) == 0 && snug_config_layer_window(&c, 1) == 64 &&
+              snug_config_layer_window(&c, 2) == 0,
+          "layer_types: only layer 1 windowed");
+    /* and written back, read the same */
+    json_t *j = snug_config_to_json(&c);
+    char *text = j ? json_dumps(j, 0) : NULL;
+    snug_model_config back;
+    CHECK(text && parse(text, &back, &err) == SNUG_OK && memcmp(back.sliding, c.sliding, sizeof c.sliding) == 0 &&
+              back.sliding_window == 64,
+          "layer_types round trip: %s", text ? text : "(none)");
+    free(text);
+    json_decref(j);
 }
 
 /* Qwen3 and Phi-3 as their published config.json files give them

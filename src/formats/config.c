@@ -278,6 +278,31 @@ static snug_status get_i32(const json_t *root, const char *key, const char *name
     return st;
 }
 
+/* config.json's layer_types, when given (*has): a list of num_hidden_layers
+ * "sliding_attention" or "full_attention", into cfg->sliding. */
+static snug_status parse_layer_types(const json_t *root, const char *name, snug_model_config *cfg, bool *has,
+                                     snug_error *err)
+{
+    const json_t *types = json_object_get(root, "layer_types");
+    char d[96];
+    *has = types && !json_is_null(types);
+    if (!*has) return SNUG_OK;
+    if (!json_is_array(types) || json_array_size(types) != (size_t)cfg->n_layers)
+        return snug_errorf(err, SNUG_FORMAT, "%s: field 'layer_types': expected a list of %d layer types "
+                           "(num_hidden_layers), found %s", name, cfg->n_layers, snug_json_describe(types, d, sizeof d));
+    memset(cfg->sliding, 0, sizeof cfg->sliding);
+    for (int32_t l = 0; l < cfg->n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        bool sliding = t && strcmp(t, "sliding_attention") == 0;
+        if (!sliding && !(t && strcmp(t, "full_attention") == 0))
+            return snug_errorf(err, SNUG_FORMAT, "%s: field 'layer_types': entry %d: expected "
+                               "\"sliding_attention\" or \"full_attention\", found %s", name, l,
+                               snug_json_describe(json_array_get(types, (size_t)l), d, sizeof d));
+        if (sliding) cfg->sliding[l / 8] |= (uint8_t)(1u << (l % 8));
+    }
+    return SNUG_OK;
+}
+
 /* Gemma 3's fields: which layers slide (layer_types, else
  * sliding_window_pattern, default 6; sliding_window 4096 when absent, as
  * transformers' Gemma3TextConfig), the sliding layers' rope base
@@ -303,23 +328,10 @@ static snug_status parse_gemma_fields(const json_t *root, const char *name, snug
     cfg->sliding_window = sw && json_is_null(sw) ? 0 : 4096;
     st = snug_json_get_int(root, "sliding_window", name, false, 0, (int64_t)1 << 28, &cfg->sliding_window, NULL, err);
     if (st != SNUG_OK) return st;
-    const json_t *types = json_object_get(root, "layer_types");
-    if (types && !json_is_null(types)) {
-        if (!json_is_array(types) || json_array_size(types) != (size_t)cfg->n_layers)
-            return snug_errorf(err, SNUG_FORMAT, "%s: field 'layer_types': expected a list of %d layer types "
-                               "(num_hidden_layers), found %s", name, cfg->n_layers,
-                               snug_json_describe(types, d, sizeof d));
-        memset(cfg->sliding, 0, sizeof cfg->sliding);
-        for (int32_t l = 0; l < cfg->n_layers; l++) {
-            const char *t = json_string_value(json_array_get(types, (size_t)l));
-            bool sliding = t && strcmp(t, "sliding_attention") == 0;
-            if (!sliding && !(t && strcmp(t, "full_attention") == 0))
-                return snug_errorf(err, SNUG_FORMAT, "%s: field 'layer_types': entry %d: expected "
-                                   "\"sliding_attention\" or \"full_attention\", found %s", name, l,
-                                   snug_json_describe(json_array_get(types, (size_t)l), d, sizeof d));
-            if (sliding) cfg->sliding[l / 8] |= (uint8_t)(1u << (l % 8));
-        }
-    } else {
+    bool has_types = false;
+    st = parse_layer_types(root, name, cfg, &has_types, err);
+    if (st != SNUG_OK) return st;
+    if (!has_types) {
         int32_t pattern = 6;
         st = get_i32(root, "sliding_window_pattern", name, false, 1, SNUG_MAX_LAYERS, &pattern, NULL, err);
         if (st != SNUG_OK) return st;
@@ -518,17 +530,22 @@ static snug_status parse_fields(const json_t *root, const char *name, const snug
     cfg->norm_plus_one = fam->norm_plus_one;
     if (fam->window == SNUG_WINDOW_PATTERN || fam->local_rope) return parse_gemma_fields(root, name, cfg, err);
     if (fam->window == SNUG_WINDOW_FROM_LAYER && cfg->sliding_window > 0) {
-        /* Qwen2 and Qwen3 window only the layers from max_window_layers on
-         * (28 when absent, as transformers' Qwen2Config and Qwen3Config). */
+        /* Qwen2 and Qwen3 window the layers layer_types names, else those
+         * from max_window_layers on (28 when absent, as transformers'
+         * Qwen2Config and Qwen3Config) */
+        bool has_types = false;
+        st = parse_layer_types(root, name, cfg, &has_types, err);
         int64_t from = 28;
-        st = snug_json_get_int(root, "max_window_layers", name, false, 0, (int64_t)1 << 28, &from, NULL, err);
+        if (st == SNUG_OK && !has_types)
+            st = snug_json_get_int(root, "max_window_layers", name, false, 0, (int64_t)1 << 28, &from, NULL, err);
         if (st != SNUG_OK) return st;
-        if (from >= cfg->n_layers)
-            cfg->sliding_window = 0;
-        else if (from > 0)
-            return snug_errorf(err, SNUG_UNSUPPORTED,
-                               "%s: max_window_layers %lld: a sliding window on only some layers is not "
-                               "supported (only on all layers, or none)", name, (long long)from);
+        if (!has_types) {
+            memset(cfg->sliding, 0, sizeof cfg->sliding);
+            for (int64_t l = from; l < cfg->n_layers; l++) cfg->sliding[l / 8] |= (uint8_t)(1u << (l % 8));
+        }
+        bool any = false;
+        for (int32_t l = 0; l < cfg->n_layers; l++) any |= snug_config_layer_window(cfg, l) > 0;
+        if (!any) cfg->sliding_window = 0;
     }
     return SNUG_OK;
 }
@@ -745,12 +762,16 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
     }
     if (ok && fam->window == SNUG_WINDOW_FROM_LAYER)
         ok = put(o, "use_sliding_window", json_boolean(cfg->sliding_window > 0));
-    if (ok && fam->window == SNUG_WINDOW_FROM_LAYER && cfg->sliding_window > 0) /* every layer */
-        ok = put(o, "max_window_layers", json_integer(0));
+    if (ok && fam->window == SNUG_WINDOW_FROM_LAYER && cfg->sliding_window > 0) { /* the first sliding layer */
+        int32_t first = 0;
+        while (first < cfg->n_layers && snug_config_layer_window(cfg, first) == 0) first++;
+        ok = put(o, "max_window_layers", json_integer(first));
+    }
     if (ok)
         ok = put(o, "sliding_window",
                  cfg->sliding_window > 0 ? json_integer(cfg->sliding_window) : json_null());
-    if (ok && fam->window == SNUG_WINDOW_PATTERN) { /* which layers slide, one by one */
+    if (ok && (fam->window == SNUG_WINDOW_PATTERN || (fam->window == SNUG_WINDOW_FROM_LAYER && cfg->sliding_window > 0))) {
+        /* which layers slide, one by one */
         json_t *types = json_array();
         ok = put(o, "layer_types", types);
         for (int32_t l = 0; ok && l < cfg->n_layers; l++)
