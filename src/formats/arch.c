@@ -18,7 +18,8 @@ static const snug_arch_info g_families[] = {
      .fused_qkv = true, .fused_gate_up = true, .partial_rotary = true, .window = SNUG_WINDOW_NONE},
     {.arch = SNUG_ARCH_GEMMA3, .architecture = "Gemma3ForCausalLM", .model_type = "gemma3_text", .gguf = "gemma3",
      .qk_norm = true, .window = SNUG_WINDOW_PATTERN, .act = SNUG_ACT_GELU_TANH,
-     .sandwich_norms = true, .norm_plus_one = true, .embed_scale = true, .local_rope = true},
+     .sandwich_norms = true, .norm_plus_one = true, .embed_scale = true, .local_rope = true,
+     .tied_by_default = true},
 };
 
 const snug_arch_info *snug_arch_get(snug_arch arch)

@@ -64,6 +64,10 @@ typedef struct snug_arch_info {
     bool embed_scale;           /* the embeddings are multiplied by sqrt(hidden_size) */
     bool local_rope;            /* sliding layers rotate with a base of their own
                                  * (rope_local_base_freq; GGUF rope.freq_base_swa) */
+    bool tied_by_default;       /* tie_word_embeddings when config.json does not say: the
+                                 * family's config class's default (Gemma3TextConfig: true;
+                                 * gemma-3-1b-it's config.json omits it, and its checkpoint
+                                 * has no lm_head.weight) */
 } snug_arch_info;
 
 /* The entry of a family; never NULL for a snug_arch value. */

@@ -413,7 +413,7 @@ static snug_status parse_fields(const json_t *root, const char *name, snug_model
         if (st != SNUG_OK) return st;
     }
 
-    cfg->tie_word_embeddings = false;
+    cfg->tie_word_embeddings = fam->tied_by_default;
     st = snug_json_get_bool(root, "tie_word_embeddings", name, false, &cfg->tie_word_embeddings,
                             NULL, err);
     if (st != SNUG_OK) return st;
