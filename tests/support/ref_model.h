@@ -1,11 +1,12 @@
 /*
  * ref_model.h: a float64 reference forward pass of Hugging Face
  * LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM /
- * Phi3ForCausalLM / Gemma3ForCausalLM (text only), for tests only. It reads a Hugging Face model directory
- * (config.json + model.safetensors, or model.safetensors.index.json + shards)
- * by itself and shares no code with src/: it is the oracle snug's model
- * forward is checked against. Written plainly, in double, for tiny models (a
- * few layers, hidden of a few hundred, tens of tokens).
+ * Phi3ForCausalLM / Gemma3ForCausalLM (text only), for tests only. It reads
+ * a Hugging Face model directory (config.json + model.safetensors, or
+ * model.safetensors.index.json + shards) by itself and shares no code with
+ * src/: it is the oracle snug's model forward is checked against. Written
+ * plainly, in double, for tiny models (a few layers, hidden of a few
+ * hundred, tens of tokens).
  *
  * The families differ only in what ref_config describes (biases, per-head
  * q/k norms, fused projections, how much of each head rope turns, rope
