@@ -162,12 +162,12 @@ static void test_qwen2(void)
           "layer_types: only layer 1 windowed");
     /* and written back, read the same */
     json_t *j = snug_config_to_json(&c);
-    char *text = j ? json_dumps(j, 0) : NULL;
+    char *text = j ? snug_json_dumps(j, false) : NULL;
     snug_model_config back;
     CHECK(text && parse(text, &back, &err) == SNUG_OK && memcmp(back.sliding, c.sliding, sizeof c.sliding) == 0 &&
               back.sliding_window == 64,
           "layer_types round trip: %s", text ? text : "(none)");
-    free(text);
+    snug_mem_free(text);
     json_decref(j);
 }
 
@@ -378,6 +378,51 @@ static void test_round_trip(void)
     }
 }
 
+/* google/gemma-3-1b-it's config.json as published (transformers 4.50): no
+ * tie_word_embeddings, which Gemma3TextConfig defaults to true (the
+ * checkpoint has no lm_head.weight), no layer_types, the pattern instead. */
+static const char g_gemma3_1b[] =
+    "{\"architectures\": [\"Gemma3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+    "\"attn_logit_softcapping\": null, \"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", "
+    "\"eos_token_id\": [1, 106], \"final_logit_softcapping\": null, \"head_dim\": 256, "
+    "\"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_size\": 1152, \"initializer_range\": 0.02, "
+    "\"intermediate_size\": 6912, \"max_position_embeddings\": 32768, \"model_type\": \"gemma3_text\", "
+    "\"num_attention_heads\": 4, \"num_hidden_layers\": 26, \"num_key_value_heads\": 1, \"pad_token_id\": 0, "
+    "\"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, \"rope_local_base_freq\": 10000, "
+    "\"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": 512, \"sliding_window_pattern\": 6, "
+    "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\", \"use_cache\": true, "
+    "\"vocab_size\": 262144}";
+
+static void test_gemma3(void)
+{
+    snug_model_config c, back;
+    snug_error err = {0};
+    CHECK_OK(parse(g_gemma3_1b, &c, &err), &err);
+    CHECK(c.arch == SNUG_ARCH_GEMMA3 && c.tie_word_embeddings, "gemma-3-1b-it: tied %d (the default)",
+          (int)c.tie_word_embeddings);
+    CHECK(c.head_dim == 256 && c.n_kv_heads == 1 && c.sliding_window == 512 && c.rope_theta == 1e6 &&
+              c.rope_local_theta == 10000.0 && c.query_pre_attn_scalar == 256.0 && c.norm_plus_one &&
+              snug_config_sliding_pattern(&c) == 6 && c.dtype == SNUG_DTYPE_BF16,
+          "gemma-3-1b-it: head_dim %d window %lld local base %g pattern %d", c.head_dim, (long long)c.sliding_window,
+          c.rope_local_theta, snug_config_sliding_pattern(&c));
+    /* an untied Gemma says so */
+    char text[sizeof g_gemma3_1b + 64];
+    snprintf(text, sizeof text, "%.*s, \"tie_word_embeddings\": false}", (int)strlen(g_gemma3_1b) - 1, g_gemma3_1b);
+    CHECK_OK(parse(text, &c, &err), &err);
+    CHECK(!c.tie_word_embeddings, "tie_word_embeddings false read");
+    /* the writer keeps the sliding layers (as layer_types), the local base,
+     * query_pre_attn_scalar and the activation */
+    CHECK_OK(parse(g_gemma3_1b, &c, &err), &err);
+    json_t *o = snug_config_to_json(&c);
+    char *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    CHECK(out && parse(out, &back, &err) == SNUG_OK && same_config(&c, &back) &&
+              memcmp(c.sliding, back.sliding, sizeof c.sliding) == 0 && back.rope_local_theta == 10000.0 &&
+              back.query_pre_attn_scalar == 256.0 && strstr(out, "\"hidden_activation\":\"gelu_pytorch_tanh\""),
+          "gemma-3-1b-it survives writing and reading: %s", out ? out : err.msg);
+    snug_mem_free(out);
+}
+
 static void test_kv_bytes(void)
 {
     snug_model_config c;
@@ -399,6 +444,7 @@ int main(void)
     RUN(test_validation_messages);
     RUN(test_limits_in_validate);
     RUN(test_round_trip);
+    RUN(test_gemma3);
     RUN(test_kv_bytes);
     return test_summary();
 }

@@ -7,6 +7,7 @@
  */
 #include "engine/blocks.h"
 #include "formats/checkpoint.h"
+#include "formats/safetensors.h"
 #include "base/mem.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
@@ -345,6 +346,113 @@ static void test_phi3_like(void)
     check_against_reference("Phi-3, LongRoPE long factors (64 of 256)", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
     c = phi3_config(256, 0.9);
     check_against_reference("Phi-3, LongRoPE short factors, factor 0.9", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+}
+
+/* A small Gemma 3: head_dim 32 beside hidden 96 / 6 heads, four layers of
+ * which 0, 1 and 3 slide (pattern 3) through a window of 5 (every 40-token
+ * run crosses it) and rotate with their own base 10000 beside the full
+ * layer's 1e6, scores / sqrt(24) (query_pre_attn_scalar apart from
+ * head_dim), norms of 1 + w around attention and the MLP, GELU, tied
+ * embeddings scaled by sqrt(96). */
+static snug_model_config gemma3_config(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_GEMMA3, c.n_layers = 4, c.head_dim = 32, c.rms_norm_eps = 1e-6;
+    snprintf(c.architecture, sizeof c.architecture, "Gemma3ForCausalLM");
+    c.rope_theta = 1e6, c.rope_local_theta = 10000.0, c.query_pre_attn_scalar = 24.0;
+    c.norm_plus_one = true, c.tie_word_embeddings = true, c.sliding_window = 5;
+    snug_config_set_sliding(&c, 3);
+    return c;
+}
+
+/* Gemma 3 against the reference. f32 at 1e-4 and half weights and cache at
+ * 2e-2, as the other families: f32 differs from the float64 reference only
+ * by float rounding (1e-6 seen), bf16/f16 by rounding every key and value
+ * the cache holds to 8 or 11 bits (a few 1e-3 seen). Those 2e-2 hide the
+ * embedding scale's cast to the weights' type (sqrt(96) = 9.7979590 as
+ * 9.8125 in bf16, 9.796875 in f16), so f16 weights run once more with an
+ * f32 cache, at 1e-5: every product then is f32 over weights held exactly
+ * (9e-7 seen), while an uncast scale moves the logits by 1.2e-4. (bf16
+ * weights cannot be held to that: where vdpbf16ps measures faster, the
+ * kernels round the activations to bf16.) */
+static void test_gemma3_like(void)
+{
+    snug_model_config c = gemma3_config();
+    check_against_reference("Gemma 3 (window 5 on 3 of 4), tied, f32", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+    check_against_reference("Gemma 3, tied, bf16", &c, SNUG_DTYPE_BF16, SNUG_DTYPE_BF16, 2e-2);
+    check_against_reference("Gemma 3, tied, f16", &c, SNUG_DTYPE_F16, SNUG_DTYPE_F16, 2e-2);
+    check_against_reference("Gemma 3, f16 weights, f32 cache", &c, SNUG_DTYPE_F16, SNUG_DTYPE_F32, 1e-5);
+    c.tie_word_embeddings = false;
+    check_against_reference("Gemma 3, own lm_head, f32", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+    /* layers as layer_types may name them, in no pattern: 1 and 2 slide */
+    c = gemma3_config();
+    memset(c.sliding, 0, sizeof c.sliding);
+    c.sliding[0] = (uint8_t)(1u << 1 | 1u << 2);
+    check_against_reference("Gemma 3, layers 1 and 2 of 4 sliding, f32", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+    /* linear scaling turns the full layers only; the sliding ones keep
+     * their base unscaled */
+    c = gemma3_config();
+    c.rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LINEAR, .factor = 4.0};
+    check_against_reference("Gemma 3, linear rope scaling 4 (full layers)", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+}
+
+/* The model writer make_model uses (mkmodel, snug_config_to_json) writes
+ * what makes a Gemma 3 as the reference reads it (layer_types,
+ * rope_local_base_freq, query_pre_attn_scalar, hidden_activation,
+ * torch_dtype for the embedding scale), and its norm weights as offsets
+ * from 1, near 0. */
+static void test_gemma3_writer(void)
+{
+    snug_model_config c = gemma3_config();
+    memset(c.sliding, 0, sizeof c.sliding);
+    c.sliding[0] = (uint8_t)(1u << 0 | 1u << 2); /* 0 and 2 slide, 1 and 3 not: no pattern */
+    snug_error err = {0};
+    char dir[64], path[128];
+    bool ok = make_model(&c, SNUG_DTYPE_BF16, dir, &err);
+    CHECK(ok, "mkmodel: %s", err.msg);
+    if (!ok) return;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ref_config rc;
+    ok = ref_config_load(path, &rc) == 0;
+    CHECK(ok, "the reference reads %s", path);
+    if (ok) {
+        bool layers = rc.n_layers == 4;
+        for (int l = 0; l < 4; l++) layers &= rc.layer_sliding[l] == (l == 0 || l == 2);
+        CHECK(layers && rc.sliding_window == 5, "layer_types: %d layers, window %d", rc.n_layers, rc.sliding_window);
+        CHECK(rc.rope_local_theta == 10000.0 && rc.rope_theta == 1e6, "rope bases %g (local), %g", rc.rope_local_theta,
+              rc.rope_theta);
+        CHECK(rc.query_pre_attn_scalar == 24.0 && rc.head_dim == 32, "query_pre_attn_scalar %g, head_dim %d",
+              rc.query_pre_attn_scalar, rc.head_dim);
+        CHECK(rc.act == REF_ACT_GELU_TANH && rc.norm_plus_one && rc.sandwich_norms && rc.qk_norm,
+              "gelu %d, 1 + w %d, sandwich %d, q/k norms %d", (int)rc.act, (int)rc.norm_plus_one,
+              (int)rc.sandwich_norms, (int)rc.qk_norm);
+        /* sqrt(96) = 9.7979590 in float32; bfloat16 steps of 2^-4 there: 9.8125 */
+        CHECK(rc.embed_scale == 9.8125 && rc.tie_word_embeddings, "embed_scale %.9g (bfloat16), tied %d",
+              rc.embed_scale, (int)rc.tie_word_embeddings);
+    }
+    /* every norm (input, post-attention, pre- and post-feedforward, q, k,
+     * final) near 0: mkmodel's 0.02 spread around 0, not around 1 */
+    snug_st_file *f = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ok = snug_st_open(path, &f, &err) == SNUG_OK;
+    CHECK(ok, "open %s: %s", path, err.msg);
+    int n_norms = 0;
+    double worst = 0;
+    for (int64_t i = 0; ok && i < f->n_tensors; i++) {
+        const snug_st_tensor *t = &f->tensors[i];
+        size_t len = strlen(t->name);
+        if (len < 11 || strcmp(t->name + len - 11, "norm.weight") != 0) continue;
+        uint16_t v[96];
+        size_t n = (size_t)snug_st_numel(t);
+        ok = t->dtype == SNUG_DTYPE_BF16 && n <= 96 && snug_st_read(f, t, 0, v, n * 2, &err) == SNUG_OK;
+        CHECK(ok, "%s: %s", t->name, err.msg);
+        for (size_t j = 0; ok && j < n; j++) worst = fmax(worst, fabs((double)snug_bf16_to_f32(v[j])));
+        n_norms++;
+    }
+    printf("  mkmodel's Gemma 3: %d norm weights, max |w| %.3g (offsets from 1)\n", n_norms, worst);
+    CHECK(n_norms == 4 * 6 + 1 && worst < 0.2, "%d norms, max |w| %.3g", n_norms, worst);
+    snug_st_close(f);
+    rm_tree(dir);
 }
 
 static double max_diff(const float *a, const float *b, size_t n)
@@ -810,6 +918,8 @@ static void test_tensor_parallel(void)
     tensor_parallel_case("Qwen3 (q/k norms)", c);
     c = phi3_config(64, 0);
     tensor_parallel_case("Phi-3 (fused, LongRoPE)", c);
+    c = gemma3_config();
+    tensor_parallel_case("Gemma 3 (sandwich norms, windows, 2 bases)", c);
 }
 
 /* One [case] of tests/data/arch/greedy.txt: llama.cpp's run of a GGUF file
@@ -1103,6 +1213,8 @@ int main(void)
     RUN(test_head_dim);
     RUN(test_qwen3_like);
     RUN(test_phi3_like);
+    RUN(test_gemma3_like);
+    RUN(test_gemma3_writer);
     RUN(test_sliding_window);
     RUN(test_batch_chunks_blocks);
     RUN(test_arena_and_bad_steps);

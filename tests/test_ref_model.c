@@ -5,10 +5,12 @@
  * frequencies and rotations worked out by hand (partial rotary, longrope's
  * frequencies and attention factor), hand-computable tiny models in
  * f16/bf16/f32 (Qwen2 biases, Llama attention_bias, tied and untied heads),
- * tiny Qwen3 and Phi3 models against a forward pass written out in the test
- * (per-head q/k norms, head_dim apart from hidden/heads, fused qkv and
- * gate_up, partial rotary, longrope, sliding window), and malformed
- * directories and configs.
+ * tiny Qwen3, Phi3 and Gemma3 models against a forward pass written out in
+ * the test (per-head q/k norms, head_dim apart from hidden/heads, fused qkv
+ * and gate_up, partial rotary, longrope, sliding window; Gemma3's norms of
+ * 1 + w around attention and the MLP, GELU, embedding scale in the
+ * checkpoint's dtype, sliding layers with their own window and rope base),
+ * Gemma3's config defaults, and malformed directories and configs.
  */
 #include "test.h"
 
@@ -845,6 +847,357 @@ static void test_tiny_phi3(void)
     test_rmtree(dir);
 }
 
+/* ---- a tiny Gemma 3 against a forward written out here ---------------------------- */
+
+/* Three layers (0 and 2 sliding, 1 full), hidden 6, two heads of dim 4
+ * sharing one kv head (q_dim 8 beside hidden 6), intermediate 3, vocab 5.
+ * Weights 0.9 sin(1.7 i + seed), norm weights 0.5 sin(...) (offsets from 1),
+ * every value a bfloat16 so that the same model can be written in F32 and
+ * in BF16. */
+enum { TG_H = 6, TG_HEADS = 2, TG_D = 4, TG_QD = 8, TG_KVD = 4, TG_I = 3, TG_V = 5, TG_L = 3, TG_N = 6 };
+
+typedef struct tg_layer {
+    float attn_norm[TG_H], wq[TG_QD * TG_H], wk[TG_KVD * TG_H], wv[TG_KVD * TG_H], wo[TG_H * TG_QD];
+    float q_norm[TG_D], k_norm[TG_D], post_attn[TG_H], pre_ffn[TG_H], post_ffn[TG_H];
+    float gate[TG_I * TG_H], up[TG_I * TG_H], down[TG_H * TG_I];
+} tg_layer;
+
+typedef struct tinyg {
+    float embed[TG_V * TG_H], norm[TG_H], head[TG_V * TG_H];
+    tg_layer L[TG_L];
+    uint16_t bf16[2048]; /* BF16 copies of the tensors as they are written */
+    int n_bf16;
+} tinyg;
+
+/* What the expected forward does; the variants prove the test can fail. */
+enum tg_act { TG_GELU_TANH, TG_GELU_ERF, TG_SILU };
+typedef struct tg_run {
+    double embed_scale;
+    bool plus_one;         /* norms multiply by 1 + w (false: by w) */
+    bool sandwich;         /* the attention and MLP outputs normed before the residual */
+    enum tg_act act;
+    bool sliding[TG_L];    /* the layers with the window and the local rope */
+    int window;            /* the sliding layers' */
+    bool window_all;       /* the window on every layer */
+    double inv_local[2], inv_full[2];
+    double score_div;      /* scores are q.k / sqrt(this) */
+} tg_run;
+
+/* w (n) = 0.9 sin(1.7 i + seed) (norms: 0.5 sin), rounded to bfloat16 values. */
+static void tg_fill(float *w, int n, double seed, double amp)
+{
+    fill(w, n, seed, 0, amp);
+    for (int i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &w[i], 4);
+        bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+        memcpy(&w[i], &bits, 4);
+    }
+}
+
+static void tg_make(tinyg *m)
+{
+    memset(m, 0, sizeof *m);
+    tg_fill(m->embed, TG_V * TG_H, 0.1, 0.9);
+    tg_fill(m->norm, TG_H, 0.2, 0.5);
+    tg_fill(m->head, TG_V * TG_H, 0.3, 0.9);
+    for (int l = 0; l < TG_L; l++) {
+        tg_layer *L = &m->L[l];
+        double s = 1.0 + l;
+        tg_fill(L->attn_norm, TG_H, s + 0.01, 0.5);
+        tg_fill(L->wq, TG_QD * TG_H, s + 0.02, 0.9);
+        tg_fill(L->wk, TG_KVD * TG_H, s + 0.03, 0.9);
+        tg_fill(L->wv, TG_KVD * TG_H, s + 0.04, 0.9);
+        tg_fill(L->wo, TG_H * TG_QD, s + 0.05, 0.9);
+        tg_fill(L->q_norm, TG_D, s + 0.06, 0.5);
+        tg_fill(L->k_norm, TG_D, s + 0.07, 0.5);
+        tg_fill(L->post_attn, TG_H, s + 0.08, 0.5);
+        tg_fill(L->pre_ffn, TG_H, s + 0.09, 0.5);
+        tg_fill(L->post_ffn, TG_H, s + 0.10, 0.5);
+        tg_fill(L->gate, TG_I * TG_H, s + 0.11, 0.9);
+        tg_fill(L->up, TG_I * TG_H, s + 0.12, 0.9);
+        tg_fill(L->down, TG_H * TG_I, s + 0.13, 0.9);
+    }
+}
+
+/* y (n) = x / rms(x) * (1 + w), or * w without plus_one; y may be x */
+static void tg_rms(double *y, const double *x, const float *w, int n, bool plus_one)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / n + 1e-6);
+    for (int i = 0; i < n; i++) y[i] = x[i] * inv * ((plus_one ? 1.0 : 0.0) + w[i]);
+}
+
+/* Turns head x (4 values) at position t: (x0, x2) as one complex number by
+ * t inv[0], (x1, x3) by t inv[1] (NeoX's half split). */
+static void tg_rope(double *x, int t, const double *inv)
+{
+    for (int i = 0; i < 2; i++) {
+        double complex z = (x[i] + I * x[i + 2]) * cexp(I * t * inv[i]);
+        x[i] = creal(z);
+        x[i + 2] = cimag(z);
+    }
+}
+
+/* The logits (n x vocab) of toks under run r, written from
+ * Gemma3ForCausalLM's definition; head NULL: tied to the embeddings. */
+static void tg_expect(const tinyg *m, const tg_run *r, const float *head, const int32_t *toks, int n,
+                      double *logits)
+{
+    double x[TG_N][TG_H];
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < TG_H; i++) x[t][i] = m->embed[toks[t] * TG_H + i] * r->embed_scale;
+    for (int l = 0; l < TG_L; l++) {
+        const tg_layer *L = &m->L[l];
+        int window = r->sliding[l] || r->window_all ? r->window : 0;
+        const double *inv = r->sliding[l] ? r->inv_local : r->inv_full;
+        double q[TG_N][TG_QD], k[TG_N][TG_KVD], v[TG_N][TG_KVD], h[TG_H];
+        for (int t = 0; t < n; t++) {
+            tg_rms(h, x[t], L->attn_norm, TG_H, r->plus_one);
+            tiny_mul(q[t], L->wq, h, TG_QD, TG_H);
+            tiny_mul(k[t], L->wk, h, TG_KVD, TG_H);
+            tiny_mul(v[t], L->wv, h, TG_KVD, TG_H);
+            for (int hd = 0; hd < TG_HEADS; hd++) {
+                tg_rms(q[t] + hd * TG_D, q[t] + hd * TG_D, L->q_norm, TG_D, r->plus_one);
+                tg_rope(q[t] + hd * TG_D, t, inv);
+            }
+            tg_rms(k[t], k[t], L->k_norm, TG_D, r->plus_one);
+            tg_rope(k[t], t, inv);
+        }
+        for (int t = 0; t < n; t++) {
+            double a[TG_QD] = {0}, o[TG_H], g[TG_I], u[TG_I], mid[TG_I], d[TG_H];
+            int s0 = window && t - window + 1 > 0 ? t - window + 1 : 0;
+            for (int hd = 0; hd < TG_HEADS; hd++) { /* both heads read kv head 0 */
+                double p[TG_N], sum = 0.0;
+                for (int s = s0; s <= t; s++) {
+                    double dot = 0.0;
+                    for (int i = 0; i < TG_D; i++) dot += q[t][hd * TG_D + i] * k[s][i];
+                    p[s] = exp(dot / sqrt(r->score_div)); /* small scores: no max needed */
+                    sum += p[s];
+                }
+                for (int s = s0; s <= t; s++)
+                    for (int i = 0; i < TG_D; i++) a[hd * TG_D + i] += p[s] / sum * v[s][i];
+            }
+            tiny_mul(o, L->wo, a, TG_H, TG_QD);
+            if (r->sandwich) tg_rms(o, o, L->post_attn, TG_H, r->plus_one);
+            for (int i = 0; i < TG_H; i++) x[t][i] += o[i];
+            tg_rms(h, x[t], L->pre_ffn, TG_H, r->plus_one);
+            tiny_mul(g, L->gate, h, TG_I, TG_H);
+            tiny_mul(u, L->up, h, TG_I, TG_H);
+            for (int i = 0; i < TG_I; i++) {
+                double z = g[i];
+                double act = r->act == TG_SILU       ? z / (1.0 + exp(-z))
+                             : r->act == TG_GELU_ERF ? 0.5 * z * (1.0 + erf(z / sqrt(2.0)))
+                                                     : 0.5 * z * (1.0 + tanh(sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)));
+                mid[i] = act * u[i];
+            }
+            tiny_mul(d, L->down, mid, TG_H, TG_I);
+            if (r->sandwich) tg_rms(d, d, L->post_ffn, TG_H, r->plus_one);
+            for (int i = 0; i < TG_H; i++) x[t][i] += d[i];
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        double y[TG_H];
+        tg_rms(y, x[t], m->norm, TG_H, r->plus_one);
+        tiny_mul(logits + t * TG_V, head ? head : m->embed, y, TG_V, TG_H);
+    }
+}
+
+/* The tensor spec of w (n values, d0 x d1) as dtype: the floats, or their
+ * bfloat16 bits kept in m. */
+static tensor_spec tg_spec(tinyg *m, const char *name, const char *dtype, int d0, int d1, const float *w)
+{
+    if (strcmp(dtype, "F32") == 0) return (tensor_spec){name, dtype, d0, d1, w};
+    uint16_t *bits = m->bf16 + m->n_bf16;
+    for (int i = 0; i < d0 * (d1 ? d1 : 1); i++) {
+        uint32_t b;
+        memcpy(&b, &w[i], 4);
+        bits[i] = (uint16_t)(b >> 16); /* exact: the values are bfloat16s */
+    }
+    m->n_bf16 += d0 * (d1 ? d1 : 1);
+    return (tensor_spec){name, dtype, d0, d1, bits};
+}
+
+/* Writes m into dir in dtype ("F32" or "BF16") with config text cfg_text,
+ * with lm_head.weight when untied; without_pre_ffn leaves layer 1's
+ * pre_feedforward_layernorm out (a flaw the loader must catch). */
+static void tg_write(const char *dir, tinyg *m, const char *dtype, const char *cfg_text, bool untied,
+                     bool without_pre_ffn)
+{
+    static char names[TG_L][13][64];
+    static const char *const suffix[13] = {
+        "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+        "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm",
+        "pre_feedforward_layernorm", "post_feedforward_layernorm", "mlp.gate_proj", "mlp.up_proj",
+        "mlp.down_proj"};
+    write_text(dir, "config.json", cfg_text);
+    m->n_bf16 = 0;
+    tensor_spec specs[48];
+    int n = 0;
+    specs[n++] = tg_spec(m, "model.embed_tokens.weight", dtype, TG_V, TG_H, m->embed);
+    for (int l = 0; l < TG_L; l++) {
+        tg_layer *L = &m->L[l];
+        const float *data[13] = {L->attn_norm, L->wq,       L->wk,      L->wv,      L->wo,   L->q_norm, L->k_norm,
+                                 L->post_attn, L->pre_ffn,  L->post_ffn, L->gate,   L->up,   L->down};
+        const int d0[13] = {TG_H, TG_QD, TG_KVD, TG_KVD, TG_H, TG_D, TG_D, TG_H, TG_H, TG_H, TG_I, TG_I, TG_H};
+        const int d1[13] = {0, TG_H, TG_H, TG_H, TG_QD, 0, 0, 0, 0, 0, TG_H, TG_H, TG_I};
+        for (int i = 0; i < 13; i++) {
+            if (without_pre_ffn && l == 1 && i == 8) continue;
+            snprintf(names[l][i], sizeof names[l][i], "model.layers.%d.%s.weight", l, suffix[i]);
+            specs[n++] = tg_spec(m, names[l][i], dtype, d0[i], d1[i], data[i]);
+        }
+    }
+    specs[n++] = tg_spec(m, "model.norm.weight", dtype, TG_H, 0, m->norm);
+    if (untied) specs[n++] = tg_spec(m, "lm_head.weight", dtype, TG_V, TG_H, m->head);
+    write_safetensors(dir, "model.safetensors", specs, n, FLAW_NONE);
+}
+
+/* Runs the model in dir and compares with run r; each variant of r (one
+ * thing done otherwise) must be more than 1e-6 away, far above the 1e-12
+ * allowed, so that the check could fail. */
+static void tg_check(const char *dir, const tinyg *t, const float *head, const tg_run *r, const char *what)
+{
+    static const int32_t toks[TG_N] = {3, 0, 4, 1, 2, 3};
+    double got[TG_N * TG_V], want[TG_N * TG_V], other[TG_N * TG_V];
+    ref_model *m = ref_model_load(dir);
+    CHECK(m != NULL, "%s: load", what);
+    if (!m) return;
+    CHECK(ref_model_forward(m, toks, TG_N, got) == 0, "%s: forward", what);
+    tg_expect(t, r, head, toks, TG_N, want);
+    double err = max_diff(got, want, TG_N * TG_V), sep = INFINITY;
+    enum { N_VARIANTS = 13 };
+    tg_run v[N_VARIANTS];
+    for (int i = 0; i < N_VARIANTS; i++) v[i] = *r;
+    v[0].plus_one = false;                                 /* norms times w */
+    v[1].sandwich = false;                                 /* no norms after attention and the MLP */
+    v[2].act = TG_SILU;
+    v[3].act = TG_GELU_ERF;                                /* GELU exactly, not its tanh form */
+    v[4].window = 0;                                       /* no window */
+    v[5].window_all = true;                                /* the window on the full layer too */
+    v[6].window = r->window + 1;                           /* one key more */
+    memcpy(v[7].inv_local, r->inv_full, sizeof r->inv_full); /* the full layers' rope everywhere */
+    v[8].inv_full[0] *= 2, v[8].inv_full[1] *= 2;          /* linear scaling left out */
+    v[9].score_div = TG_D;                                 /* scores / sqrt(head_dim) */
+    v[10].embed_scale = r->embed_scale == 2.453125 ? (double)sqrtf(6.0f) : 2.453125; /* the other cast */
+    v[11].embed_scale = 1.0;                               /* no embedding scale */
+    for (int l = 0; l < TG_L; l++) v[12].sliding[l] = true; /* every layer sliding */
+    for (int i = 0; i < N_VARIANTS; i++) {
+        tg_expect(t, &v[i], head, toks, TG_N, other);
+        double d = max_diff(other, want, TG_N * TG_V);
+        CHECK(d > 1e-6, "%s: variant %d is only %.3g away: the check could not fail", what, i, d);
+        sep = fmin(sep, d);
+    }
+    printf("  %s: max |err| %.3g (nearest wrong variant %.3g away)\n", what, err, sep);
+    CHECK(err < 1e-12, "%s: logits error %.3g", what, err);
+    ref_model_free(m);
+}
+
+static void test_tiny_gemma3(void)
+{
+    static tinyg t;
+    tg_make(&t);
+    /* head_dim 4: two frequencies, base^0 = 1 and base^(-1/2); full layers
+     * 10000 with linear factor 2: 1/2, 1/200; sliding layers 100, unscaled: 1, 1/10 */
+    static const char *fmt =
+        "{\"architectures\": [\"Gemma3ForCausalLM\"], \"model_type\": \"gemma3_text\", "
+        "\"hidden_size\": 6, \"intermediate_size\": 3, \"num_hidden_layers\": 3, "
+        "\"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 4, \"vocab_size\": 5, "
+        "\"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, "
+        "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}, \"rope_local_base_freq\": 100.0, "
+        "\"query_pre_attn_scalar\": 3, \"sliding_window\": 3, \"hidden_activation\": \"gelu_pytorch_tanh\", "
+        "\"final_logit_softcapping\": null, \"attn_logit_softcapping\": null, \"torch_dtype\": \"%s\", %s}";
+    tg_run r = {.plus_one = true, .sandwich = true, .act = TG_GELU_TANH, .sliding = {true, false, true},
+                .window = 3, .inv_local = {1.0, 0.1}, .inv_full = {0.5, 0.005}, .score_div = 3.0};
+    char dir[4096], cfg[2048];
+
+    /* bfloat16, sliding layers named by layer_types, tied embeddings by
+     * default (no tie_word_embeddings); hidden_act is not Gemma's field, and
+     * is not read. sqrt(6) = 2.4494898 in float32 becomes 2.453125 in
+     * bfloat16 (2^-6 apart there: 156.77 of them, rounded to 157) */
+    snprintf(cfg, sizeof cfg, fmt, "bfloat16",
+             "\"hidden_act\": \"silu\", \"layer_types\": [\"sliding_attention\", \"full_attention\", "
+             "\"sliding_attention\"]");
+    test_tmpdir(dir, sizeof dir);
+    tg_write(dir, &t, "BF16", cfg, false, false);
+    r.embed_scale = 2.453125;
+    tg_check(dir, &t, NULL, &r, "tiny gemma3 bf16 (layer_types, tied, sqrt(6) as bf16 2.453125)");
+    test_rmtree(dir);
+
+    /* float32, sliding_window_pattern 2 (layers 0 and 2 slide), its own lm_head:
+     * sqrt(6) as the float32 torch.tensor holds it */
+    snprintf(cfg, sizeof cfg, fmt, "float32", "\"sliding_window_pattern\": 2, \"tie_word_embeddings\": false");
+    test_tmpdir(dir, sizeof dir);
+    tg_write(dir, &t, "F32", cfg, true, false);
+    r.embed_scale = (double)sqrtf(6.0f);
+    tg_check(dir, &t, t.head, &r, "tiny gemma3 f32 (pattern 2, own lm_head, sqrt(6) in f32)");
+    test_rmtree(dir);
+
+    /* a layer without pre_feedforward_layernorm is refused */
+    test_tmpdir(dir, sizeof dir);
+    tg_write(dir, &t, "F32", cfg, true, true);
+    ref_model *m = ref_model_load(dir);
+    CHECK(m == NULL, "gemma3 without pre_feedforward_layernorm loaded");
+    ref_model_free(m);
+    test_rmtree(dir);
+}
+
+/* Gemma3TextConfig's defaults and the fields refused. */
+static void test_gemma3_config(void)
+{
+    static const char *base =
+        "{\"model_type\": \"gemma3_text\", \"hidden_size\": 1152, \"intermediate_size\": 8, "
+        "\"num_hidden_layers\": 13, \"num_attention_heads\": 4, \"vocab_size\": 4%s}";
+    char text[2048];
+    ref_config c;
+    snprintf(text, sizeof text, base, "");
+    CHECK(load_config_text(text, &c) == 0, "load the bare gemma3 config");
+    bool slid = true;
+    for (int l = 0; l < 13; l++) slid &= c.layer_sliding[l] == (l != 5 && l != 11);
+    CHECK(c.n_kv_heads == 4 && c.head_dim == 256 && c.rope_theta == 1e6 && c.tie_word_embeddings &&
+              c.query_pre_attn_scalar == 256 && c.sliding_window == 4096 && c.rope_local_theta == 10000 &&
+              c.act == REF_ACT_GELU_TANH && c.qk_norm && c.norm_plus_one && c.sandwich_norms && slid &&
+              c.rms_norm_eps == 1e-6 && !c.qkv_bias && !c.o_bias,
+          "gemma3 defaults: kv %d head_dim %d theta %g tied %d qpas %g window %d local %g act %d slid %d",
+          c.n_kv_heads, c.head_dim, c.rope_theta, (int)c.tie_word_embeddings, c.query_pre_attn_scalar,
+          c.sliding_window, c.rope_local_theta, (int)c.act, (int)slid);
+    /* the embedding scale: sqrt(1152) = 33.941125 (float32 33.94112396); in
+     * bfloat16 steps of 2^-2 there: 34; in float16 steps of 2^-5: 1086 of
+     * them, 33.9375; with no dtype (or float32) the float32 */
+    CHECK(c.embed_scale == (double)sqrtf(1152.0f), "no dtype: embed_scale %.9g", c.embed_scale);
+    snprintf(text, sizeof text, base, ", \"torch_dtype\": \"bfloat16\"");
+    CHECK(load_config_text(text, &c) == 0 && c.embed_scale == 34.0, "bfloat16: embed_scale %.9g", c.embed_scale);
+    snprintf(text, sizeof text, base, ", \"dtype\": \"float16\"");
+    CHECK(load_config_text(text, &c) == 0 && c.embed_scale == 33.9375, "float16: embed_scale %.9g", c.embed_scale);
+    snprintf(text, sizeof text, base, ", \"torch_dtype\": \"float32\"");
+    CHECK(load_config_text(text, &c) == 0 && c.embed_scale == (double)sqrtf(1152.0f), "float32: embed_scale %.9g",
+          c.embed_scale);
+    /* sliding_window null: no window, the layers still sliding (their rope) */
+    snprintf(text, sizeof text, base, ", \"sliding_window\": null, \"sliding_window_pattern\": 4");
+    CHECK(load_config_text(text, &c) == 0 && c.sliding_window == 0 && c.layer_sliding[0] && !c.layer_sliding[3] &&
+              c.layer_sliding[4] && !c.layer_sliding[7],
+          "null window: %d, layers 0 3 4 7 sliding %d %d %d %d", c.sliding_window, (int)c.layer_sliding[0],
+          (int)c.layer_sliding[3], (int)c.layer_sliding[4], (int)c.layer_sliding[7]);
+
+    static const char *const bad[] = {
+        ", \"final_logit_softcapping\": 30.0",
+        ", \"attn_logit_softcapping\": 50.0",
+        ", \"hidden_activation\": \"gelu\"",
+        ", \"use_bidirectional_attention\": true",
+        ", \"layer_types\": [\"sliding_attention\", \"full_attention\"]",
+        ", \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"sliding_attention\", "
+        "\"sliding_attention\", \"sliding_attention\", \"global\", \"sliding_attention\", \"sliding_attention\", "
+        "\"sliding_attention\", \"sliding_attention\", \"sliding_attention\", \"full_attention\", "
+        "\"sliding_attention\"]",
+        ", \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}",
+        ", \"query_pre_attn_scalar\": 0",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, base, bad[i]);
+        CHECK(load_config_text(text, &c) != 0, "gemma3 config with %s accepted", bad[i]);
+    }
+}
+
 int main(void)
 {
     RUN(test_stories260k_logits);
@@ -855,6 +1208,8 @@ int main(void)
     RUN(test_tiny_models);
     RUN(test_tiny_qwen3);
     RUN(test_tiny_phi3);
+    RUN(test_tiny_gemma3);
+    RUN(test_gemma3_config);
     RUN(test_malformed);
     return test_summary();
 }

@@ -724,7 +724,8 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
     }
     bool ok = put(o, "architectures", archs) &&
               put(o, "model_type", json_string(snug_arch_model_type(cfg->arch))) &&
-              put(o, "hidden_act", json_string("silu")) &&
+              put(o, snug_arch_get(cfg->arch)->act == SNUG_ACT_SILU ? "hidden_act" : "hidden_activation",
+                  json_string(snug_arch_get(cfg->arch)->act == SNUG_ACT_SILU ? "silu" : "gelu_pytorch_tanh")) &&
               put(o, "hidden_size", json_integer(cfg->hidden_size)) &&
               put(o, "intermediate_size", json_integer(cfg->intermediate_size)) &&
               put(o, "num_hidden_layers", json_integer(cfg->n_layers)) &&
@@ -780,7 +781,6 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
     }
     if (ok && fam->local_rope) ok = put(o, "rope_local_base_freq", json_real(cfg->rope_local_theta));
     if (ok && cfg->query_pre_attn_scalar > 0) ok = put(o, "query_pre_attn_scalar", json_real(cfg->query_pre_attn_scalar));
-    if (ok && fam->act == SNUG_ACT_GELU_TANH) ok = put(o, "hidden_activation", json_string("gelu_pytorch_tanh"));
     if (!ok) {
         json_decref(o);
         return NULL;

@@ -1,29 +1,34 @@
 /*
  * ref_model.c: the float64 reference forward pass of Hugging Face
  * LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM /
- * Phi3ForCausalLM (see ref_model.h). Reads config.json with jansson and the
- * safetensors files with stdio; nothing from src/.
+ * Phi3ForCausalLM / Gemma3ForCausalLM (see ref_model.h). Reads config.json
+ * with jansson and the safetensors files with stdio; nothing from src/.
  *
  * The forward pass follows transformers' modeling_llama.py step by step, with
- * what modeling_qwen3.py and modeling_phi3.py add:
- *   x = embed_tokens[token]
+ * what modeling_qwen3.py, modeling_phi3.py and modeling_gemma3.py add:
+ *   x = embed_tokens[token] * embed_scale   (gemma3: sqrt(hidden) in the weights' dtype)
  *   per layer: h = rmsnorm(x) * input_layernorm
  *              q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
  *                (phi3: one qkv_proj whose rows are Wq, Wk, Wv)
- *              qwen3: each head of q and of k = rmsnorm(head) * q_norm / k_norm
+ *              qwen3, gemma3: each head of q and of k = rmsnorm(head) * q_norm / k_norm
  *              rotate the first rotary_dim values of each head of q and k
  *                (half-split rotate_half layout within them) to the position,
- *                cos and sin scaled by the rope attention factor (longrope)
- *              a = causal softmax(q k^T / sqrt(head_dim)) v, kv head = q head / group,
- *                keys limited to the last sliding_window positions when set
- *              x += a Wo^T + bo
- *              h = rmsnorm(x) * post_attention_layernorm
- *              x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *                cos and sin scaled by the rope attention factor (longrope);
+ *                gemma3's sliding layers with their own base, unscaled
+ *              a = causal softmax(q k^T / sqrt(head_dim or query_pre_attn_scalar)) v,
+ *                kv head = q head / group, keys limited to the last sliding_window
+ *                positions on the sliding layers when set
+ *              o = a Wo^T + bo;  gemma3: o = rmsnorm(o) * post_attention_layernorm
+ *              x += o
+ *              h = rmsnorm(x) * post_attention_layernorm (gemma3: pre_feedforward_layernorm)
+ *              d = (act(h Wg^T) * (h Wu^T)) Wd^T, act silu (gemma3: gelu, tanh form)
  *                (phi3: one gate_up_proj whose rows are Wg, Wu)
+ *              gemma3: d = rmsnorm(d) * post_feedforward_layernorm
+ *              x += d
  *   logits = (rmsnorm(x) * norm) lm_head^T   (lm_head = embed_tokens when tied)
- * Fused tensors are split into the separate matrices when loaded, so the
- * forward pass is one for every family. Every step is done in double, one
- * plain loop at a time.
+ * Fused tensors are split into the separate matrices when loaded, and
+ * gemma3's norms of 1 + w get their 1 then, so the forward pass is one for
+ * every family. Every step is done in double, one plain loop at a time.
  */
 #include "support/ref_model.h"
 
@@ -43,7 +48,9 @@ typedef struct ref_layer {
     double *bq, *bk, *bv;    /* (q_dim), (kv_dim), (kv_dim); NULL when absent */
     double *bo;              /* (hidden); NULL when absent */
     double *q_norm, *k_norm; /* (head_dim) each; NULL unless qk_norm */
-    double *ffn_norm;        /* (hidden) */
+    double *attn_post_norm;  /* (hidden) the attention output's norm; NULL unless sandwich */
+    double *ffn_norm;        /* (hidden) the MLP's input norm */
+    double *ffn_post_norm;   /* (hidden) the MLP output's norm; NULL unless sandwich */
     double *w_gate, *w_up;   /* (inter, hidden) */
     double *w_down;          /* (hidden, inter) */
 } ref_layer;
@@ -55,6 +62,8 @@ struct ref_model {
     double *norm;     /* (hidden) */
     double *lm_head;  /* (vocab, hidden); points at embed when tied */
     double *inv_freq; /* (rotary_dim / 2) */
+    ref_config rope_local;  /* cfg with the sliding layers' rope (rope_local_theta > 0) */
+    double *inv_freq_local; /* (rotary_dim / 2) theirs; NULL when they rotate as the others */
 };
 
 /* One safetensors file: its parsed header and where the data begins. */
@@ -260,6 +269,92 @@ bad:
     return -1;
 }
 
+/* v rounded to the nearest value (ties to even) with mant_bits bits after
+ * the leading one: a bfloat16 (7) or float16 (10) of a normal v > 0. */
+static double round_mantissa(double v, int mant_bits)
+{
+    int e;
+    frexp(v, &e); /* v = f 2^e, f in [0.5, 1): the leading bit is 2^(e - 1) */
+    double quantum = ldexp(1.0, e - 1 - mant_bits);
+    return nearbyint(v / quantum) * quantum;
+}
+
+/* Gemma3TextConfig's fields beyond Llama's (see ref_config_load): needs
+ * cfg->n_layers and cfg->hidden_size. */
+static int parse_gemma3(json_t *root, ref_config *cfg, const char *path)
+{
+    static const char *const refused[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        json_t *v = json_object_get(root, refused[i]);
+        if (v && !json_is_null(v)) {
+            fprintf(stderr, "ref_model: %s: %s (Gemma 2's soft-capping) not implemented\n", path,
+                    refused[i]);
+            return -1;
+        }
+    }
+    bool bidirectional = false;
+    if (get_bool(root, "use_bidirectional_attention", &bidirectional, false, path)) return -1;
+    if (bidirectional) {
+        fprintf(stderr, "ref_model: %s: use_bidirectional_attention not implemented\n", path);
+        return -1;
+    }
+    json_t *act = json_object_get(root, "hidden_activation");
+    if (act && !json_is_null(act) &&
+        (!json_is_string(act) || strcmp(json_string_value(act), "gelu_pytorch_tanh") != 0)) {
+        fprintf(stderr, "ref_model: %s: hidden_activation other than gelu_pytorch_tanh not "
+                "implemented\n", path);
+        return -1;
+    }
+    cfg->act = REF_ACT_GELU_TANH;
+    cfg->qk_norm = cfg->norm_plus_one = cfg->sandwich_norms = true;
+    if (get_num(root, "query_pre_attn_scalar", &cfg->query_pre_attn_scalar, false, 256.0, path) ||
+        get_num(root, "rope_local_base_freq", &cfg->rope_local_theta, false, 10000.0, path))
+        return -1;
+    if (!(cfg->query_pre_attn_scalar > 0) || !(cfg->rope_local_theta > 0)) {
+        fprintf(stderr, "ref_model: %s: query_pre_attn_scalar and rope_local_base_freq must be "
+                "> 0\n", path);
+        return -1;
+    }
+    /* sliding_window: 4096 when absent, null for none (the sliding layers
+     * keep their rope base: Gemma3DecoderLayer picks it by layer type) */
+    json_t *sw = json_object_get(root, "sliding_window");
+    if (sw && json_is_null(sw)) cfg->sliding_window = 0;
+    else if (get_int(root, "sliding_window", &cfg->sliding_window, false, 4096, path)) return -1;
+    /* which layers slide: layer_types, else every layer but each
+     * sliding_window_pattern-th */
+    json_t *lt = json_object_get(root, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || json_array_size(lt) != (size_t)cfg->n_layers) {
+            fprintf(stderr, "ref_model: %s: layer_types must be a list of num_hidden_layers "
+                    "entries\n", path);
+            return -1;
+        }
+        for (int l = 0; l < cfg->n_layers; l++) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)l));
+            bool sliding = t && strcmp(t, "sliding_attention") == 0;
+            if (!sliding && !(t && strcmp(t, "full_attention") == 0)) {
+                fprintf(stderr, "ref_model: %s: layer_types[%d] is neither \"sliding_attention\" "
+                        "nor \"full_attention\"\n", path, l);
+                return -1;
+            }
+            cfg->layer_sliding[l] = sliding;
+        }
+    } else {
+        int pattern = 6;
+        if (get_int(root, "sliding_window_pattern", &pattern, false, 6, path)) return -1;
+        for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = (l + 1) % pattern != 0;
+    }
+    /* Gemma3TextScaledWordEmbedding: embed_scale = torch.tensor(hidden **
+     * 0.5), a float32, multiplied in as embed_scale.to(weight.dtype) */
+    json_t *dt = json_object_get(root, "dtype");
+    if (!dt || json_is_null(dt)) dt = json_object_get(root, "torch_dtype");
+    const char *dtype = json_string_value(dt);
+    cfg->embed_scale = (double)(float)sqrt((double)cfg->hidden_size);
+    if (dtype && strcmp(dtype, "bfloat16") == 0) cfg->embed_scale = round_mantissa(cfg->embed_scale, 7);
+    if (dtype && strcmp(dtype, "float16") == 0) cfg->embed_scale = round_mantissa(cfg->embed_scale, 10);
+    return 0;
+}
+
 int ref_config_load(const char *path, ref_config *cfg)
 {
     int rc = -1;
@@ -277,10 +372,15 @@ int ref_config_load(const char *path, ref_config *cfg)
     const char *type = json_string_value(json_object_get(root, "model_type"));
     bool llama = type && strcmp(type, "llama") == 0, mistral = type && strcmp(type, "mistral") == 0;
     bool qwen2 = type && strcmp(type, "qwen2") == 0, qwen3 = type && strcmp(type, "qwen3") == 0;
-    bool phi3 = type && strcmp(type, "phi3") == 0;
-    if (!llama && !mistral && !qwen2 && !qwen3 && !phi3) {
+    bool phi3 = type && strcmp(type, "phi3") == 0, gemma3 = type && strcmp(type, "gemma3_text") == 0;
+    if (!llama && !mistral && !qwen2 && !qwen3 && !phi3 && !gemma3) {
         fprintf(stderr, "ref_model: %s: model_type must be \"llama\", \"mistral\", \"qwen2\", "
-                "\"qwen3\" or \"phi3\"\n", path);
+                "\"qwen3\", \"phi3\" or \"gemma3_text\"\n", path);
+        goto done;
+    }
+    json_t *rp = json_object_get(root, "rope_parameters");
+    if (rp && !json_is_null(rp)) {
+        fprintf(stderr, "ref_model: %s: rope_parameters not implemented\n", path);
         goto done;
     }
     /* Mistral and Phi3 (Phi3Model takes the sliding-window mask whenever
@@ -297,7 +397,8 @@ int ref_config_load(const char *path, ref_config *cfg)
         }
         cfg->sliding_window = (int)w;
     }
-    const char *act = json_string_value(json_object_get(root, "hidden_act"));
+    /* (Gemma3TextConfig has hidden_activation instead, read below) */
+    const char *act = gemma3 ? NULL : json_string_value(json_object_get(root, "hidden_act"));
     if (act && strcmp(act, "silu") != 0) {
         fprintf(stderr, "ref_model: %s: hidden_act \"%s\" not implemented\n", path, act);
         goto done;
@@ -308,25 +409,31 @@ int ref_config_load(const char *path, ref_config *cfg)
         get_int(root, "intermediate_size", &cfg->intermediate_size, true, 0, path) ||
         get_int(root, "num_hidden_layers", &cfg->n_layers, true, 0, path) ||
         get_int(root, "num_attention_heads", &cfg->n_heads, true, 0, path) ||
-        get_int(root, "num_key_value_heads", &cfg->n_kv_heads, false, cfg->n_heads, path) ||
+        get_int(root, "num_key_value_heads", &cfg->n_kv_heads, false, gemma3 ? 4 : cfg->n_heads,
+                path) ||
         get_int(root, "vocab_size", &cfg->vocab_size, true, 0, path) ||
         get_num(root, "rms_norm_eps", &cfg->rms_norm_eps, false, phi3 ? 1e-5 : 1e-6, path) ||
-        get_num(root, "rope_theta", &cfg->rope_theta, false, 10000.0, path) ||
+        get_num(root, "rope_theta", &cfg->rope_theta, false, gemma3 ? 1000000.0 : 10000.0, path) ||
         get_num(root, "partial_rotary_factor", &partial, false, 1.0, path) ||
-        get_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, false, path) ||
+        get_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, gemma3, path) ||
         get_bool(root, "attention_bias", &cfg->attention_bias, false, path) ||
         get_bool(root, "mlp_bias", &mlp_bias, false, path) ||
         get_bool(root, "use_sliding_window", &use_sliding, false, path) ||
-        check_layer_types(root, path))
+        (!gemma3 && check_layer_types(root, path)))
         goto done;
-    /* Qwen3Config's head_dim defaults to 128; the others' to hidden / heads. */
-    if (!qwen3 && cfg->hidden_size % cfg->n_heads != 0 && !json_object_get(root, "head_dim")) {
+    if (cfg->n_layers > REF_MAX_LAYERS) {
+        fprintf(stderr, "ref_model: %s: more than %d layers\n", path, REF_MAX_LAYERS);
+        goto done;
+    }
+    /* Qwen3Config's head_dim defaults to 128, Gemma3TextConfig's to 256; the
+     * others' to hidden / heads. */
+    int head_dim_default = qwen3 ? 128 : gemma3 ? 256 : cfg->hidden_size / cfg->n_heads;
+    if (!qwen3 && !gemma3 && cfg->hidden_size % cfg->n_heads != 0 &&
+        !json_object_get(root, "head_dim")) {
         fprintf(stderr, "ref_model: %s: hidden_size not divisible by heads\n", path);
         goto done;
     }
-    if (get_int(root, "head_dim", &cfg->head_dim, false,
-                qwen3 ? 128 : cfg->hidden_size / cfg->n_heads, path))
-        goto done;
+    if (get_int(root, "head_dim", &cfg->head_dim, false, head_dim_default, path)) goto done;
     if (mlp_bias || use_sliding) {
         fprintf(stderr, "ref_model: %s: mlp_bias / use_sliding_window not implemented\n", path);
         goto done;
@@ -339,11 +446,17 @@ int ref_config_load(const char *path, ref_config *cfg)
      * biases always, never an o bias. Phi3: no biases at all (Phi3Attention
      * makes qkv_proj and o_proj with bias=False whatever attention_bias
      * says), fused qkv and gate_up. Qwen3: attention_bias on all four, per-head
-     * q/k norms. Llama, Mistral: attention_bias on all four. */
+     * q/k norms. Llama, Mistral: attention_bias on all four. Gemma3: as
+     * Qwen3, and what parse_gemma3 reads. Mistral and Phi3 slide on every
+     * layer (when sliding_window is set). */
     cfg->qkv_bias = qwen2 || (!phi3 && cfg->attention_bias);
     cfg->o_bias = !qwen2 && !phi3 && cfg->attention_bias;
     cfg->qk_norm = qwen3;
     cfg->fused_qkv = cfg->fused_gate_up = phi3;
+    cfg->act = REF_ACT_SILU;
+    cfg->embed_scale = 1.0;
+    for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = mistral || phi3;
+    if (gemma3 && parse_gemma3(root, cfg, path)) goto done;
     /* Phi3 turns the first int(head_dim * partial_rotary_factor) values of
      * each head (apply_rotary_pos_emb splits off the rest); the others'
      * rope covers the whole head. */
@@ -645,9 +758,10 @@ void ref_model_free(ref_model *m)
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             ref_layer *L = &m->layers[l];
-            double *all[] = {L->attn_norm, L->wq,     L->wk,     L->wv,   L->wo,
-                             L->bq,        L->bk,     L->bv,     L->bo,   L->q_norm,
-                             L->k_norm,    L->ffn_norm, L->w_gate, L->w_up, L->w_down};
+            double *all[] = {L->attn_norm, L->wq,       L->wk,     L->wv,           L->wo,
+                             L->bq,        L->bk,       L->bv,     L->bo,           L->q_norm,
+                             L->k_norm,    L->attn_post_norm,      L->ffn_norm,     L->ffn_post_norm,
+                             L->w_gate,    L->w_up,     L->w_down};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
         }
         free(m->layers);
@@ -656,6 +770,7 @@ void ref_model_free(ref_model *m)
     free(m->embed);
     free(m->norm);
     free(m->inv_freq);
+    free(m->inv_freq_local);
     free(m);
 }
 
@@ -683,6 +798,12 @@ static int tensor_read_split(ref_files *fs, const char *name, int cols, int n, c
     }
     free(fused);
     return 0;
+}
+
+/* w (n values, or NULL) becomes 1 + w: what a norm of 1 + w multiplies by. */
+static void plus_one(double *w, int n)
+{
+    for (int i = 0; w && i < n; i++) w[i] += 1.0;
 }
 
 static int load_layer(ref_files *fs, const ref_config *c, int l, ref_layer *L)
@@ -717,7 +838,13 @@ static int load_layer(ref_files *fs, const ref_config *c, int l, ref_layer *L)
         RT(q_norm, "self_attn.q_norm.weight", D, 0, true);
         RT(k_norm, "self_attn.k_norm.weight", D, 0, true);
     }
-    RT(ffn_norm, "post_attention_layernorm.weight", H, 0, true);
+    if (c->sandwich_norms) {
+        RT(attn_post_norm, "post_attention_layernorm.weight", H, 0, true);
+        RT(ffn_norm, "pre_feedforward_layernorm.weight", H, 0, true);
+        RT(ffn_post_norm, "post_feedforward_layernorm.weight", H, 0, true);
+    } else {
+        RT(ffn_norm, "post_attention_layernorm.weight", H, 0, true);
+    }
     if (c->fused_gate_up) {
         int rows[2] = {I, I};
         double **parts[2] = {&L->w_gate, &L->w_up};
@@ -729,6 +856,14 @@ static int load_layer(ref_files *fs, const ref_config *c, int l, ref_layer *L)
     }
     RT(w_down, "mlp.down_proj.weight", H, I, true);
 #undef RT
+    if (c->norm_plus_one) {
+        plus_one(L->attn_norm, H);
+        plus_one(L->q_norm, D);
+        plus_one(L->k_norm, D);
+        plus_one(L->attn_post_norm, H);
+        plus_one(L->ffn_norm, H);
+        plus_one(L->ffn_post_norm, H);
+    }
     return 0;
 }
 
@@ -746,12 +881,22 @@ ref_model *ref_model_load(const char *dir)
     m->layers = calloc((size_t)c->n_layers, sizeof(ref_layer));
     if (!m->inv_freq || !m->layers) goto done;
     ref_rope_inv_freq(c, m->inv_freq);
+    if (c->rope_local_theta > 0) { /* the sliding layers': default rope, their own base */
+        m->rope_local = *c;
+        m->rope_local.rope_theta = c->rope_local_theta;
+        m->rope_local.rope_kind = REF_ROPE_DEFAULT;
+        m->rope_local.rope_factor = m->rope_local.rope_attn_factor = 1.0;
+        m->inv_freq_local = malloc((size_t)(c->rotary_dim / 2) * sizeof(double));
+        if (!m->inv_freq_local) goto done;
+        ref_rope_inv_freq(&m->rope_local, m->inv_freq_local);
+    }
     if (tensor_read(&fs, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, true,
                     &m->embed))
         goto done;
     for (int l = 0; l < c->n_layers; l++)
         if (load_layer(&fs, c, l, &m->layers[l])) goto done;
     if (tensor_read(&fs, "model.norm.weight", c->hidden_size, 0, true, &m->norm)) goto done;
+    if (c->norm_plus_one) plus_one(m->norm, c->hidden_size);
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
     } else if (tensor_read(&fs, "lm_head.weight", c->vocab_size, c->hidden_size, true,
@@ -797,7 +942,7 @@ static void matvec(double *y, const double *w, const double *x, const double *b,
     }
 }
 
-/* y = x / sqrt(mean(x^2) + eps) * w */
+/* y = x / sqrt(mean(x^2) + eps) * w (y may be x) */
 static void rmsnorm(double *y, const double *x, const double *w, int n, double eps)
 {
     double ss = 0.0;
@@ -838,10 +983,17 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
         goto done;
     }
     for (int t = 0; t < n; t++)
-        memcpy(x + (size_t)t * H, m->embed + (size_t)tokens[t] * H, (size_t)H * sizeof(double));
+        for (int i = 0; i < H; i++)
+            x[(size_t)t * H + i] = m->embed[(size_t)tokens[t] * H + i] * c->embed_scale;
+    double scale = 1.0 / sqrt(c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (double)D);
 
     for (int l = 0; l < c->n_layers; l++) {
         const ref_layer *L = &m->layers[l];
+        /* a sliding layer's window, and its rope where it has its own */
+        int window = c->layer_sliding[l] ? c->sliding_window : 0;
+        bool local = c->layer_sliding[l] && m->inv_freq_local;
+        const ref_config *rc = local ? &m->rope_local : c;
+        const double *inv_freq = local ? m->inv_freq_local : m->inv_freq;
         /* q, k, v of every position, rotated to its position */
         for (int t = 0; t < n; t++) {
             rmsnorm(h, x + (size_t)t * H, L->attn_norm, H, c->rms_norm_eps);
@@ -851,12 +1003,12 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
             for (int hd = 0; hd < c->n_heads; hd++) {
                 double *qh = q + (size_t)t * qd + (size_t)hd * D;
                 if (L->q_norm) rmsnorm(qh, qh, L->q_norm, D, c->rms_norm_eps);
-                ref_rope_rotate(c, qh, t, m->inv_freq);
+                ref_rope_rotate(rc, qh, t, inv_freq);
             }
             for (int hd = 0; hd < c->n_kv_heads; hd++) {
                 double *kh = k + (size_t)t * kvd + (size_t)hd * D;
                 if (L->k_norm) rmsnorm(kh, kh, L->k_norm, D, c->rms_norm_eps);
-                ref_rope_rotate(c, kh, t, m->inv_freq);
+                ref_rope_rotate(rc, kh, t, inv_freq);
             }
         }
         /* causal attention, o_proj, residual; then the MLP and its residual */
@@ -865,13 +1017,13 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
                 int kvh = hd / group;
                 const double *qh = q + (size_t)t * qd + (size_t)hd * D;
                 double mx = -INFINITY;
-                /* keys s with t - s < sliding_window (all when 0) */
-                int s0 = c->sliding_window > 0 && t - c->sliding_window + 1 > 0 ? t - c->sliding_window + 1 : 0;
+                /* keys s with t - s < window (all when 0) */
+                int s0 = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
                 for (int s = s0; s <= t; s++) {
                     const double *kh = k + (size_t)s * kvd + (size_t)kvh * D;
                     double dot = 0.0;
                     for (int i = 0; i < D; i++) dot += qh[i] * kh[i];
-                    sc[s] = dot / sqrt((double)D);
+                    sc[s] = dot * scale;
                     if (sc[s] > mx) mx = sc[s];
                 }
                 double sum = 0.0;
@@ -888,12 +1040,20 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
             }
             double *xt = x + (size_t)t * H;
             matvec(tmp, L->wo, att, L->bo, H, qd);
+            if (L->attn_post_norm) rmsnorm(tmp, tmp, L->attn_post_norm, H, c->rms_norm_eps);
             for (int i = 0; i < H; i++) xt[i] += tmp[i];
             rmsnorm(h, xt, L->ffn_norm, H, c->rms_norm_eps);
             matvec(g, L->w_gate, h, NULL, I, H);
             matvec(u, L->w_up, h, NULL, I, H);
-            for (int i = 0; i < I; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            for (int i = 0; i < I; i++) {
+                double a = c->act == REF_ACT_GELU_TANH
+                               ? 0.5 * g[i] * (1.0 + tanh(sqrt(2.0 / M_PI) *
+                                                          (g[i] + 0.044715 * g[i] * g[i] * g[i])))
+                               : g[i] / (1.0 + exp(-g[i]));
+                g[i] = a * u[i];
+            }
             matvec(tmp, L->w_down, g, NULL, H, I);
+            if (L->ffn_post_norm) rmsnorm(tmp, tmp, L->ffn_post_norm, H, c->rms_norm_eps);
             for (int i = 0; i < H; i++) xt[i] += tmp[i];
         }
     }

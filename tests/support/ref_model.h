@@ -1,16 +1,19 @@
 /*
  * ref_model.h: a float64 reference forward pass of Hugging Face
  * LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM /
- * Phi3ForCausalLM, for tests only. It reads a Hugging Face model directory
- * (config.json + model.safetensors, or model.safetensors.index.json + shards)
- * by itself and shares no code with src/: it is the oracle snug's model
- * forward is checked against. Written plainly, in double, for tiny models (a
- * few layers, hidden of a few hundred, tens of tokens).
+ * Phi3ForCausalLM / Gemma3ForCausalLM (text only), for tests only. It reads
+ * a Hugging Face model directory (config.json + model.safetensors, or
+ * model.safetensors.index.json + shards) by itself and shares no code with
+ * src/: it is the oracle snug's model forward is checked against. Written
+ * plainly, in double, for tiny models (a few layers, hidden of a few
+ * hundred, tens of tokens).
  *
  * The families differ only in what ref_config describes (biases, per-head
  * q/k norms, fused projections, how much of each head rope turns, rope
- * scaling, sliding window); the forward pass reads those fields and has no
- * branch on the family's name.
+ * scaling, which layers slide and their window and rope base, norms of
+ * 1 + w, norms around attention and the MLP, the MLP's activation, the
+ * embedding and attention scales); the forward pass reads those fields and
+ * has no branch on the family's name.
  *
  * Uses malloc/free (not snug's accounting allocator) and reports failures
  * on stderr.
@@ -31,6 +34,16 @@ enum ref_rope_kind {
 
 /* Most rotary frequencies a longrope factor list may hold (rotary_dim / 2). */
 #define REF_ROPE_MAX_FACTORS 256
+
+/* Most layers a config may have (the reference is for tiny models). */
+#define REF_MAX_LAYERS 256
+
+/* The MLP's activation of the gate: down(act(gate(x)) * up(x)). */
+enum ref_activation {
+    REF_ACT_SILU = 0,  /* g / (1 + e^-g) (hidden_act "silu") */
+    REF_ACT_GELU_TANH, /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) (gemma3's
+                        * hidden_activation "gelu_pytorch_tanh") */
+};
 
 /* What the reference takes from config.json. A test may fill one by hand
  * for the rope functions: there rotary_dim 0 means head_dim and
@@ -55,8 +68,22 @@ typedef struct ref_config {
     bool rope_long;          /* longrope: divide by long_factor (true) or short_factor */
     bool tie_word_embeddings;
     bool attention_bias; /* as config.json says (see qkv_bias, o_bias for what it means) */
-    int sliding_window;  /* mistral, phi3: a query sees this many positions, itself included;
-                          * 0: all */
+    int sliding_window;  /* a query of a sliding layer sees this many positions, itself
+                          * included; 0: all */
+    bool layer_sliding[REF_MAX_LAYERS]; /* layer l is a sliding layer (mistral, phi3: every
+                                         * layer; gemma3: as layer_types or the pattern say) */
+    double rope_local_theta; /* > 0: the sliding layers rotate with this base, default rope
+                              * without scaling (gemma3's rope_local_base_freq); 0: as the
+                              * other layers */
+    bool norm_plus_one;  /* gemma3: every RMSNorm multiplies by 1 + w, the checkpoint holding w
+                          * (the loader adds the 1) */
+    bool sandwich_norms; /* gemma3: post_attention_layernorm normalizes the attention output
+                          * before the residual, pre_feedforward_layernorm is the MLP's input
+                          * norm and post_feedforward_layernorm normalizes its output */
+    enum ref_activation act;
+    double embed_scale;  /* the embeddings are multiplied by it: 1; gemma3: sqrt(hidden_size)
+                          * as a float32, cast to the checkpoint's torch_dtype */
+    double query_pre_attn_scalar; /* scores are q.k / sqrt(this) (gemma3); 0: head_dim */
 } ref_config;
 
 typedef struct ref_model ref_model;
@@ -66,8 +93,23 @@ typedef struct ref_model ref_model;
  * hidden/heads (qwen3: 128), rms_norm_eps 1e-6 (phi3: 1e-5), rope_theta
  * 10000, tie_word_embeddings false, attention_bias false,
  * partial_rotary_factor 1. Accepts model_type "llama", "mistral" (with
- * sliding_window), "qwen2", "qwen3" and "phi3" (with sliding_window: Phi3Model
- * masks with it whenever it is a number, as Mistral does).
+ * sliding_window), "qwen2", "qwen3", "phi3" (with sliding_window: Phi3Model
+ * masks with it whenever it is a number, as Mistral does) and "gemma3_text".
+ *
+ * Gemma3 (Gemma3TextConfig's defaults where they differ: num_key_value_heads
+ * 4, head_dim 256, rope_theta 1000000, tie_word_embeddings true): norms of
+ * 1 + w, sandwich norms, q/k norms per head, hidden_activation (default
+ * "gelu_pytorch_tanh", the only one accepted; hidden_act is not read, as
+ * transformers does not), query_pre_attn_scalar (default 256), the
+ * embedding scale sqrt(hidden_size) cast to torch_dtype (or "dtype";
+ * bfloat16 and float16 round it, anything else or none keeps the float32),
+ * sliding layers from layer_types ("sliding_attention" / "full_attention",
+ * one per layer) or else sliding_window_pattern p (default 6: layer i slides
+ * unless (i + 1) % p == 0), sliding_window (default 4096; null: no window,
+ * the sliding layers still rotating with their own base), rope_local_base_freq
+ * (default 10000) for the sliding layers while rope_theta and rope_scaling
+ * rotate the full ones. final_logit_softcapping and attn_logit_softcapping
+ * (Gemma 2's) must be null or absent, use_bidirectional_attention false.
  *
  * Longrope (phi3's rope_scaling type "longrope" or "su"; any family may
  * name it, as in transformers): the factor is max_position_embeddings /
@@ -83,8 +125,9 @@ typedef struct ref_model ref_model;
  *
  * Rejects what the reference does not implement (other rope types,
  * hidden_act other than silu, mlp_bias, use_sliding_window, layer_types
- * other than full_attention, partial rotary outside phi3). Returns 0, or -1
- * with a message on stderr. */
+ * other than full_attention outside gemma3, partial rotary outside phi3,
+ * rope_parameters, more than REF_MAX_LAYERS layers). Returns 0, or -1 with a
+ * message on stderr. */
 int ref_config_load(const char *path, ref_config *cfg);
 
 /* Writes the rotary_dim/2 rotary inverse frequencies of cfg (with its rope
@@ -103,8 +146,9 @@ void ref_rope_apply(double *x, int head_dim, int pos, const double *inv_freq);
 void ref_rope_rotate(const ref_config *cfg, double *x, int pos, const double *inv_freq);
 
 /* Loads dir/config.json and the weights (f32, f16, bf16 or f64, converted to
- * double). Returns the model (free with ref_model_free), or NULL with a
- * message on stderr; nothing is left allocated on failure. */
+ * double; norms of 1 + w held with the 1 added). Returns the model (free with
+ * ref_model_free), or NULL with a message on stderr; nothing is left
+ * allocated on failure. */
 ref_model *ref_model_load(const char *dir);
 
 /* Frees m and everything it holds; NULL is a no-op. */
