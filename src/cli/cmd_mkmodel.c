@@ -165,9 +165,12 @@ int snug_cmd_mkmodel(int argc, char **argv)
         for (size_t k = 0; k < SNUG_ARRAY_LEN(g_tokenizers); k++)
             if (strcmp(g_tokenizers[k].preset, preset) == 0) rel = g_tokenizers[k].dir;
         tok_dir = rel ? cli_repo_dir(rel, found, sizeof found) : NULL;
-        if (!tok_dir)
+        if (!tok_dir && rel)
             fprintf(stderr, "snug: warning: %s not found here or beside the program; %s gets no "
-                    "tokenizer (give one with --tokenizer DIR)\n", rel ? rel : "the tokenizer", outdir);
+                    "tokenizer (give one with --tokenizer DIR)\n", rel, outdir);
+        else if (!tok_dir) /* (Gemma's tokenizer is not in the repository) */
+            fprintf(stderr, "snug: warning: the repository holds no tokenizer of preset %s; %s gets none "
+                    "(give one with --tokenizer DIR)\n", preset, outdir);
     }
     /* the tokenizer is checked before the weights are written: a mismatch costs nothing */
     if (tok_dir && check_tokenizer(tok_dir, cfg.vocab_size, &err) != SNUG_OK) return cli_fail(&err);
