@@ -378,7 +378,7 @@ expect $C/architecture-model-type-disagree.json SNUG_FORMAT \
     "architectures and model_type name different families"
 cfg $C/hidden-act-not-silu.json 'hidden_act="gelu"'
 expect $C/hidden-act-not-silu.json SNUG_UNSUPPORTED \
-    "field 'hidden_act': 'gelu' is not supported; expected silu" "hidden_act is not silu"
+    "field 'hidden_act': 'gelu' is not supported by LlamaForCausalLM; expected silu" "hidden_act is not silu"
 cfg $C/missing-hidden-size.json hidden_size=
 expect $C/missing-hidden-size.json SNUG_FORMAT \
     "field 'hidden_size' is missing; expected an integer in [1, 1048576]" "hidden_size is missing"
