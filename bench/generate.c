@@ -76,7 +76,7 @@ static double run_step(bench *b, int n_seqs, int n, int pos, snug_logits_mode lo
             fprintf(stderr, "bench/generate: out of blocks\n");
             exit(1);
         }
-        seqs[i] = (snug_step_seq){n, pos, b->tables[i].ids, b->tables[i].n, logits};
+        seqs[i] = (snug_step_seq){n, pos, b->tables[i].ids, b->tables[i].n, logits, NULL, 0};
     }
     snug_step step = {tokens, n_seqs * n, seqs, n_seqs, 0};
     const float *lg;

@@ -68,7 +68,7 @@ static bool logits_of(const snug_checkpoint *ck, const snug_weights *w, int32_t 
         snug_block_table_init(&tb, n, BLOCK, err) != SNUG_OK)
         goto done;
     if (!snug_block_table_grow(&tb, &pool, n, BLOCK)) goto done;
-    snug_step_seq seq = {n, 0, tb.ids, tb.n, SNUG_LOGITS_ALL};
+    snug_step_seq seq = {n, 0, tb.ids, tb.n, SNUG_LOGITS_ALL, NULL, 0};
     snug_step step = {tokens, n, &seq, 1, 0};
     const float *lg;
     int32_t rows;

@@ -164,7 +164,7 @@ static snug_status run_script(rig *r, float *out, int32_t *ids, snug_error *err)
             memcpy(buf + n_tok, src, (size_t)n * sizeof(int32_t));
             snug_block_table_grow(&r->tables[q], &r->pool, done[q] + n, BLOCK);
             seqs[n_seqs++] = (snug_step_seq){n, done[q], r->tables[q].ids, r->tables[q].n,
-                                             prefill ? SNUG_LOGITS_ALL : SNUG_LOGITS_LAST};
+                                             prefill ? SNUG_LOGITS_ALL : SNUG_LOGITS_LAST, NULL, 0};
             n_tok += n;
             done[q] += n;
         }

@@ -131,12 +131,32 @@ static bool run_chunks(rig *r, snug_block_table *table, const int32_t *tokens, i
     for (int p = 0; p < n; p += chunk) {
         int len = SNUG_MIN(chunk, n - p);
         if (!snug_block_table_grow(table, &r->pool, p + len, BLOCK)) return false;
-        snug_step_seq seq = {len, p, table->ids, table->n, SNUG_LOGITS_ALL};
+        snug_step_seq seq = {len, p, table->ids, table->n, SNUG_LOGITS_ALL, NULL, 0};
         snug_step step = {tokens + p, len, &seq, 1, 0};
         const float *lg;
         int32_t rows;
         if (snug_model_forward(r->m, &r->kv, &step, &lg, &rows, err) != SNUG_OK) return false;
         if (rows != len) return false;
+        for (int i = 0; i < len; i++)
+            memcpy(out + (size_t)(p + i) * (size_t)d->vocab_len, lg + (size_t)i * (size_t)d->vocab_rows,
+                   (size_t)d->vocab_len * sizeof(float));
+    }
+    return true;
+}
+
+/* As run_chunks, for tokens [from, n) after the table holds [0, from). */
+static bool run_chunks_from(rig *r, snug_block_table *table, const int32_t *tokens, int from, int n, int chunk,
+                            float *out, snug_error *err)
+{
+    const snug_model_dims *d = snug_model_get_dims(r->m);
+    for (int p = from; p < n; p += chunk) {
+        int len = SNUG_MIN(chunk, n - p);
+        if (!snug_block_table_grow(table, &r->pool, p + len, BLOCK)) return false;
+        snug_step_seq seq = {len, p, table->ids, table->n, SNUG_LOGITS_ALL, NULL, 0};
+        snug_step step = {tokens + p, len, &seq, 1, 0};
+        const float *lg;
+        int32_t rows;
+        if (snug_model_forward(r->m, &r->kv, &step, &lg, &rows, err) != SNUG_OK || rows != len) return false;
         for (int i = 0; i < len; i++)
             memcpy(out + (size_t)(p + i) * (size_t)d->vocab_len, lg + (size_t)i * (size_t)d->vocab_rows,
                    (size_t)d->vocab_len * sizeof(float));
@@ -515,7 +535,7 @@ static void test_batch_chunks_blocks(void)
             else if (s == 1) mode = SNUG_LOGITS_LAST;
             if (!snug_block_table_grow(&tb[s], &r.pool, done[s] + take, BLOCK)) ok = false;
             memcpy(step_tokens + n, tok[s] + done[s], (size_t)take * sizeof(int32_t));
-            seqs[ns] = (snug_step_seq){take, done[s], tb[s].ids, tb[s].n, mode};
+            seqs[ns] = (snug_step_seq){take, done[s], tb[s].ids, tb[s].n, mode, NULL, 0};
             which[ns++] = s;
             n += take;
         }
@@ -591,7 +611,7 @@ static void test_arena_and_bad_steps(void)
         fill_tokens(toks, 24, c.vocab_size, 5);
         snug_mem_status(SNUG_MEM_TOTAL, &total, &total_peak, true);
         int64_t allocs = snug_mem_alloc_count();
-        snug_step_seq seq = {24, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step_seq seq = {24, 0, tb.ids, tb.n, SNUG_LOGITS_LAST, NULL, 0};
         snug_step step = {toks, 24, &seq, 1, 0};
         const float *lg;
         int32_t rows;
@@ -600,18 +620,18 @@ static void test_arena_and_bad_steps(void)
         CHECK(peak == total && snug_mem_alloc_count() == allocs, "a step allocated: peak %zu after %zu, %lld allocations",
               peak, total, (long long)(snug_mem_alloc_count() - allocs));
         /* Refused steps. */
-        snug_step_seq big = {25, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step_seq big = {25, 0, tb.ids, tb.n, SNUG_LOGITS_LAST, NULL, 0};
         snug_step s_big = {toks, 25, &big, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_big, &lg, &rows, &err), &err, SNUG_INVALID, "25 tokens");
-        snug_step_seq all = {24, 0, tb.ids, tb.n, SNUG_LOGITS_ALL};
+        snug_step_seq all = {24, 0, tb.ids, tb.n, SNUG_LOGITS_ALL, NULL, 0};
         snug_step s_all = {toks, 24, &all, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_all, &lg, &rows, &err), &err, SNUG_INVALID, "24 logit rows");
-        snug_step_seq short_table = {24, 0, tb.ids, 2, SNUG_LOGITS_LAST};
+        snug_step_seq short_table = {24, 0, tb.ids, 2, SNUG_LOGITS_LAST, NULL, 0};
         snug_step s_short = {toks, 24, &short_table, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_short, &lg, &rows, &err), &err, SNUG_INVALID,
                     "2 blocks do not cover position 23");
         int32_t bad_ids[6] = {0, 1, 2, 999, 4, 5};
-        snug_step_seq six = {6, 0, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step_seq six = {6, 0, tb.ids, tb.n, SNUG_LOGITS_LAST, NULL, 0};
         snug_step s_bad = {bad_ids, 6, &six, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_bad, &lg, &rows, &err), &err, SNUG_INVALID,
                     "token 3 is 999, outside the vocabulary");
@@ -673,7 +693,7 @@ static void test_stories260k_logits(void)
             snug_block_table_release(&tb, &r.pool);
             snug_block_table_grow(&tb, &r.pool, 2, BLOCK);
         }
-        snug_step_seq seq = {1, pos, tb.ids, tb.n, SNUG_LOGITS_LAST};
+        snug_step_seq seq = {1, pos, tb.ids, tb.n, SNUG_LOGITS_LAST, NULL, 0};
         snug_step step = {&toks[pos], 1, &seq, 1, 0};
         const float *lg;
         int32_t rows;
@@ -831,7 +851,7 @@ static void *tp_run_rank(void *arg)
     for (int p = 0; r->ok && p < TP_N; p += 8) {
         int n = SNUG_MIN(8, TP_N - p);
         snug_block_table_grow(&tb, &pool, p + n, BLOCK);
-        snug_step_seq seq = {n, p, tb.ids, tb.n, SNUG_LOGITS_ALL};
+        snug_step_seq seq = {n, p, tb.ids, tb.n, SNUG_LOGITS_ALL, NULL, 0};
         snug_step step = {r->tokens + p, n, &seq, 1, 0};
         const float *lg;
         int32_t rows;
@@ -1204,6 +1224,102 @@ static void test_gemma3_multimodal(void)
     free(b);
 }
 
+/* A model of windowed and full layers with its cache in two groups
+ * (kvcache.h's window): the windowed layers' keys and values in blocks of
+ * their own, of which a sequence keeps only those its next step's window
+ * reaches (the older ones given back, -1 in its table, and taken again by
+ * later positions: a block's old contents must never be read). The same
+ * tokens, in chunks across the window's edge and then one by one, give the
+ * logits of the cache of one group bit for bit, in f32 and bf16. */
+static void test_window_group(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_GEMMA3, c.n_layers = 3, c.head_dim = 24, c.tie_word_embeddings = true;
+    c.sliding_window = 6, c.rope_theta = 1e6, c.rope_local_theta = 1e4, c.query_pre_attn_scalar = 24;
+    c.norm_plus_one = true;
+    snug_config_set_sliding(&c, 3); /* layers 0 and 1 windowed, 2 full */
+    snprintf(c.architecture, sizeof c.architecture, "Gemma3ForCausalLM");
+    enum { N = 44, PREFILL = 23, W_BLOCKS = 6 }; /* a window of 6 and a chunk of 7 reach 4 blocks of 4 */
+    int32_t tokens[N];
+    fill_tokens(tokens, N, c.vocab_size, 21);
+    for (int pass = 0; pass < 2; pass++) {
+        snug_dtype kdt = pass == 0 ? SNUG_DTYPE_F32 : SNUG_DTYPE_BF16;
+        snug_error err = {0};
+        char dir[64];
+        rig r;
+        snug_block_table table = {0};
+        size_t n = (size_t)N * (size_t)c.vocab_size;
+        float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+        bool ok = make_model(&c, SNUG_DTYPE_F32, dir, &err) && rig_open(&r, dir, kdt, 16, 1, 16, &err) &&
+                  snug_block_table_init(&table, MAX_TOKENS, BLOCK, &err) == SNUG_OK &&
+                  run_chunks(&r, &table, tokens, PREFILL, 7, a, &err) &&
+                  run_chunks_from(&r, &table, tokens, PREFILL, N, 1, a, &err);
+        CHECK(ok, "one group: %s", err.msg);
+        /* the grouped caches: the full layer's, the windowed layers' */
+        const snug_model_dims *d = ok ? snug_model_get_dims(r.m) : NULL;
+        snug_kvcache full = {0}, win = {0};
+        snug_kv_shape fs = {1, d ? d->n_kv_heads : 1, d ? d->head_dim : 2, BLOCK, kdt}, ws = fs;
+        ws.n_layers = 2;
+        ok = ok && snug_kvcache_create(&fs, N_BLOCKS, NULL, &full, &err) == SNUG_OK &&
+             snug_kvcache_create(&ws, W_BLOCKS, NULL, &win, &err) == SNUG_OK;
+        full.window = &win;
+        int32_t ftab[MAX_TOKENS / BLOCK], wtab[MAX_TOKENS / BLOCK], free_w[W_BLOCKS], n_free = W_BLOCKS, reused = 0;
+        for (int i = 0; i < W_BLOCKS; i++) free_w[i] = W_BLOCKS - 1 - i;
+        for (int i = 0; i < MAX_TOKENS / BLOCK; i++) ftab[i] = i, wtab[i] = -1;
+        for (int p = 0; ok && p < N;) {
+            int len = p < PREFILL ? SNUG_MIN(7, PREFILL - p) : 1;
+            /* give back the window blocks no query from p on sees, take those p .. p + len - 1 need */
+            for (int bl = 0; (bl + 1) * BLOCK <= p - c.sliding_window + 1; bl++)
+                if (wtab[bl] >= 0) free_w[n_free++] = wtab[bl], wtab[bl] = -1;
+            int nb = (p + len + BLOCK - 1) / BLOCK;
+            for (int bl = 0; bl < nb; bl++)
+                if (wtab[bl] < 0 && (bl + 1) * BLOCK > p - c.sliding_window + 1) {
+                    ok = ok && n_free > 0;
+                    if (!ok) break;
+                    wtab[bl] = free_w[--n_free];
+                    reused += bl >= W_BLOCKS;
+                }
+            snug_step_seq seq = {len, p, ftab, nb, SNUG_LOGITS_ALL, wtab, nb};
+            snug_step step = {tokens + p, len, &seq, 1, 0};
+            const float *lg;
+            int32_t rows;
+            ok = ok && snug_model_forward(r.m, &full, &step, &lg, &rows, &err) == SNUG_OK && rows == len;
+            for (int i = 0; ok && i < len; i++)
+                memcpy(b + (size_t)(p + i) * (size_t)c.vocab_size, lg + (size_t)i * (size_t)d->vocab_rows,
+                       (size_t)c.vocab_size * sizeof(float));
+            p += len;
+        }
+        CHECK(ok, "two groups: %s", err.msg);
+        CHECK(reused > 0, "the window group's blocks were taken again (%d times)", reused);
+        size_t same = 0;
+        for (size_t i = 0; ok && i < n; i++) same += a[i] == b[i];
+        CHECK(ok && same == n, "%s cache: two groups give one group's logits (%zu of %zu equal)",
+              snug_dtype_name(kdt), same, n);
+        if (ok) printf("  two groups, %s cache: %d positions, %d window blocks taken again, logits bit for bit\n",
+                       snug_dtype_name(kdt), N, reused);
+        /* a window table that does not reach the step's window is refused before anything runs */
+        snug_step_seq bad = {1, N - 1, ftab, (N + BLOCK - 1) / BLOCK, SNUG_LOGITS_LAST, wtab, (N + BLOCK - 1) / BLOCK};
+        int32_t keep = wtab[(N - 1 - c.sliding_window + 1) / BLOCK];
+        wtab[(N - 1 - c.sliding_window + 1) / BLOCK] = -1;
+        snug_step bstep = {tokens, 1, &bad, 1, 0};
+        const float *lg;
+        int32_t rows;
+        if (ok)
+            CHECK_FAILS(snug_model_forward(r.m, &full, &bstep, &lg, &rows, &err), &err, SNUG_INVALID,
+                        "window block -1 is outside the cache");
+        wtab[(N - 1 - c.sliding_window + 1) / BLOCK] = keep;
+        snug_kvcache_free(&win);
+        full.window = NULL;
+        snug_kvcache_free(&full);
+        if (table.ids) snug_block_table_release(&table, &r.pool);
+        snug_block_table_free(&table);
+        if (d) rig_close(&r);
+        rm_tree(dir);
+        free(a);
+        free(b);
+    }
+}
+
 int main(void)
 {
     RUN(test_gqa_f32);
@@ -1226,5 +1342,6 @@ int main(void)
     RUN(test_llamacpp_families);
     RUN(test_hf_and_gguf);
     RUN(test_gemma3_multimodal);
+    RUN(test_window_group);
     return test_summary();
 }

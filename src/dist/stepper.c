@@ -4,9 +4,11 @@
  * The step's message is int32s: a header of STEP_HDR (kind, n_tokens,
  * n_seqs, block ids, a check word, whether the leader wants only each
  * row's argmax, the layers to run) sent first, then the payload: the
- * tokens, four numbers per sequence (n_tokens, pos0, n_blocks, logits
- * mode), then every sequence's block ids one after the other. A follower
- * reads the sequences' tables straight from its copy of the message.
+ * tokens, five numbers per sequence (n_tokens, pos0, n_blocks, logits
+ * mode, n_window_blocks), then every sequence's block ids one after the
+ * other, then its window group's (a model with windowed layers; -1 where
+ * given back). A follower reads the sequences' tables straight from its
+ * copy of the message.
  */
 #include "stepper.h"
 
@@ -16,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { STEP_HDR = 8, KIND_STEP = 1, KIND_STOP = 2, KIND_ERROR = 3, KIND_PING = 4,
+enum { STEP_HDR = 8, SEQ_INTS = 5, KIND_STEP = 1, KIND_STOP = 2, KIND_ERROR = 3, KIND_PING = 4,
        CHECK_WORD = 0x736e7567 /* "snug" */ };
 
 struct snug_stepper {
@@ -26,8 +28,10 @@ struct snug_stepper {
     int32_t vocab;            /* the whole vocabulary */
     int32_t vocab_rows;       /* each rank's slice, padded */
     int32_t n_tokens_max, n_seqs_max, n_logits_max, max_blocks;
+    bool windowed;            /* the model has windowed layers: its steps may carry window tables */
     void *block;              /* the buffers below, one block of category activations */
-    int32_t *msg;             /* [STEP_HDR + n_tokens_max + 4 n_seqs_max + n_seqs_max max_blocks] */
+    int32_t *msg;             /* [STEP_HDR + n_tokens_max + SEQ_INTS n_seqs_max + n_seqs_max max_blocks
+                               * (twice with windowed layers)] */
     snug_step_seq *seqs;      /* [n_seqs_max] a follower's view of the message */
     float *rows;              /* [n_logits_max][tp * vocab_rows], the leader's: every rank's
                                * slice gathered straight into place */
@@ -50,8 +54,8 @@ static bool sizes_of(const snug_model_dims *d, const snug_step_shape *shape,
     if (d->tp <= 1) return true;
     int64_t n_logits = shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max;
     if (shape->n_tokens_max < 1 || shape->n_seqs_max < 1 || max_blocks_per_seq < 1) return false;
-    double ids = (double)STEP_HDR + shape->n_tokens_max + 4.0 * shape->n_seqs_max +
-                 (double)shape->n_seqs_max * max_blocks_per_seq;
+    double ids = (double)STEP_HDR + shape->n_tokens_max + (double)SEQ_INTS * shape->n_seqs_max +
+                 (double)shape->n_seqs_max * max_blocks_per_seq * (d->n_window_layers > 0 ? 2 : 1);
     double floats = (double)d->tp * (double)n_logits * (double)d->vocab_rows;
     /* MPI counts are ints: the message's bytes, a rank's slice of the logits in floats */
     if (ids * 4 > (double)INT32_MAX || (double)n_logits * d->vocab_rows > (double)INT32_MAX ||
@@ -101,7 +105,7 @@ snug_status snug_stepper_create(snug_comm *c, snug_model *m, const snug_model_co
                         .n_tokens_max = shape->n_tokens_max, .n_seqs_max = shape->n_seqs_max,
                         .n_logits_max = shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max,
                         .max_blocks = max_blocks_per_seq, .vocab_begin = d->vocab_begin,
-                        .vocab_len = d->vocab_len};
+                        .vocab_len = d->vocab_len, .windowed = d->n_window_layers > 0};
     if (z.total) {
         unsigned char *b = snug_populate_alloc(SNUG_MEM_ACTIVATIONS, z.total, snug_model_pool(m), err);
         if (!b) {
@@ -168,43 +172,52 @@ static snug_status pack(snug_stepper *s, const snug_step *step, snug_error *err)
                            "(the most: %d, %d)", step->n_tokens, step->n_seqs, s->n_tokens_max,
                            s->n_seqs_max);
     for (int32_t i = 0; i < step->n_seqs; i++) {
-        if (step->seqs[i].n_blocks < 0 || step->seqs[i].n_blocks > s->max_blocks)
-            return snug_errorf(err, SNUG_INVALID, "stepper: sequence %d of the step has %d "
-                               "blocks (the most: %d)", i, step->seqs[i].n_blocks, s->max_blocks);
-        n_ids += step->seqs[i].n_blocks;
+        const snug_step_seq *q = &step->seqs[i];
+        if (q->n_blocks < 0 || q->n_blocks > s->max_blocks || q->n_window_blocks < 0 ||
+            q->n_window_blocks > (s->windowed ? s->max_blocks : 0))
+            return snug_errorf(err, SNUG_INVALID, "stepper: sequence %d of the step has %d blocks and %d of the "
+                               "window group (the most: %d, %d)", i, q->n_blocks, q->n_window_blocks, s->max_blocks,
+                               s->windowed ? s->max_blocks : 0);
+        n_ids += q->n_blocks + q->n_window_blocks;
     }
     int32_t *h = s->msg, *p = s->msg + STEP_HDR;
     h[0] = KIND_STEP, h[1] = step->n_tokens, h[2] = step->n_seqs, h[3] = (int32_t)n_ids, h[4] = CHECK_WORD;
     h[6] = step->n_layers;
     memcpy(p, step->tokens, (size_t)step->n_tokens * sizeof(int32_t));
     p += step->n_tokens;
-    for (int32_t i = 0; i < step->n_seqs; i++, p += 4) {
+    for (int32_t i = 0; i < step->n_seqs; i++, p += SEQ_INTS) {
         const snug_step_seq *q = &step->seqs[i];
         p[0] = q->n_tokens, p[1] = q->pos0, p[2] = q->n_blocks, p[3] = (int32_t)q->logits;
+        p[4] = q->n_window_blocks;
     }
     for (int32_t i = 0; i < step->n_seqs; i++) {
         memcpy(p, step->seqs[i].block_table, (size_t)step->seqs[i].n_blocks * sizeof(int32_t));
         p += step->seqs[i].n_blocks;
+        if (step->seqs[i].n_window_blocks > 0)
+            memcpy(p, step->seqs[i].window_table, (size_t)step->seqs[i].n_window_blocks * sizeof(int32_t));
+        p += step->seqs[i].n_window_blocks;
     }
     return SNUG_OK;
 }
 
-static int64_t payload_ints(const int32_t *h) { return (int64_t)h[1] + 4 * (int64_t)h[2] + h[3]; }
+static int64_t payload_ints(const int32_t *h) { return (int64_t)h[1] + SEQ_INTS * (int64_t)h[2] + h[3]; }
 
 /* Reads the message into a step (a follower), checking it against the
  * buffers first. */
 static snug_status unpack(snug_stepper *s, snug_step *step, snug_error *err)
 {
     const int32_t *h = s->msg, *p = s->msg + STEP_HDR;
-    const int32_t *ids = p + h[1] + 4 * h[2];
+    const int32_t *ids = p + h[1] + SEQ_INTS * h[2];
     int64_t n_ids = 0;
     for (int32_t i = 0; i < h[2]; i++) {
-        const int32_t *q = p + h[1] + 4 * i;
-        if (q[2] < 0 || q[2] > s->max_blocks || q[3] < SNUG_LOGITS_NONE || q[3] > SNUG_LOGITS_ALL)
+        const int32_t *q = p + h[1] + SEQ_INTS * i;
+        if (q[2] < 0 || q[2] > s->max_blocks || q[3] < SNUG_LOGITS_NONE || q[3] > SNUG_LOGITS_ALL || q[4] < 0 ||
+            q[4] > (s->windowed ? s->max_blocks : 0) || n_ids + q[2] + q[4] > h[3])
             return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got sequence %d with %d "
-                               "blocks, logits mode %d", s->rank, i, q[2], q[3]);
-        s->seqs[i] = (snug_step_seq){q[0], q[1], ids + n_ids, q[2], (snug_logits_mode)q[3]};
-        n_ids += q[2];
+                               "blocks and %d of the window group, logits mode %d", s->rank, i, q[2], q[4], q[3]);
+        s->seqs[i] = (snug_step_seq){q[0], q[1], ids + n_ids, q[2], (snug_logits_mode)q[3],
+                                     q[4] > 0 ? ids + n_ids + q[2] : NULL, q[4]};
+        n_ids += q[2] + q[4];
     }
     if (n_ids != h[3])
         return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got %lld block ids for %d",
@@ -254,7 +267,7 @@ static snug_status receive_header(snug_stepper *s, snug_error *err)
     if (h[4] != CHECK_WORD || (h[0] != KIND_STEP && h[0] != KIND_STOP && h[0] != KIND_PING) || h[1] < 0 ||
         h[1] > s->n_tokens_max || h[2] < 0 || h[2] > s->n_seqs_max || h[3] < 0 ||
         (h[5] != 0 && h[5] != 1) ||
-        (int64_t)h[3] > (int64_t)s->n_seqs_max * s->max_blocks)
+        (int64_t)h[3] > (int64_t)s->n_seqs_max * s->max_blocks * (s->windowed ? 2 : 1))
         return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got a header it cannot read "
                            "(kind %d, %d tokens, %d sequences, %d block ids)", s->rank, h[0],
                            h[1], h[2], h[3]);

@@ -286,7 +286,7 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
         snug_logits_mode mode = it->all_logits ? SNUG_LOGITS_ALL
                               : it->sample ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE;
         sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
-                                           mode};
+                                           mode, NULL, 0};
         e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING;
     }
     return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items, 0};

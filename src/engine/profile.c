@@ -48,7 +48,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
         int32_t *ids = serving->seqs[i].table.ids;
         serving->step_seqs[i] = (snug_step_seq){n, 0, ids,
                                                 snug_blocks_for_tokens(n, kv_shape->block_size),
-                                                SNUG_LOGITS_LAST};
+                                                SNUG_LOGITS_LAST, NULL, 0};
         int32_t nb = snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len), kv_shape->block_size);
         for (int32_t b = 0; b < nb; b++) ids[b] = (int32_t)r.scratch_blocks++;
     }
@@ -89,7 +89,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
                 if (pos >= ss->max_model_len) pos = (int32_t)ss->max_model_len - 1;
                 *q = (snug_step_seq){1, pos, q->block_table,
                                      snug_blocks_for_tokens(pos + 1, kv_shape->block_size),
-                                     pass == 1 ? SNUG_LOGITS_NONE : SNUG_LOGITS_LAST};
+                                     pass == 1 ? SNUG_LOGITS_NONE : SNUG_LOGITS_LAST, NULL, 0};
             }
         snug_step step = {serving->step_tokens, n_tokens, serving->step_seqs, n_seqs,
                           SNUG_PROFILE_LAYERS};

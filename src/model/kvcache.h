@@ -30,6 +30,11 @@ typedef struct snug_kvcache {
     snug_kv_shape shape;
     int32_t n_blocks;
     void *data;           /* category kv_cache */
+    struct snug_kvcache *window; /* a model's layers in two groups: the layers that attend
+                          * through a window hold their keys and values in this cache's
+                          * blocks (window->shape.n_layers of them, blocks of their own),
+                          * the others in this one; NULL: every layer here. The owner of
+                          * both sets it and frees each (snug_kvcache_free frees one) */
 } snug_kvcache;
 
 /* Bytes of one block: 2 * n_layers * block_size * n_kv_heads * head_dim *

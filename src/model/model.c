@@ -41,6 +41,9 @@ typedef struct layer_weights {
     const void *mlp_post_norm;  /* (hidden) the MLP output's norm, or NULL */
     matrix_parts gate_up;   /* (2 * intermediate, hidden): gate rows, then up rows */
     matrix_parts down;      /* (hidden, intermediate) */
+    int32_t window;         /* the positions a query sees (its own included); 0: all */
+    int32_t kv_index;       /* where its keys and values are in a cache of two groups
+                             * (snug_kvcache.window): its index among the layers of its group */
 } layer_weights;
 
 /* The arena's buffers, f32 unless said; T = n_tokens_max, L = n_logits_max. */
@@ -76,6 +79,8 @@ struct snug_model {
     layer_weights *layers;    /* [n_layers], category other */
     int32_t n_rot;            /* the dimensions of each head rope turns (the first n_rot) */
     float rope_mscale;        /* cos and sin are scaled by it: LongRoPE's attention factor, else 1 */
+    int32_t n_window_layers;  /* layers that attend through a window */
+    int32_t window_max;       /* the widest of their windows (0: none) */
     float *inv_freq;          /* [n_rope_tables n_rot / 2] rotary frequencies (the sliding
                                * layers' after the others'), category other */
     snug_allreduce_fn allreduce;
@@ -103,6 +108,7 @@ snug_status snug_model_dims_make(const snug_model_config *cfg, int32_t tp, int32
             .intermediate = t.intermediate, .vocab_rows = t.vocab_rows,
             .vocab_begin = (int32_t)v_begin, .vocab_len = (int32_t)v_len,
             .n_rope_tables = snug_arch_get(cfg->arch)->local_rope ? 2 : 1};
+        for (int32_t l = 0; l < cfg->n_layers; l++) dims->n_window_layers += snug_config_layer_window(cfg, l) > 0;
     }
     snug_params_free(&t);
     return st;
@@ -370,6 +376,13 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
     st = rope_frequencies(cfg, max_len, m->inv_freq, &m->rope_mscale, err);
     if (st == SNUG_OK) st = bind_weights(m, w, err);
     if (st != SNUG_OK) goto fail;
+    for (int32_t l = 0, n_full = 0, n_window = 0; l < m->dims.n_layers; l++) {
+        int64_t lw = snug_config_layer_window(cfg, l);
+        m->layers[l].window = lw > 0 && lw < INT32_MAX ? (int32_t)lw : 0;
+        m->layers[l].kv_index = m->layers[l].window > 0 ? n_window++ : n_full++;
+        m->n_window_layers = n_window;
+        m->window_max = SNUG_MAX(m->window_max, m->layers[l].window);
+    }
     size_t bytes = layout_arena(&m->dims, &s, NULL, &m->buf);
     if (bytes == 0) {
         st = snug_errorf(err, SNUG_INVALID, "model: the activation arena's size overflows");
@@ -408,13 +421,36 @@ const snug_step_shape *snug_model_step_shape(const snug_model *m) { return &m->s
 
 /* Checks a step against the model's shape and the cache; counts its logit
  * rows into *n_rows. */
+/* Checks that the blocks of `table` (n entries) that a step of q's tokens
+ * reads or writes, those of positions first .. pos0 + n_tokens - 1, are in
+ * the cache's n_blocks (what `which` names in messages). */
+static snug_status check_table(const snug_step_seq *q, int32_t i, const int32_t *table, int32_t n, int64_t first,
+                               int32_t block_size, int32_t n_blocks, const char *which, snug_error *err)
+{
+    int64_t need = ((int64_t)q->pos0 + q->n_tokens + block_size - 1) / block_size;
+    if (!table || n < need)
+        return snug_errorf(err, SNUG_INVALID, "step: sequence %d: %d %sblocks do not cover position %d", i, table ? n : 0,
+                           which, q->pos0 + q->n_tokens - 1);
+    for (int64_t b = SNUG_MAX(0, first) / block_size; b < need; b++)
+        if (table[b] < 0 || table[b] >= n_blocks)
+            return snug_errorf(err, SNUG_INVALID, "step: sequence %d: %sblock %d is outside the cache (%d blocks)", i,
+                               which, table[b], n_blocks);
+    return SNUG_OK;
+}
+
+/* Checks a step against the model's shape and the cache; counts its logit
+ * rows into *n_rows. */
 static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const snug_step *step,
                               int32_t *n_rows, snug_error *err)
 {
     const snug_step_shape *s = &m->shape;
     const snug_kv_shape *ks = &kv->shape;
-    if (ks->n_layers != m->dims.n_layers || ks->n_kv_heads != m->dims.n_kv_heads ||
-        ks->head_dim != m->dims.head_dim || !kv->data)
+    const snug_kvcache *w = kv->window;
+    int32_t n_kv_layers = ks->n_layers + (w ? w->shape.n_layers : 0);
+    if (n_kv_layers != m->dims.n_layers || ks->n_kv_heads != m->dims.n_kv_heads ||
+        ks->head_dim != m->dims.head_dim || !kv->data ||
+        (w && (w->shape.n_layers != m->n_window_layers || w->shape.n_kv_heads != ks->n_kv_heads ||
+               w->shape.head_dim != ks->head_dim || w->shape.dtype != ks->dtype || !w->data)))
         return snug_errorf(err, SNUG_INVALID, "step: the kv cache was made for another model");
     if (step->n_tokens < 1 || step->n_tokens > s->n_tokens_max || step->n_seqs < 1 ||
         step->n_seqs > s->n_seqs_max)
@@ -431,14 +467,12 @@ static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const
                                "step: sequence %d: %d tokens from position %d, logits mode %d (positions "
                                "end at %lld; modes are NONE, LAST, ALL)", i, q->n_tokens, q->pos0, (int)q->logits,
                                (long long)m->cfg.max_position_embeddings);
-        int64_t need = ((int64_t)q->pos0 + q->n_tokens + kv->shape.block_size - 1) / kv->shape.block_size;
-        if (q->n_blocks < need)
-            return snug_errorf(err, SNUG_INVALID, "step: sequence %d: %d blocks do not cover position %d", i,
-                               q->n_blocks, q->pos0 + q->n_tokens - 1);
-        for (int64_t b = 0; b < need; b++)
-            if (q->block_table[b] < 0 || q->block_table[b] >= kv->n_blocks)
-                return snug_errorf(err, SNUG_INVALID, "step: sequence %d: block %d is outside the cache (%d blocks)",
-                                   i, q->block_table[b], kv->n_blocks);
+        snug_status st = check_table(q, i, q->block_table, q->n_blocks, 0, ks->block_size, kv->n_blocks, "", err);
+        /* the window group's: from the first key the step's first query sees */
+        if (st == SNUG_OK && w)
+            st = check_table(q, i, q->window_table, q->n_window_blocks, (int64_t)q->pos0 - m->window_max + 1,
+                             w->shape.block_size, w->n_blocks, "window ", err);
+        if (st != SNUG_OK) return st;
         total += q->n_tokens;
         rows += q->logits == SNUG_LOGITS_ALL ? q->n_tokens : q->logits == SNUG_LOGITS_LAST ? 1 : 0;
     }
@@ -576,6 +610,17 @@ static snug_status reduce(const snug_model *m, float *buf, int64_t n, snug_error
     return snug_errorf(err, SNUG_INTERNAL, "step: the all-reduce across %d ranks failed", m->dims.tp);
 }
 
+/* The cache layer l's keys and values are in (kv, or its window group's),
+ * with q's table of it into *table and the layer's index there into *li. */
+static const snug_kvcache *layer_cache(const snug_model *m, const snug_kvcache *kv, const snug_step_seq *q,
+                                       int32_t l, const int32_t **table, int32_t *li)
+{
+    const layer_weights *L = &m->layers[l];
+    *li = kv->window ? L->kv_index : l;
+    *table = kv->window && L->window > 0 ? q->window_table : q->block_table;
+    return kv->window && L->window > 0 ? kv->window : kv;
+}
+
 /* Biases, rotary embeddings and the cache write of the qkv rows of thread
  * `thread`'s share of the tokens. */
 static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
@@ -607,12 +652,14 @@ static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
             if (m->cfg.rope_interleaved) half_split(head, d->head_dim);
             m->kern.rope(head, cs, m->n_rot);
         }
-        int32_t block = q->block_table[pos / kv->shape.block_size], slot = pos % kv->shape.block_size;
+        const int32_t *table;
+        int32_t li;
+        const snug_kvcache *c = layer_cache(m, kv, q, j->layer, &table, &li);
+        int32_t block = table[pos / c->shape.block_size], slot = pos % c->shape.block_size;
         for (int32_t h = 0; h < d->n_kv_heads; h++) {
             const float *k = row + d->q_dim + (size_t)h * (size_t)d->head_dim;
-            m->kern.store(snug_kvcache_at(kv, j->layer, block, false, h, slot), kv->shape.dtype, k, d->head_dim);
-            m->kern.store(snug_kvcache_at(kv, j->layer, block, true, h, slot), kv->shape.dtype,
-                          k + d->kv_dim, d->head_dim);
+            m->kern.store(snug_kvcache_at(c, li, block, false, h, slot), c->shape.dtype, k, d->head_dim);
+            m->kern.store(snug_kvcache_at(c, li, block, true, h, slot), c->shape.dtype, k + d->kv_dim, d->head_dim);
         }
     }
 }
@@ -653,8 +700,11 @@ static void attention_item(const op_job *j, int64_t item)
         .window = window,
         .head_dim = d->head_dim,
         .scale = m->attn_scale,
-        .kv = snug_kvcache_view(j->kv, j->layer, head, q->block_table),
     };
+    const int32_t *table;
+    int32_t li;
+    const snug_kvcache *c = layer_cache(m, j->kv, q, j->layer, &table, &li);
+    a.kv = snug_kvcache_view(c, li, head, table);
     m->kern.attention(&a);
 }
 

@@ -50,6 +50,8 @@ typedef struct snug_model_dims {
     int32_t vocab_begin, vocab_len;  /* the real vocabulary rows this rank holds */
     int32_t n_rope_tables;           /* 1, or 2 where sliding layers rotate with a base of their
                                       * own (the arena holds a table of angles for each) */
+    int32_t n_window_layers;         /* layers that attend through a window (their keys and
+                                      * values may be a cache group of their own) */
 } snug_model_dims;
 
 /* Fills *dims for rank `rank` of tp. Fails as snug_params_build does (a tp
@@ -136,6 +138,11 @@ typedef struct snug_step_seq {
     const int32_t *block_table; /* [n_blocks] ids of kv's blocks */
     int32_t n_blocks;
     snug_logits_mode logits;
+    const int32_t *window_table; /* with kv->window: [n_window_blocks] ids of its blocks, in
+                                  * position order as block_table; the blocks wholly before
+                                  * the window of the step's first token may be -1 (given
+                                  * back); NULL otherwise */
+    int32_t n_window_blocks;
 } snug_step_seq;
 
 typedef struct snug_step {
