@@ -33,6 +33,13 @@ typedef struct fixture {
     uint64_t kv[512][BLOCK];    /* a stand-in for each block's keys: its prefix's key */
     uint64_t salt[MAX_SEQS];
     int64_t bad_reads;          /* positions read whose keys belong to another prefix */
+    /* a window group (snug_sched_set_window): its pool, tables and keys */
+    snug_block_pool wpool;
+    snug_block_table wtables[MAX_SEQS];
+    int32_t wtable_ids[MAX_SEQS][MAX_BLOCKS_PER_SEQ];
+    uint64_t wkv[256][BLOCK];
+    int32_t window;
+    int64_t window_reads;       /* positions read through the window group */
 } fixture;
 
 /* Sets f up with a pool of n_blocks (caching as asked; the previous pool
@@ -49,6 +56,20 @@ static void setup_rows(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t m
         f->seqs[i].table = &f->tables[i];
     }
     snug_sched_init(&f->s, max_seqs, max_tokens, max_rows, BLOCK, f->seqs, f->running, f->waiting, &f->pool);
+}
+
+/* As setup_rows with caching, and a window group of `window` positions
+ * whose pool is the least the scheduler asks for. */
+static void setup_window(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, int32_t window)
+{
+    snug_block_pool_free(&f->wpool);
+    setup_rows(f, n_blocks, max_seqs, max_tokens, 0, true);
+    snug_error err = {0};
+    int32_t wblocks = (int32_t)snug_sched_window_blocks(max_seqs, max_tokens, BLOCK, window);
+    SNUG_ASSERT(wblocks <= 256 && snug_block_pool_init(&f->wpool, wblocks, BLOCK, true, &err) == SNUG_OK);
+    for (int i = 0; i < MAX_SEQS; i++) snug_block_table_attach(&f->wtables[i], f->wtable_ids[i], MAX_BLOCKS_PER_SEQ);
+    f->window = window;
+    snug_sched_set_window(&f->s, &f->wpool, window, f->wtables);
 }
 
 static void setup_caching(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, bool caching)
@@ -99,6 +120,20 @@ static int32_t step(fixture *f, int32_t *n_tokens)
             uint64_t *at = &f->kv[t->ids[p / BLOCK]][p % BLOCK];
             if (p >= it->pos0) *at = prefix_key(f, it->seq, p);
             else if (*at != prefix_key(f, it->seq, p)) f->bad_reads++;
+        }
+        if (!f->s.wpool) continue;
+        /* the window group: the positions the item's queries see, from its first one's window on */
+        const snug_block_table *w = &f->wtables[it->seq];
+        for (int64_t p = SNUG_MAX((int64_t)0, it->pos0 - f->window + 1); p < it->pos0 + it->n_tokens; p++) {
+            int32_t b = p / BLOCK < w->n ? w->ids[p / BLOCK] : -1;
+            if (b < 0) {
+                f->bad_reads++;
+                continue;
+            }
+            uint64_t *at = &f->wkv[b][p % BLOCK];
+            if (p >= it->pos0) *at = prefix_key(f, it->seq, p);
+            else if (*at != prefix_key(f, it->seq, p)) f->bad_reads++;
+            f->window_reads++;
         }
     }
     snug_sched_done(&f->s, f->items, n);
@@ -621,6 +656,82 @@ static void test_paused_waits(void)
     snug_block_pool_free(&f->pool);
 }
 
+/* A window group beside the full one (snug_sched_set_window), its pool the
+ * least snug_sched_window_blocks asks for, under the eviction stress's load
+ * (shared system prompts, salts, preemption): every position a step reads
+ * through either group holds its own prefix's key, the window group's
+ * tables hold no block wholly before their sequence's window after a step,
+ * its pool never runs short and keeps its invariants, prefix hits still
+ * happen (found through both groups), and every block of both comes back. */
+static void test_window_group_stress(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    snug_error err = {0};
+    int64_t hits = 0, window_reads = 0, max_held = 0, stale = 0, wevictions = 0;
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+        uint64_t r = seed;
+        int32_t n_blocks = 48 + (int32_t)(rnd(&r) % 32), max_tokens = 8 + (int32_t)(rnd(&r) % 40);
+        int32_t window = 3 + (int32_t)(rnd(&r) % 14);
+        setup_window(f, n_blocks, MAX_SEQS, max_tokens, window);
+        int64_t allocs = snug_mem_alloc_count();
+        int64_t want[MAX_SEQS] = {0};
+        int todo = 300, started = 0, finished = 0, steps = 0;
+        bool ok = true;
+        while (finished < todo && steps < 200000 && ok) {
+            for (int32_t i = 0; i < MAX_SEQS && started < todo; i++)
+                if (f->seqs[i].phase == SNUG_SEQ_FREE) {
+                    int32_t sys = (int32_t)(rnd(&r) % 4), sys_len = 4 * (int32_t)(rnd(&r) % 9);
+                    int64_t prompt = sys_len + 1 + (int64_t)(rnd(&r) % 40);
+                    for (int64_t t = 0; t < prompt; t++)
+                        f->toks[i][t] = t < sys_len ? 1000 * sys + (int32_t)t : (int32_t)(rnd(&r) % 3);
+                    want[i] = prompt + 1 + (int64_t)(rnd(&r) % 30);
+                    f->salt[i] = rnd(&r) % 5 == 0 ? 7 : 0;
+                    snug_sched_add(&f->s, i, f->toks[i], prompt, f->salt[i], -1);
+                    started++;
+                }
+            int32_t nt = 0, n = step(f, &nt);
+            steps++;
+            int64_t held = 0;
+            for (int32_t i = 0; i < MAX_SEQS; i++) {
+                const snug_block_table *w = &f->wtables[i];
+                int64_t first_seen = f->seqs[i].n_computed - window + 1;
+                for (int32_t b = 0; b < w->n; b++) {
+                    held += w->ids[b] >= 0;
+                    stale += w->ids[b] >= 0 && (int64_t)(b + 1) * BLOCK <= first_seen;
+                }
+            }
+            max_held = SNUG_MAX(max_held, held);
+            ok = n > 0 && nt <= max_tokens && snug_block_pool_check(&f->pool, &err) &&
+                 snug_block_pool_check(&f->wpool, &err);
+            CHECK(ok, "seed %llu step %d: %d items, %d tokens: %s", (unsigned long long)seed, steps, n, nt, err.msg);
+            for (int32_t i = 0; i < MAX_SEQS; i++)
+                if (f->seqs[i].phase == SNUG_SEQ_RUNNING && f->seqs[i].n_tokens == want[i] &&
+                    f->seqs[i].n_computed == want[i] - 1) {
+                    snug_sched_finish(&f->s, i);
+                    finished++;
+                }
+        }
+        CHECK(finished == todo && f->pool.n_free == n_blocks && f->wpool.n_free == f->wpool.n_blocks &&
+                  snug_mem_alloc_count() == allocs && f->bad_reads == 0,
+              "seed %llu (window %d): %d of %d finished in %d steps, %d of %d blocks free, window group %d of %d, "
+              "%lld bad reads", (unsigned long long)seed, window, finished, todo, steps, f->pool.n_free, n_blocks,
+              f->wpool.n_free, f->wpool.n_blocks, (long long)f->bad_reads);
+        hits += f->s.n_hit;
+        window_reads += f->window_reads;
+        wevictions += f->wpool.n_evictions;
+    }
+    CHECK(stale == 0, "%lld window blocks held past their window", (long long)stale);
+    CHECK(hits > 500 && window_reads > 10000,
+          "prefix hits through both groups (%lld tokens), %lld positions read through the window group, at most %lld "
+          "window blocks held, %lld evicted", (long long)hits, (long long)window_reads, (long long)max_held,
+          (long long)wevictions);
+    printf("  window group: %lld tokens hit, %lld positions read through it, at most %lld blocks held\n",
+           (long long)hits, (long long)window_reads, (long long)max_held);
+    snug_block_pool_free(&f->pool);
+    snug_block_pool_free(&f->wpool);
+}
+
 int main(void)
 {
     RUN(test_chunks_and_order);
@@ -637,5 +748,6 @@ int main(void)
     RUN(test_hits_fill_the_pool);
     RUN(test_twins_merge);
     RUN(test_paused_waits);
+    RUN(test_window_group_stress);
     return test_summary();
 }

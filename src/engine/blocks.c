@@ -169,6 +169,16 @@ static void lru_remove(snug_block_pool *pool, int32_t b)
     pool->n_evictable--;
 }
 
+/* Puts b first on the LRU list: the first evicted. */
+static void lru_prepend(snug_block_pool *pool, int32_t b)
+{
+    pool->lru_next[b] = pool->lru_head;
+    pool->lru_prev[b] = -1;
+    if (pool->lru_head >= 0) pool->lru_prev[pool->lru_head] = b; else pool->lru_tail = b;
+    pool->lru_head = b;
+    pool->n_evictable++;
+}
+
 static void lru_append(snug_block_pool *pool, int32_t b)
 {
     pool->lru_prev[b] = pool->lru_tail;
@@ -370,18 +380,83 @@ void snug_block_table_register(snug_block_table *table, snug_block_pool *pool,
     if (full > *n_done) *n_done = (int32_t)full;
 }
 
+/* Gives a table's reference to b back: at the last, b becomes evictable
+ * when cached (the first evicted when `early`, else the last), empty
+ * otherwise. */
+static void give_back(snug_block_pool *pool, int32_t b, bool early)
+{
+    SNUG_ASSERT(pool->ref[b] > 0);
+    if (--pool->ref[b] > 0) return;
+    if (pool->hashed[b] && pool->caching) {
+        if (early) lru_prepend(pool, b);
+        else lru_append(pool, b);
+    } else {
+        if (pool->hashed[b]) unhash(pool, b);
+        pool->empty_ids[pool->n_empty++] = b;
+    }
+    pool->n_free++;
+}
+
 void snug_block_table_release(snug_block_table *table, snug_block_pool *pool)
 {
     while (table->n > 0) {
         int32_t b = table->ids[--table->n];
-        SNUG_ASSERT(pool->ref[b] > 0);
-        if (--pool->ref[b] > 0) continue;
-        if (pool->hashed[b] && pool->caching) {
-            lru_append(pool, b);
-        } else {
-            if (pool->hashed[b]) unhash(pool, b);
-            pool->empty_ids[pool->n_empty++] = b;
-        }
-        pool->n_free++;
+        if (b >= 0) give_back(pool, b, false);
     }
+}
+
+void snug_block_table_drop_front(snug_block_table *table, snug_block_pool *pool, int32_t n)
+{
+    for (int32_t i = 0; i < SNUG_MIN(n, table->n); i++)
+        if (table->ids[i] >= 0) {
+            give_back(pool, table->ids[i], true);
+            table->ids[i] = -1;
+        }
+}
+
+void snug_block_table_take(snug_block_table *table, snug_block_pool *pool, const int32_t *ids, int32_t n)
+{
+    SNUG_ASSERT(table->n == 0 && n <= table->cap);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t b = ids[i];
+        table->ids[i] = b;
+        if (b >= 0 && pool->ref[b]++ == 0) {
+            lru_remove(pool, b);
+            pool->n_free--;
+        }
+    }
+    table->n = n;
+}
+
+/* ---- a window group's pool: blocks found through the full group's ------------- */
+
+/* The hash a window-group block is linked under: the full group's block of
+ * the same positions and its generation. */
+static uint64_t link_hash(const snug_block_pool *pool, int32_t full, uint32_t full_gen)
+{
+    return snug_mix64(((uint64_t)(uint32_t)full << 32 | full_gen) ^ 0x51ed2701f3a5c7b9ull) & pool->hash_mask;
+}
+
+int32_t snug_block_pool_find_linked(const snug_block_pool *pool, int32_t full, uint32_t full_gen)
+{
+    if (!pool->caching || pool->n_cached == 0) return -1;
+    uint64_t h = link_hash(pool, full, full_gen);
+    for (int32_t b = pool->bucket[bucket_of(pool, h)]; b >= 0; b = pool->chain[b])
+        if (pool->hash[b] == h && pool->parent[b] == full && pool->parent_gen[b] == full_gen) return b;
+    return -1;
+}
+
+void snug_block_pool_link(snug_block_pool *pool, int32_t b, int32_t full, uint32_t full_gen)
+{
+    if (!pool->caching || pool->hashed[b] || snug_block_pool_find_linked(pool, full, full_gen) >= 0) return;
+    uint64_t h = link_hash(pool, full, full_gen);
+    pool->hash[b] = h;
+    pool->salt[b] = 0;
+    pool->parent[b] = full;
+    pool->parent_gen[b] = full_gen;
+    int32_t k = bucket_of(pool, h);
+    pool->chain[b] = pool->bucket[k];
+    pool->bucket[k] = b;
+    pool->hashed[b] = 1;
+    pool->n_cached++;
 }

@@ -166,7 +166,28 @@ void snug_block_table_register(snug_block_table *table, snug_block_pool *pool,
 
 /* Gives every block of table back to pool and empties the table: a block
  * whose last reference this was becomes evictable when it is cached (last
- * block first), empty otherwise. */
+ * block first), empty otherwise. Entries of -1 (given back already) are
+ * passed over. */
 void snug_block_table_release(snug_block_table *table, snug_block_pool *pool);
+
+/* Gives back the table's blocks before entry n (those a sequence's window
+ * has left behind), leaving -1 in their place: a cached one becomes the
+ * first to be evicted. */
+void snug_block_table_drop_front(snug_block_table *table, snug_block_pool *pool, int32_t n);
+
+/* Fills the empty table with ids[0 .. n), -1 (a hole) or a block of pool,
+ * taking a reference to each block (an evictable one leaves the LRU list). */
+void snug_block_table_take(snug_block_table *table, snug_block_pool *pool, const int32_t *ids, int32_t n);
+
+/* A window group's pool (a model whose windowed layers keep their keys and
+ * values in blocks of their own, kvcache.h) finds its blocks through the
+ * full group's: a block is linked to the full group's block of the same
+ * positions and that block's generation, which identify a prefix exactly
+ * (snug_block_pool_match's confirmation). snug_block_pool_link registers
+ * window block b so (nothing when caching is off, b is cached already, or
+ * another block is linked there: b then stays the sequence's own);
+ * snug_block_pool_find_linked finds it again (-1: none). */
+void snug_block_pool_link(snug_block_pool *pool, int32_t b, int32_t full, uint32_t full_gen);
+int32_t snug_block_pool_find_linked(const snug_block_pool *pool, int32_t full, uint32_t full_gen);
 
 #endif /* SNUG_BLOCKS_H */

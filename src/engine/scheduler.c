@@ -18,6 +18,41 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
     }
 }
 
+void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window, snug_block_table *wtables)
+{
+    SNUG_ASSERT(window > 0 && wpool->block_size == s->block_size &&
+                wpool->n_blocks >= snug_sched_window_blocks(s->max_seqs, s->max_tokens, s->block_size, window));
+    s->wpool = wpool;
+    s->window = window;
+    for (int32_t i = 0; i < s->max_seqs; i++) s->seqs[i].wtable = &wtables[i];
+}
+
+int64_t snug_sched_window_blocks(int32_t max_seqs, int32_t max_tokens, int32_t block_size, int32_t window)
+{
+    int64_t per_seq = ((int64_t)window - 1 + block_size - 1) / block_size + 2;
+    return (int64_t)max_seqs * per_seq + ((int64_t)max_tokens + block_size - 1) / block_size;
+}
+
+/* Grows q's tables to cover n_tokens positions: the full group's, and the
+ * window group's, which never runs short (snug_sched_window_blocks). False,
+ * changing nothing, when the full group's pool cannot. */
+static bool grow(snug_sched *s, snug_sched_seq *q, int64_t n_tokens)
+{
+    if (!snug_block_table_grow(q->table, s->pool, n_tokens, s->block_size)) return false;
+    if (s->wpool) {
+        bool grown = snug_block_table_grow(q->wtable, s->wpool, n_tokens, s->block_size);
+        SNUG_ASSERT(grown);
+    }
+    return true;
+}
+
+/* Gives back q's blocks, in both groups. */
+static void release(snug_sched *s, snug_sched_seq *q)
+{
+    snug_block_table_release(q->table, s->pool);
+    if (s->wpool) snug_block_table_release(q->wtable, s->wpool);
+}
+
 static int32_t wait_at(const snug_sched *s, int32_t k)
 {
     return s->waiting[(s->wait_head + k) % s->max_seqs];
@@ -29,7 +64,7 @@ void snug_sched_add(snug_sched *s, int32_t seq, const int32_t *tokens, int64_t n
     snug_sched_seq *q = &s->seqs[seq];
     SNUG_ASSERT(q->phase == SNUG_SEQ_FREE && n_tokens >= 1 && s->n_waiting < s->max_seqs);
     *q = (snug_sched_seq){.phase = SNUG_SEQ_WAITING, .n_tokens = n_tokens, .table = q->table,
-                          .tokens = tokens, .salt = salt, .leader = leader};
+                          .wtable = q->wtable, .tokens = tokens, .salt = salt, .leader = leader};
     s->waiting[(s->wait_head + s->n_waiting++) % s->max_seqs] = seq;
 }
 
@@ -59,10 +94,11 @@ static void preempt_last(snug_sched *s)
 {
     int32_t seq = s->running[--s->n_running];
     snug_sched_seq *q = &s->seqs[seq];
-    snug_block_table_release(q->table, s->pool);
+    release(s, q);
     q->phase = SNUG_SEQ_WAITING;
     q->n_computed = 0;
     q->n_registered = 0;
+    q->n_linked = 0;
     q->n_preempted++;
     s->wait_head = (s->wait_head + s->max_seqs - 1) % s->max_seqs;
     s->waiting[s->wait_head] = seq;
@@ -118,6 +154,29 @@ static bool follows(const snug_sched *s, const snug_sched_seq *q)
     return l->phase == SNUG_SEQ_RUNNING && l->n_computed < whole;
 }
 
+/* Of the hits cached blocks of q's prefix at ids (the full group's), the
+ * most whose window the window group holds too: for k of them, the window
+ * blocks of positions k bs - window + 1 .. k bs - 1, found through the
+ * full group's blocks, into wids (-1 before them); all of them without a
+ * window group. */
+static int32_t window_hits(const snug_sched *s, const int32_t *ids, int32_t hits, int32_t *wids)
+{
+    if (!s->wpool) return hits;
+    int32_t bs = s->block_size;
+    for (int32_t k = hits; k > 0; k--) {
+        int32_t lo = (int32_t)(SNUG_MAX(0, (int64_t)k * bs - s->window + 1) / bs);
+        bool all = true;
+        for (int32_t j = lo; j < k && all; j++) {
+            wids[j] = snug_block_pool_find_linked(s->wpool, ids[j], s->pool->gen[ids[j]]);
+            all = wids[j] >= 0;
+        }
+        if (!all) continue;
+        for (int32_t j = 0; j < lo; j++) wids[j] = -1;
+        return k;
+    }
+    return 0;
+}
+
 /* Admits the waiting q if a first chunk of it fits (its cached prefix
  * taken, then at most want more tokens in the free blocks less the
  * watermark, and the rows left): takes its blocks and returns the chunk's
@@ -127,6 +186,11 @@ static int32_t admit(snug_sched *s, snug_sched_seq *q, int64_t want, int32_t row
     int32_t evictable = 0, bs = s->block_size;
     int32_t hits = snug_block_pool_match(s->pool, q->tokens, cacheable(q), q->salt, q->table->ids,
                                          &evictable);
+    if (s->wpool) { /* as far as the window group holds the window too */
+        hits = window_hits(s, q->table->ids, hits, q->wtable->ids);
+        evictable = 0;
+        for (int32_t j = 0; j < hits; j++) evictable += s->pool->ref[q->table->ids[j]] == 0;
+    }
     /* the watermark is for running sequences to grow into: with none, a
      * sequence may take every block (a cache of one sequence's, as snug
      * generate plans it; or a cached prefix that fills the cache, whose
@@ -143,9 +207,11 @@ static int32_t admit(snug_sched *s, snug_sched_seq *q, int64_t want, int32_t row
         return 0;
     }
     snug_block_table_share(q->table, s->pool, hits);
-    bool grown = snug_block_table_grow(q->table, s->pool, cached + n, bs);
+    if (s->wpool) snug_block_table_take(q->wtable, s->wpool, q->wtable->ids, hits);
+    bool grown = grow(s, q, cached + n);
     SNUG_ASSERT(grown);
     q->n_registered = hits;
+    q->n_linked = hits;
     if (s->pool->caching) {
         s->n_queried += q->n_tokens;
         s->n_hit += cached;
@@ -165,8 +231,7 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
         snug_sched_seq *q = &s->seqs[seq];
         if (q->paused || q->n_tokens - q->n_computed != 1) continue;
         bool grown = false;
-        while (!(grown = snug_block_table_grow(q->table, s->pool, q->n_computed + 1,
-                                               s->block_size)) && s->n_running - 1 > i)
+        while (!(grown = grow(s, q, q->n_computed + 1)) && s->n_running - 1 > i)
             preempt_last(s);
         if (!grown) { /* the most recent itself */
             preempt_last(s);
@@ -181,8 +246,7 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
         int64_t left = q->n_tokens - q->n_computed;
         if (q->paused || left <= 1) continue;
         int32_t n = fit_rows(q, fit_tokens(s, q, (int32_t)SNUG_MIN(left, (int64_t)budget), 0), rows);
-        if (n == 0 || !snug_block_table_grow(q->table, s->pool, q->n_computed + n, s->block_size))
-            continue;
+        if (n == 0 || !grow(s, q, q->n_computed + n)) continue;
         add_item(items, &n_items, &budget, &rows, seq, q, n);
     }
     /* 3. admission, first come first served (a follower waiting for its
@@ -233,6 +297,15 @@ void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_item
         q->n_computed += items[k].n_tokens;
         snug_block_table_register(q->table, s->pool, q->tokens, q->n_computed, q->salt,
                                   &q->n_registered);
+        if (!s->wpool) continue;
+        /* the window blocks of the registered ones linked to them, then those no
+         * later query sees given back */
+        for (; q->n_linked < SNUG_MIN(q->n_registered, q->wtable->n); q->n_linked++) {
+            int32_t fb = q->table->ids[q->n_linked], wb = q->wtable->ids[q->n_linked];
+            if (wb >= 0 && s->pool->hashed[fb]) snug_block_pool_link(s->wpool, wb, fb, s->pool->gen[fb]);
+        }
+        int64_t first_seen = q->n_computed - s->window + 1;
+        if (first_seen > 0) snug_block_table_drop_front(q->wtable, s->wpool, (int32_t)(first_seen / s->block_size));
     }
 }
 
@@ -257,9 +330,9 @@ void snug_sched_finish(snug_sched *s, int32_t seq)
         while (k < s->n_waiting && wait_at(s, k) != seq) k++;
         unwait(s, k);
     }
-    snug_block_table_release(q->table, s->pool);
-    snug_block_table *t = q->table;
-    *q = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t, .leader = -1};
+    release(s, q);
+    snug_block_table *t = q->table, *wt = q->wtable;
+    *q = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t, .wtable = wt, .leader = -1};
     for (int32_t i = 0; i < s->max_seqs; i++) /* its followers go on their own */
         if (s->seqs[i].leader == seq) s->seqs[i].leader = -1;
 }

@@ -43,6 +43,16 @@
  * waits, without holding up the queue, until the leader has computed the
  * prompt's whole blocks, then finds them in the cache. A preempted
  * sequence's blocks stay cached, so its recompute is mostly a hit.
+ *
+ * A model whose windowed layers keep their keys and values in a group of
+ * their own (snug_sched_set_window; kvcache.h) gives each sequence a second
+ * table, of the window group's pool, grown with the first; after each step
+ * the blocks no later query of the sequence sees (wholly before n_computed -
+ * window + 1) are given back. That pool is made large enough for every
+ * running sequence's window and the step's tokens (snug_sched_window_blocks),
+ * so only the full group's pool decides what runs. A cached prefix counts
+ * only as far as the window group still holds the blocks its window needs
+ * (found through the full group's blocks: blocks.h's link), vLLM's rule.
  */
 #ifndef SNUG_SCHEDULER_H
 #define SNUG_SCHEDULER_H
@@ -65,6 +75,8 @@ typedef struct snug_sched_seq {
     int64_t all_logits_until; /* positions below it need a row of logits each (a prompt
                              * whose log-probabilities are asked for); 0: none */
     snug_block_table *table;/* its blocks (the caller's; capacity: the longest sequence) */
+    snug_block_table *wtable;/* with a window group: its blocks there (the caller's, as table) */
+    int32_t n_linked;       /* window blocks linked to their full group's blocks, or passed over */
     const int32_t *tokens;  /* [n_tokens] its ids (the caller's): the cache's keys */
     uint64_t salt;          /* the cache salt: sequences share blocks only under the same */
     int32_t leader;         /* the sequence whose prompt it waits for; -1: none */
@@ -91,6 +103,8 @@ typedef struct snug_sched {
     int32_t max_rows;       /* rows of logits per step (the arena's) */
     snug_sched_seq *seqs;
     snug_block_pool *pool;
+    snug_block_pool *wpool; /* the window group's blocks; NULL: one group */
+    int32_t window;         /* the window group's window (positions a query sees) */
     int32_t *running;       /* [max_seqs] seq indices in admission order */
     int32_t n_running;
     int32_t *waiting;       /* [max_seqs] a ring of seq indices */
@@ -108,6 +122,17 @@ typedef struct snug_sched {
 void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_t max_rows, int32_t block_size,
                      snug_sched_seq *seqs, int32_t *running, int32_t *waiting,
                      snug_block_pool *pool);
+
+/* Gives s a window group (before any sequence is added): its pool wpool
+ * (at least snug_sched_window_blocks blocks of block_size), the window of
+ * its layers, and each slot's table of it (wtables[max_seqs], the
+ * caller's). */
+void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window, snug_block_table *wtables);
+
+/* The blocks a window group's pool needs so that it never runs short: per
+ * sequence slot the blocks of a window (ceil((window - 1) / block_size) + 2,
+ * as a window may straddle them), and those of a step's max_tokens. Pure. */
+int64_t snug_sched_window_blocks(int32_t max_seqs, int32_t max_tokens, int32_t block_size, int32_t window);
 
 /* Queues the free slot seq with n_tokens >= 1 known tokens (its prompt),
  * tokens (the caller's, growing as it generates, until it finishes), under
