@@ -67,9 +67,12 @@ static void setup_window(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t
     snug_error err = {0};
     int32_t wblocks = (int32_t)snug_sched_window_blocks(max_seqs, max_tokens, BLOCK, window);
     SNUG_ASSERT(wblocks <= 256 && snug_block_pool_init(&f->wpool, wblocks, BLOCK, true, &err) == SNUG_OK);
-    for (int i = 0; i < MAX_SEQS; i++) snug_block_table_attach(&f->wtables[i], f->wtable_ids[i], MAX_BLOCKS_PER_SEQ);
+    for (int i = 0; i < MAX_SEQS; i++) {
+        snug_block_table_attach(&f->wtables[i], f->wtable_ids[i], MAX_BLOCKS_PER_SEQ);
+        f->seqs[i].wtable = &f->wtables[i];
+    }
     f->window = window;
-    snug_sched_set_window(&f->s, &f->wpool, window, f->wtables);
+    snug_sched_set_window(&f->s, &f->wpool, window);
 }
 
 static void setup_caching(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, bool caching)

@@ -99,7 +99,7 @@ const char *cli_closest(const char *word, const char *const *known, size_t n_kno
  * them): for cli_unknown_option's suggestions where a usage only refers to
  * them. */
 #define CLI_PLAN_OPTIONS                                                                          \
-    "--memory --memory-fraction --no-prefix-caching --enable-prefix-caching --kv-cache-memory "  \
+    "--memory --memory-fraction --no-prefix-caching --enable-prefix-caching --swa-full --kv-cache-memory " \
     "--reserve --staging-bytes --dtype --max-model-len --max-num-seqs --max-num-batched-tokens " \
     "--block-size --kv-cache-dtype --threads --isa --bf16-matmul --quiet"
 #define CLI_TP_OPTIONS "--tp --tensor-parallel-size --step-timeout"
@@ -167,7 +167,7 @@ int cli_plan_check(const snug_planner_opts *o, const char *usage);
  * them (cli_unknown_option suggests from it). */
 #define CLI_PLAN_USAGE                                                                              \
     "              [--memory BYTES | --memory-fraction F] [--kv-cache-memory BYTES]\n"            \
-    "              [--no-prefix-caching] [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n" \
+    "              [--no-prefix-caching] [--swa-full] [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n" \
     "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32]\n" \
     "              [--dtype " CLI_DTYPES "] [--staging-bytes BYTES] [--threads T]\n"               \
     "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--quiet]\n"

@@ -326,6 +326,8 @@ static int plan_word_option(int argc, char **argv, int *at, snug_planner_opts *o
         o->no_prefix_caching = true;
     } else if (strcmp(argv[i], "--enable-prefix-caching") == 0) { /* vLLM's; the default */
         o->no_prefix_caching = false;
+    } else if (strcmp(argv[i], "--swa-full") == 0) { /* llama.cpp's */
+        o->swa_full = true;
     } else if ((v = cli_option(argc, argv, &i, "--reserve"))) {
         if (strcmp(v, "0") != 0 && !snug_parse_bytes(v, &o->reserve))
             return cli_usage(usage, "--reserve expects a byte count, got '%s'", v);

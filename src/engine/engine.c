@@ -285,8 +285,9 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
         at += it->n_tokens;
         snug_logits_mode mode = it->all_logits ? SNUG_LOGITS_ALL
                               : it->sample ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE;
+        bool windowed = e->at.wpool != NULL;
         sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
-                                           mode, NULL, 0};
+                                           mode, windowed ? q->wtable.ids : NULL, windowed ? q->wtable.n : 0};
         e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING;
     }
     return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items, 0};
@@ -547,6 +548,7 @@ static bool plan_here(snug_engine *e)
         snug_sched_init(&e->sched, sv->shape.max_num_seqs, sv->shape.max_num_batched_tokens,
                         shape->n_logits_max > 0 ? shape->n_logits_max : shape->n_seqs_max, sv->shape.block_size,
                         sv->sched, sv->sched_running, sv->sched_waiting, e->at.pool);
+        if (e->at.wpool) snug_sched_set_window(&e->sched, e->at.wpool, e->at.window);
         collect_eos(e);
     }
     pthread_mutex_lock(&e->mu);
@@ -918,8 +920,10 @@ snug_status snug_engine_reset_prefix_cache(snug_engine *e, int32_t *n_dropped, s
         st = snug_errorf(err, SNUG_BUSY, "the prefix cache is reset only when nothing runs: "
                          "%d sequences run, %d wait, %d requests are queued",
                          e->sched.n_running, e->sched.n_waiting, e->q_n);
-    else
+    else {
         *n_dropped = snug_block_pool_reset_cache(e->at.pool);
+        if (e->at.wpool) snug_block_pool_reset_cache(e->at.wpool); /* (its links: to blocks gone) */
+    }
     pthread_mutex_unlock(&e->mu);
     return st;
 }

@@ -58,7 +58,7 @@ static snug_status too_few_blocks(const snug_plan_sizes *in, size_t fixed, int64
 static size_t fixed_bytes(const snug_plan_sizes *in)
 {
     size_t fixed = in->weights;
-    const size_t parts[] = {in->activations, in->serving_state, in->untracked, in->reserve};
+    const size_t parts[] = {in->activations, in->serving_state, in->untracked, in->reserve, in->window_cache};
     for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++)
         if (!snug_add_size(fixed, parts[i], &fixed)) return SIZE_MAX;
     return fixed;
@@ -172,4 +172,16 @@ void snug_plan_kv_cap(const snug_plan_sizes *in, int64_t blocks, snug_kv_plan *k
     kv->pool_held = snug_block_pool_bytes(kv->blocks, in->block_size);
     kv->tokens = kv->blocks * in->block_size;
     kv->max_concurrency = (double)kv->tokens / (double)in->max_model_len;
+    kv->one_group_tokens = kv->tokens;
+    if (in->window_cache > 0 && in->full_block_bytes > 0) { /* the same bytes as one group */
+        snug_plan_sizes one = *in;
+        one.block_bytes = in->full_block_bytes;
+        one.window_cache = 0;
+        size_t left = kv->left_bytes + in->window_cache;
+        int64_t n = blocks_in(&one, left);
+        if (in->kv_cache_memory) n = SNUG_MIN(n, (int64_t)(in->kv_cache_memory / in->full_block_bytes));
+        if (in->kv_cache_cap) n = SNUG_MIN(n, SNUG_MAX((int64_t)(in->kv_cache_cap / in->full_block_bytes), kv->blocks_per_seq));
+        n = SNUG_MIN(n, kv->blocks_per_seq * (int64_t)in->max_num_seqs);
+        kv->one_group_tokens = n * in->block_size;
+    }
 }

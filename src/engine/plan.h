@@ -40,10 +40,16 @@ typedef struct snug_plan_sizes {
     size_t serving_state;     /* S */
     size_t untracked;         /* U */
     size_t reserve;           /* R */
+    size_t window_cache;      /* the window group's cache and block pool, as charged (a model
+                               * whose windowed layers keep only their windows, kvcache.h):
+                               * fixed by max_num_seqs, the step and the window; 0: none */
     size_t kv_cache_memory;   /* --kv-cache-memory; 0: the budget decides */
     size_t kv_cache_cap;      /* the most the budget may give the cache (its bytes, the pool
                                * aside), as long as one max_model_len sequence fits; 0: none */
-    size_t block_bytes;       /* snug_kv_block_bytes of the cache's shape, > 0 */
+    size_t block_bytes;       /* snug_kv_block_bytes of the cache's shape, > 0 (with a window
+                               * group, of the other layers) */
+    size_t full_block_bytes;  /* with a window group: a block of every layer's, to say what
+                               * a cache of one group would hold; 0 otherwise */
     int32_t block_size;       /* token positions per block, > 0 */
     int64_t max_model_len;    /* positions one sequence may use, > 0 */
     int32_t max_num_seqs;     /* sequences at once, > 0 */
@@ -62,6 +68,9 @@ typedef struct snug_kv_plan {
     int64_t blocks_per_seq;   /* ceil(max_model_len / block_size) */
     double max_concurrency;   /* tokens / max_model_len: max_model_len sequences at once */
     snug_kv_limit limited_by;
+    int64_t one_group_tokens; /* with a window group: the tokens the bytes that group and
+                               * this cache take would hold as one group of every layer
+                               * (the same caps applied); else tokens */
 } snug_kv_plan;
 
 /* What the profile step measured (profile.h): U and the step it ran. */

@@ -8,6 +8,8 @@
 #include "base/dtype.h"
 #include "base/json.h"
 
+#include <string.h>
+
 char *snug_plan_report_line(const snug_plan_report *r, char *buf, size_t size)
 {
     char b[7][32];
@@ -16,6 +18,9 @@ char *snug_plan_report_line(const snug_plan_report *r, char *buf, size_t size)
              snug_fmt_bytes(r->weights, b[1]), snug_fmt_bytes(r->activations, b[2]),
              snug_fmt_bytes(r->serving_state, b[3]), snug_fmt_bytes(r->sizes.untracked, b[4]),
              snug_fmt_bytes(r->sizes.reserve, b[5]), snug_fmt_bytes(r->kv.kv_held, b[6]));
+    size_t n = strlen(buf);
+    if (r->window_layers > 0 && n < size)
+        snprintf(buf + n, size - n, " + window cache %s", snug_fmt_bytes(r->window_held, b[0]));
     return buf;
 }
 
@@ -48,6 +53,12 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            snug_dtype_torch_name(r->kv_dtype), snug_kv_limit_name(r->kv.limited_by),
            (long long)r->sizes.max_model_len, r->kv.max_concurrency,
            r->prefix_caching ? "on" : "off", snug_fmt_bytes(r->kv.pool_held, b[0]));
+    if (r->window_layers > 0)
+        fprintf(f, "windowed layers: %d keep only their window of %d tokens, in %lld blocks of their own (%s, with "
+                "their pool: what max_num_seqs sequences and a step need); a cache of every layer would hold "
+                "%lld tokens (%.2fx fewer)\n", r->window_layers, r->window, (long long)r->window_blocks,
+                snug_fmt_bytes(r->window_held, b[0]), (long long)r->kv.one_group_tokens,
+                r->kv.one_group_tokens > 0 ? (double)r->kv.tokens / (double)r->kv.one_group_tokens : 0.0);
     if (r->max_model_len_reduced_from)
         fprintf(f, "max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
                "budget; --max-model-len chooses)\n", (long long)r->sizes.max_model_len,
@@ -135,6 +146,11 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("block_size", json_integer(r->sizes.block_size));
     PUT("kv_cache_dtype", json_string(snug_dtype_torch_name(r->kv_dtype)));
     PUT("kv_tokens", json_integer((json_int_t)r->kv.tokens));
+    PUT("window", json_integer(r->window));
+    PUT("window_layers", json_integer(r->window_layers));
+    PUT("window_blocks", json_integer((json_int_t)r->window_blocks));
+    PUT("window_cache_bytes", json_integer((json_int_t)r->window_held));
+    PUT("one_group_kv_tokens", json_integer((json_int_t)r->kv.one_group_tokens));
     PUT("max_model_len", json_integer((json_int_t)r->sizes.max_model_len));
     PUT("max_num_seqs", json_integer(r->sizes.max_num_seqs));
     PUT("max_model_len_reduced_from", json_integer((json_int_t)r->max_model_len_reduced_from));

@@ -62,6 +62,10 @@ typedef struct snug_plan_report {
     int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
                                     * over the ranks) */
     bool prefix_caching;           /* the block pool caches prefixes */
+    int32_t window;                /* the windowed layers' window, when they keep only it ... */
+    int32_t window_layers;         /* ... of this many layers (0: one group) ... */
+    int64_t window_blocks;         /* ... in blocks of their own ... */
+    size_t window_held;            /* ... and what the allocator charges them and their pool */
     snug_kernels kernels;          /* what the steps run: ISA, bf16 instruction, calibration */
     snug_dtype weight_dtype;       /* the weights' element type */
     int32_t threads;               /* the threads every step runs on */

@@ -122,6 +122,40 @@ static snug_status profile_too_big(const snug_plan_report *r, const snug_planner
                        outside, o->reserve + o->server_untracked, snug_fmt_bytes(fit, c), fit);
 }
 
+/* The KV cache's shapes for the model of cfg and dims: every layer in one
+ * group (*all: the profile step's scratch cache), and, where a model of
+ * windowed and full layers keeps only the windows of the first (not
+ * swa_full, a window shorter than max_model_len), the full layers' (*full)
+ * and the windowed layers' (*win, n_layers 0 when one group) with the
+ * blocks that group needs so that it never runs short (*win_blocks,
+ * scheduler.h). */
+static void kv_shapes(const snug_model_config *cfg, const snug_model_dims *d, const snug_planner_opts *o,
+                      snug_kv_shape *all, snug_kv_shape *full, snug_kv_shape *win, int64_t *win_blocks)
+{
+    *all = (snug_kv_shape){d->n_layers, d->n_kv_heads, d->head_dim, o->block_size, o->kv_dtype};
+    *full = *all;
+    *win = *all;
+    win->n_layers = 0;
+    *win_blocks = 0;
+    int64_t window = cfg->sliding_window;
+    if (o->swa_full || d->n_window_layers == 0 || d->n_window_layers == d->n_layers || window < 1 ||
+        window >= o->max_model_len)
+        return;
+    full->n_layers = d->n_layers - d->n_window_layers;
+    win->n_layers = d->n_window_layers;
+    *win_blocks = snug_sched_window_blocks(o->max_num_seqs, o->max_num_batched_tokens, o->block_size, (int32_t)window);
+}
+
+/* What the window group's cache of shape win and `blocks` blocks and its
+ * block pool cost the budget; 0 for none. */
+static size_t window_cache_bytes(const snug_kv_shape *win, int64_t blocks)
+{
+    size_t bytes;
+    if (win->n_layers == 0) return 0;
+    if (!snug_mul_size((size_t)blocks, snug_kv_block_bytes(win), &bytes)) return SIZE_MAX;
+    return snug_mem_held_bytes(bytes) + snug_block_pool_bytes(blocks, win->block_size);
+}
+
 /* Marks the allocator's event log and tells the caller that phase begins. */
 static void begin(const snug_planner_opts *o, const char *phase, double t0)
 {
@@ -155,15 +189,19 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     if (st != SNUG_OK) return st; /* as the load itself would fail */
     snug_step_shape shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs,
                              o->n_threads > 0 ? o->n_threads : 1};
+    snug_kv_shape all, ks, wks;
+    int64_t wblocks;
+    kv_shapes(cfg, &dims, o, &all, &ks, &wks, &wblocks);
     snug_serving_shape ss = {o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len,
                              o->block_size, cfg->vocab_size,
-                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1, p->tok != NULL};
-    snug_kv_shape ks = {dims.n_layers, dims.n_kv_heads, dims.head_dim, o->block_size, o->kv_dtype};
+                             p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1, p->tok != NULL,
+                             wks.n_layers > 0};
     snug_plan_sizes sizes = {
         .budget = r->budget.bytes, .weights = (size_t)w[r->rank],
         .activations = snug_model_activation_bytes(&dims, &shape),
         .serving_state = snug_serving_bytes(&ss), .untracked = outside,
         .reserve = o->reserve + o->server_tracked + o->server_untracked,
+        .window_cache = window_cache_bytes(&wks, wblocks),
         .kv_cache_memory = o->kv_cache_memory, .block_bytes = snug_kv_block_bytes(&ks),
         .block_size = o->block_size, .max_model_len = o->max_model_len,
         .max_num_seqs = o->max_num_seqs};
@@ -185,7 +223,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
 /* The plan from what the allocator holds now: W, A (the activations'
  * peak since the reset), S (the rest), and the profile step's U. */
 static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const snug_kv_shape *ks,
-                            snug_error *err)
+                            const snug_kv_shape *all, snug_error *err)
 {
     snug_plan_report *r = &p->report;
     r->weights = cur_of(SNUG_MEM_WEIGHTS);
@@ -196,8 +234,10 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
         .budget = r->budget.bytes, .weights = r->weights, .activations = r->activations,
         .serving_state = r->serving_state, .untracked = r->profile.untracked,
         .reserve = o->reserve + o->server_tracked + o->server_untracked,
+        .window_cache = r->window_held,
         .kv_cache_memory = o->kv_cache_memory, .kv_cache_cap = default_cap(o, &r->budget),
-        .block_bytes = snug_kv_block_bytes(ks), .block_size = o->block_size,
+        .block_bytes = snug_kv_block_bytes(ks), .full_block_bytes = r->window_layers ? snug_kv_block_bytes(all) : 0,
+        .block_size = o->block_size,
         .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
     return snug_plan_kv(&r->sizes, &r->kv, err);
 }
@@ -275,9 +315,18 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
         r->weight_dtype = p->weights->dtype;
         r->threads = snug_model_step_shape(p->model)->n_threads;
     }
+    snug_kv_shape all, ks, wks;
+    int64_t wblocks = 0;
+    if (st == SNUG_OK) kv_shapes(&p->ck->config, snug_model_get_dims(p->model), o, &all, &ks, &wks, &wblocks);
+    if (st == SNUG_OK && wks.n_layers > 0) {
+        r->window = (int32_t)p->ck->config.sliding_window;
+        r->window_layers = wks.n_layers;
+        r->window_blocks = wblocks;
+        r->window_held = window_cache_bytes(&wks, wblocks);
+    }
     *ss = (snug_serving_shape){o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len, o->block_size,
                                p->ck->config.vocab_size, p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1,
-                               p->tok != NULL};
+                               p->tok != NULL, r->window_layers > 0};
     if (st == SNUG_OK) st = make_serving(p, ss, err);
     if (st == SNUG_OK)
         st = snug_stepper_create(comm, p->model, &p->ck->config,
@@ -290,16 +339,17 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
  * that does on every rank (the serving state made again for it); the
  * ranks' fewest blocks; the allocator's capacity the plan's from then on. */
 static snug_status plan_phase(snug_planned *p, const snug_planner_opts *opts, snug_planner_opts *o,
-                              snug_serving_shape *ss, const snug_kv_shape *ks, double t_start, snug_error *err)
+                              snug_serving_shape *ss, const snug_kv_shape *ks, const snug_kv_shape *all,
+                              double t_start, snug_error *err)
 {
     snug_comm *comm = opts->comm;
     snug_plan_report *r = &p->report;
     begin(opts, "profile", t_start);
-    snug_status st = snug_profile_step(p->stepper, ks, &p->serving, &r->profile, err);
-    if (st == SNUG_NOMEM) st = profile_too_big(r, o, ks, err);
+    snug_status st = snug_profile_step(p->stepper, all, &p->serving, &r->profile, err); /* (every layer's cache) */
+    if (st == SNUG_NOMEM) st = profile_too_big(r, o, all, err);
     if (st != SNUG_OK) return st; /* every rank's (profile.h) */
     begin(opts, "plan", t_start);
-    st = plan_now(p, o, ks, err);
+    st = plan_now(p, o, ks, all, err);
     int64_t fit = st == SNUG_NOMEM ? snug_plan_budget_blocks(&r->sizes) * o->block_size : INT64_MAX;
     snug_status cst = snug_comm_allreduce_i64(comm, &fit, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
                                               "the plan's model length", err);
@@ -311,7 +361,7 @@ static snug_status plan_phase(snug_planned *p, const snug_planner_opts *opts, sn
         snug_serving_free(&p->serving);
         ss->max_model_len = fit;
         st = make_serving(p, ss, err);
-        if (st == SNUG_OK) st = plan_now(p, o, ks, err);
+        if (st == SNUG_OK) st = plan_now(p, o, ks, all, err);
     }
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) return st;
@@ -330,7 +380,7 @@ static snug_status plan_phase(snug_planned *p, const snug_planner_opts *opts, sn
  * serving begins (one rank: the ranks would have to agree on each group);
  * its block pool; the ranks' plans gathered on rank 0. */
 static snug_status allocate_phase(snug_planned *p, const snug_planner_opts *opts, const snug_planner_opts *o,
-                                  const snug_kv_shape *ks, double t_start, snug_error *err)
+                                  const snug_kv_shape *ks, const snug_kv_shape *wks, double t_start, snug_error *err)
 {
     snug_comm *comm = opts->comm;
     snug_plan_report *r = &p->report;
@@ -361,6 +411,14 @@ static snug_status allocate_phase(snug_planned *p, const snug_planner_opts *opts
         p->on_phase_ctx = opts->on_phase_ctx;
     }
     r->serving_state += snug_mem_block_bytes(p->pool.block);
+    if (st == SNUG_OK && wks->n_layers > 0) { /* the window group's: made resident now, it is small */
+        st = snug_kvcache_create(wks, (int32_t)r->window_blocks, threads, &p->wkv, err);
+        if (st == SNUG_OK) st = snug_block_pool_init(&p->wpool, (int32_t)r->window_blocks, o->block_size,
+                                                     r->prefix_caching, err);
+        if (st == SNUG_OK) p->kv.window = &p->wkv;
+        st = snug_dist_agree(comm, st, err);
+        if (st != SNUG_OK) return st;
+    }
     snug_rank_plan mine = {r->load.weight_bytes, r->load.arena_bytes, r->load.load_peak_bytes,
                            r->load.bytes_read, r->activations, r->serving_state,
                            r->sizes.untracked, r->kv_held, r->kv_blocks_own, r->profile.hwm};
@@ -386,10 +444,12 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     st = load_phase(p, dir, opts, &o, t_start, err);
     if (st == SNUG_OK) st = make_phase(p, opts, &o, &ss, t_start, err);
     if (st != SNUG_OK) goto fail;
-    const snug_model_dims *d = snug_model_get_dims(p->model);
-    snug_kv_shape ks = {d->n_layers, d->n_kv_heads, d->head_dim, o.block_size, o.kv_dtype};
-    st = plan_phase(p, opts, &o, &ss, &ks, t_start, err);
-    if (st == SNUG_OK) st = allocate_phase(p, opts, &o, &ks, t_start, err);
+    snug_kv_shape all, ks, wks;
+    int64_t wblocks;
+    kv_shapes(&p->ck->config, snug_model_get_dims(p->model), &o, &all, &ks, &wks, &wblocks);
+    if (p->report.window_layers == 0) wks.n_layers = 0, ks = all; /* (as make_phase decided) */
+    st = plan_phase(p, opts, &o, &ss, &ks, &all, t_start, err);
+    if (st == SNUG_OK) st = allocate_phase(p, opts, &o, &ks, &wks, t_start, err);
     if (st != SNUG_OK) goto fail;
     begin(opts, "ready", t_start);
     *out = p;
@@ -427,7 +487,8 @@ void snug_planner_parts(snug_planned *p, snug_plan_parts *out)
 {
     *out = (snug_plan_parts){.report = &p->report, .config = &p->ck->config, .tok = p->tok,
                              .model = p->model, .serving = &p->serving, .kv = &p->kv, .pool = &p->pool,
-                             .stepper = p->stepper};
+                             .stepper = p->stepper, .wpool = p->kv.window ? &p->wpool : NULL,
+                             .window = p->report.window};
 }
 
 int32_t snug_planner_kv_resident(const snug_planned *p) { return p->kv_resident; }
@@ -437,6 +498,9 @@ void snug_planner_close(snug_planned *p)
     if (!p) return;
     snug_mem_set_capacity(SIZE_MAX);
     snug_block_pool_free(&p->pool);
+    snug_block_pool_free(&p->wpool);
+    p->kv.window = NULL;
+    snug_kvcache_free(&p->wkv);
     snug_kvcache_free(&p->kv);
     snug_stepper_free(p->stepper);
     snug_serving_free(&p->serving);

@@ -84,6 +84,10 @@ typedef struct snug_planner_opts {
                                     * (snug_load_opts.quant); SNUG_DTYPE_NONE: not */
     snug_comm *comm;               /* the tensor-parallel ranks (borrowed); NULL: one process */
     bool no_prefix_caching;        /* the block pool neither registers nor finds blocks */
+    bool swa_full;                 /* windowed layers keep every position as the others do
+                                    * (llama.cpp's --swa-full); else, where a model has both
+                                    * kinds of layer, theirs is a cache group holding only
+                                    * their windows (kvcache.h) */
     size_t kv_cache_default_cap;   /* the KV cache's cap when nothing limits the memory
                                     * (plan.h kv_cache_cap); 0: SNUG_KV_CACHE_DEFAULT_CAP */
     bool populate_after_ready;     /* the KV cache reserved and charged, but made resident
@@ -117,6 +121,8 @@ typedef struct snug_plan_parts {
     snug_kvcache *kv;
     snug_block_pool *pool;         /* the cache's blocks (prefix caching unless turned off) */
     snug_stepper *stepper;         /* every step goes through it (one rank or many) */
+    snug_block_pool *wpool;        /* the window group's blocks (kv->window's); NULL: none */
+    int32_t window;                /* that group's window */
 } snug_plan_parts;
 
 /* Runs the lifecycle for the model directory dir into *out (the caller's;

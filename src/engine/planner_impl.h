@@ -26,6 +26,8 @@ struct snug_planned {
     snug_serving_state serving;
     snug_kvcache kv;
     snug_block_pool pool;          /* the cache's blocks (prefix caching unless turned off) */
+    snug_kvcache wkv;              /* the window group's cache (kv.window points here), and ... */
+    snug_block_pool wpool;         /* ... its blocks; both zero when there is none */
     snug_stepper *stepper;         /* every step goes through it (one rank or many) */
     snug_plan_report report;
     /* the KV cache made resident after ready (opts.populate_after_ready) */

@@ -13,18 +13,18 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
                       .seqs = seqs, .pool = pool,
                       .running = running, .waiting = waiting};
     for (int32_t i = 0; i < max_seqs; i++) {
-        snug_block_table *t = seqs[i].table;
-        seqs[i] = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t, .leader = -1};
+        snug_block_table *t = seqs[i].table, *wt = seqs[i].wtable;
+        seqs[i] = (snug_sched_seq){.phase = SNUG_SEQ_FREE, .table = t, .wtable = wt, .leader = -1};
     }
 }
 
-void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window, snug_block_table *wtables)
+void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window)
 {
     SNUG_ASSERT(window > 0 && wpool->block_size == s->block_size &&
                 wpool->n_blocks >= snug_sched_window_blocks(s->max_seqs, s->max_tokens, s->block_size, window));
+    for (int32_t i = 0; i < s->max_seqs; i++) SNUG_ASSERT(s->seqs[i].wtable != NULL);
     s->wpool = wpool;
     s->window = window;
-    for (int32_t i = 0; i < s->max_seqs; i++) s->seqs[i].wtable = &wtables[i];
 }
 
 int64_t snug_sched_window_blocks(int32_t max_seqs, int32_t max_tokens, int32_t block_size, int32_t window)

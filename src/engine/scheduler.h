@@ -124,10 +124,10 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
                      snug_block_pool *pool);
 
 /* Gives s a window group (before any sequence is added): its pool wpool
- * (at least snug_sched_window_blocks blocks of block_size), the window of
- * its layers, and each slot's table of it (wtables[max_seqs], the
- * caller's). */
-void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window, snug_block_table *wtables);
+ * (at least snug_sched_window_blocks blocks of block_size) and the window
+ * of its layers; each slot's table of it is seqs[i].wtable (the caller's,
+ * set before snug_sched_init or after it). */
+void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window);
 
 /* The blocks a window group's pool needs so that it never runs short: per
  * sequence slot the blocks of a window (ceil((window - 1) / block_size) + 2,

@@ -43,7 +43,7 @@ static bool carve(const snug_serving_shape *s, layout *l)
     size_t at = 0;
     bool ok = snug_mem_carve(&at, n * sizeof(snug_seq_slot), 1, &l->seqs) &&
               snug_mem_carve(&at, (size_t)s->n_samplers * sizeof(unsigned char *), 1, &l->scratch_ptrs) &&
-              snug_mem_carve(&at, l->table_bytes, n, &l->slot_tables) &&
+              snug_mem_carve(&at, l->table_bytes, s->windowed ? 2 * n : n, &l->slot_tables) &&
               snug_mem_carve(&at, l->ids_bytes, n, &l->slot_ids) &&
               snug_mem_carve(&at, l->text_bytes, n, &l->slot_text) &&
               snug_mem_carve(&at, l->emit_bytes, n, &l->slot_emit) &&
@@ -101,6 +101,13 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
         snug_block_table_attach(&q->table,
                                 (int32_t *)(b + l.slot_tables + k * snug_round_up(l.table_bytes, SNUG_MEM_ALIGN)),
                                 s.blocks_per_seq);
+        if (shape->windowed) {
+            size_t w = (size_t)shape->max_num_seqs + k; /* after every slot's first */
+            snug_block_table_attach(&q->wtable,
+                                    (int32_t *)(b + l.slot_tables + w * snug_round_up(l.table_bytes, SNUG_MEM_ALIGN)),
+                                    s.blocks_per_seq);
+            s.sched[i].wtable = &q->wtable;
+        }
         q->ids = (int32_t *)(b + l.slot_ids + k * snug_round_up(l.ids_bytes, SNUG_MEM_ALIGN));
         q->text = (char *)(b + l.slot_text + k * snug_round_up(l.text_bytes, SNUG_MEM_ALIGN));
         q->emit = (char *)(b + l.slot_emit + k * snug_round_up(l.emit_bytes, SNUG_MEM_ALIGN));

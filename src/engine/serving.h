@@ -6,7 +6,7 @@
  *
  * One block (category other) carved into:
  *   - per sequence slot: its block table (ceil(max_model_len / block_size)
- *     ids), its token ids (prompt and output, max_model_len), its sampler
+ *     ids; with shape.windowed a second, of the window group), its token ids (prompt and output, max_model_len), its sampler
  *     and stop state and its stop parameters (by value), and its text
  *     buffers (the decoder's text and what may be streamed: stop.h);
  *   - one sampler scratch area per sampling thread;
@@ -60,11 +60,13 @@ typedef struct snug_serving_shape {
     size_t max_token_bytes;    /* the tokenizer's longest token text */
     int32_t n_samplers;        /* sampling threads (> 0) */
     bool constrained;          /* memory for constrained decoding (the model has a tokenizer) */
+    bool windowed;             /* a window group's table per slot (kvcache.h's window) */
 } snug_serving_shape;
 
 /* One sequence's place. */
 typedef struct snug_seq_slot {
     snug_block_table table;    /* ids: blocks_per_seq entries in the block */
+    snug_block_table wtable;   /* with shape.windowed: its blocks of the window group, as table */
     int32_t *ids;              /* [max_model_len] prompt, then output */
     int64_t n_ids;
     char *text;                /* [text_cap] decoded text not yet streamed */
