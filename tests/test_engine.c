@@ -440,6 +440,78 @@ static void test_stress_within_plan(void)
     snug_engine_close(e);
 }
 
+/* ---- a model whose windowed layers keep only their windows ------------------ */
+
+enum { WG_REQS = 24, WG_PREFIX = 40, WG_OUT = 30 };
+
+/* Runs WG_REQS greedy requests (a shared prefix of WG_PREFIX ids then a
+ * few of their own, WG_OUT tokens each) through the Gemma 3 fixture's
+ * engine of opts o, all submitted at once; their ids into out. */
+static bool run_window_requests(const snug_engine_opts *o, int32_t out[WG_REQS][WG_OUT], snug_engine_counters *c,
+                                int64_t cached[WG_REQS], snug_error *err)
+{
+    snug_engine *e = NULL;
+    static snug_request q[WG_REQS];
+    static int32_t prompts[WG_REQS][WG_PREFIX + 8];
+    if (snug_engine_open("tests/data/arch/f7-gemma3-Q8_0.gguf", o, &e, err) != SNUG_OK) return false;
+    bool ok = true;
+    for (int i = 0; i < WG_REQS && ok; i++) {
+        greedy_request(&q[i], WG_OUT);
+        for (int k = 0; k < WG_PREFIX + 8; k++) prompts[i][k] = 3 + (k < WG_PREFIX ? k * 7 % 500 : (i * 13 + k) % 500);
+        q[i].prompt = prompts[i];
+        q[i].n_prompt = WG_PREFIX + 1 + i % 8;
+        ok = snug_engine_submit(e, &q[i], err) == SNUG_OK;
+    }
+    for (int i = 0; i < WG_REQS && ok; i++) {
+        snug_finish why = SNUG_FINISH_NONE;
+        ok = drain(e, &q[i], out[i], WG_OUT, &why) == WG_OUT;
+        cached[i] = snug_engine_cached_tokens(e, &q[i]);
+    }
+    snug_engine_counters_get(e, c);
+    for (int i = 0; i < WG_REQS; i++) snug_engine_release(e, &q[i]);
+    snug_engine_close(e);
+    return ok;
+}
+
+/* The Gemma 3 fixture (a window of 8 on five layers of six) served with
+ * its windowed layers in a cache group of their own: 24 requests at once
+ * over 8 slots give the ids of a cache of every layer (--swa-full), the
+ * same schedule with prefix caching off; with it on, the later requests
+ * find the shared prefix through both groups; every block of both comes
+ * back. */
+static void test_window_group_serving(void)
+{
+    snug_error err = {0};
+    snug_engine_opts o = opts(8, 0);
+    o.plan.max_model_len = 128;
+    o.plan.no_prefix_caching = true;
+    static int32_t full[WG_REQS][WG_OUT], grouped[WG_REQS][WG_OUT];
+    int64_t cached[WG_REQS];
+    snug_engine_counters c;
+    o.plan.swa_full = true;
+    bool ok = run_window_requests(&o, full, &c, cached, &err);
+    CHECK(ok && c.kv_window.total == 0, "--swa-full: %s", err.msg);
+    o.plan.swa_full = false;
+    ok = ok && run_window_requests(&o, grouped, &c, cached, &err);
+    CHECK(ok && c.kv_window.total > 0 && c.kv_window.used == 0 && c.kv.used == 0,
+          "window group: %s (%d window blocks, %d used; %d used of the others)", err.msg, c.kv_window.total,
+          c.kv_window.used, c.kv.used);
+    int same = 0;
+    for (int i = 0; ok && i < WG_REQS; i++) same += memcmp(full[i], grouped[i], sizeof full[i]) == 0;
+    CHECK(ok && same == WG_REQS, "window group gives --swa-full's ids: %d of %d requests", same, WG_REQS);
+    /* prefix caching on: hits found through both groups */
+    o.plan.no_prefix_caching = false;
+    ok = ok && run_window_requests(&o, grouped, &c, cached, &err);
+    int64_t hits = 0;
+    for (int i = 0; i < WG_REQS; i++) hits += cached[i] > 0;
+    CHECK(ok && c.prefix_hit_tokens >= 16 * (WG_REQS - 8) && hits >= WG_REQS - 8 && c.kv_window.used == 0 &&
+              c.kv.used == 0,
+          "prefix hits through both groups: %lld tokens, %lld of %d requests hit: %s",
+          (long long)c.prefix_hit_tokens, (long long)hits, WG_REQS, err.msg);
+    printf("  window group: %d requests as --swa-full's ids; with prefix caching %lld tokens hit (%lld requests), "
+           "%d window blocks\n", same, (long long)c.prefix_hit_tokens, (long long)hits, c.kv_window.total);
+}
+
 /* ---- one sequence with a real tokenizer, as snug generate runs it ---------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -963,6 +1035,7 @@ int main(void)
     RUN(test_constrained);
     RUN(test_reasoning_budget);
     RUN(test_stress_within_plan);
+    RUN(test_window_group_serving);
     RUN(test_generate_chat_stream);
     RUN(test_generate_model_length);
     RUN(test_generate_ids_past_tokenizer);

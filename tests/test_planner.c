@@ -101,6 +101,61 @@ static void test_plan_exact(void)
     CHECK(snug_mem_capacity() == SIZE_MAX, "closing lifts the capacity");
 }
 
+/* A model of windowed and full layers (tests/data/arch's Gemma 3: a window
+ * of 8 on five layers of six): the plan gives the windowed layers a cache
+ * of their own of exactly the blocks the scheduler's bound asks for, its
+ * bytes and its pool's a fixed part of the plan, and the full layer every
+ * byte left, to the block; the allocator then holds exactly W + A + S + KV
+ * + the window group's; the cache of every layer (--swa-full) holds fewer
+ * tokens, as many as the plan said it would. */
+static void test_plan_window_group(void)
+{
+    snug_error err = {0};
+    snug_planner_opts o = base_opts();
+    o.max_num_seqs = 8, o.max_model_len = 2048;
+    snug_planned *p = NULL;
+    const char *gemma = "tests/data/arch/f7-gemma3-Q8_0.gguf";
+    CHECK_OK(snug_planner_open(gemma, &o, &p, &err), &err);
+    if (!p) return;
+    const snug_plan_report *r = &p->report;
+    int64_t want = snug_sched_window_blocks(8, 2048, 16, 8); /* 8 x (1 + 2) + 128 */
+    size_t wbytes = (size_t)want * snug_kv_block_bytes(&p->wkv.shape);
+    CHECK(r->window == 8 && r->window_layers == 5 && r->window_blocks == want && want == 152 &&
+              p->kv.window == &p->wkv && p->wkv.n_blocks == want && p->wkv.shape.n_layers == 5 &&
+              p->kv.shape.n_layers == 1,
+          "window group: window %d, %d layers, %lld blocks (bound %lld)", r->window, r->window_layers,
+          (long long)r->window_blocks, (long long)want);
+    CHECK(r->window_held == snug_mem_block_bytes(p->wkv.data) + snug_mem_block_bytes(p->wpool.block) &&
+              r->window_held == snug_mem_held_bytes(wbytes) + snug_block_pool_bytes(want, 16) &&
+              r->sizes.window_cache == r->window_held,
+          "window group's bytes: %zu held, %zu predicted", r->window_held,
+          snug_mem_held_bytes(wbytes) + snug_block_pool_bytes(want, 16));
+    size_t left = r->sizes.budget - r->weights - r->activations - r->sizes.serving_state - r->sizes.untracked -
+                  r->sizes.reserve - r->window_held;
+    size_t one_more = snug_plan_cache_bytes(&r->sizes, r->kv.blocks + 1) - snug_plan_cache_bytes(&r->sizes, r->kv.blocks);
+    bool by_budget = r->kv.limited_by == SNUG_KV_LIMIT_BUDGET;
+    CHECK(r->kv.left_bytes == left && (!by_budget || left - r->kv.kv_held - r->kv.pool_held < one_more),
+          "the full layer's cache: left %zu, kv %zu, pool %zu, a block %zu (limited by %s)", left, r->kv.kv_held,
+          r->kv.pool_held, one_more, snug_kv_limit_name(r->kv.limited_by));
+    CHECK(cur_of(SNUG_MEM_TOTAL) == r->weights + r->activations + r->serving_state + r->kv_held + r->window_held,
+          "total %zu, plan %zu", cur_of(SNUG_MEM_TOTAL),
+          r->weights + r->activations + r->serving_state + r->kv_held + r->window_held);
+    int64_t tokens = r->kv.tokens, one_group = r->kv.one_group_tokens;
+    printf("  window group: %lld blocks (%zu bytes); %lld tokens, %lld with one group of every layer (limited by %s)\n",
+           (long long)r->window_blocks, r->window_held, (long long)tokens, (long long)one_group,
+           snug_kv_limit_name(r->kv.limited_by));
+    snug_planner_close(p);
+    /* the same budget as one group of every layer */
+    o.swa_full = true;
+    CHECK_OK(snug_planner_open(gemma, &o, &p, &err), &err);
+    if (!p) return;
+    CHECK(p->report.window_layers == 0 && !p->kv.window && p->kv.shape.n_layers == 6 &&
+              p->report.kv.tokens <= one_group + 16 && p->report.kv.tokens + 16 * 16 >= one_group &&
+              (tokens > p->report.kv.tokens || p->report.kv.limited_by != SNUG_KV_LIMIT_BUDGET),
+          "--swa-full: %lld tokens, the plan said %lld", (long long)p->report.kv.tokens, (long long)one_group);
+    snug_planner_close(p);
+}
+
 static void test_staging_never_reaches_plan(void)
 {
     snug_error err = {0};
@@ -464,6 +519,7 @@ static void test_oom(void)
 int main(void)
 {
     RUN(test_plan_exact);
+    RUN(test_plan_window_group);
     RUN(test_staging_never_reaches_plan);
     RUN(test_default_cap);
     RUN(test_max_num_seqs_limits);

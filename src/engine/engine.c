@@ -952,6 +952,8 @@ void snug_engine_counters_get(snug_engine *e, snug_engine_counters *out)
     out->queued = e->q_n;
     out->preemptions = e->sched.n_preemptions;
     snug_block_pool_counts(e->at.pool, &out->kv);
+    memset(&out->kv_window, 0, sizeof out->kv_window);
+    if (e->at.wpool) snug_block_pool_counts(e->at.wpool, &out->kv_window);
     out->prefix_queried_tokens = e->sched.n_queried;
     out->prefix_hit_tokens = e->sched.n_hit;
     out->failed = e->failed;

@@ -121,6 +121,7 @@ typedef struct snug_engine_counters {
     snug_block_counts kv;           /* the KV cache's blocks, as the block pool counts them (its
                                      * ready blocks are the resident ones: all of them unless
                                      * the cache is populated after ready) */
+    snug_block_counts kv_window;    /* the window group's (total 0: none) */
     int64_t steps;
     int64_t prefix_queried_tokens;  /* tokens looked up at admissions, and ... */
     int64_t prefix_hit_tokens;      /* ... of those, found in the cache */

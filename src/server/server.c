@@ -206,6 +206,10 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
           k.kv.ready - k.kv.used);
     GAUGE("kv_blocks_resident", "KV cache blocks made resident (all, once populated after ready).",
           "%d", k.kv.ready);
+    GAUGE("kv_window_blocks_used", "The windowed layers' own KV blocks held by sequences (0 without such a group).",
+          "%d", k.kv_window.used);
+    GAUGE("kv_window_blocks_total", "The windowed layers' own KV blocks (0: they share the cache of every layer).",
+          "%d", k.kv_window.total);
     COUNTER("num_preemptions_total", "Sequences preempted for recompute.", k.preemptions);
     GAUGE("prefix_caching", "1 when the KV cache keeps and reuses computed prefixes.", "%d",
           k.kv.caching ? 1 : 0);

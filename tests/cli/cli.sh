@@ -243,6 +243,15 @@ expect "inspect phi3 GGUF: fused, partial rotary" 0 "fused qkv gate_up, rope on 
 expect "inspect qwen3 GGUF: q/k norms, head_dim 128" 0 "head_dim 128" -- "$snug" inspect tests/data/arch/f7-qwen3-Q8_0.gguf
 expect "inspect qwen2 GGUF: biases, tied" 0 "tied embeddings yes, q/k/v bias yes" -- "$snug" inspect tests/data/arch/f7-qwen2-Q8_0.gguf
 expect "inspect gemma3 GGUF: windows, sandwich norms" 0 "sliding window 8 on 5 of 6 layers (rope theta 10000 there, unscaled)" -- "$snug" inspect tests/data/arch/f7-gemma3-Q8_0.gguf
+# its windowed layers keep only their windows (a cache group of their own) when the window is shorter
+# than max_model_len: the plan says so, and the ids are those of one cache of every layer (--swa-full)
+gf=tests/data/arch/f7-gemma3-Q8_0.gguf
+expect "profile gemma3: windowed layers' own cache" 0 "windowed layers: 5 keep only their window of 8 tokens" \
+    -- "$snug" profile "$gf" --memory 64MiB --max-model-len 256 --max-num-seqs 4
+gw=$("$snug" generate "$gf" -p "One day, a little bird flew over the" -n 40 --temperature 0 --ids --max-model-len 128 2>"$tmp/err")
+gs=$("$snug" generate "$gf" -p "One day, a little bird flew over the" -n 40 --temperature 0 --ids --swa-full 2>>"$tmp/err")
+if [[ -n $gw && $gw == "$gs" ]]; then ok "gemma3: windows in their own cache give --swa-full's ids ($(wc -w <<<"$gw"))"
+else fail "gemma3: windows in their own cache give --swa-full's ids" "window group: $gw" "swa-full:     $gs" "$(cat "$tmp/err")"; fi
 afix=tests/data/arch/greedy.txt
 for fam in qwen2 qwen3; do
     ids() { awk -v f="file = f7-$fam-Q8_0.gguf" -v k="$1 = " '$0 == f {g=1} g && index($0, k) == 1 {sub(k, ""); print; exit}' "$afix"; }

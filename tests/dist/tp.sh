@@ -130,13 +130,20 @@ done
 # across the window many times (llama.cpp's own ids diverge at a first step whose margin is 0.3).
 file=tests/data/arch/f7-gemma3-Q8_0.gguf
 gprompt="One day, a little bird flew over the"
-want=$("$snug" generate "$file" -p "$gprompt" -n 24 --temperature 0 --ids --threads 1 2>"$tmp/gn.err")
-got=$(mpi 2 "$snug" generate "$file" -p "$gprompt" -n 24 --temperature 0 --ids --threads 1 --tp 2 2>>"$tmp/gn.err")
-if [[ -n $want && $got == "$want" ]]; then
-    ok "generate --tp 2: tp 1's ids (f7-gemma3-Q8_0.gguf, windows of 8, $(wc -w <<<"$want") ids)"
-else
-    fail "generate --tp 2: tp 1's ids (f7-gemma3-Q8_0.gguf)" "tp 1: $want" "tp 2: $got" "$(tail -5 "$tmp/gn.err")"
-fi
+# With --max-model-len 128 the windowed layers keep only their windows, a cache group of their own
+# on each rank; --swa-full keeps every position in one; both give one rank's ids of one group.
+want=$("$snug" generate "$file" -p "$gprompt" -n 40 --temperature 0 --ids --threads 1 --swa-full 2>"$tmp/gn.err")
+for opt in --swa-full --max-model-len; do
+    val=(); [[ $opt == --max-model-len ]] && val=(128)
+    got=$(mpi 2 "$snug" generate "$file" -p "$gprompt" -n 40 --temperature 0 --ids --threads 1 --tp 2 \
+          "$opt" "${val[@]}" 2>>"$tmp/gn.err")
+    if [[ -n $want && $got == "$want" ]]; then
+        ok "generate --tp 2 $opt ${val[*]}: tp 1's ids (f7-gemma3-Q8_0.gguf, windows of 8, $(wc -w <<<"$want") ids)"
+    else
+        fail "generate --tp 2 $opt ${val[*]}: tp 1's ids (f7-gemma3-Q8_0.gguf)" "tp 1: $want" "tp 2: $got" \
+            "$(tail -5 "$tmp/gn.err")"
+    fi
+done
 
 # --- each rank's weights ----------------------------------------------------------------
 for n in 2 4; do
