@@ -59,13 +59,14 @@ static void setup_rows(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t m
 }
 
 /* As setup_rows with caching, and a window group of `window` positions
- * whose pool is the least the scheduler asks for. */
-static void setup_window(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, int32_t window)
+ * whose pool holds the windows of window_seqs sequences. */
+static void setup_window(fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens, int32_t window,
+                         int32_t window_seqs)
 {
     snug_block_pool_free(&f->wpool);
     setup_rows(f, n_blocks, max_seqs, max_tokens, 0, true);
     snug_error err = {0};
-    int32_t wblocks = (int32_t)snug_sched_window_blocks(max_seqs, max_tokens, BLOCK, window);
+    int32_t wblocks = (int32_t)snug_sched_window_blocks(window_seqs, max_tokens, BLOCK, window);
     SNUG_ASSERT(wblocks <= 256 && snug_block_pool_init(&f->wpool, wblocks, BLOCK, true, &err) == SNUG_OK);
     for (int i = 0; i < MAX_SEQS; i++) {
         snug_block_table_attach(&f->wtables[i], f->wtable_ids[i], MAX_BLOCKS_PER_SEQ);
@@ -659,8 +660,9 @@ static void test_paused_waits(void)
     snug_block_pool_free(&f->pool);
 }
 
-/* A window group beside the full one (snug_sched_set_window), its pool the
- * least snug_sched_window_blocks asks for, under the eviction stress's load
+/* A window group beside the full one (snug_sched_set_window), its pool
+ * holding the windows of 1 to 8 sequences (no more run at once), under the
+ * eviction stress's load
  * (shared system prompts, salts, preemption): every position a step reads
  * through either group holds its own prefix's key, the window group's
  * tables hold no block wholly before their sequence's window after a step,
@@ -675,8 +677,8 @@ static void test_window_group_stress(void)
     for (uint64_t seed = 1; seed <= 10; seed++) {
         uint64_t r = seed;
         int32_t n_blocks = 48 + (int32_t)(rnd(&r) % 32), max_tokens = 8 + (int32_t)(rnd(&r) % 40);
-        int32_t window = 3 + (int32_t)(rnd(&r) % 14);
-        setup_window(f, n_blocks, MAX_SEQS, max_tokens, window);
+        int32_t window = 3 + (int32_t)(rnd(&r) % 14), window_seqs = 1 + (int32_t)(rnd(&r) % MAX_SEQS);
+        setup_window(f, n_blocks, MAX_SEQS, max_tokens, window, window_seqs);
         int64_t allocs = snug_mem_alloc_count();
         int64_t want[MAX_SEQS] = {0};
         int todo = 300, started = 0, finished = 0, steps = 0;
@@ -695,6 +697,8 @@ static void test_window_group_stress(void)
                 }
             int32_t nt = 0, n = step(f, &nt);
             steps++;
+            CHECK(f->s.n_running <= window_seqs, "seed %llu: %d running, windows for %d", (unsigned long long)seed,
+                  f->s.n_running, window_seqs);
             int64_t held = 0;
             for (int32_t i = 0; i < MAX_SEQS; i++) {
                 const snug_block_table *w = &f->wtables[i];

@@ -54,10 +54,11 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            (long long)r->sizes.max_model_len, r->kv.max_concurrency,
            r->prefix_caching ? "on" : "off", snug_fmt_bytes(r->kv.pool_held, b[0]));
     if (r->window_layers > 0)
-        fprintf(f, "windowed layers: %d keep only their window of %d tokens, in %lld blocks of their own (%s, with "
-                "their pool: what max_num_seqs sequences and a step need); a cache of every layer would hold "
-                "%lld tokens (%.2fx fewer)\n", r->window_layers, r->window, (long long)r->window_blocks,
-                snug_fmt_bytes(r->window_held, b[0]), (long long)r->kv.one_group_tokens,
+        fprintf(f, "windowed layers: %d keep only their window of %d tokens, in %lld blocks of their own (%s with "
+                "their pool): the windows of %d sequences at once (as many max_model_len sequences as the cache "
+                "holds) and a step's tokens; a cache of every layer would hold %lld tokens (%.2fx fewer)\n",
+                r->window_layers, r->window, (long long)r->window_blocks, snug_fmt_bytes(r->window_held, b[0]),
+                r->window_seqs, (long long)r->kv.one_group_tokens,
                 r->kv.one_group_tokens > 0 ? (double)r->kv.tokens / (double)r->kv.one_group_tokens : 0.0);
     if (r->max_model_len_reduced_from)
         fprintf(f, "max_model_len: %lld, the longest that fits (the model's %lld does not fit the "
@@ -149,6 +150,7 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("window", json_integer(r->window));
     PUT("window_layers", json_integer(r->window_layers));
     PUT("window_blocks", json_integer((json_int_t)r->window_blocks));
+    PUT("window_seqs", json_integer(r->window_seqs));
     PUT("window_cache_bytes", json_integer((json_int_t)r->window_held));
     PUT("one_group_kv_tokens", json_integer((json_int_t)r->kv.one_group_tokens));
     PUT("max_model_len", json_integer((json_int_t)r->sizes.max_model_len));

@@ -64,7 +64,8 @@ typedef struct snug_plan_report {
     bool prefix_caching;           /* the block pool caches prefixes */
     int32_t window;                /* the windowed layers' window, when they keep only it ... */
     int32_t window_layers;         /* ... of this many layers (0: one group) ... */
-    int64_t window_blocks;         /* ... in blocks of their own ... */
+    int64_t window_blocks;         /* ... in blocks of their own, for the windows of ... */
+    int32_t window_seqs;           /* ... this many sequences at once (the most that run) ... */
     size_t window_held;            /* ... and what the allocator charges them and their pool */
     snug_kernels kernels;          /* what the steps run: ISA, bf16 instruction, calibration */
     snug_dtype weight_dtype;       /* the weights' element type */

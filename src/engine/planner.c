@@ -127,8 +127,8 @@ static snug_status profile_too_big(const snug_plan_report *r, const snug_planner
  * windowed and full layers keeps only the windows of the first (not
  * swa_full, a window shorter than max_model_len), the full layers' (*full)
  * and the windowed layers' (*win, n_layers 0 when one group) with the
- * blocks that group needs so that it never runs short (*win_blocks,
- * scheduler.h). */
+ * fewest blocks that group takes, the window of one sequence and a step's
+ * tokens (*win_blocks when not NULL; the plan sizes it, plan_now). */
 static void kv_shapes(const snug_model_config *cfg, const snug_model_dims *d, const snug_planner_opts *o,
                       snug_kv_shape *all, snug_kv_shape *full, snug_kv_shape *win, int64_t *win_blocks)
 {
@@ -136,14 +136,14 @@ static void kv_shapes(const snug_model_config *cfg, const snug_model_dims *d, co
     *full = *all;
     *win = *all;
     win->n_layers = 0;
-    *win_blocks = 0;
+    if (win_blocks) *win_blocks = 0;
     int64_t window = cfg->sliding_window;
     if (o->swa_full || d->n_window_layers == 0 || d->n_window_layers == d->n_layers || window < 1 ||
         window >= o->max_model_len)
         return;
     full->n_layers = d->n_layers - d->n_window_layers;
     win->n_layers = d->n_window_layers;
-    *win_blocks = snug_sched_window_blocks(o->max_num_seqs, o->max_num_batched_tokens, o->block_size, (int32_t)window);
+    if (win_blocks) *win_blocks = snug_sched_window_blocks(1, o->max_num_batched_tokens, o->block_size, (int32_t)window);
 }
 
 /* What the window group's cache of shape win and `blocks` blocks and its
@@ -239,7 +239,27 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
         .block_bytes = snug_kv_block_bytes(ks), .full_block_bytes = r->window_layers ? snug_kv_block_bytes(all) : 0,
         .block_size = o->block_size,
         .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
-    return snug_plan_kv(&r->sizes, &r->kv, err);
+    if (r->window_layers == 0) return snug_plan_kv(&r->sizes, &r->kv, err);
+    /* the window group holds the windows of as many sequences as the full
+     * layers' cache holds max_model_len sequences (at least one; at most
+     * max_num_seqs): from one, down to where that number holds still */
+    snug_kv_shape wks = *all;
+    wks.n_layers = r->window_layers;
+    int32_t n = 1;
+    snug_status st = SNUG_OK;
+    for (int round = 0; round < 64; round++) {
+        r->window_blocks = snug_sched_window_blocks(n, o->max_num_batched_tokens, o->block_size, r->window);
+        r->window_held = r->sizes.window_cache = window_cache_bytes(&wks, r->window_blocks);
+        st = snug_plan_kv(&r->sizes, &r->kv, err);
+        if (st != SNUG_OK) return st;
+        int64_t fits = (r->kv.tokens + o->max_model_len - 1) / o->max_model_len;
+        int32_t next = (int32_t)SNUG_MAX(1, SNUG_MIN((int64_t)o->max_num_seqs, fits));
+        if (next == n) break;
+        if (round > 0 && next > n) break; /* (on the way down: the last that held) */
+        n = next;
+    }
+    r->window_seqs = n;
+    return SNUG_OK;
 }
 
 /* p's serving state for shape ss, its block counted in the report and the
@@ -316,13 +336,10 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
         r->threads = snug_model_step_shape(p->model)->n_threads;
     }
     snug_kv_shape all, ks, wks;
-    int64_t wblocks = 0;
-    if (st == SNUG_OK) kv_shapes(&p->ck->config, snug_model_get_dims(p->model), o, &all, &ks, &wks, &wblocks);
-    if (st == SNUG_OK && wks.n_layers > 0) {
+    if (st == SNUG_OK) kv_shapes(&p->ck->config, snug_model_get_dims(p->model), o, &all, &ks, &wks, NULL);
+    if (st == SNUG_OK && wks.n_layers > 0) { /* (its size: the plan's) */
         r->window = (int32_t)p->ck->config.sliding_window;
         r->window_layers = wks.n_layers;
-        r->window_blocks = wblocks;
-        r->window_held = window_cache_bytes(&wks, wblocks);
     }
     *ss = (snug_serving_shape){o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len, o->block_size,
                                p->ck->config.vocab_size, p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1,
@@ -445,8 +462,7 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st == SNUG_OK) st = make_phase(p, opts, &o, &ss, t_start, err);
     if (st != SNUG_OK) goto fail;
     snug_kv_shape all, ks, wks;
-    int64_t wblocks;
-    kv_shapes(&p->ck->config, snug_model_get_dims(p->model), &o, &all, &ks, &wks, &wblocks);
+    kv_shapes(&p->ck->config, snug_model_get_dims(p->model), &o, &all, &ks, &wks, NULL);
     if (p->report.window_layers == 0) wks.n_layers = 0, ks = all; /* (as make_phase decided) */
     st = plan_phase(p, opts, &o, &ss, &ks, &all, t_start, err);
     if (st == SNUG_OK) st = allocate_phase(p, opts, &o, &ks, &wks, t_start, err);

@@ -20,11 +20,13 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
 
 void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window)
 {
-    SNUG_ASSERT(window > 0 && wpool->block_size == s->block_size &&
-                wpool->n_blocks >= snug_sched_window_blocks(s->max_seqs, s->max_tokens, s->block_size, window));
+    int64_t one = snug_sched_window_blocks(1, s->max_tokens, s->block_size, window);
+    int64_t per_seq = snug_sched_window_blocks(2, s->max_tokens, s->block_size, window) - one;
+    SNUG_ASSERT(window > 0 && wpool->block_size == s->block_size && wpool->n_blocks >= one);
     for (int32_t i = 0; i < s->max_seqs; i++) SNUG_ASSERT(s->seqs[i].wtable != NULL);
     s->wpool = wpool;
     s->window = window;
+    s->max_window_seqs = (int32_t)SNUG_MIN((int64_t)s->max_seqs, 1 + (wpool->n_blocks - one) / per_seq);
 }
 
 int64_t snug_sched_window_blocks(int32_t max_seqs, int32_t max_tokens, int32_t block_size, int32_t window)
@@ -251,7 +253,8 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
     }
     /* 3. admission, first come first served (a follower waiting for its
      * leader's prompt is passed by) */
-    for (int32_t k = 0; k < s->n_waiting && budget > 0 && s->n_running < s->max_seqs;) {
+    int32_t slots = s->wpool ? s->max_window_seqs : s->max_seqs; /* (the windows the window group holds) */
+    for (int32_t k = 0; k < s->n_waiting && budget > 0 && s->n_running < slots;) {
         int32_t seq = wait_at(s, k);
         snug_sched_seq *q = &s->seqs[seq];
         if (q->paused || follows(s, q)) { /* passed by: its output waits, or its leader */

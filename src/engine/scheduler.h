@@ -48,9 +48,10 @@
  * their own (snug_sched_set_window; kvcache.h) gives each sequence a second
  * table, of the window group's pool, grown with the first; after each step
  * the blocks no later query of the sequence sees (wholly before n_computed -
- * window + 1) are given back. That pool is made large enough for every
- * running sequence's window and the step's tokens (snug_sched_window_blocks),
- * so only the full group's pool decides what runs. A cached prefix counts
+ * window + 1) are given back. That pool holds the windows of a number of
+ * sequences and a step's tokens (snug_sched_window_blocks): no more
+ * sequences run at once than it holds windows for (max_window_seqs), and
+ * then it never runs short, so the full group's pool decides the rest. A cached prefix counts
  * only as far as the window group still holds the blocks its window needs
  * (found through the full group's blocks: blocks.h's link), vLLM's rule.
  */
@@ -105,6 +106,7 @@ typedef struct snug_sched {
     snug_block_pool *pool;
     snug_block_pool *wpool; /* the window group's blocks; NULL: one group */
     int32_t window;         /* the window group's window (positions a query sees) */
+    int32_t max_window_seqs;/* sequences whose windows it holds at once: the most that run */
     int32_t *running;       /* [max_seqs] seq indices in admission order */
     int32_t n_running;
     int32_t *waiting;       /* [max_seqs] a ring of seq indices */
@@ -124,14 +126,16 @@ void snug_sched_init(snug_sched *s, int32_t max_seqs, int32_t max_tokens, int32_
                      snug_block_pool *pool);
 
 /* Gives s a window group (before any sequence is added): its pool wpool
- * (at least snug_sched_window_blocks blocks of block_size) and the window
- * of its layers; each slot's table of it is seqs[i].wtable (the caller's,
- * set before snug_sched_init or after it). */
+ * (at least snug_sched_window_blocks(1, ...) blocks of block_size: the
+ * windows of how many sequences it holds bounds how many run) and the
+ * window of its layers; each slot's table of it is seqs[i].wtable (the
+ * caller's, set before snug_sched_init or after it). */
 void snug_sched_set_window(snug_sched *s, snug_block_pool *wpool, int32_t window);
 
-/* The blocks a window group's pool needs so that it never runs short: per
- * sequence slot the blocks of a window (ceil((window - 1) / block_size) + 2,
- * as a window may straddle them), and those of a step's max_tokens. Pure. */
+/* The blocks a window group's pool needs to hold the windows of max_seqs
+ * running sequences without running short: per sequence the blocks of a
+ * window (ceil((window - 1) / block_size) + 2, as a window may straddle
+ * them), and those of a step's max_tokens. Pure. */
 int64_t snug_sched_window_blocks(int32_t max_seqs, int32_t max_tokens, int32_t block_size, int32_t window);
 
 /* Queues the free slot seq with n_tokens >= 1 known tokens (its prompt),
