@@ -22,10 +22,13 @@
  * right before it (bandwidth for batch 1, the best instruction's peak for
  * batch 32, and for each of the two prefills), the median step (the better
  * prefill) reported beside the aggregate. Not part of make test.
- *   build/bench/generate DIR [THREADS] [--decode-batch-only] [--json]
+ *   build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N] [--json]
  * --decode-batch-only runs only the batch-32 decode and the prefill (no
  * limits, no batch 1) and prints their tokens/s on a line each (bench/serve
- * compares the server's throughput with them).
+ * compares the server's throughput with them). --decode-context N runs only
+ * a decode at batch 1 after an N-token prompt (prefilled PREFILL tokens a
+ * step) and prints its tokens/s (bench/swa: a windowed layer's attention
+ * reads its window whatever the length, a global layer's every position).
  */
 #include "engine/blocks.h"
 #include "formats/checkpoint.h"
@@ -178,14 +181,20 @@ int main(int argc, char **argv)
 {
     bench_omp_passive(argv);
     if (argc < 2) {
-        fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only] [--json]\n");
+        fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N] [--json]\n");
         return 2;
     }
     int threads = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : snug_cpu_count();
     bool batch_only = false, json = false;
+    int context = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--decode-batch-only") == 0) batch_only = true;
         if (strcmp(argv[i], "--json") == 0) json = true;
+        if (strcmp(argv[i], "--decode-context") == 0 && i + 1 < argc) context = atoi(argv[++i]);
+    }
+    if (context < 0 || context > (1 << 20)) {
+        fprintf(stderr, "bench/generate: --decode-context %d: expected 1 to %d\n", context, 1 << 20);
+        return 2;
     }
     snug_error err = {0};
     snug_checkpoint *ck = NULL;
@@ -205,14 +214,14 @@ int main(int argc, char **argv)
     b.vocab = ck->config.vocab_size;
     snug_isa isa = snug_model_isa(b.m);
     const snug_kernels *kern = snug_model_kernels(b.m);
-    int32_t n_blocks = BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2);
+    int32_t n_blocks = SNUG_MAX(BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2), (context + 64) / BLOCK + 2);
     snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, SNUG_DTYPE_BF16};
     if (snug_kvcache_create(&ks, n_blocks, snug_model_pool(b.m), &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, BLOCK, false, &err) != SNUG_OK) {
         fprintf(stderr, "bench/generate: %s\n", err.msg);
         return 1;
     }
     for (int i = 0; i < BATCH; i++)
-        if (snug_block_table_init(&b.tables[i], PREFILL + 64, BLOCK, &err) != SNUG_OK) return 1;
+        if (snug_block_table_init(&b.tables[i], SNUG_MAX(PREFILL, context) + 64, BLOCK, &err) != SNUG_OK) return 1;
 
     /* Bytes a decode step of one token reads: every weight (the embedding
      * table only as the lm_head, when tied; one row otherwise) and the cache. */
@@ -227,6 +236,23 @@ int main(int argc, char **argv)
     }
     double kv_per_pos = (double)snug_kv_block_bytes(&ks) / BLOCK;
 
+    if (context > 0) { /* decode at batch 1 after a long prompt */
+        for (int p = 0; p < context; p += PREFILL)
+            run_step(&b, 1, SNUG_MIN(PREFILL, context - p), p, p + PREFILL >= context ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE);
+        double t = 0;
+        for (int s = 0; s < WARMUP + DECODE_STEPS; s++) {
+            double dt = run_step(&b, 1, 1, context + s, SNUG_LOGITS_LAST);
+            if (s >= WARMUP) t += dt;
+        }
+        if (json)
+            printf("{\"decode_context\": %d, \"decode_tps\": %.4f, \"threads\": %d}\n", context, DECODE_STEPS / t, threads);
+        else
+            printf("decode after %d tokens: %.2f tokens/s (%s weights, %d threads, kernels %s)\n", context,
+                   DECODE_STEPS / t, label, threads, snug_isa_name(isa));
+        release_all(&b);
+        bench_free(&b, w, ck);
+        return 0;
+    }
     if (batch_only) {
         double tpsb = decode_batch(&b), tp = 1e30;
         for (int k = 0; k < 2; k++) {
