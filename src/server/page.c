@@ -78,15 +78,17 @@ enum MHD_Result page_memory(snug_server *s, struct MHD_Connection *c)
                        (long long)snug_engine_max_model_len(s->e), p->sizes.budget);
     const struct { const char *part; size_t v; } plan[] = {
         {"weights", p->weights}, {"activations", p->activations}, {"serving_state", p->serving_state},
-        {"untracked", p->sizes.untracked}, {"reserve", p->sizes.reserve}, {"kv_cache", p->kv.kv_held}};
+        {"untracked", p->sizes.untracked}, {"reserve", p->sizes.reserve}, {"kv_cache", p->kv.kv_held},
+        {"window_cache", p->window_held}};
     for (size_t i = 0; i < SNUG_ARRAY_LEN(plan); i++)
-        snug_strbuf_printf(&b, "%s{\"part\":\"%s\",\"bytes\":%zu}", i ? "," : "", plan[i].part, plan[i].v);
+        if (plan[i].v > 0 || strcmp(plan[i].part, "window_cache") != 0) /* (the window group's only where there is one) */
+            snug_strbuf_printf(&b, "%s{\"part\":\"%s\",\"bytes\":%zu}", i ? "," : "", plan[i].part, plan[i].v);
     snug_strbuf_printf(&b, "],\"kv\":{\"block_bytes\":%zu,\"block_tokens\":%d,\"blocks_total\":%d,"
                        "\"blocks_resident\":%d,\"blocks_used\":%d,\"blocks_cached\":%d,\"blocks_evictable\":%d,"
-                       "\"prefix_caching\":%s},",
+                       "\"prefix_caching\":%s,\"window\":%d,\"window_blocks_total\":%d,\"window_blocks_used\":%d},",
                        p->sizes.block_bytes, p->sizes.block_size, k.kv.total, k.kv.ready,
                        k.kv.used, k.kv.cached, k.kv.evictable,
-                       k.kv.caching ? "true" : "false");
+                       k.kv.caching ? "true" : "false", p->window, k.kv_window.total, k.kv_window.used);
     snug_strbuf_printf(&b, "\"process\":{\"resident_bytes\":%zu,\"resident_peak_bytes\":%zu},"
                        "\"sequences\":{\"running\":%d,\"waiting\":%d,\"queued\":%d},"
                        "\"tokens\":{\"prompt_total\":%lld,\"generation_total\":%lld},\"requests_finished\":%lld,"
