@@ -121,30 +121,10 @@ static void fill_tokens(int32_t *t, int n, int vocab, uint32_t seed)
     }
 }
 
-/* Runs tokens [0, n) of one sequence in chunks of `chunk` through the
- * model with every row's logits; copies the real-vocabulary logits into
- * out (n x vocab). The table must be empty; it is left holding the blocks. */
-static bool run_chunks(rig *r, snug_block_table *table, const int32_t *tokens, int n, int chunk, float *out,
-                       snug_error *err)
-{
-    const snug_model_dims *d = snug_model_get_dims(r->m);
-    for (int p = 0; p < n; p += chunk) {
-        int len = SNUG_MIN(chunk, n - p);
-        if (!snug_block_table_grow(table, &r->pool, p + len, BLOCK)) return false;
-        snug_step_seq seq = {len, p, table->ids, table->n, SNUG_LOGITS_ALL, NULL, 0};
-        snug_step step = {tokens + p, len, &seq, 1, 0};
-        const float *lg;
-        int32_t rows;
-        if (snug_model_forward(r->m, &r->kv, &step, &lg, &rows, err) != SNUG_OK) return false;
-        if (rows != len) return false;
-        for (int i = 0; i < len; i++)
-            memcpy(out + (size_t)(p + i) * (size_t)d->vocab_len, lg + (size_t)i * (size_t)d->vocab_rows,
-                   (size_t)d->vocab_len * sizeof(float));
-    }
-    return true;
-}
-
-/* As run_chunks, for tokens [from, n) after the table holds [0, from). */
+/* Runs tokens [from, n) of one sequence in chunks of `chunk` through the
+ * model with every row's logits, the table holding [0, from) already;
+ * copies the real-vocabulary logits of position p into out + p vocab. The
+ * table is left holding the blocks. */
 static bool run_chunks_from(rig *r, snug_block_table *table, const int32_t *tokens, int from, int n, int chunk,
                             float *out, snug_error *err)
 {
@@ -162,6 +142,15 @@ static bool run_chunks_from(rig *r, snug_block_table *table, const int32_t *toke
                    (size_t)d->vocab_len * sizeof(float));
     }
     return true;
+}
+
+/* Runs tokens [0, n) of one sequence in chunks of `chunk` through the
+ * model with every row's logits; copies the real-vocabulary logits into
+ * out (n x vocab). The table must be empty; it is left holding the blocks. */
+static bool run_chunks(rig *r, snug_block_table *table, const int32_t *tokens, int n, int chunk, float *out,
+                       snug_error *err)
+{
+    return run_chunks_from(r, table, tokens, 0, n, chunk, out, err);
 }
 
 /* max |a - ref| / max |ref| over n values. */

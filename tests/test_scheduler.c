@@ -513,6 +513,20 @@ static void test_preemption_hits(void)
     snug_block_pool_free(&f->pool);
 }
 
+/* Queues free slot i with a prompt of one of 4 shared system prompts (0 to
+ * 32 tokens, whole blocks) and a few tokens of its own, under salt 7 one
+ * time in 5, else 0; returns the tokens it should reach. */
+static int64_t add_shared_prefix(fixture *f, int32_t i, uint64_t *r)
+{
+    int32_t sys = (int32_t)(rnd(r) % 4), sys_len = 4 * (int32_t)(rnd(r) % 9);
+    int64_t prompt = sys_len + 1 + (int64_t)(rnd(r) % 40);
+    for (int64_t t = 0; t < prompt; t++) f->toks[i][t] = t < sys_len ? 1000 * sys + (int32_t)t : (int32_t)(rnd(r) % 3);
+    int64_t want = prompt + 1 + (int64_t)(rnd(r) % 30);
+    f->salt[i] = rnd(r) % 5 == 0 ? 7 : 0;
+    snug_sched_add(&f->s, i, f->toks[i], prompt, f->salt[i], -1);
+    return want;
+}
+
 /* Hundreds of prompts sharing a few prefixes over a pool that holds a few
  * of them: every read position holds its own prefix's keys, the pool's
  * invariants hold after every step, and in the end every block is free
@@ -535,13 +549,7 @@ static void test_eviction_stress(void)
         while (finished < todo && steps < 200000 && ok) {
             for (int32_t i = 0; i < MAX_SEQS && started < todo; i++)
                 if (f->seqs[i].phase == SNUG_SEQ_FREE) {
-                    int32_t sys = (int32_t)(rnd(&r) % 4), sys_len = 4 * (int32_t)(rnd(&r) % 9);
-                    int64_t prompt = sys_len + 1 + (int64_t)(rnd(&r) % 40);
-                    for (int64_t t = 0; t < prompt; t++)
-                        f->toks[i][t] = t < sys_len ? 1000 * sys + (int32_t)t : (int32_t)(rnd(&r) % 3);
-                    want[i] = prompt + 1 + (int64_t)(rnd(&r) % 30);
-                    f->salt[i] = rnd(&r) % 5 == 0 ? 7 : 0;
-                    snug_sched_add(&f->s, i, f->toks[i], prompt, f->salt[i], -1);
+                    want[i] = add_shared_prefix(f, i, &r);
                     started++;
                 }
             int32_t nt = 0, n = step(f, &nt);
@@ -686,13 +694,7 @@ static void test_window_group_stress(void)
         while (finished < todo && steps < 200000 && ok) {
             for (int32_t i = 0; i < MAX_SEQS && started < todo; i++)
                 if (f->seqs[i].phase == SNUG_SEQ_FREE) {
-                    int32_t sys = (int32_t)(rnd(&r) % 4), sys_len = 4 * (int32_t)(rnd(&r) % 9);
-                    int64_t prompt = sys_len + 1 + (int64_t)(rnd(&r) % 40);
-                    for (int64_t t = 0; t < prompt; t++)
-                        f->toks[i][t] = t < sys_len ? 1000 * sys + (int32_t)t : (int32_t)(rnd(&r) % 3);
-                    want[i] = prompt + 1 + (int64_t)(rnd(&r) % 30);
-                    f->salt[i] = rnd(&r) % 5 == 0 ? 7 : 0;
-                    snug_sched_add(&f->s, i, f->toks[i], prompt, f->salt[i], -1);
+                    want[i] = add_shared_prefix(f, i, &r);
                     started++;
                 }
             int32_t nt = 0, n = step(f, &nt);
