@@ -460,6 +460,7 @@ static bool run_window_requests(const snug_engine_opts *o, int32_t out[WG_REQS][
         for (int k = 0; k < WG_PREFIX + 8; k++) prompts[i][k] = 3 + (k < WG_PREFIX ? k * 7 % 500 : (i * 13 + k) % 500);
         q[i].prompt = prompts[i];
         q[i].n_prompt = WG_PREFIX + 1 + i % 8;
+        q[i].n = i % 5 == 0 ? 3 : 1; /* some with 3 choices: the others follow the first's prompt */
         ok = snug_engine_submit(e, &q[i], err) == SNUG_OK;
     }
     for (int i = 0; i < WG_REQS && ok; i++) {

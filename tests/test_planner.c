@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/planner_impl.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -144,6 +145,7 @@ static void test_plan_window_group(void)
           "total %zu, plan %zu", cur_of(SNUG_MEM_TOTAL),
           r->weights + r->activations + r->serving_state + r->kv_held + r->window_held);
     int64_t tokens = r->kv.tokens, one_group = r->kv.one_group_tokens;
+    size_t u1 = r->sizes.untracked, s1 = r->sizes.serving_state;
     printf("  window group: %lld blocks (%zu bytes); %lld tokens, %lld with one group of every layer (limited by %s)\n",
            (long long)r->window_blocks, r->window_held, (long long)tokens, (long long)one_group,
            snug_kv_limit_name(r->kv.limited_by));
@@ -152,10 +154,18 @@ static void test_plan_window_group(void)
     o.swa_full = true;
     CHECK_OK(snug_planner_open(gemma, &o, &p, &err), &err);
     if (!p) return;
+    /* as the plan said, but for what the second plan measured otherwise: its U (the process's
+     * resident memory: under AddressSanitizer it moves by megabytes), its serving state (no
+     * window tables), each worth what a block of every layer costs */
+    const snug_plan_sizes *z = &p->report.sizes;
+    size_t moved = (z->untracked > u1 ? z->untracked - u1 : u1 - z->untracked) +
+                   (z->serving_state > s1 ? z->serving_state - s1 : s1 - z->serving_state);
+    int64_t slack = 16 * (int64_t)(moved / z->block_bytes + 2);
     CHECK(p->report.window_layers == 0 && !p->kv.window && p->kv.shape.n_layers == 6 &&
-              p->report.kv.tokens <= one_group + 16 && p->report.kv.tokens + 16 * 16 >= one_group &&
+              llabs(p->report.kv.tokens - one_group) <= slack &&
               (tokens > p->report.kv.tokens || p->report.kv.limited_by != SNUG_KV_LIMIT_BUDGET),
-          "--swa-full: %lld tokens, the plan said %lld", (long long)p->report.kv.tokens, (long long)one_group);
+          "--swa-full: %lld tokens, the plan said %lld (within %lld: U and S moved %zu bytes)",
+          (long long)p->report.kv.tokens, (long long)one_group, (long long)slack, moved);
     snug_planner_close(p);
 }
 

@@ -53,6 +53,9 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            snug_dtype_torch_name(r->kv_dtype), snug_kv_limit_name(r->kv.limited_by),
            (long long)r->sizes.max_model_len, r->kv.max_concurrency,
            r->prefix_caching ? "on" : "off", snug_fmt_bytes(r->kv.pool_held, b[0]));
+    if (r->vision_tensors > 0)
+        fprintf(f, "text model only: the checkpoint's vision tower, %lld tensors (%s), is not loaded; requests "
+                "with images are refused\n", (long long)r->vision_tensors, snug_fmt_bytes(r->vision_bytes, b[0]));
     if (r->window_layers > 0)
         fprintf(f, "windowed layers: %d keep only their window of %d tokens, in %lld blocks of their own (%s with "
                 "their pool): the windows of %d sequences at once (as many max_model_len sequences as the cache "
@@ -147,6 +150,7 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("block_size", json_integer(r->sizes.block_size));
     PUT("kv_cache_dtype", json_string(snug_dtype_torch_name(r->kv_dtype)));
     PUT("kv_tokens", json_integer((json_int_t)r->kv.tokens));
+    PUT("vision_tensors_not_loaded", json_integer((json_int_t)r->vision_tensors));
     PUT("window", json_integer(r->window));
     PUT("window_layers", json_integer(r->window_layers));
     PUT("window_blocks", json_integer((json_int_t)r->window_blocks));

@@ -62,6 +62,9 @@ typedef struct snug_plan_report {
     int64_t kv_blocks_own;         /* what this rank's budget alone gave (before the minimum
                                     * over the ranks) */
     bool prefix_caching;           /* the block pool caches prefixes */
+    int64_t vision_tensors;        /* a multimodal checkpoint's tensors outside its text model
+                                    * (its vision tower), not loaded ... */
+    uint64_t vision_bytes;         /* ... and their bytes */
     int32_t window;                /* the windowed layers' window, when they keep only it ... */
     int32_t window_layers;         /* ... of this many layers (0: one group) ... */
     int64_t window_blocks;         /* ... in blocks of their own, for the windows of ... */

@@ -289,6 +289,7 @@ static snug_status load_phase(snug_planned *p, const char *dir, const snug_plann
     if (st == SNUG_OK) st = snug_budget_resolve(&bo, &r->budget, err);
     begin(opts, "load", t_start);
     if (st == SNUG_OK) st = snug_checkpoint_open(dir, &p->ck, err);
+    if (st == SNUG_OK) r->vision_tensors = p->ck->n_vision, r->vision_bytes = p->ck->vision_bytes;
     /* the tokenizer first: a bad one fails before the weights load, and its
      * parse (admitted at its worst case) meets a process that holds little */
     if (st == SNUG_OK && has_tokenizer(dir)) /* without one (a synthetic checkpoint): 64-byte tokens */
