@@ -421,6 +421,11 @@ static void test_gemma3(void)
               back.query_pre_attn_scalar == 256.0 && strstr(out, "\"hidden_activation\":\"gelu_pytorch_tanh\""),
           "gemma-3-1b-it survives writing and reading: %s", out ? out : err.msg);
     snug_mem_free(out);
+    /* no window for layers that slide: refused (transformers does too) */
+    snprintf(text, sizeof text, "%.*s, \"sliding_window\": null}", (int)strlen(g_gemma3_1b) - 1, g_gemma3_1b);
+    char *dup = strstr(text, "\"sliding_window\": 512"); /* (a key given twice is refused: rename the first) */
+    if (dup) dup[1] = 'x';
+    CHECK_FAILS(parse(text, &c, &err), &err, SNUG_FORMAT, "'sliding_window': null, but layers are sliding_attention");
 }
 
 static void test_kv_bytes(void)

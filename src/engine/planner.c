@@ -222,8 +222,19 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
 
 /* The plan from what the allocator holds now: W, A (the activations'
  * peak since the reset), S (the rest), and the profile step's U. */
+/* The plan with a window group that holds the windows of n sequences. */
+static snug_status plan_windows(snug_plan_report *r, const snug_planner_opts *o, const snug_kv_shape *wks, int32_t n,
+                                snug_error *err)
+{
+    r->window_blocks = snug_sched_window_blocks(n, o->max_num_batched_tokens, o->block_size, r->window);
+    r->window_held = r->sizes.window_cache = window_cache_bytes(wks, r->window_blocks);
+    return snug_plan_kv(&r->sizes, &r->kv, err);
+}
+
+/* The plan from what the allocator holds now (see below); with a window
+ * group, whose windows are for at most max_seqs sequences. */
 static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const snug_kv_shape *ks,
-                            const snug_kv_shape *all, snug_error *err)
+                            const snug_kv_shape *all, int32_t max_seqs, snug_error *err)
 {
     snug_plan_report *r = &p->report;
     r->weights = cur_of(SNUG_MEM_WEIGHTS);
@@ -240,26 +251,27 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
         .block_size = o->block_size,
         .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
     if (r->window_layers == 0) return snug_plan_kv(&r->sizes, &r->kv, err);
-    /* the window group holds the windows of as many sequences as the full
-     * layers' cache holds max_model_len sequences (at least one; at most
-     * max_num_seqs): from one, down to where that number holds still */
+    /* the window group holds the windows of n sequences: the most (up to
+     * max_seqs) for which the plan fits and the full layers' cache still
+     * holds n max_model_len sequences, rounded up (the fewer windows, the
+     * more the full layers get: whether n holds falls as n grows, so a
+     * search of n finds the last that holds; one always does when anything
+     * fits) */
     snug_kv_shape wks = *all;
     wks.n_layers = r->window_layers;
-    int32_t n = 1;
-    snug_status st = SNUG_OK;
-    for (int round = 0; round < 64; round++) {
-        r->window_blocks = snug_sched_window_blocks(n, o->max_num_batched_tokens, o->block_size, r->window);
-        r->window_held = r->sizes.window_cache = window_cache_bytes(&wks, r->window_blocks);
-        st = snug_plan_kv(&r->sizes, &r->kv, err);
-        if (st != SNUG_OK) return st;
-        int64_t fits = (r->kv.tokens + o->max_model_len - 1) / o->max_model_len;
-        int32_t next = (int32_t)SNUG_MAX(1, SNUG_MIN((int64_t)o->max_num_seqs, fits));
-        if (next == n) break;
-        if (round > 0 && next > n) break; /* (on the way down: the last that held) */
-        n = next;
+    snug_error scratch = {0};
+    int32_t lo = 1, hi = SNUG_MAX(1, max_seqs);
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (plan_windows(r, o, &wks, mid, &scratch) == SNUG_OK &&
+            (r->kv.tokens + o->max_model_len - 1) / o->max_model_len >= mid)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
-    r->window_seqs = n;
-    return SNUG_OK;
+    snug_status st = plan_windows(r, o, &wks, lo, err);
+    if (st == SNUG_OK) r->window_seqs = lo;
+    return st;
 }
 
 /* p's serving state for shape ss, its block counted in the report and the
@@ -367,7 +379,7 @@ static snug_status plan_phase(snug_planned *p, const snug_planner_opts *opts, sn
     if (st == SNUG_NOMEM) st = profile_too_big(r, o, all, err);
     if (st != SNUG_OK) return st; /* every rank's (profile.h) */
     begin(opts, "plan", t_start);
-    st = plan_now(p, o, ks, all, err);
+    st = plan_now(p, o, ks, all, o->max_num_seqs, err);
     int64_t fit = st == SNUG_NOMEM ? snug_plan_budget_blocks(&r->sizes) * o->block_size : INT64_MAX;
     snug_status cst = snug_comm_allreduce_i64(comm, &fit, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START,
                                               "the plan's model length", err);
@@ -379,10 +391,17 @@ static snug_status plan_phase(snug_planned *p, const snug_planner_opts *opts, sn
         snug_serving_free(&p->serving);
         ss->max_model_len = fit;
         st = make_serving(p, ss, err);
-        if (st == SNUG_OK) st = plan_now(p, o, ks, all, err);
+        if (st == SNUG_OK) st = plan_now(p, o, ks, all, o->max_num_seqs, err);
     }
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) return st;
+    if (r->window_layers > 0) { /* the windows of as many sequences on every rank: the fewest */
+        int64_t n = r->window_seqs;
+        st = snug_comm_allreduce_i64(comm, &n, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START, "the window group's sequences", err);
+        if (st == SNUG_OK && n < r->window_seqs) st = plan_now(p, o, ks, all, (int32_t)n, err);
+        st = snug_dist_agree(comm, st, err);
+        if (st != SNUG_OK) return st;
+    }
     r->kv_blocks_own = r->kv.blocks;
     int64_t blocks = r->kv.blocks;
     st = snug_comm_allreduce_i64(comm, &blocks, 1, SNUG_REDUCE_MIN, SNUG_WAIT_START, "the KV cache's blocks", err);

@@ -337,6 +337,11 @@ static snug_status parse_gemma_fields(const json_t *root, const char *name, snug
         if (st != SNUG_OK) return st;
         snug_config_set_sliding(cfg, pattern);
     }
+    bool any_sliding = false;
+    for (int32_t l = 0; l < cfg->n_layers; l++) any_sliding |= (cfg->sliding[l / 8] >> (l % 8) & 1) != 0;
+    if (cfg->sliding_window == 0 && any_sliding) /* (transformers refuses it too: its local rope would still turn) */
+        return snug_errorf(err, SNUG_FORMAT, "%s: field 'sliding_window': null, but layers are sliding_attention; "
+                           "expected the window's length", name);
     cfg->rope_local_theta = 10000.0;
     st = snug_json_get_real(root, "rope_local_base_freq", name, false, 1e-6, 1e15, &cfg->rope_local_theta, NULL, err);
     if (st != SNUG_OK) return st;
