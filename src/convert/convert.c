@@ -404,8 +404,7 @@ snug_status snug_convert_gguf(const char *path, const char *outdir, snug_error *
             goto done;
         }
         t->offset = g->data_start + gt->offset;
-        size_t len = strlen(t->name);
-        t->minus_one = snug_arch_get(p.cfg.arch)->norm_plus_one && len > 11 && strcmp(t->name + len - 11, "norm.weight") == 0;
+        t->minus_one = snug_arch_get(p.cfg.arch)->norm_plus_one && snug_params_is_norm(t->name);
         if (t->minus_one && t->dtype != SNUG_DTYPE_F32) {
             st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: tensor '%s' is %s; a %s norm (held as 1 + w) converts from F32",
                              path, name, snug_ggml_type_name(gt->type), snug_arch_get(p.cfg.arch)->gguf);

@@ -166,8 +166,7 @@ static snug_status list_tensors(const snug_model_config *cfg, const snug_mkmodel
         e->numel = (uint64_t)sp->rows * (uint64_t)sp->cols;
         e->bytes = e->numel * snug_dtype_size(o->dtype);
         e->key = snug_rng_key(o->seed, sp->name);
-        size_t len = strlen(sp->name);
-        bool norm = len > 11 && strcmp(sp->name + len - 11, "norm.weight") == 0;
+        bool norm = snug_params_is_norm(sp->name);
         e->mean = norm && !cfg->norm_plus_one ? 1.0f : 0.0f; /* (Gemma's norms: 1 + w) */
         e->scale = norm || !(o->std > 0) ? 0.02f : (float)o->std;
     }

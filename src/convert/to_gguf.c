@@ -109,7 +109,7 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
         o->bytes = t->end - t->begin;
         if (g->fam->gguf_interleaved && rotary_rows(text_name))
             o->head_rows = c->head_dim;
-        if (c->norm_plus_one && t->n_dims == 1 && len > 11 && strcmp(text_name + len - 11, "norm.weight") == 0) {
+        if (c->norm_plus_one && t->n_dims == 1 && snug_params_is_norm(text_name)) {
             o->plus_one = true;
             o->type = SNUG_GGML_F32;
             o->bytes = 4 * o->ne[0];

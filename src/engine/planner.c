@@ -483,7 +483,6 @@ snug_status snug_planner_open(const char *dir, const snug_planner_opts *opts, sn
     if (st != SNUG_OK) goto fail;
     snug_kv_shape all, ks, wks;
     kv_shapes(&p->ck->config, snug_model_get_dims(p->model), &o, &all, &ks, &wks, NULL);
-    if (p->report.window_layers == 0) wks.n_layers = 0, ks = all; /* (as make_phase decided) */
     st = plan_phase(p, opts, &o, &ss, &ks, &all, t_start, err);
     if (st == SNUG_OK) st = allocate_phase(p, opts, &o, &ks, &wks, t_start, err);
     if (st != SNUG_OK) goto fail;

@@ -79,7 +79,6 @@ struct snug_model {
     layer_weights *layers;    /* [n_layers], category other */
     int32_t n_rot;            /* the dimensions of each head rope turns (the first n_rot) */
     float rope_mscale;        /* cos and sin are scaled by it: LongRoPE's attention factor, else 1 */
-    int32_t n_window_layers;  /* layers that attend through a window */
     int32_t window_max;       /* the widest of their windows (0: none) */
     float *inv_freq;          /* [n_rope_tables n_rot / 2] rotary frequencies (the sliding
                                * layers' after the others'), category other */
@@ -380,7 +379,6 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
         int64_t lw = snug_config_layer_window(cfg, l);
         m->layers[l].window = lw > 0 && lw < INT32_MAX ? (int32_t)lw : 0;
         m->layers[l].kv_index = m->layers[l].window > 0 ? n_window++ : n_full++;
-        m->n_window_layers = n_window;
         m->window_max = SNUG_MAX(m->window_max, m->layers[l].window);
     }
     size_t bytes = layout_arena(&m->dims, &s, NULL, &m->buf);
@@ -449,7 +447,7 @@ static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const
     int32_t n_kv_layers = ks->n_layers + (w ? w->shape.n_layers : 0);
     if (n_kv_layers != m->dims.n_layers || ks->n_kv_heads != m->dims.n_kv_heads ||
         ks->head_dim != m->dims.head_dim || !kv->data ||
-        (w && (w->shape.n_layers != m->n_window_layers || w->shape.n_kv_heads != ks->n_kv_heads ||
+        (w && (w->shape.n_layers != m->dims.n_window_layers || w->shape.n_kv_heads != ks->n_kv_heads ||
                w->shape.head_dim != ks->head_dim || w->shape.dtype != ks->dtype || !w->data)))
         return snug_errorf(err, SNUG_INVALID, "step: the kv cache was made for another model");
     if (step->n_tokens < 1 || step->n_tokens > s->n_tokens_max || step->n_seqs < 1 ||
@@ -642,7 +640,7 @@ static void qkv_finish(const op_job *j, int32_t thread, int32_t n_threads)
         int32_t pos = q->pos0 + (t - first);
         float *row = m->buf.qkv + (size_t)t * (size_t)d->qkv_dim;
         /* the sliding layers' angles where they have their own */
-        bool local = d->n_rope_tables > 1 && snug_config_layer_window(&m->cfg, j->layer) > 0;
+        bool local = d->n_rope_tables > 1 && L->window > 0;
         const float *cs = m->buf.cos_sin + ((local ? (size_t)step->n_tokens : 0) + (size_t)t) * (size_t)d->head_dim;
         if (L->qkv_bias) m->kern.add_bias(row, L->qkv_bias, m->wdt, d->qkv_dim);
         for (int32_t h = 0; h < d->n_q_heads + d->n_kv_heads; h++) {
@@ -672,8 +670,7 @@ static void attention_item(const op_job *j, int64_t item)
     const snug_step *step = j->step;
     const snug_model_dims *d = &m->dims;
     int32_t group = d->n_q_heads / d->n_kv_heads;
-    int64_t lw = snug_config_layer_window(&m->cfg, j->layer);
-    int32_t window = lw > 0 && lw < INT32_MAX ? (int32_t)lw : 0;
+    int32_t window = m->layers[j->layer].window;
     /* Find the item's sequence, head and row run. */
     int64_t rest = item;
     int32_t i = 0, first = 0;

@@ -309,6 +309,12 @@ void snug_params_free(snug_param_table *table)
     table->n_params = 0;
 }
 
+bool snug_params_is_norm(const char *name)
+{
+    size_t len = strlen(name);
+    return len >= 11 && strcmp(name + len - 11, "norm.weight") == 0;
+}
+
 uint64_t snug_param_numel(const snug_param *p) { return (uint64_t)p->rows * (uint64_t)p->cols; }
 
 int32_t snug_param_parts(const snug_param *p) { return p->split ? p->n_sources : 1; }

@@ -114,6 +114,11 @@ snug_status snug_params_checkpoint_tensors(const snug_model_config *cfg, snug_te
 /* Frees the table's storage; the table may be zero-filled. */
 void snug_params_free(snug_param_table *table);
 
+/* Whether checkpoint tensor `name` (a Hugging Face name) is an RMSNorm
+ * weight: its name ends in "norm.weight" (input_layernorm, q_norm, the
+ * final norm, ...). Pure. */
+bool snug_params_is_norm(const char *name);
+
 /* Elements of one parameter on its rank. */
 uint64_t snug_param_numel(const snug_param *p);
 

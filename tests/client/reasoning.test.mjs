@@ -11,7 +11,7 @@
 // by puppeteer's request interception: the page itself sends what it always sends).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { servingBase } from './serving.mjs';
+import { servingBase, stopServer } from './serving.mjs';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,11 +42,7 @@ before(async () => {
 
 after(async () => {
     await browser?.close();
-    if (server && server.exitCode === null) {
-        const exited = new Promise((r) => server.once('exit', r));
-        server.kill('SIGTERM');
-        await exited;
-    }
+    await stopServer(server);
     if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 

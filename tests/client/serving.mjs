@@ -13,3 +13,12 @@ export function servingBase(server) {
         server.once('exit', (code) => { clearTimeout(timer); reject(new Error(`snug serve exited ${code}: ${out}`)); });
     });
 }
+
+// Stops a `snug serve` child started by a test (SIGTERM, as an operator would) and waits for it
+// to exit; nothing when it has exited already.
+export async function stopServer(server) {
+    if (!server || server.exitCode !== null) return;
+    const exited = new Promise((r) => server.once('exit', r));
+    server.kill('SIGTERM');
+    await exited;
+}
