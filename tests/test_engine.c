@@ -445,17 +445,18 @@ static void test_stress_within_plan(void)
 enum { WG_REQS = 24, WG_PREFIX = 40, WG_OUT = 30 };
 
 /* Runs WG_REQS greedy requests (a shared prefix of WG_PREFIX ids then a
- * few of their own, WG_OUT tokens each) through the Gemma 3 fixture's
- * engine of opts o, all submitted at once (together) or each after the
+ * few of their own, WG_OUT tokens each) through model's engine of opts o, all submitted at once (together) or each after the
  * one before has finished (the steps then do not depend on timing); their
- * ids into out. */
-static bool run_window_requests(const snug_engine_opts *o, bool together, int32_t out[WG_REQS][WG_OUT],
-                                snug_engine_counters *c, int64_t cached[WG_REQS], snug_error *err)
+ * ids into out (model: the Gemma 3 fixture, or any of a vocabulary of
+ * 512 or more). */
+static bool run_window_requests(const char *model, const snug_engine_opts *o, bool together,
+                                int32_t out[WG_REQS][WG_OUT], snug_engine_counters *c, int64_t cached[WG_REQS],
+                                snug_error *err)
 {
     snug_engine *e = NULL;
     static snug_request q[WG_REQS];
     static int32_t prompts[WG_REQS][WG_PREFIX + 8];
-    if (snug_engine_open("tests/data/arch/f7-gemma3-Q8_0.gguf", o, &e, err) != SNUG_OK) return false;
+    if (snug_engine_open(model, o, &e, err) != SNUG_OK) return false;
     bool ok = true;
     for (int i = 0; i < WG_REQS && ok; i++) {
         greedy_request(&q[i], WG_OUT);
@@ -487,7 +488,7 @@ static bool run_window_requests(const snug_engine_opts *o, bool together, int32_
  * another and all at once over 8 slots (some of 3 choices), the later
  * requests find the shared prefix through both groups, every request
  * completes, and every block of both groups comes back. */
-static void test_window_group_serving(void)
+static void window_group_serving(const char *model, const char *what)
 {
     snug_error err = {0};
     snug_engine_opts o = opts(8, 0);
@@ -497,32 +498,55 @@ static void test_window_group_serving(void)
     int64_t cached[WG_REQS];
     snug_engine_counters c;
     o.plan.swa_full = true;
-    bool ok = run_window_requests(&o, false, full, &c, cached, &err);
-    CHECK(ok && c.kv_window.total == 0, "--swa-full: %s", err.msg);
+    bool ok = run_window_requests(model, &o, false, full, &c, cached, &err);
+    CHECK(ok && c.kv_window.total == 0, "%s, --swa-full: %s", what, err.msg);
     o.plan.swa_full = false;
-    ok = ok && run_window_requests(&o, false, grouped, &c, cached, &err);
+    ok = ok && run_window_requests(model, &o, false, grouped, &c, cached, &err);
     CHECK(ok && c.kv_window.total > 0 && c.kv_window.used == 0 && c.kv.used == 0,
-          "window group: %s (%d window blocks, %d used; %d used of the others)", err.msg, c.kv_window.total,
-          c.kv_window.used, c.kv.used);
+          "%s, window group: %s (%d window blocks, %d used; %d used of the others)", what, err.msg,
+          c.kv_window.total, c.kv_window.used, c.kv.used);
     int same = 0;
     for (int i = 0; ok && i < WG_REQS; i++) same += memcmp(full[i], grouped[i], sizeof full[i]) == 0;
-    CHECK(ok && same == WG_REQS, "window group gives --swa-full's ids: %d of %d requests", same, WG_REQS);
+    CHECK(ok && same == WG_REQS, "%s: window group gives --swa-full's ids: %d of %d requests", what, same, WG_REQS);
     /* prefix caching on: one after another, the same ids; all at once, hits found through both groups */
     o.plan.no_prefix_caching = false;
-    ok = ok && run_window_requests(&o, false, grouped, &c, cached, &err);
+    ok = ok && run_window_requests(model, &o, false, grouped, &c, cached, &err);
     /* (a window block its sequence left behind is the first evicted: the
      * shared prefix ends 8 positions into blocks later requests reuse) */
     CHECK(ok && c.prefix_hit_tokens >= 32 * 4 && c.kv_window.used == 0 && c.kv.used == 0,
-          "with prefix caching, one after another: %lld tokens hit", (long long)c.prefix_hit_tokens);
-    ok = ok && run_window_requests(&o, true, grouped, &c, cached, &err);
+          "%s, with prefix caching, one after another: %lld tokens hit", what, (long long)c.prefix_hit_tokens);
+    ok = ok && run_window_requests(model, &o, true, grouped, &c, cached, &err);
     int64_t hits = 0;
     for (int i = 0; i < WG_REQS; i++) hits += cached[i] > 0;
     CHECK(ok && c.prefix_hit_tokens >= 16 * (WG_REQS - 8) && hits >= WG_REQS - 8 && c.kv_window.used == 0 &&
               c.kv.used == 0,
-          "prefix hits through both groups: %lld tokens, %lld of %d requests hit: %s",
+          "%s: prefix hits through both groups: %lld tokens, %lld of %d requests hit: %s", what,
           (long long)c.prefix_hit_tokens, (long long)hits, WG_REQS, err.msg);
-    printf("  window group: %d requests as --swa-full's ids; with prefix caching %lld tokens hit (%lld requests), "
-           "%d window blocks\n", same, (long long)c.prefix_hit_tokens, (long long)hits, c.kv_window.total);
+    printf("  %s: %d requests as --swa-full's ids; with prefix caching %lld tokens hit (%lld requests), "
+           "%d window blocks\n", what, same, (long long)c.prefix_hit_tokens, (long long)hits, c.kv_window.total);
+}
+
+/* The Gemma 3 fixture (a window of 8 on five layers of six) served with
+ * its windowed layers in a cache group of their own: 24 requests one after
+ * another, prefix caching off (steps that depend neither on timing nor on
+ * what a cache holds: this Q8_0 file's products differ in their last bits
+ * with the rows a step has, and its near ties follow them) give the ids of
+ * a cache of every layer (--swa-full); with prefix caching, one after
+ * another and all at once over 8 slots (some of 3 choices), the later
+ * requests find the shared prefix through both groups, every request
+ * completes, and every block of both groups comes back. */
+static void test_window_group_serving(void)
+{
+    window_group_serving("tests/data/arch/f7-gemma3-Q8_0.gguf", "gemma3 (5 of 6 layers windowed)");
+}
+
+/* The bundled model as Mistral v0.1 would run it, a window of 8 on every
+ * layer (tests/data/mistral-window8): the window group holds every key and
+ * value, the other cache only the sequences' positions (no layer's data);
+ * the same as above. */
+static void test_all_windowed_serving(void)
+{
+    window_group_serving("tests/data/mistral-window8", "mistral (every layer windowed)");
 }
 
 /* ---- one sequence with a real tokenizer, as snug generate runs it ---------- */
@@ -1049,6 +1073,7 @@ int main(void)
     RUN(test_reasoning_budget);
     RUN(test_stress_within_plan);
     RUN(test_window_group_serving);
+    RUN(test_all_windowed_serving);
     RUN(test_generate_chat_stream);
     RUN(test_generate_model_length);
     RUN(test_generate_ids_past_tokenizer);

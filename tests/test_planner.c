@@ -169,6 +169,51 @@ static void test_plan_window_group(void)
     snug_planner_close(p);
 }
 
+/* A model whose every layer is windowed (tests/data/mistral-window8: a
+ * window of 8 on each of 5): the window group is the cache, and the other
+ * one holds positions only (no layer, no bytes, blocks for the window
+ * group's sequences at max_model_len: their tables and the prefix cache);
+ * the allocator holds exactly W + A + S + the window group's. With
+ * --kv-cache-memory, the window group gets the most sequences whose
+ * windows fit in it, to the sequence; below one sequence's, the plan
+ * fails saying what would do. */
+static void test_plan_all_windowed(void)
+{
+    snug_error err = {0};
+    snug_planner_opts o = base_opts();
+    o.max_num_seqs = 8, o.max_model_len = 256, o.max_num_batched_tokens = 64;
+    snug_planned *p = NULL;
+    const char *dir = "tests/data/mistral-window8";
+    CHECK_OK(snug_planner_open(dir, &o, &p, &err), &err);
+    if (!p) return;
+    const snug_plan_report *r = &p->report;
+    int64_t want = snug_sched_window_blocks(8, 64, 16, 8);
+    CHECK(r->window == 8 && r->window_layers == 5 && r->window_seqs == 8 && r->window_blocks == want &&
+              p->wkv.n_blocks == want && p->wkv.shape.n_layers == 5 && p->kv.shape.n_layers == 0 && !p->kv.data &&
+              r->kv.kv_held == 0 && r->kv_held == 0 && r->kv.blocks == 8 * 16 && p->pool.n_blocks == 8 * 16 &&
+              r->kv.limited_by == SNUG_KV_LIMIT_MAX_NUM_SEQS,
+          "every layer windowed: %d layers, %d sequences, %lld window blocks (bound %lld), %lld position blocks "
+          "(%d layers), kv held %zu, limited by %s", r->window_layers, r->window_seqs, (long long)r->window_blocks,
+          (long long)want, (long long)r->kv.blocks, p->kv.shape.n_layers, r->kv_held,
+          snug_kv_limit_name(r->kv.limited_by));
+    CHECK(cur_of(SNUG_MEM_TOTAL) == r->weights + r->activations + r->serving_state + r->window_held &&
+              r->window_held == snug_mem_block_bytes(p->wkv.data) + snug_mem_block_bytes(p->wpool.block),
+          "total %zu, plan %zu", cur_of(SNUG_MEM_TOTAL), r->weights + r->activations + r->serving_state + r->window_held);
+    size_t block = snug_kv_block_bytes(&p->wkv.shape);
+    snug_planner_close(p);
+    /* the windows of 3 sequences, and not 4, in --kv-cache-memory */
+    o.kv_cache_memory = (size_t)snug_sched_window_blocks(4, 64, 16, 8) * block - 1;
+    CHECK_OK(snug_planner_open(dir, &o, &p, &err), &err);
+    if (!p) return;
+    CHECK(p->report.window_seqs == 3 && p->report.kv.blocks == 3 * 16 &&
+              p->report.kv.limited_by == SNUG_KV_LIMIT_KV_CACHE_MEMORY,
+          "--kv-cache-memory: the windows of %d sequences (limited by %s)", p->report.window_seqs,
+          snug_kv_limit_name(p->report.kv.limited_by));
+    snug_planner_close(p);
+    o.kv_cache_memory = (size_t)snug_sched_window_blocks(1, 64, 16, 8) * block - 1;
+    CHECK_FAILS(snug_planner_open(dir, &o, &p, &err), &err, SNUG_NOMEM, "is below the window of one sequence");
+}
+
 static void test_staging_never_reaches_plan(void)
 {
     snug_error err = {0};
@@ -533,6 +578,7 @@ int main(void)
 {
     RUN(test_plan_exact);
     RUN(test_plan_window_group);
+    RUN(test_plan_all_windowed);
     RUN(test_staging_never_reaches_plan);
     RUN(test_default_cap);
     RUN(test_max_num_seqs_limits);

@@ -146,6 +146,44 @@ out:
     snug_mem_trace_stop();
 }
 
+/* A plan whose windowed layers have a cache of their own: a profile
+ * scratch cache of the window's size first (before the cache is made: the
+ * kv cache's band), then the cache of every other layer and the windowed
+ * layers' of that size: the legend shows each band's peak, and a band of
+ * its own for the window group. */
+static void test_window_band(void)
+{
+    snug_error err = {0};
+    CHECK_OK(snug_mem_trace_start(256, &err), &err);
+    snug_mem_trace_mark("profile");
+    void *scratch = snug_mem_alloc(SNUG_MEM_KV, 1u << 20, &err);
+    size_t hw = snug_mem_block_bytes(scratch);
+    snug_mem_free(scratch);
+    snug_mem_trace_mark("populate");
+    void *kv = snug_mem_alloc(SNUG_MEM_KV, 3u << 20, &err), *win = snug_mem_alloc(SNUG_MEM_KV, 1u << 20, &err);
+    size_t hk = snug_mem_block_bytes(kv);
+    snug_mem_trace_mark("ready");
+    snug_mem_free(win);
+    snug_mem_trace t;
+    snug_mem_trace_get(&t);
+    snug_timeline_opts o = {.title = "windows", .kv_window_block = hw};
+    char *svg = NULL, want[96], b[32];
+    size_t len = 0;
+    CHECK_OK(snug_timeline_svg(&t, &o, &svg, &len, &err), &err);
+    snprintf(want, sizeof want, ">kv cache %s<", snug_fmt_bytes(hk, b));
+    CHECK(svg && strstr(svg, want), "the other layers' band peaks at their cache: '%s'", want);
+    snprintf(want, sizeof want, ">kv cache, windowed layers %s<", snug_fmt_bytes(hw, b));
+    CHECK(svg && strstr(svg, want), "the window group's band: '%s'", want);
+    snug_mem_free(svg);
+    o.kv_window_block = 0; /* one band, as without a window group */
+    CHECK_OK(snug_timeline_svg(&t, &o, &svg, &len, &err), &err);
+    snprintf(want, sizeof want, ">kv cache %s<", snug_fmt_bytes(hk + hw, b));
+    CHECK(svg && strstr(svg, want) && !strstr(svg, "windowed layers"), "one kv band: '%s'", want);
+    snug_mem_free(svg);
+    snug_mem_free(kv);
+    snug_mem_trace_stop();
+}
+
 static void test_empty_and_full(void)
 {
     snug_error err = {0};
@@ -207,6 +245,7 @@ static void test_oom(void)
 int main(void)
 {
     RUN(test_chart);
+    RUN(test_window_band);
     RUN(test_empty_and_full);
     RUN(test_oom);
     return test_summary();

@@ -296,6 +296,71 @@ static int count_differences(const snug_tokenizer *a, const snug_tokenizer *b, b
     return bad;
 }
 
+/* Gemma's tokenizer.json is Llama 2's kind (a sentencepiece BPE with byte
+ * fallback, no pre-tokenizer) but for two stages: its normalizer only
+ * replaces spaces by U+2581, prepending none, and its decoder strips no
+ * leading space. Llama 2's file with those two stages changed, as Gemma's
+ * are: a text encodes as Llama 2's encodes it without the space it
+ * prepends (" " + s as s), and the ids decode to the text itself, its
+ * leading space kept. */
+static void test_gemma_style_spm(void)
+{
+    char dir[256], path[300];
+    test_tmpdir(dir, sizeof dir);
+    snug_error err = {0};
+    json_error_t jerr;
+    json_t *root = json_load_file("tests/data/tokenizers/llama2/tokenizer.json", 0, &jerr);
+    CHECK(root != NULL, "llama2 tokenizer.json: %s", jerr.text);
+    if (!root) return;
+    json_t *norms = json_object_get(json_object_get(root, "normalizer"), "normalizers");
+    CHECK(json_array_size(norms) == 2 && strcmp(json_string_value(json_object_get(json_array_get(norms, 0), "type")),
+                                                "Prepend") == 0, "llama2's normalizers: Prepend, Replace");
+    json_object_set(root, "normalizer", json_array_get(norms, 1)); /* Replace alone */
+    json_object_set_new(root, "decoder", json_pack("{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}]}", "type",
+                                                   "Sequence", "decoders", "type", "Replace", "pattern", "String",
+                                                   "\xe2\x96\x81", "content", " ", "type", "ByteFallback",
+                                                   "type", "Fuse"));
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    CHECK(json_dump_file(root, path, 0) == 0, "write %s", path);
+    json_decref(root);
+    snug_tokenizer *llama = NULL, *gemma = NULL;
+    snug_tok_encoder *el = NULL, *eg = NULL;
+    CHECK_OK(snug_tokenizer_load("tests/data/tokenizers/llama2/tokenizer.json", &llama, &err), &err);
+    CHECK_OK(snug_tokenizer_load(path, &gemma, &err), &err);
+    if (llama && gemma) {
+        CHECK_OK(snug_tok_encoder_create(llama, &el, &err), &err);
+        CHECK_OK(snug_tok_encoder_create(gemma, &eg, &err), &err);
+    }
+    static const char *const texts[] = {"Hello world", "  two leading spaces", "tabs\tand\nnewlines",
+                                        "\xc3\xa9t\xc3\xa9 \xe2\x80\x94 \xf0\x9f\xa6\x99", "x"};
+    for (size_t i = 0; el && eg && i < SNUG_ARRAY_LEN(texts); i++) {
+        char spaced[128];
+        snprintf(spaced, sizeof spaced, " %s", texts[i]);
+        snug_tok_encode_opts o = {.add_special = true};
+        const int32_t *x, *y;
+        size_t nx = 0, ny = 0;
+        CHECK_OK(snug_tok_encode(el, texts[i], strlen(texts[i]), &o, &x, &nx, &err), &err);
+        int32_t want[128];
+        memcpy(want, x, SNUG_MIN(nx, (size_t)128) * sizeof *x);
+        CHECK_OK(snug_tok_encode(eg, spaced, strlen(spaced), &o, &y, &ny, &err), &err);
+        CHECK(nx == ny && nx <= 128 && memcmp(want, y, nx * sizeof *y) == 0,
+              "\"%s\": Gemma's normalizer on \" \" + text gives Llama 2's ids of the text (%zu, %zu ids)", texts[i],
+              nx, ny);
+        CHECK_OK(snug_tok_encode(eg, texts[i], strlen(texts[i]), &o, &y, &ny, &err), &err);
+        char *text = NULL;
+        size_t len = 0;
+        CHECK_OK(snug_tok_decode(gemma, y, ny, true, &text, &len, &err), &err);
+        CHECK(text && strcmp(text, texts[i]) == 0 && (texts[i][0] == ' ' || y[1] != want[1]),
+              "\"%s\": no space prepended, and it decodes back as it was: \"%s\"", texts[i], text ? text : "");
+        snug_mem_free(text);
+    }
+    snug_tok_encoder_free(el);
+    snug_tok_encoder_free(eg);
+    snug_tokenizer_free(llama);
+    snug_tokenizer_free(gemma);
+    test_rmtree(dir);
+}
+
 static void test_written_json_reads_back(void)
 {
     const char *dirs[] = {"llama2", "gpt2", "mistral-v0.3", "smollm2-135m", "phi-3-mini"};
@@ -548,6 +613,7 @@ int main(void)
     RUN(test_multilingual_gpt2);
     RUN(test_long_texts);
     RUN(test_written_json_reads_back);
+    RUN(test_gemma_style_spm);
     RUN(test_bad_tokenizer_json);
     RUN(test_messages_escape_file_bytes);
     RUN(test_out_of_memory_loop);

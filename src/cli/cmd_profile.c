@@ -45,6 +45,7 @@ static int write_timeline(const char *path, const char *dir, const snug_mem_trac
         to.subtitle = snug_plan_report_line(r, sub, sizeof sub);
         to.budget = r->sizes.budget;
         to.capacity = r->capacity;
+        to.kv_window_block = r->window_kv_block;
     }
     snug_error err = {0};
     if (snug_timeline_write(path, t, &to, &err) != SNUG_OK) return cli_fail(&err);

@@ -104,7 +104,8 @@ static snug_status draw_timeline(const char *dir, const snug_plan_report *r, snu
     char title[512], sub[256];
     snprintf(title, sizeof title, "snug serve %s: memory over the start-up", dir);
     snug_timeline_opts to = {.title = title, .subtitle = snug_plan_report_line(r, sub, sizeof sub),
-                             .budget = r->sizes.budget, .capacity = r->capacity};
+                             .budget = r->sizes.budget, .capacity = r->capacity,
+                             .kv_window_block = r->window_kv_block};
     snug_mem_trace t;
     snug_mem_trace_get(&t);
     char *svg = NULL;

@@ -68,8 +68,8 @@ size_t snug_plan_cache_bytes(const snug_plan_sizes *in, int64_t blocks)
 {
     size_t bytes, held, pool = snug_block_pool_bytes(blocks, in->block_size), sum;
     if (blocks < 0 || !snug_mul_size((size_t)blocks, in->block_bytes, &bytes)) return SIZE_MAX;
-    held = snug_mem_held_bytes(bytes);
-    if (held == 0 || pool == 0 || !snug_add_size(held, pool, &sum)) return SIZE_MAX;
+    held = bytes > 0 ? snug_mem_held_bytes(bytes) : 0; /* (a cache of positions only: none) */
+    if ((held == 0 && bytes > 0) || pool == 0 || !snug_add_size(held, pool, &sum)) return SIZE_MAX;
     return sum;
 }
 
@@ -92,8 +92,9 @@ int64_t snug_plan_budget_blocks(const snug_plan_sizes *in)
 
 snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_error *err)
 {
-    char a[80], b[80], c[80];
-    if (in->block_bytes == 0 || in->block_size <= 0 || in->max_model_len <= 0 ||
+    char a[80], b[80], c[80], d[80];
+    bool positions_only = in->block_bytes == 0 && in->window_cache > 0 && in->window_seqs > 0;
+    if ((in->block_bytes == 0 && !positions_only) || in->block_size <= 0 || in->max_model_len <= 0 ||
         in->max_num_seqs <= 0)
         return snug_errorf(err, SNUG_INVALID, "memory plan: block_bytes, block_size, "
                            "max_model_len and max_num_seqs must be positive");
@@ -112,18 +113,31 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         bool ok = cost != SIZE_MAX && snug_add_size(fixed, cost, &fit);
         return snug_errorf(err, SNUG_NOMEM,
                            "the budget of %s is smaller than weights %zu + activations %zu + "
-                           "serving state %zu + untracked %zu + reserve %zu bytes = %s, leaving "
-                           "nothing for the KV cache; one sequence of max_model_len %lld needs "
-                           "%lld blocks: a budget of %s would fit it", both(in->budget, a),
-                           in->weights, in->activations, in->serving_state, in->untracked,
-                           in->reserve, both(fixed, b), (long long)in->max_model_len,
+                           "serving state %zu + untracked %zu + reserve %zu + windowed layers' "
+                           "cache %zu bytes = %s, leaving nothing for the KV cache; one sequence "
+                           "of max_model_len %lld needs %lld blocks: a budget of %s would fit it",
+                           both(in->budget, a), in->weights, in->activations, in->serving_state,
+                           in->untracked, in->reserve, in->window_cache, both(fixed, b), (long long)in->max_model_len,
                            (long long)p.blocks_per_seq, ok ? both(fit, c) : "(too large)");
     }
     p.left_bytes = in->budget - fixed;
 
     /* what any request could reach: max_num_seqs sequences at max_model_len */
     int64_t useful = p.blocks_per_seq * (int64_t)in->max_num_seqs;
-    if (in->kv_cache_memory) {
+    if (positions_only) { /* the window group's sequences, each to max_model_len */
+        p.blocks = p.blocks_per_seq * (int64_t)in->window_seqs;
+        size_t cost = snug_plan_cache_bytes(in, p.blocks), fit = 0;
+        bool fits = cost != SIZE_MAX && snug_add_size(fixed, cost, &fit);
+        if (p.blocks > INT32_MAX || cost > p.left_bytes)
+            return snug_errorf(err, SNUG_NOMEM,
+                               "the budget of %s leaves %s after the windowed layers' cache; the "
+                               "positions of %d sequences of max_model_len %lld (%lld blocks) need "
+                               "%s: a budget of %s would fit them", both(in->budget, a),
+                               both(p.left_bytes, b), in->window_seqs, (long long)in->max_model_len,
+                               (long long)p.blocks, both(cost, c), fits ? both(fit, d) : "(too large)");
+        p.limited_by = in->window_seqs < in->max_num_seqs ? SNUG_KV_LIMIT_BUDGET : SNUG_KV_LIMIT_MAX_NUM_SEQS;
+        useful = INT64_MAX;
+    } else if (in->kv_cache_memory) {
         int64_t fixed_blocks =
             (int64_t)SNUG_MIN(in->kv_cache_memory / in->block_bytes, (size_t)INT32_MAX);
         if (fixed_blocks < p.blocks_per_seq)
@@ -168,7 +182,7 @@ void snug_plan_kv_cap(const snug_plan_sizes *in, int64_t blocks, snug_kv_plan *k
         kv->limited_by = SNUG_KV_LIMIT_OTHER_RANK;
     }
     kv->kv_bytes = (size_t)kv->blocks * in->block_bytes;
-    kv->kv_held = snug_mem_held_bytes(kv->kv_bytes);
+    kv->kv_held = kv->kv_bytes > 0 ? snug_mem_held_bytes(kv->kv_bytes) : 0; /* (positions only: none) */
     kv->pool_held = snug_block_pool_bytes(kv->blocks, in->block_size);
     kv->tokens = kv->blocks * in->block_size;
     kv->max_concurrency = (double)kv->tokens / (double)in->max_model_len;

@@ -47,12 +47,16 @@ typedef struct snug_plan_sizes {
     size_t kv_cache_cap;      /* the most the budget may give the cache (its bytes, the pool
                                * aside), as long as one max_model_len sequence fits; 0: none */
     size_t block_bytes;       /* snug_kv_block_bytes of the cache's shape, > 0 (with a window
-                               * group, of the other layers) */
+                               * group, of the other layers; 0 when every layer is windowed:
+                               * the cache is then one of positions only, its pool's) */
     size_t full_block_bytes;  /* with a window group: a block of every layer's, to say what
                                * a cache of one group would hold; 0 otherwise */
     int32_t block_size;       /* token positions per block, > 0 */
     int64_t max_model_len;    /* positions one sequence may use, > 0 */
     int32_t max_num_seqs;     /* sequences at once, > 0 */
+    int32_t window_seqs;      /* every layer windowed (block_bytes 0): the sequences whose
+                               * windows window_cache holds; the positions-only cache gets
+                               * blocks for that many max_model_len ones */
 } snug_plan_sizes;
 
 typedef struct snug_kv_plan {
@@ -87,7 +91,11 @@ typedef struct snug_profile_result {
     double seconds;
 } snug_profile_result;
 
-/* Plans the KV cache. Fails with SNUG_INVALID for sizes out of range, and
+/* Plans the KV cache. Where every layer is windowed (block_bytes 0, a
+ * window_cache and window_seqs), the cache is of positions only: blocks for
+ * window_seqs sequences of max_model_len, costing their pool, and
+ * --kv-cache-memory and the cap are the caller's to apply to the window
+ * group. Fails with SNUG_INVALID for sizes out of range, and
  * with SNUG_NOMEM when the budget is too small: the weights alone over it
  * (by how much), nothing left after W + A + S + U + R, fewer blocks than
  * one max_model_len sequence needs (the message gives the largest

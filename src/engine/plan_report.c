@@ -56,12 +56,16 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
     if (r->vision_tensors > 0)
         fprintf(f, "text model only: the checkpoint's vision tower, %lld tensors (%s), is not loaded; requests "
                 "with images are refused\n", (long long)r->vision_tensors, snug_fmt_bytes(r->vision_bytes, b[0]));
+    bool all_windowed = r->window_layers > 0 && r->sizes.block_bytes == 0;
     if (r->window_layers > 0)
-        fprintf(f, "windowed layers: %d keep only their window of %d tokens, in %lld blocks of their own (%s with "
-                "their pool): the windows of %d sequences at once (as many max_model_len sequences as the cache "
-                "holds) and a step's tokens; a cache of every layer would hold %lld tokens (%.2fx fewer)\n",
-                r->window_layers, r->window, (long long)r->window_blocks, snug_fmt_bytes(r->window_held, b[0]),
-                r->window_seqs, (long long)r->kv.one_group_tokens,
+        fprintf(f, "windowed layers: %s%d keep%s only their window of %d tokens, in %lld blocks of their own (%s "
+                "with their pool): the windows of %d sequences at once (%s) and a step's tokens; a cache of every "
+                "layer would hold %lld tokens (%.2fx fewer)\n", all_windowed ? "all " : "", r->window_layers,
+                r->window_layers == 1 ? "s" : "", r->window, (long long)r->window_blocks,
+                snug_fmt_bytes(r->window_held, b[0]), r->window_seqs,
+                all_windowed ? "each to max_model_len: the kv cache above holds their positions, no keys or values"
+                             : "as many max_model_len sequences as the cache holds",
+                (long long)r->kv.one_group_tokens,
                 r->kv.one_group_tokens > 0 ? (double)r->kv.tokens / (double)r->kv.one_group_tokens : 0.0);
     if (r->max_model_len_reduced_from)
         fprintf(f, "max_model_len: %lld, the longest that fits (the model's %lld does not fit the "

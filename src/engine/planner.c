@@ -123,12 +123,14 @@ static snug_status profile_too_big(const snug_plan_report *r, const snug_planner
 }
 
 /* The KV cache's shapes for the model of cfg and dims: every layer in one
- * group (*all: the profile step's scratch cache), and, where a model of
- * windowed and full layers keeps only the windows of the first (not
- * swa_full, a window shorter than max_model_len), the full layers' (*full)
- * and the windowed layers' (*win, n_layers 0 when one group) with the
- * fewest blocks that group takes, the window of one sequence and a step's
- * tokens (*win_blocks when not NULL; the plan sizes it, plan_now). */
+ * group (*all: the profile step's scratch cache), and, where a model's
+ * windowed layers keep only their windows (not swa_full, a window shorter
+ * than max_model_len), the full layers' (*full; n_layers 0 when every
+ * layer is windowed: a cache of positions only, whose blocks carry the
+ * sequences' tables and the prefix cache) and the windowed layers' (*win,
+ * n_layers 0 when one group) with the fewest blocks that group takes, the
+ * window of one sequence and a step's tokens (*win_blocks when not NULL;
+ * the plan sizes it, plan_now). */
 static void kv_shapes(const snug_model_config *cfg, const snug_model_dims *d, const snug_planner_opts *o,
                       snug_kv_shape *all, snug_kv_shape *full, snug_kv_shape *win, int64_t *win_blocks)
 {
@@ -138,8 +140,7 @@ static void kv_shapes(const snug_model_config *cfg, const snug_model_dims *d, co
     win->n_layers = 0;
     if (win_blocks) *win_blocks = 0;
     int64_t window = cfg->sliding_window;
-    if (o->swa_full || d->n_window_layers == 0 || d->n_window_layers == d->n_layers || window < 1 ||
-        window >= o->max_model_len)
+    if (o->swa_full || d->n_window_layers == 0 || window < 1 || window >= o->max_model_len)
         return;
     full->n_layers = d->n_layers - d->n_window_layers;
     win->n_layers = d->n_window_layers;
@@ -204,7 +205,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
         .window_cache = window_cache_bytes(&wks, wblocks),
         .kv_cache_memory = o->kv_cache_memory, .block_bytes = snug_kv_block_bytes(&ks),
         .block_size = o->block_size, .max_model_len = o->max_model_len,
-        .max_num_seqs = o->max_num_seqs};
+        .max_num_seqs = o->max_num_seqs, .window_seqs = 1};
     /* no block at all even before U: plan.h says why with the figures (a
      * cache too small for max_model_len is the plan's to judge, with U known
      * and the length it may reduce) */
@@ -228,7 +229,22 @@ static snug_status plan_windows(snug_plan_report *r, const snug_planner_opts *o,
 {
     r->window_blocks = snug_sched_window_blocks(n, o->max_num_batched_tokens, o->block_size, r->window);
     r->window_held = r->sizes.window_cache = window_cache_bytes(wks, r->window_blocks);
+    r->sizes.window_seqs = n;
     return snug_plan_kv(&r->sizes, &r->kv, err);
+}
+
+/* Whether the windows of n sequences (the plan for them in r) are what
+ * the options let the cache have: with every layer windowed, the window
+ * group is the cache that --kv-cache-memory fixes and the default caps
+ * (one sequence's window always may); otherwise the full layers' cache
+ * must hold n max_model_len sequences, rounded up. */
+static bool windows_allowed(const snug_plan_report *r, const snug_planner_opts *o, const snug_kv_shape *wks,
+                            int32_t n)
+{
+    if (r->sizes.block_bytes > 0) return (r->kv.tokens + o->max_model_len - 1) / o->max_model_len >= n;
+    size_t bytes = (size_t)r->window_blocks * snug_kv_block_bytes(wks);
+    if (o->kv_cache_memory) return bytes <= o->kv_cache_memory;
+    return n == 1 || r->sizes.kv_cache_cap == 0 || bytes <= r->sizes.kv_cache_cap;
 }
 
 /* The plan from what the allocator holds now (see below); with a window
@@ -252,26 +268,40 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
         .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
     if (r->window_layers == 0) return snug_plan_kv(&r->sizes, &r->kv, err);
     /* the window group holds the windows of n sequences: the most (up to
-     * max_seqs) for which the plan fits and the full layers' cache still
-     * holds n max_model_len sequences, rounded up (the fewer windows, the
-     * more the full layers get: whether n holds falls as n grows, so a
-     * search of n finds the last that holds; one always does when anything
-     * fits) */
+     * max_seqs) for which the plan fits and the options allow them
+     * (windows_allowed: the fewer windows, the more the full layers get;
+     * whether n holds falls as n grows, so a search of n finds the last
+     * that holds; one always does when anything fits) */
     snug_kv_shape wks = *all;
     wks.n_layers = r->window_layers;
     snug_error scratch = {0};
     int32_t lo = 1, hi = SNUG_MAX(1, max_seqs);
     while (lo < hi) {
         int32_t mid = lo + (hi - lo + 1) / 2;
-        if (plan_windows(r, o, &wks, mid, &scratch) == SNUG_OK &&
-            (r->kv.tokens + o->max_model_len - 1) / o->max_model_len >= mid)
+        if (plan_windows(r, o, &wks, mid, &scratch) == SNUG_OK && windows_allowed(r, o, &wks, mid))
             lo = mid;
         else
             hi = mid - 1;
     }
     snug_status st = plan_windows(r, o, &wks, lo, err);
-    if (st == SNUG_OK) r->window_seqs = lo;
-    return st;
+    if (st != SNUG_OK) return st;
+    r->window_seqs = lo;
+    if (r->sizes.block_bytes > 0) return SNUG_OK;
+    /* every layer windowed: the window group is the cache; what limited it */
+    char a[32], b[32];
+    size_t block = snug_kv_block_bytes(&wks), bytes = (size_t)r->window_blocks * block;
+    size_t more = (size_t)snug_sched_window_blocks(lo + 1, o->max_num_batched_tokens, o->block_size, r->window) * block;
+    if (o->kv_cache_memory && bytes > o->kv_cache_memory)
+        return snug_errorf(err, SNUG_NOMEM, "--kv-cache-memory %s (%zu bytes) is below the window of one "
+                           "sequence and a step's tokens in every layer: %s (%zu bytes) would hold it",
+                           snug_fmt_bytes(o->kv_cache_memory, a), o->kv_cache_memory, snug_fmt_bytes(bytes, b), bytes);
+    if (lo < max_seqs && o->kv_cache_memory && more > o->kv_cache_memory)
+        r->kv.limited_by = SNUG_KV_LIMIT_KV_CACHE_MEMORY;
+    else if (lo < max_seqs && r->sizes.kv_cache_cap > 0 && more > r->sizes.kv_cache_cap)
+        r->kv.limited_by = SNUG_KV_LIMIT_DEFAULT_CAP;
+    else if (lo == max_seqs && max_seqs < o->max_num_seqs)
+        r->kv.limited_by = SNUG_KV_LIMIT_OTHER_RANK;
+    return SNUG_OK;
 }
 
 /* p's serving state for shape ss, its block counted in the report and the
@@ -421,7 +451,7 @@ static snug_status allocate_phase(snug_planned *p, const snug_planner_opts *opts
 {
     snug_comm *comm = opts->comm;
     snug_plan_report *r = &p->report;
-    r->populated_after_ready = o->populate_after_ready && r->tp == 1;
+    r->populated_after_ready = o->populate_after_ready && r->tp == 1 && ks->n_layers > 0;
     begin(opts, r->populated_after_ready ? "reserve" : "populate", t_start);
     double t0 = snug_now_seconds();
     snug_pool *threads = snug_model_pool(p->model); /* make it resident on every thread */
@@ -452,7 +482,7 @@ static snug_status allocate_phase(snug_planned *p, const snug_planner_opts *opts
         st = snug_kvcache_create(wks, (int32_t)r->window_blocks, threads, &p->wkv, err);
         if (st == SNUG_OK) st = snug_block_pool_init(&p->wpool, (int32_t)r->window_blocks, o->block_size,
                                                      r->prefix_caching, err);
-        if (st == SNUG_OK) p->kv.window = &p->wkv;
+        if (st == SNUG_OK) p->kv.window = &p->wkv, r->window_kv_block = snug_mem_block_bytes(p->wkv.data);
         st = snug_dist_agree(comm, st, err);
         if (st != SNUG_OK) return st;
     }

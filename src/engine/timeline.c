@@ -24,13 +24,18 @@ enum {
 
 #define GIB ((double)(1u << 30))
 
+/* The bands drawn: the allocator's categories, and the windowed layers'
+ * KV cache apart from the rest of its category. */
+enum { BAND_KV_WINDOW = SNUG_MEM_N_CATS, N_BANDS };
+
 /* Bottom to top in the stack, with their colours. */
 static const struct {
-    snug_mem_cat cat;
+    int band;
     const char *name, *colour;
-} g_stack[SNUG_MEM_N_CATS] = {
+} g_stack[N_BANDS] = {
     {SNUG_MEM_WEIGHTS, "weights", "#4e79a7"},
     {SNUG_MEM_KV, "kv cache", "#59a14f"},
+    {BAND_KV_WINDOW, "kv cache, windowed layers", "#8cd17d"},
     {SNUG_MEM_ACTIVATIONS, "activations", "#f28e2b"},
     {SNUG_MEM_STAGING, "staging", "#b07aa1"},
     {SNUG_MEM_OTHER, "other", "#bab0ac"},
@@ -39,7 +44,7 @@ static const struct {
 /* ---- the data: the log replayed into columns ----------------------------- */
 
 typedef struct column {
-    size_t cat[SNUG_MEM_N_CATS];   /* the state at the column's highest total */
+    size_t cat[N_BANDS];           /* the state at the column's highest total */
     size_t total;
     size_t rss;                    /* the highest RSS read in the column; 0: none */
 } column;
@@ -55,25 +60,37 @@ typedef struct chart {
     int n_marks;
     double t_end;                  /* seconds covered */
     double y_max;                  /* bytes at the top of the plot */
-    size_t peak_cat[SNUG_MEM_N_CATS], peak_total, peak_rss;
+    size_t peak_cat[N_BANDS], peak_total, peak_rss;
 } chart;
 
 static size_t sum_of(const size_t *cat)
 {
     size_t s = 0;
-    for (int c = 0; c < SNUG_MEM_N_CATS; c++) s += cat[c];
+    for (int c = 0; c < N_BANDS; c++) s += cat[c];
     return s;
+}
+
+/* The band an allocation or free ev goes to: the windowed layers' when it
+ * is their cache's block (of charge window_block, once the cache is made:
+ * after the mark of that phase, *cache_made; a free while that band holds
+ * one), else its category's. */
+static int band_of(const snug_mem_event *ev, size_t window_block, bool cache_made, const size_t *now)
+{
+    bool window = window_block > 0 && ev->cat == SNUG_MEM_KV && ev->bytes == window_block &&
+                  (ev->kind == SNUG_MEM_EVENT_ALLOC ? cache_made : now[BAND_KV_WINDOW] >= window_block);
+    return window ? BAND_KV_WINDOW : (int)ev->cat;
 }
 
 /* Replays the log: each column starts with the state the last one ended
  * in and keeps the moment of its highest total. */
-static void replay(const snug_mem_trace *t, chart *ch)
+static void replay(const snug_mem_trace *t, size_t window_block, chart *ch)
 {
     int64_t end_ns = 1;
     for (size_t i = 0; i < t->n_events; i++) end_ns = SNUG_MAX(end_ns, t->events[i].ns);
     ch->t_end = (double)end_ns / 1e9;
-    size_t now[SNUG_MEM_N_CATS];
-    memcpy(now, t->start_bytes, sizeof now);
+    size_t now[N_BANDS] = {0};
+    memcpy(now, t->start_bytes, sizeof t->start_bytes);
+    bool cache_made = false;
     size_t e = 0;
     for (int x = 0; x < PLOT_W; x++) {
         column *c = &ch->col[x];
@@ -82,8 +99,10 @@ static void replay(const snug_mem_trace *t, chart *ch)
         int64_t until = x == PLOT_W - 1 ? INT64_MAX : (int64_t)((double)end_ns * (x + 1) / PLOT_W);
         for (; e < t->n_events && t->events[e].ns < until; e++) {
             const snug_mem_event *ev = &t->events[e];
-            if (ev->kind == SNUG_MEM_EVENT_ALLOC) now[ev->cat] += ev->bytes;
-            if (ev->kind == SNUG_MEM_EVENT_FREE) now[ev->cat] -= ev->bytes;
+            if (ev->kind == SNUG_MEM_EVENT_ALLOC) now[band_of(ev, window_block, cache_made, now)] += ev->bytes;
+            if (ev->kind == SNUG_MEM_EVENT_FREE) now[band_of(ev, window_block, cache_made, now)] -= ev->bytes;
+            if (ev->kind == SNUG_MEM_EVENT_MARK)
+                cache_made |= strcmp(ev->label, "populate") == 0 || strcmp(ev->label, "reserve") == 0;
             if (ev->kind == SNUG_MEM_EVENT_MARK && ch->n_marks < N_MARKS_MAX)
                 ch->marks[ch->n_marks++] = (mark){ev->label, (double)ev->ns / 1e9};
             c->rss = SNUG_MAX(c->rss, ev->rss);
@@ -93,7 +112,7 @@ static void replay(const snug_mem_trace *t, chart *ch)
                 c->total = total;
             }
         }
-        for (int k = 0; k < SNUG_MEM_N_CATS; k++)
+        for (int k = 0; k < N_BANDS; k++)
             ch->peak_cat[k] = SNUG_MAX(ch->peak_cat[k], c->cat[k]);
         ch->peak_total = SNUG_MAX(ch->peak_total, c->total);
         ch->peak_rss = SNUG_MAX(ch->peak_rss, c->rss);
@@ -151,7 +170,7 @@ static void draw_axes(snug_strbuf *t, const chart *ch)
 static size_t stack_top(const chart *ch, int x, int k)
 {
     size_t s = 0;
-    for (int i = 0; i <= k; i++) s += ch->col[x].cat[g_stack[i].cat];
+    for (int i = 0; i <= k; i++) s += ch->col[x].cat[g_stack[i].band];
     return s;
 }
 
@@ -166,8 +185,8 @@ static double level_y(const chart *ch, int x, int level)
  * differs from the one before. */
 static void draw_stack(snug_strbuf *t, const chart *ch)
 {
-    for (int k = 0; k < SNUG_MEM_N_CATS; k++) {
-        if (ch->peak_cat[g_stack[k].cat] == 0) continue;
+    for (int k = 0; k < N_BANDS; k++) {
+        if (ch->peak_cat[g_stack[k].band] == 0) continue;
         snug_strbuf_printf(t, "<path fill=\"%s\" stroke=\"none\" d=\"", g_stack[k].colour);
         double prev = level_y(ch, 0, k);
         snug_strbuf_printf(t, "M%d %.1f ", PLOT_X, prev);
@@ -262,11 +281,12 @@ static void draw_legend(snug_strbuf *t, const chart *ch, const snug_timeline_opt
     snug_strbuf_printf(t, "<g font-size=\"12\" fill=\"#222\">\n");
     snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">allocator (peak)</text>\n", LEGEND_X, y);
     y += 10;
-    for (int k = SNUG_MEM_N_CATS - 1; k >= 0; k--) { /* top of the stack first, as drawn */
+    for (int k = N_BANDS - 1; k >= 0; k--) { /* top of the stack first, as drawn */
+        if (g_stack[k].band == BAND_KV_WINDOW && ch->peak_cat[BAND_KV_WINDOW] == 0) continue; /* (no such group) */
         snug_strbuf_printf(t, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", LEGEND_X, y,
             g_stack[k].colour);
         snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">%s %s</text>\n", LEGEND_X + 20, y + 12, g_stack[k].name,
-            snug_fmt_bytes(ch->peak_cat[g_stack[k].cat], b));
+            snug_fmt_bytes(ch->peak_cat[g_stack[k].band], b));
         y += 20;
     }
     snug_strbuf_printf(t, "<text x=\"%d\" y=\"%d\">total %s (top of the stack)</text>\n", LEGEND_X, y + 12,
@@ -307,7 +327,7 @@ snug_status snug_timeline_svg(const snug_mem_trace *t, const snug_timeline_opts 
         return snug_errorf(err, SNUG_INVALID, "memory timeline: the event log is empty");
     chart *ch = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *ch, err);
     if (!ch) return snug_error_prefix(err, SNUG_NOMEM, "memory timeline: ");
-    replay(t, ch);
+    replay(t, o->kv_window_block, ch);
     double top = (double)SNUG_MAX(SNUG_MAX(ch->peak_total, ch->peak_rss), o->budget);
     int dec;
     double step = tick_step(top * 1.04 / GIB, 8, &dec) * GIB;

@@ -20,6 +20,10 @@ typedef struct snug_timeline_opts {
     const char *subtitle;   /* a second line (the plan in a sentence); NULL: none */
     size_t budget;          /* C, drawn as a line; 0: none */
     size_t capacity;        /* the allocator's capacity after the plan (C - U - R); 0: none */
+    size_t kv_window_block; /* the charge of the windowed layers' KV cache (plan_report.h's
+                             * window_kv_block): a kv cache block of that charge made once
+                             * the cache is (the phase "populate" or "reserve") is drawn as a
+                             * band of its own; 0: none */
 } snug_timeline_opts;
 
 /* Draws the log t as a standalone SVG document into a new block of

@@ -33,17 +33,25 @@ static snug_status make_cache(const snug_kv_shape *shape, int32_t n_blocks, bool
         shape->dtype != SNUG_DTYPE_BF16)
         return snug_errorf(err, SNUG_INVALID, "kv cache dtype: expected f32, f16 or bf16, got %s",
                            snug_dtype_name(shape->dtype));
-    size_t block = snug_kv_block_bytes(shape), total;
-    if (block == 0) return snug_errorf(err, SNUG_INVALID, "kv cache: invalid block shape");
+    snug_kv_shape one = *shape;
+    one.n_layers = 1; /* (a cache of no layer is valid: positions only) */
+    size_t block = snug_kv_block_bytes(&one), total;
+    if (block == 0 || shape->n_layers < 0) return snug_errorf(err, SNUG_INVALID, "kv cache: invalid block shape");
     if (n_blocks < 1) return snug_errorf(err, SNUG_INVALID, "kv cache: %d blocks", n_blocks);
+    out->shape = *shape;
+    out->n_blocks = n_blocks;
+    if (shape->n_layers == 0) return SNUG_OK;
+    block = snug_kv_block_bytes(shape);
+    if (block == 0) return snug_errorf(err, SNUG_INVALID, "kv cache: invalid block shape");
     if (!snug_mul_size(block, (size_t)n_blocks, &total))
         return snug_errorf(err, SNUG_INVALID, "kv cache: %d blocks of %zu bytes overflow", n_blocks,
                            block);
     out->data = resident ? snug_populate_alloc(SNUG_MEM_KV, total, pool, err)
                          : snug_mem_alloc_unpopulated(SNUG_MEM_KV, total, err);
-    if (!out->data) return snug_error_prefix(err, SNUG_NOMEM, "kv cache: ");
-    out->shape = *shape;
-    out->n_blocks = n_blocks;
+    if (!out->data) {
+        *out = (snug_kvcache){0};
+        return snug_error_prefix(err, SNUG_NOMEM, "kv cache: ");
+    }
     return SNUG_OK;
 }
 
@@ -110,7 +118,7 @@ snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, 
     size_t esize = snug_dtype_size(kv->shape.dtype);
     size_t from = kv_offset(kv, 0, first, 0, 0, 0) * esize, to = kv_offset(kv, 0, end, 0, 0, 0) * esize;
     size_t stride = kv_offset(kv, 1, 0, 0, 0, 0) * esize; /* one layer's blocks */
-    if (to == from) return SNUG_OK;
+    if (to == from || kv->shape.n_layers == 0) return SNUG_OK;
     populate_job j = {.kv = kv, .pool = pool, .from = from, .to = to, .stride = stride};
     atomic_init(&j.failed, 0);
     /* each layer's range on whichever thread is free */

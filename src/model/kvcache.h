@@ -19,7 +19,8 @@
 enum { SNUG_BLOCK_SIZE_DEFAULT = 16 };
 
 typedef struct snug_kv_shape {
-    int32_t n_layers;
+    int32_t n_layers;     /* 0: a cache of positions only (every layer in the window group,
+                           * snug_kvcache.window): its blocks hold no data */
     int32_t n_kv_heads;   /* on this rank */
     int32_t head_dim;
     int32_t block_size;
@@ -42,7 +43,8 @@ typedef struct snug_kvcache {
 size_t snug_kv_block_bytes(const snug_kv_shape *shape);
 
 /* Allocates a cache of n_blocks blocks (zero-filled), made resident on the
- * threads of pool (populate.h; NULL: on the caller's). Fails with
+ * threads of pool (populate.h; NULL: on the caller's); one of no layers
+ * allocates nothing (data NULL). Fails with
  * SNUG_INVALID for a bad shape (naming the field) or SNUG_NOMEM (nothing
  * held). */
 snug_status snug_kvcache_create(const snug_kv_shape *shape, int32_t n_blocks, snug_pool *pool,

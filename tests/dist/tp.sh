@@ -55,6 +55,11 @@ trap cleanup EXIT
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # one host, shared memory between the ranks; no network interfaces needed
 mpi() { local n=$1; shift; timeout 300 mpirun --oversubscribe --bind-to none -np "$n" --mca btl self,vader "$@"; }
+# same_ids WHAT WANT GOT: ok when GOT is the ids WANT (not empty), else a failure with both and the log's end.
+same_ids() {
+    if [[ -n $2 && $3 == "$2" ]]; then ok "$1 ($(wc -w <<<"$2") ids)"
+    else fail "$1" "want: $2" "got: $3" "$(tail -5 "$tmp/gn.err")"; fi
+}
 
 stories=models/stories260K
 gqa=$tmp/gqa
@@ -98,12 +103,7 @@ n_new=$(( $(wc -w <<<"$want") - $("$snug" tokenize tests/data/quant/q7-Q4_0.gguf
 for n in 2 4; do
     got=$(mpi "$n" "$snug" generate tests/data/quant/q7-Q4_0.gguf -p "$prompt" -n "$n_new" --temperature 0 --ids \
           --threads 1 --tp "$n" 2>"$tmp/gn.err")
-    if [[ -n $want && $got == "$want" ]]; then
-        ok "generate --tp $n: llama.cpp's greedy ids (q7-Q4_0.gguf, $(wc -w <<<"$want") ids)"
-    else
-        fail "generate --tp $n: llama.cpp's greedy ids (q7-Q4_0.gguf)" "llama.cpp: $want" "tp $n: $got" \
-            "$(tail -5 "$tmp/gn.err")"
-    fi
+    same_ids "generate --tp $n: llama.cpp's greedy ids (q7-Q4_0.gguf)" "$want" "$got"
 done
 
 # The other families' llama.cpp files (tests/data/arch, Q8_0): Qwen2 (q/k/v biases, tied) and
@@ -117,32 +117,25 @@ for fam in qwen2 qwen3; do
     want="$(ids prompt_ids) $(ids greedy)"
     got=$(mpi 2 "$snug" generate "$file" -p "$(ids prompt)" -n 24 --temperature 0 --ids --threads 1 --tp 2 \
           2>"$tmp/gn.err")
-    if [[ $got == "$want" ]]; then
-        ok "generate --tp 2: llama.cpp's greedy ids (f7-$fam-Q8_0.gguf, 24 ids)"
-    else
-        fail "generate --tp 2: llama.cpp's greedy ids (f7-$fam-Q8_0.gguf)" "llama.cpp: $want" "tp 2: $got" \
-            "$(tail -5 "$tmp/gn.err")"
-    fi
+    same_ids "generate --tp 2: llama.cpp's greedy ids (f7-$fam-Q8_0.gguf)" "$want" "$got"
 done
 
 # Gemma 3 (tests/data/arch/f7-gemma3-Q8_0.gguf: a window of 8 on five layers of six, their own
 # rope base, norms after attention and MLP) split over 2 ranks: the ids one rank gives, 38 positions,
-# across the window many times (llama.cpp's own ids diverge at a first step whose margin is 0.3).
-file=tests/data/arch/f7-gemma3-Q8_0.gguf
+# across the window many times (llama.cpp's own ids diverge at a first step whose margin is 0.3);
+# and the bundled model with a window of 8 on every layer (tests/data/mistral-window8), whose other
+# cache holds positions only.
 gprompt="One day, a little bird flew over the"
-# With --max-model-len 128 the windowed layers keep only their windows, a cache group of their own
-# on each rank; --swa-full keeps every position in one; both give one rank's ids of one group.
-want=$("$snug" generate "$file" -p "$gprompt" -n 40 --temperature 0 --ids --threads 1 --swa-full 2>"$tmp/gn.err")
-for opt in --swa-full --max-model-len; do
-    val=(); [[ $opt == --max-model-len ]] && val=(128)
-    got=$(mpi 2 "$snug" generate "$file" -p "$gprompt" -n 40 --temperature 0 --ids --threads 1 --tp 2 \
-          "$opt" "${val[@]}" 2>>"$tmp/gn.err")
-    if [[ -n $want && $got == "$want" ]]; then
-        ok "generate --tp 2 $opt ${val[*]}: tp 1's ids (f7-gemma3-Q8_0.gguf, windows of 8, $(wc -w <<<"$want") ids)"
-    else
-        fail "generate --tp 2 $opt ${val[*]}: tp 1's ids (f7-gemma3-Q8_0.gguf)" "tp 1: $want" "tp 2: $got" \
-            "$(tail -5 "$tmp/gn.err")"
-    fi
+for file in tests/data/arch/f7-gemma3-Q8_0.gguf tests/data/mistral-window8; do
+    # With --max-model-len 128 the windowed layers keep only their windows, a cache group of their
+    # own on each rank; --swa-full keeps every position in one; both give one rank's ids of one group.
+    want=$("$snug" generate "$file" -p "$gprompt" -n 40 --temperature 0 --ids --threads 1 --swa-full 2>"$tmp/gn.err")
+    for opt in --swa-full --max-model-len; do
+        val=(); [[ $opt == --max-model-len ]] && val=(128)
+        got=$(mpi 2 "$snug" generate "$file" -p "$gprompt" -n 40 --temperature 0 --ids --threads 1 --tp 2 \
+              "$opt" "${val[@]}" 2>>"$tmp/gn.err")
+        same_ids "generate --tp 2 $opt ${val[*]}: tp 1's ids (${file##*/}, windows of 8)" "$want" "$got"
+    done
 done
 
 # --- each rank's weights ----------------------------------------------------------------
