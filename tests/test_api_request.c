@@ -326,6 +326,98 @@ static void test_chat_reasoning_sent_back(void)
     snug_api_request_free(&r);
 }
 
+#define AMSG "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]"
+
+/* Anthropic's Messages body read as the chat it means: system first,
+ * text blocks joined, thinking as the turn's reasoning, tool_use as
+ * tool_calls (input as arguments), each tool_result as a tool message
+ * before the user's text, tools as functions, tool_choice tool as the
+ * function (and no parallel calls), stop_sequences as stop strings, and
+ * thinking as enable_thinking and, where the model has a think block, a
+ * budget. */
+static void test_anthropic_messages(void)
+{
+    const char *body =
+        "{\"model\": \"m\", \"max_tokens\": 9, \"system\": [{\"type\": \"text\", \"text\": \"be\"}, "
+        "{\"type\": \"text\", \"text\": \"brief\"}], \"messages\": ["
+        " {\"role\": \"user\", \"content\": \"weather?\"},"
+        " {\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\", \"thinking\": \"a tool\", \"signature\": \"s\"},"
+        "  {\"type\": \"text\", \"text\": \"Checking.\"}, {\"type\": \"tool_use\", \"id\": \"toolu_1\", \"name\": \"w\","
+        "  \"input\": {\"city\": \"Paris\"}}]},"
+        " {\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", \"tool_use_id\": \"toolu_1\", \"content\": "
+        "  [{\"type\": \"text\", \"text\": \"sunny\"}]}, {\"type\": \"text\", \"text\": \"and then?\"}]}],"
+        " \"tools\": [{\"name\": \"w\", \"description\": \"the weather\", \"input_schema\": {\"type\": \"object\","
+        "  \"properties\": {\"city\": {\"type\": \"string\"}}}}],"
+        " \"tool_choice\": {\"type\": \"tool\", \"name\": \"w\", \"disable_parallel_tool_use\": true},"
+        " \"stop_sequences\": [\"END\"], \"temperature\": 0.5, \"top_k\": 7, \"metadata\": {\"user_id\": \"u\"},"
+        " \"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 300}}";
+    snug_api_request r;
+    snug_api_limits l = limits();
+    l.think_budget = true;
+    snug_api_error e = {0};
+    snug_status st = snug_api_parse(SNUG_API_MESSAGES, body, strlen(body), &l, &r, &e);
+    CHECK(st == SNUG_OK, "the Messages body: %d %s", e.status, e.message);
+    if (st != SNUG_OK) return;
+    char *text = snug_json_dumps(r.messages, false);
+    const char *want =
+        "[{\"role\":\"system\",\"content\":\"be\\nbrief\"},"
+        "{\"role\":\"user\",\"content\":\"weather?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Checking.\",\"reasoning_content\":\"a tool\","
+        "\"tool_calls\":[{\"id\":\"toolu_1\",\"type\":\"function\",\"function\":{\"name\":\"w\","
+        "\"arguments\":{\"city\":\"Paris\"}}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"toolu_1\",\"content\":\"sunny\"},"
+        "{\"role\":\"user\",\"content\":\"and then?\"}]";
+    CHECK(text && strcmp(text, want) == 0, "messages:\n  got  %s\n  want %s", text, want);
+    snug_mem_free(text);
+    CHECK(r.kind == SNUG_API_CHAT && r.dialect == SNUG_API_ANTHROPIC && !r.count_only && r.max_tokens == 9 &&
+              r.stop.n_stop == 1 && r.stop.stop_len[0] == 3 && memcmp(r.stop.stop[0], "END", 3) == 0 &&
+              near(r.sampling.temperature, 0.5) && r.sampling.top_k == 7,
+          "max_tokens %d, %d stop strings, temperature %g, top_k %d", r.max_tokens, r.stop.n_stop,
+          r.sampling.temperature, r.sampling.top_k);
+    CHECK(r.tools && json_array_size(r.tools) == 1 && r.tool_choice == SNUG_TOOL_CHOICE_FUNCTION &&
+              !r.parallel_tool_calls && r.grammar && strcmp(r.grammar_param, "tool_choice") == 0,
+          "tools: %zu, choice %d, parallel %d", json_array_size(r.tools), (int)r.tool_choice, r.parallel_tool_calls);
+    CHECK(json_is_true(json_object_get(r.chat_template_kwargs, "enable_thinking")) &&
+              r.thinking_token_budget == 300,
+          "thinking: enable_thinking and a budget of %d", r.thinking_token_budget);
+    snug_api_request_free(&r);
+    /* no think block to budget: enable_thinking alone; count_tokens takes no max_tokens */
+    l.think_budget = false;
+    const char *count = "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                        "\"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 5}}";
+    st = snug_api_parse(SNUG_API_MESSAGES_COUNT, count, strlen(count), &l, &r, &e);
+    CHECK(st == SNUG_OK && r.count_only && r.thinking_token_budget == -1 && r.max_tokens == 0,
+          "count_tokens: %s", e.message);
+    snug_api_request_free(&r);
+    /* Anthropic's own rules, each a 400 naming its field */
+    typedef struct { snug_api_kind kind; const char *body, *param, *piece; } acase;
+    static const acase bad[] = {
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "max_tokens", "is required"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"messages\": []}", "messages", "a non-empty list"},
+        {SNUG_API_MESSAGES, "{\"max_tokens\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "model", "a string"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}",
+         "messages[0].role", "top-level system"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"messages\": [{\"role\": \"user\", \"content\": "
+         "[{\"type\": \"tool_use\", \"id\": \"a\", \"name\": \"b\", \"input\": {}}]}]}", "messages[0].content[0].type",
+         "a user message takes blocks"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"messages\": [{\"role\": \"assistant\", \"content\": "
+         "[{\"type\": \"tool_use\", \"id\": \"a\", \"name\": \"b\", \"input\": \"{}\"}]}]}", "messages[0].content[0].input",
+         "an object"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"temperature\": 1.5, " AMSG "}", "temperature", "from 0 to 1"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"stop\": [\"a\"], " AMSG "}", "stop", "unknown field"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"tool_choice\": {\"type\": \"required\"}, " AMSG "}",
+         "tool_choice.type", "\"any\""},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"tools\": [{\"type\": \"bash_20250124\", \"name\": \"bash\"}], "
+         AMSG "}", "tools[0].type", "server tools"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"thinking\": {\"type\": \"enabled\"}, " AMSG "}",
+         "thinking.budget_tokens", "an integer"},
+        {SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 1, \"metadata\": {\"user\": 1}, " AMSG "}", "metadata.user",
+         ""},
+        {SNUG_API_MESSAGES_COUNT, "{\"model\": \"m\", \"max_tokens\": 1, " AMSG "}", "max_tokens", "unknown field"},
+    };
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(bad); i++) check_bad(bad[i].kind, bad[i].body, bad[i].param, bad[i].piece);
+}
+
 /* No field is silently ignored: an unknown one, one of the other
  * endpoint's, or one asking for what the server does not do is a 400
  * naming it. */
@@ -999,6 +1091,20 @@ static void test_oom(void)
     CHECK(filled && strcmp(json_string_value(json_object_get(filled, "content")), "") == 0,
           "an assistant's null content made \"\"");
     oom_free(&c);
+    /* Anthropic's Messages: every allocation of the translation fails cleanly */
+    c.kind = SNUG_API_MESSAGES;
+    snprintf(c.body, cap, "{\"model\": \"m\", \"max_tokens\": 4, \"system\": \"s\", \"messages\": ["
+             "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"q\"}]},"
+             "{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\", \"thinking\": \"t\", \"signature\": \"\"},"
+             "{\"type\": \"tool_use\", \"id\": \"i\", \"name\": \"f\", \"input\": {\"a\": 1}}]},"
+             "{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", \"tool_use_id\": \"i\", \"content\": \"r\"}]}],"
+             "\"tools\": [{\"name\": \"f\", \"description\": \"d\", \"input_schema\": {\"type\": \"object\"}}],"
+             "\"tool_choice\": {\"type\": \"any\"}, \"stop_sequences\": [\"x\"], \"thinking\": {\"type\": \"disabled\"}}");
+    fails = test_oom_loop("messages", oom_parse, NULL, &c, 400);
+    CHECK(fails >= 20 && c.r.dialect == SNUG_API_ANTHROPIC && json_array_size(c.r.messages) == 4 &&
+              c.r.tool_choice == SNUG_TOOL_CHOICE_REQUIRED,
+          "messages: %d allocations failed cleanly, then %zu messages", fails, json_array_size(c.r.messages));
+    oom_free(&c);
     free(c.body);
 
     /* A capacity too small for the parse's admission: a 503, nothing held. */
@@ -1038,6 +1144,7 @@ int main(void)
     RUN(test_chat_every_field);
     RUN(test_chat_nulls_after_a_tool_call);
     RUN(test_chat_reasoning_sent_back);
+    RUN(test_anthropic_messages);
     RUN(test_fields_refused);
     RUN(test_thinking_fields);
     RUN(test_structured);

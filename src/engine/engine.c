@@ -828,7 +828,8 @@ bool snug_engine_next(snug_engine *e, snug_request *r, snug_output *out, char *t
             const snug_out_record *rec = &q->ring[q->ring_head];
             size_t n = SNUG_MIN((size_t)rec->n_text, cap);
             memcpy(text, rec->text, n);
-            *out = (snug_output){k, rec->token, rec->finish, n, rec->logprob, rec->n_top, {0}, {0}};
+            *out = (snug_output){k, rec->token, rec->finish, n, rec->logprob, rec->n_top, {0}, {0},
+                                 rec->finish == SNUG_FINISH_STOP_STRING ? q->stop.stop_index : -1};
             memcpy(out->top_ids, rec->top_ids, (size_t)rec->n_top * sizeof(int32_t));
             memcpy(out->top_logprobs, rec->top_logprobs, (size_t)rec->n_top * sizeof(float));
             q->ring_head = (q->ring_head + 1) % SNUG_OUT_RING;

@@ -100,6 +100,8 @@ typedef struct snug_output {
     int32_t n_top;                  /* alternatives, most likely first */
     int32_t top_ids[SNUG_LOGPROBS_MAX];
     float top_logprobs[SNUG_LOGPROBS_MAX];
+    int32_t stop_index;             /* finish SNUG_FINISH_STOP_STRING: which of the request's
+                                     * stop strings ended it (its place in stop.stop); else -1 */
 } snug_output;
 
 /* Latency buckets' upper bounds in seconds (Prometheus histograms); the

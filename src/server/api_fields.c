@@ -31,6 +31,15 @@ static void utf8_scrub(char *s)
     }
 }
 
+const char *api_path(char buf[64], const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, 64, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
 /* Fills err with a 400 for param ("" for the body as a whole) whose
  * message is "param: " and the formatted text. Returns SNUG_INVALID. */
 snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...)

@@ -13,6 +13,10 @@
 
 /* ---- api_fields.c: OpenAI-shaped errors and field readers --------------- */
 
+/* Formats a param path ("messages[2].role") into buf (64 bytes, truncated
+ * to fit). Returns buf. */
+const char *api_path(char buf[64], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* A 400 for param ("" for the body as a whole) whose message is "param: "
  * and the formatted text. Returns SNUG_INVALID. */
 snug_status api_bad(snug_api_error *err, const char *param, const char *fmt, ...)
@@ -75,5 +79,22 @@ snug_status api_parse_structured(const json_t *body, snug_api_request *r, snug_a
  * grammar, which it may not join). Fails with a 400 naming the field (a
  * tool's parameters down to the place in its schema), or a 503. */
 snug_status api_parse_tools(const json_t *body, const snug_api_limits *lim, snug_api_request *r, snug_api_error *err);
+
+/* ---- api_anthropic.c ---------------------------------------------------- */
+
+/* Checks body, an Anthropic Messages request (count_only: of
+ * /v1/messages/count_tokens, which takes no max_tokens, stop or sampling
+ * fields), in that API's terms and makes *chat (new) the chat request that
+ * means the same for the parser: system and messages as chat messages
+ * (text blocks as text parts, tool_use blocks as tool_calls, tool_result
+ * blocks as tool messages, thinking blocks as reasoning_content), tools as
+ * functions, tool_choice auto/any/tool/none as auto/required/the
+ * function/none (disable_parallel_tool_use as parallel_tool_calls false),
+ * stop_sequences as stop, thinking as the template's enable_thinking and,
+ * where think_budget (the model has a think block to budget), its
+ * budget_tokens as thinking_token_budget. Fails with a 400 naming the
+ * Anthropic field (an unknown one included), or a 503 for memory. */
+snug_status api_anthropic_to_chat(const json_t *body, bool count_only, bool think_budget, json_t **chat,
+                                  snug_api_error *err);
 
 #endif /* SNUG_API_IMPL_H */

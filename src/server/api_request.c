@@ -14,7 +14,6 @@
 #include "base/json.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,18 +36,6 @@ void snug_api_limits_set_template(snug_api_limits *l, const char *template_text)
 }
 
 /* ---- errors (api_fields.c makes them) ----------------------------------- */
-
-/* Formats a param path ("messages[2].role") into buf (64 bytes, truncated
- * to fit). Returns buf. */
-static const char *pathf(char buf[64], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *pathf(char buf[64], const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, 64, fmt, ap);
-    va_end(ap);
-    return buf;
-}
 
 /* ---- field readers -------------------------------------------------------
  * Each reads obj[key]; absent or null leaves *out as it is. A value of the
@@ -136,7 +123,7 @@ static snug_status read_ids(const json_t *list, const char *param, int32_t n_voc
         const json_t *v = json_array_get(list, i);
         int64_t id = -1;
         if (!as_int(v, &id) || id < 0 || id >= n_vocab)
-            return api_wrong(err, pathf(at, "%s[%zu]", param, i), what, v);
+            return api_wrong(err, api_path(at, "%s[%zu]", param, i), what, v);
         if (dst) dst[i] = (int32_t)id;
     }
     return SNUG_OK;
@@ -257,7 +244,7 @@ static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug
     for (size_t i = 0; i < n; i++) { /* texts, or lists of ids */
         const json_t *v = json_array_get(p, i);
         char at[64];
-        pathf(at, "prompt[%zu]", i);
+        api_path(at, "prompt[%zu]", i);
         if (json_is_string(first)) {
             if (!json_is_string(v) || json_string_length(v) == 0)
                 return api_wrong(err, at, "a non-empty string (as prompt[0] is)", v);
@@ -327,27 +314,27 @@ static snug_status check_tool_calls(const json_t *m, size_t i, snug_api_error *e
     char at[64];
     if (!calls) return SNUG_OK;
     if (!json_is_array(calls))
-        return api_wrong(err, pathf(at, "messages[%zu].tool_calls", i), "a list of tool calls", calls);
+        return api_wrong(err, api_path(at, "messages[%zu].tool_calls", i), "a list of tool calls", calls);
     snug_status st = SNUG_OK;
     for (size_t k = 0; st == SNUG_OK && k < json_array_size(calls); k++) {
         const json_t *call = json_array_get(calls, k), *fn = json_object_get(call, "function");
         if (!json_is_object(call))
-            return api_wrong(err, pathf(at, "messages[%zu].tool_calls[%zu]", i, k),
+            return api_wrong(err, api_path(at, "messages[%zu].tool_calls[%zu]", i, k),
                          "an object {\"type\": \"function\", \"function\": {...}}", call);
-        st = check_string(call, "id", false, pathf(at, "messages[%zu].tool_calls[%zu].id", i, k),
+        st = check_string(call, "id", false, api_path(at, "messages[%zu].tool_calls[%zu].id", i, k),
                           err);
         if (st == SNUG_OK)
             st = check_string(call, "type", false,
-                              pathf(at, "messages[%zu].tool_calls[%zu].type", i, k), err);
+                              api_path(at, "messages[%zu].tool_calls[%zu].type", i, k), err);
         if (st == SNUG_OK && !json_is_object(fn))
-            st = api_wrong(err, pathf(at, "messages[%zu].tool_calls[%zu].function", i, k),
+            st = api_wrong(err, api_path(at, "messages[%zu].tool_calls[%zu].function", i, k),
                        "an object {\"name\": ..., \"arguments\": ...}", fn);
         if (st == SNUG_OK)
             st = check_string(fn, "name", true,
-                              pathf(at, "messages[%zu].tool_calls[%zu].function.name", i, k), err);
+                              api_path(at, "messages[%zu].tool_calls[%zu].function.name", i, k), err);
         if (st == SNUG_OK)
             st = check_string(fn, "arguments", true,
-                              pathf(at, "messages[%zu].tool_calls[%zu].function.arguments", i, k),
+                              api_path(at, "messages[%zu].tool_calls[%zu].function.arguments", i, k),
                               err);
     }
     return st;
@@ -361,7 +348,7 @@ static snug_status check_content(const json_t *m, size_t i, const char *role, si
 {
     char at[64];
     const json_t *content = api_opt(m, "content");
-    pathf(at, "messages[%zu].content", i);
+    api_path(at, "messages[%zu].content", i);
     if (!content) {
         if (strcmp(role, "assistant") == 0) return SNUG_OK;
         return api_bad(err, at, "is required for a message of role \"%s\"", role);
@@ -372,9 +359,9 @@ static snug_status check_content(const json_t *m, size_t i, const char *role, si
         const json_t *part = json_array_get(content, j);
         const json_t *type = api_opt(part, "type"), *text = api_opt(part, "text");
         if (!json_is_object(part))
-            return api_wrong(err, pathf(at, "messages[%zu].content[%zu]", i, j),
+            return api_wrong(err, api_path(at, "messages[%zu].content[%zu]", i, j),
                          "an object {\"type\": \"text\", \"text\": ...}", part);
-        pathf(at, "messages[%zu].content[%zu].type", i, j);
+        api_path(at, "messages[%zu].content[%zu].type", i, j);
         if (!json_is_string(type)) return api_wrong(err, at, "\"text\"", type);
         if (strcmp(json_string_value(type), "text") != 0) {
             char shown[48];
@@ -383,7 +370,7 @@ static snug_status check_content(const json_t *m, size_t i, const char *role, si
                                             sizeof shown));
         }
         if (!json_is_string(text))
-            return api_wrong(err, pathf(at, "messages[%zu].content[%zu].text", i, j), "a string", text);
+            return api_wrong(err, api_path(at, "messages[%zu].content[%zu].text", i, j), "a string", text);
         *join_bytes += json_string_length(text) + (j > 0);
     }
     return SNUG_OK;
@@ -400,20 +387,20 @@ static snug_status check_message(const json_t *m, size_t i, size_t *join_bytes,
     char at[64];
     *join_bytes = 0;
     if (!json_is_object(m))
-        return api_wrong(err, pathf(at, "messages[%zu]", i), "an object with a role and content", m);
+        return api_wrong(err, api_path(at, "messages[%zu]", i), "an object with a role and content", m);
     const json_t *role = api_opt(m, "role");
-    pathf(at, "messages[%zu].role", i);
+    api_path(at, "messages[%zu].role", i);
     if (!role) return api_bad(err, at, "is required: expected %s", ROLES_WHAT);
     if (!json_is_string(role) || !is_role(json_string_value(role)))
         return api_wrong(err, at, ROLES_WHAT, role);
     snug_status st = check_content(m, i, json_string_value(role), join_bytes, err);
-    if (st == SNUG_OK) st = check_string(m, "name", false, pathf(at, "messages[%zu].name", i), err);
+    if (st == SNUG_OK) st = check_string(m, "name", false, api_path(at, "messages[%zu].name", i), err);
     if (st == SNUG_OK)
-        st = check_string(m, "tool_call_id", false, pathf(at, "messages[%zu].tool_call_id", i),
+        st = check_string(m, "tool_call_id", false, api_path(at, "messages[%zu].tool_call_id", i),
                           err);
     for (int k = 0; st == SNUG_OK && k < 2; k++) {
         const char *key = k == 0 ? "reasoning_content" : "reasoning";
-        st = check_string(m, key, false, pathf(at, "messages[%zu].%s", i, key), err);
+        st = check_string(m, key, false, api_path(at, "messages[%zu].%s", i, key), err);
     }
     if (st == SNUG_OK) st = check_tool_calls(m, i, err);
     return st;
@@ -649,7 +636,7 @@ static snug_status parse_sampling(const json_t *body, const snug_api_limits *lim
     const char *rest = e.msg;
     size_t n = strcspn(e.msg, ":");
     if (e.msg[n] == ':' && n < sizeof param) { /* "top_p: expected ..." */
-        pathf(param, "%.*s", (int)n, e.msg);
+        api_path(param, "%.*s", (int)n, e.msg);
         rest = e.msg + n + 1 + (e.msg[n + 1] == ' ');
     }
     return api_bad(err, param, "%s", rest);
@@ -700,7 +687,7 @@ static snug_status parse_stop(const json_t *body, const snug_api_limits *lim,
                    json_array_size(stop), SNUG_API_STOP_STRINGS_MAX);
     if (stop && !json_is_array(stop)) st = add_stop(stop, "stop", r, err);
     for (size_t i = 0; st == SNUG_OK && i < json_array_size(stop); i++)
-        st = add_stop(json_array_get(stop, i), pathf(at, "stop[%zu]", i), r, err);
+        st = add_stop(json_array_get(stop, i), api_path(at, "stop[%zu]", i), r, err);
     if (st != SNUG_OK) return st;
 
     if (ids && (!json_is_array(ids) || json_array_size(ids) > SNUG_API_STOP_TOKEN_IDS_MAX)) {
@@ -741,7 +728,7 @@ static snug_status parse_thinking(const json_t *body, snug_api_request *r, snug_
     for (size_t i = 0; kw && KWARGS_RESERVED[i]; i++)
         if (json_object_get(kw, KWARGS_RESERVED[i])) {
             char at[64];
-            return api_bad(err, pathf(at, "chat_template_kwargs.%s", KWARGS_RESERVED[i]),
+            return api_bad(err, api_path(at, "chat_template_kwargs.%s", KWARGS_RESERVED[i]),
                            "is set by the request's own field (%s), not as a template variable",
                            KWARGS_RESERVED[i]);
         }
@@ -912,6 +899,15 @@ snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
     memset(out, 0, sizeof *out);
     snug_status st = check_bytes(body, len, lim, err);
     if (st == SNUG_OK) st = parse_json(body, len, lim, &out->root, err);
+    if (st == SNUG_OK && (kind == SNUG_API_MESSAGES || kind == SNUG_API_MESSAGES_COUNT)) {
+        json_t *chat = NULL; /* Anthropic's body read as the chat it means */
+        st = api_anthropic_to_chat(out->root, kind == SNUG_API_MESSAGES_COUNT, lim->think_budget, &chat, err);
+        json_decref(out->root);
+        out->root = chat;
+        out->dialect = SNUG_API_ANTHROPIC;
+        out->count_only = kind == SNUG_API_MESSAGES_COUNT;
+        kind = SNUG_API_CHAT;
+    }
     if (st == SNUG_OK) st = parse_fields(kind, lim, out, err);
     if (st != SNUG_OK) snug_api_request_free(out);
     return st;

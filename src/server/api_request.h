@@ -41,7 +41,19 @@ enum {
     SNUG_API_STOP_TOKEN_IDS_MAX = SNUG_STOP_EOS_MAX - SNUG_STOP_MODEL_EOS_MAX
 };
 
-typedef enum snug_api_kind { SNUG_API_COMPLETIONS = 0, SNUG_API_CHAT = 1 } snug_api_kind;
+/* What a body is parsed as: OpenAI's completions or chat completions, or
+ * Anthropic's Messages (its request or count_tokens'), which are checked in
+ * their own terms and read as the chat they mean (the request's kind is
+ * then SNUG_API_CHAT, its dialect SNUG_API_ANTHROPIC). */
+typedef enum snug_api_kind {
+    SNUG_API_COMPLETIONS = 0,
+    SNUG_API_CHAT = 1,
+    SNUG_API_MESSAGES = 2,
+    SNUG_API_MESSAGES_COUNT = 3
+} snug_api_kind;
+
+/* Whose API a request came in, and so the shape of its answer and errors. */
+typedef enum snug_api_dialect { SNUG_API_OPENAI = 0, SNUG_API_ANTHROPIC = 1 } snug_api_dialect;
 
 typedef struct snug_api_limits {
     size_t max_body_bytes;  /* a longer body is 413; default 1 MiB */
@@ -60,6 +72,8 @@ typedef struct snug_api_limits {
                              * requests): a body whose parse needs more
                              * (snug_json_parse_bound) is 413 before it is parsed; 0 (the
                              * default): no such limit */
+    bool think_budget;      /* the model has a think block whose tokens a request may budget:
+                             * Anthropic's thinking.budget_tokens becomes one; default false */
 } snug_api_limits;
 
 typedef enum snug_api_tool_choice {
@@ -78,7 +92,9 @@ typedef struct snug_api_prompt {
 } snug_api_prompt;
 
 typedef struct snug_api_request {
-    snug_api_kind kind;
+    snug_api_kind kind;             /* COMPLETIONS or CHAT (Anthropic's as CHAT) */
+    snug_api_dialect dialect;
+    bool count_only;                /* Anthropic's count_tokens: the prompt, nothing generated */
     json_t *root;                   /* the parsed body (owned; strings point into it) */
     const char *model;              /* NULL when omitted */
     snug_api_prompt *prompts;       /* completions: n_prompts >= 1 (owned); chat: NULL */

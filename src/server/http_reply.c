@@ -3,7 +3,7 @@
  * module of the server (server.c's plain endpoints, openai.c's completions,
  * page.c's page and memory view): the headers every answer carries
  * (X-Request-Id, CORS for --allowed-origins), a body from the allocator,
- * errors in OpenAI's shape, the 503 for memory. A leaf: it calls none of
+ * errors in OpenAI's shape or Anthropic's, the 503 for memory. A leaf: it calls none of
  * those modules, so the router can call them and they can answer.
  */
 #include "server_impl.h"
@@ -90,15 +90,41 @@ enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf
     return ok;
 }
 
-/* Queues an error in OpenAI's shape (server_impl.h). */
-enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char *type,
-                           const char *param, const char *code, const char *fmt, ...)
+/* Anthropic's error type for an HTTP status (its API's table; 529 is its
+ * overloaded). */
+static const char *anthropic_type(unsigned status)
+{
+    switch (status) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 529: return "overloaded_error";
+    default: return status < 500 ? "invalid_request_error" : "api_error";
+    }
+}
+
+/* Queues an error in Anthropic's shape: {"type": "error", "error": {"type",
+ * "message"}}; a 503 for memory or draining goes as its 529 overloaded. */
+static enum MHD_Result anthropic_error(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+    if (status == 503) status = 529;
+    snug_strbuf b = {0};
+    snug_strbuf_printf(&b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"", anthropic_type(status));
+    snug_strbuf_json(&b, msg, strlen(msg));
+    snug_strbuf_printf(&b, "\"}}");
+    return http_send(c, status, &b, "application/json");
+}
+
+/* http_error_in with its arguments in ap. */
+static enum MHD_Result error_v(struct MHD_Connection *c, snug_api_dialect dialect, unsigned status, const char *type,
+                               const char *param, const char *code, const char *fmt, va_list ap)
 {
     char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    if (dialect == SNUG_API_ANTHROPIC) return anthropic_error(c, status, msg);
     snug_strbuf b = {0};
     snug_strbuf_printf(&b, "{\"error\":{\"message\":\"");
     snug_strbuf_json(&b, msg, strlen(msg));
@@ -117,15 +143,42 @@ enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char
     return http_send(c, status, &b, "application/json");
 }
 
+/* Queues an error in the dialect's shape (server_impl.h). */
+enum MHD_Result http_error_in(struct MHD_Connection *c, snug_api_dialect dialect, unsigned status, const char *type,
+                              const char *param, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result r = error_v(c, dialect, status, type, param, code, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* Queues an error in OpenAI's shape (server_impl.h). */
+enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char *type, const char *param,
+                           const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result r = error_v(c, SNUG_API_OPENAI, status, type, param, code, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 /* One line on stderr for a request refused for memory. */
 void http_log_overloaded(const char *detail)
 {
     fprintf(stderr, "snug: a request refused for memory (503 overloaded): %s\n", detail);
 }
 
-/* Logs detail and queues a 503 overloaded. */
-enum MHD_Result http_overloaded(struct MHD_Connection *c, const char *detail)
+/* Logs detail and queues a 503 overloaded (Anthropic's 529). */
+enum MHD_Result http_overloaded_in(struct MHD_Connection *c, snug_api_dialect dialect, const char *detail)
 {
     http_log_overloaded(detail);
-    return http_error(c, 503, "server_error", NULL, "overloaded", "%s", SNUG_API_BUSY_MESSAGE);
+    return http_error_in(c, dialect, 503, "server_error", NULL, "overloaded", "%s", SNUG_API_BUSY_MESSAGE);
+}
+
+enum MHD_Result http_overloaded(struct MHD_Connection *c, const char *detail)
+{
+    return http_overloaded_in(c, SNUG_API_OPENAI, detail);
 }

@@ -1,9 +1,11 @@
 /*
- * openai.c: POST /v1/completions and /v1/chat/completions (server.h): the
- * body parsed and checked (api_request.h), the prompts tokenized (chat
- * messages through the model's template), one engine request per prompt
- * with n choices, and the answer as one JSON object or as server-sent
- * events in OpenAI's chunk shapes, ending with data: [DONE].
+ * openai.c: POST /v1/completions and /v1/chat/completions (server.h), and
+ * Anthropic's /v1/messages and /v1/messages/count_tokens read as the chat
+ * they mean: the body parsed and checked (api_request.h), the prompts
+ * tokenized (chat messages through the model's template), one engine
+ * request per prompt with n choices, and the answer as one JSON object or
+ * as server-sent events in OpenAI's chunk shapes, ending with data:
+ * [DONE], or in Anthropic's (anthropic.c).
  */
 #include "server_impl.h"
 
@@ -36,6 +38,8 @@ typedef struct choice_acc {
     tool_stream tools;             /* streaming a chat with tools or reasoning: text keeps the
                                     * reply; tools.sent is the content sent */
     snug_reasoning_stream think;   /* streaming a thinking model's chat: its reply's phase */
+    int32_t stop_index;            /* the stop string that ended it (snug_output's), or -1 */
+    anthropic_stream blocks;       /* streaming in Anthropic's shapes: its blocks so far */
 } choice_acc;
 
 struct openai_job {
@@ -226,17 +230,17 @@ static snug_status echo_prompt(openai_job *j, int i, snug_error *err)
     return SNUG_OK;
 }
 
-/* Answers a failed step of making the job. */
-static enum MHD_Result fail(struct MHD_Connection *c, snug_status st, const snug_error *err,
+/* Answers a failed step of making the job, in the shape of d's API. */
+static enum MHD_Result fail(struct MHD_Connection *c, snug_api_dialect d, snug_status st, const snug_error *err,
                             const char *param)
 {
-    if (st == SNUG_NOMEM) return http_overloaded(c, err->msg[0] ? err->msg : "no memory for a job");
+    if (st == SNUG_NOMEM) return http_overloaded_in(c, d, err->msg[0] ? err->msg : "no memory for a job");
     if (st == SNUG_BUSY)
-        return http_error(c, 429, "server_error", NULL, "queue_full", "%s", err->msg);
+        return http_error_in(c, d, 429, "server_error", NULL, "queue_full", "%s", err->msg);
     if (strncmp(err->msg, "context_length_exceeded: ", 25) == 0)
-        return http_error(c, 400, "invalid_request_error", param, "context_length_exceeded", "%s",
-                          err->msg + 25);
-    return http_error(c, 400, "invalid_request_error", param, NULL, "%s", err->msg);
+        return http_error_in(c, d, 400, "invalid_request_error", param, "context_length_exceeded", "%s",
+                             err->msg + 25);
+    return http_error_in(c, d, 400, "invalid_request_error", param, NULL, "%s", err->msg);
 }
 
 /* ---- formatting ---------------------------------------------------------------- */
@@ -543,6 +547,47 @@ static void put_answer(openai_job *j, snug_strbuf *b)
     snug_strbuf_printf(b, "}");
 }
 
+/* j's tokens so far, as Anthropic's usage counts them. */
+static anthropic_usage usage_of(openai_job *j)
+{
+    anthropic_usage u;
+    double t_first;
+    openai_job_usage(j, &u.prompt, &u.cached, &u.output, &t_first);
+    return u;
+}
+
+/* How choice index ended, for Anthropic's stop_reason and stop_sequence. */
+static anthropic_end end_of(const openai_job *j, int index, bool calls)
+{
+    const choice_acc *a = &j->acc[index];
+    anthropic_end e = {.finish = a->finish, .calls = calls};
+    if (a->finish == SNUG_FINISH_STOP_STRING && a->stop_index >= 0 && a->stop_index < j->req.stop.n_stop) {
+        e.stop = j->req.stop.stop[a->stop_index];
+        e.n_stop = j->req.stop.stop_len[a->stop_index];
+    }
+    return e;
+}
+
+/* The whole answer of a finished job in Anthropic's shape (its one
+ * choice: the request has no n): the think block split off first, then
+ * the calls read in the content, as put_answer does. */
+static void put_message(openai_job *j, snug_strbuf *b)
+{
+    const choice_acc *a = &j->acc[0];
+    const char *all = a->text.p ? a->text.p : "";
+    snug_reasoning_parts rp = {.content_len = a->text.len};
+    if (reasoning_on(j)) snug_reasoning_split(j->srv->reasoning, j->think_inside, all, a->text.len, &rp);
+    const char *body = all + rp.content_at;
+    size_t content_len = rp.content_len;
+    json_t *calls = reply_calls(j, a->finish, body, rp.content_len, &content_len, b);
+    anthropic_message m = {.id = j->id, .model = j->srv->o.model_name, .thinking = all + rp.reasoning_at,
+                           .n_thinking = rp.reasoning_len, .has_thinking = rp.has_reasoning, .text = body,
+                           .n_text = content_len, .calls = calls, .key = call_key(j, 0),
+                           .end = end_of(j, 0, calls != NULL), .usage = usage_of(j)};
+    anthropic_put_message(b, &m);
+    json_decref(calls);
+}
+
 /* With echo, the prompt's text (and its log-probabilities) as the first
  * SSE event of choice index. */
 static void put_echo_chunk(openai_job *j, int index)
@@ -637,6 +682,14 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
             return; /* held back: nothing to say yet */
         }
     }
+    if (j->req.dialect == SNUG_API_ANTHROPIC) { /* the reasoning's block, the content's, the calls' */
+        anthropic_stream_text(b, &a->blocks, true, think, n_think);
+        anthropic_stream_text(b, &a->blocks, false, out, n_out);
+        if (calls) anthropic_stream_calls(b, &a->blocks, calls, call_key(j, index));
+        a->text_offset += (int64_t)o->n_text;
+        json_decref(calls);
+        return;
+    }
     if (j->req.echo && !a->echoed) put_echo_chunk(j, index);
     if (chat) {
         bool content = n_out > 0 || calls; /* (an end with no content: the finish goes with the reasoning) */
@@ -673,6 +726,7 @@ static int take_outputs(openai_job *j, bool stream)
             a->n_tokens += o.token >= 0;
             if (o.token >= 0 && j->t_first == 0) j->t_first = snug_now_seconds();
             a->finish = o.finish;
+            a->stop_index = o.stop_index;
             if (stream) {
                 put_chunk(j, index, &o, j->tmp);
             } else {
@@ -752,20 +806,35 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
         j->sent = 0;
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (take_outputs(j, true) > 0) continue;
+        bool anthropic = j->req.dialect == SNUG_API_ANTHROPIC;
         if (all_done(j) && job_failed(j)) { /* what was sent is all there is */
             if (j->failed_sent) return MHD_CONTENT_READER_END_WITH_ERROR;
-            snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":");
             const char *why = snug_engine_error(j->srv->e);
-            put_str(&j->pending, why, strlen(why));
-            snug_strbuf_printf(&j->pending, ",\"type\":\"server_error\",\"param\":null,"
-                               "\"code\":\"engine_failed\"}}\n\n");
+            if (anthropic) {
+                anthropic_stream_error(&j->pending, "api_error", why);
+            } else {
+                snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":");
+                put_str(&j->pending, why, strlen(why));
+                snug_strbuf_printf(&j->pending, ",\"type\":\"server_error\",\"param\":null,"
+                                   "\"code\":\"engine_failed\"}}\n\n");
+            }
             j->failed_sent = true;
             continue;
         }
         if (all_done(j) && job_cut(j)) { /* the server stopped before it ended */
-            snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":\"the server is shutting "
-                               "down: the request was cut before it ended\",\"type\":\"server_error\","
-                               "\"param\":null,\"code\":\"server_shutdown\"}}\n\n");
+            static const char cut[] = "the server is shutting down: the request was cut before it ended";
+            if (anthropic)
+                anthropic_stream_error(&j->pending, "overloaded_error", cut);
+            else
+                snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":\"%s\",\"type\":\"server_error\","
+                                   "\"param\":null,\"code\":\"server_shutdown\"}}\n\n", cut);
+            j->ended = true;
+            continue;
+        }
+        if (all_done(j) && anthropic) {
+            anthropic_end e = end_of(j, 0, j->acc[0].blocks.calls);
+            anthropic_usage u = usage_of(j);
+            anthropic_stream_end(&j->pending, &j->acc[0].blocks, &e, &u);
             j->ended = true;
             continue;
         }
@@ -784,7 +853,10 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
         wait_some(j, 0.5);
         double now = snug_now_seconds();
         if (j->t_sent == 0) j->t_sent = now;
-        if (now - j->t_sent >= KEEPALIVE_SECONDS) snug_strbuf_printf(&j->pending, ": keep-alive\n\n");
+        if (now - j->t_sent >= KEEPALIVE_SECONDS) {
+            if (anthropic) anthropic_stream_ping(&j->pending);
+            else snug_strbuf_printf(&j->pending, ": keep-alive\n\n");
+        }
     }
 }
 
@@ -792,20 +864,23 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
                               snug_api_kind kind)
 {
     const snug_api_limits *lim = &s->limits; /* made at start (server.c) */
+    snug_api_dialect d = kind == SNUG_API_MESSAGES || kind == SNUG_API_MESSAGES_COUNT ? SNUG_API_ANTHROPIC
+                                                                                       : SNUG_API_OPENAI;
     openai_job *j = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *j, NULL);
-    if (!j) return http_overloaded(c, "no memory for a job's record");
+    if (!j) return http_overloaded_in(c, d, "no memory for a job's record");
     j->srv = s;
     atomic_fetch_add(&s->active, 1);
     h->job = j; /* freed when the request completes, whatever happens here */
     snug_api_error ae = {0};
     if (snug_api_parse(kind, h->body ? h->body : "", h->len, lim, &j->req, &ae) != SNUG_OK) {
         if (ae.status == 503) http_log_overloaded(ae.detail);
-        return http_error(c, (unsigned)ae.status, ae.type, ae.param, ae.code, "%s", ae.message);
+        return http_error_in(c, d, (unsigned)ae.status, ae.type, ae.param, ae.code, "%s", ae.message);
     }
+    kind = j->req.kind; /* (Anthropic's: a chat) */
     if (j->req.model && strcmp(j->req.model, s->o.model_name) != 0)
-        return http_error(c, 404, "invalid_request_error", "model", "model_not_found",
-                          "The model `%s` does not exist; this server serves `%s`", j->req.model,
-                          s->o.model_name);
+        return http_error_in(c, d, 404, "invalid_request_error", "model", "model_not_found",
+                             "The model `%s` does not exist; this server serves `%s`", j->req.model,
+                             s->o.model_name);
     j->n_prompts = kind == SNUG_API_CHAT ? 1 : j->req.n_prompts;
     int n_choices = j->n_prompts * j->req.n;
     bool ok = true;
@@ -822,7 +897,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         if (j->req.logprobs >= 0) j->plp = take((size_t)j->n_prompts * sizeof *j->plp, &ok);
     }
     snug_error err = {0};
-    if (!ok) return fail(c, SNUG_NOMEM, &err, NULL);
+    if (!ok) return fail(c, d, SNUG_NOMEM, &err, NULL);
     j->created = (int64_t)time(NULL);
     char param[64];
     snprintf(param, sizeof param, "%s", kind == SNUG_API_CHAT ? "messages" : "prompt");
@@ -830,7 +905,12 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         snug_request *r = &j->reqs[i];
         snug_status st = prompt_ids(j, i, param, &err);
         if (st == SNUG_OK && echo) st = echo_prompt(j, i, &err);
-        if (st != SNUG_OK) return fail(c, st, &err, param);
+        if (st != SNUG_OK) return fail(c, d, st, &err, param);
+        if (j->req.count_only) { /* count_tokens: the prompt's tokens, nothing generated */
+            snug_strbuf b = {0};
+            snug_strbuf_printf(&b, "{\"input_tokens\":%lld}", (long long)r->n_prompt);
+            return http_send(c, MHD_HTTP_OK, &b, "application/json");
+        }
         r->sampling = j->req.sampling;
         r->stop = j->req.stop;
         r->stop.max_tokens = j->req.max_tokens ? j->req.max_tokens
@@ -846,10 +926,10 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         r->keep_special = tools_on(j) || reasoning_on(j); /* markers and tags may be special tokens */
         if (kind == SNUG_API_CHAT && j->req.thinking_token_budget >= 0) {
             if (s->think_tags.n_force == 0)
-                return http_error(c, 400, "invalid_request_error", "thinking_token_budget", NULL,
-                                  "thinking_token_budget: the model's chat template shows no think block "
-                                  "(%s), so there is no reasoning to budget", s->think_format
-                                      ? "its tags do not encode into a few tokens" : "no </think>");
+                return http_error_in(c, d, 400, "invalid_request_error", "thinking_token_budget", NULL,
+                                     "thinking_token_budget: the model's chat template shows no think block "
+                                     "(%s), so there is no reasoning to budget", s->think_format
+                                         ? "its tags do not encode into a few tokens" : "no </think>");
             r->think = s->think_tags;
             r->think.budget = j->req.thinking_token_budget;
             r->think.inside = j->think_inside;
@@ -857,18 +937,21 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         for (int k = 0; k < j->req.n; k++) snug_reasoning_stream_init(&j->acc[i * j->req.n + k].think, j->think_inside);
         st = snug_engine_submit(s->e, r, &err);
         if (st == SNUG_BUSY && snug_engine_failed(s->e)) /* it failed since the check above */
-            return http_error(c, 500, "server_error", NULL, "engine_failed", "%s",
-                              snug_engine_error(s->e));
-        if (st != SNUG_OK) return fail(c, st, &err, param);
+            return http_error_in(c, d, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));
+        if (st != SNUG_OK) return fail(c, d, st, &err, param);
         j->submitted[i] = true;
         j->prompt_tokens += r->n_prompt;
     }
-    snprintf(j->id, sizeof j->id, "%s-%016llx", kind == SNUG_API_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(j->id, sizeof j->id, "%s%016llx", d == SNUG_API_ANTHROPIC ? "msg_" : kind == SNUG_API_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)((j->reqs[0].id + s->id_key) * 0x9E3779B97F4A7C15ull ^ s->id_key >> 17));
     if (j->req.stream) {
+        if (d == SNUG_API_ANTHROPIC) {
+            anthropic_usage u = usage_of(j);
+            anthropic_stream_start(&j->pending, j->id, s->o.model_name, &u);
+        }
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
                                                                       read_stream, j, NULL);
-        if (!resp) return fail(c, SNUG_NOMEM, &err, NULL);
+        if (!resp) return fail(c, d, SNUG_NOMEM, &err, NULL);
         http_add_headers(resp, c);
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
@@ -884,15 +967,16 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     }
     take_outputs(j, false);
     if (job_failed(j))
-        return http_error(c, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));
+        return http_error_in(c, d, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));
     if (job_cut(j))
-        return http_error(c, 503, "server_error", NULL, "server_shutdown",
-                          "the server is shutting down: the request was cut before it ended");
+        return http_error_in(c, d, 503, "server_error", NULL, "server_shutdown",
+                             "the server is shutting down: the request was cut before it ended");
     for (int k = 0; k < n_choices; k++)
         if (j->acc[k].text.failed || j->acc[k].lp[0].failed || j->acc[k].lp[1].failed ||
             j->acc[k].lp[2].failed || j->acc[k].lp[3].failed)
-            return fail(c, SNUG_NOMEM, &err, NULL);
+            return fail(c, d, SNUG_NOMEM, &err, NULL);
     snug_strbuf b = {0};
-    put_answer(j, &b);
+    if (d == SNUG_API_ANTHROPIC) put_message(j, &b);
+    else put_answer(j, &b);
     return http_send(c, MHD_HTTP_OK, &b, "application/json");
 }

@@ -49,6 +49,12 @@ void tool_calls_put(snug_strbuf *b, const snug_api_request *req, const json_t *c
     snug_strbuf_printf(b, "]");
 }
 
+void tool_use_id(uint64_t key, size_t k, char id[40])
+{
+    memcpy(id, "toolu_", 6);
+    call_id(key * 31 + k, 24, id + 6);
+}
+
 size_t tool_reply_streamable(const snug_api_request *req, tool_stream *t, const char *text, size_t len)
 {
     const snug_tool_format *f = req->tool_format;

@@ -96,6 +96,8 @@ size_t snug_server_tracked_bytes_default(const snug_server_opts *o)
 
 /* ---- plain endpoints ------------------------------------------------------- */
 
+static void put_endpoint_requests(snug_server *s, snug_strbuf *b);
+
 /* The served model's object, as /v1/models lists it. */
 static void put_model(snug_server *s, snug_strbuf *b)
 {
@@ -238,6 +240,7 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);
     COUNTER("engine_steps_total", "Steps of the engine loop.", k.steps);
     COUNTER("http_requests_total", "HTTP requests answered.", atomic_load(&s->http_requests));
+    put_endpoint_requests(s, &b);
     GAUGE("tensor_parallel_size", "Ranks every step runs on.", "%d", k.tp);
     COUNTER("allreduce_total", "All-reduces rank 0 took part in.", k.allreduce_calls);
     snug_strbuf_printf(&b, "# HELP snug_allreduce_seconds_total Seconds rank 0 spent in "
@@ -386,8 +389,8 @@ done:
 /* ---- routing ----------------------------------------------------------------- */
 
 typedef enum route {
-    R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESET_PREFIX_CACHE, R_VERSION, R_MODEL, R_PAGE, R_MEMORY, R_TIMELINE
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_MESSAGES_COUNT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
+    R_RESET_PREFIX_CACHE, R_VERSION, R_MODEL, R_PAGE, R_MEMORY, R_TIMELINE, R_N
 } route;
 
 static const struct {
@@ -395,12 +398,28 @@ static const struct {
     route r;
 } g_routes[] = {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
+    {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_MESSAGES_COUNT},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},      {"/reset_prefix_cache", "POST", R_RESET_PREFIX_CACHE},
     {"/version", "GET", R_VERSION},             {"/", "GET", R_PAGE},
     {"/v1/memory", "GET", R_MEMORY},            {"/timeline.svg", "GET", R_TIMELINE},
 };
+
+_Static_assert((int)R_N <= (int)SNUG_SERVER_ROUTES_MAX, "a counter per route");
+
+/* snug_http_endpoint_requests_total{endpoint="..."}: the requests admitted
+ * on each route (a model by its id as /v1/models/{id}). */
+static void put_endpoint_requests(snug_server *s, snug_strbuf *b)
+{
+    snug_strbuf_printf(b, "# HELP snug_http_endpoint_requests_total HTTP requests admitted, by endpoint.\n"
+                       "# TYPE snug_http_endpoint_requests_total counter\n");
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(g_routes); i++)
+        snug_strbuf_printf(b, "snug_http_endpoint_requests_total{endpoint=\"%s\"} %lld\n", g_routes[i].path,
+                           (long long)atomic_load(&s->endpoint_requests[g_routes[i].r]));
+    snug_strbuf_printf(b, "snug_http_endpoint_requests_total{endpoint=\"/v1/models/{id}\"} %lld\n",
+                       (long long)atomic_load(&s->endpoint_requests[R_MODEL]));
+}
 
 /* The route for url, or R_NONE; *known_path tells a wrong method from an
  * unknown path. */
@@ -438,13 +457,25 @@ static bool same_key(const char *given, size_t n, const char *key, size_t k)
     return diff == 0;
 }
 
-/* True when the request carries the API key (or none is asked for). */
+/* True when the request carries the API key (or none is asked for): as
+ * Authorization: Bearer KEY, or as Anthropic's clients send it, x-api-key. */
 static bool authorized(const snug_server *s, struct MHD_Connection *c)
 {
     if (!s->o.api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
-    return same_key(h + 7, strlen(h + 7), s->o.api_key, strlen(s->o.api_key));
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    const char *given = h && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : x;
+    return given && same_key(given, strlen(given), s->o.api_key, strlen(s->o.api_key));
+}
+
+/* Whether route r generates (and so is closed while draining or after the
+ * engine failed). */
+static bool generates(route r) { return r == R_COMPLETIONS || r == R_CHAT || r == R_MESSAGES; }
+
+/* The API whose shapes route r answers in (its errors included). */
+static snug_api_dialect dialect_of(route r)
+{
+    return r == R_MESSAGES || r == R_MESSAGES_COUNT ? SNUG_API_ANTHROPIC : SNUG_API_OPENAI;
 }
 
 /* True when route r answers without the API key: GET /health (load
@@ -484,12 +515,14 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
 {
     size_t max = s->o.max_body_bytes ? s->o.max_body_bytes : BODY_DEFAULT;
     if (h->too_large)
-        return http_error(c, 413, "invalid_request_error", NULL, "body_too_large",
-                          "the request body is over the limit of %zu bytes", max);
-    if (h->no_memory) return http_overloaded(c, "no memory for the request's body as it came");
+        return http_error_in(c, dialect_of(r), 413, "invalid_request_error", NULL, "body_too_large",
+                             "the request body is over the limit of %zu bytes", max);
+    if (h->no_memory) return http_overloaded_in(c, dialect_of(r), "no memory for the request's body as it came");
     switch (r) {
     case R_COMPLETIONS: return openai_handle(s, c, h, SNUG_API_COMPLETIONS);
     case R_CHAT: return openai_handle(s, c, h, SNUG_API_CHAT);
+    case R_MESSAGES: return openai_handle(s, c, h, SNUG_API_MESSAGES);
+    case R_MESSAGES_COUNT: return openai_handle(s, c, h, SNUG_API_MESSAGES_COUNT);
     case R_MODELS: return get_models(s, c, NULL);
     case R_MODEL: return get_models(s, c, h->path + 11);
     case R_HEALTH: return get_health(s, c);
@@ -524,7 +557,7 @@ static enum MHD_Result preflight(struct MHD_Connection *c)
     http_add_headers(r, c);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers",
-                            "Authorization, Content-Type, X-Request-Id");
+                            "Authorization, Content-Type, X-Request-Id, x-api-key, anthropic-version");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
     MHD_destroy_response(r);
@@ -546,6 +579,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(h->method, sizeof h->method, "%s", method);
         if (r == R_MODEL) snprintf(h->path, sizeof h->path, "%s", url); /* unescaped: the id */
         atomic_fetch_add(&s->http_requests, 1); /* admitted by the gate (gate.h) */
+        atomic_fetch_add(&s->endpoint_requests[r], 1);
         if (r == R_NONE && known && strcmp(method, "OPTIONS") == 0 && s->o.allowed_origins)
             return preflight(c);
         if (r == R_NONE)
@@ -553,15 +587,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                       "%s is not allowed on %s", method, url)
                          : http_error(c, 404, "invalid_request_error", NULL, "not_found",
                                       "no such path: %s", url);
+        snug_api_dialect d = dialect_of(r);
         if (!open_route(s, r) && !authorized(s, c))
-            return http_error(c, 401, "invalid_request_error", NULL, "invalid_api_key",
-                              "a missing or wrong API key: send Authorization: Bearer KEY");
-        if ((r == R_COMPLETIONS || r == R_CHAT) && snug_engine_failed(s->e))
-            return http_error(c, 500, "server_error", NULL, "engine_failed", "%s",
-                              snug_engine_error(s->e));
-        if (atomic_load(&s->draining) && (r == R_COMPLETIONS || r == R_CHAT))
-            return http_error(c, 503, "server_error", NULL, "draining",
-                              "the server is shutting down");
+            return http_error_in(c, d, 401, "invalid_request_error", NULL, "invalid_api_key",
+                                 "a missing or wrong API key: send Authorization: Bearer KEY (or x-api-key: KEY)");
+        if (generates(r) && snug_engine_failed(s->e))
+            return http_error_in(c, d, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));
+        if (atomic_load(&s->draining) && generates(r))
+            return http_error_in(c, d, 503, "server_error", NULL, "draining", "the server is shutting down");
         /* a body over --max-body-bytes never gets here: the gate answers 413 */
         return MHD_YES;
     }
@@ -761,6 +794,7 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
     s->created = (int64_t)time(NULL);
     server_limits(s);
     server_reasoning(s);
+    s->limits.think_budget = s->think_tags.n_force > 0; /* Anthropic's thinking.budget_tokens */
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     const char *host = o->host ? o->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {

@@ -18,6 +18,8 @@
 #include <microhttpd.h>
 #include <stdatomic.h>
 
+enum { SNUG_SERVER_ROUTES_MAX = 24 }; /* server.c's routes, at most */
+
 struct snug_server {
     snug_engine *e;
     snug_server_opts o;
@@ -29,6 +31,7 @@ struct snug_server {
     atomic_int active;             /* generation requests in flight */
     int64_t created;               /* seconds since the epoch, for /v1/models */
     atomic_llong http_requests, http_errors;
+    atomic_llong endpoint_requests[SNUG_SERVER_ROUTES_MAX]; /* admitted, per route (server.c's) */
     uint64_t id_key;               /* random at start: response ids differ across restarts */
     atomic_ullong n_request_ids;   /* X-Request-Ids made so far */
     snug_api_limits limits;        /* what every completion body is parsed under, made at
@@ -73,6 +76,16 @@ enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, snug_strbuf
 enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, const char *type,
                            const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+
+/* As http_error, in the shape of dialect's API: Anthropic's {"type":
+ * "error", "error": {"type", "message"}} with its type for the status (a
+ * 503 as its 529 overloaded_error; type, param and code unused). */
+enum MHD_Result http_error_in(struct MHD_Connection *c, snug_api_dialect dialect, unsigned status, const char *type,
+                              const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+/* As http_overloaded, in the shape of dialect's API. */
+enum MHD_Result http_overloaded_in(struct MHD_Connection *c, snug_api_dialect dialect, const char *detail);
 
 /* Writes a line to the server's log (stderr) for a request refused for
  * memory: detail is the allocator's account, which the client is not told. */
@@ -130,5 +143,77 @@ void tool_calls_put(snug_strbuf *b, const snug_api_request *req, const json_t *c
  * model call tools) has so far, the end of what may go out as content now
  * (t->sent or more); updates t->calls. The caller moves t->sent there. */
 size_t tool_reply_streamable(const snug_api_request *req, tool_stream *t, const char *text, size_t len);
+
+/* The id of call k of a reply whose calls are keyed key, as Anthropic's
+ * tool_use blocks have them: "toolu_" and 24 letters and digits, into id. */
+void tool_use_id(uint64_t key, size_t k, char id[40]);
+
+/* ---- anthropic.c: answers in Anthropic's Messages shapes --------------------------- */
+
+/* A reply's tokens: the prompt's, of them found in the prefix cache, and generated. */
+typedef struct anthropic_usage {
+    int64_t prompt, cached, output;
+} anthropic_usage;
+
+/* How a reply ended: its finish, whether it made tool calls, and the stop
+ * string that ended it (finish SNUG_FINISH_STOP_STRING; n_stop bytes). */
+typedef struct anthropic_end {
+    snug_finish finish;
+    bool calls;
+    const char *stop;
+    size_t n_stop;
+} anthropic_end;
+
+/* A whole reply's parts. */
+typedef struct anthropic_message {
+    const char *id, *model;
+    const char *thinking;          /* the reasoning (has_thinking), n_thinking bytes */
+    size_t n_thinking;
+    bool has_thinking;
+    const char *text;              /* the content, n_text bytes */
+    size_t n_text;
+    const json_t *calls;           /* its tool calls ([{name, arguments}]), or NULL */
+    uint64_t key;                  /* what the calls' ids are made from */
+    anthropic_end end;
+    anthropic_usage usage;
+} anthropic_message;
+
+/* A streamed reply's blocks: how many were opened, which kind is open, and
+ * whether any was a tool call. Zero: none yet. */
+typedef struct anthropic_stream {
+    int n_blocks;
+    int open;
+    bool calls;
+} anthropic_stream;
+
+/* "end_turn", "max_tokens", "stop_sequence" or "tool_use" (calls). */
+const char *anthropic_stop_reason(snug_finish f, bool calls);
+
+/* Appends the message m as Anthropic's JSON: its blocks (thinking, text,
+ * tool_use with input objects), stop_reason and stop_sequence, and usage
+ * (input_tokens not counting cache_read_input_tokens). */
+void anthropic_put_message(snug_strbuf *b, const anthropic_message *m);
+
+/* Appends a stream's message_start (no content yet) and a ping. */
+void anthropic_stream_start(snug_strbuf *b, const char *id, const char *model, const anthropic_usage *u);
+
+/* Appends n bytes of reasoning (thinking) or content as a delta of the
+ * block of that kind, opening one (and closing the open one) first when
+ * it is not the open one; nothing for n 0. */
+void anthropic_stream_text(snug_strbuf *b, anthropic_stream *s, bool thinking, const char *text, size_t n);
+
+/* Appends each call as a tool_use block: its start (input {}), its input
+ * whole as one input_json_delta; the open block closed first. */
+void anthropic_stream_calls(snug_strbuf *b, anthropic_stream *s, const json_t *calls, uint64_t key);
+
+/* Appends the stream's end: the open block's stop (an empty text block
+ * first when there was none), message_delta with e and u, message_stop. */
+void anthropic_stream_end(snug_strbuf *b, anthropic_stream *s, const anthropic_end *e, const anthropic_usage *u);
+
+/* Appends a ping event. */
+void anthropic_stream_ping(snug_strbuf *b);
+
+/* Appends an error event of type ("api_error", "overloaded_error") and message. */
+void anthropic_stream_error(snug_strbuf *b, const char *type, const char *message);
 
 #endif /* SNUG_SERVER_IMPL_H */

@@ -1,6 +1,7 @@
 /*
- * fuzz_api_request.c: fuzzes the OpenAI request parser (snug_api_parse),
- * each input as a completions body and as a chat completions body.
+ * fuzz_api_request.c: fuzzes the request parser (snug_api_parse), each
+ * input as a completions body, a chat completions body, and Anthropic's
+ * Messages and count_tokens bodies (read as the chat they mean).
  *
  * A failure must be a well-formed OpenAI error: SNUG_INVALID with status
  * 400 or 413 and type "invalid_request_error", or SNUG_NOMEM with 503,
@@ -73,11 +74,18 @@ static void require_messages(const json_t *msgs)
     snug_mem_free(text);
 }
 
-/* Checks every invariant of a parsed request. */
-static void exercise(const snug_api_request *r, snug_api_kind kind)
+/* Checks every invariant of a parsed request (of the kind parsed: an
+ * Anthropic one is a chat). */
+static void exercise(const snug_api_request *r, snug_api_kind parsed_as)
 {
     snug_api_limits l = limits();
     snug_error err = {0};
+    bool anthropic = parsed_as == SNUG_API_MESSAGES || parsed_as == SNUG_API_MESSAGES_COUNT;
+    snug_api_kind kind = anthropic ? SNUG_API_CHAT : parsed_as;
+    REQUIRE(r->dialect == (anthropic ? SNUG_API_ANTHROPIC : SNUG_API_OPENAI));
+    REQUIRE(r->count_only == (parsed_as == SNUG_API_MESSAGES_COUNT));
+    REQUIRE(!anthropic || (r->model && r->n == 1 && r->logprobs == -1));
+    REQUIRE(parsed_as != SNUG_API_MESSAGES || r->max_tokens >= 1);
     REQUIRE(r->kind == kind && r->root != NULL);
     REQUIRE(r->n >= 1 && r->n <= l.max_n);
     REQUIRE(r->max_tokens >= 0 && r->max_tokens <= l.max_model_len);
@@ -167,13 +175,41 @@ static void check_chat(const fuzz_input *in, void *parsed)
     snug_api_request_free(parsed);
 }
 
+static snug_status parse_messages(const fuzz_input *in, void **parsed, snug_error *err)
+{
+    return parse_kind(SNUG_API_MESSAGES, in, parsed, err);
+}
+
+static snug_status parse_count(const fuzz_input *in, void **parsed, snug_error *err)
+{
+    return parse_kind(SNUG_API_MESSAGES_COUNT, in, parsed, err);
+}
+
+static void check_messages(const fuzz_input *in, void *parsed)
+{
+    (void)in;
+    exercise(parsed, SNUG_API_MESSAGES);
+    snug_api_request_free(parsed);
+}
+
+static void check_count(const fuzz_input *in, void *parsed)
+{
+    (void)in;
+    exercise(parsed, SNUG_API_MESSAGES_COUNT);
+    snug_api_request_free(parsed);
+}
+
 static const fuzz_target g_completions = {"fuzz/completions", false, parse_completions,
                                           check_completions};
 static const fuzz_target g_chat = {"fuzz/chat", false, parse_chat, check_chat};
+static const fuzz_target g_messages = {"fuzz/messages", false, parse_messages, check_messages};
+static const fuzz_target g_count = {"fuzz/count_tokens", false, parse_count, check_count};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_drive(&g_completions, data, size);
     fuzz_drive(&g_chat, data, size);
+    fuzz_drive(&g_messages, data, size);
+    fuzz_drive(&g_count, data, size);
     return 0;
 }
