@@ -21,6 +21,8 @@
 //      closes the block;
 //   3. --chat-template tests/data/chat/deepseek-r1-distill-qwen.jinja (its generation prompt
 //      ends in <think>): the reply starts inside the block; the budget counts from its start;
+//      Anthropic's Messages: thinking.budget_tokens as the budget, a thinking block then a text
+//      block, streamed as thinking_delta then text_delta events;
 //   4. --chat-template tests/data/chat/hermes-tools.jinja (no think block): no reasoning fields,
 //      and thinking_token_budget refused.
 //
@@ -267,6 +269,56 @@ async function insideChecks() {
     }
 }
 
+// messages(fields): an Anthropic Messages request (greedy); {thinking, text, types (the blocks'),
+// stop, stream: the events' names, each block's deltas joined} or {error}
+async function messages(fields) {
+    const body = { model: 'qwen3', max_tokens: 12, temperature: 0,
+        messages: [{ role: 'user', content: 'Think, then answer.' }], ...fields };
+    const r = await postJson(base, '/v1/messages', body, REQUEST_MS);
+    if (r.status !== 200) return { error: `HTTP ${r.status}: ${r.raw.slice(0, 600)}` };
+    try {
+        if (!body.stream) {
+            const m = JSON.parse(r.raw);
+            return { types: m.content.map((b) => b.type), thinking: m.content.find((b) => b.type === 'thinking')?.thinking,
+                text: m.content.find((b) => b.type === 'text')?.text ?? '', stop: m.stop_reason };
+        }
+        const out = { names: [], types: [], thinking: '', text: '', stop: null };
+        for (const e of r.raw.split('\n\n').filter((x) => x.trim())) {
+            const [name, data] = e.split('\n');
+            const d = JSON.parse(data.slice(6));
+            out.names.push(name.slice(7));
+            if (d.type === 'content_block_start') out.types.push(d.content_block.type);
+            if (d.delta?.type === 'thinking_delta') out.thinking += d.delta.thinking;
+            if (d.delta?.type === 'text_delta') out.text += d.delta.text;
+            if (d.type === 'message_delta') out.stop = d.delta.stop_reason;
+        }
+        return out;
+    } catch (e) {
+        return { error: `${e.message}: ${r.raw.slice(0, 600)}` };
+    }
+}
+
+// Anthropic's Messages on the same model, greedy: thinking.budget_tokens is the think budget, and
+// the reply's blocks are the chat endpoint's parts (a thinking block for its reasoning, a text block
+// for its content; this random model's greedy reply is newlines, so both may be empty), streamed as
+// not (thinking_delta events in a thinking block, before any text block).
+async function anthropicChecks() {
+    const want = await chat({ thinking_token_budget: 2, temperature: 0, max_tokens: 12 });
+    const types = JSON.stringify([...(want.reasoning !== null ? ['thinking'] : []),
+        ...(want.content || want.reasoning === null ? ['text'] : [])]);
+    const a = await messages({ thinking: { type: 'enabled', budget_tokens: 2 } });
+    check('Anthropic Messages, thinking.budget_tokens 2: a thinking block for the chat\'s reasoning, text for its content',
+        a.error ?? want.error ?? (JSON.stringify(a.types) === types && a.thinking === (want.reasoning ?? undefined) &&
+            a.text === (want.content ?? '') && a.stop === 'max_tokens' ? null
+            : `${show(a)} against ${show({ reasoning: want.reasoning, content: want.content, tokens: want.tokens })}`));
+    const s = await messages({ thinking: { type: 'enabled', budget_tokens: 2 }, stream: true });
+    const order = s.names?.filter((n) => n !== 'ping').join(' ') ?? '';
+    check('Anthropic Messages streamed: the same texts, the events in their order',
+        s.error ?? (s.thinking === (a.thinking ?? '') && s.text === a.text && s.types.every((t, k) => t === 'thinking'
+            ? k === 0 : true) && /^message_start( content_block_start( content_block_delta)* content_block_stop)+ message_delta message_stop$/
+            .test(order) ? null : `${show(s)}`));
+}
+
 async function noThinkChecks() {
     const a = await chat({ grammar: THOUGHT, logit_bias: { [THINK_ID]: 100 } });
     check('a template without a think block: the text in content, no reasoning fields',
@@ -289,7 +341,8 @@ async function main() {
     const runs = [
         ['Qwen3, reasoning auto', [], [splitChecks, budgetChecks, kwargsChecks, toolChecks]],
         ['Qwen3, --reasoning-format none', ['--reasoning-format', 'none'], [noneChecks]],
-        ['an R1 distill template', ['--chat-template', 'tests/data/chat/deepseek-r1-distill-qwen.jinja'], [insideChecks]],
+        ['an R1 distill template', ['--chat-template', 'tests/data/chat/deepseek-r1-distill-qwen.jinja'],
+            [insideChecks, anthropicChecks]],
         ['a template without a think block', ['--chat-template', 'tests/data/chat/hermes-tools.jinja'], [noThinkChecks]],
     ];
     for (const [label, args, checks] of runs) {
