@@ -418,6 +418,74 @@ static void test_anthropic_messages(void)
     for (size_t i = 0; i < SNUG_ARRAY_LEN(bad); i++) check_bad(bad[i].kind, bad[i].body, bad[i].param, bad[i].piece);
 }
 
+/* OpenAI's Responses body read as the chat it means: instructions first,
+ * input items as messages (a reasoning item and the assistant's text one
+ * turn, its function call joined to it, the call's output a tool
+ * message), function tools as chat's, text.format as response_format,
+ * max_output_tokens as max_tokens, reasoning.effort as the template's
+ * reasoning_effort; the body kept for the answer; errors name the
+ * Responses fields, those the chat parser finds too. */
+static void test_responses(void)
+{
+    const char *body =
+        "{\"model\": \"m\", \"instructions\": \"be brief\", \"max_output_tokens\": 7, \"input\": ["
+        " {\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"weather?\"}]},"
+        " {\"type\": \"reasoning\", \"id\": \"rs_1\", \"summary\": [], \"content\": [{\"type\": \"reasoning_text\", \"text\": \"a tool\"}]},"
+        " {\"type\": \"message\", \"role\": \"assistant\", \"content\": [{\"type\": \"output_text\", \"text\": \"Checking.\"}]},"
+        " {\"type\": \"function_call\", \"call_id\": \"call_1\", \"name\": \"w\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"},"
+        " {\"type\": \"function_call_output\", \"call_id\": \"call_1\", \"output\": \"sunny\"},"
+        " {\"role\": \"user\", \"content\": \"and then?\"}],"
+        " \"tools\": [{\"type\": \"function\", \"name\": \"w\", \"parameters\": {\"type\": \"object\"}, \"strict\": true}],"
+        " \"tool_choice\": \"auto\", \"parallel_tool_calls\": false, \"reasoning\": {\"effort\": \"low\"},"
+        " \"text\": {\"format\": {\"type\": \"json_object\"}}, \"store\": true, \"metadata\": {\"k\": \"v\"}}";
+    snug_api_request r;
+    snug_api_limits l = limits();
+    snug_api_error e = {0};
+    snug_status st = snug_api_parse(SNUG_API_RESPONSES_CREATE, body, strlen(body), &l, &r, &e);
+    CHECK(st == SNUG_OK, "the Responses body: %d %s", e.status, e.message);
+    if (st != SNUG_OK) return;
+    char *text = snug_json_dumps(r.messages, false);
+    const char *want =
+        "[{\"role\":\"system\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":\"weather?\"},"
+        "{\"role\":\"assistant\",\"reasoning_content\":\"a tool\",\"content\":\"Checking.\","
+        "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"w\","
+        "\"arguments\":{\"city\":\"Paris\"}}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"sunny\"},"
+        "{\"role\":\"user\",\"content\":\"and then?\"}]";
+    CHECK(text && strcmp(text, want) == 0, "messages:\n  got  %s\n  want %s", text, want);
+    snug_mem_free(text);
+    CHECK(r.dialect == SNUG_API_RESPONSES && r.source && json_object_get(r.source, "instructions") &&
+              r.max_tokens == 7 && r.tools && r.tool_choice == SNUG_TOOL_CHOICE_AUTO && !r.parallel_tool_calls &&
+              r.grammar && strcmp(r.grammar_param, "response_format") == 0 &&
+              strcmp(json_string_value(json_object_get(r.chat_template_kwargs, "reasoning_effort")), "low") == 0,
+          "max_tokens %d, tool_choice %d, grammar from %s", r.max_tokens, (int)r.tool_choice,
+          r.grammar_param ? r.grammar_param : "none");
+    snug_api_request_free(&r);
+    typedef struct { const char *body, *param, *piece; } rcase;
+    static const rcase bad[] = {
+        {"{\"input\": \"x\", \"previous_response_id\": \"resp_1\"}", "previous_response_id", "keeps no responses"},
+        {"{\"model\": \"m\"}", "input", "is required"},
+        {"{\"input\": []}", "input", "a non-empty list"},
+        {"{\"input\": [{\"type\": \"item_reference\", \"id\": \"x\"}]}", "input[0].type", "keeps no items"},
+        {"{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\"}]}]}", "input[0].content[0].type",
+         "only text is taken"},
+        {"{\"input\": [{\"type\": \"function_call\", \"call_id\": \"c\", \"name\": \"f\", \"arguments\": {}}]}",
+         "input[0].arguments", "a JSON string"},
+        {"{\"input\": \"x\", \"tools\": [{\"type\": \"web_search\"}]}", "tools[0].type", "only function tools"},
+        {"{\"input\": \"x\", \"max_output_tokens\": 0}", "max_output_tokens", "[1, "},
+        {"{\"input\": \"x\", \"max_tokens\": 5}", "max_tokens", "unknown field"},
+        {"{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", \"schema\": "
+         "{\"type\": \"string\", \"pattern\": \"a\"}}}}", "text.format.schema", "pattern"},
+        {"{\"input\": \"x\", \"tools\": [{\"type\": \"function\", \"name\": \"f\", \"parameters\": {\"type\": "
+         "\"object\", \"properties\": {\"a\": {\"format\": \"date\"}}}}], \"tool_choice\": \"required\"}",
+         "tools[0].parameters", "format"},
+        {"{\"input\": \"x\", \"truncation\": \"auto\"}", "truncation", "disabled"},
+        {"{\"input\": \"x\", \"reasoning\": {\"effort\": \"max\"}}", "reasoning.effort", "\"high\""},
+    };
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(bad); i++) check_bad(SNUG_API_RESPONSES_CREATE, bad[i].body, bad[i].param, bad[i].piece);
+}
+
 /* No field is silently ignored: an unknown one, one of the other
  * endpoint's, or one asking for what the server does not do is a 400
  * naming it. */
@@ -1145,6 +1213,7 @@ int main(void)
     RUN(test_chat_nulls_after_a_tool_call);
     RUN(test_chat_reasoning_sent_back);
     RUN(test_anthropic_messages);
+    RUN(test_responses);
     RUN(test_fields_refused);
     RUN(test_thinking_fields);
     RUN(test_structured);

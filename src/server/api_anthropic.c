@@ -14,50 +14,10 @@
 
 #include <string.h>
 
-/* Sets key of obj to v (taken); false when v is NULL (no memory) or the set fails. */
-static bool put(json_t *obj, const char *key, json_t *v) { return v && json_object_set_new(obj, key, v) == 0; }
 
-/* Appends v (taken) to list; false as put. */
-static bool add(json_t *list, json_t *v) { return v && json_array_append_new(list, v) == 0; }
 
-static snug_status no_memory(snug_api_error *err)
-{
-    snug_error e = {0};
-    snug_errorf(&e, SNUG_NOMEM, "no memory to translate a Messages request");
-    return api_overloaded(err, &e);
-}
-
-/* The text of a block list's text blocks (blocks: a list whose items are
- * {"type": "text", "text": ...}, checked) as OpenAI text parts into *parts
- * (new); param names the list. A string is taken as it is. */
-static snug_status text_parts(const json_t *v, const char *param, json_t **parts, snug_api_error *err)
-{
-    char p[64];
-    if (json_is_string(v)) {
-        *parts = json_incref((json_t *)v);
-        return SNUG_OK;
-    }
-    if (!json_is_array(v)) return api_wrong(err, param, "a string or a list of text blocks", v);
-    json_t *list = json_array();
-    if (!list) return no_memory(err);
-    for (size_t i = 0; i < json_array_size(v); i++) {
-        const json_t *b = json_array_get(v, i), *text = api_opt(b, "text");
-        if (!json_is_object(b) || !api_is_str(api_opt(b, "type"), "text")) {
-            json_decref(list);
-            return api_wrong(err, api_path(p, "%s[%zu]", param, i), "a text block {\"type\": \"text\", \"text\": ...}", b);
-        }
-        if (!json_is_string(text)) {
-            json_decref(list);
-            return api_wrong(err, api_path(p, "%s[%zu].text", param, i), "a string", text);
-        }
-        if (!add(list, json_pack("{s:s, s:O}", "type", "text", "text", text))) {
-            json_decref(list);
-            return no_memory(err);
-        }
-    }
-    *parts = list;
-    return SNUG_OK;
-}
+/* The parts a system prompt or a tool result may have. */
+static const char *const TEXT_BLOCKS[] = {"text", NULL};
 
 /* Checks block j of messages[i] (role user or assistant) against the keys
  * its type may have; a 400 for a type this server does not take. */
@@ -98,7 +58,7 @@ static snug_status check_block(const json_t *b, size_t i, size_t j, bool user, c
 static bool flush_text(json_t *out, const char *role, json_t *parts)
 {
     if (json_array_size(parts) == 0) return true;
-    bool ok = add(out, json_pack("{s:s, s:o}", "role", role, "content", json_copy(parts)));
+    bool ok = api_add(out, json_pack("{s:s, s:o}", "role", role, "content", json_copy(parts)));
     json_array_clear(parts);
     return ok;
 }
@@ -110,7 +70,7 @@ static snug_status assistant_blocks(const json_t *blocks, size_t i, json_t *out,
     char p[64];
     json_t *parts = json_array(), *calls = json_array(), *m = json_object();
     snug_strbuf think = {0};
-    snug_status st = parts && calls && m ? SNUG_OK : no_memory(err);
+    snug_status st = parts && calls && m ? SNUG_OK : api_no_memory(err, "a Messages request");
     for (size_t j = 0; st == SNUG_OK && j < json_array_size(blocks); j++) {
         const json_t *b = json_array_get(blocks, j);
         const char *type = NULL;
@@ -119,7 +79,7 @@ static snug_status assistant_blocks(const json_t *blocks, size_t i, json_t *out,
         if (strcmp(type, "text") == 0) {
             const json_t *text = api_opt(b, "text");
             if (!json_is_string(text)) st = api_wrong(err, api_path(p, "messages[%zu].content[%zu].text", i, j), "a string", text);
-            else if (!add(parts, json_pack("{s:s, s:O}", "type", "text", "text", text))) st = no_memory(err);
+            else if (!api_add(parts, json_pack("{s:s, s:O}", "type", "text", "text", text))) st = api_no_memory(err, "a Messages request");
         } else if (strcmp(type, "thinking") == 0) {
             const json_t *t = api_opt(b, "thinking");
             if (!json_is_string(t)) st = api_wrong(err, api_path(p, "messages[%zu].content[%zu].thinking", i, j), "a string", t);
@@ -132,19 +92,19 @@ static snug_status assistant_blocks(const json_t *blocks, size_t i, json_t *out,
             else if (!json_is_object(input))
                 st = api_wrong(err, api_path(p, "messages[%zu].content[%zu].input", i, j), "an object", input);
             char *args = st == SNUG_OK ? snug_json_dumps(input, false) : NULL;
-            if (st == SNUG_OK && (!args || !add(calls, json_pack("{s:O, s:s, s:{s:O, s:s}}", "id", id, "type",
+            if (st == SNUG_OK && (!args || !api_add(calls, json_pack("{s:O, s:s, s:{s:O, s:s}}", "id", id, "type",
                                                                   "function", "function", "name", name,
                                                                   "arguments", args))))
-                st = no_memory(err);
+                st = api_no_memory(err, "a Messages request");
             snug_mem_free(args);
         } /* redacted_thinking: nothing this model can read */
     }
-    if (st == SNUG_OK && think.failed) st = no_memory(err);
+    if (st == SNUG_OK && think.failed) st = api_no_memory(err, "a Messages request");
     if (st == SNUG_OK &&
-        (!put(m, "role", json_string("assistant")) || !put(m, "content", json_incref(parts)) ||
-         (think.len && !put(m, "reasoning_content", json_stringn(think.p, think.len))) ||
-         (json_array_size(calls) && !put(m, "tool_calls", json_incref(calls))) || !add(out, json_incref(m))))
-        st = no_memory(err);
+        (!api_put(m, "role", json_string("assistant")) || !api_put(m, "content", json_incref(parts)) ||
+         (think.len && !api_put(m, "reasoning_content", json_stringn(think.p, think.len))) ||
+         (json_array_size(calls) && !api_put(m, "tool_calls", json_incref(calls))) || !api_add(out, json_incref(m))))
+        st = api_no_memory(err, "a Messages request");
     snug_strbuf_free(&think);
     json_decref(parts);
     json_decref(calls);
@@ -158,7 +118,7 @@ static snug_status user_blocks(const json_t *blocks, size_t i, json_t *out, snug
 {
     char p[64];
     json_t *parts = json_array();
-    snug_status st = parts ? SNUG_OK : no_memory(err);
+    snug_status st = parts ? SNUG_OK : api_no_memory(err, "a Messages request");
     for (size_t j = 0; st == SNUG_OK && j < json_array_size(blocks); j++) {
         const json_t *b = json_array_get(blocks, j);
         const char *type = NULL;
@@ -167,7 +127,7 @@ static snug_status user_blocks(const json_t *blocks, size_t i, json_t *out, snug
         if (strcmp(type, "text") == 0) {
             const json_t *text = api_opt(b, "text");
             if (!json_is_string(text)) st = api_wrong(err, api_path(p, "messages[%zu].content[%zu].text", i, j), "a string", text);
-            else if (!add(parts, json_pack("{s:s, s:O}", "type", "text", "text", text))) st = no_memory(err);
+            else if (!api_add(parts, json_pack("{s:s, s:O}", "type", "text", "text", text))) st = api_no_memory(err, "a Messages request");
             continue;
         }
         const json_t *id = api_opt(b, "tool_use_id"), *content = api_opt(b, "content"), *is_error = api_opt(b, "is_error");
@@ -177,15 +137,15 @@ static snug_status user_blocks(const json_t *blocks, size_t i, json_t *out, snug
         else if (is_error && !json_is_boolean(is_error))
             st = api_wrong(err, api_path(p, "messages[%zu].content[%zu].is_error", i, j), "true or false", is_error);
         else if (content)
-            st = text_parts(content, api_path(p, "messages[%zu].content[%zu].content", i, j), &result, err);
-        if (st == SNUG_OK && !content && !(result = json_string(""))) st = no_memory(err);
+            st = api_text_parts(content, api_path(p, "messages[%zu].content[%zu].content", i, j), TEXT_BLOCKS, &result, err);
+        if (st == SNUG_OK && !content && !(result = json_string(""))) st = api_no_memory(err, "a Messages request");
         if (st == SNUG_OK && (!flush_text(out, "user", parts) ||
-                              !add(out, json_pack("{s:s, s:O, s:O}", "role", "tool", "tool_call_id", id, "content",
+                              !api_add(out, json_pack("{s:s, s:O, s:O}", "role", "tool", "tool_call_id", id, "content",
                                                   result))))
-            st = no_memory(err);
+            st = api_no_memory(err, "a Messages request");
         json_decref(result);
     }
-    if (st == SNUG_OK && !flush_text(out, "user", parts)) st = no_memory(err);
+    if (st == SNUG_OK && !flush_text(out, "user", parts)) st = api_no_memory(err, "a Messages request");
     json_decref(parts);
     return st;
 }
@@ -198,8 +158,8 @@ static snug_status messages(const json_t *body, json_t *out, snug_api_error *err
     json_t *parts = NULL;
     snug_status st = SNUG_OK;
     if (sys) {
-        st = text_parts(sys, "system", &parts, err);
-        if (st == SNUG_OK && !add(out, json_pack("{s:s, s:O}", "role", "system", "content", parts))) st = no_memory(err);
+        st = api_text_parts(sys, "system", TEXT_BLOCKS, &parts, err);
+        if (st == SNUG_OK && !api_add(out, json_pack("{s:s, s:O}", "role", "system", "content", parts))) st = api_no_memory(err, "a Messages request");
         json_decref(parts);
     }
     if (st != SNUG_OK) return st;
@@ -217,7 +177,7 @@ static snug_status messages(const json_t *body, json_t *out, snug_api_error *err
             return api_wrong(err, api_path(p, "messages[%zu].role", i),
                              "\"user\" or \"assistant\" (a system prompt goes in the top-level system field)", role);
         if (json_is_string(content))
-            st = add(out, json_pack("{s:O, s:O}", "role", role, "content", content)) ? SNUG_OK : no_memory(err);
+            st = api_add(out, json_pack("{s:O, s:O}", "role", role, "content", content)) ? SNUG_OK : api_no_memory(err, "a Messages request");
         else if (!json_is_array(content))
             return api_wrong(err, api_path(p, "messages[%zu].content", i), "a string or a list of content blocks", content);
         else st = user ? user_blocks(content, i, out, err) : assistant_blocks(content, i, out, err);
@@ -236,7 +196,7 @@ static snug_status tools(const json_t *body, json_t *chat, snug_api_error *err)
     if (list) {
         if (!json_is_array(list)) return api_wrong(err, "tools", "a list of tools", list);
         json_t *fns = json_array();
-        if (!fns || !put(chat, "tools", fns)) return no_memory(err);
+        if (!fns || !api_put(chat, "tools", fns)) return api_no_memory(err, "a Messages request");
         for (size_t i = 0; i < json_array_size(list); i++) {
             const json_t *t = json_array_get(list, i), *type = api_opt(t, "type"), *name = api_opt(t, "name");
             const json_t *schema = api_opt(t, "input_schema"), *desc = api_opt(t, "description");
@@ -251,11 +211,11 @@ static snug_status tools(const json_t *body, json_t *chat, snug_api_error *err)
                 return api_wrong(err, api_path(p, "tools[%zu].input_schema", i), "a JSON schema object", schema);
             if (desc && !json_is_string(desc)) return api_wrong(err, api_path(p, "tools[%zu].description", i), "a string", desc);
             json_t *fn = json_pack("{s:O, s:O}", "name", name, "parameters", schema);
-            if (fn && desc && !put(fn, "description", json_incref((json_t *)desc))) {
+            if (fn && desc && !api_put(fn, "description", json_incref((json_t *)desc))) {
                 json_decref(fn);
                 fn = NULL;
             }
-            if (!fn || !add(fns, json_pack("{s:s, s:o}", "type", "function", "function", fn))) return no_memory(err);
+            if (!fn || !api_add(fns, json_pack("{s:s, s:o}", "type", "function", "function", fn))) return api_no_memory(err, "a Messages request");
         }
     }
     if (!choice) return SNUG_OK;
@@ -277,8 +237,8 @@ static snug_status tools(const json_t *body, json_t *chat, snug_api_error *err)
         return api_wrong(err, "tool_choice.type", "\"auto\", \"any\", \"tool\" or \"none\"", type);
     }
     if (name && !api_is_str(type, "tool")) return api_bad(err, "tool_choice.name", "is only taken with the type \"tool\"");
-    if (!put(chat, "tool_choice", c) || (serial && !put(chat, "parallel_tool_calls", json_boolean(!json_is_true(serial)))))
-        return no_memory(err);
+    if (!api_put(chat, "tool_choice", c) || (serial && !api_put(chat, "parallel_tool_calls", json_boolean(!json_is_true(serial)))))
+        return api_no_memory(err, "a Messages request");
     return SNUG_OK;
 }
 
@@ -299,9 +259,9 @@ static snug_status thinking(const json_t *body, bool budget, json_t *chat, snug_
     if (on && (!json_is_integer(n) || json_integer_value(n) < 1))
         return api_wrong(err, "thinking.budget_tokens", "an integer of at least 1", n);
     if (!on && n) return api_bad(err, "thinking.budget_tokens", "is only taken when thinking is enabled");
-    if (!put(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", on)) ||
-        (on && budget && !put(chat, "thinking_token_budget", json_incref((json_t *)n))))
-        return no_memory(err);
+    if (!api_put(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", on)) ||
+        (on && budget && !api_put(chat, "thinking_token_budget", json_incref((json_t *)n))))
+        return api_no_memory(err, "a Messages request");
     return SNUG_OK;
 }
 
@@ -336,7 +296,7 @@ static snug_status sampling(const json_t *body, bool count_only, json_t *chat, s
         {"top_k", "top_k", json_integer_value(top_k) > 0 ? top_k : NULL}, {"stop_sequences", "stop", stops},
         {"stream", "stream", stream}};
     for (size_t i = 0; i < SNUG_ARRAY_LEN(same); i++)
-        if (same[i].v && !count_only && !put(chat, same[i].to, json_incref((json_t *)same[i].v))) return no_memory(err);
+        if (same[i].v && !count_only && !api_put(chat, same[i].to, json_incref((json_t *)same[i].v))) return api_no_memory(err, "a Messages request");
     return SNUG_OK;
 }
 
@@ -372,9 +332,9 @@ snug_status api_anthropic_to_chat(const json_t *body, bool count_only, bool thin
 {
     *chat = NULL;
     json_t *out = json_object(), *msgs = json_array();
-    snug_status st = out && msgs && put(out, "messages", json_incref(msgs)) ? SNUG_OK : no_memory(err);
+    snug_status st = out && msgs && api_put(out, "messages", json_incref(msgs)) ? SNUG_OK : api_no_memory(err, "a Messages request");
     if (st == SNUG_OK) st = other_fields(body, count_only, err);
-    if (st == SNUG_OK && !put(out, "model", json_incref(json_object_get(body, "model")))) st = no_memory(err);
+    if (st == SNUG_OK && !api_put(out, "model", json_incref(json_object_get(body, "model")))) st = api_no_memory(err, "a Messages request");
     if (st == SNUG_OK) st = messages(body, msgs, err);
     if (st == SNUG_OK) st = sampling(body, count_only, out, err);
     if (st == SNUG_OK) st = tools(body, out, err);

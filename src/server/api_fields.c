@@ -149,3 +149,45 @@ bool api_is_str(const json_t *v, const char *s)
 {
     return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
+
+bool api_put(json_t *obj, const char *key, json_t *v) { return v && json_object_set_new(obj, key, v) == 0; }
+
+bool api_add(json_t *list, json_t *v) { return v && json_array_append_new(list, v) == 0; }
+
+snug_status api_no_memory(snug_api_error *err, const char *what)
+{
+    snug_error e = {0};
+    snug_errorf(&e, SNUG_NOMEM, "no memory to translate %s", what);
+    return api_overloaded(err, &e);
+}
+
+snug_status api_text_parts(const json_t *v, const char *param, const char *const *types, json_t **parts,
+                           snug_api_error *err)
+{
+    char p[64];
+    *parts = NULL;
+    if (json_is_string(v)) {
+        *parts = json_incref((json_t *)v);
+        return SNUG_OK;
+    }
+    if (!json_is_array(v)) return api_wrong(err, param, "a string or a list of text parts", v);
+    json_t *list = json_array();
+    if (!list) return api_no_memory(err, "a request");
+    snug_status st = SNUG_OK;
+    for (size_t i = 0; st == SNUG_OK && i < json_array_size(v); i++) {
+        const json_t *c = json_array_get(v, i), *type = api_opt(c, "type");
+        const json_t *text = api_opt(c, api_is_str(type, "refusal") ? "refusal" : "text");
+        if (!json_is_object(c) || !json_is_string(type))
+            st = api_wrong(err, api_path(p, "%s[%zu]", param, i), "a text part (an object with a type)", c);
+        else if (!api_listed(types, json_string_value(type)))
+            st = api_bad(err, api_path(p, "%s[%zu].type", param, i), "only text is taken here (\"%s\"%s): this "
+                         "server runs a text model", types[0], types[1] ? " and the like" : "");
+        else if (!json_is_string(text))
+            st = api_wrong(err, api_path(p, "%s[%zu].text", param, i), "a string", text);
+        else if (!api_add(list, json_pack("{s:s, s:O}", "type", "text", "text", text)))
+            st = api_no_memory(err, "a request");
+    }
+    if (st == SNUG_OK) *parts = list;
+    else json_decref(list);
+    return st;
+}

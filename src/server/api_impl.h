@@ -53,6 +53,25 @@ bool api_listed(const char *const *list, const char *key);
  * naming the first that is not, under param. */
 snug_status api_only_keys(const json_t *obj, const char *param, const char *const *keys, snug_api_error *err);
 
+/* Sets obj[key] to v (taken; false when v is NULL, for no memory, or the
+ * set fails): building a translated request. */
+bool api_put(json_t *obj, const char *key, json_t *v);
+
+/* Appends v (taken) to list; false as api_put. */
+bool api_add(json_t *list, json_t *v);
+
+/* A 503 for memory that a translation of what (another API's request)
+ * did not find. Returns SNUG_NOMEM. */
+snug_status api_no_memory(snug_api_error *err, const char *what);
+
+/* Another API's content at param: a string (taken as it is), or a list of
+ * parts whose type is one of types (NULL-terminated; text in "text", or
+ * "refusal" for that type), as chat's text parts into *parts (new). A 400
+ * naming the part otherwise (a type not listed: this server runs a text
+ * model). */
+snug_status api_text_parts(const json_t *v, const char *param, const char *const *types, json_t **parts,
+                           snug_api_error *err);
+
 /* ---- api_structured.c: the compile step, and the constraining fields ---- */
 
 /* Compiles the GBNF text of len bytes into r->grammar, from the field
@@ -96,5 +115,19 @@ snug_status api_parse_tools(const json_t *body, const snug_api_limits *lim, snug
  * Anthropic field (an unknown one included), or a 503 for memory. */
 snug_status api_anthropic_to_chat(const json_t *body, bool count_only, bool think_budget, json_t **chat,
                                   snug_api_error *err);
+
+/* ---- api_responses.c --------------------------------------------------- */
+
+/* Checks body, an OpenAI Responses request, in that API's terms and makes
+ * *chat (new) the chat request that means the same: instructions as a
+ * system message, input (a string, or message, function_call,
+ * function_call_output and reasoning items) as chat messages (function
+ * calls as the assistant turn's tool_calls, outputs as tool messages,
+ * reasoning as its reasoning_content), function tools as chat's,
+ * text.format as response_format, max_output_tokens as max_tokens,
+ * reasoning.effort as the template's reasoning_effort. previous_response_id
+ * is a 400 (the server keeps no responses), as is an unknown field. Fails
+ * with a 400 naming the Responses field, or a 503 for memory. */
+snug_status api_responses_to_chat(const json_t *body, json_t **chat, snug_api_error *err);
 
 #endif /* SNUG_API_IMPL_H */

@@ -884,6 +884,37 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     return st;
 }
 
+/* An error the chat parser gave a Responses request, its field named as
+ * the client sent it: response_format as text.format (its json_schema's
+ * fields as the format's own), max_tokens as max_output_tokens, messages
+ * as input (the indexes may differ: instructions come first), a tool's
+ * function.x as its x. The message starts with the param; both change. */
+static void responses_names(snug_api_error *err)
+{
+    static const struct { const char *chat, *theirs; } names[] = {
+        {"response_format.json_schema", "text.format"}, {"response_format", "text.format"},
+        {"max_tokens", "max_output_tokens"}, {"messages", "input"}};
+    char param[64], msg[sizeof err->message];
+    size_t n = strlen(err->param);
+    snprintf(param, sizeof param, "%s", err->param);
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(names); i++) {
+        size_t k = strlen(names[i].chat);
+        if (n < k || strncmp(err->param, names[i].chat, k) != 0 || (err->param[k] && err->param[k] != '.' &&
+                                                                     err->param[k] != '['))
+            continue;
+        snprintf(param, sizeof param, "%s%s", names[i].theirs, err->param + k);
+        break;
+    }
+    char *fn = strncmp(param, "tools[", 6) == 0 ? strstr(param, "].function") : NULL;
+    if (fn) memmove(fn + 1, fn + 10, strlen(fn + 10) + 1);
+    if (n == 0 || strcmp(param, err->param) == 0) return;
+    if (strncmp(err->message, err->param, n) == 0) {
+        snprintf(msg, sizeof msg, "%s%s", param, err->message + n);
+        snprintf(err->message, sizeof err->message, "%s", msg);
+    }
+    snprintf(err->param, sizeof err->param, "%s", param);
+}
+
 snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
                            const snug_api_limits *lim, snug_api_request *out,
                            snug_api_error *err)
@@ -899,16 +930,22 @@ snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
     memset(out, 0, sizeof *out);
     snug_status st = check_bytes(body, len, lim, err);
     if (st == SNUG_OK) st = parse_json(body, len, lim, &out->root, err);
-    if (st == SNUG_OK && (kind == SNUG_API_MESSAGES || kind == SNUG_API_MESSAGES_COUNT)) {
-        json_t *chat = NULL; /* Anthropic's body read as the chat it means */
-        st = api_anthropic_to_chat(out->root, kind == SNUG_API_MESSAGES_COUNT, lim->think_budget, &chat, err);
-        json_decref(out->root);
+    bool other = kind == SNUG_API_MESSAGES || kind == SNUG_API_MESSAGES_COUNT || kind == SNUG_API_RESPONSES_CREATE;
+    if (st == SNUG_OK && other) { /* another API's body read as the chat it means; the body kept */
+        json_t *chat = NULL;
+        st = kind == SNUG_API_RESPONSES_CREATE
+                 ? api_responses_to_chat(out->root, &chat, err)
+                 : api_anthropic_to_chat(out->root, kind == SNUG_API_MESSAGES_COUNT, lim->think_budget, &chat, err);
+        out->source = out->root;
         out->root = chat;
-        out->dialect = SNUG_API_ANTHROPIC;
+        out->dialect = kind == SNUG_API_RESPONSES_CREATE ? SNUG_API_RESPONSES : SNUG_API_ANTHROPIC;
         out->count_only = kind == SNUG_API_MESSAGES_COUNT;
         kind = SNUG_API_CHAT;
     }
-    if (st == SNUG_OK) st = parse_fields(kind, lim, out, err);
+    if (st == SNUG_OK) {
+        st = parse_fields(kind, lim, out, err);
+        if (st != SNUG_OK && out->dialect == SNUG_API_RESPONSES) responses_names(err); /* (the chat's names) */
+    }
     if (st != SNUG_OK) snug_api_request_free(out);
     return st;
 }
@@ -916,6 +953,7 @@ snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
 void snug_api_request_free(snug_api_request *r)
 {
     if (r->root) json_decref(r->root);
+    if (r->source) json_decref(r->source);
     snug_mem_free(r->prompts);
     snug_mem_free(r->logit_bias);
     snug_grammar_free(r->grammar);

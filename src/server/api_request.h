@@ -42,18 +42,24 @@ enum {
 };
 
 /* What a body is parsed as: OpenAI's completions or chat completions, or
- * Anthropic's Messages (its request or count_tokens'), which are checked in
- * their own terms and read as the chat they mean (the request's kind is
- * then SNUG_API_CHAT, its dialect SNUG_API_ANTHROPIC). */
+ * Anthropic's Messages (its request or count_tokens') or OpenAI's
+ * Responses, which are checked in their own terms and read as the chat
+ * they mean (the request's kind is then SNUG_API_CHAT, its dialect
+ * SNUG_API_ANTHROPIC or SNUG_API_RESPONSES). */
 typedef enum snug_api_kind {
     SNUG_API_COMPLETIONS = 0,
     SNUG_API_CHAT = 1,
     SNUG_API_MESSAGES = 2,
-    SNUG_API_MESSAGES_COUNT = 3
+    SNUG_API_MESSAGES_COUNT = 3,
+    SNUG_API_RESPONSES_CREATE = 4
 } snug_api_kind;
 
 /* Whose API a request came in, and so the shape of its answer and errors. */
-typedef enum snug_api_dialect { SNUG_API_OPENAI = 0, SNUG_API_ANTHROPIC = 1 } snug_api_dialect;
+typedef enum snug_api_dialect {
+    SNUG_API_OPENAI = 0,     /* completions and chat completions */
+    SNUG_API_ANTHROPIC = 1,  /* Messages */
+    SNUG_API_RESPONSES = 2   /* OpenAI's Responses (errors in OpenAI's shape) */
+} snug_api_dialect;
 
 typedef struct snug_api_limits {
     size_t max_body_bytes;  /* a longer body is 413; default 1 MiB */
@@ -95,6 +101,8 @@ typedef struct snug_api_request {
     snug_api_kind kind;             /* COMPLETIONS or CHAT (Anthropic's as CHAT) */
     snug_api_dialect dialect;
     bool count_only;                /* Anthropic's count_tokens: the prompt, nothing generated */
+    json_t *source;                 /* Anthropic's or Responses' body as the client sent it (owned),
+                                     * for answers that repeat its fields; else NULL */
     json_t *root;                   /* the parsed body (owned; strings point into it) */
     const char *model;              /* NULL when omitted */
     snug_api_prompt *prompts;       /* completions: n_prompts >= 1 (owned); chat: NULL */

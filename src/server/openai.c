@@ -40,6 +40,7 @@ typedef struct choice_acc {
     snug_reasoning_stream think;   /* streaming a thinking model's chat: its reply's phase */
     int32_t stop_index;            /* the stop string that ended it (snug_output's), or -1 */
     anthropic_stream blocks;       /* streaming in Anthropic's shapes: its blocks so far */
+    responses_stream items;        /* streaming in the Responses shapes: its items so far */
 } choice_acc;
 
 struct openai_job {
@@ -83,6 +84,7 @@ void openai_job_free(openai_job *j)
     if (j->acc)
         for (int k = 0; k < j->n_prompts * j->req.n; k++) {
             snug_strbuf_free(&j->acc[k].text);
+            responses_stream_free(&j->acc[k].items);
             for (int a = 0; a < 4; a++) snug_strbuf_free(&j->acc[k].lp[a]);
         }
     snug_strbuf_free(&j->pending);
@@ -588,6 +590,56 @@ static void put_message(openai_job *j, snug_strbuf *b)
     json_decref(calls);
 }
 
+/* The number of tokens text (n bytes) encodes into: a reply's reasoning,
+ * for the Responses usage; 0 without a tokenizer or memory. */
+static int64_t tokens_in(const openai_job *j, const char *text, size_t n)
+{
+    const snug_tokenizer *tok = snug_engine_tokenizer(j->srv->e);
+    snug_tok_encoder *enc = NULL;
+    const int32_t *ids = NULL;
+    size_t count = 0;
+    snug_tok_encode_opts eo = {0};
+    if (n && tok && snug_tok_encoder_create(tok, &enc, NULL) == SNUG_OK &&
+        snug_tok_encode(enc, text, n, &eo, &ids, &count, NULL) != SNUG_OK)
+        count = 0;
+    snug_tok_encoder_free(enc);
+    return (int64_t)count;
+}
+
+/* Choice 0 of a job in the Responses shapes: as it begins (in_progress),
+ * or whole: the think block split off, the calls read in the content
+ * (*calls, the caller's to free). */
+static responses_reply responses_of(openai_job *j, bool in_progress, json_t **calls, snug_strbuf *b)
+{
+    const choice_acc *a = &j->acc[0];
+    responses_reply r = {.req = &j->req, .id = j->id, .model = j->srv->o.model_name, .created = j->created,
+                         .in_progress = in_progress, .key = call_key(j, 0), .finish = a->finish};
+    *calls = NULL;
+    if (in_progress) return r;
+    const char *all = a->text.p ? a->text.p : "";
+    snug_reasoning_parts rp = {.content_len = a->text.len};
+    if (reasoning_on(j)) snug_reasoning_split(j->srv->reasoning, j->think_inside, all, a->text.len, &rp);
+    r.reasoning = all + rp.reasoning_at;
+    r.n_reasoning = rp.has_reasoning ? rp.reasoning_len : 0;
+    r.text = all + rp.content_at;
+    r.n_text = rp.content_len;
+    *calls = reply_calls(j, a->finish, r.text, rp.content_len, &r.n_text, b);
+    r.calls = *calls;
+    double t_first;
+    openai_job_usage(j, &r.prompt, &r.cached, &r.output, &t_first);
+    r.reasoning_tokens = tokens_in(j, r.reasoning, r.n_reasoning);
+    return r;
+}
+
+/* The whole answer of a finished job in the Responses shape. */
+static void put_response(openai_job *j, snug_strbuf *b)
+{
+    json_t *calls = NULL;
+    responses_reply r = responses_of(j, false, &calls, b);
+    responses_put(b, &r);
+    json_decref(calls);
+}
+
 /* With echo, the prompt's text (and its log-probabilities) as the first
  * SSE event of choice index. */
 static void put_echo_chunk(openai_job *j, int index)
@@ -654,7 +706,8 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
     const char *out = text, *think = NULL;
     size_t n_out = o->n_text, n_think = 0;
     json_t *calls = NULL;
-    if (chat && (tools_on(j) || reasoning_on(j))) {
+    bool responses = j->req.dialect == SNUG_API_RESPONSES; /* (its items need the whole text) */
+    if (chat && (tools_on(j) || reasoning_on(j) || responses)) {
         snug_strbuf_put(&a->text, text, o->n_text);
         const char *all = a->text.p ? a->text.p : "", *body = all;
         size_t n_body = a->text.len;
@@ -681,6 +734,14 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
             a->text_offset += (int64_t)o->n_text;
             return; /* held back: nothing to say yet */
         }
+    }
+    if (responses) { /* the reasoning's item, the message's; the calls' at the end (read_stream) */
+        uint64_t key = call_key(j, index);
+        responses_stream_text(b, &a->items, true, think, n_think, key);
+        responses_stream_text(b, &a->items, false, out, n_out, key);
+        a->text_offset += (int64_t)o->n_text;
+        json_decref(calls);
+        return;
     }
     if (j->req.dialect == SNUG_API_ANTHROPIC) { /* the reasoning's block, the content's, the calls' */
         anthropic_stream_text(b, &a->blocks, true, think, n_think);
@@ -806,12 +867,14 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
         j->sent = 0;
         if (j->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (take_outputs(j, true) > 0) continue;
-        bool anthropic = j->req.dialect == SNUG_API_ANTHROPIC;
+        bool anthropic = j->req.dialect == SNUG_API_ANTHROPIC, responses = j->req.dialect == SNUG_API_RESPONSES;
         if (all_done(j) && job_failed(j)) { /* what was sent is all there is */
             if (j->failed_sent) return MHD_CONTENT_READER_END_WITH_ERROR;
             const char *why = snug_engine_error(j->srv->e);
             if (anthropic) {
                 anthropic_stream_error(&j->pending, "api_error", why);
+            } else if (responses) {
+                responses_stream_error(&j->pending, &j->acc[0].items, "engine_failed", why);
             } else {
                 snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":");
                 put_str(&j->pending, why, strlen(why));
@@ -825,9 +888,20 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             static const char cut[] = "the server is shutting down: the request was cut before it ended";
             if (anthropic)
                 anthropic_stream_error(&j->pending, "overloaded_error", cut);
+            else if (responses)
+                responses_stream_error(&j->pending, &j->acc[0].items, "server_shutdown", cut);
             else
                 snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":\"%s\",\"type\":\"server_error\","
                                    "\"param\":null,\"code\":\"server_shutdown\"}}\n\n", cut);
+            j->ended = true;
+            continue;
+        }
+        if (all_done(j) && responses) { /* the calls, then the whole response */
+            json_t *calls = NULL;
+            responses_reply r = responses_of(j, false, &calls, &j->pending);
+            if (calls) responses_stream_calls(&j->pending, &j->acc[0].items, &r);
+            responses_stream_end(&j->pending, &j->acc[0].items, &r);
+            json_decref(calls);
             j->ended = true;
             continue;
         }
@@ -865,7 +939,8 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
 {
     const snug_api_limits *lim = &s->limits; /* made at start (server.c) */
     snug_api_dialect d = kind == SNUG_API_MESSAGES || kind == SNUG_API_MESSAGES_COUNT ? SNUG_API_ANTHROPIC
-                                                                                       : SNUG_API_OPENAI;
+                         : kind == SNUG_API_RESPONSES_CREATE                         ? SNUG_API_RESPONSES
+                                                                                     : SNUG_API_OPENAI;
     openai_job *j = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *j, NULL);
     if (!j) return http_overloaded_in(c, d, "no memory for a job's record");
     j->srv = s;
@@ -942,12 +1017,17 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         j->submitted[i] = true;
         j->prompt_tokens += r->n_prompt;
     }
-    snprintf(j->id, sizeof j->id, "%s%016llx", d == SNUG_API_ANTHROPIC ? "msg_" : kind == SNUG_API_CHAT ? "chatcmpl-" : "cmpl-",
+    snprintf(j->id, sizeof j->id, "%s%016llx",
+             d == SNUG_API_ANTHROPIC ? "msg_" : d == SNUG_API_RESPONSES ? "resp_" : kind == SNUG_API_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)((j->reqs[0].id + s->id_key) * 0x9E3779B97F4A7C15ull ^ s->id_key >> 17));
     if (j->req.stream) {
         if (d == SNUG_API_ANTHROPIC) {
             anthropic_usage u = usage_of(j);
             anthropic_stream_start(&j->pending, j->id, s->o.model_name, &u);
+        } else if (d == SNUG_API_RESPONSES) {
+            json_t *none = NULL;
+            responses_reply r = responses_of(j, true, &none, &j->pending);
+            responses_stream_start(&j->pending, &j->acc[0].items, &r);
         }
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
                                                                       read_stream, j, NULL);
@@ -977,6 +1057,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
             return fail(c, d, SNUG_NOMEM, &err, NULL);
     snug_strbuf b = {0};
     if (d == SNUG_API_ANTHROPIC) put_message(j, &b);
+    else if (d == SNUG_API_RESPONSES) put_response(j, &b);
     else put_answer(j, &b);
     return http_send(c, MHD_HTTP_OK, &b, "application/json");
 }

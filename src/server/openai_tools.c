@@ -26,14 +26,20 @@ static void call_id(uint64_t key, int n, char *id)
     id[n] = '\0';
 }
 
+void tool_call_id(const snug_api_request *req, uint64_t key, size_t k, char id[40])
+{
+    int n = req->tool_format->id_chars;
+    memcpy(id, "call_", 6);
+    call_id(key * 31 + k, n ? n : 24, n ? id : id + 5);
+}
+
 void tool_calls_put(snug_strbuf *b, const snug_api_request *req, const json_t *calls, uint64_t key, bool delta)
 {
     snug_strbuf_printf(b, "\"tool_calls\":[");
     for (size_t k = 0; k < json_array_size(calls); k++) {
         const json_t *c = json_array_get(calls, k);
-        char id[32] = "call_";
-        int n = req->tool_format->id_chars;
-        call_id(key * 31 + k, n ? n : 24, n ? id : id + 5);
+        char id[40];
+        tool_call_id(req, key, k, id);
         char *args = snug_json_dumps(json_object_get(c, "arguments"), false);
         const char *name = json_string_value(json_object_get(c, "name"));
         snug_strbuf_printf(b, "%s{", k ? "," : "");

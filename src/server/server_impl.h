@@ -144,6 +144,10 @@ void tool_calls_put(snug_strbuf *b, const snug_api_request *req, const json_t *c
  * (t->sent or more); updates t->calls. The caller moves t->sent there. */
 size_t tool_reply_streamable(const snug_api_request *req, tool_stream *t, const char *text, size_t len);
 
+/* The id of call k of a reply to req whose calls are keyed key, as
+ * tool_calls_put writes it, into id. */
+void tool_call_id(const snug_api_request *req, uint64_t key, size_t k, char id[40]);
+
 /* The id of call k of a reply whose calls are keyed key, as Anthropic's
  * tool_use blocks have them: "toolu_" and 24 letters and digits, into id. */
 void tool_use_id(uint64_t key, size_t k, char id[40]);
@@ -215,5 +219,65 @@ void anthropic_stream_ping(snug_strbuf *b);
 
 /* Appends an error event of type ("api_error", "overloaded_error") and message. */
 void anthropic_stream_error(snug_strbuf *b, const char *type, const char *message);
+
+/* ---- responses.c: answers in OpenAI's Responses shapes ------------------------------- */
+
+/* A reply's parts, or (in_progress) a response as it begins: no output, no usage. */
+typedef struct responses_reply {
+    const snug_api_request *req;   /* the request: its source's fields are repeated, its
+                                    * tool-call format names the calls */
+    const char *id, *model;
+    int64_t created;
+    bool in_progress;
+    const char *reasoning;         /* the reasoning, n_reasoning bytes (0: no reasoning item) */
+    size_t n_reasoning;
+    const char *text;              /* the content, n_text bytes */
+    size_t n_text;
+    const json_t *calls;           /* its tool calls ([{name, arguments}]), or NULL */
+    uint64_t key;                  /* what its items' and calls' ids are made from */
+    snug_finish finish;
+    int64_t prompt, cached, output, reasoning_tokens;
+} responses_reply;
+
+/* A streamed response: its events' next number, the items opened, the one
+ * open (its id and the text it has so far). Zero: none yet;
+ * responses_stream_free frees its text. */
+typedef struct responses_stream {
+    int64_t seq;
+    int n_items;
+    int open;
+    char item[40];
+    snug_strbuf text;
+} responses_stream;
+
+/* Appends the response object r: its output items (a reasoning item when
+ * it reasoned, a message of output_text when it has content or nothing
+ * else, a function_call per call), status completed or incomplete
+ * (max_output_tokens), the request's fields repeated, usage. */
+void responses_put(snug_strbuf *b, const responses_reply *r);
+
+/* Appends response.created and response.in_progress (r in_progress). */
+void responses_stream_start(snug_strbuf *b, responses_stream *s, const responses_reply *r);
+
+/* Appends n bytes of reasoning or content as a delta of the item of that
+ * kind, opening it (output_item.added, content_part.added; the open item
+ * closed first) when it is not the open one; nothing for n 0. */
+void responses_stream_text(snug_strbuf *b, responses_stream *s, bool reasoning, const char *text, size_t n,
+                           uint64_t key);
+
+/* Appends r's calls as function_call items: added, their arguments' delta
+ * (whole) and done, item done; the open item closed first. */
+void responses_stream_calls(snug_strbuf *b, responses_stream *s, const responses_reply *r);
+
+/* Appends the stream's end: the open item closed (an empty message first
+ * when there was no item), then response.completed or
+ * response.incomplete with r whole. */
+void responses_stream_end(snug_strbuf *b, responses_stream *s, const responses_reply *r);
+
+/* Appends an error event (code, message). */
+void responses_stream_error(snug_strbuf *b, responses_stream *s, const char *code, const char *message);
+
+/* Frees what s holds. */
+void responses_stream_free(responses_stream *s);
 
 #endif /* SNUG_SERVER_IMPL_H */

@@ -1,7 +1,8 @@
 /*
  * fuzz_api_request.c: fuzzes the request parser (snug_api_parse), each
- * input as a completions body, a chat completions body, and Anthropic's
- * Messages and count_tokens bodies (read as the chat they mean).
+ * input as a completions body, a chat completions body, Anthropic's
+ * Messages and count_tokens bodies and a Responses body (the last three
+ * read as the chat they mean).
  *
  * A failure must be a well-formed OpenAI error: SNUG_INVALID with status
  * 400 or 413 and type "invalid_request_error", or SNUG_NOMEM with 503,
@@ -81,8 +82,11 @@ static void exercise(const snug_api_request *r, snug_api_kind parsed_as)
     snug_api_limits l = limits();
     snug_error err = {0};
     bool anthropic = parsed_as == SNUG_API_MESSAGES || parsed_as == SNUG_API_MESSAGES_COUNT;
-    snug_api_kind kind = anthropic ? SNUG_API_CHAT : parsed_as;
-    REQUIRE(r->dialect == (anthropic ? SNUG_API_ANTHROPIC : SNUG_API_OPENAI));
+    bool responses = parsed_as == SNUG_API_RESPONSES_CREATE;
+    snug_api_kind kind = anthropic || responses ? SNUG_API_CHAT : parsed_as;
+    REQUIRE(r->dialect == (anthropic ? SNUG_API_ANTHROPIC : responses ? SNUG_API_RESPONSES : SNUG_API_OPENAI));
+    REQUIRE((r->source != NULL) == (anthropic || responses));
+    REQUIRE(!responses || (r->n == 1 && r->logprobs == -1 && json_is_object(r->source)));
     REQUIRE(r->count_only == (parsed_as == SNUG_API_MESSAGES_COUNT));
     REQUIRE(!anthropic || (r->model && r->n == 1 && r->logprobs == -1));
     REQUIRE(parsed_as != SNUG_API_MESSAGES || r->max_tokens >= 1);
@@ -202,7 +206,20 @@ static void check_count(const fuzz_input *in, void *parsed)
 static const fuzz_target g_completions = {"fuzz/completions", false, parse_completions,
                                           check_completions};
 static const fuzz_target g_chat = {"fuzz/chat", false, parse_chat, check_chat};
+static snug_status parse_responses(const fuzz_input *in, void **parsed, snug_error *err)
+{
+    return parse_kind(SNUG_API_RESPONSES_CREATE, in, parsed, err);
+}
+
+static void check_responses(const fuzz_input *in, void *parsed)
+{
+    (void)in;
+    exercise(parsed, SNUG_API_RESPONSES_CREATE);
+    snug_api_request_free(parsed);
+}
+
 static const fuzz_target g_messages = {"fuzz/messages", false, parse_messages, check_messages};
+static const fuzz_target g_responses = {"fuzz/responses", false, parse_responses, check_responses};
 static const fuzz_target g_count = {"fuzz/count_tokens", false, parse_count, check_count};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -211,5 +228,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_drive(&g_chat, data, size);
     fuzz_drive(&g_messages, data, size);
     fuzz_drive(&g_count, data, size);
+    fuzz_drive(&g_responses, data, size);
     return 0;
 }

@@ -22,7 +22,8 @@
 //   3. --chat-template tests/data/chat/deepseek-r1-distill-qwen.jinja (its generation prompt
 //      ends in <think>): the reply starts inside the block; the budget counts from its start;
 //      Anthropic's Messages: thinking.budget_tokens as the budget, a thinking block then a text
-//      block, streamed as thinking_delta then text_delta events;
+//      block, streamed as thinking_delta then text_delta events; OpenAI's Responses: the output's
+//      reasoning and message items the chat's parts, streamed alike;
 //   4. --chat-template tests/data/chat/hermes-tools.jinja (no think block): no reasoning fields,
 //      and thinking_token_budget refused.
 //
@@ -319,6 +320,33 @@ async function anthropicChecks() {
             .test(order) ? null : `${show(s)}`));
 }
 
+// OpenAI's Responses on the same model, greedy: the output's items are the chat endpoint's parts
+// (a reasoning item when it reasoned, a message of its content), streamed as not.
+async function responsesChecks() {
+    const want = await chat({ temperature: 0, max_tokens: 12 });
+    const expect = JSON.stringify([...(want.reasoning ? ['reasoning'] : []), ...(want.content || !want.reasoning ? ['message'] : [])]);
+    const texts = (output) => ({
+        reasoning: output.find((i) => i.type === 'reasoning')?.content?.[0]?.text ?? null,
+        content: output.find((i) => i.type === 'message')?.content?.[0]?.text ?? null });
+    const r = await postJson(base, '/v1/responses', { input: 'Think, then answer.', max_output_tokens: 12, temperature: 0 },
+        REQUEST_MS);
+    let a = null;
+    try { a = JSON.parse(r.raw); } catch (e) { /* checked below */ }
+    const got = a?.output ? texts(a.output) : null;
+    check('Responses: the output items are the chat\'s reasoning and content',
+        want.error ?? (r.status === 200 && JSON.stringify(a.output.map((i) => i.type)) === expect &&
+            got.reasoning === (want.reasoning || null) && got.content === (want.content ?? (want.reasoning ? null : ''))
+            ? null : `${r.status} ${show(r.raw.slice(0, 600))} against ${show(want)}`));
+    const st = await postJson(base, '/v1/responses', { input: 'Think, then answer.', max_output_tokens: 12, temperature: 0,
+        stream: true }, REQUEST_MS);
+    const events = st.raw.split('\n\n').filter((x) => x.trim()).map((e) => JSON.parse(e.split('\n')[1].slice(6)));
+    const last = events.at(-1);
+    check('Responses streamed: numbered events ending in the whole response, its output as not streamed',
+        st.status === 200 && events.every((e, k) => e.sequence_number === k) &&
+            ['response.completed', 'response.incomplete'].includes(last?.type) && a &&
+            JSON.stringify(texts(last.response.output)) === JSON.stringify(got) ? null : show(st.raw.slice(-600)));
+}
+
 async function noThinkChecks() {
     const a = await chat({ grammar: THOUGHT, logit_bias: { [THINK_ID]: 100 } });
     check('a template without a think block: the text in content, no reasoning fields',
@@ -342,7 +370,7 @@ async function main() {
         ['Qwen3, reasoning auto', [], [splitChecks, budgetChecks, kwargsChecks, toolChecks]],
         ['Qwen3, --reasoning-format none', ['--reasoning-format', 'none'], [noneChecks]],
         ['an R1 distill template', ['--chat-template', 'tests/data/chat/deepseek-r1-distill-qwen.jinja'],
-            [insideChecks, anthropicChecks]],
+            [insideChecks, anthropicChecks, responsesChecks]],
         ['a template without a think block', ['--chat-template', 'tests/data/chat/hermes-tools.jinja'], [noThinkChecks]],
     ];
     for (const [label, args, checks] of runs) {
