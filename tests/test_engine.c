@@ -440,6 +440,113 @@ static void test_stress_within_plan(void)
     snug_engine_close(e);
 }
 
+/* ---- embeddings ------------------------------------------------------------ */
+
+enum { EMB_LONG = 100, EMB_MAX = 128 };
+
+/* The float64 reference's embedding of ids (n of them): the final norm's
+ * output pooled (the last token's, the mean, the first's) and scaled to
+ * length 1 when normalize; into out (hidden values). */
+static bool ref_embedding(const ref_model *ref, const int32_t *ids, int n, snug_pooling p, bool normalize,
+                          double *out)
+{
+    static double hidden[EMB_MAX * 64];
+    int h = ref_model_config(ref)->hidden_size;
+    if (h > 64 || n > EMB_MAX || ref_model_hidden(ref, ids, n, hidden) != 0) return false;
+    double norm = 0;
+    for (int k = 0; k < h; k++) {
+        double v = 0;
+        if (p == SNUG_POOL_MEAN)
+            for (int t = 0; t < n; t++) v += hidden[(size_t)t * h + k] / n;
+        else
+            v = hidden[(size_t)(p == SNUG_POOL_FIRST ? 0 : n - 1) * h + k];
+        out[k] = v;
+        norm += v * v;
+    }
+    for (int k = 0; normalize && k < h; k++) out[k] /= sqrt(norm);
+    return true;
+}
+
+/* Embeddings of the bundled model (f32 weights and cache) against the
+ * float64 reference, for each pooling, normalized and not, a prompt of 7
+ * tokens and one of 100 (in chunks of at most 64: the mean summed across
+ * steps), submitted beside a request that generates: within 1e-4 of the
+ * largest value; the same input twice gives the same vector (cosine 1 to
+ * 1e-6); the embedding's one output has no token and finish POOLED, and
+ * its blocks come back. */
+static void test_embeddings(void)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(8, 0);
+    o.plan.kv_dtype = SNUG_DTYPE_F32;
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    ref_model *ref = ref_model_load(MODEL);
+    CHECK(ref != NULL, "reference model");
+    if (!e || !ref) goto out;
+    int32_t h = snug_engine_hidden_size(e);
+    static int32_t ids[EMB_LONG];
+    for (int k = 0; k < EMB_LONG; k++) ids[k] = k == 0 ? 1 : 3 + k * 13 % 500;
+    static const snug_pooling pools[] = {SNUG_POOL_LAST, SNUG_POOL_MEAN, SNUG_POOL_FIRST};
+    int checked = 0;
+    double worst = 0;
+    for (size_t pi = 0; pi < SNUG_ARRAY_LEN(pools); pi++)
+        for (int normalize = 0; normalize < 2; normalize++)
+            for (int len = 7; len <= EMB_LONG; len += EMB_LONG - 7) {
+                snug_request gen, emb[2];
+                static float vec[2][64];
+                greedy_request(&gen, 20);
+                CHECK_OK(snug_engine_submit(e, &gen, &err), &err);
+                for (int c = 0; c < 2; c++) {
+                    memset(&emb[c], 0, sizeof emb[c]);
+                    emb[c].prompt = ids;
+                    emb[c].n_prompt = len;
+                    emb[c].n = 1;
+                    snug_sampling_params_default(&emb[c].sampling);
+                    snug_stop_params_default(&emb[c].stop);
+                    emb[c].pooling = pools[pi];
+                    emb[c].normalize = normalize;
+                    emb[c].embedding = vec[c];
+                    /* (the mean and the first token need every token computed: no prefix hits) */
+                    emb[c].cache_salt = pools[pi] == SNUG_POOL_LAST ? 0 : 1000 + (uint64_t)(checked * 2 + c);
+                    CHECK_OK(snug_engine_submit(e, &emb[c], &err), &err);
+                }
+                int32_t got[32];
+                snug_finish why = SNUG_FINISH_NONE;
+                CHECK(drain(e, &gen, got, 32, &why) == 20, "the request beside the embeddings generates");
+                for (int c = 0; c < 2; c++) {
+                    why = SNUG_FINISH_NONE;
+                    CHECK(drain(e, &emb[c], got, 32, &why) == 0 && why == SNUG_FINISH_POOLED,
+                          "an embedding ends with no token, finish %s", snug_finish_name(why));
+                }
+                double want[64], max = 0, diff = 0, dot = 0, n0 = 0, n1 = 0;
+                if (!ref_embedding(ref, ids, len, pools[pi], normalize, want)) continue;
+                for (int k = 0; k < h; k++) {
+                    max = fmax(max, fabs(want[k]));
+                    diff = fmax(diff, fabs(want[k] - vec[0][k]));
+                    dot += (double)vec[0][k] * vec[1][k];
+                    n0 += (double)vec[0][k] * vec[0][k];
+                    n1 += (double)vec[1][k] * vec[1][k];
+                }
+                worst = fmax(worst, diff / max);
+                CHECK(diff <= 1e-4 * max, "pooling %d, normalize %d, %d tokens: %.3g off the reference (largest %.3g)",
+                      (int)pools[pi], normalize, len, diff, max);
+                CHECK(fabs(dot / sqrt(n0 * n1) - 1) < 1e-6 && (!normalize || fabs(n0 - 1) < 1e-5),
+                      "the same input twice: cosine %.9f, length^2 %.6f", dot / sqrt(n0 * n1), n0);
+                snug_engine_release(e, &gen);
+                for (int c = 0; c < 2; c++) snug_engine_release(e, &emb[c]);
+                checked++;
+            }
+    CHECK(checked == 12, "%d embeddings checked", checked);
+    snug_engine_counters c;
+    snug_engine_counters_get(e, &c);
+    CHECK(c.kv.used == 0, "every block back: %d used", c.kv.used);
+    printf("  embeddings: %d checked against the float64 reference, worst %.2g of the largest value\n", checked, worst);
+out:
+    ref_model_free(ref);
+    snug_engine_close(e);
+}
+
 /* ---- a model whose windowed layers keep only their windows ------------------ */
 
 enum { WG_REQS = 24, WG_PREFIX = 40, WG_OUT = 30 };
@@ -1072,6 +1179,7 @@ int main(void)
     RUN(test_constrained);
     RUN(test_reasoning_budget);
     RUN(test_stress_within_plan);
+    RUN(test_embeddings);
     RUN(test_window_group_serving);
     RUN(test_all_windowed_serving);
     RUN(test_generate_chat_stream);

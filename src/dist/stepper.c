@@ -211,7 +211,7 @@ static snug_status unpack(snug_stepper *s, snug_step *step, snug_error *err)
     int64_t n_ids = 0;
     for (int32_t i = 0; i < h[2]; i++) {
         const int32_t *q = p + h[1] + SEQ_INTS * i;
-        if (q[2] < 0 || q[2] > s->max_blocks || q[3] < SNUG_LOGITS_NONE || q[3] > SNUG_LOGITS_ALL || q[4] < 0 ||
+        if (q[2] < 0 || q[2] > s->max_blocks || q[3] < SNUG_LOGITS_NONE || q[3] > SNUG_LOGITS_POOL_SUM || q[4] < 0 ||
             q[4] > (s->windowed ? s->max_blocks : 0) || n_ids + q[2] + q[4] > h[3])
             return snug_errorf(err, SNUG_INTERNAL, "stepper: rank %d got sequence %d with %d "
                                "blocks and %d of the window group, logits mode %d", s->rank, i, q[2], q[4], q[3]);

@@ -271,6 +271,16 @@ static void tend_slots(snug_engine *e)
 
 /* ---- one step --------------------------------------------------------------- */
 
+/* The pooled row an embedding's item asks of the step: the last token's
+ * in its last chunk, the first token's in its first, every token's sum in
+ * each (a mean's); none otherwise. */
+static snug_logits_mode pool_mode(snug_pooling p, const snug_sched_item *it)
+{
+    if (p == SNUG_POOL_MEAN) return SNUG_LOGITS_POOL_SUM;
+    if (p == SNUG_POOL_FIRST) return it->pos0 == 0 ? SNUG_LOGITS_POOL_FIRST : SNUG_LOGITS_NONE;
+    return it->sample ? SNUG_LOGITS_POOL_LAST : SNUG_LOGITS_NONE;
+}
+
 /* The step's description from the scheduler's items (under the mutex). */
 static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
 {
@@ -284,6 +294,7 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
         memcpy(sv->step_tokens + at, q->ids + it->pos0, (size_t)it->n_tokens * sizeof(int32_t));
         at += it->n_tokens;
         snug_logits_mode mode = it->all_logits ? SNUG_LOGITS_ALL
+                              : r->pooling != SNUG_POOL_NONE ? pool_mode(r->pooling, it)
                               : it->sample ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE;
         bool windowed = e->at.wpool != NULL;
         sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
@@ -411,6 +422,36 @@ static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const snu
     }
 }
 
+/* Takes an embedding's pooled row (the item's: the last token's or the
+ * first's, or the sum of its tokens') into its vector. */
+static void take_pooled(snug_engine *e, snug_request *r, const snug_sched_item *it, const float *row)
+{
+    int32_t h = snug_engine_hidden_size(e);
+    if (r->pooling != SNUG_POOL_MEAN) {
+        memcpy(r->embedding, row, (size_t)h * sizeof(float));
+        return;
+    }
+    if (it->pos0 == 0) memset(r->embedding, 0, (size_t)h * sizeof(float));
+    for (int32_t k = 0; k < h; k++) r->embedding[k] += row[k];
+}
+
+/* Ends the embedding in slot i: its vector made the mean (of every prompt
+ * token) and scaled to length 1 when asked, and its one output (no token,
+ * finish POOLED) written to its ring at pos (not yet published). */
+static void end_pooled(snug_engine *e, int32_t i, int32_t pos)
+{
+    snug_seq_slot *q = slot_of(e, i);
+    snug_request *r = q->owner;
+    int32_t h = snug_engine_hidden_size(e);
+    double norm = 0, scale = r->pooling == SNUG_POOL_MEAN ? 1.0 / (double)r->n_prompt : 1.0;
+    for (int32_t k = 0; k < h; k++) norm += (double)r->embedding[k] * r->embedding[k] * scale * scale;
+    if (r->normalize && norm > 0) scale /= sqrt(norm);
+    for (int32_t k = 0; k < h; k++) r->embedding[k] = (float)(r->embedding[k] * scale);
+    snug_out_record *rec = &q->ring[pos];
+    *rec = (snug_out_record){.token = -1, .finish = SNUG_FINISH_POOLED, .n_text = 0, .text = rec->text};
+    q->stop.finish = SNUG_FINISH_POOLED;
+}
+
 /* True when every token the step samples is plain greedy (temperature 0,
  * no penalties, bias, log-probabilities or grammar) and no item wants its prompt's
  * rows: then each row's argmax is all the step needs of the logits. */
@@ -419,8 +460,10 @@ static bool greedy_only(snug_engine *e, int32_t n_items)
     const snug_sched_item *items = e->at.serving->items;
     for (int32_t k = 0; k < n_items; k++) {
         if (items[k].all_logits) return false;
-        if (!items[k].sample) continue;
         const snug_seq_slot *q = slot_of(e, items[k].seq);
+        const snug_request *owner = q->owner;
+        if (owner && owner->pooling != SNUG_POOL_NONE) return false; /* its row is the hidden state */
+        if (!items[k].sample) continue;
         const snug_sampling_params *p = &q->sampling;
         if (p->temperature != 0.0f || p->n_logit_bias > 0 || p->repetition_penalty != 1.0f ||
             p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f || q->n_logprobs >= 0 || q->grammar)
@@ -440,9 +483,19 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
                          : snug_stepper_run(e->at.stepper, e->at.kv, step, &lg, &e->fail_err);
     if (st != SNUG_OK) return st;
     const snug_sched_item *items = e->at.serving->items;
-    int32_t row = 0;
+    int32_t row = 0, pooled = 0; /* (the pooled rows come after every vocabulary row) */
+    for (int32_t k = 0; k < n_items; k++) {
+        const snug_request *r = slot_of(e, items[k].seq)->owner;
+        pooled += items[k].all_logits ? items[k].n_tokens : items[k].sample && r && r->pooling == SNUG_POOL_NONE;
+    }
     for (int32_t k = 0; k < n_items; k++) {
         const snug_sched_item *it = &items[k];
+        snug_request *r = slot_of(e, it->seq)->owner;
+        if (r && r->pooling != SNUG_POOL_NONE) { /* an embedding: its rows, and at its end the vector */
+            if (pool_mode(r->pooling, it) != SNUG_LOGITS_NONE) take_pooled(e, r, it, lg.rows + (size_t)pooled++ * (size_t)lg.stride);
+            if (it->sample) end_pooled(e, it->seq, e->ring_pos[k]);
+            continue;
+        }
         if (it->all_logits) { /* a row per token: the prompt's log-probabilities */
             prompt_logprobs(e, it, &lg, row);
             row += it->n_tokens - it->sample; /* the last row, if it samples, is taken below */
@@ -738,6 +791,8 @@ int64_t snug_engine_max_model_len(const snug_engine *e) { return e->at.serving->
 
 int32_t snug_engine_n_vocab(const snug_engine *e) { return e->at.config->vocab_size; }
 
+int32_t snug_engine_hidden_size(const snug_engine *e) { return e->at.config->hidden_size; }
+
 size_t snug_engine_text_bytes(const snug_engine *e)
 {
     return snug_stop_emit_bytes(e->at.serving->seqs[0].text_cap);
@@ -762,6 +817,10 @@ snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_
     if (r->stop.max_tokens < 0)
         return snug_errorf(err, SNUG_INVALID, "max_tokens: expected at least 1, got %d",
                            r->stop.max_tokens);
+    if (r->pooling != SNUG_POOL_NONE && (r->n != 1 || r->grammar || r->prompt_logprobs || !r->embedding ||
+                                         r->pooling > SNUG_POOL_FIRST))
+        return snug_errorf(err, SNUG_INVALID, "an embedding (pooling %d) takes n 1, no grammar and no prompt "
+                           "log-probabilities, and a buffer for the vector", (int)r->pooling);
     if (r->grammar && !e->at.serving->constrain.trie)
         return snug_errorf(err, SNUG_INVALID, "grammar: the model has no tokenizer, so its tokens' "
                            "text is unknown: constrained decoding needs one");

@@ -50,6 +50,16 @@ typedef struct snug_prompt_logprob {
     float top_logprobs[SNUG_LOGPROBS_MAX];
 } snug_prompt_logprob;
 
+/* How an embedding request pools its prompt's hidden states (the final
+ * norm's output): the last token's (decoder embedding models), their mean,
+ * or the first token's; NONE: the request generates. */
+typedef enum snug_pooling {
+    SNUG_POOL_NONE = 0,
+    SNUG_POOL_LAST,
+    SNUG_POOL_MEAN,
+    SNUG_POOL_FIRST
+} snug_pooling;
+
 typedef struct snug_request {
     /* in: set by the caller before submitting */
     const int32_t *prompt;          /* [n_prompt] ids, the caller's until released */
@@ -74,6 +84,13 @@ typedef struct snug_request {
                                      * chat's): its text begins as decoding the whole sequence
                                      * begins, without SentencePiece's leading space (false: it
                                      * continues the prompt's text, the space kept) */
+    snug_pooling pooling;           /* not NONE: an embedding of the prompt, nothing generated:
+                                     * with n 1, no grammar and no prompt log-probabilities, its
+                                     * one output ends it (finish SNUG_FINISH_POOLED, no token)
+                                     * once embedding holds it. MEAN and FIRST need every prompt
+                                     * token computed: give them a cache_salt of their own */
+    bool normalize;                 /* the embedding scaled to length 1 (L2) */
+    float *embedding;               /* with pooling: [snug_engine_hidden_size] the caller's */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */
@@ -181,6 +198,9 @@ const snug_plan_report *snug_engine_plan(const snug_engine *e);
 const snug_tokenizer *snug_engine_tokenizer(const snug_engine *e);
 int64_t snug_engine_max_model_len(const snug_engine *e);
 int32_t snug_engine_n_vocab(const snug_engine *e);
+
+/* The model's hidden size: an embedding's floats. */
+int32_t snug_engine_hidden_size(const snug_engine *e);
 
 /* Checks r as snug_engine_submit does (the failures below: lengths, ids,
  * sampling and stop parameters, a grammar whose start a sequence's matcher

@@ -171,7 +171,8 @@ const char *snug_finish_reason_str(snug_finish f)
     switch (f) {
     case SNUG_FINISH_EOS:
     case SNUG_FINISH_STOP_STRING:
-    case SNUG_FINISH_GRAMMAR: return "stop";
+    case SNUG_FINISH_GRAMMAR:
+    case SNUG_FINISH_POOLED: return "stop";
     case SNUG_FINISH_GRAMMAR_FAILED: return "error";
     case SNUG_FINISH_MAX_TOKENS:
     case SNUG_FINISH_MODEL_LENGTH: return "length";
@@ -192,6 +193,7 @@ const char *snug_finish_name(snug_finish f)
     case SNUG_FINISH_ABORT: return "abort";
     case SNUG_FINISH_GRAMMAR: return "grammar";
     case SNUG_FINISH_GRAMMAR_FAILED: return "grammar_failed";
+    case SNUG_FINISH_POOLED: return "pooled";
     }
     return "unknown";
 }

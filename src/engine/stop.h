@@ -41,8 +41,10 @@ typedef enum snug_finish {
     SNUG_FINISH_ABORT,       /* cancelled by the client or server (snug_stop_end) */
     SNUG_FINISH_GRAMMAR,     /* the output is a whole match of its grammar that nothing
                               * can extend (snug_stop_end) */
-    SNUG_FINISH_GRAMMAR_FAILED /* no token could follow under its grammar (its matcher's
+    SNUG_FINISH_GRAMMAR_FAILED, /* no token could follow under its grammar (its matcher's
                               * limits passed): the output so far is not a whole match */
+    SNUG_FINISH_POOLED       /* an embedding: the prompt's pooled hidden state was taken,
+                              * nothing generated */
 } snug_finish;
 
 typedef struct snug_stop_params {

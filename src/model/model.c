@@ -459,11 +459,11 @@ static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const
     for (int32_t i = 0; i < step->n_seqs; i++) {
         const snug_step_seq *q = &step->seqs[i];
         if (q->n_tokens < 1 || q->pos0 < 0 || (int64_t)q->pos0 + q->n_tokens > m->cfg.max_position_embeddings ||
-            !q->block_table || (q->logits != SNUG_LOGITS_NONE && q->logits != SNUG_LOGITS_LAST &&
-                                q->logits != SNUG_LOGITS_ALL))
+            !q->block_table || q->logits < SNUG_LOGITS_NONE || q->logits > SNUG_LOGITS_POOL_SUM)
             return snug_errorf(err, SNUG_INVALID,
                                "step: sequence %d: %d tokens from position %d, logits mode %d (positions "
-                               "end at %lld; modes are NONE, LAST, ALL)", i, q->n_tokens, q->pos0, (int)q->logits,
+                               "end at %lld; modes are NONE, LAST, ALL and the pooled ones)", i, q->n_tokens, q->pos0,
+                               (int)q->logits,
                                (long long)m->cfg.max_position_embeddings);
         snug_status st = check_table(q, i, q->block_table, q->n_blocks, 0, ks->block_size, kv->n_blocks, "", err);
         /* the window group's: from the first key the step's first query sees */
@@ -472,7 +472,10 @@ static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const
                              w->shape.block_size, w->n_blocks, "window ", err);
         if (st != SNUG_OK) return st;
         total += q->n_tokens;
-        rows += q->logits == SNUG_LOGITS_ALL ? q->n_tokens : q->logits == SNUG_LOGITS_LAST ? 1 : 0;
+        rows += q->logits == SNUG_LOGITS_ALL ? q->n_tokens : q->logits != SNUG_LOGITS_NONE ? 1 : 0;
+        if (snug_logits_pooled(q->logits) && m->dims.hidden > m->dims.vocab_rows)
+            return snug_errorf(err, SNUG_INVALID, "step: sequence %d: a pooled row of %d floats does not fit a row "
+                               "of %d logits", i, m->dims.hidden, m->dims.vocab_rows);
     }
     if (total != step->n_tokens)
         return snug_errorf(err, SNUG_INVALID, "step: the sequences hold %lld tokens, the step %d",
@@ -765,23 +768,40 @@ static snug_status run_layer(const snug_model *m, snug_kvcache *kv, const snug_s
     return st;
 }
 
-/* The final norm and lm_head for the rows that want logits. */
-static void logits_rows(const snug_model *m, const snug_step *step, int32_t n_rows)
+/* The final norm and lm_head for the rows that want logits; then, after
+ * them, the pooled rows: each one the final norm's output of its
+ * sequence's tokens (normed in place: the residual stream is not needed
+ * after the step), the last's, the first's or their sum. */
+static void logits_rows(const snug_model *m, const snug_step *step)
 {
     const snug_model_dims *d = &m->dims;
     const arena_buffers *b = &m->buf;
+    size_t H = (size_t)d->hidden;
     int32_t r = 0, t = 0;
     for (int32_t i = 0; i < step->n_seqs; i++) {
         const snug_step_seq *q = &step->seqs[i];
         int32_t from = q->logits == SNUG_LOGITS_ALL ? 0 : q->n_tokens - 1;
-        if (q->logits != SNUG_LOGITS_NONE)
+        if (q->logits == SNUG_LOGITS_LAST || q->logits == SNUG_LOGITS_ALL)
             for (int32_t j = from; j < q->n_tokens; j++, r++)
-                memcpy(b->lg_in + (size_t)r * (size_t)d->hidden, b->x + (size_t)(t + j) * (size_t)d->hidden,
-                       (size_t)d->hidden * sizeof(float));
+                memcpy(b->lg_in + (size_t)r * H, b->x + (size_t)(t + j) * H, H * sizeof(float));
         t += q->n_tokens;
     }
-    add_norm(m, b->lg_in, NULL, NULL, b->lg_in, m->final_norm, n_rows);
-    matmul(m, b->logits, b->lg_in, n_rows, &m->lm_head);
+    if (r > 0) {
+        add_norm(m, b->lg_in, NULL, NULL, b->lg_in, m->final_norm, r);
+        matmul(m, b->logits, b->lg_in, r, &m->lm_head);
+    }
+    t = 0;
+    for (int32_t i = 0; i < step->n_seqs; t += step->seqs[i].n_tokens, i++) {
+        const snug_step_seq *q = &step->seqs[i];
+        if (!snug_logits_pooled(q->logits)) continue;
+        int32_t from = q->logits == SNUG_LOGITS_POOL_LAST ? q->n_tokens - 1 : 0;
+        int32_t to = q->logits == SNUG_LOGITS_POOL_FIRST ? 1 : q->n_tokens;
+        float *x = b->x + (size_t)(t + from) * H, *out = b->logits + (size_t)r++ * (size_t)d->vocab_rows;
+        add_norm(m, x, NULL, NULL, x, m->final_norm, to - from);
+        memset(out, 0, H * sizeof(float));
+        for (int32_t j = 0; j < to - from; j++)
+            for (size_t k = 0; k < H; k++) out[k] += x[(size_t)j * H + k];
+    }
 }
 
 snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step *step,
@@ -799,7 +819,7 @@ snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step 
         if ((st = run_layer(m, kv, step, l, l > 0 ? m->buf.xn : NULL, err)) != SNUG_OK) return st;
     /* the last layer's MLP output joins the residual stream */
     if (n_layers > 0) add_norm(m, m->buf.x, m->buf.xn, NULL, NULL, NULL, step->n_tokens);
-    if (rows > 0) logits_rows(m, step, rows);
+    if (rows > 0) logits_rows(m, step);
     *logits = m->buf.logits;
     *n_rows = rows;
     return SNUG_OK;

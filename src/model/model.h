@@ -119,12 +119,21 @@ const snug_kernels *snug_model_kernels(const snug_model *m);
 snug_pool *snug_model_pool(const snug_model *m);
 const snug_step_shape *snug_model_step_shape(const snug_model *m);
 
-/* Which logits a sequence of a step wants. */
+/* Which logits a sequence of a step wants: rows of the vocabulary, or one
+ * row that holds (in its first hidden floats) the final norm's output
+ * pooled for an embedding. A step's rows come in sequence order, every
+ * vocabulary row first, then every pooled row. */
 typedef enum snug_logits_mode {
     SNUG_LOGITS_NONE = 0,   /* a prefill chunk that is not the prompt's last */
     SNUG_LOGITS_LAST = 1,   /* the last token's row: the next token's distribution */
-    SNUG_LOGITS_ALL = 2     /* one row per token of the step (prompt log-probabilities, tests) */
+    SNUG_LOGITS_ALL = 2,    /* one row per token of the step (prompt log-probabilities, tests) */
+    SNUG_LOGITS_POOL_LAST = 3,  /* the last token's normed hidden state */
+    SNUG_LOGITS_POOL_FIRST = 4, /* the step's first token's */
+    SNUG_LOGITS_POOL_SUM = 5    /* the sum of every token's of the step */
 } snug_logits_mode;
+
+/* Whether mode asks for a pooled hidden state rather than logits. */
+static inline bool snug_logits_pooled(snug_logits_mode mode) { return mode >= SNUG_LOGITS_POOL_LAST; }
 
 /* One sequence's part of a step: n_tokens consecutive tokens at positions
  * pos0 .. pos0 + n_tokens - 1, whose keys and values go into (and whose

@@ -951,7 +951,9 @@ static void rmsnorm(double *y, const double *x, const double *w, int n, double e
     for (int i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
 }
 
-int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *logits)
+/* ref_model_forward, or with hidden the final norm's output instead of the
+ * logits (n x hidden_size). */
+static int forward(const ref_model *m, const int32_t *tokens, int n, double *logits, bool hidden)
 {
     const ref_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, D = c->head_dim;
@@ -1058,8 +1060,8 @@ int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *
         }
     }
     for (int t = 0; t < n; t++) {
-        rmsnorm(h, x + (size_t)t * H, m->norm, H, c->rms_norm_eps);
-        matvec(logits + (size_t)t * V, m->lm_head, h, NULL, V, H);
+        rmsnorm(hidden ? logits + (size_t)t * H : h, x + (size_t)t * H, m->norm, H, c->rms_norm_eps);
+        if (!hidden) matvec(logits + (size_t)t * V, m->lm_head, h, NULL, V, H);
     }
     rc = 0;
 done:
@@ -1074,4 +1076,14 @@ done:
     free(g);
     free(u);
     return rc;
+}
+
+int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *logits)
+{
+    return forward(m, tokens, n, logits, false);
+}
+
+int ref_model_hidden(const ref_model *m, const int32_t *tokens, int n, double *hidden)
+{
+    return forward(m, tokens, n, hidden, true);
 }

@@ -170,4 +170,8 @@ int ref_model_vocab(const ref_model *m);
  * or -1 with a message on stderr (a token out of range, n < 1, no memory). */
 int ref_model_forward(const ref_model *m, const int32_t *tokens, int n, double *logits);
 
+/* As ref_model_forward, the final norm's output of every position instead
+ * (n x hidden_size): what an embedding is pooled from. */
+int ref_model_hidden(const ref_model *m, const int32_t *tokens, int n, double *hidden);
+
 #endif /* SNUG_TESTS_REF_MODEL_H */
