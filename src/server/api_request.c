@@ -25,6 +25,7 @@ void snug_api_limits_default(snug_api_limits *l)
         .n_vocab = INT32_MAX,
         .max_n = 16,
         .max_prompts = 16,
+        .max_inputs = 256,
         .max_model_len = 0,
         .tool_format = snug_tool_format_of(NULL),
     };
@@ -213,23 +214,24 @@ static const char PROMPT_WHAT[] = "a non-empty string, a list of strings, a list
 /* Walks the prompt p: with out and ids NULL it checks p and counts its
  * prompts and token ids into *n_prompts and *n_ids; given room for those,
  * it fills them in from the p that was checked. */
-static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug_api_prompt *out,
-                               int32_t *ids, size_t *n_prompts, size_t *n_ids,
+static snug_status walk_prompt(const json_t *p, const char *field, int max, const snug_api_limits *lim,
+                               snug_api_prompt *out, int32_t *ids, size_t *n_prompts, size_t *n_ids,
                                snug_api_error *err)
 {
+    char first_at[64];
     size_t n = json_array_size(p);
     const json_t *first = json_array_get(p, 0);
     int64_t id;
     *n_prompts = *n_ids = 0;
     if (json_is_string(p)) { /* one text */
-        if (json_string_length(p) == 0) return api_wrong(err, "prompt", "a non-empty string", p);
+        if (json_string_length(p) == 0) return api_wrong(err, field, "a non-empty string", p);
         if (out) out[0] = (snug_api_prompt){json_string_value(p), json_string_length(p), NULL, 0};
         *n_prompts = 1;
         return SNUG_OK;
     }
-    if (!json_is_array(p) || n == 0) return api_wrong(err, "prompt", PROMPT_WHAT, p);
+    if (!json_is_array(p) || n == 0) return api_wrong(err, field, PROMPT_WHAT, p);
     if (as_int(first, &id) || json_is_number(first)) { /* one list of ids */
-        snug_status st = read_ids(p, "prompt", lim->n_vocab, ids, err);
+        snug_status st = read_ids(p, field, lim->n_vocab, ids, err);
         if (st != SNUG_OK) return st;
         if (out) out[0] = (snug_api_prompt){NULL, 0, ids, (int64_t)n};
         *n_prompts = 1;
@@ -237,21 +239,20 @@ static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug
         return SNUG_OK;
     }
     if (!json_is_string(first) && !json_is_array(first))
-        return api_wrong(err, "prompt[0]", "a string, a token id or a list of token ids", first);
-    if (n > (size_t)lim->max_prompts)
-        return api_bad(err, "prompt", "is a list of %zu prompts; at most %d are accepted", n,
-                   lim->max_prompts);
+        return api_wrong(err, api_path(first_at, "%s[0]", field), "a string, a token id or a list of token ids",
+                         first);
+    if (n > (size_t)max) return api_bad(err, field, "is a list of %zu; at most %d are accepted", n, max);
     for (size_t i = 0; i < n; i++) { /* texts, or lists of ids */
         const json_t *v = json_array_get(p, i);
         char at[64];
-        api_path(at, "prompt[%zu]", i);
+        api_path(at, "%s[%zu]", field, i);
         if (json_is_string(first)) {
             if (!json_is_string(v) || json_string_length(v) == 0)
-                return api_wrong(err, at, "a non-empty string (as prompt[0] is)", v);
+                return api_wrong(err, at, "a non-empty string (as the first is)", v);
             if (out)
                 out[i] = (snug_api_prompt){json_string_value(v), json_string_length(v), NULL, 0};
         } else {
-            if (!json_is_array(v)) return api_wrong(err, at, "a list of token ids (as prompt[0] is)", v);
+            if (!json_is_array(v)) return api_wrong(err, at, "a list of token ids (as the first is)", v);
             snug_status st = read_ids(v, at, lim->n_vocab, ids ? ids + *n_ids : NULL, err);
             if (st != SNUG_OK) return st;
             if (out)
@@ -263,15 +264,16 @@ static snug_status walk_prompt(const json_t *p, const snug_api_limits *lim, snug
     return SNUG_OK;
 }
 
-/* Reads the required prompt into r->prompts: one block, the prompts
- * followed by every token id. */
-static snug_status parse_prompt(const json_t *body, const snug_api_limits *lim,
+/* Reads the required prompt (the field of that name: "prompt", or an
+ * embedding's "input"; at most max of them) into r->prompts: one block,
+ * the prompts followed by every token id. */
+static snug_status parse_prompt(const json_t *body, const char *field, int max, const snug_api_limits *lim,
                                 snug_api_request *r, snug_api_error *err)
 {
-    const json_t *p = api_opt(body, "prompt");
-    if (!p) return api_bad(err, "prompt", "is required: expected %s", PROMPT_WHAT);
+    const json_t *p = api_opt(body, field);
+    if (!p) return api_bad(err, field, "is required: expected %s", PROMPT_WHAT);
     size_t n_prompts = 0, n_ids = 0;
-    snug_status st = walk_prompt(p, lim, NULL, NULL, &n_prompts, &n_ids, err);
+    snug_status st = walk_prompt(p, field, max, lim, NULL, NULL, &n_prompts, &n_ids, err);
     if (st != SNUG_OK) return st;
     snug_error e = {0};
     r->prompts = snug_mem_alloc(SNUG_MEM_OTHER,
@@ -279,7 +281,7 @@ static snug_status parse_prompt(const json_t *body, const snug_api_limits *lim,
     if (!r->prompts) return api_overloaded(err, &e);
     r->n_prompts = (int)n_prompts;
     int32_t *ids = (int32_t *)(r->prompts + n_prompts);
-    return walk_prompt(p, lim, r->prompts, ids, &n_prompts, &n_ids, err);
+    return walk_prompt(p, field, max, lim, r->prompts, ids, &n_prompts, &n_ids, err);
 }
 
 /* ---- chat: the messages ---------------------------------------------------- */
@@ -874,13 +876,41 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     }
     if (st == SNUG_OK)
         st = kind == SNUG_API_CHAT ? parse_messages(r->root, r, err)
-                                   : parse_prompt(r->root, lim, r, err);
+                                   : parse_prompt(r->root, "prompt", lim->max_prompts, lim, r, err);
     if (st == SNUG_OK) st = parse_sampling(r->root, lim, r, err);
     if (st == SNUG_OK) st = parse_stop(r->root, lim, r, err);
     if (st == SNUG_OK) st = parse_output(r->root, lim, r, err);
     if (st == SNUG_OK) st = check_fields(r->root, r, err);
     if (st == SNUG_OK) st = api_parse_structured(r->root, r, err);
     if (st == SNUG_OK && kind == SNUG_API_CHAT) st = api_parse_tools(r->root, lim, r, err);
+    return st;
+}
+
+/* An embeddings body: input (completions' prompt shapes, at most
+ * lim->max_inputs), model, encoding_format, dimensions and user. */
+static snug_status parse_embeddings(const snug_api_limits *lim, snug_api_request *r, snug_api_error *err)
+{
+    static const char *const fields[] = {"input", "model", "encoding_format", "dimensions", "user", NULL};
+    r->kind = SNUG_API_EMBEDDINGS;
+    r->n = 1;
+    r->logprobs = -1;
+    snug_sampling_params_default(&r->sampling);
+    snug_stop_params_default(&r->stop);
+    const json_t *format = api_opt(r->root, "encoding_format"), *user = api_opt(r->root, "user");
+    int64_t dims = 0;
+    const char *key;
+    const json_t *v;
+    json_object_foreach(r->root, key, v) if (!api_listed(fields, key))
+        return api_bad(err, key, "unknown field: /v1/embeddings takes no field of that name (input, model, "
+                       "encoding_format, dimensions, user)");
+    snug_status st = get_string(r->root, "model", &r->model, err);
+    if (st == SNUG_OK && format && !api_is_str(format, "float") && !api_is_str(format, "base64"))
+        st = api_wrong(err, "encoding_format", "\"float\" or \"base64\"", format);
+    if (st == SNUG_OK && user && !json_is_string(user)) st = api_wrong(err, "user", "a string", user);
+    if (st == SNUG_OK) st = get_int(r->root, "dimensions", 1, INT32_MAX, &dims, NULL, err);
+    if (st == SNUG_OK) st = parse_prompt(r->root, "input", lim->max_inputs, lim, r, err);
+    r->base64 = api_is_str(format, "base64");
+    r->dimensions = (int32_t)dims;
     return st;
 }
 
@@ -942,7 +972,9 @@ snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
         out->count_only = kind == SNUG_API_MESSAGES_COUNT;
         kind = SNUG_API_CHAT;
     }
-    if (st == SNUG_OK) {
+    if (st == SNUG_OK && kind == SNUG_API_EMBEDDINGS) {
+        st = parse_embeddings(lim, out, err);
+    } else if (st == SNUG_OK) {
         st = parse_fields(kind, lim, out, err);
         if (st != SNUG_OK && out->dialect == SNUG_API_RESPONSES) responses_names(err); /* (the chat's names) */
     }

@@ -51,7 +51,8 @@ typedef enum snug_api_kind {
     SNUG_API_CHAT = 1,
     SNUG_API_MESSAGES = 2,
     SNUG_API_MESSAGES_COUNT = 3,
-    SNUG_API_RESPONSES_CREATE = 4
+    SNUG_API_RESPONSES_CREATE = 4,
+    SNUG_API_EMBEDDINGS = 5         /* /v1/embeddings: input as completions' prompts */
 } snug_api_kind;
 
 /* Whose API a request came in, and so the shape of its answer and errors. */
@@ -68,6 +69,7 @@ typedef struct snug_api_limits {
                              * default INT32_MAX (set it to the model's) */
     int max_n;              /* most choices per request; default 16 */
     int max_prompts;        /* most prompts in a completions list; default 16 */
+    int max_inputs;         /* most inputs of one embeddings request; default 256 */
     int64_t max_model_len;  /* the model's context; max_tokens above it is a 400. 0 (the
                              * default) = unknown. Prompt lengths are checked by the caller
                              * after tokenizing */
@@ -101,6 +103,10 @@ typedef struct snug_api_request {
     snug_api_kind kind;             /* COMPLETIONS or CHAT (Anthropic's as CHAT) */
     snug_api_dialect dialect;
     bool count_only;                /* Anthropic's count_tokens: the prompt, nothing generated */
+    bool base64;                    /* embeddings: encoding_format "base64" (little-endian
+                                     * float32s), else "float" */
+    int32_t dimensions;             /* embeddings: the dimensions asked for; 0 when omitted
+                                     * (the caller checks them against the model's) */
     json_t *source;                 /* Anthropic's or Responses' body as the client sent it (owned),
                                      * for answers that repeat its fields; else NULL */
     json_t *root;                   /* the parsed body (owned; strings point into it) */

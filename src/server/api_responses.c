@@ -61,7 +61,8 @@ static snug_status message_item(const json_t *it, size_t i, json_t *out, snug_ap
 static snug_status call_item(const json_t *it, size_t i, json_t *out, snug_api_error *err)
 {
     char p[64];
-    static const char *const keys[] = {"type", "call_id", "name", "arguments", "id", "status", NULL};
+    static const char *const keys[] = {"type", "call_id", "name", "arguments", "id", "status",
+                                       "parsed_arguments", NULL}; /* (the last: the openai SDK's stream helper adds it) */
     snug_status st = api_only_keys(it, api_path(p, "input[%zu]", i), keys, err);
     const json_t *id = api_opt(it, "call_id"), *name = api_opt(it, "name"), *args = api_opt(it, "arguments");
     if (st != SNUG_OK) return st;
