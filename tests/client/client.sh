@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# snug serve driven by real clients: the official openai npm package (client.test.mjs), the
-# official Anthropic one, @anthropic-ai/sdk, on the Messages API (anthropic.test.mjs) and a
-# browser, Debian's chromium driven by puppeteer-core (page.test.mjs), all pinned in
-# package-lock.json, with Node's own test runner; reasoning.test.mjs drives the openai client
-# and the browser against a thinking model (a small Qwen3 on a server of its own).
+# snug serve driven by real clients: the official openai npm package (client.test.mjs, and
+# responses.test.mjs on the Responses API), the official Anthropic one, @anthropic-ai/sdk, on
+# the Messages API (anthropic.test.mjs) and a browser, Debian's chromium driven by
+# puppeteer-core (page.test.mjs), all pinned in package-lock.json, with Node's own test runner;
+# reasoning.test.mjs drives the openai client and the browser against a thinking model (a small
+# Qwen3 on a server of its own).
 # Usage: tests/client/client.sh BUILD_DIR. Installs the clients with npm ci only when
 # node_modules is missing or older than package-lock.json (so it needs no network once
 # installed), starts BUILD_DIR/snug serve on a free port with --api-key, runs the tests and
@@ -77,8 +78,8 @@ fi
 ok "snug serve starts ($url)"
 
 # the tests: node's TAP, turned into ok/FAIL lines
-# client.test.mjs and anthropic.test.mjs: this server (SNUG_BASE_URL ends in /v1; the Anthropic
-# SDK is given the origin and appends /v1/messages itself)
+# client.test.mjs, responses.test.mjs and anthropic.test.mjs: this server (SNUG_BASE_URL ends in
+# /v1; the Anthropic SDK is given the origin and appends /v1/messages itself)
 # page.test.mjs: the page at / in Debian's chromium (its own server; the screenshot it takes
 # mid-stream goes to BUILD_DIR/test-artifacts)
 # One file at a time (--test-concurrency=1, as on 2 cores anyway): client.test.mjs waits for
@@ -89,7 +90,8 @@ if [[ ! -x /usr/bin/chromium && -z "${CHROMIUM:-}" ]]; then
 fi
 (cd "$here" && SNUG_BASE_URL="$url/v1" SNUG_API_KEY="$api_key" SNUG_BUILD="$build" \
     SNUG_ARTIFACTS="$build/test-artifacts" \
-    timeout 240 node --test --test-concurrency=1 --test-reporter=tap client.test.mjs anthropic.test.mjs page.test.mjs reasoning.test.mjs) >"$tmp/tap" 2>&1
+    timeout 240 node --test --test-concurrency=1 --test-reporter=tap client.test.mjs responses.test.mjs \
+        anthropic.test.mjs page.test.mjs reasoning.test.mjs) >"$tmp/tap" 2>&1
 node_rc=$?
 awk '
     function unescape(s) { gsub(/\\#/, "#", s); gsub(/\\\\/, "\\", s); return s }
