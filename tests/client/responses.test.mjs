@@ -75,12 +75,14 @@ function textOf(r) {
         .join('');
 }
 
-// checkMessageItem(item): an output message item, whole: a msg_ id, status completed, role
+// checkMessageItem(item, cut): an output message item, whole: a msg_ id, status completed (or, where
+// the reply ran out of max_output_tokens in it (cut true), incomplete; cut undefined: either), role
 // assistant, one output_text part with no annotations
-function checkMessageItem(item) {
+function checkMessageItem(item, cut) {
     assert.equal(item.type, 'message');
     assert.match(item.id, /^msg_[A-Za-z0-9_-]+$/);
-    assert.equal(item.status, 'completed');
+    if (cut === undefined) assert.ok(['completed', 'incomplete'].includes(item.status), `status ${item.status}`);
+    else assert.equal(item.status, cut ? 'incomplete' : 'completed');
     assert.equal(item.role, 'assistant');
     assert.equal(item.content.length, 1, `content ${JSON.stringify(item.content)}`);
     const part = item.content[0];
@@ -130,7 +132,7 @@ function checkResponse(r, maxOutputTokens) {
     assert.ok(Array.isArray(r.output), `output ${JSON.stringify(r.output)}`);
     for (const item of r.output) {
         assert.ok(['message', 'function_call'].includes(item.type), `an item of type ${item.type}`);
-        if (item.type === 'message') checkMessageItem(item);
+        if (item.type === 'message') checkMessageItem(item, r.status === 'incomplete');
         else checkWeatherCall(item);
     }
     assert.equal(new Set(r.output.map((item) => item.id)).size, r.output.length, 'item ids are distinct');
