@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "base/mem.h"
 #include "base/fileio.h"
+#include "base/json.h"
 #include "dist/agree.h"
 #include "engine/plan_report.h"
 #include "engine/timeline.h"
@@ -28,6 +29,7 @@ static const char g_usage[] =
     "              [--max-queue N] [--chat-template FILE] [--reasoning-format auto|none]\n"
     "              [--no-prefix-caching] [--no-access-log] [--allowed-origins '*'|ORIGIN,...]\n"
     "              [--populate-before-ready] [--timeline]\n"
+    "              [--embeddings] [--pooling last|mean|first] [--no-normalize]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; the model's name in the API is the\n"
@@ -39,7 +41,11 @@ static const char g_usage[] =
     "  serving begins, 64 MiB between steps (with one process), unless --populate-before-ready;\n"
     "  --timeline records memory over the start-up, drawn at /timeline.svg (the page at / links it);\n"
     "  --reasoning-format auto (the default) splits a thinking model's replies (its template shows\n"
-    "  <think>...</think>) into reasoning_content and content, none leaves them whole in content";
+    "  <think>...</think>) into reasoning_content and content, none leaves them whole in content;\n"
+    "  POST /v1/embeddings serves an embedding model (sentence-transformers' modules.json in its\n"
+    "  directory: its pooling and normalization), or any model with --embeddings; --pooling\n"
+    "  (default: the model's, else last) and --no-normalize (default: the model's, else scaled to\n"
+    "  length 1) choose for it";
 
 /* The last part of a path, without trailing slashes, into buf. */
 static const char *base_name(const char *path, char *buf, size_t size)
@@ -187,6 +193,8 @@ typedef struct serve_args {
     cli_progress progress;        /* eo.plan's on_phase_ctx */
     char bundled[PATH_MAX + 64];  /* dir when it is the bundled model beside the program */
     char name[256];               /* so.model_name when it is dir's base name */
+    bool pooling_given;           /* --pooling */
+    bool no_normalize;            /* --no-normalize */
 } serve_args;
 
 /* The server's own option at argv[*at] into a; returns as cli_int_option
@@ -227,6 +235,16 @@ static int server_option(int argc, char **argv, int *at, serve_args *a)
         a->timeline = true;
     } else if (strcmp(argv[i], "--populate-before-ready") == 0) {
         a->eo.plan.populate_after_ready = false;
+    } else if (strcmp(argv[i], "--embeddings") == 0) {
+        so->embeddings = true;
+    } else if (strcmp(argv[i], "--no-normalize") == 0) {
+        a->no_normalize = true;
+    } else if ((v = cli_option(argc, argv, &i, "--pooling"))) {
+        so->pooling = strcmp(v, "last") == 0 ? SNUG_POOL_LAST : strcmp(v, "mean") == 0 ? SNUG_POOL_MEAN
+                    : strcmp(v, "first") == 0 ? SNUG_POOL_FIRST : SNUG_POOL_NONE;
+        if (so->pooling == SNUG_POOL_NONE)
+            return cli_usage(g_usage, "--pooling expects last, mean or first, got '%s'", v);
+        a->pooling_given = true;
     } else {
         rc = 0;
     }
@@ -287,6 +305,54 @@ static int parse_args(int argc, char **argv, serve_args *a)
     if (!a->dir) a->dir = cli_default_model(a->bundled, sizeof a->bundled);
     if (!a->so.model_name) a->so.model_name = base_name(a->dir, a->name, sizeof a->name);
     return -1;
+}
+
+/* An embedding model's pooling and normalization, as sentence-transformers
+ * describes it in dir: modules.json lists a Pooling module (its
+ * config.json's pooling_mode_lasttoken, _mean_tokens or _cls_token) and
+ * maybe a Normalize one. Such a directory serves embeddings; --pooling and
+ * --no-normalize choose over it. Fails (naming the file) for a file that
+ * is there but broken; nothing for a directory without one. */
+static snug_status read_pooling(serve_args *a, snug_error *err)
+{
+    char path[PATH_MAX];
+    json_t *modules = NULL, *pool = NULL;
+    snug_server_opts *so = &a->so;
+    so->normalize = !a->no_normalize;
+    snprintf(path, sizeof path, "%s/modules.json", a->dir);
+    if (access(path, R_OK) != 0) return SNUG_OK;
+    snug_status st = snug_json_load_file_opts(path, 1 << 20, SNUG_JSON_ANY_VALUE, &modules, err);
+    bool normalize = false;
+    const char *pool_dir = NULL;
+    for (size_t i = 0; st == SNUG_OK && i < json_array_size(modules); i++) {
+        const json_t *m = json_array_get(modules, i);
+        const char *type = json_string_value(json_object_get(m, "type"));
+        if (type && strstr(type, "Normalize")) normalize = true;
+        if (type && strstr(type, "Pooling")) pool_dir = json_string_value(json_object_get(m, "path"));
+    }
+    if (st == SNUG_OK && !json_is_array(modules))
+        st = snug_errorf(err, SNUG_INVALID, "%s: expected a list of modules", path);
+    if (st == SNUG_OK && pool_dir && !strstr(pool_dir, "..")) {
+        snprintf(path, sizeof path, "%s/%s/config.json", a->dir, pool_dir);
+        st = snug_json_load_file(path, 1 << 20, &pool, err);
+    }
+    static const struct { const char *key; snug_pooling p; } modes[] = {
+        {"pooling_mode_lasttoken", SNUG_POOL_LAST}, {"pooling_mode_mean_tokens", SNUG_POOL_MEAN},
+        {"pooling_mode_cls_token", SNUG_POOL_FIRST}};
+    snug_pooling found = SNUG_POOL_NONE;
+    for (size_t i = 0; st == SNUG_OK && pool && i < SNUG_ARRAY_LEN(modes); i++)
+        if (json_is_true(json_object_get(pool, modes[i].key))) found = found ? found : modes[i].p;
+    if (st == SNUG_OK && pool && found == SNUG_POOL_NONE)
+        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: no pooling snug serves (pooling_mode_lasttoken, "
+                         "pooling_mode_mean_tokens or pooling_mode_cls_token true)", path);
+    if (st == SNUG_OK) {
+        so->embeddings = true;
+        if (!a->pooling_given) so->pooling = found ? found : SNUG_POOL_LAST;
+        so->normalize = normalize && !a->no_normalize;
+    }
+    json_decref(pool);
+    json_decref(modules);
+    return st;
 }
 
 /* The chat template --chat-template names, read on rank 0 (it alone
@@ -401,6 +467,10 @@ int snug_cmd_serve(int argc, char **argv)
         goto done;
     }
     a.so.chat_template = template_text;
+    if (read_pooling(&a, &err) != SNUG_OK) { /* (every rank reads it alike) */
+        cli_fail_once(comm, &err);
+        goto done;
+    }
     if (cli_rank(comm) > 0)
         rc = follow(&a, comm, &stranded);
     else

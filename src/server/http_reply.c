@@ -10,9 +10,11 @@
 
 #include "base/mem.h"
 
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static void free_block(void *p) { snug_mem_free(p); }
 
@@ -181,4 +183,15 @@ enum MHD_Result http_overloaded_in(struct MHD_Connection *c, snug_api_dialect di
 enum MHD_Result http_overloaded(struct MHD_Connection *c, const char *detail)
 {
     return http_overloaded_in(c, SNUG_API_OPENAI, detail);
+}
+
+bool http_client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+    char byte;
+    return recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }

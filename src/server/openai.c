@@ -836,19 +836,6 @@ static void wait_some(openai_job *j, double s)
         for (int i = 0; i < j->n_prompts; i++) snug_engine_cancel(j->srv->e, &j->reqs[i]);
 }
 
-/* True when the client has closed its side of the connection (it sent
- * its request and went away): a read would find the end of the stream. */
-static bool client_gone(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return false;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
-    char byte;
-    return recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
 /* libmicrohttpd asks for the next bytes of a stream. */
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -1042,7 +1029,7 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
     while (!all_done(j)) {
         if (take_outputs(j, false) > 0) continue;
         wait_some(j, 0.25);
-        if (client_gone(c)) /* nobody to answer: stop generating now */
+        if (http_client_gone(c)) /* nobody to answer: stop generating now */
             for (int i = 0; i < j->n_prompts; i++) snug_engine_cancel(s->e, &j->reqs[i]);
     }
     take_outputs(j, false);

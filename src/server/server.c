@@ -389,7 +389,7 @@ done:
 /* ---- routing ----------------------------------------------------------------- */
 
 typedef enum route {
-    R_NONE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_MESSAGES_COUNT, R_RESPONSES, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_MESSAGES_COUNT, R_RESPONSES, R_EMBEDDINGS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
     R_RESET_PREFIX_CACHE, R_VERSION, R_MODEL, R_PAGE, R_MEMORY, R_TIMELINE, R_N
 } route;
 
@@ -399,7 +399,7 @@ static const struct {
 } g_routes[] = {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
     {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_MESSAGES_COUNT},
-    {"/v1/responses", "POST", R_RESPONSES},
+    {"/v1/responses", "POST", R_RESPONSES},     {"/v1/embeddings", "POST", R_EMBEDDINGS},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},      {"/reset_prefix_cache", "POST", R_RESET_PREFIX_CACHE},
@@ -471,7 +471,10 @@ static bool authorized(const snug_server *s, struct MHD_Connection *c)
 
 /* Whether route r generates (and so is closed while draining or after the
  * engine failed). */
-static bool generates(route r) { return r == R_COMPLETIONS || r == R_CHAT || r == R_MESSAGES || r == R_RESPONSES; }
+static bool generates(route r)
+{
+    return r == R_COMPLETIONS || r == R_CHAT || r == R_MESSAGES || r == R_RESPONSES || r == R_EMBEDDINGS;
+}
 
 /* The API whose shapes route r answers in (its errors included). */
 static snug_api_dialect dialect_of(route r)
@@ -525,6 +528,7 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     case R_MESSAGES: return openai_handle(s, c, h, SNUG_API_MESSAGES);
     case R_MESSAGES_COUNT: return openai_handle(s, c, h, SNUG_API_MESSAGES_COUNT);
     case R_RESPONSES: return openai_handle(s, c, h, SNUG_API_RESPONSES_CREATE);
+    case R_EMBEDDINGS: return embeddings_handle(s, c, h);
     case R_MODELS: return get_models(s, c, NULL);
     case R_MODEL: return get_models(s, c, h->path + 11);
     case R_HEALTH: return get_health(s, c);

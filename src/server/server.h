@@ -64,6 +64,10 @@ typedef struct snug_server_opts {
     double min_upload_rate;        /* bytes/s a body must average, counted after its first
                                     * upload_grace_s (408 when slower); 0: 1024 */
     double upload_grace_s;         /* 0: 5 */
+    bool embeddings;               /* POST /v1/embeddings serves (an embedding model, or a chat
+                                    * model under --embeddings); false: it answers 400 */
+    snug_pooling pooling;          /* how an embedding pools the prompt (NONE: LAST) */
+    bool normalize;                /* embeddings scaled to length 1 */
 } snug_server_opts;
 
 typedef struct snug_server snug_server;

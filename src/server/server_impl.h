@@ -87,6 +87,10 @@ enum MHD_Result http_error_in(struct MHD_Connection *c, snug_api_dialect dialect
 /* As http_overloaded, in the shape of dialect's API. */
 enum MHD_Result http_overloaded_in(struct MHD_Connection *c, snug_api_dialect dialect, const char *detail);
 
+/* True when the client has closed its side of the connection (it sent
+ * its request and went away): a read would find the end of the stream. */
+bool http_client_gone(struct MHD_Connection *c);
+
 /* Writes a line to the server's log (stderr) for a request refused for
  * memory: detail is the allocator's account, which the client is not told. */
 void http_log_overloaded(const char *detail);
@@ -108,6 +112,12 @@ void openai_job_usage(openai_job *j, int64_t *prompt, int64_t *cached, int64_t *
 
 /* Ends a job: its requests cancelled and released, its memory freed. */
 void openai_job_free(openai_job *j);
+
+/* ---- embeddings.c ------------------------------------------------------------------ */
+
+/* Answers POST /v1/embeddings for h's body (a 400 when the server does not
+ * embed: opts.embeddings). */
+enum MHD_Result embeddings_handle(snug_server *s, struct MHD_Connection *c, http_req *h);
 
 /* ---- page.c: the page at /, and what it reads -------------------------------------- */
 

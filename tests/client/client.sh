@@ -61,7 +61,7 @@ if [[ ! -x "$snug" ]]; then
 fi
 : >"$tmp/server.out" # before the background start, whose redirection may come late
 "$snug" serve --port 0 --memory 256MiB --max-model-len 256 --api-key "$api_key" \
-    --chat-template tests/data/chat/tinyllama-1.1b-chat.jinja >"$tmp/server.out" 2>"$tmp/server.err" &
+    --chat-template tests/data/chat/tinyllama-1.1b-chat.jinja --embeddings >"$tmp/server.out" 2>"$tmp/server.err" &
 server_pid=$!
 url=
 for _ in $(seq 300); do

@@ -622,6 +622,47 @@ test('a schema the server cannot keep to: BadRequestError naming the place', T, 
     assert.match(err.error.message, /properties\.d/);
 });
 
+// ---- embeddings (the server runs with --embeddings: the bundled model's last token, normalized) ----
+
+const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+const cosine = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0) / (norm(a) * norm(b));
+
+test('embeddings: a list of strings, floats and base64 alike, each of length 1; the same input the same vector', T, async () => {
+    const input = ['Once upon a time', 'The cat sat on the mat.', 'Once upon a time'];
+    // the SDK asks for base64 and decodes it when no encoding_format is given
+    const b64 = await client.embeddings.create({ model, input });
+    const flt = await client.embeddings.create({ model, input, encoding_format: 'float' });
+    for (const r of [b64, flt]) {
+        assert.equal(r.object, 'list');
+        assert.equal(r.model, model);
+        assert.deepEqual(r.data.map((d) => d.index), [0, 1, 2]);
+        for (const d of r.data) {
+            assert.equal(d.object, 'embedding');
+            assert.equal(d.embedding.length, 64, 'the model\'s hidden size');
+            assert.ok(Math.abs(norm(d.embedding) - 1) < 1e-5, `length ${norm(d.embedding)}`);
+        }
+        assert.ok(r.usage.prompt_tokens > 0 && r.usage.total_tokens === r.usage.prompt_tokens);
+    }
+    for (let i = 0; i < 3; i++) // base64 is the float32s' bytes: the same values, to float32
+        b64.data[i].embedding.forEach((x, k) => assert.ok(Math.abs(x - flt.data[i].embedding[k]) < 1e-7));
+    assert.ok(Math.abs(cosine(flt.data[0].embedding, flt.data[2].embedding) - 1) < 1e-6, 'the same input twice');
+    assert.ok(cosine(flt.data[0].embedding, flt.data[1].embedding) < 0.999, 'different inputs differ');
+    // token ids give the text's vector
+    const ids = (await (await fetch(new URL('../tokenize', baseURL + '/').href, {
+        method: 'POST', headers: { Authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ prompt: input[0] }),
+    })).json()).tokens;
+    const byIds = await client.embeddings.create({ model, input: [ids], encoding_format: 'float' });
+    assert.ok(Math.abs(cosine(byIds.data[0].embedding, flt.data[0].embedding) - 1) < 1e-6, 'ids as the text');
+});
+
+test('embeddings: dimensions other than the model\'s and a missing input are BadRequestError naming them', T, async () => {
+    await expectAPIError(client.embeddings.create({ model, input: 'x', dimensions: 32 }), OpenAI.BadRequestError,
+        { status: 400, param: 'dimensions' });
+    await expectAPIError(client.embeddings.create({ model }), OpenAI.BadRequestError, { status: 400, param: 'input' });
+    await expectAPIError(client.embeddings.create({ model: 'other', input: 'x' }), OpenAI.NotFoundError,
+        { status: 404, code: 'model_not_found' });
+});
+
 test('after all that: nothing running, no KV blocks held', T, async () => {
     await waitForGauges({ snug_num_requests_running: 0, snug_num_requests_waiting: 0, snug_kv_blocks_used: 0 });
 });

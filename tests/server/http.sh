@@ -955,6 +955,37 @@ else
 fi
 stop_server timeouts TERM
 
+# --- embeddings: a sentence-transformers directory (tests/data/embedding-mean: mean pooling and
+# Normalize in its modules.json) serves them without --embeddings; --pooling last and
+# --no-normalize choose over it; a model that is not one, served without --embeddings, says so ---
+pid=$main_pid url=$main_url
+bad "embeddings without --embeddings: 400 embeddings_disabled" 400 null '"embeddings_disabled"' /v1/embeddings \
+    '{"input": "Once upon a time"}'
+embed_two='{"input": ["Once upon a time", "Once upon a time", "The end."], "encoding_format": "float"}'
+# lengths: each vector's L2 norm; same: the first two equal, the third different
+embed_facts='[.data[].embedding | map(. * .) | add | sqrt] as $n | {n: $n, dims: (.data[0].embedding | length),
+    same: (.data[0].embedding == .data[1].embedding), other: (.data[0].embedding != .data[2].embedding)}'
+for mode in config last; do
+    if [[ $mode == config ]]; then start_server embed tests/data/embedding-mean
+    else start_server embed-last tests/data/embedding-mean --pooling last --no-normalize; fi
+    post /v1/embeddings "$embed_two"
+    facts=$(jq -c "$embed_facts" "$tmp/body" 2>/dev/null)
+    norm_ok=$(jq -r 'if (.n | map(. > 0.99999 and . < 1.00001) | all) then "unit" else "not-unit" end' <<<"$facts" 2>/dev/null)
+    want=$([[ $mode == config ]] && echo unit || echo not-unit)
+    if [[ $status == 200 ]] && jq -e '.dims == 64 and .same and .other' <<<"$facts" >/dev/null 2>&1 && [[ $norm_ok == "$want" ]]; then
+        ok "embeddings ($mode pooling): 64 dimensions, the same input the same vector, length 1 only when normalized"
+    else
+        fail "embeddings ($mode pooling)" "HTTP $status: $facts ($norm_ok, want $want)" "$(body)"
+    fi
+    jq -c '.data[0].embedding' "$tmp/body" >"$tmp/embed-$mode.json" 2>/dev/null
+    stop_server "$([[ $mode == config ]] && echo embed || echo embed-last)" TERM
+done
+if ! cmp -s "$tmp/embed-config.json" "$tmp/embed-last.json"; then
+    ok "the directory's mean pooling and --pooling last give different vectors"
+else
+    fail "the directory's mean pooling and --pooling last give different vectors" "$(head -c 200 "$tmp/embed-last.json")"
+fi
+
 # --- SIGTERM, with a stream in flight: it is finished, then the server exits 0 ---
 pid=$main_pid url=$main_url
 : >"$tmp/draining"
