@@ -547,6 +547,52 @@ out:
     snug_engine_close(e);
 }
 
+/* A score (a reranker's yes and no): the raw logits of the ids asked for
+ * after the prompt's last token, against the float64 reference's, for a
+ * prompt of 7 tokens and one of 100 (in chunks); nothing generated. */
+static void test_scores(void)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(4, 0);
+    o.plan.kv_dtype = SNUG_DTYPE_F32;
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    ref_model *ref = ref_model_load(MODEL);
+    CHECK(ref != NULL, "reference model");
+    if (!e || !ref) goto out;
+    static int32_t ids[EMB_LONG];
+    static double logits[EMB_LONG * 512];
+    for (int k = 0; k < EMB_LONG; k++) ids[k] = k == 0 ? 1 : 5 + k * 17 % 500;
+    static const int32_t want_ids[3] = {42, 7, 311};
+    for (int len = 7; len <= EMB_LONG; len += EMB_LONG - 7) {
+        snug_request r;
+        memset(&r, 0, sizeof r);
+        float scores[3];
+        r.prompt = ids;
+        r.n_prompt = len;
+        r.n = 1;
+        snug_sampling_params_default(&r.sampling);
+        snug_stop_params_default(&r.stop);
+        r.score_ids = want_ids;
+        r.n_score_ids = 3;
+        r.scores = scores;
+        CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+        int32_t got[4];
+        snug_finish why = SNUG_FINISH_NONE;
+        CHECK(drain(e, &r, got, 4, &why) == 0 && why == SNUG_FINISH_POOLED, "a score generates nothing");
+        snug_engine_release(e, &r);
+        if (ref_model_vocab(ref) > 512 || ref_model_forward(ref, ids, len, logits) != 0) continue;
+        for (int k = 0; k < 3; k++) {
+            double want = logits[(size_t)(len - 1) * 512 + (size_t)want_ids[k]];
+            CHECK(fabs(want - scores[k]) < 1e-3 * fmax(1, fabs(want)), "%d tokens, id %d: %.6f, the reference %.6f",
+                  len, want_ids[k], scores[k], want);
+        }
+    }
+out:
+    ref_model_free(ref);
+    snug_engine_close(e);
+}
+
 /* ---- a model whose windowed layers keep only their windows ------------------ */
 
 enum { WG_REQS = 24, WG_PREFIX = 40, WG_OUT = 30 };
@@ -1180,6 +1226,7 @@ int main(void)
     RUN(test_reasoning_budget);
     RUN(test_stress_within_plan);
     RUN(test_embeddings);
+    RUN(test_scores);
     RUN(test_window_group_serving);
     RUN(test_all_windowed_serving);
     RUN(test_generate_chat_stream);

@@ -30,6 +30,7 @@ static const char g_usage[] =
     "              [--no-prefix-caching] [--no-access-log] [--allowed-origins '*'|ORIGIN,...]\n"
     "              [--populate-before-ready] [--timeline]\n"
     "              [--embeddings] [--pooling last|mean|first] [--no-normalize]\n"
+    "              [--rerank [--rerank-tokens YES,NO]]\n"
     "              [memory and scheduler options as for snug profile]\n"
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; the model's name in the API is the\n"
@@ -45,7 +46,8 @@ static const char g_usage[] =
     "  POST /v1/embeddings serves an embedding model (sentence-transformers' modules.json in its\n"
     "  directory: its pooling and normalization), or any model with --embeddings; --pooling\n"
     "  (default: the model's, else last) and --no-normalize (default: the model's, else scaled to\n"
-    "  length 1) choose for it";
+    "  length 1) choose for it; POST /v1/rerank serves with --rerank, for a reranker that answers yes\n"
+    "  or no to Qwen3-Reranker's prompt (--rerank-tokens: its answers, default yes,no, one token each)";
 
 /* The last part of a path, without trailing slashes, into buf. */
 static const char *base_name(const char *path, char *buf, size_t size)
@@ -195,6 +197,7 @@ typedef struct serve_args {
     char name[256];               /* so.model_name when it is dir's base name */
     bool pooling_given;           /* --pooling */
     bool no_normalize;            /* --no-normalize */
+    char rerank_yes[64];          /* --rerank-tokens' first */
 } serve_args;
 
 /* The server's own option at argv[*at] into a; returns as cli_int_option
@@ -239,6 +242,16 @@ static int server_option(int argc, char **argv, int *at, serve_args *a)
         so->embeddings = true;
     } else if (strcmp(argv[i], "--no-normalize") == 0) {
         a->no_normalize = true;
+    } else if (strcmp(argv[i], "--rerank") == 0) {
+        so->rerank = true;
+    } else if ((v = cli_option(argc, argv, &i, "--rerank-tokens"))) {
+        const char *comma = strchr(v, ',');
+        if (!comma || comma == v || !comma[1] || strchr(comma + 1, ',') ||
+            comma - v >= (ptrdiff_t)sizeof a->rerank_yes)
+            return cli_usage(g_usage, "--rerank-tokens expects YES,NO (two answers), got '%s'", v);
+        snprintf(a->rerank_yes, sizeof a->rerank_yes, "%.*s", (int)(comma - v), v);
+        so->rerank_yes = a->rerank_yes;
+        so->rerank_no = comma + 1;
     } else if ((v = cli_option(argc, argv, &i, "--pooling"))) {
         so->pooling = strcmp(v, "last") == 0 ? SNUG_POOL_LAST : strcmp(v, "mean") == 0 ? SNUG_POOL_MEAN
                     : strcmp(v, "first") == 0 ? SNUG_POOL_FIRST : SNUG_POOL_NONE;

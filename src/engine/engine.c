@@ -435,6 +435,15 @@ static void take_pooled(snug_engine *e, snug_request *r, const snug_sched_item *
     for (int32_t k = 0; k < h; k++) r->embedding[k] += row[k];
 }
 
+/* Writes the one output of a prompt-only request in slot q (an embedding,
+ * a score) to its ring at pos: no token, finish POOLED. */
+static void end_taken(snug_seq_slot *q, int32_t pos)
+{
+    snug_out_record *rec = &q->ring[pos];
+    *rec = (snug_out_record){.token = -1, .finish = SNUG_FINISH_POOLED, .n_text = 0, .text = rec->text};
+    q->stop.finish = SNUG_FINISH_POOLED;
+}
+
 /* Ends the embedding in slot i: its vector made the mean (of every prompt
  * token) and scaled to length 1 when asked, and its one output (no token,
  * finish POOLED) written to its ring at pos (not yet published). */
@@ -447,9 +456,7 @@ static void end_pooled(snug_engine *e, int32_t i, int32_t pos)
     for (int32_t k = 0; k < h; k++) norm += (double)r->embedding[k] * r->embedding[k] * scale * scale;
     if (r->normalize && norm > 0) scale /= sqrt(norm);
     for (int32_t k = 0; k < h; k++) r->embedding[k] = (float)(r->embedding[k] * scale);
-    snug_out_record *rec = &q->ring[pos];
-    *rec = (snug_out_record){.token = -1, .finish = SNUG_FINISH_POOLED, .n_text = 0, .text = rec->text};
-    q->stop.finish = SNUG_FINISH_POOLED;
+    end_taken(q, pos);
 }
 
 /* True when every token the step samples is plain greedy (temperature 0,
@@ -462,7 +469,7 @@ static bool greedy_only(snug_engine *e, int32_t n_items)
         if (items[k].all_logits) return false;
         const snug_seq_slot *q = slot_of(e, items[k].seq);
         const snug_request *owner = q->owner;
-        if (owner && owner->pooling != SNUG_POOL_NONE) return false; /* its row is the hidden state */
+        if (owner && (owner->pooling != SNUG_POOL_NONE || owner->score_ids)) return false; /* (rows, not argmaxes) */
         if (!items[k].sample) continue;
         const snug_sampling_params *p = &q->sampling;
         if (p->temperature != 0.0f || p->n_logit_bias > 0 || p->repetition_penalty != 1.0f ||
@@ -500,7 +507,11 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
             prompt_logprobs(e, it, &lg, row);
             row += it->n_tokens - it->sample; /* the last row, if it samples, is taken below */
         }
-        if (it->sample) {
+        if (it->sample && r && r->score_ids) { /* a score: its ids' raw logits */
+            const float *logits = lg.rows + (size_t)row++ * (size_t)lg.stride;
+            for (int32_t s = 0; s < r->n_score_ids; s++) r->scores[s] = logits[r->score_ids[s]];
+            end_taken(slot_of(e, it->seq), e->ring_pos[k]);
+        } else if (it->sample) {
             float *logits = lg.rows ? (float *)lg.rows + (size_t)row * (size_t)lg.stride : NULL;
             sample_one(e, it->seq, logits, lg.n_vocab, lg.best ? lg.best[row].id : -1,
                        e->ring_pos[k]);
@@ -821,6 +832,14 @@ snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_
                                          r->pooling > SNUG_POOL_FIRST))
         return snug_errorf(err, SNUG_INVALID, "an embedding (pooling %d) takes n 1, no grammar and no prompt "
                            "log-probabilities, and a buffer for the vector", (int)r->pooling);
+    if (r->score_ids && (r->n != 1 || r->grammar || r->pooling != SNUG_POOL_NONE || !r->scores ||
+                         r->n_score_ids < 1 || r->n_score_ids > SNUG_SCORE_IDS_MAX))
+        return snug_errorf(err, SNUG_INVALID, "a score takes n 1, no grammar, no pooling, 1 to %d ids and a "
+                           "buffer for their logits", SNUG_SCORE_IDS_MAX);
+    for (int32_t i = 0; r->score_ids && i < r->n_score_ids; i++)
+        if (r->score_ids[i] < 0 || r->score_ids[i] >= n_vocab)
+            return snug_errorf(err, SNUG_INVALID, "score ids: %d is outside the vocabulary (0 to %d)", r->score_ids[i],
+                               n_vocab - 1);
     if (r->grammar && !e->at.serving->constrain.trie)
         return snug_errorf(err, SNUG_INVALID, "grammar: the model has no tokenizer, so its tokens' "
                            "text is unknown: constrained decoding needs one");

@@ -50,6 +50,8 @@ typedef struct snug_prompt_logprob {
     float top_logprobs[SNUG_LOGPROBS_MAX];
 } snug_prompt_logprob;
 
+enum { SNUG_SCORE_IDS_MAX = 8 };
+
 /* How an embedding request pools its prompt's hidden states (the final
  * norm's output): the last token's (decoder embedding models), their mean,
  * or the first token's; NONE: the request generates. */
@@ -91,6 +93,13 @@ typedef struct snug_request {
                                      * token computed: give them a cache_salt of their own */
     bool normalize;                 /* the embedding scaled to length 1 (L2) */
     float *embedding;               /* with pooling: [snug_engine_hidden_size] the caller's */
+    const int32_t *score_ids;       /* not NULL: a score of the prompt, nothing generated: the
+                                     * raw logits of these n_score_ids ids (at most
+                                     * SNUG_SCORE_IDS_MAX) after its last token into scores (the
+                                     * caller's), then one output ends it (finish POOLED); with
+                                     * n 1, no grammar, no pooling (a reranker's yes and no) */
+    int32_t n_score_ids;
+    float *scores;
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */

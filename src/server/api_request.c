@@ -914,6 +914,59 @@ static snug_status parse_embeddings(const snug_api_limits *lim, snug_api_request
     return st;
 }
 
+/* A rerank body (Jina's and Cohere's, as vLLM and llama-server take it):
+ * query, documents (strings, or {"text": ...}; at most lim->max_inputs),
+ * top_n, return_documents, instruction (the reranker's task), model. */
+static snug_status parse_rerank(const snug_api_limits *lim, snug_api_request *r, snug_api_error *err)
+{
+    static const char *const fields[] = {"model", "query", "documents", "top_n", "return_documents",
+                                         "instruction", NULL};
+    r->kind = SNUG_API_RERANK;
+    r->n = 1;
+    r->logprobs = -1;
+    r->return_documents = true;
+    snug_sampling_params_default(&r->sampling);
+    snug_stop_params_default(&r->stop);
+    const char *key;
+    const json_t *v;
+    json_object_foreach(r->root, key, v) if (!api_listed(fields, key))
+        return api_bad(err, key, "unknown field: /v1/rerank takes no field of that name (query, documents, top_n, "
+                       "return_documents, instruction, model)");
+    const json_t *query = api_opt(r->root, "query"), *docs = api_opt(r->root, "documents");
+    int64_t top = 0;
+    bool top_given = false;
+    if (!json_is_string(query) || json_string_length(query) == 0)
+        return api_wrong(err, "query", "a non-empty string", query);
+    if (!json_is_array(docs) || json_array_size(docs) == 0)
+        return api_wrong(err, "documents", "a non-empty list of strings or {\"text\": ...} objects", docs);
+    if (json_array_size(docs) > (size_t)lim->max_inputs)
+        return api_bad(err, "documents", "is a list of %zu; at most %d are accepted", json_array_size(docs),
+                       lim->max_inputs);
+    snug_status st = get_string(r->root, "model", &r->model, err);
+    if (st == SNUG_OK) st = get_string(r->root, "instruction", &r->instruction, err);
+    if (st == SNUG_OK) st = get_bool(r->root, "return_documents", &r->return_documents, err);
+    if (st == SNUG_OK) st = get_int(r->root, "top_n", 1, INT32_MAX, &top, &top_given, err);
+    if (st != SNUG_OK) return st;
+    size_t n = json_array_size(docs);
+    snug_error e = {0};
+    r->prompts = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof *r->prompts, &e);
+    if (!r->prompts) return api_overloaded(err, &e);
+    r->n_prompts = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *d = json_array_get(docs, i), *text = json_is_object(d) ? api_opt(d, "text") : d;
+        char at[64];
+        if (json_is_object(d) && json_object_size(d) != 1)
+            return api_bad(err, api_path(at, "documents[%zu]", i), "a document object holds its text alone");
+        if (!json_is_string(text))
+            return api_wrong(err, api_path(at, "documents[%zu]", i), "a string or {\"text\": a string}", d);
+        r->prompts[i] = (snug_api_prompt){json_string_value(text), json_string_length(text), NULL, 0};
+    }
+    r->query = json_string_value(query);
+    r->query_len = json_string_length(query);
+    r->top_n = top_given ? (int)SNUG_MIN(top, (int64_t)n) : (int)n;
+    return SNUG_OK;
+}
+
 /* An error the chat parser gave a Responses request, its field named as
  * the client sent it: response_format as text.format (its json_schema's
  * fields as the format's own), max_tokens as max_output_tokens, messages
@@ -974,6 +1027,8 @@ snug_status snug_api_parse(snug_api_kind kind, const char *body, size_t len,
     }
     if (st == SNUG_OK && kind == SNUG_API_EMBEDDINGS) {
         st = parse_embeddings(lim, out, err);
+    } else if (st == SNUG_OK && kind == SNUG_API_RERANK) {
+        st = parse_rerank(lim, out, err);
     } else if (st == SNUG_OK) {
         st = parse_fields(kind, lim, out, err);
         if (st != SNUG_OK && out->dialect == SNUG_API_RESPONSES) responses_names(err); /* (the chat's names) */

@@ -52,7 +52,8 @@ typedef enum snug_api_kind {
     SNUG_API_MESSAGES = 2,
     SNUG_API_MESSAGES_COUNT = 3,
     SNUG_API_RESPONSES_CREATE = 4,
-    SNUG_API_EMBEDDINGS = 5         /* /v1/embeddings: input as completions' prompts */
+    SNUG_API_EMBEDDINGS = 5,        /* /v1/embeddings: input as completions' prompts */
+    SNUG_API_RERANK = 6             /* /v1/rerank: a query, documents as prompts (texts) */
 } snug_api_kind;
 
 /* Whose API a request came in, and so the shape of its answer and errors. */
@@ -107,6 +108,14 @@ typedef struct snug_api_request {
                                      * float32s), else "float" */
     int32_t dimensions;             /* embeddings: the dimensions asked for; 0 when omitted
                                      * (the caller checks them against the model's) */
+    const char *query;              /* rerank: the query (into root), query_len bytes; the
+                                     * documents are prompts[] (texts) */
+    size_t query_len;
+    const char *instruction;        /* rerank: what relevance means to the reranker, or NULL */
+    int top_n;                      /* rerank: the results answered, most relevant first;
+                                     * n_prompts when omitted */
+    bool return_documents;          /* rerank: each result with its document's text (default
+                                     * true) */
     json_t *source;                 /* Anthropic's or Responses' body as the client sent it (owned),
                                      * for answers that repeat its fields; else NULL */
     json_t *root;                   /* the parsed body (owned; strings point into it) */

@@ -1,26 +1,33 @@
 /*
- * embeddings.c: POST /v1/embeddings (server_impl.h): each input tokenized
- * (or taken as ids), submitted as a prompt-only request that pools the
- * model's final norm's output (engine.h: the last token's, the mean or
- * the first token's, as the model's configuration or --pooling says),
- * every input of a request in the same engine beside generating requests;
- * the vectors answered as OpenAI's list of embeddings, floats or base64.
+ * embeddings.c: the endpoints of prompt-only requests (server_impl.h).
+ * POST /v1/embeddings: each input tokenized (or taken as ids), submitted
+ * as a request that pools the model's final norm's output (engine.h: the
+ * last token's, the mean or the first token's, as the model's
+ * configuration or --pooling says), every input of a request in the same
+ * engine beside generating requests; the vectors answered as OpenAI's list
+ * of embeddings, floats or base64. POST /v1/rerank (and /rerank): each
+ * document put with the query into a reranker's prompt (Qwen3-Reranker's:
+ * is the document what the query asks for, yes or no?), the raw logits of
+ * "yes" and "no" after it taken (a score request), the relevance the
+ * probability of yes between the two; answered as Jina's and Cohere's
+ * rerank results, most relevant first.
  */
 #include "server_impl.h"
 
 #include "base/mem.h"
 #include "tokenizer/tokenizer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-/* One embeddings request in flight. */
+/* One embeddings or rerank request in flight. */
 typedef struct embed_job {
     snug_api_request req;
     snug_request *reqs;            /* [n] */
     bool *submitted;
     int32_t **ids;                 /* [n] each input's ids (owned) */
-    float *vectors;                /* [n * hidden] */
+    float *vectors;                /* [n * hidden] embeddings, or [n * 2] a rerank's yes and no */
     int n;
     int n_pooled;                  /* inputs whose vector is in */
     int64_t tokens;
@@ -39,21 +46,20 @@ static void job_free(snug_server *s, embed_job *j)
     snug_api_request_free(&j->req);
 }
 
-/* Input i's ids into j->ids[i]: its text tokenized as a completion's prompt
- * is (the tokenizer's special tokens around it), or its ids copied. */
-static snug_status input_ids(snug_server *s, embed_job *j, int i, snug_error *err)
+/* n ids (text of len bytes tokenized as a completion's prompt is, the
+ * tokenizer's special tokens around it, when ids is NULL) as input i's,
+ * into j->ids[i]. */
+static snug_status take_ids(snug_server *s, embed_job *j, int i, const char *text, size_t len, const int32_t *ids,
+                            size_t n, snug_error *err)
 {
-    const snug_api_prompt *p = &j->req.prompts[i];
-    const int32_t *ids = p->ids;
-    size_t n = (size_t)p->n_ids;
     snug_tok_encoder *enc = NULL;
     snug_status st = SNUG_OK;
-    if (p->text) {
+    if (!ids) {
         const snug_tokenizer *tok = snug_engine_tokenizer(s->e);
         snug_tok_encode_opts eo = {.add_special = true, .parse_special = true};
         if (!tok) return snug_errorf(err, SNUG_INVALID, "input[%d]: the model has no tokenizer: send token ids", i);
         st = snug_tok_encoder_create(tok, &enc, err);
-        if (st == SNUG_OK) st = snug_tok_encode(enc, p->text, p->text_len, &eo, &ids, &n, err);
+        if (st == SNUG_OK) st = snug_tok_encode(enc, text, len, &eo, &ids, &n, err);
         if (st == SNUG_OK && n == 0) st = snug_errorf(err, SNUG_INVALID, "input[%d]: no tokens", i);
     }
     if (st == SNUG_OK) j->ids[i] = snug_mem_alloc(SNUG_MEM_OTHER, n * sizeof(int32_t), err);
@@ -66,6 +72,13 @@ static snug_status input_ids(snug_server *s, embed_job *j, int i, snug_error *er
     }
     snug_tok_encoder_free(enc);
     return st;
+}
+
+/* Input i's ids: its text tokenized, or its ids. */
+static snug_status input_ids(snug_server *s, embed_job *j, int i, snug_error *err)
+{
+    const snug_api_prompt *p = &j->req.prompts[i];
+    return take_ids(s, j, i, p->text, p->text_len, p->ids, (size_t)p->n_ids, err);
 }
 
 /* Waits until every input's vector is in (or the engine failed, the
@@ -127,30 +140,159 @@ static void put_list(snug_server *s, const embed_job *j, int32_t h, snug_strbuf 
                        (long long)j->tokens);
 }
 
-/* Answers a failed step (as openai.c's completions are answered). */
-static enum MHD_Result failed(struct MHD_Connection *c, snug_status st, const snug_error *err)
+/* Answers a failed step (as openai.c's completions are answered); param
+ * names the list the inputs came in. */
+static enum MHD_Result failed(struct MHD_Connection *c, snug_status st, const snug_error *err, const char *param)
 {
     if (st == SNUG_NOMEM) return http_overloaded(c, err->msg[0] ? err->msg : "no memory for an embeddings job");
     if (st == SNUG_BUSY) return http_error(c, 429, "server_error", NULL, "queue_full", "%s", err->msg);
     bool long_one = strncmp(err->msg, "context_length_exceeded: ", 25) == 0;
-    return http_error(c, 400, "invalid_request_error", "input", long_one ? "context_length_exceeded" : NULL, "%s",
+    return http_error(c, 400, "invalid_request_error", param, long_one ? "context_length_exceeded" : NULL, "%s",
                       err->msg + (long_one ? 25 : 0));
 }
 
-enum MHD_Result embeddings_handle(snug_server *s, struct MHD_Connection *c, http_req *h)
+
+/* ---- rerank ------------------------------------------------------------------ */
+
+/* Qwen3-Reranker's prompt around an instruction, a query and a document. */
+static const char RERANK_PREFIX[] =
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
+    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n";
+static const char RERANK_SUFFIX[] = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+static const char RERANK_INSTRUCTION[] = "Given a web search query, retrieve relevant passages that answer the query";
+
+/* The one id text encodes into, or -1. */
+static int32_t one_token(const snug_tokenizer *tok, const char *text)
 {
-    if (!s->o.embeddings)
+    snug_tok_encoder *enc = NULL;
+    const int32_t *ids = NULL;
+    size_t n = 0;
+    snug_tok_encode_opts eo = {0};
+    int32_t id = -1;
+    if (tok && snug_tok_encoder_create(tok, &enc, NULL) == SNUG_OK &&
+        snug_tok_encode(enc, text, strlen(text), &eo, &ids, &n, NULL) == SNUG_OK && n == 1)
+        id = ids[0];
+    snug_tok_encoder_free(enc);
+    return id;
+}
+
+snug_status rerank_setup(snug_server *s, snug_error *err)
+{
+    const snug_tokenizer *tok = snug_engine_tokenizer(s->e);
+    const char *answers[2] = {s->o.rerank_yes ? s->o.rerank_yes : "yes", s->o.rerank_no ? s->o.rerank_no : "no"};
+    for (int k = 0; k < 2; k++) {
+        s->rerank_ids[k] = one_token(tok, answers[k]);
+        if (s->rerank_ids[k] < 0)
+            return snug_errorf(err, SNUG_INVALID, "--rerank: the answer '%s' is not one token of the model's "
+                               "tokenizer (a reranker scores with the logits of a yes and a no token; "
+                               "--rerank-tokens YES,NO names others)", answers[k]);
+    }
+    return SNUG_OK;
+}
+
+/* Document i's prompt, tokenized, into j->ids[i]. */
+static snug_status rerank_ids(snug_server *s, embed_job *j, int i, snug_error *err)
+{
+    const snug_api_request *q = &j->req;
+    const char *instr = q->instruction ? q->instruction : RERANK_INSTRUCTION;
+    snug_strbuf text = {0};
+    snug_strbuf_printf(&text, "%s<Instruct>: %s\n<Query>: ", RERANK_PREFIX, instr);
+    snug_strbuf_put(&text, q->query, q->query_len);
+    snug_strbuf_printf(&text, "\n<Document>: ");
+    snug_strbuf_put(&text, q->prompts[i].text, q->prompts[i].text_len);
+    snug_strbuf_printf(&text, "%s", RERANK_SUFFIX);
+    snug_status st = text.failed ? snug_errorf(err, SNUG_NOMEM, "no memory for a rerank prompt")
+                                 : take_ids(s, j, i, text.p, text.len, NULL, 0, err);
+    snug_strbuf_free(&text);
+    return st;
+}
+
+/* The probability of yes between yes and no, from their raw logits. */
+static double relevance(const float *yes_no) { return 1.0 / (1.0 + exp((double)yes_no[1] - (double)yes_no[0])); }
+
+/* A rerank's answer (Jina's and Cohere's shape, as vLLM and llama-server
+ * answer): the top_n documents, most relevant first (ties in their order),
+ * each with its index, relevance_score and (return_documents) its text. */
+static void put_results(snug_server *s, const embed_job *j, snug_strbuf *b)
+{
+    int *order = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j->n * sizeof *order, NULL);
+    if (!order) {
+        b->failed = true;
+        return;
+    }
+    for (int i = 0; i < j->n; i++) order[i] = i;
+    for (int i = 1; i < j->n; i++) { /* insertion: stable, and n is at most max_inputs */
+        int x = order[i], k = i;
+        double rx = relevance(j->vectors + (size_t)x * 2);
+        while (k > 0 && relevance(j->vectors + (size_t)order[k - 1] * 2) < rx) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = x;
+    }
+    snug_strbuf_printf(b, "{\"id\":\"rerank-%016llx\",\"model\":\"", (unsigned long long)(j->reqs[0].id ^ s->id_key));
+    snug_strbuf_json(b, s->o.model_name, strlen(s->o.model_name));
+    snug_strbuf_printf(b, "\",\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld},\"results\":[",
+                       (long long)j->tokens, (long long)j->tokens);
+    for (int r = 0; r < j->req.top_n; r++) {
+        int i = order[r];
+        snug_strbuf_printf(b, "%s{\"index\":%d,\"relevance_score\":%.9g", r ? "," : "", i,
+                           relevance(j->vectors + (size_t)i * 2));
+        if (j->req.return_documents) {
+            snug_strbuf_printf(b, ",\"document\":{\"text\":\"");
+            snug_strbuf_json(b, j->req.prompts[i].text, j->req.prompts[i].text_len);
+            snug_strbuf_printf(b, "\"}");
+        }
+        snug_strbuf_put(b, "}", 1);
+    }
+    snug_strbuf_printf(b, "]}");
+    snug_mem_free(order);
+}
+
+/* One input's request: an embedding (its vector, pooled as the model or
+ * --pooling says: the mean and the first token need every token computed,
+ * so they get a salt no cached block has), or a rerank's score of yes and
+ * no. */
+static void setup_request(snug_server *s, embed_job *j, int i, bool rerank, int32_t width)
+{
+    snug_request *r = &j->reqs[i];
+    r->n = 1;
+    snug_sampling_params_default(&r->sampling);
+    snug_stop_params_default(&r->stop);
+    if (rerank) {
+        r->score_ids = s->rerank_ids;
+        r->n_score_ids = 2;
+        r->scores = j->vectors + (size_t)i * 2;
+        return;
+    }
+    r->pooling = s->o.pooling != SNUG_POOL_NONE ? s->o.pooling : SNUG_POOL_LAST;
+    r->normalize = s->o.normalize;
+    r->embedding = j->vectors + (size_t)i * (size_t)width;
+    if (r->pooling != SNUG_POOL_LAST)
+        r->cache_salt = (atomic_fetch_add(&s->n_request_ids, 1) * 0x9E3779B97F4A7C15ull ^ s->id_key) | 1;
+}
+
+/* POST /v1/embeddings (rerank false) or /v1/rerank: the body parsed, one
+ * request per input submitted, all waited for, the answer. */
+static enum MHD_Result prompt_only(snug_server *s, struct MHD_Connection *c, http_req *h, bool rerank)
+{
+    if (!rerank && !s->o.embeddings)
         return http_error(c, 400, "invalid_request_error", NULL, "embeddings_disabled",
                           "this server does not embed: its model is not an embedding model (no "
                           "sentence-transformers pooling in its directory); start it with --embeddings to embed "
                           "with a chat model");
+    if (rerank && !s->o.rerank)
+        return http_error(c, 400, "invalid_request_error", NULL, "rerank_disabled",
+                          "this server does not rerank: its model was not started as a reranker; start a reranker "
+                          "that answers yes or no (Qwen3-Reranker) with --rerank (a classification head is not "
+                          "served)");
     embed_job j = {0};
     snug_api_error ae = {0};
     snug_error err = {0};
     enum MHD_Result ret;
-    int32_t hidden = snug_engine_hidden_size(s->e);
-    uint64_t salt = 0;
-    if (snug_api_parse(SNUG_API_EMBEDDINGS, h->body ? h->body : "", h->len, &s->limits, &j.req, &ae) != SNUG_OK) {
+    int32_t width = rerank ? 2 : snug_engine_hidden_size(s->e);
+    snug_api_kind kind = rerank ? SNUG_API_RERANK : SNUG_API_EMBEDDINGS;
+    if (snug_api_parse(kind, h->body ? h->body : "", h->len, &s->limits, &j.req, &ae) != SNUG_OK) {
         if (ae.status == 503) http_log_overloaded(ae.detail);
         return http_error(c, (unsigned)ae.status, ae.type, ae.param, ae.code, "%s", ae.message);
     }
@@ -159,35 +301,23 @@ enum MHD_Result embeddings_handle(snug_server *s, struct MHD_Connection *c, http
                          "The model `%s` does not exist; this server serves `%s`", j.req.model, s->o.model_name);
         goto done;
     }
-    if (j.req.dimensions && j.req.dimensions != hidden) {
+    if (j.req.dimensions && j.req.dimensions != width) {
         ret = http_error(c, 400, "invalid_request_error", "dimensions", NULL, "dimensions: the model's embeddings "
                          "have %d dimensions and it does not declare shortened ones (matryoshka): send %d or leave "
-                         "it out", hidden, hidden);
+                         "it out", width, width);
         goto done;
     }
     j.n = j.req.n_prompts;
     j.reqs = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * sizeof *j.reqs, &err);
     j.submitted = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * sizeof *j.submitted, &err);
     j.ids = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * sizeof *j.ids, &err);
-    j.vectors = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * (size_t)hidden * sizeof(float), &err);
+    j.vectors = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * (size_t)width * sizeof(float), &err);
     snug_status st = j.reqs && j.submitted && j.ids && j.vectors ? SNUG_OK : SNUG_NOMEM;
-    snug_pooling pool = s->o.pooling != SNUG_POOL_NONE ? s->o.pooling : SNUG_POOL_LAST;
     for (int i = 0; st == SNUG_OK && i < j.n; i++) {
-        snug_request *r = &j.reqs[i];
-        st = input_ids(s, &j, i, &err);
+        st = rerank ? rerank_ids(s, &j, i, &err) : input_ids(s, &j, i, &err);
         if (st != SNUG_OK) break;
-        r->n = 1;
-        snug_sampling_params_default(&r->sampling);
-        snug_stop_params_default(&r->stop);
-        r->pooling = pool;
-        r->normalize = s->o.normalize;
-        r->embedding = j.vectors + (size_t)i * (size_t)hidden;
-        /* the mean and the first token need every token computed: a salt no cached block has */
-        if (pool != SNUG_POOL_LAST) {
-            salt = atomic_fetch_add(&s->n_request_ids, 1) * 0x9E3779B97F4A7C15ull ^ s->id_key;
-            r->cache_salt = salt | 1;
-        }
-        st = snug_engine_submit(s->e, r, &err);
+        setup_request(s, &j, i, rerank, width);
+        st = snug_engine_submit(s->e, &j.reqs[i], &err);
         if (st == SNUG_OK) j.submitted[i] = true;
     }
     if (st == SNUG_BUSY && snug_engine_failed(s->e)) {
@@ -195,7 +325,7 @@ enum MHD_Result embeddings_handle(snug_server *s, struct MHD_Connection *c, http
         goto done;
     }
     if (st != SNUG_OK) {
-        ret = failed(c, st, &err);
+        ret = failed(c, st, &err, rerank ? "documents" : "input");
         goto done;
     }
     wait_all(s, c, &j);
@@ -207,10 +337,21 @@ enum MHD_Result embeddings_handle(snug_server *s, struct MHD_Connection *c, http
                          "the server is shutting down: the request was cut before it ended");
     } else {
         snug_strbuf b = {0};
-        put_list(s, &j, hidden, &b);
+        if (rerank) put_results(s, &j, &b);
+        else put_list(s, &j, width, &b);
         ret = http_send(c, MHD_HTTP_OK, &b, "application/json");
     }
 done:
     job_free(s, &j);
     return ret;
+}
+
+enum MHD_Result embeddings_handle(snug_server *s, struct MHD_Connection *c, http_req *h)
+{
+    return prompt_only(s, c, h, false);
+}
+
+enum MHD_Result rerank_handle(snug_server *s, struct MHD_Connection *c, http_req *h)
+{
+    return prompt_only(s, c, h, true);
 }

@@ -389,7 +389,7 @@ done:
 /* ---- routing ----------------------------------------------------------------- */
 
 typedef enum route {
-    R_NONE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_MESSAGES_COUNT, R_RESPONSES, R_EMBEDDINGS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_MESSAGES_COUNT, R_RESPONSES, R_EMBEDDINGS, R_RERANK, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE,
     R_RESET_PREFIX_CACHE, R_VERSION, R_MODEL, R_PAGE, R_MEMORY, R_TIMELINE, R_N
 } route;
 
@@ -400,6 +400,7 @@ static const struct {
     {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
     {"/v1/messages", "POST", R_MESSAGES},       {"/v1/messages/count_tokens", "POST", R_MESSAGES_COUNT},
     {"/v1/responses", "POST", R_RESPONSES},     {"/v1/embeddings", "POST", R_EMBEDDINGS},
+    {"/v1/rerank", "POST", R_RERANK},           {"/rerank", "POST", R_RERANK},
     {"/v1/models", "GET", R_MODELS},            {"/health", "GET", R_HEALTH},
     {"/metrics", "GET", R_METRICS},             {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},      {"/reset_prefix_cache", "POST", R_RESET_PREFIX_CACHE},
@@ -416,8 +417,9 @@ static void put_endpoint_requests(snug_server *s, snug_strbuf *b)
     snug_strbuf_printf(b, "# HELP snug_http_endpoint_requests_total HTTP requests admitted, by endpoint.\n"
                        "# TYPE snug_http_endpoint_requests_total counter\n");
     for (size_t i = 0; i < SNUG_ARRAY_LEN(g_routes); i++)
-        snug_strbuf_printf(b, "snug_http_endpoint_requests_total{endpoint=\"%s\"} %lld\n", g_routes[i].path,
-                           (long long)atomic_load(&s->endpoint_requests[g_routes[i].r]));
+        if (i == 0 || g_routes[i].r != g_routes[i - 1].r) /* (a route of two paths: under the first) */
+            snug_strbuf_printf(b, "snug_http_endpoint_requests_total{endpoint=\"%s\"} %lld\n", g_routes[i].path,
+                               (long long)atomic_load(&s->endpoint_requests[g_routes[i].r]));
     snug_strbuf_printf(b, "snug_http_endpoint_requests_total{endpoint=\"/v1/models/{id}\"} %lld\n",
                        (long long)atomic_load(&s->endpoint_requests[R_MODEL]));
 }
@@ -473,7 +475,8 @@ static bool authorized(const snug_server *s, struct MHD_Connection *c)
  * engine failed). */
 static bool generates(route r)
 {
-    return r == R_COMPLETIONS || r == R_CHAT || r == R_MESSAGES || r == R_RESPONSES || r == R_EMBEDDINGS;
+    return r == R_COMPLETIONS || r == R_CHAT || r == R_MESSAGES || r == R_RESPONSES || r == R_EMBEDDINGS ||
+           r == R_RERANK;
 }
 
 /* The API whose shapes route r answers in (its errors included). */
@@ -529,6 +532,7 @@ static enum MHD_Result answer(snug_server *s, struct MHD_Connection *c, http_req
     case R_MESSAGES_COUNT: return openai_handle(s, c, h, SNUG_API_MESSAGES_COUNT);
     case R_RESPONSES: return openai_handle(s, c, h, SNUG_API_RESPONSES_CREATE);
     case R_EMBEDDINGS: return embeddings_handle(s, c, h);
+    case R_RERANK: return rerank_handle(s, c, h);
     case R_MODELS: return get_models(s, c, NULL);
     case R_MODEL: return get_models(s, c, h->path + 11);
     case R_HEALTH: return get_health(s, c);
@@ -801,6 +805,13 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
     server_limits(s);
     server_reasoning(s);
     s->limits.think_budget = s->think_tags.n_force > 0; /* Anthropic's thinking.budget_tokens */
+    if (o->rerank) {
+        snug_status rst = rerank_setup(s, err);
+        if (rst != SNUG_OK) {
+            snug_mem_free(s);
+            return rst;
+        }
+    }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     const char *host = o->host ? o->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {

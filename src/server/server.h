@@ -68,6 +68,9 @@ typedef struct snug_server_opts {
                                     * model under --embeddings); false: it answers 400 */
     snug_pooling pooling;          /* how an embedding pools the prompt (NONE: LAST) */
     bool normalize;                /* embeddings scaled to length 1 */
+    bool rerank;                   /* POST /v1/rerank serves: the model is a reranker that
+                                    * answers yes or no (Qwen3-Reranker); false: a 400 */
+    const char *rerank_yes, *rerank_no; /* its answers' text, each one token; NULL: "yes", "no" */
 } snug_server_opts;
 
 typedef struct snug_server snug_server;

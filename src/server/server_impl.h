@@ -43,6 +43,7 @@ struct snug_server {
                                     * how chat replies are split; NULL: all content */
     snug_think_params think_tags;  /* think_format's tags as token ids and the close a budget
                                     * forces ("\n</think>\n\n"); n_force 0: no budget possible */
+    int32_t rerank_ids[2];         /* with o.rerank: the ids of its yes and no */
 };
 
 typedef struct openai_job openai_job;
@@ -118,6 +119,14 @@ void openai_job_free(openai_job *j);
 /* Answers POST /v1/embeddings for h's body (a 400 when the server does not
  * embed: opts.embeddings). */
 enum MHD_Result embeddings_handle(snug_server *s, struct MHD_Connection *c, http_req *h);
+
+/* Answers POST /v1/rerank and /rerank for h's body (a 400 when the server
+ * does not rerank: opts.rerank). */
+enum MHD_Result rerank_handle(snug_server *s, struct MHD_Connection *c, http_req *h);
+
+/* The ids of --rerank's yes and no into s->rerank_ids: each must be one
+ * token. Fails with SNUG_INVALID saying which is not. */
+snug_status rerank_setup(snug_server *s, snug_error *err);
 
 /* ---- page.c: the page at /, and what it reads -------------------------------------- */
 

@@ -986,6 +986,46 @@ else
     fail "the directory's mean pooling and --pooling last give different vectors" "$(head -c 200 "$tmp/embed-last.json")"
 fi
 
+# --- rerank: a model started as a reranker (--rerank; the bundled model answers with one-token
+# words, so --rerank-tokens the,a) scores each document by the probability of its yes between
+# yes and no after Qwen3-Reranker's prompt; a server that is not one says so ---
+pid=$main_pid url=$main_url
+bad "rerank without --rerank: 400 rerank_disabled" 400 null '"rerank_disabled"' /v1/rerank \
+    '{"query": "a dog", "documents": ["The dog ran."]}'
+"$snug" serve --port 0 --memory 256MiB --max-model-len 512 --rerank >"$tmp/rr.out" 2>"$tmp/rr.err"
+rc=$?
+if [[ $rc -ne 0 ]] && grep -q "the answer 'yes' is not one token" "$tmp/rr.err"; then
+    ok "--rerank with answers that are not one token each: the server does not start, and says why"
+else
+    fail "--rerank with answers that are not one token each" "exit $rc" "$(tail -2 "$tmp/rr.err")"
+fi
+start_server rerank --max-model-len 512 --rerank --rerank-tokens the,a
+docs='["The dog ran to the park.", "A cat sat.", {"text": "Lily played with her ball."}, "The dog barked."]'
+post /v1/rerank "{\"query\": \"a dog\", \"documents\": $docs}"
+cp "$tmp/body" "$tmp/rerank-all.json"
+post /rerank "{\"query\": \"a dog\", \"documents\": [\"A cat sat.\"], \"return_documents\": false}"
+cp "$tmp/body" "$tmp/rerank-one.json"
+post /v1/rerank "{\"query\": \"a dog\", \"documents\": $docs, \"top_n\": 2}"
+facts=$(jq -c -s '.[0].results as $r | {
+    sorted: ([$r[].relevance_score] == ([$r[].relevance_score] | sort | reverse)),
+    in01: ([$r[].relevance_score] | map(. > 0 and . < 1) | all),
+    perm: ([$r[].index] | sort == [0, 1, 2, 3]),
+    texts: ([$r[] | .document.text] == [$r[].index | ["The dog ran to the park.", "A cat sat.",
+        "Lily played with her ball.", "The dog barked."][.]]),
+    alone: ((.[1].results[0].relevance_score - ($r[] | select(.index == 1) | .relevance_score)) | fabs < 1e-6),
+    nodoc: (.[1].results[0] | has("document") | not),
+    top2: ([.[2].results[].index] == [$r[0:2][].index]), tokens: (.[0].usage.total_tokens > 0)}' \
+    "$tmp/rerank-all.json" "$tmp/rerank-one.json" "$tmp/body" 2>/dev/null)
+if jq -e 'all(.[]; .)' <<<"$facts" >/dev/null 2>&1; then
+    ok "rerank: every document scored in (0, 1), most relevant first, its text; alone as in a batch; top_n the first n; /rerank too"
+else
+    fail "rerank" "$facts" "$(head -c 600 "$tmp/rerank-all.json")"
+fi
+bad "rerank without a query: 400 naming it" 400 '"query"' null /v1/rerank '{"documents": ["a"]}'
+bad "rerank with no documents: 400 naming them" 400 '"documents"' null /v1/rerank '{"query": "q", "documents": []}'
+bad "rerank with an unknown field: 400 naming it" 400 '"texts"' null /v1/rerank '{"query": "q", "documents": ["a"], "texts": 1}'
+stop_server rerank TERM
+
 # --- SIGTERM, with a stream in flight: it is finished, then the server exits 0 ---
 pid=$main_pid url=$main_url
 : >"$tmp/draining"
