@@ -1114,6 +1114,47 @@ static snug_status oom_parse(void *ctx, snug_error *err)
 
 static void oom_free(void *ctx) { snug_api_request_free(&((oom_ctx *)ctx)->r); }
 
+/* Embeddings' and rerank's bodies: the inputs as completions' prompt
+ * shapes (texts, ids), documents as strings or {"text": ...}, the limits
+ * and every bad field named. */
+static void test_embeddings_and_rerank(void)
+{
+    snug_api_request r;
+    if (parses(SNUG_API_EMBEDDINGS, "{\"input\": [[1, 2], [3]], \"encoding_format\": \"base64\", \"dimensions\": 8}",
+               &r)) {
+        CHECK(r.kind == SNUG_API_EMBEDDINGS && r.n_prompts == 2 && r.prompts[1].n_ids == 1 && r.prompts[1].ids[0] == 3 &&
+                  r.base64 && r.dimensions == 8, "embeddings of two id lists, base64");
+        snug_api_request_free(&r);
+    }
+    if (parses(SNUG_API_RERANK, "{\"query\": \"q\", \"documents\": [\"a\", {\"text\": \"bc\"}], \"top_n\": 5}", &r)) {
+        CHECK(r.kind == SNUG_API_RERANK && r.n_prompts == 2 && r.prompts[1].text_len == 2 && r.query_len == 1 &&
+                  r.top_n == 2 && r.return_documents, "rerank: top_n at most the documents (%d)", r.top_n);
+        snug_api_request_free(&r);
+    }
+    static const bad_case bad[] = {
+        {SNUG_API_EMBEDDINGS, "{\"model\": \"m\"}", "input", "is required"},
+        {SNUG_API_EMBEDDINGS, "{\"input\": \"\"}", "input", "a non-empty string"},
+        {SNUG_API_EMBEDDINGS, "{\"input\": [\"a\", 1]}", "input[1]", "as input[0] is"},
+        {SNUG_API_EMBEDDINGS, "{\"input\": [99999]}", "input[0]", "a token id in [0, 1000)"},
+        {SNUG_API_EMBEDDINGS, "{\"input\": \"a\", \"encoding_format\": \"int8\"}", "encoding_format", "base64"},
+        {SNUG_API_EMBEDDINGS, "{\"input\": \"a\", \"dimensions\": 0}", "dimensions", "[1, "},
+        {SNUG_API_EMBEDDINGS, "{\"input\": \"a\", \"prompt\": \"b\"}", "prompt", "unknown field"},
+        {SNUG_API_RERANK, "{\"documents\": [\"a\"]}", "query", "a non-empty string"},
+        {SNUG_API_RERANK, "{\"query\": \"q\", \"documents\": \"a\"}", "documents", "a non-empty list"},
+        {SNUG_API_RERANK, "{\"query\": \"q\", \"documents\": [{\"text\": \"a\", \"title\": \"t\"}]}", "documents[0]",
+         "its text alone"},
+        {SNUG_API_RERANK, "{\"query\": \"q\", \"documents\": [1]}", "documents[0]", "a string"},
+        {SNUG_API_RERANK, "{\"query\": \"q\", \"documents\": [\"a\"], \"top_n\": 0}", "top_n", "[1, "},
+        {SNUG_API_RERANK, "{\"query\": \"q\", \"documents\": [\"a\"], \"texts\": []}", "texts", "unknown field"},
+    };
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(bad); i++) check_bad(bad[i].kind, bad[i].body, bad[i].param, bad[i].piece);
+    /* more inputs than the limit */
+    snug_api_limits l = limits();
+    l.max_inputs = 2;
+    const char *three = "{\"input\": [\"a\", \"b\", \"c\"]}";
+    check_bad_n(SNUG_API_EMBEDDINGS, three, strlen(three), &l, 400, "input", "at most 2");
+}
+
 static void test_oom(void)
 {
     size_t cap = 256 * 1024, n = 0;
@@ -1214,6 +1255,7 @@ int main(void)
     RUN(test_chat_reasoning_sent_back);
     RUN(test_anthropic_messages);
     RUN(test_responses);
+    RUN(test_embeddings_and_rerank);
     RUN(test_fields_refused);
     RUN(test_thinking_fields);
     RUN(test_structured);

@@ -241,18 +241,22 @@ static snug_status walk_prompt(const json_t *p, const char *field, int max, cons
     if (!json_is_string(first) && !json_is_array(first))
         return api_wrong(err, api_path(first_at, "%s[0]", field), "a string, a token id or a list of token ids",
                          first);
-    if (n > (size_t)max) return api_bad(err, field, "is a list of %zu; at most %d are accepted", n, max);
+    if (n > (size_t)max)
+        return api_bad(err, field, "is a list of %zu %s; at most %d are accepted", n,
+                       strcmp(field, "prompt") == 0 ? "prompts" : "inputs", max);
+    char what[96];
     for (size_t i = 0; i < n; i++) { /* texts, or lists of ids */
         const json_t *v = json_array_get(p, i);
         char at[64];
         api_path(at, "%s[%zu]", field, i);
         if (json_is_string(first)) {
-            if (!json_is_string(v) || json_string_length(v) == 0)
-                return api_wrong(err, at, "a non-empty string (as the first is)", v);
+            snprintf(what, sizeof what, "a non-empty string (as %s[0] is)", field);
+            if (!json_is_string(v) || json_string_length(v) == 0) return api_wrong(err, at, what, v);
             if (out)
                 out[i] = (snug_api_prompt){json_string_value(v), json_string_length(v), NULL, 0};
         } else {
-            if (!json_is_array(v)) return api_wrong(err, at, "a list of token ids (as the first is)", v);
+            snprintf(what, sizeof what, "a list of token ids (as %s[0] is)", field);
+            if (!json_is_array(v)) return api_wrong(err, at, what, v);
             snug_status st = read_ids(v, at, lim->n_vocab, ids ? ids + *n_ids : NULL, err);
             if (st != SNUG_OK) return st;
             if (out)

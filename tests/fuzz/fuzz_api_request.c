@@ -2,7 +2,7 @@
  * fuzz_api_request.c: fuzzes the request parser (snug_api_parse), each
  * input as a completions body, a chat completions body, Anthropic's
  * Messages and count_tokens bodies and a Responses body (the last three
- * read as the chat they mean).
+ * read as the chat they mean), an embeddings body and a rerank body.
  *
  * A failure must be a well-formed OpenAI error: SNUG_INVALID with status
  * 400 or 413 and type "invalid_request_error", or SNUG_NOMEM with 503,
@@ -75,10 +75,33 @@ static void require_messages(const json_t *msgs)
     snug_mem_free(text);
 }
 
+/* Checks a parsed embeddings or rerank request: its inputs (texts or ids
+ * in the vocabulary; a rerank's texts, possibly empty, and its query). */
+static void exercise_inputs(const snug_api_request *r, snug_api_kind kind)
+{
+    REQUIRE(r->kind == kind && r->root && !r->source && r->n == 1 && r->n_prompts >= 1 && r->prompts);
+    REQUIRE(r->n_prompts <= limits().max_inputs && r->dimensions >= 0);
+    for (int i = 0; i < r->n_prompts; i++) {
+        const snug_api_prompt *p = &r->prompts[i];
+        REQUIRE((p->text != NULL) != (p->ids != NULL));
+        if (p->text) REQUIRE(strlen(p->text) == p->text_len && snug_utf8_valid(p->text, p->text_len));
+        else
+            for (int64_t j = 0; j < p->n_ids; j++) REQUIRE(p->ids[j] >= 0 && p->ids[j] < N_VOCAB);
+        REQUIRE(kind == SNUG_API_RERANK ? p->text != NULL : (p->text ? p->text_len >= 1 : p->n_ids >= 1));
+    }
+    if (kind == SNUG_API_RERANK)
+        REQUIRE(r->query && r->query_len >= 1 && strlen(r->query) == r->query_len && r->top_n >= 1 &&
+                r->top_n <= r->n_prompts);
+}
+
 /* Checks every invariant of a parsed request (of the kind parsed: an
  * Anthropic one is a chat). */
 static void exercise(const snug_api_request *r, snug_api_kind parsed_as)
 {
+    if (parsed_as == SNUG_API_EMBEDDINGS || parsed_as == SNUG_API_RERANK) {
+        exercise_inputs(r, parsed_as);
+        return;
+    }
     snug_api_limits l = limits();
     snug_error err = {0};
     bool anthropic = parsed_as == SNUG_API_MESSAGES || parsed_as == SNUG_API_MESSAGES_COUNT;
@@ -218,7 +241,33 @@ static void check_responses(const fuzz_input *in, void *parsed)
     snug_api_request_free(parsed);
 }
 
+static snug_status parse_embeddings(const fuzz_input *in, void **parsed, snug_error *err)
+{
+    return parse_kind(SNUG_API_EMBEDDINGS, in, parsed, err);
+}
+
+static snug_status parse_rerank(const fuzz_input *in, void **parsed, snug_error *err)
+{
+    return parse_kind(SNUG_API_RERANK, in, parsed, err);
+}
+
+static void check_embeddings(const fuzz_input *in, void *parsed)
+{
+    (void)in;
+    exercise(parsed, SNUG_API_EMBEDDINGS);
+    snug_api_request_free(parsed);
+}
+
+static void check_rerank(const fuzz_input *in, void *parsed)
+{
+    (void)in;
+    exercise(parsed, SNUG_API_RERANK);
+    snug_api_request_free(parsed);
+}
+
 static const fuzz_target g_messages = {"fuzz/messages", false, parse_messages, check_messages};
+static const fuzz_target g_embeddings = {"fuzz/embeddings", false, parse_embeddings, check_embeddings};
+static const fuzz_target g_rerank = {"fuzz/rerank", false, parse_rerank, check_rerank};
 static const fuzz_target g_responses = {"fuzz/responses", false, parse_responses, check_responses};
 static const fuzz_target g_count = {"fuzz/count_tokens", false, parse_count, check_count};
 
@@ -229,5 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_drive(&g_messages, data, size);
     fuzz_drive(&g_count, data, size);
     fuzz_drive(&g_responses, data, size);
+    fuzz_drive(&g_embeddings, data, size);
+    fuzz_drive(&g_rerank, data, size);
     return 0;
 }
