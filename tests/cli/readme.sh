@@ -21,7 +21,8 @@
 #                        what a test run has not (a 1B model, minutes); counted as skipped
 # A block may hold several commands. `snug serve ... --port 8000` starts the server in the
 # background on a free port instead (its output is compared up to its "serving ... on" line)
-# and every later `localhost:8000` is sent to it; it is stopped at the end.
+# and every later `localhost:8000` is sent to it, until a later serve example stops it and
+# starts its own; the last is stopped at the end.
 #
 # Then claims of the README's prose that a test can check: the page's size, the version.
 # Usage: tests/cli/readme.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines, how many
@@ -141,7 +142,13 @@ run_example() {
     got="$tmp/ex/$n.got"
     cmd=${cmd//build\/snug/$build\/snug}
     if [[ $cmd =~ (^|[[:space:]/])snug\ serve ]]; then
-        # the server: on a free port, in the background, its output up to its serving line
+        # the server: on a free port, in the background, its output up to its serving line (a
+        # later serve example stops the one before: every localhost:8000 after it is its own)
+        if [[ -n $server_pid ]]; then
+            kill -TERM "$server_pid" 2>/dev/null
+            wait "$server_pid" 2>/dev/null
+            server_pid=
+        fi
         cmd=${cmd//--port 8000/--port 0}
         bash -c "exec $cmd" >"$tmp/server.out" 2>&1 &
         server_pid=$!
