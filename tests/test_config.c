@@ -439,6 +439,39 @@ static void test_kv_bytes(void)
     CHECK(snug_config_kv_bytes_per_token(&c, c.n_kv_heads, SNUG_DTYPE_F32) == 65536, "f32 doubles it");
 }
 
+/* A sequence classifier of a family (*ForSequenceClassification): its
+ * labels from num_labels, id2label's count or transformers' default of 2,
+ * its embedding standing in for the language-model head it has not; a
+ * count out of range and a family snug does not run are refused. */
+static void test_classifier(void)
+{
+    snug_error err = {0};
+    snug_model_config c;
+    static const char head[] = "{\"model_type\": \"qwen3\", \"architectures\": [\"Qwen3ForSequenceClassification\"], "
+                               "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, "
+                               "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 300, "
+                               "\"max_position_embeddings\": 512, \"tie_word_embeddings\": false";
+    char text[1024];
+    snprintf(text, sizeof text, "%s, \"num_labels\": 1}", head);
+    CHECK_OK(parse(text, &c, &err), &err);
+    CHECK(c.arch == SNUG_ARCH_QWEN3 && c.n_labels == 1 && c.tie_word_embeddings, "num_labels 1: %d labels, tied %d",
+          c.n_labels, c.tie_word_embeddings);
+    snprintf(text, sizeof text, "%s, \"id2label\": {\"0\": \"no\", \"1\": \"yes\", \"2\": \"maybe\"}}", head);
+    CHECK_OK(parse(text, &c, &err), &err);
+    CHECK(c.n_labels == 3, "id2label: %d labels", c.n_labels);
+    snprintf(text, sizeof text, "%s}", head);
+    CHECK_OK(parse(text, &c, &err), &err);
+    CHECK(c.n_labels == 2, "transformers' default: %d labels", c.n_labels);
+    snprintf(text, sizeof text, "%s, \"num_labels\": 0}", head);
+    CHECK_FAILS(parse(text, &c, &err), &err, SNUG_FORMAT, "field 'num_labels': expected 1 to 16 labels");
+    CHECK_OK(parse("{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, "
+                   "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                   "\"vocab_size\": 300, \"max_position_embeddings\": 512}", &c, &err), &err);
+    CHECK(c.n_labels == 0, "a language model has no labels");
+    CHECK_FAILS(parse("{\"architectures\": [\"BertForSequenceClassification\"]}", &c, &err), &err, SNUG_UNSUPPORTED,
+                "'BertForSequenceClassification' is not supported");
+}
+
 int main(void)
 {
     RUN(test_real_configs);
@@ -450,6 +483,7 @@ int main(void)
     RUN(test_limits_in_validate);
     RUN(test_round_trip);
     RUN(test_gemma3);
+    RUN(test_classifier);
     RUN(test_kv_bytes);
     return test_summary();
 }

@@ -593,6 +593,69 @@ out:
     snug_engine_close(e);
 }
 
+/* A classifier (tests/data/rerank-classifier: the bundled model with a
+ * head of one label, w[k] = 0.25 sin(k + 1)): its score of a prompt of 7
+ * tokens and one of 100 is the head times the float64 reference's final
+ * norm output of the last token; a model that is no classifier refuses
+ * the request. */
+static void test_classify(void)
+{
+    snug_error err = {0};
+    snug_engine *e = NULL, *plain = NULL;
+    snug_engine_opts o = opts(4, 0);
+    o.plan.kv_dtype = SNUG_DTYPE_F32;
+    CHECK_OK(snug_engine_open("tests/data/rerank-classifier", &o, &e, &err), &err);
+    ref_model *ref = ref_model_load(MODEL);
+    CHECK(ref != NULL, "reference model");
+    if (!e || !ref) goto out;
+    static int32_t ids[EMB_LONG];
+    static double hidden[EMB_LONG * 64];
+    for (int k = 0; k < EMB_LONG; k++) ids[k] = k == 0 ? 1 : 9 + k * 23 % 500;
+    for (int len = 7; len <= EMB_LONG; len += EMB_LONG - 7) {
+        snug_request r;
+        memset(&r, 0, sizeof r);
+        float vec[64], score = 0;
+        r.prompt = ids;
+        r.n_prompt = len;
+        r.n = 1;
+        snug_sampling_params_default(&r.sampling);
+        snug_stop_params_default(&r.stop);
+        r.pooling = SNUG_POOL_LAST;
+        r.embedding = vec;
+        r.classify = true;
+        r.scores = &score;
+        CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+        int32_t got[4];
+        snug_finish why = SNUG_FINISH_NONE;
+        CHECK(drain(e, &r, got, 4, &why) == 0 && why == SNUG_FINISH_POOLED, "a classification generates nothing");
+        snug_engine_release(e, &r);
+        if (ref_model_hidden(ref, ids, len, hidden) != 0) continue;
+        double want = 0;
+        for (int k = 0; k < 64; k++) want += 0.25 * sin(k + 1) * hidden[(size_t)(len - 1) * 64 + (size_t)k];
+        CHECK(fabs(want - score) < 1e-4 * fmax(1, fabs(want)), "%d tokens: score %.6f, the reference %.6f", len,
+              score, want);
+    }
+    /* a model that is no classifier */
+    CHECK_OK(snug_engine_open(MODEL, &o, &plain, &err), &err);
+    if (plain) {
+        snug_request r;
+        memset(&r, 0, sizeof r);
+        float vec[64], score;
+        r.prompt = ids;
+        r.n_prompt = 3;
+        r.n = 1;
+        r.pooling = SNUG_POOL_LAST;
+        r.embedding = vec;
+        r.classify = true;
+        r.scores = &score;
+        CHECK_FAILS(snug_engine_submit(plain, &r, &err), &err, SNUG_INVALID, "no classifier");
+    }
+out:
+    snug_engine_close(plain);
+    ref_model_free(ref);
+    snug_engine_close(e);
+}
+
 /* ---- a model whose windowed layers keep only their windows ------------------ */
 
 enum { WG_REQS = 24, WG_PREFIX = 40, WG_OUT = 30 };
@@ -1227,6 +1290,7 @@ int main(void)
     RUN(test_stress_within_plan);
     RUN(test_embeddings);
     RUN(test_scores);
+    RUN(test_classify);
     RUN(test_window_group_serving);
     RUN(test_all_windowed_serving);
     RUN(test_generate_chat_stream);

@@ -91,6 +91,9 @@ static void print_text(const inspect_report *r, bool tensors)
     if (fam->sandwich_norms) printf(", norms after attention and MLP");
     if (fam->act == SNUG_ACT_GELU_TANH) printf(", GELU (tanh)");
     printf("\n");
+    if (c->n_labels > 0)
+        printf("  a sequence classifier: %d label%s scored by score.weight from the last token (a reranker's "
+               "head; it does not generate)\n", c->n_labels, c->n_labels == 1 ? "" : "s");
     int32_t sliding = 0;
     for (int32_t l = 0; l < c->n_layers; l++) sliding += snug_config_layer_window(c, l) > 0;
     if (sliding > 0) {

@@ -456,6 +456,7 @@ static void end_pooled(snug_engine *e, int32_t i, int32_t pos)
     for (int32_t k = 0; k < h; k++) norm += (double)r->embedding[k] * r->embedding[k] * scale * scale;
     if (r->normalize && norm > 0) scale /= sqrt(norm);
     for (int32_t k = 0; k < h; k++) r->embedding[k] = (float)(r->embedding[k] * scale);
+    if (r->classify) snug_model_classify(e->at.model, r->embedding, r->scores, NULL); /* (checked at submit) */
     end_taken(q, pos);
 }
 
@@ -804,6 +805,8 @@ int32_t snug_engine_n_vocab(const snug_engine *e) { return e->at.config->vocab_s
 
 int32_t snug_engine_hidden_size(const snug_engine *e) { return e->at.config->hidden_size; }
 
+int32_t snug_engine_n_labels(const snug_engine *e) { return e->at.config->n_labels; }
+
 size_t snug_engine_text_bytes(const snug_engine *e)
 {
     return snug_stop_emit_bytes(e->at.serving->seqs[0].text_cap);
@@ -832,6 +835,11 @@ snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_
                                          r->pooling > SNUG_POOL_FIRST))
         return snug_errorf(err, SNUG_INVALID, "an embedding (pooling %d) takes n 1, no grammar and no prompt "
                            "log-probabilities, and a buffer for the vector", (int)r->pooling);
+    if (r->classify && (r->pooling != SNUG_POOL_LAST || r->normalize || !r->scores || r->score_ids ||
+                        e->at.config->n_labels < 1))
+        return snug_errorf(err, SNUG_INVALID, "classify: the model is %s; a score takes the last token's pooled "
+                           "vector, not normalized, and a buffer", e->at.config->n_labels < 1 ? "no classifier"
+                                                                                               : "a classifier");
     if (r->score_ids && (r->n != 1 || r->grammar || r->pooling != SNUG_POOL_NONE || !r->scores ||
                          r->n_score_ids < 1 || r->n_score_ids > SNUG_SCORE_IDS_MAX))
         return snug_errorf(err, SNUG_INVALID, "a score takes n 1, no grammar, no pooling, 1 to %d ids and a "

@@ -100,6 +100,8 @@ typedef struct snug_request {
                                      * n 1, no grammar, no pooling (a reranker's yes and no) */
     int32_t n_score_ids;
     float *scores;
+    bool classify;                  /* with pooling LAST, not normalized: a classifier's scores
+                                     * (config n_labels of them) of its pooled vector into scores */
     void (*notify)(void *ctx);
     void *notify_ctx;
     /* the engine's (read them only through the functions below) */
@@ -210,6 +212,10 @@ int32_t snug_engine_n_vocab(const snug_engine *e);
 
 /* The model's hidden size: an embedding's floats. */
 int32_t snug_engine_hidden_size(const snug_engine *e);
+
+/* A classifier's labels (config n_labels: a request may classify); 0 for a
+ * language model. */
+int32_t snug_engine_n_labels(const snug_engine *e);
 
 /* Checks r as snug_engine_submit does (the failures below: lengths, ids,
  * sampling and stop parameters, a grammar whose start a sequence's matcher

@@ -57,6 +57,20 @@ const char *snug_rope_type_name(snug_rope_type t)
     return "unknown";
 }
 
+/* A sequence classifier's labels: num_labels, or the count of id2label,
+ * else 2 (transformers' default); 1 to SNUG_MAX_LABELS. */
+static snug_status labels(const json_t *root, const char *name, int32_t *n, snug_error *err)
+{
+    const json_t *num = json_object_get(root, "num_labels"), *map = json_object_get(root, "id2label");
+    int64_t v = num && json_is_integer(num) ? json_integer_value(num) : json_is_object(map) ? (int64_t)json_object_size(map) : 2;
+    char d[96];
+    if ((num && !json_is_null(num) && !json_is_integer(num)) || v < 1 || v > SNUG_MAX_LABELS)
+        return snug_errorf(err, SNUG_FORMAT, "%s: field 'num_labels': expected 1 to %d labels, found %s", name,
+                           SNUG_MAX_LABELS, num ? snug_json_describe(num, d, sizeof d) : "that many in id2label");
+    *n = (int32_t)v;
+    return SNUG_OK;
+}
+
 static snug_status parse_arch(const json_t *root, const char *name, snug_model_config *cfg,
                               snug_error *err)
 {
@@ -76,6 +90,15 @@ static snug_status parse_arch(const json_t *root, const char *name, snug_model_c
                                snug_json_describe(archs, d, sizeof d));
         const char *a = json_string_value(json_array_get(archs, 0));
         by_arch = snug_arch_by_architecture(a);
+        static const char SEQ_CLS[] = "ForSequenceClassification";
+        size_t n = strlen(a), k = sizeof SEQ_CLS - 1;
+        if (!by_arch && n > k && n - k < 48 && strcmp(a + n - k, SEQ_CLS) == 0) { /* a classifier of a family */
+            char causal[64];
+            snprintf(causal, sizeof causal, "%.*sForCausalLM", (int)(n - k), a);
+            by_arch = snug_arch_by_architecture(causal);
+            if (by_arch) st = labels(root, name, &cfg->n_labels, err);
+            if (st != SNUG_OK) return st;
+        }
         char shown[SNUG_SHOWN_MAX];
         if (!by_arch)
             return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'architectures': '%s' is "
@@ -491,6 +514,9 @@ static snug_status parse_fields(const json_t *root, const char *name, const snug
     st = snug_json_get_bool(root, "tie_word_embeddings", name, false, &cfg->tie_word_embeddings,
                             NULL, err);
     if (st != SNUG_OK) return st;
+    /* a classifier has no language-model head (score.weight is its head): its embedding stands
+     * in, as a tied model's does, for logits nothing reads */
+    if (cfg->n_labels > 0) cfg->tie_word_embeddings = true;
     bool attention_bias = false, mlp_bias = false;
     st = snug_json_get_bool(root, "attention_bias", name, false, &attention_bias, NULL, err);
     if (st == SNUG_OK) st = snug_json_get_bool(root, "mlp_bias", name, false, &mlp_bias, NULL, err);

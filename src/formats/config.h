@@ -47,7 +47,7 @@ typedef struct snug_rope_scaling {
     float long_factor[SNUG_MAX_ROPE_FACTORS];  /* original_max_position_embeddings, beyond by these */
 } snug_rope_scaling;
 
-enum { SNUG_MAX_EOS_IDS = 8 };
+enum { SNUG_MAX_EOS_IDS = 8, SNUG_MAX_LABELS = 16 };
 
 typedef struct snug_model_config {
     snug_arch arch;
@@ -82,6 +82,11 @@ typedef struct snug_model_config {
     bool multimodal;              /* the text model of a multimodal checkpoint (config.json's
                                    * text_config of Gemma3ForConditionalGeneration): its tensors
                                    * under another prefix, a vision tower beside them */
+    int32_t n_labels;             /* a sequence classifier (config.json's
+                                   * *ForSequenceClassification: a reranker's head): its labels
+                                   * (num_labels, or id2label's count; 2 by default, as
+                                   * transformers has it), scored from the last token's final
+                                   * norm output by score.weight; 0: a causal language model */
     bool norm_plus_one;           /* each RMSNorm weight as held is w, the norm multiplying by
                                    * 1 + w (Gemma's Hugging Face checkpoints); the loader adds
                                    * the 1 (GGUF files hold the sum: false) */

@@ -76,6 +76,7 @@ struct snug_model {
     const void *embed;        /* (vocab_rows, hidden) row-major; NULL when tied */
     const void *final_norm;   /* (hidden) */
     matrix_parts lm_head;     /* (vocab_rows, hidden); also the embedding when tied */
+    matrix_parts score;       /* a classifier's head (n_labels, hidden); n 0 otherwise */
     layer_weights *layers;    /* [n_layers], category other */
     int32_t n_rot;            /* the dimensions of each head rope turns (the first n_rot) */
     float rope_mscale;        /* cos and sin are scaled by it: LongRoPE's attention factor, else 1 */
@@ -283,6 +284,7 @@ static snug_status bind_weights(snug_model *m, const snug_weights *w, snug_error
     if (!tied && !m->embed) missing = "embed_tokens";
     else if (!m->final_norm) missing = "norm";
     else if (!matrix(w, tied ? "embed_tokens" : "lm_head", 0, &m->lm_head)) missing = tied ? "embed_tokens" : "lm_head";
+    else if (m->cfg.n_labels > 0 && !matrix(w, "score", 0, &m->score)) missing = "score";
     for (int32_t l = 0; l < m->dims.n_layers && !missing; l++) {
         layer_weights *L = &m->layers[l];
         L->attn_norm = param(w, "layers.%d.input_layernorm", l);
@@ -822,5 +824,13 @@ snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step 
     if (rows > 0) logits_rows(m, step);
     *logits = m->buf.logits;
     *n_rows = rows;
+    return SNUG_OK;
+}
+
+snug_status snug_model_classify(snug_model *m, const float *hidden, float *scores, snug_error *err)
+{
+    if (m->cfg.n_labels < 1)
+        return snug_errorf(err, SNUG_INVALID, "the model is no classifier: it has no score head");
+    matmul(m, scores, hidden, 1, &m->score);
     return SNUG_OK;
 }

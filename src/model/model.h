@@ -175,4 +175,11 @@ typedef struct snug_step {
 snug_status snug_model_forward(snug_model *m, snug_kvcache *kv, const snug_step *step,
                                const float **logits, int32_t *n_rows, snug_error *err);
 
+/* A classifier's scores (config n_labels > 0): its score head times
+ * hidden (the final norm's output of a sequence's last token, hidden
+ * floats) into scores (n_labels). On the thread that runs m's steps,
+ * between steps. Fails with SNUG_INVALID for a model that is no
+ * classifier. */
+snug_status snug_model_classify(snug_model *m, const float *hidden, float *scores, snug_error *err);
+
 #endif /* SNUG_MODEL_H */

@@ -216,7 +216,7 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     const snug_arch_info *fam = snug_arch_get(cfg->arch);
     int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0) + (fam->qk_norm ? 2 : 0) +
                         (fam->sandwich_norms ? 2 : 0);
-    int32_t cap = 3 + per_layer * cfg->n_layers; /* n_layers <= SNUG_MAX_LAYERS */
+    int32_t cap = 4 + per_layer * cfg->n_layers; /* n_layers <= SNUG_MAX_LAYERS */
     t.params = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t.params, err);
     if (!t.params) return snug_error_prefix(err, SNUG_NOMEM, "parameter table: ");
     table_builder b = {&t, cap};
@@ -266,6 +266,11 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
         p = add_param(&b, SNUG_SHARD_VOCAB, -1, 2, v_held, h, "lm_head", 0);
         p->packed = true;
         add_source(p, 2, v, h, v_begin, v_len, 0, h, 0, "lm_head.weight", 0);
+    }
+    if (cfg->n_labels > 0) { /* a classifier's head: every rank's whole (rank 0 scores) */
+        p = add_param(&b, SNUG_SHARD_REPLICATED, -1, 2, cfg->n_labels, h, "score", 0);
+        p->packed = true;
+        add_source(p, 2, cfg->n_labels, h, 0, cfg->n_labels, 0, h, 0, "score.weight", 0);
     }
     *out = t;
     return SNUG_OK;

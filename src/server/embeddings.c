@@ -27,7 +27,10 @@ typedef struct embed_job {
     snug_request *reqs;            /* [n] */
     bool *submitted;
     int32_t **ids;                 /* [n] each input's ids (owned) */
-    float *vectors;                /* [n * hidden] embeddings, or [n * 2] a rerank's yes and no */
+    float *vectors;                /* [n * width] embeddings, a rerank's yes and no, or a
+                                    * classifier's scores */
+    float *hidden;                 /* a classifier's rerank: [n * hidden] the vectors scored */
+    int32_t width;
     int n;
     int n_pooled;                  /* inputs whose vector is in */
     int64_t tokens;
@@ -43,6 +46,7 @@ static void job_free(snug_server *s, embed_job *j)
     snug_mem_free(j->submitted);
     snug_mem_free(j->ids);
     snug_mem_free(j->vectors);
+    snug_mem_free(j->hidden);
     snug_api_request_free(&j->req);
 }
 
@@ -207,14 +211,26 @@ static snug_status rerank_ids(snug_server *s, embed_job *j, int i, snug_error *e
     return st;
 }
 
-/* The probability of yes between yes and no, from their raw logits. */
-static double relevance(const float *yes_no) { return 1.0 / (1.0 + exp((double)yes_no[1] - (double)yes_no[0])); }
+/* A document's relevance from its scores (width of them): the probability
+ * of yes between yes and no (their raw logits), a classifier's one label's
+ * sigmoid, or of its several labels' the probability of the second (label
+ * 1: relevant). */
+static double relevance(const float *s, int32_t width, bool classifier)
+{
+    if (!classifier) return 1.0 / (1.0 + exp((double)s[1] - (double)s[0]));
+    if (width == 1) return 1.0 / (1.0 + exp(-(double)s[0]));
+    double max = s[0], sum = 0;
+    for (int32_t k = 1; k < width; k++) max = fmax(max, s[k]);
+    for (int32_t k = 0; k < width; k++) sum += exp(s[k] - max);
+    return exp(s[1] - max) / sum;
+}
 
 /* A rerank's answer (Jina's and Cohere's shape, as vLLM and llama-server
  * answer): the top_n documents, most relevant first (ties in their order),
  * each with its index, relevance_score and (return_documents) its text. */
 static void put_results(snug_server *s, const embed_job *j, snug_strbuf *b)
 {
+    bool classifier = snug_engine_n_labels(s->e) > 0;
     int *order = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j->n * sizeof *order, NULL);
     if (!order) {
         b->failed = true;
@@ -223,8 +239,8 @@ static void put_results(snug_server *s, const embed_job *j, snug_strbuf *b)
     for (int i = 0; i < j->n; i++) order[i] = i;
     for (int i = 1; i < j->n; i++) { /* insertion: stable, and n is at most max_inputs */
         int x = order[i], k = i;
-        double rx = relevance(j->vectors + (size_t)x * 2);
-        while (k > 0 && relevance(j->vectors + (size_t)order[k - 1] * 2) < rx) {
+        double rx = relevance(j->vectors + (size_t)x * (size_t)j->width, j->width, classifier);
+        while (k > 0 && relevance(j->vectors + (size_t)order[k - 1] * (size_t)j->width, j->width, classifier) < rx) {
             order[k] = order[k - 1];
             k--;
         }
@@ -237,7 +253,7 @@ static void put_results(snug_server *s, const embed_job *j, snug_strbuf *b)
     for (int r = 0; r < j->req.top_n; r++) {
         int i = order[r];
         snug_strbuf_printf(b, "%s{\"index\":%d,\"relevance_score\":%.9g", r ? "," : "", i,
-                           relevance(j->vectors + (size_t)i * 2));
+                           relevance(j->vectors + (size_t)i * (size_t)j->width, j->width, classifier));
         if (j->req.return_documents) {
             snug_strbuf_printf(b, ",\"document\":{\"text\":\"");
             snug_strbuf_json(b, j->req.prompts[i].text, j->req.prompts[i].text_len);
@@ -259,6 +275,13 @@ static void setup_request(snug_server *s, embed_job *j, int i, bool rerank, int3
     r->n = 1;
     snug_sampling_params_default(&r->sampling);
     snug_stop_params_default(&r->stop);
+    if (rerank && j->hidden) { /* a classifier: its head's scores of the last token */
+        r->pooling = SNUG_POOL_LAST;
+        r->embedding = j->hidden + (size_t)i * (size_t)snug_engine_hidden_size(s->e);
+        r->classify = true;
+        r->scores = j->vectors + (size_t)i * (size_t)width;
+        return;
+    }
     if (rerank) {
         r->score_ids = s->rerank_ids;
         r->n_score_ids = 2;
@@ -281,16 +304,17 @@ static enum MHD_Result prompt_only(snug_server *s, struct MHD_Connection *c, htt
                           "this server does not embed: its model is not an embedding model (no "
                           "sentence-transformers pooling in its directory); start it with --embeddings to embed "
                           "with a chat model");
-    if (rerank && !s->o.rerank)
+    int32_t labels = snug_engine_n_labels(s->e);
+    if (rerank && !s->o.rerank && labels == 0)
         return http_error(c, 400, "invalid_request_error", NULL, "rerank_disabled",
-                          "this server does not rerank: its model was not started as a reranker; start a reranker "
-                          "that answers yes or no (Qwen3-Reranker) with --rerank (a classification head is not "
-                          "served)");
+                          "this server does not rerank: its model is no reranker; start a reranker that answers yes "
+                          "or no (Qwen3-Reranker) with --rerank; a sequence classifier (*ForSequenceClassification) "
+                          "reranks as it is");
     embed_job j = {0};
     snug_api_error ae = {0};
     snug_error err = {0};
     enum MHD_Result ret;
-    int32_t width = rerank ? 2 : snug_engine_hidden_size(s->e);
+    int32_t width = rerank ? (labels > 0 ? labels : 2) : snug_engine_hidden_size(s->e);
     snug_api_kind kind = rerank ? SNUG_API_RERANK : SNUG_API_EMBEDDINGS;
     if (snug_api_parse(kind, h->body ? h->body : "", h->len, &s->limits, &j.req, &ae) != SNUG_OK) {
         if (ae.status == 503) http_log_overloaded(ae.detail);
@@ -312,7 +336,11 @@ static enum MHD_Result prompt_only(snug_server *s, struct MHD_Connection *c, htt
     j.submitted = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * sizeof *j.submitted, &err);
     j.ids = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * sizeof *j.ids, &err);
     j.vectors = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * (size_t)width * sizeof(float), &err);
-    snug_status st = j.reqs && j.submitted && j.ids && j.vectors ? SNUG_OK : SNUG_NOMEM;
+    j.width = width;
+    bool classify = rerank && labels > 0;
+    if (classify)
+        j.hidden = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)j.n * (size_t)snug_engine_hidden_size(s->e) * sizeof(float), &err);
+    snug_status st = j.reqs && j.submitted && j.ids && j.vectors && (!classify || j.hidden) ? SNUG_OK : SNUG_NOMEM;
     for (int i = 0; st == SNUG_OK && i < j.n; i++) {
         st = rerank ? rerank_ids(s, &j, i, &err) : input_ids(s, &j, i, &err);
         if (st != SNUG_OK) break;

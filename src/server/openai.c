@@ -939,6 +939,10 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
         return http_error_in(c, d, (unsigned)ae.status, ae.type, ae.param, ae.code, "%s", ae.message);
     }
     kind = j->req.kind; /* (Anthropic's: a chat) */
+    if (snug_engine_n_labels(s->e) > 0 && !j->req.count_only)
+        return http_error_in(c, d, 400, "invalid_request_error", NULL, "model_does_not_generate",
+                             "the model is a sequence classifier (a reranker's head): it scores documents at "
+                             "POST /v1/rerank and does not generate text");
     if (j->req.model && strcmp(j->req.model, s->o.model_name) != 0)
         return http_error_in(c, d, 404, "invalid_request_error", "model", "model_not_found",
                              "The model `%s` does not exist; this server serves `%s`", j->req.model,

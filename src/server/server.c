@@ -805,7 +805,7 @@ snug_status snug_server_start(snug_engine *e, const snug_server_opts *o, snug_se
     server_limits(s);
     server_reasoning(s);
     s->limits.think_budget = s->think_tags.n_force > 0; /* Anthropic's thinking.budget_tokens */
-    if (o->rerank) {
+    if (o->rerank && snug_engine_n_labels(e) == 0) { /* (a classifier reranks with its head) */
         snug_status rst = rerank_setup(s, err);
         if (rst != SNUG_OK) {
             snug_mem_free(s);

@@ -1025,6 +1025,25 @@ bad "rerank without a query: 400 naming it" 400 '"query"' null /v1/rerank '{"doc
 bad "rerank with no documents: 400 naming them" 400 '"documents"' null /v1/rerank '{"query": "q", "documents": []}'
 bad "rerank with an unknown field: 400 naming it" 400 '"texts"' null /v1/rerank '{"query": "q", "documents": ["a"], "texts": 1}'
 stop_server rerank TERM
+# a sequence classifier (tests/data/rerank-classifier: a head of one label) reranks as it is, each
+# relevance the sigmoid of its score; it does not generate
+start_server classifier tests/data/rerank-classifier --max-model-len 512
+post /v1/rerank "{\"query\": \"a dog\", \"documents\": $docs}"
+cp "$tmp/body" "$tmp/cls-all.json"
+post /v1/rerank '{"query": "a dog", "documents": ["A cat sat."]}'
+facts=$(jq -c -s '.[0].results as $r | {n: ($r | length == 4),
+    sorted: ([$r[].relevance_score] == ([$r[].relevance_score] | sort | reverse)),
+    in01: ([$r[].relevance_score] | map(. > 0 and . < 1) | all),
+    alone: ((.[1].results[0].relevance_score - ($r[] | select(.index == 1) | .relevance_score)) | fabs < 1e-6)}' \
+    "$tmp/cls-all.json" "$tmp/body" 2>/dev/null)
+if jq -e 'all(.[]; .)' <<<"$facts" >/dev/null 2>&1; then
+    ok "a sequence classifier reranks without --rerank: scores in (0, 1), most relevant first, alone as in a batch"
+else
+    fail "a sequence classifier reranks" "$facts" "$(head -c 600 "$tmp/cls-all.json")"
+fi
+bad "a sequence classifier does not generate: 400 model_does_not_generate" 400 null '"model_does_not_generate"' \
+    /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}]}'
+stop_server classifier TERM
 
 # --- SIGTERM, with a stream in flight: it is finished, then the server exits 0 ---
 pid=$main_pid url=$main_url
