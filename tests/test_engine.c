@@ -444,6 +444,18 @@ static void test_stress_within_plan(void)
 
 enum { EMB_LONG = 100, EMB_MAX = 128 };
 
+/* A prompt-only request of the first len of ids (an embedding, a score, a
+ * classification: the caller sets which), with the defaults. */
+static void prompt_only_request(snug_request *r, const int32_t *ids, int len)
+{
+    memset(r, 0, sizeof *r);
+    r->prompt = ids;
+    r->n_prompt = len;
+    r->n = 1;
+    snug_sampling_params_default(&r->sampling);
+    snug_stop_params_default(&r->stop);
+}
+
 /* The float64 reference's embedding of ids (n of them): the final norm's
  * output pooled (the last token's, the mean, the first's) and scaled to
  * length 1 when normalize; into out (hidden values). */
@@ -498,12 +510,7 @@ static void test_embeddings(void)
                 greedy_request(&gen, 20);
                 CHECK_OK(snug_engine_submit(e, &gen, &err), &err);
                 for (int c = 0; c < 2; c++) {
-                    memset(&emb[c], 0, sizeof emb[c]);
-                    emb[c].prompt = ids;
-                    emb[c].n_prompt = len;
-                    emb[c].n = 1;
-                    snug_sampling_params_default(&emb[c].sampling);
-                    snug_stop_params_default(&emb[c].stop);
+                    prompt_only_request(&emb[c], ids, len);
                     emb[c].pooling = pools[pi];
                     emb[c].normalize = normalize;
                     emb[c].embedding = vec[c];
@@ -566,13 +573,8 @@ static void test_scores(void)
     static const int32_t want_ids[3] = {42, 7, 311};
     for (int len = 7; len <= EMB_LONG; len += EMB_LONG - 7) {
         snug_request r;
-        memset(&r, 0, sizeof r);
         float scores[3];
-        r.prompt = ids;
-        r.n_prompt = len;
-        r.n = 1;
-        snug_sampling_params_default(&r.sampling);
-        snug_stop_params_default(&r.stop);
+        prompt_only_request(&r, ids, len);
         r.score_ids = want_ids;
         r.n_score_ids = 3;
         r.scores = scores;
@@ -613,13 +615,8 @@ static void test_classify(void)
     for (int k = 0; k < EMB_LONG; k++) ids[k] = k == 0 ? 1 : 9 + k * 23 % 500;
     for (int len = 7; len <= EMB_LONG; len += EMB_LONG - 7) {
         snug_request r;
-        memset(&r, 0, sizeof r);
         float vec[64], score = 0;
-        r.prompt = ids;
-        r.n_prompt = len;
-        r.n = 1;
-        snug_sampling_params_default(&r.sampling);
-        snug_stop_params_default(&r.stop);
+        prompt_only_request(&r, ids, len);
         r.pooling = SNUG_POOL_LAST;
         r.embedding = vec;
         r.classify = true;
@@ -639,11 +636,8 @@ static void test_classify(void)
     CHECK_OK(snug_engine_open(MODEL, &o, &plain, &err), &err);
     if (plain) {
         snug_request r;
-        memset(&r, 0, sizeof r);
         float vec[64], score;
-        r.prompt = ids;
-        r.n_prompt = 3;
-        r.n = 1;
+        prompt_only_request(&r, ids, 3);
         r.pooling = SNUG_POOL_LAST;
         r.embedding = vec;
         r.classify = true;
