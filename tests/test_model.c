@@ -405,6 +405,34 @@ static void test_gemma3_like(void)
     check_against_reference("Gemma 3, linear rope scaling 4 (full layers)", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
 }
 
+/* A small Gemma 2: Gemma 3's shape without q/k norms and with one rope
+ * base, every other layer sliding (0 and 2 of 4) through a window of 5,
+ * attention scores soft-capped at 3 and logits at 2 (small caps, so that
+ * they bite on random weights; Gemma 2's own are 50 and 30). */
+static snug_model_config gemma2_config(void)
+{
+    snug_model_config c = small_config();
+    c.arch = SNUG_ARCH_GEMMA2, c.n_layers = 4, c.head_dim = 32, c.rms_norm_eps = 1e-6;
+    snprintf(c.architecture, sizeof c.architecture, "Gemma2ForCausalLM");
+    c.rope_theta = 10000.0, c.query_pre_attn_scalar = 24.0;
+    c.norm_plus_one = true, c.tie_word_embeddings = true, c.sliding_window = 5;
+    c.attn_softcap = 3.0, c.final_softcap = 2.0;
+    snug_config_set_sliding(&c, 2);
+    return c;
+}
+
+/* Gemma 2 against the reference, f32 and bf16 as the other families, with
+ * its soft-caps and without (over ranks: test_tensor_parallel). */
+static void test_gemma2_like(void)
+{
+    snug_model_config c = gemma2_config();
+    check_against_reference("Gemma 2 (window 5 on 2 of 4, soft-caps 3 and 2), f32", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32,
+                            1e-4);
+    check_against_reference("Gemma 2, bf16", &c, SNUG_DTYPE_BF16, SNUG_DTYPE_BF16, 2e-2);
+    c.attn_softcap = c.final_softcap = 0;
+    check_against_reference("Gemma 2 without soft-caps, f32", &c, SNUG_DTYPE_F32, SNUG_DTYPE_F32, 1e-4);
+}
+
 /* The model writer make_model uses (mkmodel, snug_config_to_json) writes
  * what makes a Gemma 3 as the reference reads it (layer_types,
  * rope_local_base_freq, query_pre_attn_scalar, hidden_activation,
@@ -929,6 +957,8 @@ static void test_tensor_parallel(void)
     tensor_parallel_case("Phi-3 (fused, LongRoPE)", c);
     c = gemma3_config();
     tensor_parallel_case("Gemma 3 (sandwich norms, windows, 2 bases)", c);
+    c = gemma2_config();
+    tensor_parallel_case("Gemma 2 (soft-caps, every other layer sliding)", c);
 }
 
 /* One [case] of tests/data/arch/greedy.txt: llama.cpp's run of a GGUF file
@@ -1064,10 +1094,11 @@ static bool logits_of(const char *path, const int32_t *tokens, int n, float *out
  * of the largest where rope_freqs stands for the llama3 formula. */
 static void test_hf_and_gguf(void)
 {
-    snug_model_config cs[5];
-    const char *what[5] = {"Llama, llama3 rope, q/k rows interleaved", "Qwen2, biases, tied", "Qwen3, q/k norms",
-                           "Phi-3, fused, rope on 8 of 16, LongRoPE", "Gemma 3, window 5 on 2 of 3, 1 + w norms"};
-    for (int k = 0; k < 5; k++) cs[k] = small_config();
+    snug_model_config cs[6];
+    const char *what[6] = {"Llama, llama3 rope, q/k rows interleaved", "Qwen2, biases, tied", "Qwen3, q/k norms",
+                           "Phi-3, fused, rope on 8 of 16, LongRoPE", "Gemma 3, window 5 on 2 of 3, 1 + w norms",
+                           "Gemma 2, soft-caps 3 and 2 as keys"};
+    for (int k = 0; k < 6; k++) cs[k] = small_config();
     cs[0].rope_scaling = (snug_rope_scaling){.type = SNUG_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1,
                                              .high_freq_factor = 4, .original_max_position_embeddings = 64};
     cs[1].arch = SNUG_ARCH_QWEN2, cs[1].qkv_bias = true, cs[1].tie_word_embeddings = true;
@@ -1082,10 +1113,12 @@ static void test_hf_and_gguf(void)
     gm->sliding_window = 5, gm->rope_theta = 1e6, gm->rope_local_theta = 1e4, gm->query_pre_attn_scalar = 24;
     gm->norm_plus_one = true;
     snug_config_set_sliding(gm, 3);
+    cs[5] = gemma2_config();
+    cs[5].query_pre_attn_scalar = 32; /* (GGUF has no key for it: llama.cpp takes head_dim) */
     enum { N = 24 };
     int32_t tokens[N];
     fill_tokens(tokens, N, cs[0].vocab_size, 5);
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 6; k++) {
         snug_model_config *c = &cs[k];
         snprintf(c->architecture, sizeof c->architecture, "%s", snug_arch_get(c->arch)->architecture);
         snug_error err = {0};
@@ -1320,6 +1353,7 @@ int main(void)
     RUN(test_phi3_like);
     RUN(test_gemma3_like);
     RUN(test_gemma3_writer);
+    RUN(test_gemma2_like);
     RUN(test_sliding_window);
     RUN(test_batch_chunks_blocks);
     RUN(test_arena_and_bad_steps);

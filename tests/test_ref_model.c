@@ -1179,9 +1179,13 @@ static void test_gemma3_config(void)
           "null window: %d, layers 0 3 4 7 sliding %d %d %d %d", c.sliding_window, (int)c.layer_sliding[0],
           (int)c.layer_sliding[3], (int)c.layer_sliding[4], (int)c.layer_sliding[7]);
 
+    /* soft-caps, as transformers' Gemma 3 applies them when set */
+    snprintf(text, sizeof text, base, ", \"final_logit_softcapping\": 30.0, \"attn_logit_softcapping\": 50.0");
+    CHECK(load_config_text(text, &c) == 0 && c.final_softcap == 30.0 && c.attn_softcap == 50.0,
+          "gemma3 soft-caps: %g %g", c.final_softcap, c.attn_softcap);
     static const char *const bad[] = {
-        ", \"final_logit_softcapping\": 30.0",
-        ", \"attn_logit_softcapping\": 50.0",
+        ", \"final_logit_softcapping\": 0",
+        ", \"attn_logit_softcapping\": \"50\"",
         ", \"hidden_activation\": \"gelu\"",
         ", \"use_bidirectional_attention\": true",
         ", \"layer_types\": [\"sliding_attention\", \"full_attention\"]",

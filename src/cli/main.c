@@ -46,7 +46,7 @@ static const char g_usage[] =
     "        [--tokenizer DIR | --no-tokenizer] OUTDIR\n"
     "        write a model directory with seeded random weights at a real model's shapes\n"
     "        (presets: tiny, llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, qwen3-1.7b, phi-3-mini,\n"
-    "         gemma3-1b, gemma3-4b, mistral-7b)\n"
+    "         gemma3-1b, gemma3-4b, gemma2-2b, mistral-7b)\n"
     "  convert llama2c MODEL.bin OUTDIR [--tokenizer TOKENIZER.bin]\n"
     "  convert gguf MODEL.gguf OUTDIR\n"
     "  convert tokenizer PATH OUTDIR\n"

@@ -86,6 +86,15 @@ snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_er
         c.sliding_window = small ? 512 : 1024, c.query_pre_attn_scalar = 256.0, c.norm_plus_one = true;
         snug_config_set_sliding(&c, 6);
         c.bos_token_id = 2, c.n_eos = 2, c.eos_token_ids[0] = 1, c.eos_token_ids[1] = 106;
+    } else if (strcmp(name, "gemma2-2b") == 0) { /* gemma-2-2b-it */
+        c.arch = SNUG_ARCH_GEMMA2;
+        c.hidden_size = 2304, c.intermediate_size = 9216, c.n_layers = 26, c.n_heads = 8, c.n_kv_heads = 4;
+        c.head_dim = 256, c.vocab_size = 256000, c.max_position_embeddings = 8192;
+        c.rms_norm_eps = 1e-6, c.rope_theta = 10000.0, c.tie_word_embeddings = true;
+        c.sliding_window = 4096, c.query_pre_attn_scalar = 256.0, c.norm_plus_one = true;
+        c.attn_softcap = 50.0, c.final_softcap = 30.0;
+        snug_config_set_sliding(&c, 2);
+        c.bos_token_id = 2, c.n_eos = 2, c.eos_token_ids[0] = 1, c.eos_token_ids[1] = 107;
     } else if (strcmp(name, "mistral-7b") == 0) { /* v0.3 */
         c.arch = SNUG_ARCH_MISTRAL;
         c.hidden_size = 4096, c.intermediate_size = 14336, c.n_layers = 32, c.n_heads = 32;
@@ -94,7 +103,7 @@ snug_status snug_preset_config(const char *name, snug_model_config *cfg, snug_er
     } else {
         return snug_errorf(err, SNUG_INVALID, "unknown preset '%s'; presets: tiny, "
                            "llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2-0.5b, qwen3-1.7b, phi-3-mini, "
-                           "gemma3-1b, gemma3-4b, mistral-7b", name);
+                           "gemma3-1b, gemma3-4b, gemma2-2b, mistral-7b", name);
     }
     snprintf(c.architecture, sizeof c.architecture, "%s", snug_arch_get(c.arch)->architecture);
     if (c.head_dim == 0) c.head_dim = c.hidden_size / c.n_heads;

@@ -19,7 +19,11 @@ static const snug_arch_info g_families[] = {
     {.arch = SNUG_ARCH_GEMMA3, .architecture = "Gemma3ForCausalLM", .model_type = "gemma3_text", .gguf = "gemma3",
      .qk_norm = true, .window = SNUG_WINDOW_PATTERN, .act = SNUG_ACT_GELU_TANH,
      .sandwich_norms = true, .norm_plus_one = true, .embed_scale = true, .local_rope = true,
-     .config_defaults = true, .multimodal = "Gemma3ForConditionalGeneration", .multimodal_type = "gemma3"},
+     .config_defaults = true, .multimodal = "Gemma3ForConditionalGeneration", .multimodal_type = "gemma3",
+     .window_pattern = 6, .softcap = true},
+    {.arch = SNUG_ARCH_GEMMA2, .architecture = "Gemma2ForCausalLM", .model_type = "gemma2", .gguf = "gemma2",
+     .window = SNUG_WINDOW_PATTERN, .act = SNUG_ACT_GELU_TANH, .sandwich_norms = true, .norm_plus_one = true,
+     .embed_scale = true, .config_defaults = true, .window_pattern = 2, .softcap = true},
 };
 
 const snug_arch_info *snug_arch_get(snug_arch arch)

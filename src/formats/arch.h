@@ -18,7 +18,8 @@ typedef enum snug_arch {
     SNUG_ARCH_QWEN2 = 2,
     SNUG_ARCH_QWEN3 = 3,
     SNUG_ARCH_PHI3 = 4,
-    SNUG_ARCH_GEMMA3 = 5
+    SNUG_ARCH_GEMMA3 = 5,
+    SNUG_ARCH_GEMMA2 = 6
 } snug_arch;
 
 /* Which layers attend through a sliding window when config.json gives one. */
@@ -65,7 +66,12 @@ typedef struct snug_arch_info {
     bool local_rope;            /* sliding layers rotate with a base of their own
                                  * (rope_local_base_freq; GGUF rope.freq_base_swa) */
     bool config_defaults;       /* config.json may leave sizes out: transformers' config class
-                                 * gives them (Gemma3TextConfig's) */
+                                 * gives them (Gemma3TextConfig's, Gemma2Config's) */
+    int32_t window_pattern;     /* SNUG_WINDOW_PATTERN's default: every n-th layer full (Gemma 3:
+                                 * 6; Gemma 2: 2, the even layers sliding) */
+    bool softcap;               /* attention scores and final logits may be soft-capped
+                                 * (attn_logit_softcapping, final_logit_softcapping: Gemma 2 by
+                                 * default 50 and 30) */
     const char *multimodal;     /* the "architectures" name of the family's image-and-text
                                  * checkpoints, whose text model snug runs (text_config, the
                                  * language_model tensors); NULL: none */

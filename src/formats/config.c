@@ -326,23 +326,33 @@ static snug_status parse_layer_types(const json_t *root, const char *name, snug_
     return SNUG_OK;
 }
 
-/* Gemma 3's fields: which layers slide (layer_types, else
- * sliding_window_pattern, default 6; sliding_window 4096 when absent, as
- * transformers' Gemma3TextConfig), the sliding layers' rope base
- * (rope_local_base_freq, default 10000), query_pre_attn_scalar (default
- * 256); the soft-capping of Gemma 2 and bidirectional attention refused. */
+/* A soft-cap field of Gemma's: absent, the family's default (Gemma 2: 50
+ * and 30; Gemma 3: none); null, none; else a number above 0. */
+static snug_status softcap(const json_t *root, const char *key, const char *name, double dflt, double *out,
+                           snug_error *err)
+{
+    const json_t *v = json_object_get(root, key);
+    *out = !v ? dflt : 0;
+    if (!v || json_is_null(v)) return SNUG_OK;
+    return snug_json_get_real(root, key, name, false, 1e-6, 1e9, out, NULL, err);
+}
+
+/* Gemma's fields (3, and 2): which layers slide (layer_types, else
+ * sliding_window_pattern, default the family's: 6, 2; sliding_window 4096
+ * when absent, as transformers' configs), the sliding layers' rope base
+ * (Gemma 3's rope_local_base_freq, default 10000; Gemma 2's layers share
+ * rope_theta), query_pre_attn_scalar (default 256), the soft-caps;
+ * bidirectional attention refused. */
 static snug_status parse_gemma_fields(const json_t *root, const char *name, snug_model_config *cfg, snug_error *err)
 {
-    static const char *const refused[] = {"final_logit_softcapping", "attn_logit_softcapping"};
-    char d[96];
-    for (size_t i = 0; i < SNUG_ARRAY_LEN(refused); i++) {
-        const json_t *v = json_object_get(root, refused[i]);
-        if (v && !json_is_null(v))
-            return snug_errorf(err, SNUG_UNSUPPORTED, "%s: field '%s': soft-capping is not supported; expected null, "
-                               "found %s", name, refused[i], snug_json_describe(v, d, sizeof d));
-    }
+    const snug_arch_info *fam = snug_arch_get(cfg->arch);
+    bool gemma2 = cfg->arch == SNUG_ARCH_GEMMA2;
+    snug_status st = softcap(root, "attn_logit_softcapping", name, gemma2 ? 50.0 : 0, &cfg->attn_softcap, err);
+    if (st == SNUG_OK)
+        st = softcap(root, "final_logit_softcapping", name, gemma2 ? 30.0 : 0, &cfg->final_softcap, err);
+    if (st != SNUG_OK) return st;
     bool bidirectional = false;
-    snug_status st = snug_json_get_bool(root, "use_bidirectional_attention", name, false, &bidirectional, NULL, err);
+    st = snug_json_get_bool(root, "use_bidirectional_attention", name, false, &bidirectional, NULL, err);
     if (st == SNUG_OK && bidirectional)
         st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: field 'use_bidirectional_attention': only causal attention is "
                          "supported; expected false", name);
@@ -355,7 +365,7 @@ static snug_status parse_gemma_fields(const json_t *root, const char *name, snug
     st = parse_layer_types(root, name, cfg, &has_types, err);
     if (st != SNUG_OK) return st;
     if (!has_types) {
-        int32_t pattern = 6;
+        int32_t pattern = fam->window_pattern;
         st = get_i32(root, "sliding_window_pattern", name, false, 1, SNUG_MAX_LAYERS, &pattern, NULL, err);
         if (st != SNUG_OK) return st;
         snug_config_set_sliding(cfg, pattern);
@@ -365,8 +375,10 @@ static snug_status parse_gemma_fields(const json_t *root, const char *name, snug
     if (cfg->sliding_window == 0 && any_sliding) /* (transformers refuses it too: its local rope would still turn) */
         return snug_errorf(err, SNUG_FORMAT, "%s: field 'sliding_window': null, but layers are sliding_attention; "
                            "expected the window's length", name);
-    cfg->rope_local_theta = 10000.0;
-    st = snug_json_get_real(root, "rope_local_base_freq", name, false, 1e-6, 1e15, &cfg->rope_local_theta, NULL, err);
+    cfg->rope_local_theta = fam->local_rope ? 10000.0 : 0;
+    if (fam->local_rope)
+        st = snug_json_get_real(root, "rope_local_base_freq", name, false, 1e-6, 1e15, &cfg->rope_local_theta, NULL,
+                                err);
     if (st != SNUG_OK) return st;
     cfg->query_pre_attn_scalar = 256.0;
     return snug_json_get_real(root, "query_pre_attn_scalar", name, false, 1e-6, 1e9, &cfg->query_pre_attn_scalar,
@@ -402,6 +414,13 @@ static snug_status parse_dtype(const json_t *root, const char *name, snug_model_
  * whose sizes config.json must give. */
 static bool family_defaults(snug_arch arch, snug_model_config *cfg)
 {
+    if (arch == SNUG_ARCH_GEMMA2) { /* Gemma2Config's (gemma-2-2b's sizes) */
+        cfg->vocab_size = 256000, cfg->hidden_size = 2304, cfg->intermediate_size = 9216, cfg->n_layers = 26;
+        cfg->n_heads = 8, cfg->n_kv_heads = 4, cfg->head_dim = 256, cfg->max_position_embeddings = 8192;
+        cfg->rms_norm_eps = 1e-6, cfg->rope_theta = 10000.0, cfg->tie_word_embeddings = true;
+        cfg->bos_token_id = 2, cfg->n_eos = 1, cfg->eos_token_ids[0] = 1;
+        return true;
+    }
     if (arch != SNUG_ARCH_GEMMA3) return false;
     /* Gemma3TextConfig's defaults (Gemma 3 4B's text_config leaves heads and more out) */
     cfg->vocab_size = 262208, cfg->hidden_size = 2304, cfg->intermediate_size = 9216, cfg->n_layers = 26;
@@ -812,6 +831,10 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
     }
     if (ok && fam->local_rope) ok = put(o, "rope_local_base_freq", json_real(cfg->rope_local_theta));
     if (ok && cfg->query_pre_attn_scalar > 0) ok = put(o, "query_pre_attn_scalar", json_real(cfg->query_pre_attn_scalar));
+    if (ok && fam->softcap) { /* (null for none: absent would be Gemma 2's default) */
+        ok = put(o, "attn_logit_softcapping", cfg->attn_softcap > 0 ? json_real(cfg->attn_softcap) : json_null());
+        if (ok) ok = put(o, "final_logit_softcapping", cfg->final_softcap > 0 ? json_real(cfg->final_softcap) : json_null());
+    }
     if (!ok) {
         json_decref(o);
         return NULL;

@@ -79,6 +79,9 @@ typedef struct snug_model_config {
     double rope_local_theta;      /* the sliding layers' rope base, unscaled (Gemma 3's
                                    * rope_local_base_freq); 0: rope_theta and rope_scaling */
     double query_pre_attn_scalar; /* attention scores are q.k / sqrt(this) (Gemma); 0: head_dim */
+    double attn_softcap;          /* > 0: each attention score s becomes c tanh(s / c) (Gemma 2's
+                                   * attn_logit_softcapping); 0: none */
+    double final_softcap;         /* > 0: each logit, likewise (final_logit_softcapping) */
     bool multimodal;              /* the text model of a multimodal checkpoint (config.json's
                                    * text_config of Gemma3ForConditionalGeneration): its tensors
                                    * under another prefix, a vision tower beside them */

@@ -266,20 +266,24 @@ static snug_status read_rope(const snug_gguf_file *g, const snug_arch_info *fam,
 }
 
 /* The sliding window of a family whose layers slide in a pattern (Gemma
- * 3), as llama.cpp reads it: {arch}.attention.sliding_window (required),
- * {arch}.attention.sliding_window_pattern (every that many-th layer
- * attends to all; 6 when absent), the sliding layers' rope base
- * {arch}.rope.freq_base_swa (10000 when absent, unscaled), and the query
- * scale llama.cpp gives gemma3 files (snug_gguf_query_pre_attn_scalar). */
+ * 3 and 2), as llama.cpp reads it: {arch}.attention.sliding_window
+ * (required), {arch}.attention.sliding_window_pattern (every that many-th
+ * layer attends to all; the family's 6 or 2 when absent), Gemma 3's
+ * sliding layers' rope base {arch}.rope.freq_base_swa (10000 when absent,
+ * unscaled), Gemma 2's soft-caps, and the query scale llama.cpp gives
+ * these files (snug_gguf_query_pre_attn_scalar). */
 static snug_status read_window(const snug_gguf_file *g, const snug_arch_info *fam, snug_model_config *c,
                                snug_error *err)
 {
     const char *a = fam->gguf;
-    int64_t window = 0, pattern = 6;
+    int64_t window = 0, pattern = fam->window_pattern;
     snug_status st = arch_int(g, a, "attention.sliding_window", true, 1, (int64_t)1 << 28, &window, err);
     if (st == SNUG_OK) st = arch_int(g, a, "attention.sliding_window_pattern", false, 1, SNUG_MAX_LAYERS, &pattern, err);
-    c->rope_local_theta = 10000.0;
-    if (st == SNUG_OK) st = arch_float(g, a, "rope.freq_base_swa", 1e-6, 1e15, &c->rope_local_theta, err);
+    c->rope_local_theta = fam->local_rope ? 10000.0 : 0;
+    if (st == SNUG_OK && fam->local_rope) st = arch_float(g, a, "rope.freq_base_swa", 1e-6, 1e15, &c->rope_local_theta, err);
+    /* Gemma 2's soft-caps ({arch}.attn_logit_softcapping, .final_logit_softcapping: 0 when absent) */
+    if (st == SNUG_OK && fam->softcap) st = arch_float(g, a, "attn_logit_softcapping", 0, 1e9, &c->attn_softcap, err);
+    if (st == SNUG_OK && fam->softcap) st = arch_float(g, a, "final_logit_softcapping", 0, 1e9, &c->final_softcap, err);
     if (st != SNUG_OK) return st;
     c->sliding_window = window;
     snug_config_set_sliding(c, (int32_t)pattern);
@@ -289,8 +293,8 @@ static snug_status read_window(const snug_gguf_file *g, const snug_arch_info *fa
 
 double snug_gguf_query_pre_attn_scalar(const snug_model_config *c)
 {
-    return c->n_layers == 62 && c->hidden_size % c->n_heads == 0 ? (double)(c->hidden_size / c->n_heads)
-                                                                 : (double)c->head_dim;
+    bool big = (c->arch == SNUG_ARCH_GEMMA3 && c->n_layers == 62) || (c->arch == SNUG_ARCH_GEMMA2 && c->n_layers == 46);
+    return big && c->hidden_size % c->n_heads == 0 ? (double)(c->hidden_size / c->n_heads) : (double)c->head_dim;
 }
 
 snug_status snug_gguf_model_config(const snug_gguf_file *g, snug_model_config *c, snug_error *err)
@@ -380,8 +384,12 @@ void snug_gguf_model_keys(snug_gguf_header *h, const snug_model_config *c, uint3
         snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.sliding_window"), (uint32_t)c->sliding_window);
         snug_gguf_put_u32(h, arch_key(k, sizeof k, a, "attention.sliding_window_pattern"),
                           (uint32_t)snug_config_sliding_pattern(c));
-        snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "rope.freq_base_swa"), (float)c->rope_local_theta);
+        if (snug_arch_get(c->arch)->local_rope)
+            snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "rope.freq_base_swa"), (float)c->rope_local_theta);
     }
+    if (c->attn_softcap > 0) snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "attn_logit_softcapping"), (float)c->attn_softcap);
+    if (c->final_softcap > 0)
+        snug_gguf_put_f32(h, arch_key(k, sizeof k, a, "final_logit_softcapping"), (float)c->final_softcap);
     if (c->bos_token_id >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_token_id);
     if (c->n_eos > 0) snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_token_ids[0]);
 }

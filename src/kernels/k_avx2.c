@@ -526,9 +526,18 @@ T_AVX2_INL const float *kv_f32(const void *base, snug_dtype dt, int64_t i, int32
  * tile live in small arrays. */
 enum { ATT_QROWS = 32, ATT_HD_MAX = 128 };
 
+/* cap tanh(s / cap), as cap (2 / (1 + e^(-2 s / cap)) - 1) (exp8 clamps
+ * the far ends: -cap and cap come out). */
+T_AVX2_INL __m256 softcap8(__m256 s, float cap)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), c = _mm256_set1_ps(cap);
+    __m256 e = exp8(_mm256_mul_ps(s, _mm256_set1_ps(-2.0f / cap)));
+    return _mm256_mul_ps(c, _mm256_sub_ps(_mm256_div_ps(two, _mm256_add_ps(one, e)), one));
+}
+
 /* Scores of one query vector against the chunk: s[c] for keys 8c..8c+7,
- * times scale, -inf outside [lo, hi). */
-T_AVX2_INL void att_scores(const float *q, const float *kt, int32_t hd, float scale, int32_t lo,
+ * times scale (soft-capped when softcap > 0), -inf outside [lo, hi). */
+T_AVX2_INL void att_scores(const float *q, const float *kt, int32_t hd, float scale, float softcap, int32_t lo,
                            int32_t hi, __m256 s[4])
 {
     /* even and odd d in separate accumulators: eight FMA chains */
@@ -555,7 +564,9 @@ T_AVX2_INL void att_scores(const float *q, const float *kt, int32_t hd, float sc
         __m256i j = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                      _mm256_set1_epi32(8 * c));
         __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(j, lov), _mm256_cmpgt_epi32(hiv, j));
-        s[c] = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[c], sc), _mm256_castsi256_ps(in));
+        __m256 scaled = _mm256_mul_ps(s[c], sc);
+        if (softcap > 0.0f) scaled = softcap8(scaled, softcap);
+        s[c] = _mm256_blendv_ps(ninf, scaled, _mm256_castsi256_ps(in));
     }
 }
 
@@ -661,7 +672,7 @@ T_AVX2 static void attention_blocked(const snug_attn_args *a)
                         const float *q = a->q + (t0 + t) * a->q_row_stride + (g0 + g) * a->q_head_stride;
                         float *out = a->out + (t0 + t) * a->out_row_stride + (g0 + g) * a->out_head_stride;
                         __m256 s[4];
-                        att_scores(q, kt, hd, a->scale, lo, hi, s);
+                        att_scores(q, kt, hd, a->scale, a->softcap, lo, hi, s);
                         float cmax = hmax8(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])));
                         float *m = &mx[t * ATT_HEADS + g];
                         float nm = SNUG_MAX(*m, cmax);
@@ -735,6 +746,7 @@ T_AVX2 static void attention_avx2(const snug_attn_args *a)
                     float cmax = -INFINITY;
                     for (int32_t j = 0; j < cnt; j++) {
                         s[g][j] *= a->scale;
+                        if (a->softcap > 0.0f) s[g][j] = a->softcap * tanhf(s[g][j] / a->softcap);
                         cmax = SNUG_MAX(cmax, s[g][j]);
                     }
                     float nm = SNUG_MAX(mx[g], cmax);

@@ -106,6 +106,7 @@ static void attention_scalar(const snug_attn_args *a)
                 float s = 0.0f;
                 for (int32_t d = 0; d < hd; d++) s += q[d] * elem_f32(kv->k, kv->dtype, off + d);
                 s *= a->scale;
+                if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
                 if (s > mx) {
                     float corr = expf(mx - s);
                     l *= corr;

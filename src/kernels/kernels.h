@@ -109,6 +109,8 @@ typedef struct snug_attn_args {
     int32_t window;      /* > 0: query at position p sees only keys > p - window */
     int32_t head_dim;
     float scale;         /* usually 1 / sqrt(head_dim) */
+    float softcap;       /* > 0: each scaled score s becomes softcap tanh(s / softcap) (Gemma 2's
+                          * attention soft-capping); 0: none */
     snug_kv_view kv;
 } snug_attn_args;
 

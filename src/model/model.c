@@ -702,6 +702,7 @@ static void attention_item(const op_job *j, int64_t item)
         .window = window,
         .head_dim = d->head_dim,
         .scale = m->attn_scale,
+        .softcap = (float)m->cfg.attn_softcap,
     };
     const int32_t *table;
     int32_t li;
@@ -738,6 +739,18 @@ static void activation_part(void *ctx, int32_t thread, int32_t n_threads)
         if (gelu) j->m->kern.gelu_tanh_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
         else j->m->kern.silu_mul(b->h + t * inter, b->gate_up + t * 2 * inter, inter);
     }
+}
+
+/* Gemma 2's final soft-cap, c tanh(x / c), over rows of logits (j->x,
+ * j->n rows): thread `thread`'s share of them. */
+static void softcap_part(void *ctx, int32_t thread, int32_t n_threads)
+{
+    const op_job *j = ctx;
+    float c = (float)j->m->cfg.final_softcap;
+    size_t w = (size_t)j->m->dims.vocab_rows;
+    int64_t r0, r1;
+    snug_pool_split(j->n, 1, thread, n_threads, &r0, &r1);
+    for (float *x = j->x + (size_t)r0 * w, *end = j->x + (size_t)r1 * w; x < end; x++) *x = c * tanhf(*x / c);
 }
 
 /* One decoder layer over the step's n tokens. On entry x is the residual
@@ -791,6 +804,10 @@ static void logits_rows(const snug_model *m, const snug_step *step)
     if (r > 0) {
         add_norm(m, b->lg_in, NULL, NULL, b->lg_in, m->final_norm, r);
         matmul(m, b->logits, b->lg_in, r, &m->lm_head);
+        if (m->cfg.final_softcap > 0) { /* Gemma 2's: c tanh(x / c), the order kept */
+            op_job j = {.m = m, .n = r, .x = b->logits};
+            run_op(m, softcap_part, &j, false);
+        }
     }
     t = 0;
     for (int32_t i = 0; i < step->n_seqs; t += step->seqs[i].n_tokens, i++) {

@@ -279,19 +279,29 @@ static double round_mantissa(double v, int mant_bits)
     return nearbyint(v / quantum) * quantum;
 }
 
-/* Gemma3TextConfig's fields beyond Llama's (see ref_config_load): needs
- * cfg->n_layers and cfg->hidden_size. */
-static int parse_gemma3(json_t *root, ref_config *cfg, const char *path)
+/* A soft-cap field: absent, dflt; null, 0 (none); else a number > 0. */
+static int get_softcap(json_t *root, const char *key, double dflt, double *out, const char *path)
 {
-    static const char *const refused[] = {"final_logit_softcapping", "attn_logit_softcapping"};
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        json_t *v = json_object_get(root, refused[i]);
-        if (v && !json_is_null(v)) {
-            fprintf(stderr, "ref_model: %s: %s (Gemma 2's soft-capping) not implemented\n", path,
-                    refused[i]);
-            return -1;
-        }
+    json_t *v = json_object_get(root, key);
+    *out = !v ? dflt : 0;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v) || !(json_number_value(v) > 0)) {
+        fprintf(stderr, "ref_model: %s: %s must be a number > 0 or null\n", path, key);
+        return -1;
     }
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* Gemma3TextConfig's fields beyond Llama's, or Gemma2Config's (gemma2: no
+ * q/k norms, one rope base, every other layer sliding, soft-caps 50 and 30
+ * by default) (see ref_config_load): needs cfg->n_layers and
+ * cfg->hidden_size. */
+static int parse_gemma(json_t *root, ref_config *cfg, bool gemma2, const char *path)
+{
+    if (get_softcap(root, "attn_logit_softcapping", gemma2 ? 50.0 : 0, &cfg->attn_softcap, path) ||
+        get_softcap(root, "final_logit_softcapping", gemma2 ? 30.0 : 0, &cfg->final_softcap, path))
+        return -1;
     bool bidirectional = false;
     if (get_bool(root, "use_bidirectional_attention", &bidirectional, false, path)) return -1;
     if (bidirectional) {
@@ -306,9 +316,11 @@ static int parse_gemma3(json_t *root, ref_config *cfg, const char *path)
         return -1;
     }
     cfg->act = REF_ACT_GELU_TANH;
-    cfg->qk_norm = cfg->norm_plus_one = cfg->sandwich_norms = true;
+    cfg->norm_plus_one = cfg->sandwich_norms = true;
+    cfg->qk_norm = !gemma2;
     if (get_num(root, "query_pre_attn_scalar", &cfg->query_pre_attn_scalar, false, 256.0, path) ||
-        get_num(root, "rope_local_base_freq", &cfg->rope_local_theta, false, 10000.0, path))
+        get_num(root, "rope_local_base_freq", &cfg->rope_local_theta, false, gemma2 ? cfg->rope_theta : 10000.0,
+                path))
         return -1;
     if (!(cfg->query_pre_attn_scalar > 0) || !(cfg->rope_local_theta > 0)) {
         fprintf(stderr, "ref_model: %s: query_pre_attn_scalar and rope_local_base_freq must be "
@@ -340,8 +352,8 @@ static int parse_gemma3(json_t *root, ref_config *cfg, const char *path)
             cfg->layer_sliding[l] = sliding;
         }
     } else {
-        int pattern = 6;
-        if (get_int(root, "sliding_window_pattern", &pattern, false, 6, path)) return -1;
+        int pattern = gemma2 ? 2 : 6;
+        if (get_int(root, "sliding_window_pattern", &pattern, false, pattern, path)) return -1;
         for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = (l + 1) % pattern != 0;
     }
     /* Gemma3TextScaledWordEmbedding: embed_scale = torch.tensor(hidden **
@@ -372,10 +384,11 @@ int ref_config_load(const char *path, ref_config *cfg)
     const char *type = json_string_value(json_object_get(root, "model_type"));
     bool llama = type && strcmp(type, "llama") == 0, mistral = type && strcmp(type, "mistral") == 0;
     bool qwen2 = type && strcmp(type, "qwen2") == 0, qwen3 = type && strcmp(type, "qwen3") == 0;
-    bool phi3 = type && strcmp(type, "phi3") == 0, gemma3 = type && strcmp(type, "gemma3_text") == 0;
+    bool phi3 = type && strcmp(type, "phi3") == 0, gemma2 = type && strcmp(type, "gemma2") == 0;
+    bool gemma3 = gemma2 || (type && strcmp(type, "gemma3_text") == 0); /* (the Gemma path: both) */
     if (!llama && !mistral && !qwen2 && !qwen3 && !phi3 && !gemma3) {
         fprintf(stderr, "ref_model: %s: model_type must be \"llama\", \"mistral\", \"qwen2\", "
-                "\"qwen3\", \"phi3\" or \"gemma3_text\"\n", path);
+                "\"qwen3\", \"phi3\", \"gemma2\" or \"gemma3_text\"\n", path);
         goto done;
     }
     json_t *rp = json_object_get(root, "rope_parameters");
@@ -413,7 +426,7 @@ int ref_config_load(const char *path, ref_config *cfg)
                 path) ||
         get_int(root, "vocab_size", &cfg->vocab_size, true, 0, path) ||
         get_num(root, "rms_norm_eps", &cfg->rms_norm_eps, false, phi3 ? 1e-5 : 1e-6, path) ||
-        get_num(root, "rope_theta", &cfg->rope_theta, false, gemma3 ? 1000000.0 : 10000.0, path) ||
+        get_num(root, "rope_theta", &cfg->rope_theta, false, gemma3 && !gemma2 ? 1000000.0 : 10000.0, path) ||
         get_num(root, "partial_rotary_factor", &partial, false, 1.0, path) ||
         get_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, gemma3, path) ||
         get_bool(root, "attention_bias", &cfg->attention_bias, false, path) ||
@@ -456,7 +469,7 @@ int ref_config_load(const char *path, ref_config *cfg)
     cfg->act = REF_ACT_SILU;
     cfg->embed_scale = 1.0;
     for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = mistral || phi3;
-    if (gemma3 && parse_gemma3(root, cfg, path)) goto done;
+    if (gemma3 && parse_gemma(root, cfg, gemma2, path)) goto done;
     /* Phi3 turns the first int(head_dim * partial_rotary_factor) values of
      * each head (apply_rotary_pos_emb splits off the rest); the others'
      * rope covers the whole head. */
@@ -1026,6 +1039,7 @@ static int forward(const ref_model *m, const int32_t *tokens, int n, double *log
                     double dot = 0.0;
                     for (int i = 0; i < D; i++) dot += qh[i] * kh[i];
                     sc[s] = dot * scale;
+                    if (c->attn_softcap > 0) sc[s] = c->attn_softcap * tanh(sc[s] / c->attn_softcap);
                     if (sc[s] > mx) mx = sc[s];
                 }
                 double sum = 0.0;
@@ -1062,6 +1076,10 @@ static int forward(const ref_model *m, const int32_t *tokens, int n, double *log
     for (int t = 0; t < n; t++) {
         rmsnorm(hidden ? logits + (size_t)t * H : h, x + (size_t)t * H, m->norm, H, c->rms_norm_eps);
         if (!hidden) matvec(logits + (size_t)t * V, m->lm_head, h, NULL, V, H);
+        for (int v = 0; !hidden && c->final_softcap > 0 && v < V; v++) {
+            double *x = logits + (size_t)t * V + v;
+            *x = c->final_softcap * tanh(*x / c->final_softcap);
+        }
     }
     rc = 0;
 done:

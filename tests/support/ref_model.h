@@ -1,7 +1,7 @@
 /*
  * ref_model.h: a float64 reference forward pass of Hugging Face
  * LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM /
- * Phi3ForCausalLM / Gemma3ForCausalLM (text only), for tests only. It reads
+ * Phi3ForCausalLM / Gemma3ForCausalLM (text only) / Gemma2ForCausalLM, for tests only. It reads
  * a Hugging Face model directory (config.json + model.safetensors, or
  * model.safetensors.index.json + shards) by itself and shares no code with
  * src/: it is the oracle snug's model forward is checked against. Written
@@ -81,6 +81,8 @@ typedef struct ref_config {
                           * before the residual, pre_feedforward_layernorm is the MLP's input
                           * norm and post_feedforward_layernorm normalizes its output */
     enum ref_activation act;
+    double attn_softcap; /* > 0: attention scores become c tanh(s / c) (gemma2: 50 by default) */
+    double final_softcap;/* > 0: logits likewise (gemma2: 30) */
     double embed_scale;  /* the embeddings are multiplied by it: 1; gemma3: sqrt(hidden_size)
                           * as a float32, cast to the checkpoint's torch_dtype */
     double query_pre_attn_scalar; /* scores are q.k / sqrt(this) (gemma3); 0: head_dim */
