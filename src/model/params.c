@@ -216,7 +216,7 @@ snug_status snug_params_build(const snug_model_config *cfg, int32_t tp, int32_t 
     const snug_arch_info *fam = snug_arch_get(cfg->arch);
     int32_t per_layer = 6 + (cfg->qkv_bias ? 1 : 0) + (cfg->o_bias ? 1 : 0) + (fam->qk_norm ? 2 : 0) +
                         (fam->sandwich_norms ? 2 : 0);
-    int32_t cap = 4 + per_layer * cfg->n_layers; /* n_layers <= SNUG_MAX_LAYERS */
+    int32_t cap = 3 + (cfg->n_labels > 0) + per_layer * cfg->n_layers; /* n_layers <= SNUG_MAX_LAYERS */
     t.params = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)cap * sizeof *t.params, err);
     if (!t.params) return snug_error_prefix(err, SNUG_NOMEM, "parameter table: ");
     table_builder b = {&t, cap};
