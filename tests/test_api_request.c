@@ -418,6 +418,31 @@ static void test_anthropic_messages(void)
     for (size_t i = 0; i < SNUG_ARRAY_LEN(bad); i++) check_bad(bad[i].kind, bad[i].body, bad[i].param, bad[i].piece);
 }
 
+/* A prefill: chat's continue_final_message (vLLM's) continues the last
+ * message, the assistant's, with no generation prompt; Anthropic's last
+ * assistant message is one, its text not ending in whitespace. */
+static void test_continue_final(void)
+{
+    snug_api_request r;
+    if (parses(SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+               "\"content\": \"b\"}], \"continue_final_message\": true}", &r)) {
+        CHECK(r.continue_final_message && !r.add_generation_prompt, "continue_final_message, no generation prompt");
+        snug_api_request_free(&r);
+    }
+    if (parses(SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 4, \"messages\": [{\"role\": \"user\", "
+               "\"content\": \"a\"}, {\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": \"Once\"}]}]}",
+               &r)) {
+        CHECK(r.continue_final_message && !r.add_generation_prompt, "Anthropic's prefill continues");
+        snug_api_request_free(&r);
+    }
+    check_bad(SNUG_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"continue_final_message\": true}",
+              "continue_final_message", "must be the assistant's");
+    check_bad(SNUG_API_CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\"}], \"continue_final_message\": "
+              "true, \"add_generation_prompt\": true}", "continue_final_message", "add_generation_prompt false");
+    check_bad(SNUG_API_MESSAGES, "{\"model\": \"m\", \"max_tokens\": 4, \"messages\": [{\"role\": \"user\", \"content\": "
+              "\"a\"}, {\"role\": \"assistant\", \"content\": \"Once \"}]}", "messages[1].content", "cannot end with whitespace");
+}
+
 /* OpenAI's Responses body read as the chat it means: instructions first,
  * input items as messages (a reasoning item and the assistant's text one
  * turn, its function call joined to it, the call's output a tool
@@ -1255,6 +1280,7 @@ int main(void)
     RUN(test_chat_reasoning_sent_back);
     RUN(test_anthropic_messages);
     RUN(test_responses);
+    RUN(test_continue_final);
     RUN(test_embeddings_and_rerank);
     RUN(test_fields_refused);
     RUN(test_thinking_fields);

@@ -99,6 +99,33 @@ static void test_tool_call_turn(void)
     close_case(&c);
 }
 
+/* continue_final (transformers' continue_final_message, Anthropic's
+ * prefill): the text ends right after the last message's content (found
+ * stripped: "time " is found as "time"), no end of turn, no generation
+ * prompt; a template that does not write the content fails. */
+static void test_continue_final(void)
+{
+    chat_case c;
+    if (open_case(&c, "[{\"role\": \"user\", \"content\": \"Tell me a story\"},"
+                      " {\"role\": \"assistant\", \"content\": \"Once upon a time \"}]")) {
+        snug_error err = {0};
+        char *out = NULL;
+        size_t len = 0;
+        snug_chat_input in = {.messages = c.messages, .continue_final = true};
+        CHECK_OK(snug_chat_apply_template(c.tinyllama, c.tok, &in, NULL, &out, &len, &err), &err);
+        const char *want = "<|user|>\nTell me a story</s>\n<|assistant|>\nOnce upon a time";
+        CHECK(out && len == strlen(want) && strcmp(out, want) == 0, "continued:\n[%s]\nwant:\n[%s]", out ? out : "",
+              want);
+        snug_mem_free(out);
+        out = NULL;
+        CHECK_FAILS(snug_chat_apply_template("{% for m in messages %}{{ m.role }}{% endfor %}", c.tok, &in, NULL, &out,
+                                             &len, &err),
+                    &err, SNUG_INVALID, "did not write the final message's content");
+        CHECK(out == NULL, "a failed continuation holds no text");
+    }
+    close_case(&c);
+}
+
 /* The null content an OpenAI client sends after a tool call, given to the
  * template as it is: the template adds None to a string. The detail stays
  * in err; the failure says which message. */
@@ -151,6 +178,7 @@ int main(void)
 {
     snug_json_init();
     RUN(test_tool_call_turn);
+    RUN(test_continue_final);
     RUN(test_null_content_reaches_the_template);
     RUN(test_failure_names_the_message);
     return test_summary();

@@ -5,6 +5,7 @@
 #include "chat.h"
 
 #include "base/json.h"
+#include "base/mem.h"
 
 #include <string.h>
 
@@ -59,6 +60,28 @@ json_t *snug_chat_vars(const snug_chat_input *in, const char *bos_text, const ch
     return vars;
 }
 
+/* A rendered chat (text, *len bytes) cut right after the last message's
+ * content (stripped of surrounding whitespace, as transformers looks for
+ * it), so that the model continues that message; an error when the
+ * template did not write it. */
+static snug_status cut_after_final(const json_t *messages, char *text, size_t *len, snug_error *err)
+{
+    const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+    const char *content = json_string_value(json_object_get(last, "content"));
+    size_t n = content ? strlen(content) : 0;
+    while (n > 0 && strchr(" \t\n\r", content[n - 1])) n--;
+    while (n > 0 && strchr(" \t\n\r", content[0])) content++, n--;
+    if (n == 0) return SNUG_OK; /* nothing to find: the text as rendered */
+    for (size_t at = *len; at >= n; at--)
+        if (memcmp(text + at - n, content, n) == 0) {
+            *len = at;
+            text[at] = '\0';
+            return SNUG_OK;
+        }
+    return snug_errorf(err, SNUG_INVALID, "the chat template did not write the final message's content, so it "
+                       "cannot be continued");
+}
+
 snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok,
                                      const snug_chat_input *in, snug_chat_failure *failure,
                                      char **out, size_t *len, snug_error *err)
@@ -83,6 +106,11 @@ snug_status snug_chat_apply_template(const char *text, const snug_tokenizer *tok
         failure->kind = f.kind;
         failure->text_at = f.text_at;
         failure->message = failed_message(in->messages, &f);
+    }
+    if (st == SNUG_OK && in->continue_final && (st = cut_after_final(in->messages, *out, len, err)) != SNUG_OK) {
+        snug_mem_free(*out);
+        *out = NULL;
+        *len = 0;
     }
 done:
     json_decref(vars);

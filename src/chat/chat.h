@@ -43,6 +43,9 @@ typedef struct snug_chat_input {
     const json_t *kwargs;       /* an object of extra variables (chat_template_kwargs:
                                  * {"enable_thinking": false}), or NULL */
     bool add_generation_prompt;
+    bool continue_final;        /* the last message (an assistant's) is continued, not closed:
+                                 * the text ends right after its content, as transformers'
+                                 * continue_final_message (add_generation_prompt must be false) */
 } snug_chat_input;
 
 /* The template's variables for in: kwargs' members, then messages,

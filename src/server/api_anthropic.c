@@ -327,6 +327,33 @@ static snug_status other_fields(const json_t *body, bool count_only, snug_api_er
     return st;
 }
 
+/* A last message of the assistant's is a prefill: the reply continues it
+ * (chat's continue_final_message); as Anthropic's API, its text may not end
+ * in whitespace. */
+static snug_status prefill(const json_t *body, const json_t *msgs, json_t *chat, snug_api_error *err)
+{
+    const json_t *in = api_opt(body, "messages");
+    const json_t *last = json_array_get(in, json_array_size(in) - 1);
+    if (!api_is_str(api_opt(last, "role"), "assistant")) return SNUG_OK;
+    const json_t *m = json_array_get(msgs, json_array_size(msgs) - 1), *content = json_object_get(m, "content");
+    const char *text = json_string_value(content);
+    size_t n = text ? json_string_length(content) : 0;
+    for (size_t i = 0; i < json_array_size(content); i++) { /* text parts: the last one's end */
+        const json_t *t = json_object_get(json_array_get(content, i), "text");
+        if (json_is_string(t) && json_string_length(t)) text = json_string_value(t), n = json_string_length(t);
+    }
+    char p[64];
+    if (n > 0 && strchr(" \t\n\r", text[n - 1]))
+        return api_bad(err, api_path(p, "messages[%zu].content", json_array_size(in) - 1),
+                       "the final assistant content (a prefill) cannot end with whitespace");
+    if (json_object_get(m, "tool_calls"))
+        return api_bad(err, api_path(p, "messages[%zu].content", json_array_size(in) - 1),
+                       "a final assistant message with tool_use is answered by a user's tool_result, not continued");
+    if (!api_put(chat, "continue_final_message", json_true()) || !api_put(chat, "add_generation_prompt", json_false()))
+        return api_no_memory(err, "a Messages request");
+    return SNUG_OK;
+}
+
 snug_status api_anthropic_to_chat(const json_t *body, bool count_only, bool think_budget, json_t **chat,
                                   snug_api_error *err)
 {
@@ -336,6 +363,7 @@ snug_status api_anthropic_to_chat(const json_t *body, bool count_only, bool thin
     if (st == SNUG_OK) st = other_fields(body, count_only, err);
     if (st == SNUG_OK && !api_put(out, "model", json_incref(json_object_get(body, "model")))) st = api_no_memory(err, "a Messages request");
     if (st == SNUG_OK) st = messages(body, msgs, err);
+    if (st == SNUG_OK) st = prefill(body, msgs, out, err);
     if (st == SNUG_OK) st = sampling(body, count_only, out, err);
     if (st == SNUG_OK) st = tools(body, out, err);
     if (st == SNUG_OK) st = thinking(body, think_budget, out, err);

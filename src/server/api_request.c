@@ -772,8 +772,20 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
         if (st == SNUG_OK && top_given && !want_logprobs)
             st = api_bad(err, "top_logprobs", "is only accepted when logprobs is true");
         if (want_logprobs) logprobs = top;
+        bool agp_given = api_opt(body, "add_generation_prompt") != NULL;
         if (st == SNUG_OK)
             st = get_bool(body, "add_generation_prompt", &r->add_generation_prompt, err);
+        if (st == SNUG_OK) st = get_bool(body, "continue_final_message", &r->continue_final_message, err);
+        if (st == SNUG_OK && r->continue_final_message) {
+            const json_t *last = json_array_get(r->messages, json_array_size(r->messages) - 1);
+            if (agp_given && r->add_generation_prompt)
+                st = api_bad(err, "continue_final_message", "continues the last message: it takes "
+                             "add_generation_prompt false (or left out), not true");
+            else if (!api_is_str(json_object_get(last, "role"), "assistant"))
+                st = api_bad(err, "continue_final_message", "continues the last message, which must be the "
+                             "assistant's");
+            r->add_generation_prompt = false;
+        }
     }
     if (st == SNUG_OK) st = get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, err);
     if (st == SNUG_OK && r->kind == SNUG_API_CHAT) st = parse_thinking(body, r, err);
@@ -794,7 +806,7 @@ static const char *const FIELDS_BOTH[] = {
     "guided_regex", "structured_outputs", NULL};
 static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
 static const char *const FIELDS_CHAT[] = {"messages", "max_completion_tokens", "top_logprobs",
-                                          "add_generation_prompt", "tools", "tool_choice",
+                                          "add_generation_prompt", "continue_final_message", "tools", "tool_choice",
                                           "parallel_tool_calls", "chat_template_kwargs",
                                           "thinking_token_budget", NULL};
 

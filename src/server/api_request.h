@@ -143,6 +143,8 @@ typedef struct snug_api_request {
                                      * when logprobs is true; -1 when not asked for */
     bool echo;                      /* completions only */
     bool add_generation_prompt;     /* chat (vLLM's extension): default true */
+    bool continue_final_message;    /* chat (vLLM's extension; Anthropic's prefill): the last
+                                     * message, an assistant's, continued (no generation prompt) */
     bool tokens_as_ids;             /* return_tokens_as_token_ids (vLLM's extension): tokens
                                      * in log-probabilities as "token_id:N" */
     const char *cache_salt;         /* vLLM's cache_salt: a non-empty string, or NULL */

@@ -175,7 +175,8 @@ static snug_status chat_ids(openai_job *j, char param[64], snug_error *err)
     snug_chat_failure f;
     snug_chat_input in = {.messages = j->req.messages, .tools = j->req.tools,
                           .kwargs = j->req.chat_template_kwargs,
-                          .add_generation_prompt = j->req.add_generation_prompt};
+                          .add_generation_prompt = j->req.add_generation_prompt,
+                          .continue_final = j->req.continue_final_message};
     snug_status st = snug_chat_apply_template(tpl, tok, &in, &f, &text, &len, err);
     if (st != SNUG_OK && f.kind != SNUG_TEMPLATE_FAIL_NONE && st != SNUG_NOMEM)
         chat_failed(j, &f, param, err);

@@ -296,6 +296,34 @@ test('messages.create: the same prompt and greedy reply as chat completions', T,
     assert.equal(a.usage.output_tokens, chat.usage.completion_tokens);
 });
 
+test('a prefill (the last message the assistant\'s): the reply continues it, as chat\'s continue_final_message', T,
+    async () => {
+        const prefilled = [...messages, { role: 'assistant', content: 'Once upon a time' }];
+        const a = await client.messages.create({ model, max_tokens: 12, messages: prefilled, temperature: 0 });
+        const r = await fetch(`${ORIGIN}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+            body: JSON.stringify({ model, messages: prefilled, max_tokens: 12, temperature: 0, continue_final_message: true }),
+        });
+        assert.equal(r.status, 200);
+        const chat = await r.json();
+        assert.equal(textOf(a), chat.choices[0].message.content, 'the continuation alone, as chat\'s');
+        assert.equal(promptTokens(a.usage), chat.usage.prompt_tokens);
+        const plain = await client.messages.create({ model, max_tokens: 12, messages, temperature: 0 });
+        assert.ok(promptTokens(a.usage) > promptTokens(plain.usage), 'the prefill is in the prompt');
+        const counted = await client.messages.countTokens({ model, messages: prefilled });
+        assert.equal(counted.input_tokens, promptTokens(a.usage));
+        // as Anthropic's API: a prefill may not end in whitespace
+        let err;
+        try {
+            await client.messages.create({ model, max_tokens: 4, messages: [...messages, { role: 'assistant', content: 'Once ' }] });
+        } catch (e) {
+            err = e;
+        }
+        assert.ok(err instanceof Anthropic.BadRequestError, `got ${err?.constructor?.name}`);
+        assert.match(err.error.error.message, /whitespace/);
+    });
+
 test('system: a string and one text block are the same prompt; either lengthens it', T, async () => {
     const system = 'You tell short stories to children.';
     const plain = await client.messages.create({ model, max_tokens: 10, messages, temperature: 0 });
