@@ -9,6 +9,9 @@
  */
 #include "test.h"
 
+#include "convert/to_gguf.h"
+#include "formats/pooling.h"
+
 #include "formats/checkpoint.h"
 #include "convert/convert.h"
 #include "base/mem.h"
@@ -262,6 +265,34 @@ static void test_out_of_memory_loop(void)
     CHECK(test_oom_loop("GGUF import", convert_gguf_oom, NULL, out, 3000) > 5, "GGUF import");
 }
 
+/* An embedding model's pooling as its checkpoint says it: the
+ * sentence-transformers directory tests/data/embedding-mean (mean,
+ * Normalize), the same written to GGUF (pooling_type 1, llama.cpp's), a
+ * language model (none), and modules.json files that are broken. */
+static void test_pooling(void)
+{
+    snug_error err = {0};
+    snug_pooling_info p;
+    CHECK_OK(snug_pooling_read("tests/data/embedding-mean", &p, &err), &err);
+    CHECK(p.type == SNUG_POOL_TYPE_MEAN && p.normalize, "sentence-transformers: type %d, normalize %d", (int)p.type,
+          p.normalize);
+    char dir[256], path[320];
+    test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/e.gguf", dir);
+    CHECK_OK(snug_convert_to_gguf("tests/data/embedding-mean", path, &err), &err);
+    CHECK_OK(snug_pooling_read(path, &p, &err), &err);
+    CHECK(p.type == SNUG_POOL_TYPE_MEAN && p.normalize, "its GGUF: type %d", (int)p.type);
+    CHECK_OK(snug_pooling_read("models/stories260K", &p, &err), &err);
+    CHECK(p.type == SNUG_POOL_TYPE_NONE, "a language model: type %d", (int)p.type);
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    test_write_file(path, "{\"a\": 1}", 8);
+    CHECK_FAILS(snug_pooling_read(dir, &p, &err), &err, SNUG_INVALID, "expected a list of modules");
+    static const char escape[] = "[{\"type\": \"sentence_transformers.models.Pooling\", \"path\": \"../x\"}]";
+    test_write_file(path, escape, sizeof escape - 1);
+    CHECK_FAILS(snug_pooling_read(dir, &p, &err), &err, SNUG_INVALID, "leaves the directory");
+    test_rmtree(dir);
+}
+
 int main(void)
 {
     test_tmpdir(g_dir, sizeof g_dir);
@@ -270,6 +301,7 @@ int main(void)
     RUN(test_llama2c_version1);
     RUN(test_broken_inputs);
     RUN(test_out_of_memory_loop);
+    RUN(test_pooling);
     test_rmtree(g_dir);
     return test_summary();
 }

@@ -7,10 +7,10 @@
 #include "engine/engine.h"
 #include "base/mem.h"
 #include "base/fileio.h"
-#include "base/json.h"
 #include "dist/agree.h"
 #include "engine/plan_report.h"
 #include "engine/timeline.h"
+#include "formats/pooling.h"
 #include "server/server.h"
 
 #include <limits.h>
@@ -320,52 +320,22 @@ static int parse_args(int argc, char **argv, serve_args *a)
     return -1;
 }
 
-/* An embedding model's pooling and normalization, as sentence-transformers
- * describes it in dir: modules.json lists a Pooling module (its
- * config.json's pooling_mode_lasttoken, _mean_tokens or _cls_token) and
- * maybe a Normalize one. Such a directory serves embeddings; --pooling and
- * --no-normalize choose over it. Fails (naming the file) for a file that
- * is there but broken; nothing for a directory without one. */
+/* An embedding model's pooling and normalization, as its checkpoint says
+ * (formats/pooling.h: sentence-transformers' modules.json, or a GGUF file's
+ * pooling_type): such a model serves embeddings; --pooling and
+ * --no-normalize choose over it. Fails as snug_pooling_read does. */
 static snug_status read_pooling(serve_args *a, snug_error *err)
 {
-    char path[PATH_MAX];
-    json_t *modules = NULL, *pool = NULL;
+    snug_pooling_info p;
     snug_server_opts *so = &a->so;
     so->normalize = !a->no_normalize;
-    snprintf(path, sizeof path, "%s/modules.json", a->dir);
-    if (access(path, R_OK) != 0) return SNUG_OK;
-    snug_status st = snug_json_load_file_opts(path, 1 << 20, SNUG_JSON_ANY_VALUE, &modules, err);
-    bool normalize = false;
-    const char *pool_dir = NULL;
-    for (size_t i = 0; st == SNUG_OK && i < json_array_size(modules); i++) {
-        const json_t *m = json_array_get(modules, i);
-        const char *type = json_string_value(json_object_get(m, "type"));
-        if (type && strstr(type, "Normalize")) normalize = true;
-        if (type && strstr(type, "Pooling")) pool_dir = json_string_value(json_object_get(m, "path"));
-    }
-    if (st == SNUG_OK && !json_is_array(modules))
-        st = snug_errorf(err, SNUG_INVALID, "%s: expected a list of modules", path);
-    if (st == SNUG_OK && pool_dir && !strstr(pool_dir, "..")) {
-        snprintf(path, sizeof path, "%s/%s/config.json", a->dir, pool_dir);
-        st = snug_json_load_file(path, 1 << 20, &pool, err);
-    }
-    static const struct { const char *key; snug_pooling p; } modes[] = {
-        {"pooling_mode_lasttoken", SNUG_POOL_LAST}, {"pooling_mode_mean_tokens", SNUG_POOL_MEAN},
-        {"pooling_mode_cls_token", SNUG_POOL_FIRST}};
-    snug_pooling found = SNUG_POOL_NONE;
-    for (size_t i = 0; st == SNUG_OK && pool && i < SNUG_ARRAY_LEN(modes); i++)
-        if (json_is_true(json_object_get(pool, modes[i].key))) found = found ? found : modes[i].p;
-    if (st == SNUG_OK && pool && found == SNUG_POOL_NONE)
-        st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: no pooling snug serves (pooling_mode_lasttoken, "
-                         "pooling_mode_mean_tokens or pooling_mode_cls_token true)", path);
-    if (st == SNUG_OK) {
-        so->embeddings = true;
-        if (!a->pooling_given) so->pooling = found ? found : SNUG_POOL_LAST;
-        so->normalize = normalize && !a->no_normalize;
-    }
-    json_decref(pool);
-    json_decref(modules);
-    return st;
+    snug_status st = snug_pooling_read(a->dir, &p, err);
+    if (st != SNUG_OK || p.type == SNUG_POOL_TYPE_NONE) return st;
+    static const snug_pooling by_type[4] = {SNUG_POOL_NONE, SNUG_POOL_MEAN, SNUG_POOL_FIRST, SNUG_POOL_LAST};
+    so->embeddings = true;
+    if (!a->pooling_given) so->pooling = by_type[p.type];
+    so->normalize = p.normalize && !a->no_normalize;
+    return SNUG_OK;
 }
 
 /* The chat template --chat-template names, read on rank 0 (it alone

@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
+#include "formats/pooling.h"
 #include "model/params.h"
 
 #include <stdio.h>
@@ -40,6 +41,7 @@ typedef struct to_gguf {
     out_tensor *t;
     int32_t n;
     float rope_freqs[SNUG_MAX_ROPE_FACTORS];
+    snug_pooling_info pooling;  /* an embedding model's (its {arch}.pooling_type) */
 } to_gguf;
 
 /* The GGUF type of a float dtype; 0 with *ok false for any other. */
@@ -137,6 +139,11 @@ static void build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv)
 {
     snug_gguf_put_start(h, (uint64_t)g->n, n_kv);
     snug_gguf_model_keys(h, &g->ck->config, ALIGNMENT);
+    if (g->pooling.type != SNUG_POOL_TYPE_NONE) { /* an embedding model's, as llama.cpp's converter writes it */
+        char key[96];
+        snprintf(key, sizeof key, "%s.pooling_type", snug_gguf_arch_name(g->ck->config.arch));
+        snug_gguf_put_u32(h, key, (uint32_t)g->pooling.type);
+    }
     for (int32_t i = 0; i < g->n; i++)
         snug_gguf_put_tensor(h, g->t[i].name, g->t[i].n_dims, g->t[i].ne, g->t[i].type, g->t[i].offset);
     snug_gguf_put_pad(h, ALIGNMENT);
@@ -231,6 +238,7 @@ snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_err
         c->query_pre_attn_scalar != snug_gguf_query_pre_attn_scalar(c))
         st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: query_pre_attn_scalar %g has no GGUF key: llama.cpp takes %g "
                          "for this shape", dir, c->query_pre_attn_scalar, snug_gguf_query_pre_attn_scalar(c));
+    if (st == SNUG_OK) st = snug_pooling_read(dir, &g.pooling, err);
     if (st == SNUG_OK) {
         g.t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(ck->n_tensors + EXTRA_TENSORS) * sizeof *g.t, err);
         st = g.t ? list_tensors(&g, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);
