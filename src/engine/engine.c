@@ -636,6 +636,15 @@ static void populate_more(snug_engine *e)
     snug_block_pool_set_ready(e->at.pool, snug_planner_kv_resident(e->plan));
 }
 
+/* The free ready blocks below which a group is made resident between
+ * steps: what two steps could take (each its tokens' blocks and a block a
+ * sequence); above it, population waits for the engine to be idle. */
+static int32_t populate_ahead(const snug_engine *e)
+{
+    const snug_sched *s = &e->sched;
+    return 2 * ((s->max_tokens + s->block_size - 1) / s->block_size + s->max_seqs);
+}
+
 static void *step_loop(void *arg)
 {
     snug_engine *e = arg;
@@ -679,7 +688,9 @@ static void *step_loop(void *arg)
         publish(e, n_items);
         pthread_cond_broadcast(&e->out);
         notify_owners(e, n_items);
-        if (snug_planner_populating(e->plan)) populate_more(e); /* a group between steps */
+        /* a group between steps only when the ready blocks run short: idle time makes the rest
+         * resident (above), so that serving does not wait on fresh memory it does not need yet */
+        if (snug_planner_populating(e->plan) && e->at.pool->n_free < populate_ahead(e)) populate_more(e);
     }
     if (!e->failed) snug_stepper_stop(e->at.stepper, NULL); /* the followers return */
     end_all(e);

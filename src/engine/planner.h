@@ -94,7 +94,7 @@ typedef struct snug_planner_opts {
                                     * after the plan by snug_planner_populate_next, a group
                                     * of blocks at a time, as serving begins: ready sooner.
                                     * One rank only: with several, made resident first */
-    int32_t populate_group_blocks; /* blocks per group; 0: 64 MiB's worth */
+    int32_t populate_group_blocks; /* blocks per group; 0: 16 MiB's worth */
     /* Called as each phase begins ("load", "reset", "profile", "plan",
      * "populate" or, with populate_after_ready, "reserve", and "ready" at the end) with the seconds since the plan
      * began, on the planning thread; NULL: none. For progress lines. With
