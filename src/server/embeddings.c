@@ -357,6 +357,7 @@ static enum MHD_Result prompt_only(snug_server *s, struct MHD_Connection *c, htt
         goto done;
     }
     wait_all(s, c, &j);
+    h->prompt_tokens = j.tokens; /* (for the access log) */
     if (j.n_pooled < j.n) st = SNUG_INTERNAL;
     if (st != SNUG_OK && snug_engine_failed(s->e)) {
         ret = http_error(c, 500, "server_error", NULL, "engine_failed", "%s", snug_engine_error(s->e));

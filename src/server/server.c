@@ -661,6 +661,8 @@ static void log_access(FILE *f, struct MHD_Connection *c, const http_req *h,
         if (t_first > 0) snprintf(ttft, sizeof ttft, "%.3fs", t_first - h->t0);
         snprintf(usage, sizeof usage, " prompt=%lld cached=%lld completion=%lld ttft=%s",
                  (long long)prompt, (long long)cached, (long long)completion, ttft);
+    } else if (h->prompt_tokens > 0) { /* embeddings, rerank: prompts only */
+        snprintf(usage, sizeof usage, " prompt=%lld", (long long)h->prompt_tokens);
     }
     fprintf(f, "%s %s %s %s %u%s %.3fs%s\n", when, client, h->method[0] ? h->method : "-", h->path,
             status, usage, end - h->t0,

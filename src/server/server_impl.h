@@ -59,6 +59,8 @@ typedef struct http_req {
     size_t len, cap;
     bool too_large, no_memory;
     openai_job *job;               /* a completion in flight */
+    int64_t prompt_tokens;         /* a prompt-only request's (embeddings, rerank), for the
+                                    * access log; 0: none */
 } http_req;
 
 /* ---- http_reply.c: answers ---------------------------------------------------------- */

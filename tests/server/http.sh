@@ -980,6 +980,11 @@ for mode in config last; do
     jq -c '.data[0].embedding' "$tmp/body" >"$tmp/embed-$mode.json" 2>/dev/null
     stop_server "$([[ $mode == config ]] && echo embed || echo embed-last)" TERM
 done
+if grep -qE ' 127\.0\.0\.1 POST /v1/embeddings 200 prompt=[1-9][0-9]* [0-9.]+s$' "$tmp/embed.out"; then
+    ok "the access log counts an embeddings request's prompt tokens"
+else
+    fail "the access log counts an embeddings request's prompt tokens" "$(grep ' 127\.0\.0\.1 ' "$tmp/embed.out" | head -3)"
+fi
 if ! cmp -s "$tmp/embed-config.json" "$tmp/embed-last.json"; then
     ok "the directory's mean pooling and --pooling last give different vectors"
 else
