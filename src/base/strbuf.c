@@ -65,6 +65,13 @@ static size_t utf8_char(const unsigned char *s, size_t n)
     return snug_utf8_valid(s, len) ? len : 0;
 }
 
+void snug_strbuf_json_string(snug_strbuf *b, const char *s, size_t n)
+{
+    snug_strbuf_put(b, "\"", 1);
+    snug_strbuf_json(b, s, n);
+    snug_strbuf_put(b, "\"", 1);
+}
+
 void snug_strbuf_json(snug_strbuf *b, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;

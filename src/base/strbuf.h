@@ -27,6 +27,10 @@ void snug_strbuf_put(snug_strbuf *b, const char *s, size_t n);
  * control characters escaped (invalid UTF-8 bytes become U+FFFD). */
 void snug_strbuf_json(snug_strbuf *b, const char *s, size_t n);
 
+/* Appends n bytes as a whole JSON string: quoted, the inside as
+ * snug_strbuf_json escapes it. */
+void snug_strbuf_json_string(snug_strbuf *b, const char *s, size_t n);
+
 /* Appends s with &, <, > and " escaped for XML and HTML. */
 void snug_strbuf_xml(snug_strbuf *b, const char *s);
 

@@ -15,13 +15,6 @@
 
 enum { BLOCK_NONE = 0, BLOCK_THINKING, BLOCK_TEXT, BLOCK_TOOL_USE }; /* the block a stream has open */
 
-static void put_json_str(snug_strbuf *b, const char *s, size_t n)
-{
-    snug_strbuf_put(b, "\"", 1);
-    snug_strbuf_json(b, s, n);
-    snug_strbuf_put(b, "\"", 1);
-}
-
 const char *anthropic_stop_reason(snug_finish f, bool calls)
 {
     if (calls) return "tool_use";
@@ -37,7 +30,7 @@ const char *anthropic_stop_reason(snug_finish f, bool calls)
 static void put_stop(snug_strbuf *b, const anthropic_end *e)
 {
     snug_strbuf_printf(b, "\"stop_reason\":\"%s\",\"stop_sequence\":", anthropic_stop_reason(e->finish, e->calls));
-    if (e->finish == SNUG_FINISH_STOP_STRING && e->stop && !e->calls) put_json_str(b, e->stop, e->n_stop);
+    if (e->finish == SNUG_FINISH_STOP_STRING && e->stop && !e->calls) snug_strbuf_json_string(b, e->stop, e->n_stop);
     else snug_strbuf_printf(b, "null");
 }
 
@@ -57,7 +50,7 @@ static void put_tool_use(snug_strbuf *b, const json_t *calls, size_t k, uint64_t
     char id[40];
     tool_use_id(key, k, id);
     snug_strbuf_printf(b, "{\"type\":\"tool_use\",\"id\":\"%s\",\"name\":", id);
-    put_json_str(b, name, strlen(name));
+    snug_strbuf_json_string(b, name, strlen(name));
     snug_strbuf_printf(b, ",\"input\":");
     char *args = input ? snug_json_dumps(json_object_get(c, "arguments"), false) : NULL;
     if (input && !args) b->failed = true;
@@ -68,18 +61,18 @@ static void put_tool_use(snug_strbuf *b, const json_t *calls, size_t k, uint64_t
 void anthropic_put_message(snug_strbuf *b, const anthropic_message *m)
 {
     snug_strbuf_printf(b, "{\"id\":\"%s\",\"type\":\"message\",\"role\":\"assistant\",\"model\":", m->id);
-    put_json_str(b, m->model, strlen(m->model));
+    snug_strbuf_json_string(b, m->model, strlen(m->model));
     snug_strbuf_printf(b, ",\"content\":[");
     bool any = false;
     if (m->has_thinking) { /* (a signature only Anthropic's own models can check: none) */
         snug_strbuf_printf(b, "{\"type\":\"thinking\",\"thinking\":");
-        put_json_str(b, m->thinking, m->n_thinking);
+        snug_strbuf_json_string(b, m->thinking, m->n_thinking);
         snug_strbuf_printf(b, ",\"signature\":\"\"}");
         any = true;
     }
     if (m->n_text > 0 || (!m->end.calls && !m->has_thinking)) {
         snug_strbuf_printf(b, "%s{\"type\":\"text\",\"text\":", any ? "," : "");
-        put_json_str(b, m->text, m->n_text);
+        snug_strbuf_json_string(b, m->text, m->n_text);
         snug_strbuf_printf(b, "}");
         any = true;
     }
@@ -104,7 +97,7 @@ void anthropic_stream_start(snug_strbuf *b, const char *id, const char *model, c
     begin_event(b, "message_start");
     snug_strbuf_printf(b, "{\"type\":\"message_start\",\"message\":{\"id\":\"%s\",\"type\":\"message\","
                        "\"role\":\"assistant\",\"model\":", id);
-    put_json_str(b, model, strlen(model));
+    snug_strbuf_json_string(b, model, strlen(model));
     snug_strbuf_printf(b, ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,");
     put_usage(b, u);
     snug_strbuf_printf(b, "}}");
@@ -139,7 +132,7 @@ void anthropic_stream_text(snug_strbuf *b, anthropic_stream *s, bool thinking, c
     begin_event(b, "content_block_delta");
     snug_strbuf_printf(b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"%s\",\"%s\":",
                        s->n_blocks - 1, thinking ? "thinking_delta" : "text_delta", thinking ? "thinking" : "text");
-    put_json_str(b, text, n);
+    snug_strbuf_json_string(b, text, n);
     snug_strbuf_printf(b, "}}");
     end_event(b);
 }
@@ -158,7 +151,7 @@ void anthropic_stream_calls(snug_strbuf *b, anthropic_stream *s, const json_t *c
         begin_event(b, "content_block_delta");
         snug_strbuf_printf(b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"input_json_delta\","
                            "\"partial_json\":", s->n_blocks);
-        put_json_str(b, args ? args : "", args ? strlen(args) : 0);
+        snug_strbuf_json_string(b, args ? args : "", args ? strlen(args) : 0);
         snug_strbuf_printf(b, "}}");
         end_event(b);
         snug_mem_free(args);
@@ -202,7 +195,7 @@ void anthropic_stream_error(snug_strbuf *b, const char *type, const char *messag
 {
     begin_event(b, "error");
     snug_strbuf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":", type);
-    put_json_str(b, message, strlen(message));
+    snug_strbuf_json_string(b, message, strlen(message));
     snug_strbuf_printf(b, "}}");
     end_event(b);
 }

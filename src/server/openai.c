@@ -276,13 +276,6 @@ static uint64_t call_key(const openai_job *j, int index)
     return ((j->reqs[0].id + j->srv->id_key) * 0x9E3779B97F4A7C15ull ^ j->srv->id_key >> 13) * 1021 + (uint64_t)index;
 }
 
-static void put_str(snug_strbuf *b, const char *s, size_t n)
-{
-    snug_strbuf_put(b, "\"", 1);
-    snug_strbuf_json(b, s, n);
-    snug_strbuf_put(b, "\"", 1);
-}
-
 /* "reasoning_content":...,"reasoning":... (vLLM's older and newer names:
  * clients read one or the other), the text's n bytes or null. */
 static void put_reasoning(snug_strbuf *b, const char *text, size_t n, bool none)
@@ -291,7 +284,7 @@ static void put_reasoning(snug_strbuf *b, const char *text, size_t n, bool none)
     for (int k = 0; k < 2; k++) {
         snug_strbuf_printf(b, "%s\"%s\":", k ? "," : "", names[k]);
         if (none) snug_strbuf_printf(b, "null");
-        else put_str(b, text, n);
+        else snug_strbuf_json_string(b, text, n);
     }
 }
 
@@ -301,7 +294,7 @@ static void put_head(openai_job *j, snug_strbuf *b, bool chunk)
     const char *object = chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
     snug_strbuf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", j->id,
                        object, (long long)j->created);
-    put_str(b, j->srv->o.model_name, strlen(j->srv->o.model_name));
+    snug_strbuf_json_string(b, j->srv->o.model_name, strlen(j->srv->o.model_name));
 }
 
 static void put_finish(snug_strbuf *b, snug_finish f)
@@ -522,7 +515,7 @@ static void put_answer(openai_job *j, snug_strbuf *b)
             calls = reply_calls(j, a->finish, body, rp.content_len, &content_len, b);
             snug_strbuf_printf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
             if ((calls || rp.has_reasoning) && content_len == 0) snug_strbuf_printf(b, "null");
-            else put_str(b, body, content_len);
+            else snug_strbuf_json_string(b, body, content_len);
             if (reasoning_on(j)) {
                 snug_strbuf_put(b, ",", 1);
                 put_reasoning(b, all + rp.reasoning_at, rp.reasoning_len, !rp.has_reasoning);
@@ -534,7 +527,7 @@ static void put_answer(openai_job *j, snug_strbuf *b)
             snug_strbuf_printf(b, "}");
         } else {
             snug_strbuf_printf(b, "\"text\":");
-            put_str(b, a->text.p ? a->text.p : "", a->text.len);
+            snug_strbuf_json_string(b, a->text.p ? a->text.p : "", a->text.len);
         }
         snug_strbuf pre[4] = {{0}, {0}, {0}, {0}};
         if (j->req.echo && j->req.logprobs >= 0) add_prompt_logprobs(j, k / j->req.n, pre);
@@ -650,7 +643,7 @@ static void put_echo_chunk(openai_job *j, int index)
     snug_strbuf_printf(b, "data: ");
     put_head(j, b, true);
     snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", index);
-    put_str(b, j->echo_text[i], j->echo_len[i]);
+    snug_strbuf_json_string(b, j->echo_text[i], j->echo_len[i]);
     snug_strbuf pre[4] = {{0}, {0}, {0}, {0}}, none[4] = {{0}, {0}, {0}, {0}};
     if (j->req.logprobs >= 0) add_prompt_logprobs(j, i, pre);
     put_logprobs(j, b, pre, none);
@@ -677,7 +670,7 @@ static void put_chat_chunk(openai_job *j, int index, const char *reasoning, size
     } else {
         snug_strbuf_printf(b, "\"content\":");
         if (!content) snug_strbuf_printf(b, "null");
-        else put_str(b, content, n_content);
+        else snug_strbuf_json_string(b, content, n_content);
         if (calls) {
             snug_strbuf_printf(b, ",");
             tool_calls_put(b, &j->req, calls, call_key(j, index), true);
@@ -763,7 +756,7 @@ static void put_chunk(openai_job *j, int index, const snug_output *o, const char
         snug_strbuf_printf(b, "data: ");
         put_head(j, b, true);
         snug_strbuf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", index);
-        put_str(b, text, o->n_text);
+        snug_strbuf_json_string(b, text, o->n_text);
         snug_strbuf *one = j->chunk_lp; /* kept across chunks: emptied, not freed */
         for (int k = 0; k < 4; k++) snug_strbuf_clear(&one[k]);
         if (j->req.logprobs >= 0 && o->token >= 0) add_logprobs(j, one, a->text_offset, o);
@@ -865,7 +858,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
                 responses_stream_error(&j->pending, &j->acc[0].items, "engine_failed", why);
             } else {
                 snug_strbuf_printf(&j->pending, "data: {\"error\":{\"message\":");
-                put_str(&j->pending, why, strlen(why));
+                snug_strbuf_json_string(&j->pending, why, strlen(why));
                 snug_strbuf_printf(&j->pending, ",\"type\":\"server_error\",\"param\":null,"
                                    "\"code\":\"engine_failed\"}}\n\n");
             }

@@ -18,13 +18,6 @@
 
 enum { ITEM_NONE = 0, ITEM_REASONING, ITEM_MESSAGE }; /* the item a stream has open */
 
-static void put_json_str(snug_strbuf *b, const char *s, size_t n)
-{
-    snug_strbuf_put(b, "\"", 1);
-    snug_strbuf_json(b, s, n);
-    snug_strbuf_put(b, "\"", 1);
-}
-
 /* v as JSON, or fallback (a JSON text) when v is NULL. */
 static void put_value(snug_strbuf *b, const json_t *v, const char *fallback)
 {
@@ -60,7 +53,7 @@ static void put_reasoning_item(snug_strbuf *b, const char *id, const char *text,
     snug_strbuf_printf(b, "{\"type\":\"reasoning\",\"id\":\"%s\",\"summary\":[],\"content\":[", id);
     if (done) {
         snug_strbuf_printf(b, "{\"type\":\"reasoning_text\",\"text\":");
-        put_json_str(b, text, n);
+        snug_strbuf_json_string(b, text, n);
         snug_strbuf_printf(b, "}");
     }
     snug_strbuf_printf(b, "],\"status\":\"%s\"}", done ? "completed" : "in_progress");
@@ -69,7 +62,7 @@ static void put_reasoning_item(snug_strbuf *b, const char *id, const char *text,
 static void put_text_part(snug_strbuf *b, const char *text, size_t n)
 {
     snug_strbuf_printf(b, "{\"type\":\"output_text\",\"text\":");
-    put_json_str(b, text, n);
+    snug_strbuf_json_string(b, text, n);
     snug_strbuf_printf(b, ",\"annotations\":[],\"logprobs\":[]}");
 }
 
@@ -92,11 +85,11 @@ static void put_call_item(snug_strbuf *b, const responses_reply *r, size_t k, in
     item_id("fc_", r->key, index, id);
     tool_call_id(r->req, r->key, k, call);
     snug_strbuf_printf(b, "{\"type\":\"function_call\",\"id\":\"%s\",\"call_id\":\"%s\",\"name\":", id, call);
-    put_json_str(b, name, strlen(name));
+    snug_strbuf_json_string(b, name, strlen(name));
     snug_strbuf_printf(b, ",\"arguments\":");
     char *args = done ? snug_json_dumps(json_object_get(c, "arguments"), false) : NULL;
     if (done && !args) b->failed = true;
-    put_json_str(b, args ? args : "", args ? strlen(args) : 0);
+    snug_strbuf_json_string(b, args ? args : "", args ? strlen(args) : 0);
     snug_strbuf_printf(b, ",\"status\":\"%s\"}", done ? "completed" : "in_progress");
     snug_mem_free(args);
 }
@@ -115,7 +108,7 @@ void responses_put(snug_strbuf *b, const responses_reply *r)
     snug_strbuf_printf(b, ",\"metadata\":");
     put_value(b, json_object_get(src, "metadata"), "{}");
     snug_strbuf_printf(b, ",\"model\":");
-    put_json_str(b, r->model, strlen(r->model));
+    snug_strbuf_json_string(b, r->model, strlen(r->model));
     snug_strbuf_printf(b, ",\"output\":[");
     int index = 0;
     char id[40];
@@ -195,14 +188,14 @@ static void close_item(snug_strbuf *b, responses_stream *s, bool cut)
     int index = s->n_items - 1;
     begin_event(b, s, reasoning ? "response.reasoning_text.done" : "response.output_text.done");
     snug_strbuf_printf(b, "\"item_id\":\"%s\",\"output_index\":%d,\"content_index\":0,\"text\":", s->item, index);
-    put_json_str(b, text, s->text.len);
+    snug_strbuf_json_string(b, text, s->text.len);
     if (!reasoning) snug_strbuf_printf(b, ",\"logprobs\":[]");
     end_event(b);
     begin_event(b, s, "response.content_part.done");
     snug_strbuf_printf(b, "\"item_id\":\"%s\",\"output_index\":%d,\"content_index\":0,\"part\":", s->item, index);
     if (reasoning) {
         snug_strbuf_printf(b, "{\"type\":\"reasoning_text\",\"text\":");
-        put_json_str(b, text, s->text.len);
+        snug_strbuf_json_string(b, text, s->text.len);
         snug_strbuf_printf(b, "}");
     } else {
         put_text_part(b, text, s->text.len);
@@ -247,7 +240,7 @@ void responses_stream_text(snug_strbuf *b, responses_stream *s, bool reasoning, 
     begin_event(b, s, reasoning ? "response.reasoning_text.delta" : "response.output_text.delta");
     snug_strbuf_printf(b, "\"item_id\":\"%s\",\"output_index\":%d,\"content_index\":0,\"delta\":", s->item,
                        s->n_items - 1);
-    put_json_str(b, text, n);
+    snug_strbuf_json_string(b, text, n);
     if (!reasoning) snug_strbuf_printf(b, ",\"logprobs\":[]");
     end_event(b);
     snug_strbuf_put(&s->text, text, n);
@@ -269,7 +262,7 @@ void responses_stream_calls(snug_strbuf *b, responses_stream *s, const responses
         for (int done = 0; done < 2; done++) {
             begin_event(b, s, done ? "response.function_call_arguments.done" : "response.function_call_arguments.delta");
             snug_strbuf_printf(b, "\"item_id\":\"%s\",\"output_index\":%d,\"%s\":", id, index, done ? "arguments" : "delta");
-            put_json_str(b, args ? args : "", args ? strlen(args) : 0);
+            snug_strbuf_json_string(b, args ? args : "", args ? strlen(args) : 0);
             end_event(b);
         }
         snug_mem_free(args);
@@ -291,7 +284,7 @@ void responses_stream_error(snug_strbuf *b, responses_stream *s, const char *cod
 {
     begin_event(b, s, "error");
     snug_strbuf_printf(b, "\"code\":\"%s\",\"message\":", code);
-    put_json_str(b, message, strlen(message));
+    snug_strbuf_json_string(b, message, strlen(message));
     snug_strbuf_printf(b, ",\"param\":null");
     end_event(b);
 }
