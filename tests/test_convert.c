@@ -274,16 +274,16 @@ static void test_pooling(void)
     snug_error err = {0};
     snug_pooling_info p;
     CHECK_OK(snug_pooling_read("tests/data/embedding-mean", &p, &err), &err);
-    CHECK(p.type == SNUG_POOL_TYPE_MEAN && p.normalize, "sentence-transformers: type %d, normalize %d", (int)p.type,
+    CHECK(p.type == SNUG_POOL_MEAN && p.normalize, "sentence-transformers: type %d, normalize %d", (int)p.type,
           p.normalize);
     char dir[256], path[320];
     test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/e.gguf", dir);
     CHECK_OK(snug_convert_to_gguf("tests/data/embedding-mean", path, &err), &err);
     CHECK_OK(snug_pooling_read(path, &p, &err), &err);
-    CHECK(p.type == SNUG_POOL_TYPE_MEAN && p.normalize, "its GGUF: type %d", (int)p.type);
+    CHECK(p.type == SNUG_POOL_MEAN && p.normalize, "its GGUF: type %d", (int)p.type);
     CHECK_OK(snug_pooling_read("models/stories260K", &p, &err), &err);
-    CHECK(p.type == SNUG_POOL_TYPE_NONE, "a language model: type %d", (int)p.type);
+    CHECK(p.type == SNUG_POOL_NONE, "a language model: type %d", (int)p.type);
     snprintf(path, sizeof path, "%s/modules.json", dir);
     test_write_file(path, "{\"a\": 1}", 8);
     CHECK_FAILS(snug_pooling_read(dir, &p, &err), &err, SNUG_INVALID, "expected a list of modules");

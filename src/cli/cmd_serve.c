@@ -331,10 +331,9 @@ static snug_status read_pooling(serve_args *a, snug_error *err)
     snug_server_opts *so = &a->so;
     so->normalize = !a->no_normalize;
     snug_status st = snug_pooling_read(a->dir, &p, err);
-    if (st != SNUG_OK || p.type == SNUG_POOL_TYPE_NONE) return st;
-    static const snug_pooling by_type[4] = {SNUG_POOL_NONE, SNUG_POOL_MEAN, SNUG_POOL_FIRST, SNUG_POOL_LAST};
+    if (st != SNUG_OK || p.type == SNUG_POOL_NONE) return st;
     so->embeddings = true;
-    if (!a->pooling_given) so->pooling = by_type[p.type];
+    if (!a->pooling_given) so->pooling = p.type;
     so->normalize = p.normalize && !a->no_normalize;
     return SNUG_OK;
 }

@@ -139,7 +139,7 @@ static void build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv)
 {
     snug_gguf_put_start(h, (uint64_t)g->n, n_kv);
     snug_gguf_model_keys(h, &g->ck->config, ALIGNMENT);
-    if (g->pooling.type != SNUG_POOL_TYPE_NONE) { /* an embedding model's, as llama.cpp's converter writes it */
+    if (g->pooling.type != SNUG_POOL_NONE) { /* an embedding model's, as llama.cpp's converter writes it */
         char key[96];
         snprintf(key, sizeof key, "%s.pooling_type", snug_gguf_arch_name(g->ck->config.arch));
         snug_gguf_put_u32(h, key, (uint32_t)g->pooling.type);

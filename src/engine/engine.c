@@ -843,7 +843,7 @@ snug_status snug_engine_check(const snug_engine *e, const snug_request *r, snug_
         return snug_errorf(err, SNUG_INVALID, "max_tokens: expected at least 1, got %d",
                            r->stop.max_tokens);
     if (r->pooling != SNUG_POOL_NONE && (r->n != 1 || r->grammar || r->prompt_logprobs || !r->embedding ||
-                                         r->pooling > SNUG_POOL_FIRST))
+                                         r->pooling > SNUG_POOL_LAST))
         return snug_errorf(err, SNUG_INVALID, "an embedding (pooling %d) takes n 1, no grammar and no prompt "
                            "log-probabilities, and a buffer for the vector", (int)r->pooling);
     if (r->classify && (r->pooling != SNUG_POOL_LAST || r->normalize || !r->scores || r->score_ids ||

@@ -22,6 +22,7 @@
 
 #include "base/common.h"
 #include "blocks.h"
+#include "formats/pooling.h"
 #include "planner.h"
 #include "sampler.h"
 #include "stop.h"
@@ -51,16 +52,6 @@ typedef struct snug_prompt_logprob {
 } snug_prompt_logprob;
 
 enum { SNUG_SCORE_IDS_MAX = 8 };
-
-/* How an embedding request pools its prompt's hidden states (the final
- * norm's output): the last token's (decoder embedding models), their mean,
- * or the first token's; NONE: the request generates. */
-typedef enum snug_pooling {
-    SNUG_POOL_NONE = 0,
-    SNUG_POOL_LAST,
-    SNUG_POOL_MEAN,
-    SNUG_POOL_FIRST
-} snug_pooling;
 
 typedef struct snug_request {
     /* in: set by the caller before submitting */

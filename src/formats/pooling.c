@@ -27,7 +27,7 @@ static snug_status gguf_pooling(const char *path, snug_pooling_info *out, snug_e
     if (st == SNUG_OK && type == 4)
         st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: %s 4 (rank): a reranker's classification head in GGUF "
                          "(cls.output) is not served; its Hugging Face checkpoint is", path, key);
-    if (st == SNUG_OK) *out = (snug_pooling_info){(snug_pool_type)type, type > 0};
+    if (st == SNUG_OK) *out = (snug_pooling_info){(snug_pooling)type, type > 0};
     snug_gguf_close(g);
     return st;
 }
@@ -58,16 +58,16 @@ snug_status snug_pooling_read(const char *path, snug_pooling_info *out, snug_err
         snprintf(file, sizeof file, "%s/%s/config.json", path, pool_dir);
         if (st == SNUG_OK) st = snug_json_load_file(file, 1 << 20, &pool, err);
     }
-    static const struct { const char *key; snug_pool_type t; } modes[] = {
-        {"pooling_mode_lasttoken", SNUG_POOL_TYPE_LAST}, {"pooling_mode_mean_tokens", SNUG_POOL_TYPE_MEAN},
-        {"pooling_mode_cls_token", SNUG_POOL_TYPE_CLS}};
+    static const struct { const char *key; snug_pooling t; } modes[] = {
+        {"pooling_mode_lasttoken", SNUG_POOL_LAST}, {"pooling_mode_mean_tokens", SNUG_POOL_MEAN},
+        {"pooling_mode_cls_token", SNUG_POOL_FIRST}};
     for (size_t i = 0; st == SNUG_OK && pool && i < SNUG_ARRAY_LEN(modes); i++)
-        if (json_is_true(json_object_get(pool, modes[i].key)) && out->type == SNUG_POOL_TYPE_NONE)
+        if (json_is_true(json_object_get(pool, modes[i].key)) && out->type == SNUG_POOL_NONE)
             out->type = modes[i].t;
-    if (st == SNUG_OK && pool && out->type == SNUG_POOL_TYPE_NONE)
+    if (st == SNUG_OK && pool && out->type == SNUG_POOL_NONE)
         st = snug_errorf(err, SNUG_UNSUPPORTED, "%s: no pooling snug serves (pooling_mode_lasttoken, "
                          "pooling_mode_mean_tokens or pooling_mode_cls_token true)", file);
-    if (st == SNUG_OK && !pool) out->type = SNUG_POOL_TYPE_LAST; /* modules.json, no Pooling module: a decoder's */
+    if (st == SNUG_OK && !pool) out->type = SNUG_POOL_LAST; /* modules.json, no Pooling module: a decoder's */
     if (st != SNUG_OK) *out = (snug_pooling_info){0};
     json_decref(pool);
     json_decref(modules);

@@ -9,16 +9,18 @@
 
 #include "base/common.h"
 
-/* llama.cpp's numbering (its pooling_type key). */
-typedef enum snug_pool_type {
-    SNUG_POOL_TYPE_NONE = 0,   /* a language model */
-    SNUG_POOL_TYPE_MEAN = 1,
-    SNUG_POOL_TYPE_CLS = 2,    /* the first token's */
-    SNUG_POOL_TYPE_LAST = 3
-} snug_pool_type;
+/* How an embedding pools the final norm's output of its prompt's tokens,
+ * numbered as llama.cpp's pooling_type key: NONE, a language model (a
+ * request that generates). */
+typedef enum snug_pooling {
+    SNUG_POOL_NONE = 0,
+    SNUG_POOL_MEAN = 1,        /* every token's mean */
+    SNUG_POOL_FIRST = 2,       /* the first token's (llama.cpp's cls) */
+    SNUG_POOL_LAST = 3         /* the last token's (decoder embedding models) */
+} snug_pooling;
 
 typedef struct snug_pooling_info {
-    snug_pool_type type;
+    snug_pooling type;
     bool normalize;            /* vectors scaled to length 1 (a Normalize module; GGUF files:
                                 * always, as llama.cpp's server does) */
 } snug_pooling_info;
