@@ -9,6 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
+import { eventNames } from './common.mjs';
 import { Stream } from '@anthropic-ai/sdk/core/streaming';
 
 const baseURL = process.env.SNUG_BASE_URL ?? 'http://127.0.0.1:8000/v1';
@@ -143,16 +144,6 @@ async function expectAPIError(promise, Class, { status, type, message }) {
     assert.equal(err.apiMessage, body.error.message);
     assert.match(err.message, new RegExp(`^${status} `));
     return err;
-}
-
-// eventNames(events): their names in order, a run of one name as "name xN", for messages
-function eventNames(events) {
-    const runs = [];
-    for (const { event } of events) {
-        if (runs.at(-1)?.[0] === event) runs.at(-1)[1]++;
-        else runs.push([event, 1]);
-    }
-    return runs.map(([name, n]) => (n > 1 ? `${name} x${n}` : name)).join(', ');
 }
 
 // checkEventOrder(events): the events of one streamed reply, [{event, data}] (event: the SSE

@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { expectOpenAIError, serverMetrics } from './common.mjs';
 
 const baseURL = process.env.SNUG_BASE_URL ?? 'http://127.0.0.1:8000/v1';
 const apiKey = process.env.SNUG_API_KEY ?? 'test-key';
@@ -23,58 +24,8 @@ const T = { timeout: 15_000 };
 const prompt = 'Once upon a time';
 const messages = [{ role: 'user', content: 'Tell me a story about a dog.' }];
 
-// expectAPIError(promise, Class, fields): the promise rejects with an instance of Class (an
-// OpenAI.APIError subclass) whose status, param, code and type are as given (undefined: not
-// checked); returns the error for further checks.
-async function expectAPIError(promise, Class, fields = {}) {
-    let err;
-    try {
-        await promise;
-    } catch (e) {
-        err = e;
-    }
-    assert.ok(err, `expected ${Class.name}, but the request succeeded`);
-    assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-    assert.ok(err instanceof OpenAI.APIError);
-    for (const [k, v] of Object.entries(fields)) {
-        assert.equal(err[k], v, `err.${k} = ${JSON.stringify(err[k])}, expected ${JSON.stringify(v)} (${err.message})`);
-    }
-    // err.error is the body's "error" object: OpenAI's shape
-    assert.equal(typeof err.error, 'object', `err.error = ${JSON.stringify(err.error)}`);
-    assert.equal(typeof err.error.message, 'string');
-    assert.ok(err.error.message.length > 0);
-    assert.equal(err.error.type, err.type);
-    assert.ok('param' in err.error, 'error.param is present (null when none)');
-    assert.ok('code' in err.error, 'error.code is present (null when none)');
-    return err;
-}
-
-async function metrics() {
-    const r = await fetch(metricsURL, { headers: { Authorization: `Bearer ${apiKey}` } }); // behind the key too
-    assert.equal(r.status, 200, `GET ${metricsURL}: ${r.status}`);
-    return r.text();
-}
-
-function gauge(text, name) {
-    const m = text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
-    return m ? Number(m[1]) : undefined;
-}
-
-// waitForGauges({name: value, ...}): within ms (5 s) the metrics show every gauge at its
-// value; returns the last metrics text.
-async function waitForGauges(want, ms = 5000) {
-    const deadline = Date.now() + ms;
-    let text = '';
-    for (;;) {
-        text = await metrics();
-        if (Object.entries(want).every(([k, v]) => gauge(text, k) === v)) return text;
-        if (Date.now() > deadline) {
-            const got = Object.keys(want).map((k) => `${k} ${gauge(text, k)}`).join(', ');
-            assert.fail(`after ${ms} ms: ${got}; expected ${JSON.stringify(want)}`);
-        }
-        await new Promise((r) => setTimeout(r, 50));
-    }
-}
+const { metrics, gauge, waitForGauges } = serverMetrics(metricsURL, apiKey);
+const expectAPIError = (promise, Class, fields) => expectOpenAIError(OpenAI, promise, Class, fields);
 
 function checkUsage(usage, completionTokens) {
     assert.ok(usage, 'usage is present');

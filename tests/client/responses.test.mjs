@@ -11,6 +11,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { eventNames, expectOpenAIError, serverMetrics } from './common.mjs';
 
 const baseURL = process.env.SNUG_BASE_URL ?? 'http://127.0.0.1:8000/v1';
 const apiKey = process.env.SNUG_API_KEY ?? 'test-key';
@@ -186,44 +187,9 @@ function withoutIds(r) {
     return rest;
 }
 
-// expectAPIError(promise, Class, fields): the promise rejects with an instance of Class (an
-// OpenAI.APIError subclass) whose status, param, code and type are as given (undefined: not
-// checked); err.error, the body's "error" object, is OpenAI's {message, type, param, code}.
-// Returns the error.
-async function expectAPIError(promise, Class, fields = {}) {
-    let err;
-    try {
-        await promise;
-    } catch (e) {
-        err = e;
-    }
-    assert.ok(err, `expected ${Class.name}, but the request succeeded`);
-    assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-    assert.ok(err instanceof OpenAI.APIError);
-    for (const [k, v] of Object.entries(fields)) {
-        assert.equal(err[k], v, `err.${k} = ${JSON.stringify(err[k])}, expected ${JSON.stringify(v)} (${err.message})`);
-    }
-    assert.equal(typeof err.error, 'object', `err.error = ${JSON.stringify(err.error)}`);
-    assert.equal(typeof err.error.message, 'string');
-    assert.ok(err.error.message.length > 0, 'the error says what is wrong');
-    assert.equal(err.error.type, err.type);
-    assert.ok('param' in err.error, 'error.param is present (null when none)');
-    assert.ok('code' in err.error, 'error.code is present (null when none)');
-    assert.match(err.message, new RegExp(`^${err.status} `));
-    return err;
-}
+const expectAPIError = (promise, Class, fields) => expectOpenAIError(OpenAI, promise, Class, fields);
 
 // ---- the stream ----------------------------------------------------------------------------
-
-// eventNames(events): their names in order, a run of one name as "name xN", for messages
-function eventNames(events) {
-    const runs = [];
-    for (const { event } of events) {
-        if (runs.at(-1)?.[0] === event) runs.at(-1)[1]++;
-        else runs.push([event, 1]);
-    }
-    return runs.map(([name, n]) => (n > 1 ? `${name} x${n}` : name)).join(', ');
-}
 
 // checkEventOrder(events): the events of one streamed reply, [{event, data}] (event: the SSE
 // event name), in the documented order: response.created (status in_progress, no output), then
@@ -400,32 +366,7 @@ function helperEvents(stream) {
     return events;
 }
 
-// ---- metrics ----------------------------------------------------------------------------------
-
-async function metrics() {
-    const r = await fetch(metricsURL, { headers: { Authorization: `Bearer ${apiKey}` } });
-    assert.equal(r.status, 200, `GET ${metricsURL}: ${r.status}`);
-    return r.text();
-}
-
-function gauge(text, name) {
-    const m = text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
-    return m ? Number(m[1]) : undefined;
-}
-
-// waitForGauges({name: value, ...}): within ms (5 s) the metrics show every gauge at its value
-async function waitForGauges(want, ms = 5000) {
-    const deadline = Date.now() + ms;
-    for (;;) {
-        const text = await metrics();
-        if (Object.entries(want).every(([k, v]) => gauge(text, k) === v)) return text;
-        if (Date.now() > deadline) {
-            const got = Object.keys(want).map((k) => `${k} ${gauge(text, k)}`).join(', ');
-            assert.fail(`after ${ms} ms: ${got}; expected ${JSON.stringify(want)}`);
-        }
-        await new Promise((r) => setTimeout(r, 50));
-    }
-}
+const { waitForGauges } = serverMetrics(metricsURL, apiKey);
 
 // ---- replies ----------------------------------------------------------------------------------
 
