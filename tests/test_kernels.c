@@ -659,7 +659,8 @@ static void test_matmul_quant(void)
 {
     static const struct {
         int64_t n, k, m;
-    } shapes[] = {{1, 256, 16}, {3, 512, 31}, {5, 256, 50}, {17, 768, 40}, {70, 512, 33}, {2, 1024, 7}, {4, 512, 48}, {1, 2048, 19}};
+    } shapes[] = {{1, 256, 16}, {3, 512, 31}, {5, 256, 50}, {17, 768, 40}, {70, 512, 33}, {2, 1024, 7}, {4, 512, 48}, {1, 2048, 19},
+      {150, 8192, 18}}; /* (the last: x in two k slices in the 8-bit GEMM) */
     variant kv[2 * SNUG_ISA_COUNT + 2];
     int n_var = qgemv_variants_of(kv);
     snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
@@ -760,7 +761,7 @@ static void test_qdot(void)
     rng_t r = {0xD07u};
     static const int64_t ks[] = {256, 512, 1024};
     double worst_x8 = 0, worst_exact = 0, worst_bound = 0;
-    int x8_bad = 0;
+    int x8_bad = 0, x8_vec_bad = 0;
     for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) {
         snug_dtype dt = (snug_dtype)d;
         uint32_t t = snug_dtype_qtype(dt);
@@ -774,6 +775,25 @@ static void test_qdot(void)
             x[k / 3] *= 20.0f; /* one outlier, as activations have */
             snug_x8_block *x8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *x8);
             snug_x8_quantize(x, k, dt, x8);
+            /* the GEMM's vector quantizer gives the same blocks, bit for bit,
+             * here and on a row with a zero group, a NaN, an infinity and
+             * a subnormal */
+            if (snug_qgemm_runs()) {
+                snug_x8_block *v8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *v8);
+                snug_x8_quantize_avx512(x, k, dt, v8);
+                if (memcmp(v8, x8, (size_t)(k / SNUG_X8_BLOCK) * sizeof *v8) != 0) x8_vec_bad++;
+                float *odd = malloc((size_t)k * sizeof(float));
+                memcpy(odd, x, (size_t)k * sizeof(float));
+                for (int64_t e = 0; e < 256; e++) odd[e] = 0.0f;
+                odd[300] = NAN, odd[k - 5] = INFINITY, odd[k - 40] = -1e-40f;
+                snug_x8_block *s8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *s8);
+                snug_x8_quantize(odd, k, dt, s8);
+                snug_x8_quantize_avx512(odd, k, dt, v8);
+                if (memcmp(v8, s8, (size_t)(k / SNUG_X8_BLOCK) * sizeof *v8) != 0) x8_vec_bad++;
+                free(odd);
+                free(s8);
+                free(v8);
+            }
             /* half a step, and for the formats of 32 the half-float rounding of
              * d (x was quantized against d before its rounding, as llama.cpp
              * does): up to 127 x 2^-11 d more */
@@ -831,9 +851,10 @@ static void test_qdot(void)
         }
     }
     CHECK(x8_bad == 0, "%d x8 values or sums wrong", x8_bad);
-    printf("  x8: worst |x - d q| %.3f of d (bound 0.5, 0.562 with a half d); qdot vs float64 over x8 %.3g of sum|terms| "
+    CHECK(x8_vec_bad == 0, "%d rows where the AVX-512 quantizer's blocks differ from snug_x8_quantize's", x8_vec_bad);
+    printf("  x8 (AVX-512 quantizer bit for bit: %s): worst |x - d q| %.3f of d (bound 0.5, 0.562 with a half d); qdot vs float64 over x8 %.3g of sum|terms| "
            "(tolerance 1e-5); vs float64 over x %.3f of the bound sum |w| d / 2\n",
-           worst_x8, worst_exact, worst_bound);
+           snug_qgemm_runs() ? "checked" : "not on this CPU", worst_x8, worst_exact, worst_bound);
 }
 
 /* The panel layout: sizes (bf16 pads an odd k to a pair), every element

@@ -123,17 +123,30 @@ int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS]);
  * then turned over 8 x 8 at a time. */
 void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst);
 
-/* The block-format GEMM on vpdpbusd zmm (k_quant.c; AVX-512 VNNI): y[t][o]
- * for t < n and the rows o of panels [p0, p1) of w, from x8 (n rows of
- * w->k / 32 blocks) and xs (per row and block: d, d sum16[0], d sum16[1]),
- * by integer dot products as snug_qdot_ref (the same sums, in float in
- * another order). Each panel is first repacked into tb
- * (snug_qgemm_panel_bytes(w->k) bytes, 64-byte aligned): 16 rows' 8-bit
- * values four by four, so that one zmm holds 4 values of each row and
- * vpdpbusd takes 4 values of a row of x broadcast. snug_qgemm_runs: whether
- * this CPU has it. */
-void snug_qgemm_vnni512(float *y, int64_t ldy, const struct snug_x8_block *x8, const float *xs, int64_t n,
-                        const snug_linear *w, int64_t p0, int64_t p1, void *tb);
+/* The block-format GEMM on vpdpbusd zmm (k_quant.c; AVX-512 VNNI), by
+ * integer dot products as snug_qdot_ref (the same sums, in float in
+ * another order). x goes first into groups of SNUG_QGEMM_XROWS rows
+ * (snug_qgemm_pack_x: groups [g0, g1) of n rows of k elements quantized
+ * for weights wdt, through tmp, k / 32 blocks, into xt of
+ * snug_qgemm_x_bytes(n, k)): per 32 values the 8-bit values + 128 four by
+ * four, one 32-bit word of each row to a zmm, and each row's scale and
+ * half sums. snug_qgemm_vnni512 then sets y[t][o] for t < n and the rows o
+ * of panels [p0, p1) of w: k slices that keep x's groups in the core's
+ * cache, and per slice each panel's values unpacked into tb
+ * (snug_qgemm_panel_bytes(w->k) bytes, 64-byte aligned) with its scales,
+ * so that vpdpbusd meets a zmm of one word of 16 rows of x with one word
+ * of a row of w broadcast; tiles of 8 rows of w keep each part's integer
+ * sums in registers and scale them once. snug_qgemm_runs: whether this
+ * CPU has it. */
+enum { SNUG_QGEMM_XROWS = 16 };
+/* snug_x8_quantize on AVX-512 (the GEMM's rows of x): the same blocks, bit
+ * for bit. */
+void snug_x8_quantize_avx512(const float *x, int64_t k, snug_dtype wdt, struct snug_x8_block *out);
+size_t snug_qgemm_x_bytes(int64_t n, int64_t k);
+void snug_qgemm_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_dtype wdt, int64_t g0, int64_t g1,
+                       struct snug_x8_block *tmp);
+void snug_qgemm_vnni512(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+                        int64_t p1, void *tb);
 size_t snug_qgemm_panel_bytes(int64_t k);
 bool snug_qgemm_runs(void);
 

@@ -437,7 +437,6 @@ typedef struct matmul_job {
     snug_qgemv_fn qgemv;     /* block formats, n <= 4: the integer path over x8 */
     bool qgemm;              /* block formats, n > 4: the 8-bit GEMM (snug_qgemm_vnni512) */
     snug_x8_block *x8;       /* x quantized, in the scratch */
-    float *xs;               /* the GEMM's: per row and x8 block d, d sum16[0], d sum16[1] */
     const snug_gemm_kind *g; /* NULL: the matrix-vector path */
     bool convert;
     float *y;
@@ -470,22 +469,14 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
     int64_t nth = j->nt, m = j->w->m, panels = (m + SNUG_PANEL - 1) / SNUG_PANEL, full = m / SNUG_PANEL;
     int64_t p0 = 0, p1 = 0;
     if (tid < nth) snug_pool_split(full, 1, tid, (int32_t)nth, &p0, &p1);
-    if (j->qgemm) { /* each thread quantizes its share of x's rows, then its panels */
-        int64_t k = j->w->k, kb = k / SNUG_X8_BLOCK, r0 = 0, r1 = 0;
-        if (tid < nth) snug_pool_split(j->n, 1, tid, (int32_t)nth, &r0, &r1);
-        for (int64_t t = r0; t < r1; t++) {
-            snug_x8_quantize(j->x + t * k, k, j->w->dtype, j->x8 + t * kb);
-            for (int64_t c = 0; c < kb; c++) {
-                const snug_x8_block *xb = &j->x8[t * kb + c];
-                float *x3 = j->xs + (t * kb + c) * 3;
-                x3[0] = xb->d, x3[1] = xb->d * (float)xb->sum16[0], x3[2] = xb->d * (float)xb->sum16[1];
-            }
-        }
+    if (j->qgemm) { /* each thread quantizes its share of x's groups of rows, then its panels */
+        int64_t groups = (j->n + SNUG_QGEMM_XROWS - 1) / SNUG_QGEMM_XROWS, g0 = 0, g1 = 0;
+        unsigned char *tb = j->scratch + (size_t)tid * thread_bytes(j->w->k);
+        if (tid < nth) snug_pool_split(groups, 1, tid, (int32_t)nth, &g0, &g1);
+        if (g0 < g1) snug_qgemm_pack_x(j->ap, j->x, j->n, j->w->k, j->w->dtype, g0, g1, (snug_x8_block *)(void *)tb);
         if (j->pool) snug_pool_barrier(j->pool, tid);
         if (tid == nth - 1) p1 = panels;
-        if (p0 < p1)
-            snug_qgemm_vnni512(j->y, j->ldy, j->x8, j->xs, j->n, j->w, p0, p1,
-                               j->scratch + (size_t)tid * thread_bytes(k));
+        if (p0 < p1) snug_qgemm_vnni512(j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
         return;
     }
     if (!j->g) { /* memory-bound: chunks from the counter, so that a thread slowed by the others'
@@ -532,8 +523,6 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         j.x8 = x8;
     } else if (quant && kt->qgemm) { /* x quantized by the threads (matmul_part) */
         j.qgemm = true;
-        j.x8 = (snug_x8_block *)(void *)j.ap;
-        j.xs = (float *)(void *)(j.x8 + n * (k / SNUG_X8_BLOCK));
     } else if (n > SNUG_GEMV_MAX_N || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
