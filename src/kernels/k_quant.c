@@ -519,6 +519,17 @@ T_GEMM_INL void repack_q6k(const uint8_t *bl, int64_t b, int64_t r, uint8_t *q, 
     kk[b * SNUG_PANEL + r] = 128.0f * hsum16(_mm512_mul_ps(scv, _mm512_cvtepi32_ps(wsum)));
 }
 
+/* One Q8_0 block at bl of row r (slice block b): its values as they are,
+ * its scale, and kk. */
+T_GEMM_INL void repack_q8(const uint8_t *bl, int64_t b, int64_t r, uint8_t *q, float *sc, float *kk)
+{
+    __m256i v = load256(bl + 2), hs = half_sums(v);
+    store256(q + (size_t)(b * SNUG_PANEL + r) * 32, v);
+    float d = half_at(bl);
+    sc[b * SNUG_PANEL + r] = d;
+    kk[b * SNUG_PANEL + r] = 128.0f * d * (float)(_mm256_extract_epi32(hs, 0) + _mm256_extract_epi32(hs, 1));
+}
+
 /* Any block (bs values) at bl of row r (slice block b), or zeros (bl NULL),
  * through its chunks: pb parts a block, PART values each. */
 T_GEMM_INL void repack_any(snug_qtype t, const uint8_t *bl, int64_t b, int64_t r, int64_t ncb, int64_t pb,
@@ -569,17 +580,19 @@ T_GEMM_INL qpanel qgemm_repack(const snug_linear *w, int64_t p, int64_t c0, int6
             const uint8_t *bl = r < width ? blocks + (size_t)(b * width + r) * bb : NULL;
             if (bl && (t == SNUG_QTYPE_Q4_K || t == SNUG_QTYPE_Q5_K)) repack_k45(bl, t == SNUG_QTYPE_Q5_K, b, r, q, sc, co, kk);
             else if (bl && t == SNUG_QTYPE_Q6_K) repack_q6k(bl, b, r, q, sc, kk);
+            else if (bl && t == SNUG_QTYPE_Q8_0) repack_q8(bl, b, r, q, sc, kk);
             else repack_any(t, bl, b, r, ncb, pb, corr, q, sc, co, kk);
         }
     return (qpanel){q, sc, co, kk};
 }
 
-/* The 32-bit word at p (a row's four values, broadcast by vpdpbusd). */
-T_GEMM_INL __m512i bcast4(const uint8_t *p)
+/* acc + the dots of x's 16 words (unsigned bytes) with the word at p
+ * (signed bytes) broadcast, with vpdpbusd's memory broadcast (the
+ * compiler loads it apart: one more instruction to issue a product). */
+T_GEMM_INL __m512i dpbusd_bcast(__m512i acc, __m512i x, const uint8_t *p)
 {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*(const int32_t *)(const void *)p));
+    return acc;
 }
 
 /* QT_NR rows of a repacked panel slice (rows r0.. of qp, nc chunks) against
@@ -608,7 +621,7 @@ T_GEMM_INL void qgemm_tile(const qpanel *qp, int64_t r0, const uint8_t *xg, int6
                 for (int j = j0; j < j0 + nq; j++) {
                     __m512i xv = _mm512_loadu_si512((const void *)(xc + 64 * j));
 #pragma GCC unroll 8
-                    for (int r = 0; r < QT_NR; r++) is[r] = _mm512_dpbusd_epi32(is[r], xv, bcast4(qc + 32 * r + 4 * j));
+                    for (int r = 0; r < QT_NR; r++) is[r] = dpbusd_bcast(is[r], xv, qc + 32 * r + 4 * j);
                 }
                 int64_t part = (c0 / GROUP * SNUG_PANEL + r0) * pb + (c - c0) * parts_per_chunk + h;
                 __m512 sx = _mm512_setzero_ps();
