@@ -210,6 +210,16 @@ static void test_matmul_insn(void)
         CHECK(k.bf16_insn == (d >= 1.15 * f ? SNUG_INSN_DPBF16_ZMM : SNUG_INSN_FMA_ZMM),
               "the faster kept (15%% in favour of the FMA): %s", snug_insn_name(k.bf16_insn));
     }
+    if (snug_qgemm_runs()) { /* AVX-512 VNNI: the block formats' vpdpbusd ymm and zmm paths measured too */
+        snug_kernels k = kernels_of(best);
+        snug_kernels_calibrate(&k);
+        double y = k.calib_gflops[SNUG_INSN_DPBUSD_YMM], z = k.calib_gflops[SNUG_INSN_DPBUSD_ZMM];
+        printf("  calibration: block formats, one row: vpdpbusd ymm %.1f, vpdpbusd zmm %.1f GOP/s: %s\n", y, z,
+               snug_insn_name(k.qgemv_insn));
+        CHECK(y > 0 && z > 0, "both matrix-vector paths measured: %g, %g", y, z);
+        CHECK(k.qgemv_insn == (z > y ? SNUG_INSN_DPBUSD_ZMM : SNUG_INSN_DPBUSD_YMM), "the faster kept: %s",
+              snug_insn_name(k.qgemv_insn));
+    }
     CHECK(snug_insn_flops(SNUG_INSN_SCALAR) == 0 && snug_insn_flops(SNUG_INSN_FMA_YMM) == 16 &&
               snug_insn_flops(SNUG_INSN_FMA_ZMM) == 32 && snug_insn_flops(SNUG_INSN_DPBF16_ZMM) == 64,
           "flops per instruction");

@@ -110,11 +110,12 @@ typedef struct snug_qgemv_kind {
     snug_insn insn; /* its integer multiply-add */
 } snug_qgemv_kind;
 
-enum { SNUG_QGEMV_KINDS = 2 };
+enum { SNUG_QGEMV_KINDS = 3 };
 
 /* The block-format matrix-vector paths this CPU runs under the instruction
  * set isa, the best last (vpmaddubsw ymm from AVX2; vpdpbusd ymm where
- * AVX-VNNI or AVX-512 VNNI is there), into out; returns their count (0
+ * AVX-VNNI or AVX-512 VNNI is there; with AVX-512 VNNI then the zmm path,
+ * two rows of Q4_K, Q5_K and Q6_K to a vector), into out; returns their count (0
  * below AVX2). Pure apart from reading the CPU. */
 int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS]);
 

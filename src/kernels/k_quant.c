@@ -715,6 +715,220 @@ T_GEMM void snug_qgemm_vnni512(float *y, int64_t ldy, const void *xt, int64_t n,
         }
 }
 
+/* ---- the matrix-vector path on zmm (AVX-512 VNNI) ----------------------------- */
+
+/* Prefetches the cache lines that begin within the bytes of one block,
+ * QGEMV_AHEAD ahead. */
+T_GEMM_INL void fetch_zmm(const uint8_t *at, size_t bb)
+{
+    uintptr_t a = ((uintptr_t)at + QGEMV_AHEAD + 63) & ~(uintptr_t)63, end = (uintptr_t)at + QGEMV_AHEAD + bb;
+    for (; a < end; a += 64) _mm_prefetch((const char *)a, QGEMV_HINT);
+}
+
+/* Two rows' 32 bytes, a at the low half, b at the high. */
+T_GEMM_INL __m512i load_pair(const uint8_t *a, const uint8_t *b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+
+/* The 32 bytes at p in both halves. */
+T_GEMM_INL __m512i load_twice(const void *p) { return _mm512_broadcast_i64x4(load256(p)); }
+
+/* acc + the dots of u (unsigned, <= 63) with x (|x| <= 127) in pairs of
+ * 16-bit sums, each times its 16-bit scale in s (QB_SDOT on zmm). */
+T_GEMM_INL __m512i sdot_zmm(__m512i acc, __m512i u, __m512i x, __m512i s)
+{
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, x), s);
+}
+
+/* The 16-bit scale j of each row of a pair in every 16-bit lane of its
+ * half: z holds each row's eight 16-bit scales twice (row 0 in lanes 0 and
+ * 1, row 1 in 2 and 3). */
+T_GEMM_INL __m512i pair_scale(__m512i z, int j)
+{
+    return _mm512_shuffle_epi8(z, _mm512_set1_epi16((short)((2 * j) | ((2 * j + 1) << 8))));
+}
+
+/* Q4_K and Q5_K as panel_k45 does, two rows to a zmm: the halves of each
+ * block pair's 64 values and scales meet x's chunk in both halves. */
+T_GEMM_INL void panel_k45_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                              const int NT, const bool five)
+{
+    const int64_t k = w->k, kb = k / 32, nb = k / 256;
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = five ? 176 : 144;
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    __m512 acc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
+    __m256 cacc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < SNUG_PANEL / 2; r++) acc[t][r] = _mm512_setzero_ps(), cacc[t][r] = _mm256_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0xF);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
+        __m256i xsum[SNUG_GEMV_MAX_N];
+        float dx[SNUG_GEMV_MAX_N];
+        for (int t = 0; t < NT; t++) {
+            const snug_x8_block *xb = &x8[t * kb + 8 * b];
+            xsum[t] = _mm256_broadcastsi128_si256(_mm_setr_epi16(
+                (int16_t)(xb[0].sum16[0] + xb[0].sum16[1]), (int16_t)(xb[1].sum16[0] + xb[1].sum16[1]),
+                (int16_t)(xb[2].sum16[0] + xb[2].sum16[1]), (int16_t)(xb[3].sum16[0] + xb[3].sum16[1]),
+                (int16_t)(xb[4].sum16[0] + xb[4].sum16[1]), (int16_t)(xb[5].sum16[0] + xb[5].sum16[1]),
+                (int16_t)(xb[6].sum16[0] + xb[6].sum16[1]), (int16_t)(xb[7].sum16[0] + xb[7].sum16[1])));
+            dx[t] = xb->d;
+        }
+        for (int64_t r = 0; r < width; r += 2) {
+            const bool two = r + 1 < width; /* a narrow panel's last row goes alone (its pair: itself) */
+            const uint8_t *bl0 = blocks + (size_t)r * bb, *bl1 = two ? bl0 + bb : bl0;
+            fetch_zmm(bl0, 2 * bb);
+            __m256i sm = k_scales_vec2(bl0 + 4, bl1 + 4), zero = _mm256_setzero_si256();
+            __m256i sc_pair = _mm256_unpacklo_epi8(sm, zero), mn_pair = _mm256_unpackhi_epi8(sm, zero);
+            __m512i zsc = _mm512_shuffle_i64x2(_mm512_castsi256_si512(sc_pair), _mm512_castsi256_si512(sc_pair), 0x50);
+            uint32_t h0, h1;
+            memcpy(&h0, bl0, 4), memcpy(&h1, bl1, 4);
+            __m128 dd = _mm_cvtph_ps(_mm_setr_epi32((int)h0, (int)h1, 0, 0)); /* d0 dmin0 d1 dmin1 */
+            const uint8_t *qs0 = bl0 + (five ? 48 : 16), *qs1 = bl1 + (five ? 48 : 16);
+            __m512i hbits = five ? load_pair(bl0 + 16, bl1 + 16) : _mm512_setzero_si512();
+            __m512i ia[SNUG_GEMV_MAX_N], ib[SNUG_GEMV_MAX_N];
+            for (int t = 0; t < NT; t++) ia[t] = ib[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int pp = 0; pp < 4; pp++) {
+                __m512i v = load_pair(qs0 + 32 * pp, qs1 + 32 * pp);
+                __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                if (five) {
+                    __m512i b0 = _mm512_set1_epi8((char)(1 << (2 * pp))), b1 = _mm512_set1_epi8((char)(2 << (2 * pp)));
+                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hbits, b0), lo, _mm512_set1_epi8(16));
+                    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hbits, b1), hi, _mm512_set1_epi8(16));
+                }
+                __m512i s_lo = pair_scale(zsc, 2 * pp), s_hi = pair_scale(zsc, 2 * pp + 1);
+                for (int t = 0; t < NT; t++) {
+                    const snug_x8_block *xb = &x8[t * kb + 8 * b + 2 * pp];
+                    ia[t] = sdot_zmm(ia[t], lo, load_twice(xb[0].q), s_lo);
+                    ib[t] = sdot_zmm(ib[t], hi, load_twice(xb[1].q), s_hi);
+                }
+            }
+            for (int t = 0; t < NT; t++) {
+                float f[4];
+                _mm_storeu_ps(f, _mm_mul_ps(dd, _mm_set1_ps(dx[t])));
+                __m256 mscale = _mm256_setr_ps(f[1], f[1], f[1], f[1], f[3], f[3], f[3], f[3]);
+                __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(mn_pair, xsum[t]));
+                cacc[t][r / 2] = _mm256_fmadd_ps(mins, mscale, cacc[t][r / 2]);
+                __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(f[0]), _mm256_set1_ps(f[2]), 1);
+                acc[t][r / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia[t], ib[t])), dv, acc[t][r / 2]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) {
+            __m512 a = acc[t][r / 2];
+            __m256 half = r % 2 ? _mm512_extractf32x8_ps(a, 1) : _mm512_castps512_ps256(a);
+            __m256 c = cacc[t][r / 2];
+            __m128 ch = r % 2 ? _mm256_extractf128_ps(c, 1) : _mm256_castps256_ps128(c);
+            y[t * ldy + p * SNUG_PANEL + r] = hsum8(half) - hsum4(ch);
+        }
+}
+
+/* Q6_K as panel_q6k does, two rows to a zmm. */
+T_GEMM_INL void panel_q6k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                              const int NT)
+{
+    const int64_t k = w->k, kb = k / 32, nb = k / 256;
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t bb = 210;
+    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
+    __m512 acc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < SNUG_PANEL / 2; r++) acc[t][r] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0xF);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
+        __m512i xsum[SNUG_GEMV_MAX_N]; /* x's sums of the 16 sub-blocks, 16 bits each, in both halves */
+        float dx[SNUG_GEMV_MAX_N];
+        for (int t = 0; t < NT; t++) {
+            const snug_x8_block *xb = &x8[t * kb + 8 * b];
+            __m256i s = _mm256_setr_epi16(xb[0].sum16[0], xb[0].sum16[1], xb[1].sum16[0], xb[1].sum16[1],
+                                          xb[2].sum16[0], xb[2].sum16[1], xb[3].sum16[0], xb[3].sum16[1],
+                                          xb[4].sum16[0], xb[4].sum16[1], xb[5].sum16[0], xb[5].sum16[1],
+                                          xb[6].sum16[0], xb[6].sum16[1], xb[7].sum16[0], xb[7].sum16[1]);
+            xsum[t] = _mm512_broadcast_i64x4(s);
+            dx[t] = xb->d;
+        }
+        for (int64_t r = 0; r < width; r += 2) {
+            const bool two = r + 1 < width;
+            const uint8_t *bl0 = blocks + (size_t)r * bb, *bl1 = two ? bl0 + bb : bl0;
+            fetch_zmm(bl0, 2 * bb);
+            /* each row's 16 scales as 16 bits: row 0 in the low half */
+            __m512i sc16 = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(bl0 + 192))),
+                _mm_loadu_si128((const __m128i *)(const void *)(bl1 + 192)), 1));
+            __m512i ia[SNUG_GEMV_MAX_N];
+            for (int t = 0; t < NT; t++)
+                ia[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_madd_epi16(sc16, xsum[t]), 5));
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i a = load_pair(bl0 + 64 * h, bl1 + 64 * h), a2 = load_pair(bl0 + 64 * h + 32, bl1 + 64 * h + 32);
+                __m512i hb = load_pair(bl0 + 128 + 32 * h, bl1 + 128 + 32 * h);
+                __m512i lo4[4] = {_mm512_and_si512(a, low4), _mm512_and_si512(a2, low4),
+                                  _mm512_and_si512(_mm512_srli_epi16(a, 4), low4),
+                                  _mm512_and_si512(_mm512_srli_epi16(a2, 4), low4)};
+                /* the half's 8 scales of each row, twice: row 0 in lanes 0 and 1 */
+                __m512i zsc = _mm512_shuffle_i64x2(sc16, sc16, h ? 0xF5 : 0xA0);
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {
+                    __m512i hi2 = _mm512_and_si512(hb, _mm512_set1_epi8((char)(3 << (2 * g))));
+                    hi2 = g < 2 ? _mm512_slli_epi16(hi2, 4 - 2 * g) : g == 3 ? _mm512_srli_epi16(hi2, 2) : hi2;
+                    __m512i u = _mm512_or_si512(lo4[g], hi2);
+                    /* sub-block 2 g in the first 16 values (lanes 0, 2), 2 g + 1 in the next (1, 3) */
+                    __m512i s = _mm512_mask_blend_epi64((__mmask8)0xCC, pair_scale(zsc, 2 * g), pair_scale(zsc, 2 * g + 1));
+                    for (int t = 0; t < NT; t++)
+                        ia[t] = sdot_zmm(ia[t], u, load_twice(x8[t * kb + 8 * b + 4 * h + g].q), s);
+                }
+            }
+            uint16_t d0, d1;
+            memcpy(&d0, bl0 + 208, 2), memcpy(&d1, bl1 + 208, 2);
+            __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, 0, 0, 0, 0, 0, 0));
+            for (int t = 0; t < NT; t++) {
+                float f[4];
+                _mm_storeu_ps(f, _mm_mul_ps(dd, _mm_set1_ps(dx[t])));
+                __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(f[0]), _mm256_set1_ps(f[1]), 1);
+                acc[t][r / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), dv, acc[t][r / 2]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int64_t r = 0; r < width; r++) {
+            __m512 a = acc[t][r / 2];
+            y[t * ldy + p * SNUG_PANEL + r] = hsum8(r % 2 ? _mm512_extractf32x8_ps(a, 1) : _mm512_castps512_ps256(a));
+        }
+}
+
+/* Panels [p0, p1) for NT rows of x: Q4_K, Q5_K and Q6_K on zmm, the others
+ * as the vpdpbusd ymm path. */
+T_GEMM_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
+                            int64_t p1, const int NT)
+{
+    const snug_qtype qt = (snug_qtype)snug_dtype_qtype(w->dtype);
+    for (int64_t p = p0; p < p1; p++) {
+        switch (qt) {
+        case SNUG_QTYPE_Q4_K: panel_k45_zmm(y, ldy, x8, w, p, NT, false); break;
+        case SNUG_QTYPE_Q5_K: panel_k45_zmm(y, ldy, x8, w, p, NT, true); break;
+        case SNUG_QTYPE_Q6_K: panel_q6k_zmm(y, ldy, x8, w, p, NT); break;
+        default: qgemv_n_vnni_512(y, ldy, x8, w, p, p + 1, NT); break;
+        }
+    }
+}
+
+/* The snug_qgemv_fn of vpdpbusd zmm. */
+T_GEMM static void qgemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
+                             int64_t p0, int64_t p1)
+{
+    switch (n) {
+    case 1: qgemv_n_zmm(y, ldy, x8, w, p0, p1, 1); break;
+    case 2: qgemv_n_zmm(y, ldy, x8, w, p0, p1, 2); break;
+    case 3: qgemv_n_zmm(y, ldy, x8, w, p0, p1, 3); break;
+    default: qgemv_n_zmm(y, ldy, x8, w, p0, p1, 4); break;
+    }
+}
+
 bool snug_qgemm_runs(void)
 {
     snug_cpu cpu = snug_cpu_probe();
@@ -727,8 +941,10 @@ int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS])
     if (isa < SNUG_ISA_AVX2) return 0;
     snug_cpu cpu = snug_cpu_probe();
     out[n++] = (snug_qgemv_kind){qgemv_maddubs, SNUG_INSN_MADDUBS_YMM};
-    if (isa >= SNUG_ISA_AVX512 && cpu.avx512_vnni)
+    if (isa >= SNUG_ISA_AVX512 && cpu.avx512_vnni) {
         out[n++] = (snug_qgemv_kind){qgemv_vnni_512, SNUG_INSN_DPBUSD_YMM};
+        out[n++] = (snug_qgemv_kind){qgemv_zmm, SNUG_INSN_DPBUSD_ZMM};
+    }
     else if (cpu.avx_vnni)
         out[n++] = (snug_qgemv_kind){qgemv_vnni_avx, SNUG_INSN_DPBUSD_YMM};
     return n;

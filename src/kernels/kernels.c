@@ -6,6 +6,7 @@
 #include "k_impl.h"
 
 #include "cpu.h"
+#include "qdot.h"
 
 #include "base/mem.h"
 #include "base/dtype.h"
@@ -158,9 +159,72 @@ static double calibrate_kind(const snug_gemm_kind *g, cal_data *d)
     return best;
 }
 
+/* ---- choosing the block formats' matrix-vector path by measurement --------- */
+
+enum {
+    QCAL_ROWS = 64, /* four panels */
+    QCAL_K = 4096   /* 16 Q4_K blocks a row: 144 KiB of weights, in L2 */
+};
+
+/* The data of the measurement: Q4_K weights in the panel layout (their
+ * bytes arbitrary but for finite scales: the time does not depend on
+ * them), one row of x quantized, one of y. */
+typedef struct qcal_data {
+    _Alignas(64) uint8_t w[QCAL_ROWS * (QCAL_K / 256) * 144];
+    snug_x8_block x8[QCAL_K / SNUG_X8_BLOCK];
+    float y[QCAL_ROWS];
+} qcal_data;
+
+/* One thread's GOP/s of the matrix-vector path fn on d at one row of x:
+ * the best of CAL_PASSES passes of about 2 ms each. */
+static double calibrate_qgemv(snug_qgemv_fn fn, qcal_data *d)
+{
+    const snug_linear w = {SNUG_DTYPE_Q4_K, QCAL_ROWS, QCAL_K, d->w};
+    double best = 0;
+    for (int pass = 0; pass < CAL_PASSES; pass++) {
+        int64_t calls = 0;
+        double t0 = snug_now_seconds(), t = t0;
+        while (t - t0 < 2e-3) {
+            for (int r = 0; r < 16; r++) fn(d->y, QCAL_ROWS, d->x8, 1, &w, 0, QCAL_ROWS / SNUG_PANEL);
+            calls += 16;
+            t = snug_now_seconds();
+        }
+        best = SNUG_MAX(best, 2.0 * (double)calls * QCAL_ROWS * QCAL_K / (t - t0) * 1e-9);
+    }
+    return best;
+}
+
+/* Measures each of k's matrix-vector paths of block formats (where there
+ * is more than one on vpdpbusd) and keeps the fastest. */
+static void calibrate_qgemv_kinds(snug_kernels *k)
+{
+    snug_qgemv_kind kinds[SNUG_QGEMV_KINDS];
+    int32_t n = snug_qgemv_kinds(k->isa, kinds), first = 0;
+    while (first < n && kinds[first].insn == SNUG_INSN_MADDUBS_YMM) first++; /* (vpdpbusd beats it where both are) */
+    if (n - first < 2) return;
+    qcal_data *d = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *d, NULL);
+    if (!d) return; /* no memory to measure with: the default stays */
+    for (size_t i = 0; i < sizeof d->w; i++) d->w[i] = (uint8_t)(i * 37u + 11u);
+    for (size_t b = 0; b < sizeof d->w / 144; b++) {
+        uint16_t h = snug_f32_to_f16(0.01f); /* d and dmin */
+        memcpy(d->w + 144 * b, &h, 2), memcpy(d->w + 144 * b + 2, &h, 2);
+    }
+    float x[QCAL_K];
+    for (int i = 0; i < QCAL_K; i++) x[i] = (float)(i % 17) - 8.0f;
+    snug_x8_quantize(x, QCAL_K, SNUG_DTYPE_Q4_K, d->x8);
+    double best = 0;
+    for (int32_t i = first; i < n; i++) {
+        double g = calibrate_qgemv(kinds[i].fn, d);
+        k->calib_gflops[kinds[i].insn] = g;
+        if (g > best) best = g, k->qgemv = kinds[i].fn, k->qgemv_insn = kinds[i].insn;
+    }
+    snug_mem_free(d);
+}
+
 void snug_kernels_calibrate(snug_kernels *k)
 {
     memset(k->calib_gflops, 0, sizeof k->calib_gflops);
+    calibrate_qgemv_kinds(k);
     if (!k->mm || !k->mm->bf16_dp.micro) return; /* one candidate: nothing to choose */
     const snug_gemm_kind *fma = &k->mm->f32, *dp = &k->mm->bf16_dp;
     cal_data *d = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *d, NULL);

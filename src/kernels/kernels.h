@@ -206,10 +206,12 @@ snug_status snug_kernels_choose_bf16(snug_kernels *k, snug_bf16_choice choice, s
 /* Measures the candidate bf16 GEMM kernels of k's instruction set (about
  * 12 ms on one thread, L1-resident data) and keeps the faster in
  * k->bf16_insn, preferring the FMA (which does not round x to bf16)
- * unless vdpbf16ps is at least 15% faster; records the rates in
- * k->calib_gflops. Nothing to measure on tables with one candidate. Its
- * data (about 50 KiB, category other) is freed before it returns; without
- * the memory for it the FMA stays. */
+ * unless vdpbf16ps is at least 15% faster; likewise the block formats'
+ * matrix-vector paths on vpdpbusd ymm and zmm where both run (on Q4_K
+ * weights in L2, one row of x), keeping the faster in k->qgemv; records
+ * the rates in k->calib_gflops. Nothing to measure on tables with one
+ * candidate. Its data (about 50 and 150 KiB, category other) is freed
+ * before it returns; without the memory for it the defaults stay. */
 void snug_kernels_calibrate(snug_kernels *k);
 
 /* One line saying what k runs for weights of dtype wdt: "avx512bf16; bf16
