@@ -314,24 +314,31 @@ static int variants_of(variant *out)
 
 /* variants_of, and each table again with every other matrix-vector path
  * of block formats its CPU has (the table's own is the best) and the f32
- * GEMM on dequantized slices (where its own is the 8-bit one). */
+ * GEMM on dequantized slices, and with every other 8-bit GEMM its CPU has
+ * (vpmaddubsw ymm, vpdpbusd ymm, zmm). */
 static int qgemv_variants_of(variant *out)
 {
-    static char names[SNUG_ISA_COUNT][64];
+    static char names[SNUG_ISA_COUNT + 1][SNUG_QGEMM_KINDS][64];
     int n = variants_of(out), base = n;
     snug_error err = {0};
     for (int v = 0; v < base; v++) {
         if (out[v].k.bf16_insn == SNUG_INSN_DPBF16_ZMM) continue;
         snug_qgemv_kind kinds[SNUG_QGEMV_KINDS];
-        int32_t nk = snug_qgemv_kinds(out[v].k.isa, kinds);
-        for (int32_t i = 0; i + 1 < nk; i++) {
+        snug_qgemm_kind gk[SNUG_QGEMM_KINDS];
+        int32_t nk = snug_qgemv_kinds(out[v].k.isa, kinds), ng = snug_qgemm_kinds(out[v].k.isa, gk);
+        /* variant i: the matrix-vector path i (the table's own past the others), and the f32 GEMM (i
+         * = 0), the 8-bit GEMM i - 1 (past the others: the table's own) */
+        for (int32_t i = 0; i < SNUG_MAX(nk - 1, ng); i++) {
             out[n] = out[v];
-            CHECK_OK(snug_kernels_set_qgemv(&out[n].k, kinds[i].insn, &err), &err);
-            /* (the other GEMM too, where the table has the 8-bit one) */
-            out[n].k.qgemm = false;
-            snprintf(names[out[v].k.isa], sizeof names[0], "%s (%s, f32 GEMM)", out[v].name,
-                     snug_insn_name(kinds[i].insn));
-            out[n].name = names[out[v].k.isa];
+            if (i < nk - 1) CHECK_OK(snug_kernels_set_qgemv(&out[n].k, kinds[i].insn, &err), &err);
+            if (i < ng) {
+                out[n].k.qgemm = i == 0 ? NULL : gk[i - 1].fn;
+                out[n].k.qgemm_insn = i == 0 ? SNUG_INSN_SCALAR : gk[i - 1].insn;
+            }
+            snprintf(names[v][i], sizeof names[0][0], "%s (%s, %s GEMM)", out[v].name,
+                     snug_insn_name(out[n].k.qgemv_insn),
+                     out[n].k.qgemm ? snug_insn_name(out[n].k.qgemm_insn) : "f32");
+            out[n].name = names[v][i];
             n++;
         }
     }
@@ -671,7 +678,7 @@ static void test_matmul_quant(void)
         int64_t n, k, m;
     } shapes[] = {{1, 256, 16}, {3, 512, 31}, {5, 256, 50}, {17, 768, 40}, {70, 512, 33}, {2, 1024, 7}, {4, 512, 48}, {1, 2048, 19},
       {150, 8192, 18}}; /* (the last: x in two k slices in the 8-bit GEMM) */
-    variant kv[2 * SNUG_ISA_COUNT + 2];
+    variant kv[4 * (SNUG_ISA_COUNT + 1)];
     int n_var = qgemv_variants_of(kv);
     snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
     void *scratch = scratch_alloc(2);

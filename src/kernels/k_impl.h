@@ -124,31 +124,34 @@ int32_t snug_qgemv_kinds(snug_isa isa, snug_qgemv_kind out[SNUG_QGEMV_KINDS]);
  * then turned over 8 x 8 at a time. */
 void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst);
 
-/* The block-format GEMM on vpdpbusd zmm (k_quant.c; AVX-512 VNNI), by
- * integer dot products as snug_qdot_ref (the same sums, in float in
- * another order). x goes first into groups of SNUG_QGEMM_XROWS rows
- * (snug_qgemm_pack_x: groups [g0, g1) of n rows of k elements quantized
- * for weights wdt, through tmp, k / 32 blocks, into xt of
- * snug_qgemm_x_bytes(n, k)): per 32 values the 8-bit values + 128 four by
- * four, one 32-bit word of each row to a zmm, and each row's scale and
- * half sums. snug_qgemm_vnni512 then sets y[t][o] for t < n and the rows o
- * of panels [p0, p1) of w: k slices that keep x's groups in the core's
- * cache, and per slice each panel's values unpacked into tb
- * (snug_qgemm_panel_bytes(w->k) bytes, 64-byte aligned) with its scales,
- * so that vpdpbusd meets a zmm of one word of 16 rows of x with one word
- * of a row of w broadcast; tiles of 8 rows of w keep each part's integer
- * sums in registers and scale them once. snug_qgemm_runs: whether this
- * CPU has it. */
-enum { SNUG_QGEMM_XROWS = 16 };
+/* The block-format GEMM on 8-bit products (k_qgemm.c), by integer dot
+ * products as snug_qdot_ref (the same sums, in float in another order).
+ * x goes first into groups of SNUG_QGEMM_XROWS rows (snug_qgemm_pack_x:
+ * groups [g0, g1) of n rows of k elements quantized for weights wdt, on
+ * AVX-512 where avx512 says so, through tmp (k / 32 blocks), into xt of
+ * snug_qgemm_x_bytes(n, k)). A snug_qgemm_fn then sets y[t][o] for t < n
+ * and the rows o of panels [p0, p1) of w (narrow last panel included),
+ * unpacking each panel's k slices into tb (snug_qgemm_panel_bytes(w->k)
+ * bytes, 64-byte aligned). snug_qgemm_kinds: the instructions this CPU
+ * runs it on under isa, the best last (vpmaddubsw ymm from AVX2, every
+ * format but Q8_0: snug_qgemm_takes; vpdpbusd ymm with AVX-VNNI; vpdpbusd
+ * zmm with AVX-512 VNNI); returns their count. snug_qgemm_runs: whether
+ * the CPU has AVX-512 VNNI (and so snug_x8_quantize_avx512). */
+enum { SNUG_QGEMM_XROWS = 16, SNUG_QGEMM_KINDS = 3 };
+typedef void (*snug_qgemm_fn)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+                              int64_t p1, void *tb);
+typedef struct snug_qgemm_kind {
+    snug_qgemm_fn fn;
+    snug_insn insn;
+} snug_qgemm_kind;
 /* snug_x8_quantize on AVX-512 (the GEMM's rows of x): the same blocks, bit
  * for bit. */
 void snug_x8_quantize_avx512(const float *x, int64_t k, snug_dtype wdt, struct snug_x8_block *out);
 size_t snug_qgemm_x_bytes(int64_t n, int64_t k);
 void snug_qgemm_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_dtype wdt, int64_t g0, int64_t g1,
-                       struct snug_x8_block *tmp);
-void snug_qgemm_vnni512(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
-                        int64_t p1, void *tb);
+                       bool avx512, struct snug_x8_block *tmp);
 size_t snug_qgemm_panel_bytes(int64_t k);
+int32_t snug_qgemm_kinds(snug_isa isa, snug_qgemm_kind out[SNUG_QGEMM_KINDS]);
 bool snug_qgemm_runs(void);
 
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD

@@ -44,6 +44,13 @@ static size_t thread_bytes(int64_t k)
     return snug_round_up(SNUG_MAX(slices, snug_qgemm_panel_bytes(k)), 64);
 }
 
+/* Whether the table's 8-bit GEMM takes weights of wdt (vpmaddubsw's
+ * 16-bit sums would saturate on Q8_0's values). */
+static bool qgemm_takes(const snug_kernels *k, snug_dtype wdt)
+{
+    return k->qgemm && !(k->qgemm_insn == SNUG_INSN_MADDUBS_YMM && wdt == SNUG_DTYPE_Q8_0);
+}
+
 /* Bytes of all of x packed: n rows padded to a tile, k to a pair and one
  * spare step. */
 static size_t a_bytes(int64_t n, int64_t k)
@@ -435,7 +442,8 @@ enum { GEMV_CHUNKS_PER_THREAD = 8 };
 typedef struct matmul_job {
     const snug_matmul_ops *o;
     snug_qgemv_fn qgemv;     /* block formats, n <= 4: the integer path over x8 */
-    bool qgemm;              /* block formats, n > 4: the 8-bit GEMM (snug_qgemm_vnni512) */
+    snug_qgemm_fn qgemm;     /* block formats, n > 4: the 8-bit GEMM, or NULL */
+    bool x_avx512;           /* its x quantized on AVX-512 */
     snug_x8_block *x8;       /* x quantized, in the scratch */
     const snug_gemm_kind *g; /* NULL: the matrix-vector path */
     bool convert;
@@ -473,10 +481,11 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
         int64_t groups = (j->n + SNUG_QGEMM_XROWS - 1) / SNUG_QGEMM_XROWS, g0 = 0, g1 = 0;
         unsigned char *tb = j->scratch + (size_t)tid * thread_bytes(j->w->k);
         if (tid < nth) snug_pool_split(groups, 1, tid, (int32_t)nth, &g0, &g1);
-        if (g0 < g1) snug_qgemm_pack_x(j->ap, j->x, j->n, j->w->k, j->w->dtype, g0, g1, (snug_x8_block *)(void *)tb);
+        if (g0 < g1)
+            snug_qgemm_pack_x(j->ap, j->x, j->n, j->w->k, j->w->dtype, g0, g1, j->x_avx512, (snug_x8_block *)(void *)tb);
         if (j->pool) snug_pool_barrier(j->pool, tid);
         if (tid == nth - 1) p1 = panels;
-        if (p0 < p1) snug_qgemm_vnni512(j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
+        if (p0 < p1) j->qgemm(j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
         return;
     }
     if (!j->g) { /* memory-bound: chunks from the counter, so that a thread slowed by the others'
@@ -521,8 +530,10 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         for (int64_t t = 0; t < n; t++) snug_x8_quantize(x + t * k, k, w->dtype, x8 + t * (k / SNUG_X8_BLOCK));
         j.qgemv = kt->qgemv;
         j.x8 = x8;
-    } else if (quant && kt->qgemm) { /* x quantized by the threads (matmul_part) */
-        j.qgemm = true;
+    } else if (quant && qgemm_takes(kt, w->dtype)) { /* x quantized by the threads (matmul_part) */
+        SNUG_ASSERT(snug_qgemm_x_bytes(n, k) <= a_bytes(n, k));
+        j.qgemm = kt->qgemm;
+        j.x_avx512 = kt->isa >= SNUG_ISA_AVX512 && snug_qgemm_runs();
     } else if (n > SNUG_GEMV_MAX_N || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
@@ -563,7 +574,7 @@ void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, con
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
 {
     if (n <= SNUG_GEMV_MAX_N && snug_dtype_is_quant(wdt)) return k->qgemv_insn;
-    if (snug_dtype_is_quant(wdt) && k->qgemm) return SNUG_INSN_DPBUSD_ZMM;
+    if (snug_dtype_is_quant(wdt) && qgemm_takes(k, wdt)) return k->qgemm_insn;
     if (!k->mm) return SNUG_INSN_SCALAR;
     if (n <= SNUG_GEMV_MAX_N) return k->mm->gemv_insn;
     bool convert;

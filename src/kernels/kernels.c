@@ -92,7 +92,10 @@ snug_status snug_kernels_init(snug_kernels *k, snug_isa isa, snug_error *err)
     int32_t n = snug_qgemv_kinds(isa, kinds);
     k->qgemv = n ? kinds[n - 1].fn : NULL;
     k->qgemv_insn = n ? kinds[n - 1].insn : SNUG_INSN_SCALAR;
-    k->qgemm = isa >= SNUG_ISA_AVX512 && snug_qgemm_runs();
+    snug_qgemm_kind gk[SNUG_QGEMM_KINDS];
+    int32_t ng = snug_qgemm_kinds(isa, gk);
+    k->qgemm = ng ? gk[ng - 1].fn : NULL;
+    k->qgemm_insn = ng ? gk[ng - 1].insn : SNUG_INSN_SCALAR;
     return SNUG_OK;
 }
 
