@@ -533,7 +533,7 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
     } else if (quant && qgemm_takes(kt, w->dtype)) { /* x quantized by the threads (matmul_part) */
         SNUG_ASSERT(snug_qgemm_x_bytes(n, k) <= a_bytes(n, k));
         j.qgemm = kt->qgemm;
-        j.x_avx512 = kt->isa >= SNUG_ISA_AVX512 && snug_qgemm_runs();
+        j.x_avx512 = kt->qgemm_insn == SNUG_INSN_DPBUSD_ZMM; /* (AVX-512 VNNI; asking the CPU costs a VM exit) */
     } else if (n > SNUG_GEMV_MAX_N || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
