@@ -9,7 +9,7 @@
  * conversions, not to its cap) and tests/cli/cli.sh checks at the tiny shape.
  *
  *   build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N] [--type T]
- *                      [--llama3-rope FACTOR,LOW,HIGH,ORIGINAL]
+ *                      [--llama3-rope FACTOR,LOW,HIGH,ORIGINAL] [--vocab PATH]
  *       NAME: a preset (default llama-3.2-1b; any of mkmodel's: qwen3-1.7b,
  *       phi-3-mini, ...); N: the random seed (default 5); T: the
  *       matrices' type: bf16 (default), q8_0, q4_0, q6_k, or q4_k_m, which
@@ -19,10 +19,14 @@
  *       llama.cpp's converter writes it, one factor per rotary frequency i
  *       (wavelength w = 2 pi theta^(2i/d)): 1 where w < ORIGINAL / HIGH, FACTOR
  *       where w > ORIGINAL / LOW, else 1 / ((1 - s) / FACTOR + s) with s =
- *       (ORIGINAL / w - LOW) / (HIGH - LOW)
+ *       (ORIGINAL / w - LOW) / (HIGH - LOW);
+ *       --vocab: the tokenizer at PATH (a directory or a tokenizer file,
+ *       of the preset's vocabulary size) as llama.cpp's tokenizer.ggml.*
+ *       keys, so that the file is served on its own (snug serve FILE)
  *
  * What it writes: the keys of the family as llama.cpp's converter writes
- * them (formats/gguf_model.h: snug_gguf_model_keys; no vocabulary), then
+ * them (formats/gguf_model.h: snug_gguf_model_keys; no vocabulary unless
+ * --vocab gives one), then
  * the tensors the family's checkpoints hold (model/params.h) under
  * llama.cpp's names: token_embd.weight, per layer blk.L.* (attn_q/k/v or a
  * fused attn_qkv, biases, q/k norms, ffn_gate and ffn_up or a fused
@@ -52,6 +56,7 @@
 #include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
 #include "model/params.h"
+#include "tokenizer/tokenizer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -82,13 +87,18 @@ typedef struct gg_tensor {
  * the keys of the preset's family as llama.cpp writes them
  * (formats/gguf_model.h), the tensor infos, and zeros up to the data
  * section's start. */
-static void build_header(snug_gguf_header *h, const snug_model_config *c, const gg_tensor *t, int32_t n,
-                         uint64_t n_kv)
+static snug_status build_header(snug_gguf_header *h, const snug_model_config *c, const snug_tokenizer *tok,
+                                const gg_tensor *t, int32_t n, uint64_t n_kv, snug_error *err)
 {
     snug_gguf_put_start(h, (uint64_t)n, n_kv);
     snug_gguf_model_keys(h, c, ALIGNMENT);
+    if (tok) {
+        snug_status st = snug_tokenizer_put_gguf(tok, h, c->bos_token_id < 0, c->n_eos == 0, err);
+        if (st != SNUG_OK) return st;
+    }
     for (int32_t i = 0; i < n; i++) snug_gguf_put_tensor(h, t[i].name, t[i].n_dims, t[i].ne, t[i].type, t[i].offset);
     snug_gguf_put_pad(h, ALIGNMENT);
+    return SNUG_OK;
 }
 
 /* Bytes of n elements of GGML type `type` (F32, BF16 or a block format). */
@@ -218,14 +228,14 @@ static void generate(const gg_tensor *t, uint64_t e0, size_t count, float *tmp, 
 static int usage(const char *msg)
 {
     fprintf(stderr, "mkgguf: %s\nusage: build/bench/mkgguf OUT.gguf [--preset NAME] [--seed N] "
-            "[--type bf16|q8_0|q4_0|q6_k|q4_k_m] [--llama3-rope FACTOR,LOW,HIGH,ORIGINAL]\n", msg);
+            "[--type bf16|q8_0|q4_0|q6_k|q4_k_m] [--llama3-rope FACTOR,LOW,HIGH,ORIGINAL] [--vocab PATH]\n", msg);
     return 2;
 }
 
 /* The program: see the top of this file. */
 int main(int argc, char **argv)
 {
-    const char *path = NULL, *preset = "llama-3.2-1b";
+    const char *path = NULL, *preset = "llama-3.2-1b", *vocab = NULL;
     uint64_t seed = 5;
     uint32_t ftype = SNUG_GGML_BF16;
     double llama3[4] = {0};
@@ -245,6 +255,8 @@ int main(int argc, char **argv)
             while (k < SNUG_ARRAY_LEN(types) && strcmp(types[k].name, v) != 0) k++;
             if (k == SNUG_ARRAY_LEN(types)) return usage("--type expects bf16, q8_0, q4_0, q6_k or q4_k_m");
             ftype = types[k].type;
+        } else if (strcmp(argv[i], "--vocab") == 0 && i + 1 < argc) {
+            vocab = argv[++i];
         } else if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) {
             preset = argv[++i];
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
@@ -264,6 +276,7 @@ int main(int argc, char **argv)
     snug_model_config cfg;
     gg_tensor *t = NULL;
     snug_gguf_header h = {0};
+    snug_tokenizer *tok = NULL;
     float *tmp = NULL;          /* (CHUNK_ELEMS) f32 values before conversion */
     unsigned char *buf = NULL;  /* (CHUNK_ELEMS) elements as written, f32 or bf16 */
     int fd = -1;
@@ -296,7 +309,15 @@ int main(int argc, char **argv)
         st = SNUG_INTERNAL;
         goto fail;
     }
-    build_header(&h, &cfg, t, n, 0); /* measure (counting the keys), then build */
+    if (vocab) {
+        st = snug_tokenizer_load(vocab, &tok, &err);
+        if (st == SNUG_OK && snug_tokenizer_n_vocab(tok) != cfg.vocab_size)
+            st = snug_errorf(&err, SNUG_INVALID, "--vocab %s: %d tokens; preset %s has %lld", vocab,
+                             snug_tokenizer_n_vocab(tok), preset, (long long)cfg.vocab_size);
+        if (st != SNUG_OK) goto fail;
+    }
+    st = build_header(&h, &cfg, tok, t, n, 0, &err); /* measure (counting the keys), then build */
+    if (st != SNUG_OK) goto fail;
     uint64_t n_kv = h.n_kv;
     h = (snug_gguf_header){.cap = h.len};
     h.p = snug_mem_alloc(SNUG_MEM_OTHER, h.cap, &err);
@@ -304,7 +325,8 @@ int main(int argc, char **argv)
         st = SNUG_NOMEM;
         goto fail;
     }
-    build_header(&h, &cfg, t, n, n_kv);
+    st = build_header(&h, &cfg, tok, t, n, n_kv, &err);
+    if (st != SNUG_OK) goto fail;
 
     st = snug_file_create(path, &fd, &err);
     if (st == SNUG_OK) st = snug_pwrite_full(fd, h.p, h.len, 0, path, &err);
@@ -331,12 +353,14 @@ int main(int argc, char **argv)
     st = snug_file_close(fd, path, &err);
     fd = -1;
     if (st != SNUG_OK) goto fail;
-    printf("mkgguf: wrote %s: preset %s, seed %llu, GGUF v3, %llu keys, %d tensors: %d %s "
+    printf("mkgguf: wrote %s: preset %s, seed %llu, GGUF v3, %llu keys%s, %d tensors: %d %s "
            "matrices (%llu bytes), %d f32 norms (%llu bytes); %llu bytes in all\n",
-           path, preset, (unsigned long long)seed, (unsigned long long)n_kv, n, n - n_norms,
+           path, preset, (unsigned long long)seed, (unsigned long long)n_kv, tok ? " (a vocabulary among them)" : "", n,
+           n - n_norms,
            ftype == SNUG_GGML_BF16 ? "bf16" : ftype == 0 ? "Q4_K_M" : snug_qtype_name(ftype),
            (unsigned long long)matrix_bytes, n_norms, (unsigned long long)norm_bytes,
            (unsigned long long)(h.len + data_bytes));
+    snug_tokenizer_free(tok);
     snug_mem_free(h.p);
     snug_mem_free(buf);
     snug_mem_free(tmp);
@@ -345,6 +369,7 @@ int main(int argc, char **argv)
 fail:
     if (fd >= 0) close(fd);
     fprintf(stderr, "mkgguf: %s\n", err.msg[0] ? err.msg : snug_status_str(st));
+    snug_tokenizer_free(tok);
     snug_mem_free(h.p);
     snug_mem_free(buf);
     snug_mem_free(tmp);

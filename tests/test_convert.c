@@ -279,7 +279,7 @@ static void test_pooling(void)
     char dir[256], path[320];
     test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/e.gguf", dir);
-    CHECK_OK(snug_convert_to_gguf("tests/data/embedding-mean", path, &err), &err);
+    CHECK_OK(snug_convert_to_gguf("tests/data/embedding-mean", path, NULL, &err), &err);
     CHECK_OK(snug_pooling_read(path, &p, &err), &err);
     CHECK(p.type == SNUG_POOL_MEAN && p.normalize, "its GGUF: type %d", (int)p.type);
     CHECK_OK(snug_pooling_read("models/stories260K", &p, &err), &err);

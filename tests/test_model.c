@@ -1127,7 +1127,7 @@ static void test_hf_and_gguf(void)
         float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
         bool ok = make_model(c, SNUG_DTYPE_F32, dir, &err);
         snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
-        ok = ok && snug_convert_to_gguf(dir, gguf, &err) == SNUG_OK;
+        ok = ok && snug_convert_to_gguf(dir, gguf, NULL, &err) == SNUG_OK;
         CHECK(ok, "%s: writing: %s", what[k], err.msg);
         ok = ok && logits_of(dir, tokens, N, a, &err) && logits_of(gguf, tokens, N, b, &err);
         CHECK(ok, "%s: running: %s", what[k], err.msg);

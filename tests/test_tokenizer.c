@@ -13,6 +13,7 @@
 #include "tokenizer/regex.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
+#include "formats/gguf_writer.h"
 
 #include <sys/stat.h>
 
@@ -386,6 +387,74 @@ static void test_written_json_reads_back(void)
     test_rmtree(tmp);
 }
 
+/* Every tokenizer GGUF can hold, written as a GGUF file's tokenizer.ggml.*
+ * keys (snug_tokenizer_put_gguf) and read back by the GGUF reader, encodes
+ * the inputs as the original does, with the same specials and template
+ * (sentencepiece vocabularies merged by a list too, the list turned into
+ * scores); those it cannot (added tokens that strip whitespace, Mistral
+ * v0.3's prefix space only at the start) are refused before a key is put,
+ * saying why. */
+static void test_written_gguf_reads_back(void)
+{
+    static const struct {
+        const char *path;
+        const char *refused; /* NULL: GGUF holds it; else what the refusal says */
+    } cases[] = {{"tests/data/tokenizers/gpt2/tokenizer.json", NULL},
+                 {"tests/data/tokenizers/smollm2-135m/tokenizer.json", NULL},
+                 {"tests/data/tokenizers/llama3-tiktoken", NULL},
+                 {"tests/data/tokenizers/qwen2-native", NULL},
+                 {"tests/data/tokenizers/llama2-native/tokenizer.model", NULL},
+                 {"tests/data/tokenizers/llama2c/tokenizer.bin", NULL},
+                 {"tests/data/tokenizers/gguf-vocab/ggml-vocab-gpt-2.gguf", NULL},
+                 {"tests/data/tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf", NULL},
+                 {"tests/data/tokenizers/llama2/tokenizer.json", NULL},
+                 {"tests/data/tokenizers/tinyllama-1.1b-chat", NULL},
+                 {"models/stories260K", NULL},
+                 {"tests/data/tokenizers/phi-3-mini/tokenizer.json", "lstrip/rstrip"},
+                 {"tests/data/tokenizers/mistral-v0.3/tokenizer.json", "sentencepiece options"}};
+    char tmp[256], path[300];
+    test_tmpdir(tmp, sizeof tmp);
+    snprintf(path, sizeof path, "%s/vocab.gguf", tmp);
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(cases); i++) {
+        snug_error err = {0};
+        snug_tokenizer *a = NULL, *b = NULL;
+        CHECK_OK(snug_tokenizer_load(cases[i].path, &a, &err), &err);
+        if (!a) continue;
+        snug_gguf_header h = {0};
+        snug_gguf_put_start(&h, 0, 0);
+        size_t start = h.len;
+        snug_status st = snug_tokenizer_put_gguf(a, &h, true, true, &err);
+        if (cases[i].refused) {
+            CHECK(st == SNUG_UNSUPPORTED && h.len == start && strstr(err.msg, cases[i].refused),
+                  "%s: refused before a key, saying why: %s", cases[i].path, err.msg);
+            snug_tokenizer_free(a);
+            continue;
+        }
+        CHECK_OK(st, &err);
+        uint64_t n_kv = h.n_kv;
+        h = (snug_gguf_header){.cap = h.len, .p = malloc(h.len)};
+        snug_gguf_put_start(&h, 0, n_kv);
+        CHECK_OK(snug_tokenizer_put_gguf(a, &h, true, true, &err), &err);
+        CHECK(h.len == h.cap && h.n_kv == n_kv, "%s: the same header measured and written", cases[i].path);
+        test_write_file(path, h.p, h.len);
+        free(h.p);
+        CHECK_OK(snug_tokenizer_load(path, &b, &err), &err);
+        if (b) {
+            CHECK(count_differences(a, b, false) == 0 && count_differences(a, b, true) == 0,
+                  "%s: the written GGUF vocabulary encodes as the original", cases[i].path);
+            CHECK(a->n_vocab == b->n_vocab && a->bos == b->bos && a->eos == b->eos && a->add_bos == b->add_bos &&
+                      a->add_eos == b->add_eos && a->n_added == b->n_added && a->kind == b->kind,
+                  "%s: size, specials and kind kept", cases[i].path);
+            CHECK((!a->chat_template && !b->chat_template) ||
+                      (a->chat_template && b->chat_template && strcmp(a->chat_template, b->chat_template) == 0),
+                  "%s: the chat template kept", cases[i].path);
+        }
+        snug_tokenizer_free(a);
+        snug_tokenizer_free(b);
+    }
+    test_rmtree(tmp);
+}
+
 /* Writes text as dir/tokenizer.json and tries to load it. */
 static snug_status load_text(const char *dir, const char *text, snug_error *err)
 {
@@ -613,6 +682,7 @@ int main(void)
     RUN(test_multilingual_gpt2);
     RUN(test_long_texts);
     RUN(test_written_json_reads_back);
+    RUN(test_written_gguf_reads_back);
     RUN(test_gemma_style_spm);
     RUN(test_bad_tokenizer_json);
     RUN(test_messages_escape_file_bytes);

@@ -4,7 +4,7 @@
  *   snug convert llama2c MODEL.bin OUTDIR [--tokenizer TOKENIZER.bin]
  *   snug convert gguf MODEL.gguf OUTDIR       (its vocabulary too, when it has one)
  *   snug convert tokenizer PATH OUTDIR        (any tokenizer snug reads -> tokenizer.json)
- *   snug convert to-gguf DIR OUT.gguf         (the model as llama.cpp names it; no vocabulary)
+ *   snug convert to-gguf DIR OUT.gguf         (the model as llama.cpp names it, with its vocabulary)
  */
 #include "cli.h"
 #include "convert/convert.h"
@@ -67,8 +67,10 @@ int snug_cmd_convert(int argc, char **argv)
     if (tokenizer && !llama2c) return cli_usage(g_usage, "--tokenizer goes with llama2c");
     snug_error err = {0};
     if (to_gguf) {
-        if (snug_convert_to_gguf(in, outdir, &err) != SNUG_OK) return cli_fail(&err);
-        fprintf(stderr, "converted %s to %s\n", in, outdir);
+        snug_to_gguf_info info;
+        if (snug_convert_to_gguf(in, outdir, &info, &err) != SNUG_OK) return cli_fail(&err);
+        if (info.vocab) fprintf(stderr, "converted %s to %s, with its vocabulary\n", in, outdir);
+        else fprintf(stderr, "converted %s to %s, without a vocabulary (%s)\n", in, outdir, info.why_not);
         return 0;
     }
     if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {

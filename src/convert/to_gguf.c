@@ -13,6 +13,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/pooling.h"
 #include "model/params.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +43,7 @@ typedef struct to_gguf {
     int32_t n;
     float rope_freqs[SNUG_MAX_ROPE_FACTORS];
     snug_pooling_info pooling;  /* an embedding model's (its {arch}.pooling_type) */
+    snug_tokenizer *tok;        /* the directory's, where GGUF can hold it; else NULL */
 } to_gguf;
 
 /* The GGUF type of a float dtype; 0 with *ok false for any other. */
@@ -135,10 +137,15 @@ static snug_status list_tensors(to_gguf *g, snug_error *err)
 }
 
 /* Builds (or, with h->p NULL, measures) the whole header. */
-static void build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv)
+static snug_status build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv, snug_error *err)
 {
+    const snug_model_config *c = &g->ck->config;
     snug_gguf_put_start(h, (uint64_t)g->n, n_kv);
-    snug_gguf_model_keys(h, &g->ck->config, ALIGNMENT);
+    snug_gguf_model_keys(h, c, ALIGNMENT);
+    if (g->tok) {
+        snug_status st = snug_tokenizer_put_gguf(g->tok, h, c->bos_token_id < 0, c->n_eos == 0, err);
+        if (st != SNUG_OK) return st;
+    }
     if (g->pooling.type != SNUG_POOL_NONE) { /* an embedding model's, as llama.cpp's converter writes it */
         char key[96];
         snprintf(key, sizeof key, "%s.pooling_type", snug_gguf_arch_name(g->ck->config.arch));
@@ -147,6 +154,7 @@ static void build_header(const to_gguf *g, snug_gguf_header *h, uint64_t n_kv)
     for (int32_t i = 0; i < g->n; i++)
         snug_gguf_put_tensor(h, g->t[i].name, g->t[i].n_dims, g->t[i].ne, g->t[i].type, g->t[i].offset);
     snug_gguf_put_pad(h, ALIGNMENT);
+    return SNUG_OK;
 }
 
 /* Writes tensor o's data at file offset `at`, through the two staging
@@ -189,18 +197,17 @@ static snug_status write_tensor(const out_tensor *o, int fd, const char *path, u
 static snug_status write_file(const to_gguf *g, const char *path, snug_error *err)
 {
     snug_gguf_header h = {0};
-    build_header(g, &h, 0);
+    snug_status st = build_header(g, &h, 0, err);
+    if (st != SNUG_OK) return st;
     uint64_t n_kv = h.n_kv;
     h = (snug_gguf_header){.cap = h.len};
     h.p = snug_mem_alloc(SNUG_MEM_STAGING, h.cap, err);
     unsigned char *a = h.p ? snug_mem_alloc(SNUG_MEM_STAGING, STAGING_BYTES, err) : NULL;
     unsigned char *b = a ? snug_mem_alloc(SNUG_MEM_STAGING, STAGING_BYTES, err) : NULL;
     int fd = -1;
-    snug_status st = b ? snug_file_create(path, &fd, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
-    if (st == SNUG_OK) {
-        build_header(g, &h, n_kv);
-        st = snug_pwrite_full(fd, h.p, h.len, 0, path, err);
-    }
+    st = b ? snug_file_create(path, &fd, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", path);
+    if (st == SNUG_OK) st = build_header(g, &h, n_kv, err);
+    if (st == SNUG_OK) st = snug_pwrite_full(fd, h.p, h.len, 0, path, err);
     for (int32_t i = 0; st == SNUG_OK && i < g->n; i++) st = write_tensor(&g->t[i], fd, path, h.len + g->t[i].offset, a, b, err);
     if (fd >= 0) {
         snug_status cs = snug_file_close(fd, path, st == SNUG_OK ? err : NULL);
@@ -213,8 +220,31 @@ static snug_status write_file(const to_gguf *g, const char *path, snug_error *er
     return st;
 }
 
-snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_error *err)
+/* The tokenizer of dir into g->tok where GGUF can hold it; else the
+ * reason into info. */
+static void take_tokenizer(to_gguf *g, const char *dir, snug_to_gguf_info *info)
 {
+    snug_error e = {0};
+    snug_tokenizer *tok = NULL;
+    snug_status st = snug_tokenizer_load(dir, &tok, &e);
+    if (st == SNUG_OK) {
+        snug_gguf_header m = {0}; /* measured only: the writer refuses before it puts a key */
+        st = snug_tokenizer_put_gguf(tok, &m, false, false, &e);
+    }
+    if (st != SNUG_OK) {
+        snug_tokenizer_free(tok);
+        tok = NULL;
+        snprintf(info->why_not, sizeof info->why_not, "%.250s", e.msg);
+    }
+    g->tok = tok;
+    info->vocab = tok != NULL;
+}
+
+snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_to_gguf_info *info, snug_error *err)
+{
+    snug_to_gguf_info none;
+    if (!info) info = &none;
+    *info = (snug_to_gguf_info){0};
     snug_checkpoint *ck = NULL;
     to_gguf g = {0};
     snug_status st = snug_checkpoint_open(dir, &ck, err);
@@ -243,7 +273,9 @@ snug_status snug_convert_to_gguf(const char *dir, const char *out_path, snug_err
         g.t = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(ck->n_tensors + EXTRA_TENSORS) * sizeof *g.t, err);
         st = g.t ? list_tensors(&g, err) : snug_error_prefix(err, SNUG_NOMEM, "%s: ", dir);
     }
+    if (st == SNUG_OK) take_tokenizer(&g, dir, info);
     if (st == SNUG_OK) st = write_file(&g, out_path, err);
+    snug_tokenizer_free(g.tok);
     snug_mem_free(g.t);
     snug_checkpoint_close(ck);
     return st;

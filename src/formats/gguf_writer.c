@@ -63,6 +63,38 @@ void snug_gguf_put_string(snug_gguf_header *h, const char *key, const char *v)
     h->n_kv++;
 }
 
+void snug_gguf_put_bool(snug_gguf_header *h, const char *key, bool v)
+{
+    put_str(h, key);
+    put_le(h, SNUG_GGUF_BOOL, 4);
+    put_le(h, v ? 1 : 0, 1);
+    h->n_kv++;
+}
+
+void snug_gguf_put_array(snug_gguf_header *h, const char *key, uint32_t elem_type, uint64_t n)
+{
+    put_str(h, key);
+    put_le(h, SNUG_GGUF_ARRAY, 4);
+    put_le(h, elem_type, 4);
+    put_le(h, n, 8);
+    h->n_kv++;
+}
+
+void snug_gguf_put_elem_string(snug_gguf_header *h, const char *s, size_t len)
+{
+    put_le(h, len, 8);
+    put(h, s, len);
+}
+
+void snug_gguf_put_elem_f32(snug_gguf_header *h, float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    put_le(h, u, 4);
+}
+
+void snug_gguf_put_elem_i32(snug_gguf_header *h, int32_t v) { put_le(h, (uint32_t)v, 4); }
+
 void snug_gguf_put_tensor(snug_gguf_header *h, const char *name, uint32_t n_dims, const uint64_t *ne,
                           uint32_t type, uint64_t offset)
 {

@@ -23,6 +23,15 @@ void snug_gguf_put_start(snug_gguf_header *h, uint64_t n_tensors, uint64_t n_kv)
 void snug_gguf_put_u32(snug_gguf_header *h, const char *key, uint32_t v);
 void snug_gguf_put_f32(snug_gguf_header *h, const char *key, float v);
 void snug_gguf_put_string(snug_gguf_header *h, const char *key, const char *v);
+void snug_gguf_put_bool(snug_gguf_header *h, const char *key, bool v);
+
+/* An array key: its name, element type (SNUG_GGUF_STRING, _FLOAT32,
+ * _INT32) and count; the n elements follow, each put by the element call
+ * of that type. */
+void snug_gguf_put_array(snug_gguf_header *h, const char *key, uint32_t elem_type, uint64_t n);
+void snug_gguf_put_elem_string(snug_gguf_header *h, const char *s, size_t len);
+void snug_gguf_put_elem_f32(snug_gguf_header *h, float v);
+void snug_gguf_put_elem_i32(snug_gguf_header *h, int32_t v);
 
 /* One tensor info: name, dimensions (innermost first: a matrix of rows
  * outputs and cols inputs is {cols, rows}), ggml type and data offset. */

@@ -210,6 +210,12 @@ snug_status tok_finish(snug_tokenizer *t, snug_error *err);
 snug_status tok_derive_merges(const snug_tokenizer *t, int32_t **pairs, int32_t *n_merges,
                               snug_error *err);
 
+/* t's merge list as 2 ids a merge in rank order into *pairs (snug_mem_free;
+ * NULL on failure): the list it was read with, or for a score-ordered
+ * tokenizer the one tok_derive_merges gives. For the writers of
+ * tokenizer.json and GGUF. */
+snug_status tok_merge_pairs(const snug_tokenizer *t, int32_t **pairs, int32_t *n_merges, snug_error *err);
+
 /* ---- native formats (tok_native.c, tok_spm.c, tok_tiktoken.c, tok_gpt2.c,
  * tok_llama2c.c, tok_gguf_vocab.c) ------------------------------------------
  * tok_parse_* build a finished tokenizer from bytes in memory (name is for

@@ -41,32 +41,11 @@ static bool append(json_t *a, json_t *value)
     return value && json_array_append_new(a, value) == 0;
 }
 
-static int cmp_rank(const void *a, const void *b)
-{
-    const struct tok_merge *x = a, *y = b;
-    return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
 /* The merges as [left, right] pairs, in rank order. */
 static snug_status merges_json(const snug_tokenizer *t, json_t **out, snug_error *err)
 {
     int32_t *pairs = NULL, n = 0;
-    snug_status st = SNUG_OK;
-    if (t->merge_mode == TOK_MERGE_SCORES) {
-        st = tok_derive_merges(t, &pairs, &n, err);
-    } else {
-        struct tok_merge *m = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)SNUG_MAX(t->n_merges, 1) * sizeof *m, err);
-        pairs = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)SNUG_MAX(t->n_merges, 1) * 2 * sizeof *pairs, err);
-        if (!m || !pairs) st = SNUG_NOMEM;
-        for (uint32_t i = 0; st == SNUG_OK && i < t->merge_cap; i++)
-            if (t->merges[i].key) m[n++] = t->merges[i];
-        if (st == SNUG_OK) qsort(m, (size_t)n, sizeof *m, cmp_rank);
-        for (int32_t i = 0; st == SNUG_OK && i < n; i++) {
-            pairs[2 * i] = (int32_t)(m[i].key >> 32) - 1;
-            pairs[2 * i + 1] = (int32_t)(m[i].key & 0xFFFFFFFFu) - 1;
-        }
-        snug_mem_free(m);
-    }
+    snug_status st = tok_merge_pairs(t, &pairs, &n, err);
     json_t *list = st == SNUG_OK ? json_array() : NULL;
     for (int32_t i = 0; list && i < n; i++) {
         json_t *pair = json_array();

@@ -486,3 +486,34 @@ snug_status tok_derive_merges(const snug_tokenizer *t, int32_t **pairs, int32_t 
     *n_merges = (int32_t)n;
     return SNUG_OK;
 }
+
+static int cmp_merge_rank(const void *a, const void *b)
+{
+    const struct tok_merge *x = a, *y = b;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+snug_status tok_merge_pairs(const snug_tokenizer *t, int32_t **pairs, int32_t *n_merges, snug_error *err)
+{
+    if (t->merge_mode == TOK_MERGE_SCORES) return tok_derive_merges(t, pairs, n_merges, err);
+    int32_t n = 0;
+    snug_status st = SNUG_OK;
+    struct tok_merge *m = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)SNUG_MAX(t->n_merges, 1) * sizeof *m, err);
+    int32_t *p = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)SNUG_MAX(t->n_merges, 1) * 2 * sizeof *p, err);
+    if (!m || !p) st = SNUG_NOMEM;
+    for (uint32_t i = 0; st == SNUG_OK && i < t->merge_cap; i++)
+        if (t->merges[i].key) m[n++] = t->merges[i];
+    if (st == SNUG_OK) qsort(m, (size_t)n, sizeof *m, cmp_merge_rank);
+    for (int32_t i = 0; st == SNUG_OK && i < n; i++) {
+        p[2 * i] = (int32_t)(m[i].key >> 32) - 1;
+        p[2 * i + 1] = (int32_t)(m[i].key & 0xFFFFFFFFu) - 1;
+    }
+    snug_mem_free(m);
+    if (st != SNUG_OK) {
+        snug_mem_free(p);
+        p = NULL, n = 0;
+    }
+    *pairs = p;
+    *n_merges = n;
+    return st;
+}

@@ -23,6 +23,18 @@ typedef struct snug_tok_encoder snug_tok_encoder;
  * present) or a tokenizer file. Messages name the file and the entry. */
 snug_status snug_tokenizer_load(const char *path, snug_tokenizer **out, snug_error *err);
 
+struct snug_gguf_header;
+
+/* Puts tok's vocabulary into the GGUF header h (formats/gguf_writer.h;
+ * measuring or writing: the same keys each time) as the tokenizer.ggml.*
+ * keys llama.cpp reads, with the chat template; the bos and eos ids only
+ * where put_bos and put_eos say (a model's keys may hold them already).
+ * SNUG_UNSUPPORTED, naming why, for a tokenizer GGUF cannot hold (a
+ * pre-split no GGUF name stands for, a sentencepiece vocabulary merged by
+ * a list rather than by score), before anything is put. */
+snug_status snug_tokenizer_put_gguf(const snug_tokenizer *tok, struct snug_gguf_header *h, bool put_bos, bool put_eos,
+                                    snug_error *err);
+
 /* Writes tok as dir/tokenizer.json and dir/tokenizer_config.json (a
  * Hugging Face BPE tokenizer that encodes as tok does). */
 snug_status snug_tokenizer_write_json(const snug_tokenizer *tok, const char *dir, snug_error *err);

@@ -272,6 +272,12 @@ expect "to-gguf: the same bytes per rank" 0 "  1                 8,356,608" -- "
 expect "to-gguf of a GGUF file" 1 "already a GGUF file" -- "$snug" convert to-gguf "$tmp/phi3.gguf" "$tmp/x.gguf"
 expect "to-gguf and back: converts" 0 "converted" -- "$snug" convert gguf "$tmp/phi3.gguf" "$tmp/phi3-back"
 if cmp -s "$tmp/phi3/model.safetensors" "$tmp/phi3-back/model.safetensors"; then ok "to-gguf and back: the same bytes (Phi-3's fused tensors)"; else fail "to-gguf and back: the same bytes"; fi
+# to-gguf writes the directory's tokenizer as llama.cpp's tokenizer.ggml.* keys: the file alone
+# generates what the directory does
+expect "to-gguf: with the vocabulary" 0 "with its vocabulary" -- "$snug" convert to-gguf models/stories260K "$tmp/s260k.gguf"
+want=$("$snug" generate models/stories260K -p "Once upon a time" -n 16 --temperature 0 --ids 2>/dev/null)
+got=$("$snug" generate "$tmp/s260k.gguf" -p "Once upon a time" -n 16 --temperature 0 --ids 2>"$tmp/err")
+if [[ -n "$want" && "$got" == "$want" ]]; then ok "to-gguf: the GGUF file alone gives the directory's ids"; else fail "to-gguf: the GGUF file alone gives the directory's ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
 expect "convert usage" 2 "unknown format 'onnx'" -- "$snug" convert onnx a b
 # Llama 3.1's rope scaling as a GGUF file holds it (rope_freqs.weight, one factor per rotary
 # frequency, as llama.cpp's converter computes them): read into the config, not a weight
