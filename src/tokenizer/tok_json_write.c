@@ -9,7 +9,6 @@
 #include "base/fileio.h"
 #include "base/json.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static const char SPACE_MARK[] = "\xE2\x96\x81"; /* U+2581 */
