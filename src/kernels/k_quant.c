@@ -191,6 +191,15 @@ T_Z_INL __m512i load_pair(const uint8_t *a, const uint8_t *b)
     return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
 }
 
+/* lo in the low 8 lanes, hi in the high 8 (AVX-512F: no DQ needed). */
+T_Z_INL __m512 halves_ps(float lo, float hi)
+{
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(lo)), _mm256_castps_pd(_mm256_set1_ps(hi)), 1));
+}
+
+/* The high 8 lanes of v. */
+T_Z_INL __m256 high_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
 /* The 32 bytes at p in both halves. */
 T_Z_INL __m512i load_twice(const void *p) { return _mm512_broadcast_i64x4(load256(p)); }
 
@@ -272,7 +281,7 @@ T_Z_INL void panel_k45_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
                 __m256 mscale = _mm256_setr_ps(f[1], f[1], f[1], f[1], f[3], f[3], f[3], f[3]);
                 __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(mn_pair, xsum[t]));
                 cacc[t][r / 2] = _mm256_fmadd_ps(mins, mscale, cacc[t][r / 2]);
-                __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(f[0]), _mm256_set1_ps(f[2]), 1);
+                __m512 dv = halves_ps(f[0], f[2]);
                 acc[t][r / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia[t], ib[t])), dv, acc[t][r / 2]);
             }
         }
@@ -280,7 +289,7 @@ T_Z_INL void panel_k45_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
     for (int t = 0; t < NT; t++)
         for (int64_t r = 0; r < width; r++) {
             __m512 a = acc[t][r / 2];
-            __m256 half = r % 2 ? _mm512_extractf32x8_ps(a, 1) : _mm512_castps512_ps256(a);
+            __m256 half = r % 2 ? high_ps(a) : _mm512_castps512_ps256(a);
             __m256 c = cacc[t][r / 2];
             __m128 ch = r % 2 ? _mm256_extractf128_ps(c, 1) : _mm256_castps256_ps128(c);
             y[t * ldy + p * SNUG_PANEL + r] = hsum8(half) - hsum4(ch);
@@ -349,7 +358,7 @@ T_Z_INL void panel_q6k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
             for (int t = 0; t < NT; t++) {
                 float f[4];
                 _mm_storeu_ps(f, _mm_mul_ps(dd, _mm_set1_ps(dx[t])));
-                __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(f[0]), _mm256_set1_ps(f[1]), 1);
+                __m512 dv = halves_ps(f[0], f[1]);
                 acc[t][r / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), dv, acc[t][r / 2]);
             }
         }
@@ -357,7 +366,7 @@ T_Z_INL void panel_q6k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
     for (int t = 0; t < NT; t++)
         for (int64_t r = 0; r < width; r++) {
             __m512 a = acc[t][r / 2];
-            y[t * ldy + p * SNUG_PANEL + r] = hsum8(r % 2 ? _mm512_extractf32x8_ps(a, 1) : _mm512_castps512_ps256(a));
+            y[t * ldy + p * SNUG_PANEL + r] = hsum8(r % 2 ? high_ps(a) : _mm512_castps512_ps256(a));
         }
 }
 
