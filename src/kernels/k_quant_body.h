@@ -245,7 +245,7 @@ QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8
     QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
 }
 
-/* Any other format (Q4_1, Q5_1, Q2_K, Q3_K), through its integer form:
+/* Any other format (Q4_1, Q5_1, Q2_K, Q3_K), through its chunks (unpack_chunks):
  * signed values meet x with their sign moved over, the minimums' terms
  * go to cacc. */
 QB_INL void QB_NAME(panel_generic)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
@@ -264,7 +264,7 @@ QB_INL void QB_NAME(panel_generic)(float *y, int64_t ldy, const snug_x8_block *x
         const uint8_t *blocks = panel + (size_t)(b * width) * bb;
         for (int64_t r = 0; r < width; r++) {
             qchunk ch[8];
-            chunks_generic(qt, blocks + (size_t)r * bb, ch);
+            unpack_chunks(qt, blocks + (size_t)r * bb, ch);
             for (int32_t c = 0; c < nc; c++) {
                 __m256i q = load256(ch[c].q), aq = _mm256_sign_epi8(q, q);
                 __m256 sv = _mm256_set_m128(_mm_set1_ps(ch[c].scale[1]), _mm_set1_ps(ch[c].scale[0]));

@@ -191,6 +191,38 @@ T_Q_INL void unpack_chunks(snug_qtype t, const uint8_t *b, qchunk *c)
         }
         return;
     }
+    case SNUG_QTYPE_Q2_K:
+    case SNUG_QTYPE_Q3_K: {
+        /* 2-bit values of chunk c: bits 2 (c % 4) of the 32 bytes at qs + 32 (c / 4); Q3_K's high
+         * bit (bit c of its hmask bytes) clear takes 4 away */
+        bool three = t == SNUG_QTYPE_Q3_K;
+        const uint8_t *qs = b + (three ? 32 : 16);
+        __m256i hmask = three ? load256(b) : _mm256_setzero_si256();
+        for (int ch = 0; ch < 8; ch++) {
+            __m256i v = load256(qs + 32 * (ch / 4));
+            __m256i q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (ch % 4))), _mm256_set1_epi8(3));
+            if (three) {
+                __m256i bit = _mm256_set1_epi8((char)(1 << ch));
+                __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit);
+                q = _mm256_sub_epi8(q, _mm256_andnot_si256(set, _mm256_set1_epi8(4)));
+            }
+            store256(c[ch].q, q);
+        }
+        float d = half_at(b + (three ? 108 : 80)), dmin = three ? 0.0f : half_at(b + 82);
+        const uint8_t *sc = b + (three ? 96 : 0);
+        for (int s = 0; s < 16; s++) {
+            int scale, min = 0;
+            if (three) {
+                int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4, hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+                scale = (lo | hi << 4) - 32;
+            } else {
+                scale = sc[s] & 0xF, min = sc[s] >> 4;
+            }
+            c[s / 2].scale[s % 2] = d * (float)scale;
+            c[s / 2].corr[s % 2] = dmin * (float)min;
+        }
+        return;
+    }
     default: chunks_generic(t, b, c); return;
     }
 }
