@@ -115,16 +115,15 @@ static void spm_scores(const snug_tokenizer *t, float *score)
     }
 }
 
-snug_status snug_tokenizer_put_gguf(const snug_tokenizer *t, snug_gguf_header *h, bool put_bos, bool put_eos,
-                                    snug_error *err)
+/* SNUG_UNSUPPORTED, saying why, where GGUF cannot hold t (pre: its
+ * pre-split's GGUF name, for a byte-level t); SNUG_OK otherwise. */
+static snug_status check_holds(const snug_tokenizer *t, const char *pre, snug_error *err)
 {
-    bool byte_level = t->kind == TOK_BYTE_LEVEL;
-    const char *pre = byte_level ? pre_name(t) : NULL;
-    if (byte_level && !pre)
+    if (t->kind == TOK_BYTE_LEVEL && !pre)
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: its pre-tokenizer has none of the GGUF names (gpt-2, "
                            "llama-bpe, qwen2, gpt-4o, deepseek-v3, smollm)", t->source);
-    if (!byte_level && (!t->spm_escape_spaces || t->spm_split || t->spm_prepend == TOK_PREPEND_FIRST ||
-                        (t->spm_prepend == TOK_PREPEND_EVERY) != t->strip_leading_space))
+    if (t->kind != TOK_BYTE_LEVEL && (!t->spm_escape_spaces || t->spm_split || t->spm_prepend == TOK_PREPEND_FIRST ||
+                                      (t->spm_prepend == TOK_PREPEND_EVERY) != t->strip_leading_space))
         return snug_errorf(err, SNUG_UNSUPPORTED, "%s: its sentencepiece options have no GGUF keys", t->source);
     for (int32_t i = 0; i < t->n_added; i++)
         if (t->added[i].lstrip || t->added[i].rstrip) {
@@ -134,29 +133,13 @@ snug_status snug_tokenizer_put_gguf(const snug_tokenizer *t, snug_gguf_header *h
                                "(lstrip/rstrip), which GGUF has no key for", t->source, t->added[i].id,
                                (int)SNUG_MIN(n, (size_t)40), s);
         }
-    char *buf = snug_mem_alloc(SNUG_MEM_OTHER, 4 * t->max_token_bytes + 8, err);
-    if (!buf) return SNUG_NOMEM;
-    snug_gguf_put_string(h, "tokenizer.ggml.model", byte_level ? "gpt2" : "llama");
-    if (pre) snug_gguf_put_string(h, "tokenizer.ggml.pre", pre);
-    snug_gguf_put_array(h, "tokenizer.ggml.tokens", SNUG_GGUF_STRING, (uint64_t)t->n_vocab);
-    for (int32_t id = 0; id < t->n_vocab; id++) snug_gguf_put_elem_string(h, buf, file_text(t, id, buf));
-    if (!byte_level) {
-        float *score = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)t->n_vocab * sizeof *score, err);
-        if (!score) {
-            snug_mem_free(buf);
-            return SNUG_NOMEM;
-        }
-        spm_scores(t, score);
-        snug_gguf_put_array(h, "tokenizer.ggml.scores", SNUG_GGUF_FLOAT32, (uint64_t)t->n_vocab);
-        for (int32_t id = 0; id < t->n_vocab; id++) snug_gguf_put_elem_f32(h, score[id]);
-        snug_mem_free(score);
-        snug_gguf_put_bool(h, "tokenizer.ggml.add_space_prefix", t->spm_prepend == TOK_PREPEND_EVERY);
-    }
-    snug_gguf_put_array(h, "tokenizer.ggml.token_type", SNUG_GGUF_INT32, (uint64_t)t->n_vocab);
-    for (int32_t id = 0; id < t->n_vocab; id++) snug_gguf_put_elem_i32(h, piece_type(t, id));
-    snug_status st = byte_level ? put_merges(t, h, buf, err) : SNUG_OK;
-    snug_mem_free(buf);
-    if (st != SNUG_OK) return st;
+    return SNUG_OK;
+}
+
+/* The special ids (bos and eos where asked), add_bos/add_eos and the chat
+ * template. */
+static void put_specials(const snug_tokenizer *t, snug_gguf_header *h, bool put_bos, bool put_eos)
+{
     if (put_bos && t->bos >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
     if (put_eos && t->eos >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
     if (t->unk >= 0) snug_gguf_put_u32(h, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk);
@@ -168,5 +151,35 @@ snug_status snug_tokenizer_put_gguf(const snug_tokenizer *t, snug_gguf_header *h
     snug_gguf_put_bool(h, "tokenizer.ggml.add_bos_token", t->add_bos);
     snug_gguf_put_bool(h, "tokenizer.ggml.add_eos_token", t->add_eos);
     if (t->chat_template) snug_gguf_put_string(h, "tokenizer.chat_template", t->chat_template);
-    return SNUG_OK;
+}
+
+snug_status snug_tokenizer_put_gguf(const snug_tokenizer *t, snug_gguf_header *h, bool put_bos, bool put_eos,
+                                    snug_error *err)
+{
+    bool byte_level = t->kind == TOK_BYTE_LEVEL;
+    const char *pre = byte_level ? pre_name(t) : NULL;
+    snug_status st = check_holds(t, pre, err);
+    if (st != SNUG_OK) return st; /* before anything is put or held */
+    char *buf = snug_mem_alloc(SNUG_MEM_OTHER, 4 * t->max_token_bytes + 8, err);
+    float *score = byte_level ? NULL : snug_mem_alloc(SNUG_MEM_OTHER, (size_t)t->n_vocab * sizeof *score, err);
+    if (!buf || (!byte_level && !score)) st = SNUG_NOMEM;
+    if (st == SNUG_OK) {
+        snug_gguf_put_string(h, "tokenizer.ggml.model", byte_level ? "gpt2" : "llama");
+        if (pre) snug_gguf_put_string(h, "tokenizer.ggml.pre", pre);
+        snug_gguf_put_array(h, "tokenizer.ggml.tokens", SNUG_GGUF_STRING, (uint64_t)t->n_vocab);
+        for (int32_t id = 0; id < t->n_vocab; id++) snug_gguf_put_elem_string(h, buf, file_text(t, id, buf));
+        if (!byte_level) {
+            spm_scores(t, score);
+            snug_gguf_put_array(h, "tokenizer.ggml.scores", SNUG_GGUF_FLOAT32, (uint64_t)t->n_vocab);
+            for (int32_t id = 0; id < t->n_vocab; id++) snug_gguf_put_elem_f32(h, score[id]);
+            snug_gguf_put_bool(h, "tokenizer.ggml.add_space_prefix", t->spm_prepend == TOK_PREPEND_EVERY);
+        }
+        snug_gguf_put_array(h, "tokenizer.ggml.token_type", SNUG_GGUF_INT32, (uint64_t)t->n_vocab);
+        for (int32_t id = 0; id < t->n_vocab; id++) snug_gguf_put_elem_i32(h, piece_type(t, id));
+        if (byte_level) st = put_merges(t, h, buf, err);
+    }
+    if (st == SNUG_OK) put_specials(t, h, put_bos, put_eos);
+    snug_mem_free(score);
+    snug_mem_free(buf);
+    return st;
 }
