@@ -199,36 +199,38 @@ T_Q_INL __m256i half_sums(__m256i v)
 }
 
 /* One Q4_K or Q5_K block at bl of row r (slice block b): its 8 chunks'
- * values, the scales and minimums of its 8 parts, and kk (the chunks' sums
- * of q, each times its six-bit scale, added in 64-bit lanes: exact). */
+ * values, the scales and minimums of its 8 parts, and kk. */
 T_Q_INL void repack_k45(const uint8_t *bl, bool five, int64_t b, int64_t r, uint8_t *q, float *sc, float *co,
-                        float *kk)
+                           float *kk)
 {
     const uint8_t *qs = bl + (five ? 48 : 16);
-    __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256(), zero = _mm256_setzero_si256();
-    __m128i sm = k_scales_vec(bl + 4);
-    uint8_t s8[16];
-    _mm_storeu_si128((__m128i *)(void *)s8, sm);
-    __m256i wk = zero;
+    __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
+    __m256i wsum = _mm256_setzero_si256(); /* the 8 chunks' sums of q */
     for (int pp = 0; pp < 4; pp++) {
         __m256i lo, hi;
         k45_pair(qs, hbits, pp, five, &lo, &hi);
         int64_t c = 8 * b + 2 * pp;
         store256(q + (size_t)(c * SNUG_PANEL + r) * 32, lo);
         store256(q + (size_t)((c + 1) * SNUG_PANEL + r) * 32, hi);
-        /* (q >= 0: the sad with zero is the sum of each 8) */
-        wk = _mm256_add_epi64(wk, _mm256_mul_epu32(_mm256_sad_epu8(lo, zero), _mm256_set1_epi64x(s8[2 * pp])));
-        wk = _mm256_add_epi64(wk, _mm256_mul_epu32(_mm256_sad_epu8(hi, zero), _mm256_set1_epi64x(s8[2 * pp + 1])));
+        __m256i s = _mm256_sad_epu8(lo, _mm256_setzero_si256()), t = _mm256_sad_epu8(hi, _mm256_setzero_si256());
+        /* (q >= 0: the sad with zero is the sum) each one's total, as words 0 and 1 of every 64 bits */
+        __m256i st = _mm256_add_epi64(_mm256_unpacklo_epi64(s, t), _mm256_unpackhi_epi64(s, t)); /* s01 t01 s23 t23 */
+        __m128i both = _mm_add_epi64(_mm256_castsi256_si128(st), _mm256_extracti128_si256(st, 1)); /* s t */
+        /* into words 2 pp and 2 pp + 1: the pair moved up by a variable permute, the rest kept */
+        __m256i two = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(_mm_shuffle_epi32(both, 0x08)),
+                                                  _mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                                   _mm256_set1_epi32(2 * pp)));
+        __m256i mine = _mm256_cmpeq_epi32(_mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), 1),
+                                          _mm256_set1_epi32(pp));
+        wsum = _mm256_blendv_epi8(wsum, two, mine);
     }
-    float dh = half_at(bl);
-    __m256 d = _mm256_set1_ps(dh), dmin = _mm256_set1_ps(half_at(bl + 2));
+    __m128i sm = k_scales_vec(bl + 4);
+    __m256 d = _mm256_set1_ps(half_at(bl)), dmin = _mm256_set1_ps(half_at(bl + 2));
     __m256 scv = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
     __m256 cov = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
     _mm256_storeu_ps(sc + (b * SNUG_PANEL + r) * 8, scv);
     _mm256_storeu_ps(co + (b * SNUG_PANEL + r) * 8, cov);
-    int64_t w4[4];
-    store256(w4, wk);
-    kk[b * SNUG_PANEL + r] = 128.0f * dh * (float)(w4[0] + w4[1] + w4[2] + w4[3]);
+    kk[b * SNUG_PANEL + r] = 128.0f * hsum8(_mm256_mul_ps(scv, _mm256_cvtepi32_ps(wsum)));
 }
 
 /* One Q6_K block at bl of row r (slice block b): its 8 chunks' values
