@@ -128,7 +128,7 @@ void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int6
  * products as snug_qdot_ref (the same sums, in float in another order).
  * x goes first into groups of SNUG_QGEMM_XROWS rows (snug_qgemm_pack_x:
  * groups [g0, g1) of n rows of k elements quantized for weights wdt, on
- * AVX-512 where avx512 says so (else AVX2), through tmp (k / 32 blocks), into xt of
+ * AVX2, through tmp (k / 32 blocks), into xt of
  * snug_qgemm_x_bytes(n, k)). A snug_qgemm_fn then sets y[t][o] for t < n
  * and the rows o of panels [p0, p1) of w (narrow last panel included),
  * unpacking each panel's k slices into tb (snug_qgemm_panel_bytes(w->k)
@@ -136,7 +136,7 @@ void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int6
  * runs it on under isa, the best last (vpmaddubsw ymm from AVX2, every
  * format but Q8_0: snug_qgemm_takes; vpdpbusd ymm with AVX-VNNI; vpdpbusd
  * zmm with AVX-512 VNNI); returns their count. snug_qgemm_runs: whether
- * the CPU has AVX-512 VNNI (and so snug_x8_quantize_avx512). */
+ * the CPU has AVX-512 VNNI. */
 enum { SNUG_QGEMM_XROWS = 16, SNUG_QGEMM_KINDS = 3 };
 typedef void (*snug_qgemm_fn)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
                               int64_t p1, void *tb);
@@ -144,13 +144,12 @@ typedef struct snug_qgemm_kind {
     snug_qgemm_fn fn;
     snug_insn insn;
 } snug_qgemm_kind;
-/* snug_x8_quantize on AVX-512 and on AVX2 (the GEMM's rows of x): the same
- * blocks, bit for bit. */
-void snug_x8_quantize_avx512(const float *x, int64_t k, snug_dtype wdt, struct snug_x8_block *out);
+/* snug_x8_quantize on AVX2 (the GEMM's rows of x): the same blocks, bit
+ * for bit. */
 void snug_x8_quantize_avx2(const float *x, int64_t k, snug_dtype wdt, struct snug_x8_block *out);
 size_t snug_qgemm_x_bytes(int64_t n, int64_t k);
 void snug_qgemm_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_dtype wdt, int64_t g0, int64_t g1,
-                       bool avx512, struct snug_x8_block *tmp);
+                       struct snug_x8_block *tmp);
 size_t snug_qgemm_panel_bytes(int64_t k);
 int32_t snug_qgemm_kinds(snug_isa isa, snug_qgemm_kind out[SNUG_QGEMM_KINDS]);
 bool snug_qgemm_runs(void);

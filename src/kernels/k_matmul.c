@@ -443,7 +443,6 @@ typedef struct matmul_job {
     const snug_matmul_ops *o;
     snug_qgemv_fn qgemv;     /* block formats, n <= 4: the integer path over x8 */
     snug_qgemm_fn qgemm;     /* block formats, n > 4: the 8-bit GEMM, or NULL */
-    bool x_avx512;           /* its x quantized on AVX-512 */
     snug_x8_block *x8;       /* x quantized, in the scratch */
     const snug_gemm_kind *g; /* NULL: the matrix-vector path */
     bool convert;
@@ -482,7 +481,7 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
         unsigned char *tb = j->scratch + (size_t)tid * thread_bytes(j->w->k);
         if (tid < nth) snug_pool_split(groups, 1, tid, (int32_t)nth, &g0, &g1);
         if (g0 < g1)
-            snug_qgemm_pack_x(j->ap, j->x, j->n, j->w->k, j->w->dtype, g0, g1, j->x_avx512, (snug_x8_block *)(void *)tb);
+            snug_qgemm_pack_x(j->ap, j->x, j->n, j->w->k, j->w->dtype, g0, g1, (snug_x8_block *)(void *)tb);
         if (j->pool) snug_pool_barrier(j->pool, tid);
         if (tid == nth - 1) p1 = panels;
         if (p0 < p1) j->qgemm(j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
@@ -533,7 +532,6 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
     } else if (quant && qgemm_takes(kt, w->dtype)) { /* x quantized by the threads (matmul_part) */
         SNUG_ASSERT(snug_qgemm_x_bytes(n, k) <= a_bytes(n, k));
         j.qgemm = kt->qgemm;
-        j.x_avx512 = kt->qgemm_insn == SNUG_INSN_DPBUSD_ZMM; /* (AVX-512 VNNI; asking the CPU costs a VM exit) */
     } else if (n > SNUG_GEMV_MAX_N || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
