@@ -406,23 +406,54 @@ static int64_t qgemm_slice_chunks(int64_t n, int64_t k)
     return SNUG_MAX((int64_t)8, SNUG_MIN(k / 32, fit));
 }
 
-T_Z static void qgemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
-                               int64_t p1, void *tb)
+/* The parts, scale groups and minimums a format's tile needs (each a
+ * constant of the inlined tile), and the call of f(ARGS..., PART, GROUP,
+ * CORR) with the constants of shape s. */
+typedef enum qshape { QSHAPE_16_CORR, QSHAPE_16, QSHAPE_32_K_CORR, QSHAPE_32_CORR, QSHAPE_32 } qshape;
+#define QSHAPE_CALL(s, f, ...)                                                                                  \
+    switch (s) {                                                                                                \
+    case QSHAPE_16_CORR: f(__VA_ARGS__, 16, 8, true); break;                                                    \
+    case QSHAPE_16: f(__VA_ARGS__, 16, 8, false); break;                                                        \
+    case QSHAPE_32_K_CORR: f(__VA_ARGS__, 32, 8, true); break;                                                  \
+    case QSHAPE_32_CORR: f(__VA_ARGS__, 32, 1, true); break;                                                    \
+    default: f(__VA_ARGS__, 32, 1, false); break;                                                               \
+    }
+
+static qshape qshape_of(snug_qtype t)
 {
-    const snug_qtype t = (snug_qtype)snug_dtype_qtype(w->dtype);
+    bool s16 = sub16(t), corr = has_corr(t), k256 = x_group_chunks(t) == 8;
+    return s16 ? (corr ? QSHAPE_16_CORR : QSHAPE_16) : corr ? (k256 ? QSHAPE_32_K_CORR : QSHAPE_32_CORR) : QSHAPE_32;
+}
+
+/* One instruction's slice of one panel (chunks [c0, c1) of panel p against
+ * every group of x) for tiles of shape s. */
+typedef void (*qslice_fn)(float *y, int64_t ldy, const uint8_t *xt, int64_t n, const snug_linear *w, int64_t p,
+                          int64_t c0, int64_t c1, uint8_t *tb, qshape s);
+
+/* Panels [p0, p1) of w against x's groups, every instruction's: blocks of
+ * QGEMM_PANEL_BLOCK panels, each through every k slice in turn. */
+static void qgemm_run(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+                      int64_t p1, void *tb, qslice_fn slice)
+{
     const int64_t kb = w->k / 32, sc = qgemm_slice_chunks(n, w->k);
-    const bool s16 = sub16(t), corr = has_corr(t), k256 = x_group_chunks(t) == 8;
+    const qshape s = qshape_of((snug_qtype)snug_dtype_qtype(w->dtype));
     for (int64_t pb = p0; pb < p1; pb += QGEMM_PANEL_BLOCK)
-        for (int64_t c0 = 0; c0 < kb; c0 += sc) {
-            int64_t c1 = SNUG_MIN(kb, c0 + sc);
-            for (int64_t p = pb; p < SNUG_MIN(p1, pb + QGEMM_PANEL_BLOCK); p++) {
-                if (s16 && corr) panel_slice_zmm(y, ldy, xt, n, w, p, c0, c1, tb, 16, 8, true);
-                else if (s16) panel_slice_zmm(y, ldy, xt, n, w, p, c0, c1, tb, 16, 8, false);
-                else if (corr && k256) panel_slice_zmm(y, ldy, xt, n, w, p, c0, c1, tb, 32, 8, true);
-                else if (corr) panel_slice_zmm(y, ldy, xt, n, w, p, c0, c1, tb, 32, 1, true);
-                else panel_slice_zmm(y, ldy, xt, n, w, p, c0, c1, tb, 32, 1, false);
-            }
-        }
+        for (int64_t c0 = 0; c0 < kb; c0 += sc)
+            for (int64_t p = pb; p < SNUG_MIN(p1, pb + QGEMM_PANEL_BLOCK); p++)
+                slice(y, ldy, xt, n, w, p, c0, SNUG_MIN(kb, c0 + sc), tb, s);
+}
+
+/* The zmm tile's qslice_fn and snug_qgemm_fn. */
+T_Z static void slice_zmm(float *y, int64_t ldy, const uint8_t *xt, int64_t n, const snug_linear *w, int64_t p,
+                          int64_t c0, int64_t c1, uint8_t *tb, qshape s)
+{
+    QSHAPE_CALL(s, panel_slice_zmm, y, ldy, xt, n, w, p, c0, c1, tb)
+}
+
+static void qgemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0, int64_t p1,
+                      void *tb)
+{
+    qgemm_run(y, ldy, xt, n, w, p0, p1, tb, slice_zmm);
 }
 
 /* Rows of w per ymm register tile. */

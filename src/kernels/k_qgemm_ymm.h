@@ -89,24 +89,17 @@ QY_INL void QY_NAME(panel_slice)(float *y, int64_t ldy, const uint8_t *xt, int64
     }
 }
 
-/* The snug_qgemm_fn of this instruction: as qgemm_zmm. */
-QY_T static void QY_NAME(qgemm)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
-                               int64_t p1, void *tb)
+/* This instruction's qslice_fn and snug_qgemm_fn. */
+QY_T static void QY_NAME(slice)(float *y, int64_t ldy, const uint8_t *xt, int64_t n, const snug_linear *w, int64_t p,
+                                int64_t c0, int64_t c1, uint8_t *tb, qshape s)
 {
-    const snug_qtype t = (snug_qtype)snug_dtype_qtype(w->dtype);
-    const int64_t kb = w->k / 32, sc = qgemm_slice_chunks(n, w->k);
-    const bool s16 = sub16(t), corr = has_corr(t), k256 = x_group_chunks(t) == 8;
-    for (int64_t pb = p0; pb < p1; pb += QGEMM_PANEL_BLOCK)
-        for (int64_t c0 = 0; c0 < kb; c0 += sc) {
-            int64_t c1 = SNUG_MIN(kb, c0 + sc);
-            for (int64_t p = pb; p < SNUG_MIN(p1, pb + QGEMM_PANEL_BLOCK); p++) {
-                if (s16 && corr) QY_NAME(panel_slice)(y, ldy, xt, n, w, p, c0, c1, tb, 16, 8, true);
-                else if (s16) QY_NAME(panel_slice)(y, ldy, xt, n, w, p, c0, c1, tb, 16, 8, false);
-                else if (corr && k256) QY_NAME(panel_slice)(y, ldy, xt, n, w, p, c0, c1, tb, 32, 8, true);
-                else if (corr) QY_NAME(panel_slice)(y, ldy, xt, n, w, p, c0, c1, tb, 32, 1, true);
-                else QY_NAME(panel_slice)(y, ldy, xt, n, w, p, c0, c1, tb, 32, 1, false);
-            }
-        }
+    QSHAPE_CALL(s, QY_NAME(panel_slice), y, ldy, xt, n, w, p, c0, c1, tb)
+}
+
+static void QY_NAME(qgemm)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+                           int64_t p1, void *tb)
+{
+    qgemm_run(y, ldy, xt, n, w, p0, p1, tb, QY_NAME(slice));
 }
 
 #undef QY_NAME
