@@ -238,11 +238,7 @@ T_Z_INL void panel_k45_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         float dx[SNUG_GEMV_MAX_N];
         for (int t = 0; t < NT; t++) {
             const snug_x8_block *xb = &x8[t * kb + 8 * b];
-            xsum[t] = _mm256_broadcastsi128_si256(_mm_setr_epi16(
-                (int16_t)(xb[0].sum16[0] + xb[0].sum16[1]), (int16_t)(xb[1].sum16[0] + xb[1].sum16[1]),
-                (int16_t)(xb[2].sum16[0] + xb[2].sum16[1]), (int16_t)(xb[3].sum16[0] + xb[3].sum16[1]),
-                (int16_t)(xb[4].sum16[0] + xb[4].sum16[1]), (int16_t)(xb[5].sum16[0] + xb[5].sum16[1]),
-                (int16_t)(xb[6].sum16[0] + xb[6].sum16[1]), (int16_t)(xb[7].sum16[0] + xb[7].sum16[1])));
+            xsum[t] = x8_chunk_sums(xb);
             dx[t] = xb->d;
         }
         for (int64_t r = 0; r < width; r += 2) {
@@ -314,11 +310,7 @@ T_Z_INL void panel_q6k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         float dx[SNUG_GEMV_MAX_N];
         for (int t = 0; t < NT; t++) {
             const snug_x8_block *xb = &x8[t * kb + 8 * b];
-            __m256i s = _mm256_setr_epi16(xb[0].sum16[0], xb[0].sum16[1], xb[1].sum16[0], xb[1].sum16[1],
-                                          xb[2].sum16[0], xb[2].sum16[1], xb[3].sum16[0], xb[3].sum16[1],
-                                          xb[4].sum16[0], xb[4].sum16[1], xb[5].sum16[0], xb[5].sum16[1],
-                                          xb[6].sum16[0], xb[6].sum16[1], xb[7].sum16[0], xb[7].sum16[1]);
-            xsum[t] = _mm512_broadcast_i64x4(s);
+            xsum[t] = _mm512_broadcast_i64x4(x8_half_sums(xb));
             dx[t] = xb->d;
         }
         for (int64_t r = 0; r < width; r += 2) {

@@ -10,6 +10,7 @@
 #define SNUG_K_QUANT_UNPACK_H
 
 #include "base/quant.h"
+#include "qdot.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -120,6 +121,24 @@ T_Q_INL __m256i q6k_chunk(const __m256i lo4[4], __m256i hb, int g)
     __m256i hi2 = _mm256_and_si256(hb, _mm256_set1_epi8((char)(3 << (2 * g))));
     hi2 = g < 2 ? _mm256_slli_epi16(hi2, 4 - 2 * g) : g == 3 ? _mm256_srli_epi16(hi2, 2) : hi2;
     return _mm256_or_si256(lo4[g], hi2);
+}
+
+/* The 16 half sums (sum16) of the 8 x8 blocks at xb (a K-quant's group of
+ * 256 values), as 16-bit lanes in order. */
+T_Q_INL __m256i x8_half_sums(const snug_x8_block *xb)
+{
+    return _mm256_setr_epi16(xb[0].sum16[0], xb[0].sum16[1], xb[1].sum16[0], xb[1].sum16[1], xb[2].sum16[0],
+                             xb[2].sum16[1], xb[3].sum16[0], xb[3].sum16[1], xb[4].sum16[0], xb[4].sum16[1],
+                             xb[5].sum16[0], xb[5].sum16[1], xb[6].sum16[0], xb[6].sum16[1], xb[7].sum16[0],
+                             xb[7].sum16[1]);
+}
+
+/* The 8 chunks' sums of the same blocks (each at most 32 x 127: exact in
+ * 16 bits), in both 128-bit halves. */
+T_Q_INL __m256i x8_chunk_sums(const snug_x8_block *xb)
+{
+    __m256i h = x8_half_sums(xb);
+    return _mm256_broadcastsi128_si256(_mm_hadd_epi16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
 }
 
 /* The horizontal sum of v. */
