@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { eventNames } from './common.mjs';
+import { eventNames, rejection } from './common.mjs';
 import { Stream } from '@anthropic-ai/sdk/core/streaming';
 
 const baseURL = process.env.SNUG_BASE_URL ?? 'http://127.0.0.1:8000/v1';
@@ -121,15 +121,7 @@ function toolCalls(m) {
 // the parsed JSON) is Anthropic's {type: 'error', error: {type, message}}, error.type as given
 // and error.message matching the message RegExp (when given); returns the error.
 async function expectAPIError(promise, Class, { status, type, message }) {
-    let err;
-    try {
-        await promise;
-    } catch (e) {
-        err = e;
-    }
-    assert.ok(err, `expected ${Class.name}, but the request succeeded`);
-    assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-    assert.ok(err instanceof Anthropic.APIError);
+    const err = await rejection(promise, Class, Anthropic.APIError);
     assert.equal(err.status, status, err.message);
     const body = err.error;
     assert.equal(typeof body, 'object', `err.error = ${JSON.stringify(body)}`);

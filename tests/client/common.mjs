@@ -31,11 +31,9 @@ export function serverMetrics(metricsURL, apiKey) {
     return { metrics, gauge, waitForGauges };
 }
 
-// expectOpenAIError(OpenAI, promise, Class, fields): the promise rejects with an instance of
-// Class (an OpenAI.APIError subclass) whose status, param, code and type are as given
-// (undefined: not checked); err.error, the body's "error" object, is OpenAI's {message, type,
-// param, code}, and err.message starts with the status. Returns the error.
-export async function expectOpenAIError(OpenAI, promise, Class, fields = {}) {
+// rejection(promise, Class, Base): the error the promise rejects with, asserted to be an
+// instance of Class and of the SDK's Base (its APIError).
+export async function rejection(promise, Class, Base) {
     let err;
     try {
         await promise;
@@ -44,7 +42,16 @@ export async function expectOpenAIError(OpenAI, promise, Class, fields = {}) {
     }
     assert.ok(err, `expected ${Class.name}, but the request succeeded`);
     assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-    assert.ok(err instanceof OpenAI.APIError);
+    assert.ok(err instanceof Base);
+    return err;
+}
+
+// expectOpenAIError(OpenAI, promise, Class, fields): the promise rejects with an instance of
+// Class (an OpenAI.APIError subclass) whose status, param, code and type are as given
+// (undefined: not checked); err.error, the body's "error" object, is OpenAI's {message, type,
+// param, code}, and err.message starts with the status. Returns the error.
+export async function expectOpenAIError(OpenAI, promise, Class, fields = {}) {
+    const err = await rejection(promise, Class, OpenAI.APIError);
     for (const [k, v] of Object.entries(fields)) {
         assert.equal(err[k], v, `err.${k} = ${JSON.stringify(err[k])}, expected ${JSON.stringify(v)} (${err.message})`);
     }
