@@ -975,8 +975,11 @@ static void test_constrained(void)
     snug_engine_counters_get(e, &c);
     CHECK(c.grammar_masks >= g.n_ids && c.grammar_walks > 0 && c.grammar_walks < c.grammar_masks,
           "%lld masks, %lld walked (the rest from the cache)", (long long)c.grammar_masks, (long long)c.grammar_walks);
-    printf("  %lld masks applied, %lld computed (%.1f ms), the rest from the cache\n", (long long)c.grammar_masks,
-           (long long)c.grammar_walks, c.grammar_walk_seconds * 1e3);
+    CHECK(c.grammar_composed > 0, "the object's strings (wide states): %lld masks made from contexts",
+          (long long)c.grammar_composed);
+    printf("  %lld masks applied, %lld walks (%.1f ms), %lld masks made from contexts, the rest from the cache\n",
+           (long long)c.grammar_masks, (long long)c.grammar_walks, c.grammar_walk_seconds * 1e3,
+           (long long)c.grammar_composed);
 out:
     json_decref(schema);
     snug_strbuf_free(&schema_text);

@@ -7,6 +7,7 @@
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/schema.h"
+#include "grammar/ctxmask.h"
 #include "grammar/tokmask.h"
 #include "base/json.h"
 #include "base/mem.h"
@@ -643,10 +644,15 @@ static void make_vocab(char *buf, const uint8_t *texts[VOCAB], int32_t lens[VOCA
     }
 }
 
+enum { FORM_CAP = 8192, UNSURE_CAP = 1500 };
+
 /* Along a walk through grammar g (tokens chosen among those allowed), the
- * trie's mask equals advancing every token's bytes one by one. */
-static void check_masks(const char *grammar_text, int steps)
+ * trie's mask equals advancing every token's bytes one by one, and so does
+ * the mask made from the contexts' cache (walked into it when missing; it
+ * may hold other grammars' contexts). */
+static void check_masks(const char *grammar_text, int steps, snug_ctxmask_cache *ctx_cache)
 {
+    snug_ctxmask_cache contexts = *ctx_cache;
     static char buf[VOCAB * 40];
     static const uint8_t *texts[VOCAB];
     static int32_t lens[VOCAB];
@@ -666,6 +672,11 @@ static void check_masks(const char *grammar_text, int steps)
     snug_tokmask_cache cache;
     void *cache_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_tokmask_cache_bytes(4, VOCAB, STACKS * (DEPTH + 1)), NULL);
     snug_tokmask_cache_init(&cache, cache_mem, 4, VOCAB, STACKS * (DEPTH + 1));
+    int32_t *form = snug_mem_alloc(SNUG_MEM_OTHER, FORM_CAP * sizeof *form, NULL);
+    int32_t *unsure = snug_mem_alloc(SNUG_MEM_OTHER, UNSURE_CAP * sizeof *unsure, NULL);
+    void *form_scratch = snug_mem_alloc(SNUG_MEM_OTHER, snug_ctx_form_scratch_bytes(), NULL);
+    snug_ctx_scratch cs = {.form = form, .form_cap = FORM_CAP, .form_mem = form_scratch, .check_mem = one};
+    int32_t composed = 0, composed_at_once = 0, unsure_tried = 0, later = 0;
     uint64_t state = 99;
     int32_t brute_all = 0, partial = 0, restarts = 0, most_runs = 0;
     for (int32_t i = 0; i < VOCAB; i++) brute_all += lens[i] > 0;
@@ -685,6 +696,50 @@ static void check_masks(const char *grammar_text, int steps)
             CHECK(w.allowed == allowed && memcmp(pieces, mask, sizeof mask) == 0 && w.overflowed == over,
                   "step %d: the walk in %d pieces differs from the whole walk", step, runs);
             most_runs = SNUG_MAX(most_runs, runs);
+        }
+        { /* the mask made from the state's contexts, each added from the cache or walked alone when not
+           * there (as the engine's walks do), is the mask */
+            uint32_t made[(VOCAB + 31) / 32] = {0};
+            int32_t r = 0;
+            for (int32_t i = 0; i < x.m.n && r == 0; i++) {
+                r = snug_ctxmask_add(&contexts, t, &x.m, i, &cs, NULL, made);
+                if (r != SNUG_CTX_MISSING) continue;
+                int32_t from, len = snug_ctx_form(&x.m, i, form, FORM_CAP, form_scratch, &from);
+                snug_gmatch alone;
+                snug_gmatch_from_stack(&alone, one, &x.m, i, from);
+                uint32_t ctx_mask[(VOCAB + 31) / 32];
+                snug_tokmask_walk w;
+                snug_tokmask_walk_begin_context(&w, t, &alone, scratch, ctx_mask, unsure, UNSURE_CAP, 1 << 20);
+                snug_tokmask_walk_run(&w, 0);
+                snug_ctxmask_cache_put(&contexts, form, len, w.unsure_full, ctx_mask, w.allowed, unsure, w.n_unsure,
+                                       w.unsure_bytes);
+                if (w.unsure_full) {
+                    r = SNUG_CTX_NOT;
+                    continue;
+                }
+                snug_ctxmask found = {.mask = ctx_mask, .unsure = unsure, .n_unsure = w.n_unsure};
+                snug_ctxmask_add_found(t, &x.m, i, &found, &cs, made);
+                unsure_tried += w.n_unsure;
+                r = 0;
+            }
+            CHECK(r == 0 || r == SNUG_CTX_NOT, "step %d: %d", step, r);
+            if (r == 0) {
+                int32_t n_made = snug_ctxmask_count(made, VOCAB);
+                composed++;
+                CHECK(n_made == allowed && memcmp(made, mask, sizeof mask) == 0,
+                      "step %d: the mask made from contexts (%d allowed) differs from the walk's (%d)", step, n_made,
+                      allowed);
+            }
+            int32_t missing = -1, again = snug_ctxmask_compose(&contexts, t, &x.m, &cs, 1 << 20, made, &missing);
+            if (again >= 0) /* all its contexts still cached: made from them at once */
+                CHECK(again == allowed && memcmp(made, mask, sizeof mask) == 0, "step %d: the mask made at once differs",
+                      step);
+            composed_at_once += again >= 0;
+            if (again >= 0) { /* with no bytes of unsure tokens to try, only a state with none is made at once */
+                int32_t tight = snug_ctxmask_compose(&contexts, t, &x.m, &cs, 0, made, &missing);
+                CHECK(tight == again || tight == SNUG_CTX_LATER, "step %d: %d with no budget", step, tight);
+                later += tight == SNUG_CTX_LATER;
+            }
         }
         const uint32_t *cached = snug_tokmask_cache_get(&cache, 7, &x.m, &cached_n);
         if (cached) /* a state seen before: the cache's mask is the mask */
@@ -718,8 +773,17 @@ static void check_masks(const char *grammar_text, int steps)
     CHECK(most_runs > 1, "some walk stopped and went on: at most %d pieces", most_runs);
     CHECK(cache.hits > 0 && cache.misses > 0, "the cache: %lld hits, %lld misses", (long long)cache.hits,
           (long long)cache.misses);
-    printf("  %d masks checked against every token, %d restarts; cache of 4: %lld hits, %lld misses\n", steps,
-           restarts, (long long)cache.hits, (long long)cache.misses);
+    *ctx_cache = contexts;
+    CHECK(composed >= steps / 2 && composed_at_once > 0 && later > 0 && contexts.hits > 0 && unsure_tried > 0,
+          "%d masks made from contexts (%d at once, %d later with no budget; %lld hits, %lld misses), %d unsure tokens",
+          composed, composed_at_once, later, (long long)contexts.hits, (long long)contexts.misses, unsure_tried);
+    printf("  %d masks checked against every token, %d restarts; cache of 4: %lld hits, %lld misses; %d masks made"
+           " from contexts (cache of 16: %lld hits, %lld misses; %d unsure tokens listed)\n", steps,
+           restarts, (long long)cache.hits, (long long)cache.misses, composed, (long long)contexts.hits,
+           (long long)contexts.misses, unsure_tried);
+    snug_mem_free(form_scratch);
+    snug_mem_free(unsure);
+    snug_mem_free(form);
     snug_mem_free(cache_mem);
     snug_mem_free(one);
     snug_mem_free(scratch);
@@ -793,13 +857,24 @@ static void test_token_masks(void)
     if (t) CHECK(t->tok_first[3] - t->tok_first[2] == 2, "ab under two ids");
     snug_vocab_trie_free(t);
 
+    /* one cache of contexts for all the grammars: the schemas' strings are met again in the others */
+    snug_ctxmask_cache contexts;
+    void *ctx_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_ctxmask_cache_bytes(16, VOCAB, FORM_CAP, UNSURE_CAP), NULL);
+    snug_ctxmask_cache_init(&contexts, ctx_mem, 16, VOCAB, FORM_CAP, UNSURE_CAP);
     check_masks("root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= \"\\\"\" [a-z]* \"\\\":\" ws ( [0-9]+ | \"true\" | \"null\" )\n"
-                "ws ::= [ \\n]?", 40);
-    char *g = schema_gbnf("{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": {\"type\":"
-                          " \"integer\"}, \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}},"
-                          " \"required\": [\"name\"]}");
-    if (g) check_masks(g, 60);
-    snug_mem_free(g);
+                "ws ::= [ \\n]?", 40, &contexts);
+    static const char *const schemas[] = {
+        "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": {\"type\":"
+        " \"integer\"}, \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}}, \"required\": [\"name\"]}",
+        /* the same strings amid other rules: the first schema's contexts serve, and must be right */
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", \"maxLength\": 3}, \"b\": {\"type\":"
+        " \"array\", \"items\": {\"type\": \"string\"}}, \"c\": {\"type\": \"string\"}}, \"required\": [\"b\", \"c\"]}"};
+    for (size_t k = 0; k < sizeof schemas / sizeof schemas[0]; k++) {
+        char *g = schema_gbnf(schemas[k]);
+        if (g) check_masks(g, 60, &contexts);
+        snug_mem_free(g);
+    }
+    snug_mem_free(ctx_mem);
 }
 
 int main(void)

@@ -14,9 +14,17 @@
  * (snug_constrain_seq_bytes). Nothing here allocates but
  * snug_constrain_trie_build.
  *
- * A mask that is not cached is a walk of the whole vocabulary's trie (tens
- * of milliseconds for a wide state over 128k tokens): the engine does not
- * make a step wait for it. It holds such a sequence out of steps and walks
+ * A wide state (one whose next byte may be most bytes: inside a JSON
+ * string) not in that cache is made from its stacks' contexts
+ * (grammar/ctxmask.h), which every grammar shares: the union of their
+ * masks, and the few unsure tokens tried on the stacks themselves. So a
+ * request with a schema of its own pays for its strings only the first
+ * time any grammar meets them.
+ *
+ * A mask that is not cached (and not made so) is a walk of the whole
+ * vocabulary's trie (tens of milliseconds for a wide state over 128k
+ * tokens), or for a wide state a walk of each context not cached yet:
+ * the engine does not make a step wait for it. It holds such a sequence out of steps and walks
  * its mask in pieces (snug_constrain_walk_start/_continue) within a share
  * of each step's time, so that sequences under hard grammars cannot stall
  * the others.
@@ -25,6 +33,7 @@
 #define SNUG_CONSTRAIN_H
 
 #include "base/common.h"
+#include "grammar/ctxmask.h"
 #include "grammar/tokmask.h"
 #include "stop.h"
 #include "tokenizer/tokenizer.h"
@@ -33,7 +42,14 @@ enum {
     SNUG_CONSTRAIN_STACKS = 64,       /* a sequence's matcher: stacks, ... */
     SNUG_CONSTRAIN_DEPTH = 64,        /* ... and frames a stack */
     SNUG_CONSTRAIN_CACHE = 128,       /* masks cached */
-    SNUG_CONSTRAIN_STATE_INTS = 1024  /* the largest state cached (stack lengths and frames) */
+    SNUG_CONSTRAIN_STATE_INTS = 1024, /* the largest state cached (stack lengths and frames) */
+    SNUG_CONSTRAIN_WIDE_BYTES = 64,   /* a state is wide when its next byte may be this many */
+    SNUG_CONSTRAIN_CONTEXTS = 32,     /* contexts' masks cached */
+    SNUG_CONSTRAIN_FORM_INTS = 4096,  /* the largest context form cached */
+    SNUG_CONSTRAIN_UNSURE = 8192,     /* a context's unsure tokens at most (more: its states are
+                                       * walked whole), ... */
+    SNUG_CONSTRAIN_UNSURE_BYTES = 32768 /* ... and their bytes; as many are tried on a state at once
+                                         * (more: in pieces, as walks are) */
 };
 
 /* The time a step gives to mask walks: this share of its forward pass, at
@@ -52,6 +68,18 @@ typedef struct snug_constrainer {
     void *scratch;                    /* the mask walk's (one at a time: whole, or in pieces) */
     snug_tokmask_walk walk;           /* the walk in pieces, while walking */
     bool walking;
+    bool walk_begun;                  /* a walk of the vocabulary is under way (else the next is
+                                       * chosen when the walk goes on) */
+    bool walk_context;                /* that walk is a context's (else the state's whole) */
+    snug_gmatch walk_state;           /* the state whose mask the walk is for (its copy) */
+    void *walk_state_mem;             /* [snug_constrain_seq_bytes()] */
+    uint32_t *walk_made;              /* [(n_vocab + 31) / 32] its mask, made from its stacks' contexts */
+    int32_t walk_stack;               /* the stacks before this one are in it */
+    int32_t *walk_form;               /* [SNUG_CONSTRAIN_FORM_INTS] the walked context's form */
+    int32_t walk_form_len;
+    int32_t *unsure;                  /* [SNUG_CONSTRAIN_UNSURE] the context walk's unsure tokens */
+    snug_ctxmask_cache contexts;
+    snug_ctx_scratch ctx_scratch;     /* a context's form (SNUG_CONSTRAIN_FORM_INTS), a stack alone */
     uint64_t walk_key;                /* its grammar's key */
     int32_t walk_owner;               /* whose it is (the caller's tag: a slot) */
     uint32_t walk_gen;                /* (and the caller's generation of it) */
@@ -59,15 +87,16 @@ typedef struct snug_constrainer {
     uint8_t *token_text;              /* [token_cap] a sampled token's bytes */
     size_t token_cap;                 /* max_token_bytes */
     int64_t masks;                    /* masks applied, and ... */
-    int64_t walks;                    /* masks computed (not found in the cache) */
+    int64_t walks;                    /* walks of the vocabulary: masks computed whole, and contexts */
+    int64_t composed;                 /* masks made from their contexts */
     int64_t walks_abandoned;          /* walks in pieces given up (their owner went, or a whole walk
                                        * needed the scratch) */
     double walk_seconds;              /* the time walks took */
 } snug_constrainer;
 
 /* Bytes the shared part needs in the serving state for a vocabulary of
- * n_vocab tokens of at most max_token_bytes bytes each (the mask, the
- * scratch, the cache, a token's bytes). Pure. */
+ * n_vocab tokens of at most max_token_bytes bytes each (the masks, the
+ * scratch, the caches of states and contexts, a token's bytes). Pure. */
 size_t snug_constrain_bytes(int32_t n_vocab, size_t max_token_bytes);
 
 /* Bytes of one sequence's matcher (SNUG_CONSTRAIN_STACKS x DEPTH). Pure. */
@@ -102,12 +131,16 @@ int32_t snug_constrain_mask(snug_constrainer *c, uint64_t key, const snug_gmatch
 snug_status snug_constrain_check_start(const snug_grammar *g, snug_error *err);
 
 /* Whether the mask of state m under the grammar of key is cached (a
- * lookup: it becomes the most recently used). */
+ * lookup: it becomes the most recently used), or made now from its
+ * contexts and cached (a wide state whose contexts are all cached). */
 bool snug_constrain_cached(snug_constrainer *c, uint64_t key, const snug_gmatch *m);
 
 /* Starts a walk in pieces of m's mask under the grammar of key (m is
  * copied; its grammar must outlive the walk), for owner (a tag the caller
- * keeps: owner and gen); one at a time, replacing any walk not done. */
+ * keeps: owner and gen); one at a time, replacing any walk not done. A
+ * wide state's walk is of its contexts not cached, one after another,
+ * then its mask is made from them (or, when one of them is too wide for
+ * that, a walk of the state whole). */
 void snug_constrain_walk_start(snug_constrainer *c, uint64_t key, const snug_gmatch *m, int32_t owner,
                                uint32_t gen);
 

@@ -551,6 +551,7 @@ static void publish(snug_engine *e, int32_t n_items)
     e->c.steps++;
     e->c.grammar_masks = e->at.serving->constrain.masks; /* the loop's, copied under the mutex */
     e->c.grammar_walks = e->at.serving->constrain.walks;
+    e->c.grammar_composed = e->at.serving->constrain.composed;
     e->c.grammar_walk_seconds = e->at.serving->constrain.walk_seconds;
     e->c.grammar_waiting = masks_waiting(e);
     snug_comm *comm = snug_stepper_comm(e->at.stepper); /* the step loop's, copied under the mutex */

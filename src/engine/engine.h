@@ -147,7 +147,9 @@ typedef struct snug_engine_counters {
     int64_t prefix_queried_tokens;  /* tokens looked up at admissions, and ... */
     int64_t prefix_hit_tokens;      /* ... of those, found in the cache */
     int64_t grammar_masks;          /* token masks applied to constrained sequences, and ... */
-    int64_t grammar_walks;          /* masks computed by a walk (not found in the cache) */
+    int64_t grammar_walks;          /* walks of the vocabulary: masks (not found in the cache) and
+                                     * contexts (grammar/ctxmask.h) */
+    int64_t grammar_composed;       /* masks made from their contexts' */
     double grammar_walk_seconds;    /* the time those took */
     int32_t grammar_waiting;        /* sequences held out of steps until their mask is walked */
     bool failed;                    /* the step loop stopped on an error */

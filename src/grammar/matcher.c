@@ -191,3 +191,12 @@ void snug_gmatch_clone(snug_gmatch *dst, void *mem, const snug_gmatch *src)
     bind(dst, mem, src->max_stacks, src->max_depth, src->g);
     snug_gmatch_copy(dst, src);
 }
+
+void snug_gmatch_from_stack(snug_gmatch *dst, void *mem, const snug_gmatch *src, int32_t i, int32_t from)
+{
+    SNUG_ASSERT(i >= 0 && i < src->n && from >= 0 && from < src->len[i]);
+    bind(dst, mem, src->max_stacks, src->max_depth, src->g);
+    dst->n = 1;
+    dst->len[0] = src->len[i] - from;
+    memcpy(dst->frames, frames_of(src->frames, src, i) + from, (size_t)dst->len[0] * sizeof(int32_t));
+}

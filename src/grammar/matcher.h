@@ -78,4 +78,11 @@ void snug_gmatch_copy(snug_gmatch *dst, const snug_gmatch *src);
  * src's state. */
 void snug_gmatch_clone(snug_gmatch *dst, void *mem, const snug_gmatch *src);
 
+/* Makes dst a matcher over mem (snug_gmatch_bytes of src's limits) whose
+ * one stack is frames [from, src->len[i]) of src's stack i: that stack
+ * alone (from 0), or its top frames as if nothing were below them (a
+ * stack that would leave them is then empty: the text so far a whole
+ * match). 0 <= from < src->len[i]. */
+void snug_gmatch_from_stack(snug_gmatch *dst, void *mem, const snug_gmatch *src, int32_t i, int32_t from);
+
 #endif /* SNUG_GRAMMAR_MATCHER_H */

@@ -37,8 +37,9 @@ snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *le
         if (lens[i] > 0) total += lens[i], n++;
     tok_ref *refs = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)(n ? n : 1) * sizeof *refs, err);
     int32_t *path = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)total * sizeof *path, err); /* node at each depth */
+    size_t text_bytes = (size_t)(total - 1);
     size_t bytes = sizeof(snug_vocab_trie) + (size_t)total * (2 * sizeof(int32_t) + 1) + sizeof(int32_t) +
-                   (size_t)(n ? n : 1) * sizeof(int32_t) + 8;
+                   (size_t)(n ? n : 1) * sizeof(int32_t) + ((size_t)n_vocab + 1) * sizeof(int32_t) + text_bytes + 8;
     char *mem = refs && path ? snug_mem_alloc(SNUG_MEM_OTHER, bytes, err) : NULL;
     if (!mem) {
         snug_mem_free(refs);
@@ -52,7 +53,14 @@ snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *le
 
     snug_vocab_trie *t = (snug_vocab_trie *)(void *)mem;
     int32_t *size = (int32_t *)(void *)(mem + sizeof *t), *tok_first = size + total, *ids = tok_first + total + 1;
-    uint8_t *byte = (uint8_t *)(ids + (n ? n : 1));
+    int32_t *text_first = ids + (n ? n : 1);
+    uint8_t *byte = (uint8_t *)(text_first + n_vocab + 1), *text = byte + total;
+    text_first[0] = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        int32_t len = lens[i] > 0 ? lens[i] : 0;
+        if (len) memcpy(text + text_first[i], texts[i], (size_t)len);
+        text_first[i + 1] = text_first[i] + len;
+    }
     int32_t nodes = 1, depth = 0, depth_max = 0; /* path[0..depth]: the nodes of the current path */
     path[0] = 0, byte[0] = 0, tok_first[0] = 0;
     int32_t n_ids = 0;
@@ -82,7 +90,8 @@ snug_status snug_vocab_trie_build(const uint8_t *const *texts, const int32_t *le
     snug_mem_free(path);
     snug_mem_free(refs);
     *t = (snug_vocab_trie){.n_vocab = n_vocab, .n_nodes = nodes, .depth_max = depth_max, .size = size, .byte = byte,
-                           .tok_first = tok_first, .ids = ids, .bytes = bytes};
+                           .tok_first = tok_first, .ids = ids, .text_first = text_first, .text = text,
+                           .bytes = bytes};
     *out = t;
     return SNUG_OK;
 }
@@ -98,7 +107,7 @@ static size_t level_bytes(int32_t max_stacks, int32_t max_depth)
     return snug_round_up(snug_gmatch_bytes(max_stacks, max_depth), 8);
 }
 
-static size_t per_level_bytes(void) { return sizeof(snug_gmatch) + sizeof(snug_byteset) + 2 * sizeof(int32_t); }
+static size_t per_level_bytes(void) { return sizeof(snug_gmatch) + sizeof(snug_byteset) + 3 * sizeof(int32_t); }
 
 size_t snug_tokmask_scratch_bytes(int32_t token_bytes_max, int32_t max_stacks, int32_t max_depth)
 {
@@ -116,10 +125,40 @@ void snug_tokmask_walk_begin(snug_tokmask_walk *w, const snug_vocab_trie *t, con
     w->next = (snug_byteset *)(void *)(w->state + levels);
     w->node = (int32_t *)(void *)(w->next + levels);
     w->child = w->node + levels;
+    w->popped = w->child + levels;
     memset(mask, 0, ((size_t)t->n_vocab + 31) / 32 * sizeof *mask);
     snug_gmatch_clone(&w->state[0], w->levels, state);
     snug_gmatch_next_bytes(&w->state[0], &w->next[0]);
-    w->node[0] = 0, w->child[0] = 1, w->depth = 1;
+    w->node[0] = 0, w->child[0] = 1, w->popped[0] = 0, w->depth = 1;
+}
+
+void snug_tokmask_walk_begin_context(snug_tokmask_walk *w, const snug_vocab_trie *t, const snug_gmatch *state,
+                                     void *scratch, uint32_t *mask, int32_t *unsure, int32_t unsure_cap,
+                                     int64_t unsure_bytes_cap)
+{
+    snug_tokmask_walk_begin(w, t, state, scratch, mask);
+    w->context = true;
+    w->unsure = unsure, w->unsure_cap = unsure_cap, w->unsure_bytes_cap = unsure_bytes_cap;
+    w->popped[0] = snug_gmatch_accepting(&w->state[0]);
+}
+
+/* A context walk: the tokens of node c's subtree are unsure (the frames
+ * were done above it, and they refuse its byte). false when the lists are
+ * full: the walk stops. */
+static bool add_unsure(snug_tokmask_walk *w, int32_t c)
+{
+    const snug_vocab_trie *t = w->t;
+    for (int32_t i = t->tok_first[c], end = t->tok_first[c + t->size[c]]; i < end; i++) {
+        int32_t id = t->ids[i];
+        w->unsure_bytes += t->text_first[id + 1] - t->text_first[id];
+        if (w->n_unsure >= w->unsure_cap || w->unsure_bytes > w->unsure_bytes_cap) {
+            w->unsure_full = true;
+            w->depth = 0;
+            return false;
+        }
+        w->unsure[w->n_unsure++] = id;
+    }
+    return true;
 }
 
 bool snug_tokmask_walk_run(snug_tokmask_walk *w, double deadline)
@@ -132,12 +171,16 @@ bool snug_tokmask_walk_run(snug_tokmask_walk *w, double deadline)
             continue;
         }
         w->child[l] = c + t->size[c];
-        if (!snug_byteset_has(&w->next[l], t->byte[c])) continue; /* the whole subtree is refused */
+        if (!snug_byteset_has(&w->next[l], t->byte[c])) { /* the whole subtree is refused (or unsure) */
+            if (w->popped[l] && !add_unsure(w, c)) return true;
+            continue;
+        }
         snug_gmatch *m = &w->state[l + 1];
         snug_gmatch_result r = snug_gmatch_advance_from(m, w->levels + (size_t)(l + 1) * w->level_bytes, &w->state[l],
                                                         t->byte[c]);
         if (r != SNUG_GMATCH_OK) {
             w->overflowed |= r == SNUG_GMATCH_OVERFLOW;
+            if (w->popped[l] && !add_unsure(w, c)) return true;
             continue;
         }
         for (int32_t i = t->tok_first[c]; i < t->tok_first[c + 1]; i++) {
@@ -146,6 +189,7 @@ bool snug_tokmask_walk_run(snug_tokmask_walk *w, double deadline)
         }
         if (t->size[c] > 1) { /* into its subtree */
             snug_gmatch_next_bytes(m, &w->next[l + 1]);
+            w->popped[l + 1] = w->context && (w->popped[l] || snug_gmatch_accepting(m));
             w->node[l + 1] = c, w->child[l + 1] = c + 1;
             w->depth++;
         }

@@ -29,6 +29,8 @@ typedef struct snug_vocab_trie {
     const int32_t *tok_first; /* (n_nodes + 1): the tokens ending at node i are ids[tok_first[i] ..
                                * tok_first[i + 1]) */
     const int32_t *ids;
+    const int32_t *text_first; /* (n_vocab + 1): token i's bytes are text[text_first[i] .. text_first[i + 1]) */
+    const uint8_t *text;
     size_t bytes;         /* what the trie holds, this struct included */
 } snug_vocab_trie;
 
@@ -57,7 +59,16 @@ int32_t snug_tokmask_compute(const snug_vocab_trie *t, const snug_gmatch *state,
 /* A mask computed in pieces: a walk of the trie that stops at a deadline
  * and goes on where it stopped, so that a long walk (a wide state over a
  * large vocabulary) can be spread over steps instead of stalling one. All
- * of its state is in the caller's scratch and mask. */
+ * of its state is in the caller's scratch and mask.
+ *
+ * A context walk (snug_tokmask_walk_begin_context) starts from the top
+ * frames of a stack taken alone (snug_gmatch_from_stack), and sorts the
+ * tokens three ways: allowed whatever lies below those frames (the mask),
+ * refused whatever lies below, and unsure: refused by the frames alone,
+ * but after some of the token's bytes the frames were done (a stack came
+ * out empty), so that what lies below decides the rest. The unsure ids go
+ * to the caller's list; when more than its capacity would (or more than
+ * unsure_bytes_cap of their bytes), the walk stops with unsure_full set. */
 typedef struct snug_tokmask_walk {
     const snug_vocab_trie *t;
     char *levels;            /* (depth_max + 1) matchers' memory, level_bytes each */
@@ -65,10 +76,17 @@ typedef struct snug_tokmask_walk {
     snug_gmatch *state;      /* [depth_max + 1] level 0: the start state (a copy) */
     snug_byteset *next;      /* [depth_max + 1] the bytes each level's state takes */
     int32_t *node, *child;   /* [depth_max + 1] the node each level expands, its next child */
+    int32_t *popped;         /* [depth_max + 1] a context walk: whether the frames were done at
+                              * the level or above it */
     int32_t depth;           /* levels open; 0: done */
     uint32_t *mask;
     int32_t allowed;
     bool overflowed;
+    bool context;            /* a context walk: */
+    int32_t *unsure;         /* [unsure_cap] the unsure tokens' ids */
+    int32_t unsure_cap, n_unsure;
+    int64_t unsure_bytes, unsure_bytes_cap; /* their bytes, and the most they may have */
+    bool unsure_full;        /* more than the caps: the walk stopped, its lists are not whole */
 } snug_tokmask_walk;
 
 /* Starts w: the mask of state (copied into scratch: state may change or
@@ -76,6 +94,14 @@ typedef struct snug_tokmask_walk {
  * snug_tokmask_compute. The grammar of state must outlive the walk. */
 void snug_tokmask_walk_begin(snug_tokmask_walk *w, const snug_vocab_trie *t, const snug_gmatch *state, void *scratch,
                              uint32_t *mask);
+
+/* Starts w as a context walk from state (one stack: the frames alone)
+ * into mask (cleared), the unsure ids into unsure (unsure_cap of them, at
+ * most unsure_bytes_cap bytes together), over scratch as for
+ * snug_tokmask_compute. The grammar of state must outlive the walk. */
+void snug_tokmask_walk_begin_context(snug_tokmask_walk *w, const snug_vocab_trie *t, const snug_gmatch *state,
+                                     void *scratch, uint32_t *mask, int32_t *unsure, int32_t unsure_cap,
+                                     int64_t unsure_bytes_cap);
 
 /* Goes on with w until it is done or the clock (snug_now_seconds) passes
  * deadline (<= 0: none; looked at every 256 nodes); true when done (the

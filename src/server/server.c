@@ -227,8 +227,10 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
             k.kv.evictions);
     COUNTER("grammar_masks_total", "Token masks applied to sequences under a grammar (structured "
             "output, tool calls).", k.grammar_masks);
-    COUNTER("grammar_mask_walks_total", "Of those, masks computed by a walk of the vocabulary (not "
-            "found in the mask cache).", k.grammar_walks);
+    COUNTER("grammar_mask_walks_total", "Walks of the vocabulary: masks not found in the mask cache, "
+            "and the contexts that wide masks are made from.", k.grammar_walks);
+    COUNTER("grammar_masks_composed_total", "Masks made from their contexts' masks (shared by every "
+            "grammar: a JSON string's), not walked.", k.grammar_composed);
     snug_strbuf_printf(&b, "# HELP snug_grammar_mask_walk_seconds_total Seconds those walks took (on "
                        "the engine's loop).\n# TYPE snug_grammar_mask_walk_seconds_total counter\n"
                        "snug_grammar_mask_walk_seconds_total %.6f\n", k.grammar_walk_seconds);
