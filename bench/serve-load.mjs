@@ -3,7 +3,7 @@
 //
 //   node bench/serve-load.mjs --url http://127.0.0.1:PORT --clients N
 //        [--duration S] [--requests K] [--max-tokens M] [--prompt TEXT] [--temperature T]
-//        [--seed S] [--model NAME] [--timeout S] [--response-format JSON]
+//        [--seed S] [--model NAME] [--timeout S] [--response-format JSON] [--schema-per-request]
 //
 // N clients run at once, each in a loop: a streaming POST /v1/completions (the prompt, default
 // ~32 tokens of story text; max_tokens M, default 64; temperature 0.8; ignore_eos; a seed of
@@ -13,6 +13,9 @@
 // Each client keeps one keep-alive connection (see client() below). With --response-format
 // (a JSON response_format object, e.g. a json_schema) every request asks for it: a reply the
 // grammar ended (finish_reason stop) may be shorter than max_tokens, and must parse as JSON.
+// With --schema-per-request each request's json_schema is a new one, as tool calls bring
+// theirs: every property name gets the suffix _R (R counts the requests sent), in
+// `properties` and `required` alike, so that no two requests share a grammar.
 //
 // Per request it records: time to first token (request sent -> the first data event carrying
 // a choice), the gaps between consecutive such events (inter-token latencies, as the client
@@ -45,6 +48,7 @@ const { values: a } = parseArgs({
         model: { type: 'string' },
         timeout: { type: 'string', default: '600' },
         'response-format': { type: 'string' },
+        'schema-per-request': { type: 'boolean', default: false },
     },
 });
 const clients = Number(a.clients), duration = Number(a.duration) * 1000;
@@ -52,6 +56,22 @@ const perClient = Number(a.requests), maxTokens = Number(a['max-tokens']);
 const timeoutMs = Number(a.timeout) * 1000, seedBase = Number(a.seed);
 const url = a.url.replace(/\/$/, '') + '/v1/completions';
 const responseFormat = a['response-format'] ? JSON.parse(a['response-format']) : null;
+
+let sent = 0;
+
+// The schema s with every property name suffixed by tag (a copy; s is not changed).
+function renamed(s, tag) {
+    if (Array.isArray(s)) return s.map((v) => renamed(v, tag));
+    if (s === null || typeof s !== 'object') return s;
+    const out = {};
+    for (const [k, v] of Object.entries(s)) {
+        if (k === 'properties' && v && typeof v === 'object' && !Array.isArray(v))
+            out[k] = Object.fromEntries(Object.entries(v).map(([p, sub]) => [p + tag, renamed(sub, tag)]));
+        else if (k === 'required' && Array.isArray(v)) out[k] = v.map((p) => p + tag);
+        else out[k] = renamed(v, tag);
+    }
+    return out;
+}
 
 const ttft = [], itl = [];
 const errorKinds = {};
@@ -70,7 +90,7 @@ async function one(seed) {
         ignore_eos: true, stream: true, stream_options: { include_usage: true },
     };
     if (a.model) body.model = a.model;
-    if (responseFormat) body.response_format = responseFormat;
+    if (responseFormat) body.response_format = a['schema-per-request'] ? renamed(responseFormat, `_${++sent}`) : responseFormat;
     const t0 = performance.now();
     let res;
     try {
