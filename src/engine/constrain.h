@@ -44,9 +44,11 @@ enum {
     SNUG_CONSTRAIN_CACHE = 128,       /* masks cached */
     SNUG_CONSTRAIN_STATE_INTS = 1024, /* the largest state cached (stack lengths and frames) */
     SNUG_CONSTRAIN_WIDE_BYTES = 64,   /* a state is wide when its next byte may be this many */
-    SNUG_CONSTRAIN_CONTEXTS = 32,     /* contexts' masks cached */
-    SNUG_CONSTRAIN_FORM_INTS = 4096,  /* the largest context form cached */
-    SNUG_CONSTRAIN_UNSURE = 8192,     /* a context's unsure tokens at most (more: its states are
+    SNUG_CONSTRAIN_CONTEXTS = 24,     /* contexts' masks cached (a JSON string's state has 11 stacks,
+                                       * one per UTF-8 lead byte's range, each a context) */
+    SNUG_CONSTRAIN_FORM_INTS = 2048,  /* the largest context form cached (a string's: ~540) */
+    SNUG_CONSTRAIN_UNSURE = 4096,     /* a context's unsure tokens at most (a string's: ~700 of
+                                       * Llama 3's 128k; more: its states are
                                        * walked whole), ... */
     SNUG_CONSTRAIN_UNSURE_BYTES = 32768 /* ... and their bytes; as many are tried on a state at once
                                          * (more: in pieces, as walks are) */
