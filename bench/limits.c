@@ -6,6 +6,11 @@
  *                             and as snug allocates the weights (huge pages, populated
  *                             on a pool of a thread per CPU: base/populate.h); the best
  *                             of three tries of each
+ *   limits touch-once BYTES   one first touch of BYTES as snug allocates the activation
+ *                             arena and the serving state (populated on a pool of a thread
+ *                             per CPU), not the best of three: what a start meets after its
+ *                             caller let the machine settle (the tries after the first reuse
+ *                             what the first freed, which a VM backs faster)
  *   limits load-touch DIR BYTES [THREADS]
  *                             what a start cannot do without, in one process: the
  *                             weights loaded as snug load does, then BYTES of fresh memory
@@ -88,6 +93,24 @@ static int touch(size_t n)
     return 0;
 }
 
+static int touch_once(size_t n)
+{
+    snug_pool *pool = cpu_pool(0);
+    if (!pool) return 1;
+    snug_error err = {0};
+    double t0 = now();
+    void *q = snug_populate_alloc(SNUG_MEM_ACTIVATIONS, n, pool, &err);
+    double secs = now() - t0;
+    snug_pool_free(pool);
+    if (!q) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    snug_mem_free(q);
+    report("touch_once", secs, n);
+    return 0;
+}
+
 static int load_touch(const char *dir, size_t n, int32_t threads)
 {
     snug_error err = {0};
@@ -159,11 +182,12 @@ static int plain(const char *dir, snug_dtype dt)
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "touch") == 0) return touch((size_t)strtoull(argv[2], NULL, 10));
+    if (argc == 3 && strcmp(argv[1], "touch-once") == 0) return touch_once((size_t)strtoull(argv[2], NULL, 10));
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "load-touch") == 0)
         return load_touch(argv[2], (size_t)strtoull(argv[3], NULL, 10), argc == 5 ? atoi(argv[4]) : 0);
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "plain") == 0)
         return plain(argv[2], argc == 4 ? snug_dtype_from_torch(argv[3]) : SNUG_DTYPE_NONE);
-    fprintf(stderr, "usage: limits touch BYTES | limits load-touch DIR "
+    fprintf(stderr, "usage: limits touch BYTES | limits touch-once BYTES | limits load-touch DIR "
                     "BYTES [THREADS] | limits plain DIR [DTYPE]\n");
     return 2;
 }
