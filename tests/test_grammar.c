@@ -675,8 +675,11 @@ static void check_masks(const char *grammar_text, int steps, snug_ctxmask_cache 
     int32_t *form = snug_mem_alloc(SNUG_MEM_OTHER, FORM_CAP * sizeof *form, NULL);
     int32_t *unsure = snug_mem_alloc(SNUG_MEM_OTHER, UNSURE_CAP * sizeof *unsure, NULL);
     void *form_scratch = snug_mem_alloc(SNUG_MEM_OTHER, snug_ctx_form_scratch_bytes(), NULL);
-    snug_ctx_scratch cs = {.form = form, .form_cap = FORM_CAP, .form_mem = form_scratch, .check_mem = one};
-    int32_t composed = 0, composed_at_once = 0, unsure_tried = 0, later = 0;
+    uint32_t walk_mask[(VOCAB + 31) / 32];
+    snug_ctx_scratch cs = {.form = form, .form_cap = FORM_CAP, .form_mem = form_scratch, .check_mem = one,
+                           .walk_mem = scratch, .walk_mask = walk_mask, .unsure = unsure, .unsure_cap = UNSURE_CAP,
+                           .unsure_bytes_cap = 1 << 20};
+    int32_t composed = 0, composed_at_once = 0, ctx_walks = 0, later = 0;
     uint64_t state = 99;
     int32_t brute_all = 0, partial = 0, restarts = 0, most_runs = 0;
     for (int32_t i = 0; i < VOCAB; i++) brute_all += lens[i] > 0;
@@ -699,37 +702,16 @@ static void check_masks(const char *grammar_text, int steps, snug_ctxmask_cache 
         }
         { /* the mask made from the state's contexts, each added from the cache or walked alone when not
            * there (as the engine's walks do), is the mask */
-            uint32_t made[(VOCAB + 31) / 32] = {0};
-            int32_t r = 0;
-            for (int32_t i = 0; i < x.m.n && r == 0; i++) {
-                r = snug_ctxmask_add(&contexts, t, &x.m, i, &cs, NULL, made);
-                if (r != SNUG_CTX_MISSING) continue;
-                int32_t from, len = snug_ctx_form(&x.m, i, form, FORM_CAP, form_scratch, &from);
-                snug_gmatch alone;
-                snug_gmatch_from_stack(&alone, one, &x.m, i, from);
-                uint32_t ctx_mask[(VOCAB + 31) / 32];
-                snug_tokmask_walk w;
-                snug_tokmask_walk_begin_context(&w, t, &alone, scratch, ctx_mask, unsure, UNSURE_CAP, 1 << 20);
-                snug_tokmask_walk_run(&w, 0);
-                snug_ctxmask_cache_put(&contexts, form, len, w.unsure_full, ctx_mask, w.allowed, unsure, w.n_unsure,
-                                       w.unsure_bytes);
-                if (w.unsure_full) {
-                    r = SNUG_CTX_NOT;
-                    continue;
-                }
-                snug_ctxmask found = {.mask = ctx_mask, .unsure = unsure, .n_unsure = w.n_unsure};
-                snug_ctxmask_add_found(t, &x.m, i, &found, &cs, made);
-                unsure_tried += w.n_unsure;
-                r = 0;
-            }
-            CHECK(r == 0 || r == SNUG_CTX_NOT, "step %d: %d", step, r);
-            if (r == 0) {
-                int32_t n_made = snug_ctxmask_count(made, VOCAB);
+            uint32_t made[(VOCAB + 31) / 32];
+            int32_t walked = 0, n_made = snug_ctxmask_make(&contexts, t, &x.m, &cs, made, &walked);
+            CHECK(n_made >= 0 || n_made == SNUG_CTX_NOT, "step %d: %d", step, n_made);
+            if (n_made >= 0) {
                 composed++;
                 CHECK(n_made == allowed && memcmp(made, mask, sizeof mask) == 0,
                       "step %d: the mask made from contexts (%d allowed) differs from the walk's (%d)", step, n_made,
                       allowed);
             }
+            ctx_walks += walked;
             int32_t missing = -1, again = snug_ctxmask_compose(&contexts, t, &x.m, &cs, 1 << 20, made, &missing);
             if (again >= 0) /* all its contexts still cached: made from them at once */
                 CHECK(again == allowed && memcmp(made, mask, sizeof mask) == 0, "step %d: the mask made at once differs",
@@ -774,13 +756,13 @@ static void check_masks(const char *grammar_text, int steps, snug_ctxmask_cache 
     CHECK(cache.hits > 0 && cache.misses > 0, "the cache: %lld hits, %lld misses", (long long)cache.hits,
           (long long)cache.misses);
     *ctx_cache = contexts;
-    CHECK(composed >= steps / 2 && composed_at_once > 0 && later > 0 && contexts.hits > 0 && unsure_tried > 0,
-          "%d masks made from contexts (%d at once, %d later with no budget; %lld hits, %lld misses), %d unsure tokens",
-          composed, composed_at_once, later, (long long)contexts.hits, (long long)contexts.misses, unsure_tried);
+    CHECK(composed >= steps / 2 && composed_at_once > 0 && later > 0 && contexts.hits > 0 && ctx_walks > 0,
+          "%d masks made from contexts (%d at once, %d later with no budget; %lld hits, %lld misses), %d context walks",
+          composed, composed_at_once, later, (long long)contexts.hits, (long long)contexts.misses, ctx_walks);
     printf("  %d masks checked against every token, %d restarts; cache of 4: %lld hits, %lld misses; %d masks made"
-           " from contexts (cache of 16: %lld hits, %lld misses; %d unsure tokens listed)\n", steps,
+           " from contexts (cache of 16: %lld hits, %lld misses; %d context walks; %d with unsure tokens to try)\n", steps,
            restarts, (long long)cache.hits, (long long)cache.misses, composed, (long long)contexts.hits,
-           (long long)contexts.misses, unsure_tried);
+           (long long)contexts.misses, ctx_walks, later);
     snug_mem_free(form_scratch);
     snug_mem_free(unsure);
     snug_mem_free(form);

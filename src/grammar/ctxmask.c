@@ -256,6 +256,32 @@ int32_t snug_ctxmask_compose(snug_ctxmask_cache *c, const snug_vocab_trie *t, co
     return snug_ctxmask_count(mask, t->n_vocab);
 }
 
+int32_t snug_ctxmask_make(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m,
+                          const snug_ctx_scratch *s, uint32_t *mask, int32_t *walked)
+{
+    int32_t r = 0, walks = 0;
+    memset(mask, 0, mask_words(t->n_vocab) * sizeof *mask);
+    for (int32_t i = 0; i < m->n && r == 0; i++) {
+        r = snug_ctxmask_add(c, t, m, i, s, NULL, mask);
+        if (r != SNUG_CTX_MISSING) continue;
+        int32_t from, len = snug_ctx_form(m, i, s->form, s->form_cap, s->form_mem, &from);
+        snug_gmatch alone; /* (copied by the walk) */
+        snug_gmatch_from_stack(&alone, s->check_mem, m, i, from);
+        snug_tokmask_walk w;
+        snug_tokmask_walk_begin_context(&w, t, &alone, s->walk_mem, s->walk_mask, s->unsure, s->unsure_cap,
+                                        s->unsure_bytes_cap);
+        snug_tokmask_walk_run(&w, 0);
+        walks++;
+        snug_ctxmask_cache_put(c, s->form, len, w.unsure_full, s->walk_mask, w.allowed, s->unsure, w.n_unsure,
+                               w.unsure_bytes);
+        r = w.unsure_full ? SNUG_CTX_NOT : 0;
+        snug_ctxmask found = {.mask = s->walk_mask, .unsure = s->unsure, .n_unsure = w.n_unsure};
+        if (r == 0) snug_ctxmask_add_found(t, m, i, &found, s, mask);
+    }
+    if (walked) *walked = walks;
+    return r == 0 ? snug_ctxmask_count(mask, t->n_vocab) : r;
+}
+
 int32_t snug_ctxmask_count(const uint32_t *mask, int32_t n_vocab)
 {
     int32_t n = 0;

@@ -110,6 +110,12 @@ typedef struct snug_ctx_scratch {
     int32_t form_cap;
     void *form_mem;  /* [snug_ctx_form_scratch_bytes()] */
     void *check_mem; /* [snug_gmatch_bytes of the states' limits] a stack alone, trying a token */
+    /* for snug_ctxmask_make only (its context walks): */
+    void *walk_mem;          /* [snug_tokmask_scratch_bytes of the trie and the states' limits] */
+    uint32_t *walk_mask;     /* [(n_vocab + 31) / 32] */
+    int32_t *unsure;         /* [unsure_cap] */
+    int32_t unsure_cap;
+    int64_t unsure_bytes_cap;
 } snug_ctx_scratch;
 
 /* Adds to mask the tokens that ctx (stack i's context's entry, just
@@ -134,6 +140,15 @@ int32_t snug_ctxmask_add(snug_ctxmask_cache *c, const snug_vocab_trie *t, const 
  * SNUG_CTX_LATER. */
 int32_t snug_ctxmask_compose(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m,
                              const snug_ctx_scratch *s, int64_t budget, uint32_t *mask, int32_t *missing);
+
+/* Makes the mask of state m into mask as snug_ctxmask_compose does (no
+ * budget), walking each context not cached whole (a context walk over
+ * s's walk_mem, its unsure tokens within s's caps) and keeping it in c:
+ * what the engine does in pieces, at once. Returns the tokens allowed, or
+ * SNUG_CTX_NOT (a context too large or too wide: walk the state whole);
+ * *walked (may be NULL) gets the context walks made. */
+int32_t snug_ctxmask_make(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m,
+                          const snug_ctx_scratch *s, uint32_t *mask, int32_t *walked);
 
 /* Tokens set in mask (of n_vocab). Pure. */
 int32_t snug_ctxmask_count(const uint32_t *mask, int32_t n_vocab);
