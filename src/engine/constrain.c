@@ -86,13 +86,13 @@ static bool state_is_wide(const snug_gmatch *m)
 }
 
 /* m's mask from its contexts into mask (snug_ctxmask_compose), for a wide
- * state, trying at most SNUG_CONSTRAIN_UNSURE_BYTES of unsure tokens'
+ * state, trying at most SNUG_CONSTRAIN_COMPOSE_BYTES of unsure tokens'
  * bytes; SNUG_CTX_NOT for another state. */
 static int32_t compose(snug_constrainer *c, const snug_gmatch *m, uint32_t *mask)
 {
     if (!state_is_wide(m)) return SNUG_CTX_NOT;
     int32_t missing;
-    return snug_ctxmask_compose(&c->contexts, c->trie, m, &c->ctx_scratch, SNUG_CONSTRAIN_UNSURE_BYTES, mask,
+    return snug_ctxmask_compose(&c->contexts, c->trie, m, &c->ctx_scratch, SNUG_CONSTRAIN_COMPOSE_BYTES, mask,
                                 &missing);
 }
 

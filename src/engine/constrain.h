@@ -50,8 +50,10 @@ enum {
     SNUG_CONSTRAIN_UNSURE = 4096,     /* a context's unsure tokens at most (a string's: ~700 of
                                        * Llama 3's 128k; more: its states are
                                        * walked whole), ... */
-    SNUG_CONSTRAIN_UNSURE_BYTES = 32768 /* ... and their bytes; as many are tried on a state at once
-                                         * (more: in pieces, as walks are) */
+    SNUG_CONSTRAIN_UNSURE_BYTES = 32768, /* ... and their bytes */
+    SNUG_CONSTRAIN_COMPOSE_BYTES = 8192  /* the unsure tokens' bytes a state's mask may try at once,
+                                          * when a step's sequences are checked (~0.8 ms; a JSON
+                                          * string's: ~3,100); more: in pieces, as walks are */
 };
 
 /* The time a step gives to mask walks: this share of its forward pass, at

@@ -169,21 +169,30 @@ static uint64_t form_hash(const int32_t *form, int32_t len)
     return snug_hash_bytes(SNUG_HASH_SEED, form, (size_t)len * sizeof *form);
 }
 
-bool snug_ctxmask_cache_get(snug_ctxmask_cache *c, const int32_t *form, int32_t len, snug_ctxmask *out)
+/* The entry of this form, or NULL. */
+static ctx_head *find(const snug_ctxmask_cache *c, const int32_t *form, int32_t len)
 {
     uint64_t h = form_hash(form, len);
     for (int32_t i = 0; i < c->used; i++) {
         ctx_head *e = entry(c, i);
-        if (e->hash != h || e->len != len || memcmp(entry_form(e), form, (size_t)len * sizeof *form) != 0) continue;
-        e->last_use = ++c->clock;
-        e->uses += e->uses < INT32_MAX;
-        c->hits++;
-        *out = (snug_ctxmask){.wide = e->wide, .mask = entry_mask(c, e), .unsure = entry_unsure(c, e),
-                              .n_unsure = e->n_unsure, .unsure_bytes = e->unsure_bytes, .allowed = e->allowed};
-        return true;
+        if (e->hash == h && e->len == len && memcmp(entry_form(e), form, (size_t)len * sizeof *form) == 0) return e;
     }
-    c->misses++;
-    return false;
+    return NULL;
+}
+
+bool snug_ctxmask_cache_get(snug_ctxmask_cache *c, const int32_t *form, int32_t len, snug_ctxmask *out)
+{
+    ctx_head *e = find(c, form, len);
+    if (!e) {
+        c->misses++;
+        return false;
+    }
+    e->last_use = ++c->clock;
+    e->uses += e->uses < INT32_MAX;
+    c->hits++;
+    *out = (snug_ctxmask){.wide = e->wide, .mask = entry_mask(c, e), .unsure = entry_unsure(c, e),
+                          .n_unsure = e->n_unsure, .unsure_bytes = e->unsure_bytes, .allowed = e->allowed};
+    return true;
 }
 
 void snug_ctxmask_cache_put(snug_ctxmask_cache *c, const int32_t *form, int32_t len, bool wide,
@@ -247,6 +256,20 @@ int32_t snug_ctxmask_add(snug_ctxmask_cache *c, const snug_vocab_trie *t, const 
 int32_t snug_ctxmask_compose(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m,
                              const snug_ctx_scratch *s, int64_t budget, uint32_t *mask, int32_t *missing)
 {
+    /* first, without trying a token or counting a use: every context there, and their unsure
+     * tokens within the budget (a state that cannot be made now costs only its forms) */
+    int64_t need = 0;
+    for (int32_t i = 0; i < m->n; i++) {
+        if (m->len[i] == 0) continue;
+        int32_t from, len = snug_ctx_form(m, i, s->form, s->form_cap, s->form_mem, &from);
+        const ctx_head *e = len < 0 ? NULL : find(c, s->form, len);
+        if (len < 0 || (e && e->wide)) return SNUG_CTX_NOT;
+        if (!e) {
+            *missing = i;
+            return SNUG_CTX_MISSING;
+        }
+        if ((need += e->unsure_bytes) > budget) return SNUG_CTX_LATER;
+    }
     memset(mask, 0, mask_words(t->n_vocab) * sizeof *mask);
     for (int32_t i = 0; i < m->n; i++) {
         int32_t r = snug_ctxmask_add(c, t, m, i, s, &budget, mask);

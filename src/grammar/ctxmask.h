@@ -133,11 +133,13 @@ int32_t snug_ctxmask_add(snug_ctxmask_cache *c, const snug_vocab_trie *t, const 
                          const snug_ctx_scratch *s, int64_t *budget, uint32_t *mask);
 
 /* Makes the mask of state m into mask from its stacks' contexts cached in
- * c (snug_ctxmask_add of each, within budget bytes of unsure tokens): the
- * same mask as snug_tokmask_compute's, overflow aside (a stack alone holds
- * fewer stacks). Returns the tokens allowed, or SNUG_CTX_MISSING (*missing:
- * the first stack whose context is not cached) / SNUG_CTX_NOT /
- * SNUG_CTX_LATER. */
+ * c (snug_ctxmask_add of each), when their unsure tokens' bytes are
+ * within budget: the same mask as snug_tokmask_compute's, overflow aside
+ * (a stack alone holds fewer stacks). Looks every context up first
+ * (without counting a use): a state it cannot make costs only its
+ * stacks' forms. Returns the tokens allowed, or SNUG_CTX_MISSING
+ * (*missing: the first stack whose context is not cached) / SNUG_CTX_NOT /
+ * SNUG_CTX_LATER (mask then not written). */
 int32_t snug_ctxmask_compose(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m,
                              const snug_ctx_scratch *s, int64_t budget, uint32_t *mask, int32_t *missing);
 
