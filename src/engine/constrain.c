@@ -63,8 +63,12 @@ void snug_constrainer_attach(snug_constrainer *c, void *mem, int32_t n_vocab, si
                             .walk_mask = (uint32_t *)(void *)at[1], .scratch = at[2], .walk_state_mem = at[5],
                             .walk_form = (int32_t *)(void *)at[7],
                             .ctx_scratch = {.form = (int32_t *)(void *)at[8], .form_cap = SNUG_CONSTRAIN_FORM_INTS,
-                                            .form_mem = at[9], .check_mem = at[6]},
-                            .unsure = (int32_t *)(void *)at[10], .walk_made = (uint32_t *)(void *)at[11],
+                                            .form_mem = at[9], .check_mem = at[6], .walk_mem = at[2],
+                                            .walk_mask = (uint32_t *)(void *)at[1],
+                                            .unsure = (int32_t *)(void *)at[10],
+                                            .unsure_cap = SNUG_CONSTRAIN_UNSURE,
+                                            .unsure_bytes_cap = SNUG_CONSTRAIN_UNSURE_BYTES},
+                            .walk_made = (uint32_t *)(void *)at[11],
                             .token_text = (uint8_t *)at[12],
                             .token_cap = max_token_bytes, .walk_owner = -1};
     snug_tokmask_cache_init(&c->cache, at[3], SNUG_CONSTRAIN_CACHE, n_vocab, SNUG_CONSTRAIN_STATE_INTS);
@@ -119,13 +123,7 @@ static walk_part walk_next(snug_constrainer *c, double deadline)
         return PART_DONE;
     }
     if (r == SNUG_CTX_MISSING) {
-        int32_t from;
-        c->walk_form_len = snug_ctx_form(m, c->walk_stack, c->walk_form, SNUG_CONSTRAIN_FORM_INTS,
-                                         c->ctx_scratch.form_mem, &from);
-        snug_gmatch alone; /* (copied by the walk: the check's memory is free again after) */
-        snug_gmatch_from_stack(&alone, c->ctx_scratch.check_mem, m, c->walk_stack, from);
-        snug_tokmask_walk_begin_context(&c->walk, c->trie, &alone, c->scratch, c->walk_mask, c->unsure,
-                                        SNUG_CONSTRAIN_UNSURE, SNUG_CONSTRAIN_UNSURE_BYTES);
+        c->walk_form_len = snug_ctxmask_walk_begin(&c->walk, c->trie, m, c->walk_stack, &c->ctx_scratch, c->walk_form);
     } else {
         snug_tokmask_walk_begin(&c->walk, c->trie, m, c->scratch, c->walk_mask);
     }
@@ -255,15 +253,14 @@ bool snug_constrain_walk_continue(snug_constrainer *c, double deadline)
                 part = PART_DONE;
                 break;
             }
-            snug_ctxmask_cache_put(&c->contexts, c->walk_form, c->walk_form_len, c->walk.unsure_full,
-                                   c->walk_mask, c->walk.allowed, c->unsure, c->walk.n_unsure, c->walk.unsure_bytes);
-            if (c->walk.unsure_full) { /* too wide to make masks from: the state whole */
+            if (snug_ctxmask_walk_end(&c->contexts, c->trie, &c->walk_state, c->walk_stack, &c->walk, &c->ctx_scratch,
+                                      c->walk_form, c->walk_form_len, c->walk_made) != 0) {
+                /* too wide to make masks from: the state whole */
                 snug_tokmask_walk_begin(&c->walk, c->trie, &c->walk_state, c->scratch, c->walk_mask);
                 c->walk_context = false, c->walk_begun = true;
                 continue;
             }
-            snug_ctxmask found = {.mask = c->walk_mask, .unsure = c->unsure, .n_unsure = c->walk.n_unsure};
-            snug_ctxmask_add_found(c->trie, &c->walk_state, c->walk_stack++, &found, &c->ctx_scratch, c->walk_made);
+            c->walk_stack++;
             if (deadline > 0 && snug_now_seconds() >= deadline) break;
         }
         if ((part = walk_next(c, deadline)) != PART_WALKING) break;

@@ -81,9 +81,9 @@ typedef struct snug_constrainer {
     int32_t walk_stack;               /* the stacks before this one are in it */
     int32_t *walk_form;               /* [SNUG_CONSTRAIN_FORM_INTS] the walked context's form */
     int32_t walk_form_len;
-    int32_t *unsure;                  /* [SNUG_CONSTRAIN_UNSURE] the context walk's unsure tokens */
     snug_ctxmask_cache contexts;
-    snug_ctx_scratch ctx_scratch;     /* a context's form (SNUG_CONSTRAIN_FORM_INTS), a stack alone */
+    snug_ctx_scratch ctx_scratch;     /* a context's form (SNUG_CONSTRAIN_FORM_INTS), a stack alone;
+                                       * a context walk's: scratch, walk_mask, its unsure tokens */
     uint64_t walk_key;                /* its grammar's key */
     int32_t walk_owner;               /* whose it is (the caller's tag: a slot) */
     uint32_t walk_gen;                /* (and the caller's generation of it) */

@@ -279,6 +279,29 @@ int32_t snug_ctxmask_compose(snug_ctxmask_cache *c, const snug_vocab_trie *t, co
     return snug_ctxmask_count(mask, t->n_vocab);
 }
 
+int32_t snug_ctxmask_walk_begin(snug_tokmask_walk *w, const snug_vocab_trie *t, const snug_gmatch *m, int32_t i,
+                                const snug_ctx_scratch *s, int32_t *form)
+{
+    int32_t from, len = snug_ctx_form(m, i, form, s->form_cap, s->form_mem, &from);
+    snug_gmatch alone; /* (copied by the walk: the check's memory is free again after) */
+    snug_gmatch_from_stack(&alone, s->check_mem, m, i, from);
+    snug_tokmask_walk_begin_context(w, t, &alone, s->walk_mem, s->walk_mask, s->unsure, s->unsure_cap,
+                                    s->unsure_bytes_cap);
+    return len;
+}
+
+int32_t snug_ctxmask_walk_end(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m, int32_t i,
+                              const snug_tokmask_walk *w, const snug_ctx_scratch *s, const int32_t *form,
+                              int32_t len, uint32_t *mask)
+{
+    snug_ctxmask_cache_put(c, form, len, w->unsure_full, w->mask, w->allowed, w->unsure, w->n_unsure,
+                           w->unsure_bytes);
+    if (w->unsure_full) return SNUG_CTX_NOT;
+    snug_ctxmask found = {.mask = w->mask, .unsure = w->unsure, .n_unsure = w->n_unsure};
+    snug_ctxmask_add_found(t, m, i, &found, s, mask);
+    return 0;
+}
+
 int32_t snug_ctxmask_make(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m,
                           const snug_ctx_scratch *s, uint32_t *mask, int32_t *walked)
 {
@@ -287,19 +310,11 @@ int32_t snug_ctxmask_make(snug_ctxmask_cache *c, const snug_vocab_trie *t, const
     for (int32_t i = 0; i < m->n && r == 0; i++) {
         r = snug_ctxmask_add(c, t, m, i, s, NULL, mask);
         if (r != SNUG_CTX_MISSING) continue;
-        int32_t from, len = snug_ctx_form(m, i, s->form, s->form_cap, s->form_mem, &from);
-        snug_gmatch alone; /* (copied by the walk) */
-        snug_gmatch_from_stack(&alone, s->check_mem, m, i, from);
         snug_tokmask_walk w;
-        snug_tokmask_walk_begin_context(&w, t, &alone, s->walk_mem, s->walk_mask, s->unsure, s->unsure_cap,
-                                        s->unsure_bytes_cap);
+        int32_t len = snug_ctxmask_walk_begin(&w, t, m, i, s, s->form);
         snug_tokmask_walk_run(&w, 0);
         walks++;
-        snug_ctxmask_cache_put(c, s->form, len, w.unsure_full, s->walk_mask, w.allowed, s->unsure, w.n_unsure,
-                               w.unsure_bytes);
-        r = w.unsure_full ? SNUG_CTX_NOT : 0;
-        snug_ctxmask found = {.mask = s->walk_mask, .unsure = s->unsure, .n_unsure = w.n_unsure};
-        if (r == 0) snug_ctxmask_add_found(t, m, i, &found, s, mask);
+        r = snug_ctxmask_walk_end(c, t, m, i, &w, s, s->form, len, mask);
     }
     if (walked) *walked = walks;
     return r == 0 ? snug_ctxmask_count(mask, t->n_vocab) : r;

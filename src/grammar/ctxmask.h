@@ -143,6 +143,21 @@ int32_t snug_ctxmask_add(snug_ctxmask_cache *c, const snug_vocab_trie *t, const 
 int32_t snug_ctxmask_compose(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m,
                              const snug_ctx_scratch *s, int64_t budget, uint32_t *mask, int32_t *missing);
 
+/* Begins w, a context walk of stack i of m's context (not cached) over
+ * s's walk memory, and writes the context's form into form (s->form_cap
+ * ints): returns its length. form must stay as it is until the walk ends
+ * (snug_ctxmask_walk_end). */
+int32_t snug_ctxmask_walk_begin(snug_tokmask_walk *w, const snug_vocab_trie *t, const snug_gmatch *m, int32_t i,
+                                const snug_ctx_scratch *s, int32_t *form);
+
+/* After w (begun by snug_ctxmask_walk_begin for stack i of m) is done:
+ * keeps what it found in c under form (len ints), and adds stack i's
+ * tokens to mask (snug_ctxmask_add_found). Returns 0, or SNUG_CTX_NOT
+ * when the context is too wide to use (mask unchanged). */
+int32_t snug_ctxmask_walk_end(snug_ctxmask_cache *c, const snug_vocab_trie *t, const snug_gmatch *m, int32_t i,
+                              const snug_tokmask_walk *w, const snug_ctx_scratch *s, const int32_t *form,
+                              int32_t len, uint32_t *mask);
+
 /* Makes the mask of state m into mask as snug_ctxmask_compose does (no
  * budget), walking each context not cached whole (a context walk over
  * s's walk_mem, its unsure tokens within s's caps) and keeping it in c:
