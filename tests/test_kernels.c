@@ -788,6 +788,7 @@ static void test_qdot(void)
             uint8_t *q = make_quant(&r, dt, m, k);
             snug_linear lin = pack_linear(q, dt, m, k);
             float *x = malloc((size_t)k * sizeof(float)), *wf = malloc((size_t)k * sizeof(float));
+            uint8_t *prow = malloc(snug_qtype_bytes(t, k));
             fill(&r, x, (size_t)k);
             x[k / 3] *= 20.0f; /* one outlier, as activations have */
             snug_x8_block *x8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *x8);
@@ -844,11 +845,10 @@ static void test_qdot(void)
                     dot += (double)wf[e] * x[e];
                     bound += fabs((double)wf[e]) * xb->d * half;
                 }
-                int64_t p = o / SNUG_PANEL, width = SNUG_MIN((int64_t)SNUG_PANEL, m - p * SNUG_PANEL);
-                const uint8_t *packed = (const uint8_t *)lin.data + snug_linear_panel_offset(dt, m, k, p) +
-                                        (size_t)(o % SNUG_PANEL) * bb;
+                for (int64_t b = 0; b < k / snug_qtype_block(t); b++) /* the row's blocks as the panel holds them */
+                    snug_linear_block_bytes(&lin, o, b, prow + (size_t)b * bb);
                 float from_file = snug_qdot_ref(dt, q + (size_t)o * rb, bb, x8, k);
-                float from_panel = snug_qdot_ref(dt, packed, (size_t)width * bb, x8, k);
+                float from_panel = snug_qdot_ref(dt, prow, bb, x8, k);
                 CHECK(memcmp(&from_file, &from_panel, sizeof(float)) == 0, "%s k=%ld row %ld: file %g, panel %g",
                       snug_dtype_name(dt), (long)k, (long)o, from_file, from_panel);
                 double e1 = fabs(from_file - exact) / (mag + 1e-30);
@@ -864,6 +864,7 @@ static void test_qdot(void)
             free((void *)lin.data);
             free(x);
             free(wf);
+            free(prow);
             free(x8);
         }
     }
@@ -928,6 +929,54 @@ static void test_linear_layout(void)
             }
     CHECK(snug_linear_bytes(SNUG_DTYPE_I32, 4, 4) == 0 && !snug_linear_supports(SNUG_DTYPE_I32),
           "unsupported dtype");
+}
+
+/* Q4_K's interleaved layout (linear.h): every byte of every block where
+ * the comment says, for full and narrow panels; each block read back
+ * whole; a narrow panel's groups widened to 16 rows with zero rows past
+ * its width. */
+static void test_linear_interleaved(void)
+{
+    static const int64_t ms[] = {1, 15, 16, 17, 40}, ks[] = {256, 768};
+    rng_t r = {0x1A7Eu};
+    const snug_dtype dt = SNUG_DTYPE_Q4_K;
+    CHECK(snug_linear_interleaved(dt) && !snug_linear_interleaved(SNUG_DTYPE_Q6_K), "interleaved formats");
+    int misplaced = 0, read_bad = 0, wide_bad = 0;
+    for (size_t a = 0; a < SNUG_ARRAY_LEN(ms); a++)
+        for (size_t c = 0; c < SNUG_ARRAY_LEN(ks); c++) {
+            int64_t m = ms[a], k = ks[c], nb = k / 256;
+            uint8_t *q = make_quant(&r, dt, m, k);
+            snug_linear lin = pack_linear(q, dt, m, k);
+            const uint8_t *data = lin.data;
+            for (int64_t o = 0; o < m; o++)
+                for (int64_t b = 0; b < nb; b++) {
+                    int64_t p = o / 16, j = o % 16, w = SNUG_MIN((int64_t)16, m - 16 * p);
+                    const uint8_t *g = data + (size_t)(p * 16 * nb * 144) + (size_t)(b * w * 144);
+                    const uint8_t *bl = q + (size_t)(o * nb + b) * 144;
+                    for (int i = 0; i < 144; i++) {
+                        size_t at = i < 2 ? (size_t)(2 * j + i)
+                                  : i < 4 ? (size_t)(2 * w + 2 * j + i - 2)
+                                  : i < 16 ? (size_t)(4 * w + (i - 4) * w + j)
+                                           : (size_t)(16 * w + 4 * (((i - 16) / 4) * w + j) + (i - 16) % 4);
+                        if (g[at] != bl[i]) misplaced++;
+                    }
+                    uint8_t back[144], wide[16 * 144], one[144];
+                    snug_linear_block_bytes(&lin, o, b, back);
+                    if (memcmp(back, bl, 144) != 0) read_bad++;
+                    if (j > 0) continue;
+                    snug_linear_group_widen(dt, g, w, wide);
+                    for (int64_t jj = 0; jj < 16; jj++) {
+                        snug_linear_group_block(dt, wide, 16, jj, one);
+                        for (int i = 0; i < 144; i++)
+                            if (one[i] != (jj < w ? q[(size_t)((o + jj) * nb + b) * 144 + (size_t)i] : 0)) wide_bad++;
+                    }
+                }
+            free(q);
+            free((void *)lin.data);
+        }
+    CHECK(misplaced == 0, "Q4_K: %d bytes not where linear.h puts them", misplaced);
+    CHECK(read_bad == 0, "Q4_K: %d blocks read back wrong", read_bad);
+    CHECK(wide_bad == 0, "Q4_K: %d bytes of widened groups wrong", wide_bad);
 }
 
 /* ---- elementwise ---------------------------------------------------------- */
@@ -1347,6 +1396,7 @@ int main(void)
     RUN(test_matmul_quant);
     RUN(test_qdot);
     RUN(test_linear_layout);
+    RUN(test_linear_interleaved);
     RUN(test_elementwise_scalar);
     RUN(test_elementwise_simd);
     RUN(test_attention);

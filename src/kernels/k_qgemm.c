@@ -22,10 +22,13 @@
  * w is unpacked per k slice of a panel into the thread's scratch
  * (qgemm_repack: the values of chunk c and row r as 32 signed bytes; per
  * block and row each part's scale and minimum term, and kk), in vectors
- * for Q4_K, Q5_K, Q6_K and Q8_0, through their chunks for the others. k
+ * for Q5_K, Q6_K and Q8_0, through their chunks for the others. k
  * slices keep x's groups in 1.5 MiB of the core's L2; panels in blocks of
  * 8 keep their rows of y there between slices (the first slice stores y,
  * the others add to it: the same operations whatever the threads).
+ *
+ * Q4_K, whose panels are laid out for the GEMM at load (linear.h), goes to
+ * k_q4k.c's GEMM instead, with its own x (snug_q4k_pack_x).
  */
 #include "k_impl.h"
 
@@ -70,53 +73,6 @@ static bool has_corr(snug_qtype t)
  * 32 for the others). */
 static int64_t x_group_chunks(snug_qtype t) { return snug_qtype_block(t) == 256 ? 8 : 1; }
 
-/* The horizontal maximum and sum of 8 lanes. */
-T_Q_INL float hmax8(__m256 v)
-{
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
-
-T_Q void snug_x8_quantize_avx2(const float *x, int64_t k, snug_dtype wdt, snug_x8_block *out)
-{
-    const int64_t group = x_group_chunks((snug_qtype)snug_dtype_qtype(wdt)) * 32;
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    for (int64_t g = 0; g < k / group; g++) {
-        const float *xg = x + g * group;
-        __m256 amax = _mm256_setzero_ps();
-        for (int64_t i = 0; i < group; i += 8) /* a NaN's lane keeps amax, as in the scalar loop */
-            amax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + i), abs_mask), amax);
-        float am = hmax8(amax), d = am / 127.0f;
-        if (group == 32) d = snug_f16_to_f32(snug_f32_to_f16(d));
-        __m256 id = _mm256_set1_ps(am > 0.0f ? 127.0f / am : 0.0f);
-        for (int64_t b = 0; b < group / 32; b++) {
-            snug_x8_block *o = &out[g * (group / 32) + b];
-            o->d = d;
-            __m256i v[4];
-            for (int q = 0; q < 4; q++) {
-                __m256 f = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(xg + 32 * b + 8 * q), id), magic);
-                __m256i i = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), _mm256_set1_epi32(0x007FFFFF)),
-                                             _mm256_set1_epi32(0x00400000));
-                v[q] = _mm256_min_epi32(_mm256_max_epi32(i, _mm256_set1_epi32(-127)), _mm256_set1_epi32(127));
-            }
-            /* to bytes in order: the packs work within 128-bit halves, the permute puts them back */
-            __m256i w16 = _mm256_packs_epi32(v[0], v[1]), x16 = _mm256_packs_epi32(v[2], v[3]);
-            __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, x16), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            store256(o->q, b8);
-            for (int h = 0; h < 2; h++) {
-                __m256i s = _mm256_add_epi32(v[2 * h], v[2 * h + 1]);
-                __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-                t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-                t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-                o->sum16[h] = (int16_t)_mm_cvtsi128_si32(t);
-            }
-        }
-    }
-}
-
 size_t snug_qgemm_x_bytes(int64_t n, int64_t k)
 {
     return (size_t)((n + SNUG_QGEMM_XROWS - 1) / SNUG_QGEMM_XROWS) * (size_t)(k / 32) * XT_CHUNK;
@@ -128,6 +84,10 @@ T_Q void snug_qgemm_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_
                            snug_x8_block *tmp)
 {
     const int64_t kb = k / 32;
+    if (wdt == SNUG_DTYPE_Q4_K) {
+        snug_q4k_pack_x(xt, x, n, k, g0 * SNUG_QGEMM_XROWS, SNUG_MIN(n, g1 * SNUG_QGEMM_XROWS), tmp);
+        return;
+    }
     for (int64_t g = g0; g < g1; g++) {
         uint8_t *xg = (uint8_t *)xt + (size_t)(g * kb) * XT_CHUNK;
         for (int64_t i = 0; i < SNUG_QGEMM_XROWS; i++) {
@@ -169,17 +129,17 @@ T_Q_INL __m256i half_sums(__m256i v)
     return _mm256_sub_epi32(t, _mm256_set1_epi32(16 * 128));
 }
 
-/* One Q4_K or Q5_K block at bl of row r (slice block b): its 8 chunks'
+/* One Q5_K block at bl of row r (slice block b): its 8 chunks'
  * values, the scales and minimums of its 8 parts, and kk. */
-T_Q_INL void repack_k45(const uint8_t *bl, bool five, int64_t b, int64_t r, uint8_t *q, float *sc, float *co,
+T_Q_INL void repack_q5k(const uint8_t *bl, int64_t b, int64_t r, uint8_t *q, float *sc, float *co,
                            float *kk)
 {
-    const uint8_t *qs = bl + (five ? 48 : 16);
-    __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
+    const uint8_t *qs = bl + 48;
+    __m256i hbits = load256(bl + 16);
     __m256i wsum = _mm256_setzero_si256(); /* the 8 chunks' sums of q */
     for (int pp = 0; pp < 4; pp++) {
         __m256i lo, hi;
-        k45_pair(qs, hbits, pp, five, &lo, &hi);
+        k45_pair(qs, hbits, pp, true, &lo, &hi);
         int64_t c = 8 * b + 2 * pp;
         store256(q + (size_t)(c * SNUG_PANEL + r) * 32, lo);
         store256(q + (size_t)((c + 1) * SNUG_PANEL + r) * 32, hi);
@@ -296,7 +256,7 @@ T_Q_INL qpanel qgemm_repack(const snug_linear *w, int64_t p, int64_t c0, int64_t
         for (int64_t r = 0; r < SNUG_PANEL; r++) {
             const uint8_t *bl = r < width ? blocks + (size_t)(b * width + r) * bb : NULL;
             if (bl) _mm_prefetch((const char *)(uintptr_t)((uintptr_t)bl + QGEMM_PREFETCH), _MM_HINT_T0);
-            if (bl && (t == SNUG_QTYPE_Q4_K || t == SNUG_QTYPE_Q5_K)) repack_k45(bl, t == SNUG_QTYPE_Q5_K, b, r, q, sc, co, kk);
+            if (bl && t == SNUG_QTYPE_Q5_K) repack_q5k(bl, b, r, q, sc, co, kk);
             else if (bl && t == SNUG_QTYPE_Q6_K) repack_q6k(bl, b, r, q, sc, kk);
             else if (bl && t == SNUG_QTYPE_Q8_0) repack_q8(bl, b, r, q, sc, kk);
             else repack_any(t, bl, b, r, ncb, pb, corr, q, sc, co, kk);
@@ -461,6 +421,10 @@ T_Z static void slice_zmm(float *y, int64_t ldy, const uint8_t *xt, int64_t n, c
 static void qgemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0, int64_t p1,
                       void *tb)
 {
+    if (w->dtype == SNUG_DTYPE_Q4_K) {
+        snug_q4k_gemm_zmm(y, ldy, xt, n, w, p0, p1, tb);
+        return;
+    }
     qgemm_run(y, ldy, xt, n, w, p0, p1, tb, slice_zmm);
 }
 
@@ -501,11 +465,6 @@ size_t snug_qgemm_panel_bytes(int64_t k) { return (size_t)k * 25 + 256; }
 size_t snug_qgemm_x_bytes(int64_t n, int64_t k)
 {
     return (size_t)((n + SNUG_QGEMM_XROWS - 1) / SNUG_QGEMM_XROWS) * (size_t)(k / 32) * 704;
-}
-
-void snug_x8_quantize_avx2(const float *x, int64_t k, snug_dtype wdt, snug_x8_block *out)
-{
-    snug_x8_quantize(x, k, wdt, out);
 }
 
 void snug_qgemm_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_dtype wdt, int64_t g0, int64_t g1,

@@ -9,7 +9,7 @@
  * Each weight block is first unpacked into chunks of 32 signed 8-bit
  * values with the float scale of each half (d sc of its sub-block) and,
  * for the formats with minimums, each half's offset (dmin mn): for Q8_0
- * the bytes as they are, for Q4_0, Q5_0, Q4_K, Q5_K and Q6_K with vector
+ * the bytes as they are, for Q4_0, Q5_0, Q5_K and Q6_K with vector
  * shifts and masks, for the others (Q4_1, Q5_1, Q2_K, Q3_K) through
  * snug_quant_unpack. Unsigned-times-signed instructions take |w| and x
  * with w's sign (vpsignb; a masked subtraction in zmm), so every format
@@ -18,7 +18,8 @@
  * saturate: |w| <= 128, |x| <= 127). Per row of w and of x the lanes
  * accumulate in float across the blocks and are added up once at the end
  * of the panel; the minimums' terms (dmin mn times x's half sums) are
- * added in scalar.
+ * added in scalar. Q4_K, whose panels lay their rows out across vectors
+ * (linear.h), has paths of its own (k_q4k.c).
  */
 #include "k_impl.h"
 
@@ -164,7 +165,11 @@ T_Q void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, 
     for (int64_t j = width; j < SNUG_PANEL; j++) memset(rows[j], 0, sizeof rows[j]);
     for (int64_t b = e0 / bs; b * bs < e0 + len; b++) {
         int64_t lo = SNUG_MAX(e0, b * bs), hi = SNUG_MIN(e0 + len, (b + 1) * bs);
-        for (int64_t j = 0; j < width; j++) dequant_block(t, panel + (size_t)(b * width + j) * bb, bs, rows[j]);
+        for (int64_t j = 0; j < width; j++) {
+            uint8_t bl[256]; /* one block (at most 210 bytes) */
+            snug_linear_group_block(w->dtype, panel + (size_t)(b * width) * bb, width, j, bl);
+            dequant_block(t, bl, bs, rows[j]);
+        }
         for (int64_t e = lo; e < hi; e += 8) /* 8 x 8 tiles turned over: dst step e holds element e of each row */
             for (int jg = 0; jg < SNUG_PANEL; jg += 8) {
                 __m256 r[8];
@@ -218,14 +223,14 @@ T_Z_INL __m512i pair_scale(__m512i z, int j)
     return _mm512_shuffle_epi8(z, _mm512_set1_epi16((short)((2 * j) | ((2 * j + 1) << 8))));
 }
 
-/* Q4_K and Q5_K as panel_k45 does, two rows to a zmm: the halves of each
+/* Q5_K as panel_q5k does, two rows to a zmm: the halves of each
  * block pair's 64 values and scales meet x's chunk in both halves. */
-T_Z_INL void panel_k45_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
-                              const int NT, const bool five)
+T_Z_INL void panel_q5k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                              const int NT)
 {
     const int64_t k = w->k, kb = k / 32, nb = k / 256;
     const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
-    const size_t bb = five ? 176 : 144;
+    const size_t bb = 176;
     const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
     __m512 acc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
     __m256 cacc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
@@ -251,19 +256,17 @@ T_Z_INL void panel_k45_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
             uint32_t h0, h1;
             memcpy(&h0, bl0, 4), memcpy(&h1, bl1, 4);
             __m128 dd = _mm_cvtph_ps(_mm_setr_epi32((int)h0, (int)h1, 0, 0)); /* d0 dmin0 d1 dmin1 */
-            const uint8_t *qs0 = bl0 + (five ? 48 : 16), *qs1 = bl1 + (five ? 48 : 16);
-            __m512i hbits = five ? load_pair(bl0 + 16, bl1 + 16) : _mm512_setzero_si512();
+            const uint8_t *qs0 = bl0 + 48, *qs1 = bl1 + 48;
+            __m512i hbits = load_pair(bl0 + 16, bl1 + 16);
             __m512i ia[SNUG_GEMV_MAX_N], ib[SNUG_GEMV_MAX_N];
             for (int t = 0; t < NT; t++) ia[t] = ib[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int pp = 0; pp < 4; pp++) {
                 __m512i v = load_pair(qs0 + 32 * pp, qs1 + 32 * pp);
                 __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-                if (five) {
-                    __m512i b0 = _mm512_set1_epi8((char)(1 << (2 * pp))), b1 = _mm512_set1_epi8((char)(2 << (2 * pp)));
-                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hbits, b0), lo, _mm512_set1_epi8(16));
-                    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hbits, b1), hi, _mm512_set1_epi8(16));
-                }
+                __m512i b0 = _mm512_set1_epi8((char)(1 << (2 * pp))), b1 = _mm512_set1_epi8((char)(2 << (2 * pp)));
+                lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hbits, b0), lo, _mm512_set1_epi8(16));
+                hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hbits, b1), hi, _mm512_set1_epi8(16));
                 __m512i s_lo = pair_scale(zsc, 2 * pp), s_hi = pair_scale(zsc, 2 * pp + 1);
                 for (int t = 0; t < NT; t++) {
                     const snug_x8_block *xb = &x8[t * kb + 8 * b + 2 * pp];
@@ -362,16 +365,15 @@ T_Z_INL void panel_q6k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         }
 }
 
-/* Panels [p0, p1) for NT rows of x: Q4_K, Q5_K and Q6_K on zmm, the others
- * as the vpdpbusd ymm path. */
+/* Panels [p0, p1) for NT rows of x: Q5_K and Q6_K on zmm (Q4_K: k_q4k.c),
+ * the others as the vpdpbusd ymm path. */
 T_Z_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
                             int64_t p1, const int NT)
 {
     const snug_qtype qt = (snug_qtype)snug_dtype_qtype(w->dtype);
     for (int64_t p = p0; p < p1; p++) {
         switch (qt) {
-        case SNUG_QTYPE_Q4_K: panel_k45_zmm(y, ldy, x8, w, p, NT, false); break;
-        case SNUG_QTYPE_Q5_K: panel_k45_zmm(y, ldy, x8, w, p, NT, true); break;
+        case SNUG_QTYPE_Q5_K: panel_q5k_zmm(y, ldy, x8, w, p, NT); break;
         case SNUG_QTYPE_Q6_K: panel_q6k_zmm(y, ldy, x8, w, p, NT); break;
         default: qgemv_n_vnni_512(y, ldy, x8, w, p, p + 1, NT); break;
         }
@@ -382,6 +384,10 @@ T_Z_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const s
 T_Z static void qgemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
                              int64_t p0, int64_t p1)
 {
+    if (w->dtype == SNUG_DTYPE_Q4_K) {
+        snug_q4k_gemv_zmm(y, ldy, x8, n, w, p0, p1);
+        return;
+    }
     switch (n) {
     case 1: qgemv_n_zmm(y, ldy, x8, w, p0, p1, 1); break;
     case 2: qgemv_n_zmm(y, ldy, x8, w, p0, p1, 2); break;

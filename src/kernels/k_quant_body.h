@@ -43,20 +43,20 @@ QB_INL void QB_NAME(fetch)(const uint8_t *at, size_t bb)
     for (; a < end; a += 64) _mm_prefetch((const char *)a, QGEMV_HINT);
 }
 
-/* The integer sums of one Q4_K or Q5_K block at bl against NT rows of x8
+/* The integer sums of one Q5_K block at bl against NT rows of x8
  * (block group b), each sub-block's part times its scale (sc16: the eight
  * scales as 16-bit lanes in both halves), into out[t]. */
-QB_INL void QB_NAME(k45_row)(const uint8_t *bl, const bool five, __m256i sc16, const snug_x8_block *x8, int64_t kb,
+QB_INL void QB_NAME(q5k_row)(const uint8_t *bl, __m256i sc16, const snug_x8_block *x8, int64_t kb,
                              int64_t b, const int NT, __m256i out[])
 {
-    const uint8_t *qs = bl + (five ? 48 : 16);
-    __m256i hbits = five ? load256(bl + 16) : _mm256_setzero_si256();
+    const uint8_t *qs = bl + 48;
+    __m256i hbits = load256(bl + 16);
     __m256i iacc[SNUG_GEMV_MAX_N], iacc2[SNUG_GEMV_MAX_N]; /* two chains: half the latency */
     for (int t = 0; t < NT; t++) iacc[t] = iacc2[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int pp = 0; pp < 4; pp++) { /* 64 elements: the low nibbles, then the high */
         __m256i lo, hi;
-        k45_pair(qs, hbits, pp, five, &lo, &hi);
+        k45_pair(qs, hbits, pp, true, &lo, &hi);
         __m256i s_lo = scale_lanes(sc16, 2 * pp, 2 * pp), s_hi = scale_lanes(sc16, 2 * pp + 1, 2 * pp + 1);
         for (int t = 0; t < NT; t++) {
             const snug_x8_block *xb = &x8[t * kb + 8 * b + 2 * pp];
@@ -67,18 +67,18 @@ QB_INL void QB_NAME(k45_row)(const uint8_t *bl, const bool five, __m256i sc16, c
     for (int t = 0; t < NT; t++) out[t] = _mm256_add_epi32(iacc[t], iacc2[t]);
 }
 
-/* Q4_K and Q5_K: values 0..15 (0..31) unsigned; per sub-block of 32 a
+/* Q5_K (Q4_K: k_q4k.c): values 0..31 unsigned; per sub-block of 32 a
  * six-bit scale and minimum; x8 in groups of 256 (one dx). Two rows at a
  * time, so that the blocks' scales, minimums and halves are unpacked and
  * converted two to a vector: the minimums' part in integers (16-bit
  * minimum times x's 16-bit sub-block sum, vpmaddwd), into the pair's cacc
  * (lanes 0..4 the even row's, 4..8 the odd row's). */
-QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
-                               const int NT, const bool five)
+QB_INL void QB_NAME(panel_q5k)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
+                               const int NT)
 {
     const int64_t k = w->k, kb = k / 32, nb = k / 256;
     const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
-    const size_t bb = five ? 176 : 144;
+    const size_t bb = 176;
     const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
     __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
     for (int t = 0; t < NT; t++) {
@@ -104,9 +104,9 @@ QB_INL void QB_NAME(panel_k45)(float *y, int64_t ldy, const snug_x8_block *x8, c
             memcpy(&h0, bl0, 4), memcpy(&h1, bl1, 4);
             __m128 dd = _mm_cvtph_ps(_mm_setr_epi32((int)h0, (int)h1, 0, 0)); /* d0 dmin0 d1 dmin1 */
             __m256i s[2][SNUG_GEMV_MAX_N];
-            QB_NAME(k45_row)(bl0, five, _mm256_permute2x128_si256(sc_pair, sc_pair, 0x00), x8, kb, b, NT, s[0]);
+            QB_NAME(q5k_row)(bl0, _mm256_permute2x128_si256(sc_pair, sc_pair, 0x00), x8, kb, b, NT, s[0]);
             if (two)
-                QB_NAME(k45_row)(bl1, five, _mm256_permute2x128_si256(sc_pair, sc_pair, 0x11), x8, kb, b, NT, s[1]);
+                QB_NAME(q5k_row)(bl1, _mm256_permute2x128_si256(sc_pair, sc_pair, 0x11), x8, kb, b, NT, s[1]);
             for (int t = 0; t < NT; t++) {
                 float f[4];
                 _mm_storeu_ps(f, _mm_mul_ps(dd, _mm_set1_ps(dx[t])));
@@ -283,8 +283,7 @@ QB_INL void QB_NAME(qgemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, con
     const snug_qtype qt = (snug_qtype)snug_dtype_qtype(w->dtype);
     for (int64_t p = p0; p < p1; p++) {
         switch (qt) {
-        case SNUG_QTYPE_Q4_K: QB_NAME(panel_k45)(y, ldy, x8, w, p, NT, false); break;
-        case SNUG_QTYPE_Q5_K: QB_NAME(panel_k45)(y, ldy, x8, w, p, NT, true); break;
+        case SNUG_QTYPE_Q5_K: QB_NAME(panel_q5k)(y, ldy, x8, w, p, NT); break;
         case SNUG_QTYPE_Q6_K: QB_NAME(panel_q6k)(y, ldy, x8, w, p, NT); break;
         case SNUG_QTYPE_Q8_0:
         case SNUG_QTYPE_Q4_0:
@@ -298,6 +297,10 @@ QB_INL void QB_NAME(qgemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, con
 QB_T static void QB_NAME(qgemv)(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
                                int64_t p0, int64_t p1)
 {
+    if (w->dtype == SNUG_DTYPE_Q4_K) {
+        QB_NAME(snug_q4k_gemv)(y, ldy, x8, n, w, p0, p1);
+        return;
+    }
     switch (n) {
     case 1: QB_NAME(qgemv_n)(y, ldy, x8, w, p0, p1, 1); break;
     case 2: QB_NAME(qgemv_n)(y, ldy, x8, w, p0, p1, 2); break;

@@ -207,10 +207,13 @@ static void calibrate_qgemv_kinds(snug_kernels *k)
     if (n - first < 2) return;
     qcal_data *d = snug_mem_alloc(SNUG_MEM_OTHER, sizeof *d, NULL);
     if (!d) return; /* no memory to measure with: the default stays */
-    for (size_t i = 0; i < sizeof d->w; i++) d->w[i] = (uint8_t)(i * 37u + 11u);
-    for (size_t b = 0; b < sizeof d->w / 144; b++) {
+    for (size_t b = 0; b < sizeof d->w / 144; b++) { /* 16 blocks to each group of the panels, in their places */
+        uint8_t bl[144];
+        for (size_t i = 0; i < sizeof bl; i++) bl[i] = (uint8_t)((144 * b + i) * 37u + 11u);
         uint16_t h = snug_f32_to_f16(0.01f); /* d and dmin */
-        memcpy(d->w + 144 * b, &h, 2), memcpy(d->w + 144 * b + 2, &h, 2);
+        memcpy(bl, &h, 2), memcpy(bl + 2, &h, 2);
+        snug_linear_group_place(SNUG_DTYPE_Q4_K, d->w + SNUG_PANEL * 144 * (b / SNUG_PANEL), SNUG_PANEL,
+                                (int64_t)(b % SNUG_PANEL), bl);
     }
     float x[QCAL_K];
     for (int i = 0; i < QCAL_K; i++) x[i] = (float)(i % 17) - 8.0f;

@@ -60,6 +60,55 @@ size_t snug_linear_pack_scratch_bytes(snug_dtype dt, int64_t k_max)
     return (size_t)SNUG_PANEL * (size_t)k_max * snug_dtype_size(dt);
 }
 
+bool snug_linear_interleaved(snug_dtype dt) { return dt == SNUG_DTYPE_Q4_K; }
+
+/* Where byte i of Q4_K block j of a group of width sits in the group (the
+ * interleaved layout of linear.h). */
+static size_t q4k_at(int64_t width, int64_t j, int64_t i)
+{
+    if (i < 4) return (size_t)((i / 2) * 2 * width + 2 * j + i % 2); /* d, dmin */
+    if (i < 16) return (size_t)(4 * width + (i - 4) * width + j);    /* scale bytes */
+    int64_t s = (i - 16) / 4;
+    return (size_t)(16 * width + 4 * (s * width + j) + (i - 16) % 4); /* words of values */
+}
+
+void snug_linear_group_place(snug_dtype dt, void *group, int64_t width, int64_t j, const void *block)
+{
+    unsigned char *g = group;
+    const unsigned char *bl = block;
+    if (!snug_linear_interleaved(dt)) {
+        memcpy(g + (size_t)j * snug_qtype_block_bytes(snug_dtype_qtype(dt)), bl,
+               snug_qtype_block_bytes(snug_dtype_qtype(dt)));
+        return;
+    }
+    for (int i = 0; i < 16; i++) g[q4k_at(width, j, i)] = bl[i];
+    for (int i = 16; i < 144; i += 4) memcpy(g + q4k_at(width, j, i), bl + i, 4);
+}
+
+void snug_linear_group_block(snug_dtype dt, const void *g, int64_t width, int64_t j, void *out)
+{
+    size_t bb = snug_qtype_block_bytes(snug_dtype_qtype(dt));
+    const unsigned char *src = g;
+    unsigned char *o = out;
+    if (!snug_linear_interleaved(dt)) {
+        memcpy(o, src + (size_t)j * bb, bb);
+        return;
+    }
+    for (int i = 0; i < 16; i++) o[i] = src[q4k_at(width, j, i)];
+    for (int i = 16; i < 144; i += 4) memcpy(o + i, src + q4k_at(width, j, i), 4);
+}
+
+void snug_linear_group_widen(snug_dtype dt, const void *g, int64_t width, void *out)
+{
+    size_t bb = snug_qtype_block_bytes(snug_dtype_qtype(dt));
+    unsigned char *o = out, bl[256]; /* one block (at most 210 bytes) */
+    memset(o, 0, SNUG_PANEL * bb);
+    for (int64_t j = 0; j < width; j++) {
+        snug_linear_group_block(dt, g, width, j, bl);
+        snug_linear_group_place(dt, o, SNUG_PANEL, j, bl);
+    }
+}
+
 /* Packs rows [r0, r0 + w) (one panel, w <= 16) from row-major src (rows of
  * k elements) into the panel's bytes at dst. */
 static void pack_rows(unsigned char *dst, const unsigned char *src, snug_dtype dt, int64_t k,
@@ -71,7 +120,7 @@ static void pack_rows(unsigned char *dst, const unsigned char *src, snug_dtype d
         int64_t nb = k / snug_qtype_block(t);
         for (int64_t j = 0; j < w; j++)
             for (int64_t b = 0; b < nb; b++)
-                memcpy(dst + (size_t)(b * w + j) * bb, src + (size_t)j * rb + (size_t)b * bb, bb);
+                snug_linear_group_place(dt, dst + (size_t)(b * w) * bb, w, j, src + (size_t)j * rb + (size_t)b * bb);
     } else if (dt == SNUG_DTYPE_BF16) {
         const uint16_t *s = (const void *)src;
         uint32_t *d = (void *)dst;
@@ -112,25 +161,22 @@ void snug_linear_pack(void *dst, const void *src, snug_dtype dt, int64_t m, int6
     }
 }
 
-/* Block b of row r of a block-format matrix (in its panel). */
-static const void *quant_block(const snug_linear *w, int64_t r, int64_t b)
+void snug_linear_block_bytes(const snug_linear *w, int64_t r, int64_t b, void *out)
 {
     int64_t p = r / SNUG_PANEL, j = r % SNUG_PANEL;
     int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     size_t bb = snug_qtype_block_bytes(snug_dtype_qtype(w->dtype));
-    return (const unsigned char *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p) +
-           (size_t)(b * width + j) * bb;
-}
-
-void snug_linear_block_bytes(const snug_linear *w, int64_t r, int64_t b, void *out)
-{
-    memcpy(out, quant_block(w, r, b), snug_qtype_block_bytes(snug_dtype_qtype(w->dtype)));
+    const unsigned char *g = (const unsigned char *)w->data +
+                             snug_linear_panel_offset(w->dtype, w->m, w->k, p) + (size_t)(b * width) * bb;
+    snug_linear_group_block(w->dtype, g, width, j, out);
 }
 
 void snug_linear_row_block(const snug_linear *w, int64_t r, int64_t b, float *out)
 {
     uint32_t t = snug_dtype_qtype(w->dtype);
-    snug_quant_dequantize((snug_qtype)t, quant_block(w, r, b), out, snug_qtype_block(t));
+    unsigned char bl[256]; /* one block (at most 210 bytes) */
+    snug_linear_block_bytes(w, r, b, bl);
+    snug_quant_dequantize((snug_qtype)t, bl, out, snug_qtype_block(t));
 }
 
 void snug_linear_quant_slice_f32(const snug_linear *w, int64_t p, int64_t e0, int64_t len, float *dst)

@@ -29,6 +29,16 @@
  *              block blocks of B bytes): the same bytes as the file's
  *              row-major blocks, reordered, so that one k slice of a panel
  *              is contiguous.
+ *   Q4_K (interleaved): each block index's w blocks of 144 bytes keep
+ *              their place (at 16 p R + 144 b w) but are laid out across
+ *              the rows: row r's (r < w, counted from the panel's first) d
+ *              at 2 r, dmin at 2 w + 2 r, scale byte i (of 12) at
+ *              4 w + i w + r, and its 128 bytes of values as 32 words of 4
+ *              (word s: bytes 4 s .. 4 s + 3 of the block's qs) at
+ *              16 w + 4 (s w + r). One 64-byte line of a full panel is then
+ *              one word of all 16 rows, a vector whose lanes are rows: the
+ *              kernels multiply it by x's 4 values broadcast, with no
+ *              unpacking per call (k_q4k.c).
  */
 #ifndef SNUG_LINEAR_H
 #define SNUG_LINEAR_H
@@ -58,6 +68,25 @@ size_t snug_linear_panel_offset(snug_dtype dt, int64_t m, int64_t k, int64_t p);
  * rows of k elements of dt (for even k simply r k size(dt); for a block
  * format rows of k / block blocks). Pure. */
 size_t snug_linear_raw_offset(snug_dtype dt, int64_t m, int64_t k, int64_t r);
+
+/* Whether dt's panels lay each block index's blocks out across their rows
+ * (Q4_K, above) rather than one after the other. Pure. */
+bool snug_linear_interleaved(snug_dtype dt);
+
+/* Block j (j < width) of the group at g (one block index's blocks of a
+ * panel of width rows, in the layout above) as a file holds it, copied to
+ * out (the block's bytes). */
+void snug_linear_group_block(snug_dtype dt, const void *g, int64_t width, int64_t j, void *out);
+
+/* block (a file's bytes of one block of dt) into its place as block j of
+ * the group at group (width rows, as above): the inverse of
+ * snug_linear_group_block. */
+void snug_linear_group_place(snug_dtype dt, void *group, int64_t width, int64_t j, const void *block);
+
+/* The group at g (width rows, as above) as a full panel's (16 rows, the
+ * rows past width zero bytes) into out (16 blocks' bytes): the kernels
+ * read a narrow last panel so. */
+void snug_linear_group_widen(snug_dtype dt, const void *g, int64_t width, void *out);
 
 /* Bytes of scratch snug_linear_pack_panel needs for a k of up to k_max:
  * one whole panel's rows. Pure. */
