@@ -931,52 +931,67 @@ static void test_linear_layout(void)
           "unsupported dtype");
 }
 
-/* Q4_K's interleaved layout (linear.h): every byte of every block where
- * the comment says, for full and narrow panels; each block read back
- * whole; a narrow panel's groups widened to 16 rows with zero rows past
- * its width. */
+/* Where linear.h puts byte i of block j of a group of w rows of Q4_K or
+ * Q6_K (the interleaved layouts). */
+static size_t interleaved_at(snug_dtype dt, int64_t w, int64_t j, int i)
+{
+    if (dt == SNUG_DTYPE_Q6_K)
+        return i < 192   ? (size_t)(4 * ((i / 4) * w + j) + i % 4)
+               : i < 208 ? (size_t)(192 * w + (i - 192) * w + j)
+                         : (size_t)(208 * w + 2 * j + i - 208);
+    return i < 2    ? (size_t)(2 * j + i)
+           : i < 4  ? (size_t)(2 * w + 2 * j + i - 2)
+           : i < 16 ? (size_t)(4 * w + (i - 4) * w + j)
+                    : (size_t)(16 * w + 4 * (((i - 16) / 4) * w + j) + (i - 16) % 4);
+}
+
+/* Q4_K's and Q6_K's interleaved layouts (linear.h): every byte of every
+ * block where the comment says, for full and narrow panels; each block
+ * read back whole; a narrow panel's groups widened to 16 rows with zero
+ * rows past its width. */
 static void test_linear_interleaved(void)
 {
     static const int64_t ms[] = {1, 15, 16, 17, 40}, ks[] = {256, 768};
+    static const snug_dtype dts[] = {SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q6_K};
     rng_t r = {0x1A7Eu};
-    const snug_dtype dt = SNUG_DTYPE_Q4_K;
-    CHECK(snug_linear_interleaved(dt) && !snug_linear_interleaved(SNUG_DTYPE_Q6_K), "interleaved formats");
-    int misplaced = 0, read_bad = 0, wide_bad = 0;
-    for (size_t a = 0; a < SNUG_ARRAY_LEN(ms); a++)
-        for (size_t c = 0; c < SNUG_ARRAY_LEN(ks); c++) {
-            int64_t m = ms[a], k = ks[c], nb = k / 256;
-            uint8_t *q = make_quant(&r, dt, m, k);
-            snug_linear lin = pack_linear(q, dt, m, k);
-            const uint8_t *data = lin.data;
-            for (int64_t o = 0; o < m; o++)
-                for (int64_t b = 0; b < nb; b++) {
-                    int64_t p = o / 16, j = o % 16, w = SNUG_MIN((int64_t)16, m - 16 * p);
-                    const uint8_t *g = data + (size_t)(p * 16 * nb * 144) + (size_t)(b * w * 144);
-                    const uint8_t *bl = q + (size_t)(o * nb + b) * 144;
-                    for (int i = 0; i < 144; i++) {
-                        size_t at = i < 2 ? (size_t)(2 * j + i)
-                                  : i < 4 ? (size_t)(2 * w + 2 * j + i - 2)
-                                  : i < 16 ? (size_t)(4 * w + (i - 4) * w + j)
-                                           : (size_t)(16 * w + 4 * (((i - 16) / 4) * w + j) + (i - 16) % 4);
-                        if (g[at] != bl[i]) misplaced++;
+    int misplaced = 0, read_bad = 0, wide_bad = 0, interleaved = 0;
+    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) interleaved += snug_linear_interleaved((snug_dtype)d);
+    CHECK(interleaved == 2 && snug_linear_interleaved(SNUG_DTYPE_Q4_K) && snug_linear_interleaved(SNUG_DTYPE_Q6_K),
+          "interleaved formats: %d", interleaved);
+    for (size_t di = 0; di < SNUG_ARRAY_LEN(dts); di++)
+        for (size_t a = 0; a < SNUG_ARRAY_LEN(ms); a++)
+            for (size_t c = 0; c < SNUG_ARRAY_LEN(ks); c++) {
+                snug_dtype dt = dts[di];
+                int64_t m = ms[a], k = ks[c], nb = k / 256;
+                const int bb = (int)snug_qtype_block_bytes(snug_dtype_qtype(dt));
+                uint8_t *q = make_quant(&r, dt, m, k);
+                snug_linear lin = pack_linear(q, dt, m, k);
+                const uint8_t *data = lin.data;
+                for (int64_t o = 0; o < m; o++)
+                    for (int64_t b = 0; b < nb; b++) {
+                        int64_t p = o / 16, j = o % 16, w = SNUG_MIN((int64_t)16, m - 16 * p);
+                        const uint8_t *g = data + (size_t)(p * 16 * nb * bb) + (size_t)(b * w * bb);
+                        const uint8_t *bl = q + (size_t)(o * nb + b) * (size_t)bb;
+                        for (int i = 0; i < bb; i++)
+                            if (g[interleaved_at(dt, w, j, i)] != bl[i]) misplaced++;
+                        uint8_t back[256], wide[16 * 256], one[256];
+                        snug_linear_block_bytes(&lin, o, b, back);
+                        if (memcmp(back, bl, (size_t)bb) != 0) read_bad++;
+                        if (j > 0) continue;
+                        snug_linear_group_widen(dt, g, w, wide);
+                        for (int64_t jj = 0; jj < 16; jj++) {
+                            snug_linear_group_block(dt, wide, 16, jj, one);
+                            for (int i = 0; i < bb; i++)
+                                if (one[i] != (jj < w ? q[(size_t)((o + jj) * nb + b) * (size_t)bb + (size_t)i] : 0))
+                                    wide_bad++;
+                        }
                     }
-                    uint8_t back[144], wide[16 * 144], one[144];
-                    snug_linear_block_bytes(&lin, o, b, back);
-                    if (memcmp(back, bl, 144) != 0) read_bad++;
-                    if (j > 0) continue;
-                    snug_linear_group_widen(dt, g, w, wide);
-                    for (int64_t jj = 0; jj < 16; jj++) {
-                        snug_linear_group_block(dt, wide, 16, jj, one);
-                        for (int i = 0; i < 144; i++)
-                            if (one[i] != (jj < w ? q[(size_t)((o + jj) * nb + b) * 144 + (size_t)i] : 0)) wide_bad++;
-                    }
-                }
-            free(q);
-            free((void *)lin.data);
-        }
-    CHECK(misplaced == 0, "Q4_K: %d bytes not where linear.h puts them", misplaced);
-    CHECK(read_bad == 0, "Q4_K: %d blocks read back wrong", read_bad);
-    CHECK(wide_bad == 0, "Q4_K: %d bytes of widened groups wrong", wide_bad);
+                free(q);
+                free((void *)lin.data);
+            }
+    CHECK(misplaced == 0, "%d bytes not where linear.h puts them", misplaced);
+    CHECK(read_bad == 0, "%d blocks read back wrong", read_bad);
+    CHECK(wide_bad == 0, "%d bytes of widened groups wrong", wide_bad);
 }
 
 /* ---- elementwise ---------------------------------------------------------- */

@@ -154,31 +154,32 @@ size_t snug_qgemm_panel_bytes(int64_t k);
 int32_t snug_qgemm_kinds(snug_isa isa, snug_qgemm_kind out[SNUG_QGEMM_KINDS]);
 bool snug_qgemm_runs(void);
 
-/* Q4_K in its interleaved panel layout (k_q4k.c): snug_qgemv_fns of each
- * instruction for it (the vpdpbusd ymm ones: AVX-VNNI's and AVX-512 VL's),
- * and snug_qgemm_fns, whose x is snug_q4k_pack_x's (rows [t0, t1) of x,
- * quantized for Q4_K through tmp (k / 32 blocks), into their places in
- * xt, in tiles of 8 rows (k_q4k.c; the rows of the last tile past n zeros
- * when t1 reaches n); snug_q4k_x_bytes(n, k) in all) and whose tb holds
- * snug_q4k_scratch_bytes(k). Only call those of
- * an instruction the CPU has. */
-size_t snug_q4k_x_bytes(int64_t n, int64_t k);
-size_t snug_q4k_scratch_bytes(int64_t k);
-void snug_q4k_pack_x(void *xt, const float *x, int64_t n, int64_t k, int64_t t0, int64_t t1,
+/* The interleaved block formats (Q4_K, Q6_K: snug_linear_interleaved;
+ * k_qlanes.c): snug_qgemv_fns of each instruction for them (the vpdpbusd
+ * ymm ones: AVX-VNNI's and AVX-512 VL's), and snug_qgemm_fns, whose x is
+ * snug_qlanes_pack_x's (rows [t0, t1) of x, quantized for a K-quant
+ * through tmp (k / 32 blocks), into their places in xt, in tiles of 8
+ * rows; the rows of the last tile past n zeros when t1 reaches n;
+ * snug_qlanes_x_bytes(n, k) in all) and whose tb holds
+ * snug_qlanes_scratch_bytes(k). Only call those of an instruction the CPU
+ * has. */
+size_t snug_qlanes_x_bytes(int64_t n, int64_t k);
+size_t snug_qlanes_scratch_bytes(int64_t k);
+void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, int64_t t0, int64_t t1,
                      struct snug_x8_block *tmp);
-void snug_q4k_gemv_zmm(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
+void snug_qlanes_gemv_zmm(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
                        int64_t p0, int64_t p1);
-void snug_q4k_gemv_maddubs(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
+void snug_qlanes_gemv_maddubs(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
                            int64_t p0, int64_t p1);
-void snug_q4k_gemv_vnni_avx(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
+void snug_qlanes_gemv_vnni_avx(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
                             int64_t p0, int64_t p1);
-void snug_q4k_gemv_vnni_512(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
+void snug_qlanes_gemv_vnni_512(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
                             int64_t p0, int64_t p1);
-void snug_q4k_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
                        int64_t p1, void *tb);
-void snug_q4k_gemm_maddubs(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+void snug_qlanes_gemm_maddubs(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
                            int64_t p1, void *tb);
-void snug_q4k_gemm_vnni_avx(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+void snug_qlanes_gemm_vnni_avx(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
                             int64_t p1, void *tb);
 
 /* The threaded matmul driver (k_matmul.c), the same for every SIMD

@@ -37,11 +37,12 @@
 /* Bytes of one thread's private scratch for rows of k elements: three
  * panel slices as f32 (the converted bf16 of the convert path) and one
  * padded narrow panel slice, or a repacked block-format panel (the 8-bit
- * GEMM), whichever is more. */
+ * GEMM), or the interleaved formats' scales and widened panel, whichever
+ * is more. */
 static size_t thread_bytes(int64_t k)
 {
     size_t slices = (size_t)4 * SNUG_PANEL * SNUG_GEMM_KC_MAX * sizeof(float);
-    return snug_round_up(SNUG_MAX(slices, snug_qgemm_panel_bytes(k)), 64);
+    return snug_round_up(SNUG_MAX(SNUG_MAX(slices, snug_qgemm_panel_bytes(k)), snug_qlanes_scratch_bytes(k)), 64);
 }
 
 /* Whether the table's 8-bit GEMM takes weights of wdt (vpmaddubsw's
@@ -530,7 +531,7 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         j.qgemv = kt->qgemv;
         j.x8 = x8;
     } else if (quant && qgemm_takes(kt, w->dtype)) { /* x quantized by the threads (matmul_part) */
-        SNUG_ASSERT(snug_qgemm_x_bytes(n, k) <= a_bytes(n, k));
+        SNUG_ASSERT(snug_qgemm_x_bytes(n, k) <= a_bytes(n, k) && snug_qlanes_x_bytes(n, k) <= a_bytes(n, k));
         j.qgemm = kt->qgemm;
     } else if (n > SNUG_GEMV_MAX_N || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);

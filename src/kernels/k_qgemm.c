@@ -28,7 +28,7 @@
  * the others add to it: the same operations whatever the threads).
  *
  * Q4_K, whose panels are laid out for the GEMM at load (linear.h), goes to
- * k_q4k.c's GEMM instead, with its own x (snug_q4k_pack_x).
+ * k_qlanes.c's GEMM instead, with its own x (snug_qlanes_pack_x).
  */
 #include "k_impl.h"
 
@@ -84,8 +84,8 @@ T_Q void snug_qgemm_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_
                            snug_x8_block *tmp)
 {
     const int64_t kb = k / 32;
-    if (wdt == SNUG_DTYPE_Q4_K) {
-        snug_q4k_pack_x(xt, x, n, k, g0 * SNUG_QGEMM_XROWS, SNUG_MIN(n, g1 * SNUG_QGEMM_XROWS), tmp);
+    if (snug_linear_interleaved(wdt)) {
+        snug_qlanes_pack_x(xt, x, n, k, g0 * SNUG_QGEMM_XROWS, SNUG_MIN(n, g1 * SNUG_QGEMM_XROWS), tmp);
         return;
     }
     for (int64_t g = g0; g < g1; g++) {
@@ -421,8 +421,8 @@ T_Z static void slice_zmm(float *y, int64_t ldy, const uint8_t *xt, int64_t n, c
 static void qgemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0, int64_t p1,
                       void *tb)
 {
-    if (w->dtype == SNUG_DTYPE_Q4_K) {
-        snug_q4k_gemm_zmm(y, ldy, xt, n, w, p0, p1, tb);
+    if (snug_linear_interleaved(w->dtype)) {
+        snug_qlanes_gemm_zmm(y, ldy, xt, n, w, p0, p1, tb);
         return;
     }
     qgemm_run(y, ldy, xt, n, w, p0, p1, tb, slice_zmm);

@@ -99,8 +99,8 @@ QY_T static void QY_NAME(slice)(float *y, int64_t ldy, const uint8_t *xt, int64_
 static void QY_NAME(qgemm)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
                            int64_t p1, void *tb)
 {
-    if (w->dtype == SNUG_DTYPE_Q4_K) {
-        QY_NAME(snug_q4k_gemm)(y, ldy, xt, n, w, p0, p1, tb);
+    if (snug_linear_interleaved(w->dtype)) {
+        QY_NAME(snug_qlanes_gemm)(y, ldy, xt, n, w, p0, p1, tb);
         return;
     }
     qgemm_run(y, ldy, xt, n, w, p0, p1, tb, QY_NAME(slice));

@@ -19,7 +19,7 @@
  * accumulate in float across the blocks and are added up once at the end
  * of the panel; the minimums' terms (dmin mn times x's half sums) are
  * added in scalar. Q4_K, whose panels lay their rows out across vectors
- * (linear.h), has paths of its own (k_q4k.c).
+ * (linear.h), has paths of its own (k_qlanes.c).
  */
 #include "k_impl.h"
 
@@ -365,7 +365,7 @@ T_Z_INL void panel_q6k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         }
 }
 
-/* Panels [p0, p1) for NT rows of x: Q5_K and Q6_K on zmm (Q4_K: k_q4k.c),
+/* Panels [p0, p1) for NT rows of x: Q5_K and Q6_K on zmm (Q4_K: k_qlanes.c),
  * the others as the vpdpbusd ymm path. */
 T_Z_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
                             int64_t p1, const int NT)
@@ -384,8 +384,8 @@ T_Z_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const s
 T_Z static void qgemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
                              int64_t p0, int64_t p1)
 {
-    if (w->dtype == SNUG_DTYPE_Q4_K) {
-        snug_q4k_gemv_zmm(y, ldy, x8, n, w, p0, p1);
+    if (snug_linear_interleaved(w->dtype)) {
+        snug_qlanes_gemv_zmm(y, ldy, x8, n, w, p0, p1);
         return;
     }
     switch (n) {

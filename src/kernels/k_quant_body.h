@@ -67,7 +67,7 @@ QB_INL void QB_NAME(q5k_row)(const uint8_t *bl, __m256i sc16, const snug_x8_bloc
     for (int t = 0; t < NT; t++) out[t] = _mm256_add_epi32(iacc[t], iacc2[t]);
 }
 
-/* Q5_K (Q4_K: k_q4k.c): values 0..31 unsigned; per sub-block of 32 a
+/* Q5_K (Q4_K: k_qlanes.c): values 0..31 unsigned; per sub-block of 32 a
  * six-bit scale and minimum; x8 in groups of 256 (one dx). Two rows at a
  * time, so that the blocks' scales, minimums and halves are unpacked and
  * converted two to a vector: the minimums' part in integers (16-bit
@@ -297,8 +297,8 @@ QB_INL void QB_NAME(qgemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, con
 QB_T static void QB_NAME(qgemv)(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
                                int64_t p0, int64_t p1)
 {
-    if (w->dtype == SNUG_DTYPE_Q4_K) {
-        QB_NAME(snug_q4k_gemv)(y, ldy, x8, n, w, p0, p1);
+    if (snug_linear_interleaved(w->dtype)) {
+        QB_NAME(snug_qlanes_gemv)(y, ldy, x8, n, w, p0, p1);
         return;
     }
     switch (n) {

@@ -1,7 +1,7 @@
 /*
  * k_x8.c: rows of x quantized to 8 bits as snug_x8_quantize does
  * (qdot.h), in AVX2 vectors, bit for bit: the 8-bit GEMMs' (k_qgemm.c,
- * k_q4k.c) quantizer.
+ * k_qlanes.c) quantizer.
  */
 #include "k_impl.h"
 

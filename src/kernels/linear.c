@@ -60,42 +60,60 @@ size_t snug_linear_pack_scratch_bytes(snug_dtype dt, int64_t k_max)
     return (size_t)SNUG_PANEL * (size_t)k_max * snug_dtype_size(dt);
 }
 
-bool snug_linear_interleaved(snug_dtype dt) { return dt == SNUG_DTYPE_Q4_K; }
+/* An interleaved format's block as spans of units laid out across the
+ * group's rows (linear.h): bytes [start, end) of a block go unit by unit,
+ * unit u of row j at start w + u unit w + unit j. */
+typedef struct span {
+    int start, end, unit;
+} span;
 
-/* Where byte i of Q4_K block j of a group of width sits in the group (the
- * interleaved layout of linear.h). */
-static size_t q4k_at(int64_t width, int64_t j, int64_t i)
+/* The spans of dt's blocks (their count; 0: not interleaved). */
+static int spans_of(snug_dtype dt, const span **out)
 {
-    if (i < 4) return (size_t)((i / 2) * 2 * width + 2 * j + i % 2); /* d, dmin */
-    if (i < 16) return (size_t)(4 * width + (i - 4) * width + j);    /* scale bytes */
-    int64_t s = (i - 16) / 4;
-    return (size_t)(16 * width + 4 * (s * width + j) + (i - 16) % 4); /* words of values */
+    static const span q4k[] = {{0, 4, 2}, {4, 16, 1}, {16, 144, 4}};   /* d and dmin, scale bytes, values */
+    static const span q6k[] = {{0, 192, 4}, {192, 208, 1}, {208, 210, 2}}; /* ql and qh, scales, d */
+    if (dt == SNUG_DTYPE_Q4_K) return *out = q4k, (int)SNUG_ARRAY_LEN(q4k);
+    if (dt == SNUG_DTYPE_Q6_K) return *out = q6k, (int)SNUG_ARRAY_LEN(q6k);
+    return 0;
+}
+
+bool snug_linear_interleaved(snug_dtype dt)
+{
+    const span *sp;
+    return spans_of(dt, &sp) > 0;
+}
+
+/* Where the unit at byte i of span sp of block j sits in a group of
+ * width rows. */
+static size_t unit_at(const span *sp, int64_t width, int64_t j, int i)
+{
+    return (size_t)(sp->start * width + (i - sp->start) * width + sp->unit * j);
 }
 
 void snug_linear_group_place(snug_dtype dt, void *group, int64_t width, int64_t j, const void *block)
 {
     unsigned char *g = group;
     const unsigned char *bl = block;
-    if (!snug_linear_interleaved(dt)) {
-        memcpy(g + (size_t)j * snug_qtype_block_bytes(snug_dtype_qtype(dt)), bl,
-               snug_qtype_block_bytes(snug_dtype_qtype(dt)));
-        return;
-    }
-    for (int i = 0; i < 16; i++) g[q4k_at(width, j, i)] = bl[i];
-    for (int i = 16; i < 144; i += 4) memcpy(g + q4k_at(width, j, i), bl + i, 4);
+    const span *sp;
+    int n = spans_of(dt, &sp);
+    size_t bb = snug_qtype_block_bytes(snug_dtype_qtype(dt));
+    if (n == 0) memcpy(g + (size_t)j * bb, bl, bb);
+    for (int s = 0; s < n; s++)
+        for (int i = sp[s].start; i < sp[s].end; i += sp[s].unit)
+            memcpy(g + unit_at(&sp[s], width, j, i), bl + i, (size_t)sp[s].unit);
 }
 
-void snug_linear_group_block(snug_dtype dt, const void *g, int64_t width, int64_t j, void *out)
+void snug_linear_group_block(snug_dtype dt, const void *group, int64_t width, int64_t j, void *out)
 {
+    const unsigned char *g = group;
+    unsigned char *bl = out;
+    const span *sp;
+    int n = spans_of(dt, &sp);
     size_t bb = snug_qtype_block_bytes(snug_dtype_qtype(dt));
-    const unsigned char *src = g;
-    unsigned char *o = out;
-    if (!snug_linear_interleaved(dt)) {
-        memcpy(o, src + (size_t)j * bb, bb);
-        return;
-    }
-    for (int i = 0; i < 16; i++) o[i] = src[q4k_at(width, j, i)];
-    for (int i = 16; i < 144; i += 4) memcpy(o + i, src + q4k_at(width, j, i), 4);
+    if (n == 0) memcpy(bl, g + (size_t)j * bb, bb);
+    for (int s = 0; s < n; s++)
+        for (int i = sp[s].start; i < sp[s].end; i += sp[s].unit)
+            memcpy(bl + i, g + unit_at(&sp[s], width, j, i), (size_t)sp[s].unit);
 }
 
 void snug_linear_group_widen(snug_dtype dt, const void *g, int64_t width, void *out)

@@ -38,7 +38,11 @@
  *              16 w + 4 (s w + r). One 64-byte line of a full panel is then
  *              one word of all 16 rows, a vector whose lanes are rows: the
  *              kernels multiply it by x's 4 values broadcast, with no
- *              unpacking per call (k_q4k.c).
+ *              unpacking per call (k_qlanes.c).
+ *   Q6_K (interleaved): likewise for blocks of 210 bytes (at
+ *              16 p R + 210 b w): row r's 192 bytes of values (ql, then
+ *              qh) as 48 words of 4 at 4 (s w + r), scale byte i (of 16) at
+ *              192 w + i w + r, d at 208 w + 2 r.
  */
 #ifndef SNUG_LINEAR_H
 #define SNUG_LINEAR_H

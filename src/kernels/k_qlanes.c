@@ -1,0 +1,555 @@
+/*
+ * k_qlanes.c: the block formats whose panels lay their rows across a
+ * vector's lanes (Q4_K and Q6_K, linear.h's interleaved layouts) times x
+ * quantized to 8 bits (qdot.h), for any number of rows of x: their
+ * matrix-vector products (n <= 4) and their 8-bit GEMM, on vpdpbusd zmm,
+ * vpdpbusd ymm (AVX-VNNI, or AVX-512 VNNI with VL) and vpmaddubsw ymm.
+ * The arithmetic is snug_qdot_ref's: per sub-block an exact integer sum,
+ * scaled in float.
+ *
+ * A panel's 16 rows are a vector's lanes: one 64-byte line of a block
+ * holds one 4-byte word of every row's values, which meets x's 4 values
+ * broadcast, one product per row of x, the line read once for every row
+ * of x: nothing is unpacked per call beyond masks and shifts.
+ *   Q4_K: word s holds values 4 (s % 8) .. + 3 of sub-block 2 (s / 8) in
+ *   its low nibbles, of sub-block 2 (s / 8) + 1 in its high. The low
+ *   nibbles (v & 15) meet the first's x, the high ones left in place
+ *   (v & 240: 16 times the value, a sixteenth in the scale) the second's
+ *   (on vpmaddubsw, whose 16-bit sums would saturate, shifted down). Per
+ *   sub-block of 32 the sums are scaled by d sc less dmin mn times x's sum
+ *   over it (q4k_scales works the six-bit fields out for 16 rows at once,
+ *   from 12 planes of 16 bytes, one per scale byte).
+ *   Q6_K: a word of ql (low nibbles one block of 32, high another) and one
+ *   of qh (two bits for each of four) make two vectors of values as stored
+ *   (q + 32, 0..63) with a shift, a mask and a select each; per sub-block
+ *   of 16 the sums are scaled by d sc, and the + 32 is taken away once a
+ *   block: 32 d times the scales times x's sums of 16 (sum16), by 16-bit
+ *   dot products (vpdpwssd, or vpmaddwd).
+ * The integer sums are exact (at most 8 products of 240 or 63 by 127 a
+ * lane, 4 a product). Per block of 256 x's d multiplies them in.
+ *
+ * The GEMM (x from snug_qlanes_pack_x: its x8 blocks in tiles of 8 rows,
+ * then each 32 values' sum as a float) takes its thread's panels for one
+ * block of x's rows at a time (as many as stay in 1 MiB of L2), each
+ * panel's scales worked out once for the block, then register tiles of
+ * QZ_NX (zmm) or QY_NX (ymm) rows of x over every block of k, their sums
+ * for y in the thread's scratch between blocks. Every pass over a panel
+ * that reads it from memory asks for the panel QL_AHEAD further on. A
+ * narrow last panel goes through a copy widened to 16 rows
+ * (snug_linear_group_widen).
+ */
+#include "k_impl.h"
+
+#include "base/dtype.h"
+#include "linear.h"
+#include "qdot.h"
+
+#include <stddef.h>
+#include <string.h>
+
+enum {
+    Q4K_GROUP = 16 * 144, /* bytes of a full panel's block index */
+    Q6K_GROUP = 16 * 210,
+    Q4K_VALUES = 256,     /* where a Q4_K group's lines of values start */
+    Q6K_HIGH = 2048,      /* where a Q6_K group's lines of high bits (qh) start */
+    Q6K_SCALES = 3072,    /* its scale bytes' planes, and its d */
+    Q6K_D = 3328,
+    QL_SCL = 512,         /* floats of a block's worked-out scales (q4k_scales, q6k_scales) */
+    QL_XT = 8            /* rows of x in a tile of the GEMM's x, and the most a register tile takes */
+};
+
+/* Bytes of a full panel's block index of dt (Q4_K or Q6_K). */
+static size_t ql_group_bytes(snug_dtype dt) { return dt == SNUG_DTYPE_Q6_K ? Q6K_GROUP : Q4K_GROUP; }
+
+enum { QL_ACC = 16 * 16 * sizeof(float) }; /* a tile's sums' bytes, before the scales in the scratch */
+
+size_t snug_qlanes_x_bytes(int64_t n, int64_t k)
+{
+    return (size_t)((n + 7) / 8 * 8) * (size_t)(k / 32) * (sizeof(snug_x8_block) + sizeof(float));
+}
+
+size_t snug_qlanes_scratch_bytes(int64_t k)
+{
+    return QL_ACC + (size_t)(k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "k_quant_unpack.h"
+
+#define T_VNNI_AVX __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define T_VNNI_AVX_INL __attribute__((target("avx2,fma,f16c,avxvnni"), always_inline)) static inline
+#define T_VNNI_512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define T_VNNI_512_INL                                                                               \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"), always_inline)) static inline
+
+/* The d sc and dmin mn of a full-width group's 8 sub-blocks for its 16
+ * rows into scl (sub-block j's d sc at 16 j, its dmin mn at 128 + 16 j;
+ * with hi16 the odd sub-blocks' d sc a sixteenth: their values are
+ * multiplied in unshifted). */
+T_Q_INL void q4k_scales(const uint8_t *g, bool hi16, float *scl)
+{
+    __m128i pl[12];
+    for (int i = 0; i < 12; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + 64 + 16 * i));
+    const __m128i m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15), top2 = _mm_set1_epi8((char)0xC0);
+    __m128i sc[8], mn[8];
+    for (int j = 0; j < 4; j++) { /* base/quant.c's six-bit fields, 16 rows at a time */
+        sc[j] = _mm_and_si128(pl[j], m63);
+        mn[j] = _mm_and_si128(pl[j + 4], m63);
+        sc[j + 4] = _mm_or_si128(_mm_and_si128(pl[j + 8], m15), _mm_srli_epi16(_mm_and_si128(pl[j], top2), 2));
+        mn[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(pl[j + 8], 4), m15),
+                                 _mm_srli_epi16(_mm_and_si128(pl[j + 4], top2), 2));
+    }
+    for (int h = 0; h < 2; h++) {
+        __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 16 * h)));
+        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 32 + 16 * h)));
+        for (int j = 0; j < 8; j++) {
+            __m128i s = h ? _mm_srli_si128(sc[j], 8) : sc[j], m = h ? _mm_srli_si128(mn[j], 8) : mn[j];
+            __m256 f = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(s)));
+            if (hi16 && j % 2) f = _mm256_mul_ps(f, _mm256_set1_ps(1.0f / 16.0f));
+            _mm256_storeu_ps(scl + 16 * j + 8 * h, f);
+            _mm256_storeu_ps(scl + 128 + 16 * j + 8 * h, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m))));
+        }
+    }
+}
+
+/* A full-width Q6_K group's scales for its 16 rows into scl: d sc of
+ * sub-block i (of 16 values) at 16 i; at 256 (as 64 bytes a block of 32
+ * c) each row's sc of sub-blocks 2c and 2c + 1 as two 16-bit integers; at
+ * 384 -32 d (the values are multiplied in as stored, q + 32). */
+T_Q_INL void q6k_scales(const uint8_t *g, float *scl)
+{
+    __m128i pl[16];
+    for (int i = 0; i < 16; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_SCALES + 16 * i));
+    for (int h = 0; h < 2; h++) {
+        __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_D + 16 * h)));
+        for (int i = 0; i < 16; i++) {
+            __m128i s8 = h ? _mm_srli_si128(pl[i], 8) : pl[i];
+            _mm256_storeu_ps(scl + 16 * i + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))));
+        }
+        _mm256_storeu_ps(scl + 384 + 8 * h, _mm256_mul_ps(d, _mm256_set1_ps(-32.0f)));
+    }
+    for (int c = 0; c < 8; c++) {
+        __m128i lo = _mm_unpacklo_epi8(pl[2 * c], pl[2 * c + 1]), hi = _mm_unpackhi_epi8(pl[2 * c], pl[2 * c + 1]);
+        _mm256_storeu_si256((__m256i *)(void *)(scl + 256 + 16 * c), _mm256_cvtepi8_epi16(lo));
+        _mm256_storeu_si256((__m256i *)(void *)(scl + 256 + 16 * c + 8), _mm256_cvtepi8_epi16(hi));
+    }
+}
+
+/* Block b of panel p as a full-width group: in place, or (a narrow panel)
+ * widened into pad. */
+static const uint8_t *ql_group(const snug_linear *w, int64_t p, int64_t b, uint8_t *pad)
+{
+    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const uint8_t *g = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p) +
+                       (size_t)b * (size_t)width * (ql_group_bytes(w->dtype) / SNUG_PANEL);
+    if (width == SNUG_PANEL) return g;
+    snug_linear_group_widen(w->dtype, g, width, pad);
+    return pad;
+}
+
+/* Panels ahead of the one it reads that a pass asks for (2 streamed a
+ * 2048 x 8192 Q4_K matrix from memory at 8 rows of x in 0.43-0.48 ms, 1
+ * in 0.53-0.72, 4 in 0.49-0.65; Xeon, 2 threads). */
+enum { QL_AHEAD = 2 };
+
+/* Block b's group of panel p + QL_AHEAD (NULL past the matrix's full
+ * panels): what a pass over panel p asks for. */
+static const uint8_t *ql_next(const snug_linear *w, int64_t p, int64_t b)
+{
+    if ((p + QL_AHEAD + 1) * SNUG_PANEL > w->m) return NULL;
+    return (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p + QL_AHEAD) +
+           (size_t)b * ql_group_bytes(w->dtype);
+}
+
+/* Each 32 values' sum of NX rows of x at block b (x8 rows kb blocks
+ * apart) as floats: the matrix-vector paths' (the GEMM's come packed). */
+static void q4k_x_sums(const snug_x8_block *x8, int64_t kb, int64_t b, int nx, float xs[][8])
+{
+    for (int t = 0; t < nx; t++)
+        for (int c = 0; c < 8; c++) {
+            const snug_x8_block *xb = &x8[t * kb + 8 * b + c];
+            xs[t][c] = (float)(xb->sum16[0] + xb->sum16[1]);
+        }
+}
+
+/* acc + the dots of the unsigned bytes u with x's 4 signed bytes at p
+ * broadcast (vpdpbusd's memory broadcast: no instruction to load it). */
+T_Z_INL __m512i ql_dot_zmm(__m512i acc, __m512i u, const int8_t *p)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(const void *)p));
+    return acc;
+}
+
+/* Where a block's x lies for a register tile: row t's 8 blocks of 32 at
+ * q + t rs + c cs (bytes; c the block of 32), their sums as floats at
+ * s + t srs + c scs. */
+typedef struct ql_xs {
+    const uint8_t *q;
+    size_t rs, cs;
+    const float *s;
+    size_t srs, scs;
+} ql_xs;
+
+/* x's q values of row t, block of 32 c, from value 4 j (x at one block). */
+static inline const int8_t *ql_xq(const ql_xs *x, int t, int c, int j)
+{
+    return (const int8_t *)(const void *)(x->q + (size_t)t * x->rs + (size_t)c * x->cs +
+                                          offsetof(snug_x8_block, q)) + 4 * j;
+}
+
+static inline float ql_xsum(const ql_xs *x, int t, int c) { return x->s[(size_t)t * x->srs + (size_t)c * x->scs]; }
+
+static inline float ql_xd(const ql_xs *x, int t)
+{
+    float d;
+    memcpy(&d, x->q + (size_t)t * x->rs + offsetof(snug_x8_block, d), sizeof d);
+    return d;
+}
+
+/* The hint that line i of the group at pf will be read soon (into L2;
+ * none for pf NULL): a pass over a panel asks for a later panel's groups
+ * as it goes (ql_next), so that its pass finds them there. */
+static inline void ql_fetch(const uint8_t *pf, int i)
+{
+    if (pf) _mm_prefetch((const char *)(uintptr_t)((uintptr_t)pf + 64 * (size_t)i), _MM_HINT_T1);
+}
+
+/* A block's sums blk of NX rows of x (at x) times x's d into acc[t], or
+ * (accm non-NULL) into NX rows of 16 floats at accm. */
+T_Z_INL void ql_finish_zmm(const __m512 blk[], const ql_xs *x, const int NX, __m512 acc[], float *accm)
+{
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        if (accm)
+            _mm512_storeu_ps(accm + 16 * t, _mm512_fmadd_ps(blk[t], _mm512_set1_ps(ql_xd(x, t)),
+                                                            _mm512_loadu_ps(accm + 16 * t)));
+        else acc[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(ql_xd(x, t)), acc[t]);
+    }
+}
+
+/* One block (its full-width group g, scales scl) against NX rows of x (at
+ * x) into acc[t] (lanes: the 16 rows of the panel): acc in registers, or
+ * (accm non-NULL) NX rows of 16 floats at accm; meanwhile the group at pf
+ * asked for (ql_fetch). */
+T_Z_INL void q4k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, const int NX, __m512 acc[],
+                           float *accm, const uint8_t *pf)
+{
+    for (int i = 0; i < 4; i++) ql_fetch(pf, i);
+    const __m512i lo = _mm512_set1_epi8(15), hi = _mm512_set1_epi8((char)0xF0);
+    __m512 blk[QL_XT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) blk[t] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; c++) { /* blocks of 32 2c (low nibbles) and 2c + 1 (high) */
+        __m512i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m512i v = _mm512_loadu_si512((const void *)(g + Q4K_VALUES + 64 * (8 * c + j)));
+            ql_fetch(pf, 4 + 8 * c + j);
+            __m512i vl = _mm512_and_si512(v, lo), vh = _mm512_and_si512(v, hi);
+#pragma GCC unroll 8
+            for (int t = 0; t < NX; t++) {
+                il[t] = ql_dot_zmm(il[t], vl, ql_xq(x, t, 2 * c, j));
+                ih[t] = ql_dot_zmm(ih[t], vh, ql_xq(x, t, 2 * c + 1, j));
+            }
+        }
+        const __m512 s0 = _mm512_loadu_ps(scl + 32 * c), s1 = _mm512_loadu_ps(scl + 32 * c + 16);
+        const __m512 m0 = _mm512_loadu_ps(scl + 128 + 32 * c), m1 = _mm512_loadu_ps(scl + 128 + 32 * c + 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) {
+            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(il[t]), s0, blk[t]);
+            blk[t] = _mm512_fnmadd_ps(m0, _mm512_set1_ps(ql_xsum(x, t, 2 * c)), blk[t]);
+            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ih[t]), s1, blk[t]);
+            blk[t] = _mm512_fnmadd_ps(m1, _mm512_set1_ps(ql_xsum(x, t, 2 * c + 1)), blk[t]);
+        }
+    }
+    ql_finish_zmm(blk, x, NX, acc, accm);
+}
+
+/* Q6_K's values of blocks of 32 4h + m (lo) and 4h + 2 + m (hi) at the
+ * word from value 4 j (j < 8) of its 16 rows, as stored (q + 32, 0..63):
+ * the low and high nibbles of ql word 16 h + 8 m + j, and two bits each of
+ * qh word 8 h + j. */
+T_Z_INL void q6k_values_zmm(const uint8_t *g, int h, int m, int j, __m512i *lo, __m512i *hi)
+{
+    const __m512i low4 = _mm512_set1_epi8(15), bits45 = _mm512_set1_epi8(0x30);
+    __m512i q = _mm512_loadu_si512((const void *)(g + 64 * (16 * h + 8 * m + j)));
+    __m512i qh = _mm512_loadu_si512((const void *)(g + Q6K_HIGH + 64 * (8 * h + j)));
+    /* (the shifts cross bytes: the bits they move in are masked away) */
+    __m512i h_lo = _mm512_and_si512(m ? _mm512_slli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4), bits45);
+    __m512i h_hi = _mm512_and_si512(m ? _mm512_srli_epi16(qh, 2) : qh, bits45);
+    *lo = _mm512_ternarylogic_epi32(q, h_lo, low4, 0xE4);                        /* low4 ? q : h_lo */
+    *hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(q, 4), h_hi, low4, 0xE4); /* low4 ? q >> 4 : h_hi */
+}
+
+/* Q6_K's q4k_block_zmm: x's sums of 16 (sum16, as 16-bit pairs) times the
+ * rows' scales (vpdpwssd) take the + 32 of the values away first; then per
+ * half of the block, per sub-block of 16, the values of two blocks of 32 at
+ * a time (q6k_values_zmm). */
+T_Z_INL void q6k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, const int NX, __m512 acc[],
+                           float *accm, const uint8_t *pf)
+{
+    for (int i = 0; i < 5; i++) ql_fetch(pf, 48 + i);
+    __m512 blk[QL_XT];
+    const __m512 m32d = _mm512_loadu_ps(scl + 384);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        __m512i c = _mm512_setzero_si512();
+        for (int b = 0; b < 8; b++) {
+            int32_t pair;
+            memcpy(&pair, ql_xq(x, t, b, 0) - offsetof(snug_x8_block, q) + offsetof(snug_x8_block, sum16), 4);
+            c = _mm512_dpwssd_epi32(c, _mm512_loadu_si512((const void *)(scl + 256 + 16 * b)), _mm512_set1_epi32(pair));
+        }
+        blk[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(c), m32d);
+    }
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 1
+        for (int sb = 0; sb < 2; sb++)
+#pragma GCC unroll 2
+            for (int m = 0; m < 2; m++) { /* blocks of 32 4h + m and 4h + 2 + m, their sub-block sb */
+                __m512i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+                for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int j = 4 * sb; j < 4 * sb + 4; j++) {
+                    __m512i vl, vh;
+                    q6k_values_zmm(g, h, m, j, &vl, &vh);
+                    ql_fetch(pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
+#pragma GCC unroll 8
+                    for (int t = 0; t < NX; t++) {
+                        il[t] = ql_dot_zmm(il[t], vl, ql_xq(x, t, 4 * h + m, j));
+                        ih[t] = ql_dot_zmm(ih[t], vh, ql_xq(x, t, 4 * h + 2 + m, j));
+                    }
+                }
+                const __m512 s0 = _mm512_loadu_ps(scl + 16 * (2 * (4 * h + m) + sb));
+                const __m512 s1 = _mm512_loadu_ps(scl + 16 * (2 * (4 * h + 2 + m) + sb));
+#pragma GCC unroll 8
+                for (int t = 0; t < NX; t++) {
+                    blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(il[t]), s0, blk[t]);
+                    blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ih[t]), s1, blk[t]);
+                }
+            }
+    ql_finish_zmm(blk, x, NX, acc, accm);
+}
+
+/* Rows of x per zmm register tile of the GEMM. */
+enum { QZ_NX = 8 };
+
+/* The matrix-vector product of NT rows of x8 with panels [p0, p1). */
+T_Z_INL void ql_gemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
+                            int64_t p1, const int NT)
+{
+    const int64_t kb = w->k / 32, nb = w->k / 256;
+    _Alignas(64) float scl[QL_SCL];
+    _Alignas(64) uint8_t pad[Q6K_GROUP];
+    float xs[SNUG_GEMV_MAX_N][8];
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+        __m512 acc[SNUG_GEMV_MAX_N];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *g = ql_group(w, p, b, pad);
+            const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
+            if (w->dtype == SNUG_DTYPE_Q6_K) {
+                q6k_scales(g, scl);
+                q6k_block_zmm(g, scl, &x, NT, acc, NULL, ql_next(w, p, b));
+            } else {
+                q4k_scales(g, true, scl);
+                q4k_x_sums(x8, kb, b, NT, xs);
+                q4k_block_zmm(g, scl, &x, NT, acc, NULL, ql_next(w, p, b));
+            }
+        }
+        const __mmask16 keep = (__mmask16)((1u << width) - 1u);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ldy + p * SNUG_PANEL, keep, acc[t]);
+    }
+}
+
+T_Z void snug_qlanes_gemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
+                           int64_t p0, int64_t p1)
+{
+    switch (n) {
+    case 1: ql_gemv_n_zmm(y, ldy, x8, w, p0, p1, 1); break;
+    case 2: ql_gemv_n_zmm(y, ldy, x8, w, p0, p1, 2); break;
+    case 3: ql_gemv_n_zmm(y, ldy, x8, w, p0, p1, 3); break;
+    default: ql_gemv_n_zmm(y, ldy, x8, w, p0, p1, 4); break;
+    }
+}
+
+/* The GEMM's x (snug_qlanes_pack_x) in tiles of QL_XT rows: tile i's x8
+ * blocks (block of 32 c, row t at (c QL_XT + t) of the tile's), then
+ * after every tile's the sums likewise. Rows past n are zeros. */
+
+static int64_t ql_x_rows(int64_t n) { return (n + QL_XT - 1) / QL_XT * QL_XT; }
+
+/* Where block b of rows t0 .. (in one tile, from its row t0 % QL_XT)
+ * lies. */
+static ql_xs ql_x_at(const void *xt, int64_t n, int64_t kb, int64_t t0, int64_t b)
+{
+    const snug_x8_block *x8 = xt;
+    const float *sums = (const float *)(const void *)(x8 + ql_x_rows(n) * kb);
+    size_t first = (size_t)((t0 / QL_XT * kb + 8 * b) * QL_XT + t0 % QL_XT);
+    return (ql_xs){(const uint8_t *)(x8 + first), sizeof *x8, QL_XT * sizeof *x8, sums + first, 1, QL_XT};
+}
+
+/* A register tile of the GEMM: NX rows of x from t0 against every block
+ * of panel p of w (its groups at gs, a group apart, their scales at scl),
+ * into y (the panel's columns), summing in accm (NX x 16 floats); with pf
+ * (the panel's first tile) asking for the next panel's groups. */
+T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
+                          const float *scl, const snug_linear *w, int64_t p, bool pf, float *accm, const bool SIX,
+                          const int NX)
+{
+    const int64_t nb = w->k / 256, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) _mm512_storeu_ps(accm + 16 * t, _mm512_setzero_ps());
+    const size_t gb = ql_group_bytes(w->dtype);
+    for (int64_t b = 0; b < nb; b++) {
+        const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, b);
+        const uint8_t *next = pf ? ql_next(w, p, b) : NULL;
+        if (SIX) q6k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
+        else q4k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
+    }
+    const __mmask16 keep = (__mmask16)((1u << width) - 1u);
+    for (int t = 0; t < NX && t0 + t < n; t++)
+        _mm512_mask_storeu_ps(y + (t0 + t) * ldy + p * SNUG_PANEL, keep, _mm512_loadu_ps(accm + 16 * t));
+}
+
+/* Rows of x per block of the GEMM: as many as keep their x8 rows and sums
+ * (44 bytes a 32 values) in 1 MiB, whole tiles of nx. */
+static int64_t ql_x_block(int64_t k, int64_t nx)
+{
+    int64_t rows = (int64_t)((size_t)1 << 20) / ((k / 32) * 44);
+    return SNUG_MAX(nx, rows / nx * nx);
+}
+
+/* The groups of panel p, full width (a narrow one widened into tb after
+ * the scales), and their scales into tb (after a tile's sums). */
+T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool hi16, uint8_t *tb, float **scl)
+{
+    const int64_t nb = w->k / 256, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t gb = ql_group_bytes(w->dtype);
+    *scl = (float *)(void *)(tb + QL_ACC);
+    uint8_t *wide = tb + QL_ACC + (size_t)nb * QL_SCL * sizeof(float);
+    const uint8_t *gs = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p);
+    if (width < SNUG_PANEL) {
+        for (int64_t b = 0; b < nb; b++)
+            snug_linear_group_widen(w->dtype, gs + (size_t)b * (size_t)width * (gb / SNUG_PANEL), width, wide + (size_t)b * gb);
+        gs = wide;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        if (w->dtype == SNUG_DTYPE_Q6_K) q6k_scales(gs + (size_t)b * gb, *scl + b * QL_SCL);
+        else q4k_scales(gs + (size_t)b * gb, hi16, *scl + b * QL_SCL);
+    }
+    return gs;
+}
+
+T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,
+                           int64_t p1, void *tb)
+{
+    float *accm = tb;
+    const bool six = w->dtype == SNUG_DTYPE_Q6_K;
+    const int64_t xblock = ql_x_block(w->k, QZ_NX);
+    for (int64_t x0 = 0; x0 < n; x0 += xblock)
+        for (int64_t p = p0; p < p1; p++) {
+            float *scl;
+            const uint8_t *gs = ql_panel_prep(w, p, true, tb, &scl);
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock); t0 += QZ_NX) {
+                switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
+                case 1: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
+                case 2: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 2); break;
+                case 3: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 3); break;
+                case 4: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 4); break;
+                case 5: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 5); break;
+                case 6: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 6); break;
+                case 7: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 7); break;
+                default: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 8); break;
+                }
+            }
+        }
+}
+
+T_Q void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, int64_t t0, int64_t t1, snug_x8_block *tmp)
+{
+    const int64_t kb = k / 32;
+    snug_x8_block *x8 = xt;
+    float *sums = (float *)(void *)(x8 + ql_x_rows(n) * kb);
+    if (t1 >= n) t1 = ql_x_rows(n); /* the last tile's rows past n: zeros */
+    for (int64_t t = t0; t < t1; t++) {
+        if (t < n) snug_x8_quantize_avx2(x + t * k, k, SNUG_DTYPE_Q4_K, tmp); /* (Q6_K's groups of 256 too) */
+        else memset(tmp, 0, (size_t)kb * sizeof *tmp);
+        for (int64_t c = 0; c < kb; c++) {
+            size_t at = (size_t)((t / QL_XT * kb + c) * QL_XT + t % QL_XT);
+            x8[at] = tmp[c];
+            sums[at] = (float)(tmp[c].sum16[0] + tmp[c].sum16[1]);
+        }
+    }
+}
+
+/* Rows of x per ymm register tile of the GEMM. */
+enum { QY_NX = 4 };
+
+/* The first nv floats of v (all 8 from nv 8 up) to dst. */
+T_Q_INL void ql_store_half(float *dst, __m256 v, int64_t nv)
+{
+    if (nv >= 8) {
+        _mm256_storeu_ps(dst, v);
+        return;
+    }
+    float buf[8];
+    _mm256_storeu_ps(buf, v);
+    memcpy(dst, buf, (size_t)nv * sizeof(float));
+}
+
+/* A panel's width (<= 16) outputs, a rows 0..8 and b the rest, to dst. */
+T_Q_INL void ql_store_ymm(float *dst, __m256 a, __m256 b, int64_t width)
+{
+    ql_store_half(dst, a, width);
+    if (width > 8) ql_store_half(dst + 8, b, width - 8);
+}
+
+/* ql_finish_zmm with 8 lanes. */
+T_Q_INL void ql_finish_ymm(const __m256 blk[], const ql_xs *x, const int NX, __m256 acc[], float *accm)
+{
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        if (accm)
+            _mm256_storeu_ps(accm + 8 * t, _mm256_fmadd_ps(blk[t], _mm256_set1_ps(ql_xd(x, t)),
+                                                           _mm256_loadu_ps(accm + 8 * t)));
+        else acc[t] = _mm256_fmadd_ps(blk[t], _mm256_set1_ps(ql_xd(x, t)), acc[t]);
+    }
+}
+
+/* The ymm paths: one per instruction (k_qlanes_ymm.h). */
+#define QLY_NAME(x) x##_maddubs
+#define QLY_T T_Q
+#define QLY_INL T_Q_INL
+#define QLY_VNNI 0
+#define QLY_GEMM 1
+#include "k_qlanes_ymm.h"
+
+#define QLY_NAME(x) x##_vnni_avx
+#define QLY_T T_VNNI_AVX
+#define QLY_INL T_VNNI_AVX_INL
+#define QLY_VNNI 1
+#define QLY_DPBUSD _mm256_dpbusd_avx_epi32
+#define QLY_GEMM 1
+#include "k_qlanes_ymm.h"
+
+#define QLY_NAME(x) x##_vnni_512
+#define QLY_T T_VNNI_512
+#define QLY_INL T_VNNI_512_INL
+#define QLY_VNNI 1
+#define QLY_DPBUSD _mm256_dpbusd_epi32
+#define QLY_GEMM 0
+#include "k_qlanes_ymm.h"
+#else
+void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, int64_t t0, int64_t t1, snug_x8_block *tmp)
+{
+    (void)xt, (void)x, (void)n, (void)k, (void)t0, (void)t1, (void)tmp;
+}
+#endif

@@ -1,0 +1,250 @@
+/*
+ * k_qlanes_ymm.h: Q4_K's matrix-vector product and GEMM on ymm (k_qlanes.c's
+ * zmm paths with 8 lanes: a panel's rows in two halves), included by
+ * k_qlanes.c once per instruction with these defined:
+ *   QLY_NAME(x)  the name x with the instruction's suffix
+ *   QLY_T        the target attribute of its functions
+ *   QLY_INL      the same, always inline and static
+ *   QLY_VNNI     1 for vpdpbusd ymm (QLY_DPBUSD, the intrinsic), 0 for
+ *                vpmaddubsw: a sub-block's 8 lines of 16-bit pair sums
+ *                (each at most 2 x 15 x 127) added before vpmaddwd widens
+ *                them, the high nibbles shifted down
+ *   QLY_GEMM     1 to define the GEMM too
+ * and undefines them at its end. Not a header of its own: no guard.
+ */
+
+/* Half h (rows 8 h .. 8 h + 7) of one block (its full-width group g,
+ * scales scl) against NX rows of x (at x) into acc[t], or (accm non-NULL)
+ * NX rows of 8 floats at accm; meanwhile the group at pf asked for
+ * (ql_fetch). */
+QLY_INL void QLY_NAME(q4k_block)(const uint8_t *g, int h, const float *scl, const ql_xs *x, const int NX,
+                                 __m256 acc[], float *accm, const uint8_t *pf)
+{
+    for (int i = 0; i < 4; i++) ql_fetch(pf, i);
+    const __m256i lo = _mm256_set1_epi8(15);
+#if QLY_VNNI
+    const __m256i hi = _mm256_set1_epi8((char)0xF0);
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
+    __m256 blk[QL_XT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) blk[t] = _mm256_setzero_ps();
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; c++) { /* blocks of 32 2c (low nibbles) and 2c + 1 (high) */
+        __m256i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q4K_VALUES + 64 * (8 * c + j) + 32 * h));
+            __m256i vl = _mm256_and_si256(v, lo);
+            ql_fetch(pf, 4 + 8 * c + j);
+#if QLY_VNNI
+            __m256i vh = _mm256_and_si256(v, hi);
+#else
+            __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
+#endif
+#pragma GCC unroll 8
+            for (int t = 0; t < NX; t++) {
+                int32_t a, b;
+                memcpy(&a, ql_xq(x, t, 2 * c, j), 4), memcpy(&b, ql_xq(x, t, 2 * c + 1, j), 4);
+#if QLY_VNNI
+                il[t] = QLY_DPBUSD(il[t], vl, _mm256_set1_epi32(a));
+                ih[t] = QLY_DPBUSD(ih[t], vh, _mm256_set1_epi32(b));
+#else
+                il[t] = _mm256_add_epi16(il[t], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(a)));
+                ih[t] = _mm256_add_epi16(ih[t], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(b)));
+#endif
+            }
+        }
+        const float *sc = scl + 32 * c + 8 * h, *mn = scl + 128 + 32 * c + 8 * h;
+        const __m256 s0 = _mm256_loadu_ps(sc), s1 = _mm256_loadu_ps(sc + 16);
+        const __m256 m0 = _mm256_loadu_ps(mn), m1 = _mm256_loadu_ps(mn + 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) {
+#if !QLY_VNNI
+            il[t] = _mm256_madd_epi16(il[t], ones);
+            ih[t] = _mm256_madd_epi16(ih[t], ones);
+#endif
+            blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il[t]), s0, blk[t]);
+            blk[t] = _mm256_fnmadd_ps(m0, _mm256_set1_ps(ql_xsum(x, t, 2 * c)), blk[t]);
+            blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih[t]), s1, blk[t]);
+            blk[t] = _mm256_fnmadd_ps(m1, _mm256_set1_ps(ql_xsum(x, t, 2 * c + 1)), blk[t]);
+        }
+    }
+    ql_finish_ymm(blk, x, NX, acc, accm);
+}
+
+/* Half hr of Q6_K's values as q6k_values_zmm. */
+QLY_INL void QLY_NAME(q6k_values)(const uint8_t *g, int hr, int h, int m, int j, __m256i *lo, __m256i *hi)
+{
+    const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(g + 64 * (16 * h + 8 * m + j) + 32 * hr));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q6K_HIGH + 64 * (8 * h + j) + 32 * hr));
+    __m256i h_lo = _mm256_and_si256(m ? _mm256_slli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4), bits45);
+    __m256i h_hi = _mm256_and_si256(m ? _mm256_srli_epi16(qh, 2) : qh, bits45);
+    *lo = _mm256_or_si256(_mm256_and_si256(q, low4), h_lo);
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), h_hi);
+}
+
+/* acc + the dots of the unsigned bytes u (at most 63) with x's 4 signed
+ * bytes a broadcast. */
+QLY_INL __m256i QLY_NAME(q6k_dot)(__m256i acc, __m256i u, int32_t a)
+{
+#if QLY_VNNI
+    return QLY_DPBUSD(acc, u, _mm256_set1_epi32(a));
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_set1_epi32(a)), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Half hr of one Q6_K block as q6k_block_zmm. */
+QLY_INL void QLY_NAME(q6k_block)(const uint8_t *g, int hr, const float *scl, const ql_xs *x, const int NX,
+                                 __m256 acc[], float *accm, const uint8_t *pf)
+{
+    for (int i = 0; i < 5; i++) ql_fetch(pf, 48 + i);
+    __m256 blk[QL_XT];
+    const __m256 m32d = _mm256_loadu_ps(scl + 384 + 8 * hr);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        __m256i c = _mm256_setzero_si256();
+        for (int b = 0; b < 8; b++) {
+            int32_t pair;
+            memcpy(&pair, ql_xq(x, t, b, 0) - offsetof(snug_x8_block, q) + offsetof(snug_x8_block, sum16), 4);
+            __m256i sc = _mm256_loadu_si256((const __m256i *)(const void *)(scl + 256 + 16 * b + 8 * hr));
+            c = _mm256_add_epi32(c, _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
+        }
+        blk[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(c), m32d);
+    }
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 1
+        for (int sb = 0; sb < 2; sb++)
+#pragma GCC unroll 2
+            for (int m = 0; m < 2; m++) {
+                __m256i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+                for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int j = 4 * sb; j < 4 * sb + 4; j++) {
+                    __m256i vl, vh;
+                    QLY_NAME(q6k_values)(g, hr, h, m, j, &vl, &vh);
+                    ql_fetch(pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
+#pragma GCC unroll 8
+                    for (int t = 0; t < NX; t++) {
+                        int32_t a, b;
+                        memcpy(&a, ql_xq(x, t, 4 * h + m, j), 4), memcpy(&b, ql_xq(x, t, 4 * h + 2 + m, j), 4);
+                        il[t] = QLY_NAME(q6k_dot)(il[t], vl, a);
+                        ih[t] = QLY_NAME(q6k_dot)(ih[t], vh, b);
+                    }
+                }
+                const __m256 s0 = _mm256_loadu_ps(scl + 16 * (2 * (4 * h + m) + sb) + 8 * hr);
+                const __m256 s1 = _mm256_loadu_ps(scl + 16 * (2 * (4 * h + 2 + m) + sb) + 8 * hr);
+#pragma GCC unroll 8
+                for (int t = 0; t < NX; t++) {
+                    blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il[t]), s0, blk[t]);
+                    blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih[t]), s1, blk[t]);
+                }
+            }
+    ql_finish_ymm(blk, x, NX, acc, accm);
+}
+
+/* The matrix-vector product of NT rows of x8 with panels [p0, p1). */
+QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
+                                  int64_t p1, const int NT)
+{
+    const int64_t kb = w->k / 32, nb = w->k / 256;
+    _Alignas(64) float scl[QL_SCL];
+    _Alignas(64) uint8_t pad[Q6K_GROUP];
+    float xs[SNUG_GEMV_MAX_N][8];
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+        __m256 acc[2][SNUG_GEMV_MAX_N];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *g = ql_group(w, p, b, pad);
+            const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
+            if (w->dtype == SNUG_DTYPE_Q6_K) {
+                q6k_scales(g, scl);
+                QLY_NAME(q6k_block)(g, 0, scl, &x, NT, acc[0], NULL, ql_next(w, p, b));
+                if (width > 8) QLY_NAME(q6k_block)(g, 1, scl, &x, NT, acc[1], NULL, NULL);
+                continue;
+            }
+            q4k_scales(g, QLY_VNNI, scl);
+            q4k_x_sums(x8, kb, b, NT, xs);
+            QLY_NAME(q4k_block)(g, 0, scl, &x, NT, acc[0], NULL, ql_next(w, p, b));
+            if (width > 8) QLY_NAME(q4k_block)(g, 1, scl, &x, NT, acc[1], NULL, NULL);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) ql_store_ymm(y + t * ldy + p * SNUG_PANEL, acc[0][t], acc[1][t], width);
+    }
+}
+
+QLY_T void QLY_NAME(snug_qlanes_gemv)(float *y, int64_t ldy, const snug_x8_block *x8, int64_t n, const snug_linear *w,
+                                   int64_t p0, int64_t p1)
+{
+    switch (n) {
+    case 1: QLY_NAME(ql_gemv_n)(y, ldy, x8, w, p0, p1, 1); break;
+    case 2: QLY_NAME(ql_gemv_n)(y, ldy, x8, w, p0, p1, 2); break;
+    case 3: QLY_NAME(ql_gemv_n)(y, ldy, x8, w, p0, p1, 3); break;
+    default: QLY_NAME(ql_gemv_n)(y, ldy, x8, w, p0, p1, 4); break;
+    }
+}
+
+#if QLY_GEMM
+/* A register tile of the GEMM: NX rows of x from t0 against every block
+ * of panel p of w (its groups at gs, their scales at scl), a half at a
+ * time, into y (the panel's columns), summing in accm (NX x 8 floats);
+ * with pf (the panel's first tile) asking for the next panel's groups. */
+QLY_INL void QLY_NAME(ql_tile)(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
+                                const float *scl, const snug_linear *w, int64_t p, bool pf, float *accm,
+                                const bool SIX, const int NX)
+{
+    const int64_t nb = w->k / 256, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const size_t gb = ql_group_bytes(w->dtype);
+    for (int h = 0; h < 2 && 8 * h < width; h++) {
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) _mm256_storeu_ps(accm + 8 * t, _mm256_setzero_ps());
+        for (int64_t b = 0; b < nb; b++) {
+            const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, b);
+            const uint8_t *next = pf && h == 0 ? ql_next(w, p, b) : NULL;
+            if (SIX) QLY_NAME(q6k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
+            else QLY_NAME(q4k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
+        }
+        for (int t = 0; t < NX && t0 + t < n; t++)
+            ql_store_half(y + (t0 + t) * ldy + p * SNUG_PANEL + 8 * h, _mm256_loadu_ps(accm + 8 * t), width - 8 * h);
+    }
+}
+
+QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w,
+                                   int64_t p0, int64_t p1, void *tb)
+{
+    float *accm = tb;
+    const bool six = w->dtype == SNUG_DTYPE_Q6_K;
+    const int64_t xblock = ql_x_block(w->k, QY_NX);
+    for (int64_t x0 = 0; x0 < n; x0 += xblock)
+        for (int64_t p = p0; p < p1; p++) {
+            float *scl;
+            const uint8_t *gs = ql_panel_prep(w, p, QLY_VNNI, tb, &scl);
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock); t0 += QY_NX) {
+                switch (SNUG_MIN((int64_t)QY_NX, n - t0)) {
+                case 1: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
+                case 2: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 2); break;
+                case 3: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 3); break;
+                default: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 4); break;
+                }
+            }
+        }
+}
+#endif
+
+#undef QLY_NAME
+#undef QLY_T
+#undef QLY_INL
+#undef QLY_VNNI
+#undef QLY_GEMM
+#ifdef QLY_DPBUSD
+#undef QLY_DPBUSD
+#endif
