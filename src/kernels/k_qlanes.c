@@ -112,6 +112,66 @@ T_Q_INL void q4k_scales(const uint8_t *g, bool hi16, float *scl)
     }
 }
 
+/* Q4_K's scales for vpmaddubsw, applied in integers: at byte 64 j + 4 r
+ * row r's sc of sub-block j twice as 16 bits (vpmaddwd's multiplier, so
+ * that widening the 16-bit sums scales them for free); at 512 + 64 c + 4 r
+ * its mn of sub-blocks 2c and 2c + 1 as 16 bits; at 768 its d, at 832 its
+ * dmin (floats). */
+T_Q_INL void q4k_scales_int(const uint8_t *g, uint8_t *sci)
+{
+    __m128i pl[12];
+    for (int i = 0; i < 12; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + 64 + 16 * i));
+    const __m128i m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15), top2 = _mm_set1_epi8((char)0xC0);
+    __m128i sc[8], mn[8];
+    for (int j = 0; j < 4; j++) {
+        sc[j] = _mm_and_si128(pl[j], m63);
+        mn[j] = _mm_and_si128(pl[j + 4], m63);
+        sc[j + 4] = _mm_or_si128(_mm_and_si128(pl[j + 8], m15), _mm_srli_epi16(_mm_and_si128(pl[j], top2), 2));
+        mn[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(pl[j + 8], 4), m15),
+                                 _mm_srli_epi16(_mm_and_si128(pl[j + 4], top2), 2));
+    }
+    for (int j = 0; j < 8; j++)
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_cvtepu8_epi32(h ? _mm_srli_si128(sc[j], 8) : sc[j]);
+            _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * j + 32 * h), _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
+        }
+    for (int c = 0; c < 4; c++) {
+        __m128i lo = _mm_unpacklo_epi8(mn[2 * c], mn[2 * c + 1]), hi = _mm_unpackhi_epi8(mn[2 * c], mn[2 * c + 1]);
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 512 + 64 * c), _mm256_cvtepu8_epi16(lo));
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 512 + 64 * c + 32), _mm256_cvtepu8_epi16(hi));
+    }
+    for (int h = 0; h < 2; h++) {
+        _mm256_storeu_ps((float *)(void *)(sci + 768 + 32 * h),
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 16 * h))));
+        _mm256_storeu_ps((float *)(void *)(sci + 832 + 32 * h),
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 32 + 16 * h))));
+    }
+}
+
+/* Q6_K's scales for vpmaddubsw, applied in integers: at byte 64 i + 4 r
+ * row r's sc of sub-block i twice as 16 bits (vpmaddwd's multiplier); at
+ * 1024 + 64 c + 4 r its sc of sub-blocks 2c and 2c + 1 as 16 bits (the
+ * + 32's part, as q6k_scales); at 1536 its d (floats). */
+T_Q_INL void q6k_scales_int(const uint8_t *g, uint8_t *sci)
+{
+    __m128i pl[16];
+    for (int i = 0; i < 16; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_SCALES + 16 * i));
+    for (int i = 0; i < 16; i++)
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_cvtepi8_epi32(h ? _mm_srli_si128(pl[i], 8) : pl[i]);
+            v = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+            _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * i + 32 * h), v);
+        }
+    for (int c = 0; c < 8; c++) {
+        __m128i lo = _mm_unpacklo_epi8(pl[2 * c], pl[2 * c + 1]), hi = _mm_unpackhi_epi8(pl[2 * c], pl[2 * c + 1]);
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 1024 + 64 * c), _mm256_cvtepi8_epi16(lo));
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 1024 + 64 * c + 32), _mm256_cvtepi8_epi16(hi));
+    }
+    for (int h = 0; h < 2; h++)
+        _mm256_storeu_ps((float *)(void *)(sci + 1536 + 32 * h),
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_D + 16 * h))));
+}
+
 /* A full-width Q6_K group's scales for its 16 rows into scl: d sc of
  * sub-block i (of 16 values) at 16 i; at 256 (as 64 bytes a block of 32
  * c) each row's sc of sub-blocks 2c and 2c + 1 as two 16-bit integers; at
@@ -206,12 +266,54 @@ static inline float ql_xd(const ql_xs *x, int t)
     return d;
 }
 
-/* The hint that line i of the group at pf will be read soon (into L2;
- * none for pf NULL): a pass over a panel asks for a later panel's groups
- * as it goes (ql_next), so that its pass finds them there. */
-static inline void ql_fetch(const uint8_t *pf, int i)
+/* What a pass over a block asks for meanwhile, a line at a time: far, a
+ * group QL_AHEAD panels on (into L2: a pass over a panel asks for a later
+ * panel's groups as it goes, ql_next, so that its pass finds them there),
+ * and near, the next group (into L1: without it one row of x ran the
+ * matrix-vector product 25% slower than the layout before, on ymm);
+ * either NULL for none. */
+typedef struct ql_pf {
+    const uint8_t *far, *near;
+} ql_pf;
+
+/* The hints for line i of pf's groups. */
+T_Q_INL void ql_fetch(const ql_pf *pf, int i)
 {
-    if (pf) _mm_prefetch((const char *)(uintptr_t)((uintptr_t)pf + 64 * (size_t)i), _MM_HINT_T1);
+    /* (with a target of its own: GCC 12 drops the prefetches of a function
+     * without one that it inlines into one with) */
+    if (pf->far) __builtin_prefetch(pf->far + 64 * (size_t)i, 0, 2);
+    if (pf->near) __builtin_prefetch(pf->near + 64 * (size_t)i, 0, 3);
+}
+
+/* Chains of integer sums per row of x in a register tile of nx rows:
+ * with few rows, lines go to 2 or 4 chains in turn (folded after), so that
+ * a product does not wait on the one before (vpdpbusd's latency is 5
+ * cycles: one row of x on one chain ran the matrix-vector product 15%
+ * slower than the layout before). */
+static inline int ql_chains(int nx) { return nx <= 2 ? 4 : nx <= 4 ? 2 : 1; }
+
+/* Where line j's sum of row t of x goes among the chains. */
+static inline int ql_at(int j, int nx, int t) { return (j % ql_chains(nx)) * nx + t; }
+
+/* The chains of il and ih (sub-blocks' integer sums of NX rows of x)
+ * added into their first. */
+T_Z_INL void ql_fold_zmm(__m512i il[], __m512i ih[], const int NX)
+{
+#pragma GCC unroll 8
+    for (int i = NX; i < ql_chains(NX) * NX; i++) {
+        il[i % NX] = _mm512_add_epi32(il[i % NX], il[i]);
+        ih[i % NX] = _mm512_add_epi32(ih[i % NX], ih[i]);
+    }
+}
+
+/* ql_fold_zmm on ymm. */
+T_Q_INL void ql_fold_ymm(__m256i il[], __m256i ih[], const int NX)
+{
+#pragma GCC unroll 8
+    for (int i = NX; i < ql_chains(NX) * NX; i++) {
+        il[i % NX] = _mm256_add_epi32(il[i % NX], il[i]);
+        ih[i % NX] = _mm256_add_epi32(ih[i % NX], ih[i]);
+    }
 }
 
 /* A block's sums blk of NX rows of x (at x) times x's d into acc[t], or
@@ -232,9 +334,9 @@ T_Z_INL void ql_finish_zmm(const __m512 blk[], const ql_xs *x, const int NX, __m
  * (accm non-NULL) NX rows of 16 floats at accm; meanwhile the group at pf
  * asked for (ql_fetch). */
 T_Z_INL void q4k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, const int NX, __m512 acc[],
-                           float *accm, const uint8_t *pf)
+                           float *accm, ql_pf pf)
 {
-    for (int i = 0; i < 4; i++) ql_fetch(pf, i);
+    for (int i = 0; i < 4; i++) ql_fetch(&pf, i);
     const __m512i lo = _mm512_set1_epi8(15), hi = _mm512_set1_epi8((char)0xF0);
     __m512 blk[QL_XT];
 #pragma GCC unroll 8
@@ -243,18 +345,19 @@ T_Z_INL void q4k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, c
     for (int c = 0; c < 4; c++) { /* blocks of 32 2c (low nibbles) and 2c + 1 (high) */
         __m512i il[QL_XT], ih[QL_XT];
 #pragma GCC unroll 8
-        for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
+        for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             __m512i v = _mm512_loadu_si512((const void *)(g + Q4K_VALUES + 64 * (8 * c + j)));
-            ql_fetch(pf, 4 + 8 * c + j);
+            ql_fetch(&pf, 4 + 8 * c + j);
             __m512i vl = _mm512_and_si512(v, lo), vh = _mm512_and_si512(v, hi);
 #pragma GCC unroll 8
             for (int t = 0; t < NX; t++) {
-                il[t] = ql_dot_zmm(il[t], vl, ql_xq(x, t, 2 * c, j));
-                ih[t] = ql_dot_zmm(ih[t], vh, ql_xq(x, t, 2 * c + 1, j));
+                il[ql_at(j, NX, t)] = ql_dot_zmm(il[ql_at(j, NX, t)], vl, ql_xq(x, t, 2 * c, j));
+                ih[ql_at(j, NX, t)] = ql_dot_zmm(ih[ql_at(j, NX, t)], vh, ql_xq(x, t, 2 * c + 1, j));
             }
         }
+        ql_fold_zmm(il, ih, NX);
         const __m512 s0 = _mm512_loadu_ps(scl + 32 * c), s1 = _mm512_loadu_ps(scl + 32 * c + 16);
         const __m512 m0 = _mm512_loadu_ps(scl + 128 + 32 * c), m1 = _mm512_loadu_ps(scl + 128 + 32 * c + 16);
 #pragma GCC unroll 8
@@ -289,9 +392,9 @@ T_Z_INL void q6k_values_zmm(const uint8_t *g, int h, int m, int j, __m512i *lo, 
  * half of the block, per sub-block of 16, the values of two blocks of 32 at
  * a time (q6k_values_zmm). */
 T_Z_INL void q6k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, const int NX, __m512 acc[],
-                           float *accm, const uint8_t *pf)
+                           float *accm, ql_pf pf)
 {
-    for (int i = 0; i < 5; i++) ql_fetch(pf, 48 + i);
+    for (int i = 0; i < 5; i++) ql_fetch(&pf, 48 + i);
     __m512 blk[QL_XT];
     const __m512 m32d = _mm512_loadu_ps(scl + 384);
 #pragma GCC unroll 8
@@ -312,18 +415,20 @@ T_Z_INL void q6k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, c
             for (int m = 0; m < 2; m++) { /* blocks of 32 4h + m and 4h + 2 + m, their sub-block sb */
                 __m512i il[QL_XT], ih[QL_XT];
 #pragma GCC unroll 8
-                for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
+                for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 4 * sb; j < 4 * sb + 4; j++) {
                     __m512i vl, vh;
                     q6k_values_zmm(g, h, m, j, &vl, &vh);
-                    ql_fetch(pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
+                    ql_fetch(&pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
+                    if (m == 0) ql_fetch(&pf, Q6K_HIGH / 64 + 8 * h + j);
 #pragma GCC unroll 8
                     for (int t = 0; t < NX; t++) {
-                        il[t] = ql_dot_zmm(il[t], vl, ql_xq(x, t, 4 * h + m, j));
-                        ih[t] = ql_dot_zmm(ih[t], vh, ql_xq(x, t, 4 * h + 2 + m, j));
+                        il[ql_at(j, NX, t)] = ql_dot_zmm(il[ql_at(j, NX, t)], vl, ql_xq(x, t, 4 * h + m, j));
+                        ih[ql_at(j, NX, t)] = ql_dot_zmm(ih[ql_at(j, NX, t)], vh, ql_xq(x, t, 4 * h + 2 + m, j));
                     }
                 }
+                ql_fold_zmm(il, ih, NX);
                 const __m512 s0 = _mm512_loadu_ps(scl + 16 * (2 * (4 * h + m) + sb));
                 const __m512 s1 = _mm512_loadu_ps(scl + 16 * (2 * (4 * h + 2 + m) + sb));
 #pragma GCC unroll 8
@@ -343,6 +448,7 @@ T_Z_INL void ql_gemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
                             int64_t p1, const int NT)
 {
     const int64_t kb = w->k / 32, nb = w->k / 256;
+    const size_t gb = ql_group_bytes(w->dtype);
     _Alignas(64) float scl[QL_SCL];
     _Alignas(64) uint8_t pad[Q6K_GROUP];
     float xs[SNUG_GEMV_MAX_N][8];
@@ -356,11 +462,11 @@ T_Z_INL void ql_gemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
             if (w->dtype == SNUG_DTYPE_Q6_K) {
                 q6k_scales(g, scl);
-                q6k_block_zmm(g, scl, &x, NT, acc, NULL, ql_next(w, p, b));
+                q6k_block_zmm(g, scl, &x, NT, acc, NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
             } else {
                 q4k_scales(g, true, scl);
                 q4k_x_sums(x8, kb, b, NT, xs);
-                q4k_block_zmm(g, scl, &x, NT, acc, NULL, ql_next(w, p, b));
+                q4k_block_zmm(g, scl, &x, NT, acc, NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
             }
         }
         const __mmask16 keep = (__mmask16)((1u << width) - 1u);
@@ -410,7 +516,7 @@ T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64
     const size_t gb = ql_group_bytes(w->dtype);
     for (int64_t b = 0; b < nb; b++) {
         const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, b);
-        const uint8_t *next = pf ? ql_next(w, p, b) : NULL;
+        const ql_pf next = {pf ? ql_next(w, p, b) : NULL, gs + (size_t)(b + 1) * gb};
         if (SIX) q6k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
         else q4k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
     }
@@ -442,8 +548,10 @@ T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool hi16,
         gs = wide;
     }
     for (int64_t b = 0; b < nb; b++) {
-        if (w->dtype == SNUG_DTYPE_Q6_K) q6k_scales(gs + (size_t)b * gb, *scl + b * QL_SCL);
-        else q4k_scales(gs + (size_t)b * gb, hi16, *scl + b * QL_SCL);
+        if (w->dtype == SNUG_DTYPE_Q6_K && hi16) q6k_scales(gs + (size_t)b * gb, *scl + b * QL_SCL);
+        else if (w->dtype == SNUG_DTYPE_Q6_K) q6k_scales_int(gs + (size_t)b * gb, (uint8_t *)(void *)(*scl + b * QL_SCL));
+        else if (hi16) q4k_scales(gs + (size_t)b * gb, true, *scl + b * QL_SCL);
+        else q4k_scales_int(gs + (size_t)b * gb, (uint8_t *)(void *)(*scl + b * QL_SCL));
     }
     return gs;
 }
@@ -522,6 +630,151 @@ T_Q_INL void ql_finish_ymm(const __m256 blk[], const ql_xs *x, const int NX, __m
                                                            _mm256_loadu_ps(accm + 8 * t)));
         else acc[t] = _mm256_fmadd_ps(blk[t], _mm256_set1_ps(ql_xd(x, t)), acc[t]);
     }
+}
+
+/* x's sums of blocks of 32 2c and 2c + 1 of row t (x at one block) as a
+ * pair of 16 bits (each at most 32 x 127). */
+static inline int32_t ql_xpair(const ql_xs *x, int t, int c)
+{
+    const snug_x8_block *a = (const snug_x8_block *)(const void *)(ql_xq(x, t, 2 * c, 0) - offsetof(snug_x8_block, q));
+    const snug_x8_block *b = (const snug_x8_block *)(const void *)(ql_xq(x, t, 2 * c + 1, 0) - offsetof(snug_x8_block, q));
+    uint32_t sa = (uint16_t)(a->sum16[0] + a->sum16[1]), sb = (uint16_t)(b->sum16[0] + b->sum16[1]);
+    return (int32_t)(sa | sb << 16);
+}
+
+/* Half h of one Q4_K block on vpmaddubsw with its scales in integers
+ * (q4k_scales_int at sci): per row of x the sub-blocks' 16-bit sums,
+ * widened by vpmaddwd with the scale, add up in 32 bits over the block, the
+ * minimums' part likewise (mn times x's sums, vpmaddwd); then d and dmin
+ * once a block (at most 8 x 63 x 32 x 15 x 127 in 32 bits). */
+T_Q_INL void q4k_block_int(const uint8_t *g, int h, const uint8_t *sci, const ql_xs *x, const int NX,
+                           __m256 acc[], float *accm, ql_pf pf)
+{
+    for (int i = 0; i < 4; i++) ql_fetch(&pf, i);
+    const __m256i lo = _mm256_set1_epi8(15);
+    __m256i bi[QL_XT];
+    __m256 blk[QL_XT];
+    const __m256 d = _mm256_loadu_ps((const float *)(const void *)(sci + 768 + 32 * h));
+    const __m256 dmin = _mm256_loadu_ps((const float *)(const void *)(sci + 832 + 32 * h));
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        __m256i bm = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++)
+            bm = _mm256_add_epi32(bm, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(sci + 512 + 64 * c + 32 * h)),
+                                                        _mm256_set1_epi32(ql_xpair(x, t, c))));
+        blk[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(bm), dmin);
+        bi[t] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; c++) {
+        __m256i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q4K_VALUES + 64 * (8 * c + j) + 32 * h));
+            __m256i vl = _mm256_and_si256(v, lo), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
+            ql_fetch(&pf, 4 + 8 * c + j);
+#pragma GCC unroll 8
+            for (int t = 0; t < NX; t++) {
+                int32_t a, b;
+                memcpy(&a, ql_xq(x, t, 2 * c, j), 4), memcpy(&b, ql_xq(x, t, 2 * c + 1, j), 4);
+                il[t] = _mm256_add_epi16(il[t], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(a)));
+                ih[t] = _mm256_add_epi16(ih[t], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(b)));
+            }
+        }
+        const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c) + 32 * h));
+        const __m256i s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c + 1) + 32 * h));
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++)
+            bi[t] = _mm256_add_epi32(bi[t], _mm256_add_epi32(_mm256_madd_epi16(il[t], s0), _mm256_madd_epi16(ih[t], s1)));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) blk[t] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(bi[t]), d, blk[t]);
+    ql_finish_ymm(blk, x, NX, acc, accm);
+}
+
+/* Half hr of Q6_K's values as q6k_values_zmm, on AVX2. */
+T_Q_INL void q6k_values_ymm(const uint8_t *g, int hr, int h, int m, int j, __m256i *lo, __m256i *hi)
+{
+    const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(g + 64 * (16 * h + 8 * m + j) + 32 * hr));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q6K_HIGH + 64 * (8 * h + j) + 32 * hr));
+    __m256i h_lo = _mm256_and_si256(m ? _mm256_slli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4), bits45);
+    __m256i h_hi = _mm256_and_si256(m ? _mm256_srli_epi16(qh, 2) : qh, bits45);
+    *lo = _mm256_or_si256(_mm256_and_si256(q, low4), h_lo);
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), h_hi);
+}
+
+/* blk[t] (8 rows) = m32d times the sum over the block's 8 blocks of 32 b
+ * of x's two sums of 16 (sum16) times the rows' sc pair at pairs + 64 b
+ * (16-bit, q6k_scales' layout): the + 32 of Q6_K's stored values, taken
+ * away once a block. */
+T_Q_INL void q6k_plus32_ymm(const uint8_t *pairs, const ql_xs *x, const int NX, __m256 m32d, __m256 blk[])
+{
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        __m256i c = _mm256_setzero_si256();
+        for (int b = 0; b < 8; b++) {
+            int32_t pair;
+            memcpy(&pair, ql_xq(x, t, b, 0) - offsetof(snug_x8_block, q) + offsetof(snug_x8_block, sum16), 4);
+            __m256i sc = _mm256_loadu_si256((const __m256i *)(const void *)(pairs + 64 * b));
+            c = _mm256_add_epi32(c, _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
+        }
+        blk[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(c), m32d);
+    }
+}
+
+/* Half hr of one Q6_K block on vpmaddubsw with its scales in integers
+ * (q6k_scales_int at sci): two lines' 16-bit pair sums (at most
+ * 2 x 2 x 63 x 127) widened by vpmaddwd with the sub-block's scale, added
+ * up in 32 bits over the block (at most 16 x 127 x 4 x 63 x 127 x 16);
+ * d once a block. */
+T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const uint8_t *sci, const ql_xs *x, const int NX,
+                           __m256 acc[], float *accm, ql_pf pf)
+{
+    for (int i = 0; i < 5; i++) ql_fetch(&pf, 48 + i);
+    __m256 blk[QL_XT];
+    __m256i bi[QL_XT];
+    const __m256 d = _mm256_loadu_ps((const float *)(const void *)(sci + 1536 + 32 * hr));
+    const __m256 m32d = _mm256_mul_ps(d, _mm256_set1_ps(-32.0f));
+    q6k_plus32_ymm(sci + 1024 + 32 * hr, x, NX, m32d, blk);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) bi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 1
+        for (int sb = 0; sb < 2; sb++)
+#pragma GCC unroll 2
+            for (int m = 0; m < 2; m++)
+#pragma GCC unroll 2
+                for (int jp = 0; jp < 2; jp++) { /* lines 4 sb + 2 jp and the next */
+                    __m256i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+                    for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+                    for (int j = 4 * sb + 2 * jp; j < 4 * sb + 2 * jp + 2; j++) {
+                        __m256i vl, vh;
+                        q6k_values_ymm(g, hr, h, m, j, &vl, &vh);
+                        ql_fetch(&pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
+                    if (m == 0) ql_fetch(&pf, Q6K_HIGH / 64 + 8 * h + j);
+#pragma GCC unroll 8
+                        for (int t = 0; t < NX; t++) {
+                            int32_t a, b;
+                            memcpy(&a, ql_xq(x, t, 4 * h + m, j), 4), memcpy(&b, ql_xq(x, t, 4 * h + 2 + m, j), 4);
+                            il[t] = _mm256_add_epi16(il[t], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(a)));
+                            ih[t] = _mm256_add_epi16(ih[t], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(b)));
+                        }
+                    }
+                    const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * (4 * h + m) + sb) + 32 * hr));
+                    const __m256i s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * (4 * h + 2 + m) + sb) + 32 * hr));
+#pragma GCC unroll 8
+                    for (int t = 0; t < NX; t++)
+                        bi[t] = _mm256_add_epi32(bi[t], _mm256_add_epi32(_mm256_madd_epi16(il[t], s0), _mm256_madd_epi16(ih[t], s1)));
+                }
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bi[t]), d, blk[t]);
+    ql_finish_ymm(blk, x, NX, acc, accm);
 }
 
 /* The ymm paths: one per instruction (k_qlanes_ymm.h). */

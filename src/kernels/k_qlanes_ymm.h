@@ -1,14 +1,14 @@
 /*
- * k_qlanes_ymm.h: Q4_K's matrix-vector product and GEMM on ymm (k_qlanes.c's
- * zmm paths with 8 lanes: a panel's rows in two halves), included by
- * k_qlanes.c once per instruction with these defined:
+ * k_qlanes_ymm.h: the interleaved formats' matrix-vector product and GEMM
+ * on ymm (k_qlanes.c's zmm paths with 8 lanes: a panel's rows in two
+ * halves), included by k_qlanes.c once per instruction with these defined:
  *   QLY_NAME(x)  the name x with the instruction's suffix
  *   QLY_T        the target attribute of its functions
  *   QLY_INL      the same, always inline and static
  *   QLY_VNNI     1 for vpdpbusd ymm (QLY_DPBUSD, the intrinsic), 0 for
- *                vpmaddubsw: a sub-block's 8 lines of 16-bit pair sums
- *                (each at most 2 x 15 x 127) added before vpmaddwd widens
- *                them, the high nibbles shifted down
+ *                vpmaddubsw: Q4_K through q4k_block_int (its scales in
+ *                integers, vpmaddwd's multiplier), Q6_K with each line's
+ *                16-bit pair sums widened at once
  *   QLY_GEMM     1 to define the GEMM too
  * and undefines them at its end. Not a header of its own: no guard.
  */
@@ -18,15 +18,13 @@
  * NX rows of 8 floats at accm; meanwhile the group at pf asked for
  * (ql_fetch). */
 QLY_INL void QLY_NAME(q4k_block)(const uint8_t *g, int h, const float *scl, const ql_xs *x, const int NX,
-                                 __m256 acc[], float *accm, const uint8_t *pf)
+                                 __m256 acc[], float *accm, ql_pf pf)
 {
-    for (int i = 0; i < 4; i++) ql_fetch(pf, i);
-    const __m256i lo = _mm256_set1_epi8(15);
-#if QLY_VNNI
-    const __m256i hi = _mm256_set1_epi8((char)0xF0);
+#if !QLY_VNNI
+    q4k_block_int(g, h, (const uint8_t *)(const void *)scl, x, NX, acc, accm, pf);
 #else
-    const __m256i ones = _mm256_set1_epi16(1);
-#endif
+    for (int i = 0; i < 4; i++) ql_fetch(&pf, i);
+    const __m256i lo = _mm256_set1_epi8(15), hi = _mm256_set1_epi8((char)0xF0);
     __m256 blk[QL_XT];
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) blk[t] = _mm256_setzero_ps();
@@ -34,39 +32,26 @@ QLY_INL void QLY_NAME(q4k_block)(const uint8_t *g, int h, const float *scl, cons
     for (int c = 0; c < 4; c++) { /* blocks of 32 2c (low nibbles) and 2c + 1 (high) */
         __m256i il[QL_XT], ih[QL_XT];
 #pragma GCC unroll 8
-        for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+        for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q4K_VALUES + 64 * (8 * c + j) + 32 * h));
-            __m256i vl = _mm256_and_si256(v, lo);
-            ql_fetch(pf, 4 + 8 * c + j);
-#if QLY_VNNI
-            __m256i vh = _mm256_and_si256(v, hi);
-#else
-            __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
-#endif
+            __m256i vl = _mm256_and_si256(v, lo), vh = _mm256_and_si256(v, hi);
+            ql_fetch(&pf, 4 + 8 * c + j);
 #pragma GCC unroll 8
             for (int t = 0; t < NX; t++) {
                 int32_t a, b;
                 memcpy(&a, ql_xq(x, t, 2 * c, j), 4), memcpy(&b, ql_xq(x, t, 2 * c + 1, j), 4);
-#if QLY_VNNI
-                il[t] = QLY_DPBUSD(il[t], vl, _mm256_set1_epi32(a));
-                ih[t] = QLY_DPBUSD(ih[t], vh, _mm256_set1_epi32(b));
-#else
-                il[t] = _mm256_add_epi16(il[t], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(a)));
-                ih[t] = _mm256_add_epi16(ih[t], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(b)));
-#endif
+                il[ql_at(j, NX, t)] = QLY_DPBUSD(il[ql_at(j, NX, t)], vl, _mm256_set1_epi32(a));
+                ih[ql_at(j, NX, t)] = QLY_DPBUSD(ih[ql_at(j, NX, t)], vh, _mm256_set1_epi32(b));
             }
         }
+        ql_fold_ymm(il, ih, NX);
         const float *sc = scl + 32 * c + 8 * h, *mn = scl + 128 + 32 * c + 8 * h;
         const __m256 s0 = _mm256_loadu_ps(sc), s1 = _mm256_loadu_ps(sc + 16);
         const __m256 m0 = _mm256_loadu_ps(mn), m1 = _mm256_loadu_ps(mn + 16);
 #pragma GCC unroll 8
         for (int t = 0; t < NX; t++) {
-#if !QLY_VNNI
-            il[t] = _mm256_madd_epi16(il[t], ones);
-            ih[t] = _mm256_madd_epi16(ih[t], ones);
-#endif
             blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il[t]), s0, blk[t]);
             blk[t] = _mm256_fnmadd_ps(m0, _mm256_set1_ps(ql_xsum(x, t, 2 * c)), blk[t]);
             blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih[t]), s1, blk[t]);
@@ -74,49 +59,19 @@ QLY_INL void QLY_NAME(q4k_block)(const uint8_t *g, int h, const float *scl, cons
         }
     }
     ql_finish_ymm(blk, x, NX, acc, accm);
-}
-
-/* Half hr of Q6_K's values as q6k_values_zmm. */
-QLY_INL void QLY_NAME(q6k_values)(const uint8_t *g, int hr, int h, int m, int j, __m256i *lo, __m256i *hi)
-{
-    const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30);
-    __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(g + 64 * (16 * h + 8 * m + j) + 32 * hr));
-    __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q6K_HIGH + 64 * (8 * h + j) + 32 * hr));
-    __m256i h_lo = _mm256_and_si256(m ? _mm256_slli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4), bits45);
-    __m256i h_hi = _mm256_and_si256(m ? _mm256_srli_epi16(qh, 2) : qh, bits45);
-    *lo = _mm256_or_si256(_mm256_and_si256(q, low4), h_lo);
-    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), h_hi);
-}
-
-/* acc + the dots of the unsigned bytes u (at most 63) with x's 4 signed
- * bytes a broadcast. */
-QLY_INL __m256i QLY_NAME(q6k_dot)(__m256i acc, __m256i u, int32_t a)
-{
-#if QLY_VNNI
-    return QLY_DPBUSD(acc, u, _mm256_set1_epi32(a));
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_set1_epi32(a)), _mm256_set1_epi16(1)));
 #endif
 }
 
-/* Half hr of one Q6_K block as q6k_block_zmm. */
 QLY_INL void QLY_NAME(q6k_block)(const uint8_t *g, int hr, const float *scl, const ql_xs *x, const int NX,
-                                 __m256 acc[], float *accm, const uint8_t *pf)
+                                 __m256 acc[], float *accm, ql_pf pf)
 {
-    for (int i = 0; i < 5; i++) ql_fetch(pf, 48 + i);
+#if !QLY_VNNI
+    q6k_block_int(g, hr, (const uint8_t *)(const void *)scl, x, NX, acc, accm, pf);
+#else
+    for (int i = 0; i < 5; i++) ql_fetch(&pf, 48 + i);
     __m256 blk[QL_XT];
     const __m256 m32d = _mm256_loadu_ps(scl + 384 + 8 * hr);
-#pragma GCC unroll 8
-    for (int t = 0; t < NX; t++) {
-        __m256i c = _mm256_setzero_si256();
-        for (int b = 0; b < 8; b++) {
-            int32_t pair;
-            memcpy(&pair, ql_xq(x, t, b, 0) - offsetof(snug_x8_block, q) + offsetof(snug_x8_block, sum16), 4);
-            __m256i sc = _mm256_loadu_si256((const __m256i *)(const void *)(scl + 256 + 16 * b + 8 * hr));
-            c = _mm256_add_epi32(c, _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
-        }
-        blk[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(c), m32d);
-    }
+    q6k_plus32_ymm((const uint8_t *)(const void *)(scl + 256) + 32 * hr, x, NX, m32d, blk);
 #pragma GCC unroll 1
     for (int h = 0; h < 2; h++)
 #pragma GCC unroll 1
@@ -125,20 +80,22 @@ QLY_INL void QLY_NAME(q6k_block)(const uint8_t *g, int hr, const float *scl, con
             for (int m = 0; m < 2; m++) {
                 __m256i il[QL_XT], ih[QL_XT];
 #pragma GCC unroll 8
-                for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+                for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
                 for (int j = 4 * sb; j < 4 * sb + 4; j++) {
                     __m256i vl, vh;
-                    QLY_NAME(q6k_values)(g, hr, h, m, j, &vl, &vh);
-                    ql_fetch(pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
+                    q6k_values_ymm(g, hr, h, m, j, &vl, &vh);
+                    ql_fetch(&pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
+                    if (m == 0) ql_fetch(&pf, Q6K_HIGH / 64 + 8 * h + j);
 #pragma GCC unroll 8
                     for (int t = 0; t < NX; t++) {
                         int32_t a, b;
                         memcpy(&a, ql_xq(x, t, 4 * h + m, j), 4), memcpy(&b, ql_xq(x, t, 4 * h + 2 + m, j), 4);
-                        il[t] = QLY_NAME(q6k_dot)(il[t], vl, a);
-                        ih[t] = QLY_NAME(q6k_dot)(ih[t], vh, b);
+                        il[ql_at(j, NX, t)] = QLY_DPBUSD(il[ql_at(j, NX, t)], vl, _mm256_set1_epi32(a));
+                        ih[ql_at(j, NX, t)] = QLY_DPBUSD(ih[ql_at(j, NX, t)], vh, _mm256_set1_epi32(b));
                     }
                 }
+                ql_fold_ymm(il, ih, NX);
                 const __m256 s0 = _mm256_loadu_ps(scl + 16 * (2 * (4 * h + m) + sb) + 8 * hr);
                 const __m256 s1 = _mm256_loadu_ps(scl + 16 * (2 * (4 * h + 2 + m) + sb) + 8 * hr);
 #pragma GCC unroll 8
@@ -148,6 +105,7 @@ QLY_INL void QLY_NAME(q6k_block)(const uint8_t *g, int hr, const float *scl, con
                 }
             }
     ql_finish_ymm(blk, x, NX, acc, accm);
+#endif
 }
 
 /* The matrix-vector product of NT rows of x8 with panels [p0, p1). */
@@ -155,6 +113,7 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
                                   int64_t p1, const int NT)
 {
     const int64_t kb = w->k / 32, nb = w->k / 256;
+    const size_t gb = ql_group_bytes(w->dtype);
     _Alignas(64) float scl[QL_SCL];
     _Alignas(64) uint8_t pad[Q6K_GROUP];
     float xs[SNUG_GEMV_MAX_N][8];
@@ -167,15 +126,23 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
             const uint8_t *g = ql_group(w, p, b, pad);
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
             if (w->dtype == SNUG_DTYPE_Q6_K) {
+#if QLY_VNNI
                 q6k_scales(g, scl);
-                QLY_NAME(q6k_block)(g, 0, scl, &x, NT, acc[0], NULL, ql_next(w, p, b));
-                if (width > 8) QLY_NAME(q6k_block)(g, 1, scl, &x, NT, acc[1], NULL, NULL);
+#else
+                q6k_scales_int(g, (uint8_t *)(void *)scl);
+#endif
+                QLY_NAME(q6k_block)(g, 0, scl, &x, NT, acc[0], NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
+                if (width > 8) QLY_NAME(q6k_block)(g, 1, scl, &x, NT, acc[1], NULL, (ql_pf){NULL, NULL});
                 continue;
             }
-            q4k_scales(g, QLY_VNNI, scl);
+#if QLY_VNNI
+            q4k_scales(g, true, scl);
             q4k_x_sums(x8, kb, b, NT, xs);
-            QLY_NAME(q4k_block)(g, 0, scl, &x, NT, acc[0], NULL, ql_next(w, p, b));
-            if (width > 8) QLY_NAME(q4k_block)(g, 1, scl, &x, NT, acc[1], NULL, NULL);
+#else
+            q4k_scales_int(g, (uint8_t *)(void *)scl);
+#endif
+            QLY_NAME(q4k_block)(g, 0, scl, &x, NT, acc[0], NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
+            if (width > 8) QLY_NAME(q4k_block)(g, 1, scl, &x, NT, acc[1], NULL, (ql_pf){NULL, NULL});
         }
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) ql_store_ymm(y + t * ldy + p * SNUG_PANEL, acc[0][t], acc[1][t], width);
@@ -209,7 +176,7 @@ QLY_INL void QLY_NAME(ql_tile)(float *y, int64_t ldy, const void *xt, int64_t n,
         for (int t = 0; t < NX; t++) _mm256_storeu_ps(accm + 8 * t, _mm256_setzero_ps());
         for (int64_t b = 0; b < nb; b++) {
             const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, b);
-            const uint8_t *next = pf && h == 0 ? ql_next(w, p, b) : NULL;
+            const ql_pf next = {pf && h == 0 ? ql_next(w, p, b) : NULL, gs + (size_t)(b + 1) * gb};
             if (SIX) QLY_NAME(q6k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
             else QLY_NAME(q4k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
         }
