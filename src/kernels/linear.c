@@ -90,6 +90,16 @@ static size_t unit_at(const span *sp, int64_t width, int64_t j, int i)
     return (size_t)(sp->start * width + (i - sp->start) * width + sp->unit * j);
 }
 
+/* Copies one unit of n (1, 2 or 4) bytes: a constant size for each, so
+ * that no copy is a call (a call a unit made packing a 0.8 GB Q4_K_M file
+ * take 0.2 s). */
+static void move_unit(unsigned char *dst, const unsigned char *src, int n)
+{
+    if (n == 4) memcpy(dst, src, 4);
+    else if (n == 2) memcpy(dst, src, 2);
+    else *dst = *src;
+}
+
 void snug_linear_group_place(snug_dtype dt, void *group, int64_t width, int64_t j, const void *block)
 {
     unsigned char *g = group;
@@ -100,7 +110,7 @@ void snug_linear_group_place(snug_dtype dt, void *group, int64_t width, int64_t 
     if (n == 0) memcpy(g + (size_t)j * bb, bl, bb);
     for (int s = 0; s < n; s++)
         for (int i = sp[s].start; i < sp[s].end; i += sp[s].unit)
-            memcpy(g + unit_at(&sp[s], width, j, i), bl + i, (size_t)sp[s].unit);
+            move_unit(g + unit_at(&sp[s], width, j, i), bl + i, sp[s].unit);
 }
 
 void snug_linear_group_block(snug_dtype dt, const void *group, int64_t width, int64_t j, void *out)
@@ -113,7 +123,7 @@ void snug_linear_group_block(snug_dtype dt, const void *group, int64_t width, in
     if (n == 0) memcpy(bl, g + (size_t)j * bb, bb);
     for (int s = 0; s < n; s++)
         for (int i = sp[s].start; i < sp[s].end; i += sp[s].unit)
-            memcpy(bl + i, g + unit_at(&sp[s], width, j, i), (size_t)sp[s].unit);
+            move_unit(bl + i, g + unit_at(&sp[s], width, j, i), sp[s].unit);
 }
 
 void snug_linear_group_widen(snug_dtype dt, const void *g, int64_t width, void *out)
@@ -136,9 +146,18 @@ static void pack_rows(unsigned char *dst, const unsigned char *src, snug_dtype d
         uint32_t t = snug_dtype_qtype(dt);
         size_t bb = snug_qtype_block_bytes(t), rb = row_bytes(dt, k);
         int64_t nb = k / snug_qtype_block(t);
-        for (int64_t j = 0; j < w; j++)
-            for (int64_t b = 0; b < nb; b++)
-                snug_linear_group_place(dt, dst + (size_t)(b * w) * bb, w, j, src + (size_t)j * rb + (size_t)b * bb);
+        const span *sp = NULL;
+        int n = spans_of(dt, &sp);
+        for (int64_t b = 0; b < nb; b++) {
+            unsigned char *g = dst + (size_t)(b * w) * bb;
+            const unsigned char *bl = src + (size_t)b * bb;
+            if (n == 0)
+                for (int64_t j = 0; j < w; j++) memcpy(g + (size_t)j * bb, bl + (size_t)j * rb, bb);
+            for (int s = 0; s < n; s++) /* unit by unit, every row's in turn: each line written whole */
+                for (int i = sp[s].start; i < sp[s].end; i += sp[s].unit)
+                    for (int64_t j = 0; j < w; j++)
+                        move_unit(g + unit_at(&sp[s], w, j, i), bl + (size_t)j * rb + (size_t)i, sp[s].unit);
+        }
     } else if (dt == SNUG_DTYPE_BF16) {
         const uint16_t *s = (const void *)src;
         uint32_t *d = (void *)dst;
