@@ -61,11 +61,14 @@ enum {
 /* Bytes of a full panel's block index of dt (Q4_K or Q6_K). */
 static size_t ql_group_bytes(snug_dtype dt) { return dt == SNUG_DTYPE_Q6_K ? Q6K_GROUP : Q4K_GROUP; }
 
+/* Rows of the GEMM's x: n in whole tiles of QL_XT. */
+static int64_t ql_x_rows(int64_t n) { return (n + QL_XT - 1) / QL_XT * QL_XT; }
+
 enum { QL_ACC = 16 * 16 * sizeof(float) }; /* a tile's sums' bytes, before the scales in the scratch */
 
 size_t snug_qlanes_x_bytes(int64_t n, int64_t k)
 {
-    return (size_t)((n + 7) / 8 * 8) * (size_t)(k / 32) * (sizeof(snug_x8_block) + sizeof(float));
+    return (size_t)ql_x_rows(n) * (size_t)(k / 32) * (sizeof(snug_x8_block) + sizeof(float));
 }
 
 size_t snug_qlanes_scratch_bytes(int64_t k)
@@ -82,30 +85,37 @@ size_t snug_qlanes_scratch_bytes(int64_t k)
 #define T_VNNI_512_INL                                                                               \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"), always_inline)) static inline
 
-/* The d sc and dmin mn of a full-width group's 8 sub-blocks for its 16
- * rows into scl (sub-block j's d sc at 16 j, its dmin mn at 128 + 16 j;
- * with hi16 the odd sub-blocks' d sc a sixteenth: their values are
- * multiplied in unshifted). */
-T_Q_INL void q4k_scales(const uint8_t *g, bool hi16, float *scl)
+/* The six-bit sc and mn of a full-width Q4_K group's 8 sub-blocks (base/
+ * quant.c's fields), 16 rows at a time, from its 12 planes of scale bytes. */
+T_Q_INL void q4k_fields(const uint8_t *g, __m128i sc[8], __m128i mn[8])
 {
     __m128i pl[12];
     for (int i = 0; i < 12; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + 64 + 16 * i));
     const __m128i m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15), top2 = _mm_set1_epi8((char)0xC0);
-    __m128i sc[8], mn[8];
-    for (int j = 0; j < 4; j++) { /* base/quant.c's six-bit fields, 16 rows at a time */
+    for (int j = 0; j < 4; j++) {
         sc[j] = _mm_and_si128(pl[j], m63);
         mn[j] = _mm_and_si128(pl[j + 4], m63);
         sc[j + 4] = _mm_or_si128(_mm_and_si128(pl[j + 8], m15), _mm_srli_epi16(_mm_and_si128(pl[j], top2), 2));
         mn[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(pl[j + 8], 4), m15),
                                  _mm_srli_epi16(_mm_and_si128(pl[j + 4], top2), 2));
     }
+}
+
+/* The d sc and dmin mn of a full-width group's 8 sub-blocks for its 16
+ * rows into scl (sub-block j's d sc at 16 j, its dmin mn at 128 + 16 j;
+ * the odd sub-blocks' d sc a sixteenth: their values are multiplied in
+ * unshifted). */
+T_Q_INL void q4k_scales(const uint8_t *g, float *scl)
+{
+    __m128i sc[8], mn[8];
+    q4k_fields(g, sc, mn);
     for (int h = 0; h < 2; h++) {
         __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 16 * h)));
         __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 32 + 16 * h)));
         for (int j = 0; j < 8; j++) {
             __m128i s = h ? _mm_srli_si128(sc[j], 8) : sc[j], m = h ? _mm_srli_si128(mn[j], 8) : mn[j];
             __m256 f = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(s)));
-            if (hi16 && j % 2) f = _mm256_mul_ps(f, _mm256_set1_ps(1.0f / 16.0f));
+            if (j % 2) f = _mm256_mul_ps(f, _mm256_set1_ps(1.0f / 16.0f));
             _mm256_storeu_ps(scl + 16 * j + 8 * h, f);
             _mm256_storeu_ps(scl + 128 + 16 * j + 8 * h, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m))));
         }
@@ -119,17 +129,8 @@ T_Q_INL void q4k_scales(const uint8_t *g, bool hi16, float *scl)
  * dmin (floats). */
 T_Q_INL void q4k_scales_int(const uint8_t *g, uint8_t *sci)
 {
-    __m128i pl[12];
-    for (int i = 0; i < 12; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + 64 + 16 * i));
-    const __m128i m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15), top2 = _mm_set1_epi8((char)0xC0);
     __m128i sc[8], mn[8];
-    for (int j = 0; j < 4; j++) {
-        sc[j] = _mm_and_si128(pl[j], m63);
-        mn[j] = _mm_and_si128(pl[j + 4], m63);
-        sc[j + 4] = _mm_or_si128(_mm_and_si128(pl[j + 8], m15), _mm_srli_epi16(_mm_and_si128(pl[j], top2), 2));
-        mn[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(pl[j + 8], 4), m15),
-                                 _mm_srli_epi16(_mm_and_si128(pl[j + 4], top2), 2));
-    }
+    q4k_fields(g, sc, mn);
     for (int j = 0; j < 8; j++)
         for (int h = 0; h < 2; h++) {
             __m256i v = _mm256_cvtepu8_epi32(h ? _mm_srli_si128(sc[j], 8) : sc[j]);
@@ -148,38 +149,44 @@ T_Q_INL void q4k_scales_int(const uint8_t *g, uint8_t *sci)
     }
 }
 
+/* A full-width Q6_K group's 16 planes of scale bytes, and each row's sc
+ * of sub-blocks 2c and 2c + 1 as two 16-bit integers at pairs + 64 c (the
+ * + 32's part: q6k_plus32_*). */
+T_Q_INL void q6k_planes(const uint8_t *g, __m128i pl[16], uint8_t *pairs)
+{
+    for (int i = 0; i < 16; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_SCALES + 16 * i));
+    for (int c = 0; c < 8; c++) {
+        __m128i lo = _mm_unpacklo_epi8(pl[2 * c], pl[2 * c + 1]), hi = _mm_unpackhi_epi8(pl[2 * c], pl[2 * c + 1]);
+        _mm256_storeu_si256((__m256i *)(void *)(pairs + 64 * c), _mm256_cvtepi8_epi16(lo));
+        _mm256_storeu_si256((__m256i *)(void *)(pairs + 64 * c + 32), _mm256_cvtepi8_epi16(hi));
+    }
+}
+
 /* Q6_K's scales for vpmaddubsw, applied in integers: at byte 64 i + 4 r
  * row r's sc of sub-block i twice as 16 bits (vpmaddwd's multiplier); at
- * 1024 + 64 c + 4 r its sc of sub-blocks 2c and 2c + 1 as 16 bits (the
- * + 32's part, as q6k_scales); at 1536 its d (floats). */
+ * 1024 q6k_planes' pairs; at 1536 its d (floats). */
 T_Q_INL void q6k_scales_int(const uint8_t *g, uint8_t *sci)
 {
     __m128i pl[16];
-    for (int i = 0; i < 16; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_SCALES + 16 * i));
+    q6k_planes(g, pl, sci + 1024);
     for (int i = 0; i < 16; i++)
         for (int h = 0; h < 2; h++) {
             __m256i v = _mm256_cvtepi8_epi32(h ? _mm_srli_si128(pl[i], 8) : pl[i]);
             v = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
             _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * i + 32 * h), v);
         }
-    for (int c = 0; c < 8; c++) {
-        __m128i lo = _mm_unpacklo_epi8(pl[2 * c], pl[2 * c + 1]), hi = _mm_unpackhi_epi8(pl[2 * c], pl[2 * c + 1]);
-        _mm256_storeu_si256((__m256i *)(void *)(sci + 1024 + 64 * c), _mm256_cvtepi8_epi16(lo));
-        _mm256_storeu_si256((__m256i *)(void *)(sci + 1024 + 64 * c + 32), _mm256_cvtepi8_epi16(hi));
-    }
     for (int h = 0; h < 2; h++)
         _mm256_storeu_ps((float *)(void *)(sci + 1536 + 32 * h),
                          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_D + 16 * h))));
 }
 
 /* A full-width Q6_K group's scales for its 16 rows into scl: d sc of
- * sub-block i (of 16 values) at 16 i; at 256 (as 64 bytes a block of 32
- * c) each row's sc of sub-blocks 2c and 2c + 1 as two 16-bit integers; at
- * 384 -32 d (the values are multiplied in as stored, q + 32). */
+ * sub-block i (of 16 values) at 16 i; at 256 (bytes 1024) q6k_planes'
+ * pairs; at 384 -32 d (the values are multiplied in as stored, q + 32). */
 T_Q_INL void q6k_scales(const uint8_t *g, float *scl)
 {
     __m128i pl[16];
-    for (int i = 0; i < 16; i++) pl[i] = _mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_SCALES + 16 * i));
+    q6k_planes(g, pl, (uint8_t *)(void *)(scl + 256));
     for (int h = 0; h < 2; h++) {
         __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_D + 16 * h)));
         for (int i = 0; i < 16; i++) {
@@ -188,11 +195,16 @@ T_Q_INL void q6k_scales(const uint8_t *g, float *scl)
         }
         _mm256_storeu_ps(scl + 384 + 8 * h, _mm256_mul_ps(d, _mm256_set1_ps(-32.0f)));
     }
-    for (int c = 0; c < 8; c++) {
-        __m128i lo = _mm_unpacklo_epi8(pl[2 * c], pl[2 * c + 1]), hi = _mm_unpackhi_epi8(pl[2 * c], pl[2 * c + 1]);
-        _mm256_storeu_si256((__m256i *)(void *)(scl + 256 + 16 * c), _mm256_cvtepi8_epi16(lo));
-        _mm256_storeu_si256((__m256i *)(void *)(scl + 256 + 16 * c + 8), _mm256_cvtepi8_epi16(hi));
-    }
+}
+
+/* Block g's scales of dt (Q4_K or Q6_K) into scl: in integers for
+ * vpmaddubsw (ints: q4k_scales_int, q6k_scales_int), else as floats. */
+T_Q_INL void ql_scales(snug_dtype dt, const uint8_t *g, bool ints, float *scl)
+{
+    if (dt == SNUG_DTYPE_Q6_K && ints) q6k_scales_int(g, (uint8_t *)(void *)scl);
+    else if (dt == SNUG_DTYPE_Q6_K) q6k_scales(g, scl);
+    else if (ints) q4k_scales_int(g, (uint8_t *)(void *)scl);
+    else q4k_scales(g, scl);
 }
 
 /* Block b of panel p as a full-width group: in place, or (a narrow panel)
@@ -207,9 +219,9 @@ static const uint8_t *ql_group(const snug_linear *w, int64_t p, int64_t b, uint8
     return pad;
 }
 
-/* Panels ahead of the one it reads that a pass asks for (2 streamed a
- * 2048 x 8192 Q4_K matrix from memory at 8 rows of x in 0.43-0.48 ms, 1
- * in 0.53-0.72, 4 in 0.49-0.65; Xeon, 2 threads). */
+/* Panels ahead of the one it reads that a pass asks for (into L2). Not
+ * measured against other distances: the runs that compared 1, 2 and 4
+ * were taken while GCC had dropped the prefetches (ql_fetch). */
 enum { QL_AHEAD = 2 };
 
 /* Block b's group of panel p + QL_AHEAD (NULL past the matrix's full
@@ -460,13 +472,12 @@ T_Z_INL void ql_gemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *g = ql_group(w, p, b, pad);
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
-            if (w->dtype == SNUG_DTYPE_Q6_K) {
-                q6k_scales(g, scl);
-                q6k_block_zmm(g, scl, &x, NT, acc, NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
-            } else {
-                q4k_scales(g, true, scl);
+            const ql_pf pf = {ql_next(w, p, b), g == pad ? NULL : g + gb};
+            ql_scales(w->dtype, g, false, scl);
+            if (w->dtype == SNUG_DTYPE_Q6_K) q6k_block_zmm(g, scl, &x, NT, acc, NULL, pf);
+            else {
                 q4k_x_sums(x8, kb, b, NT, xs);
-                q4k_block_zmm(g, scl, &x, NT, acc, NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
+                q4k_block_zmm(g, scl, &x, NT, acc, NULL, pf);
             }
         }
         const __mmask16 keep = (__mmask16)((1u << width) - 1u);
@@ -490,7 +501,6 @@ T_Z void snug_qlanes_gemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, in
  * blocks (block of 32 c, row t at (c QL_XT + t) of the tile's), then
  * after every tile's the sums likewise. Rows past n are zeros. */
 
-static int64_t ql_x_rows(int64_t n) { return (n + QL_XT - 1) / QL_XT * QL_XT; }
 
 /* Where block b of rows t0 .. (in one tile, from its row t0 % QL_XT)
  * lies. */
@@ -534,8 +544,9 @@ static int64_t ql_x_block(int64_t k, int64_t nx)
 }
 
 /* The groups of panel p, full width (a narrow one widened into tb after
- * the scales), and their scales into tb (after a tile's sums). */
-T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool hi16, uint8_t *tb, float **scl)
+ * the scales), and their scales (ql_scales, ints as there) into tb after
+ * a tile's sums. */
+T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool ints, uint8_t *tb, float **scl)
 {
     const int64_t nb = w->k / 256, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t gb = ql_group_bytes(w->dtype);
@@ -547,12 +558,7 @@ T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool hi16,
             snug_linear_group_widen(w->dtype, gs + (size_t)b * (size_t)width * (gb / SNUG_PANEL), width, wide + (size_t)b * gb);
         gs = wide;
     }
-    for (int64_t b = 0; b < nb; b++) {
-        if (w->dtype == SNUG_DTYPE_Q6_K && hi16) q6k_scales(gs + (size_t)b * gb, *scl + b * QL_SCL);
-        else if (w->dtype == SNUG_DTYPE_Q6_K) q6k_scales_int(gs + (size_t)b * gb, (uint8_t *)(void *)(*scl + b * QL_SCL));
-        else if (hi16) q4k_scales(gs + (size_t)b * gb, true, *scl + b * QL_SCL);
-        else q4k_scales_int(gs + (size_t)b * gb, (uint8_t *)(void *)(*scl + b * QL_SCL));
-    }
+    for (int64_t b = 0; b < nb; b++) ql_scales(w->dtype, gs + (size_t)b * gb, ints, *scl + b * QL_SCL);
     return gs;
 }
 
@@ -565,7 +571,7 @@ T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, 
     for (int64_t x0 = 0; x0 < n; x0 += xblock)
         for (int64_t p = p0; p < p1; p++) {
             float *scl;
-            const uint8_t *gs = ql_panel_prep(w, p, true, tb, &scl);
+            const uint8_t *gs = ql_panel_prep(w, p, false, tb, &scl);
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock); t0 += QZ_NX) {
                 switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
                 case 1: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;

@@ -125,24 +125,16 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *g = ql_group(w, p, b, pad);
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
+            const ql_pf pf = {ql_next(w, p, b), g == pad ? NULL : g + gb}, none = {NULL, NULL};
+            ql_scales(w->dtype, g, !QLY_VNNI, scl);
             if (w->dtype == SNUG_DTYPE_Q6_K) {
-#if QLY_VNNI
-                q6k_scales(g, scl);
-#else
-                q6k_scales_int(g, (uint8_t *)(void *)scl);
-#endif
-                QLY_NAME(q6k_block)(g, 0, scl, &x, NT, acc[0], NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
-                if (width > 8) QLY_NAME(q6k_block)(g, 1, scl, &x, NT, acc[1], NULL, (ql_pf){NULL, NULL});
+                QLY_NAME(q6k_block)(g, 0, scl, &x, NT, acc[0], NULL, pf);
+                if (width > 8) QLY_NAME(q6k_block)(g, 1, scl, &x, NT, acc[1], NULL, none);
                 continue;
             }
-#if QLY_VNNI
-            q4k_scales(g, true, scl);
-            q4k_x_sums(x8, kb, b, NT, xs);
-#else
-            q4k_scales_int(g, (uint8_t *)(void *)scl);
-#endif
-            QLY_NAME(q4k_block)(g, 0, scl, &x, NT, acc[0], NULL, (ql_pf){ql_next(w, p, b), g == pad ? NULL : g + gb});
-            if (width > 8) QLY_NAME(q4k_block)(g, 1, scl, &x, NT, acc[1], NULL, (ql_pf){NULL, NULL});
+            if (QLY_VNNI) q4k_x_sums(x8, kb, b, NT, xs);
+            QLY_NAME(q4k_block)(g, 0, scl, &x, NT, acc[0], NULL, pf);
+            if (width > 8) QLY_NAME(q4k_block)(g, 1, scl, &x, NT, acc[1], NULL, none);
         }
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) ql_store_ymm(y + t * ldy + p * SNUG_PANEL, acc[0][t], acc[1][t], width);
@@ -194,7 +186,7 @@ QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int
     for (int64_t x0 = 0; x0 < n; x0 += xblock)
         for (int64_t p = p0; p < p1; p++) {
             float *scl;
-            const uint8_t *gs = ql_panel_prep(w, p, QLY_VNNI, tb, &scl);
+            const uint8_t *gs = ql_panel_prep(w, p, !QLY_VNNI, tb, &scl);
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock); t0 += QY_NX) {
                 switch (SNUG_MIN((int64_t)QY_NX, n - t0)) {
                 case 1: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
