@@ -351,6 +351,81 @@ static void test_random(void)
     snug_block_pool_free(&f->pool);
 }
 
+/* snug_sched_blocks_wanted: exact for small cases, and a bound that
+ * serves: a pool made ready lazily (as the engine makes the KV cache
+ * resident: groups of 3 blocks until its free blocks hold what the next
+ * step wants) gives, step by step, the same items as the whole pool ready
+ * from the start, and no step takes more than it said. With prefix caching
+ * the two diverge (the lazy pool evicts sooner, so it finds fewer hits):
+ * there every step runs, and neither preempts. */
+static void test_blocks_wanted(void)
+{
+    static fixture full, lazy;
+    setup(&full, 256, MAX_SEQS, 16); /* watermark: 1% of 256 -> 2 */
+    CHECK(snug_sched_blocks_wanted(&full.s) == 0, "nothing asked: %d", snug_sched_blocks_wanted(&full.s));
+    add(&full, 0, 10);
+    /* 10 tokens -> 3 blocks, a block for the sequence, the watermark 2 */
+    CHECK(snug_sched_blocks_wanted(&full.s) == 3 + 1 + 2, "one prompt: %d", snug_sched_blocks_wanted(&full.s));
+    int32_t nt = 0;
+    step(&full, &nt);
+    CHECK(snug_sched_blocks_wanted(&full.s) == 1 + 1, "one decode: %d", snug_sched_blocks_wanted(&full.s));
+    add(&full, 1, 40);
+    /* 1 + 40 tokens, cut to a step's 16 -> 4 blocks; 2 sequences; the watermark */
+    CHECK(snug_sched_blocks_wanted(&full.s) == 4 + 2 + 2, "decode and prompt: %d", snug_sched_blocks_wanted(&full.s));
+    snug_sched_pause(&full.s, 0, true);
+    CHECK(snug_sched_blocks_wanted(&full.s) == 4 + 1 + 2, "paused: %d", snug_sched_blocks_wanted(&full.s));
+    snug_block_pool_free(&full.pool);
+
+    for (int caching = 0; caching < 2; caching++)
+        for (uint64_t seed = 1; seed <= 10; seed++) {
+            uint64_t r = seed;
+            int32_t max_tokens = 8 + (int32_t)(rnd(&r) % 40);
+            setup_caching(&full, 400, MAX_SEQS, max_tokens, caching);
+            setup_caching(&lazy, 400, MAX_SEQS, max_tokens, caching);
+            snug_block_pool_set_ready(&lazy.pool, 0);
+            int64_t want[MAX_SEQS] = {0};
+            int todo = 40, started = 0, finished = 0, steps = 0, bad = 0;
+            while (finished < todo && steps < 20000 && !bad) {
+                for (int32_t i = 0; i < MAX_SEQS && started < todo; i++)
+                    if (full.seqs[i].phase == SNUG_SEQ_FREE) {
+                        int64_t prompt = 1 + (int64_t)(rnd(&r) % 60);
+                        want[i] = prompt + 1 + (int64_t)(rnd(&r) % 40);
+                        add(&full, i, prompt);
+                        add(&lazy, i, prompt);
+                        started++;
+                    }
+                int32_t wanted = snug_sched_blocks_wanted(&lazy.s);
+                while (lazy.pool.n_free < wanted && lazy.pool.n_ready < lazy.pool.n_blocks)
+                    snug_block_pool_set_ready(&lazy.pool, SNUG_MIN(lazy.pool.n_ready + 3, lazy.pool.n_blocks));
+                int32_t free_before = lazy.pool.n_free, nf = 0, nl = 0;
+                int32_t n = step(&full, &nf), m = step(&lazy, &nl);
+                steps++;
+                bad = m == 0 || lazy.s.n_preemptions + full.s.n_preemptions > 0;
+                if (!caching) bad |= n != m || nf != nl || free_before - lazy.pool.n_free > wanted;
+                for (int32_t k = 0; k < n && !bad && !caching; k++)
+                    bad = full.items[k].seq != lazy.items[k].seq || full.items[k].n_tokens != lazy.items[k].n_tokens ||
+                          full.items[k].pos0 != lazy.items[k].pos0;
+                CHECK(!bad, "caching %d seed %llu step %d: %d items (%d tokens) against %d (%d) with the whole "
+                      "pool; %d blocks taken of %d wanted; %lld and %lld preemptions", caching,
+                      (unsigned long long)seed, steps, m, nl, n, nf, free_before - lazy.pool.n_free, wanted,
+                      (long long)lazy.s.n_preemptions, (long long)full.s.n_preemptions);
+                for (int32_t i = 0; i < MAX_SEQS; i++)
+                    if (full.seqs[i].phase == SNUG_SEQ_RUNNING && full.seqs[i].n_tokens == want[i] &&
+                        full.seqs[i].n_computed == want[i] - 1) {
+                        snug_sched_finish(&full.s, i);
+                        snug_sched_finish(&lazy.s, i);
+                        finished++;
+                    }
+            }
+            CHECK(finished == todo, "caching %d seed %llu: %d of %d finished", caching, (unsigned long long)seed,
+                  finished, todo);
+            CHECK(lazy.pool.n_ready < lazy.pool.n_blocks, "the lazy pool stayed partly ready: %d of %d",
+                  lazy.pool.n_ready, lazy.pool.n_blocks);
+        }
+    snug_block_pool_free(&full.pool);
+    snug_block_pool_free(&lazy.pool);
+}
+
 /* Fills f->toks[seq][0 .. n) with base + i. */
 static void fill(fixture *f, int32_t seq, int64_t n, int32_t base)
 {
@@ -749,6 +824,7 @@ int main(void)
     RUN(test_rows_for_prompt_logprobs);
     RUN(test_one_sequence_cache);
     RUN(test_random);
+    RUN(test_blocks_wanted);
     RUN(test_prefix_hits);
     RUN(test_salt_collision_reset);
     RUN(test_followers);

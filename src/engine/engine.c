@@ -637,13 +637,18 @@ static void populate_more(snug_engine *e)
     snug_block_pool_set_ready(e->at.pool, snug_planner_kv_resident(e->plan));
 }
 
-/* The free ready blocks below which a group is made resident between
- * steps: what two steps could take (each its tokens' blocks and a block a
- * sequence); above it, population waits for the engine to be idle. */
-static int32_t populate_ahead(const snug_engine *e)
+/* Between steps, while the KV cache is being made resident: groups until
+ * the ready free blocks hold what the next step could take for what is
+ * asked now (snug_sched_blocks_wanted), then one more while they hold
+ * less than twice that. A decode of a few sequences so waits on no group
+ * (a group at every step of the first turns once held serving back), and
+ * a burst of prompts waits for what it needs; idle time makes the rest
+ * resident (step_loop). */
+static void populate_between_steps(snug_engine *e)
 {
-    const snug_sched *s = &e->sched;
-    return 2 * ((s->max_tokens + s->block_size - 1) / s->block_size + s->max_seqs);
+    int32_t wanted = snug_sched_blocks_wanted(&e->sched);
+    while (snug_planner_populating(e->plan) && e->at.pool->n_free < wanted) populate_more(e);
+    if (snug_planner_populating(e->plan) && e->at.pool->n_free < 2 * wanted) populate_more(e);
 }
 
 static void *step_loop(void *arg)
@@ -689,9 +694,7 @@ static void *step_loop(void *arg)
         publish(e, n_items);
         pthread_cond_broadcast(&e->out);
         notify_owners(e, n_items);
-        /* a group between steps only when the ready blocks run short: idle time makes the rest
-         * resident (above), so that serving does not wait on fresh memory it does not need yet */
-        if (snug_planner_populating(e->plan) && e->at.pool->n_free < populate_ahead(e)) populate_more(e);
+        populate_between_steps(e);
     }
     if (!e->failed) snug_stepper_stop(e->at.stepper, NULL); /* the followers return */
     end_all(e);

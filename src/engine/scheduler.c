@@ -293,6 +293,28 @@ int32_t snug_sched_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens
     return n;
 }
 
+int32_t snug_sched_blocks_wanted(const snug_sched *s)
+{
+    int64_t tokens = 0;
+    int32_t seqs = 0;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const snug_sched_seq *q = &s->seqs[s->running[i]];
+        if (q->paused) continue;
+        seqs++;
+        tokens += SNUG_MAX((int64_t)1, q->n_tokens - q->n_computed);
+    }
+    int32_t waiting = 0;
+    for (int32_t k = 0; k < s->n_waiting; k++) {
+        const snug_sched_seq *q = &s->seqs[wait_at(s, k)];
+        if (q->paused) continue;
+        waiting++;
+        tokens += q->n_tokens;
+    }
+    tokens = SNUG_MIN(tokens, (int64_t)s->max_tokens);
+    seqs = SNUG_MIN(seqs + waiting, s->max_seqs);
+    return (int32_t)((tokens + s->block_size - 1) / s->block_size) + seqs + (waiting > 0 ? s->watermark : 0);
+}
+
 void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_items)
 {
     for (int32_t k = 0; k < n_items; k++) {
