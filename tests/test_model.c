@@ -655,6 +655,21 @@ static void test_arena_and_bad_steps(void)
         snug_step s_count = {toks, 7, &six, 1, 0};
         CHECK_FAILS(snug_model_forward(r.m, &r.kv, &s_count, &lg, &rows, &err), &err, SNUG_INVALID,
                     "the sequences hold 6 tokens, the step 7");
+        /* a cache of the first layer only serves a step through that layer (the profile's), and
+         * no other: not a whole step, not one through two layers */
+        snug_kv_shape first = r.kv.shape;
+        first.n_layers = 1;
+        snug_kvcache one = {0};
+        CHECK_OK(snug_kvcache_create(&first, r.kv.n_blocks, NULL, &one, &err), &err);
+        snug_step s_first = {toks, 24, &seq, 1, 1};
+        CHECK_OK(snug_model_forward(r.m, &one, &s_first, &lg, &rows, &err), &err);
+        CHECK(rows == 1, "a step through one layer: %d rows", rows);
+        CHECK_FAILS(snug_model_forward(r.m, &one, &step, &lg, &rows, &err), &err, SNUG_INVALID,
+                    "made for another model");
+        snug_step s_two = {toks, 24, &seq, 1, 2};
+        CHECK_FAILS(snug_model_forward(r.m, &one, &s_two, &lg, &rows, &err), &err, SNUG_INVALID,
+                    "made for another model");
+        snug_kvcache_free(&one);
         snug_block_table_release(&tb, &r.pool);
         snug_block_table_free(&tb);
     }

@@ -120,8 +120,16 @@ static void test_profile_step(void)
     int64_t allocs = snug_mem_alloc_count();
     snug_profile_result r;
     CHECK_OK(snug_profile_step(f.step, &f.kv, &f.s, &r, &err), &err);
-    /* 200 tokens over 16 sequences: 8 of 13 and 8 of 12, one block each */
-    CHECK(r.n_tokens == N_TOKENS && r.n_seqs == N_SEQS && r.scratch_blocks == N_SEQS,
+    /* 200 tokens over 16 sequences: 8 of 13 and 8 of 12, one block each; the scratch cache
+     * holds the layers the step runs, no others, in at least a large block (64 KiB, given back
+     * when freed): 32 blocks of 2 KiB */
+    snug_kv_shape run = f.kv;
+    run.n_layers = SNUG_PROFILE_LAYERS;
+    CHECK(f.kv.n_layers > SNUG_PROFILE_LAYERS, "the fixture's model has more layers than the step runs");
+    int64_t blocks = SNUG_MAX((int64_t)N_SEQS, (int64_t)(SNUG_MEM_LARGE_BYTES / snug_kv_block_bytes(&run)));
+    CHECK(snug_kv_block_bytes(&run) == 2048 && blocks == 32, "the fixture's blocks: %zu bytes",
+          snug_kv_block_bytes(&run));
+    CHECK(r.n_tokens == N_TOKENS && r.n_seqs == N_SEQS && r.scratch_blocks == blocks,
           "%d tokens, %d seqs, %lld blocks", r.n_tokens, r.n_seqs, (long long)r.scratch_blocks);
     CHECK(r.n_layers == SNUG_PROFILE_LAYERS && r.model_layers == f.kv.n_layers,
           "through %d of %d layers", r.n_layers, r.model_layers);
@@ -131,7 +139,7 @@ static void test_profile_step(void)
     snug_mem_status(SNUG_MEM_ACTIVATIONS, &act_now, &act_peak, false);
     snug_mem_status(SNUG_MEM_KV, &kv_now, &kv_peak, false);
     CHECK(act_peak == act && act_now == act, "activation peak %zu over the arena %zu", act_peak, act);
-    size_t scratch = snug_mem_held_bytes((size_t)N_SEQS * snug_kv_block_bytes(&f.kv));
+    size_t scratch = snug_mem_held_bytes((size_t)blocks * snug_kv_block_bytes(&run));
     CHECK(kv_now == 0 && kv_peak == scratch, "scratch cache %zu (want %zu), %zu left", kv_peak,
           scratch, kv_now);
     CHECK(r.allocator_peak == total0 + scratch, "allocator peak %zu, want %zu", r.allocator_peak,

@@ -110,7 +110,9 @@ static snug_status profile_too_big(const snug_plan_report *r, const snug_planner
                                    const snug_kv_shape *ks, snug_error *err)
 {
     char a[32], b[32], c[32];
-    size_t scratch = snug_mem_held_bytes((size_t)r->profile.scratch_blocks * snug_kv_block_bytes(ks));
+    snug_kv_shape layers = *ks; /* the scratch cache holds the layers the step runs */
+    layers.n_layers = r->profile.n_layers;
+    size_t scratch = snug_mem_held_bytes((size_t)r->profile.scratch_blocks * snug_kv_block_bytes(&layers));
     size_t held = cur_of(SNUG_MEM_TOTAL), outside = untracked_now();
     size_t fit = held + scratch + outside + o->reserve + o->server_untracked;
     return snug_errorf(err, SNUG_NOMEM,

@@ -52,6 +52,14 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
         int32_t nb = snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len), kv_shape->block_size);
         for (int32_t b = 0; b < nb; b++) ids[b] = (int32_t)r.scratch_blocks++;
     }
+    /* the scratch cache: the layers the steps run (they write no others), and at least a
+     * large block's bytes, so that freeing it gives its pages back (a heap block's would stay
+     * resident after the plan, outside it) */
+    snug_kv_shape scratch = *kv_shape;
+    scratch.n_layers = r.n_layers;
+    size_t block = snug_kv_block_bytes(&scratch);
+    if (block > 0)
+        r.scratch_blocks = SNUG_MAX(r.scratch_blocks, (int64_t)((SNUG_MEM_LARGE_BYTES + block - 1) / block));
     for (int32_t t = 0; t < r.n_tokens; t++)
         serving->step_tokens[t] = (int32_t)(((int64_t)t * 7919 + 1) % ss->n_vocab);
 
@@ -63,11 +71,12 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
      * step goes: this thread's and the model's pool's */
     snug_proc_prefault_stack();
     snug_pool_run(snug_model_pool(m), prefault_part, NULL);
-    st = snug_kvcache_create(kv_shape, (int32_t)r.scratch_blocks, snug_model_pool(m), &kv, err);
+    st = snug_kvcache_create(&scratch, (int32_t)r.scratch_blocks, snug_model_pool(m), &kv, err);
     st = snug_dist_agree(snug_stepper_comm(stepper), st, err); /* no rank steps alone */
     if (st == SNUG_NOMEM) { /* the caller may say what would fit */
         out->n_tokens = r.n_tokens;
         out->n_seqs = r.n_seqs;
+        out->n_layers = r.n_layers;
         out->scratch_blocks = r.scratch_blocks;
     }
     if (st != SNUG_OK) goto done;

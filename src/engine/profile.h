@@ -36,11 +36,12 @@ enum { SNUG_PROFILE_LAYERS = 1 };
 
 /* Runs the profile step on the stepper's model (made for steps of n_tokens_max tokens over
  * n_seqs_max sequences: those are the step's sizes, the tokens capped at
- * max_model_len per sequence) with a scratch cache of kv_shape, sampling
- * each sequence's row with default parameters. Allocates only the scratch
+ * max_model_len per sequence) with a scratch cache of kv_shape's blocks
+ * for the layers the steps run (SNUG_PROFILE_LAYERS), sampling each
+ * sequence's row with default parameters. Allocates only the scratch
  * cache (category kv_cache), freed before it returns. Fails as the forward
  * pass does, or with SNUG_NOMEM for the scratch cache (*out then holds the
- * step's n_tokens, n_seqs and scratch_blocks); nothing is left held either
+ * step's n_tokens, n_seqs, n_layers and scratch_blocks); nothing is left held either
  * way. With several ranks every rank calls it at once: the
  * leader's steps run on all of them, only the leader samples, and every
  * rank returns the same status (the first rank's failure, agreed), unless

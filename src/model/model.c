@@ -447,7 +447,9 @@ static snug_status check_step(const snug_model *m, const snug_kvcache *kv, const
     const snug_kv_shape *ks = &kv->shape;
     const snug_kvcache *w = kv->window;
     int32_t n_kv_layers = ks->n_layers + (w ? w->shape.n_layers : 0);
-    if (n_kv_layers != m->dims.n_layers || ks->n_kv_heads != m->dims.n_kv_heads ||
+    int32_t runs = step->n_layers > 0 ? SNUG_MIN(step->n_layers, m->dims.n_layers) : m->dims.n_layers;
+    bool layers = n_kv_layers == m->dims.n_layers || (!w && ks->n_layers == runs); /* (snug_step) */
+    if (!layers || ks->n_kv_heads != m->dims.n_kv_heads ||
         ks->head_dim != m->dims.head_dim || (!kv->data && ks->n_layers > 0) ||
         (w && (w->shape.n_layers != m->dims.n_window_layers || w->shape.n_kv_heads != ks->n_kv_heads ||
                w->shape.head_dim != ks->head_dim || w->shape.dtype != ks->dtype || !w->data)))

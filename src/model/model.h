@@ -161,7 +161,8 @@ typedef struct snug_step {
     int32_t n_seqs;
     int32_t n_layers;          /* the first n_layers layers only (the memory plan's profile
                                 * step: the same sizes and code paths, a fraction of the
-                                * time); 0: all, as every real step */
+                                * time), whose cache may then be one group of those layers
+                                * alone; 0: all, as every real step */
 } snug_step;
 
 /* Runs one step: writes the step's keys and values into kv and computes
