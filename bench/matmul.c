@@ -2,10 +2,13 @@
  * matmul.c: the matmul kernel at the shapes of a Llama-3.2-1B layer against
  * limits measured in the same run (bench/limits.h).
  *
- *   matmul [THREADS [ISA [DTYPE]]]   defaults: 2, the best the CPU runs, bf16
+ *   matmul [THREADS [ISA [DTYPE]]]   defaults: 2, the best the CPU runs, bf16;
+ *                                    DTYPE a torch name or a block format (q4_k,
+ *                                    q6_k, q8_0, ...: seeded values quantized
+ *                                    by snug's own quantizer)
  *
  * The weights are packed in the kernels' panel layout, as the loader holds
- * them. For bf16 the kernels' instruction is chosen by the same calibration
+ * them (a block format's interleaved across its rows where linear.h says). For bf16 the kernels' instruction is chosen by the same calibration
  * a model makes (snug_kernels_calibrate); the bench prints what it measured
  * and which one ran.
  *
@@ -15,18 +18,33 @@
  * through them, as a forward pass goes through layers. n = 32 and n = 512
  * are compute-bound: GFLOP/s (2 n k m / time) against the best peak of
  * every multiply-add instruction the machine has that could serve the
- * dtype (vfmadd231ps ymm and zmm, and vdpbf16ps zmm for bf16), measured on
- * the same threads: the machine's limit, whichever instruction ran. Then
+ * dtype (vfmadd231ps ymm and zmm, vdpbf16ps zmm for bf16, and for block
+ * formats the 8-bit products, vpdpbusd and vpmaddubsw), measured on the
+ * same threads: the machine's limit, whichever instruction ran. Then
  * the row sweep: a 2048 x 8192 bf16 matmul for 1 to 32 rows of x, whose
  * time must grow smoothly (8 rows within 1.3 x 4 rows). Not part of make
  * test.
  */
 #include "base/dtype.h"
+#include "base/quant.h"
 #include "kernels/kernels.h"
 #include "limits.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <strings.h>
+
+/* The weight dtype named name: a torch name or a block format's, either
+ * case (SNUG_DTYPE_NONE for neither). */
+static snug_dtype weight_dtype(const char *name)
+{
+    snug_dtype dt = snug_dtype_from_torch(name);
+    for (int d = 1; d < SNUG_DTYPE_COUNT && dt == SNUG_DTYPE_NONE; d++)
+        if (snug_dtype_is_quant((snug_dtype)d) && snug_qtype_quantizable(snug_dtype_qtype((snug_dtype)d)) &&
+            strcasecmp(name, snug_dtype_name((snug_dtype)d)) == 0)
+            dt = (snug_dtype)d;
+    return dt;
+}
 
 typedef struct {
     const char *name;
@@ -42,8 +60,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown instruction set %s\n", argv[2]);
         return 2;
     }
-    snug_dtype wdt = argc > 3 ? snug_dtype_from_torch(argv[3]) : SNUG_DTYPE_BF16;
-    if (!snug_dtype_is_weight(wdt)) {
+    snug_dtype wdt = argc > 3 ? weight_dtype(argv[3]) : SNUG_DTYPE_BF16;
+    if (!snug_dtype_is_weight(wdt) && !snug_dtype_is_quant(wdt)) {
         fprintf(stderr, "unknown weight dtype\n");
         return 2;
     }
@@ -91,10 +109,12 @@ int main(int argc, char **argv)
         int copies = (int)SNUG_MAX(1, (size_t)(256 << 20) / wbytes);
         unsigned char *w = aligned_alloc(64, snug_round_up(wbytes * (size_t)copies, 64));
         float *tmp = malloc((size_t)(k * m) * sizeof(float));
-        void *raw = malloc((size_t)(k * m) * esz);
+        bool quant = snug_dtype_is_quant(wdt);
+        void *raw = malloc(quant ? snug_qtype_bytes(snug_dtype_qtype(wdt), k * m) : (size_t)(k * m) * esz);
         for (int64_t i = 0; i < k * m; i++)
             tmp[i] = (float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f;
-        snug_convert(raw, wdt, tmp, SNUG_DTYPE_F32, (size_t)(k * m));
+        if (quant) snug_quant_quantize(snug_dtype_qtype(wdt), tmp, raw, k * m);
+        else snug_convert(raw, wdt, tmp, SNUG_DTYPE_F32, (size_t)(k * m));
         for (int c = 0; c < copies; c++) snug_linear_pack(w + (size_t)c * wbytes, raw, wdt, m, k);
         free(tmp);
         free(raw);

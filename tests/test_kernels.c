@@ -677,7 +677,8 @@ static void test_matmul_quant(void)
     static const struct {
         int64_t n, k, m;
     } shapes[] = {{1, 256, 16}, {3, 512, 31}, {5, 256, 50}, {17, 768, 40}, {70, 512, 33}, {2, 1024, 7}, {4, 512, 48}, {1, 2048, 19},
-      {150, 8192, 18}}; /* (the last: x in two k slices in the 8-bit GEMM) */
+      {150, 8192, 18}, /* (x in two k slices in the 8-bit GEMM) */
+      {9, 96, 21}, {12, 1152, 17}}; /* (blocks of 32 only: an odd count, Gemma's width) */
     variant kv[4 * (SNUG_ISA_COUNT + 1)];
     int n_var = qgemv_variants_of(kv);
     snug_kernels ks = kernels_of(SNUG_ISA_SCALAR);
@@ -693,6 +694,7 @@ static void test_matmul_quant(void)
         uint32_t t = snug_dtype_qtype(dt);
         for (size_t si = 0; si < SNUG_ARRAY_LEN(shapes); si++) {
             int64_t n = shapes[si].n, k = shapes[si].k, m = shapes[si].m;
+            if (k % snug_qtype_block(t) != 0) continue;
             uint8_t *q = make_quant(&r, dt, m, k);
             size_t bytes = snug_qtype_bytes(t, m * k);
             CHECK(snug_linear_bytes(dt, m, k) == bytes, "%s %ldx%ld: %zu bytes in the layout, the file's %zu",
@@ -712,8 +714,9 @@ static void test_matmul_quant(void)
                 float *s1 = malloc(sizeof(float) * SNUG_PANEL * 256), *s2 = malloc(sizeof(float) * SNUG_PANEL * 256);
                 for (int64_t p = 0; p * SNUG_PANEL < m; p++)
                     for (int64_t e0 = 0; e0 < k; e0 += 256) {
-                        snug_linear_quant_slice_f32(&lin, p, e0, 256, s1);
-                        snug_quant_slice_f32_avx2(&lin, p, e0, 256, s2);
+                        memset(s1, 0, sizeof(float) * SNUG_PANEL * 256), memset(s2, 0, sizeof(float) * SNUG_PANEL * 256);
+                        snug_linear_quant_slice_f32(&lin, p, e0, SNUG_MIN((int64_t)256, k - e0), s1);
+                        snug_quant_slice_f32_avx2(&lin, p, e0, SNUG_MIN((int64_t)256, k - e0), s2);
                         if (memcmp(s1, s2, sizeof(float) * SNUG_PANEL * 256) != 0) layout_bad++;
                     }
                 free(s1);
@@ -931,10 +934,12 @@ static void test_linear_layout(void)
           "unsupported dtype");
 }
 
-/* Where linear.h puts byte i of block j of a group of w rows of Q4_K or
- * Q6_K (the interleaved layouts). */
+/* Where linear.h puts byte i of block j of a group of w rows of Q4_K,
+ * Q6_K or Q8_0 (the interleaved layouts). */
 static size_t interleaved_at(snug_dtype dt, int64_t w, int64_t j, int i)
 {
+    if (dt == SNUG_DTYPE_Q8_0)
+        return i < 2 ? (size_t)(2 * j + i) : (size_t)(2 * w + 4 * (((i - 2) / 4) * w + j) + (i - 2) % 4);
     if (dt == SNUG_DTYPE_Q6_K)
         return i < 192   ? (size_t)(4 * ((i / 4) * w + j) + i % 4)
                : i < 208 ? (size_t)(192 * w + (i - 192) * w + j)
@@ -945,24 +950,25 @@ static size_t interleaved_at(snug_dtype dt, int64_t w, int64_t j, int i)
                     : (size_t)(16 * w + 4 * (((i - 16) / 4) * w + j) + (i - 16) % 4);
 }
 
-/* Q4_K's and Q6_K's interleaved layouts (linear.h): every byte of every
+/* Q4_K's, Q6_K's and Q8_0's interleaved layouts (linear.h): every byte of every
  * block where the comment says, for full and narrow panels; each block
  * read back whole; a narrow panel's groups widened to 16 rows with zero
  * rows past its width. */
 static void test_linear_interleaved(void)
 {
     static const int64_t ms[] = {1, 15, 16, 17, 40}, ks[] = {256, 768};
-    static const snug_dtype dts[] = {SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q6_K};
+    static const snug_dtype dts[] = {SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q6_K, SNUG_DTYPE_Q8_0};
     rng_t r = {0x1A7Eu};
     int misplaced = 0, read_bad = 0, wide_bad = 0, interleaved = 0;
     for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) interleaved += snug_linear_interleaved((snug_dtype)d);
-    CHECK(interleaved == 2 && snug_linear_interleaved(SNUG_DTYPE_Q4_K) && snug_linear_interleaved(SNUG_DTYPE_Q6_K),
+    CHECK(interleaved == 3 && snug_linear_interleaved(SNUG_DTYPE_Q4_K) && snug_linear_interleaved(SNUG_DTYPE_Q6_K) &&
+              snug_linear_interleaved(SNUG_DTYPE_Q8_0),
           "interleaved formats: %d", interleaved);
     for (size_t di = 0; di < SNUG_ARRAY_LEN(dts); di++)
         for (size_t a = 0; a < SNUG_ARRAY_LEN(ms); a++)
             for (size_t c = 0; c < SNUG_ARRAY_LEN(ks); c++) {
                 snug_dtype dt = dts[di];
-                int64_t m = ms[a], k = ks[c], nb = k / 256;
+                int64_t m = ms[a], k = ks[c], nb = k / snug_qtype_block(snug_dtype_qtype(dt));
                 const int bb = (int)snug_qtype_block_bytes(snug_dtype_qtype(dt));
                 uint8_t *q = make_quant(&r, dt, m, k);
                 snug_linear lin = pack_linear(q, dt, m, k);

@@ -154,10 +154,10 @@ size_t snug_qgemm_panel_bytes(int64_t k);
 int32_t snug_qgemm_kinds(snug_isa isa, snug_qgemm_kind out[SNUG_QGEMM_KINDS]);
 bool snug_qgemm_runs(void);
 
-/* The interleaved block formats (Q4_K, Q6_K: snug_linear_interleaved;
+/* The interleaved block formats (Q4_K, Q6_K, Q8_0: snug_linear_interleaved;
  * k_qlanes.c): snug_qgemv_fns of each instruction for them (the vpdpbusd
  * ymm ones: AVX-VNNI's and AVX-512 VL's), and snug_qgemm_fns, whose x is
- * snug_qlanes_pack_x's (rows [t0, t1) of x, quantized for a K-quant
+ * snug_qlanes_pack_x's (rows [t0, t1) of x, quantized for weights wdt
  * through tmp (k / 32 blocks), into their places in xt, in tiles of 8
  * rows; the rows of the last tile past n zeros when t1 reaches n;
  * snug_qlanes_x_bytes(n, k) in all) and whose tb holds
@@ -165,8 +165,8 @@ bool snug_qgemm_runs(void);
  * has. */
 size_t snug_qlanes_x_bytes(int64_t n, int64_t k);
 size_t snug_qlanes_scratch_bytes(int64_t k);
-void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, int64_t t0, int64_t t1,
-                     struct snug_x8_block *tmp);
+void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_dtype wdt, int64_t t0, int64_t t1,
+                        struct snug_x8_block *tmp);
 void snug_qlanes_gemv_zmm(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,
                        int64_t p0, int64_t p1);
 void snug_qlanes_gemv_maddubs(float *y, int64_t ldy, const struct snug_x8_block *x8, int64_t n, const snug_linear *w,

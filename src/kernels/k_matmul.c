@@ -45,13 +45,6 @@ static size_t thread_bytes(int64_t k)
     return snug_round_up(SNUG_MAX(SNUG_MAX(slices, snug_qgemm_panel_bytes(k)), snug_qlanes_scratch_bytes(k)), 64);
 }
 
-/* Whether the table's 8-bit GEMM takes weights of wdt (vpmaddubsw's
- * 16-bit sums would saturate on Q8_0's values). */
-static bool qgemm_takes(const snug_kernels *k, snug_dtype wdt)
-{
-    return k->qgemm && !(k->qgemm_insn == SNUG_INSN_MADDUBS_YMM && wdt == SNUG_DTYPE_Q8_0);
-}
-
 /* Bytes of all of x packed: n rows padded to a tile, k to a pair and one
  * spare step. */
 static size_t a_bytes(int64_t n, int64_t k)
@@ -530,7 +523,7 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
         for (int64_t t = 0; t < n; t++) snug_x8_quantize(x + t * k, k, w->dtype, x8 + t * (k / SNUG_X8_BLOCK));
         j.qgemv = kt->qgemv;
         j.x8 = x8;
-    } else if (quant && qgemm_takes(kt, w->dtype)) { /* x quantized by the threads (matmul_part) */
+    } else if (quant && kt->qgemm) { /* x quantized by the threads (matmul_part) */
         SNUG_ASSERT(snug_qgemm_x_bytes(n, k) <= a_bytes(n, k) && snug_qlanes_x_bytes(n, k) <= a_bytes(n, k));
         j.qgemm = kt->qgemm;
     } else if (n > SNUG_GEMV_MAX_N || quant) {
@@ -573,7 +566,7 @@ void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, con
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
 {
     if (n <= SNUG_GEMV_MAX_N && snug_dtype_is_quant(wdt)) return k->qgemv_insn;
-    if (snug_dtype_is_quant(wdt) && qgemm_takes(k, wdt)) return k->qgemm_insn;
+    if (snug_dtype_is_quant(wdt) && k->qgemm) return k->qgemm_insn;
     if (!k->mm) return SNUG_INSN_SCALAR;
     if (n <= SNUG_GEMV_MAX_N) return k->mm->gemv_insn;
     bool convert;

@@ -22,13 +22,14 @@
  * w is unpacked per k slice of a panel into the thread's scratch
  * (qgemm_repack: the values of chunk c and row r as 32 signed bytes; per
  * block and row each part's scale and minimum term, and kk), in vectors
- * for Q5_K, Q6_K and Q8_0, through their chunks for the others. k
+ * for Q5_K, through their chunks for the others. k
  * slices keep x's groups in 1.5 MiB of the core's L2; panels in blocks of
  * 8 keep their rows of y there between slices (the first slice stores y,
  * the others add to it: the same operations whatever the threads).
  *
- * Q4_K, whose panels are laid out for the GEMM at load (linear.h), goes to
- * k_qlanes.c's GEMM instead, with its own x (snug_qlanes_pack_x).
+ * Q4_K, Q6_K and Q8_0, whose panels are laid out for the GEMM at load
+ * (linear.h), go to k_qlanes.c's GEMM instead, with its own x
+ * (snug_qlanes_pack_x).
  */
 #include "k_impl.h"
 
@@ -85,7 +86,7 @@ T_Q void snug_qgemm_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_
 {
     const int64_t kb = k / 32;
     if (snug_linear_interleaved(wdt)) {
-        snug_qlanes_pack_x(xt, x, n, k, g0 * SNUG_QGEMM_XROWS, SNUG_MIN(n, g1 * SNUG_QGEMM_XROWS), tmp);
+        snug_qlanes_pack_x(xt, x, n, k, wdt, g0 * SNUG_QGEMM_XROWS, SNUG_MIN(n, g1 * SNUG_QGEMM_XROWS), tmp);
         return;
     }
     for (int64_t g = g0; g < g1; g++) {
@@ -164,42 +165,6 @@ T_Q_INL void repack_q5k(const uint8_t *bl, int64_t b, int64_t r, uint8_t *q, flo
     kk[b * SNUG_PANEL + r] = 128.0f * hsum8(_mm256_mul_ps(scv, _mm256_cvtepi32_ps(wsum)));
 }
 
-/* One Q6_K block at bl of row r (slice block b): its 8 chunks' values
- * (signed), the scales of its 16 parts, and kk. */
-T_Q_INL void repack_q6k(const uint8_t *bl, int64_t b, int64_t r, uint8_t *q, float *sc, float *kk)
-{
-    int32_t ws[16]; /* the 16 parts' sums of q */
-    for (int h = 0; h < 2; h++) {
-        __m256i lo4[4], hb;
-        q6k_half(bl, h, lo4, &hb);
-        for (int g = 0; g < 4; g++) {
-            __m256i v = _mm256_sub_epi8(q6k_chunk(lo4, hb, g), _mm256_set1_epi8(32));
-            int64_t c = 8 * b + 4 * h + g;
-            store256(q + (size_t)(c * SNUG_PANEL + r) * 32, v);
-            _mm_storel_epi64((__m128i *)(void *)(ws + 2 * (4 * h + g)), _mm256_castsi256_si128(half_sums(v)));
-        }
-    }
-    __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)(bl + 192));
-    __m256 d = _mm256_set1_ps(half_at(bl + 208));
-    __m256 s_lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)));
-    __m256 s_hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))));
-    _mm256_storeu_ps(sc + (b * SNUG_PANEL + r) * 16, s_lo);
-    _mm256_storeu_ps(sc + (b * SNUG_PANEL + r) * 16 + 8, s_hi);
-    __m256 k = _mm256_fmadd_ps(s_hi, _mm256_cvtepi32_ps(load256(ws + 8)), _mm256_mul_ps(s_lo, _mm256_cvtepi32_ps(load256(ws))));
-    kk[b * SNUG_PANEL + r] = 128.0f * hsum8(k);
-}
-
-/* One Q8_0 block at bl of row r (slice block b): its values as they are,
- * its scale, and kk. */
-T_Q_INL void repack_q8(const uint8_t *bl, int64_t b, int64_t r, uint8_t *q, float *sc, float *kk)
-{
-    __m256i v = load256(bl + 2), hs = half_sums(v);
-    store256(q + (size_t)(b * SNUG_PANEL + r) * 32, v);
-    float d = half_at(bl);
-    sc[b * SNUG_PANEL + r] = d;
-    kk[b * SNUG_PANEL + r] = 128.0f * d * (float)(_mm256_extract_epi32(hs, 0) + _mm256_extract_epi32(hs, 1));
-}
-
 /* Any block (bs values) at bl of row r (slice block b), or zeros (bl NULL),
  * through its chunks: pb parts a block, PART values each. */
 T_Q_INL void repack_any(snug_qtype t, const uint8_t *bl, int64_t b, int64_t r, int64_t ncb, int64_t pb,
@@ -257,8 +222,6 @@ T_Q_INL qpanel qgemm_repack(const snug_linear *w, int64_t p, int64_t c0, int64_t
             const uint8_t *bl = r < width ? blocks + (size_t)(b * width + r) * bb : NULL;
             if (bl) _mm_prefetch((const char *)(uintptr_t)((uintptr_t)bl + QGEMM_PREFETCH), _MM_HINT_T0);
             if (bl && t == SNUG_QTYPE_Q5_K) repack_q5k(bl, b, r, q, sc, co, kk);
-            else if (bl && t == SNUG_QTYPE_Q6_K) repack_q6k(bl, b, r, q, sc, kk);
-            else if (bl && t == SNUG_QTYPE_Q8_0) repack_q8(bl, b, r, q, sc, kk);
             else repack_any(t, bl, b, r, ncb, pb, corr, q, sc, co, kk);
         }
     return (qpanel){q, sc, co, kk};

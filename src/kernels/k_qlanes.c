@@ -1,6 +1,6 @@
 /*
  * k_qlanes.c: the block formats whose panels lay their rows across a
- * vector's lanes (Q4_K and Q6_K, linear.h's interleaved layouts) times x
+ * vector's lanes (Q4_K, Q6_K and Q8_0, linear.h's interleaved layouts) times x
  * quantized to 8 bits (qdot.h), for any number of rows of x: their
  * matrix-vector products (n <= 4) and their 8-bit GEMM, on vpdpbusd zmm,
  * vpdpbusd ymm (AVX-VNNI, or AVX-512 VNNI with VL) and vpmaddubsw ymm.
@@ -25,8 +25,13 @@
  *   of 16 the sums are scaled by d sc, and the + 32 is taken away once a
  *   block: 32 d times the scales times x's sums of 16 (sum16), by 16-bit
  *   dot products (vpdpwssd, or vpmaddwd).
- * The integer sums are exact (at most 8 products of 240 or 63 by 127 a
- * lane, 4 a product). Per block of 256 x's d multiplies them in.
+ *   Q8_0: a line's signed values made unsigned by flipping the sign bit
+ *   (+ 128), whose part, 128 d_x times x's sum over the block, comes off
+ *   in float (q80_xc); per block of 32 x's d and the rows' d (on
+ *   vpmaddubsw, whose pair sums of 255 x 127 would saturate, |w| meets x
+ *   with w's sign instead).
+ * The integer sums are exact (at most 8 products of 240, 63 or 255 by 127
+ * a lane, 4 a product). Per block of 256 x's d multiplies them in.
  *
  * The GEMM (x from snug_qlanes_pack_x: its x8 blocks in tiles of 8 rows,
  * then each 32 values' sum as a float) takes its thread's panels for one
@@ -54,12 +59,17 @@ enum {
     Q6K_HIGH = 2048,      /* where a Q6_K group's lines of high bits (qh) start */
     Q6K_SCALES = 3072,    /* its scale bytes' planes, and its d */
     Q6K_D = 3328,
+    Q80_GROUP = 16 * 34,  /* bytes of a full panel's Q8_0 block index: 16 d, then 8 lines of values */
+    Q80_VALUES = 32,
     QL_SCL = 512,         /* floats of a block's worked-out scales (q4k_scales, q6k_scales) */
     QL_XT = 8            /* rows of x in a tile of the GEMM's x, and the most a register tile takes */
 };
 
-/* Bytes of a full panel's block index of dt (Q4_K or Q6_K). */
-static size_t ql_group_bytes(snug_dtype dt) { return dt == SNUG_DTYPE_Q6_K ? Q6K_GROUP : Q4K_GROUP; }
+/* Bytes of a full panel's block index of dt (Q4_K, Q6_K or Q8_0). */
+static size_t ql_group_bytes(snug_dtype dt)
+{
+    return dt == SNUG_DTYPE_Q6_K ? Q6K_GROUP : dt == SNUG_DTYPE_Q8_0 ? Q80_GROUP : Q4K_GROUP;
+}
 
 /* Rows of the GEMM's x: n in whole tiles of QL_XT. */
 static int64_t ql_x_rows(int64_t n) { return (n + QL_XT - 1) / QL_XT * QL_XT; }
@@ -73,7 +83,7 @@ size_t snug_qlanes_x_bytes(int64_t n, int64_t k)
 
 size_t snug_qlanes_scratch_bytes(int64_t k)
 {
-    return QL_ACC + (size_t)(k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP);
+    return QL_ACC + SNUG_MAX((size_t)(k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP), (size_t)(k / 32) * Q80_GROUP);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -452,6 +462,86 @@ T_Z_INL void q6k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, c
     ql_finish_zmm(blk, x, NX, acc, accm);
 }
 
+/* Q8_0's correction of row t of x (x at one block of 32): 128 d times the
+ * sum of its q, what the + 128 that makes the weights unsigned adds; the
+ * GEMM's come packed (snug_qlanes_pack_x), the matrix-vector paths' are
+ * worked out (x->s NULL). */
+static inline float q80_xc(const ql_xs *x, int t)
+{
+    if (x->s) return ql_xsum(x, t, 0);
+    const snug_x8_block *b = (const snug_x8_block *)(const void *)(x->q + (size_t)t * x->rs);
+    return 128.0f * b->d * (float)(b->sum16[0] + b->sum16[1]);
+}
+
+/* The chains of il (ql_chains) added into their first. */
+T_Z_INL void q80_fold_zmm(__m512i il[], const int NX)
+{
+#pragma GCC unroll 8
+    for (int i = NX; i < ql_chains(NX) * NX; i++) il[i % NX] = _mm512_add_epi32(il[i % NX], il[i]);
+}
+
+/* One Q8_0 block (its full-width group g) against NX rows of x (at x)
+ * into acc[t] (lanes: the 16 rows of the panel); meanwhile the group at
+ * pf asked for. The values, made unsigned by + 128 (the sign bit
+ * flipped), meet x's; per row of x, d_x times the sum less x's correction
+ * (q80_xc), times the rows' d. */
+T_Z_INL void q80_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m512 acc[], ql_pf pf)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)g));
+    __m512i il[QL_XT];
+#pragma GCC unroll 8
+    for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        __m512i v = _mm512_xor_si512(_mm512_loadu_si512((const void *)(g + Q80_VALUES + 64 * j)), flip);
+        ql_fetch(&pf, j);
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) il[ql_at(j, NX, t)] = ql_dot_zmm(il[ql_at(j, NX, t)], v, ql_xq(x, t, 0, j));
+    }
+    ql_fetch(&pf, 8);
+    q80_fold_zmm(il, NX);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        __m512 s = _mm512_fmsub_ps(_mm512_cvtepi32_ps(il[t]), _mm512_set1_ps(ql_xd(x, t)), _mm512_set1_ps(q80_xc(x, t)));
+        acc[t] = _mm512_fmadd_ps(s, dw, acc[t]);
+    }
+}
+
+/* Two Q8_0 blocks (the full-width groups at g, one after the other)
+ * against NX rows of x (at x0 and x1) into NX rows of 16 floats at accm:
+ * q80_block_zmm's arithmetic with two blocks' independent sums (the GEMM's
+ * tiles: 8 rows of x on one block's 8 chains left vpdpbusd waiting, and
+ * their sums spilled); meanwhile the two groups at pf asked for. */
+T_Z_INL void q80_pair_zmm(const uint8_t *g, const ql_xs *x0, const ql_xs *x1, const int NX, float *accm, ql_pf pf)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+    for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        __m512i vl = _mm512_xor_si512(_mm512_loadu_si512((const void *)(g + Q80_VALUES + 64 * j)), flip);
+        __m512i vh = _mm512_xor_si512(_mm512_loadu_si512((const void *)(g + Q80_GROUP + Q80_VALUES + 64 * j)), flip);
+        ql_fetch(&pf, 2 * j), ql_fetch(&pf, 2 * j + 1);
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) {
+            il[ql_at(j, NX, t)] = ql_dot_zmm(il[ql_at(j, NX, t)], vl, ql_xq(x0, t, 0, j));
+            ih[ql_at(j, NX, t)] = ql_dot_zmm(ih[ql_at(j, NX, t)], vh, ql_xq(x1, t, 0, j));
+        }
+    }
+    ql_fetch(&pf, 16);
+    ql_fold_zmm(il, ih, NX);
+    const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)g));
+    const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(g + Q80_GROUP)));
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        __m512 s0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(il[t]), _mm512_set1_ps(ql_xd(x0, t)), _mm512_set1_ps(q80_xc(x0, t)));
+        __m512 s1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(ih[t]), _mm512_set1_ps(ql_xd(x1, t)), _mm512_set1_ps(q80_xc(x1, t)));
+        _mm512_storeu_ps(accm + 16 * t, _mm512_fmadd_ps(s1, d1, _mm512_fmadd_ps(s0, d0, _mm512_loadu_ps(accm + 16 * t))));
+    }
+}
+
 /* Rows of x per zmm register tile of the GEMM. */
 enum { QZ_NX = 8 };
 
@@ -469,7 +559,12 @@ T_Z_INL void ql_gemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         __m512 acc[SNUG_GEMV_MAX_N];
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
+        for (int64_t c = 0; w->dtype == SNUG_DTYPE_Q8_0 && c < kb; c++) {
+            const uint8_t *g = ql_group(w, p, c, pad);
+            const ql_xs x = {(const uint8_t *)(x8 + c), (size_t)kb * sizeof *x8, 0, NULL, 0, 0};
+            q80_block_zmm(g, &x, NT, acc, (ql_pf){ql_next(w, p, c), g == pad ? NULL : g + gb});
+        }
+        for (int64_t b = 0; w->dtype != SNUG_DTYPE_Q8_0 && b < nb; b++) {
             const uint8_t *g = ql_group(w, p, b, pad);
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
             const ql_pf pf = {ql_next(w, p, b), g == pad ? NULL : g + gb};
@@ -502,13 +597,13 @@ T_Z void snug_qlanes_gemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, in
  * after every tile's the sums likewise. Rows past n are zeros. */
 
 
-/* Where block b of rows t0 .. (in one tile, from its row t0 % QL_XT)
- * lies. */
-static ql_xs ql_x_at(const void *xt, int64_t n, int64_t kb, int64_t t0, int64_t b)
+/* Where x's block of 32 c of rows t0 .. (in one tile, from its row
+ * t0 % QL_XT) lies. */
+static ql_xs ql_x_at(const void *xt, int64_t n, int64_t kb, int64_t t0, int64_t c)
 {
     const snug_x8_block *x8 = xt;
     const float *sums = (const float *)(const void *)(x8 + ql_x_rows(n) * kb);
-    size_t first = (size_t)((t0 / QL_XT * kb + 8 * b) * QL_XT + t0 % QL_XT);
+    size_t first = (size_t)((t0 / QL_XT * kb + c) * QL_XT + t0 % QL_XT);
     return (ql_xs){(const uint8_t *)(x8 + first), sizeof *x8, QL_XT * sizeof *x8, sums + first, 1, QL_XT};
 }
 
@@ -525,7 +620,7 @@ T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64
     for (int t = 0; t < NX; t++) _mm512_storeu_ps(accm + 16 * t, _mm512_setzero_ps());
     const size_t gb = ql_group_bytes(w->dtype);
     for (int64_t b = 0; b < nb; b++) {
-        const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, b);
+        const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, 8 * b);
         const ql_pf next = {pf ? ql_next(w, p, b) : NULL, gs + (size_t)(b + 1) * gb};
         if (SIX) q6k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
         else q4k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
@@ -533,6 +628,32 @@ T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64
     const __mmask16 keep = (__mmask16)((1u << width) - 1u);
     for (int t = 0; t < NX && t0 + t < n; t++)
         _mm512_mask_storeu_ps(y + (t0 + t) * ldy + p * SNUG_PANEL, keep, _mm512_loadu_ps(accm + 16 * t));
+}
+
+/* ql_tile_zmm for Q8_0: two blocks at a time (q80_pair_zmm), an odd last
+ * one alone. (Passes over a part of k at a time, so that the part of the
+ * panel stays in L1 for every tile, measured level.) */
+T_Z_INL void q80_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
+                          const snug_linear *w, int64_t p, bool pf, float *accm, const int NX)
+{
+    const int64_t kb = w->k / 32, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) _mm512_storeu_ps(accm + 16 * t, _mm512_setzero_ps());
+    int64_t c = 0;
+    for (; c + 1 < kb; c += 2) {
+        const ql_xs x0 = ql_x_at(xt, n, kb, t0, c), x1 = ql_x_at(xt, n, kb, t0, c + 1);
+        q80_pair_zmm(gs + (size_t)c * Q80_GROUP, &x0, &x1, NX, accm,
+                     (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 2) * Q80_GROUP});
+    }
+    __m512 acc[QL_XT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) acc[t] = _mm512_loadu_ps(accm + 16 * t);
+    if (c < kb) {
+        const ql_xs x = ql_x_at(xt, n, kb, t0, c);
+        q80_block_zmm(gs + (size_t)c * Q80_GROUP, &x, NX, acc, (ql_pf){pf ? ql_next(w, p, c) : NULL, NULL});
+    }
+    const __mmask16 keep = (__mmask16)((1u << width) - 1u);
+    for (int t = 0; t < NX && t0 + t < n; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + p * SNUG_PANEL, keep, acc[t]);
 }
 
 /* Rows of x per block of the GEMM: as many as keep their x8 rows and sums
@@ -544,21 +665,22 @@ static int64_t ql_x_block(int64_t k, int64_t nx)
 }
 
 /* The groups of panel p, full width (a narrow one widened into tb after
- * the scales), and their scales (ql_scales, ints as there) into tb after
- * a tile's sums. */
+ * the scales), and their scales (ql_scales, ints as there; Q8_0 has none
+ * but its d) into tb after a tile's sums. */
 T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool ints, uint8_t *tb, float **scl)
 {
-    const int64_t nb = w->k / 256, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    const bool q80 = w->dtype == SNUG_DTYPE_Q8_0;
+    const int64_t nb = w->k / (q80 ? 32 : 256), width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t gb = ql_group_bytes(w->dtype);
     *scl = (float *)(void *)(tb + QL_ACC);
-    uint8_t *wide = tb + QL_ACC + (size_t)nb * QL_SCL * sizeof(float);
+    uint8_t *wide = tb + QL_ACC + (q80 ? 0 : (size_t)nb * QL_SCL * sizeof(float));
     const uint8_t *gs = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p);
     if (width < SNUG_PANEL) {
         for (int64_t b = 0; b < nb; b++)
             snug_linear_group_widen(w->dtype, gs + (size_t)b * (size_t)width * (gb / SNUG_PANEL), width, wide + (size_t)b * gb);
         gs = wide;
     }
-    for (int64_t b = 0; b < nb; b++) ql_scales(w->dtype, gs + (size_t)b * gb, ints, *scl + b * QL_SCL);
+    for (int64_t b = 0; b < nb && !q80; b++) ql_scales(w->dtype, gs + (size_t)b * gb, ints, *scl + b * QL_SCL);
     return gs;
 }
 
@@ -572,7 +694,19 @@ T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, 
         for (int64_t p = p0; p < p1; p++) {
             float *scl;
             const uint8_t *gs = ql_panel_prep(w, p, false, tb, &scl);
-            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock); t0 += QZ_NX) {
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && w->dtype == SNUG_DTYPE_Q8_0; t0 += QZ_NX) {
+                switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
+                case 1: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 1); break;
+                case 2: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 2); break;
+                case 3: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 3); break;
+                case 4: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 4); break;
+                case 5: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 5); break;
+                case 6: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 6); break;
+                case 7: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 7); break;
+                default: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 8); break;
+                }
+            }
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && w->dtype != SNUG_DTYPE_Q8_0; t0 += QZ_NX) {
                 switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
                 case 1: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
                 case 2: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 2); break;
@@ -587,19 +721,21 @@ T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, 
         }
 }
 
-T_Q void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, int64_t t0, int64_t t1, snug_x8_block *tmp)
+T_Q void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_dtype wdt, int64_t t0, int64_t t1,
+                            snug_x8_block *tmp)
 {
     const int64_t kb = k / 32;
     snug_x8_block *x8 = xt;
     float *sums = (float *)(void *)(x8 + ql_x_rows(n) * kb);
     if (t1 >= n) t1 = ql_x_rows(n); /* the last tile's rows past n: zeros */
     for (int64_t t = t0; t < t1; t++) {
-        if (t < n) snug_x8_quantize_avx2(x + t * k, k, SNUG_DTYPE_Q4_K, tmp); /* (Q6_K's groups of 256 too) */
+        if (t < n) snug_x8_quantize_avx2(x + t * k, k, wdt, tmp);
         else memset(tmp, 0, (size_t)kb * sizeof *tmp);
         for (int64_t c = 0; c < kb; c++) {
             size_t at = (size_t)((t / QL_XT * kb + c) * QL_XT + t % QL_XT);
             x8[at] = tmp[c];
             sums[at] = (float)(tmp[c].sum16[0] + tmp[c].sum16[1]);
+            if (wdt == SNUG_DTYPE_Q8_0) sums[at] *= 128.0f * tmp[c].d; /* (q80_xc) */
         }
     }
 }
@@ -807,8 +943,9 @@ T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const uint8_t *sci, const q
 #define QLY_GEMM 0
 #include "k_qlanes_ymm.h"
 #else
-void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, int64_t t0, int64_t t1, snug_x8_block *tmp)
+void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug_dtype wdt, int64_t t0, int64_t t1,
+                        snug_x8_block *tmp)
 {
-    (void)xt, (void)x, (void)n, (void)k, (void)t0, (void)t1, (void)tmp;
+    (void)xt, (void)x, (void)n, (void)k, (void)wdt, (void)t0, (void)t1, (void)tmp;
 }
 #endif

@@ -8,7 +8,9 @@
  *   QLY_VNNI     1 for vpdpbusd ymm (QLY_DPBUSD, the intrinsic), 0 for
  *                vpmaddubsw: Q4_K through q4k_block_int (its scales in
  *                integers, vpmaddwd's multiplier), Q6_K with each line's
- *                16-bit pair sums widened at once
+ *                16-bit pair sums widened at once, Q8_0 as |w| times x
+ *                with w's sign (vpsignb: pair sums of at most 2 x 128 x
+ *                127, no saturation)
  *   QLY_GEMM     1 to define the GEMM too
  * and undefines them at its end. Not a header of its own: no guard.
  */
@@ -108,6 +110,49 @@ QLY_INL void QLY_NAME(q6k_block)(const uint8_t *g, int hr, const float *scl, con
 #endif
 }
 
+/* Half h (rows 8 h .. 8 h + 7) of one Q8_0 block (its full-width group
+ * g) against NX rows of x (at x) into acc[t]: q80_block_zmm on 8 lanes. */
+QLY_INL void QLY_NAME(q80_block)(const uint8_t *g, int h, const ql_xs *x, const int NX, __m256 acc[], ql_pf pf)
+{
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 16 * h)));
+    __m256i il[QL_XT];
+#pragma GCC unroll 8
+    for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q80_VALUES + 64 * j + 32 * h));
+        ql_fetch(&pf, j);
+#if QLY_VNNI
+        v = _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+#else
+        const __m256i a = _mm256_abs_epi8(v);
+#endif
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) {
+            int32_t xw;
+            memcpy(&xw, ql_xq(x, t, 0, j), 4);
+#if QLY_VNNI
+            il[ql_at(j, NX, t)] = QLY_DPBUSD(il[ql_at(j, NX, t)], v, _mm256_set1_epi32(xw));
+#else
+            __m256i pairs = _mm256_maddubs_epi16(a, _mm256_sign_epi8(_mm256_set1_epi32(xw), v));
+            il[t] = _mm256_add_epi32(il[t], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+        }
+    }
+    ql_fetch(&pf, 8);
+#if QLY_VNNI
+#pragma GCC unroll 8
+    for (int i = NX; i < ql_chains(NX) * NX; i++) il[i % NX] = _mm256_add_epi32(il[i % NX], il[i]);
+#endif
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        const __m256 xd = _mm256_set1_ps(ql_xd(x, t));
+        __m256 s = QLY_VNNI ? _mm256_fmsub_ps(_mm256_cvtepi32_ps(il[t]), xd, _mm256_set1_ps(q80_xc(x, t)))
+                            : _mm256_mul_ps(_mm256_cvtepi32_ps(il[t]), xd);
+        acc[t] = _mm256_fmadd_ps(s, dw, acc[t]);
+    }
+}
+
 /* The matrix-vector product of NT rows of x8 with panels [p0, p1). */
 QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
                                   int64_t p1, const int NT)
@@ -122,7 +167,13 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
         __m256 acc[2][SNUG_GEMV_MAX_N];
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
+        for (int64_t c = 0; w->dtype == SNUG_DTYPE_Q8_0 && c < kb; c++) {
+            const uint8_t *g = ql_group(w, p, c, pad);
+            const ql_xs x = {(const uint8_t *)(x8 + c), (size_t)kb * sizeof *x8, 0, NULL, 0, 0};
+            QLY_NAME(q80_block)(g, 0, &x, NT, acc[0], (ql_pf){ql_next(w, p, c), g == pad ? NULL : g + gb});
+            if (width > 8) QLY_NAME(q80_block)(g, 1, &x, NT, acc[1], (ql_pf){NULL, NULL});
+        }
+        for (int64_t b = 0; w->dtype != SNUG_DTYPE_Q8_0 && b < nb; b++) {
             const uint8_t *g = ql_group(w, p, b, pad);
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
             const ql_pf pf = {ql_next(w, p, b), g == pad ? NULL : g + gb}, none = {NULL, NULL};
@@ -167,13 +218,33 @@ QLY_INL void QLY_NAME(ql_tile)(float *y, int64_t ldy, const void *xt, int64_t n,
 #pragma GCC unroll 8
         for (int t = 0; t < NX; t++) _mm256_storeu_ps(accm + 8 * t, _mm256_setzero_ps());
         for (int64_t b = 0; b < nb; b++) {
-            const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, b);
+            const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, 8 * b);
             const ql_pf next = {pf && h == 0 ? ql_next(w, p, b) : NULL, gs + (size_t)(b + 1) * gb};
             if (SIX) QLY_NAME(q6k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
             else QLY_NAME(q4k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
         }
         for (int t = 0; t < NX && t0 + t < n; t++)
             ql_store_half(y + (t0 + t) * ldy + p * SNUG_PANEL + 8 * h, _mm256_loadu_ps(accm + 8 * t), width - 8 * h);
+    }
+}
+
+/* QLY_NAME(ql_tile) for Q8_0: its sums stay in registers over every block,
+ * a half at a time. */
+QLY_INL void QLY_NAME(q80_tile)(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
+                                const snug_linear *w, int64_t p, bool pf, const int NX)
+{
+    const int64_t kb = w->k / 32, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+    for (int h = 0; h < 2 && 8 * h < width; h++) {
+        __m256 acc[QL_XT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < kb; c++) {
+            const ql_xs x = ql_x_at(xt, n, kb, t0, c);
+            QLY_NAME(q80_block)(gs + (size_t)c * Q80_GROUP, h, &x, NX, acc,
+                                (ql_pf){pf && h == 0 ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 1) * Q80_GROUP});
+        }
+        for (int t = 0; t < NX && t0 + t < n; t++)
+            ql_store_half(y + (t0 + t) * ldy + p * SNUG_PANEL + 8 * h, acc[t], width - 8 * h);
     }
 }
 
@@ -187,7 +258,15 @@ QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int
         for (int64_t p = p0; p < p1; p++) {
             float *scl;
             const uint8_t *gs = ql_panel_prep(w, p, !QLY_VNNI, tb, &scl);
-            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock); t0 += QY_NX) {
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && w->dtype == SNUG_DTYPE_Q8_0; t0 += QY_NX) {
+                switch (SNUG_MIN((int64_t)QY_NX, n - t0)) {
+                case 1: QLY_NAME(q80_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, 1); break;
+                case 2: QLY_NAME(q80_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, 2); break;
+                case 3: QLY_NAME(q80_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, 3); break;
+                default: QLY_NAME(q80_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, 4); break;
+                }
+            }
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && w->dtype != SNUG_DTYPE_Q8_0; t0 += QY_NX) {
                 switch (SNUG_MIN((int64_t)QY_NX, n - t0)) {
                 case 1: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
                 case 2: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 2); break;

@@ -8,8 +8,8 @@
  *
  * Each weight block is first unpacked into chunks of 32 signed 8-bit
  * values with the float scale of each half (d sc of its sub-block) and,
- * for the formats with minimums, each half's offset (dmin mn): for Q8_0
- * the bytes as they are, for Q4_0, Q5_0, Q5_K and Q6_K with vector
+ * for the formats with minimums, each half's offset (dmin mn): for Q4_0,
+ * Q5_0, Q5_K and Q6_K with vector
  * shifts and masks, for the others (Q4_1, Q5_1, Q2_K, Q3_K) through
  * snug_quant_unpack. Unsigned-times-signed instructions take |w| and x
  * with w's sign (vpsignb; a masked subtraction in zmm), so every format
@@ -18,8 +18,8 @@
  * saturate: |w| <= 128, |x| <= 127). Per row of w and of x the lanes
  * accumulate in float across the blocks and are added up once at the end
  * of the panel; the minimums' terms (dmin mn times x's half sums) are
- * added in scalar. Q4_K, whose panels lay their rows out across vectors
- * (linear.h), has paths of its own (k_qlanes.c).
+ * added in scalar. Q4_K, Q6_K and Q8_0, whose panels lay their rows out
+ * across vectors (linear.h), have paths of their own (k_qlanes.c).
  */
 #include "k_impl.h"
 
@@ -117,8 +117,6 @@ enum { QGEMV_AHEAD = 4096 };
 #define QB_INL T_Q_INL
 #define QB_UDOT udot_maddubs
 #define QB_SDOT sdot_maddubs
-#define QB_VNNI 0
-#define QB_UDOT_FROM(acc, u, x) _mm256_add_epi32(acc, udot_maddubs(u, x))
 #include "k_quant_body.h"
 
 #define QB_NAME(x) x##_vnni_avx
@@ -126,8 +124,6 @@ enum { QGEMV_AHEAD = 4096 };
 #define QB_INL T_VNNI_AVX_INL
 #define QB_UDOT udot_vnni_avx
 #define QB_SDOT sdot_vnni_avx
-#define QB_VNNI 1
-#define QB_UDOT_FROM _mm256_dpbusd_avx_epi32
 #include "k_quant_body.h"
 
 #define QB_NAME(x) x##_vnni_512
@@ -135,8 +131,6 @@ enum { QGEMV_AHEAD = 4096 };
 #define QB_INL T_VNNI_512_INL
 #define QB_UDOT udot_vnni_512
 #define QB_SDOT sdot_vnni_512
-#define QB_VNNI 1
-#define QB_UDOT_FROM _mm256_dpbusd_epi32
 #include "k_quant_body.h"
 
 /* ---- dequantized slices for the GEMM --------------------------------------- */
@@ -295,78 +289,8 @@ T_Z_INL void panel_q5k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         }
 }
 
-/* Q6_K as panel_q6k does, two rows to a zmm. */
-T_Z_INL void panel_q6k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
-                              const int NT)
-{
-    const int64_t k = w->k, kb = k / 32, nb = k / 256;
-    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
-    const size_t bb = 210;
-    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
-    __m512 acc[SNUG_GEMV_MAX_N][SNUG_PANEL / 2];
-    for (int t = 0; t < NT; t++)
-        for (int64_t r = 0; r < SNUG_PANEL / 2; r++) acc[t][r] = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi8(0xF);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
-        __m512i xsum[SNUG_GEMV_MAX_N]; /* x's sums of the 16 sub-blocks, 16 bits each, in both halves */
-        float dx[SNUG_GEMV_MAX_N];
-        for (int t = 0; t < NT; t++) {
-            const snug_x8_block *xb = &x8[t * kb + 8 * b];
-            xsum[t] = _mm512_broadcast_i64x4(x8_half_sums(xb));
-            dx[t] = xb->d;
-        }
-        for (int64_t r = 0; r < width; r += 2) {
-            const bool two = r + 1 < width;
-            const uint8_t *bl0 = blocks + (size_t)r * bb, *bl1 = two ? bl0 + bb : bl0;
-            fetch_zmm(bl0, 2 * bb);
-            /* each row's 16 scales as 16 bits: row 0 in the low half */
-            __m512i sc16 = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(bl0 + 192))),
-                _mm_loadu_si128((const __m128i *)(const void *)(bl1 + 192)), 1));
-            __m512i ia[SNUG_GEMV_MAX_N];
-            for (int t = 0; t < NT; t++)
-                ia[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_madd_epi16(sc16, xsum[t]), 5));
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m512i a = load_pair(bl0 + 64 * h, bl1 + 64 * h), a2 = load_pair(bl0 + 64 * h + 32, bl1 + 64 * h + 32);
-                __m512i hb = load_pair(bl0 + 128 + 32 * h, bl1 + 128 + 32 * h);
-                __m512i lo4[4] = {_mm512_and_si512(a, low4), _mm512_and_si512(a2, low4),
-                                  _mm512_and_si512(_mm512_srli_epi16(a, 4), low4),
-                                  _mm512_and_si512(_mm512_srli_epi16(a2, 4), low4)};
-                /* the half's 8 scales of each row, twice: row 0 in lanes 0 and 1 */
-                __m512i zsc = h ? _mm512_shuffle_i64x2(sc16, sc16, 0xF5) : _mm512_shuffle_i64x2(sc16, sc16, 0xA0);
-#pragma GCC unroll 4
-                for (int g = 0; g < 4; g++) {
-                    __m512i hi2 = _mm512_and_si512(hb, _mm512_set1_epi8((char)(3 << (2 * g))));
-                    hi2 = g < 2 ? _mm512_slli_epi16(hi2, 4 - 2 * g) : g == 3 ? _mm512_srli_epi16(hi2, 2) : hi2;
-                    __m512i u = _mm512_or_si512(lo4[g], hi2);
-                    /* sub-block 2 g in the first 16 values (lanes 0, 2), 2 g + 1 in the next (1, 3) */
-                    __m512i s = _mm512_mask_blend_epi64((__mmask8)0xCC, pair_scale(zsc, 2 * g), pair_scale(zsc, 2 * g + 1));
-                    for (int t = 0; t < NT; t++)
-                        ia[t] = sdot_zmm(ia[t], u, load_twice(x8[t * kb + 8 * b + 4 * h + g].q), s);
-                }
-            }
-            uint16_t d0, d1;
-            memcpy(&d0, bl0 + 208, 2), memcpy(&d1, bl1 + 208, 2);
-            __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, 0, 0, 0, 0, 0, 0));
-            for (int t = 0; t < NT; t++) {
-                float f[4];
-                _mm_storeu_ps(f, _mm_mul_ps(dd, _mm_set1_ps(dx[t])));
-                __m512 dv = halves_ps(f[0], f[1]);
-                acc[t][r / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), dv, acc[t][r / 2]);
-            }
-        }
-    }
-    for (int t = 0; t < NT; t++)
-        for (int64_t r = 0; r < width; r++) {
-            __m512 a = acc[t][r / 2];
-            y[t * ldy + p * SNUG_PANEL + r] = hsum8(r % 2 ? high_ps(a) : _mm512_castps512_ps256(a));
-        }
-}
-
-/* Panels [p0, p1) for NT rows of x: Q5_K and Q6_K on zmm (Q4_K: k_qlanes.c),
- * the others as the vpdpbusd ymm path. */
+/* Panels [p0, p1) for NT rows of x: Q5_K on zmm (Q4_K, Q6_K and Q8_0:
+ * k_qlanes.c), the others as the vpdpbusd ymm path. */
 T_Z_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
                             int64_t p1, const int NT)
 {
@@ -374,7 +298,6 @@ T_Z_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const s
     for (int64_t p = p0; p < p1; p++) {
         switch (qt) {
         case SNUG_QTYPE_Q5_K: panel_q5k_zmm(y, ldy, x8, w, p, NT); break;
-        case SNUG_QTYPE_Q6_K: panel_q6k_zmm(y, ldy, x8, w, p, NT); break;
         default: qgemv_n_vnni_512(y, ldy, x8, w, p, p + 1, NT); break;
         }
     }

@@ -10,11 +10,6 @@
  *   QB_SDOT     a function (acc, u, x, s) -> acc + 8 lanes of two pairs
  *               of products, each pair's 16-bit sum times its 16-bit
  *               scale in s (u at most 63)
- *   QB_VNNI     1 where the instruction adds to an accumulator it is given
- *               (vpdpbusd), with QB_UDOT_FROM(acc, u, x) = acc + QB_UDOT(u,
- *               x): Q8_0 then meets x as q + 128, unsigned, from an
- *               accumulator of -128 x's sums (one instruction fewer than
- *               moving the sign); 0 otherwise
  * and undefines them at its end. Not a header of its own: no guard.
  *
  * One panel (16 rows) at a time, its blocks in the order they lie (block b
@@ -126,60 +121,9 @@ QB_INL void QB_NAME(panel_q5k)(float *y, int64_t ldy, const snug_x8_block *x8, c
         }
 }
 
-/* Q6_K: values stored as 0..63 (q + 32); per sub-block of 16 a signed
- * eight-bit scale, applied in 16 bits (QB_SDOT), the + 32's part taken
- * away in integers (32 scale x's sub-block sum); x8 in groups of 256. */
-QB_INL void QB_NAME(panel_q6k)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
-                               const int NT)
-{
-    const int64_t k = w->k, kb = k / 32, nb = k / 256;
-    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
-    const size_t bb = 210;
-    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
-    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
-    for (int t = 0; t < NT; t++)
-        for (int64_t r = 0; r < width; r++) acc[t][r] = cacc[t][r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
-        __m256i xsum[SNUG_GEMV_MAX_N]; /* x's sums of the 16 sub-blocks, 16 bits each */
-        float dx[SNUG_GEMV_MAX_N];
-        for (int t = 0; t < NT; t++) {
-            const snug_x8_block *xb = &x8[t * kb + 8 * b];
-            xsum[t] = x8_half_sums(xb);
-            dx[t] = xb->d;
-        }
-        for (int64_t r = 0; r < width; r++) {
-            const uint8_t *bl = blocks + (size_t)r * bb;
-            QB_NAME(fetch)(bl, bb);
-            __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)(bl + 192));
-            __m256i sc16 = _mm256_cvtepi8_epi16(s8); /* the 16 scales in order */
-            __m256i half_sc[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                                  _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-            __m256i iacc[SNUG_GEMV_MAX_N];
-            for (int t = 0; t < NT; t++) iacc[t] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, xsum[t]), 5);
-            for (int t = 0; t < NT; t++) iacc[t] = _mm256_sub_epi32(_mm256_setzero_si256(), iacc[t]);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) { /* 128 elements */
-                __m256i lo4[4], hb;
-                q6k_half(bl, h, lo4, &hb);
-#pragma GCC unroll 4
-                for (int g = 0; g < 4; g++) { /* 32 elements: sub-blocks 8 h + 2 g and + 1 */
-                    __m256i u = q6k_chunk(lo4, hb, g), sv = scale_lanes(half_sc[h], 2 * g, 2 * g + 1);
-                    for (int t = 0; t < NT; t++)
-                        iacc[t] = QB_SDOT(iacc[t], u, load256(x8[t * kb + 8 * b + 4 * h + g].q), sv);
-                }
-            }
-            float d = half_at(bl + 208);
-            for (int t = 0; t < NT; t++)
-                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[t]), _mm256_set1_ps(d * dx[t]), acc[t][r]);
-        }
-    }
-    QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
-}
-
-/* Q8_0, Q4_0, Q5_0: one half scale per 32 values; Q8_0's signed values
- * meet x with their sign moved over, Q4_0's and Q5_0's are taken as
- * stored (0..15, 0..31) and the offset (8, 16) times x's sum taken away. */
+/* Q4_0, Q5_0: one half scale per 32 values; the values are taken as
+ * stored (0..15, 0..31) and the offset (8, 16) times x's sum taken away
+ * (Q8_0: k_qlanes.c). */
 QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
                                   const int NT, const snug_qtype qt)
 {
@@ -195,35 +139,17 @@ QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8
     for (int64_t b = 0; b < kb; b++) {
         const uint8_t *blocks = panel + (size_t)(b * width) * bb;
         float dx[SNUG_GEMV_MAX_N], sx[SNUG_GEMV_MAX_N];
-        __m256i xq[SNUG_GEMV_MAX_N], xneg[SNUG_GEMV_MAX_N] = {0};
+        __m256i xq[SNUG_GEMV_MAX_N];
         for (int t = 0; t < NT; t++) {
             const snug_x8_block *xb = &x8[t * kb + b];
             dx[t] = xb->d;
             sx[t] = offset * (float)(xb->sum16[0] + xb->sum16[1]);
             xq[t] = load256(xb->q);
-            if (QB_VNNI && qt == SNUG_QTYPE_Q8_0)
-                xneg[t] = _mm256_sub_epi32(_mm256_setzero_si256(), QB_UDOT(_mm256_set1_epi8((char)0x80), xq[t]));
         }
         for (int64_t r = 0; r < width; r++) {
             const uint8_t *bl = blocks + (size_t)r * bb;
             QB_NAME(fetch)(bl, bb);
             float d = half_at(bl);
-            if (qt == SNUG_QTYPE_Q8_0 && QB_VNNI) { /* q + 128 unsigned; the accumulator starts at -128 x */
-                __m256i u = _mm256_xor_si256(load256(bl + 2), _mm256_set1_epi8((char)0x80));
-                for (int t = 0; t < NT; t++) {
-                    __m256i v = QB_UDOT_FROM(xneg[t], u, xq[t]);
-                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * dx[t]), acc[t][r]);
-                }
-                continue;
-            }
-            if (qt == SNUG_QTYPE_Q8_0) {
-                __m256i q = load256(bl + 2), aq = _mm256_sign_epi8(q, q);
-                for (int t = 0; t < NT; t++) {
-                    __m256i v = QB_UDOT(aq, _mm256_sign_epi8(xq[t], q));
-                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * dx[t]), acc[t][r]);
-                }
-                continue;
-            }
             __m256i u = legacy_u(qt, bl);
             for (int t = 0; t < NT; t++) {
                 __m256i dot = QB_UDOT(u, xq[t]);
@@ -284,8 +210,6 @@ QB_INL void QB_NAME(qgemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, con
     for (int64_t p = p0; p < p1; p++) {
         switch (qt) {
         case SNUG_QTYPE_Q5_K: QB_NAME(panel_q5k)(y, ldy, x8, w, p, NT); break;
-        case SNUG_QTYPE_Q6_K: QB_NAME(panel_q6k)(y, ldy, x8, w, p, NT); break;
-        case SNUG_QTYPE_Q8_0:
         case SNUG_QTYPE_Q4_0:
         case SNUG_QTYPE_Q5_0: QB_NAME(panel_legacy)(y, ldy, x8, w, p, NT, qt); break;
         default: QB_NAME(panel_generic)(y, ldy, x8, w, p, NT); break;
@@ -314,5 +238,3 @@ QB_T static void QB_NAME(qgemv)(float *y, int64_t ldy, const snug_x8_block *x8, 
 #undef QB_INL
 #undef QB_UDOT
 #undef QB_SDOT
-#undef QB_VNNI
-#undef QB_UDOT_FROM

@@ -43,6 +43,11 @@
  *              16 p R + 210 b w): row r's 192 bytes of values (ql, then
  *              qh) as 48 words of 4 at 4 (s w + r), scale byte i (of 16) at
  *              192 w + i w + r, d at 208 w + 2 r.
+ *   Q8_0 (interleaved): likewise for blocks of 34 bytes (at 16 p R + 34 b w):
+ *              row r's d at 2 r, its 32 values as 8 words of 4 at
+ *              2 w + 4 (s w + r). (A full panel's group is 544 bytes, so
+ *              every other group's lines straddle two cache lines: the
+ *              file's bytes allow no padding.)
  */
 #ifndef SNUG_LINEAR_H
 #define SNUG_LINEAR_H
