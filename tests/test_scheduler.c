@@ -354,8 +354,9 @@ static void test_random(void)
 /* snug_sched_blocks_wanted: exact for small cases, and a bound that
  * serves: a pool made ready lazily (as the engine makes the KV cache
  * resident: groups of 3 blocks until its free blocks hold what the next
- * step wants) gives, step by step, the same items as the whole pool ready
- * from the start, and no step takes more than it said. With prefix caching
+ * step wants, and then, as the engine's consumers do, some sequences
+ * paused or resumed) gives, step by step, the same items as the whole pool
+ * ready from the start, and no step takes more than it said. With prefix caching
  * the two diverge (the lazy pool evicts sooner, so it finds fewer hits):
  * there every step runs, and neither preempts. */
 static void test_blocks_wanted(void)
@@ -372,8 +373,8 @@ static void test_blocks_wanted(void)
     add(&full, 1, 40);
     /* 1 + 40 tokens, cut to a step's 16 -> 4 blocks; 2 sequences; the watermark */
     CHECK(snug_sched_blocks_wanted(&full.s) == 4 + 2 + 2, "decode and prompt: %d", snug_sched_blocks_wanted(&full.s));
-    snug_sched_pause(&full.s, 0, true);
-    CHECK(snug_sched_blocks_wanted(&full.s) == 4 + 1 + 2, "paused: %d", snug_sched_blocks_wanted(&full.s));
+    snug_sched_pause(&full.s, 0, true); /* (it may be resumed before the step) */
+    CHECK(snug_sched_blocks_wanted(&full.s) == 4 + 2 + 2, "paused: %d", snug_sched_blocks_wanted(&full.s));
     snug_block_pool_free(&full.pool);
 
     for (int caching = 0; caching < 2; caching++)
@@ -397,10 +398,17 @@ static void test_blocks_wanted(void)
                 int32_t wanted = snug_sched_blocks_wanted(&lazy.s);
                 while (lazy.pool.n_free < wanted && lazy.pool.n_ready < lazy.pool.n_blocks)
                     snug_block_pool_set_ready(&lazy.pool, SNUG_MIN(lazy.pool.n_ready + 3, lazy.pool.n_blocks));
+                for (int32_t i = 0; i < MAX_SEQS; i++) /* (after the bound, before the step) */
+                    if (full.seqs[i].phase != SNUG_SEQ_FREE && rnd(&r) % 8 == 0) {
+                        bool pause = !full.seqs[i].paused && rnd(&r) % 2 == 0;
+                        snug_sched_pause(&full.s, i, pause), snug_sched_pause(&lazy.s, i, pause);
+                    }
                 int32_t free_before = lazy.pool.n_free, nf = 0, nl = 0;
                 int32_t n = step(&full, &nf), m = step(&lazy, &nl);
                 steps++;
-                bad = m == 0 || lazy.s.n_preemptions + full.s.n_preemptions > 0;
+                bool runnable = false; /* (every sequence paused: nothing to run) */
+                for (int32_t i = 0; i < MAX_SEQS; i++) runnable |= full.seqs[i].phase != SNUG_SEQ_FREE && !full.seqs[i].paused;
+                bad = (m == 0 && runnable) || lazy.s.n_preemptions + full.s.n_preemptions > 0;
                 if (!caching) bad |= n != m || nf != nl || free_before - lazy.pool.n_free > wanted;
                 for (int32_t k = 0; k < n && !bad && !caching; k++)
                     bad = full.items[k].seq != lazy.items[k].seq || full.items[k].n_tokens != lazy.items[k].n_tokens ||

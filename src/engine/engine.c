@@ -647,8 +647,8 @@ static void populate_more(snug_engine *e)
 static void populate_between_steps(snug_engine *e)
 {
     int32_t wanted = snug_sched_blocks_wanted(&e->sched);
-    while (snug_planner_populating(e->plan) && e->at.pool->n_free < wanted) populate_more(e);
-    if (snug_planner_populating(e->plan) && e->at.pool->n_free < 2 * wanted) populate_more(e);
+    while (!e->stopping && snug_planner_populating(e->plan) && e->at.pool->n_free < wanted) populate_more(e);
+    if (!e->stopping && snug_planner_populating(e->plan) && e->at.pool->n_free < 2 * wanted) populate_more(e);
 }
 
 static void *step_loop(void *arg)

@@ -127,7 +127,8 @@ static snug_status profile_too_big(const snug_plan_report *r, const snug_planner
 }
 
 /* The KV cache's shapes for the model of cfg and dims: every layer in one
- * group (*all: the profile step's scratch cache), and, where a model's
+ * group (*all: the profile step's, which makes its scratch cache of the
+ * layers it runs), and, where a model's
  * windowed layers keep only their windows (not swa_full, a window shorter
  * than max_model_len), the full layers' (*full; n_layers 0 when every
  * layer is windowed: a cache of positions only, whose blocks carry the
@@ -409,7 +410,7 @@ static snug_status plan_phase(snug_planned *p, const snug_planner_opts *opts, sn
     snug_comm *comm = opts->comm;
     snug_plan_report *r = &p->report;
     begin(opts, "profile", t_start);
-    snug_status st = snug_profile_step(p->stepper, all, &p->serving, &r->profile, err); /* (every layer's cache) */
+    snug_status st = snug_profile_step(p->stepper, all, &p->serving, &r->profile, err);
     if (st == SNUG_NOMEM) st = profile_too_big(r, o, all, err);
     if (st != SNUG_OK) return st; /* every rank's (profile.h) */
     begin(opts, "plan", t_start);

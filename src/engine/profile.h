@@ -5,8 +5,10 @@
  * max_num_batched_tokens tokens spread over max_num_seqs sequences (each a
  * prefill from position 0, every one asking for its last token's logits:
  * the most logits rows and the most sampling a step can have) go through
- * the forward pass and the sampler, with scratch KV blocks for exactly
- * those tokens, using the serving state's step buffers and sampler scratch
+ * the forward pass and the sampler, with scratch KV blocks for those
+ * tokens in the layers it runs (at least a large block's bytes, so that
+ * freeing them gives their pages back), using the serving state's step
+ * buffers and sampler scratch
  * as serving will; then a step of every sequence decoding one token and
  * one of a single sequence, so that every path serving takes (the
  * matrix-vector kernels, the penalties) has touched its code and stacks.

@@ -299,20 +299,16 @@ int32_t snug_sched_blocks_wanted(const snug_sched *s)
     int32_t seqs = 0;
     for (int32_t i = 0; i < s->n_running; i++) {
         const snug_sched_seq *q = &s->seqs[s->running[i]];
-        if (q->paused) continue;
         seqs++;
         tokens += SNUG_MAX((int64_t)1, q->n_tokens - q->n_computed);
     }
-    int32_t waiting = 0;
     for (int32_t k = 0; k < s->n_waiting; k++) {
-        const snug_sched_seq *q = &s->seqs[wait_at(s, k)];
-        if (q->paused) continue;
-        waiting++;
-        tokens += q->n_tokens;
+        seqs++;
+        tokens += s->seqs[wait_at(s, k)].n_tokens;
     }
     tokens = SNUG_MIN(tokens, (int64_t)s->max_tokens);
-    seqs = SNUG_MIN(seqs + waiting, s->max_seqs);
-    return (int32_t)((tokens + s->block_size - 1) / s->block_size) + seqs + (waiting > 0 ? s->watermark : 0);
+    seqs = SNUG_MIN(seqs, s->max_seqs);
+    return (int32_t)((tokens + s->block_size - 1) / s->block_size) + seqs + (s->n_waiting > 0 ? s->watermark : 0);
 }
 
 void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_items)

@@ -149,14 +149,16 @@ void snug_sched_add(snug_sched *s, int32_t seq, const int32_t *tokens, int64_t n
  * *n_tokens gets their total. Blocks are taken (and victims' freed) here,
  * so the cache holds room for every item's tokens. 0 when nothing can run. */
 int32_t snug_sched_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens);
-/* The most blocks of the pool the next step could take for what its
- * sequences want now (not paused): a block for each running or waiting
- * sequence (a chunk may straddle a block boundary) and the blocks of the
- * tokens they have left to compute, at most a step's max_tokens; with any
- * waiting, the watermark admission keeps. Never more than the worst case
- * of any step (max_tokens' blocks and a block a slot, and the watermark).
- * What a pool made resident as serving goes needs ready ahead of the
- * step. Reads only. */
+/* The most blocks of the pool the next step could take for new keys, for
+ * what its sequences want now (paused ones too: they may be resumed before
+ * it): a block for each running or waiting sequence (a chunk may straddle
+ * a block boundary) and the blocks of the tokens they have left to
+ * compute, at most a step's max_tokens; with any waiting, the watermark
+ * admission keeps. (Prefix hits take cached blocks beyond it, which are
+ * resident already; admission counts them within its room.) Never more
+ * than the worst case of any step (max_tokens' blocks and a block a slot,
+ * and the watermark). What a pool made resident as serving goes needs
+ * ready ahead of the step. Reads only. */
 int32_t snug_sched_blocks_wanted(const snug_sched *s);
 
 /* Records that the step ran: each item's tokens are in the cache now, and
