@@ -133,9 +133,8 @@ void snug_quant_slice_f32_avx2(const snug_linear *w, int64_t p, int64_t e0, int6
  * and the rows o of panels [p0, p1) of w (narrow last panel included),
  * unpacking each panel's k slices into tb (snug_qgemm_panel_bytes(w->k)
  * bytes, 64-byte aligned). snug_qgemm_kinds: the instructions this CPU
- * runs it on under isa, the best last (vpmaddubsw ymm from AVX2, every
- * format but Q8_0: snug_qgemm_takes; vpdpbusd ymm with AVX-VNNI; vpdpbusd
- * zmm with AVX-512 VNNI); returns their count. snug_qgemm_runs: whether
+ * runs it on under isa, the best last (vpmaddubsw ymm from AVX2; vpdpbusd
+ * ymm with AVX-VNNI; vpdpbusd zmm with AVX-512 VNNI); returns their count. snug_qgemm_runs: whether
  * the CPU has AVX-512 VNNI. */
 enum { SNUG_QGEMM_XROWS = 16, SNUG_QGEMM_KINDS = 3 };
 typedef void (*snug_qgemm_fn)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0,

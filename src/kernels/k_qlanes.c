@@ -31,10 +31,11 @@
  *   vpmaddubsw, whose pair sums of 255 x 127 would saturate, |w| meets x
  *   with w's sign instead).
  * The integer sums are exact (at most 8 products of 240, 63 or 255 by 127
- * a lane, 4 a product). Per block of 256 x's d multiplies them in.
+ * a lane, 4 a product). Per block of 256 (of 32 for Q8_0) x's d multiplies
+ * them in.
  *
  * The GEMM (x from snug_qlanes_pack_x: its x8 blocks in tiles of 8 rows,
- * then each 32 values' sum as a float) takes its thread's panels for one
+ * then each 32 values' sum as a float, for Q8_0 times 128 d) takes its thread's panels for one
  * block of x's rows at a time (as many as stay in 1 MiB of L2), each
  * panel's scales worked out once for the block, then register tiles of
  * QZ_NX (zmm) or QY_NX (ymm) rows of x over every block of k, their sums
@@ -61,15 +62,30 @@ enum {
     Q6K_D = 3328,
     Q80_GROUP = 16 * 34,  /* bytes of a full panel's Q8_0 block index: 16 d, then 8 lines of values */
     Q80_VALUES = 32,
+    Q50_GROUP = 16 * 22,  /* Q5_0's: 16 d, a line of the 16 rows' qh, then 4 lines of nibbles */
+    Q50_HIGH = 32,
+    Q50_VALUES = 96,
     QL_SCL = 512,         /* floats of a block's worked-out scales (q4k_scales, q6k_scales) */
     QL_XT = 8            /* rows of x in a tile of the GEMM's x, and the most a register tile takes */
 };
 
-/* Bytes of a full panel's block index of dt (Q4_K, Q6_K or Q8_0). */
+/* Bytes of a full panel's block index of dt (Q4_K, Q6_K, Q8_0 or Q5_0). */
 static size_t ql_group_bytes(snug_dtype dt)
 {
-    return dt == SNUG_DTYPE_Q6_K ? Q6K_GROUP : dt == SNUG_DTYPE_Q8_0 ? Q80_GROUP : Q4K_GROUP;
+    return dt == SNUG_DTYPE_Q6_K   ? Q6K_GROUP
+           : dt == SNUG_DTYPE_Q8_0 ? Q80_GROUP
+           : dt == SNUG_DTYPE_Q5_0 ? Q50_GROUP
+                                   : Q4K_GROUP;
 }
+
+/* Whether dt is one of the interleaved formats of blocks of 32 (Q8_0,
+ * Q5_0), one scale and no sub-blocks, whose values are stored unsigned
+ * with an offset (Q8_0's made so, ql_offset). */
+static inline bool ql_b32(snug_dtype dt) { return dt == SNUG_DTYPE_Q8_0 || dt == SNUG_DTYPE_Q5_0; }
+
+/* The offset of dt's unsigned values (ql_b32): 128 (Q8_0's flipped sign
+ * bit), 16 (Q5_0's stored q + 16). */
+static inline float ql_offset(snug_dtype dt) { return dt == SNUG_DTYPE_Q8_0 ? 128.0f : 16.0f; }
 
 /* Rows of the GEMM's x: n in whole tiles of QL_XT. */
 static int64_t ql_x_rows(int64_t n) { return (n + QL_XT - 1) / QL_XT * QL_XT; }
@@ -462,15 +478,15 @@ T_Z_INL void q6k_block_zmm(const uint8_t *g, const float *scl, const ql_xs *x, c
     ql_finish_zmm(blk, x, NX, acc, accm);
 }
 
-/* Q8_0's correction of row t of x (x at one block of 32): 128 d times the
- * sum of its q, what the + 128 that makes the weights unsigned adds; the
+/* The correction of row t of x (x at one block of 32) for weights whose
+ * values are stored off + q (ql_offset): off d times the sum of x's q; the
  * GEMM's come packed (snug_qlanes_pack_x), the matrix-vector paths' are
  * worked out (x->s NULL). */
-static inline float q80_xc(const ql_xs *x, int t)
+static inline float ql_xc(const ql_xs *x, int t, float off)
 {
     if (x->s) return ql_xsum(x, t, 0);
     const snug_x8_block *b = (const snug_x8_block *)(const void *)(x->q + (size_t)t * x->rs);
-    return 128.0f * b->d * (float)(b->sum16[0] + b->sum16[1]);
+    return off * b->d * (float)(b->sum16[0] + b->sum16[1]);
 }
 
 /* The chains of il (ql_chains) added into their first. */
@@ -484,7 +500,7 @@ T_Z_INL void q80_fold_zmm(__m512i il[], const int NX)
  * into acc[t] (lanes: the 16 rows of the panel); meanwhile the group at
  * pf asked for. The values, made unsigned by + 128 (the sign bit
  * flipped), meet x's; per row of x, d_x times the sum less x's correction
- * (q80_xc), times the rows' d. */
+ * (ql_xc), times the rows' d. */
 T_Z_INL void q80_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m512 acc[], ql_pf pf)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -503,7 +519,51 @@ T_Z_INL void q80_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m51
     q80_fold_zmm(il, NX);
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) {
-        __m512 s = _mm512_fmsub_ps(_mm512_cvtepi32_ps(il[t]), _mm512_set1_ps(ql_xd(x, t)), _mm512_set1_ps(q80_xc(x, t)));
+        __m512 s = _mm512_fmsub_ps(_mm512_cvtepi32_ps(il[t]), _mm512_set1_ps(ql_xd(x, t)), _mm512_set1_ps(ql_xc(x, t, 128.0f)));
+        acc[t] = _mm512_fmadd_ps(s, dw, acc[t]);
+    }
+}
+
+/* The fifth bits of Q5_0: for each 4-bit n, the word whose byte b holds
+ * bit b of n at its bit 4 (a vector's lanes index it by their qh shifted). */
+static const int32_t Q50_SPREAD[16] = {0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010,
+                                       0x00101000, 0x00101010, 0x10000000, 0x10000010, 0x10001000, 0x10001010,
+                                       0x10100000, 0x10100010, 0x10101000, 0x10101010};
+
+/* One Q5_0 block (its full-width group g) against NX rows of x (at x) into
+ * acc[t]: line s's low nibbles (values 4 s ..) and high ones (16 + 4 s ..)
+ * each get their fifth bits from the rows' qh (Q50_SPREAD, by vpermd), so
+ * that they are the values as stored (q + 16, 0..31) and meet x's; per row
+ * of x, d_x times the sum less 16 d_x times x's sum (ql_xc), times the
+ * rows' d. */
+T_Z_INL void q50_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m512 acc[], ql_pf pf)
+{
+    const __m512i lo4 = _mm512_set1_epi8(15), spread = _mm512_loadu_si512((const void *)Q50_SPREAD);
+    const __m512i qh = _mm512_loadu_si512((const void *)(g + Q50_HIGH));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)g));
+    __m512i il[QL_XT], ih[QL_XT];
+#pragma GCC unroll 8
+    for (int t = 0; t < ql_chains(NX) * NX; t++) il[t] = ih[t] = _mm512_setzero_si512();
+    ql_fetch(&pf, 0), ql_fetch(&pf, 1);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        __m512i v = _mm512_loadu_si512((const void *)(g + Q50_VALUES + 64 * s));
+        __m512i vl = _mm512_or_si512(_mm512_and_si512(v, lo4),
+                                     _mm512_permutexvar_epi32(_mm512_srli_epi32(qh, 4 * s), spread));
+        __m512i vh = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), lo4),
+                                     _mm512_permutexvar_epi32(_mm512_srli_epi32(qh, 16 + 4 * s), spread));
+        ql_fetch(&pf, 2 + s);
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++) {
+            il[ql_at(s, NX, t)] = ql_dot_zmm(il[ql_at(s, NX, t)], vl, ql_xq(x, t, 0, s));
+            ih[ql_at(s, NX, t)] = ql_dot_zmm(ih[ql_at(s, NX, t)], vh, ql_xq(x, t, 0, 4 + s));
+        }
+    }
+    ql_fold_zmm(il, ih, NX);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        __m512 s = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(il[t], ih[t])), _mm512_set1_ps(ql_xd(x, t)),
+                                   _mm512_set1_ps(ql_xc(x, t, 16.0f)));
         acc[t] = _mm512_fmadd_ps(s, dw, acc[t]);
     }
 }
@@ -536,8 +596,8 @@ T_Z_INL void q80_pair_zmm(const uint8_t *g, const ql_xs *x0, const ql_xs *x1, co
     const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(g + Q80_GROUP)));
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) {
-        __m512 s0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(il[t]), _mm512_set1_ps(ql_xd(x0, t)), _mm512_set1_ps(q80_xc(x0, t)));
-        __m512 s1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(ih[t]), _mm512_set1_ps(ql_xd(x1, t)), _mm512_set1_ps(q80_xc(x1, t)));
+        __m512 s0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(il[t]), _mm512_set1_ps(ql_xd(x0, t)), _mm512_set1_ps(ql_xc(x0, t, 128.0f)));
+        __m512 s1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(ih[t]), _mm512_set1_ps(ql_xd(x1, t)), _mm512_set1_ps(ql_xc(x1, t, 128.0f)));
         _mm512_storeu_ps(accm + 16 * t, _mm512_fmadd_ps(s1, d1, _mm512_fmadd_ps(s0, d0, _mm512_loadu_ps(accm + 16 * t))));
     }
 }
@@ -559,12 +619,14 @@ T_Z_INL void ql_gemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         __m512 acc[SNUG_GEMV_MAX_N];
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t c = 0; w->dtype == SNUG_DTYPE_Q8_0 && c < kb; c++) {
+        for (int64_t c = 0; ql_b32(w->dtype) && c < kb; c++) {
             const uint8_t *g = ql_group(w, p, c, pad);
             const ql_xs x = {(const uint8_t *)(x8 + c), (size_t)kb * sizeof *x8, 0, NULL, 0, 0};
-            q80_block_zmm(g, &x, NT, acc, (ql_pf){ql_next(w, p, c), g == pad ? NULL : g + gb});
+            const ql_pf pf = {ql_next(w, p, c), g == pad ? NULL : g + gb};
+            if (w->dtype == SNUG_DTYPE_Q8_0) q80_block_zmm(g, &x, NT, acc, pf);
+            else q50_block_zmm(g, &x, NT, acc, pf);
         }
-        for (int64_t b = 0; w->dtype != SNUG_DTYPE_Q8_0 && b < nb; b++) {
+        for (int64_t b = 0; !ql_b32(w->dtype) && b < nb; b++) {
             const uint8_t *g = ql_group(w, p, b, pad);
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
             const ql_pf pf = {ql_next(w, p, b), g == pad ? NULL : g + gb};
@@ -594,7 +656,9 @@ T_Z void snug_qlanes_gemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, in
 
 /* The GEMM's x (snug_qlanes_pack_x) in tiles of QL_XT rows: tile i's x8
  * blocks (block of 32 c, row t at (c QL_XT + t) of the tile's), then
- * after every tile's the sums likewise. Rows past n are zeros. */
+ * after every tile's the sums likewise (Q8_0's and Q5_0's times their
+ * offset and d: ql_xc). Rows
+ * past n are zeros. */
 
 
 /* Where x's block of 32 c of rows t0 .. (in one tile, from its row
@@ -630,17 +694,19 @@ T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64
         _mm512_mask_storeu_ps(y + (t0 + t) * ldy + p * SNUG_PANEL, keep, _mm512_loadu_ps(accm + 16 * t));
 }
 
-/* ql_tile_zmm for Q8_0: two blocks at a time (q80_pair_zmm), an odd last
- * one alone. (Passes over a part of k at a time, so that the part of the
- * panel stays in L1 for every tile, measured level.) */
-T_Z_INL void q80_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
-                          const snug_linear *w, int64_t p, bool pf, float *accm, const int NX)
+/* ql_tile_zmm for the formats of blocks of 32 (ql_b32): Q8_0 two blocks at
+ * a time (q80_pair_zmm), an odd last one alone; Q5_0 (Q5, whose low and
+ * high nibbles make two chains already) one at a time. (Passes over a part
+ * of k at a time, so that the part of the panel stays in L1 for every
+ * tile, measured level.) */
+T_Z_INL void ql32_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
+                           const snug_linear *w, int64_t p, bool pf, float *accm, const bool Q5, const int NX)
 {
     const int64_t kb = w->k / 32, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) _mm512_storeu_ps(accm + 16 * t, _mm512_setzero_ps());
     int64_t c = 0;
-    for (; c + 1 < kb; c += 2) {
+    for (; c + 1 < kb && !Q5; c += 2) {
         const ql_xs x0 = ql_x_at(xt, n, kb, t0, c), x1 = ql_x_at(xt, n, kb, t0, c + 1);
         q80_pair_zmm(gs + (size_t)c * Q80_GROUP, &x0, &x1, NX, accm,
                      (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 2) * Q80_GROUP});
@@ -648,7 +714,12 @@ T_Z_INL void q80_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int6
     __m512 acc[QL_XT];
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) acc[t] = _mm512_loadu_ps(accm + 16 * t);
-    if (c < kb) {
+    for (; c < kb && Q5; c++) {
+        const ql_xs x = ql_x_at(xt, n, kb, t0, c);
+        q50_block_zmm(gs + (size_t)c * Q50_GROUP, &x, NX, acc,
+                      (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 1) * Q50_GROUP});
+    }
+    if (c < kb && !Q5) {
         const ql_xs x = ql_x_at(xt, n, kb, t0, c);
         q80_block_zmm(gs + (size_t)c * Q80_GROUP, &x, NX, acc, (ql_pf){pf ? ql_next(w, p, c) : NULL, NULL});
     }
@@ -665,11 +736,11 @@ static int64_t ql_x_block(int64_t k, int64_t nx)
 }
 
 /* The groups of panel p, full width (a narrow one widened into tb after
- * the scales), and their scales (ql_scales, ints as there; Q8_0 has none
+ * the scales), and their scales (ql_scales, ints as there; Q8_0 and Q5_0 have none
  * but its d) into tb after a tile's sums. */
 T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool ints, uint8_t *tb, float **scl)
 {
-    const bool q80 = w->dtype == SNUG_DTYPE_Q8_0;
+    const bool q80 = ql_b32(w->dtype);
     const int64_t nb = w->k / (q80 ? 32 : 256), width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t gb = ql_group_bytes(w->dtype);
     *scl = (float *)(void *)(tb + QL_ACC);
@@ -688,25 +759,25 @@ T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, 
                            int64_t p1, void *tb)
 {
     float *accm = tb;
-    const bool six = w->dtype == SNUG_DTYPE_Q6_K;
+    const bool six = w->dtype == SNUG_DTYPE_Q6_K, q5 = w->dtype == SNUG_DTYPE_Q5_0;
     const int64_t xblock = ql_x_block(w->k, QZ_NX);
     for (int64_t x0 = 0; x0 < n; x0 += xblock)
         for (int64_t p = p0; p < p1; p++) {
             float *scl;
             const uint8_t *gs = ql_panel_prep(w, p, false, tb, &scl);
-            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && w->dtype == SNUG_DTYPE_Q8_0; t0 += QZ_NX) {
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && ql_b32(w->dtype); t0 += QZ_NX) {
                 switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
-                case 1: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 1); break;
-                case 2: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 2); break;
-                case 3: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 3); break;
-                case 4: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 4); break;
-                case 5: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 5); break;
-                case 6: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 6); break;
-                case 7: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 7); break;
-                default: q80_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, 8); break;
+                case 1: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 1); break;
+                case 2: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 2); break;
+                case 3: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 3); break;
+                case 4: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 4); break;
+                case 5: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 5); break;
+                case 6: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 6); break;
+                case 7: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 7); break;
+                default: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 8); break;
                 }
             }
-            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && w->dtype != SNUG_DTYPE_Q8_0; t0 += QZ_NX) {
+            for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && !ql_b32(w->dtype); t0 += QZ_NX) {
                 switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
                 case 1: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
                 case 2: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 2); break;
@@ -735,7 +806,7 @@ T_Q void snug_qlanes_pack_x(void *xt, const float *x, int64_t n, int64_t k, snug
             size_t at = (size_t)((t / QL_XT * kb + c) * QL_XT + t % QL_XT);
             x8[at] = tmp[c];
             sums[at] = (float)(tmp[c].sum16[0] + tmp[c].sum16[1]);
-            if (wdt == SNUG_DTYPE_Q8_0) sums[at] *= 128.0f * tmp[c].d; /* (q80_xc) */
+            if (ql_b32(wdt)) sums[at] *= ql_offset(wdt) * tmp[c].d; /* (ql_xc) */
         }
     }
 }

@@ -9,7 +9,7 @@
  * Each weight block is first unpacked into chunks of 32 signed 8-bit
  * values with the float scale of each half (d sc of its sub-block) and,
  * for the formats with minimums, each half's offset (dmin mn): for Q4_0,
- * Q5_0, Q5_K and Q6_K with vector
+ * Q5_0 and Q5_K with vector
  * shifts and masks, for the others (Q4_1, Q5_1, Q2_K, Q3_K) through
  * snug_quant_unpack. Unsigned-times-signed instructions take |w| and x
  * with w's sign (vpsignb; a masked subtraction in zmm), so every format

@@ -121,9 +121,9 @@ QB_INL void QB_NAME(panel_q5k)(float *y, int64_t ldy, const snug_x8_block *x8, c
         }
 }
 
-/* Q4_0, Q5_0: one half scale per 32 values; the values are taken as
- * stored (0..15, 0..31) and the offset (8, 16) times x's sum taken away
- * (Q8_0: k_qlanes.c). */
+/* Q4_0: one half scale per 32 values; the values are taken as stored
+ * (0..15) and the offset (8) times x's sum taken away (Q8_0 and Q5_0:
+ * k_qlanes.c). */
 QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
                                   const int NT, const snug_qtype qt)
 {
@@ -131,7 +131,7 @@ QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8
     const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t bb = snug_qtype_block_bytes(qt);
     const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
-    const float offset = qt == SNUG_QTYPE_Q4_0 ? 8.0f : 16.0f;
+    const float offset = 8.0f;
     __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
     float corr[SNUG_GEMV_MAX_N][SNUG_PANEL];
     for (int t = 0; t < NT; t++)
@@ -210,8 +210,7 @@ QB_INL void QB_NAME(qgemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, con
     for (int64_t p = p0; p < p1; p++) {
         switch (qt) {
         case SNUG_QTYPE_Q5_K: QB_NAME(panel_q5k)(y, ldy, x8, w, p, NT); break;
-        case SNUG_QTYPE_Q4_0:
-        case SNUG_QTYPE_Q5_0: QB_NAME(panel_legacy)(y, ldy, x8, w, p, NT, qt); break;
+        case SNUG_QTYPE_Q4_0: QB_NAME(panel_legacy)(y, ldy, x8, w, p, NT, qt); break;
         default: QB_NAME(panel_generic)(y, ldy, x8, w, p, NT); break;
         }
     }

@@ -139,8 +139,7 @@ typedef struct snug_kernels {
     /* Block-format weights with more than 4 rows of x run 8-bit products
      * (k_impl.h's snug_qgemm_fn; snug_kernels_init sets the best the CPU
      * has: vpdpbusd zmm, vpdpbusd ymm, vpmaddubsw ymm) rather than the f32
-     * GEMM on dequantized slices (NULL, and for Q8_0 on vpmaddubsw, whose
-     * 16-bit sums its values would saturate), and its instruction. */
+     * GEMM on dequantized slices (NULL), and its instruction. */
     void (*qgemm)(float *y, int64_t ldy, const void *xt, int64_t n, const snug_linear *w, int64_t p0, int64_t p1,
                   void *tb);
     snug_insn qgemm_insn;
