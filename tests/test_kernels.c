@@ -935,10 +935,12 @@ static void test_linear_layout(void)
 }
 
 /* Where linear.h puts byte i of block j of a group of w rows of Q4_K,
- * Q6_K, Q8_0 or Q5_0 (the interleaved layouts). */
+ * Q6_K, Q8_0, Q5_0 or Q4_0 (the interleaved layouts). */
 static size_t interleaved_at(snug_dtype dt, int64_t w, int64_t j, int i)
 {
     if (dt == SNUG_DTYPE_Q8_0)
+        return i < 2 ? (size_t)(2 * j + i) : (size_t)(2 * w + 4 * (((i - 2) / 4) * w + j) + (i - 2) % 4);
+    if (dt == SNUG_DTYPE_Q4_0)
         return i < 2 ? (size_t)(2 * j + i) : (size_t)(2 * w + 4 * (((i - 2) / 4) * w + j) + (i - 2) % 4);
     if (dt == SNUG_DTYPE_Q5_0)
         return i < 2   ? (size_t)(2 * j + i)
@@ -954,19 +956,20 @@ static size_t interleaved_at(snug_dtype dt, int64_t w, int64_t j, int i)
                     : (size_t)(16 * w + 4 * (((i - 16) / 4) * w + j) + (i - 16) % 4);
 }
 
-/* Q4_K's, Q6_K's, Q8_0's and Q5_0's interleaved layouts (linear.h): every byte of every
+/* The interleaved layouts (linear.h: Q4_K, Q6_K, Q8_0, Q5_0, Q4_0): every byte of every
  * block where the comment says, for full and narrow panels; each block
  * read back whole; a narrow panel's groups widened to 16 rows with zero
  * rows past its width. */
 static void test_linear_interleaved(void)
 {
     static const int64_t ms[] = {1, 15, 16, 17, 40}, ks[] = {256, 768};
-    static const snug_dtype dts[] = {SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q6_K, SNUG_DTYPE_Q8_0, SNUG_DTYPE_Q5_0};
+    static const snug_dtype dts[] = {SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q6_K, SNUG_DTYPE_Q8_0, SNUG_DTYPE_Q5_0, SNUG_DTYPE_Q4_0};
     rng_t r = {0x1A7Eu};
     int misplaced = 0, read_bad = 0, wide_bad = 0, interleaved = 0;
     for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) interleaved += snug_linear_interleaved((snug_dtype)d);
-    CHECK(interleaved == 4 && snug_linear_interleaved(SNUG_DTYPE_Q4_K) && snug_linear_interleaved(SNUG_DTYPE_Q6_K) &&
-              snug_linear_interleaved(SNUG_DTYPE_Q8_0) && snug_linear_interleaved(SNUG_DTYPE_Q5_0),
+    CHECK(interleaved == 5 && snug_linear_interleaved(SNUG_DTYPE_Q4_K) && snug_linear_interleaved(SNUG_DTYPE_Q6_K) &&
+              snug_linear_interleaved(SNUG_DTYPE_Q8_0) && snug_linear_interleaved(SNUG_DTYPE_Q5_0) &&
+              snug_linear_interleaved(SNUG_DTYPE_Q4_0),
           "interleaved formats: %d", interleaved);
     for (size_t di = 0; di < SNUG_ARRAY_LEN(dts); di++)
         for (size_t a = 0; a < SNUG_ARRAY_LEN(ms); a++)

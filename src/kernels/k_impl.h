@@ -153,7 +153,7 @@ size_t snug_qgemm_panel_bytes(int64_t k);
 int32_t snug_qgemm_kinds(snug_isa isa, snug_qgemm_kind out[SNUG_QGEMM_KINDS]);
 bool snug_qgemm_runs(void);
 
-/* The interleaved block formats (Q4_K, Q6_K, Q8_0: snug_linear_interleaved;
+/* The interleaved block formats (Q4_K, Q6_K, Q8_0, Q5_0, Q4_0: snug_linear_interleaved;
  * k_qlanes.c): snug_qgemv_fns of each instruction for them (the vpdpbusd
  * ymm ones: AVX-VNNI's and AVX-512 VL's), and snug_qgemm_fns, whose x is
  * snug_qlanes_pack_x's (rows [t0, t1) of x, quantized for weights wdt

@@ -27,7 +27,7 @@
  * 8 keep their rows of y there between slices (the first slice stores y,
  * the others add to it: the same operations whatever the threads).
  *
- * Q4_K, Q6_K and Q8_0, whose panels are laid out for the GEMM at load
+ * Q4_K, Q6_K, Q8_0, Q5_0 and Q4_0, whose panels are laid out for the GEMM at load
  * (linear.h), go to k_qlanes.c's GEMM instead, with its own x
  * (snug_qlanes_pack_x).
  */

@@ -1,6 +1,7 @@
 /*
  * k_qlanes.c: the block formats whose panels lay their rows across a
- * vector's lanes (Q4_K, Q6_K and Q8_0, linear.h's interleaved layouts) times x
+ * vector's lanes (Q4_K, Q6_K, Q8_0, Q5_0 and Q4_0, linear.h's interleaved
+ * layouts) times x
  * quantized to 8 bits (qdot.h), for any number of rows of x: their
  * matrix-vector products (n <= 4) and their 8-bit GEMM, on vpdpbusd zmm,
  * vpdpbusd ymm (AVX-VNNI, or AVX-512 VNNI with VL) and vpmaddubsw ymm.
@@ -30,6 +31,9 @@
  *   in float (q80_xc); per block of 32 x's d and the rows' d (on
  *   vpmaddubsw, whose pair sums of 255 x 127 would saturate, |w| meets x
  *   with w's sign instead).
+ *   Q5_0, Q4_0: a line's low and high nibbles (Q5_0's with their fifth
+ *   bits from qh through a table, Q50_SPREAD) are the stored values, q +
+ *   16 or q + 8, whose part comes off as Q8_0's 128 does.
  * The integer sums are exact (at most 8 products of 240, 63 or 255 by 127
  * a lane, 4 a product). Per block of 256 (of 32 for Q8_0) x's d multiplies
  * them in.
@@ -65,27 +69,36 @@ enum {
     Q50_GROUP = 16 * 22,  /* Q5_0's: 16 d, a line of the 16 rows' qh, then 4 lines of nibbles */
     Q50_HIGH = 32,
     Q50_VALUES = 96,
+    Q40_GROUP = 16 * 18,  /* Q4_0's: 16 d, then 4 lines of nibbles */
+    Q40_VALUES = 32,
     QL_SCL = 512,         /* floats of a block's worked-out scales (q4k_scales, q6k_scales) */
     QL_XT = 8            /* rows of x in a tile of the GEMM's x, and the most a register tile takes */
 };
 
-/* Bytes of a full panel's block index of dt (Q4_K, Q6_K, Q8_0 or Q5_0). */
+/* Bytes of a full panel's block index of dt (Q4_K, Q6_K, Q8_0, Q5_0 or Q4_0). */
 static size_t ql_group_bytes(snug_dtype dt)
 {
     return dt == SNUG_DTYPE_Q6_K   ? Q6K_GROUP
            : dt == SNUG_DTYPE_Q8_0 ? Q80_GROUP
            : dt == SNUG_DTYPE_Q5_0 ? Q50_GROUP
+           : dt == SNUG_DTYPE_Q4_0 ? Q40_GROUP
                                    : Q4K_GROUP;
 }
 
 /* Whether dt is one of the interleaved formats of blocks of 32 (Q8_0,
- * Q5_0), one scale and no sub-blocks, whose values are stored unsigned
- * with an offset (Q8_0's made so, ql_offset). */
-static inline bool ql_b32(snug_dtype dt) { return dt == SNUG_DTYPE_Q8_0 || dt == SNUG_DTYPE_Q5_0; }
+ * Q5_0, Q4_0), one scale and no sub-blocks, whose values are stored
+ * unsigned with an offset (Q8_0's made so, ql_offset). */
+static inline bool ql_b32(snug_dtype dt)
+{
+    return dt == SNUG_DTYPE_Q8_0 || dt == SNUG_DTYPE_Q5_0 || dt == SNUG_DTYPE_Q4_0;
+}
 
 /* The offset of dt's unsigned values (ql_b32): 128 (Q8_0's flipped sign
- * bit), 16 (Q5_0's stored q + 16). */
-static inline float ql_offset(snug_dtype dt) { return dt == SNUG_DTYPE_Q8_0 ? 128.0f : 16.0f; }
+ * bit), 16 (Q5_0's stored q + 16), 8 (Q4_0's q + 8). */
+static inline float ql_offset(snug_dtype dt)
+{
+    return dt == SNUG_DTYPE_Q8_0 ? 128.0f : dt == SNUG_DTYPE_Q5_0 ? 16.0f : 8.0f;
+}
 
 /* Rows of the GEMM's x: n in whole tiles of QL_XT. */
 static int64_t ql_x_rows(int64_t n) { return (n + QL_XT - 1) / QL_XT * QL_XT; }
@@ -530,16 +543,16 @@ static const int32_t Q50_SPREAD[16] = {0x00000000, 0x00000010, 0x00001000, 0x000
                                        0x00101000, 0x00101010, 0x10000000, 0x10000010, 0x10001000, 0x10001010,
                                        0x10100000, 0x10100010, 0x10101000, 0x10101010};
 
-/* One Q5_0 block (its full-width group g) against NX rows of x (at x) into
- * acc[t]: line s's low nibbles (values 4 s ..) and high ones (16 + 4 s ..)
- * each get their fifth bits from the rows' qh (Q50_SPREAD, by vpermd), so
- * that they are the values as stored (q + 16, 0..31) and meet x's; per row
- * of x, d_x times the sum less 16 d_x times x's sum (ql_xc), times the
- * rows' d. */
-T_Z_INL void q50_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m512 acc[], ql_pf pf)
+/* One Q5_0 block (FIVE) or Q4_0 block (its full-width group g) against NX
+ * rows of x (at x) into acc[t]: line s's low nibbles (values 4 s ..) and
+ * high ones (16 + 4 s ..), for Q5_0 each with its fifth bits from the rows'
+ * qh (Q50_SPREAD, by vpermd), are the values as stored (q + 16, 0..31, or
+ * q + 8, 0..15) and meet x's; per row of x, d_x times the sum less the
+ * offset times d_x times x's sum (ql_xc), times the rows' d. */
+T_Z_INL void qnib_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m512 acc[], ql_pf pf, const bool FIVE)
 {
     const __m512i lo4 = _mm512_set1_epi8(15), spread = _mm512_loadu_si512((const void *)Q50_SPREAD);
-    const __m512i qh = _mm512_loadu_si512((const void *)(g + Q50_HIGH));
+    const __m512i qh = FIVE ? _mm512_loadu_si512((const void *)(g + Q50_HIGH)) : _mm512_setzero_si512();
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)g));
     __m512i il[QL_XT], ih[QL_XT];
 #pragma GCC unroll 8
@@ -547,11 +560,12 @@ T_Z_INL void q50_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m51
     ql_fetch(&pf, 0), ql_fetch(&pf, 1);
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) {
-        __m512i v = _mm512_loadu_si512((const void *)(g + Q50_VALUES + 64 * s));
-        __m512i vl = _mm512_or_si512(_mm512_and_si512(v, lo4),
-                                     _mm512_permutexvar_epi32(_mm512_srli_epi32(qh, 4 * s), spread));
-        __m512i vh = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), lo4),
-                                     _mm512_permutexvar_epi32(_mm512_srli_epi32(qh, 16 + 4 * s), spread));
+        __m512i v = _mm512_loadu_si512((const void *)(g + (FIVE ? Q50_VALUES : Q40_VALUES) + 64 * s));
+        __m512i vl = _mm512_and_si512(v, lo4), vh = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+        if (FIVE) {
+            vl = _mm512_or_si512(vl, _mm512_permutexvar_epi32(_mm512_srli_epi32(qh, 4 * s), spread));
+            vh = _mm512_or_si512(vh, _mm512_permutexvar_epi32(_mm512_srli_epi32(qh, 16 + 4 * s), spread));
+        }
         ql_fetch(&pf, 2 + s);
 #pragma GCC unroll 8
         for (int t = 0; t < NX; t++) {
@@ -563,7 +577,7 @@ T_Z_INL void q50_block_zmm(const uint8_t *g, const ql_xs *x, const int NX, __m51
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) {
         __m512 s = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(il[t], ih[t])), _mm512_set1_ps(ql_xd(x, t)),
-                                   _mm512_set1_ps(ql_xc(x, t, 16.0f)));
+                                   _mm512_set1_ps(ql_xc(x, t, FIVE ? 16.0f : 8.0f)));
         acc[t] = _mm512_fmadd_ps(s, dw, acc[t]);
     }
 }
@@ -624,7 +638,7 @@ T_Z_INL void ql_gemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
             const ql_xs x = {(const uint8_t *)(x8 + c), (size_t)kb * sizeof *x8, 0, NULL, 0, 0};
             const ql_pf pf = {ql_next(w, p, c), g == pad ? NULL : g + gb};
             if (w->dtype == SNUG_DTYPE_Q8_0) q80_block_zmm(g, &x, NT, acc, pf);
-            else q50_block_zmm(g, &x, NT, acc, pf);
+            else qnib_block_zmm(g, &x, NT, acc, pf, w->dtype == SNUG_DTYPE_Q5_0);
         }
         for (int64_t b = 0; !ql_b32(w->dtype) && b < nb; b++) {
             const uint8_t *g = ql_group(w, p, b, pad);
@@ -656,8 +670,8 @@ T_Z void snug_qlanes_gemv_zmm(float *y, int64_t ldy, const snug_x8_block *x8, in
 
 /* The GEMM's x (snug_qlanes_pack_x) in tiles of QL_XT rows: tile i's x8
  * blocks (block of 32 c, row t at (c QL_XT + t) of the tile's), then
- * after every tile's the sums likewise (Q8_0's and Q5_0's times their
- * offset and d: ql_xc). Rows
+ * after every tile's the sums likewise (the formats of blocks of 32: times
+ * their offset and d, ql_xc). Rows
  * past n are zeros. */
 
 
@@ -695,18 +709,20 @@ T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64
 }
 
 /* ql_tile_zmm for the formats of blocks of 32 (ql_b32): Q8_0 two blocks at
- * a time (q80_pair_zmm), an odd last one alone; Q5_0 (Q5, whose low and
- * high nibbles make two chains already) one at a time. (Passes over a part
- * of k at a time, so that the part of the panel stays in L1 for every
- * tile, measured level.) */
+ * a time (q80_pair_zmm), an odd last one alone; Q5_0 (NIB and FIVE) and
+ * Q4_0 (NIB), whose low and high nibbles make two chains already, one at
+ * a time. (Passes over a part of k at a time, so that the part of the
+ * panel stays in L1 for every tile, measured level.) */
 T_Z_INL void ql32_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
-                           const snug_linear *w, int64_t p, bool pf, float *accm, const bool Q5, const int NX)
+                           const snug_linear *w, int64_t p, bool pf, float *accm, const bool NIB, const bool FIVE,
+                           const int NX)
 {
+    const size_t gb = FIVE ? Q50_GROUP : Q40_GROUP;
     const int64_t kb = w->k / 32, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) _mm512_storeu_ps(accm + 16 * t, _mm512_setzero_ps());
     int64_t c = 0;
-    for (; c + 1 < kb && !Q5; c += 2) {
+    for (; c + 1 < kb && !NIB; c += 2) {
         const ql_xs x0 = ql_x_at(xt, n, kb, t0, c), x1 = ql_x_at(xt, n, kb, t0, c + 1);
         q80_pair_zmm(gs + (size_t)c * Q80_GROUP, &x0, &x1, NX, accm,
                      (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 2) * Q80_GROUP});
@@ -714,12 +730,12 @@ T_Z_INL void ql32_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int
     __m512 acc[QL_XT];
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) acc[t] = _mm512_loadu_ps(accm + 16 * t);
-    for (; c < kb && Q5; c++) {
+    for (; c < kb && NIB; c++) {
         const ql_xs x = ql_x_at(xt, n, kb, t0, c);
-        q50_block_zmm(gs + (size_t)c * Q50_GROUP, &x, NX, acc,
-                      (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 1) * Q50_GROUP});
+        qnib_block_zmm(gs + (size_t)c * gb, &x, NX, acc, (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 1) * gb},
+                       FIVE);
     }
-    if (c < kb && !Q5) {
+    if (c < kb && !NIB) {
         const ql_xs x = ql_x_at(xt, n, kb, t0, c);
         q80_block_zmm(gs + (size_t)c * Q80_GROUP, &x, NX, acc, (ql_pf){pf ? ql_next(w, p, c) : NULL, NULL});
     }
@@ -736,7 +752,8 @@ static int64_t ql_x_block(int64_t k, int64_t nx)
 }
 
 /* The groups of panel p, full width (a narrow one widened into tb after
- * the scales), and their scales (ql_scales, ints as there; Q8_0 and Q5_0 have none
+ * the scales), and their scales (ql_scales, ints as there; the formats of
+ * blocks of 32 have none
  * but its d) into tb after a tile's sums. */
 T_Q_INL const uint8_t *ql_panel_prep(const snug_linear *w, int64_t p, bool ints, uint8_t *tb, float **scl)
 {
@@ -760,6 +777,7 @@ T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, 
 {
     float *accm = tb;
     const bool six = w->dtype == SNUG_DTYPE_Q6_K, q5 = w->dtype == SNUG_DTYPE_Q5_0;
+    const bool nib = q5 || w->dtype == SNUG_DTYPE_Q4_0;
     const int64_t xblock = ql_x_block(w->k, QZ_NX);
     for (int64_t x0 = 0; x0 < n; x0 += xblock)
         for (int64_t p = p0; p < p1; p++) {
@@ -767,14 +785,14 @@ T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, 
             const uint8_t *gs = ql_panel_prep(w, p, false, tb, &scl);
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && ql_b32(w->dtype); t0 += QZ_NX) {
                 switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
-                case 1: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 1); break;
-                case 2: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 2); break;
-                case 3: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 3); break;
-                case 4: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 4); break;
-                case 5: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 5); break;
-                case 6: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 6); break;
-                case 7: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 7); break;
-                default: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, q5, 8); break;
+                case 1: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 1); break;
+                case 2: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 2); break;
+                case 3: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 3); break;
+                case 4: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 4); break;
+                case 5: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 5); break;
+                case 6: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 6); break;
+                case 7: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 7); break;
+                default: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 8); break;
                 }
             }
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && !ql_b32(w->dtype); t0 += QZ_NX) {

@@ -153,14 +153,17 @@ QLY_INL void QLY_NAME(q80_block)(const uint8_t *g, int h, const ql_xs *x, const 
     }
 }
 
-/* Half h of one Q5_0 block (its full-width group g) against NX rows of x
- * (at x) into acc[t]: q50_block_zmm on 8 lanes (Q50_SPREAD's 16 words
- * through vpermd's 8 and the index's fourth bit; on vpmaddubsw the values,
- * at most 31, meet x as they are: pair sums of at most 2 x 31 x 127). */
-QLY_INL void QLY_NAME(q50_block)(const uint8_t *g, int h, const ql_xs *x, const int NX, __m256 acc[], ql_pf pf)
+/* Half h of one Q5_0 block (FIVE) or Q4_0 block (its full-width group g)
+ * against NX rows of x (at x) into acc[t]: qnib_block_zmm on 8 lanes
+ * (Q50_SPREAD's 16 words through vpermd's 8 and the index's fourth bit; on
+ * vpmaddubsw the values, at most 31, meet x as they are: pair sums of at
+ * most 2 x 31 x 127). */
+QLY_INL void QLY_NAME(qnib_block)(const uint8_t *g, int h, const ql_xs *x, const int NX, __m256 acc[], ql_pf pf,
+                                  const bool FIVE)
 {
     const __m256i lo4 = _mm256_set1_epi8(15), spread = _mm256_loadu_si256((const __m256i *)(const void *)Q50_SPREAD);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q50_HIGH + 32 * h));
+    const __m256i qh = FIVE ? _mm256_loadu_si256((const __m256i *)(const void *)(g + Q50_HIGH + 32 * h))
+                            : _mm256_setzero_si256();
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 16 * h)));
     __m256i il[QL_XT], ih[QL_XT];
 #pragma GCC unroll 8
@@ -168,15 +171,17 @@ QLY_INL void QLY_NAME(q50_block)(const uint8_t *g, int h, const ql_xs *x, const 
     ql_fetch(&pf, 0), ql_fetch(&pf, 1);
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q50_VALUES + 64 * s + 32 * h));
-        __m256i il_idx = _mm256_srli_epi32(qh, 4 * s), ih_idx = _mm256_srli_epi32(qh, 16 + 4 * s);
-        const __m256i bit3 = _mm256_set1_epi32(0x10000000);
-        __m256i fl = _mm256_or_si256(_mm256_permutevar8x32_epi32(spread, il_idx),
-                                     _mm256_and_si256(_mm256_slli_epi32(il_idx, 25), bit3));
-        __m256i fh = _mm256_or_si256(_mm256_permutevar8x32_epi32(spread, ih_idx),
-                                     _mm256_and_si256(_mm256_slli_epi32(ih_idx, 25), bit3));
-        __m256i vl = _mm256_or_si256(_mm256_and_si256(v, lo4), fl);
-        __m256i vh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), lo4), fh);
+        __m256i v = _mm256_loadu_si256(
+            (const __m256i *)(const void *)(g + (FIVE ? Q50_VALUES : Q40_VALUES) + 64 * s + 32 * h));
+        __m256i vl = _mm256_and_si256(v, lo4), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+        if (FIVE) {
+            __m256i il_idx = _mm256_srli_epi32(qh, 4 * s), ih_idx = _mm256_srli_epi32(qh, 16 + 4 * s);
+            const __m256i bit3 = _mm256_set1_epi32(0x10000000);
+            vl = _mm256_or_si256(vl, _mm256_or_si256(_mm256_permutevar8x32_epi32(spread, il_idx),
+                                                     _mm256_and_si256(_mm256_slli_epi32(il_idx, 25), bit3)));
+            vh = _mm256_or_si256(vh, _mm256_or_si256(_mm256_permutevar8x32_epi32(spread, ih_idx),
+                                                     _mm256_and_si256(_mm256_slli_epi32(ih_idx, 25), bit3)));
+        }
         ql_fetch(&pf, 2 + s);
 #pragma GCC unroll 8
         for (int t = 0; t < NX; t++) {
@@ -200,7 +205,7 @@ QLY_INL void QLY_NAME(q50_block)(const uint8_t *g, int h, const ql_xs *x, const 
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) {
         __m256 s = _mm256_fmsub_ps(_mm256_cvtepi32_ps(il[t]), _mm256_set1_ps(ql_xd(x, t)),
-                                   _mm256_set1_ps(ql_xc(x, t, 16.0f)));
+                                   _mm256_set1_ps(ql_xc(x, t, FIVE ? 16.0f : 8.0f)));
         acc[t] = _mm256_fmadd_ps(s, dw, acc[t]);
     }
 }
@@ -225,7 +230,7 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
             const ql_pf pf = {ql_next(w, p, c), g == pad ? NULL : g + gb};
             for (int h = 0; h < 2 && 8 * h < width; h++) {
                 if (w->dtype == SNUG_DTYPE_Q8_0) QLY_NAME(q80_block)(g, h, &x, NT, acc[h], h ? (ql_pf){NULL, NULL} : pf);
-                else QLY_NAME(q50_block)(g, h, &x, NT, acc[h], h ? (ql_pf){NULL, NULL} : pf);
+                else QLY_NAME(qnib_block)(g, h, &x, NT, acc[h], h ? (ql_pf){NULL, NULL} : pf, w->dtype == SNUG_DTYPE_Q5_0);
             }
         }
         for (int64_t b = 0; !ql_b32(w->dtype) && b < nb; b++) {
@@ -283,13 +288,14 @@ QLY_INL void QLY_NAME(ql_tile)(float *y, int64_t ldy, const void *xt, int64_t n,
     }
 }
 
-/* QLY_NAME(ql_tile) for the formats of blocks of 32 (ql_b32; Q5 for Q5_0):
- * its sums stay in registers over every block, a half at a time. */
+/* QLY_NAME(ql_tile) for the formats of blocks of 32 (ql_b32; NIB for Q5_0,
+ * FIVE, and Q4_0): its sums stay in registers over every block, a half at
+ * a time. */
 QLY_INL void QLY_NAME(ql32_tile)(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
-                                 const snug_linear *w, int64_t p, bool pf, const bool Q5, const int NX)
+                                 const snug_linear *w, int64_t p, bool pf, const bool NIB, const bool FIVE, const int NX)
 {
     const int64_t kb = w->k / 32, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
-    const size_t gb = Q5 ? Q50_GROUP : Q80_GROUP;
+    const size_t gb = !NIB ? Q80_GROUP : FIVE ? Q50_GROUP : Q40_GROUP;
     for (int h = 0; h < 2 && 8 * h < width; h++) {
         __m256 acc[QL_XT];
 #pragma GCC unroll 8
@@ -297,7 +303,7 @@ QLY_INL void QLY_NAME(ql32_tile)(float *y, int64_t ldy, const void *xt, int64_t 
         for (int64_t c = 0; c < kb; c++) {
             const ql_xs x = ql_x_at(xt, n, kb, t0, c);
             const ql_pf next = {pf && h == 0 ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 1) * gb};
-            if (Q5) QLY_NAME(q50_block)(gs + (size_t)c * gb, h, &x, NX, acc, next);
+            if (NIB) QLY_NAME(qnib_block)(gs + (size_t)c * gb, h, &x, NX, acc, next, FIVE);
             else QLY_NAME(q80_block)(gs + (size_t)c * gb, h, &x, NX, acc, next);
         }
         for (int t = 0; t < NX && t0 + t < n; t++)
@@ -310,6 +316,7 @@ QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int
 {
     float *accm = tb;
     const bool six = w->dtype == SNUG_DTYPE_Q6_K, q5 = w->dtype == SNUG_DTYPE_Q5_0;
+    const bool nib = q5 || w->dtype == SNUG_DTYPE_Q4_0;
     const int64_t xblock = ql_x_block(w->k, QY_NX);
     for (int64_t x0 = 0; x0 < n; x0 += xblock)
         for (int64_t p = p0; p < p1; p++) {
@@ -317,10 +324,10 @@ QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int
             const uint8_t *gs = ql_panel_prep(w, p, !QLY_VNNI, tb, &scl);
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && ql_b32(w->dtype); t0 += QY_NX) {
                 switch (SNUG_MIN((int64_t)QY_NX, n - t0)) {
-                case 1: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, q5, 1); break;
-                case 2: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, q5, 2); break;
-                case 3: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, q5, 3); break;
-                default: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, q5, 4); break;
+                case 1: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 1); break;
+                case 2: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 2); break;
+                case 3: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 3); break;
+                default: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 4); break;
                 }
             }
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && !ql_b32(w->dtype); t0 += QY_NX) {

@@ -8,8 +8,8 @@
  *
  * Each weight block is first unpacked into chunks of 32 signed 8-bit
  * values with the float scale of each half (d sc of its sub-block) and,
- * for the formats with minimums, each half's offset (dmin mn): for Q4_0,
- * Q5_0 and Q5_K with vector
+ * for the formats with minimums, each half's offset (dmin mn): for Q5_K
+ * with vector
  * shifts and masks, for the others (Q4_1, Q5_1, Q2_K, Q3_K) through
  * snug_quant_unpack. Unsigned-times-signed instructions take |w| and x
  * with w's sign (vpsignb; a masked subtraction in zmm), so every format
@@ -18,8 +18,9 @@
  * saturate: |w| <= 128, |x| <= 127). Per row of w and of x the lanes
  * accumulate in float across the blocks and are added up once at the end
  * of the panel; the minimums' terms (dmin mn times x's half sums) are
- * added in scalar. Q4_K, Q6_K and Q8_0, whose panels lay their rows out
- * across vectors (linear.h), have paths of their own (k_qlanes.c).
+ * added in scalar. Q4_K, Q6_K, Q8_0, Q5_0 and Q4_0, whose panels lay their
+ * rows out across vectors (linear.h), have paths of their own
+ * (k_qlanes.c).
  */
 #include "k_impl.h"
 
@@ -289,7 +290,7 @@ T_Z_INL void panel_q5k_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const
         }
 }
 
-/* Panels [p0, p1) for NT rows of x: Q5_K on zmm (Q4_K, Q6_K and Q8_0:
+/* Panels [p0, p1) for NT rows of x: Q5_K on zmm (the interleaved formats:
  * k_qlanes.c), the others as the vpdpbusd ymm path. */
 T_Z_INL void qgemv_n_zmm(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p0,
                             int64_t p1, const int NT)

@@ -121,49 +121,6 @@ QB_INL void QB_NAME(panel_q5k)(float *y, int64_t ldy, const snug_x8_block *x8, c
         }
 }
 
-/* Q4_0: one half scale per 32 values; the values are taken as stored
- * (0..15) and the offset (8) times x's sum taken away (Q8_0 and Q5_0:
- * k_qlanes.c). */
-QB_INL void QB_NAME(panel_legacy)(float *y, int64_t ldy, const snug_x8_block *x8, const snug_linear *w, int64_t p,
-                                  const int NT, const snug_qtype qt)
-{
-    const int64_t k = w->k, kb = k / 32;
-    const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
-    const size_t bb = snug_qtype_block_bytes(qt);
-    const uint8_t *panel = (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, k, p);
-    const float offset = 8.0f;
-    __m256 acc[SNUG_GEMV_MAX_N][SNUG_PANEL], cacc[SNUG_GEMV_MAX_N][SNUG_PANEL];
-    float corr[SNUG_GEMV_MAX_N][SNUG_PANEL];
-    for (int t = 0; t < NT; t++)
-        for (int64_t r = 0; r < width; r++) acc[t][r] = _mm256_setzero_ps(), corr[t][r] = 0.0f;
-    for (int64_t b = 0; b < kb; b++) {
-        const uint8_t *blocks = panel + (size_t)(b * width) * bb;
-        float dx[SNUG_GEMV_MAX_N], sx[SNUG_GEMV_MAX_N];
-        __m256i xq[SNUG_GEMV_MAX_N];
-        for (int t = 0; t < NT; t++) {
-            const snug_x8_block *xb = &x8[t * kb + b];
-            dx[t] = xb->d;
-            sx[t] = offset * (float)(xb->sum16[0] + xb->sum16[1]);
-            xq[t] = load256(xb->q);
-        }
-        for (int64_t r = 0; r < width; r++) {
-            const uint8_t *bl = blocks + (size_t)r * bb;
-            QB_NAME(fetch)(bl, bb);
-            float d = half_at(bl);
-            __m256i u = legacy_u(qt, bl);
-            for (int t = 0; t < NT; t++) {
-                __m256i dot = QB_UDOT(u, xq[t]);
-                float ddx = d * dx[t];
-                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(ddx), acc[t][r]);
-                corr[t][r] += ddx * sx[t];
-            }
-        }
-    }
-    for (int t = 0; t < NT; t++)
-        for (int64_t r = 0; r < width; r++) cacc[t][r] = _mm256_setr_ps(corr[t][r], 0, 0, 0, 0, 0, 0, 0);
-    QB_NAME(store)(y, ldy, p, width, acc, cacc, NT);
-}
-
 /* Any other format (Q4_1, Q5_1, Q2_K, Q3_K), through its chunks (unpack_chunks):
  * signed values meet x with their sign moved over, the minimums' terms
  * go to cacc. */
@@ -210,7 +167,6 @@ QB_INL void QB_NAME(qgemv_n)(float *y, int64_t ldy, const snug_x8_block *x8, con
     for (int64_t p = p0; p < p1; p++) {
         switch (qt) {
         case SNUG_QTYPE_Q5_K: QB_NAME(panel_q5k)(y, ldy, x8, w, p, NT); break;
-        case SNUG_QTYPE_Q4_0: QB_NAME(panel_legacy)(y, ldy, x8, w, p, NT, qt); break;
         default: QB_NAME(panel_generic)(y, ldy, x8, w, p, NT); break;
         }
     }

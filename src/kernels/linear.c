@@ -74,10 +74,12 @@ static int spans_of(snug_dtype dt, const span **out)
     static const span q6k[] = {{0, 192, 4}, {192, 208, 1}, {208, 210, 2}}; /* ql and qh, scales, d */
     static const span q80[] = {{0, 2, 2}, {2, 34, 4}};                      /* d, values */
     static const span q50[] = {{0, 2, 2}, {2, 6, 4}, {6, 22, 4}};           /* d, qh, nibbles */
+    static const span q40[] = {{0, 2, 2}, {2, 18, 4}};                      /* d, nibbles */
     if (dt == SNUG_DTYPE_Q4_K) return *out = q4k, (int)SNUG_ARRAY_LEN(q4k);
     if (dt == SNUG_DTYPE_Q6_K) return *out = q6k, (int)SNUG_ARRAY_LEN(q6k);
     if (dt == SNUG_DTYPE_Q8_0) return *out = q80, (int)SNUG_ARRAY_LEN(q80);
     if (dt == SNUG_DTYPE_Q5_0) return *out = q50, (int)SNUG_ARRAY_LEN(q50);
+    if (dt == SNUG_DTYPE_Q4_0) return *out = q40, (int)SNUG_ARRAY_LEN(q40);
     return 0;
 }
 

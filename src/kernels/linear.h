@@ -23,7 +23,8 @@
  * panel in place once all its rows have arrived.
  *
  *   block formats (Q8_0 ... Q6_K, base/quant.h; k a multiple of the
- *              block; Q4_K, Q6_K, Q8_0 and Q5_0 then interleaved, below): the
+ *              block; Q4_K, Q6_K, Q8_0, Q5_0 and Q4_0 then interleaved,
+ *              below): the
  *              panel's blocks go block index by block index,
  *              each holding block b of every row of the panel, block (r, b)
  *              at 16 p R + (b w + r - 16 p) B bytes (R a row's bytes, k /
@@ -52,6 +53,8 @@
  *   Q5_0 (interleaved): likewise for blocks of 22 bytes (at 16 p R + 22 b w):
  *              row r's d at 2 r, its qh (4 bytes) at 2 w + 4 r, its 16
  *              bytes of nibbles as 4 words at 6 w + 4 (s w + r).
+ *   Q4_0 (interleaved): likewise for blocks of 18 bytes (at 16 p R + 18 b w):
+ *              row r's d at 2 r, its nibbles as 4 words at 2 w + 4 (s w + r).
  */
 #ifndef SNUG_LINEAR_H
 #define SNUG_LINEAR_H
