@@ -288,25 +288,32 @@ __attribute__((target("avx2"))) static float bench_loop_maddubs_ymm(long iters)
     return (float)_mm256_extract_epi16(s, 0);
 }
 
-/* iters x 16 chains of vpdpbusd zmm (AVX-512 VNNI) */
-__attribute__((target("avx512f,avx512vnni"))) static float bench_loop_dpbusd_zmm(long iters)
-{
-    __m512i u = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);
-#define INIT(j) __m512i a##j = _mm512_set1_epi32((j) + 1);
-#define STEP(j) a##j = _mm512_dpbusd_epi32(a##j, u, x);
-#define SUM(j) s = _mm512_add_epi32(s, a##j);
-    BENCH_ACC16(INIT)
-    for (long i = 0; i < iters; i++) {
-        BENCH_ACC16(STEP)
-        BENCH_LIVE16();
+/* A loop of iters x 16 chains of vpdpbusd zmm (AVX-512 VNNI), each
+ * chain's step DPBUSD_ZMM_STEP_##X: x a register (REG), or (BCAST) as the
+ * lanes kernels take it, 4 bytes from memory (L1) broadcast to every lane,
+ * a different word for each chain. */
+#define BENCH_LOOP_DPBUSD_ZMM(NAME, X)                                             \
+    __attribute__((target("avx512f,avx512vnni"))) static inline float NAME(long iters) \
+    {                                                                              \
+        _Alignas(64) int32_t xw[16];                                               \
+        for (int j = 0; j < 16; j++) xw[j] = (int32_t)(0x01FE01FEu + (uint32_t)j); \
+        __m512i u = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);                 \
+        BENCH_ACC16(BENCH_INIT_ZMM_I32)                                            \
+        for (long i = 0; i < iters; i++) {                                         \
+            BENCH_ACC16(DPBUSD_ZMM_STEP_##X)                                       \
+            BENCH_LIVE16();                                                        \
+        }                                                                          \
+        __m512i s = _mm512_setzero_si512();                                        \
+        BENCH_ACC16(BENCH_SUM_ZMM_I32)                                             \
+        (void)x, (void)xw;                                                         \
+        return (float)_mm512_reduce_add_epi32(s);                                  \
     }
-    __m512i s = _mm512_setzero_si512();
-    BENCH_ACC16(SUM)
-#undef INIT
-#undef STEP
-#undef SUM
-    return (float)_mm512_reduce_add_epi32(s);
-}
+#define BENCH_INIT_ZMM_I32(j) __m512i a##j = _mm512_set1_epi32((j) + 1);
+#define BENCH_SUM_ZMM_I32(j) s = _mm512_add_epi32(s, a##j);
+#define DPBUSD_ZMM_STEP_REG(j) a##j = _mm512_dpbusd_epi32(a##j, u, x);
+#define DPBUSD_ZMM_STEP_BCAST(j) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(a##j) : "v"(u), "m"(xw[j]));
+BENCH_LOOP_DPBUSD_ZMM(bench_loop_dpbusd_zmm, REG)
+BENCH_LOOP_DPBUSD_ZMM(bench_loop_dpbusd_bcast_zmm, BCAST)
 
 /* The ymm vpdpbusd loop this CPU can run; NULL for none. */
 static float (*bench_dpbusd_loop(void))(long)
@@ -314,6 +321,25 @@ static float (*bench_dpbusd_loop(void))(long)
     if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) return bench_loop_dpbusd_evex;
     if (__builtin_cpu_supports("avxvnni")) return bench_loop_dpbusd_vex;
     return NULL;
+}
+#endif
+
+#ifdef BENCH_X86
+/* Seconds of the fastest of `tries` runs of loop(iters) on n_threads
+ * threads at once: short tries (tens of ms), so that the best of several
+ * catches one that nothing else on the machine interrupted. */
+static inline double bench_loop_seconds(float (*loop)(long), long iters, int n_threads, int tries)
+{
+    double best = 1e30, sink = 0;
+    for (int k = 0; k < tries; k++) {
+        double t0 = bench_now();
+#pragma omp parallel num_threads(n_threads) reduction(+ : sink)
+        sink += loop(iters);
+        double dt = bench_now() - t0;
+        if (dt < best) best = dt;
+    }
+    if (sink == 42.4242) printf(" ");
+    return best;
 }
 #endif
 
@@ -329,29 +355,38 @@ static double bench_insn_peak(snug_insn insn, int n_threads, int tries)
         snug_insn_isa(insn) > snug_isa_detect() || (insn == SNUG_INSN_DPBUSD_YMM && !bench_dpbusd_loop()) ||
         (insn == SNUG_INSN_DPBUSD_ZMM && !__builtin_cpu_supports("avx512vnni")))
         return 0;
-    /* short tries (tens of ms), so that the best of several catches one
-     * that nothing else on the machine interrupted */
     const long iters = 2 * 1000 * 1000;
     bool ymm = insn == SNUG_INSN_FMA_YMM || insn == SNUG_INSN_DPBUSD_YMM || insn == SNUG_INSN_MADDUBS_YMM;
     int chains = ymm ? BENCH_CHAINS_YMM : BENCH_CHAINS_ZMM;
     double flops_per_iter = (double)chains * snug_insn_flops(insn);
-    double best = 1e30, sink = 0;
-    for (int k = 0; k < tries; k++) {
-        double t0 = bench_now();
-#pragma omp parallel num_threads(n_threads) reduction(+ : sink)
-        sink += insn == SNUG_INSN_FMA_YMM       ? bench_loop_fma_ymm(iters)
-                : insn == SNUG_INSN_FMA_ZMM     ? bench_loop_fma_zmm(iters)
-                : insn == SNUG_INSN_DPBUSD_YMM  ? bench_dpbusd_loop()(iters)
-                : insn == SNUG_INSN_DPBUSD_ZMM  ? bench_loop_dpbusd_zmm(iters)
-                : insn == SNUG_INSN_MADDUBS_YMM ? bench_loop_maddubs_ymm(iters)
-                                                : bench_loop_dpbf16_zmm(iters);
-        double dt = bench_now() - t0;
-        if (dt < best) best = dt;
-    }
-    if (sink == 42.4242) printf(" ");
-    return flops_per_iter * (double)iters * n_threads / best;
+    float (*loop)(long) = insn == SNUG_INSN_FMA_YMM       ? bench_loop_fma_ymm
+                          : insn == SNUG_INSN_FMA_ZMM     ? bench_loop_fma_zmm
+                          : insn == SNUG_INSN_DPBUSD_YMM  ? bench_dpbusd_loop()
+                          : insn == SNUG_INSN_DPBUSD_ZMM  ? bench_loop_dpbusd_zmm
+                          : insn == SNUG_INSN_MADDUBS_YMM ? bench_loop_maddubs_ymm
+                                                          : bench_loop_dpbf16_zmm;
+    return flops_per_iter * (double)iters * n_threads / bench_loop_seconds(loop, iters, n_threads, tries);
 #else
     (void)insn, (void)n_threads, (void)tries;
+    return 0;
+#endif
+}
+
+/* The rate in op/s (2 an 8-bit product) of n_threads threads each running
+ * vpdpbusd zmm with its x broadcast from memory, one word per product, as
+ * the block formats' kernels take it (bench_loop_dpbusd_bcast_zmm): what
+ * such a kernel could reach with nothing else to do. 0 without AVX-512
+ * VNNI. Best of `tries`. */
+static inline double bench_dpbusd_bcast_rate(int n_threads, int tries)
+{
+#ifdef BENCH_X86
+    if (!__builtin_cpu_supports("avx512vnni")) return 0;
+    const long iters = 2 * 1000 * 1000;
+    double ops_per_iter = (double)BENCH_CHAINS_ZMM * snug_insn_flops(SNUG_INSN_DPBUSD_ZMM);
+    return ops_per_iter * (double)iters * n_threads /
+           bench_loop_seconds(bench_loop_dpbusd_bcast_zmm, iters, n_threads, tries);
+#else
+    (void)n_threads, (void)tries;
     return 0;
 #endif
 }

@@ -2,10 +2,13 @@
  * matmul.c: the matmul kernel at the shapes of a Llama-3.2-1B layer against
  * limits measured in the same run (bench/limits.h).
  *
- *   matmul [THREADS [ISA [DTYPE]]]   defaults: 2, the best the CPU runs, bf16;
- *                                    DTYPE a torch name or a block format (q4_k,
- *                                    q6_k, q8_0, ...: seeded values quantized
- *                                    by snug's own quantizer)
+ *   matmul [THREADS [ISA [DTYPE [--l1]]]]
+ *                                    defaults: 2, the best the CPU runs (ISA
+ *                                    "-" for it too), bf16; DTYPE a torch name
+ *                                    or a block format (q4_k, q6_k, q8_0, ...:
+ *                                    seeded values quantized by snug's own
+ *                                    quantizer); --l1 (block formats) prints
+ *                                    only the kernel's ceiling below, as JSON
  *
  * The weights are packed in the kernels' panel layout, as the loader holds
  * them (a block format's interleaved across its rows where linear.h says). For bf16 the kernels' instruction is chosen by the same calibration
@@ -22,12 +25,22 @@
  * formats the 8-bit products, vpdpbusd and vpmaddubsw), measured on the
  * same threads: the machine's limit, whichever instruction ran. Then
  * the row sweep: a 2048 x 8192 bf16 matmul for 1 to 32 rows of x, whose
- * time must grow smoothly (8 rows within 1.3 x 4 rows). Not part of make
- * test.
+ * time must grow smoothly (8 rows within 1.3 x 4 rows).
+ *
+ * For a block format, first the kernel's ceiling on this core: its 8-bit
+ * GEMM on one thread over one panel of 16 rows (k 1024) and 64 rows of x,
+ * all held in L1 and x quantized once, so that nothing but its own
+ * instructions limits it, against the same thread's peak of its
+ * instruction, and beside it the rate of vpdpbusd zmm taking its x by
+ * broadcast from memory as these kernels do (bench_dpbusd_bcast_rate).
+ * What a matmul or a step reaches against the peak cannot exceed this
+ * ratio. Not part of make test.
  */
 #include "base/dtype.h"
 #include "base/quant.h"
+#include "kernels/k_impl.h"
 #include "kernels/kernels.h"
+#include "kernels/qdot.h"
 #include "limits.h"
 
 #include <math.h>
@@ -51,12 +64,57 @@ typedef struct {
     int64_t k, m;
 } shape;
 
+/* The block-format GEMM's ceiling (the comment at the top): its GOP/s on
+ * one thread with everything in L1, the thread's peak of its instruction
+ * and the broadcast rate (0 without AVX-512 VNNI), printed as JSON (json)
+ * or a line. Returns false (nothing printed) where kern runs no 8-bit GEMM
+ * for wdt. */
+static bool print_l1_ceiling(const snug_kernels *kern, snug_dtype wdt, bool json)
+{
+    const int64_t k = 1024, m = SNUG_PANEL, n = 64;
+    if (!kern->qgemm || !snug_dtype_is_quant(wdt)) return false;
+    snug_qtype qt = snug_dtype_qtype(wdt);
+    size_t wbytes = snug_linear_bytes(wdt, m, k), rbytes = snug_qtype_bytes(qt, k * m);
+    size_t xbytes = SNUG_MAX(snug_qgemm_x_bytes(n, k), snug_qlanes_x_bytes(n, k));
+    size_t tbytes = SNUG_MAX(snug_qgemm_panel_bytes(k), snug_qlanes_scratch_bytes(k));
+    float *v = malloc((size_t)(n * k) * sizeof(float)), *y = malloc((size_t)(n * m) * sizeof(float));
+    void *raw = malloc(rbytes), *tmp = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof(snug_x8_block));
+    unsigned char *w = aligned_alloc(64, snug_round_up(wbytes, 64));
+    void *xt = aligned_alloc(64, snug_round_up(xbytes, 64)), *tb = aligned_alloc(64, snug_round_up(tbytes, 64));
+    for (int64_t i = 0; i < n * k; i++) v[i] = (float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f;
+    snug_quant_quantize(qt, v, raw, k * m);
+    snug_linear_pack(w, raw, wdt, m, k);
+    snug_qgemm_pack_x(xt, v, n, k, wdt, 0, (n + SNUG_QGEMM_XROWS - 1) / SNUG_QGEMM_XROWS, tmp);
+    snug_linear lin = {wdt, m, k, w};
+    const long reps = 2000;
+    double best = 1e30;
+    for (int tr = 0; tr < 9; tr++) {
+        double t0 = bench_now();
+        for (long r = 0; r < reps; r++) kern->qgemm(y, m, xt, n, &lin, 0, 1, tb);
+        best = SNUG_MIN(best, (bench_now() - t0) / (double)reps);
+    }
+    double ops = 2.0 * (double)(n * k * m) / best, peak = bench_insn_peak(kern->qgemm_insn, 1, 9);
+    double bcast = kern->qgemm_insn == SNUG_INSN_DPBUSD_ZMM ? bench_dpbusd_bcast_rate(1, 9) : 0;
+    if (json)
+        printf("{\"dtype\": \"%s\", \"insn\": \"%s\", \"l1_gops\": %.1f, \"peak_gops\": %.1f, \"bcast_gops\": %.1f}\n",
+               snug_dtype_name(wdt), snug_insn_name(kern->qgemm_insn), ops / 1e9, peak / 1e9, bcast / 1e9);
+    else {
+        printf("the kernel's ceiling (1 thread, one panel of k %ld and %ld rows of x in L1): %.1f GOP/s = %.2f of %s's "
+               "peak (%.1f)", (long)k, (long)n, ops / 1e9, peak > 0 ? ops / peak : 0.0, snug_insn_name(kern->qgemm_insn),
+               peak / 1e9);
+        if (bcast > 0) printf("; vpdpbusd zmm with x by broadcast: %.2f of it", bcast / peak);
+        printf("\n");
+    }
+    free(v), free(y), free(raw), free(tmp), free(w), free(xt), free(tb);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     bench_omp_passive(argv);
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     snug_isa isa = snug_isa_detect();
-    if (argc > 2 && !snug_isa_from_name(argv[2], &isa)) {
+    if (argc > 2 && strcmp(argv[2], "-") != 0 && !snug_isa_from_name(argv[2], &isa)) {
         fprintf(stderr, "unknown instruction set %s\n", argv[2]);
         return 2;
     }
@@ -72,6 +130,7 @@ int main(int argc, char **argv)
         return 1;
     }
     snug_kernels_calibrate(&kern);
+    if (argc > 4 && strcmp(argv[4], "--l1") == 0) return print_l1_ceiling(&kern, wdt, true) ? 0 : 1;
     snug_pool *pool = NULL;
     if (snug_pool_create(threads, 0, &pool, &err) != SNUG_OK) {
         fprintf(stderr, "%s\n", err.msg);
@@ -96,6 +155,7 @@ int main(int argc, char **argv)
                "GFLOP/s: bf16 runs %s\n",
                kern.calib_gflops[SNUG_INSN_FMA_ZMM], kern.calib_gflops[SNUG_INSN_DPBF16_ZMM],
                snug_insn_name(kern.bf16_insn));
+    print_l1_ceiling(&kern, wdt, false);
     size_t esz = snug_dtype_size(wdt);
     void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(threads, 512, 8192), 64));
     size_t x_max = 512 * 8192, y_max = 512 * 16384;
