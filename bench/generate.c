@@ -22,13 +22,16 @@
  * right before it (bandwidth for batch 1, the best instruction's peak for
  * batch 32, and for each of the two prefills), the median step (the better
  * prefill) reported beside the aggregate. Not part of make test.
- *   build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N] [--json]
+ *   build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N]
+ *                        [--kv-cache-dtype bf16|f16|f32|q8_0] [--json]
  * --decode-batch-only runs only the batch-32 decode and the prefill (no
  * limits, no batch 1) and prints their tokens/s on a line each (bench/serve
  * compares the server's throughput with them). --decode-context N runs only
  * a decode at batch 1 after an N-token prompt (prefilled PREFILL tokens a
  * step) and prints its tokens/s (bench/swa: a windowed layer's attention
  * reads its window whatever the length, a global layer's every position).
+ * --kv-cache-dtype holds the cache in that dtype (default bf16; bench/
+ * kvquant compares them).
  */
 #include "engine/blocks.h"
 #include "formats/checkpoint.h"
@@ -181,16 +184,26 @@ int main(int argc, char **argv)
 {
     bench_omp_passive(argv);
     if (argc < 2) {
-        fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N] [--json]\n");
+        fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N] "
+                        "[--kv-cache-dtype bf16|f16|f32|q8_0] [--json]\n");
         return 2;
     }
     int threads = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : snug_cpu_count();
     bool batch_only = false, json = false;
     int context = 0;
+    snug_dtype kv_dtype = SNUG_DTYPE_BF16;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--decode-batch-only") == 0) batch_only = true;
         if (strcmp(argv[i], "--json") == 0) json = true;
         if (strcmp(argv[i], "--decode-context") == 0 && i + 1 < argc) context = atoi(argv[++i]);
+        if (strcmp(argv[i], "--kv-cache-dtype") == 0 && i + 1 < argc) {
+            i++;
+            kv_dtype = strcmp(argv[i], "q8_0") == 0 ? SNUG_DTYPE_Q8_0 : snug_dtype_from_torch(argv[i]);
+            if (kv_dtype == SNUG_DTYPE_NONE) {
+                fprintf(stderr, "bench/generate: --kv-cache-dtype %s: expected bf16, f16, f32 or q8_0\n", argv[i]);
+                return 2;
+            }
+        }
     }
     if (context < 0 || context > (1 << 20)) {
         fprintf(stderr, "bench/generate: --decode-context %d: expected 1 to %d\n", context, 1 << 20);
@@ -215,7 +228,7 @@ int main(int argc, char **argv)
     snug_isa isa = snug_model_isa(b.m);
     const snug_kernels *kern = snug_model_kernels(b.m);
     int32_t n_blocks = SNUG_MAX(BATCH * ((PREFILL + BLOCK - 1) / BLOCK + 2), (context + 64) / BLOCK + 2);
-    snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, SNUG_DTYPE_BF16};
+    snug_kv_shape ks = {b.d->n_layers, b.d->n_kv_heads, b.d->head_dim, BLOCK, kv_dtype};
     if (snug_kvcache_create(&ks, n_blocks, snug_model_pool(b.m), &b.kv, &err) != SNUG_OK || snug_block_pool_init(&b.pool, n_blocks, BLOCK, false, &err) != SNUG_OK) {
         fprintf(stderr, "bench/generate: %s\n", err.msg);
         return 1;
@@ -245,10 +258,11 @@ int main(int argc, char **argv)
             if (s >= WARMUP) t += dt;
         }
         if (json)
-            printf("{\"decode_context\": %d, \"decode_tps\": %.4f, \"threads\": %d}\n", context, DECODE_STEPS / t, threads);
+            printf("{\"decode_context\": %d, \"decode_tps\": %.4f, \"threads\": %d, \"kv_cache_dtype\": \"%s\"}\n",
+                   context, DECODE_STEPS / t, threads, snug_kv_dtype_name(kv_dtype));
         else
-            printf("decode after %d tokens: %.2f tokens/s (%s weights, %d threads, kernels %s)\n", context,
-                   DECODE_STEPS / t, label, threads, snug_isa_name(isa));
+            printf("decode after %d tokens: %.2f tokens/s (%s weights, %s cache, %d threads, kernels %s)\n", context,
+                   DECODE_STEPS / t, label, snug_kv_dtype_name(kv_dtype), threads, snug_isa_name(isa));
         release_all(&b);
         bench_free(&b, w, ck);
         return 0;

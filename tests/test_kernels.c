@@ -58,6 +58,10 @@ static void *make_typed(rng_t *r, snug_dtype dt, size_t n)
 
 static double typed_at(const void *p, snug_dtype dt, size_t i)
 {
+    if (dt == SNUG_DTYPE_Q8_0) { /* blocks of 32 from p (kernels.h's snug_kv_view) */
+        const uint8_t *b = (const uint8_t *)p + i / 32 * 34;
+        return (double)(snug_f16_to_f32((uint16_t)(b[0] | b[1] << 8)) * (float)(int8_t)b[2 + i % 32]);
+    }
     if (dt == SNUG_DTYPE_F32) return ((const float *)p)[i];
     if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)p)[i]);
     return snug_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -1188,6 +1192,27 @@ static void test_elementwise_simd(void)
                       snug_isa_name(isas[v]), snug_dtype_name(wdts[d]),
                       specials[i % SNUG_ARRAY_LEN(specials)], hb[i], ha[i]);
         }
+        /* the KV cache's Q8_0 store: the quantizer's blocks bit for bit, ties
+         * (x / d at k + 1/2: away from zero) and zero blocks among them */
+        for (int n = 32; n <= 256; n *= 2) {
+            float *x = malloc((size_t)n * sizeof(float));
+            uint8_t *qa = malloc((size_t)n / 32 * 34), *qb = malloc((size_t)n / 32 * 34);
+            fill(&r, x, (size_t)n);
+            static const float ties[] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 126.5f, -126.5f, 0.0f, -0.0f, 1e-3f};
+            for (size_t i = 0; i < SNUG_ARRAY_LEN(ties); i++) x[i] = ties[i];
+            if (n >= 64)
+                for (int i = 32; i < 64; i++) x[i] = 0.0f;
+            if (n >= 128) x[100] = 3e4f; /* a scale near half's top */
+            snug_quant_quantize(SNUG_QTYPE_Q8_0, x, qa, n);
+            kv.store(qb, SNUG_DTYPE_Q8_0, x, n);
+            CHECK(memcmp(qa, qb, (size_t)n / 32 * 34) == 0, "%s Q8_0 store of %d values differs from the quantizer",
+                  snug_isa_name(isas[v]), n);
+            s.store(qb, SNUG_DTYPE_Q8_0, x, n);
+            CHECK(memcmp(qa, qb, (size_t)n / 32 * 34) == 0, "scalar Q8_0 store of %d values", n);
+            free(x);
+            free(qa);
+            free(qb);
+        }
         printf("  %s vs scalar: rmsnorm %.3g, silu_mul %.3g, gelu_tanh_mul %.3g, rope %.3g (tolerance 1e-5); "
                "add/add_bias/load/store exact\n",
                snug_isa_name(isas[v]), worst_rms, worst_silu, worst_gelu, worst_rope);
@@ -1223,24 +1248,33 @@ static attn_setup attn_make(rng_t *r, attn_case c)
     int32_t hd = c.head_dim, n_pos = c.pos0 + c.n_q;
     int32_t n_blocks_used = (n_pos + c.block_size - 1) / c.block_size;
     int32_t n_blocks = n_blocks_used * 2 + 3;
-    size_t stride = (size_t)c.block_size * hd + 5;
-    size_t esz = snug_dtype_size(c.dt), total = stride * (size_t)n_blocks;
-    s.k = malloc(total * esz);
-    s.v = malloc(total * esz);
+    /* (a Q8_0 cache's rows stay whole blocks: its padding one block) */
+    bool q8 = c.dt == SNUG_DTYPE_Q8_0;
+    size_t stride = (size_t)c.block_size * hd + (q8 ? 32 : 5), total = stride * (size_t)n_blocks;
+    size_t bytes = snug_dtype_bytes(c.dt, (int64_t)total);
+    s.k = malloc(bytes);
+    s.v = malloc(bytes);
     float *nanbuf = malloc(total * sizeof(float));
     for (size_t i = 0; i < total; i++) nanbuf[i] = NAN;
-    snug_convert(s.k, c.dt, nanbuf, SNUG_DTYPE_F32, total);
-    snug_convert(s.v, c.dt, nanbuf, SNUG_DTYPE_F32, total);
+    for (size_t i = 0; i < total && q8; i += 32) { /* a NaN scale */
+        uint8_t nan_block[34] = {0x00, 0x7E, 1};
+        memcpy((uint8_t *)s.k + i / 32 * 34, nan_block, 34);
+        memcpy((uint8_t *)s.v + i / 32 * 34, nan_block, 34);
+    }
+    if (!q8) snug_convert(s.k, c.dt, nanbuf, SNUG_DTYPE_F32, total);
+    if (!q8) snug_convert(s.v, c.dt, nanbuf, SNUG_DTYPE_F32, total);
     s.table = malloc((size_t)n_blocks_used * sizeof(int32_t));
     for (int32_t b = 0; b < n_blocks_used; b++) s.table[b] = (b * 7 + 5) % n_blocks;
     /* real keys and values at positions 0 .. n_pos - 1 */
     float *row = malloc((size_t)hd * sizeof(float));
     for (int32_t p = 0; p < n_pos; p++) {
         size_t off = (size_t)s.table[p / c.block_size] * stride + (size_t)(p % c.block_size) * hd;
-        fill(r, row, (size_t)hd);
-        snug_convert((char *)s.k + off * esz, c.dt, row, SNUG_DTYPE_F32, (size_t)hd);
-        fill(r, row, (size_t)hd);
-        snug_convert((char *)s.v + off * esz, c.dt, row, SNUG_DTYPE_F32, (size_t)hd);
+        for (int kv = 0; kv < 2; kv++) {
+            char *at = (char *)(kv ? s.v : s.k) + snug_dtype_bytes(c.dt, (int64_t)off);
+            fill(r, row, (size_t)hd);
+            if (q8) snug_quant_quantize(SNUG_QTYPE_Q8_0, row, at, hd);
+            else snug_convert(at, c.dt, row, SNUG_DTYPE_F32, (size_t)hd);
+        }
     }
     free(row);
     free(nanbuf);
@@ -1330,21 +1364,22 @@ static void test_attention(void)
         int32_t n_q, pos0;
     } runs[] = {{1, 0}, {1, 40}, {5, 7}, {3, 70}, {33, 2}}; /* 33: more than one tile of rows */
     static const int32_t windows[] = {0, 6};
-    static const int32_t hds[] = {16, 20, 64, 264};
+    static const int32_t hds[] = {16, 20, 64, 264}, hds_q8[] = {32, 64, 256, 96};
+    static const snug_dtype kvdts[] = {SNUG_DTYPE_F32, SNUG_DTYPE_F16, SNUG_DTYPE_BF16, SNUG_DTYPE_Q8_0};
     double worst_s = 0, worst_v[SNUG_ISA_COUNT] = {0};
     rng_t r = {4242};
     int n_cases = 0;
-    for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++)
+    for (size_t d = 0; d < SNUG_ARRAY_LEN(kvdts); d++)
         for (size_t bi = 0; bi < SNUG_ARRAY_LEN(bss); bi++)
             for (size_t gi = 0; gi < SNUG_ARRAY_LEN(groups); gi++)
                 for (size_t ri = 0; ri < SNUG_ARRAY_LEN(runs); ri++)
                     for (size_t wi = 0; wi < SNUG_ARRAY_LEN(windows); wi++) {
                         /* head sizes in rotation, to keep the test short */
-                        int32_t hd = hds[(d + bi + gi + ri + wi) % SNUG_ARRAY_LEN(hds)];
+                        int32_t hd = (kvdts[d] == SNUG_DTYPE_Q8_0 ? hds_q8 : hds)[(d + bi + gi + ri + wi) % 4];
                         /* a third of the cases soft-capped (Gemma 2's 50 would barely bite here) */
                         float cap = (d + bi + gi + ri + wi) % 3 == 1 ? 2.5f : 0.0f;
                         attn_case c = {bss[bi], groups[gi], runs[ri].n_q, runs[ri].pos0,
-                                       windows[wi], hd, wdts[d], cap};
+                                       windows[wi], hd, kvdts[d], cap};
                         attn_setup st = attn_make(&r, c);
                         n_cases++;
                         float *got_s = malloc(st.out_n * sizeof(float));
@@ -1367,7 +1402,8 @@ static void test_attention(void)
                                 size_t o = (size_t)(t * st.a.out_row_stride +
                                                     g * st.a.out_head_stride);
                                 for (int32_t i = 0; i < hd; i++) {
-                                    double e = fabs(got_s[o + i] - want[i]) / scale[i];
+                                    /* (a Q8_0 row can be all zeros in a dimension: scale 0) */
+                                    double e = fabs(got_s[o + i] - want[i]) / SNUG_MAX(scale[i], 1e-30);
                                     worst_s = SNUG_MAX(worst_s, e);
                                     if (!(e <= 2e-5) && bad++ < 3)
                                         CHECK(false, "scalar attention %s bs=%d g=%d nq=%d pos0=%d "
@@ -1376,7 +1412,7 @@ static void test_attention(void)
                                               c.n_q, c.pos0, c.window, hd, t, g, i, got_s[o + i],
                                               want[i]);
                                     for (int v = 0; v < n_isa; v++) {
-                                        double ev = fabs(got_v[v][o + i] - got_s[o + i]) / scale[i];
+                                        double ev = fabs(got_v[v][o + i] - got_s[o + i]) / SNUG_MAX(scale[i], 1e-30);
                                         worst_v[v] = SNUG_MAX(worst_v[v], ev);
                                         if (!(ev <= 2e-5) && bad++ < 3)
                                             CHECK(false, "%s attention %s bs=%d g=%d nq=%d pos0=%d "

@@ -74,6 +74,13 @@ size_t snug_qtype_bytes(uint32_t t, int64_t n)
     return (size_t)(n / g_qtypes[t].block) * g_qtypes[t].bytes;
 }
 
+size_t snug_dtype_bytes(snug_dtype dt, int64_t n)
+{
+    if (n < 0) return 0;
+    if (snug_dtype_is_quant(dt)) return snug_qtype_bytes(snug_dtype_qtype(dt), n);
+    return (size_t)n * snug_dtype_size(dt);
+}
+
 /* A little-endian half at p, as a float (exact). */
 static float half_at(const uint8_t *p) { return snug_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 

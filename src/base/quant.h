@@ -51,6 +51,11 @@ size_t snug_qtype_block_bytes(uint32_t t);
  * is not a multiple. */
 size_t snug_qtype_bytes(uint32_t t, int64_t n);
 
+/* Bytes of n consecutive values of dt: n times its size for a float
+ * type, whole blocks for a block format (n a multiple of its block); 0
+ * for SNUG_DTYPE_NONE or n not a multiple. */
+size_t snug_dtype_bytes(snug_dtype dt, int64_t n);
+
 /* One block in integer form: element e is
  *   (d sc[e / sub]) q[e] - (dmin mn[e / sub])
  * in float32, which is what snug_quant_dequantize computes. The legacy

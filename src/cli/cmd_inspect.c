@@ -8,6 +8,7 @@
 #include "base/dtype.h"
 #include "base/json.h"
 #include "model/params.h"
+#include "model/kvcache.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -122,7 +123,7 @@ static void print_text(const inspect_report *r, bool tensors)
                8.0 * (double)r->file_bytes / (double)r->n_params);
     printf("kv cache: %s bytes per token (%s)\n",
            snug_fmt_int((int64_t)snug_config_kv_bytes_per_token(c, c->n_kv_heads, r->kv_dtype), a),
-           snug_dtype_torch_name(r->kv_dtype));
+           snug_kv_dtype_name(r->kv_dtype));
     if (r->quant != SNUG_DTYPE_NONE)
         printf("loaded with float matrices quantized to %s (rows not whole blocks of it: Q5_0 for Q4_K, Q8_0 "
                "for Q6_K, or kept), the rest as %s, tensor parallel %d:\n", snug_dtype_name(r->quant),
@@ -175,7 +176,7 @@ static json_t *report_json(const inspect_report *r, bool tensors)
         "n_tensors", (json_int_t)ck->n_tensors,
         "kv_bytes_per_token", (json_int_t)snug_config_kv_bytes_per_token(&ck->config, ck->config.n_kv_heads, r->kv_dtype),
         "n_files", ck->n_files,
-        "kv_cache_dtype", snug_dtype_torch_name(r->kv_dtype),
+        "kv_cache_dtype", snug_kv_dtype_name(r->kv_dtype),
         "weight_dtype", snug_dtype_torch_name(r->weight_dtype),
         "quantized_to", r->quant != SNUG_DTYPE_NONE ? snug_dtype_name(r->quant) : "none",
         "tp", r->tp,

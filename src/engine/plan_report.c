@@ -7,6 +7,7 @@
 #include "base/mem.h"
 #include "base/dtype.h"
 #include "base/json.h"
+#include "model/kvcache.h"
 
 #include <string.h>
 
@@ -47,10 +48,13 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
             r->threads == 1 ? "" : "s");
     fprintf(f, "budget: %s\n", snug_budget_describe(&r->budget, a, sizeof a));
     fprintf(f, "memory plan: %s\n", snug_plan_report_line(r, a, sizeof a));
-    fprintf(f, "kv cache: %lld blocks of %d tokens (%lld tokens, dtype %s), limited by %s; max "
+    char vs[64] = "";
+    if (r->kv_dtype != SNUG_DTYPE_BF16)
+        snprintf(vs, sizeof vs, ": %.2fx the tokens of bf16 a byte", snug_kv_tokens_vs_bf16(r->kv_dtype));
+    fprintf(f, "kv cache: %lld blocks of %d tokens (%lld tokens, dtype %s%s), limited by %s; max "
            "concurrency at %lld tokens: %.2fx; prefix caching %s (block pool %s)\n",
            (long long)r->kv.blocks, r->sizes.block_size, (long long)r->kv.tokens,
-           snug_dtype_torch_name(r->kv_dtype), snug_kv_limit_name(r->kv.limited_by),
+           snug_kv_dtype_name(r->kv_dtype), vs, snug_kv_limit_name(r->kv.limited_by),
            (long long)r->sizes.max_model_len, r->kv.max_concurrency,
            r->prefix_caching ? "on" : "off", snug_fmt_bytes(r->kv.pool_held, b[0]));
     if (r->vision_tensors > 0)
@@ -152,7 +156,8 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("kv_blocks", json_integer((json_int_t)r->kv.blocks));
     PUT("block_bytes", json_integer((json_int_t)r->sizes.block_bytes));
     PUT("block_size", json_integer(r->sizes.block_size));
-    PUT("kv_cache_dtype", json_string(snug_dtype_torch_name(r->kv_dtype)));
+    PUT("kv_cache_dtype", json_string(snug_kv_dtype_name(r->kv_dtype)));
+    PUT("kv_tokens_vs_bf16", json_real(snug_kv_tokens_vs_bf16(r->kv_dtype)));
     PUT("kv_tokens", json_integer((json_int_t)r->kv.tokens));
     PUT("vision_tensors_not_loaded", json_integer((json_int_t)r->vision_tensors));
     PUT("window", json_integer(r->window));

@@ -8,6 +8,7 @@
 #include "base/dtype.h"
 #include "base/fileio.h"
 #include "base/json.h"
+#include "base/quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -845,6 +846,5 @@ json_t *snug_config_to_json(const snug_model_config *cfg)
 size_t snug_config_kv_bytes_per_token(const snug_model_config *cfg, int32_t n_kv_heads,
                                       snug_dtype kv_dtype)
 {
-    return 2 * (size_t)cfg->n_layers * (size_t)n_kv_heads * (size_t)cfg->head_dim *
-           snug_dtype_size(kv_dtype);
+    return 2 * (size_t)cfg->n_layers * (size_t)n_kv_heads * snug_dtype_bytes(kv_dtype, cfg->head_dim);
 }

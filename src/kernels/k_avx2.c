@@ -30,9 +30,25 @@
 
 /* ---- loads and conversions ---------------------------------------------- */
 
-/* 8 elements of dtype dt at element index i of p, as floats. */
+/* Q8_0's block holding value i of blocks from p (kernels.h's snug_kv_view),
+ * and its scale. */
+T_AVX2_INL const uint8_t *q80_block_at(const void *p, int64_t i, float *d)
+{
+    const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * 34;
+    *d = _cvtsh_ss((unsigned short)(b[0] | b[1] << 8));
+    return b;
+}
+
+/* 8 elements of dtype dt at element index i of p, as floats (Q8_0: i a
+ * multiple of 8, so that they lie in one block). */
 T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 {
+    if (dt == SNUG_DTYPE_Q8_0) {
+        float d;
+        const uint8_t *b = q80_block_at(p, i, &d);
+        __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + i % 32));
+        return _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+    }
     if (dt == SNUG_DTYPE_BF16) {
         __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -44,9 +60,22 @@ T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 
 T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
 {
+    if (dt == SNUG_DTYPE_Q8_0) {
+        float d;
+        const uint8_t *b = q80_block_at(p, i, &d);
+        return d * (float)(int8_t)b[2 + i % 32];
+    }
     if (dt == SNUG_DTYPE_BF16) return snug_bf16_to_f32(((const uint16_t *)p)[i]);
     if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)p)[i]);
     return ((const float *)p)[i];
+}
+
+T_AVX2_INL float hmax8(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
 }
 
 T_AVX2_INL float hsum8(__m256 v)
@@ -438,8 +467,39 @@ T_AVX2_INL __m128i to_bf16x8(__m256 v)
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
+/* One Q8_0 block of x[0..32) at b, as snug_quant_quantize makes it: d the
+ * half nearest max |x| / 127, each value the integer nearest x / d (ties
+ * away from zero), within +-127. */
+T_AVX2_INL void store_q80_block(uint8_t *b, const float *x)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
+    }
+    unsigned short h = _cvtss_sh(hmax8(m) / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    float d = _cvtsh_ss(h), id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m256i q[4];
+    for (int j = 0; j < 4; j++) {
+        __m256 t = _mm256_mul_ps(v[j], _mm256_set1_ps(id));
+        __m256 r = _mm256_floor_ps(_mm256_add_ps(_mm256_andnot_ps(sign, t), _mm256_set1_ps(0.5f)));
+        r = _mm256_min_ps(r, _mm256_set1_ps(127.0f));
+        q[j] = _mm256_cvttps_epi32(_mm256_or_ps(r, _mm256_and_ps(sign, t)));
+    }
+    /* (the packs interleave 128-bit lanes: the permute puts them back) */
+    __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    b[0] = (uint8_t)(h & 0xFF), b[1] = (uint8_t)(h >> 8);
+    _mm256_storeu_si256((__m256i *)(void *)(b + 2), w);
+}
+
 T_AVX2 static void store_avx2(void *dst, snug_dtype dt, const float *src, int64_t n)
 {
+    if (dt == SNUG_DTYPE_Q8_0) { /* n a multiple of 32 */
+        for (int64_t i = 0; i < n; i += 32) store_q80_block((uint8_t *)dst + (size_t)(i / 32) * 34, src + i);
+        return;
+    }
     if (dt == SNUG_DTYPE_F32) {
         memmove(dst, src, (size_t)n * sizeof(float));
         return;
@@ -601,14 +661,6 @@ T_AVX2_INL void att_pv(float *out, const float *p, const float *v, int32_t hd, i
         if (j < hi) o = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_load_ps(v + j * hd + d), o);
         _mm256_storeu_ps(out + d, _mm256_add_ps(o, o2));
     }
-}
-
-T_AVX2_INL float hmax8(__m256 v)
-{
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
 }
 
 T_AVX2 static void attention_blocked(const snug_attn_args *a)

@@ -4,14 +4,20 @@
  * being obviously right over speed.
  */
 #include "base/dtype.h"
+#include "base/quant.h"
 #include "k_impl.h"
 
 #include <math.h>
 #include <string.h>
 
-/* Element i of a buffer of dtype dt (F32, F16 or BF16) as a float. */
+/* Element i of a buffer of dtype dt (F32, F16, BF16, or Q8_0 blocks from
+ * the buffer's start: kernels.h's snug_kv_view) as a float. */
 static inline float elem_f32(const void *p, snug_dtype dt, int64_t i)
 {
+    if (dt == SNUG_DTYPE_Q8_0) {
+        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * 34;
+        return snug_f16_to_f32((uint16_t)(b[0] | b[1] << 8)) * (float)(int8_t)b[2 + i % 32];
+    }
     if (dt == SNUG_DTYPE_F32) return ((const float *)p)[i];
     if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)p)[i]);
     return snug_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -69,7 +75,9 @@ static void rope_scalar(float *x, const float *cos_sin, int32_t head_dim)
 
 static void store_scalar(void *dst, snug_dtype dt, const float *src, int64_t n)
 {
-    if (dt == SNUG_DTYPE_F32) {
+    if (dt == SNUG_DTYPE_Q8_0) {
+        snug_quant_quantize(SNUG_QTYPE_Q8_0, src, dst, n);
+    } else if (dt == SNUG_DTYPE_F32) {
         memmove(dst, src, (size_t)n * sizeof(float));
     } else if (dt == SNUG_DTYPE_F16) {
         uint16_t *d = dst;

@@ -89,8 +89,10 @@ bool snug_isa_from_name(const char *name, snug_isa *out);
  * (and the value likewise from v). */
 typedef struct snug_kv_view {
     const void *k, *v;
-    snug_dtype dtype;            /* F32, F16 or BF16 */
-    size_t block_stride;         /* elements from one block to the next */
+    snug_dtype dtype;            /* F32, F16, BF16, or Q8_0: blocks of 32 (an f16 scale, 32 int8)
+                                  * from k and from v, value i in block i / 32, each row of
+                                  * head_dim values (a multiple of 32) whole blocks */
+    size_t block_stride;         /* values from one block to the next */
     const int32_t *block_table;  /* the sequence's blocks, in order */
     int32_t block_size;          /* positions per block */
 } snug_kv_view;
@@ -174,7 +176,8 @@ typedef struct snug_kernels {
     void (*rope)(float *x, const float *cos_sin, int32_t head_dim);
 
     /* Stores n floats as dtype dt (F32, F16 or BF16, rounding to nearest
-     * even): the KV cache write. */
+     * even; Q8_0 blocks exactly as snug_quant_quantize makes them, n a
+     * multiple of 32): the KV cache write. */
     void (*store)(void *dst, snug_dtype dt, const float *src, int64_t n);
 
     /* Loads n elements of dtype dt as floats: embedding rows. */

@@ -7,19 +7,44 @@
 #include "base/dtype.h"
 #include "base/pool.h"
 #include "base/populate.h"
+#include "base/quant.h"
 
 #include <stdatomic.h>
 
 /* a range of this many bytes in all is populated by all threads */
 enum { POPULATE_PARALLEL_BYTES = 16 << 20 };
 
+snug_status snug_kv_dtype_check(snug_dtype dt, int32_t head_dim, snug_error *err)
+{
+    if (dt != SNUG_DTYPE_F32 && dt != SNUG_DTYPE_F16 && dt != SNUG_DTYPE_BF16 && dt != SNUG_DTYPE_Q8_0)
+        return snug_errorf(err, SNUG_INVALID, "kv cache dtype: expected f32, f16, bf16 or q8_0, got %s",
+                           snug_dtype_name(dt));
+    if (dt == SNUG_DTYPE_Q8_0 && (head_dim < 1 || head_dim % 32 != 0))
+        return snug_errorf(err, SNUG_INVALID,
+                           "kv cache dtype q8_0: expected a head_dim that is a multiple of its blocks of 32, "
+                           "the model's is %d (f32, f16 or bf16 take any)", head_dim);
+    return SNUG_OK;
+}
+
+double snug_kv_tokens_vs_bf16(snug_dtype dt)
+{
+    size_t b = snug_dtype_bytes(dt, 32);
+    return b ? (double)snug_dtype_bytes(SNUG_DTYPE_BF16, 32) / (double)b : 0.0;
+}
+
+const char *snug_kv_dtype_name(snug_dtype dt)
+{
+    return dt == SNUG_DTYPE_Q8_0 ? "q8_0" : snug_dtype_torch_name(dt);
+}
+
 size_t snug_kv_block_bytes(const snug_kv_shape *s)
 {
-    size_t n = 2 * snug_dtype_size(s->dtype);
-    if (s->n_layers < 1 || s->n_kv_heads < 1 || s->head_dim < 1 || s->block_size < 1 || n == 0)
+    if (s->n_layers < 1 || s->n_kv_heads < 1 || s->head_dim < 1 || s->block_size < 1 ||
+        snug_kv_dtype_check(s->dtype, s->head_dim, NULL) != SNUG_OK)
         return 0;
+    size_t n = 2 * snug_dtype_bytes(s->dtype, s->head_dim);
     if (!snug_mul_size(n, (size_t)s->n_layers, &n) || !snug_mul_size(n, (size_t)s->block_size, &n) ||
-        !snug_mul_size(n, (size_t)s->n_kv_heads, &n) || !snug_mul_size(n, (size_t)s->head_dim, &n))
+        !snug_mul_size(n, (size_t)s->n_kv_heads, &n))
         return 0;
     return n;
 }
@@ -29,10 +54,8 @@ static snug_status make_cache(const snug_kv_shape *shape, int32_t n_blocks, bool
                               snug_pool *pool, snug_kvcache *out, snug_error *err)
 {
     *out = (snug_kvcache){0};
-    if (shape->dtype != SNUG_DTYPE_F32 && shape->dtype != SNUG_DTYPE_F16 &&
-        shape->dtype != SNUG_DTYPE_BF16)
-        return snug_errorf(err, SNUG_INVALID, "kv cache dtype: expected f32, f16 or bf16, got %s",
-                           snug_dtype_name(shape->dtype));
+    snug_status st = snug_kv_dtype_check(shape->dtype, shape->head_dim, err);
+    if (st != SNUG_OK) return st;
     snug_kv_shape one = *shape;
     one.n_layers = 1; /* (a cache of no layer is valid: positions only) */
     size_t block = snug_kv_block_bytes(&one), total;
@@ -73,7 +96,7 @@ void snug_kvcache_free(snug_kvcache *kv)
     *kv = (snug_kvcache){0};
 }
 
-/* Element offset of (layer, block, c, head, slot). */
+/* Value offset of (layer, block, c, head, slot): the start of a row. */
 static size_t kv_offset(const snug_kvcache *kv, int32_t layer, int32_t block, int c, int32_t head,
                         int32_t slot)
 {
@@ -115,9 +138,10 @@ snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, 
     if (first < 0 || end > kv->n_blocks || first > end)
         return snug_errorf(err, SNUG_INVALID, "kv cache: blocks %d to %d of %d", first, end,
                            kv->n_blocks);
-    size_t esize = snug_dtype_size(kv->shape.dtype);
-    size_t from = kv_offset(kv, 0, first, 0, 0, 0) * esize, to = kv_offset(kv, 0, end, 0, 0, 0) * esize;
-    size_t stride = kv_offset(kv, 1, 0, 0, 0, 0) * esize; /* one layer's blocks */
+    snug_dtype dt = kv->shape.dtype;
+    size_t from = snug_dtype_bytes(dt, (int64_t)kv_offset(kv, 0, first, 0, 0, 0));
+    size_t to = snug_dtype_bytes(dt, (int64_t)kv_offset(kv, 0, end, 0, 0, 0));
+    size_t stride = snug_dtype_bytes(dt, (int64_t)kv_offset(kv, 1, 0, 0, 0, 0)); /* one layer's blocks */
     if (to == from || kv->shape.n_layers == 0) return SNUG_OK;
     populate_job j = {.kv = kv, .pool = pool, .from = from, .to = to, .stride = stride};
     atomic_init(&j.failed, 0);
@@ -134,7 +158,7 @@ snug_status snug_kvcache_populate(snug_kvcache *kv, int32_t first, int32_t end, 
 void *snug_kvcache_at(const snug_kvcache *kv, int32_t layer, int32_t block, bool v, int32_t head,
                       int32_t slot)
 {
-    return (char *)kv->data + kv_offset(kv, layer, block, v, head, slot) * snug_dtype_size(kv->shape.dtype);
+    return (char *)kv->data + snug_dtype_bytes(kv->shape.dtype, (int64_t)kv_offset(kv, layer, block, v, head, slot));
 }
 
 snug_kv_view snug_kvcache_view(const snug_kvcache *kv, int32_t layer, int32_t head,

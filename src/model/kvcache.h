@@ -3,11 +3,15 @@
  * n_blocks blocks, each holding the keys and values of block_size token
  * positions for every layer and every KV head of this rank.
  *
- * Layout, in elements of the cache's dtype: for layer l, block b, K (c = 0)
+ * Layout, in values of the cache's dtype: for layer l, block b, K (c = 0)
  * or V (c = 1), KV head h, slot s, dimension d:
  *   ((((l * n_blocks + b) * 2 + c) * n_kv_heads + h) * block_size + s) * head_dim + d
  * so that one head's keys in one block are contiguous (what attention
  * reads), and a block's keys and values of one layer are side by side.
+ * Value i lies at byte snug_dtype_bytes(dtype, i) for the float types; a
+ * Q8_0 cache (llama.cpp's blocks of 32: an f16 scale d and 32 int8, value
+ * q d) keeps every row of head_dim values whole blocks, so that value i
+ * is byte i % 32 of the q of block i / 32 (kernels.h's snug_kv_view).
  */
 #ifndef SNUG_KVCACHE_H
 #define SNUG_KVCACHE_H
@@ -24,8 +28,21 @@ typedef struct snug_kv_shape {
     int32_t n_kv_heads;   /* on this rank */
     int32_t head_dim;
     int32_t block_size;
-    snug_dtype dtype;     /* F32, F16 or BF16 */
+    snug_dtype dtype;     /* F32, F16, BF16 or Q8_0 (snug_kv_dtype_check) */
 } snug_kv_shape;
+
+/* Whether a cache of dtype dt can hold heads of head_dim values: F32, F16
+ * and BF16 any; Q8_0 a multiple of its block of 32. Fails with
+ * SNUG_INVALID naming the dtype and what was expected. */
+snug_status snug_kv_dtype_check(snug_dtype dt, int32_t head_dim, snug_error *err);
+
+/* How many tokens a cache of dtype dt holds in the bytes bf16's holds one
+ * (bf16 64 bytes a 32 values, Q8_0 34: 1.88); 0 for a dtype no cache has. */
+double snug_kv_tokens_vs_bf16(snug_dtype dt);
+
+/* The name of a cache dtype as --kv-cache-dtype and the plan give it
+ * ("bfloat16", "float16", "float32", "q8_0"; "none" for any other). */
+const char *snug_kv_dtype_name(snug_dtype dt);
 
 typedef struct snug_kvcache {
     snug_kv_shape shape;
@@ -38,8 +55,9 @@ typedef struct snug_kvcache {
                           * both sets it and frees each (snug_kvcache_free frees one) */
 } snug_kvcache;
 
-/* Bytes of one block: 2 * n_layers * block_size * n_kv_heads * head_dim *
- * dtype size; 0 when the shape is invalid or the product overflows. Pure. */
+/* Bytes of one block: 2 * n_layers * block_size * n_kv_heads rows of
+ * head_dim values of the dtype (snug_dtype_bytes); 0 when the shape is
+ * invalid or the product overflows. Pure. */
 size_t snug_kv_block_bytes(const snug_kv_shape *shape);
 
 /* Allocates a cache of n_blocks blocks (zero-filled), made resident on the

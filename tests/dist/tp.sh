@@ -105,6 +105,10 @@ for n in 2 4; do
           --threads 1 --tp "$n" 2>"$tmp/gn.err")
     same_ids "generate --tp $n: llama.cpp's greedy ids (q7-Q4_0.gguf)" "$want" "$got"
 done
+# each rank's heads in a Q8_0 KV cache of their own
+got=$(mpi 2 "$snug" generate tests/data/quant/q7-Q4_0.gguf -p "$prompt" -n "$n_new" --temperature 0 --ids \
+      --threads 1 --tp 2 --kv-cache-dtype q8_0 2>"$tmp/gn.err")
+same_ids "generate --tp 2 --kv-cache-dtype q8_0: llama.cpp's greedy ids (q7-Q4_0.gguf)" "$want" "$got"
 
 # The other families' llama.cpp files (tests/data/arch, Q8_0): Qwen2 (q/k/v biases, tied) and
 # Qwen3 (a norm per q and k head) split over 2 ranks give llama.cpp's 24 greedy ids (every margin
