@@ -23,7 +23,7 @@
  * batch 32, and for each of the two prefills), the median step (the better
  * prefill) reported beside the aggregate. Not part of make test.
  *   build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N]
- *                        [--kv-cache-dtype bf16|f16|f32|q8_0] [--json]
+ *                        [--kv-cache-dtype bf16|f16|f32|q8_0|fp8_e4m3|fp8_e5m2] [--json]
  * --decode-batch-only runs only the batch-32 decode and the prefill (no
  * limits, no batch 1) and prints their tokens/s on a line each (bench/serve
  * compares the server's throughput with them). --decode-context N runs only
@@ -185,7 +185,7 @@ int main(int argc, char **argv)
     bench_omp_passive(argv);
     if (argc < 2) {
         fprintf(stderr, "usage: build/bench/generate DIR [THREADS] [--decode-batch-only] [--decode-context N] "
-                        "[--kv-cache-dtype bf16|f16|f32|q8_0] [--json]\n");
+                        "[--kv-cache-dtype bf16|f16|f32|q8_0|fp8_e4m3|fp8_e5m2] [--json]\n");
         return 2;
     }
     int threads = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : snug_cpu_count();
@@ -198,9 +198,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--decode-context") == 0 && i + 1 < argc) context = atoi(argv[++i]);
         if (strcmp(argv[i], "--kv-cache-dtype") == 0 && i + 1 < argc) {
             i++;
-            kv_dtype = strcmp(argv[i], "q8_0") == 0 ? SNUG_DTYPE_Q8_0 : snug_dtype_from_torch(argv[i]);
+            kv_dtype = snug_kv_dtype_from_name(argv[i]);
             if (kv_dtype == SNUG_DTYPE_NONE) {
-                fprintf(stderr, "bench/generate: --kv-cache-dtype %s: expected bf16, f16, f32 or q8_0\n", argv[i]);
+                fprintf(stderr, "bench/generate: --kv-cache-dtype %s: expected bf16, f16, f32, q8_0, fp8_e4m3 or "
+                                "fp8_e5m2\n", argv[i]);
                 return 2;
             }
         }

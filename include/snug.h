@@ -113,6 +113,10 @@ typedef enum snug_dtype {
      * of 32 or 256 elements with their scales, no size per element */
     SNUG_DTYPE_Q8_0, SNUG_DTYPE_Q4_0, SNUG_DTYPE_Q4_1, SNUG_DTYPE_Q5_0, SNUG_DTYPE_Q5_1,
     SNUG_DTYPE_Q2_K, SNUG_DTYPE_Q3_K, SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q5_K, SNUG_DTYPE_Q6_K,
+    /* the KV cache's 8-bit floats (--kv-cache-dtype fp8_e4m3, fp8_e5m2): blocks
+     * of 32 FP8 values sharing a power-of-two scale (one E8M0 byte first), as
+     * the OCP Microscaling formats MXFP8 */
+    SNUG_DTYPE_MXFP8_E4M3, SNUG_DTYPE_MXFP8_E5M2,
     SNUG_DTYPE_COUNT
 } snug_dtype;
 

@@ -2,7 +2,7 @@
  * test_dtype.c: element type names and sizes; f16/bf16 <-> f32 conversions
  * against references computed in double precision: every f16 and bf16
  * value, random floats of every magnitude, ties, infinities, NaNs and
- * subnormals.
+ * subnormals; the KV cache's FP8 codes (E4M3, E5M2) likewise.
  */
 #include "test.h"
 
@@ -171,6 +171,64 @@ static void test_bulk_convert(void)
     CHECK(bad == 0, "%d elements differ from the scalar conversions", bad);
 }
 
+
+/* The value of an FP8 code, computed independently (E4M3: 4 exponent bits
+ * of bias 7, subnormals m 2^-9; E5M2: 5 of bias 15, m 2^-16); the codes of
+ * NaN and infinity are not values here. */
+static bool ref_fp8_value(uint8_t c, bool e5, double *v)
+{
+    int eb = e5 ? 5 : 4, mb = 7 - eb, bias = e5 ? 15 : 7;
+    int e = (c >> mb) & ((1 << eb) - 1), m = c & ((1 << mb) - 1);
+    if (e5 ? e == 31 : (e == 15 && m == 7)) return false;
+    double mag = e == 0 ? ldexp(m, 1 - bias - mb) : ldexp(1.0 + ldexp(m, -mb), e - bias);
+    *v = c & 0x80 ? -mag : mag;
+    return true;
+}
+
+static void test_fp8(void)
+{
+    for (int f = 0; f < 2; f++) {
+        bool e5 = f == 1;
+        snug_dtype fmt = e5 ? SNUG_DTYPE_F8_E5M2 : SNUG_DTYPE_F8_E4M3;
+        const char *name = e5 ? "E5M2" : "E4M3";
+        double vals[256];
+        bool finite[256];
+        int bad = 0, n = 0;
+        /* every code: its value, and that value back to the code (-0 too) */
+        for (int c = 0; c < 256; c++) {
+            finite[c] = ref_fp8_value((uint8_t)c, e5, &vals[c]);
+            if (!finite[c]) continue;
+            n++;
+            float got = snug_fp8_to_f32((uint8_t)c, fmt);
+            if ((double)got != vals[c] || (signbit(got) != 0) != ((c & 0x80) != 0) ||
+                snug_f32_to_fp8(got, fmt) != (uint8_t)c) {
+                if (bad++ < 3) CHECK(false, "%s code %02x: %g (want %g), back to %02x", name, c, (double)got, vals[c],
+                                     snug_f32_to_fp8(got, fmt));
+            }
+        }
+        CHECK(n == (e5 ? 248 : 254), "%s: %d finite codes", name, n);
+        /* halfway between neighbours: to the even code; a hair either side: to the nearer */
+        for (int c = 0; c < 0x7F; c++) {
+            int d = c + 1;
+            if (!finite[c] || !finite[d]) continue;
+            float mid = (float)((vals[c] + vals[d]) / 2);
+            uint8_t even = (c & 1) ? (uint8_t)d : (uint8_t)c;
+            uint8_t got = snug_f32_to_fp8(mid, fmt), lo = snug_f32_to_fp8(nextafterf(mid, 0.0f), fmt),
+                    hi = snug_f32_to_fp8(nextafterf(mid, INFINITY), fmt), neg = snug_f32_to_fp8(-mid, fmt);
+            if ((got != even || lo != c || hi != d || neg != (even | 0x80)) && bad++ < 3)
+                CHECK(false, "%s between %02x and %02x: %02x %02x %02x %02x", name, c, d, got, lo, hi, neg);
+        }
+        /* past the largest finite: saturated, as are infinity and NaN */
+        uint8_t top = e5 ? 0x7B : 0x7E;
+        CHECK(snug_f32_to_fp8(e5 ? 61440.0f : 464.0f, fmt) == top && snug_f32_to_fp8(1e30f, fmt) == top &&
+                  snug_f32_to_fp8(-INFINITY, fmt) == (top | 0x80) && (snug_f32_to_fp8(NAN, fmt) & 0x7F) == top,
+              "%s saturates at %02x", name, top);
+        /* far below the smallest subnormal: zero, signed */
+        CHECK(snug_f32_to_fp8(1e-30f, fmt) == 0 && snug_f32_to_fp8(-1e-30f, fmt) == 0x80, "%s underflows to 0", name);
+        CHECK(bad == 0, "%s: %d codes wrong", name, bad);
+    }
+}
+
 static void test_names(void)
 {
     CHECK(snug_dtype_from_name("BF16") == SNUG_DTYPE_BF16, "BF16");
@@ -220,5 +278,6 @@ int main(void)
     RUN(test_ties_and_specials);
     RUN(test_bulk_convert);
     RUN(test_names);
+    RUN(test_fp8);
     return test_summary();
 }

@@ -58,6 +58,10 @@ static void *make_typed(rng_t *r, snug_dtype dt, size_t n)
 
 static double typed_at(const void *p, snug_dtype dt, size_t i)
 {
+    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) { /* blocks of 32 likewise */
+        const uint8_t *b = (const uint8_t *)p + i / 32 * 33;
+        return ldexp((double)snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)), (int)b[0] - 127);
+    }
     if (dt == SNUG_DTYPE_Q8_0) { /* blocks of 32 from p (kernels.h's snug_kv_view) */
         const uint8_t *b = (const uint8_t *)p + i / 32 * 34;
         return (double)(snug_f16_to_f32((uint16_t)(b[0] | b[1] << 8)) * (float)(int8_t)b[2 + i % 32]);
@@ -693,7 +697,7 @@ static void test_matmul_quant(void)
     rng_t r = {0xC0FFEEu};
     double worst_scalar = 0, worst_simd = 0;
     int thread_mismatch = 0, layout_bad = 0;
-    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) {
+    for (int d = SNUG_DTYPE_Q8_0; d <= SNUG_DTYPE_Q6_K; d++) {
         snug_dtype dt = (snug_dtype)d;
         uint32_t t = snug_dtype_qtype(dt);
         for (size_t si = 0; si < SNUG_ARRAY_LEN(shapes); si++) {
@@ -786,7 +790,7 @@ static void test_qdot(void)
     static const int64_t ks[] = {256, 512, 1024};
     double worst_x8 = 0, worst_exact = 0, worst_bound = 0;
     int x8_bad = 0, x8_vec_bad = 0;
-    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) {
+    for (int d = SNUG_DTYPE_Q8_0; d <= SNUG_DTYPE_Q6_K; d++) {
         snug_dtype dt = (snug_dtype)d;
         uint32_t t = snug_dtype_qtype(dt);
         size_t bb = snug_qtype_block_bytes(t);
@@ -970,7 +974,7 @@ static void test_linear_interleaved(void)
     static const snug_dtype dts[] = {SNUG_DTYPE_Q4_K, SNUG_DTYPE_Q6_K, SNUG_DTYPE_Q8_0, SNUG_DTYPE_Q5_0, SNUG_DTYPE_Q4_0};
     rng_t r = {0x1A7Eu};
     int misplaced = 0, read_bad = 0, wide_bad = 0, interleaved = 0;
-    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++) interleaved += snug_linear_interleaved((snug_dtype)d);
+    for (int d = SNUG_DTYPE_Q8_0; d <= SNUG_DTYPE_Q6_K; d++) interleaved += snug_linear_interleaved((snug_dtype)d);
     CHECK(interleaved == 5 && snug_linear_interleaved(SNUG_DTYPE_Q4_K) && snug_linear_interleaved(SNUG_DTYPE_Q6_K) &&
               snug_linear_interleaved(SNUG_DTYPE_Q8_0) && snug_linear_interleaved(SNUG_DTYPE_Q5_0) &&
               snug_linear_interleaved(SNUG_DTYPE_Q4_0),
@@ -1192,8 +1196,9 @@ static void test_elementwise_simd(void)
                       snug_isa_name(isas[v]), snug_dtype_name(wdts[d]),
                       specials[i % SNUG_ARRAY_LEN(specials)], hb[i], ha[i]);
         }
-        /* the KV cache's Q8_0 store: the quantizer's blocks bit for bit, ties
-         * (x / d at k + 1/2: away from zero) and zero blocks among them */
+        /* the KV cache's Q8_0 and MXFP8 stores: the quantizers' blocks bit for
+         * bit, ties (Q8_0's x / d at k + 1/2: away from zero) and zero blocks
+         * among them */
         for (int n = 32; n <= 256; n *= 2) {
             float *x = malloc((size_t)n * sizeof(float));
             uint8_t *qa = malloc((size_t)n / 32 * 34), *qb = malloc((size_t)n / 32 * 34);
@@ -1209,6 +1214,23 @@ static void test_elementwise_simd(void)
                   snug_isa_name(isas[v]), n);
             s.store(qb, SNUG_DTYPE_Q8_0, x, n);
             CHECK(memcmp(qa, qb, (size_t)n / 32 * 34) == 0, "scalar Q8_0 store of %d values", n);
+            /* and MXFP8's: ties between codes, subnormal codes, values past 448 (saturated) */
+            for (int f = 0; f < 2; f++) {
+                snug_dtype mdt = f ? SNUG_DTYPE_MXFP8_E5M2 : SNUG_DTYPE_MXFP8_E4M3;
+                /* (with 480 the largest, E4M3's scale is 1 and E5M2's 2^-7: a hair past
+                 * half a subnormal step, 0x1.000002p-10 and 0x1.000002p-24, rounds up,
+                 * where a float's subnormal would have rounded it to the tie first) */
+                static const float mx_cases[] = {257.0f, 464.0f, -480.0f, 9.0f, 10.0f, 11.0f, 0x1p-10f, 0x1.8p-9f,
+                                                 -0x1p-17f, 0x1.4p-15f, 1e-38f, -0.0f, 0x1.000002p-10f,
+                                                 -0x1.000002p-10f, 0x1.000002p-24f};
+                for (size_t i = 0; i < SNUG_ARRAY_LEN(mx_cases); i++) x[i] = mx_cases[i];
+                snug_mxfp8_quantize(mdt, x, qa, n);
+                kv.store(qb, mdt, x, n);
+                CHECK(memcmp(qa, qb, (size_t)n / 32 * 33) == 0, "%s %s store of %d values differs from the quantizer",
+                      snug_isa_name(isas[v]), snug_dtype_name(mdt), n);
+                s.store(qb, mdt, x, n);
+                CHECK(memcmp(qa, qb, (size_t)n / 32 * 33) == 0, "scalar %s store of %d values", snug_dtype_name(mdt), n);
+            }
             free(x);
             free(qa);
             free(qb);
@@ -1248,21 +1270,24 @@ static attn_setup attn_make(rng_t *r, attn_case c)
     int32_t hd = c.head_dim, n_pos = c.pos0 + c.n_q;
     int32_t n_blocks_used = (n_pos + c.block_size - 1) / c.block_size;
     int32_t n_blocks = n_blocks_used * 2 + 3;
-    /* (a Q8_0 cache's rows stay whole blocks: its padding one block) */
-    bool q8 = c.dt == SNUG_DTYPE_Q8_0;
-    size_t stride = (size_t)c.block_size * hd + (q8 ? 32 : 5), total = stride * (size_t)n_blocks;
+    /* (a cache of blocks of 32 keeps its rows whole blocks: its padding one block) */
+    bool q8 = c.dt == SNUG_DTYPE_Q8_0, mx = c.dt == SNUG_DTYPE_MXFP8_E4M3 || c.dt == SNUG_DTYPE_MXFP8_E5M2;
+    size_t stride = (size_t)c.block_size * hd + (q8 || mx ? 32 : 5), total = stride * (size_t)n_blocks;
     size_t bytes = snug_dtype_bytes(c.dt, (int64_t)total);
     s.k = malloc(bytes);
     s.v = malloc(bytes);
     float *nanbuf = malloc(total * sizeof(float));
     for (size_t i = 0; i < total; i++) nanbuf[i] = NAN;
-    for (size_t i = 0; i < total && q8; i += 32) { /* a NaN scale */
+    for (size_t i = 0; i < total && (q8 || mx); i += 32) { /* a NaN scale (Q8_0), an infinite one (MXFP8) */
         uint8_t nan_block[34] = {0x00, 0x7E, 1};
-        memcpy((uint8_t *)s.k + i / 32 * 34, nan_block, 34);
-        memcpy((uint8_t *)s.v + i / 32 * 34, nan_block, 34);
+        memset(nan_block + 1, 0x7E, 33 * mx);
+        if (mx) nan_block[0] = 0xFF;
+        size_t bb = q8 ? 34 : 33;
+        memcpy((uint8_t *)s.k + i / 32 * bb, nan_block, bb);
+        memcpy((uint8_t *)s.v + i / 32 * bb, nan_block, bb);
     }
-    if (!q8) snug_convert(s.k, c.dt, nanbuf, SNUG_DTYPE_F32, total);
-    if (!q8) snug_convert(s.v, c.dt, nanbuf, SNUG_DTYPE_F32, total);
+    if (!q8 && !mx) snug_convert(s.k, c.dt, nanbuf, SNUG_DTYPE_F32, total);
+    if (!q8 && !mx) snug_convert(s.v, c.dt, nanbuf, SNUG_DTYPE_F32, total);
     s.table = malloc((size_t)n_blocks_used * sizeof(int32_t));
     for (int32_t b = 0; b < n_blocks_used; b++) s.table[b] = (b * 7 + 5) % n_blocks;
     /* real keys and values at positions 0 .. n_pos - 1 */
@@ -1273,6 +1298,7 @@ static attn_setup attn_make(rng_t *r, attn_case c)
             char *at = (char *)(kv ? s.v : s.k) + snug_dtype_bytes(c.dt, (int64_t)off);
             fill(r, row, (size_t)hd);
             if (q8) snug_quant_quantize(SNUG_QTYPE_Q8_0, row, at, hd);
+            else if (mx) snug_mxfp8_quantize(c.dt, row, at, hd);
             else snug_convert(at, c.dt, row, SNUG_DTYPE_F32, (size_t)hd);
         }
     }
@@ -1365,7 +1391,8 @@ static void test_attention(void)
     } runs[] = {{1, 0}, {1, 40}, {5, 7}, {3, 70}, {33, 2}}; /* 33: more than one tile of rows */
     static const int32_t windows[] = {0, 6};
     static const int32_t hds[] = {16, 20, 64, 264}, hds_q8[] = {32, 64, 256, 96};
-    static const snug_dtype kvdts[] = {SNUG_DTYPE_F32, SNUG_DTYPE_F16, SNUG_DTYPE_BF16, SNUG_DTYPE_Q8_0};
+    static const snug_dtype kvdts[] = {SNUG_DTYPE_F32, SNUG_DTYPE_F16, SNUG_DTYPE_BF16, SNUG_DTYPE_Q8_0,
+                                       SNUG_DTYPE_MXFP8_E4M3, SNUG_DTYPE_MXFP8_E5M2};
     double worst_s = 0, worst_v[SNUG_ISA_COUNT] = {0};
     rng_t r = {4242};
     int n_cases = 0;
@@ -1375,7 +1402,7 @@ static void test_attention(void)
                 for (size_t ri = 0; ri < SNUG_ARRAY_LEN(runs); ri++)
                     for (size_t wi = 0; wi < SNUG_ARRAY_LEN(windows); wi++) {
                         /* head sizes in rotation, to keep the test short */
-                        int32_t hd = (kvdts[d] == SNUG_DTYPE_Q8_0 ? hds_q8 : hds)[(d + bi + gi + ri + wi) % 4];
+                        int32_t hd = (d >= 3 ? hds_q8 : hds)[(d + bi + gi + ri + wi) % 4]; /* (the blocks of 32) */
                         /* a third of the cases soft-capped (Gemma 2's 50 would barely bite here) */
                         float cap = (d + bi + gi + ri + wi) % 3 == 1 ? 2.5f : 0.0f;
                         attn_case c = {bss[bi], groups[gi], runs[ri].n_q, runs[ri].pos0,

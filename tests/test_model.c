@@ -1371,15 +1371,17 @@ static void test_window_group(void)
 }
 
 
-/* A Q8_0 cache (--kv-cache-dtype q8_0) against an f32 one, beside bf16's:
- * a Llama of head_dim 64 with peaked attention (weights of std 0.1) and
- * 1024 random tokens teacher-forced in steps of 64, every position's
- * logits. Stated bounds (measured: bf16 RMS error 0.0035, q8_0 0.0111;
- * top-1 0.996 and 0.988): the logits' RMS error relative to their RMS <=
- * 0.02 and top-1 agreement >= 0.97 for q8_0 (tests/cli: llama.cpp's greedy
- * ids on its Q4_K_M file through a q8_0 cache). A cache whose head_dim is
+/* The 8-bit caches (--kv-cache-dtype q8_0, fp8_e4m3, fp8_e5m2) against an
+ * f32 one, beside bf16's: a Llama of head_dim 64 with peaked attention
+ * (weights of std 0.1) and 1024 random tokens teacher-forced in steps of
+ * 64, every position's logits. Stated bounds on the logits' RMS error
+ * relative to their RMS and on top-1 agreement (measured: bf16 0.0035 and
+ * 0.996; q8_0 0.0111 and 0.988; fp8_e4m3 0.0621 and 0.908; fp8_e5m2 0.1137
+ * and 0.864): q8_0 <= 0.02 and >= 0.97, fp8_e4m3 <= 0.10 and >= 0.85,
+ * fp8_e5m2 <= 0.18 and >= 0.80 (tests/cli: llama.cpp's greedy ids on its
+ * Q4_K_M file through each). A cache of blocks of 32 whose head_dim is
  * not a multiple of 32 is refused, naming it; a block's bytes. */
-static void test_kv_q8_0(void)
+static void test_kv_8bit(void)
 {
     enum { N = 1024, CHUNK = 64 };
     snug_model_config c = small_config();
@@ -1388,12 +1390,15 @@ static void test_kv_q8_0(void)
     snug_error err = {0};
     bool ok = make_model(&c, SNUG_DTYPE_F32, dir, &err);
     CHECK(ok, "mkmodel: %s", err.msg);
-    static const snug_dtype dts[] = {SNUG_DTYPE_F32, SNUG_DTYPE_BF16, SNUG_DTYPE_Q8_0};
-    float *lg[3] = {NULL, NULL, NULL};
+    static const snug_dtype dts[] = {SNUG_DTYPE_F32, SNUG_DTYPE_BF16, SNUG_DTYPE_Q8_0, SNUG_DTYPE_MXFP8_E4M3,
+                                     SNUG_DTYPE_MXFP8_E5M2};
+    /* the stated bounds of each (RMS error, top-1): none for bf16 */
+    static const double max_rms[] = {0, 1, 0.02, 0.10, 0.18}, min_top1[] = {0, 0, 0.97, 0.85, 0.80};
+    float *lg[5] = {NULL, NULL, NULL, NULL, NULL};
     int32_t *tokens = malloc(N * sizeof(int32_t));
     fill_tokens(tokens, N, (int)c.vocab_size, 99);
     int vocab = 0;
-    for (int d = 0; ok && d < 3; d++) {
+    for (int d = 0; ok && d < 5; d++) {
         rig r;
         snug_block_table table = {0};
         ok = rig_open_blocks(&r, dir, NULL, SNUG_DTYPE_NONE, SNUG_DTYPE_NONE, dts[d], CHUNK, 1, CHUNK, N / BLOCK, &err) &&
@@ -1406,7 +1411,7 @@ static void test_kv_q8_0(void)
         snug_block_table_free(&table);
         rig_close(&r);
     }
-    for (int d = 1; ok && d < 3; d++) {
+    for (int d = 1; ok && d < 5; d++) {
         double e2 = 0, r2 = 0;
         int agree = 0;
         for (int p = 0; p < N; p++) {
@@ -1423,11 +1428,10 @@ static void test_kv_q8_0(void)
         double rms = sqrt(e2 / r2), top1 = (double)agree / N;
         printf("  %s cache against f32, %d positions: logits' RMS error %.4f of their RMS, top-1 agreement %.3f\n",
                snug_kv_dtype_name(dts[d]), N, rms, top1);
-        if (dts[d] == SNUG_DTYPE_Q8_0)
-            CHECK(rms <= 0.02 && top1 >= 0.97, "q8_0 cache: RMS error %.4f (bound 0.02), top-1 %.3f (bound 0.97)", rms,
-                  top1);
+        CHECK(rms <= max_rms[d] && top1 >= min_top1[d], "%s cache: RMS error %.4f (bound %.2f), top-1 %.3f (bound %.2f)",
+              snug_kv_dtype_name(dts[d]), rms, max_rms[d], top1, min_top1[d]);
     }
-    for (int d = 0; d < 3; d++) free(lg[d]);
+    for (int d = 0; d < 5; d++) free(lg[d]);
     free(tokens);
     rm_tree(dir);
 
@@ -1441,6 +1445,13 @@ static void test_kv_q8_0(void)
     bad.head_dim = 64;
     CHECK(snug_kv_block_bytes(&bad) == (size_t)2 * 5 * BLOCK * 4 * 68, "q8_0 block bytes of head_dim 64: %zu",
           snug_kv_block_bytes(&bad));
+    bad.dtype = SNUG_DTYPE_MXFP8_E5M2;
+    CHECK(snug_kv_block_bytes(&bad) == (size_t)2 * 5 * BLOCK * 4 * 66, "fp8_e5m2 block bytes of head_dim 64: %zu",
+          snug_kv_block_bytes(&bad));
+    bad.head_dim = 48;
+    CHECK(snug_kvcache_create(&bad, 4, NULL, &none, &err) == SNUG_INVALID && strstr(err.msg, "fp8_e5m2") &&
+              strstr(err.msg, "48"),
+          "fp8_e5m2 cache of head_dim 48: %s", err.msg);
 }
 
 int main(void)
@@ -1467,6 +1478,6 @@ int main(void)
     RUN(test_hf_and_gguf);
     RUN(test_gemma3_multimodal);
     RUN(test_window_group);
-    RUN(test_kv_q8_0);
+    RUN(test_kv_8bit);
     return test_summary();
 }

@@ -177,10 +177,65 @@ static void test_quantize_round_trip(void)
     CHECK(quantizable == 6, "%d quantizable formats, want 6", quantizable);
 }
 
+
+/* The KV cache's MXFP8 blocks: the scale is 2^(floor(log2 max |x|) less
+ * the element format's largest exponent) (frexp here), each code the
+ * nearest to x over it (dtype.h's, tested in test_dtype), so a value comes
+ * back within half a step of its code's neighbours: 2^-4 of it for E4M3's
+ * normals, 2^-3 for E5M2's, or half a subnormal step of the block's
+ * scale; a value past the largest finite (448 or 57344 times the scale)
+ * comes back as that, at most 1/8 less; an all-zero block is scale byte 0
+ * and zeros; 33 bytes a 32 values. */
+static void test_mxfp8(void)
+{
+    enum { N = 4096 };
+    static float x[N], y[N];
+    static uint8_t q[N / 32 * 33];
+    uint64_t state = 7;
+    for (int f = 0; f < 2; f++) {
+        snug_dtype dt = f ? SNUG_DTYPE_MXFP8_E5M2 : SNUG_DTYPE_MXFP8_E4M3;
+        int emax = f ? 15 : 8, mbits = f ? 2 : 3, sub_exp = f ? -16 : -9;
+        const char *name = f ? "MXFP8_E5M2" : "MXFP8_E4M3";
+        CHECK(snug_dtype_bytes(dt, 64) == 66 && snug_dtype_bytes(dt, 48) == 0, "%s: bytes", name);
+        /* magnitudes across the range, a few blocks of one outlier */
+        for (int i = 0; i < N; i++) x[i] = draw(&state, 0.05f) * (i % 96 == 5 ? 300.0f : i % 1024 < 32 ? 1e-6f : 1.0f);
+        snug_mxfp8_quantize(dt, x, q, N);
+        snug_mxfp8_dequantize(dt, q, y, N);
+        int bad_scale = 0, far = 0;
+        double err2 = 0, x2 = 0;
+        for (int b = 0; b < N / 32; b++) {
+            float amax = 0.0f;
+            for (int e = 0; e < 32; e++) amax = fmaxf(amax, fabsf(x[32 * b + e]));
+            int ex;
+            frexpf(amax, &ex); /* amax = m 2^ex, m in [0.5, 1) */
+            int X = amax > 0 ? ex - 1 - emax : -127;
+            bad_scale += q[33 * b] != (uint8_t)(X + 127);
+            for (int e = 0; e < 32; e++) {
+                double v = x[32 * b + e], w = y[32 * b + e];
+                double step = fmax(ldexp(fabs(v), -mbits), ldexp(1.0, sub_exp + X)); /* a step near v */
+                double top = ldexp(f ? 57344.0 : 448.0, X);
+                if (fabs(v) > top ? !(fabs(w) == top && fabs(v) - top <= fabs(v) / 8) /* saturated */
+                                  : fabs(v - w) > step / 2 * (1 + 1e-6))
+                    far++;
+                err2 += (v - w) * (v - w), x2 += v * v;
+            }
+        }
+        printf("  %s: RMS error %.4f of the values' RMS\n", name, sqrt(err2 / x2));
+        CHECK(bad_scale == 0, "%s: %d blocks' scales differ from frexp's", name, bad_scale);
+        CHECK(far == 0, "%s: %d values further than half a step", name, far);
+        for (int i = 0; i < 32; i++) x[i] = 0.0f;
+        snug_mxfp8_quantize(dt, x, q, 32);
+        int nz = q[0] != 0;
+        for (int i = 1; i < 33; i++) nz += q[i] != 0;
+        CHECK(nz == 0, "%s: a zero block is %d nonzero bytes", name, nz);
+    }
+}
+
 int main(void)
 {
     RUN(test_dequant_matches_llama_cpp);
     RUN(test_shapes_and_names);
     RUN(test_quantize_round_trip);
+    RUN(test_mxfp8);
     return test_summary();
 }

@@ -5,6 +5,7 @@
 
 #include "quant.h"
 
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -30,6 +31,7 @@ static const dtype_info g_dtypes[SNUG_DTYPE_COUNT] = {
     [SNUG_DTYPE_Q5_1] = {"Q5_1", 0},    [SNUG_DTYPE_Q2_K] = {"Q2_K", 0},
     [SNUG_DTYPE_Q3_K] = {"Q3_K", 0},    [SNUG_DTYPE_Q4_K] = {"Q4_K", 0},
     [SNUG_DTYPE_Q5_K] = {"Q5_K", 0},    [SNUG_DTYPE_Q6_K] = {"Q6_K", 0},
+    [SNUG_DTYPE_MXFP8_E4M3] = {"MXFP8_E4M3", 0}, [SNUG_DTYPE_MXFP8_E5M2] = {"MXFP8_E5M2", 0},
 };
 
 /* The ggml type of each block format, in the order of snug_dtype. */
@@ -58,13 +60,13 @@ snug_dtype snug_dtype_from_name(const char *name)
     return SNUG_DTYPE_NONE;
 }
 
-bool snug_dtype_is_quant(snug_dtype dt) { return dt >= SNUG_DTYPE_Q8_0 && dt < SNUG_DTYPE_COUNT; }
+bool snug_dtype_is_quant(snug_dtype dt) { return dt >= SNUG_DTYPE_Q8_0 && dt <= SNUG_DTYPE_Q6_K; }
 
 uint32_t snug_dtype_qtype(snug_dtype dt) { return snug_dtype_is_quant(dt) ? (uint32_t)g_dtype_qtype[dt] : 0; }
 
 snug_dtype snug_dtype_from_qtype(uint32_t t)
 {
-    for (int d = SNUG_DTYPE_Q8_0; d < SNUG_DTYPE_COUNT; d++)
+    for (int d = SNUG_DTYPE_Q8_0; d <= SNUG_DTYPE_Q6_K; d++)
         if ((uint32_t)g_dtype_qtype[d] == t) return (snug_dtype)d;
     return SNUG_DTYPE_NONE;
 }
@@ -198,4 +200,49 @@ void snug_convert(void *dst, snug_dtype dst_dtype, const void *src, snug_dtype s
     } else { /* f16 to bf16 */
         for (size_t i = 0; i < n; i++) d16[i] = snug_f32_to_bf16(snug_f16_to_f32(s16[i]));
     }
+}
+
+/* An FP8 format's parameters: the shift that puts a code's 7 magnitude
+ * bits at the top of a float's exponent and mantissa, the power of two
+ * that then makes it the value (2^(127 - bias)), one over the subnormals'
+ * step and the steps below the smallest normal (2^mantissa bits), and the
+ * largest finite code. */
+typedef struct fp8_fmt {
+    int shift;
+    float unbias, sub;
+    uint32_t sub_steps, max_code;
+} fp8_fmt;
+
+static fp8_fmt fp8_params(snug_dtype fmt)
+{
+    if (fmt == SNUG_DTYPE_F8_E5M2) return (fp8_fmt){21, 0x1p112f, 0x1p16f, 4, 0x7B}; /* 57344 */
+    return (fp8_fmt){20, 0x1p120f, 0x1p9f, 8, 0x7E};                                /* 448 */
+}
+
+float snug_fp8_to_f32(uint8_t c, snug_dtype fmt)
+{
+    fp8_fmt p = fp8_params(fmt);
+    uint32_t bits = (uint32_t)(c & 0x7F) << p.shift;
+    float f;
+    memcpy(&f, &bits, 4);
+    f *= p.unbias;
+    return c & 0x80 ? -f : f;
+}
+
+uint8_t snug_f32_to_fp8(float y, snug_dtype fmt)
+{
+    fp8_fmt p = fp8_params(fmt);
+    float a = fabsf(y);
+    uint32_t code;
+    if (!(a <= snug_fp8_to_f32((uint8_t)p.max_code, fmt))) {
+        code = p.max_code; /* saturated (NaN too) */
+    } else if (a * p.sub < (float)p.sub_steps) {
+        code = (uint32_t)lrintf(a * p.sub); /* a subnormal: whole steps (a float's subnormals would round twice) */
+    } else {
+        float t = a * (1.0f / p.unbias);
+        uint32_t bits;
+        memcpy(&bits, &t, 4);
+        code = (bits + ((1u << (p.shift - 1)) - 1) + ((bits >> p.shift) & 1)) >> p.shift; /* to nearest, ties even */
+    }
+    return (uint8_t)(code | (signbit(y) ? 0x80u : 0u));
 }

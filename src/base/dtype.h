@@ -46,6 +46,14 @@ uint16_t snug_f32_to_bf16(float f);
 float snug_f16_to_f32(uint16_t h);
 uint16_t snug_f32_to_f16(float f);
 
+/* FP8 codes of fmt (SNUG_DTYPE_F8_E4M3: 4 exponent bits of bias 7, no
+ * infinity, 448 the largest; SNUG_DTYPE_F8_E5M2: 5 of bias 15, 57344 the
+ * largest finite) and floats: a code's value exactly; a float's nearest
+ * code (ties to even), saturating at the largest finite (NaN too), the
+ * sign kept. */
+float snug_fp8_to_f32(uint8_t c, snug_dtype fmt);
+uint8_t snug_f32_to_fp8(float y, snug_dtype fmt);
+
 /* Converts n elements between any two weight types (F32, F16, BF16). src
  * and dst must not overlap unless the types are the same. */
 void snug_convert(void *dst, snug_dtype dst_dtype, const void *src, snug_dtype src_dtype,

@@ -56,6 +56,30 @@ size_t snug_qtype_bytes(uint32_t t, int64_t n);
  * for SNUG_DTYPE_NONE or n not a multiple. */
 size_t snug_dtype_bytes(snug_dtype dt, int64_t n);
 
+/* The KV cache's FP8 blocks (SNUG_DTYPE_MXFP8_E4M3, _E5M2; MXFP8's
+ * layout): 33 bytes per 32 values, a scale byte s (E8M0: 2^(s - 127); s 0
+ * read as 2^-127) then 32 FP8 codes (dtype.h's snug_fp8_to_f32 of the
+ * element format snug_mxfp8_elem). A block's scale is 2^X with X =
+ * floor(log2 max |x|) less the element format's largest exponent (8 for
+ * E4M3, 15 for E5M2), within [-127, 127] (-127 for an all-zero block);
+ * each value is snug_f32_to_fp8 of x times 2^-X (saturating). */
+enum { SNUG_MXFP8_BLOCK = 32, SNUG_MXFP8_BLOCK_BYTES = 33 };
+
+/* The element format (SNUG_DTYPE_F8_E4M3 or _E5M2) of an MXFP8 dtype. */
+snug_dtype snug_mxfp8_elem(snug_dtype dt);
+
+/* 2^(s - 127) of a scale byte (s 0: 2^-127, a float subnormal). */
+float snug_e8m0_to_f32(uint8_t s);
+
+/* One block's scale byte for values whose largest magnitude is amax, and
+ * 2^-X (what the values are multiplied by before their codes). */
+uint8_t snug_mxfp8_scale(float amax, snug_dtype dt, float *inv);
+
+/* Quantizes n floats (a multiple of 32) into MXFP8 blocks of dt at dst,
+ * and the reverse. */
+void snug_mxfp8_quantize(snug_dtype dt, const float *x, void *dst, int64_t n);
+void snug_mxfp8_dequantize(snug_dtype dt, const void *src, float *dst, int64_t n);
+
 /* One block in integer form: element e is
  *   (d sc[e / sub]) q[e] - (dmin mn[e / sub])
  * in float32, which is what snug_quant_dequantize computes. The legacy

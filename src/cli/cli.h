@@ -168,7 +168,7 @@ int cli_plan_check(const snug_planner_opts *o, const char *usage);
 #define CLI_PLAN_USAGE                                                                              \
     "              [--memory BYTES | --memory-fraction F] [--kv-cache-memory BYTES]\n"            \
     "              [--no-prefix-caching] [--swa-full] [--reserve BYTES] [--max-model-len N] [--max-num-seqs N]\n" \
-    "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32|q8_0]\n" \
+    "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32|q8_0|fp8_e4m3|fp8_e5m2]\n" \
     "              [--dtype " CLI_DTYPES "] [--staging-bytes BYTES] [--threads T]\n"               \
     "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--quiet]\n"
 

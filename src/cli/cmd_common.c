@@ -5,13 +5,13 @@
 
 #include "base/dtype.h"
 #include "kernels/kernels.h"
+#include "model/kvcache.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -336,12 +336,10 @@ static int plan_word_option(int argc, char **argv, int *at, snug_planner_opts *o
         if (!cli_parse_int(v, 1, INT32_MAX, &o->max_model_len))
             return cli_usage(usage, "--max-model-len expects a positive integer, got '%s'", v);
     } else if ((v = cli_option(argc, argv, &i, "--kv-cache-dtype"))) {
-        o->kv_dtype = strcmp(v, "auto") == 0 ? SNUG_DTYPE_BF16
-                      : strcasecmp(v, "q8_0") == 0 ? SNUG_DTYPE_Q8_0
-                                                   : snug_dtype_from_torch(v);
-        if (o->kv_dtype != SNUG_DTYPE_BF16 && o->kv_dtype != SNUG_DTYPE_F16 &&
-            o->kv_dtype != SNUG_DTYPE_F32 && o->kv_dtype != SNUG_DTYPE_Q8_0)
-            return cli_usage(usage, "--kv-cache-dtype expects auto (bf16), bf16, f16, f32 or q8_0, got '%s'", v);
+        o->kv_dtype = snug_kv_dtype_from_name(v);
+        if (o->kv_dtype == SNUG_DTYPE_NONE)
+            return cli_usage(usage, "--kv-cache-dtype expects auto (bf16), bf16, f16, f32, q8_0, fp8 (fp8_e4m3) "
+                                    "or fp8_e5m2, got '%s'", v);
     } else if ((v = cli_option(argc, argv, &i, "--isa"))) {
         snug_isa isa;
         if (!snug_isa_from_name(v, &isa))

@@ -17,6 +17,7 @@
  * sizes one query row at a time.
  */
 #include "base/dtype.h"
+#include "base/quant.h"
 #include "k_impl.h"
 
 #include <math.h>
@@ -39,10 +40,37 @@ T_AVX2_INL const uint8_t *q80_block_at(const void *p, int64_t i, float *d)
     return b;
 }
 
-/* 8 elements of dtype dt at element index i of p, as floats (Q8_0: i a
- * multiple of 8, so that they lie in one block). */
+/* MXFP8's block holding value i of blocks from p, and its scale. */
+T_AVX2_INL const uint8_t *mx_block_at(const void *p, int64_t i, float *scale)
+{
+    const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+    *scale = snug_e8m0_to_f32(b[0]);
+    return b;
+}
+
+/* The values of 8 FP8 codes (in 32-bit lanes) of MXFP8 dtype dt, times
+ * scale, as snug_fp8_to_f32 and snug_e8m0_to_f32 make them: the code's
+ * magnitude bits placed in a float's, times 2^(127 - bias), its sign. */
+T_AVX2_INL __m256 mx_values8(__m256i c, snug_dtype dt, float scale)
+{
+    bool e5 = dt == SNUG_DTYPE_MXFP8_E5M2;
+    __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
+    mag = e5 ? _mm256_slli_epi32(mag, 21) : _mm256_slli_epi32(mag, 20);
+    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(e5 ? 0x1p112f : 0x1p120f));
+    v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24)));
+    return _mm256_mul_ps(v, _mm256_set1_ps(scale));
+}
+
+/* 8 elements of dtype dt at element index i of p, as floats (the blocks of
+ * 32, Q8_0 and MXFP8: i a multiple of 8, so that they lie in one block). */
 T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 {
+    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+        float scale;
+        const uint8_t *b = mx_block_at(p, i, &scale);
+        __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(b + 1 + i % 32));
+        return mx_values8(_mm256_cvtepu8_epi32(c), dt, scale);
+    }
     if (dt == SNUG_DTYPE_Q8_0) {
         float d;
         const uint8_t *b = q80_block_at(p, i, &d);
@@ -60,6 +88,11 @@ T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 
 T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
 {
+    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+        float scale;
+        const uint8_t *b = mx_block_at(p, i, &scale);
+        return snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)) * scale;
+    }
     if (dt == SNUG_DTYPE_Q8_0) {
         float d;
         const uint8_t *b = q80_block_at(p, i, &d);
@@ -476,7 +509,7 @@ T_AVX2_INL void store_q80_block(uint8_t *b, const float *x)
     __m256 v[4], m = _mm256_setzero_ps();
     for (int j = 0; j < 4; j++) {
         v[j] = _mm256_loadu_ps(x + 8 * j);
-        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), m); /* (a NaN left out, as the quantizer does) */
     }
     unsigned short h = _cvtss_sh(hmax8(m) / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     float d = _cvtsh_ss(h), id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -494,8 +527,56 @@ T_AVX2_INL void store_q80_block(uint8_t *b, const float *x)
     _mm256_storeu_si256((__m256i *)(void *)(b + 2), w);
 }
 
+/* One MXFP8 block of dt of x[0..32) at b, as snug_mxfp8_quantize makes it:
+ * each value times 2^-X to its nearest code (ties to even: a normal one
+ * through its bits, a subnormal one in whole steps), saturating at the
+ * largest finite, its sign kept. */
+T_AVX2_INL void store_mx_block(uint8_t *b, const float *x, snug_dtype dt)
+{
+    bool e5 = dt == SNUG_DTYPE_MXFP8_E5M2;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), m); /* (a NaN left out, as fmaxf) */
+    }
+    float inv;
+    b[0] = snug_mxfp8_scale(hmax8(m), dt, &inv);
+    const __m256 top = _mm256_set1_ps(e5 ? 57344.0f : 448.0f), down = _mm256_set1_ps(e5 ? 0x1p-112f : 0x1p-120f);
+    const __m256 sub = _mm256_set1_ps(e5 ? 0x1p16f : 0x1p9f), sub_steps = _mm256_set1_ps(e5 ? 4.0f : 8.0f);
+    const __m256i max_code = _mm256_set1_epi32(e5 ? 0x7B : 0x7E), one = _mm256_set1_epi32(1);
+    const __m256i half = _mm256_set1_epi32(e5 ? (1 << 20) - 1 : (1 << 19) - 1);
+    __m256i c[4];
+    for (int j = 0; j < 4; j++) {
+        __m256 y = _mm256_mul_ps(v[j], _mm256_set1_ps(inv)), a = _mm256_andnot_ps(sign, y);
+        __m256i bits = _mm256_castps_si256(_mm256_mul_ps(a, down)), lsb, code;
+        if (e5) {
+            lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 21), one);
+            code = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), lsb), 21);
+        } else {
+            lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 20), one);
+            code = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), lsb), 20);
+        }
+        /* below the smallest normal: whole steps of the subnormals (a float's would round twice) */
+        __m256 steps = _mm256_mul_ps(a, sub);
+        code = _mm256_blendv_epi8(code, _mm256_cvtps_epi32(steps),
+                                  _mm256_castps_si256(_mm256_cmp_ps(steps, sub_steps, _CMP_LT_OQ)));
+        code = _mm256_blendv_epi8(max_code, code, _mm256_castps_si256(_mm256_cmp_ps(a, top, _CMP_LE_OQ)));
+        c[j] = _mm256_or_si256(code, _mm256_srli_epi32(_mm256_castps_si256(_mm256_and_ps(y, sign)), 24));
+    }
+    /* (the packs interleave 128-bit lanes: the permute puts them back) */
+    __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)(void *)(b + 1), w);
+}
+
 T_AVX2 static void store_avx2(void *dst, snug_dtype dt, const float *src, int64_t n)
 {
+    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) { /* n a multiple of 32 */
+        for (int64_t i = 0; i < n; i += 32)
+            store_mx_block((uint8_t *)dst + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES, src + i, dt);
+        return;
+    }
     if (dt == SNUG_DTYPE_Q8_0) { /* n a multiple of 32 */
         for (int64_t i = 0; i < n; i += 32) store_q80_block((uint8_t *)dst + (size_t)(i / 32) * 34, src + i);
         return;

@@ -10,10 +10,15 @@
 #include <math.h>
 #include <string.h>
 
-/* Element i of a buffer of dtype dt (F32, F16, BF16, or Q8_0 blocks from
- * the buffer's start: kernels.h's snug_kv_view) as a float. */
+/* Element i of a buffer of dtype dt (F32, F16, BF16, or the blocks of 32
+ * of Q8_0 or MXFP8 from the buffer's start: kernels.h's snug_kv_view) as a
+ * float. */
 static inline float elem_f32(const void *p, snug_dtype dt, int64_t i)
 {
+    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+        return snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)) * snug_e8m0_to_f32(b[0]);
+    }
     if (dt == SNUG_DTYPE_Q8_0) {
         const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * 34;
         return snug_f16_to_f32((uint16_t)(b[0] | b[1] << 8)) * (float)(int8_t)b[2 + i % 32];
@@ -77,6 +82,8 @@ static void store_scalar(void *dst, snug_dtype dt, const float *src, int64_t n)
 {
     if (dt == SNUG_DTYPE_Q8_0) {
         snug_quant_quantize(SNUG_QTYPE_Q8_0, src, dst, n);
+    } else if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+        snug_mxfp8_quantize(dt, src, dst, n);
     } else if (dt == SNUG_DTYPE_F32) {
         memmove(dst, src, (size_t)n * sizeof(float));
     } else if (dt == SNUG_DTYPE_F16) {

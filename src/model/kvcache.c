@@ -10,19 +10,22 @@
 #include "base/quant.h"
 
 #include <stdatomic.h>
+#include <strings.h>
 
 /* a range of this many bytes in all is populated by all threads */
 enum { POPULATE_PARALLEL_BYTES = 16 << 20 };
 
 snug_status snug_kv_dtype_check(snug_dtype dt, int32_t head_dim, snug_error *err)
 {
-    if (dt != SNUG_DTYPE_F32 && dt != SNUG_DTYPE_F16 && dt != SNUG_DTYPE_BF16 && dt != SNUG_DTYPE_Q8_0)
-        return snug_errorf(err, SNUG_INVALID, "kv cache dtype: expected f32, f16, bf16 or q8_0, got %s",
-                           snug_dtype_name(dt));
-    if (dt == SNUG_DTYPE_Q8_0 && (head_dim < 1 || head_dim % 32 != 0))
+    bool blocks = dt == SNUG_DTYPE_Q8_0 || dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2;
+    if (dt != SNUG_DTYPE_F32 && dt != SNUG_DTYPE_F16 && dt != SNUG_DTYPE_BF16 && !blocks)
         return snug_errorf(err, SNUG_INVALID,
-                           "kv cache dtype q8_0: expected a head_dim that is a multiple of its blocks of 32, "
-                           "the model's is %d (f32, f16 or bf16 take any)", head_dim);
+                           "kv cache dtype: expected f32, f16, bf16, q8_0, fp8_e4m3 or fp8_e5m2, got %s",
+                           snug_dtype_name(dt));
+    if (blocks && (head_dim < 1 || head_dim % 32 != 0))
+        return snug_errorf(err, SNUG_INVALID,
+                           "kv cache dtype %s: expected a head_dim that is a multiple of its blocks of 32, "
+                           "the model's is %d (f32, f16 or bf16 take any)", snug_kv_dtype_name(dt), head_dim);
     return SNUG_OK;
 }
 
@@ -34,7 +37,19 @@ double snug_kv_tokens_vs_bf16(snug_dtype dt)
 
 const char *snug_kv_dtype_name(snug_dtype dt)
 {
-    return dt == SNUG_DTYPE_Q8_0 ? "q8_0" : snug_dtype_torch_name(dt);
+    return dt == SNUG_DTYPE_Q8_0         ? "q8_0"
+           : dt == SNUG_DTYPE_MXFP8_E4M3 ? "fp8_e4m3"
+           : dt == SNUG_DTYPE_MXFP8_E5M2 ? "fp8_e5m2"
+                                         : snug_dtype_torch_name(dt);
+}
+
+snug_dtype snug_kv_dtype_from_name(const char *name)
+{
+    if (strcasecmp(name, "auto") == 0) return SNUG_DTYPE_BF16;
+    if (strcasecmp(name, "q8_0") == 0) return SNUG_DTYPE_Q8_0;
+    if (strcasecmp(name, "fp8") == 0 || strcasecmp(name, "fp8_e4m3") == 0) return SNUG_DTYPE_MXFP8_E4M3;
+    if (strcasecmp(name, "fp8_e5m2") == 0) return SNUG_DTYPE_MXFP8_E5M2;
+    return snug_dtype_from_torch(name);
 }
 
 size_t snug_kv_block_bytes(const snug_kv_shape *s)

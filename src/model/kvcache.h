@@ -9,9 +9,10 @@
  * so that one head's keys in one block are contiguous (what attention
  * reads), and a block's keys and values of one layer are side by side.
  * Value i lies at byte snug_dtype_bytes(dtype, i) for the float types; a
- * Q8_0 cache (llama.cpp's blocks of 32: an f16 scale d and 32 int8, value
- * q d) keeps every row of head_dim values whole blocks, so that value i
- * is byte i % 32 of the q of block i / 32 (kernels.h's snug_kv_view).
+ * cache of blocks of 32 (Q8_0: llama.cpp's, an f16 scale d and 32 int8,
+ * value q d; MXFP8_E4M3 or _E5M2: a power-of-two scale byte and 32 FP8
+ * codes, base/quant.h) keeps every row of head_dim values whole blocks, so
+ * that value i is in block i / 32 (kernels.h's snug_kv_view).
  */
 #ifndef SNUG_KVCACHE_H
 #define SNUG_KVCACHE_H
@@ -28,21 +29,28 @@ typedef struct snug_kv_shape {
     int32_t n_kv_heads;   /* on this rank */
     int32_t head_dim;
     int32_t block_size;
-    snug_dtype dtype;     /* F32, F16, BF16 or Q8_0 (snug_kv_dtype_check) */
+    snug_dtype dtype;     /* F32, F16, BF16, Q8_0, MXFP8_E4M3 or MXFP8_E5M2 (snug_kv_dtype_check) */
 } snug_kv_shape;
 
 /* Whether a cache of dtype dt can hold heads of head_dim values: F32, F16
- * and BF16 any; Q8_0 a multiple of its block of 32. Fails with
- * SNUG_INVALID naming the dtype and what was expected. */
+ * and BF16 any; the blocks of 32 (Q8_0, MXFP8_E4M3, MXFP8_E5M2) a multiple
+ * of 32. Fails with SNUG_INVALID naming the dtype and what was expected. */
 snug_status snug_kv_dtype_check(snug_dtype dt, int32_t head_dim, snug_error *err);
 
 /* How many tokens a cache of dtype dt holds in the bytes bf16's holds one
- * (bf16 64 bytes a 32 values, Q8_0 34: 1.88); 0 for a dtype no cache has. */
+ * (bf16 64 bytes a 32 values, Q8_0 34: 1.88, MXFP8 33: 1.94); 0 for a
+ * dtype no cache has. */
 double snug_kv_tokens_vs_bf16(snug_dtype dt);
 
 /* The name of a cache dtype as --kv-cache-dtype and the plan give it
- * ("bfloat16", "float16", "float32", "q8_0"; "none" for any other). */
+ * ("bfloat16", "float16", "float32", "q8_0", "fp8_e4m3", "fp8_e5m2";
+ * "none" for any other). */
 const char *snug_kv_dtype_name(snug_dtype dt);
+
+/* The cache dtype --kv-cache-dtype names: auto (bf16), bf16, f16, f32 (and
+ * their other spellings, snug_dtype_from_torch), q8_0, fp8 (fp8_e4m3),
+ * fp8_e4m3, fp8_e5m2, any case; SNUG_DTYPE_NONE for anything else. */
+snug_dtype snug_kv_dtype_from_name(const char *name);
 
 typedef struct snug_kvcache {
     snug_kv_shape shape;

@@ -238,20 +238,26 @@ for qf in q7-Q4_0.gguf q7-Q4_K_M.gguf; do
     got=$("$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --ids 2>"$tmp/err")
     if [[ "$got" == "$want" ]]; then ok "$qf: llama.cpp's greedy ids"; else fail "$qf: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
 done
-# a Q8_0 KV cache (--kv-cache-dtype q8_0): llama.cpp's greedy ids on the Q4_K_M file still, the plan
-# saying how many more tokens it holds; a model whose head_dim (the bundled model's 8) is not whole
-# blocks of 32 is refused, naming it
+# 8-bit KV caches (--kv-cache-dtype q8_0, fp8_e4m3, fp8_e5m2): llama.cpp's greedy ids on the Q4_K_M
+# file still, the plan saying how many more tokens they hold; a model whose head_dim (the bundled
+# model's 8) is not whole blocks of 32 is refused, naming it
 qf=q7-Q4_K_M.gguf
 want=$(awk -v f="file = $qf" '$0 == f {g=1} g && /^ids = /{sub(/^ids = /,""); print; exit}' "$qfix")
 prompt=$(awk -v f="file = $qf" '$0 == f {g=1} g && /^prompt = /{sub(/^prompt = /,""); print; exit}' "$qfix")
 n_new=$(( $(wc -w <<<"$want") - $("$snug" tokenize "tests/data/quant/$qf" "$prompt" | wc -w) ))
-got=$("$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --ids --kv-cache-dtype q8_0 2>"$tmp/err")
-if [[ "$got" == "$want" ]]; then ok "$qf, q8_0 KV cache: llama.cpp's greedy ids"; else fail "$qf, q8_0 KV cache: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
+for kvd in q8_0 fp8_e4m3 fp8_e5m2; do
+    got=$("$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --ids --kv-cache-dtype $kvd 2>"$tmp/err")
+    if [[ "$got" == "$want" ]]; then ok "$qf, $kvd KV cache: llama.cpp's greedy ids"; else fail "$qf, $kvd KV cache: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"; fi
+done
 expect "profile --kv-cache-dtype q8_0: tokens against bf16's" 0 "dtype q8_0: 1.88x the tokens of bf16 a byte" \
     -- "$snug" profile "tests/data/quant/$qf" --memory 128MiB --kv-cache-dtype q8_0
+expect "profile --kv-cache-dtype fp8: tokens against bf16's" 0 "dtype fp8_e4m3: 1.94x the tokens of bf16 a byte" \
+    -- "$snug" profile "tests/data/quant/$qf" --memory 128MiB --kv-cache-dtype fp8
 expect "--kv-cache-dtype q8_0 refused for head_dim 8" 1 "expected a head_dim that is a multiple of its blocks of 32, the model's is 8" \
     -- "$snug" generate -p "Once" -n 2 --kv-cache-dtype q8_0
-expect "--kv-cache-dtype names what it takes" 2 "expects auto (bf16), bf16, f16, f32 or q8_0, got 'q4_0'" \
+expect "--kv-cache-dtype fp8_e5m2 refused for head_dim 8" 1 "kv cache dtype fp8_e5m2: expected a head_dim" \
+    -- "$snug" generate -p "Once" -n 2 --kv-cache-dtype fp8_e5m2
+expect "--kv-cache-dtype names what it takes" 2 "expects auto (bf16), bf16, f16, f32, q8_0, fp8 (fp8_e4m3) or fp8_e5m2, got 'q4_0'" \
     -- "$snug" generate -p "Once" -n 2 --kv-cache-dtype q4_0
 # the other families as llama.cpp writes them (tests/data/arch, Q8_0): what the family table says
 # of each, and llama.cpp's 24 greedy ids for Qwen2 and Qwen3 (every margin 0.6 or more)
