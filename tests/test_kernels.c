@@ -1230,6 +1230,23 @@ static void test_elementwise_simd(void)
                       snug_isa_name(isas[v]), snug_dtype_name(mdt), n);
                 s.store(qb, mdt, x, n);
                 CHECK(memcmp(qa, qb, (size_t)n / 32 * 33) == 0, "scalar %s store of %d values", snug_dtype_name(mdt), n);
+                if (n != 256) continue;
+                /* every code the quantizer writes, under scales from 2^-127 to 2^119, read
+                 * back (load: attention's load8 and elem1) bit for bit as the scalar's */
+                uint8_t blocks[8 * 33];
+                float ra[256], rb[256];
+                for (int b = 0; b < 8; b++) {
+                    blocks[33 * b] = (uint8_t)(b == 0 ? 0 : 246 - 35 * (b - 1));
+                    for (int e = 0; e < 32; e++) {
+                        int code = 32 * b + e;
+                        bool inf_nan = f ? (code & 0x7C) == 0x7C : (code & 0x7F) == 0x7F; /* never written */
+                        blocks[33 * b + 1 + e] = (uint8_t)(inf_nan ? 0 : code);
+                    }
+                }
+                s.load(ra, blocks, mdt, 256);
+                kv.load(rb, blocks, mdt, 256);
+                CHECK(memcmp(ra, rb, sizeof ra) == 0, "%s %s load differs from the scalar", snug_isa_name(isas[v]),
+                      snug_dtype_name(mdt));
             }
             free(x);
             free(qa);

@@ -40,25 +40,30 @@ T_AVX2_INL const uint8_t *q80_block_at(const void *p, int64_t i, float *d)
     return b;
 }
 
-/* MXFP8's block holding value i of blocks from p, and its scale. */
+/* MXFP8's block holding value i of blocks from p, and its scale (snug_e8m0_to_f32's,
+ * here in line: it is read for every 8 values attention loads). */
 T_AVX2_INL const uint8_t *mx_block_at(const void *p, int64_t i, float *scale)
 {
     const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
-    *scale = snug_e8m0_to_f32(b[0]);
+    uint32_t bits = b[0] ? (uint32_t)b[0] << 23 : 0x00400000u;
+    memcpy(scale, &bits, 4);
     return b;
 }
 
-/* The values of 8 FP8 codes (in 32-bit lanes) of MXFP8 dtype dt, times
- * scale, as snug_fp8_to_f32 and snug_e8m0_to_f32 make them: the code's
- * magnitude bits placed in a float's, times 2^(127 - bias), its sign. */
-T_AVX2_INL __m256 mx_values8(__m256i c, snug_dtype dt, float scale)
+/* The values of 8 FP8 codes (bytes c) of MXFP8 dtype dt, times scale, as
+ * snug_fp8_to_f32 and snug_e8m0_to_f32 make them, through halves: E5M2 is
+ * a half's top byte; E4M3's magnitude bits moved down one make a half of
+ * 2^-8 its value (the 2^8 joins the scale, a power of two: the products
+ * round once either way). */
+T_AVX2_INL __m256 mx_values8(__m128i c, snug_dtype dt, float scale)
 {
-    bool e5 = dt == SNUG_DTYPE_MXFP8_E5M2;
-    __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
-    mag = e5 ? _mm256_slli_epi32(mag, 21) : _mm256_slli_epi32(mag, 20);
-    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(e5 ? 0x1p112f : 0x1p120f));
-    v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24)));
-    return _mm256_mul_ps(v, _mm256_set1_ps(scale));
+    __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(c), 8);
+    if (dt == SNUG_DTYPE_MXFP8_E4M3) {
+        h = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)),
+                         _mm_srli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F00)), 1));
+        scale *= 256.0f;
+    }
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(scale));
 }
 
 /* 8 elements of dtype dt at element index i of p, as floats (the blocks of
@@ -68,8 +73,7 @@ T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
     if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
         float scale;
         const uint8_t *b = mx_block_at(p, i, &scale);
-        __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(b + 1 + i % 32));
-        return mx_values8(_mm256_cvtepu8_epi32(c), dt, scale);
+        return mx_values8(_mm_loadl_epi64((const __m128i *)(const void *)(b + 1 + i % 32)), dt, scale);
     }
     if (dt == SNUG_DTYPE_Q8_0) {
         float d;
