@@ -169,6 +169,9 @@ typedef struct snug_llm_opts {
     bool no_prefix_caching;         /* false (the default): the KV cache keeps the blocks
                                      * it computed and a job whose prompt begins as an
                                      * earlier one's reuses them (snug_job_cached_tokens) */
+    snug_dtype kv_cache_dtype;      /* the KV cache's: SNUG_DTYPE_NONE (0): BF16; F32, F16, BF16,
+                                     * Q8_0, MXFP8_E4M3, MXFP8_E5M2 (these three: for a model
+                                     * whose head_dim is a multiple of 32) */
 } snug_llm_opts;
 
 /* Fills o with the defaults: every field 0 (model_dir NULL) but job_memory,

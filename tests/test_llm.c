@@ -10,6 +10,7 @@
  */
 #include "test.h"
 
+#include "base/dtype.h"
 #include "base/mem.h"
 #include "support/greedy_txt.h"
 #include "tokenizer/tokenizer.h"
@@ -321,6 +322,12 @@ static void test_refusals(void)
     o.max_num_seqs = -1;
     CHECK_FAILS(snug_llm_open(&o, &llm, &err), &err, SNUG_INVALID, "max_num_seqs: expected");
     o = opts();
+    o.kv_cache_dtype = SNUG_DTYPE_I8;
+    CHECK_FAILS(snug_llm_open(&o, &llm, &err), &err, SNUG_INVALID, "kv_cache_dtype: expected");
+    o = opts();
+    o.kv_cache_dtype = SNUG_DTYPE_Q8_0; /* the bundled model's head_dim is 8 */
+    CHECK_FAILS(snug_llm_open(&o, &llm, &err), &err, SNUG_INVALID, "the model's is 8");
+    o = opts();
     o.model_dir = "tests/data/no-such-model";
     snug_status st = snug_llm_open(&o, &llm, &err);
     CHECK(st != SNUG_OK && strstr(err.msg, "no-such-model"), "a missing model: %s: %s",
@@ -576,6 +583,36 @@ static void test_cached_tokens(void)
           (long long)want, (long long)cached[1][0], (long long)cached[1][1], (long long)cached[1][2]);
 }
 
+
+/* kv_cache_dtype: llama.cpp's Q4_K_M file (head_dim 64) greedy through a
+ * Q8_0 and an MXFP8_E4M3 cache gives what a bf16 cache does (the ids up to
+ * llama.cpp's first small margin, tests/data/quant/greedy.txt, hold for
+ * each: tests/cli). */
+static void test_kv_cache_dtype(void)
+{
+    static const snug_dtype dts[] = {SNUG_DTYPE_NONE, SNUG_DTYPE_Q8_0, SNUG_DTYPE_MXFP8_E4M3};
+    static got g[3];
+    for (int d = 0; d < 3; d++) {
+        snug_error err = {0};
+        snug_llm_opts o = opts();
+        o.model_dir = "tests/data/quant/q7-Q4_K_M.gguf";
+        o.kv_cache_dtype = dts[d];
+        snug_llm *llm = NULL;
+        CHECK_OK(snug_llm_open(&o, &llm, &err), &err);
+        if (!llm) return;
+        snug_gen_params p = greedy(16);
+        snug_job *job = NULL;
+        CHECK_OK(snug_llm_submit_text(llm, "Lily and Ben went to the park", 29, &p, &job, &err), &err);
+        if (job) {
+            drain(llm, job, &g[d]);
+            snug_job_free(llm, job);
+        }
+        snug_llm_close(llm);
+        if (d > 0) check_same_ids(snug_dtype_name(dts[d]), g[d].ids[0], g[d].n_ids[0], g[0].ids[0], g[0].n_ids[0]);
+    }
+    CHECK(g[0].n_ids[0] == 16, "%d ids through a bf16 cache", g[0].n_ids[0]);
+}
+
 int main(void)
 {
     RUN(test_greedy_text_is_reference);
@@ -587,5 +624,6 @@ int main(void)
     RUN(test_oom_open);
     RUN(test_plan_adds_up);
     RUN(test_cached_tokens);
+    RUN(test_kv_cache_dtype);
     return test_summary();
 }

@@ -18,8 +18,10 @@
  */
 #include "engine.h"
 
+#include "model/kvcache.h"
 #include "tokenizer/tokenizer.h"
 
+#include "base/dtype.h"
 #include "base/mem.h"
 
 #include <string.h>
@@ -79,6 +81,10 @@ static snug_status check_opts(const snug_llm_opts *o, snug_error *err)
         if (counts[i].v < 0)
             return snug_errorf(err, SNUG_INVALID, "%s: expected 0 (the default) or more, got %lld",
                                counts[i].name, (long long)counts[i].v);
+    if (o->kv_cache_dtype != SNUG_DTYPE_NONE &&
+        snug_kv_dtype_check(o->kv_cache_dtype, 32, NULL) != SNUG_OK) /* (its head_dim: the plan's to check) */
+        return snug_errorf(err, SNUG_INVALID, "kv_cache_dtype: expected 0 (bf16), F32, F16, BF16, Q8_0, "
+                           "MXFP8_E4M3 or MXFP8_E5M2, got %s", snug_dtype_name(o->kv_cache_dtype));
     return SNUG_OK;
 }
 
@@ -105,6 +111,7 @@ snug_status snug_llm_open(const snug_llm_opts *o, snug_llm **out, snug_error *er
     po->n_threads = o->n_threads;
     po->isa = -1;
     po->no_prefix_caching = o->no_prefix_caching;
+    po->kv_dtype = o->kv_cache_dtype;
     llm->eo.max_queue = o->max_queue;
     st = snug_engine_open(o->model_dir, &llm->eo, &llm->e, err);
     if (st != SNUG_OK) {

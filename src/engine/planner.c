@@ -64,7 +64,7 @@ static snug_status resolve(const snug_planner_opts *in, const snug_model_config 
     if (o->block_size == 0) o->block_size = SNUG_BLOCK_SIZE_DEFAULT;
     if (o->kv_dtype == SNUG_DTYPE_NONE) o->kv_dtype = SNUG_DTYPE_BF16;
     snug_status st = snug_kv_dtype_check(o->kv_dtype, cfg->head_dim, err);
-    if (st != SNUG_OK) return snug_error_prefix(err, st, "--kv-cache-dtype: ");
+    if (st != SNUG_OK) return st;
     if (o->max_num_seqs < 1 || o->max_num_batched_tokens < o->max_num_seqs)
         return snug_errorf(err, SNUG_INVALID, "--max-num-batched-tokens (%d) must be at least "
                            "--max-num-seqs (%d), which must be at least 1",
