@@ -78,7 +78,7 @@ size_t snug_dtype_bytes(snug_dtype dt, int64_t n)
 {
     if (n < 0) return 0;
     if (snug_dtype_is_quant(dt)) return snug_qtype_bytes(snug_dtype_qtype(dt), n);
-    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2)
+    if (snug_dtype_is_mxfp8(dt))
         return n % SNUG_MXFP8_BLOCK ? 0 : (size_t)(n / SNUG_MXFP8_BLOCK) * SNUG_MXFP8_BLOCK_BYTES;
     return (size_t)n * snug_dtype_size(dt);
 }
@@ -88,24 +88,13 @@ snug_dtype snug_mxfp8_elem(snug_dtype dt)
     return dt == SNUG_DTYPE_MXFP8_E5M2 ? SNUG_DTYPE_F8_E5M2 : SNUG_DTYPE_F8_E4M3;
 }
 
-/* The float 2^e for e in [-127, 127] (2^-127 a subnormal). */
-static float pow2(int e)
-{
-    uint32_t bits = e > -127 ? (uint32_t)(e + 127) << 23 : 0x00400000u;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-float snug_e8m0_to_f32(uint8_t s) { return pow2((int)s - 127); }
-
 uint8_t snug_mxfp8_scale(float amax, snug_dtype dt, float *inv)
 {
     uint32_t bits;
     memcpy(&bits, &amax, 4);
     int e = (int)((bits >> 23) & 0xFF) - 127 - (dt == SNUG_DTYPE_MXFP8_E5M2 ? 15 : 8);
     e = e < -127 ? -127 : e > 127 ? 127 : e;
-    *inv = pow2(-e);
+    *inv = snug_e8m0_to_f32((uint8_t)(127 - e)); /* 2^-e */
     return (uint8_t)(e + 127);
 }
 

@@ -19,6 +19,8 @@
 
 #include "common.h"
 
+#include <string.h>
+
 /* The formats, numbered as ggml numbers its types (the GGUF tensor type). */
 typedef enum snug_qtype {
     SNUG_QTYPE_Q4_0 = 2,
@@ -65,11 +67,24 @@ size_t snug_dtype_bytes(snug_dtype dt, int64_t n);
  * each value is snug_f32_to_fp8 of x times 2^-X (saturating). */
 enum { SNUG_MXFP8_BLOCK = 32, SNUG_MXFP8_BLOCK_BYTES = 33 };
 
+/* Whether dt is one of the MXFP8 dtypes. */
+static inline bool snug_dtype_is_mxfp8(snug_dtype dt)
+{
+    return dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2;
+}
+
 /* The element format (SNUG_DTYPE_F8_E4M3 or _E5M2) of an MXFP8 dtype. */
 snug_dtype snug_mxfp8_elem(snug_dtype dt);
 
-/* 2^(s - 127) of a scale byte (s 0: 2^-127, a float subnormal). */
-float snug_e8m0_to_f32(uint8_t s);
+/* 2^(s - 127) of a scale byte (s 0: 2^-127, a float subnormal); in line,
+ * as attention reads one for every 8 values. */
+static inline float snug_e8m0_to_f32(uint8_t s)
+{
+    uint32_t bits = s ? (uint32_t)s << 23 : 0x00400000u;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 
 /* One block's scale byte for values whose largest magnitude is amax, and
  * 2^-X (what the values are multiplied by before their codes). */

@@ -40,13 +40,11 @@ T_AVX2_INL const uint8_t *q80_block_at(const void *p, int64_t i, float *d)
     return b;
 }
 
-/* MXFP8's block holding value i of blocks from p, and its scale (snug_e8m0_to_f32's,
- * here in line: it is read for every 8 values attention loads). */
+/* MXFP8's block holding value i of blocks from p, and its scale. */
 T_AVX2_INL const uint8_t *mx_block_at(const void *p, int64_t i, float *scale)
 {
     const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
-    uint32_t bits = b[0] ? (uint32_t)b[0] << 23 : 0x00400000u;
-    memcpy(scale, &bits, 4);
+    *scale = snug_e8m0_to_f32(b[0]);
     return b;
 }
 
@@ -70,7 +68,7 @@ T_AVX2_INL __m256 mx_values8(__m128i c, snug_dtype dt, float scale)
  * 32, Q8_0 and MXFP8: i a multiple of 8, so that they lie in one block). */
 T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 {
-    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+    if (snug_dtype_is_mxfp8(dt)) {
         float scale;
         const uint8_t *b = mx_block_at(p, i, &scale);
         return mx_values8(_mm_loadl_epi64((const __m128i *)(const void *)(b + 1 + i % 32)), dt, scale);
@@ -92,7 +90,7 @@ T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 
 T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
 {
-    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+    if (snug_dtype_is_mxfp8(dt)) {
         float scale;
         const uint8_t *b = mx_block_at(p, i, &scale);
         return snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)) * scale;
@@ -504,18 +502,37 @@ T_AVX2_INL __m128i to_bf16x8(__m256 v)
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
+/* A block's 32 values x into v, and their largest magnitude (a NaN left
+ * out, as the quantizers leave it). */
+T_AVX2_INL float block_amax(const float *x, __m256 v[4])
+{
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        m = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[j]), m);
+    }
+    return hmax8(m);
+}
+
+/* 32 values in 32-bit lanes (q[0] the first 8) as bytes at dst: signed
+ * (int8) or not. (The packs interleave 128-bit lanes: the permute puts
+ * them back.) */
+T_AVX2_INL void store_bytes32(uint8_t *dst, const __m256i q[4], bool is_signed)
+{
+    __m256i w = is_signed ? _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]))
+                          : _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
+    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)(void *)dst, w);
+}
+
 /* One Q8_0 block of x[0..32) at b, as snug_quant_quantize makes it: d the
  * half nearest max |x| / 127, each value the integer nearest x / d (ties
  * away from zero), within +-127. */
 T_AVX2_INL void store_q80_block(uint8_t *b, const float *x)
 {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4], m = _mm256_setzero_ps();
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm256_loadu_ps(x + 8 * j);
-        m = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), m); /* (a NaN left out, as the quantizer does) */
-    }
-    unsigned short h = _cvtss_sh(hmax8(m) / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 v[4];
+    unsigned short h = _cvtss_sh(block_amax(x, v) / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     float d = _cvtsh_ss(h), id = d != 0.0f ? 1.0f / d : 0.0f;
     __m256i q[4];
     for (int j = 0; j < 4; j++) {
@@ -524,11 +541,8 @@ T_AVX2_INL void store_q80_block(uint8_t *b, const float *x)
         r = _mm256_min_ps(r, _mm256_set1_ps(127.0f));
         q[j] = _mm256_cvttps_epi32(_mm256_or_ps(r, _mm256_and_ps(sign, t)));
     }
-    /* (the packs interleave 128-bit lanes: the permute puts them back) */
-    __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     b[0] = (uint8_t)(h & 0xFF), b[1] = (uint8_t)(h >> 8);
-    _mm256_storeu_si256((__m256i *)(void *)(b + 2), w);
+    store_bytes32(b + 2, q, true);
 }
 
 /* One MXFP8 block of dt of x[0..32) at b, as snug_mxfp8_quantize makes it:
@@ -539,28 +553,20 @@ T_AVX2_INL void store_mx_block(uint8_t *b, const float *x, snug_dtype dt)
 {
     bool e5 = dt == SNUG_DTYPE_MXFP8_E5M2;
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4], m = _mm256_setzero_ps();
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm256_loadu_ps(x + 8 * j);
-        m = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), m); /* (a NaN left out, as fmaxf) */
-    }
+    __m256 v[4];
     float inv;
-    b[0] = snug_mxfp8_scale(hmax8(m), dt, &inv);
+    b[0] = snug_mxfp8_scale(block_amax(x, v), dt, &inv);
     const __m256 top = _mm256_set1_ps(e5 ? 57344.0f : 448.0f), down = _mm256_set1_ps(e5 ? 0x1p-112f : 0x1p-120f);
     const __m256 sub = _mm256_set1_ps(e5 ? 0x1p16f : 0x1p9f), sub_steps = _mm256_set1_ps(e5 ? 4.0f : 8.0f);
     const __m256i max_code = _mm256_set1_epi32(e5 ? 0x7B : 0x7E), one = _mm256_set1_epi32(1);
+    const __m128i shift = _mm_cvtsi32_si128(e5 ? 21 : 20);
     const __m256i half = _mm256_set1_epi32(e5 ? (1 << 20) - 1 : (1 << 19) - 1);
     __m256i c[4];
     for (int j = 0; j < 4; j++) {
         __m256 y = _mm256_mul_ps(v[j], _mm256_set1_ps(inv)), a = _mm256_andnot_ps(sign, y);
-        __m256i bits = _mm256_castps_si256(_mm256_mul_ps(a, down)), lsb, code;
-        if (e5) {
-            lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 21), one);
-            code = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), lsb), 21);
-        } else {
-            lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 20), one);
-            code = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), lsb), 20);
-        }
+        __m256i bits = _mm256_castps_si256(_mm256_mul_ps(a, down));
+        __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(bits, shift), one);
+        __m256i code = _mm256_srl_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), lsb), shift);
         /* below the smallest normal: whole steps of the subnormals (a float's would round twice) */
         __m256 steps = _mm256_mul_ps(a, sub);
         code = _mm256_blendv_epi8(code, _mm256_cvtps_epi32(steps),
@@ -568,15 +574,12 @@ T_AVX2_INL void store_mx_block(uint8_t *b, const float *x, snug_dtype dt)
         code = _mm256_blendv_epi8(max_code, code, _mm256_castps_si256(_mm256_cmp_ps(a, top, _CMP_LE_OQ)));
         c[j] = _mm256_or_si256(code, _mm256_srli_epi32(_mm256_castps_si256(_mm256_and_ps(y, sign)), 24));
     }
-    /* (the packs interleave 128-bit lanes: the permute puts them back) */
-    __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
-    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)(void *)(b + 1), w);
+    store_bytes32(b + 1, c, false);
 }
 
 T_AVX2 static void store_avx2(void *dst, snug_dtype dt, const float *src, int64_t n)
 {
-    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) { /* n a multiple of 32 */
+    if (snug_dtype_is_mxfp8(dt)) { /* n a multiple of 32 */
         for (int64_t i = 0; i < n; i += 32)
             store_mx_block((uint8_t *)dst + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES, src + i, dt);
         return;

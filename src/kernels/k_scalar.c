@@ -15,7 +15,7 @@
  * float. */
 static inline float elem_f32(const void *p, snug_dtype dt, int64_t i)
 {
-    if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+    if (snug_dtype_is_mxfp8(dt)) {
         const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
         return snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)) * snug_e8m0_to_f32(b[0]);
     }
@@ -82,7 +82,7 @@ static void store_scalar(void *dst, snug_dtype dt, const float *src, int64_t n)
 {
     if (dt == SNUG_DTYPE_Q8_0) {
         snug_quant_quantize(SNUG_QTYPE_Q8_0, src, dst, n);
-    } else if (dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2) {
+    } else if (snug_dtype_is_mxfp8(dt)) {
         snug_mxfp8_quantize(dt, src, dst, n);
     } else if (dt == SNUG_DTYPE_F32) {
         memmove(dst, src, (size_t)n * sizeof(float));

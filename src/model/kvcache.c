@@ -17,7 +17,7 @@ enum { POPULATE_PARALLEL_BYTES = 16 << 20 };
 
 snug_status snug_kv_dtype_check(snug_dtype dt, int32_t head_dim, snug_error *err)
 {
-    bool blocks = dt == SNUG_DTYPE_Q8_0 || dt == SNUG_DTYPE_MXFP8_E4M3 || dt == SNUG_DTYPE_MXFP8_E5M2;
+    bool blocks = dt == SNUG_DTYPE_Q8_0 || snug_dtype_is_mxfp8(dt);
     if (dt != SNUG_DTYPE_F32 && dt != SNUG_DTYPE_F16 && dt != SNUG_DTYPE_BF16 && !blocks)
         return snug_errorf(err, SNUG_INVALID,
                            "kv cache dtype: expected f32, f16, bf16, q8_0, fp8_e4m3 or fp8_e5m2, got %s",
