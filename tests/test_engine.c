@@ -60,17 +60,24 @@ static void greedy_request(snug_request *r, int32_t max_tokens)
     r->n = 1;
 }
 
+/* The next output of r into *o (its text into text, cap bytes), waiting
+ * for it; false once r is done. */
+static bool next_output(snug_engine *e, snug_request *r, snug_output *o, char *text, size_t cap)
+{
+    while (!snug_engine_done(e, r)) {
+        if (snug_engine_next(e, r, o, text, cap)) return true;
+        snug_engine_wait(e, r, 1.0);
+    }
+    return false;
+}
+
 /* Takes every output of r into ids (choice 0), waiting as needed. */
 static int32_t drain(snug_engine *e, snug_request *r, int32_t *ids, int32_t max, snug_finish *why)
 {
     int32_t n = 0;
     char text[4096];
     snug_output o;
-    while (!snug_engine_done(e, r)) {
-        if (!snug_engine_next(e, r, &o, text, sizeof text)) {
-            snug_engine_wait(e, r, 1.0);
-            continue;
-        }
+    while (next_output(e, r, &o, text, sizeof text)) {
         if (o.token >= 0 && n < max) ids[n++] = o.token;
         if (o.finish != SNUG_FINISH_NONE) *why = o.finish;
     }
@@ -989,6 +996,139 @@ out:
     snug_engine_close(e);
 }
 
+/* What a request gave, every choice's ids and log-probabilities. */
+typedef struct spec_out {
+    int32_t ids[3][128];
+    float lps[3][128];
+    int32_t n[3];
+} spec_out;
+
+/* Takes every output of every choice of r (submitted) into *g. */
+static void spec_drain(snug_engine *e, snug_request *r, spec_out *g)
+{
+    memset(g, 0, sizeof *g);
+    char text[4096];
+    snug_output o;
+    while (next_output(e, r, &o, text, sizeof text)) {
+        int32_t *n = &g->n[o.choice];
+        if (o.token >= 0 && *n < 128) g->lps[o.choice][*n] = o.logprob, g->ids[o.choice][(*n)++] = o.token;
+    }
+}
+
+/* Submits r and takes every output of every choice into *g. */
+static void spec_run(snug_engine *e, snug_request *r, spec_out *g)
+{
+    snug_error err = {0};
+    CHECK_OK(snug_engine_submit(e, r, &err), &err);
+    spec_drain(e, r, g);
+}
+
+/* The request variants test_speculative runs: greedy with log-probabilities;
+ * seeded sampling with every filter and penalty; three seeded choices; a
+ * grammar at temperature 0.7; each on prompt p. */
+static void spec_request(snug_request *r, int variant, const int32_t *p, int64_t n_p, const snug_grammar *g)
+{
+    gen_request(r, p, n_p);
+    r->stop.max_tokens = 60;
+    r->stop.ignore_eos = true;
+    r->sampling.has_seed = true, r->sampling.seed = 11 + (uint64_t)variant;
+    if (variant == 0) r->sampling.temperature = 0, r->logprobs = true, r->top_logprobs = 3;
+    if (variant == 1) {
+        r->sampling.temperature = 0.9f, r->sampling.top_k = 40, r->sampling.top_p = 0.9f, r->sampling.min_p = 0.05f;
+        r->sampling.repetition_penalty = 1.1f, r->sampling.frequency_penalty = 0.2f, r->sampling.presence_penalty = 0.1f;
+    }
+    if (variant == 2) r->n = 3;
+    if (variant == 3) r->sampling.temperature = 0.7f, r->grammar = g, r->stop.ignore_eos = false;
+}
+
+/* Speculative decoding (spec.h) with prompt lookup on the bundled model,
+ * given a story twice (the reference's greedy continuation of g_prompt)
+ * and its start a third time, so that drafts are found and kept: each
+ * request variant gives the same ids drafted as with drafting turned off
+ * for it (no_speculation: no drafts counted), alone and batched with the
+ * others, with an f32 and a bf16 cache; log-probabilities within 1e-4 on
+ * f32; drafts are verified and kept, in fewer steps; serving allocates
+ * nothing. */
+static void test_speculative(void)
+{
+    int32_t want[N_OUT];
+    int32_t n_want = reference(want);
+    static int32_t prompt[2 * (PROMPT_LEN + N_OUT) + PROMPT_LEN];
+    int64_t n_p = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        memcpy(prompt + n_p, g_prompt, sizeof g_prompt), n_p += PROMPT_LEN;
+        memcpy(prompt + n_p, want, (size_t)n_want * sizeof *want), n_p += n_want;
+    }
+    memcpy(prompt + n_p, g_prompt, sizeof g_prompt), n_p += PROMPT_LEN;
+    snug_grammar *sentence = gbnf("root ::= [A-Z] [a-z ,]{5,200} \".\"");
+    for (int cache = 0; cache < 2 && sentence; cache++) {
+        snug_error err = {0};
+        snug_engine *e = NULL;
+        snug_engine_opts o = opts(8, 0);
+        o.plan.kv_dtype = cache == 0 ? SNUG_DTYPE_F32 : SNUG_DTYPE_BF16;
+        o.spec.prompt_lookup = true;
+        CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+        if (!e) break;
+        int64_t allocs = snug_mem_alloc_count();
+        static spec_out plain[4], alone[4], batched[4];
+        static snug_request r[4];
+        snug_engine_counters c0, c1, c2;
+        snug_engine_counters_get(e, &c0);
+        for (int v = 0; v < 4; v++) {
+            spec_request(&r[v], v, prompt, n_p, sentence);
+            r[v].no_speculation = true;
+            spec_run(e, &r[v], &plain[v]);
+            snug_engine_release(e, &r[v]);
+        }
+        snug_engine_counters_get(e, &c1);
+        for (int v = 0; v < 4; v++) {
+            spec_request(&r[v], v, prompt, n_p, sentence);
+            spec_run(e, &r[v], &alone[v]);
+            snug_engine_release(e, &r[v]);
+        }
+        snug_engine_counters_get(e, &c2);
+        for (int v = 0; v < 4; v++) { /* all at once: drained in turn, the others paused meanwhile */
+            spec_request(&r[v], v, prompt, n_p, sentence);
+            CHECK_OK(snug_engine_submit(e, &r[v], &err), &err);
+        }
+        for (int v = 0; v < 4; v++) {
+            spec_drain(e, &r[v], &batched[v]);
+            snug_engine_release(e, &r[v]);
+        }
+        CHECK(snug_mem_alloc_count() == allocs, "speculative serving made %lld allocations",
+              (long long)(snug_mem_alloc_count() - allocs));
+        for (int v = 0; v < 4; v++)
+            for (int k = 0; k < (v == 2 ? 3 : 1); k++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s cache, variant %d, choice %d, drafted alone",
+                         cache ? "bf16" : "f32", v, k);
+                check_same(what, alone[v].ids[k], alone[v].n[k], plain[v].ids[k], plain[v].n[k]);
+                snprintf(what, sizeof what, "%s cache, variant %d, choice %d, drafted in a batch",
+                         cache ? "bf16" : "f32", v, k);
+                check_same(what, batched[v].ids[k], batched[v].n[k], plain[v].ids[k], plain[v].n[k]);
+                CHECK(plain[v].n[k] >= (v == 3 ? 2 : 60), "variant %d: %d tokens", v, plain[v].n[k]);
+            }
+        float worst = 0;
+        for (int32_t j = 0; j < alone[0].n[0] && j < plain[0].n[0]; j++)
+            worst = fmaxf(worst, fabsf(alone[0].lps[0][j] - plain[0].lps[0][j]));
+        if (cache == 0) CHECK(worst < 1e-4f, "log-probabilities drafted differ by up to %g", worst);
+        CHECK(c1.spec_drafts == c0.spec_drafts, "no_speculation: %lld drafts verified",
+              (long long)(c1.spec_drafts - c0.spec_drafts));
+        int64_t drafted = c2.spec_drafted_tokens - c1.spec_drafted_tokens;
+        int64_t kept = c2.spec_accepted_tokens - c1.spec_accepted_tokens;
+        CHECK(drafted > 0 && kept > 0 && kept <= drafted, "drafted %lld, kept %lld", (long long)drafted,
+              (long long)kept);
+        int64_t steps_plain = c1.steps - c0.steps, steps_drafted = c2.steps - c1.steps;
+        CHECK(steps_drafted < steps_plain, "%lld steps drafted against %lld plain", (long long)steps_drafted,
+              (long long)steps_plain);
+        printf("  %s cache: %lld drafted, %lld kept (%.2f), %lld steps against %lld, log-probabilities within %.1g\n",
+               cache ? "bf16" : "f32", (long long)drafted, (long long)kept, (double)kept / (double)SNUG_MAX(drafted, 1),
+               (long long)steps_drafted, (long long)steps_plain, (double)worst);
+        snug_engine_close(e);
+    }
+    snug_grammar_free(sentence);
+}
+
 /* The reasoning budget (think.h) in the step loop: the forced close comes
  * after budget tokens of the block, in place of what greedy sampling picks
  * (the reference ids before it), at once with a budget of 0, never when the
@@ -1284,6 +1424,7 @@ int main(void)
     RUN(test_logprobs);
     RUN(test_constrained);
     RUN(test_reasoning_budget);
+    RUN(test_speculative);
     RUN(test_stress_within_plan);
     RUN(test_embeddings);
     RUN(test_scores);

@@ -40,6 +40,9 @@ typedef struct fixture {
     uint64_t wkv[256][BLOCK];
     int32_t window;
     int64_t window_reads;       /* positions read through the window group */
+    int32_t draft_max;          /* drafts offered each decode (1 to this many); 0: none */
+    uint64_t draft_rng;
+    int64_t drafted, kept;      /* drafts the steps took, and of those the right ones */
 } fixture;
 
 /* Sets f up with a pool of n_blocks (caching as asked; the previous pool
@@ -110,12 +113,47 @@ static int32_t next_token(const fixture *f, int32_t seq, int64_t n)
     return (int32_t)(h % 50);
 }
 
-/* Runs one step as the engine would: plan, "compute" (every position
- * before an item's tokens must hold its own prefix's key; the item's
- * positions get theirs), append a token to every sequence that sampled.
- * Returns the items. */
+static uint64_t rnd(uint64_t *s);
+
+/* With f->draft_max, offers every sequence that decodes next drafts after
+ * its tokens, as speculative decoding would: the first few (at random)
+ * the tokens it will generate, the rest wrong. */
+static void offer_drafts(fixture *f)
+{
+    for (int32_t seq = 0; seq < MAX_SEQS && f->draft_max > 0; seq++) {
+        snug_sched_seq *q = &f->seqs[seq];
+        q->n_draft = 0;
+        if (q->phase != SNUG_SEQ_RUNNING || q->n_tokens - q->n_computed != 1) continue;
+        int32_t d = 1 + (int32_t)(rnd(&f->draft_rng) % (uint64_t)f->draft_max);
+        int32_t right = (int32_t)(rnd(&f->draft_rng) % (uint64_t)(d + 1));
+        d = (int32_t)SNUG_MIN((int64_t)d, MAX_TOKENS_PER_SEQ - 1 - q->n_tokens);
+        for (int32_t j = 0; j < d; j++) {
+            int64_t at = q->n_tokens + j;
+            int32_t truth = next_token(f, seq, at);
+            f->toks[seq][at] = j < right ? truth : (truth + 1) % 50;
+        }
+        q->n_draft = SNUG_MAX(0, d);
+    }
+}
+
+/* Of item it's drafts, the leading ones that are the tokens its sequence
+ * generates. */
+static int32_t drafts_right(const fixture *f, const snug_sched_item *it)
+{
+    int32_t k = 0;
+    int64_t first = it->pos0 + it->n_tokens - it->n_draft;
+    while (k < it->n_draft && f->toks[it->seq][first + k] == next_token(f, it->seq, first + k)) k++;
+    return k;
+}
+
+/* Runs one step as the engine would: drafts offered (f->draft_max), plan,
+ * "compute" (every position before an item's tokens must hold its own
+ * prefix's key; the item's positions get theirs, drafts too), then to every
+ * sequence that sampled its drafts that were right and the token after
+ * them. Returns the items. */
 static int32_t step(fixture *f, int32_t *n_tokens)
 {
+    offer_drafts(f);
     int32_t n = snug_sched_step(&f->s, f->items, n_tokens);
     for (int32_t k = 0; k < n && f->pool.n_blocks <= 512; k++) {
         const snug_sched_item *it = &f->items[k];
@@ -140,13 +178,18 @@ static int32_t step(fixture *f, int32_t *n_tokens)
             f->window_reads++;
         }
     }
+    for (int32_t k = 0; k < n; k++) {
+        f->items[k].n_kept = drafts_right(f, &f->items[k]);
+        f->drafted += f->items[k].n_draft;
+        f->kept += f->items[k].n_kept;
+    }
     snug_sched_done(&f->s, f->items, n);
     for (int32_t k = 0; k < n; k++) {
         if (!f->items[k].sample) continue;
         int32_t seq = f->items[k].seq;
-        int64_t at = f->seqs[seq].n_tokens;
+        int64_t at = f->seqs[seq].n_tokens + f->items[k].n_kept;
         if (at < MAX_TOKENS_PER_SEQ) f->toks[seq][at] = next_token(f, seq, at);
-        snug_sched_append(&f->s, seq);
+        snug_sched_append(&f->s, seq, 1 + f->items[k].n_kept);
     }
     return n;
 }
@@ -824,6 +867,122 @@ static void test_window_group_stress(void)
     snug_block_pool_free(&f->wpool);
 }
 
+/* Drafts (speculative decoding) split by the step's tokens and rows left
+ * over by the other decodes, and by the free blocks; they never preempt;
+ * the drafts proved right stay computed, the rest do not. */
+static void test_drafts_exact(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    for (int rows = 0; rows < 2; rows++) {
+        setup_rows(f, 256, MAX_SEQS, 8, rows ? 3 : 0, false);
+        add(f, 0, 4);
+        add(f, 1, 4);
+        int32_t nt = 0;
+        CHECK(step(f, &nt) == 2 && nt == 8, "prompts: %d tokens", nt);
+        for (int32_t seq = 0; seq < 2; seq++) { /* seq 0's drafts all right, seq 1's all wrong */
+            for (int64_t at = 5; at < 10; at++) {
+                int32_t truth = next_token(f, seq, at);
+                f->toks[seq][at] = seq == 0 ? truth : (truth + 1) % 50;
+            }
+            f->seqs[seq].n_draft = 5;
+        }
+        CHECK(step(f, &nt) == 2, "two decodes");
+        if (!rows) { /* 8 tokens: 2 decodes and 6 drafts, the first one's 5 first */
+            ITEM(0, 0, 6, 4, true);
+            ITEM(1, 1, 2, 4, true);
+            CHECK(f->items[0].n_draft == 5 && f->items[0].n_kept == 5 && f->items[1].n_draft == 1 &&
+                      f->items[1].n_kept == 0, "drafts %d (%d kept) and %d (%d kept)", f->items[0].n_draft,
+                  f->items[0].n_kept, f->items[1].n_draft, f->items[1].n_kept);
+            CHECK(f->seqs[0].n_tokens == 11 && f->seqs[0].n_computed == 10 && f->seqs[1].n_tokens == 6 &&
+                      f->seqs[1].n_computed == 5, "after: %lld/%lld and %lld/%lld",
+                  (long long)f->seqs[0].n_computed, (long long)f->seqs[0].n_tokens,
+                  (long long)f->seqs[1].n_computed, (long long)f->seqs[1].n_tokens);
+        } else { /* 3 rows: a row each, and one draft */
+            ITEM(0, 0, 2, 4, true);
+            ITEM(1, 1, 1, 4, true);
+        }
+    }
+    /* 4 blocks: two prompts of 3 tokens, a block each; the first's drafts take
+     * both free blocks, the second's none, and nothing is preempted */
+    setup(f, 4, MAX_SEQS, 16);
+    f->s.watermark = 0;
+    add(f, 0, 3);
+    add(f, 1, 3);
+    int32_t nt = 0;
+    step(f, &nt);
+    f->seqs[0].n_draft = f->seqs[1].n_draft = 5;
+    for (int32_t seq = 0; seq < 2; seq++)
+        for (int64_t at = 4; at < 9; at++) f->toks[seq][at] = next_token(f, seq, at);
+    CHECK(step(f, &nt) == 2 && f->s.n_preemptions == 0, "two decodes, %lld preemptions",
+          (long long)f->s.n_preemptions);
+    ITEM(0, 0, 6, 3, true);
+    ITEM(1, 1, 1, 3, true);
+    snug_block_pool_free(&f->pool);
+}
+
+/* Hundreds of sequences drafting at random over tight pools, with prefix
+ * caching, hash collisions and, every other seed, a window group: every
+ * position a step reads holds its own prefix's keys (a wrong draft's never
+ * counts as computed), every token generated is the one its prefix gives,
+ * and in the end every block is free and nothing was allocated. */
+static void test_drafts_stress(void)
+{
+    static fixture fx;
+    fixture *f = &fx;
+    snug_error err = {0};
+    int64_t drafted = 0, kept = 0, preemptions = 0, hits = 0;
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        uint64_t r = seed;
+        int32_t n_blocks = 40 + (int32_t)(rnd(&r) % 32), max_tokens = 8 + (int32_t)(rnd(&r) % 40);
+        if (seed % 2 == 0)
+            setup_window(f, n_blocks, MAX_SEQS, max_tokens, 3 + (int32_t)(rnd(&r) % 14), MAX_SEQS);
+        else
+            setup_caching(f, n_blocks, MAX_SEQS, max_tokens, true);
+        if (seed % 3 == 0) f->pool.hash_mask = 0x7;
+        f->draft_max = 1 + (int32_t)(seed % 6);
+        f->draft_rng = seed * 77;
+        int64_t allocs = snug_mem_alloc_count();
+        int64_t want[MAX_SEQS] = {0}, prompt[MAX_SEQS] = {0};
+        int todo = 200, started = 0, finished = 0, steps = 0, wrong = 0;
+        bool ok = true;
+        while (finished < todo && steps < 200000 && ok) {
+            for (int32_t i = 0; i < MAX_SEQS && started < todo; i++)
+                if (f->seqs[i].phase == SNUG_SEQ_FREE) {
+                    want[i] = add_shared_prefix(f, i, &r);
+                    prompt[i] = f->seqs[i].n_tokens;
+                    started++;
+                }
+            int32_t nt = 0, n = step(f, &nt);
+            steps++;
+            ok = n > 0 && nt <= max_tokens && snug_block_pool_check(&f->pool, &err) &&
+                 (!f->s.wpool || snug_block_pool_check(&f->wpool, &err));
+            CHECK(ok, "seed %llu step %d: %d items, %d tokens: %s", (unsigned long long)seed, steps, n, nt, err.msg);
+            for (int32_t i = 0; i < MAX_SEQS; i++) {
+                const snug_sched_seq *q = &f->seqs[i];
+                if (q->phase != SNUG_SEQ_RUNNING || q->n_tokens < want[i] || q->n_computed != q->n_tokens - 1)
+                    continue;
+                for (int64_t p = prompt[i]; p < q->n_tokens; p++) wrong += f->toks[i][p] != next_token(f, i, p);
+                snug_sched_finish(&f->s, i);
+                finished++;
+            }
+        }
+        CHECK(finished == todo && wrong == 0 && f->bad_reads == 0 && f->pool.n_free == n_blocks &&
+                  (!f->s.wpool || f->wpool.n_free == f->wpool.n_blocks) && snug_mem_alloc_count() == allocs,
+              "seed %llu: %d of %d finished in %d steps, %d wrong tokens, %lld bad reads, %d of %d blocks free",
+              (unsigned long long)seed, finished, todo, steps, wrong, (long long)f->bad_reads, f->pool.n_free,
+              n_blocks);
+        drafted += f->drafted, kept += f->kept, preemptions += f->s.n_preemptions, hits += f->s.n_hit;
+        snug_block_pool_free(&f->wpool);
+    }
+    CHECK(drafted > 1000 && kept > 300 && kept < drafted && preemptions > 10 && hits > 500,
+          "%lld drafted, %lld kept, %lld preemptions, %lld tokens hit", (long long)drafted, (long long)kept,
+          (long long)preemptions, (long long)hits);
+    printf("  drafts: %lld taken, %lld kept, %lld preemptions, %lld tokens hit\n", (long long)drafted,
+           (long long)kept, (long long)preemptions, (long long)hits);
+    snug_block_pool_free(&f->pool);
+}
+
 int main(void)
 {
     RUN(test_chunks_and_order);
@@ -842,5 +1001,7 @@ int main(void)
     RUN(test_twins_merge);
     RUN(test_paused_waits);
     RUN(test_window_group_stress);
+    RUN(test_drafts_exact);
+    RUN(test_drafts_stress);
     return test_summary();
 }

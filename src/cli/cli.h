@@ -8,6 +8,7 @@
 
 #include "base/common.h"
 #include "engine/planner.h"
+#include "engine/spec.h"
 
 /* `snug serve [MODEL] [options]`: plans, prints the plan, and serves the
  * OpenAI-compatible API until SIGINT or SIGTERM (then drains and exits 0). */
@@ -171,6 +172,19 @@ int cli_plan_check(const snug_planner_opts *o, const char *usage);
     "              [--max-num-batched-tokens N] [--block-size N] [--kv-cache-dtype auto|bf16|f16|f32|q8_0|fp8_e4m3|fp8_e5m2]\n" \
     "              [--dtype " CLI_DTYPES "] [--staging-bytes BYTES] [--threads T]\n"               \
     "              [--isa scalar|avx2|avx512|avx512bf16] [--bf16-matmul auto|fma|vdpbf16ps] [--quiet]\n"
+
+/* Parses a speculative-decoding option at argv[*at] into o (spec.h):
+ * --prompt-lookup (n-gram drafts from each sequence's own tokens),
+ * --num-speculative-tokens N (also llama.cpp's --draft-max), and
+ * --prompt-lookup-min/--prompt-lookup-max N (vLLM's names). Returns as
+ * cli_plan_option does. */
+int cli_spec_option(int argc, char **argv, int *at, snug_spec_opts *o, const char *usage);
+
+/* Their usage text and names (for cli_unknown_option). */
+#define CLI_SPEC_USAGE                                                                              \
+    "              [--prompt-lookup [--num-speculative-tokens N] [--prompt-lookup-min N]\n"      \
+    "               [--prompt-lookup-max N]]\n"
+#define CLI_SPEC_OPTIONS "--prompt-lookup --num-speculative-tokens --draft-max --prompt-lookup-min --prompt-lookup-max"
 
 /* What the progress lines keep between calls: the options' on_phase_ctx. */
 typedef struct cli_progress {

@@ -370,6 +370,25 @@ int cli_plan_option(int argc, char **argv, int *at, snug_planner_opts *o, const 
     return rc;
 }
 
+int cli_spec_option(int argc, char **argv, int *at, snug_spec_opts *o, const char *usage)
+{
+    int64_t x = 0;
+    int rc = 0;
+    if (strcmp(argv[*at], "--prompt-lookup") == 0) {
+        o->prompt_lookup = true;
+        return 1;
+    }
+    if ((rc = cli_int_option(argc, argv, at, "--num-speculative-tokens", 1, SNUG_SPEC_TOKENS_MAX, &x, usage)) ||
+        (rc = cli_int_option(argc, argv, at, "--draft-max", 1, SNUG_SPEC_TOKENS_MAX, &x, usage))) {
+        if (rc == 1) o->n_tokens = (int32_t)x;
+    } else if ((rc = cli_int_option(argc, argv, at, "--prompt-lookup-min", 1, SNUG_SPEC_LOOKUP_MAX, &x, usage))) {
+        if (rc == 1) o->lookup_min = (int32_t)x;
+    } else if ((rc = cli_int_option(argc, argv, at, "--prompt-lookup-max", 1, SNUG_SPEC_LOOKUP_MAX, &x, usage))) {
+        if (rc == 1) o->lookup_max = (int32_t)x;
+    }
+    return rc;
+}
+
 int cli_plan_check(const snug_planner_opts *o, const char *usage)
 {
     if (o->budget.memory_bytes && o->budget.fraction)

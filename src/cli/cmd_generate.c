@@ -35,6 +35,7 @@ static const char g_usage[] =
     "              [--ignore-eos] [--chat] [--ids]\n"
     "              [--grammar-file FILE.gbnf | --json-schema SCHEMA]\n"
     CLI_PLAN_USAGE
+    CLI_SPEC_USAGE
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; -n is the most new tokens (default:\n"
     "  until EOS or the model length); --max-model-len is the positions a sequence may use\n"
@@ -59,6 +60,7 @@ typedef struct gen_args {
     snug_stop_params stop;
     bool chat, ids;
     const char *grammar_file, *json_schema; /* NULL: none */
+    snug_spec_opts spec;    /* speculative decoding's (cli_spec_option) */
     snug_planner_opts plan; /* the plan's options (cli_plan_option); its max_model_len is
                              * the positions the sequence may use (0: the default rule) */
     cli_tp tp;
@@ -111,6 +113,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         const char *v;
         int64_t x;
         int rc = cli_planning_option(argc, argv, &i, &a->plan, &a->tp, g_usage);
+        if (!rc) rc = cli_spec_option(argc, argv, &i, &a->spec, g_usage);
         if (rc > 1) return rc;
         if (rc == 1) continue;
         if ((v = cli_option(argc, argv, &i, "-p")) || (v = cli_option(argc, argv, &i, "--prompt"))) {
@@ -159,7 +162,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if (strcmp(argv[i], "--ids") == 0) {
             a->ids = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
+            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS " " CLI_SPEC_OPTIONS, argv[i]);
         } else if (!a->model) {
             a->model = argv[i];
         } else {
@@ -230,6 +233,7 @@ typedef struct gen_result {
     double prefill_seconds;     /* submit to the first output: the prompt in, a token out */
     double decode_seconds;      /* the outputs after that */
     double allreduce_seconds;   /* rank 0's waits in all-reduces in between */
+    snug_engine_counters k;     /* the engine's counters at the end (speculative decoding's) */
 } gen_result;
 
 /* Runs request r on e, writing its text to stdout (unless ids_only) and
@@ -362,7 +366,7 @@ done:
  * PREFILL_CHUNK tokens and a profile step no larger. */
 static snug_engine_opts engine_opts(const gen_args *a, const gen_state *g, snug_comm *comm)
 {
-    snug_engine_opts eo = {.plan = a->plan};
+    snug_engine_opts eo = {.plan = a->plan, .spec = a->spec};
     if (eo.plan.max_num_seqs == 0) eo.plan.max_num_seqs = 1;
     if (eo.plan.max_num_batched_tokens == 0)
         eo.plan.max_num_batched_tokens = (int32_t)SNUG_MIN(g->n_ids, PREFILL_CHUNK);
@@ -395,6 +399,13 @@ static void report(const gen_args *a, const gen_state *g, const snug_plan_report
             ds > 0 && res->n_generated > 1 ? (double)(res->n_generated - 1) / ds : 0.0,
             snug_isa_name(isa), quant != SNUG_DTYPE_NONE ? snug_dtype_name(quant) : snug_dtype_torch_name(g->weight_dtype), note,
             snug_finish_name(res->finish));
+    const snug_engine_counters *k = &res->k;
+    if (a->spec.prompt_lookup) /* what drafting gave: drafts kept, outputs a step */
+        fprintf(stderr, "speculative: prompt lookup, %lld of %lld steps verified drafts; %lld drafted, "
+                "%lld accepted (%.3f); %.2f tokens a step\n", (long long)k->spec_drafts, (long long)k->steps,
+                (long long)k->spec_drafted_tokens, (long long)k->spec_accepted_tokens,
+                k->spec_drafted_tokens > 0 ? (double)k->spec_accepted_tokens / (double)k->spec_drafted_tokens : 0.0,
+                k->steps > 0 ? (double)k->generation_tokens / (double)k->steps : 0.0);
 }
 
 /* Generates once on e: the request of a and g, checked, the prompt echoed
@@ -427,6 +438,7 @@ static snug_status generate_once(const gen_args *a, snug_engine *e, snug_comm *c
     if (echoed)
         st = run_request(e, comm, &r, a->ids, g->seq + n_ids, max_len - n_ids, g->text, g->text_cap, res, err);
     snug_engine_release(e, &r);
+    snug_engine_counters_get(e, &res->k);
     if (st == SNUG_OK && snug_engine_failed(e))
         st = snug_errorf(err, SNUG_INTERNAL, "%s", snug_engine_error(e));
     return st;

@@ -32,6 +32,7 @@ static const char g_usage[] =
     "              [--embeddings] [--pooling last|mean|first] [--no-normalize]\n"
     "              [--rerank [--rerank-tokens YES,NO]]\n"
     "              [memory and scheduler options as for snug profile]\n"
+    CLI_SPEC_USAGE
     "              [--tp N [--step-timeout S]]\n"
     "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; the model's name in the API is the\n"
     "  directory's base name unless --served-model-name says otherwise; --tp N splits the model\n"
@@ -300,10 +301,12 @@ static int parse_args(int argc, char **argv, serve_args *a)
     a->drain_s = 30;
     for (int i = 1; i < argc; i++) {
         int rc = cli_planning_option(argc, argv, &i, &a->eo.plan, &a->tp, g_usage);
+        if (!rc) rc = cli_spec_option(argc, argv, &i, &a->eo.spec, g_usage);
         if (!rc) rc = server_option(argc, argv, &i, a);
         if (rc > 1) return rc;
         if (rc == 1) continue;
-        if (argv[i][0] == '-') return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
+        if (argv[i][0] == '-')
+            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS " " CLI_SPEC_OPTIONS, argv[i]);
         if (a->dir) return cli_usage(g_usage, "one model directory, got '%s' too", argv[i]);
         a->dir = argv[i];
     }

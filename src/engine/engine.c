@@ -60,7 +60,14 @@ struct snug_engine {
     int32_t eos[SNUG_STOP_MODEL_EOS_MAX]; /* the model's end-of-sequence ids (collect_eos) */
     int32_t n_eos;
     uint64_t next_id;
-    int32_t *ring_pos;              /* [max_num_seqs] where a step's sample goes in its ring */
+    int32_t *ring_pos;              /* [max_num_seqs] where a step's item's first output goes in
+                                     * its ring, and ... */
+    int32_t *n_out;                 /* [max_num_seqs] ... how many it wrote (1 + drafts kept, or
+                                     * fewer: run_step) */
+    int32_t *n_accepted;            /* [max_num_seqs] the item's drafts that sampling kept */
+    snug_spec_opts spec;            /* speculative decoding's (resolved); spec_tokens 0: none */
+    int32_t spec_tokens;
+    snug_planner_opts plan_copy;    /* the plan's options, with spec_tokens set */
     int32_t *walk_list;             /* [max_num_seqs] slots waiting for a mask walk, in turn */
     int32_t n_walk_list, walk_at;   /* their count, and the next to walk */
     int32_t walk_turn;              /* the slot after the last walked: the list starts there */
@@ -81,6 +88,13 @@ struct snug_engine {
 /* ---- slots ------------------------------------------------------------------ */
 
 static snug_seq_slot *slot_of(snug_engine *e, int32_t i) { return &e->at.serving->seqs[i]; }
+
+/* The last output item k of the step wrote to its sequence's ring. */
+static const snug_out_record *last_out(snug_engine *e, int32_t k)
+{
+    const snug_seq_slot *q = slot_of(e, e->at.serving->items[k].seq);
+    return &q->ring[(e->ring_pos[k] + e->n_out[k] - 1) % SNUG_OUT_RING];
+}
 
 /* Starts choice k of r in the free slot i. */
 static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
@@ -111,6 +125,9 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->prompt_lp = k == 0 ? r->prompt_logprobs : NULL; /* the choices share one prompt */
     q->t_last = 0;
     q->grammar = r->grammar;
+    q->spec_max = r->no_speculation || r->pooling != SNUG_POOL_NONE || r->score_ids ? 0
+                  : r->spec_max > 0 ? SNUG_MIN(r->spec_max, e->spec_tokens) : e->spec_tokens;
+    q->spec = (snug_spec_state){0};
     if (r->grammar) { /* a key per slot held, the grammar's own (the table outnumbers the slots) */
         bool dropped = false;
         uint64_t old = 0;
@@ -221,7 +238,7 @@ static void check_masks(snug_engine *e, int32_t n_items)
     snug_constrainer *c = &e->at.serving->constrain;
     for (int32_t k = 0; k < n_items; k++) {
         snug_seq_slot *q = slot_of(e, items[k].seq);
-        if (!items[k].sample || !q->grammar || q->grammar_failed || q->ring[e->ring_pos[k]].finish != SNUG_FINISH_NONE)
+        if (!items[k].sample || !q->grammar || q->grammar_failed || last_out(e, k)->finish != SNUG_FINISH_NONE)
             continue;
         q->mask_ready = snug_constrain_cached(c, q->grammar_key, &q->match);
         if (!q->mask_ready && e->n_walk_list < e->at.serving->shape.max_num_seqs)
@@ -269,6 +286,34 @@ static void tend_slots(snug_engine *e)
     list_walks(e);
 }
 
+/* ---- drafts (spec.h) ---------------------------------------------------------- */
+
+/* Offers the scheduler drafts for each sequence that decodes next and
+ * drafts: prompt lookup's, written after its known ids, as many as its
+ * record asks for and its ring, max_tokens and the model length leave
+ * room for (a step's outputs all fit). Under the mutex, before a step. */
+static void offer_drafts(snug_engine *e)
+{
+    const snug_serving_state *sv = e->at.serving;
+    for (int32_t i = 0; i < sv->shape.max_num_seqs; i++) {
+        snug_sched_seq *s = &e->sched.seqs[i];
+        snug_seq_slot *q = slot_of(e, i);
+        s->n_draft = 0;
+        if (q->spec_max == 0 || !q->owner || s->phase != SNUG_SEQ_RUNNING || s->paused ||
+            s->n_tokens - s->n_computed != 1)
+            continue;
+        int64_t room = SNUG_MIN(sv->shape.max_model_len - q->n_ids, (int64_t)(SNUG_OUT_RING - q->ring_n)) - 1;
+        if (q->stop_params.max_tokens > 0)
+            room = SNUG_MIN(room, q->n_prompt + q->stop_params.max_tokens - q->n_ids - 1);
+        int32_t want = snug_spec_want(&q->spec, q->spec_max);
+        if (want == 0) snug_spec_record(&q->spec, 0, 0); /* drafts failed of late: aged, to try again */
+        want = (int32_t)SNUG_MIN((int64_t)want, room);
+        if (want > 0)
+            s->n_draft = snug_spec_lookup(q->ids, q->n_ids, e->spec.lookup_min, e->spec.lookup_max, want,
+                                          q->ids + q->n_ids);
+    }
+}
+
 /* ---- one step --------------------------------------------------------------- */
 
 /* The pooled row an embedding's item asks of the step: the last token's
@@ -293,13 +338,15 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
         if (q->choice == 0 && r->cached_tokens < 0) r->cached_tokens = e->sched.seqs[it->seq].n_cached;
         memcpy(sv->step_tokens + at, q->ids + it->pos0, (size_t)it->n_tokens * sizeof(int32_t));
         at += it->n_tokens;
-        snug_logits_mode mode = it->all_logits ? SNUG_LOGITS_ALL
+        snug_logits_mode mode = it->all_logits || it->n_draft > 0 ? SNUG_LOGITS_ALL
                               : r->pooling != SNUG_POOL_NONE ? pool_mode(r->pooling, it)
                               : it->sample ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE;
         bool windowed = e->at.wpool != NULL;
         sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
                                            mode, windowed ? q->wtable.ids : NULL, windowed ? q->wtable.n : 0};
         e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING;
+        e->n_out[k] = it->sample;
+        e->n_accepted[k] = 0;
     }
     return (snug_step){sv->step_tokens, n_tokens, sv->step_seqs, n_items, 0};
 }
@@ -403,6 +450,37 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
     rec->n_text = (uint32_t)(n_emit + n_more);
 }
 
+/* Samples item k's rows from row0 on (spec.h): its last known token's,
+ * then each draft's while the draft equals the token sampled before it.
+ * The outputs go to its ring from ring_pos[k] (n_out[k] of them); the
+ * item's n_kept is the drafts whose keys and values stay. A constrained
+ * sequence stops before a row whose mask is not cached, as it would wait
+ * out of a step for it: its last output, a draft kept, is then computed
+ * again by its next step. */
+static void sample_item(snug_engine *e, int32_t k, const snug_logits *lg, int32_t row0)
+{
+    snug_sched_item *it = &e->at.serving->items[k];
+    snug_seq_slot *q = slot_of(e, it->seq);
+    int32_t n = 0, accepted = 0, looked = 0;
+    for (int32_t j = 0; j <= it->n_draft; j++) {
+        if (j > 0 && q->grammar && !snug_constrain_cached(&e->at.serving->constrain, q->grammar_key, &q->match))
+            break;
+        int32_t draft = j < it->n_draft ? q->ids[q->n_ids] : -1; /* (read before the sample takes its place) */
+        int32_t row = row0 + j, pos = (e->ring_pos[k] + n++) % SNUG_OUT_RING;
+        float *logits = lg->rows ? (float *)lg->rows + (size_t)row * (size_t)lg->stride : NULL;
+        sample_one(e, it->seq, logits, lg->n_vocab, lg->best ? lg->best[row].id : -1, pos);
+        if (draft < 0) break;
+        looked++;
+        if (q->ring[pos].token != draft) break;
+        accepted++;
+        if (q->ring[pos].finish != SNUG_FINISH_NONE) break;
+    }
+    it->n_kept = n - 1;
+    e->n_out[k] = n;
+    e->n_accepted[k] = accepted;
+    if (it->n_draft > 0) snug_spec_record(&q->spec, looked, accepted);
+}
+
 /* Fills the prompt log-probabilities that item it's rows give: the row of
  * position p predicts the token at p + 1. */
 static void prompt_logprobs(snug_engine *e, const snug_sched_item *it, const snug_logits *lg,
@@ -494,7 +572,8 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
     int32_t row = 0, pooled = 0; /* (the pooled rows come after every vocabulary row) */
     for (int32_t k = 0; k < n_items; k++) {
         const snug_request *r = slot_of(e, items[k].seq)->owner;
-        pooled += items[k].all_logits ? items[k].n_tokens : items[k].sample && r && r->pooling == SNUG_POOL_NONE;
+        pooled += items[k].all_logits ? items[k].n_tokens
+                  : items[k].sample && r && r->pooling == SNUG_POOL_NONE ? 1 + items[k].n_draft : 0;
     }
     for (int32_t k = 0; k < n_items; k++) {
         const snug_sched_item *it = &items[k];
@@ -513,10 +592,8 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
             for (int32_t s = 0; s < r->n_score_ids; s++) r->scores[s] = logits[r->score_ids[s]];
             end_taken(slot_of(e, it->seq), e->ring_pos[k]);
         } else if (it->sample) {
-            float *logits = lg.rows ? (float *)lg.rows + (size_t)row * (size_t)lg.stride : NULL;
-            sample_one(e, it->seq, logits, lg.n_vocab, lg.best ? lg.best[row].id : -1,
-                       e->ring_pos[k]);
-            row++;
+            sample_item(e, k, &lg, row);
+            row += 1 + it->n_draft;
         }
     }
     /* masks that are not cached: walked in a share of the step's time */
@@ -534,18 +611,27 @@ static void publish(snug_engine *e, int32_t n_items)
     double now = snug_now_seconds();
     for (int32_t k = 0; k < n_items; k++) {
         if (!items[k].sample) continue;
-        int32_t i = items[k].seq;
+        int32_t i = items[k].seq, n = e->n_out[k];
         snug_seq_slot *q = slot_of(e, i);
-        snug_sched_append(&e->sched, i);
-        q->ring_n++;
-        e->c.generation_tokens += q->ring[e->ring_pos[k]].token >= 0; /* an end without a token counts none */
+        snug_sched_append(&e->sched, i, n);
         const snug_request *r = q->owner;
-        if (q->t_last == 0 && r)
-            observe(&e->c.ttft, now - r->t_submit);
-        else if (q->t_last > 0)
-            observe(&e->c.itl, now - q->t_last);
+        double gap = q->t_last > 0 ? (now - q->t_last) / n : 0; /* (outputs of a step share its time) */
+        for (int32_t j = 0; j < n; j++) {
+            e->c.generation_tokens += q->ring[(e->ring_pos[k] + j) % SNUG_OUT_RING].token >= 0; /* an end
+                                                                  * without a token counts none */
+            if (j == 0 && q->t_last == 0 && r)
+                observe(&e->c.ttft, now - r->t_submit);
+            else
+                observe(&e->c.itl, gap);
+        }
+        q->ring_n += n;
         q->t_last = now;
-        if (q->ring[e->ring_pos[k]].finish != SNUG_FINISH_NONE)
+        if (items[k].n_draft > 0) {
+            e->c.spec_drafts++;
+            e->c.spec_drafted_tokens += items[k].n_draft;
+            e->c.spec_accepted_tokens += e->n_accepted[k];
+        }
+        if (last_out(e, k)->finish != SNUG_FINISH_NONE)
             snug_sched_finish(&e->sched, i); /* its blocks back now; the slot waits to be drained */
     }
     e->c.steps++;
@@ -669,6 +755,7 @@ static void *step_loop(void *arg)
         }
         admit_queued(e);
         tend_slots(e);
+        offer_drafts(e);
         int32_t n_tokens = 0;
         int32_t n_items = snug_sched_step(&e->sched, e->at.serving->items, &n_tokens);
         if (n_items == 0) {
@@ -719,11 +806,21 @@ static void collect_eos(snug_engine *e)
     }
 }
 
+/* The plan's options for an engine of opts: the drafts' rows of logits
+ * (every rank the same). */
+static snug_planner_opts plan_opts_of(const snug_engine_opts *opts)
+{
+    snug_planner_opts o = opts->plan;
+    o.spec_tokens = snug_spec_tokens(&opts->spec);
+    return o;
+}
+
 snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug_engine **out,
                              snug_error *err)
 {
     *out = NULL;
-    snug_status st = SNUG_OK;
+    snug_status st = snug_spec_opts_check(&opts->spec, err);
+    if (st != SNUG_OK) return snug_dist_agree(opts->plan.comm, st, err); /* (the others learn of it there) */
     int32_t q_cap = opts->max_queue > 0 ? opts->max_queue : SNUG_MAX_QUEUE_DEFAULT;
     int32_t max_seqs = opts->plan.max_num_seqs > 0 ? opts->plan.max_num_seqs : SNUG_MAX_NUM_SEQS_DEFAULT;
     /* made before the plan, so that the plan counts it in S */
@@ -735,10 +832,12 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
     }
     e->queue = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)q_cap * sizeof *e->queue, err);
     e->ring_pos = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->ring_pos, err);
+    e->n_out = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->n_out, err);
+    e->n_accepted = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->n_accepted, err);
     e->walk_list = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->walk_list, err);
     int32_t n_keys = max_seqs + SNUG_CONSTRAIN_CACHE; /* the live grammars, and as many retired as masks */
     e->grammar_keys_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_grammar_keys_bytes(n_keys), err);
-    if (!e->queue || !e->ring_pos || !e->walk_list || !e->grammar_keys_mem) {
+    if (!e->queue || !e->ring_pos || !e->n_out || !e->n_accepted || !e->walk_list || !e->grammar_keys_mem) {
         st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
         goto fail;
     }
@@ -748,7 +847,10 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
         for (int i = 0; i < 4; i++) /* no entropy yet: the clock, spread (a weaker secret, still a compare) */
             e->grammar_secret[i] = snug_hash_bytes((uint64_t)(snug_now_seconds() * 1e9) + (uint64_t)i, &e, sizeof e);
     e->dir = dir;
-    e->plan_opts = &opts->plan;
+    e->spec = snug_spec_opts_resolved(&opts->spec);
+    e->spec_tokens = snug_spec_tokens(&e->spec);
+    e->plan_copy = plan_opts_of(opts);
+    e->plan_opts = &e->plan_copy;
     e->open_err = err;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->work, NULL);
@@ -779,7 +881,8 @@ snug_status snug_engine_follow(const char *dir, const snug_engine_opts *opts, bo
 {
     snug_planned *p = NULL;
     *planned = false;
-    snug_status st = snug_planner_open(dir, &opts->plan, &p, err);
+    snug_planner_opts po = plan_opts_of(opts);
+    snug_status st = snug_planner_open(dir, &po, &p, err);
     if (st != SNUG_OK) return st;
     *planned = true;
     snug_plan_parts at;
@@ -1085,6 +1188,8 @@ void snug_engine_close(snug_engine *e)
     }
     snug_planner_close(e->plan);
     snug_mem_free(e->ring_pos);
+    snug_mem_free(e->n_out);
+    snug_mem_free(e->n_accepted);
     snug_mem_free(e->walk_list);
     snug_mem_free(e->grammar_keys_mem);
     snug_mem_free(e->queue);

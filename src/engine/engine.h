@@ -25,6 +25,7 @@
 #include "formats/pooling.h"
 #include "planner.h"
 #include "sampler.h"
+#include "spec.h"
 #include "stop.h"
 #include "think.h"
 
@@ -40,6 +41,9 @@ enum {
 typedef struct snug_engine_opts {
     snug_planner_opts plan;
     int32_t max_queue;              /* 0: SNUG_MAX_QUEUE_DEFAULT */
+    snug_spec_opts spec;            /* speculative decoding (spec.h); zeroed: none. The plan
+                                     * gives the drafts' rows of logits (plan.spec_tokens is
+                                     * set from it) */
 } snug_engine_opts;
 
 /* A prompt token's log-probability given the tokens before it, and the
@@ -83,6 +87,10 @@ typedef struct snug_request {
                                      * once embedding holds it. MEAN and FIRST need every prompt
                                      * token computed: give them a cache_salt of their own */
     bool normalize;                 /* the embedding scaled to length 1 (L2) */
+    bool no_speculation;            /* its choices decode without drafts (the engine's spec) */
+    int32_t spec_max;               /* drafted tokens a step may verify for a choice, at most
+                                     * the engine's (llama.cpp's speculative.n_max); 0: the
+                                     * engine's */
     float *embedding;               /* with pooling: [snug_engine_hidden_size] the caller's */
     const int32_t *score_ids;       /* not NULL: a score of the prompt, nothing generated: the
                                      * raw logits of these n_score_ids ids (at most
@@ -146,6 +154,9 @@ typedef struct snug_engine_counters {
     int64_t steps;
     int64_t prefix_queried_tokens;  /* tokens looked up at admissions, and ... */
     int64_t prefix_hit_tokens;      /* ... of those, found in the cache */
+    int64_t spec_drafts;            /* decodes that verified drafted tokens, ... */
+    int64_t spec_drafted_tokens;    /* ... the tokens drafted for them, and ... */
+    int64_t spec_accepted_tokens;   /* ... of those, the ones sampling kept */
     int64_t grammar_masks;          /* token masks applied to constrained sequences, and ... */
     int64_t grammar_walks;          /* walks of the vocabulary: masks (not found in the cache) and
                                      * contexts (grammar/ctxmask.h) */

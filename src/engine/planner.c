@@ -10,6 +10,7 @@
 #include "dist/agree.h"
 #include "model/params.h"
 #include "profile.h"
+#include "spec.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -71,6 +72,9 @@ static snug_status resolve(const snug_planner_opts *in, const snug_model_config 
                            o->max_num_batched_tokens, o->max_num_seqs);
     if (o->block_size < 1 || o->block_size > 1024)
         return snug_errorf(err, SNUG_INVALID, "--block-size %d: expected 1 to 1024", o->block_size);
+    if (o->spec_tokens < 0 || o->spec_tokens > SNUG_SPEC_TOKENS_MAX)
+        return snug_errorf(err, SNUG_INVALID, "--num-speculative-tokens %d: expected 0 to %d", o->spec_tokens,
+                           SNUG_SPEC_TOKENS_MAX);
     return SNUG_OK;
 }
 
@@ -154,6 +158,14 @@ static void kv_shapes(const snug_model_config *cfg, const snug_model_dims *d, co
     if (win_blocks) *win_blocks = snug_sched_window_blocks(1, o->max_num_batched_tokens, o->block_size, (int32_t)window);
 }
 
+/* The rows of logits the largest step holds: a row a sequence, and the
+ * drafts' of up to SNUG_SPEC_SEQS_ROWS of them; no more than its tokens. */
+static int32_t logits_rows(const snug_planner_opts *o)
+{
+    int64_t rows = (int64_t)o->max_num_seqs + (int64_t)SNUG_MIN(o->max_num_seqs, SNUG_SPEC_SEQS_ROWS) * o->spec_tokens;
+    return (int32_t)SNUG_MIN(rows, (int64_t)o->max_num_batched_tokens);
+}
+
 /* What the window group's cache of shape win and `blocks` blocks and its
  * block pool cost the budget; 0 for none. */
 static size_t window_cache_bytes(const snug_kv_shape *win, int64_t blocks)
@@ -195,7 +207,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
                                                  (void *)p->ck, w, err);
     if (st == SNUG_OK) st = snug_model_dims_make(cfg, r->tp, r->rank, &dims, err);
     if (st != SNUG_OK) return st; /* as the load itself would fail */
-    snug_step_shape shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs,
+    snug_step_shape shape = {o->max_num_batched_tokens, o->max_num_seqs, logits_rows(o),
                              o->n_threads > 0 ? o->n_threads : 1};
     snug_kv_shape all, ks, wks;
     int64_t wblocks;
@@ -376,7 +388,7 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
     snug_plan_report *r = &p->report;
     begin(opts, "reset", t_start);
     reset_peaks();
-    snug_model_opts mo = {.shape = {o->max_num_batched_tokens, o->max_num_seqs, o->max_num_seqs, o->n_threads},
+    snug_model_opts mo = {.shape = {o->max_num_batched_tokens, o->max_num_seqs, logits_rows(o), o->n_threads},
                           .isa = o->isa, .bf16 = o->bf16, .allreduce = snug_comm_allreduce_hook,
                           .allreduce_ctx = comm, .max_model_len = o->max_model_len};
     snug_status st = snug_model_create(&p->ck->config, p->weights, &mo, &p->model, err);

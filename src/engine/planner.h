@@ -73,6 +73,9 @@ typedef struct snug_planner_opts {
     int32_t max_num_batched_tokens;/* 0: max(default, max_num_seqs) */
     int32_t block_size;            /* 0: SNUG_BLOCK_SIZE_DEFAULT */
     snug_dtype kv_dtype;           /* SNUG_DTYPE_NONE: bf16 */
+    int32_t spec_tokens;           /* drafted tokens a decode may verify (speculative decoding):
+                                    * the largest step's rows of logits hold them for up to
+                                    * SNUG_SPEC_SEQS_ROWS sequences (spec.h); 0: none */
     int32_t n_threads;             /* 0: the CPUs the process may use (snug_cpu_count: the
                                     * affinity mask capped by the cgroup's CPU quota); with
                                     * several ranks, snug_comm_default_threads() */

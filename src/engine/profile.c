@@ -42,13 +42,17 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
 
     /* the tokens, spread evenly: each sequence a prefill from position 0,
      * its table the next scratch blocks, one more where its decode step
-     * needs one */
+     * needs one; rows of logits beyond a sequence's one (speculative
+     * decoding's) asked of whole sequences while they fit */
+    int32_t extra_rows = shape->n_logits_max - r.n_seqs;
     for (int32_t i = 0; i < r.n_seqs; i++) {
         int32_t n = r.n_tokens / r.n_seqs + (i < r.n_tokens % r.n_seqs);
         int32_t *ids = serving->seqs[i].table.ids;
+        bool all = n > 1 && n - 1 <= extra_rows;
+        extra_rows -= all ? n - 1 : 0;
         serving->step_seqs[i] = (snug_step_seq){n, 0, ids,
                                                 snug_blocks_for_tokens(n, kv_shape->block_size),
-                                                SNUG_LOGITS_LAST, NULL, 0};
+                                                all ? SNUG_LOGITS_ALL : SNUG_LOGITS_LAST, NULL, 0};
         int32_t nb = snug_blocks_for_tokens(SNUG_MIN(n + 1, ss->max_model_len), kv_shape->block_size);
         for (int32_t b = 0; b < nb; b++) ids[b] = (int32_t)r.scratch_blocks++;
     }

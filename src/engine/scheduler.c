@@ -130,12 +130,27 @@ static int32_t fit_rows(const snug_sched_seq *q, int32_t n, int32_t rows)
 }
 
 static void add_item(snug_sched_item *items, int32_t *n_items, int32_t *budget, int32_t *rows,
-                     int32_t seq, const snug_sched_seq *q, int32_t n)
+                     int32_t seq, const snug_sched_seq *q, int32_t n, int32_t n_draft)
 {
-    bool sample = q->n_computed + n == q->n_tokens, all = wants_all(q);
-    items[(*n_items)++] = (snug_sched_item){seq, n, q->n_computed, sample, all};
+    bool sample = q->n_computed + n - n_draft == q->n_tokens, all = wants_all(q);
+    items[(*n_items)++] = (snug_sched_item){seq, n, q->n_computed, sample, all, n_draft, 0};
     *budget -= n;
-    *rows -= all ? n : sample;
+    *rows -= all ? n : sample + n_draft;
+}
+
+/* True when q decodes in the next step: running, one token to compute. */
+static bool decodes(const snug_sched_seq *q) { return !q->paused && q->n_tokens - q->n_computed == 1; }
+
+/* The drafts of q a decode takes: what the step's tokens and rows have
+ * beyond the other decodes' (*spare of them, taken here), its table's
+ * capacity and the free blocks beyond the watermark. */
+static int32_t fit_drafts(const snug_sched *s, const snug_sched_seq *q, int32_t *spare)
+{
+    int32_t d = SNUG_MIN(q->n_draft, *spare);
+    if (d <= 0 || wants_all(q)) return 0; /* (a prompt's last token with its rows: no drafts) */
+    d = SNUG_MAX(0, fit_tokens(s, q, 1 + d, s->watermark) - 1);
+    *spare -= d;
+    return d;
 }
 
 /* The tokens of q's prefix whose keys and values may come from the cache:
@@ -227,19 +242,23 @@ static int32_t admit(snug_sched *s, snug_sched_seq *q, int64_t want, int32_t row
 static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens)
 {
     int32_t n_items = 0, budget = s->max_tokens, rows = s->max_rows;
+    int32_t n_decodes = 0;
+    for (int32_t i = 0; i < s->n_running; i++) n_decodes += decodes(&s->seqs[s->running[i]]);
+    int32_t spare = SNUG_MIN(budget, rows) - n_decodes; /* for drafts */
     /* 1. decodes, preempting from the most recent when the cache is full */
     for (int32_t i = 0; i < s->n_running && budget > 0 && rows > 0; i++) {
         int32_t seq = s->running[i];
         snug_sched_seq *q = &s->seqs[seq];
-        if (q->paused || q->n_tokens - q->n_computed != 1) continue;
+        if (!decodes(q)) continue;
+        int32_t d = fit_drafts(s, q, &spare);
         bool grown = false;
-        while (!(grown = grow(s, q, q->n_computed + 1)) && s->n_running - 1 > i)
+        while (!(grown = grow(s, q, q->n_computed + 1 + d)) && s->n_running - 1 > i)
             preempt_last(s);
         if (!grown) { /* the most recent itself */
             preempt_last(s);
             break;
         }
-        add_item(items, &n_items, &budget, &rows, seq, q, 1);
+        add_item(items, &n_items, &budget, &rows, seq, q, 1 + d, d);
     }
     /* 2. chunks of running prefills */
     for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
@@ -249,7 +268,7 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
         if (q->paused || left <= 1) continue;
         int32_t n = fit_rows(q, fit_tokens(s, q, (int32_t)SNUG_MIN(left, (int64_t)budget), 0), rows);
         if (n == 0 || !grow(s, q, q->n_computed + n)) continue;
-        add_item(items, &n_items, &budget, &rows, seq, q, n);
+        add_item(items, &n_items, &budget, &rows, seq, q, n, 0);
     }
     /* 3. admission, first come first served (a follower waiting for its
      * leader's prompt is passed by) */
@@ -266,7 +285,7 @@ static int32_t plan_step(snug_sched *s, snug_sched_item *items, int32_t *n_token
         unwait(s, k);
         q->phase = SNUG_SEQ_RUNNING;
         s->running[s->n_running++] = seq;
-        add_item(items, &n_items, &budget, &rows, seq, q, n);
+        add_item(items, &n_items, &budget, &rows, seq, q, n, 0);
     }
     *n_tokens = s->max_tokens - budget;
     return n_items;
@@ -300,7 +319,7 @@ int32_t snug_sched_blocks_wanted(const snug_sched *s)
     for (int32_t i = 0; i < s->n_running; i++) {
         const snug_sched_seq *q = &s->seqs[s->running[i]];
         seqs++;
-        tokens += SNUG_MAX((int64_t)1, q->n_tokens - q->n_computed);
+        tokens += SNUG_MAX((int64_t)1, q->n_tokens - q->n_computed) + q->n_draft;
     }
     for (int32_t k = 0; k < s->n_waiting; k++) {
         seqs++;
@@ -315,7 +334,7 @@ void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_item
 {
     for (int32_t k = 0; k < n_items; k++) {
         snug_sched_seq *q = &s->seqs[items[k].seq];
-        q->n_computed += items[k].n_tokens;
+        q->n_computed += items[k].n_tokens - items[k].n_draft + items[k].n_kept;
         snug_block_table_register(q->table, s->pool, q->tokens, q->n_computed, q->salt,
                                   &q->n_registered);
         if (!s->wpool) continue;
@@ -330,11 +349,12 @@ void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_item
     }
 }
 
-void snug_sched_append(snug_sched *s, int32_t seq)
+void snug_sched_append(snug_sched *s, int32_t seq, int32_t n)
 {
     snug_sched_seq *q = &s->seqs[seq];
-    SNUG_ASSERT(q->phase == SNUG_SEQ_RUNNING && q->n_computed == q->n_tokens);
-    q->n_tokens++;
+    SNUG_ASSERT(q->phase == SNUG_SEQ_RUNNING && n >= 1 && q->n_computed == q->n_tokens + n - 1);
+    q->n_tokens += n;
+    q->n_draft = 0;
 }
 
 void snug_sched_finish(snug_sched *s, int32_t seq)

@@ -25,6 +25,12 @@
  * When nothing can run although running sequences could (prefills that
  * each hold part of a full cache), the most recently admitted are
  * preempted until one can.
+ * A decode may verify drafted tokens (speculative decoding: the sequence's
+ * n_draft, beyond its known tokens) in the same item, each with a row of
+ * logits, as far as the step's tokens and rows left over by the other
+ * decodes and the free blocks (less the watermark) allow; drafts never
+ * preempt. After the step the caller says how many proved right (the
+ * item's n_kept): the rest of the positions they filled are not computed.
  * Each item that samples takes one row of logits; a chunk of a prompt
  * whose log-probabilities are asked for takes a row per token, and is cut
  * to the rows the step has left (max_rows).
@@ -84,16 +90,22 @@ typedef struct snug_sched_seq {
     int32_t n_registered;   /* blocks of its table registered, found or passed over */
     int64_t n_cached;       /* tokens found in the cache at its first admission */
     bool admitted;          /* admitted at least once (n_cached is known) */
+    int32_t n_draft;        /* drafted tokens at tokens[n_tokens ..) a decode of it may verify
+                             * (speculative decoding: the caller's, set before each step) */
 } snug_sched_seq;
 
 /* One sequence's part of a step: tokens [pos0, pos0 + n_tokens) of it;
- * sample: they end at its last known token (its logits give the next). */
+ * sample: they end at its last known token (its logits give the next), or
+ * at n_draft drafted tokens after it, each wanting a row of logits too. */
 typedef struct snug_sched_item {
     int32_t seq;
     int32_t n_tokens;
     int64_t pos0;
     bool sample;
     bool all_logits;        /* a row of logits for every token (not only the last) */
+    int32_t n_draft;        /* of n_tokens, the drafts at the end (a decode's; rows: 1 + n_draft) */
+    int32_t n_kept;         /* set by the caller after the step: of the drafts, the first
+                             * n_kept proved right (their keys and values stay) */
 } snug_sched_item;
 
 typedef struct snug_sched {
@@ -161,15 +173,18 @@ int32_t snug_sched_step(snug_sched *s, snug_sched_item *items, int32_t *n_tokens
  * ready ahead of the step. Reads only. */
 int32_t snug_sched_blocks_wanted(const snug_sched *s);
 
-/* Records that the step ran: each item's tokens are in the cache now, and
+/* Records that the step ran: each item's tokens are in the cache now (of
+ * its drafts, the n_kept first), and
  * the blocks they filled are registered in the prefix cache (so each
  * sequence's tokens[0 .. n_computed) must hold the ids that were fed). A
  * block whose twin (the same prefix) is already cached is swapped for the
  * twin in its table. */
 void snug_sched_done(snug_sched *s, const snug_sched_item *items, int32_t n_items);
 
-/* Records a token generated for seq (after its item with sample ran). */
-void snug_sched_append(snug_sched *s, int32_t seq);
+/* Records n >= 1 tokens generated for seq (after its item with sample ran:
+ * 1 + the drafts kept, or as many where the caller stopped at the last draft
+ * kept: that one is then its last token, to be computed again). */
+void snug_sched_append(snug_sched *s, int32_t seq, int32_t n);
 
 /* Ends seq (finished or aborted, running or waiting): its blocks go back
  * to the pool at once (cached ones stay findable until evicted), its slot

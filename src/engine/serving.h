@@ -29,6 +29,7 @@
 #include "model/model.h"
 #include "sampler.h"
 #include "scheduler.h"
+#include "spec.h"
 #include "stop.h"
 #include "think.h"
 #include "tokenizer/tokenizer.h"
@@ -94,6 +95,8 @@ typedef struct snug_seq_slot {
     uint32_t gen;              /* sequences the slot has held: tells a walk's owner from a later one */
     snug_gmatch match;         /* where its output stands in the grammar */
     void *match_mem;           /* [snug_constrain_seq_bytes()] with shape.constrained */
+    int32_t spec_max;          /* drafted tokens a step may verify for it (0: none) */
+    snug_spec_state spec;      /* how its drafts have fared (spec.h) */
 } snug_seq_slot;
 
 typedef struct snug_serving_state {

@@ -12,6 +12,7 @@
 
 #include "base/mem.h"
 #include "base/json.h"
+#include "engine/spec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -801,7 +802,8 @@ static snug_status parse_output(const json_t *body, const snug_api_limits *lim,
 static const char *const FIELDS_BOTH[] = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stream",
     "stream_options", "stop", "stop_token_ids", "ignore_eos", "logit_bias", "presence_penalty",
-    "frequency_penalty", "repetition_penalty", "cache_salt", "return_tokens_as_token_ids",
+    "frequency_penalty", "repetition_penalty", "cache_salt", "return_tokens_as_token_ids", "speculative",
+    "speculative.n_max",
     "logprobs", "response_format", "grammar", "json_schema", "guided_json", "guided_choice", "guided_grammar",
     "guided_regex", "structured_outputs", NULL};
 static const char *const FIELDS_COMPLETIONS[] = {"prompt", "echo", NULL};
@@ -885,6 +887,12 @@ static snug_status parse_fields(snug_api_kind kind, const snug_api_limits *lim,
     snug_sampling_params_default(&r->sampling);
     snug_stop_params_default(&r->stop);
     snug_status st = get_string(r->root, "model", &r->model, err);
+    bool speculative = true, n_max_given = false;
+    int64_t n_max = 0;
+    if (st == SNUG_OK) st = get_bool(r->root, "speculative", &speculative, err);
+    if (st == SNUG_OK) st = get_int(r->root, "speculative.n_max", 0, SNUG_SPEC_TOKENS_MAX, &n_max, &n_max_given, err);
+    r->no_speculation = !speculative || (n_max_given && n_max == 0);
+    r->spec_max = (int32_t)n_max;
     if (st == SNUG_OK) st = get_string(r->root, "cache_salt", &r->cache_salt, err);
     if (st == SNUG_OK && r->cache_salt) {
         r->cache_salt_len = json_string_length(api_opt(r->root, "cache_salt"));

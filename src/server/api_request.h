@@ -147,6 +147,10 @@ typedef struct snug_api_request {
                                      * message, an assistant's, continued (no generation prompt) */
     bool tokens_as_ids;             /* return_tokens_as_token_ids (vLLM's extension): tokens
                                      * in log-probabilities as "token_id:N" */
+    bool no_speculation;            /* speculative: false (snug's), or llama.cpp's
+                                     * speculative.n_max 0: decoded without drafts */
+    int32_t spec_max;               /* speculative.n_max (llama.cpp's): drafts a step at most,
+                                     * capped by the server's; 0: the server's */
     const char *cache_salt;         /* vLLM's cache_salt: a non-empty string, or NULL */
     size_t cache_salt_len;
     snug_grammar *grammar;          /* what the output keeps to, compiled (owned), or NULL:

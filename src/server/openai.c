@@ -980,6 +980,8 @@ enum MHD_Result openai_handle(snug_server *s, struct MHD_Connection *c, http_req
                                                    SNUG_MAX(1, lim->max_model_len - r->n_prompt));
         r->n = j->req.n;
         r->cache_salt = j->req.cache_salt ? snug_engine_salt(j->req.cache_salt, j->req.cache_salt_len) : 0;
+        r->no_speculation = j->req.no_speculation;
+        r->spec_max = j->req.spec_max;
         r->logprobs = j->req.logprobs >= 0;
         r->top_logprobs = SNUG_MAX(0, j->req.logprobs);
         r->grammar = j->req.grammar;

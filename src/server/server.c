@@ -237,6 +237,11 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     GAUGE("grammar_sequences_waiting", "Sequences held out of steps until their token mask is walked "
           "(walks get a share of each step's time, so hard grammars cannot stall the others).", "%d",
           k.grammar_waiting);
+    COUNTER("spec_decode_num_drafts_total", "Decodes that verified drafted tokens (speculative decoding).",
+            k.spec_drafts);
+    COUNTER("spec_decode_num_draft_tokens_total", "Tokens drafted and verified.", k.spec_drafted_tokens);
+    COUNTER("spec_decode_num_accepted_tokens_total", "Drafted tokens that sampling kept (each an output "
+            "token the step gave beyond its one).", k.spec_accepted_tokens);
     COUNTER("prompt_tokens_total", "Prompt tokens admitted.", k.prompt_tokens);
     COUNTER("generation_tokens_total", "Tokens generated.", k.generation_tokens);
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);

@@ -4,8 +4,9 @@
 # key, the raw server-sent-event bytes of streams, greedy decoding over HTTP against
 # `snug generate`, n > 1 and seeds, a chat after a tool call and the 400s of a chat template
 # that fails, a stream the client aborts (the engine lets go of its sequences and blocks),
-# prefix caching (cached_tokens, cache_salt, /reset_prefix_cache, --no-prefix-caching), and
-# SIGTERM. Uses bash, curl, jq and coreutils.
+# prefix caching (cached_tokens, cache_salt, /reset_prefix_cache, --no-prefix-caching), speculative
+# decoding (--prompt-lookup, the request's opt-out, its /metrics), and SIGTERM. Uses bash, curl,
+# jq and coreutils.
 # Usage: tests/server/http.sh BUILD_DIR. Prints "ok - ..." / "FAIL - ..." lines
 # and a final "N passed, M failed" (see tests/run); exit status 1 if any failed.
 set -u
@@ -1049,6 +1050,32 @@ fi
 bad "a sequence classifier does not generate: 400 model_does_not_generate" 400 null '"model_does_not_generate"' \
     /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}]}'
 stop_server classifier TERM
+
+# --- speculative decoding (--prompt-lookup): greedy text the same drafted, turned off for the
+# request ("speculative": false) and capped ("speculative.n_max"); /metrics counts the drafts
+# (none for the request that turned them off); bad values are 400s naming the field ---
+start_server spec --prompt-lookup --num-speculative-tokens 6 --max-model-len 512
+story="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
+spec_body() { jq -nc --arg p "$story $story Once upon" --argjson more "${1:-{\}}" \
+    '{prompt: $p, max_tokens: 64, temperature: 0, ignore_eos: true} + $more'; }
+post /v1/completions "$(spec_body)"
+spec_drafted=$(jq -r '.choices[0].text' "$tmp/body")
+d1=$(metric snug_spec_decode_num_draft_tokens_total) a1=$(metric snug_spec_decode_num_accepted_tokens_total)
+post /v1/completions "$(spec_body '{"speculative": false}')"
+spec_plain=$(jq -r '.choices[0].text' "$tmp/body")
+d2=$(metric snug_spec_decode_num_draft_tokens_total)
+post /v1/completions "$(spec_body '{"speculative.n_max": 2}')"
+spec_capped=$(jq -r '.choices[0].text' "$tmp/body")
+if [[ -n $spec_plain && $spec_drafted == "$spec_plain" && $spec_capped == "$spec_plain" && -n $d1 && $d1 -gt 0 &&
+    -n $a1 && $a1 -gt 0 && $d2 == "$d1" ]]; then
+    ok "prompt lookup: the same greedy text drafted, opted out and capped; $d1 tokens drafted, $a1 accepted, none opted out"
+else
+    fail "prompt lookup: the same greedy text" "drafted '$spec_drafted'" "plain '$spec_plain'" "capped '$spec_capped'" \
+        "drafted $d1, accepted $a1, after the opt-out $d2"
+fi
+badc "speculative a string -> 400" 400 '"speculative"' null '{"prompt": "x", "speculative": "no"}'
+badc "speculative.n_max over the most -> 400" 400 '"speculative.n_max"' null '{"prompt": "x", "speculative.n_max": 17}'
+stop_server spec TERM
 
 # --- SIGTERM, with a stream in flight: it is finished, then the server exits 0 ---
 pid=$main_pid url=$main_url

@@ -1,0 +1,85 @@
+/*
+ * spec.h: speculative decoding's drafts and how many to draft. A step
+ * verifies a sequence's drafted tokens together with its last one: row j
+ * of its logits is sampled as plain decoding would sample it, and the
+ * drafts are kept while each equals the token sampled before it, so the
+ * output is the model's distribution exactly (the drafter here is
+ * deterministic: for a draft with all its probability on one token,
+ * keeping it when the sample equals it is the rejection rule, and the
+ * sample drawn when it does not is the residual's draw). Greedy requests
+ * give the ids plain decoding gives, seeded ones the same tokens (one
+ * draw a token, in the same order).
+ *
+ * Prompt lookup drafts with no model: the longest n-gram ending the
+ * sequence (lookup_max down to lookup_min tokens) found earlier in its own
+ * tokens (prompt and output), most recent match first, proposes the
+ * tokens that followed it. How many a step drafts adapts per sequence:
+ * the j-th draft is kept with probability about rate^j, and drafting goes
+ * on while that stays at least SNUG_SPEC_MIN_KEEP (the cost of verifying a
+ * token is a small part of a step's when reading the weights bounds it).
+ *
+ * Pure functions over the caller's memory; nothing allocates.
+ */
+#ifndef SNUG_SPEC_H
+#define SNUG_SPEC_H
+
+#include "base/common.h"
+
+enum {
+    SNUG_SPEC_TOKENS_DEFAULT = 4,   /* drafted tokens a step verifies per sequence at most */
+    SNUG_SPEC_TOKENS_MAX = 16,
+    SNUG_SPEC_LOOKUP_MIN_DEFAULT = 2,
+    SNUG_SPEC_LOOKUP_MAX_DEFAULT = 4,
+    SNUG_SPEC_LOOKUP_MAX = 16,
+    SNUG_SPEC_SEQS_ROWS = 16        /* sequences the plan gives drafts' rows of logits (at large
+                                     * batches a step is bound by compute, not by reading the
+                                     * weights, and drafts gain little) */
+};
+
+#define SNUG_SPEC_MIN_KEEP 0.3      /* the least chance of keeping the last draft of a step */
+
+/* How a server drafts. */
+typedef struct snug_spec_opts {
+    bool prompt_lookup;             /* n-gram drafts from each sequence's own tokens */
+    int32_t n_tokens;               /* drafted tokens per step at most; 0: SNUG_SPEC_TOKENS_DEFAULT */
+    int32_t lookup_min, lookup_max; /* the n-grams' sizes; 0: the defaults */
+} snug_spec_opts;
+
+/* A sequence's record of its drafts kept: decayed counts of drafts kept
+ * and of drafts tried (a rejected one counts as tried, the ones after it
+ * were never looked at). Zeroed: no record (a rate of 1/2). */
+typedef struct snug_spec_state {
+    float kept, tried;
+} snug_spec_state;
+
+/* Checks o (after its defaults): n_tokens 0 to SNUG_SPEC_TOKENS_MAX, lookup
+ * sizes 1 to SNUG_SPEC_LOOKUP_MAX with min <= max. Fails with SNUG_INVALID
+ * naming the field. */
+snug_status snug_spec_opts_check(const snug_spec_opts *o, snug_error *err);
+
+/* o with its zero fields given their defaults. Pure. */
+snug_spec_opts snug_spec_opts_resolved(const snug_spec_opts *o);
+
+/* The drafted tokens a step verifies per sequence under o: 0 when nothing
+ * drafts. Pure. */
+int32_t snug_spec_tokens(const snug_spec_opts *o);
+
+/* Prompt lookup over ids[0 .. n): for g from lookup_max down to lookup_min
+ * (and below n), the most recent earlier occurrence of the last g tokens;
+ * the first g found gives up to max_draft of the tokens that followed it
+ * into out. Returns how many (0: no match). Pure. */
+int32_t snug_spec_lookup(const int32_t *ids, int64_t n, int32_t lookup_min, int32_t lookup_max,
+                         int32_t max_draft, int32_t *out);
+
+/* The drafts a step should offer for s, at most max_draft: the largest k
+ * whose last draft is kept with a chance of at least SNUG_SPEC_MIN_KEEP at
+ * s's rate (kept + 1/2) / (tried + 1); 0 below it. Pure. */
+int32_t snug_spec_want(const snug_spec_state *s, int32_t max_draft);
+
+/* Records a step that verified n_drafted drafts of which the first n_kept
+ * were kept; older steps weigh less. A step that drafted nothing (0, 0)
+ * only ages the record, so a sequence whose drafts failed tries again, one
+ * draft, some ten steps later. */
+void snug_spec_record(snug_spec_state *s, int32_t n_drafted, int32_t n_kept);
+
+#endif /* SNUG_SPEC_H */
