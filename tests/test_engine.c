@@ -1041,14 +1041,15 @@ static void spec_request(snug_request *r, int variant, const int32_t *p, int64_t
     if (variant == 3) r->sampling.temperature = 0.7f, r->grammar = g, r->stop.ignore_eos = false;
 }
 
-/* Speculative decoding (spec.h) with prompt lookup on the bundled model,
- * given a story twice (the reference's greedy continuation of g_prompt)
- * and its start a third time, so that drafts are found and kept: each
- * request variant gives the same ids drafted as with drafting turned off
- * for it (no_speculation: no drafts counted), alone and batched with the
- * others, with an f32 and a bf16 cache; log-probabilities within 1e-4 on
- * f32; drafts are verified and kept, in fewer steps; serving allocates
- * nothing. */
+/* Speculative decoding (spec.h) on the bundled model, given a story twice
+ * (the reference's greedy continuation of g_prompt) and its start a third
+ * time: with prompt lookup (an f32 and a bf16 cache) and with the model
+ * as its own draft model (f32), each request variant gives the same ids
+ * drafted as with drafting turned off for it (no_speculation: no drafts
+ * counted), alone and batched with the others; log-probabilities within
+ * 1e-4 on f32; drafts are verified and kept, in fewer steps (the draft
+ * model's greedy drafts all kept for the greedy request); serving
+ * allocates nothing. */
 static void test_speculative(void)
 {
     int32_t want[N_OUT];
@@ -1061,18 +1062,21 @@ static void test_speculative(void)
     }
     memcpy(prompt + n_p, g_prompt, sizeof g_prompt), n_p += PROMPT_LEN;
     snug_grammar *sentence = gbnf("root ::= [A-Z] [a-z ,]{5,200} \".\"");
-    for (int cache = 0; cache < 2 && sentence; cache++) {
+    for (int conf = 0; conf < 3 && sentence; conf++) {
+        int cache = conf == 1; /* bf16 */
+        const char *how = conf == 2 ? "draft model" : "prompt lookup";
         snug_error err = {0};
         snug_engine *e = NULL;
         snug_engine_opts o = opts(8, 0);
         o.plan.kv_dtype = cache == 0 ? SNUG_DTYPE_F32 : SNUG_DTYPE_BF16;
-        o.spec.prompt_lookup = true;
+        o.spec.prompt_lookup = conf < 2;
+        o.spec.draft_model = conf == 2 ? MODEL : NULL;
         CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
         if (!e) break;
         int64_t allocs = snug_mem_alloc_count();
         static spec_out plain[4], alone[4], batched[4];
         static snug_request r[4];
-        snug_engine_counters c0, c1, c2;
+        snug_engine_counters c0, c1, c2, c3;
         snug_engine_counters_get(e, &c0);
         for (int v = 0; v < 4; v++) {
             spec_request(&r[v], v, prompt, n_p, sentence);
@@ -1087,6 +1091,11 @@ static void test_speculative(void)
             snug_engine_release(e, &r[v]);
         }
         snug_engine_counters_get(e, &c2);
+        static spec_out again; /* the greedy one alone again, for its drafts' counts */
+        spec_request(&r[0], 0, prompt, n_p, sentence);
+        spec_run(e, &r[0], &again);
+        snug_engine_release(e, &r[0]);
+        snug_engine_counters_get(e, &c3);
         for (int v = 0; v < 4; v++) { /* all at once: drained in turn, the others paused meanwhile */
             spec_request(&r[v], v, prompt, n_p, sentence);
             CHECK_OK(snug_engine_submit(e, &r[v], &err), &err);
@@ -1100,10 +1109,10 @@ static void test_speculative(void)
         for (int v = 0; v < 4; v++)
             for (int k = 0; k < (v == 2 ? 3 : 1); k++) {
                 char what[96];
-                snprintf(what, sizeof what, "%s cache, variant %d, choice %d, drafted alone",
+                snprintf(what, sizeof what, "%s, %s cache, variant %d, choice %d, drafted alone", how,
                          cache ? "bf16" : "f32", v, k);
                 check_same(what, alone[v].ids[k], alone[v].n[k], plain[v].ids[k], plain[v].n[k]);
-                snprintf(what, sizeof what, "%s cache, variant %d, choice %d, drafted in a batch",
+                snprintf(what, sizeof what, "%s, %s cache, variant %d, choice %d, drafted in a batch", how,
                          cache ? "bf16" : "f32", v, k);
                 check_same(what, batched[v].ids[k], batched[v].n[k], plain[v].ids[k], plain[v].n[k]);
                 CHECK(plain[v].n[k] >= (v == 3 ? 2 : 60), "variant %d: %d tokens", v, plain[v].n[k]);
@@ -1121,12 +1130,30 @@ static void test_speculative(void)
         int64_t steps_plain = c1.steps - c0.steps, steps_drafted = c2.steps - c1.steps;
         CHECK(steps_drafted < steps_plain, "%lld steps drafted against %lld plain", (long long)steps_drafted,
               (long long)steps_plain);
-        printf("  %s cache: %lld drafted, %lld kept (%.2f), %lld steps against %lld, log-probabilities within %.1g\n",
-               cache ? "bf16" : "f32", (long long)drafted, (long long)kept, (double)kept / (double)SNUG_MAX(drafted, 1),
+        int64_t greedy_drafted = c3.spec_drafted_tokens - c2.spec_drafted_tokens;
+        int64_t greedy_kept = c3.spec_accepted_tokens - c2.spec_accepted_tokens;
+        check_same("the greedy request again", again.ids[0], again.n[0], plain[0].ids[0], plain[0].n[0]);
+        if (conf == 2)
+            CHECK(greedy_drafted >= 40 && greedy_kept == greedy_drafted, "the model as its own draft, greedy: %lld "
+                  "drafted, %lld kept", (long long)greedy_drafted, (long long)greedy_kept);
+        printf("  %s, %s cache: %lld drafted, %lld kept (%.2f; greedy alone %lld of %lld), %lld steps against %lld, "
+               "log-probabilities within %.1g\n", how, cache ? "bf16" : "f32", (long long)drafted, (long long)kept,
+               (double)kept / (double)SNUG_MAX(drafted, 1), (long long)greedy_kept, (long long)greedy_drafted,
                (long long)steps_drafted, (long long)steps_plain, (double)worst);
         snug_engine_close(e);
     }
     snug_grammar_free(sentence);
+    /* refused: both drafters; a draft model whose tokenizer is not the model's */
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(2, 0);
+    o.spec = (snug_spec_opts){.prompt_lookup = true, .draft_model = MODEL};
+    CHECK_FAILS(snug_engine_open(MODEL, &o, &e, &err), &err, SNUG_INVALID, "give one drafter");
+    tl_fixture tl;
+    CHECK(tl_open(&tl, 64, 32000, &err), "the TinyLlama-vocabulary model: %s", err.msg);
+    o.spec = (snug_spec_opts){.draft_model = tl.dir};
+    CHECK_FAILS(snug_engine_open(MODEL, &o, &e, &err), &err, SNUG_INVALID, "is not the model's");
+    tl_close(&tl);
 }
 
 /* The reasoning budget (think.h) in the step loop: the forced close comes

@@ -102,6 +102,58 @@ static void test_plan_exact(void)
     CHECK(snug_mem_capacity() == SIZE_MAX, "closing lifts the capacity");
 }
 
+/* A draft model (speculative decoding: the bundled model drafting for
+ * itself): its weights join W, its arena A, and its cache has the cache's
+ * blocks beside them, each block costing both; the budget is still divided
+ * to the block and the allocator holds exactly W + A + S + KV; the same
+ * budget gives fewer blocks than without one, at most half of what is left
+ * over in blocks. A draft whose
+ * head the cache's dtype cannot hold is refused, naming it. */
+static void test_plan_draft(void)
+{
+    snug_error err = {0};
+    snug_planner_opts o = base_opts();
+    snug_planned *alone = NULL, *p = NULL;
+    CHECK_OK(snug_planner_open(MODEL, &o, &alone, &err), &err);
+    int64_t blocks_alone = alone ? alone->report.kv.blocks : 0;
+    snug_planner_close(alone);
+    o.draft_dir = MODEL;
+    o.spec_tokens = 4;
+    CHECK_OK(snug_planner_open(MODEL, &o, &p, &err), &err);
+    if (!p) return;
+    const snug_plan_report *r = &p->report;
+    CHECK(p->dmodel && r->draft_weights == r->load.weights_held && r->weights == 2 * r->load.weights_held,
+          "weights %zu: the model's %zu and the draft's %zu", r->weights, r->load.weights_held, r->draft_weights);
+    size_t a = snug_model_activation_bytes(snug_model_get_dims(p->model), snug_model_step_shape(p->model)) +
+               snug_model_activation_bytes(snug_model_get_dims(p->dmodel), snug_model_step_shape(p->dmodel));
+    CHECK(r->activations == a, "activations: %zu measured, %zu predicted (both arenas)", r->activations, a);
+    CHECK(snug_model_step_shape(p->model)->n_logits_max == 256 + 16 * 4,
+          "rows of logits: %d (a row a sequence, 4 drafts' for 16)", snug_model_step_shape(p->model)->n_logits_max);
+    CHECK(r->sizes.draft_block_bytes == r->sizes.block_bytes && p->dkv.n_blocks == r->kv.blocks &&
+              r->kv_held == r->kv.kv_held && cur_of(SNUG_MEM_KV) == r->kv_held,
+          "caches: %d and %d blocks, %zu charged, %zu planned", p->kv.n_blocks, p->dkv.n_blocks, cur_of(SNUG_MEM_KV),
+          r->kv.kv_held);
+    size_t one_more = snug_plan_cache_bytes(&r->sizes, r->kv.blocks + 1) - snug_plan_cache_bytes(&r->sizes, r->kv.blocks);
+    CHECK(r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held < one_more,
+          "%zu left over, a block costs %zu", r->kv.left_bytes - r->kv.kv_held - r->kv.pool_held, one_more);
+    CHECK(cur_of(SNUG_MEM_TOTAL) == r->weights + r->activations + r->serving_state + r->kv_held,
+          "total %zu, plan %zu", cur_of(SNUG_MEM_TOTAL), r->weights + r->activations + r->serving_state + r->kv_held);
+    CHECK(r->kv.blocks < blocks_alone && (size_t)r->kv.blocks <= r->kv.left_bytes / (2 * r->sizes.block_bytes),
+          "%lld blocks with the draft, %lld without, %zu bytes left", (long long)r->kv.blocks, (long long)blocks_alone,
+          r->kv.left_bytes);
+    printf("  with a draft model: %lld blocks (%lld without), a block %zu + %zu bytes\n", (long long)r->kv.blocks,
+           (long long)blocks_alone, r->sizes.block_bytes, r->sizes.draft_block_bytes);
+    snug_planner_close(p);
+    o.kv_dtype = SNUG_DTYPE_Q8_0; /* the bundled model's head of 8 is no block of 32: refused (the model's first) */
+    p = NULL;
+    CHECK_FAILS(snug_planner_open(MODEL, &o, &p, &err), &err, SNUG_INVALID, "multiple of its blocks of 32");
+    o.kv_dtype = SNUG_DTYPE_NONE;
+    o.max_model_len = 4096; /* past the draft's positions: its own model has 512 too, so the model refuses */
+    CHECK_FAILS(snug_planner_open(MODEL, &o, &p, &err), &err, SNUG_INVALID, "positions");
+    CHECK(snug_mem_capacity() == SIZE_MAX && cur_of(SNUG_MEM_TOTAL) == 0, "refusals hold nothing: %zu",
+          cur_of(SNUG_MEM_TOTAL));
+}
+
 /* A model of windowed and full layers (tests/data/arch's Gemma 3: a window
  * of 8 on five layers of six): the plan gives the windowed layers a cache
  * of their own of exactly the blocks the scheduler's bound asks for (the
@@ -591,6 +643,7 @@ static void test_oom(void)
 int main(void)
 {
     RUN(test_plan_exact);
+    RUN(test_plan_draft);
     RUN(test_plan_window_group);
     RUN(test_plan_all_windowed);
     RUN(test_staging_never_reaches_plan);

@@ -374,8 +374,16 @@ int cli_spec_option(int argc, char **argv, int *at, snug_spec_opts *o, const cha
 {
     int64_t x = 0;
     int rc = 0;
+    const char *v;
     if (strcmp(argv[*at], "--prompt-lookup") == 0) {
         o->prompt_lookup = true;
+        return 1;
+    }
+    int i = *at;
+    if ((v = cli_option(argc, argv, &i, "--draft-model")) || (v = cli_option(argc, argv, &i, "--model-draft")) ||
+        (v = cli_option(argc, argv, &i, "-md"))) {
+        o->draft_model = v;
+        *at = i;
         return 1;
     }
     if ((rc = cli_int_option(argc, argv, at, "--num-speculative-tokens", 1, SNUG_SPEC_TOKENS_MAX, &x, usage)) ||

@@ -400,12 +400,16 @@ static void report(const gen_args *a, const gen_state *g, const snug_plan_report
             snug_isa_name(isa), quant != SNUG_DTYPE_NONE ? snug_dtype_name(quant) : snug_dtype_torch_name(g->weight_dtype), note,
             snug_finish_name(res->finish));
     const snug_engine_counters *k = &res->k;
-    if (a->spec.prompt_lookup) /* what drafting gave: drafts kept, outputs a step */
-        fprintf(stderr, "speculative: prompt lookup, %lld of %lld steps verified drafts; %lld drafted, "
-                "%lld accepted (%.3f); %.2f tokens a step\n", (long long)k->spec_drafts, (long long)k->steps,
-                (long long)k->spec_drafted_tokens, (long long)k->spec_accepted_tokens,
+    char draft[96] = "";
+    if (a->spec.draft_model)
+        snprintf(draft, sizeof draft, "; the draft model's steps %.3f s of the decode's %.3f s", k->spec_draft_seconds, ds);
+    if (a->spec.prompt_lookup || a->spec.draft_model) /* what drafting gave: drafts kept, outputs a step */
+        fprintf(stderr, "speculative: %s, %lld of %lld steps verified drafts; %lld drafted, %lld accepted (%.3f); "
+                "%.2f tokens a step%s\n", a->spec.draft_model ? "draft model" : "prompt lookup",
+                (long long)k->spec_drafts, (long long)k->steps, (long long)k->spec_drafted_tokens,
+                (long long)k->spec_accepted_tokens,
                 k->spec_drafted_tokens > 0 ? (double)k->spec_accepted_tokens / (double)k->spec_drafted_tokens : 0.0,
-                k->steps > 0 ? (double)k->generation_tokens / (double)k->steps : 0.0);
+                k->steps > 0 ? (double)k->generation_tokens / (double)k->steps : 0.0, draft);
 }
 
 /* Generates once on e: the request of a and g, checked, the prompt echoed

@@ -20,6 +20,7 @@
 static const char g_usage[] =
     "snug profile [MODEL]\n"
     CLI_PLAN_USAGE
+    CLI_SPEC_USAGE
     "              [--json] [--timeline FILE.svg [--timeline-events N]] [--tp N [--step-timeout S]]\n"
     "              [--load-only]\n"
     "  MODEL defaults to the bundled " CLI_BUNDLED_MODEL "; BYTES may carry a unit (6GiB, 1500MB,\n"
@@ -145,9 +146,11 @@ int snug_cmd_profile(int argc, char **argv)
     int64_t timeline_events = CLI_TIMELINE_EVENTS_DEFAULT;
     cli_tp tp = {0};
     bool load_only = false;
+    snug_spec_opts spec = {0}; /* what serving would draft with: its rows of logits, a draft model */
     for (int i = 1; i < argc; i++) {
         const char *v;
         int rc = cli_planning_option(argc, argv, &i, &o, &tp, g_usage);
+        if (!rc) rc = cli_spec_option(argc, argv, &i, &spec, g_usage);
         if (rc > 1) return rc;
         if (rc == 1) {
             continue;
@@ -161,7 +164,7 @@ int snug_cmd_profile(int argc, char **argv)
         } else if (strcmp(argv[i], "--load-only") == 0) {
             load_only = true;
         } else if (argv[i][0] == '-') {
-            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS, argv[i]);
+            return cli_unknown_option(g_usage, CLI_PLAN_OPTIONS " " CLI_TP_OPTIONS " " CLI_SPEC_OPTIONS, argv[i]);
         } else if (!dir) {
             dir = argv[i];
         } else {
@@ -169,6 +172,10 @@ int snug_cmd_profile(int argc, char **argv)
         }
     }
     if (cli_plan_check(&o, g_usage)) return 2;
+    snug_error serr = {0};
+    if (snug_spec_opts_check(&spec, &serr) != SNUG_OK) return cli_usage(g_usage, "%s", serr.msg);
+    o.spec_tokens = snug_spec_tokens(&spec);
+    o.draft_dir = spec.draft_model;
     if (as_json) { /* one JSON object, whatever stderr is joined to */
         o.on_phase = NULL;
         o.on_load_progress = NULL;

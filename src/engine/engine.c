@@ -68,6 +68,11 @@ struct snug_engine {
     snug_spec_opts spec;            /* speculative decoding's (resolved); spec_tokens 0: none */
     int32_t spec_tokens;
     snug_planner_opts plan_copy;    /* the plan's options, with spec_tokens set */
+    snug_step_seq *dseqs;           /* with a draft model: [max_num_seqs] a draft step's sequences, */
+    int32_t *dtokens;               /* [max_num_batched_tokens + max_num_seqs] its tokens, */
+    int32_t *ditem;                 /* [max_num_seqs] the item each sequence is, and ... */
+    int32_t *item_at;               /* [max_num_seqs] ... where each item's tokens start in the step */
+    double draft_seconds;           /* the draft's steps (the loop's; copied under the mutex) */
     int32_t *walk_list;             /* [max_num_seqs] slots waiting for a mask walk, in turn */
     int32_t n_walk_list, walk_at;   /* their count, and the next to walk */
     int32_t walk_turn;              /* the slot after the last walked: the list starts there */
@@ -93,7 +98,7 @@ static snug_seq_slot *slot_of(snug_engine *e, int32_t i) { return &e->at.serving
 static const snug_out_record *last_out(snug_engine *e, int32_t k)
 {
     const snug_seq_slot *q = slot_of(e, e->at.serving->items[k].seq);
-    return &q->ring[(e->ring_pos[k] + e->n_out[k] - 1) % SNUG_OUT_RING];
+    return &q->ring[(e->ring_pos[k] + e->n_out[k] - 1) % SNUG_OUT_RING_CAP];
 }
 
 /* Starts choice k of r in the free slot i. */
@@ -128,6 +133,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->spec_max = r->no_speculation || r->pooling != SNUG_POOL_NONE || r->score_ids ? 0
                   : r->spec_max > 0 ? SNUG_MIN(r->spec_max, e->spec_tokens) : e->spec_tokens;
     q->spec = (snug_spec_state){0};
+    q->d_computed = 0;
     if (r->grammar) { /* a key per slot held, the grammar's own (the table outnumbers the slots) */
         bool dropped = false;
         uint64_t old = 0;
@@ -302,16 +308,112 @@ static void offer_drafts(snug_engine *e)
         if (q->spec_max == 0 || !q->owner || s->phase != SNUG_SEQ_RUNNING || s->paused ||
             s->n_tokens - s->n_computed != 1)
             continue;
-        int64_t room = SNUG_MIN(sv->shape.max_model_len - q->n_ids, (int64_t)(SNUG_OUT_RING - q->ring_n)) - 1;
+        int64_t room = SNUG_MIN(sv->shape.max_model_len - q->n_ids, (int64_t)(SNUG_OUT_RING_CAP - q->ring_n)) - 1;
         if (q->stop_params.max_tokens > 0)
             room = SNUG_MIN(room, q->n_prompt + q->stop_params.max_tokens - q->n_ids - 1);
         int32_t want = snug_spec_want(&q->spec, q->spec_max);
         if (want == 0) snug_spec_record(&q->spec, 0, 0); /* drafts failed of late: aged, to try again */
         want = (int32_t)SNUG_MIN((int64_t)want, room);
-        if (want > 0)
+        if (want > 0 && e->at.draft) /* (drafted once the step is planned: draft_tokens) */
+            s->n_draft = want;
+        else if (want > 0)
             s->n_draft = snug_spec_lookup(q->ids, q->n_ids, e->spec.lookup_min, e->spec.lookup_max, want,
                                           q->ids + q->n_ids);
     }
+}
+
+/* Where a draft step of item it's sequence q starts: at pos, or one
+ * before when the draft's cache lacks just that one (the last draft of a
+ * step that kept them all). */
+static int64_t draft_from(const snug_seq_slot *q, int64_t pos)
+{
+    return q->d_computed == pos - 1 ? pos - 1 : pos;
+}
+
+/* Runs the draft model over the step's sequences listed in dseqs (n of
+ * them, n_tok tokens) and returns its rows of logits (*rows, stride
+ * floats apart); the time goes to draft_seconds. */
+static snug_status draft_forward(snug_engine *e, int32_t n, int32_t n_tok, bool last, const float **rows,
+                                 snug_error *err)
+{
+    double t0 = snug_now_seconds();
+    for (int32_t i = 0; i < n; i++) e->dseqs[i].logits = last ? SNUG_LOGITS_LAST : SNUG_LOGITS_NONE;
+    snug_step step = {e->dtokens, n_tok, e->dseqs, n, 0};
+    int32_t n_rows = 0;
+    snug_status st = snug_model_forward(e->at.draft, e->at.draft_kv, &step, rows, &n_rows, err);
+    e->draft_seconds += snug_now_seconds() - t0;
+    return st;
+}
+
+/* Lists item k's tokens [from, to) of sequence q for a draft step (at
+ * *n_seqs, *n_tok). */
+static void draft_list(snug_engine *e, int32_t k, const snug_seq_slot *q, int64_t from, int64_t to,
+                       int32_t *n_seqs, int32_t *n_tok)
+{
+    int32_t n = (int32_t)(to - from);
+    memcpy(e->dtokens + *n_tok, q->ids + from, (size_t)n * sizeof(int32_t));
+    e->dseqs[*n_seqs] = (snug_step_seq){n, (int32_t)from, q->table.ids, q->table.n, SNUG_LOGITS_NONE, NULL, 0};
+    e->ditem[(*n_seqs)++] = k;
+    *n_tok += n;
+}
+
+/* With a draft model, before the step: each item that takes drafts gets
+ * them, the draft's most likely tokens one draft step each (the first step
+ * from its last known token, and the one before it where the draft's
+ * cache lacks it), written after its known ids and into the step's
+ * tokens. Without the mutex. */
+static snug_status draft_tokens(snug_engine *e, int32_t n_items, snug_error *err)
+{
+    snug_serving_state *sv = e->at.serving;
+    const snug_sched_item *items = sv->items;
+    int32_t at = 0, most = 0;
+    for (int32_t k = 0; k < n_items; k++) {
+        e->item_at[k] = at;
+        at += items[k].n_tokens;
+        most = SNUG_MAX(most, items[k].n_draft);
+    }
+    const snug_model_dims *d = snug_model_get_dims(e->at.draft);
+    int32_t n_vocab = SNUG_MIN(d->vocab_len, e->at.config->vocab_size);
+    for (int32_t j = 0; j < most; j++) {
+        int32_t n_seqs = 0, n_tok = 0;
+        for (int32_t k = 0; k < n_items; k++) {
+            if (items[k].n_draft <= j) continue;
+            const snug_seq_slot *q = slot_of(e, items[k].seq);
+            int64_t pos = items[k].pos0 + j; /* its last known token, then draft j - 1 */
+            draft_list(e, k, q, j == 0 ? draft_from(q, pos) : pos, pos + 1, &n_seqs, &n_tok);
+        }
+        const float *rows = NULL;
+        snug_status st = draft_forward(e, n_seqs, n_tok, true, &rows, err);
+        if (st != SNUG_OK) return snug_error_prefix(err, st, "draft model: ");
+        for (int32_t i = 0; i < n_seqs; i++) {
+            const float *row = rows + (size_t)i * (size_t)d->vocab_rows;
+            int32_t best = 0;
+            for (int32_t v = 1; v < n_vocab; v++) best = row[v] > row[best] ? v : best;
+            const snug_sched_item *it = &items[e->ditem[i]];
+            slot_of(e, it->seq)->ids[it->pos0 + 1 + j] = best;
+            sv->step_tokens[e->item_at[e->ditem[i]] + 1 + j] = best;
+        }
+    }
+    return SNUG_OK;
+}
+
+/* With a draft model, after the step: the draft computes the keys and
+ * values of every item that took no drafts (prompts, decodes without), so
+ * that its cache keeps level with the model's: for the sequence's own
+ * drafts, and for those of any sequence that finds its blocks in the
+ * prefix cache (those of a request that does not draft too). */
+static snug_status draft_follow(snug_engine *e, int32_t n_items, snug_error *err)
+{
+    const snug_sched_item *items = e->at.serving->items;
+    int32_t n_seqs = 0, n_tok = 0;
+    for (int32_t k = 0; k < n_items; k++) {
+        const snug_seq_slot *q = slot_of(e, items[k].seq);
+        if (items[k].n_draft > 0) continue;
+        draft_list(e, k, q, draft_from(q, items[k].pos0), items[k].pos0 + items[k].n_tokens, &n_seqs, &n_tok);
+    }
+    const float *rows = NULL;
+    snug_status st = n_seqs > 0 ? draft_forward(e, n_seqs, n_tok, false, &rows, err) : SNUG_OK;
+    return st == SNUG_OK ? st : snug_error_prefix(err, st, "draft model: ");
 }
 
 /* ---- one step --------------------------------------------------------------- */
@@ -344,7 +446,7 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
         bool windowed = e->at.wpool != NULL;
         sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
                                            mode, windowed ? q->wtable.ids : NULL, windowed ? q->wtable.n : 0};
-        e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING;
+        e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING_CAP;
         e->n_out[k] = it->sample;
         e->n_accepted[k] = 0;
     }
@@ -466,7 +568,7 @@ static void sample_item(snug_engine *e, int32_t k, const snug_logits *lg, int32_
         if (j > 0 && q->grammar && !snug_constrain_cached(&e->at.serving->constrain, q->grammar_key, &q->match))
             break;
         int32_t draft = j < it->n_draft ? q->ids[q->n_ids] : -1; /* (read before the sample takes its place) */
-        int32_t row = row0 + j, pos = (e->ring_pos[k] + n++) % SNUG_OUT_RING;
+        int32_t row = row0 + j, pos = (e->ring_pos[k] + n++) % SNUG_OUT_RING_CAP;
         float *logits = lg->rows ? (float *)lg->rows + (size_t)row * (size_t)lg->stride : NULL;
         sample_one(e, it->seq, logits, lg->n_vocab, lg->best ? lg->best[row].id : -1, pos);
         if (draft < 0) break;
@@ -564,9 +666,11 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
 {
     snug_logits lg;
     double t0 = snug_now_seconds();
-    snug_status st = greedy_only(e, n_items)
-                         ? snug_stepper_run_greedy(e->at.stepper, e->at.kv, step, &lg, &e->fail_err)
-                         : snug_stepper_run(e->at.stepper, e->at.kv, step, &lg, &e->fail_err);
+    snug_status st = e->at.draft ? draft_tokens(e, n_items, &e->fail_err) : SNUG_OK;
+    if (st == SNUG_OK)
+        st = greedy_only(e, n_items) ? snug_stepper_run_greedy(e->at.stepper, e->at.kv, step, &lg, &e->fail_err)
+                                     : snug_stepper_run(e->at.stepper, e->at.kv, step, &lg, &e->fail_err);
+    if (st == SNUG_OK && e->at.draft) st = draft_follow(e, n_items, &e->fail_err); /* (its own arena) */
     if (st != SNUG_OK) return st;
     const snug_sched_item *items = e->at.serving->items;
     int32_t row = 0, pooled = 0; /* (the pooled rows come after every vocabulary row) */
@@ -596,6 +700,12 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
             row += 1 + it->n_draft;
         }
     }
+    for (int32_t k = 0; k < n_items && e->at.draft; k++) { /* where the draft's cache stands */
+        const snug_sched_item *it = &items[k];
+        snug_seq_slot *q = slot_of(e, it->seq);
+        q->d_computed = it->n_draft > 0 ? it->pos0 + 1 + SNUG_MIN(it->n_kept, it->n_draft - 1)
+                                        : it->pos0 + it->n_tokens;
+    }
     /* masks that are not cached: walked in a share of the step's time */
     double t1 = snug_now_seconds();
     check_masks(e, n_items);
@@ -617,7 +727,7 @@ static void publish(snug_engine *e, int32_t n_items)
         const snug_request *r = q->owner;
         double gap = q->t_last > 0 ? (now - q->t_last) / n : 0; /* (outputs of a step share its time) */
         for (int32_t j = 0; j < n; j++) {
-            e->c.generation_tokens += q->ring[(e->ring_pos[k] + j) % SNUG_OUT_RING].token >= 0; /* an end
+            e->c.generation_tokens += q->ring[(e->ring_pos[k] + j) % SNUG_OUT_RING_CAP].token >= 0; /* an end
                                                                   * without a token counts none */
             if (j == 0 && q->t_last == 0 && r)
                 observe(&e->c.ttft, now - r->t_submit);
@@ -635,6 +745,7 @@ static void publish(snug_engine *e, int32_t n_items)
             snug_sched_finish(&e->sched, i); /* its blocks back now; the slot waits to be drained */
     }
     e->c.steps++;
+    e->c.spec_draft_seconds = e->draft_seconds;
     e->c.grammar_masks = e->at.serving->constrain.masks; /* the loop's, copied under the mutex */
     e->c.grammar_walks = e->at.serving->constrain.walks;
     e->c.grammar_composed = e->at.serving->constrain.composed;
@@ -669,8 +780,8 @@ static void end_all(snug_engine *e)
         snug_seq_slot *q = slot_of(e, i);
         if (!q->owner || e->sched.seqs[i].phase == SNUG_SEQ_FREE) continue;
         snug_sched_finish(&e->sched, i);
-        if (q->ring_n < SNUG_OUT_RING) {
-            snug_out_record *rec = &q->ring[(q->ring_head + q->ring_n) % SNUG_OUT_RING];
+        if (q->ring_n < SNUG_OUT_RING_CAP) {
+            snug_out_record *rec = &q->ring[(q->ring_head + q->ring_n) % SNUG_OUT_RING_CAP];
             size_t n = 0;
             snug_stop_end(&q->stop, SNUG_FINISH_ABORT, rec->text, &n);
             rec->token = -1;
@@ -812,6 +923,7 @@ static snug_planner_opts plan_opts_of(const snug_engine_opts *opts)
 {
     snug_planner_opts o = opts->plan;
     o.spec_tokens = snug_spec_tokens(&opts->spec);
+    o.draft_dir = opts->spec.draft_model;
     return o;
 }
 
@@ -837,6 +949,18 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
     e->walk_list = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->walk_list, err);
     int32_t n_keys = max_seqs + SNUG_CONSTRAIN_CACHE; /* the live grammars, and as many retired as masks */
     e->grammar_keys_mem = snug_mem_alloc(SNUG_MEM_OTHER, snug_grammar_keys_bytes(n_keys), err);
+    if (opts->spec.draft_model) { /* the draft's steps: the model's tokens and one more a sequence */
+        int32_t max_tokens = opts->plan.max_num_batched_tokens > 0 ? opts->plan.max_num_batched_tokens
+                             : SNUG_MAX(SNUG_MAX_NUM_BATCHED_TOKENS_DEFAULT, max_seqs);
+        e->dseqs = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->dseqs, err);
+        e->dtokens = snug_mem_alloc(SNUG_MEM_OTHER, ((size_t)max_tokens + (size_t)max_seqs) * sizeof *e->dtokens, err);
+        e->ditem = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->ditem, err);
+        e->item_at = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->item_at, err);
+        if (!e->dseqs || !e->dtokens || !e->ditem || !e->item_at) {
+            st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
+            goto fail;
+        }
+    }
     if (!e->queue || !e->ring_pos || !e->n_out || !e->n_accepted || !e->walk_list || !e->grammar_keys_mem) {
         st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
         goto fail;
@@ -1036,7 +1160,7 @@ bool snug_engine_next(snug_engine *e, snug_request *r, snug_output *out, char *t
                                  rec->finish == SNUG_FINISH_STOP_STRING ? q->stop.stop_index : -1};
             memcpy(out->top_ids, rec->top_ids, (size_t)rec->n_top * sizeof(int32_t));
             memcpy(out->top_logprobs, rec->top_logprobs, (size_t)rec->n_top * sizeof(float));
-            q->ring_head = (q->ring_head + 1) % SNUG_OUT_RING;
+            q->ring_head = (q->ring_head + 1) % SNUG_OUT_RING_CAP;
             q->ring_n--;
             if (rec->finish != SNUG_FINISH_NONE) free_slot(e, i);
             else if (q->ring_n == SNUG_OUT_RING - 1) pthread_cond_signal(&e->work); /* unpaused */
@@ -1190,6 +1314,10 @@ void snug_engine_close(snug_engine *e)
     snug_mem_free(e->ring_pos);
     snug_mem_free(e->n_out);
     snug_mem_free(e->n_accepted);
+    snug_mem_free(e->dseqs);
+    snug_mem_free(e->dtokens);
+    snug_mem_free(e->ditem);
+    snug_mem_free(e->item_at);
     snug_mem_free(e->walk_list);
     snug_mem_free(e->grammar_keys_mem);
     snug_mem_free(e->queue);

@@ -157,6 +157,8 @@ typedef struct snug_engine_counters {
     int64_t spec_drafts;            /* decodes that verified drafted tokens, ... */
     int64_t spec_drafted_tokens;    /* ... the tokens drafted for them, and ... */
     int64_t spec_accepted_tokens;   /* ... of those, the ones sampling kept */
+    double spec_draft_seconds;      /* a draft model's steps (drafting, and keeping its cache
+                                     * level with the model's) */
     int64_t grammar_masks;          /* token masks applied to constrained sequences, and ... */
     int64_t grammar_walks;          /* walks of the vocabulary: masks (not found in the cache) and
                                      * contexts (grammar/ctxmask.h) */

@@ -64,12 +64,28 @@ static size_t fixed_bytes(const snug_plan_sizes *in)
     return fixed;
 }
 
+/* A block's bytes in every cache: the model's and a draft model's. */
+static size_t per_block(const snug_plan_sizes *in) { return in->block_bytes + in->draft_block_bytes; }
+
+/* What the allocator charges caches of `blocks` blocks (the model's and a
+ * draft's, an allocation each); SIZE_MAX on overflow. */
+static size_t caches_held(const snug_plan_sizes *in, int64_t blocks)
+{
+    size_t held = 0;
+    const size_t block[] = {in->block_bytes, in->draft_block_bytes};
+    for (size_t i = 0; i < SNUG_ARRAY_LEN(block); i++) {
+        size_t bytes, h;
+        if (blocks < 0 || !snug_mul_size((size_t)blocks, block[i], &bytes)) return SIZE_MAX;
+        h = bytes > 0 ? snug_mem_held_bytes(bytes) : 0; /* (a cache of positions only: none) */
+        if ((h == 0 && bytes > 0) || !snug_add_size(held, h, &held)) return SIZE_MAX;
+    }
+    return held;
+}
+
 size_t snug_plan_cache_bytes(const snug_plan_sizes *in, int64_t blocks)
 {
-    size_t bytes, held, pool = snug_block_pool_bytes(blocks, in->block_size), sum;
-    if (blocks < 0 || !snug_mul_size((size_t)blocks, in->block_bytes, &bytes)) return SIZE_MAX;
-    held = bytes > 0 ? snug_mem_held_bytes(bytes) : 0; /* (a cache of positions only: none) */
-    if ((held == 0 && bytes > 0) || pool == 0 || !snug_add_size(held, pool, &sum)) return SIZE_MAX;
+    size_t held = caches_held(in, blocks), pool = snug_block_pool_bytes(blocks, in->block_size), sum;
+    if (held == SIZE_MAX || pool == 0 || !snug_add_size(held, pool, &sum)) return SIZE_MAX;
     return sum;
 }
 
@@ -77,7 +93,7 @@ size_t snug_plan_cache_bytes(const snug_plan_sizes *in, int64_t blocks)
  * left bytes. */
 static int64_t blocks_in(const snug_plan_sizes *in, size_t left)
 {
-    int64_t n = (int64_t)SNUG_MIN(left / in->block_bytes, (size_t)INT32_MAX);
+    int64_t n = (int64_t)SNUG_MIN(left / per_block(in), (size_t)INT32_MAX);
     /* the headers, page rounding and the pool come out of the same bytes */
     while (n > 0 && snug_plan_cache_bytes(in, n) > left) n--;
     return n;
@@ -139,7 +155,7 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         useful = INT64_MAX;
     } else if (in->kv_cache_memory) {
         int64_t fixed_blocks =
-            (int64_t)SNUG_MIN(in->kv_cache_memory / in->block_bytes, (size_t)INT32_MAX);
+            (int64_t)SNUG_MIN(in->kv_cache_memory / per_block(in), (size_t)INT32_MAX);
         if (fixed_blocks < p.blocks_per_seq)
             return too_few_blocks(in, fixed, fixed_blocks, p.blocks_per_seq, "--kv-cache-memory",
                                   err);
@@ -159,7 +175,7 @@ snug_status snug_plan_kv(const snug_plan_sizes *in, snug_kv_plan *out, snug_erro
         if (p.blocks < p.blocks_per_seq)
             return too_few_blocks(in, fixed, p.blocks, p.blocks_per_seq, "the budget", err);
         p.limited_by = SNUG_KV_LIMIT_BUDGET;
-        int64_t cap = in->kv_cache_cap ? SNUG_MAX((int64_t)(in->kv_cache_cap / in->block_bytes),
+        int64_t cap = in->kv_cache_cap ? SNUG_MAX((int64_t)(in->kv_cache_cap / per_block(in)),
                                                   p.blocks_per_seq) : INT64_MAX;
         if (p.blocks > cap) {
             p.blocks = cap;
@@ -181,8 +197,8 @@ void snug_plan_kv_cap(const snug_plan_sizes *in, int64_t blocks, snug_kv_plan *k
         kv->blocks = blocks;
         kv->limited_by = SNUG_KV_LIMIT_OTHER_RANK;
     }
-    kv->kv_bytes = (size_t)kv->blocks * in->block_bytes;
-    kv->kv_held = kv->kv_bytes > 0 ? snug_mem_held_bytes(kv->kv_bytes) : 0; /* (positions only: none) */
+    kv->kv_bytes = (size_t)kv->blocks * per_block(in);
+    kv->kv_held = caches_held(in, kv->blocks);
     kv->pool_held = snug_block_pool_bytes(kv->blocks, in->block_size);
     kv->tokens = kv->blocks * in->block_size;
     kv->max_concurrency = (double)kv->tokens / (double)in->max_model_len;

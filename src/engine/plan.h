@@ -49,6 +49,9 @@ typedef struct snug_plan_sizes {
     size_t block_bytes;       /* snug_kv_block_bytes of the cache's shape, > 0 (with a window
                                * group, of the other layers; 0 when every layer is windowed:
                                * the cache is then one of positions only, its pool's) */
+    size_t draft_block_bytes; /* a draft model's cache beside it (speculative decoding): the
+                               * same blocks of its layers, in an allocation of its own; 0:
+                               * none. A block costs block_bytes + draft_block_bytes */
     size_t full_block_bytes;  /* with a window group: a block of every layer's, to say what
                                * a cache of one group would hold; 0 otherwise */
     int32_t block_size;       /* token positions per block, > 0 */
@@ -61,9 +64,10 @@ typedef struct snug_plan_sizes {
 
 typedef struct snug_kv_plan {
     int64_t blocks;           /* blocks the cache gets */
-    size_t kv_bytes;          /* blocks x block_bytes */
+    size_t kv_bytes;          /* blocks x (block_bytes + draft_block_bytes) */
     size_t kv_held;           /* what the allocator charges a cache of that size (its
-                               * header, rounded to pages): what the budget pays */
+                               * header, rounded to pages; the draft's cache's too): what
+                               * the budget pays */
     size_t pool_held;         /* what it charges the block pool of that many blocks
                                * (blocks.h: free list, reference counts, the prefix
                                * cache's hashes, LRU links and token ids); serving state */

@@ -57,6 +57,11 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
            snug_kv_dtype_name(r->kv_dtype), vs, snug_kv_limit_name(r->kv.limited_by),
            (long long)r->sizes.max_model_len, r->kv.max_concurrency,
            r->prefix_caching ? "on" : "off", snug_fmt_bytes(r->kv.pool_held, b[0]));
+    if (r->draft_weights > 0)
+        fprintf(f, "draft model: %d layers, weights %s (in the weights above); its keys and values beside each block "
+                "of the cache, %s a block beside the model's %s (in the kv cache above)\n", r->draft_layers,
+                snug_fmt_bytes(r->draft_weights, b[0]), snug_fmt_bytes(r->sizes.draft_block_bytes, b[1]),
+                snug_fmt_bytes(r->sizes.block_bytes, a));
     if (r->vision_tensors > 0)
         fprintf(f, "text model only: the checkpoint's vision tower, %lld tensors (%s), is not loaded; requests "
                 "with images are refused\n", (long long)r->vision_tensors, snug_fmt_bytes(r->vision_bytes, b[0]));
@@ -156,6 +161,8 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("kv_blocks", json_integer((json_int_t)r->kv.blocks));
     PUT("block_bytes", json_integer((json_int_t)r->sizes.block_bytes));
     PUT("block_size", json_integer(r->sizes.block_size));
+    PUT("draft_weight_bytes", json_integer((json_int_t)r->draft_weights));
+    PUT("draft_block_bytes", json_integer((json_int_t)r->sizes.draft_block_bytes));
     PUT("kv_cache_dtype", json_string(snug_kv_dtype_name(r->kv_dtype)));
     PUT("kv_tokens_vs_bf16", json_real(snug_kv_tokens_vs_bf16(r->kv_dtype)));
     PUT("kv_tokens", json_integer((json_int_t)r->kv.tokens));

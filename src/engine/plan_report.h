@@ -71,6 +71,8 @@ typedef struct snug_plan_report {
     int32_t window_seqs;           /* ... this many sequences at once (the most that run) ... */
     size_t window_held;            /* ... and what the allocator charges them and their pool */
     size_t window_kv_block;        /* ... of which the charge of their cache's one block */
+    size_t draft_weights;          /* a draft model's weights (part of W); 0: none */
+    int32_t draft_layers;          /* its layers */
     snug_kernels kernels;          /* what the steps run: ISA, bf16 instruction, calibration */
     snug_dtype weight_dtype;       /* the weights' element type */
     int32_t threads;               /* the threads every step runs on */

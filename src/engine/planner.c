@@ -266,6 +266,14 @@ static bool windows_allowed(const snug_plan_report *r, const snug_planner_opts *
     return n == 1 || r->sizes.kv_cache_cap == 0 || bytes <= r->sizes.kv_cache_cap;
 }
 
+/* The draft model's KV cache shape (p->dmodel's layers, the cache's
+ * blocks and dtype). */
+static snug_kv_shape draft_shape(const snug_planned *p, const snug_planner_opts *o)
+{
+    const snug_model_dims *d = snug_model_get_dims(p->dmodel);
+    return (snug_kv_shape){d->n_layers, d->n_kv_heads, d->head_dim, o->block_size, o->kv_dtype};
+}
+
 /* The plan from what the allocator holds now (see below); with a window
  * group, whose windows are for at most max_seqs sequences. */
 static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const snug_kv_shape *ks,
@@ -276,6 +284,10 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
     snug_mem_status(SNUG_MEM_ACTIVATIONS, NULL, &r->activations, false);
     r->serving_state = cur_of(SNUG_MEM_TOTAL) - r->weights - cur_of(SNUG_MEM_ACTIVATIONS);
     r->kv_dtype = o->kv_dtype;
+    snug_kv_shape ds = p->dmodel ? draft_shape(p, o) : (snug_kv_shape){0};
+    if (p->dmodel && ks->n_layers == 0)
+        return snug_errorf(err, SNUG_INVALID, "--draft-model: every layer of the model keeps only its window, so "
+                           "its cache holds no keys beside which the draft's could be; --swa-full keeps them all");
     r->sizes = (snug_plan_sizes){
         .budget = r->budget.bytes, .weights = r->weights, .activations = r->activations,
         .serving_state = r->serving_state, .untracked = r->profile.untracked,
@@ -283,6 +295,7 @@ static snug_status plan_now(snug_planned *p, const snug_planner_opts *o, const s
         .window_cache = r->window_held,
         .kv_cache_memory = o->kv_cache_memory, .kv_cache_cap = default_cap(o, &r->budget),
         .block_bytes = snug_kv_block_bytes(ks), .full_block_bytes = r->window_layers ? snug_kv_block_bytes(all) : 0,
+        .draft_block_bytes = p->dmodel ? snug_kv_block_bytes(&ds) : 0,
         .block_size = o->block_size,
         .max_model_len = o->max_model_len, .max_num_seqs = o->max_num_seqs};
     if (r->window_layers == 0) return snug_plan_kv(&r->sizes, &r->kv, err);
@@ -333,6 +346,74 @@ static snug_status make_serving(snug_planned *p, const snug_serving_shape *ss, s
     return st;
 }
 
+/* Whether the tokenizers a and b (either NULL: none) give every id the
+ * same bytes; *at the first that differs (-1: their sizes, or one without
+ * a tokenizer). */
+static bool same_tokens(const snug_tokenizer *a, const snug_tokenizer *b, int32_t *at)
+{
+    *at = -1;
+    if (!a || !b) return !a && !b;
+    if (snug_tokenizer_n_vocab(a) != snug_tokenizer_n_vocab(b)) return false;
+    char x[256], y[256];
+    for (int32_t id = 0; id < snug_tokenizer_n_vocab(a); id++) {
+        size_t nx = snug_tokenizer_token_bytes(a, id, x, sizeof x), ny = snug_tokenizer_token_bytes(b, id, y, sizeof y);
+        if (nx != ny || memcmp(x, y, SNUG_MIN(nx, sizeof x)) != 0) {
+            *at = id;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The draft model of o->draft_dir (speculative decoding), checked against
+ * the model, loaded as its weights were (lo). Fails naming --draft-model:
+ * several ranks, a vocabulary or tokens that differ, too few positions, a
+ * head the KV cache's dtype cannot hold, or as loading fails. */
+static snug_status load_draft(snug_planned *p, const snug_planner_opts *o, const snug_load_opts *lo, snug_error *err)
+{
+    snug_plan_report *r = &p->report;
+    const char *dir = o->draft_dir;
+    if (r->tp > 1)
+        return snug_errorf(err, SNUG_INVALID, "--draft-model: not with tensor parallelism (--tp %d): a draft "
+                           "model runs with one process", r->tp);
+    snug_status st = snug_checkpoint_open(dir, &p->dck, err);
+    if (st == SNUG_OK && has_tokenizer(dir)) st = snug_tokenizer_load(dir, &p->dtok, err);
+    if (st != SNUG_OK) return snug_error_prefix(err, st, "--draft-model: ");
+    const snug_model_config *t = &p->ck->config, *d = &p->dck->config;
+    int32_t at = -1;
+    if (!same_tokens(p->tok, p->dtok, &at)) {
+        char a[64] = "", b[64] = "";
+        if (at >= 0) {
+            snug_tokenizer_token_bytes(p->tok, at, a, sizeof a - 1);
+            snug_tokenizer_token_bytes(p->dtok, at, b, sizeof b - 1);
+        }
+        st = at >= 0 ? snug_errorf(err, SNUG_INVALID, "--draft-model %s: its tokenizer differs from the model's at "
+                                   "token %d (\"%s\" against \"%s\"); drafts must be the model's tokens", dir, at, b, a)
+                     : snug_errorf(err, SNUG_INVALID, "--draft-model %s: its tokenizer (%d tokens) is not the model's "
+                                   "(%d tokens)", dir, p->dtok ? snug_tokenizer_n_vocab(p->dtok) : 0,
+                                   p->tok ? snug_tokenizer_n_vocab(p->tok) : 0);
+    } else if (!p->tok && d->vocab_size != t->vocab_size) {
+        st = snug_errorf(err, SNUG_INVALID, "--draft-model %s: a vocabulary of %d, the model's is %d", dir,
+                         d->vocab_size, t->vocab_size);
+    } else if (d->max_position_embeddings < o->max_model_len) {
+        st = snug_errorf(err, SNUG_INVALID, "--draft-model %s: %lld positions, fewer than max_model_len %lld", dir,
+                         (long long)d->max_position_embeddings, (long long)o->max_model_len);
+    } else if ((st = snug_kv_dtype_check(o->kv_dtype, d->head_dim, err)) != SNUG_OK) {
+        st = snug_error_prefix(err, st, "--draft-model: ");
+    }
+    snug_tokenizer_free(p->dtok); /* (compared: the model's serves both) */
+    p->dtok = NULL;
+    if (st != SNUG_OK) return st;
+    snug_load_opts dlo = *lo;
+    dlo.on_progress = NULL;
+    snug_load_stats stats;
+    st = snug_weights_load(p->dck, &dlo, &p->dweights, &stats, err);
+    if (st != SNUG_OK) return snug_error_prefix(err, st, "--draft-model: ");
+    r->draft_weights = stats.weights_held;
+    r->draft_layers = d->n_layers;
+    return SNUG_OK;
+}
+
 /* The baseline and the budget; the same model on every rank (checkpoint,
  * tokenizer, the trie); the options resolved into *o; each rank's shard of
  * the weights loaded within the budget. */
@@ -376,6 +457,7 @@ static snug_status load_phase(snug_planned *p, const char *dir, const snug_plann
                          .staging_bytes = o->staging_bytes, .n_threads = o->n_threads,
                          .on_progress = o->on_load_progress, .progress_ctx = o->on_phase_ctx};
     st = snug_weights_load(p->ck, &lo, &p->weights, &r->load, err);
+    if (st == SNUG_OK && o->draft_dir) st = load_draft(p, o, &lo, err);
     return snug_dist_agree(comm, st, err);
 }
 
@@ -396,6 +478,14 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
         r->kernels = *snug_model_kernels(p->model);
         r->weight_dtype = p->weights->dtype;
         r->threads = snug_model_step_shape(p->model)->n_threads;
+    }
+    if (st == SNUG_OK && p->dweights) { /* its steps: the model's tokens and a token more a sequence */
+        snug_model_opts dmo = {.shape = {o->max_num_batched_tokens + o->max_num_seqs, o->max_num_seqs, o->max_num_seqs,
+                                         r->threads},
+                               .isa = o->isa, .bf16 = o->bf16, .pool = snug_model_pool(p->model),
+                               .max_model_len = o->max_model_len};
+        st = snug_model_create(&p->dck->config, p->dweights, &dmo, &p->dmodel, err);
+        if (st != SNUG_OK) st = snug_error_prefix(err, st, "--draft-model: ");
     }
     snug_kv_shape all, ks, wks;
     if (st == SNUG_OK) kv_shapes(&p->ck->config, snug_model_get_dims(p->model), o, &all, &ks, &wks, NULL);
@@ -476,6 +566,10 @@ static snug_status allocate_phase(snug_planned *p, const snug_planner_opts *opts
     snug_pool *threads = snug_model_pool(p->model); /* make it resident on every thread */
     snug_status st = r->populated_after_ready ? snug_kvcache_reserve(ks, (int32_t)r->kv.blocks, &p->kv, err)
                                               : snug_kvcache_create(ks, (int32_t)r->kv.blocks, threads, &p->kv, err);
+    if (st == SNUG_OK && p->dmodel) { /* the draft's: resident now, on the same blocks */
+        snug_kv_shape ds = draft_shape(p, o);
+        st = snug_kvcache_create(&ds, (int32_t)r->kv.blocks, threads, &p->dkv, err);
+    }
     st = snug_dist_agree(comm, st, err);
     if (st != SNUG_OK) return st;
     r->populate_seconds = snug_now_seconds() - t0;
@@ -572,7 +666,7 @@ void snug_planner_parts(snug_planned *p, snug_plan_parts *out)
     *out = (snug_plan_parts){.report = &p->report, .config = &p->ck->config, .tok = p->tok,
                              .model = p->model, .serving = &p->serving, .kv = &p->kv, .pool = &p->pool,
                              .stepper = p->stepper, .wpool = p->kv.window ? &p->wpool : NULL,
-                             .window = p->report.window};
+                             .window = p->report.window, .draft = p->dmodel, .draft_kv = p->dmodel ? &p->dkv : NULL};
 }
 
 int32_t snug_planner_kv_resident(const snug_planned *p) { return p->kv_resident; }
@@ -586,7 +680,12 @@ void snug_planner_close(snug_planned *p)
     p->kv.window = NULL;
     snug_kvcache_free(&p->wkv);
     snug_kvcache_free(&p->kv);
+    snug_kvcache_free(&p->dkv);
     snug_stepper_free(p->stepper);
+    snug_model_free(p->dmodel); /* (before the model: it borrows the model's threads) */
+    snug_weights_free(p->dweights);
+    snug_tokenizer_free(p->dtok);
+    snug_checkpoint_close(p->dck);
     snug_serving_free(&p->serving);
     snug_model_free(p->model);
     snug_vocab_trie_free(p->trie);

@@ -73,6 +73,13 @@ typedef struct snug_planner_opts {
     int32_t max_num_batched_tokens;/* 0: max(default, max_num_seqs) */
     int32_t block_size;            /* 0: SNUG_BLOCK_SIZE_DEFAULT */
     snug_dtype kv_dtype;           /* SNUG_DTYPE_NONE: bf16 */
+    const char *draft_dir;         /* a draft model for speculative decoding (--draft-model), or
+                                    * NULL: loaded after the weights (in W), its arena made
+                                    * with the model's (in A, on the model's threads), its KV
+                                    * cache the same blocks as the cache's, beside them (a block
+                                    * costs both). Its vocabulary must be the model's (tokens'
+                                    * bytes compared), its positions reach max_model_len; one
+                                    * rank only */
     int32_t spec_tokens;           /* drafted tokens a decode may verify (speculative decoding):
                                     * the largest step's rows of logits hold them for up to
                                     * SNUG_SPEC_SEQS_ROWS sequences (spec.h); 0: none */
@@ -126,6 +133,8 @@ typedef struct snug_plan_parts {
     snug_stepper *stepper;         /* every step goes through it (one rank or many) */
     snug_block_pool *wpool;        /* the window group's blocks (kv->window's); NULL: none */
     int32_t window;                /* that group's window */
+    snug_model *draft;             /* the draft model (opts.draft_dir), or NULL, and ... */
+    snug_kvcache *draft_kv;        /* ... its cache: the blocks of kv, the same ids; NULL: none */
 } snug_plan_parts;
 
 /* Runs the lifecycle for the model directory dir into *out (the caller's;

@@ -29,6 +29,11 @@ struct snug_planned {
     snug_kvcache wkv;              /* the window group's cache (kv.window points here), and ... */
     snug_block_pool wpool;         /* ... its blocks; both zero when there is none */
     snug_stepper *stepper;         /* every step goes through it (one rank or many) */
+    snug_checkpoint *dck;          /* the draft model's checkpoint (opts.draft_dir), ... */
+    snug_tokenizer *dtok;          /* ... its tokenizer (compared with tok, then freed) ... */
+    snug_weights *dweights;        /* ... its weights, ... */
+    snug_model *dmodel;            /* ... the model on them and ... */
+    snug_kvcache dkv;              /* ... its cache: kv's blocks, its layers; all zero: none */
     snug_plan_report report;
     /* the KV cache made resident after ready (opts.populate_after_ready) */
     int32_t kv_resident;           /* blocks 0 .. kv_resident - 1 are resident */

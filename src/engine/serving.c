@@ -54,8 +54,8 @@ static bool carve(const snug_serving_shape *s, layout *l)
               snug_mem_carve(&at, n * sizeof(int32_t), 1, &l->sched_running) &&
               snug_mem_carve(&at, n * sizeof(int32_t), 1, &l->sched_waiting) &&
               snug_mem_carve(&at, n * sizeof(snug_sched_item), 1, &l->items) &&
-              snug_mem_carve(&at, SNUG_OUT_RING * sizeof(snug_out_record), n, &l->rings) &&
-              snug_mem_carve(&at, l->emit_bytes, n * SNUG_OUT_RING, &l->ring_text) &&
+              snug_mem_carve(&at, SNUG_OUT_RING_CAP * sizeof(snug_out_record), n, &l->rings) &&
+              snug_mem_carve(&at, l->emit_bytes, n * SNUG_OUT_RING_CAP, &l->ring_text) &&
               snug_mem_carve(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row) &&
               snug_mem_carve(&at, l->match_bytes, n, &l->slot_match) &&
               snug_mem_carve(&at, constrain_bytes, 1, &l->constrain);
@@ -93,7 +93,7 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     s.sched_waiting = (int32_t *)(b + l.sched_waiting);
     s.items = (snug_sched_item *)(b + l.items);
     s.lp_row = (float *)(b + l.lp_row);
-    size_t ring_bytes = snug_round_up(SNUG_OUT_RING * sizeof(snug_out_record), SNUG_MEM_ALIGN);
+    size_t ring_bytes = snug_round_up(SNUG_OUT_RING_CAP * sizeof(snug_out_record), SNUG_MEM_ALIGN);
     size_t emit_stride = snug_round_up(l.emit_bytes, SNUG_MEM_ALIGN);
     for (int32_t i = 0; i < shape->max_num_seqs; i++) {
         snug_seq_slot *q = &s.seqs[i];
@@ -116,8 +116,8 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
         snug_stop_params_default(&q->stop_params);
         snug_stop_state_init(&q->stop);
         q->ring = (snug_out_record *)(b + l.rings + k * ring_bytes);
-        for (size_t r = 0; r < SNUG_OUT_RING; r++)
-            q->ring[r].text = (char *)(b + l.ring_text + (k * SNUG_OUT_RING + r) * emit_stride);
+        for (size_t r = 0; r < SNUG_OUT_RING_CAP; r++)
+            q->ring[r].text = (char *)(b + l.ring_text + (k * SNUG_OUT_RING_CAP + r) * emit_stride);
         s.sched[i].table = &q->table;
         if (shape->constrained)
             q->match_mem = b + l.slot_match + k * snug_round_up(l.match_bytes, SNUG_MEM_ALIGN);

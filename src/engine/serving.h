@@ -13,7 +13,7 @@
  *   - a step's description: its tokens (max_num_batched_tokens) and its
  *     sequences (max_num_seqs snug_step_seq);
  *   - the scheduler's arrays (scheduler.h) and, per slot, a ring of
- *     SNUG_OUT_RING outputs with their text, for the engine's consumers;
+ *     SNUG_OUT_RING_CAP outputs with their text, for the engine's consumers;
  *   - with constrained decoding (shape.constrained), a matcher per slot
  *     and the constrainer's mask, scratch and cache (constrain.h).
  * snug_serving_bytes is the pure function the plan uses; the block is made
@@ -35,7 +35,10 @@
 #include "tokenizer/tokenizer.h"
 
 enum {
-    SNUG_OUT_RING = 8          /* outputs a sequence may have waiting for its consumer */
+    SNUG_OUT_RING = 8,         /* outputs a sequence may have waiting for its consumer before
+                                * it pauses, and ... */
+    SNUG_OUT_RING_CAP = SNUG_OUT_RING + SNUG_SPEC_TOKENS_MAX + 1 /* ... the ring's records: room
+                                * for a step's outputs (1 + its drafts) after SNUG_OUT_RING - 1 */
 };
 
 /* One step's output for one sequence, waiting in its ring for the consumer:
@@ -81,7 +84,7 @@ typedef struct snug_seq_slot {
     snug_think_state think;
     snug_tok_stream stream;    /* the incremental decoder of its output */
     int64_t n_prompt;
-    snug_out_record *ring;     /* [SNUG_OUT_RING] outputs, oldest at ring_head */
+    snug_out_record *ring;     /* [SNUG_OUT_RING_CAP] outputs, oldest at ring_head */
     int32_t ring_head, ring_n;
     void *owner;               /* the request it serves (the engine's); NULL: free */
     int32_t choice;            /* which of the owner's choices */
@@ -97,6 +100,8 @@ typedef struct snug_seq_slot {
     void *match_mem;           /* [snug_constrain_seq_bytes()] with shape.constrained */
     int32_t spec_max;          /* drafted tokens a step may verify for it (0: none) */
     snug_spec_state spec;      /* how its drafts have fared (spec.h) */
+    int64_t d_computed;        /* a draft model's: its positions computed (it may lag the
+                                * model's by the last draft of a step that kept them all) */
 } snug_seq_slot;
 
 typedef struct snug_serving_state {

@@ -20,6 +20,8 @@ snug_spec_opts snug_spec_opts_resolved(const snug_spec_opts *o)
 snug_status snug_spec_opts_check(const snug_spec_opts *o, snug_error *err)
 {
     snug_spec_opts r = snug_spec_opts_resolved(o);
+    if (r.prompt_lookup && r.draft_model)
+        return snug_errorf(err, SNUG_INVALID, "--prompt-lookup and --draft-model: give one drafter");
     if (r.n_tokens < 0 || r.n_tokens > SNUG_SPEC_TOKENS_MAX)
         return snug_errorf(err, SNUG_INVALID, "num_speculative_tokens: expected 1 to %d, got %d",
                            SNUG_SPEC_TOKENS_MAX, r.n_tokens);
@@ -32,7 +34,7 @@ snug_status snug_spec_opts_check(const snug_spec_opts *o, snug_error *err)
 
 int32_t snug_spec_tokens(const snug_spec_opts *o)
 {
-    return o->prompt_lookup ? snug_spec_opts_resolved(o).n_tokens : 0;
+    return o->prompt_lookup || o->draft_model ? snug_spec_opts_resolved(o).n_tokens : 0;
 }
 
 int32_t snug_spec_lookup(const int32_t *ids, int64_t n, int32_t lookup_min, int32_t lookup_max,

@@ -10,6 +10,10 @@
  * give the ids plain decoding gives, seeded ones the same tokens (one
  * draw a token, in the same order).
  *
+ * A draft model drafts its most likely token, one step of it a token,
+ * from keys and values it keeps beside the model's (the same blocks); its
+ * drafts too are deterministic, so the same rule is exact.
+ *
  * Prompt lookup drafts with no model: the longest n-gram ending the
  * sequence (lookup_max down to lookup_min tokens) found earlier in its own
  * tokens (prompt and output), most recent match first, proposes the
@@ -38,9 +42,11 @@ enum {
 
 #define SNUG_SPEC_MIN_KEEP 0.3      /* the least chance of keeping the last draft of a step */
 
-/* How a server drafts. */
+/* How a server drafts: prompt lookup or a draft model, not both. */
 typedef struct snug_spec_opts {
     bool prompt_lookup;             /* n-gram drafts from each sequence's own tokens */
+    const char *draft_model;        /* a small model of the same vocabulary whose greedy tokens
+                                     * are the drafts (planner.h draft_dir), or NULL */
     int32_t n_tokens;               /* drafted tokens per step at most; 0: SNUG_SPEC_TOKENS_DEFAULT */
     int32_t lookup_min, lookup_max; /* the n-grams' sizes; 0: the defaults */
 } snug_spec_opts;
@@ -52,9 +58,9 @@ typedef struct snug_spec_state {
     float kept, tried;
 } snug_spec_state;
 
-/* Checks o (after its defaults): n_tokens 0 to SNUG_SPEC_TOKENS_MAX, lookup
- * sizes 1 to SNUG_SPEC_LOOKUP_MAX with min <= max. Fails with SNUG_INVALID
- * naming the field. */
+/* Checks o (after its defaults): one drafter at most, n_tokens 0 to
+ * SNUG_SPEC_TOKENS_MAX, lookup sizes 1 to SNUG_SPEC_LOOKUP_MAX with min <=
+ * max. Fails with SNUG_INVALID naming the field. */
 snug_status snug_spec_opts_check(const snug_spec_opts *o, snug_error *err);
 
 /* o with its zero fields given their defaults. Pure. */

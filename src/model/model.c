@@ -86,6 +86,7 @@ struct snug_model {
     snug_allreduce_fn allreduce;
     void *allreduce_ctx;
     snug_pool *pool;          /* the threads every step runs on */
+    bool pool_borrowed;       /* opts.pool's: not freed with the model */
     unsigned char *arena;     /* category activations */
     arena_buffers buf;
 };
@@ -388,7 +389,14 @@ snug_status snug_model_create(const snug_model_config *cfg, const snug_weights *
         st = snug_errorf(err, SNUG_INVALID, "model: the activation arena's size overflows");
         goto fail;
     }
-    st = snug_pool_create(s.n_threads, 0, &m->pool, err);
+    m->pool_borrowed = opts->pool != NULL;
+    if (opts->pool && snug_pool_threads(opts->pool) != s.n_threads) {
+        st = snug_errorf(err, SNUG_INVALID, "model: a borrowed pool of %d threads for steps of %d",
+                         snug_pool_threads(opts->pool), s.n_threads);
+        goto fail;
+    }
+    if (opts->pool) m->pool = opts->pool;
+    else st = snug_pool_create(s.n_threads, 0, &m->pool, err);
     if (st != SNUG_OK) goto fail;
     m->arena = snug_populate_alloc(SNUG_MEM_ACTIVATIONS, bytes, m->pool, err); /* resident on the pool's threads */
     if (!m->arena) {
@@ -406,7 +414,7 @@ fail:
 void snug_model_free(snug_model *m)
 {
     if (!m) return;
-    snug_pool_free(m->pool);
+    if (!m->pool_borrowed) snug_pool_free(m->pool);
     snug_mem_free(m->arena);
     snug_mem_free(m->inv_freq);
     snug_mem_free(m->layers);

@@ -79,6 +79,9 @@ typedef struct snug_model_opts {
                                   * (SNUG_UNSUPPORTED where the ISA lacks it) */
     snug_allreduce_fn allreduce; /* required when tp > 1 */
     void *allreduce_ctx;
+    snug_pool *pool;             /* the threads to run on, borrowed (shape.n_threads of them):
+                                  * another model's that never steps at the same time (a
+                                  * draft model's); NULL: the model makes its own */
     int64_t max_model_len;       /* the longest sequence the model will run (0: the config's
                                   * max_position_embeddings): LongRoPE's long factors are
                                   * used when it exceeds original_max_position_embeddings,

@@ -242,6 +242,9 @@ static enum MHD_Result get_metrics(snug_server *s, struct MHD_Connection *c)
     COUNTER("spec_decode_num_draft_tokens_total", "Tokens drafted and verified.", k.spec_drafted_tokens);
     COUNTER("spec_decode_num_accepted_tokens_total", "Drafted tokens that sampling kept (each an output "
             "token the step gave beyond its one).", k.spec_accepted_tokens);
+    snug_strbuf_printf(&b, "# HELP snug_spec_decode_draft_seconds_total Seconds the draft model's steps took "
+                       "(--draft-model).\n# TYPE snug_spec_decode_draft_seconds_total counter\n"
+                       "snug_spec_decode_draft_seconds_total %.6f\n", k.spec_draft_seconds);
     COUNTER("prompt_tokens_total", "Prompt tokens admitted.", k.prompt_tokens);
     COUNTER("generation_tokens_total", "Tokens generated.", k.generation_tokens);
     COUNTER("request_success_total", "Requests finished.", k.requests_finished);

@@ -259,6 +259,38 @@ expect "--kv-cache-dtype fp8_e5m2 refused for head_dim 8" 1 "kv cache dtype fp8_
     -- "$snug" generate -p "Once" -n 2 --kv-cache-dtype fp8_e5m2
 expect "--kv-cache-dtype names what it takes" 2 "expects auto (bf16), bf16, f16, f32, q8_0, fp8 (fp8_e4m3) or fp8_e5m2, got 'q4_0'" \
     -- "$snug" generate -p "Once" -n 2 --kv-cache-dtype q4_0
+# speculative decoding: llama.cpp's greedy ids on the Q4_K_M file still with prompt lookup (its
+# prompt repeats nothing: no drafts), with itself as the draft model (every draft kept) and with the
+# Q4_0 file (the same vocabulary) as the draft; the plan counts the draft; refusals name what is wrong
+for how in "--prompt-lookup" "--draft-model tests/data/quant/$qf" "--draft-model tests/data/quant/q7-Q4_0.gguf"; do
+    # shellcheck disable=SC2086 # the option and its value, split on purpose
+    got=$("$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --ids $how 2>"$tmp/err")
+    if [[ "$got" == "$want" ]] && { [[ $how == --prompt-lookup ]] || grep -q '^speculative: .* [1-9][0-9]* drafted' "$tmp/err"; }; then
+        ok "$qf, $how: llama.cpp's greedy ids, drafts verified"
+    else
+        fail "$qf, $how: llama.cpp's greedy ids" "got:  $got" "want: $want" "$(cat "$tmp/err")"
+    fi
+done
+"$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --draft-model "tests/data/quant/$qf" \
+    >/dev/null 2>"$tmp/err"
+if grep -qE '^speculative: draft model, .* ([0-9]+) drafted, \1 accepted \(1\.000\)' "$tmp/err"; then
+    ok "the model as its own draft: every draft kept"
+else
+    fail "the model as its own draft: every draft kept" "$(grep speculative "$tmp/err")"
+fi
+expect "profile --draft-model: the draft in the plan" 0 "draft model: 4 layers" \
+    -- "$snug" profile "tests/data/quant/$qf" --memory 128MiB --draft-model tests/data/quant/q7-Q4_0.gguf
+"$snug" mkmodel --preset qwen2-0.5b --layers 1 --hidden 64 --heads 2 --kv-heads 1 --intermediate 64 --dtype bf16 \
+    "$tmp/qdraft" >/dev/null 2>&1
+expect "--draft-model with another vocabulary refused" 1 "its tokenizer (151646 tokens) is not the model's (512 tokens)" \
+    -- "$snug" generate -p "Once" -n 2 --draft-model "$tmp/qdraft"
+rm -rf "$tmp/qdraft"
+expect "--draft-model that is no model" 1 "--draft-model: /nonexistent/config.json: cannot open" \
+    -- "$snug" generate -p "Once" -n 2 --draft-model /nonexistent
+expect "one drafter" 1 "--prompt-lookup and --draft-model: give one drafter" \
+    -- "$snug" generate -p "Once" -n 2 --prompt-lookup --draft-model models/stories260K
+expect "--num-speculative-tokens out of range" 2 "--num-speculative-tokens expects 1 to 16, got '17'" \
+    -- "$snug" generate -p "Once" -n 2 --prompt-lookup --num-speculative-tokens 17
 # the other families as llama.cpp writes them (tests/data/arch, Q8_0): what the family table says
 # of each, and llama.cpp's 24 greedy ids for Qwen2 and Qwen3 (every margin 0.6 or more)
 expect "inspect phi3 GGUF: fused, partial rotary" 0 "fused qkv gate_up, rope on 48 of 64 dimensions" -- "$snug" inspect tests/data/arch/f7-phi3-Q8_0.gguf
