@@ -170,7 +170,8 @@ typedef struct snug_engine_counters {
     int64_t allreduce_calls;        /* rank 0's all-reduces in steps so far, and ... */
     double allreduce_seconds;       /* ... the seconds it waited in them */
     snug_latency_histogram ttft;    /* submit to a choice's first token */
-    snug_latency_histogram itl;     /* between a choice's tokens */
+    snug_latency_histogram itl;     /* between a choice's tokens (the tokens a step gives a choice,
+                                     * its last and drafts kept, share the time since its last) */
 } snug_engine_counters;
 
 typedef struct snug_engine snug_engine;
