@@ -110,6 +110,29 @@ got=$(mpi 2 "$snug" generate tests/data/quant/q7-Q4_0.gguf -p "$prompt" -n "$n_n
       --threads 1 --tp 2 --kv-cache-dtype q8_0 2>"$tmp/gn.err")
 same_ids "generate --tp 2 --kv-cache-dtype q8_0: llama.cpp's greedy ids (q7-Q4_0.gguf)" "$want" "$got"
 
+# speculative decoding over 2 ranks: prompt lookup's drafts verified in one step, every row of
+# logits gathered (sampling) or only their argmaxes (greedy), the ids of tp 1 without drafts; a
+# draft model is refused with tensor parallelism, naming it
+story="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
+spec_args=(-p "$story $story Once upon" -n 60 --ignore-eos --ids --threads 1)
+for sampling in "--temperature 0" "--temperature 0.8 --seed 4"; do
+    # shellcheck disable=SC2086 # the options, split on purpose
+    want=$("$snug" generate $stories "${spec_args[@]}" $sampling 2>"$tmp/g1.err")
+    # shellcheck disable=SC2086
+    got=$(mpi 2 "$snug" generate $stories "${spec_args[@]}" $sampling --tp 2 --prompt-lookup 2>"$tmp/gn.err")
+    if [[ -n $want && $got == "$want" ]] && grep -q '^speculative: .* [1-9][0-9]* accepted' "$tmp/gn.err"; then
+        ok "generate --tp 2 --prompt-lookup ($sampling): the ids of tp 1 without drafts, drafts kept"
+    else
+        fail "generate --tp 2 --prompt-lookup ($sampling)" "tp 1: $want" "tp 2: $got" "$(tail -3 "$tmp/gn.err")"
+    fi
+done
+mpi 2 "$snug" generate $stories -p "Once" -n 4 --threads 1 --tp 2 --draft-model $stories >/dev/null 2>"$tmp/gn.err"
+if grep -q -- "--draft-model: not with tensor parallelism (--tp 2)" "$tmp/gn.err"; then
+    ok "--draft-model with --tp 2 is refused, naming it"
+else
+    fail "--draft-model with --tp 2 is refused" "$(tail -3 "$tmp/gn.err")"
+fi
+
 # The other families' llama.cpp files (tests/data/arch, Q8_0): Qwen2 (q/k/v biases, tied) and
 # Qwen3 (a norm per q and k head) split over 2 ranks give llama.cpp's 24 greedy ids (every margin
 # between its top two logits is 0.6 or more). Phi-3's fused tensors split per rank are checked
