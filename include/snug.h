@@ -172,6 +172,11 @@ typedef struct snug_llm_opts {
     snug_dtype kv_cache_dtype;      /* the KV cache's: SNUG_DTYPE_NONE (0): BF16; F32, F16, BF16,
                                      * Q8_0, MXFP8_E4M3, MXFP8_E5M2 (these three: for a model
                                      * whose head_dim is a multiple of 32) */
+    /* speculative decoding (exact: greedy jobs give the ids they give without it) */
+    bool prompt_lookup;             /* drafts from n-grams of each sequence's own tokens, or ... */
+    const char *draft_model;        /* ... a draft model of the same vocabulary (a directory or a
+                                     * GGUF file; read while snug_llm_open runs); NULL: none */
+    int32_t num_speculative_tokens; /* drafts a step verifies per sequence at most, 1 to 16; 0: 4 */
 } snug_llm_opts;
 
 /* Fills o with the defaults: every field 0 (model_dir NULL) but job_memory,
@@ -321,6 +326,8 @@ typedef struct snug_llm_counters_info {
     int64_t prefix_hit_tokens;     /* ... of those, found */
     int32_t kv_blocks_cached;      /* blocks holding a cached prefix (in use or evictable) */
     bool failed;              /* the step loop stopped on an error: submits are refused */
+    int64_t spec_draft_tokens;     /* tokens drafted and verified (speculative decoding), and ... */
+    int64_t spec_accepted_tokens;  /* ... of those, the ones kept */
 } snug_llm_counters_info;
 
 /* Fills *out with llm's counters. Cannot fail. */

@@ -613,6 +613,51 @@ static void test_kv_cache_dtype(void)
     CHECK(g[0].n_ids[0] == 16, "%d ids through a bf16 cache", g[0].n_ids[0]);
 }
 
+/* Speculative decoding through snug.h: the model as its own draft model
+ * and prompt lookup give the ids of plain decoding on a story given twice,
+ * the counters saying drafts were kept; out-of-range options are refused
+ * naming the field. */
+static void test_speculative(void)
+{
+    static const char story[] = "Lily and Ben went to the park. They played with a ball. Lily and Ben went to "
+                                "the park. They played with a ball. Lily and";
+    static got g[3];
+    for (int how = 0; how < 3; how++) {
+        snug_error err = {0};
+        snug_llm_opts o = opts();
+        o.prompt_lookup = how == 1;
+        o.draft_model = how == 2 ? MODEL : NULL;
+        o.num_speculative_tokens = how ? 6 : 0;
+        snug_llm *llm = NULL;
+        CHECK_OK(snug_llm_open(&o, &llm, &err), &err);
+        if (!llm) return;
+        snug_gen_params p = greedy(40);
+        snug_job *job = NULL;
+        CHECK_OK(snug_llm_submit_text(llm, story, sizeof story - 1, &p, &job, &err), &err);
+        if (job) {
+            drain(llm, job, &g[how]);
+            snug_job_free(llm, job);
+        }
+        snug_llm_counters_info c;
+        snug_llm_counters(llm, &c);
+        snug_llm_close(llm);
+        if (how == 0) continue;
+        check_same_ids(how == 1 ? "prompt lookup" : "draft model", g[how].ids[0], g[how].n_ids[0], g[0].ids[0],
+                       g[0].n_ids[0]);
+        CHECK(c.spec_draft_tokens > 0 && c.spec_accepted_tokens > 0 &&
+                  (how == 1 || c.spec_accepted_tokens == c.spec_draft_tokens),
+              "%s: %lld drafted, %lld kept", how == 1 ? "prompt lookup" : "draft model",
+              (long long)c.spec_draft_tokens, (long long)c.spec_accepted_tokens);
+    }
+    CHECK(g[0].n_ids[0] == 40, "%d ids", g[0].n_ids[0]);
+    snug_error err = {0};
+    snug_llm_opts o = opts();
+    o.prompt_lookup = true;
+    o.num_speculative_tokens = 17;
+    snug_llm *llm = NULL;
+    CHECK_FAILS(snug_llm_open(&o, &llm, &err), &err, SNUG_INVALID, "num_speculative_tokens");
+}
+
 int main(void)
 {
     RUN(test_greedy_text_is_reference);
@@ -625,5 +670,6 @@ int main(void)
     RUN(test_plan_adds_up);
     RUN(test_cached_tokens);
     RUN(test_kv_cache_dtype);
+    RUN(test_speculative);
     return test_summary();
 }

@@ -113,6 +113,8 @@ snug_status snug_llm_open(const snug_llm_opts *o, snug_llm **out, snug_error *er
     po->no_prefix_caching = o->no_prefix_caching;
     po->kv_dtype = o->kv_cache_dtype;
     llm->eo.max_queue = o->max_queue;
+    llm->eo.spec = (snug_spec_opts){.prompt_lookup = o->prompt_lookup, .draft_model = o->draft_model,
+                                    .n_tokens = o->num_speculative_tokens};
     st = snug_engine_open(o->model_dir, &llm->eo, &llm->e, err);
     if (st != SNUG_OK) {
         snug_mem_free(llm);
@@ -340,5 +342,6 @@ void snug_llm_counters(snug_llm *llm, snug_llm_counters_info *out)
         .kv_blocks_total = c.kv.total, .requests_finished = c.requests_finished,
         .job_memory_used = used, .failed = c.failed,
         .prefix_queried_tokens = c.prefix_queried_tokens, .prefix_hit_tokens = c.prefix_hit_tokens,
-        .kv_blocks_cached = c.kv.cached};
+        .kv_blocks_cached = c.kv.cached, .spec_draft_tokens = c.spec_drafted_tokens,
+        .spec_accepted_tokens = c.spec_accepted_tokens};
 }
