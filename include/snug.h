@@ -177,6 +177,9 @@ typedef struct snug_llm_opts {
     const char *draft_model;        /* ... a draft model of the same vocabulary (a directory or a
                                      * GGUF file; read while snug_llm_open runs); NULL: none */
     int32_t num_speculative_tokens; /* drafts a step verifies per sequence at most, 1 to 16; 0: 4 */
+    int32_t draft_min;              /* ... and at least, whatever they cost (llama.cpp's
+                                     * --draft-min); 0: as many as pay, by the steps' measured cost
+                                     * and how the sequence's drafts have fared */
 } snug_llm_opts;
 
 /* Fills o with the defaults: every field 0 (model_dir NULL) but job_memory,

@@ -1071,6 +1071,7 @@ static void test_speculative(void)
         o.plan.kv_dtype = cache == 0 ? SNUG_DTYPE_F32 : SNUG_DTYPE_BF16;
         o.spec.prompt_lookup = conf < 2;
         o.spec.draft_model = conf == 2 ? MODEL : NULL;
+        o.spec.n_min = conf == 2 ? 4 : 0; /* (the model drafting for itself never pays: drafts forced) */
         CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
         if (!e) break;
         int64_t allocs = snug_mem_alloc_count();

@@ -628,6 +628,7 @@ static void test_speculative(void)
         o.prompt_lookup = how == 1;
         o.draft_model = how == 2 ? MODEL : NULL;
         o.num_speculative_tokens = how ? 6 : 0;
+        o.draft_min = how == 2 ? 6 : 0; /* (the model drafting for itself never pays: drafts forced) */
         snug_llm *llm = NULL;
         CHECK_OK(snug_llm_open(&o, &llm, &err), &err);
         if (!llm) return;

@@ -9,6 +9,7 @@
 
 #include "engine/spec.h"
 
+#include <math.h>
 #include <string.h>
 
 static void test_lookup(void)
@@ -39,22 +40,49 @@ static void test_lookup(void)
     CHECK(n == 1 && out[0] == 3, "3 3 3: the bigram at 0, then the last 3: %d", n);
 }
 
+#define WANT(s, max) snug_spec_want(s, max, SNUG_SPEC_MIN_KEEP)
+
 static void test_adaptive(void)
 {
     snug_spec_state s = {0};
-    CHECK(snug_spec_want(&s, 8) == 1, "a new sequence drafts one: %d", snug_spec_want(&s, 8));
-    for (int i = 0; i < 10; i++) snug_spec_record(&s, snug_spec_want(&s, 8), snug_spec_want(&s, 8));
-    CHECK(snug_spec_want(&s, 8) == 8 && snug_spec_want(&s, 3) == 3, "kept: %d", snug_spec_want(&s, 8));
-    for (int i = 0; i < 25; i++) snug_spec_record(&s, SNUG_MAX(1, snug_spec_want(&s, 8)), 0);
-    CHECK(snug_spec_want(&s, 8) == 0, "failed: %d", snug_spec_want(&s, 8));
+    CHECK(WANT(&s, 8) == 1, "a new sequence drafts one: %d", WANT(&s, 8));
+    for (int i = 0; i < 10; i++) snug_spec_record(&s, WANT(&s, 8), WANT(&s, 8));
+    CHECK(WANT(&s, 8) == 8 && WANT(&s, 3) == 3, "kept: %d", WANT(&s, 8));
+    for (int i = 0; i < 25; i++) snug_spec_record(&s, SNUG_MAX(1, WANT(&s, 8)), 0);
+    CHECK(WANT(&s, 8) == 0, "failed: %d", WANT(&s, 8));
     int steps = 0;
-    while (snug_spec_want(&s, 8) == 0 && steps < 100) snug_spec_record(&s, 0, 0), steps++;
-    CHECK(steps >= 3 && steps <= 20 && snug_spec_want(&s, 8) == 1, "aged back to one draft in %d steps", steps);
-    /* half kept: between */
+    while (WANT(&s, 8) == 0 && steps < 100) snug_spec_record(&s, 0, 0), steps++;
+    CHECK(steps >= 3 && steps <= 20 && WANT(&s, 8) == 1, "aged back to one draft in %d steps", steps);
+    /* 5 kept of 6 tried: between, and more where drafts cost less */
     snug_spec_state h = {0};
-    for (int i = 0; i < 30; i++) snug_spec_record(&h, 4, i % 2 ? 4 : 1); /* 5 kept of 6 tried */
-    int32_t k = snug_spec_want(&h, 8);
-    CHECK(k >= 2 && k <= 7, "mostly kept: %d", k);
+    for (int i = 0; i < 30; i++) snug_spec_record(&h, 4, i % 2 ? 4 : 1);
+    int32_t k = WANT(&h, 8), cheap = snug_spec_want(&h, 16, 0.05), dear = snug_spec_want(&h, 16, 0.9);
+    CHECK(k >= 2 && k <= 7 && cheap > k && dear == 0, "mostly kept: %d drafts, %d when cheap, %d when dear", k,
+          cheap, dear);
+}
+
+/* The steps' cost fitted to their tokens: 30 ms and 2 ms a token, steps
+ * of 1 to 5 tokens; at batch 1 a draft kept one time in 16 pays, at batch
+ * 32 one kept 2 times in 3 does not quite; a draft model's seconds add to
+ * a draft's cost; steps all of one size cannot tell a from b, nor steps
+ * that take less time with more tokens. */
+static void test_cost(void)
+{
+    snug_spec_cost c = {0};
+    CHECK(snug_spec_min_keep(&c, 1, 1) == SNUG_SPEC_MIN_KEEP, "nothing known");
+    for (int i = 0; i < 40; i++) snug_spec_cost_step(&c, 32, 0.094); /* one size: no fit */
+    CHECK(!c.fitted && snug_spec_min_keep(&c, 32, 32) == SNUG_SPEC_MIN_KEEP, "one size");
+    for (int i = 0; i < 200; i++) snug_spec_cost_step(&c, 1 + i % 5, 0.030 + 0.002 * (1 + i % 5));
+    CHECK(c.fitted && fabs(c.a - 0.030) < 1e-9 && fabs(c.b - 0.002) < 1e-9, "a %g, b %g", c.a, c.b);
+    double one = snug_spec_min_keep(&c, 1, 1), batch = snug_spec_min_keep(&c, 32, 32);
+    CHECK(fabs(one - 0.002 / 0.032) < 1e-9 && fabs(batch - 0.064 / 0.094) < 1e-9, "batch 1: %g, batch 32: %g", one,
+          batch);
+    snug_spec_cost_drafts(&c, 4, 0.008); /* 2 ms a draft more */
+    CHECK(fabs(snug_spec_min_keep(&c, 1, 1) - 0.004 / 0.032) < 1e-9, "with a draft model: %g",
+          snug_spec_min_keep(&c, 1, 1));
+    snug_spec_cost noise = {0}; /* more tokens, less time: no fit */
+    for (int i = 0; i < 50; i++) snug_spec_cost_step(&noise, 1 + i % 5, 0.05 - 0.001 * (i % 5));
+    CHECK(!noise.fitted && snug_spec_min_keep(&noise, 1, 1) == SNUG_SPEC_MIN_KEEP, "noise is no fit");
 }
 
 static void test_opts(void)
@@ -80,6 +108,7 @@ int main(void)
 {
     RUN(test_lookup);
     RUN(test_adaptive);
+    RUN(test_cost);
     RUN(test_opts);
     return test_summary();
 }

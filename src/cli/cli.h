@@ -176,6 +176,7 @@ int cli_plan_check(const snug_planner_opts *o, const char *usage);
 /* Parses a speculative-decoding option at argv[*at] into o (spec.h):
  * --prompt-lookup (n-gram drafts from each sequence's own tokens),
  * --draft-model PATH (also llama.cpp's --model-draft and -md),
+ * --draft-min N (llama.cpp's: drafts a step at least, however they pay),
  * --num-speculative-tokens N (also llama.cpp's --draft-max), and
  * --prompt-lookup-min/--prompt-lookup-max N (vLLM's names). Returns as
  * cli_plan_option does. */
@@ -184,9 +185,10 @@ int cli_spec_option(int argc, char **argv, int *at, snug_spec_opts *o, const cha
 /* Their usage text and names (for cli_unknown_option). */
 #define CLI_SPEC_USAGE                                                                              \
     "              [--prompt-lookup [--prompt-lookup-min N] [--prompt-lookup-max N] | --draft-model PATH]\n" \
-    "              [--num-speculative-tokens N]\n"
+    "              [--num-speculative-tokens N] [--draft-min N]\n"
 #define CLI_SPEC_OPTIONS                                                                            \
-    "--prompt-lookup --draft-model --num-speculative-tokens --draft-max --prompt-lookup-min --prompt-lookup-max"
+    "--prompt-lookup --draft-model --num-speculative-tokens --draft-max --draft-min --prompt-lookup-min "         \
+    "--prompt-lookup-max"
 
 /* What the progress lines keep between calls: the options' on_phase_ctx. */
 typedef struct cli_progress {

@@ -389,6 +389,8 @@ int cli_spec_option(int argc, char **argv, int *at, snug_spec_opts *o, const cha
     if ((rc = cli_int_option(argc, argv, at, "--num-speculative-tokens", 1, SNUG_SPEC_TOKENS_MAX, &x, usage)) ||
         (rc = cli_int_option(argc, argv, at, "--draft-max", 1, SNUG_SPEC_TOKENS_MAX, &x, usage))) {
         if (rc == 1) o->n_tokens = (int32_t)x;
+    } else if ((rc = cli_int_option(argc, argv, at, "--draft-min", 0, SNUG_SPEC_TOKENS_MAX, &x, usage))) {
+        if (rc == 1) o->n_min = (int32_t)x;
     } else if ((rc = cli_int_option(argc, argv, at, "--prompt-lookup-min", 1, SNUG_SPEC_LOOKUP_MAX, &x, usage))) {
         if (rc == 1) o->lookup_min = (int32_t)x;
     } else if ((rc = cli_int_option(argc, argv, at, "--prompt-lookup-max", 1, SNUG_SPEC_LOOKUP_MAX, &x, usage))) {

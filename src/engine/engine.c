@@ -73,6 +73,7 @@ struct snug_engine {
     int32_t *ditem;                 /* [max_num_seqs] the item each sequence is, and ... */
     int32_t *item_at;               /* [max_num_seqs] ... where each item's tokens start in the step */
     double draft_seconds;           /* the draft's steps (the loop's; copied under the mutex) */
+    snug_spec_cost cost;            /* the steps' seconds against their tokens (the loop's) */
     int32_t *walk_list;             /* [max_num_seqs] slots waiting for a mask walk, in turn */
     int32_t n_walk_list, walk_at;   /* their count, and the next to walk */
     int32_t walk_turn;              /* the slot after the last walked: the list starts there */
@@ -301,6 +302,12 @@ static void tend_slots(snug_engine *e)
 static void offer_drafts(snug_engine *e)
 {
     const snug_serving_state *sv = e->at.serving;
+    int32_t decodes = 0; /* the next step's outputs without drafts, about */
+    for (int32_t i = 0; i < sv->shape.max_num_seqs && e->spec_tokens > 0; i++) {
+        const snug_sched_seq *s = &e->sched.seqs[i];
+        decodes += s->phase == SNUG_SEQ_RUNNING && !s->paused && s->n_tokens - s->n_computed == 1;
+    }
+    double min_keep = snug_spec_min_keep(&e->cost, decodes, decodes);
     for (int32_t i = 0; i < sv->shape.max_num_seqs; i++) {
         snug_sched_seq *s = &e->sched.seqs[i];
         snug_seq_slot *q = slot_of(e, i);
@@ -311,8 +318,9 @@ static void offer_drafts(snug_engine *e)
         int64_t room = SNUG_MIN(sv->shape.max_model_len - q->n_ids, (int64_t)(SNUG_OUT_RING_CAP - q->ring_n)) - 1;
         if (q->stop_params.max_tokens > 0)
             room = SNUG_MIN(room, q->n_prompt + q->stop_params.max_tokens - q->n_ids - 1);
-        int32_t want = snug_spec_want(&q->spec, q->spec_max);
+        int32_t want = snug_spec_want(&q->spec, q->spec_max, min_keep);
         if (want == 0) snug_spec_record(&q->spec, 0, 0); /* drafts failed of late: aged, to try again */
+        want = SNUG_MAX(want, SNUG_MIN(e->spec.n_min, q->spec_max));
         want = (int32_t)SNUG_MIN((int64_t)want, room);
         if (want > 0 && e->at.draft) /* (drafted once the step is planned: draft_tokens) */
             s->n_draft = want;
@@ -373,7 +381,8 @@ static snug_status draft_tokens(snug_engine *e, int32_t n_items, snug_error *err
         most = SNUG_MAX(most, items[k].n_draft);
     }
     const snug_model_dims *d = snug_model_get_dims(e->at.draft);
-    int32_t n_vocab = SNUG_MIN(d->vocab_len, e->at.config->vocab_size);
+    int32_t n_vocab = SNUG_MIN(d->vocab_len, e->at.config->vocab_size), drafted = 0;
+    double t0 = snug_now_seconds();
     for (int32_t j = 0; j < most; j++) {
         int32_t n_seqs = 0, n_tok = 0;
         for (int32_t k = 0; k < n_items; k++) {
@@ -392,8 +401,10 @@ static snug_status draft_tokens(snug_engine *e, int32_t n_items, snug_error *err
             const snug_sched_item *it = &items[e->ditem[i]];
             slot_of(e, it->seq)->ids[it->pos0 + 1 + j] = best;
             sv->step_tokens[e->item_at[e->ditem[i]] + 1 + j] = best;
+            drafted++;
         }
     }
+    if (drafted > 0) snug_spec_cost_drafts(&e->cost, drafted, snug_now_seconds() - t0);
     return SNUG_OK;
 }
 
@@ -667,9 +678,12 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
     snug_logits lg;
     double t0 = snug_now_seconds();
     snug_status st = e->at.draft ? draft_tokens(e, n_items, &e->fail_err) : SNUG_OK;
+    double t_pass = snug_now_seconds();
     if (st == SNUG_OK)
         st = greedy_only(e, n_items) ? snug_stepper_run_greedy(e->at.stepper, e->at.kv, step, &lg, &e->fail_err)
                                      : snug_stepper_run(e->at.stepper, e->at.kv, step, &lg, &e->fail_err);
+    if (st == SNUG_OK && e->spec_tokens > 0) /* what a token costs a step: whether drafts pay */
+        snug_spec_cost_step(&e->cost, step->n_tokens, snug_now_seconds() - t_pass);
     if (st == SNUG_OK && e->at.draft) st = draft_follow(e, n_items, &e->fail_err); /* (its own arena) */
     if (st != SNUG_OK) return st;
     const snug_sched_item *items = e->at.serving->items;

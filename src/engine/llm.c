@@ -114,7 +114,8 @@ snug_status snug_llm_open(const snug_llm_opts *o, snug_llm **out, snug_error *er
     po->kv_dtype = o->kv_cache_dtype;
     llm->eo.max_queue = o->max_queue;
     llm->eo.spec = (snug_spec_opts){.prompt_lookup = o->prompt_lookup, .draft_model = o->draft_model,
-                                    .n_tokens = o->num_speculative_tokens};
+                                    .n_tokens = o->num_speculative_tokens,
+                                    .n_min = o->draft_min};
     st = snug_engine_open(o->model_dir, &llm->eo, &llm->e, err);
     if (st != SNUG_OK) {
         snug_mem_free(llm);

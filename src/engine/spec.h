@@ -19,8 +19,14 @@
  * tokens (prompt and output), most recent match first, proposes the
  * tokens that followed it. How many a step drafts adapts per sequence:
  * the j-th draft is kept with probability about rate^j, and drafting goes
- * on while that stays at least SNUG_SPEC_MIN_KEEP (the cost of verifying a
- * token is a small part of a step's when reading the weights bounds it).
+ * on while that pays: while the chance is at least what a draft costs
+ * against what an output is worth. The steps' seconds are fitted to their
+ * tokens as they run (a + b tokens); a draft costs b (and a draft model's
+ * seconds a draft), an output is worth a step's time over its outputs. At
+ * batch 1, where reading the weights bounds a step, drafts are nearly free
+ * and a low chance pays; at a large batch, where a step is bound by
+ * compute, only drafts that are nearly sure do. Until the fit has steps of
+ * enough sizes to go by, SNUG_SPEC_MIN_KEEP.
  *
  * Pure functions over the caller's memory; nothing allocates.
  */
@@ -40,7 +46,8 @@ enum {
                                      * weights, and drafts gain little) */
 };
 
-#define SNUG_SPEC_MIN_KEEP 0.3      /* the least chance of keeping the last draft of a step */
+#define SNUG_SPEC_MIN_KEEP 0.3      /* the least chance of keeping the last draft of a step, until
+                                     * the steps' cost is known */
 
 /* How a server drafts: prompt lookup or a draft model, not both. */
 typedef struct snug_spec_opts {
@@ -48,6 +55,8 @@ typedef struct snug_spec_opts {
     const char *draft_model;        /* a small model of the same vocabulary whose greedy tokens
                                      * are the drafts (planner.h draft_dir), or NULL */
     int32_t n_tokens;               /* drafted tokens per step at most; 0: SNUG_SPEC_TOKENS_DEFAULT */
+    int32_t n_min;                  /* ... and at least, whatever drafts cost and however they fare
+                                     * (llama.cpp's --draft-min; 0: as they pay) */
     int32_t lookup_min, lookup_max; /* the n-grams' sizes; 0: the defaults */
 } snug_spec_opts;
 
@@ -58,9 +67,34 @@ typedef struct snug_spec_state {
     float kept, tried;
 } snug_spec_state;
 
+/* The steps' seconds against their tokens, from decayed sums (older steps
+ * weigh less), and a draft model's seconds a draft. Zeroed: nothing known. */
+typedef struct snug_spec_cost {
+    double w, n, t, nn, nt;         /* the steps' weight and sums of tokens, seconds, ... */
+    double a, b;                    /* the fit: seconds = a + b tokens (while fitted) */
+    bool fitted;
+    double draft_w, draft_n, draft_t; /* a draft model's drafts and their seconds */
+} snug_spec_cost;
+
+/* Records a step of n_tokens that took seconds (the model's pass alone),
+ * and fits again where the steps' sizes differ enough to tell a from b
+ * (the last fit is kept otherwise). */
+void snug_spec_cost_step(snug_spec_cost *c, int32_t n_tokens, double seconds);
+
+/* Records a draft model's steps: n_drafted drafts in seconds. */
+void snug_spec_cost_drafts(snug_spec_cost *c, int32_t n_drafted, double seconds);
+
+/* The least chance of being kept that pays for a draft in a step of
+ * n_tokens tokens giving n_outputs outputs without drafts: a draft's cost
+ * (b and a draft model's seconds a draft) over an output's worth (the
+ * step's seconds over its outputs), within [0.05, 0.95];
+ * SNUG_SPEC_MIN_KEEP until fitted. Pure. */
+double snug_spec_min_keep(const snug_spec_cost *c, int32_t n_tokens, int32_t n_outputs);
+
 /* Checks o (after its defaults): one drafter at most, n_tokens 0 to
- * SNUG_SPEC_TOKENS_MAX, lookup sizes 1 to SNUG_SPEC_LOOKUP_MAX with min <=
- * max. Fails with SNUG_INVALID naming the field. */
+ * SNUG_SPEC_TOKENS_MAX, n_min 0 to n_tokens, lookup sizes 1 to
+ * SNUG_SPEC_LOOKUP_MAX with min <= max. Fails with SNUG_INVALID naming the
+ * field. */
 snug_status snug_spec_opts_check(const snug_spec_opts *o, snug_error *err);
 
 /* o with its zero fields given their defaults. Pure. */
@@ -78,9 +112,9 @@ int32_t snug_spec_lookup(const int32_t *ids, int64_t n, int32_t lookup_min, int3
                          int32_t max_draft, int32_t *out);
 
 /* The drafts a step should offer for s, at most max_draft: the largest k
- * whose last draft is kept with a chance of at least SNUG_SPEC_MIN_KEEP at
- * s's rate (kept + 1/2) / (tried + 1); 0 below it. Pure. */
-int32_t snug_spec_want(const snug_spec_state *s, int32_t max_draft);
+ * whose last draft is kept with a chance of at least min_keep (in (0, 1))
+ * at s's rate (kept + 1/2) / (tried + 1); 0 below it. Pure. */
+int32_t snug_spec_want(const snug_spec_state *s, int32_t max_draft, double min_keep);
 
 /* Records a step that verified n_drafted drafts of which the first n_kept
  * were kept; older steps weigh less. A step that drafted nothing (0, 0)

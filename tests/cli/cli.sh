@@ -261,8 +261,11 @@ expect "--kv-cache-dtype names what it takes" 2 "expects auto (bf16), bf16, f16,
     -- "$snug" generate -p "Once" -n 2 --kv-cache-dtype q4_0
 # speculative decoding: llama.cpp's greedy ids on the Q4_K_M file still with prompt lookup (its
 # prompt repeats nothing: no drafts), with itself as the draft model (every draft kept) and with the
-# Q4_0 file (the same vocabulary) as the draft; the plan counts the draft; refusals name what is wrong
-for how in "--prompt-lookup" "--draft-model tests/data/quant/$qf" "--draft-model tests/data/quant/q7-Q4_0.gguf"; do
+# Q4_0 file (the same vocabulary) as the draft (drafts forced by --draft-min: a draft as large as the
+# model never pays, and the measured cost would stop them); the plan counts the draft; refusals
+# name what is wrong
+for how in "--prompt-lookup" "--draft-model tests/data/quant/$qf --draft-min 4" \
+    "--draft-model tests/data/quant/q7-Q4_0.gguf --draft-min 2"; do
     # shellcheck disable=SC2086 # the option and its value, split on purpose
     got=$("$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --ids $how 2>"$tmp/err")
     if [[ "$got" == "$want" ]] && { [[ $how == --prompt-lookup ]] || grep -q '^speculative: .* [1-9][0-9]* drafted' "$tmp/err"; }; then
@@ -272,7 +275,7 @@ for how in "--prompt-lookup" "--draft-model tests/data/quant/$qf" "--draft-model
     fi
 done
 "$snug" generate "tests/data/quant/$qf" -p "$prompt" -n "$n_new" --temperature 0 --draft-model "tests/data/quant/$qf" \
-    >/dev/null 2>"$tmp/err"
+    --draft-min 4 >/dev/null 2>"$tmp/err"
 if grep -qE '^speculative: draft model, .* ([0-9]+) drafted, \1 accepted \(1\.000\)' "$tmp/err"; then
     ok "the model as its own draft: every draft kept"
 else
@@ -289,6 +292,8 @@ expect "--draft-model that is no model" 1 "--draft-model: /nonexistent/config.js
     -- "$snug" generate -p "Once" -n 2 --draft-model /nonexistent
 expect "one drafter" 1 "--prompt-lookup and --draft-model: give one drafter" \
     -- "$snug" generate -p "Once" -n 2 --prompt-lookup --draft-model models/stories260K
+expect "--draft-min over the most" 1 "draft_min: expected 0 to num_speculative_tokens (4), got 6" \
+    -- "$snug" generate -p "Once" -n 2 --prompt-lookup --draft-min 6
 expect "--num-speculative-tokens out of range" 2 "--num-speculative-tokens expects 1 to 16, got '17'" \
     -- "$snug" generate -p "Once" -n 2 --prompt-lookup --num-speculative-tokens 17
 # the other families as llama.cpp writes them (tests/data/arch, Q8_0): what the family table says
