@@ -296,9 +296,12 @@ static void tend_slots(snug_engine *e)
 /* ---- drafts (spec.h) ---------------------------------------------------------- */
 
 /* Offers the scheduler drafts for each sequence that decodes next and
- * drafts: prompt lookup's, written after its known ids, as many as its
- * record asks for and its ring, max_tokens and the model length leave
- * room for (a step's outputs all fit). Under the mutex, before a step. */
+ * drafts: as many as pay (its record of drafts kept against the least
+ * chance the steps' fitted cost asks, spec.h), at least spec.n_min, and
+ * no more than its ring, max_tokens and the model length leave room for
+ * (a step's outputs all fit). Prompt lookup's are written after its known
+ * ids here, a draft model's once the step is planned (draft_tokens).
+ * Under the mutex, before a step. */
 static void offer_drafts(snug_engine *e)
 {
     const snug_serving_state *sv = e->at.serving;
