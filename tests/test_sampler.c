@@ -614,9 +614,46 @@ done:
     snug_mem_free(base);
 }
 
+/* snug_sampler_argmax on its own: the lowest id among equal maxima in
+ * different 256-entry blocks and in one block, NaN never, an all -infinity
+ * row its first entry that is not NaN, against a plain scan. */
+static void test_argmax(void)
+{
+    enum { V = 1000 };
+    float row[V];
+    for (int i = 0; i < V; i++) row[i] = (float)((i * 37) % 101) * 0.01f;
+    row[900] = 5.0f;
+    row[300] = 5.0f; /* an earlier block */
+    row[310] = 5.0f; /* the same block, later */
+    row[2] = NAN;
+    CHECK(snug_sampler_argmax(row, V) == 300, "argmax %d, expected 300", snug_sampler_argmax(row, V));
+    row[2] = 6.0f;
+    CHECK(snug_sampler_argmax(row, V) == 2, "argmax %d, expected 2", snug_sampler_argmax(row, V));
+    CHECK(snug_sampler_argmax(row + 3, V - 3) == 297, "argmax of the tail %d, expected 297",
+          snug_sampler_argmax(row + 3, V - 3));
+    for (int i = 0; i < V; i++) row[i] = i < 600 ? NAN : -INFINITY;
+    CHECK(snug_sampler_argmax(row, V) == 600, "all -inf after NaN: %d, expected 600",
+          snug_sampler_argmax(row, V));
+    for (int i = 0; i < V; i++) row[i] = NAN;
+    CHECK(snug_sampler_argmax(row, V) == 0, "all NaN: %d, expected 0", snug_sampler_argmax(row, V));
+    uint64_t x = 12345;
+    for (int t = 0; t < 200; t++) { /* random rows with few distinct values: many ties */
+        int n = 1 + (int)(x % V);
+        for (int i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            row[i] = (float)(x >> 61) - 3.0f;
+        }
+        int best = 0;
+        for (int i = 1; i < n; i++) best = row[i] > row[best] ? i : best;
+        CHECK(snug_sampler_argmax(row, n) == best, "row %d of %d: %d, expected %d", t, n,
+              snug_sampler_argmax(row, n), best);
+    }
+}
+
 int main(void)
 {
     RUN(test_greedy);
+    RUN(test_argmax);
     RUN(test_distributions);
     RUN(test_penalties);
     RUN(test_logit_bias);

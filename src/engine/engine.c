@@ -399,8 +399,7 @@ static snug_status draft_tokens(snug_engine *e, int32_t n_items, snug_error *err
         if (st != SNUG_OK) return snug_error_prefix(err, st, "draft model: ");
         for (int32_t i = 0; i < n_seqs; i++) {
             const float *row = rows + (size_t)i * (size_t)d->vocab_rows;
-            int32_t best = 0;
-            for (int32_t v = 1; v < n_vocab; v++) best = row[v] > row[best] ? v : best;
+            int32_t best = snug_sampler_argmax(row, n_vocab);
             const snug_sched_item *it = &items[e->ditem[i]];
             slot_of(e, it->seq)->ids[it->pos0 + 1 + j] = best;
             sv->step_tokens[e->item_at[e->ditem[i]] + 1 + j] = best;

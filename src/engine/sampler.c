@@ -245,7 +245,7 @@ static float row_max(const float *logits, int32_t n)
 
 /* The lowest id with the largest logit, in one pass: a vectorized maximum per
  * BLOCK, and a scan of a block only when it raises the maximum. */
-static int32_t argmax(const float *logits, int32_t n)
+int32_t snug_sampler_argmax(const float *logits, int32_t n)
 {
     float best = -INFINITY;
     int32_t best_id = -1;
@@ -559,13 +559,13 @@ int32_t snug_sample(const snug_sampling_params *p, snug_sampler_state *s, float 
     uint32_t *counts = scratch; /* (n_vocab), zero between calls */
     void *work = (char *)scratch + counts_bytes(n_vocab);
     apply_bias_and_penalties(p, logits, n_vocab, prompt, n_prompt, output, n_output, counts);
-    if (p->temperature == 0.0f) return argmax(logits, n_vocab);
+    if (p->temperature == 0.0f) return snug_sampler_argmax(logits, n_vocab);
 
     double u = snug_sampler_uniform(s);
     float max = row_max(logits, n_vocab);
-    if (!(max > -INFINITY && max < INFINITY)) return argmax(logits, n_vocab);
+    if (!(max > -INFINITY && max < INFINITY)) return snug_sampler_argmax(logits, n_vocab);
     float inv_t = 1.0f / p->temperature;
-    if (!(inv_t < INFINITY)) return argmax(logits, n_vocab); /* temperature ~1e-38 */
+    if (!(inv_t < INFINITY)) return snug_sampler_argmax(logits, n_vocab); /* temperature ~1e-38 */
     float *prob = work;                                                    /* (n_vocab) */
     double *block_sum = (double *)((char *)work + probs_bytes(n_vocab));   /* (n_blocks) */
     cand *c = (cand *)((char *)block_sum + blocks_bytes(n_vocab));          /* (n_vocab) */

@@ -80,6 +80,12 @@ double snug_sampler_uniform(snug_sampler_state *s);
  * (about 20 bytes a token: 3.1 MiB for 152,064). Pure. */
 size_t snug_sampler_scratch_bytes(int32_t n_vocab);
 
+/* The id of the largest of logits[0, n) (n >= 1): the lowest id among
+ * equals; NaN never wins; when nothing is above -infinity, the first entry
+ * that is not NaN (0 when all are). It is snug_sample's greedy choice,
+ * without bias or penalties. One vectorized pass. Pure. */
+int32_t snug_sampler_argmax(const float *logits, int32_t n);
+
 /* Picks the next token of one sequence and returns its id, in [0, n_vocab).
  *
  * p: validated parameters (snug_sampling_params_validate); s: the request's
