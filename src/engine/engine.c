@@ -65,9 +65,8 @@ struct snug_engine {
     int32_t *n_out;                 /* [max_num_seqs] ... how many it wrote (1 + drafts kept, or
                                      * fewer: run_step) */
     int32_t *n_accepted;            /* [max_num_seqs] the item's drafts that sampling kept */
-    snug_spec_opts spec;            /* speculative decoding's (resolved); spec_tokens 0: none */
-    int32_t spec_tokens;
-    snug_planner_opts plan_copy;    /* the plan's options, with spec_tokens set */
+    snug_spec_opts spec;            /* speculative decoding's (resolved); plan_opts.spec_tokens
+                                     * 0: none */
     snug_step_seq *dseqs;           /* with a draft model: [max_num_seqs] a draft step's sequences, */
     int32_t *dtokens;               /* [max_num_batched_tokens + max_num_seqs] its tokens, */
     int32_t *ditem;                 /* [max_num_seqs] the item each sequence is, and ... */
@@ -85,7 +84,7 @@ struct snug_engine {
     snug_engine_counters c;
     /* the plan, made on the loop's thread (see snug_engine_open) */
     const char *dir;
-    const snug_planner_opts *plan_opts;
+    snug_planner_opts plan_opts;    /* plan_opts_of: spec_tokens is the drafts a decode may verify */
     snug_error *open_err;
     snug_status open_status;
     bool open_done;
@@ -132,7 +131,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     q->t_last = 0;
     q->grammar = r->grammar;
     q->spec_max = r->no_speculation || r->pooling != SNUG_POOL_NONE || r->score_ids ? 0
-                  : r->spec_max > 0 ? SNUG_MIN(r->spec_max, e->spec_tokens) : e->spec_tokens;
+                  : r->spec_max > 0 ? SNUG_MIN(r->spec_max, e->plan_opts.spec_tokens) : e->plan_opts.spec_tokens;
     q->spec = (snug_spec_state){0};
     q->d_computed = 0;
     if (r->grammar) { /* a key per slot held, the grammar's own (the table outnumbers the slots) */
@@ -306,7 +305,7 @@ static void offer_drafts(snug_engine *e)
 {
     const snug_serving_state *sv = e->at.serving;
     int32_t decodes = 0; /* the next step's outputs without drafts, about */
-    for (int32_t i = 0; i < sv->shape.max_num_seqs && e->spec_tokens > 0; i++) {
+    for (int32_t i = 0; i < sv->shape.max_num_seqs && e->plan_opts.spec_tokens > 0; i++) {
         const snug_sched_seq *s = &e->sched.seqs[i];
         decodes += s->phase == SNUG_SEQ_RUNNING && !s->paused && s->n_tokens - s->n_computed == 1;
     }
@@ -684,7 +683,7 @@ static snug_status run_step(snug_engine *e, const snug_step *step, int32_t n_ite
     if (st == SNUG_OK)
         st = greedy_only(e, n_items) ? snug_stepper_run_greedy(e->at.stepper, e->at.kv, step, &lg, &e->fail_err)
                                      : snug_stepper_run(e->at.stepper, e->at.kv, step, &lg, &e->fail_err);
-    if (st == SNUG_OK && e->spec_tokens > 0) /* what a token costs a step: whether drafts pay */
+    if (st == SNUG_OK && e->plan_opts.spec_tokens > 0) /* what a token costs a step: whether drafts pay */
         snug_spec_cost_step(&e->cost, step->n_tokens, snug_now_seconds() - t_pass);
     if (st == SNUG_OK && e->at.draft) st = draft_follow(e, n_items, &e->fail_err); /* (its own arena) */
     if (st != SNUG_OK) return st;
@@ -819,7 +818,7 @@ static void collect_eos(snug_engine *e);
  * they hold is in U. Tells snug_engine_open how it went. */
 static bool plan_here(snug_engine *e)
 {
-    snug_status st = snug_planner_open(e->dir, e->plan_opts, &e->plan, e->open_err);
+    snug_status st = snug_planner_open(e->dir, &e->plan_opts, &e->plan, e->open_err);
     if (st == SNUG_OK) {
         snug_planner_parts(e->plan, &e->at);
         snug_serving_state *sv = e->at.serving;
@@ -988,9 +987,7 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
             e->grammar_secret[i] = snug_hash_bytes((uint64_t)(snug_now_seconds() * 1e9) + (uint64_t)i, &e, sizeof e);
     e->dir = dir;
     e->spec = snug_spec_opts_resolved(&opts->spec);
-    e->spec_tokens = snug_spec_tokens(&e->spec);
-    e->plan_copy = plan_opts_of(opts);
-    e->plan_opts = &e->plan_copy;
+    e->plan_opts = plan_opts_of(opts);
     e->open_err = err;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->work, NULL);
