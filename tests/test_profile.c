@@ -39,7 +39,7 @@ static bool open_fixture(fixture *f, snug_error *err)
         snug_model_create(&f->ck->config, f->w, &mo, &f->m, err) != SNUG_OK ||
         snug_stepper_create(NULL, f->m, &f->ck->config, MAX_LEN / BLOCK, &f->step, err) != SNUG_OK)
         return false;
-    f->shape = (snug_serving_shape){N_SEQS, N_TOKENS, MAX_LEN, BLOCK, f->ck->config.vocab_size, 64, 1, true, false};
+    f->shape = (snug_serving_shape){N_SEQS, N_TOKENS, MAX_LEN, BLOCK, f->ck->config.vocab_size, 64, 1, true, false, 0};
     const snug_model_dims *d = snug_model_get_dims(f->m);
     f->kv = (snug_kv_shape){d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_BF16};
     return snug_serving_create(&f->shape, &f->s, err) == SNUG_OK;
@@ -105,6 +105,24 @@ static void test_sizes_exact(void)
           "the constrained state adds its matchers and constrainer: %zu without, %zu with (%zu + %zu)",
           snug_serving_bytes(&plain), s_pred, (size_t)N_SEQS * snug_constrain_seq_bytes(),
           snug_constrain_bytes(plain.n_vocab, plain.max_token_bytes));
+    /* speculative decoding: each slot's ring grows by a record and its text a draft, and
+     * serving without drafts keeps SNUG_OUT_RING of them */
+    CHECK(f.s.ring_cap == SNUG_OUT_RING && f.shape.spec_tokens == 0, "ring of %d records", f.s.ring_cap);
+    snug_serving_shape drafts = f.shape;
+    drafts.spec_tokens = 4;
+    size_t rec = snug_round_up(sizeof(snug_out_record), 8);
+    size_t emit = snug_round_up(snug_stop_emit_bytes(snug_stop_text_bytes(f.shape.max_token_bytes)),
+                                SNUG_MEM_ALIGN);
+    size_t grow = snug_serving_bytes(&drafts) - s_pred, want = (size_t)N_SEQS * 4 * (rec + emit);
+    CHECK(grow + page > want && grow < want + page + (size_t)N_SEQS * SNUG_MEM_ALIGN,
+          "4 drafts: %zu bytes more, want about %zu", grow, want);
+    snug_serving_state s4;
+    CHECK_OK(snug_serving_create(&drafts, &s4, &err), &err);
+    CHECK(s4.ring_cap == SNUG_OUT_RING + 4 && s4.seqs[N_SEQS - 1].ring[SNUG_OUT_RING + 3].text != NULL,
+          "ring of %d records", s4.ring_cap);
+    snug_serving_free(&s4);
+    drafts.spec_tokens = SNUG_SPEC_TOKENS_MAX + 1;
+    CHECK(snug_serving_bytes(&drafts) == 0, "%d drafts: no size", drafts.spec_tokens);
     close_fixture(&f);
 }
 

@@ -98,7 +98,7 @@ static snug_seq_slot *slot_of(snug_engine *e, int32_t i) { return &e->at.serving
 static const snug_out_record *last_out(snug_engine *e, int32_t k)
 {
     const snug_seq_slot *q = slot_of(e, e->at.serving->items[k].seq);
-    return &q->ring[(e->ring_pos[k] + e->n_out[k] - 1) % SNUG_OUT_RING_CAP];
+    return &q->ring[(e->ring_pos[k] + e->n_out[k] - 1) % e->at.serving->ring_cap];
 }
 
 /* Starts choice k of r in the free slot i. */
@@ -317,7 +317,7 @@ static void offer_drafts(snug_engine *e)
         if (q->spec_max == 0 || !q->owner || s->phase != SNUG_SEQ_RUNNING || s->paused ||
             s->n_tokens - s->n_computed != 1)
             continue;
-        int64_t room = SNUG_MIN(sv->shape.max_model_len - q->n_ids, (int64_t)(SNUG_OUT_RING_CAP - q->ring_n)) - 1;
+        int64_t room = SNUG_MIN(sv->shape.max_model_len - q->n_ids, (int64_t)(sv->ring_cap - q->ring_n)) - 1;
         if (q->stop_params.max_tokens > 0)
             room = SNUG_MIN(room, q->n_prompt + q->stop_params.max_tokens - q->n_ids - 1);
         int32_t want = snug_spec_want(&q->spec, q->spec_max, min_keep);
@@ -458,7 +458,7 @@ static snug_step build_step(snug_engine *e, int32_t n_items, int32_t n_tokens)
         bool windowed = e->at.wpool != NULL;
         sv->step_seqs[k] = (snug_step_seq){it->n_tokens, (int32_t)it->pos0, q->table.ids, q->table.n,
                                            mode, windowed ? q->wtable.ids : NULL, windowed ? q->wtable.n : 0};
-        e->ring_pos[k] = (q->ring_head + q->ring_n) % SNUG_OUT_RING_CAP;
+        e->ring_pos[k] = (q->ring_head + q->ring_n) % e->at.serving->ring_cap;
         e->n_out[k] = it->sample;
         e->n_accepted[k] = 0;
     }
@@ -580,7 +580,7 @@ static void sample_item(snug_engine *e, int32_t k, const snug_logits *lg, int32_
         if (j > 0 && q->grammar && !snug_constrain_cached(&e->at.serving->constrain, q->grammar_key, &q->match))
             break;
         int32_t draft = j < it->n_draft ? q->ids[q->n_ids] : -1; /* (read before the sample takes its place) */
-        int32_t row = row0 + j, pos = (e->ring_pos[k] + n++) % SNUG_OUT_RING_CAP;
+        int32_t row = row0 + j, pos = (e->ring_pos[k] + n++) % e->at.serving->ring_cap;
         float *logits = lg->rows ? (float *)lg->rows + (size_t)row * (size_t)lg->stride : NULL;
         sample_one(e, it->seq, logits, lg->n_vocab, lg->best ? lg->best[row].id : -1, pos);
         if (draft < 0) break;
@@ -742,7 +742,7 @@ static void publish(snug_engine *e, int32_t n_items)
         const snug_request *r = q->owner;
         double gap = q->t_last > 0 ? (now - q->t_last) / n : 0; /* (outputs of a step share its time) */
         for (int32_t j = 0; j < n; j++) {
-            e->c.generation_tokens += q->ring[(e->ring_pos[k] + j) % SNUG_OUT_RING_CAP].token >= 0; /* an end
+            e->c.generation_tokens += q->ring[(e->ring_pos[k] + j) % e->at.serving->ring_cap].token >= 0; /* an end
                                                                   * without a token counts none */
             if (j == 0 && q->t_last == 0 && r)
                 observe(&e->c.ttft, now - r->t_submit);
@@ -795,8 +795,8 @@ static void end_all(snug_engine *e)
         snug_seq_slot *q = slot_of(e, i);
         if (!q->owner || e->sched.seqs[i].phase == SNUG_SEQ_FREE) continue;
         snug_sched_finish(&e->sched, i);
-        if (q->ring_n < SNUG_OUT_RING_CAP) {
-            snug_out_record *rec = &q->ring[(q->ring_head + q->ring_n) % SNUG_OUT_RING_CAP];
+        if (q->ring_n < e->at.serving->ring_cap) {
+            snug_out_record *rec = &q->ring[(q->ring_head + q->ring_n) % e->at.serving->ring_cap];
             size_t n = 0;
             snug_stop_end(&q->stop, SNUG_FINISH_ABORT, rec->text, &n);
             rec->token = -1;
@@ -1173,7 +1173,7 @@ bool snug_engine_next(snug_engine *e, snug_request *r, snug_output *out, char *t
                                  rec->finish == SNUG_FINISH_STOP_STRING ? q->stop.stop_index : -1};
             memcpy(out->top_ids, rec->top_ids, (size_t)rec->n_top * sizeof(int32_t));
             memcpy(out->top_logprobs, rec->top_logprobs, (size_t)rec->n_top * sizeof(float));
-            q->ring_head = (q->ring_head + 1) % SNUG_OUT_RING_CAP;
+            q->ring_head = (q->ring_head + 1) % e->at.serving->ring_cap;
             q->ring_n--;
             if (rec->finish != SNUG_FINISH_NONE) free_slot(e, i);
             else if (q->ring_n == SNUG_OUT_RING - 1) pthread_cond_signal(&e->work); /* unpaused */

@@ -215,7 +215,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     snug_serving_shape ss = {o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len,
                              o->block_size, cfg->vocab_size,
                              p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1, p->tok != NULL,
-                             wks.n_layers > 0};
+                             wks.n_layers > 0, o->spec_tokens};
     snug_plan_sizes sizes = {
         .budget = r->budget.bytes, .weights = (size_t)w[r->rank],
         .activations = snug_model_activation_bytes(&dims, &shape),
@@ -495,7 +495,7 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
     }
     *ss = (snug_serving_shape){o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len, o->block_size,
                                p->ck->config.vocab_size, p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1,
-                               p->tok != NULL, r->window_layers > 0};
+                               p->tok != NULL, r->window_layers > 0, o->spec_tokens};
     if (st == SNUG_OK) st = make_serving(p, ss, err);
     if (st == SNUG_OK)
         st = snug_stepper_create(comm, p->model, &p->ck->config,

@@ -21,7 +21,8 @@ typedef struct layout {
 static bool valid(const snug_serving_shape *s)
 {
     return s->max_num_seqs > 0 && s->max_num_batched_tokens > 0 && s->max_model_len > 0 && s->max_model_len <= INT32_MAX &&
-           s->block_size > 0 && s->n_vocab > 0 && s->n_samplers > 0 &&
+           s->block_size > 0 && s->n_vocab > 0 && s->n_samplers > 0 && s->spec_tokens >= 0 &&
+           s->spec_tokens <= SNUG_SPEC_TOKENS_MAX &&
            s->max_token_bytes <= ((size_t)1 << 20);
 }
 
@@ -29,7 +30,7 @@ static bool carve(const snug_serving_shape *s, layout *l)
 {
     memset(l, 0, sizeof *l);
     if (!valid(s)) return false;
-    size_t n = (size_t)s->max_num_seqs;
+    size_t n = (size_t)s->max_num_seqs, ring = (size_t)(SNUG_OUT_RING + s->spec_tokens);
     size_t per_seq = (size_t)snug_blocks_for_tokens(s->max_model_len, s->block_size);
     size_t max_blocks;
     if (!snug_mul_size(per_seq, n, &max_blocks) || max_blocks > INT32_MAX) return false;
@@ -54,8 +55,8 @@ static bool carve(const snug_serving_shape *s, layout *l)
               snug_mem_carve(&at, n * sizeof(int32_t), 1, &l->sched_running) &&
               snug_mem_carve(&at, n * sizeof(int32_t), 1, &l->sched_waiting) &&
               snug_mem_carve(&at, n * sizeof(snug_sched_item), 1, &l->items) &&
-              snug_mem_carve(&at, SNUG_OUT_RING_CAP * sizeof(snug_out_record), n, &l->rings) &&
-              snug_mem_carve(&at, l->emit_bytes, n * SNUG_OUT_RING_CAP, &l->ring_text) &&
+              snug_mem_carve(&at, ring * sizeof(snug_out_record), n, &l->rings) &&
+              snug_mem_carve(&at, l->emit_bytes, n * ring, &l->ring_text) &&
               snug_mem_carve(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row) &&
               snug_mem_carve(&at, l->match_bytes, n, &l->slot_match) &&
               snug_mem_carve(&at, constrain_bytes, 1, &l->constrain);
@@ -77,13 +78,15 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     if (!carve(shape, &l))
         return snug_errorf(err, SNUG_INVALID, "serving state: max_num_seqs %d, "
                            "max_num_batched_tokens %d, max_model_len %lld, block_size %d, "
-                           "vocabulary %d, samplers %d: out of range", shape->max_num_seqs,
+                           "vocabulary %d, samplers %d, drafts %d: out of range", shape->max_num_seqs,
                            shape->max_num_batched_tokens, (long long)shape->max_model_len,
-                           shape->block_size, shape->n_vocab, shape->n_samplers);
+                           shape->block_size, shape->n_vocab, shape->n_samplers, shape->spec_tokens);
     unsigned char *b = snug_mem_alloc(SNUG_MEM_OTHER, l.total, err);
     if (!b) return snug_error_prefix(err, SNUG_NOMEM, "serving state: ");
     snug_serving_state s = {.shape = *shape, .block = b};
     s.blocks_per_seq = snug_blocks_for_tokens(shape->max_model_len, shape->block_size);
+    s.ring_cap = SNUG_OUT_RING + shape->spec_tokens;
+    size_t ring = (size_t)s.ring_cap;
     s.seqs = (snug_seq_slot *)(b + l.seqs);
     s.scratch = (unsigned char **)(b + l.scratch_ptrs);
     s.step_tokens = (int32_t *)(b + l.step_tokens);
@@ -93,7 +96,7 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     s.sched_waiting = (int32_t *)(b + l.sched_waiting);
     s.items = (snug_sched_item *)(b + l.items);
     s.lp_row = (float *)(b + l.lp_row);
-    size_t ring_bytes = snug_round_up(SNUG_OUT_RING_CAP * sizeof(snug_out_record), SNUG_MEM_ALIGN);
+    size_t ring_bytes = snug_round_up(ring * sizeof(snug_out_record), SNUG_MEM_ALIGN);
     size_t emit_stride = snug_round_up(l.emit_bytes, SNUG_MEM_ALIGN);
     for (int32_t i = 0; i < shape->max_num_seqs; i++) {
         snug_seq_slot *q = &s.seqs[i];
@@ -116,8 +119,8 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
         snug_stop_params_default(&q->stop_params);
         snug_stop_state_init(&q->stop);
         q->ring = (snug_out_record *)(b + l.rings + k * ring_bytes);
-        for (size_t r = 0; r < SNUG_OUT_RING_CAP; r++)
-            q->ring[r].text = (char *)(b + l.ring_text + (k * SNUG_OUT_RING_CAP + r) * emit_stride);
+        for (size_t r = 0; r < ring; r++)
+            q->ring[r].text = (char *)(b + l.ring_text + (k * ring + r) * emit_stride);
         s.sched[i].table = &q->table;
         if (shape->constrained)
             q->match_mem = b + l.slot_match + k * snug_round_up(l.match_bytes, SNUG_MEM_ALIGN);

@@ -13,7 +13,7 @@
  *   - a step's description: its tokens (max_num_batched_tokens) and its
  *     sequences (max_num_seqs snug_step_seq);
  *   - the scheduler's arrays (scheduler.h) and, per slot, a ring of
- *     SNUG_OUT_RING_CAP outputs with their text, for the engine's consumers;
+ *     ring_cap outputs with their text, for the engine's consumers;
  *   - with constrained decoding (shape.constrained), a matcher per slot
  *     and the constrainer's mask, scratch and cache (constrain.h).
  * snug_serving_bytes is the pure function the plan uses; the block is made
@@ -35,10 +35,10 @@
 #include "tokenizer/tokenizer.h"
 
 enum {
-    SNUG_OUT_RING = 8,         /* outputs a sequence may have waiting for its consumer before
-                                * it pauses, and ... */
-    SNUG_OUT_RING_CAP = SNUG_OUT_RING + SNUG_SPEC_TOKENS_MAX + 1 /* ... the ring's records: room
-                                * for a step's outputs (1 + its drafts) after SNUG_OUT_RING - 1 */
+    SNUG_OUT_RING = 8          /* outputs a sequence may have waiting for its consumer before
+                                * it pauses; its ring has room for a step's outputs (1 + its
+                                * drafts) after SNUG_OUT_RING - 1 of them: SNUG_OUT_RING +
+                                * shape.spec_tokens records */
 };
 
 /* One step's output for one sequence, waiting in its ring for the consumer:
@@ -65,6 +65,8 @@ typedef struct snug_serving_shape {
     int32_t n_samplers;        /* sampling threads (> 0) */
     bool constrained;          /* memory for constrained decoding (the model has a tokenizer) */
     bool windowed;             /* a window group's table per slot (kvcache.h's window) */
+    int32_t spec_tokens;       /* drafts a step may verify for a sequence, 0 to
+                                * SNUG_SPEC_TOKENS_MAX: its ring's records beyond SNUG_OUT_RING */
 } snug_serving_shape;
 
 /* One sequence's place. */
@@ -84,7 +86,7 @@ typedef struct snug_seq_slot {
     snug_think_state think;
     snug_tok_stream stream;    /* the incremental decoder of its output */
     int64_t n_prompt;
-    snug_out_record *ring;     /* [SNUG_OUT_RING_CAP] outputs, oldest at ring_head */
+    snug_out_record *ring;     /* [ring_cap of the state] outputs, oldest at ring_head */
     int32_t ring_head, ring_n;
     void *owner;               /* the request it serves (the engine's); NULL: free */
     int32_t choice;            /* which of the owner's choices */
@@ -107,6 +109,7 @@ typedef struct snug_seq_slot {
 typedef struct snug_serving_state {
     snug_serving_shape shape;
     int32_t blocks_per_seq;
+    int32_t ring_cap;          /* each slot's ring's records: SNUG_OUT_RING + shape.spec_tokens */
     void *block;               /* the one allocation */
     snug_seq_slot *seqs;       /* [max_num_seqs] */
     unsigned char **scratch;   /* [n_samplers] sampler scratch areas */
