@@ -40,28 +40,52 @@ T_AVX2_INL const uint8_t *q80_block_at(const void *p, int64_t i, float *d)
     return b;
 }
 
+/* An MXFP8 block's scale, as the factors its codes' floats (mx_codes8) take:
+ * the scale times 2^120 (E4M3) or 2^112 (E5M2) in one factor where that is
+ * a float (scales up to 2^7 and 2^15: every block the cache writes in
+ * practice), else 2^120 or 2^112 and then the scale. Either way the exact
+ * product rounds once, as the scalar's value times scale does. */
+typedef struct mx_scale {
+    __m256 f1, f2;
+    bool two;
+} mx_scale;
+
+T_AVX2_INL mx_scale mx_scale_of(uint8_t s, snug_dtype dt)
+{
+    uint32_t shift = dt == SNUG_DTYPE_MXFP8_E4M3 ? 120 : 112;
+    mx_scale m;
+    m.two = s + shift > 254;
+    float f1, f2 = snug_e8m0_to_f32(s);
+    uint32_t bits = (m.two ? 127 + shift : s + shift) << 23; /* s 0 (2^-127) gives 2^(shift - 127) too */
+    memcpy(&f1, &bits, 4);
+    m.f1 = _mm256_set1_ps(f1);
+    m.f2 = _mm256_set1_ps(f2);
+    return m;
+}
+
 /* MXFP8's block holding value i of blocks from p, and its scale. */
-T_AVX2_INL const uint8_t *mx_block_at(const void *p, int64_t i, float *scale)
+T_AVX2_INL const uint8_t *mx_block_at(const void *p, int64_t i, snug_dtype dt, mx_scale *scale)
 {
     const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
-    *scale = snug_e8m0_to_f32(b[0]);
+    *scale = mx_scale_of(b[0], dt);
     return b;
 }
 
-/* The values of 8 FP8 codes (bytes c) of MXFP8 dtype dt, times scale, as
- * snug_fp8_to_f32 and snug_e8m0_to_f32 make them, through halves: E5M2 is
- * a half's top byte; E4M3's magnitude bits moved down one make a half of
- * 2^-8 its value (the 2^8 joins the scale, a power of two: the products
- * round once either way). */
-T_AVX2_INL __m256 mx_values8(__m128i c, snug_dtype dt, float scale)
+/* The values of 8 FP8 codes (bytes at c) of MXFP8 dtype dt, times the
+ * block's scale m, as snug_fp8_to_f32 and snug_e8m0_to_f32 make them: each
+ * code's sign and magnitude bits placed in a float's (exponent and mantissa
+ * low in its exponent field: a code's subnormals are the float's), which is
+ * the code's value times 2^-120 (E4M3) or 2^-112 (E5M2), then m's factors.
+ * Four instructions: the codes that mean infinity or NaN (never written:
+ * the quantizer saturates) read as finite values. */
+T_AVX2_INL __m256 mx_values8(const uint8_t *c, snug_dtype dt, const mx_scale *m)
 {
-    __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(c), 8);
-    if (dt == SNUG_DTYPE_MXFP8_E4M3) {
-        h = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)),
-                         _mm_srli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F00)), 1));
-        scale *= 256.0f;
-    }
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(scale));
+    __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c));
+    __m256i bits = dt == SNUG_DTYPE_MXFP8_E4M3
+                       ? _mm256_and_si256(_mm256_slli_epi32(x, 20), _mm256_set1_epi32((int)0x87F00000u))
+                       : _mm256_and_si256(_mm256_slli_epi32(x, 21), _mm256_set1_epi32((int)0x8FE00000u));
+    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(bits), m->f1);
+    return m->two ? _mm256_mul_ps(v, m->f2) : v;
 }
 
 /* 8 elements of dtype dt at element index i of p, as floats (the blocks of
@@ -69,9 +93,9 @@ T_AVX2_INL __m256 mx_values8(__m128i c, snug_dtype dt, float scale)
 T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 {
     if (snug_dtype_is_mxfp8(dt)) {
-        float scale;
-        const uint8_t *b = mx_block_at(p, i, &scale);
-        return mx_values8(_mm_loadl_epi64((const __m128i *)(const void *)(b + 1 + i % 32)), dt, scale);
+        mx_scale m;
+        const uint8_t *b = mx_block_at(p, i, dt, &m);
+        return mx_values8(b + 1 + i % 32, dt, &m);
     }
     if (dt == SNUG_DTYPE_Q8_0) {
         float d;
@@ -91,9 +115,8 @@ T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
 {
     if (snug_dtype_is_mxfp8(dt)) {
-        float scale;
-        const uint8_t *b = mx_block_at(p, i, &scale);
-        return snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)) * scale;
+        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+        return snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)) * snug_e8m0_to_f32(b[0]);
     }
     if (dt == SNUG_DTYPE_Q8_0) {
         float d;
@@ -103,6 +126,43 @@ T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
     if (dt == SNUG_DTYPE_BF16) return snug_bf16_to_f32(((const uint16_t *)p)[i]);
     if (dt == SNUG_DTYPE_F16) return snug_f16_to_f32(((const uint16_t *)p)[i]);
     return ((const float *)p)[i];
+}
+
+/* n elements of dtype dt from element index i of p as floats into dst (32-byte
+ * aligned), n a multiple of 8; for the blocks of 32 (Q8_0, MXFP8) i and n
+ * whole blocks, each block's scale read once for its 32 values. */
+T_AVX2_INL void row_f32(float *dst, const void *p, snug_dtype dt, int64_t i, int32_t n)
+{
+    if (snug_dtype_is_mxfp8(dt)) {
+        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+        for (int32_t d = 0; d < n; d += 32, b += SNUG_MXFP8_BLOCK_BYTES) {
+            mx_scale m = mx_scale_of(b[0], dt);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) _mm256_store_ps(dst + d + 8 * k, mx_values8(b + 1 + 8 * k, dt, &m));
+        }
+    } else if (dt == SNUG_DTYPE_Q8_0) {
+        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * 34;
+        for (int32_t d = 0; d < n; d += 32, b += 34) {
+            __m256 sc = _mm256_set1_ps(_cvtsh_ss((unsigned short)(b[0] | b[1] << 8)));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * k));
+                _mm256_store_ps(dst + d + 8 * k, _mm256_mul_ps(sc, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+            }
+        }
+    } else {
+        for (int32_t d = 0; d < n; d += 8) _mm256_store_ps(dst + d, load8(p, dt, i + d));
+    }
+}
+
+/* The bytes before element index i of a cache of dtype dt (base/quant.h's
+ * snug_dtype_bytes, inline). */
+T_AVX2_INL size_t kv_bytes(snug_dtype dt, int64_t i)
+{
+    if (dt == SNUG_DTYPE_F32) return (size_t)i * 4;
+    if (dt == SNUG_DTYPE_Q8_0) return (size_t)(i / 32) * 34;
+    if (snug_dtype_is_mxfp8(dt)) return (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+    return (size_t)i * 2;
 }
 
 T_AVX2_INL float hmax8(__m256 v)
@@ -757,8 +817,10 @@ T_AVX2 static void attention_blocked(const snug_attn_args *a)
     const int32_t hd = a->head_dim;
     float kt[ATT_HD_MAX * ATT_CHUNK] __attribute__((aligned(32)));
     float vt[ATT_CHUNK * ATT_HD_MAX] __attribute__((aligned(32)));
+    float kr[8 * ATT_HD_MAX] __attribute__((aligned(32))); /* 8 keys' rows, for the blocks of 32 */
     float p[ATT_CHUNK] __attribute__((aligned(32)));
     float mx[ATT_QROWS * ATT_HEADS], l[ATT_QROWS * ATT_HEADS];
+    const bool blocks = kv->dtype == SNUG_DTYPE_Q8_0 || snug_dtype_is_mxfp8(kv->dtype);
     for (int32_t t0 = 0; t0 < a->n_q; t0 += ATT_QROWS) {
         int32_t nq = SNUG_MIN(ATT_QROWS, a->n_q - t0);
         for (int32_t g0 = 0; g0 < a->n_group; g0 += ATT_HEADS) {
@@ -785,10 +847,13 @@ T_AVX2 static void attention_blocked(const snug_attn_args *a)
                 int32_t j = 0;
                 for (; j + 8 <= cnt; j += 8) {
                     int64_t base = KV_AT(j); /* 8 positions in one block */
+                    if (blocks) /* a scale a block of 32: the 8 rows as floats first */
+                        for (int i = 0; i < 8; i++) row_f32(kr + i * hd, kv->k, kv->dtype, base + i * hd, hd);
                     for (int32_t d = 0; d < hd; d += 8) {
                         __m256 r[8];
 #pragma GCC unroll 8
-                        for (int i = 0; i < 8; i++) r[i] = load8(kv->k, kv->dtype, base + i * hd + d);
+                        for (int i = 0; i < 8; i++)
+                            r[i] = blocks ? _mm256_load_ps(kr + i * hd + d) : load8(kv->k, kv->dtype, base + i * hd + d);
                         snug_transpose8(r);
 #pragma GCC unroll 8
                         for (int i = 0; i < 8; i++) _mm256_store_ps(kt + (d + i) * ATT_CHUNK + j, r[i]);
@@ -797,10 +862,18 @@ T_AVX2 static void attention_blocked(const snug_attn_args *a)
                 for (; j < ATT_CHUNK; j++)
                     for (int32_t d = 0; d < hd; d++)
                         kt[d * ATT_CHUNK + j] = j < cnt ? elem1(kv->k, kv->dtype, KV_AT(j) + d) : 0.0f;
-                for (j = 0; j < cnt; j++) {
-                    int64_t at = KV_AT(j);
-                    for (int32_t d = 0; d < hd; d += 8)
-                        _mm256_store_ps(vt + j * hd + d, load8(kv->v, kv->dtype, at + d));
+                for (j = 0; j < cnt; j++) row_f32(vt + j * hd, kv->v, kv->dtype, KV_AT(j), hd);
+                /* the next chunk's lines on their way while this one computes: a
+                 * block holds every head of a layer, so one head's rows lie far
+                 * apart, where the hardware's prefetchers do not follow */
+                for (int32_t jj = 0, npos = pos + cnt; jj < SNUG_MIN(ATT_CHUNK, last + 1 - npos); jj++) {
+                    int64_t at = (int64_t)kv->block_table[(npos + jj) / bs] * (int64_t)kv->block_stride +
+                                 (int64_t)((npos + jj) % bs) * hd;
+                    size_t o0 = kv_bytes(kv->dtype, at), o1 = kv_bytes(kv->dtype, at + hd);
+                    for (size_t o = o0; o < o1; o += 64) {
+                        _mm_prefetch((const char *)kv->k + o, _MM_HINT_T0);
+                        _mm_prefetch((const char *)kv->v + o, _MM_HINT_T0);
+                    }
                 }
 #undef KV_AT
                 for (int32_t t = 0; t < nq; t++) {
