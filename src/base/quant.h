@@ -77,7 +77,7 @@ static inline bool snug_dtype_is_mxfp8(snug_dtype dt)
 snug_dtype snug_mxfp8_elem(snug_dtype dt);
 
 /* 2^(s - 127) of a scale byte (s 0: 2^-127, a float subnormal); in line,
- * as attention reads one for every 8 values. */
+ * as attention reads one for every block of 32 values. */
 static inline float snug_e8m0_to_f32(uint8_t s)
 {
     uint32_t bits = s ? (uint32_t)s << 23 : 0x00400000u;
