@@ -1157,6 +1157,95 @@ static void test_speculative(void)
     tl_close(&tl);
 }
 
+/* Sampled drafts (speculative sampling, snug_sample_draft) with the model
+ * as its own draft model: requests that sample without a seed draw their
+ * drafts from the draft's rows and verify them against the model's, and
+ * what they give is distributed as without drafts. 768 choices of three
+ * tokens each way (the second drafted) with top-k 5 and a repetition penalty
+ * (so that p and q differ and drafts are rejected too): the second token's
+ * frequencies agree within 5 sd of their difference. At temperature 0.8
+ * with no filter (p = q up to rounding), nearly every sampled draft is
+ * kept, where greedy drafts (a seeded request) keep about half. Nothing is
+ * allocated. */
+static void test_speculative_sampled(void)
+{
+    enum { REQS = 48, CHOICES = 16, V = 512 };
+    snug_error err = {0};
+    snug_engine *e = NULL;
+    snug_engine_opts o = opts(16, 0);
+    o.plan.kv_dtype = SNUG_DTYPE_F32;
+    o.spec.draft_model = MODEL;
+    o.spec.n_min = 4;
+    CHECK_OK(snug_engine_open(MODEL, &o, &e, &err), &err);
+    if (!e) return;
+    int64_t allocs = snug_mem_alloc_count();
+    static int32_t second[2][V];
+    int64_t kept[2] = {0}, drafted[2] = {0};
+    static snug_request r;
+    for (int mode = 0; mode < 2; mode++) {
+        snug_engine_counters c0, c1;
+        snug_engine_counters_get(e, &c0);
+        for (int q = 0; q < REQS; q++) {
+            gen_request(&r, g_prompt, PROMPT_LEN);
+            r.n = CHOICES;
+            r.sampling.temperature = 2.0f, r.sampling.top_k = 5, r.sampling.repetition_penalty = 2.0f;
+            r.stop.max_tokens = 3; /* (the decode after the first token drafts one: room for it and a third) */
+            r.stop.ignore_eos = true;
+            r.no_speculation = mode == 0;
+            CHECK_OK(snug_engine_submit(e, &r, &err), &err);
+            int32_t n_out[CHOICES] = {0};
+            char text[256];
+            snug_output out;
+            while (next_output(e, &r, &out, text, sizeof text))
+                if (out.token >= 0 && out.choice < CHOICES && n_out[out.choice]++ == 1 && out.token < V)
+                    second[mode][out.token]++;
+            snug_engine_release(e, &r);
+        }
+        snug_engine_counters_get(e, &c1);
+        drafted[mode] = c1.spec_drafted_tokens - c0.spec_drafted_tokens;
+        kept[mode] = c1.spec_accepted_tokens - c0.spec_accepted_tokens;
+    }
+    int n_each = 0, worst_id = -1;
+    double worst = 0;
+    for (int v = 0; v < V; v++) n_each += second[0][v];
+    for (int v = 0; v < V; v++) {
+        double fa = (double)second[0][v] / n_each, fb = (double)second[1][v] / n_each, f = (fa + fb) / 2;
+        double sd = sqrt(f * (1 - f) * 2.0 / n_each) + 1e-12, dev = fabs(fa - fb) / sd;
+        if (f > 0 && dev > worst) worst = dev, worst_id = v;
+        CHECK(fabs(fa - fb) <= 5 * sd + 2.0 / n_each, "token %d second: %.4f without drafts, %.4f with", v, fa, fb);
+    }
+    CHECK(n_each == REQS * CHOICES && drafted[0] == 0 && drafted[1] >= REQS * CHOICES && kept[1] > 0 &&
+              kept[1] < drafted[1],
+          "%d second tokens each way; drafts %lld without, %lld with (%lld kept)", n_each, (long long)drafted[0],
+          (long long)drafted[1], (long long)kept[1]);
+    /* p = q: sampled drafts kept; a seed's greedy drafts half as often */
+    double rate[2] = {0};
+    for (int seeded = 0; seeded < 2; seeded++) {
+        snug_engine_counters c0, c1;
+        snug_engine_counters_get(e, &c0);
+        gen_request(&r, g_prompt, PROMPT_LEN);
+        r.sampling.temperature = 0.8f;
+        r.sampling.has_seed = seeded, r.sampling.seed = 5;
+        r.stop.max_tokens = 100;
+        r.stop.ignore_eos = true;
+        static spec_out g;
+        spec_run(e, &r, &g);
+        snug_engine_release(e, &r);
+        snug_engine_counters_get(e, &c1);
+        rate[seeded] = (double)(c1.spec_accepted_tokens - c0.spec_accepted_tokens) /
+                       (double)SNUG_MAX(c1.spec_drafted_tokens - c0.spec_drafted_tokens, 1);
+        CHECK(g.n[0] == 100, "%d tokens", g.n[0]);
+    }
+    CHECK(rate[0] >= 0.95 && rate[1] < 0.9, "temperature 0.8: sampled drafts kept %.3f, greedy ones %.3f", rate[0],
+          rate[1]);
+    CHECK(snug_mem_alloc_count() == allocs, "sampled drafts made %lld allocations",
+          (long long)(snug_mem_alloc_count() - allocs));
+    printf("  sampled drafts: the second token over %d choices each way within %.2f sd (token %d); %lld of %lld "
+           "drafts kept (temperature 2, top-k 5, repetition penalty 2); at temperature 0.8 sampled drafts kept %.3f, greedy "
+           "ones %.3f\n", n_each, worst, worst_id, (long long)kept[1], (long long)drafted[1], rate[0], rate[1]);
+    snug_engine_close(e);
+}
+
 /* The reasoning budget (think.h) in the step loop: the forced close comes
  * after budget tokens of the block, in place of what greedy sampling picks
  * (the reference ids before it), at once with a budget of 0, never when the
@@ -1453,6 +1542,7 @@ int main(void)
     RUN(test_constrained);
     RUN(test_reasoning_budget);
     RUN(test_speculative);
+    RUN(test_speculative_sampled);
     RUN(test_stress_within_plan);
     RUN(test_embeddings);
     RUN(test_scores);

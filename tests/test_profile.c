@@ -39,7 +39,7 @@ static bool open_fixture(fixture *f, snug_error *err)
         snug_model_create(&f->ck->config, f->w, &mo, &f->m, err) != SNUG_OK ||
         snug_stepper_create(NULL, f->m, &f->ck->config, MAX_LEN / BLOCK, &f->step, err) != SNUG_OK)
         return false;
-    f->shape = (snug_serving_shape){N_SEQS, N_TOKENS, MAX_LEN, BLOCK, f->ck->config.vocab_size, 64, 1, true, false, 0};
+    f->shape = (snug_serving_shape){N_SEQS, N_TOKENS, MAX_LEN, BLOCK, f->ck->config.vocab_size, 64, 1, true, false, 0, 0};
     const snug_model_dims *d = snug_model_get_dims(f->m);
     f->kv = (snug_kv_shape){d->n_layers, d->n_kv_heads, d->head_dim, BLOCK, SNUG_DTYPE_BF16};
     return snug_serving_create(&f->shape, &f->s, err) == SNUG_OK;

@@ -650,10 +650,110 @@ static void test_argmax(void)
     }
 }
 
+/* Speculative sampling: tokens drafted from q = softmax(draft / t_q), each
+ * verified by snug_sample_draft against p (the sampler's distribution for
+ * params p), come out distributed as p, whatever q is; the share of drafts
+ * kept is sum_y min(p(y), q(y)). Returns the largest deviation in sd. */
+static double check_draft_n(const char *what, const snug_sampling_params *p, const float *logits,
+                            const float *draft, float t_q, int32_t n, int32_t nq, int draws)
+{
+    static double prob[MAX_V], qprob[MAX_V];
+    static int32_t hits[MAX_V];
+    static float row[MAX_V], qrow[MAX_V];
+    reference_probs(p, logits, n, prob);
+    snug_sampling_params qp;
+    snug_sampling_params_default(&qp);
+    qp.temperature = t_q;
+    reference_probs(&qp, draft, nq, qprob); /* (a draft of nq tokens: q 0 past them) */
+    for (int32_t i = nq; i < n; i++) qprob[i] = 0;
+    double overlap = 0;
+    for (int32_t i = 0; i < n; i++) overlap += fmin(prob[i], qprob[i]);
+    void *scratch = scratch_alloc(n);
+    if (!scratch) return INFINITY;
+    snug_sampler_state st, dst;
+    snug_sampler_state_init(&st, p, 99);
+    snug_sampler_state_init(&dst, &qp, 77);
+    memset(hits, 0, sizeof hits);
+    int kept = 0;
+    for (int d = 0; d < draws; d++) {
+        memcpy(qrow, draft, (size_t)nq * sizeof(float));
+        snug_draft dr = {snug_sample(&qp, &dst, qrow, nq, NULL, 0, NULL, 0, scratch), qrow, nq, t_q};
+        memcpy(row, logits, (size_t)n * sizeof(float));
+        int32_t id = snug_sample_draft(p, &st, row, n, NULL, 0, NULL, 0, scratch, &dr);
+        CHECK(id >= 0 && id < n, "%s: drew id %d of %d", what, id, n);
+        if (id < 0 || id >= n) continue;
+        hits[id]++;
+        kept += id == dr.token;
+    }
+    double worst = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (prob[i] == 0) {
+            CHECK(hits[i] == 0, "%s: token %d is not allowed but was drawn %d times", what, i, hits[i]);
+            continue;
+        }
+        double sd = sqrt(prob[i] * (1 - prob[i]) / draws), f = (double)hits[i] / draws;
+        worst = fmax(worst, fabs(f - prob[i]) / sd);
+        CHECK(fabs(f - prob[i]) <= 5 * sd + 3.0 / draws,
+              "%s: token %d drawn with frequency %.5f, probability %.5f (%.1f sd)", what, i, f, prob[i],
+              fabs(f - prob[i]) / sd);
+    }
+    double rate = (double)kept / draws, rate_sd = sqrt(overlap * (1 - overlap) / draws) + 1e-9;
+    CHECK(fabs(rate - overlap) <= 5 * rate_sd + 3.0 / draws,
+          "%s: kept %.4f of the drafts, sum min(p, q) is %.4f", what, rate, overlap);
+    CHECK(st.counter >= (uint64_t)draws && st.counter <= 2 * (uint64_t)draws,
+          "%s: %llu draws from the stream for %d calls", what, (unsigned long long)st.counter, draws);
+    printf("  %-38s kept %.3f (sum min(p, q) %.3f), max deviation %.2f sd\n", what, rate, overlap, worst);
+    snug_mem_free(scratch);
+    return worst;
+}
+
+static void test_draft_sampling(void)
+{
+    static const float small[8] = {1.0f, 2.0f, 3.0f, 0.5f, -1.0f, 2.5f, 0.0f, -3.0f};
+    static const float other[8] = {2.5f, 0.0f, 1.0f, 3.0f, -2.0f, 2.0f, 1.5f, 0.5f}; /* a poor draft */
+    snug_sampling_params p;
+    snug_sampling_params_default(&p);
+    p.temperature = 0.8f;
+    check_draft_n("draft: t 0.8, a poor draft", &p, small, other, 0.8f, 8, 8, N_DRAWS);
+    check_draft_n("draft: t 0.8, the model's own row", &p, small, small, 0.8f, 8, 8, N_DRAWS);
+    check_draft_n("draft: t 0.8, its row at t 1.5", &p, small, small, 1.5f, 8, 8, N_DRAWS);
+    check_draft_n("draft: t 0.8, a draft of 5 tokens", &p, small, small, 0.8f, 8, 5, N_DRAWS);
+    p.top_k = 3;
+    check_draft_n("draft: top_k 3 (q outside p's support)", &p, small, small, 0.8f, 8, 8, N_DRAWS);
+    p.top_k = 0;
+    p.top_p = 0.7f;
+    p.min_p = 0.05f;
+    check_draft_n("draft: top_p 0.7, min_p .05", &p, small, other, 1.0f, 8, 8, N_DRAWS);
+    /* a row too wide for the prefilter's first thresholds, a draft of it shifted */
+    static float wide[3000], wdraft[3000];
+    for (int i = 0; i < 3000; i++) {
+        wide[i] = 2.0f * snug_rng_normalish(snug_hash32((uint32_t)i + 11));
+        wdraft[i] = wide[i] + snug_rng_normalish(snug_hash32((uint32_t)i + 5011));
+    }
+    snug_sampling_params_default(&p);
+    check_draft_n("draft: 3000 tokens, full softmax", &p, wide, wdraft, 1.0f, 3000, 3000, N_DRAWS);
+    p.top_p = 0.5f;
+    check_draft_n("draft: 3000 tokens, top_p 0.5", &p, wide, wdraft, 1.0f, 3000, 3000, N_DRAWS);
+    /* greedy: the argmax, whatever the draft */
+    snug_sampling_params_default(&p);
+    p.temperature = 0;
+    void *scratch = scratch_alloc(8);
+    if (!scratch) return;
+    float row[8];
+    memcpy(row, small, sizeof row);
+    snug_sampler_state st;
+    snug_sampler_state_init(&st, &p, 3);
+    snug_draft dr = {5, other, 8, 1.0f};
+    CHECK(snug_sample_draft(&p, &st, row, 8, NULL, 0, NULL, 0, scratch, &dr) == 2 && st.counter == 0,
+          "greedy verification: the argmax, no draws");
+    snug_mem_free(scratch);
+}
+
 int main(void)
 {
     RUN(test_greedy);
     RUN(test_argmax);
+    RUN(test_draft_sampling);
     RUN(test_distributions);
     RUN(test_penalties);
     RUN(test_logit_bias);

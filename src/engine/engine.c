@@ -71,6 +71,8 @@ struct snug_engine {
     int32_t *dtokens;               /* [max_num_batched_tokens + max_num_seqs] its tokens, */
     int32_t *ditem;                 /* [max_num_seqs] the item each sequence is, and ... */
     int32_t *item_at;               /* [max_num_seqs] ... where each item's tokens start in the step */
+    int32_t *qrow;                  /* [max_num_seqs] the first of the serving state's draft_q rows
+                                     * item k's sampled drafts were drawn from; -1: drafted greedily */
     double draft_seconds;           /* the draft's steps (the loop's; copied under the mutex) */
     snug_spec_cost cost;            /* the steps' seconds against their tokens (the loop's) */
     int32_t *walk_list;             /* [max_num_seqs] slots waiting for a mask walk, in turn */
@@ -367,23 +369,41 @@ static void draft_list(snug_engine *e, int32_t k, const snug_seq_slot *q, int64_
     *n_tok += n;
 }
 
+/* The draft model's tokens: those of its rows that are the model's too (a
+ * draft of the same tokenizer may have fewer rows, or padding). */
+static int32_t draft_vocab(const snug_engine *e)
+{
+    return SNUG_MIN(snug_model_get_dims(e->at.draft)->vocab_len, e->at.config->vocab_size);
+}
+
 /* With a draft model, before the step: each item that takes drafts gets
- * them, the draft's most likely tokens one draft step each (the first step
- * from its last known token, and the one before it where the draft's
- * cache lacks it), written after its known ids and into the step's
- * tokens. Without the mutex. */
+ * them, one draft step each (the first step from its last known token, and
+ * the one before it where the draft's cache lacks it), written after its
+ * known ids and into the step's tokens: for a request that samples without
+ * a seed, while the serving state's draft_q has rows for them, tokens drawn
+ * from the draft's rows at its temperature, each row kept there for its
+ * verification (qrow); else the draft's most likely tokens. Without the
+ * mutex. */
 static snug_status draft_tokens(snug_engine *e, int32_t n_items, snug_error *err)
 {
     snug_serving_state *sv = e->at.serving;
     const snug_sched_item *items = sv->items;
-    int32_t at = 0, most = 0;
+    const snug_model_dims *d = snug_model_get_dims(e->at.draft);
+    int32_t n_vocab = draft_vocab(e), drafted = 0;
+    int32_t at = 0, most = 0, rows = 0;
     for (int32_t k = 0; k < n_items; k++) {
         e->item_at[k] = at;
         at += items[k].n_tokens;
         most = SNUG_MAX(most, items[k].n_draft);
+        /* a request that samples without a seed drafts by sampling the draft's rows (each kept
+         * for its verification) while there is room for them; one with a seed drafts the most
+         * likely tokens, so that its output is plain decoding's, drafts or not */
+        const snug_sampling_params *sp = &slot_of(e, items[k].seq)->sampling;
+        bool sampled = items[k].n_draft > 0 && sp->temperature > 0.0f && !sp->has_seed &&
+                       rows + items[k].n_draft <= sv->shape.draft_rows;
+        e->qrow[k] = sampled ? rows : -1;
+        rows += sampled ? items[k].n_draft : 0;
     }
-    const snug_model_dims *d = snug_model_get_dims(e->at.draft);
-    int32_t n_vocab = SNUG_MIN(d->vocab_len, e->at.config->vocab_size), drafted = 0;
     double t0 = snug_now_seconds();
     for (int32_t j = 0; j < most; j++) {
         int32_t n_seqs = 0, n_tok = 0;
@@ -393,15 +413,28 @@ static snug_status draft_tokens(snug_engine *e, int32_t n_items, snug_error *err
             int64_t pos = items[k].pos0 + j; /* its last known token, then draft j - 1 */
             draft_list(e, k, q, j == 0 ? draft_from(q, pos) : pos, pos + 1, &n_seqs, &n_tok);
         }
-        const float *rows = NULL;
-        snug_status st = draft_forward(e, n_seqs, n_tok, true, &rows, err);
+        const float *logits = NULL;
+        snug_status st = draft_forward(e, n_seqs, n_tok, true, &logits, err);
         if (st != SNUG_OK) return snug_error_prefix(err, st, "draft model: ");
         for (int32_t i = 0; i < n_seqs; i++) {
-            const float *row = rows + (size_t)i * (size_t)d->vocab_rows;
-            int32_t best = snug_sampler_argmax(row, n_vocab);
-            const snug_sched_item *it = &items[e->ditem[i]];
-            slot_of(e, it->seq)->ids[it->pos0 + 1 + j] = best;
-            sv->step_tokens[e->item_at[e->ditem[i]] + 1 + j] = best;
+            const float *row = logits + (size_t)i * (size_t)d->vocab_rows;
+            int32_t k = e->ditem[i], best;
+            snug_seq_slot *q = slot_of(e, items[k].seq);
+            if (e->qrow[k] >= 0) { /* drawn from the row at the request's temperature, kept (as
+                                     * long as the model's rows: -infinity past the draft's) */
+                int32_t nv = sv->shape.n_vocab;
+                float *kept = sv->draft_q + (size_t)(e->qrow[k] + j) * (size_t)nv;
+                memcpy(kept, row, (size_t)n_vocab * sizeof(float));
+                for (int32_t v = n_vocab; v < nv; v++) kept[v] = -INFINITY;
+                snug_sampling_params qp;
+                snug_sampling_params_default(&qp);
+                qp.temperature = q->sampling.temperature;
+                best = snug_sample(&qp, &q->sampler, kept, nv, NULL, 0, NULL, 0, sv->scratch[0]);
+            } else {
+                best = snug_sampler_argmax(row, n_vocab);
+            }
+            q->ids[items[k].pos0 + 1 + j] = best;
+            sv->step_tokens[e->item_at[k] + 1 + j] = best;
             drafted++;
         }
     }
@@ -519,7 +552,7 @@ static bool constrain_advance(snug_engine *e, snug_seq_slot *q, int32_t id)
  * block (think.h), the closing ids are taken in place of a sample (under a
  * grammar too, which must allow them). */
 static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab, int32_t chosen,
-                       int32_t pos)
+                       const snug_draft *draft, int32_t pos)
 {
     snug_serving_state *sv = e->at.serving;
     snug_seq_slot *q = slot_of(e, i);
@@ -535,9 +568,9 @@ static void sample_one(snug_engine *e, int32_t i, float *logits, int32_t n_vocab
     bool kept = forced >= 0 || !q->grammar || constrain_logits(e, q, logits);
     int32_t id = forced >= 0 ? forced
                  : chosen >= 0 ? chosen /* the ranks' argmax: what greedy sampling picks */
-                 : snug_sample(&q->sampling, &q->sampler, logits, n_vocab, q->ids,
-                               (int32_t)q->n_prompt, q->ids + q->n_prompt,
-                               (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0]);
+                 : snug_sample_draft(&q->sampling, &q->sampler, logits, n_vocab, q->ids,
+                                     (int32_t)q->n_prompt, q->ids + q->n_prompt,
+                                     (int32_t)(q->n_ids - q->n_prompt), sv->scratch[0], draft);
     if (q->grammar && (!kept || !constrain_advance(e, q, id))) {
         size_t n = 0;
         snug_stop_end(&q->stop, SNUG_FINISH_GRAMMAR_FAILED, rec->text, &n);
@@ -582,7 +615,13 @@ static void sample_item(snug_engine *e, int32_t k, const snug_logits *lg, int32_
         int32_t draft = j < it->n_draft ? q->ids[q->n_ids] : -1; /* (read before the sample takes its place) */
         int32_t row = row0 + j, pos = (e->ring_pos[k] + n++) % e->at.serving->ring_cap;
         float *logits = lg->rows ? (float *)lg->rows + (size_t)row * (size_t)lg->stride : NULL;
-        sample_one(e, it->seq, logits, lg->n_vocab, lg->best ? lg->best[row].id : -1, pos);
+        /* a sampled draft is verified against the row it was drawn from (snug_sample_draft);
+         * a greedy or looked-up one put all its weight on its token: kept when the sample is it */
+        bool sampled = draft >= 0 && e->at.draft && e->qrow[k] >= 0;
+        const snug_serving_state *sv = e->at.serving;
+        snug_draft dq = {draft, sampled ? sv->draft_q + (size_t)(e->qrow[k] + j) * (size_t)sv->shape.n_vocab : NULL,
+                         sv->shape.n_vocab, q->sampling.temperature};
+        sample_one(e, it->seq, logits, lg->n_vocab, lg->best ? lg->best[row].id : -1, sampled ? &dq : NULL, pos);
         if (draft < 0) break;
         looked++;
         if (q->ring[pos].token != draft) break;
@@ -971,7 +1010,8 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
         e->dtokens = snug_mem_alloc(SNUG_MEM_OTHER, ((size_t)max_tokens + (size_t)max_seqs) * sizeof *e->dtokens, err);
         e->ditem = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->ditem, err);
         e->item_at = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->item_at, err);
-        if (!e->dseqs || !e->dtokens || !e->ditem || !e->item_at) {
+        e->qrow = snug_mem_alloc(SNUG_MEM_OTHER, (size_t)max_seqs * sizeof *e->qrow, err);
+        if (!e->dseqs || !e->dtokens || !e->ditem || !e->item_at || !e->qrow) {
             st = snug_error_prefix(err, SNUG_NOMEM, "engine: ");
             goto fail;
         }
@@ -1331,6 +1371,7 @@ void snug_engine_close(snug_engine *e)
     snug_mem_free(e->dtokens);
     snug_mem_free(e->ditem);
     snug_mem_free(e->item_at);
+    snug_mem_free(e->qrow);
     snug_mem_free(e->walk_list);
     snug_mem_free(e->grammar_keys_mem);
     snug_mem_free(e->queue);

@@ -166,6 +166,14 @@ static int32_t logits_rows(const snug_planner_opts *o)
     return (int32_t)SNUG_MIN(rows, (int64_t)o->max_num_batched_tokens);
 }
 
+/* The draft model's rows of logits the serving state keeps for sampled
+ * drafts (snug_serving_shape.draft_rows): k a sequence, for up to
+ * SNUG_SPEC_SAMPLED_SEQS sequences a step; none without a draft model. */
+static int32_t draft_rows(const snug_planner_opts *o)
+{
+    return o->draft_dir ? SNUG_MIN(o->max_num_seqs, SNUG_SPEC_SAMPLED_SEQS) * o->spec_tokens : 0;
+}
+
 /* What the window group's cache of shape win and `blocks` blocks and its
  * block pool cost the budget; 0 for none. */
 static size_t window_cache_bytes(const snug_kv_shape *win, int64_t blocks)
@@ -215,7 +223,7 @@ static snug_status check_before_load(const snug_planned *p, const snug_planner_o
     snug_serving_shape ss = {o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len,
                              o->block_size, cfg->vocab_size,
                              p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1, p->tok != NULL,
-                             wks.n_layers > 0, o->spec_tokens};
+                             wks.n_layers > 0, o->spec_tokens, draft_rows(o)};
     snug_plan_sizes sizes = {
         .budget = r->budget.bytes, .weights = (size_t)w[r->rank],
         .activations = snug_model_activation_bytes(&dims, &shape),
@@ -495,7 +503,7 @@ static snug_status make_phase(snug_planned *p, const snug_planner_opts *opts, co
     }
     *ss = (snug_serving_shape){o->max_num_seqs, o->max_num_batched_tokens, o->max_model_len, o->block_size,
                                p->ck->config.vocab_size, p->tok ? snug_tokenizer_max_token_bytes(p->tok) : 64, 1,
-                               p->tok != NULL, r->window_layers > 0, o->spec_tokens};
+                               p->tok != NULL, r->window_layers > 0, o->spec_tokens, draft_rows(o)};
     if (st == SNUG_OK) st = make_serving(p, ss, err);
     if (st == SNUG_OK)
         st = snug_stepper_create(comm, p->model, &p->ck->config,

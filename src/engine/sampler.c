@@ -286,12 +286,69 @@ static double fill_probs(const float *logits, int32_t n, float max, float inv_t,
     return total;
 }
 
+/* A draft to verify (snug_sample_draft): its token, and its proposal q =
+ * softmax(logits / temperature) over the draft row, as q(y) = exp_neg(
+ * scaled(logits[y], max, inv_t)) * inv_z: the same float values the draw
+ * that picked the token weighed it by (fill_probs, min_p 0). */
+typedef struct verify {
+    int32_t token;
+    const float *logits;
+    int32_t n;             /* q is 0 from logits[n] on */
+    float max, inv_t;
+    double inv_z;
+    snug_sampler_state *s; /* the second draw's stream, on a rejection */
+} verify;
+
+static inline double q_of(const verify *v, int32_t y)
+{
+    return y < v->n ? (double)exp_neg(scaled(v->logits[y], v->max, v->inv_t)) * v->inv_z : 0.0;
+}
+
+/* The draft's acceptance (speculative sampling): given the target's final
+ * weights w over ids (ids NULL: w[y] is token y's, y < n; else w[i] is
+ * ids[i]'s) with sum total, and the first draw u: the draft's token with
+ * probability min(1, p / q) at it, else a draw from max(0, p - q)
+ * renormalized (a second draw from v->s), so that the result is
+ * distributed as p, whatever q. Where rounding leaves the residual empty,
+ * a draw from p itself. stride: bytes from one weight to the next. */
+static int32_t verify_draft(const verify *v, const float *w, size_t stride, const int32_t *ids,
+                            size_t id_stride, int32_t n, double total, double u)
+{
+#define W_AT(i) (*(const float *)((const char *)w + (size_t)(i) * stride))
+#define ID_AT(i) (ids ? *(const int32_t *)((const char *)ids + (size_t)(i) * id_stride) : (i))
+    double px = 0, inv_total = 1.0 / total;
+    for (int32_t i = 0; i < n; i++)
+        if (ID_AT(i) == v->token) {
+            px = W_AT(i) * inv_total;
+            break;
+        }
+    double qx = v->token >= 0 ? q_of(v, v->token) : 0;
+    if (px > 0 && u * qx < px) return v->token;
+    double residual = 0;
+    for (int32_t i = 0; i < n; i++) residual += SNUG_MAX(0.0, W_AT(i) * inv_total - q_of(v, ID_AT(i)));
+    double r = snug_sampler_uniform(v->s), acc = 0;
+    bool from_p = !(residual > 0);
+    r *= from_p ? 1.0 : residual;
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++) {
+        double wi = from_p ? W_AT(i) * inv_total : SNUG_MAX(0.0, W_AT(i) * inv_total - q_of(v, ID_AT(i)));
+        if (wi <= 0) continue;
+        last = ID_AT(i);
+        acc += wi;
+        if (r < acc) return last;
+    }
+    return last >= 0 ? last : ID_AT(0); /* rounding: the last with weight */
+#undef W_AT
+#undef ID_AT
+}
+
 /* Draw without top-k / top-p: the probabilities with partial sums per
  * block, then a walk over the blocks and inside one block. */
 static int32_t draw_full(const float *logits, int32_t n_vocab, float max, float inv_t,
-                         float min_p, double u, float *prob, double *block_sum)
+                         float min_p, double u, float *prob, double *block_sum, const verify *v)
 {
     double total = fill_probs(logits, n_vocab, max, inv_t, min_p, prob, block_sum);
+    if (v) return verify_draft(v, prob, sizeof *prob, NULL, 0, n_vocab, total, u);
     double r = u * total, acc = 0;
     for (int32_t lo = 0, b = 0; lo < n_vocab; lo += BLOCK, b++) {
         if (r >= acc + block_sum[b]) {
@@ -462,7 +519,7 @@ static void measure(const float *logits, int32_t n, float max, float inv_t, floa
  * top-p without top-k; c holds up to n_vocab candidates. */
 static int32_t draw_candidates(const snug_sampling_params *p, const float *logits,
                                int32_t n_vocab, float max, float inv_t, double u, float *prob,
-                               cand *c)
+                               cand *c, const verify *v)
 {
     float min_p = p->min_p;
     int32_t k = p->top_k > 0 && p->top_k < n_vocab ? p->top_k : 0;
@@ -541,6 +598,7 @@ static int32_t draw_candidates(const snug_sampling_params *p, const float *logit
     SNUG_ASSERT(n > 0); /* the largest logit (s = 0, e = 1) always survives */
     sum = 0;
     for (int32_t i = 0; i < n; i++) sum += c[i].e;
+    if (v) return verify_draft(v, &c[0].e, sizeof *c, &c[0].id, sizeof *c, n, sum, u);
     double r = u * sum, acc = 0;
     for (int32_t i = 0; i < n; i++) {
         acc += c[i].e;
@@ -551,9 +609,10 @@ static int32_t draw_candidates(const snug_sampling_params *p, const float *logit
     return c[0].id;
 }
 
-int32_t snug_sample(const snug_sampling_params *p, snug_sampler_state *s, float *logits,
-                    int32_t n_vocab, const int32_t *prompt, int32_t n_prompt,
-                    const int32_t *output, int32_t n_output, void *scratch)
+/* snug_sample, with a draft to verify when d is not NULL. */
+static int32_t sample(const snug_sampling_params *p, snug_sampler_state *s, float *logits,
+                      int32_t n_vocab, const int32_t *prompt, int32_t n_prompt,
+                      const int32_t *output, int32_t n_output, void *scratch, const snug_draft *d)
 {
     SNUG_ASSERT(n_vocab > 0 && logits && scratch);
     uint32_t *counts = scratch; /* (n_vocab), zero between calls */
@@ -569,8 +628,38 @@ int32_t snug_sample(const snug_sampling_params *p, snug_sampler_state *s, float 
     float *prob = work;                                                    /* (n_vocab) */
     double *block_sum = (double *)((char *)work + probs_bytes(n_vocab));   /* (n_blocks) */
     cand *c = (cand *)((char *)block_sum + blocks_bytes(n_vocab));          /* (n_vocab) */
+    verify v = {0}, *vp = NULL;
+    if (d) { /* the proposal's normalizer: as fill_probs sums it, in float per BLOCK */
+        int32_t nq = SNUG_MAX(0, SNUG_MIN(d->n_logits, n_vocab));
+        v = (verify){.token = d->token < nq ? d->token : -1, .logits = d->logits, .n = nq,
+                     .max = nq > 0 ? row_max(d->logits, nq) : -INFINITY, .inv_t = 1.0f / d->temperature, .s = s};
+        double z = 0;
+        for (int32_t lo = 0; lo < nq; lo += BLOCK) {
+            float zb = 0;
+            int32_t hi = SNUG_MIN(lo + BLOCK, nq);
+#pragma omp simd reduction(+ : zb)
+            for (int32_t i = lo; i < hi; i++) zb += exp_neg(scaled(d->logits[i], v.max, v.inv_t));
+            z += zb;
+        }
+        v.inv_z = z > 0 ? 1.0 / z : 0.0;
+        vp = z > 0 && v.max > -INFINITY && v.max < INFINITY ? &v : NULL; /* (no proposal: a plain draw) */
+    }
     bool use_k = p->top_k > 0 && p->top_k < n_vocab;
     if (!use_k && !(p->top_p < 1.0f))
-        return draw_full(logits, n_vocab, max, inv_t, p->min_p, u, prob, block_sum);
-    return draw_candidates(p, logits, n_vocab, max, inv_t, u, prob, c);
+        return draw_full(logits, n_vocab, max, inv_t, p->min_p, u, prob, block_sum, vp);
+    return draw_candidates(p, logits, n_vocab, max, inv_t, u, prob, c, vp);
+}
+
+int32_t snug_sample(const snug_sampling_params *p, snug_sampler_state *s, float *logits,
+                    int32_t n_vocab, const int32_t *prompt, int32_t n_prompt,
+                    const int32_t *output, int32_t n_output, void *scratch)
+{
+    return sample(p, s, logits, n_vocab, prompt, n_prompt, output, n_output, scratch, NULL);
+}
+
+int32_t snug_sample_draft(const snug_sampling_params *p, snug_sampler_state *s, float *logits,
+                          int32_t n_vocab, const int32_t *prompt, int32_t n_prompt,
+                          const int32_t *output, int32_t n_output, void *scratch, const snug_draft *d)
+{
+    return sample(p, s, logits, n_vocab, prompt, n_prompt, output, n_output, scratch, d);
 }

@@ -131,4 +131,35 @@ int32_t snug_sample(const snug_sampling_params *p, snug_sampler_state *s, float 
                     int32_t n_vocab, const int32_t *prompt, int32_t n_prompt,
                     const int32_t *output, int32_t n_output, void *scratch);
 
+/* A token a draft model proposed for speculative sampling, and the
+ * distribution it was drawn from: q = softmax(logits / temperature) over
+ * the draft's row (snug_sample with only that temperature set draws from
+ * exactly this q). */
+typedef struct snug_draft {
+    int32_t token;         /* drawn from q */
+    const float *logits;   /* the draft's row (not modified), ... */
+    int32_t n_logits;      /* ... of this many entries (1 to n_vocab): q is 0 past them */
+    float temperature;     /* > 0 */
+} snug_draft;
+
+/* snug_sample for a row that verifies a drafted token (speculative
+ * sampling, Leviathan et al. 2023; Chen et al. 2023): with p the
+ * distribution snug_sample would draw from (bias, penalties, temperature,
+ * top-k, top-p, min-p all applied), it returns d->token with probability
+ * min(1, p(token) / q(token)), else a draw from max(0, p - q)
+ * renormalized, so that what it returns is distributed as p exactly,
+ * whatever q is (p(y) for every y: q(y) min(1, p(y)/q(y)) plus the chance
+ * of a rejection times the residual's share). A token it returns other
+ * than d->token means the draft was rejected; it never returns a token p
+ * gives no weight. Greedy calls (temperature 0, and the cases snug_sample
+ * treats as greedy) return the argmax as snug_sample does. Draws one
+ * uniform from s, two on a rejection. Extra cost: one pass over the
+ * draft's row (its normalizer) and, on a rejection, two passes over p's
+ * tokens (the whole row without top-k / top-p). d NULL: snug_sample.
+ * Arguments otherwise as snug_sample's. Cannot fail. */
+int32_t snug_sample_draft(const snug_sampling_params *p, snug_sampler_state *s, float *logits,
+                          int32_t n_vocab, const int32_t *prompt, int32_t n_prompt,
+                          const int32_t *output, int32_t n_output, void *scratch,
+                          const snug_draft *d);
+
 #endif /* SNUG_SAMPLER_H */

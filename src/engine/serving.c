@@ -12,7 +12,7 @@
 /* Where each part lives in the block; every part 64-byte aligned. */
 typedef struct layout {
     size_t seqs, scratch_ptrs, step_tokens, step_seqs; /* offsets */
-    size_t sched, sched_running, sched_waiting, items, rings, ring_text, lp_row, constrain, slot_match;
+    size_t sched, sched_running, sched_waiting, items, rings, ring_text, lp_row, draft_q, constrain, slot_match;
     size_t slot_tables, slot_ids, slot_text, slot_emit, scratch; /* first of each kind */
     size_t table_bytes, ids_bytes, text_bytes, emit_bytes, scratch_bytes, match_bytes; /* one of each */
     size_t total;
@@ -22,7 +22,8 @@ static bool valid(const snug_serving_shape *s)
 {
     return s->max_num_seqs > 0 && s->max_num_batched_tokens > 0 && s->max_model_len > 0 && s->max_model_len <= INT32_MAX &&
            s->block_size > 0 && s->n_vocab > 0 && s->n_samplers > 0 && s->spec_tokens >= 0 &&
-           s->spec_tokens <= SNUG_SPEC_TOKENS_MAX &&
+           s->spec_tokens <= SNUG_SPEC_TOKENS_MAX && s->draft_rows >= 0 &&
+           s->draft_rows <= SNUG_SPEC_SAMPLED_SEQS * SNUG_SPEC_TOKENS_MAX &&
            s->max_token_bytes <= ((size_t)1 << 20);
 }
 
@@ -58,6 +59,7 @@ static bool carve(const snug_serving_shape *s, layout *l)
               snug_mem_carve(&at, ring * sizeof(snug_out_record), n, &l->rings) &&
               snug_mem_carve(&at, l->emit_bytes, n * ring, &l->ring_text) &&
               snug_mem_carve(&at, (size_t)s->n_vocab * sizeof(float), 1, &l->lp_row) &&
+              snug_mem_carve(&at, (size_t)s->n_vocab * sizeof(float) * (size_t)s->draft_rows, 1, &l->draft_q) &&
               snug_mem_carve(&at, l->match_bytes, n, &l->slot_match) &&
               snug_mem_carve(&at, constrain_bytes, 1, &l->constrain);
     l->total = SNUG_MAX(at, (size_t)SNUG_MEM_LARGE_BYTES);
@@ -96,6 +98,7 @@ snug_status snug_serving_create(const snug_serving_shape *shape, snug_serving_st
     s.sched_waiting = (int32_t *)(b + l.sched_waiting);
     s.items = (snug_sched_item *)(b + l.items);
     s.lp_row = (float *)(b + l.lp_row);
+    s.draft_q = shape->draft_rows > 0 ? (float *)(b + l.draft_q) : NULL;
     size_t ring_bytes = snug_round_up(ring * sizeof(snug_out_record), SNUG_MEM_ALIGN);
     size_t emit_stride = snug_round_up(l.emit_bytes, SNUG_MEM_ALIGN);
     for (int32_t i = 0; i < shape->max_num_seqs; i++) {

@@ -14,6 +14,8 @@
  *     sequences (max_num_seqs snug_step_seq);
  *   - the scheduler's arrays (scheduler.h) and, per slot, a ring of
  *     ring_cap outputs with their text, for the engine's consumers;
+ *   - with a draft model, the rows of logits its sampled drafts were drawn
+ *     from, kept for their verification (shape.draft_rows);
  *   - with constrained decoding (shape.constrained), a matcher per slot
  *     and the constrainer's mask, scratch and cache (constrain.h).
  * snug_serving_bytes is the pure function the plan uses; the block is made
@@ -67,6 +69,10 @@ typedef struct snug_serving_shape {
     bool windowed;             /* a window group's table per slot (kvcache.h's window) */
     int32_t spec_tokens;       /* drafts a step may verify for a sequence, 0 to
                                 * SNUG_SPEC_TOKENS_MAX: its ring's records beyond SNUG_OUT_RING */
+    int32_t draft_rows;        /* a draft model's rows of logits kept from drafting to
+                                * verification (sampled drafts: snug_sample_draft), n_vocab
+                                * floats each, one after another; 0 to SNUG_SPEC_SAMPLED_SEQS
+                                * x SNUG_SPEC_TOKENS_MAX */
 } snug_serving_shape;
 
 /* One sequence's place. */
@@ -119,6 +125,7 @@ typedef struct snug_serving_state {
     int32_t *sched_running, *sched_waiting; /* [max_num_seqs] each */
     snug_sched_item *items;    /* [max_num_seqs] a step's plan */
     float *lp_row;             /* [n_vocab] a row of logits kept raw for log-probabilities */
+    float *draft_q;            /* [shape.draft_rows * n_vocab] sampled drafts' rows (their q) */
     snug_constrainer constrain; /* with shape.constrained; its trie set by the planner */
 } snug_serving_state;
 

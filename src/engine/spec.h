@@ -41,9 +41,12 @@ enum {
     SNUG_SPEC_LOOKUP_MIN_DEFAULT = 2,
     SNUG_SPEC_LOOKUP_MAX_DEFAULT = 4,
     SNUG_SPEC_LOOKUP_MAX = 16,
-    SNUG_SPEC_SEQS_ROWS = 16        /* sequences the plan gives drafts' rows of logits (at large
+    SNUG_SPEC_SEQS_ROWS = 16,       /* sequences the plan gives drafts' rows of logits (at large
                                      * batches a step is bound by compute, not by reading the
                                      * weights, and drafts gain little) */
+    SNUG_SPEC_SAMPLED_SEQS = 8      /* sequences a step may draft for by sampling a draft model's
+                                     * rows (their rows kept until verified: serving.h); the
+                                     * others draft its most likely tokens */
 };
 
 #define SNUG_SPEC_MIN_KEEP 0.3      /* the least chance of keeping the last draft of a step, until
