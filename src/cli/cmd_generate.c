@@ -421,10 +421,6 @@ static snug_status generate_once(const gen_args *a, snug_engine *e, snug_comm *c
 {
     snug_request r = {.prompt = g->seq, .n_prompt = g->n_ids, .sampling = a->sp, .stop = a->stop,
                       .n = 1, .grammar = g->grammar};
-    if (!r.sampling.has_seed) { /* each run its own: the time */
-        r.sampling.seed = (uint64_t)(snug_now_seconds() * 1e9);
-        r.sampling.has_seed = true;
-    }
     int64_t n_ids = g->n_ids, max_len = a->plan.max_model_len;
     /* -n past the model length: the length ends it (finish model_length) */
     r.stop.max_tokens = a->n_new > 0 && n_ids + a->n_new <= max_len ? (int32_t)a->n_new : 0;

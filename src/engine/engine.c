@@ -83,6 +83,8 @@ struct snug_engine {
     uint64_t grammar_secret[4];     /* keys grammars' two hashes (grammar_keys.h): nobody can
                                      * choose grammars that collide, and a collision costs a key,
                                      * never a mask */
+    uint64_t seed_key;              /* the random streams of requests without a seed start from
+                                     * it and their ids: each process its own */
     snug_engine_counters c;
     /* the plan, made on the loop's thread (see snug_engine_open) */
     const char *dir;
@@ -110,7 +112,7 @@ static void start_slot(snug_engine *e, snug_request *r, int32_t k, int32_t i)
     memcpy(q->ids, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
     q->n_ids = q->n_prompt = r->n_prompt;
     q->sampling = r->sampling;
-    uint64_t fallback = r->id * 0x9E3779B97F4A7C15ull + (uint64_t)k;
+    uint64_t fallback = e->seed_key ^ (r->id * 0x9E3779B97F4A7C15ull + (uint64_t)k);
     snug_sampling_params sp = r->sampling;
     if (sp.has_seed) sp.seed += (uint64_t)k; /* the choices of a seeded request differ, repeatably */
     snug_sampler_state_init(&q->sampler, &sp, fallback);
@@ -1025,6 +1027,8 @@ snug_status snug_engine_open(const char *dir, const snug_engine_opts *opts, snug
     if (getrandom(e->grammar_secret, sizeof e->grammar_secret, GRND_NONBLOCK) != (ssize_t)sizeof e->grammar_secret)
         for (int i = 0; i < 4; i++) /* no entropy yet: the clock, spread (a weaker secret, still a compare) */
             e->grammar_secret[i] = snug_hash_bytes((uint64_t)(snug_now_seconds() * 1e9) + (uint64_t)i, &e, sizeof e);
+    if (getrandom(&e->seed_key, sizeof e->seed_key, GRND_NONBLOCK) != (ssize_t)sizeof e->seed_key)
+        e->seed_key = snug_hash_bytes((uint64_t)(snug_now_seconds() * 1e9), &e, sizeof e);
     e->dir = dir;
     e->spec = snug_spec_opts_resolved(&opts->spec);
     e->plan_opts = plan_opts_of(opts);
