@@ -55,8 +55,10 @@ enum {
 /* How a server drafts: prompt lookup or a draft model, not both. */
 typedef struct snug_spec_opts {
     bool prompt_lookup;             /* n-gram drafts from each sequence's own tokens */
-    const char *draft_model;        /* a small model of the same vocabulary whose greedy tokens
-                                     * are the drafts (planner.h draft_dir), or NULL */
+    const char *draft_model;        /* a small model of the same vocabulary whose tokens are the
+                                     * drafts (planner.h draft_dir; sampled from its rows for a
+                                     * request that samples without a seed, else its most likely
+                                     * ones), or NULL */
     int32_t n_tokens;               /* drafted tokens per step at most; 0: SNUG_SPEC_TOKENS_DEFAULT */
     int32_t n_min;                  /* ... and at least, whatever drafts cost and however they fare
                                      * (llama.cpp's --draft-min; 0: as they pay) */

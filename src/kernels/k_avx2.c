@@ -31,11 +31,22 @@
 
 /* ---- loads and conversions ---------------------------------------------- */
 
+/* The bytes before element index i of a cache of dtype dt: for the blocks
+ * of 32, those of the block holding it (base/quant.h's snug_dtype_bytes,
+ * in line). */
+T_AVX2_INL size_t kv_bytes(snug_dtype dt, int64_t i)
+{
+    if (dt == SNUG_DTYPE_F32) return (size_t)i * 4;
+    if (dt == SNUG_DTYPE_Q8_0) return (size_t)(i / 32) * 34;
+    if (snug_dtype_is_mxfp8(dt)) return (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+    return (size_t)i * 2;
+}
+
 /* Q8_0's block holding value i of blocks from p (kernels.h's snug_kv_view),
  * and its scale. */
 T_AVX2_INL const uint8_t *q80_block_at(const void *p, int64_t i, float *d)
 {
-    const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * 34;
+    const uint8_t *b = (const uint8_t *)p + kv_bytes(SNUG_DTYPE_Q8_0, i);
     *d = _cvtsh_ss((unsigned short)(b[0] | b[1] << 8));
     return b;
 }
@@ -66,7 +77,7 @@ T_AVX2_INL mx_scale mx_scale_of(uint8_t s, snug_dtype dt)
 /* MXFP8's block holding value i of blocks from p, and its scale. */
 T_AVX2_INL const uint8_t *mx_block_at(const void *p, int64_t i, snug_dtype dt, mx_scale *scale)
 {
-    const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+    const uint8_t *b = (const uint8_t *)p + kv_bytes(dt, i);
     *scale = mx_scale_of(b[0], dt);
     return b;
 }
@@ -115,7 +126,7 @@ T_AVX2_INL __m256 load8(const void *p, snug_dtype dt, int64_t i)
 T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
 {
     if (snug_dtype_is_mxfp8(dt)) {
-        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
+        const uint8_t *b = (const uint8_t *)p + kv_bytes(dt, i);
         return snug_fp8_to_f32(b[1 + i % 32], snug_mxfp8_elem(dt)) * snug_e8m0_to_f32(b[0]);
     }
     if (dt == SNUG_DTYPE_Q8_0) {
@@ -134,16 +145,17 @@ T_AVX2_INL float elem1(const void *p, snug_dtype dt, int64_t i)
 T_AVX2_INL void row_f32(float *dst, const void *p, snug_dtype dt, int64_t i, int32_t n)
 {
     if (snug_dtype_is_mxfp8(dt)) {
-        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
-        for (int32_t d = 0; d < n; d += 32, b += SNUG_MXFP8_BLOCK_BYTES) {
-            mx_scale m = mx_scale_of(b[0], dt);
+        for (int32_t d = 0; d < n; d += 32) {
+            mx_scale m;
+            const uint8_t *b = mx_block_at(p, i + d, dt, &m);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) _mm256_store_ps(dst + d + 8 * k, mx_values8(b + 1 + 8 * k, dt, &m));
         }
     } else if (dt == SNUG_DTYPE_Q8_0) {
-        const uint8_t *b = (const uint8_t *)p + (size_t)(i / 32) * 34;
-        for (int32_t d = 0; d < n; d += 32, b += 34) {
-            __m256 sc = _mm256_set1_ps(_cvtsh_ss((unsigned short)(b[0] | b[1] << 8)));
+        for (int32_t d = 0; d < n; d += 32) {
+            float scale;
+            const uint8_t *b = q80_block_at(p, i + d, &scale);
+            __m256 sc = _mm256_set1_ps(scale);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * k));
@@ -153,16 +165,6 @@ T_AVX2_INL void row_f32(float *dst, const void *p, snug_dtype dt, int64_t i, int
     } else {
         for (int32_t d = 0; d < n; d += 8) _mm256_store_ps(dst + d, load8(p, dt, i + d));
     }
-}
-
-/* The bytes before element index i of a cache of dtype dt (base/quant.h's
- * snug_dtype_bytes, inline). */
-T_AVX2_INL size_t kv_bytes(snug_dtype dt, int64_t i)
-{
-    if (dt == SNUG_DTYPE_F32) return (size_t)i * 4;
-    if (dt == SNUG_DTYPE_Q8_0) return (size_t)(i / 32) * 34;
-    if (snug_dtype_is_mxfp8(dt)) return (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES;
-    return (size_t)i * 2;
 }
 
 T_AVX2_INL float hmax8(__m256 v)
@@ -641,11 +643,11 @@ T_AVX2 static void store_avx2(void *dst, snug_dtype dt, const float *src, int64_
 {
     if (snug_dtype_is_mxfp8(dt)) { /* n a multiple of 32 */
         for (int64_t i = 0; i < n; i += 32)
-            store_mx_block((uint8_t *)dst + (size_t)(i / 32) * SNUG_MXFP8_BLOCK_BYTES, src + i, dt);
+            store_mx_block((uint8_t *)dst + kv_bytes(dt, i), src + i, dt);
         return;
     }
     if (dt == SNUG_DTYPE_Q8_0) { /* n a multiple of 32 */
-        for (int64_t i = 0; i < n; i += 32) store_q80_block((uint8_t *)dst + (size_t)(i / 32) * 34, src + i);
+        for (int64_t i = 0; i < n; i += 32) store_q80_block((uint8_t *)dst + kv_bytes(dt, i), src + i);
         return;
     }
     if (dt == SNUG_DTYPE_F32) {
@@ -866,9 +868,8 @@ T_AVX2 static void attention_blocked(const snug_attn_args *a)
                 /* the next chunk's lines on their way while this one computes: a
                  * block holds every head of a layer, so one head's rows lie far
                  * apart, where the hardware's prefetchers do not follow */
-                for (int32_t jj = 0, npos = pos + cnt; jj < SNUG_MIN(ATT_CHUNK, last + 1 - npos); jj++) {
-                    int64_t at = (int64_t)kv->block_table[(npos + jj) / bs] * (int64_t)kv->block_stride +
-                                 (int64_t)((npos + jj) % bs) * hd;
+                for (int32_t jj = cnt; jj < cnt + SNUG_MIN(ATT_CHUNK, last + 1 - (pos + cnt)); jj++) {
+                    int64_t at = KV_AT(jj);
                     size_t o0 = kv_bytes(kv->dtype, at), o1 = kv_bytes(kv->dtype, at + hd);
                     for (size_t o = o0; o < o1; o += 64) {
                         _mm_prefetch((const char *)kv->k + o, _MM_HINT_T0);
