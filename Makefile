@@ -154,7 +154,7 @@ $(BENCH_OMP): BENCH_FLAGS := -fopenmp
 
 $(B)/bench/%: bench/%.c $(B)/libsnug.a
 	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) $(BENCH_FLAGS) -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL) $(BENCH_FLAGS)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) $(BENCH_FLAGS) -MMD -MP -o $@ $< $(B)/libsnug.a $(LDLIBS_ALL) $(BENCH_FLAGS)
 
 # --- shared library, install ----------------------------------------------------
 # The shared library's objects are the static library's built again with -fPIC under
@@ -282,5 +282,5 @@ fuzz: $(FUZZ_NAMES:%=$(F)/fuzz_%)
 clean:
 	rm -rf build
 
--include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(B)/examples/*.d \
+-include $(wildcard $(B)/obj/*/*.d $(B)/tests/*.d $(B)/tests/support/*.d $(B)/examples/*.d $(B)/bench/*.d \
     $(A)/obj/*/*.d $(P)/obj/*/*.d $(F)/obj/*/*.d)

@@ -273,7 +273,7 @@ __attribute__((target("avx2"))) static float bench_loop_maddubs_ymm(long iters)
 {
     __m256i u = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
 #define INIT(j) __m256i a##j = _mm256_set1_epi16((short)((j) + 1));
-#define STEP(j) a##j = _mm256_add_epi16(a##j, _mm256_maddubs_epi16(u, x));
+#define STEP(j) __asm__("" : "+v"(u)); a##j = _mm256_add_epi16(a##j, _mm256_maddubs_epi16(u, x));
 #define SUM(j) s = _mm256_add_epi16(s, a##j);
     BENCH_ACC12(INIT)
     for (long i = 0; i < iters; i++) {
