@@ -226,6 +226,58 @@ static void test_gqa_f32(void)
                             SNUG_DTYPE_F32, 1e-4);
 }
 
+/* A step of more tokens than the MLP takes at a time (MLP_ROWS, 512) runs
+ * it in parts (here 367, 367 and 366 rows): every position's logits as the
+ * reference's, and as the same tokens in steps of one part each. */
+static void test_mlp_parts(void)
+{
+    snug_error err = {0};
+    snug_model_config c = small_config();
+    c.max_position_embeddings = 1200;
+    enum { N = 1100, PART = 367 };
+    char dir[64] = "";
+    rig r;
+    memset(&r, 0, sizeof r);
+    snug_block_table table = {0};
+    ref_model *ref = NULL;
+    int32_t *tokens = malloc(N * sizeof *tokens);
+    float *got = malloc((size_t)N * (size_t)c.vocab_size * sizeof(float));
+    float *parts = malloc((size_t)N * (size_t)c.vocab_size * sizeof(float));
+    double *want = malloc((size_t)N * (size_t)c.vocab_size * sizeof(double));
+    fill_tokens(tokens, N, c.vocab_size, 23);
+    bool ok = make_model(&c, SNUG_DTYPE_F32, dir, &err) &&
+              rig_open_blocks(&r, dir, NULL, SNUG_DTYPE_NONE, SNUG_DTYPE_NONE, SNUG_DTYPE_F32, N, 1, N,
+                              N / BLOCK + 1, &err) &&
+              snug_block_table_init(&table, N, BLOCK, &err) == SNUG_OK;
+    CHECK(ok, "setup: %s", err.msg);
+    if (ok) ok = run_chunks(&r, &table, tokens, N, N, got, &err);
+    CHECK(ok, "one step of %d tokens: %s", N, err.msg);
+    if (ok) {
+        snug_block_table_release(&table, &r.pool);
+        ok = run_chunks(&r, &table, tokens, N, PART, parts, &err);
+        CHECK(ok, "steps of %d: %s", PART, err.msg);
+    }
+    ref = ok ? ref_model_load(dir) : NULL;
+    CHECK(!ok || ref, "reference load");
+    if (ref) {
+        CHECK(ref_model_forward(ref, tokens, N, want) == 0, "reference forward");
+        double e = rel_err(got, want, (size_t)N * (size_t)c.vocab_size);
+        double diff = 0, scale = 0;
+        for (size_t i = 0; i < (size_t)N * (size_t)c.vocab_size; i++)
+            diff = fmax(diff, fabs((double)got[i] - parts[i])), scale = fmax(scale, fabs((double)parts[i]));
+        printf("  %d tokens in one step (the MLP in 3 parts): max relative error %.3g against the reference, "
+               "%.3g against steps of %d\n", N, e, diff / scale, PART);
+        CHECK(e <= 1e-4, "max relative error %.3g > 1e-4", e);
+        CHECK(diff / scale <= 1e-5, "against steps of %d: %.3g > 1e-5", PART, diff / scale);
+    }
+    ref_model_free(ref);
+    if (table.ids) snug_block_table_release(&table, &r.pool);
+    snug_block_table_free(&table);
+    rig_close(&r);
+    rm_tree(dir);
+    free(tokens), free(got), free(parts), free(want);
+}
+
 static void test_gqa_bf16(void)
 {
     snug_model_config c = small_config();
@@ -1458,6 +1510,7 @@ int main(void)
 {
     RUN(test_gqa_f32);
     RUN(test_gqa_bf16);
+    RUN(test_mlp_parts);
     RUN(test_qwen2_like);
     RUN(test_llama3_rope);
     RUN(test_head_dim);

@@ -18,6 +18,13 @@
 #include <string.h>
 
 enum { ATTN_ROWS_PER_ITEM = 32 }; /* query rows one attention work item takes */
+/* The MLP's rows at a time: a step of more tokens runs it in parts of at
+ * most this many rows (as equal as can be, so that none is small enough
+ * for the matrix-vector path), so that its gate/up and activation buffers
+ * and the down projection's packed x hold this many rows, not the step's
+ * (a 1B's 2048-token step: 456 MiB of arena without parts, 262 MiB with;
+ * the weights are read once more per part, ~1% of the part's time). */
+enum { MLP_ROWS = 512 };
 
 /* A weight matrix as its parameter holds it: one snug_linear, or for a
  * parameter split by format (params.h) a part per source, whose outputs
@@ -52,14 +59,15 @@ typedef struct arena_buffers {
     float *xn;       /* (T, hidden) normed input of a projection, or its output */
     float *qkv;      /* (T, qkv_dim) */
     float *attn;     /* (T, q_dim) attention output */
-    float *gate_up;  /* (T, 2 * intermediate) */
-    float *h;        /* (T, intermediate) SwiGLU output */
+    float *gate_up;  /* (M, 2 * intermediate), M = min(T, MLP_ROWS): a part of the step's rows */
+    float *h;        /* (M, intermediate) SwiGLU output */
     float *cos_sin;  /* (R T, head_dim) cos and sin of each token's rotary angles, interleaved
                       * (the first n_rot of each row); R = n_rope_tables, the sliding
                       * layers' table after the others' */
     float *lg_in;    /* (L, hidden) the rows whose logits are wanted, normed */
     float *logits;   /* (L, vocab_rows) */
-    void *scratch;   /* snug_matmul_scratch_bytes(n_threads, T, the largest k) */
+    void *scratch;   /* snug_matmul_scratch_bytes for T rows of the hidden and attention
+                      * widths and M of the intermediate */
 } arena_buffers;
 
 struct snug_model {
@@ -121,20 +129,20 @@ snug_status snug_model_dims_make(const snug_model_config *cfg, int32_t tp, int32
 static size_t layout_arena(const snug_model_dims *d, const snug_step_shape *s, unsigned char *base,
                            arena_buffers *b)
 {
-    size_t T = (size_t)s->n_tokens_max, L = (size_t)s->n_logits_max;
+    size_t T = (size_t)s->n_tokens_max, L = (size_t)s->n_logits_max, M = SNUG_MIN(T, (size_t)MLP_ROWS);
+    size_t scratch = SNUG_MAX(snug_matmul_scratch_bytes(s->n_threads, s->n_tokens_max, SNUG_MAX(d->hidden, d->q_dim)),
+                              snug_matmul_scratch_bytes(s->n_threads, (int64_t)M, SNUG_MAX(d->hidden, d->intermediate)));
     struct { void **dst; size_t rows, cols, elem; } parts[] = {
         {(void **)&b->x, T, (size_t)d->hidden, 4},
         {(void **)&b->xn, T, (size_t)d->hidden, 4},
         {(void **)&b->qkv, T, (size_t)d->qkv_dim, 4},
         {(void **)&b->attn, T, (size_t)d->q_dim, 4},
-        {(void **)&b->gate_up, T, 2 * (size_t)d->intermediate, 4},
-        {(void **)&b->h, T, (size_t)d->intermediate, 4},
+        {(void **)&b->gate_up, M, 2 * (size_t)d->intermediate, 4},
+        {(void **)&b->h, M, (size_t)d->intermediate, 4},
         {(void **)&b->cos_sin, (size_t)SNUG_MAX(1, d->n_rope_tables) * T, (size_t)d->head_dim, 4},
         {(void **)&b->lg_in, L, (size_t)d->hidden, 4},
         {(void **)&b->logits, L, (size_t)d->vocab_rows, 4},
-        {(void **)&b->scratch, 1,
-         snug_matmul_scratch_bytes(s->n_threads, s->n_tokens_max, SNUG_MAX(SNUG_MAX(d->hidden, d->q_dim), d->intermediate)),
-         1},
+        {(void **)&b->scratch, 1, scratch, 1},
     };
     size_t off = 0;
     for (size_t i = 0; i < SNUG_ARRAY_LEN(parts); i++) {
@@ -164,6 +172,14 @@ static snug_step_shape resolve_shape(const snug_step_shape *s)
     if (r.n_logits_max == 0) r.n_logits_max = r.n_seqs_max;
     if (r.n_threads == 0) r.n_threads = snug_cpu_count();
     return r;
+}
+
+double snug_model_step_flops(const snug_model_dims *dims, int64_t n_tokens, int32_t n_layers,
+                             int64_t logits_rows)
+{
+    const snug_model_dims *d = dims;
+    double per_layer = (double)d->hidden * (d->qkv_dim + d->q_dim) + 3.0 * d->hidden * d->intermediate;
+    return 2.0 * ((double)n_tokens * per_layer * n_layers + (double)logits_rows * d->hidden * d->vocab_rows);
 }
 
 size_t snug_model_activation_bytes(const snug_model_dims *dims, const snug_step_shape *shape)
@@ -785,9 +801,18 @@ static snug_status run_layer(const snug_model *m, snug_kvcache *kv, const snug_s
     if (L->attn_post_norm) add_norm(m, b->xn, NULL, NULL, b->xn, L->attn_post_norm, n); /* before the residual */
     add_norm(m, b->x, b->xn, L->o_bias, b->xn, L->mlp_norm, n);
 
-    matmul(m, b->gate_up, b->xn, n, &L->gate_up);
-    run_op(m, activation_part, &j, n <= 1);
-    matmul(m, b->xn, b->h, n, &L->down);
+    /* the MLP in parts of rows (MLP_ROWS): each part's down projection
+     * writes the rows of xn its gate/up projection has read */
+    int32_t parts = (n + MLP_ROWS - 1) / MLP_ROWS;
+    for (int32_t p = 0, r0 = 0; p < parts; p++) {
+        int32_t rows = n / parts + (p < n % parts);
+        float *xn = b->xn + (size_t)r0 * d->hidden;
+        matmul(m, b->gate_up, xn, rows, &L->gate_up);
+        j.n = rows;
+        run_op(m, activation_part, &j, rows <= 1);
+        matmul(m, xn, b->h, rows, &L->down);
+        r0 += rows;
+    }
     st = reduce(m, b->xn, (int64_t)n * d->hidden, err);
     if (st == SNUG_OK && L->mlp_post_norm) add_norm(m, b->xn, NULL, NULL, b->xn, L->mlp_post_norm, n);
     return st;
