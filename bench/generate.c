@@ -60,8 +60,7 @@ typedef struct bench {
 /* Flops of the matrix products of one token (the lm_head when logits). */
 static double token_flops(const snug_model_dims *d, bool logits)
 {
-    double per_layer = (double)d->hidden * (d->qkv_dim + d->q_dim) + 3.0 * d->hidden * d->intermediate;
-    return 2.0 * (per_layer * d->n_layers + (logits ? (double)d->hidden * d->vocab_rows : 0));
+    return snug_model_step_flops(d, 1, d->n_layers, logits ? 1 : 0);
 }
 
 /* Flops of attention for one token at position pos (q.k and p.v). */

@@ -2,13 +2,16 @@
  * matmul.c: the matmul kernel at the shapes of a Llama-3.2-1B layer against
  * limits measured in the same run (bench/limits.h).
  *
- *   matmul [THREADS [ISA [DTYPE [--l1]]]]
+ *   matmul [THREADS [ISA [DTYPE [--l1 | --peak]]]]
  *                                    defaults: 2, the best the CPU runs (ISA
  *                                    "-" for it too), bf16; DTYPE a torch name
  *                                    or a block format (q4_k, q6_k, q8_0, ...:
  *                                    seeded values quantized by snug's own
  *                                    quantizer); --l1 (block formats) prints
- *                                    only the kernel's ceiling below, as JSON
+ *                                    only the kernel's ceiling below, as JSON;
+ *                                    --peak only the best peak of the
+ *                                    instructions that could serve DTYPE on
+ *                                    THREADS threads (bench_peaks), as JSON
  *
  * The weights are packed in the kernels' panel layout, as the loader holds
  * them (a block format's interleaved across its rows where linear.h says). For bf16 the kernels' instruction is chosen by the same calibration
@@ -131,6 +134,15 @@ int main(int argc, char **argv)
     }
     snug_kernels_calibrate(&kern);
     if (argc > 4 && strcmp(argv[4], "--l1") == 0) return print_l1_ceiling(&kern, wdt, true) ? 0 : 1;
+    if (argc > 4 && strcmp(argv[4], "--peak") == 0) {
+        double peaks[SNUG_INSN_COUNT], best = bench_peaks(wdt, threads, 9, peaks);
+        int at = 0;
+        for (int i = 0; i < SNUG_INSN_COUNT; i++)
+            if (peaks[i] > peaks[at]) at = i;
+        printf("{\"dtype\": \"%s\", \"threads\": %d, \"insn\": \"%s\", \"peak_gflops\": %.1f}\n",
+               snug_dtype_name(wdt), threads, snug_insn_name((snug_insn)at), best / 1e9);
+        return best > 0 ? 0 : 1;
+    }
     snug_pool *pool = NULL;
     if (snug_pool_create(threads, 0, &pool, &err) != SNUG_OK) {
         fprintf(stderr, "%s\n", err.msg);

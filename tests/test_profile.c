@@ -151,6 +151,12 @@ static void test_profile_step(void)
           "%d tokens, %d seqs, %lld blocks", r.n_tokens, r.n_seqs, (long long)r.scratch_blocks);
     CHECK(r.n_layers == SNUG_PROFILE_LAYERS && r.model_layers == f.kv.n_layers,
           "through %d of %d layers", r.n_layers, r.model_layers);
+    /* its matrix products: 200 tokens, then 16 and 1, through the layer; the lm_head for 16
+     * rows (a row a sequence: n_logits_max is 16), none, then 1 */
+    const snug_model_dims *d = snug_model_get_dims(f.m);
+    double layer = (double)d->hidden * (d->q_dim + 2 * d->kv_dim + d->q_dim) + 3.0 * d->hidden * d->intermediate;
+    double want_flops = 2.0 * ((N_TOKENS + N_SEQS + 1) * layer + (N_SEQS + 1) * (double)d->hidden * d->vocab_rows);
+    CHECK(r.flops == want_flops && want_flops > 0, "%.0f flops, want %.0f", r.flops, want_flops);
     CHECK(snug_mem_alloc_count() - allocs == 1, "the step allocated %lld blocks, not only its cache",
           (long long)(snug_mem_alloc_count() - allocs));
     size_t act_now = 0, act_peak = 0, kv_now = 0, kv_peak = 0;

@@ -93,6 +93,7 @@ typedef struct snug_profile_result {
     size_t untracked;             /* U = rss - what the allocator held then, 0 when below */
     bool hwm_was_reset;           /* false: the kernel refused, hwm counts from start */
     double seconds;
+    double flops;                 /* its matrix products' (snug_model_step_flops), all passes */
 } snug_profile_result;
 
 /* Plans the KV cache. Where every layer is windowed (block_bytes 0, a

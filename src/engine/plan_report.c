@@ -86,9 +86,11 @@ void snug_plan_report_print(FILE *f, const snug_plan_report *r)
     else
         snprintf(populated, sizeof populated, "populated in %.3f s (%.2f GB/s)", r->populate_seconds,
                  r->populate_seconds > 0 ? (double)r->kv_held / r->populate_seconds / 1e9 : 0);
-    fprintf(f, "profile step: %d tokens over %d sequences through %d of %d layers in %.3f s; kv "
-           "cache %s%s\n", r->profile.n_tokens, r->profile.n_seqs, r->profile.n_layers,
-           r->profile.model_layers, r->profile.seconds, populated,
+    fprintf(f, "profile step: %d tokens over %d sequences through %d of %d layers in %.3f s (%.1f "
+           "GFLOP of matrix products, %.1f GFLOP/s); kv cache %s%s\n", r->profile.n_tokens,
+           r->profile.n_seqs, r->profile.n_layers, r->profile.model_layers, r->profile.seconds,
+           r->profile.flops / 1e9, r->profile.seconds > 0 ? r->profile.flops / r->profile.seconds / 1e9 : 0.0,
+           populated,
            r->profile.hwm_was_reset ? "" : "; the high-water mark could not be reset");
     if (r->kv.limited_by == SNUG_KV_LIMIT_BUDGET)
         fprintf(f, "left over: %s, less than one more block would take (%s, with its share of "
@@ -182,6 +184,7 @@ char *snug_plan_report_json(const snug_plan_report *r)
     PUT("profile_seqs", json_integer(r->profile.n_seqs));
     PUT("profile_layers", json_integer(r->profile.n_layers));
     PUT("profile_seconds", json_real(r->profile.seconds));
+    PUT("profile_flops", json_real(r->profile.flops));
     PUT("profile_allocator_peak_bytes", json_integer((json_int_t)r->profile.allocator_peak));
     PUT("profile_hwm_bytes", json_integer((json_int_t)r->profile.hwm));
     PUT("hwm_was_reset", json_boolean(r->profile.hwm_was_reset));

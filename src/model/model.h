@@ -66,6 +66,14 @@ snug_status snug_model_dims_make(const snug_model_config *cfg, int32_t tp, int32
  * overflows. Pure. */
 size_t snug_model_activation_bytes(const snug_model_dims *dims, const snug_step_shape *shape);
 
+/* Flops (2 a multiply-add) of the matrix products of a step of n_tokens
+ * tokens through n_layers layers with logits_rows rows of logits, on the
+ * rank of dims: the projections and the MLP, and the lm_head per row of
+ * logits (attention's products, which grow with the context, not
+ * counted). Pure. */
+double snug_model_step_flops(const snug_model_dims *dims, int64_t n_tokens, int32_t n_layers,
+                             int64_t logits_rows);
+
 /* Sums a buffer over the tensor-parallel ranks, in place (an all-reduce);
  * what the dist module provides. Returns false when it failed. */
 typedef bool (*snug_allreduce_fn)(float *buf, int64_t n, void *ctx);
