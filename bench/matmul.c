@@ -11,7 +11,10 @@
  *                                    only the kernel's ceiling below, as JSON;
  *                                    --peak only the best peak of the
  *                                    instructions that could serve DTYPE on
- *                                    THREADS threads (bench_peaks), as JSON
+ *                                    THREADS threads (bench_peaks), as JSON;
+ *                                    --gemv (block formats) only the
+ *                                    matrix-vector product's compute limit
+ *                                    below, as JSON
  *
  * The weights are packed in the kernels' panel layout, as the loader holds
  * them (a block format's interleaved across its rows where linear.h says). For bf16 the kernels' instruction is chosen by the same calibration
@@ -112,6 +115,65 @@ static bool print_l1_ceiling(const snug_kernels *kern, snug_dtype wdt, bool json
     return true;
 }
 
+/* One thread's share of the matrix-vector measurement: its own panels of
+ * a matrix that fits in its L2, called again and again. */
+typedef struct gemv_job {
+    const snug_kernels *kern;
+    const snug_linear *w;
+    const snug_x8_block *x8;
+    float *y;
+    long reps;
+    int64_t panels; /* each thread's */
+} gemv_job;
+
+static void gemv_part(void *ctx, int32_t thread, int32_t n_threads)
+{
+    (void)n_threads;
+    const gemv_job *j = ctx;
+    int64_t p0 = thread * j->panels;
+    for (long r = 0; r < j->reps; r++)
+        j->kern->qgemv(j->y, j->w->m, j->x8, 1, j->w, p0, p0 + j->panels);
+}
+
+/* The block-format matrix-vector product's compute limit: the weight bytes
+ * per second of the kernel decode runs (one row of x) on `threads` threads
+ * at once, each over its own 4 panels (64 rows, k 4096: 147 KiB of Q4_K,
+ * 215 of Q6_K, 272 of Q8_0), held in L2, so that memory does not limit it:
+ * what a decode step of those weights could reach with the bandwidth
+ * unbounded. Printed as JSON; false (nothing printed) without a kernel for
+ * wdt. */
+static bool print_gemv_limit(const snug_kernels *kern, snug_dtype wdt, int threads)
+{
+    const int64_t k = 4096, per = 4, m = (int64_t)threads * per * SNUG_PANEL;
+    snug_error err = {0};
+    snug_pool *pool = NULL;
+    if (!kern->qgemv || !snug_dtype_is_quant(wdt) || snug_pool_create(threads, 0, &pool, &err) != SNUG_OK)
+        return false;
+    snug_qtype qt = snug_dtype_qtype(wdt);
+    size_t wbytes = snug_linear_bytes(wdt, m, k);
+    float *v = malloc((size_t)(m * k) * sizeof(float)), *y = malloc((size_t)m * sizeof(float));
+    void *raw = malloc(snug_qtype_bytes(qt, k * m));
+    snug_x8_block *x8 = malloc((size_t)(k / SNUG_X8_BLOCK) * sizeof *x8);
+    unsigned char *w = aligned_alloc(64, snug_round_up(wbytes, 64));
+    for (int64_t i = 0; i < m * k; i++) v[i] = (float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f;
+    snug_quant_quantize(qt, v, raw, k * m);
+    snug_linear_pack(w, raw, wdt, m, k);
+    snug_x8_quantize(v, k, wdt, x8);
+    snug_linear lin = {wdt, m, k, w};
+    gemv_job job = {kern, &lin, x8, y, 400, per};
+    double best = 1e30;
+    for (int tr = 0; tr < 9; tr++) {
+        double t0 = bench_now();
+        snug_pool_run(pool, gemv_part, &job);
+        best = SNUG_MIN(best, bench_now() - t0);
+    }
+    printf("{\"dtype\": \"%s\", \"threads\": %d, \"insn\": \"%s\", \"gemv_gbs\": %.2f}\n", snug_dtype_name(wdt),
+           threads, snug_insn_name(kern->qgemv_insn), (double)wbytes * (double)job.reps / best / 1e9);
+    snug_pool_free(pool);
+    free(v), free(y), free(raw), free(x8), free(w);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     bench_omp_passive(argv);
@@ -134,6 +196,7 @@ int main(int argc, char **argv)
     }
     snug_kernels_calibrate(&kern);
     if (argc > 4 && strcmp(argv[4], "--l1") == 0) return print_l1_ceiling(&kern, wdt, true) ? 0 : 1;
+    if (argc > 4 && strcmp(argv[4], "--gemv") == 0) return print_gemv_limit(&kern, wdt, threads) ? 0 : 1;
     if (argc > 4 && strcmp(argv[4], "--peak") == 0) {
         double peaks[SNUG_INSN_COUNT], best = bench_peaks(wdt, threads, 9, peaks);
         int at = 0;
