@@ -221,22 +221,23 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
     float xs[SNUG_GEMV_MAX_N][8];
     for (int64_t p = p0; p < p1; p++) {
         const int64_t width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
+        const ql_panel pn = ql_panel_at(w, p);
         __m256 acc[2][SNUG_GEMV_MAX_N];
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
         for (int64_t c = 0; ql_b32(w->dtype) && c < kb; c++) {
-            const uint8_t *g = ql_group(w, p, c, pad);
+            const uint8_t *g = ql_block(&pn, w, p, c, gb, pad);
             const ql_xs x = {(const uint8_t *)(x8 + c), (size_t)kb * sizeof *x8, 0, NULL, 0, 0};
-            const ql_pf pf = {ql_next(w, p, c), g == pad ? NULL : g + gb};
+            const ql_pf pf = {ql_block_next(&pn, c, gb), g == pad ? NULL : g + gb};
             for (int h = 0; h < 2 && 8 * h < width; h++) {
                 if (w->dtype == SNUG_DTYPE_Q8_0) QLY_NAME(q80_block)(g, h, &x, NT, acc[h], h ? (ql_pf){NULL, NULL} : pf);
                 else QLY_NAME(qnib_block)(g, h, &x, NT, acc[h], h ? (ql_pf){NULL, NULL} : pf, w->dtype == SNUG_DTYPE_Q5_0);
             }
         }
         for (int64_t b = 0; !ql_b32(w->dtype) && b < nb; b++) {
-            const uint8_t *g = ql_group(w, p, b, pad);
+            const uint8_t *g = ql_block(&pn, w, p, b, gb, pad);
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
-            const ql_pf pf = {ql_next(w, p, b), g == pad ? NULL : g + gb}, none = {NULL, NULL};
+            const ql_pf pf = {ql_block_next(&pn, b, gb), g == pad ? NULL : g + gb}, none = {NULL, NULL};
             ql_scales(w->dtype, g, !QLY_VNNI, scl);
             if (w->dtype == SNUG_DTYPE_Q6_K) {
                 QLY_NAME(q6k_block)(g, 0, scl, &x, NT, acc[0], NULL, pf);
