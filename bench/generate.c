@@ -387,7 +387,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf("%s%ld", r ? ", " : "", (long)bench_rows_n[r]);
         printf("], \"rows_ms\": [");
         for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf("%s%.3f", r ? ", " : "", rows_ms[r]);
-        printf("]}\n");
+        printf("], \"rows_floor\": %.2f}\n", bench_rows_floor(kern, peaks, rows_ms));
         bench_free(&b, w, ck);
         return 0;
     }
@@ -422,8 +422,10 @@ int main(int argc, char **argv)
     printf("%-22s %10s %10s %15s %8.2f\n", "  batch 32 / batch 1", "", "", "", tpsb / tps1);
     printf("\nmatmul %dx%d bf16, ms by rows of x:", BENCH_ROWS_K, BENCH_ROWS_M);
     for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf(" %ld: %.3f", (long)bench_rows_n[r], rows_ms[r]);
-    printf("\n  8 rows / 4 rows %.2f (goal <= 1.3); ms per row at 4, 8, 16, 32: %.3f %.3f %.3f %.3f (goal: falling)\n",
-           rows_ms[4] / rows_ms[2], rows_ms[2] / 4, rows_ms[4] / 8, rows_ms[5] / 16, rows_ms[6] / 32);
+    printf("\n  8 rows / 4 rows %.2f (goal <= 1.3; 8 rows at the peak of %s alone: %.2f); ms per row at 4, 8, "
+           "16, 32: %.3f %.3f %.3f %.3f (goal: falling)\n",
+           rows_ms[4] / rows_ms[2], snug_insn_name(snug_matmul_insn(kern, SNUG_DTYPE_BF16, 8)),
+           bench_rows_floor(kern, peaks, rows_ms), rows_ms[2] / 4, rows_ms[4] / 8, rows_ms[5] / 16, rows_ms[6] / 32);
     printf("(decode, batch 1 reads %.2f GB per token; limit = bandwidth / that; each step against the bandwidth\n"
            " read right before it: median %.2f)\n", bytes1 / 1e9, r_decode1_steps);
     if (peak_insn != SNUG_INSN_SCALAR)

@@ -476,4 +476,19 @@ static inline void bench_rows_ms(const snug_kernels *kern, snug_pool *pool, doub
     free(scratch);
 }
 
+/* What the row sweep's goal (8 rows within 1.3 times 4 rows' time) is up
+ * against: 8 rows' product (2 x 8 x BENCH_ROWS_K x BENCH_ROWS_M) at the
+ * peak of the instruction kern runs it on (peaks: bench_peaks's, FLOP/s)
+ * over ms's 4 rows' time; 0 without that peak. Above 1.3 no kernel on
+ * that instruction could meet the goal (on an AVX2 machine whose FMA peak
+ * is about 200 GFLOP/s and whose bandwidth reads the 4 rows' 32 MiB in
+ * 1 ms, 8 rows need 1.34 ms of multiply-adds). */
+static inline double bench_rows_floor(const snug_kernels *kern, const double peaks[SNUG_INSN_COUNT],
+                                      const double ms[BENCH_ROWS_COUNT])
+{
+    double peak = peaks[snug_matmul_insn(kern, SNUG_DTYPE_BF16, 8)];
+    if (!(peak > 0) || !(ms[2] > 0)) return 0;
+    return 2.0 * 8 * BENCH_ROWS_K * BENCH_ROWS_M / peak * 1e3 / ms[2];
+}
+
 #endif /* SNUG_BENCH_LIMITS_H */

@@ -297,8 +297,10 @@ int main(int argc, char **argv)
     bench_rows_ms(&kern, pool, rows);
     printf("rows sweep, bf16 k=%d m=%d:", BENCH_ROWS_K, BENCH_ROWS_M);
     for (int r = 0; r < BENCH_ROWS_COUNT; r++) printf(" n=%ld %.3f ms", (long)bench_rows_n[r], rows[r]);
-    printf("\n  8 rows / 4 rows %.2f (goal <= 1.3); ms per row 4 -> 32: %.3f -> %.3f\n", rows[4] / rows[2],
-           rows[2] / 4, rows[6] / 32);
+    printf("\n  8 rows / 4 rows %.2f (goal <= 1.3; 8 rows at the peak of %s alone: %.2f); ms per row 4 -> 32: "
+           "%.3f -> %.3f\n",
+           rows[4] / rows[2], snug_insn_name(snug_matmul_insn(&kern, SNUG_DTYPE_BF16, 8)),
+           bench_rows_floor(&kern, peaks, rows), rows[2] / 4, rows[6] / 32);
     double bw1 = bench_read_bandwidth(bw_bytes, threads, 5);
     printf("read bandwidth after: %.1f GB/s (before %.1f)\n", bw1 / 1e9, bw0 / 1e9);
     if (worst_peak < 1e9)

@@ -265,7 +265,7 @@ typedef struct {
 
 static int n_shapes(shape *s, int max)
 {
-    static const int64_t ns[] = {1, 2, 3, 4, 5, 7, 17, 33, 100};
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 7, 16, 17, 33, 100};
     static const int64_t ks[] = {1, 3, 17, 129, 1000};
     static const int64_t ms[] = {1, 5, 31, 257};
     int c = 0;

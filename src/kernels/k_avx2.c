@@ -8,8 +8,13 @@
  * weight panel, six broadcasts of x), f16 widened with vcvtph2ps and bf16
  * pairs with a shift (the low half) and a mask (the high half); from
  * convert_min_n rows of x bf16 slices are widened to f32 once per block
- * instead. n <= 4 goes through a matrix-vector routine that streams one or
- * two panels at a time (also the AVX-512 tables' one).
+ * instead; a tile of fewer rows than 6 computes only its own. n <= 16 goes
+ * through a matrix-vector routine that streams one panel at a time, 4 rows
+ * of x a pass (the later passes find the panel in L2), which on Zen 3 ran
+ * 8 rows in 1.5-1.7 times 4 rows' time where the 6 x 16 tiles took 2.0-2.5
+ * and 16 in 1.9-2.9 times against 3.2-3.7 (bench/matmul's row sweep; one
+ * pass of 8 rows, a half panel at a time to fit the registers, measured
+ * slower at 1.9-2.1); the AVX-512 tables use it up to 4 rows.
  * attention: for head sizes that are a multiple of 8 up to 128, a tile of
  * query rows and heads against chunks of up to 32 keys, each chunk's keys
  * and values converted once per tile (the keys transposed, so that scores
@@ -229,6 +234,10 @@ T_AVX2_INL void step16(const void *b, const snug_dtype dt, int64_t e, __m256 *lo
     }
 }
 
+/* Rows of x up to which the AVX2 table's matrix-vector path serves
+ * unquantized weights (snug_matmul_ops.gemv_max_n). */
+enum { AVX2_GEMV_MAX_N = 16 };
+
 /* Lines the matrix-vector path prefetches ahead of its loads. */
 enum { GEMV_AHEAD = 48 };
 
@@ -333,11 +342,15 @@ T_AVX2_INL void gemv_dt(float *y, int64_t ldy, const float *x, int64_t n, const 
     int64_t p = p0, pf = SNUG_MIN(p1, full);
     for (; p < pf; p++) {
         const unsigned char *b = base + p * stride;
-        switch (n) {
-        case 1: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 1, 1); break;
-        case 2: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 2, 1); break;
-        case 3: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 3, 1); break;
-        default: gemv_panels(y, x, k, ldy, b, stride, p * 16, dt, 4, 1); break;
+        for (int64_t t0 = 0; t0 < n; t0 += SNUG_GEMV_MAX_N) { /* 4 rows a pass: later passes find the panel in L2 */
+            float *yt = y + t0 * ldy;
+            const float *xt = x + t0 * k;
+            switch (SNUG_MIN(n - t0, (int64_t)SNUG_GEMV_MAX_N)) {
+            case 1: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 1, 1); break;
+            case 2: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 2, 1); break;
+            case 3: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 3, 1); break;
+            default: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 4, 1); break;
+            }
         }
     }
     /* the narrow last panel (a few rows of one matrix): element by element */
@@ -352,7 +365,7 @@ T_AVX2_INL void gemv_dt(float *y, int64_t ldy, const float *x, int64_t n, const 
 T_AVX2 void snug_avx2_gemv(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                            int64_t p1)
 {
-    SNUG_ASSERT(n >= 1 && n <= SNUG_GEMV_MAX_N);
+    SNUG_ASSERT(n >= 1 && n <= AVX2_GEMV_MAX_N);
     if (w->dtype == SNUG_DTYPE_BF16)
         gemv_dt(y, ldy, x, n, w, p0, p1, SNUG_DTYPE_BF16);
     else if (w->dtype == SNUG_DTYPE_F16)
@@ -361,17 +374,19 @@ T_AVX2 void snug_avx2_gemv(float *y, int64_t ldy, const float *x, int64_t n, con
         gemv_dt(y, ldy, x, n, w, p0, p1, SNUG_DTYPE_F32);
 }
 
-/* The micro-kernel: MR rows of x against one full panel (two vectors per
- * step), dt F32, F16, or BF16 pairs widened in registers; a holds MR
- * floats per element. */
+/* The micro-kernel: NR (<= MR) rows of x against one full panel (two
+ * vectors per step), dt F32, F16, or BF16 pairs widened in registers; a
+ * holds MR floats per element. A tile of fewer rows than MR (the rest of
+ * n) computes only its own (with all MR, a tile of 2 cost as much as one
+ * of 6). */
 enum { MR = 6 };
 
 T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c, int64_t ldc,
-                            int32_t mr_v, bool add, const snug_prefetch *pf, const snug_dtype dt)
+                            bool add, const snug_prefetch *pf, const snug_dtype dt, const int NR)
 {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int i = 0; i < NR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     if (dt == SNUG_DTYPE_BF16) {
         const __m256i *bp = b;
         for (int64_t q = 0; q < (kc + 1) / 2; q++) {
@@ -379,7 +394,7 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
             __m256 e0 = pairs_lo8(_mm256_loadu_si256(bp + 2 * q));
             __m256 e1 = pairs_lo8(_mm256_loadu_si256(bp + 2 * q + 1));
 #pragma GCC unroll 6
-            for (int i = 0; i < MR; i++) {
+            for (int i = 0; i < NR; i++) {
                 __m256 t = _mm256_broadcast_ss(a + 2 * q * MR + i);
                 acc[i][0] = _mm256_fmadd_ps(t, e0, acc[i][0]);
                 acc[i][1] = _mm256_fmadd_ps(t, e1, acc[i][1]);
@@ -387,7 +402,7 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
             __m256 o0 = pairs_hi8(_mm256_loadu_si256(bp + 2 * q));
             __m256 o1 = pairs_hi8(_mm256_loadu_si256(bp + 2 * q + 1));
 #pragma GCC unroll 6
-            for (int i = 0; i < MR; i++) {
+            for (int i = 0; i < NR; i++) {
                 __m256 t = _mm256_broadcast_ss(a + (2 * q + 1) * MR + i);
                 acc[i][0] = _mm256_fmadd_ps(t, o0, acc[i][0]);
                 acc[i][1] = _mm256_fmadd_ps(t, o1, acc[i][1]);
@@ -399,7 +414,7 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
             __m256 w0, w1;
             step16(b, dt, e, &w0, &w1);
 #pragma GCC unroll 6
-            for (int i = 0; i < MR; i++) {
+            for (int i = 0; i < NR; i++) {
                 __m256 t = _mm256_broadcast_ss(a + e * MR + i);
                 acc[i][0] = _mm256_fmadd_ps(t, w0, acc[i][0]);
                 acc[i][1] = _mm256_fmadd_ps(t, w1, acc[i][1]);
@@ -407,8 +422,7 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
         }
     }
 #pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr_v) break;
+    for (int i = 0; i < NR; i++) {
         float *d = c + i * ldc;
         if (add) {
             acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(d), acc[i][0]);
@@ -419,15 +433,27 @@ T_AVX2_INL void micro_panel(int64_t kc, const float *a, const void *b, float *c,
     }
 }
 
-/* (the first panel's call does all of the prefetch) */
-#define MICRO_AVX2(name, dt)                                                                  \
-    T_AVX2 static void name(int64_t kc, const void *a, const void *const b[3], int32_t np,  \
-                            float *c, int64_t ldc, int32_t mr_v, bool add,                  \
-                            const snug_prefetch *pf)                                          \
-    {                                                                                         \
-        const snug_prefetch none = {.count = 0};                                              \
-        for (int32_t j = 0; j < np; j++)                                                      \
-            micro_panel(kc, a, b[j], c + 16 * j, ldc, mr_v, add, j ? &none : pf, dt);         \
+/* micro_panel over np panels for mr_v rows (the first panel's call does
+ * all of the prefetch). */
+T_AVX2_INL void micro_panels(int64_t kc, const float *a, const void *const b[3], int32_t np, float *c, int64_t ldc,
+                             bool add, const snug_prefetch *pf, const snug_dtype dt, const int NR)
+{
+    const snug_prefetch none = {.count = 0};
+    for (int32_t j = 0; j < np; j++) micro_panel(kc, a, b[j], c + 16 * j, ldc, add, j ? &none : pf, dt, NR);
+}
+
+#define MICRO_AVX2(name, dt)                                                                        \
+    T_AVX2 static void name(int64_t kc, const void *a, const void *const b[3], int32_t np, float *c, \
+                            int64_t ldc, int32_t mr_v, bool add, const snug_prefetch *pf)          \
+    {                                                                                               \
+        switch (mr_v) {                                                                             \
+        case 1: micro_panels(kc, a, b, np, c, ldc, add, pf, dt, 1); break;                          \
+        case 2: micro_panels(kc, a, b, np, c, ldc, add, pf, dt, 2); break;                          \
+        case 3: micro_panels(kc, a, b, np, c, ldc, add, pf, dt, 3); break;                          \
+        case 4: micro_panels(kc, a, b, np, c, ldc, add, pf, dt, 4); break;                          \
+        case 5: micro_panels(kc, a, b, np, c, ldc, add, pf, dt, 5); break;                          \
+        default: micro_panels(kc, a, b, np, c, ldc, add, pf, dt, MR); break;                        \
+        }                                                                                           \
     }
 MICRO_AVX2(micro_avx2_f32, SNUG_DTYPE_F32)
 MICRO_AVX2(micro_avx2_f16, SNUG_DTYPE_F16)
@@ -448,6 +474,7 @@ T_AVX2 static void bf16_to_f32_avx2(float *dst, const uint32_t *src, int64_t kst
 const snug_matmul_ops snug_avx2_matmul_ops = {
     .gemv = snug_avx2_gemv,
     .gemv_insn = SNUG_INSN_FMA_YMM,
+    .gemv_max_n = AVX2_GEMV_MAX_N,
     .f32 = {micro_avx2_f32, MR, 256, false, SNUG_INSN_FMA_YMM},
     .f16 = {micro_avx2_f16, MR, 256, false, SNUG_INSN_FMA_YMM},
     .bf16_fma = {micro_avx2_bf16, MR, 256, false, SNUG_INSN_FMA_YMM},

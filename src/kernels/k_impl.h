@@ -84,6 +84,9 @@ typedef struct snug_matmul_ops {
     void (*gemv)(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                  int64_t p1);
     snug_insn gemv_insn;
+    /* Rows of x up to which gemv serves an unquantized matrix (0:
+     * SNUG_GEMV_MAX_N); gemv takes up to this many. */
+    int32_t gemv_max_n;
     snug_gemm_kind f32, f16;
     snug_gemm_kind bf16_fma; /* bf16 pairs widened to floats in registers */
     snug_gemm_kind bf16_dp;  /* vdpbf16ps on bf16 pairs (micro NULL without it) */

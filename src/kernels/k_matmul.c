@@ -452,6 +452,9 @@ typedef struct matmul_job {
 } matmul_job;
 
 /* Panels [p0, p1) of job j's matrix-vector product. */
+/* Rows of x up to which o's gemv serves an unquantized matrix. */
+static int64_t gemv_max_n(const snug_matmul_ops *o) { return o->gemv_max_n ? o->gemv_max_n : SNUG_GEMV_MAX_N; }
+
 static void gemv_panels(const matmul_job *j, int64_t p0, int64_t p1)
 {
     if (j->qgemv) j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, p0, p1);
@@ -526,7 +529,7 @@ void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float
     } else if (quant && kt->qgemm) { /* x quantized by the threads (matmul_part) */
         SNUG_ASSERT(snug_qgemm_x_bytes(n, k) <= a_bytes(n, k) && snug_qlanes_x_bytes(n, k) <= a_bytes(n, k));
         j.qgemm = kt->qgemm;
-    } else if (n > SNUG_GEMV_MAX_N || quant) {
+    } else if (n > gemv_max_n(o) || quant) {
         j.g = snug_matmul_kind(kt, o, w->dtype, n, &j.convert);
         SNUG_ASSERT(j.g->micro && j.g->kc <= SNUG_GEMM_KC_MAX && j.g->kc % 2 == 0 &&
                     j.g->mr <= SNUG_GEMM_MR_MAX);
@@ -563,12 +566,17 @@ void snug_matmul(const snug_kernels *k, float *y, const float *x, int64_t n, con
     snug_matmul_into(k, y, w->m, x, n, w, scratch, pool);
 }
 
+int64_t snug_matmul_gemv_rows(const snug_kernels *k, snug_dtype wdt)
+{
+    return snug_dtype_is_quant(wdt) || !k->mm ? SNUG_GEMV_MAX_N : gemv_max_n(k->mm);
+}
+
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
 {
     if (n <= SNUG_GEMV_MAX_N && snug_dtype_is_quant(wdt)) return k->qgemv_insn;
     if (snug_dtype_is_quant(wdt) && k->qgemm) return k->qgemm_insn;
     if (!k->mm) return SNUG_INSN_SCALAR;
-    if (n <= SNUG_GEMV_MAX_N) return k->mm->gemv_insn;
+    if (n <= gemv_max_n(k->mm)) return k->mm->gemv_insn;
     bool convert;
     return snug_matmul_kind(k, k->mm, wdt, n, &convert)->insn;
 }

@@ -246,9 +246,10 @@ void snug_kernels_calibrate(snug_kernels *k)
 
 const char *snug_kernels_describe(const snug_kernels *k, snug_dtype wdt, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "%s; %s matmuls on %s, up to %d rows on %s", snug_isa_name(k->isa),
-                     snug_dtype_name(wdt), snug_insn_name(snug_matmul_insn(k, wdt, SNUG_GEMV_MAX_N + 1)),
-                     SNUG_GEMV_MAX_N, snug_insn_name(snug_matmul_insn(k, wdt, 1)));
+    int64_t rows = snug_matmul_gemv_rows(k, wdt);
+    int n = snprintf(buf, size, "%s; %s matmuls on %s, up to %ld rows on %s", snug_isa_name(k->isa),
+                     snug_dtype_name(wdt), snug_insn_name(snug_matmul_insn(k, wdt, rows + 1)), (long)rows,
+                     snug_insn_name(snug_matmul_insn(k, wdt, 1)));
     const char *sep = " (calibrated, one thread: ";
     for (int i = 0; i < SNUG_INSN_COUNT && n >= 0 && (size_t)n < size; i++)
         if (k->calib_gflops[i] > 0) {

@@ -268,6 +268,12 @@ void snug_matmul_into(const snug_kernels *k, float *y, int64_t ldy, const float 
  * wdt and n rows of x under k. Pure. */
 snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n);
 
+/* Rows of x up to which snug_matmul runs the matrix-vector path for
+ * weights of dtype wdt under k (SNUG_GEMV_MAX_N, 4; on AVX2 16 for
+ * unquantized weights, in passes of 4 rows per panel: cheaper there than
+ * the GEMM's tiles up to that many, measured). Pure. */
+int64_t snug_matmul_gemv_rows(const snug_kernels *k, snug_dtype wdt);
+
 /* The scratch bytes snug_matmul needs when run on up to n_threads threads
  * with up to n_max rows of x of up to k_max elements: per thread, slices
  * of three panels converted to f32 and a padded copy of a narrow panel (a

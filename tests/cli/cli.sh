@@ -679,16 +679,17 @@ expect_help "--version" "snug $(sed -n 's/^#define SNUG_VERSION "\(.*\)"$/\1/p' 
 expect_help "version" "isa: " -- "$snug" version
 "$snug" --version >"$tmp/version.out"
 isa=$(sed -n 's/^isa: //p' "$tmp/version.out")
-case $isa in # the instruction bf16 matmuls run: the table's FMA, or on avx512bf16 what calibration chose
-scalar) bf16='scalar' ;;
-avx2) bf16='vfmadd231ps ymm' ;;
-avx512) bf16='vfmadd231ps zmm' ;;
-*) bf16='(vfmadd231ps zmm|vdpbf16ps zmm)' ;;
+case $isa in # the instruction bf16 matmuls run: the table's FMA, or on avx512bf16 what calibration chose;
+# and the rows up to which the matrix-vector path serves them (AVX2: 16, in passes of 4)
+scalar) bf16='scalar' rows=4 ;;
+avx2) bf16='vfmadd231ps ymm' rows=16 ;;
+avx512) bf16='vfmadd231ps zmm' rows=4 ;;
+*) bf16='(vfmadd231ps zmm|vdpbf16ps zmm)' rows=4 ;;
 esac
 if [[ $(wc -l <"$tmp/version.out") -eq 6 ]] && grep -qE '^commit: ([0-9a-f]{7,}|unknown)$' "$tmp/version.out" &&
     grep -qE '^build: MPI (on|off), ARCH ' "$tmp/version.out" &&
     grep -qE '^isa: (scalar|avx2|avx512|avx512bf16)$' "$tmp/version.out" &&
-    grep -qE "^kernels: $isa; BF16 matmuls on $bf16, up to 4 rows on " "$tmp/version.out" &&
+    grep -qE "^kernels: $isa; BF16 matmuls on $bf16, up to $rows rows on " "$tmp/version.out" &&
     grep -qE '^threads: [1-9][0-9]* ' "$tmp/version.out"; then
     ok "--version lines: version, commit, build, isa, kernels ($(sed -n 's/^kernels: //p' "$tmp/version.out")), threads"
 else
