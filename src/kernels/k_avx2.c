@@ -11,10 +11,11 @@
  * instead; a tile of fewer rows than 6 computes only its own. n <= 16 goes
  * through a matrix-vector routine that streams one panel at a time, 4 rows
  * of x a pass (the later passes find the panel in L2), which on Zen 3 ran
- * 8 rows in 1.5-1.7 times 4 rows' time where the 6 x 16 tiles took 2.0-2.5
- * and 16 in 1.9-2.9 times against 3.2-3.7 (bench/matmul's row sweep; one
- * pass of 8 rows, a half panel at a time to fit the registers, measured
- * slower at 1.9-2.1); the AVX-512 tables use it up to 4 rows.
+ * 8 rows in 1.4-1.9 times 4 rows' time (nine runs) where the 6 x 16 tiles
+ * took 2.0-2.5, and 16 in 1.9-2.9 times against 2.0-4.4, mostly 3.1-3.7
+ * (bench/matmul's row sweep; one pass of 8 rows, a half panel at a time
+ * to fit the registers, measured slower at 1.9-2.1); the AVX-512 tables
+ * use it up to 4 rows.
  * attention: for head sizes that are a multiple of 8 up to 128, a tile of
  * query rows and heads against chunks of up to 32 keys, each chunk's keys
  * and values converted once per tile (the keys transposed, so that scores
