@@ -109,10 +109,7 @@ snug_status snug_profile_step(snug_stepper *stepper, const snug_kv_shape *kv_sha
         snug_logits lg;
         st = snug_stepper_run(stepper, &kv, &step, &lg, err);
         int64_t rows = 0; /* every rank's lm_head runs them (lg has them on the leader) */
-        for (int32_t i = 0; i < n_seqs; i++) {
-            const snug_step_seq *q = &serving->step_seqs[i];
-            rows += q->logits == SNUG_LOGITS_ALL ? q->n_tokens : q->logits == SNUG_LOGITS_LAST;
-        }
+        for (int32_t i = 0; i < n_seqs; i++) rows += snug_step_seq_vocab_rows(&serving->step_seqs[i]);
         if (st == SNUG_OK) r.flops += snug_model_step_flops(d, n_tokens, r.n_layers, rows);
         for (int32_t i = 0; st == SNUG_OK && i < lg.n_rows; i++) {
             float *row = (float *)lg.rows + (size_t)i * (size_t)lg.stride;

@@ -829,10 +829,8 @@ static void logits_rows(const snug_model *m, const snug_step *step)
     int32_t r = 0, t = 0;
     for (int32_t i = 0; i < step->n_seqs; i++) {
         const snug_step_seq *q = &step->seqs[i];
-        int32_t from = q->logits == SNUG_LOGITS_ALL ? 0 : q->n_tokens - 1;
-        if (q->logits == SNUG_LOGITS_LAST || q->logits == SNUG_LOGITS_ALL)
-            for (int32_t j = from; j < q->n_tokens; j++, r++)
-                memcpy(b->lg_in + (size_t)r * H, b->x + (size_t)(t + j) * H, H * sizeof(float));
+        for (int32_t j = q->n_tokens - snug_step_seq_vocab_rows(q); j < q->n_tokens; j++, r++)
+            memcpy(b->lg_in + (size_t)r * H, b->x + (size_t)(t + j) * H, H * sizeof(float));
         t += q->n_tokens;
     }
     if (r > 0) {

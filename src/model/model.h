@@ -165,6 +165,14 @@ typedef struct snug_step_seq {
     int32_t n_window_blocks;
 } snug_step_seq;
 
+/* Rows of the vocabulary that q's part of a step asks for, each one a row
+ * the lm_head runs on every rank (pooled rows run none): its n_tokens for
+ * SNUG_LOGITS_ALL, 1 for LAST, else 0. */
+static inline int32_t snug_step_seq_vocab_rows(const snug_step_seq *q)
+{
+    return q->logits == SNUG_LOGITS_ALL ? q->n_tokens : q->logits == SNUG_LOGITS_LAST;
+}
+
 typedef struct snug_step {
     const int32_t *tokens;     /* [n_tokens]: each sequence's tokens, in sequence order */
     int32_t n_tokens;
