@@ -263,13 +263,12 @@ static const uint8_t *ql_group(const snug_linear *w, int64_t p, int64_t b, uint8
  * were taken while GCC had dropped the prefetches (ql_fetch). */
 enum { QL_AHEAD = 2 };
 
-/* Block b's group of panel p + QL_AHEAD (NULL past the matrix's full
- * panels): what a pass over panel p asks for. */
-static const uint8_t *ql_next(const snug_linear *w, int64_t p, int64_t b)
+/* The first group of panel p + QL_AHEAD (NULL past the matrix's full
+ * panels): where what a pass over panel p asks for starts (ql_ahead_at). */
+static const uint8_t *ql_next(const snug_linear *w, int64_t p)
 {
     if ((p + QL_AHEAD + 1) * SNUG_PANEL > w->m) return NULL;
-    return (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p + QL_AHEAD) +
-           (size_t)b * ql_group_bytes(w->dtype);
+    return (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p + QL_AHEAD);
 }
 
 /* Panel p of w as a pass over its blocks reads it: its first group in
@@ -285,7 +284,7 @@ static inline ql_panel ql_panel_at(const snug_linear *w, int64_t p)
 {
     bool full = w->m - p * SNUG_PANEL >= SNUG_PANEL;
     return (ql_panel){full ? (const uint8_t *)w->data + snug_linear_panel_offset(w->dtype, w->m, w->k, p) : NULL,
-                      ql_next(w, p, 0)};
+                      ql_next(w, p)};
 }
 
 /* Block b's group of panel pn (p of w; gb its bytes), as ql_group. */
@@ -295,10 +294,17 @@ static inline const uint8_t *ql_block(const ql_panel *pn, const snug_linear *w, 
     return pn->base ? pn->base + (size_t)b * gb : ql_group(w, p, b, pad);
 }
 
-/* Block b's group QL_AHEAD panels on, as ql_next. */
+/* Block b's group from a, the first group of a panel QL_AHEAD on (gb its
+ * bytes; NULL for none). */
+static inline const uint8_t *ql_ahead_at(const uint8_t *a, int64_t b, size_t gb)
+{
+    return a ? a + (size_t)b * gb : NULL;
+}
+
+/* Block b's group QL_AHEAD panels on (NULL past the full panels). */
 static inline const uint8_t *ql_block_next(const ql_panel *pn, int64_t b, size_t gb)
 {
-    return pn->next ? pn->next + (size_t)b * gb : NULL;
+    return ql_ahead_at(pn->next, b, gb);
 }
 
 /* Each 32 values' sum of NX rows of x at block b (x8 rows kb blocks
@@ -717,11 +723,12 @@ static ql_xs ql_x_at(const void *xt, int64_t n, int64_t kb, int64_t t0, int64_t 
 
 /* A register tile of the GEMM: NX rows of x from t0 against every block
  * of panel p of w (its groups at gs, a group apart, their scales at scl),
- * into y (the panel's columns), summing in accm (NX x 16 floats); with pf
- * (the panel's first tile) asking for the next panel's groups. */
+ * into y (the panel's columns), summing in accm (NX x 16 floats); asking
+ * for the groups from ahead on (the panel's first tile: ql_next's; NULL
+ * for the others). */
 T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
-                          const float *scl, const snug_linear *w, int64_t p, bool pf, float *accm, const bool SIX,
-                          const int NX)
+                          const float *scl, const snug_linear *w, int64_t p, const uint8_t *ahead, float *accm,
+                          const bool SIX, const int NX)
 {
     const int64_t nb = w->k / 256, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
 #pragma GCC unroll 8
@@ -729,7 +736,7 @@ T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64
     const size_t gb = ql_group_bytes(w->dtype);
     for (int64_t b = 0; b < nb; b++) {
         const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, 8 * b);
-        const ql_pf next = {pf ? ql_next(w, p, b) : NULL, gs + (size_t)(b + 1) * gb};
+        const ql_pf next = {ql_ahead_at(ahead, b, gb), gs + (size_t)(b + 1) * gb};
         if (SIX) q6k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
         else q4k_block_zmm(gs + (size_t)b * gb, scl + b * QL_SCL, &x, NX, NULL, accm, next);
     }
@@ -744,8 +751,8 @@ T_Z_INL void ql_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64
  * a time. (Passes over a part of k at a time, so that the part of the
  * panel stays in L1 for every tile, measured level.) */
 T_Z_INL void ql32_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
-                           const snug_linear *w, int64_t p, bool pf, float *accm, const bool NIB, const bool FIVE,
-                           const int NX)
+                           const snug_linear *w, int64_t p, const uint8_t *ahead, float *accm, const bool NIB,
+                           const bool FIVE, const int NX)
 {
     const size_t gb = FIVE ? Q50_GROUP : Q40_GROUP;
     const int64_t kb = w->k / 32, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
@@ -755,19 +762,19 @@ T_Z_INL void ql32_tile_zmm(float *y, int64_t ldy, const void *xt, int64_t n, int
     for (; c + 1 < kb && !NIB; c += 2) {
         const ql_xs x0 = ql_x_at(xt, n, kb, t0, c), x1 = ql_x_at(xt, n, kb, t0, c + 1);
         q80_pair_zmm(gs + (size_t)c * Q80_GROUP, &x0, &x1, NX, accm,
-                     (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 2) * Q80_GROUP});
+                     (ql_pf){ql_ahead_at(ahead, c, Q80_GROUP), gs + (size_t)(c + 2) * Q80_GROUP});
     }
     __m512 acc[QL_XT];
 #pragma GCC unroll 8
     for (int t = 0; t < NX; t++) acc[t] = _mm512_loadu_ps(accm + 16 * t);
     for (; c < kb && NIB; c++) {
         const ql_xs x = ql_x_at(xt, n, kb, t0, c);
-        qnib_block_zmm(gs + (size_t)c * gb, &x, NX, acc, (ql_pf){pf ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 1) * gb},
+        qnib_block_zmm(gs + (size_t)c * gb, &x, NX, acc, (ql_pf){ql_ahead_at(ahead, c, gb), gs + (size_t)(c + 1) * gb},
                        FIVE);
     }
     if (c < kb && !NIB) {
         const ql_xs x = ql_x_at(xt, n, kb, t0, c);
-        q80_block_zmm(gs + (size_t)c * Q80_GROUP, &x, NX, acc, (ql_pf){pf ? ql_next(w, p, c) : NULL, NULL});
+        q80_block_zmm(gs + (size_t)c * Q80_GROUP, &x, NX, acc, (ql_pf){ql_ahead_at(ahead, c, Q80_GROUP), NULL});
     }
     const __mmask16 keep = (__mmask16)((1u << width) - 1u);
     for (int t = 0; t < NX && t0 + t < n; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + p * SNUG_PANEL, keep, acc[t]);
@@ -812,29 +819,29 @@ T_Z void snug_qlanes_gemm_zmm(float *y, int64_t ldy, const void *xt, int64_t n, 
     for (int64_t x0 = 0; x0 < n; x0 += xblock)
         for (int64_t p = p0; p < p1; p++) {
             float *scl;
-            const uint8_t *gs = ql_panel_prep(w, p, false, tb, &scl);
+            const uint8_t *gs = ql_panel_prep(w, p, false, tb, &scl), *ahead = ql_next(w, p);
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && ql_b32(w->dtype); t0 += QZ_NX) {
                 switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
-                case 1: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 1); break;
-                case 2: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 2); break;
-                case 3: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 3); break;
-                case 4: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 4); break;
-                case 5: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 5); break;
-                case 6: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 6); break;
-                case 7: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 7); break;
-                default: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0, accm, nib, q5, 8); break;
+                case 1: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 1); break;
+                case 2: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 2); break;
+                case 3: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 3); break;
+                case 4: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 4); break;
+                case 5: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 5); break;
+                case 6: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 6); break;
+                case 7: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 7); break;
+                default: ql32_tile_zmm(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, accm, nib, q5, 8); break;
                 }
             }
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && !ql_b32(w->dtype); t0 += QZ_NX) {
                 switch (SNUG_MIN((int64_t)QZ_NX, n - t0)) {
-                case 1: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
-                case 2: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 2); break;
-                case 3: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 3); break;
-                case 4: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 4); break;
-                case 5: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 5); break;
-                case 6: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 6); break;
-                case 7: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 7); break;
-                default: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 8); break;
+                case 1: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 1); break;
+                case 2: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 2); break;
+                case 3: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 3); break;
+                case 4: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 4); break;
+                case 5: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 5); break;
+                case 6: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 6); break;
+                case 7: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 7); break;
+                default: ql_tile_zmm(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 8); break;
                 }
             }
         }

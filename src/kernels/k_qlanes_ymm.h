@@ -268,9 +268,10 @@ QLY_T void QLY_NAME(snug_qlanes_gemv)(float *y, int64_t ldy, const snug_x8_block
 /* A register tile of the GEMM: NX rows of x from t0 against every block
  * of panel p of w (its groups at gs, their scales at scl), a half at a
  * time, into y (the panel's columns), summing in accm (NX x 8 floats);
- * with pf (the panel's first tile) asking for the next panel's groups. */
+ * asking for the groups from ahead on (the panel's first tile: ql_next's;
+ * NULL for the others). */
 QLY_INL void QLY_NAME(ql_tile)(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
-                                const float *scl, const snug_linear *w, int64_t p, bool pf, float *accm,
+                                const float *scl, const snug_linear *w, int64_t p, const uint8_t *ahead, float *accm,
                                 const bool SIX, const int NX)
 {
     const int64_t nb = w->k / 256, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
@@ -280,7 +281,7 @@ QLY_INL void QLY_NAME(ql_tile)(float *y, int64_t ldy, const void *xt, int64_t n,
         for (int t = 0; t < NX; t++) _mm256_storeu_ps(accm + 8 * t, _mm256_setzero_ps());
         for (int64_t b = 0; b < nb; b++) {
             const ql_xs x = ql_x_at(xt, n, 8 * nb, t0, 8 * b);
-            const ql_pf next = {pf && h == 0 ? ql_next(w, p, b) : NULL, gs + (size_t)(b + 1) * gb};
+            const ql_pf next = {h == 0 ? ql_ahead_at(ahead, b, gb) : NULL, gs + (size_t)(b + 1) * gb};
             if (SIX) QLY_NAME(q6k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
             else QLY_NAME(q4k_block)(gs + (size_t)b * gb, h, scl + b * QL_SCL, &x, NX, NULL, accm, next);
         }
@@ -293,7 +294,8 @@ QLY_INL void QLY_NAME(ql_tile)(float *y, int64_t ldy, const void *xt, int64_t n,
  * FIVE, and Q4_0): its sums stay in registers over every block, a half at
  * a time. */
 QLY_INL void QLY_NAME(ql32_tile)(float *y, int64_t ldy, const void *xt, int64_t n, int64_t t0, const uint8_t *gs,
-                                 const snug_linear *w, int64_t p, bool pf, const bool NIB, const bool FIVE, const int NX)
+                                 const snug_linear *w, int64_t p, const uint8_t *ahead, const bool NIB, const bool FIVE,
+                                 const int NX)
 {
     const int64_t kb = w->k / 32, width = SNUG_MIN((int64_t)SNUG_PANEL, w->m - p * SNUG_PANEL);
     const size_t gb = !NIB ? Q80_GROUP : FIVE ? Q50_GROUP : Q40_GROUP;
@@ -303,7 +305,7 @@ QLY_INL void QLY_NAME(ql32_tile)(float *y, int64_t ldy, const void *xt, int64_t 
         for (int t = 0; t < NX; t++) acc[t] = _mm256_setzero_ps();
         for (int64_t c = 0; c < kb; c++) {
             const ql_xs x = ql_x_at(xt, n, kb, t0, c);
-            const ql_pf next = {pf && h == 0 ? ql_next(w, p, c) : NULL, gs + (size_t)(c + 1) * gb};
+            const ql_pf next = {h == 0 ? ql_ahead_at(ahead, c, gb) : NULL, gs + (size_t)(c + 1) * gb};
             if (NIB) QLY_NAME(qnib_block)(gs + (size_t)c * gb, h, &x, NX, acc, next, FIVE);
             else QLY_NAME(q80_block)(gs + (size_t)c * gb, h, &x, NX, acc, next);
         }
@@ -322,21 +324,21 @@ QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int
     for (int64_t x0 = 0; x0 < n; x0 += xblock)
         for (int64_t p = p0; p < p1; p++) {
             float *scl;
-            const uint8_t *gs = ql_panel_prep(w, p, !QLY_VNNI, tb, &scl);
+            const uint8_t *gs = ql_panel_prep(w, p, !QLY_VNNI, tb, &scl), *ahead = ql_next(w, p);
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && ql_b32(w->dtype); t0 += QY_NX) {
                 switch (SNUG_MIN((int64_t)QY_NX, n - t0)) {
-                case 1: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 1); break;
-                case 2: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 2); break;
-                case 3: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 3); break;
-                default: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0, nib, q5, 4); break;
+                case 1: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, nib, q5, 1); break;
+                case 2: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, nib, q5, 2); break;
+                case 3: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, nib, q5, 3); break;
+                default: QLY_NAME(ql32_tile)(y, ldy, xt, n, t0, gs, w, p, t0 == x0 ? ahead : NULL, nib, q5, 4); break;
                 }
             }
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && !ql_b32(w->dtype); t0 += QY_NX) {
                 switch (SNUG_MIN((int64_t)QY_NX, n - t0)) {
-                case 1: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 1); break;
-                case 2: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 2); break;
-                case 3: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 3); break;
-                default: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0, accm, six, 4); break;
+                case 1: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 1); break;
+                case 2: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 2); break;
+                case 3: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 3); break;
+                default: QLY_NAME(ql_tile)(y, ldy, xt, n, t0, gs, scl, w, p, t0 == x0 ? ahead : NULL, accm, six, 4); break;
                 }
             }
         }
