@@ -451,10 +451,10 @@ typedef struct matmul_job {
     snug_pool *pool;         /* NULL: the caller alone */
 } matmul_job;
 
-/* Panels [p0, p1) of job j's matrix-vector product. */
 /* Rows of x up to which o's gemv serves an unquantized matrix. */
 static int64_t gemv_max_n(const snug_matmul_ops *o) { return o->gemv_max_n ? o->gemv_max_n : SNUG_GEMV_MAX_N; }
 
+/* Panels [p0, p1) of job j's matrix-vector product. */
 static void gemv_panels(const matmul_job *j, int64_t p0, int64_t p1)
 {
     if (j->qgemv) j->qgemv(j->y, j->ldy, j->x8, j->n, j->w, p0, p1);
@@ -576,7 +576,7 @@ snug_insn snug_matmul_insn(const snug_kernels *k, snug_dtype wdt, int64_t n)
     if (n <= SNUG_GEMV_MAX_N && snug_dtype_is_quant(wdt)) return k->qgemv_insn;
     if (snug_dtype_is_quant(wdt) && k->qgemm) return k->qgemm_insn;
     if (!k->mm) return SNUG_INSN_SCALAR;
-    if (n <= gemv_max_n(k->mm)) return k->mm->gemv_insn;
+    if (n <= snug_matmul_gemv_rows(k, wdt)) return k->mm->gemv_insn;
     bool convert;
     return snug_matmul_kind(k, k->mm, wdt, n, &convert)->insn;
 }
