@@ -453,6 +453,49 @@ static void test_matmul(void)
     free(scratch);
 }
 
+/* A row of x gives the same floats whatever the step's other rows: past
+ * SNUG_GEMV_MAX_N rows (from 5, where AVX2 runs the matrix-vector path in
+ * passes and other tables the GEMM) every row of n rows equals that row of
+ * 40 (the GEMM) bit for bit, for each dtype, on each instruction set the
+ * machine runs, with k in and past one GEMM block and an odd one. */
+static void test_matmul_rows_invariant(void)
+{
+    static const int64_t ks[] = {1, 129, 256, 1000, 2051}, m = 50, n_ref = 40;
+    snug_pool *pool = NULL;
+    snug_error err = {0};
+    CHECK_OK(snug_pool_create(2, 0, &pool, &err), &err);
+    void *scratch = scratch_alloc(2);
+    rng_t r = {0x5EED5u};
+    int differ = 0, cases = 0;
+    for (int isa = SNUG_ISA_AVX2; isa <= (int)snug_isa_detect(); isa++) {
+        snug_kernels kt = kernels_of((snug_isa)isa);
+        for (size_t d = 0; d < SNUG_ARRAY_LEN(wdts); d++)
+            for (size_t ki = 0; ki < SNUG_ARRAY_LEN(ks); ki++) {
+                int64_t k = ks[ki];
+                float *x = malloc((size_t)(n_ref * k) * sizeof(float));
+                fill(&r, x, (size_t)(n_ref * k));
+                void *w = make_typed(&r, wdts[d], (size_t)(m * k));
+                snug_linear lin = pack_linear(w, wdts[d], m, k);
+                float *ref = malloc((size_t)(n_ref * m) * sizeof(float)), *y = malloc((size_t)(n_ref * m) * sizeof(float));
+                snug_matmul(&kt, ref, x, n_ref, &lin, scratch, pool);
+                for (int64_t n = SNUG_GEMV_MAX_N + 1; n <= 17; n++, cases++) {
+                    snug_matmul(&kt, y, x, n, &lin, scratch, pool);
+                    if (memcmp(y, ref, (size_t)(n * m) * sizeof(float)) != 0 && differ++ < 3)
+                        CHECK(false, "%s %s k=%ld: %ld rows differ from the same rows of %ld",
+                              snug_isa_name((snug_isa)isa), snug_dtype_name(wdts[d]), (long)k, (long)n, (long)n_ref);
+                }
+                free(x);
+                free(w);
+                free((void *)lin.data);
+                free(ref);
+                free(y);
+            }
+    }
+    printf("  rows of 5 to 17 against the same rows of 40: %d of %d cases differ\n", differ, cases);
+    snug_pool_free(pool);
+    free(scratch);
+}
+
 /* The driver (k_matmul.c) with plain-C micro-kernels that compute what
  * the SIMD ones do, on every machine: x packing for 8-row tiles as floats
  * and as bf16 pairs, panels three at a time, the narrow last panel, k
@@ -1501,6 +1544,7 @@ int main(void)
     RUN(test_matmul_insn);
     RUN(test_matmul);
     RUN(test_matmul_driver);
+    RUN(test_matmul_rows_invariant);
     RUN(test_matmul_quant);
     RUN(test_qdot);
     RUN(test_linear_layout);

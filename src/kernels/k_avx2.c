@@ -10,7 +10,10 @@
  * convert_min_n rows of x bf16 slices are widened to f32 once per block
  * instead; a tile of fewer rows than 6 computes only its own. n <= 16 goes
  * through a matrix-vector routine that streams one panel at a time, 4 rows
- * of x a pass (the later passes find the panel in L2), which on Zen 3 ran
+ * of x a pass (the later passes find the panel in L2; past 4 rows two
+ * panels at a time, each block of 256 elements summed as the GEMM sums it,
+ * so that a row's result does not depend on its step's other rows), which
+ * on Zen 3 ran
  * 8 rows in 1.4-1.9 times 4 rows' time (nine runs) where the 6 x 16 tiles
  * took 2.0-2.5, and 16 in 1.9-2.9 times against 2.0-4.4, mostly 3.1-3.7
  * (bench/matmul's row sweep; one pass of 8 rows, a half panel at a time
@@ -242,96 +245,109 @@ enum { AVX2_GEMV_MAX_N = 16 };
 /* Lines the matrix-vector path prefetches ahead of its loads. */
 enum { GEMV_AHEAD = 48 };
 
+/* Elements of k a block of the AVX2 GEMM kinds takes (their kc). */
+enum { AVX2_KC = 256 };
+
 /* The matrix-vector path over PG full panels from b (each 16 rows, panel
  * stride `stride` bytes) for NT rows of x: y[t][o0 + l]. Accumulates the
- * even and the odd elements of bf16 pairs in the same registers. */
+ * even and the odd elements of bf16 pairs in the same registers. BLOCKED
+ * (the passes past SNUG_GEMV_MAX_N rows) sums each block of AVX2_KC
+ * elements on its own and adds it to y, in the GEMM's order, so that a
+ * row's result is the GEMM's bit for bit whether its step has 5 rows or
+ * 500 (a reranked document alone and in a batch). */
 T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t ldy, const unsigned char *b,
                             size_t stride, int64_t o0, const snug_dtype dt, const int NT,
-                            const int PG)
+                            const int PG, const bool BLOCKED)
 {
     /* bf16: the odd elements in accumulators of their own for one or two
      * rows of x (ao), so that each accumulator takes one FMA a step: with
      * both in one, a step waits two FMA latencies (4 cycles a line, the
      * limit in L2, measured); with more rows of x there are chains enough */
-    const bool split = dt == SNUG_DTYPE_BF16 && NT * PG <= 2;
-    __m256 acc[SNUG_GEMV_MAX_N][2][2], ao[2][2][2];
+    const bool split = dt == SNUG_DTYPE_BF16 && NT * PG <= 2 && !BLOCKED;
+    const int64_t kb = BLOCKED ? AVX2_KC : k;
+    for (int64_t e0 = 0; e0 < k; e0 += kb) {
+        const int64_t e1 = SNUG_MIN(k, e0 + kb);
+        __m256 acc[SNUG_GEMV_MAX_N][2][2], ao[2][2][2];
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; t++)
-#pragma GCC unroll 2
-        for (int g = 0; g < PG; g++) acc[t][g][0] = acc[t][g][1] = _mm256_setzero_ps();
-    if (split)
-#pragma GCC unroll 2
         for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
-            for (int g = 0; g < PG; g++) ao[t][g][0] = ao[t][g][1] = _mm256_setzero_ps();
-    if (dt == SNUG_DTYPE_BF16) {
-        const int64_t pairs = k / 2; /* whole pairs; an odd k's last step after */
-        static const float zero_f = 0.0f;
-        for (int64_t q = 0; q < pairs + k % 2; q++) {
-            /* one line per step and panel: fetch well ahead of the loads */
-#pragma GCC unroll 2
-            for (int g = 0; g < PG; g++)
-                _mm_prefetch((const char *)(b + g * stride + (q + GEMV_AHEAD) * 64), _MM_HINT_T0);
-            __m256i v[2][2];
-#pragma GCC unroll 2
-            for (int g = 0; g < PG; g++) {
-                v[g][0] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64));
-                v[g][1] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64 + 32));
-            }
-            /* the odd end's step: its high halves are zero, and x has no element there */
-            const float *xo_at = q < pairs ? x + 2 * q + 1 : &zero_f;
-            const int64_t xo_stride = q < pairs ? k : 0;
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) {
-                __m256 xe = _mm256_broadcast_ss(x + t * k + 2 * q);
-                __m256 xo = _mm256_broadcast_ss(xo_at + t * xo_stride);
-#pragma GCC unroll 2
-                for (int g = 0; g < PG; g++)
-#pragma GCC unroll 2
-                    for (int h = 0; h < 2; h++) {
-                        acc[t][g][h] = _mm256_fmadd_ps(xe, pairs_lo8(v[g][h]), acc[t][g][h]);
-                        if (split)
-                            ao[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), ao[t][g][h]);
-                        else
-                            acc[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), acc[t][g][h]);
-                    }
-            }
-        }
+            for (int g = 0; g < PG; g++) acc[t][g][0] = acc[t][g][1] = _mm256_setzero_ps();
         if (split)
 #pragma GCC unroll 2
             for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
+                for (int g = 0; g < PG; g++) ao[t][g][0] = ao[t][g][1] = _mm256_setzero_ps();
+        if (dt == SNUG_DTYPE_BF16) {
+            const int64_t pairs = k / 2; /* whole pairs; an odd k's last step after */
+            static const float zero_f = 0.0f;
+            for (int64_t q = e0 / 2; q < (e1 + 1) / 2; q++) {
+                /* one line per step and panel: fetch well ahead of the loads */
+#pragma GCC unroll 2
+                for (int g = 0; g < PG; g++)
+                    _mm_prefetch((const char *)(b + g * stride + (q + GEMV_AHEAD) * 64), _MM_HINT_T0);
+                __m256i v[2][2];
+#pragma GCC unroll 2
                 for (int g = 0; g < PG; g++) {
-                    acc[t][g][0] = _mm256_add_ps(acc[t][g][0], ao[t][g][0]);
-                    acc[t][g][1] = _mm256_add_ps(acc[t][g][1], ao[t][g][1]);
+                    v[g][0] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64));
+                    v[g][1] = _mm256_loadu_si256((const __m256i *)(const void *)(b + g * stride + q * 64 + 32));
                 }
-    } else {
-        size_t sb = dt == SNUG_DTYPE_F16 ? 32 : 64;
-        for (int64_t e = 0; e < k; e++) {
-            if (sb == 64 || (e & 1) == 0)
-#pragma GCC unroll 2
-                for (int g = 0; g < PG; g++)
-                    _mm_prefetch((const char *)(b + g * stride + (size_t)e * sb + GEMV_AHEAD * 64), _MM_HINT_T0);
-            __m256 w[2][2];
-#pragma GCC unroll 2
-            for (int g = 0; g < PG; g++) step16(b + g * stride, dt, e, &w[g][0], &w[g][1]);
+                /* the odd end's step: its high halves are zero, and x has no element there */
+                const float *xo_at = q < pairs ? x + 2 * q + 1 : &zero_f;
+                const int64_t xo_stride = q < pairs ? k : 0;
 #pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) {
-                __m256 xv = _mm256_broadcast_ss(x + t * k + e);
+                for (int t = 0; t < NT; t++) {
+                    __m256 xe = _mm256_broadcast_ss(x + t * k + 2 * q);
+                    __m256 xo = _mm256_broadcast_ss(xo_at + t * xo_stride);
 #pragma GCC unroll 2
-                for (int g = 0; g < PG; g++)
+                    for (int g = 0; g < PG; g++)
 #pragma GCC unroll 2
-                    for (int h = 0; h < 2; h++) acc[t][g][h] = _mm256_fmadd_ps(xv, w[g][h], acc[t][g][h]);
+                        for (int h = 0; h < 2; h++) {
+                            acc[t][g][h] = _mm256_fmadd_ps(xe, pairs_lo8(v[g][h]), acc[t][g][h]);
+                            if (split)
+                                ao[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), ao[t][g][h]);
+                            else
+                                acc[t][g][h] = _mm256_fmadd_ps(xo, pairs_hi8(v[g][h]), acc[t][g][h]);
+                        }
+                }
+            }
+            if (split)
+#pragma GCC unroll 2
+                for (int t = 0; t < NT; t++)
+#pragma GCC unroll 2
+                    for (int g = 0; g < PG; g++) {
+                        acc[t][g][0] = _mm256_add_ps(acc[t][g][0], ao[t][g][0]);
+                        acc[t][g][1] = _mm256_add_ps(acc[t][g][1], ao[t][g][1]);
+                    }
+        } else {
+            size_t sb = dt == SNUG_DTYPE_F16 ? 32 : 64;
+            for (int64_t e = e0; e < e1; e++) {
+                if (sb == 64 || (e & 1) == 0)
+#pragma GCC unroll 2
+                    for (int g = 0; g < PG; g++)
+                        _mm_prefetch((const char *)(b + g * stride + (size_t)e * sb + GEMV_AHEAD * 64), _MM_HINT_T0);
+                __m256 w[2][2];
+#pragma GCC unroll 2
+                for (int g = 0; g < PG; g++) step16(b + g * stride, dt, e, &w[g][0], &w[g][1]);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    __m256 xv = _mm256_broadcast_ss(x + t * k + e);
+#pragma GCC unroll 2
+                    for (int g = 0; g < PG; g++)
+#pragma GCC unroll 2
+                        for (int h = 0; h < 2; h++) acc[t][g][h] = _mm256_fmadd_ps(xv, w[g][h], acc[t][g][h]);
+                }
             }
         }
-    }
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; t++)
+        for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
-        for (int g = 0; g < PG; g++) {
-            _mm256_storeu_ps(y + t * ldy + o0 + g * 16, acc[t][g][0]);
-            _mm256_storeu_ps(y + t * ldy + o0 + g * 16 + 8, acc[t][g][1]);
-        }
+            for (int g = 0; g < PG; g++)
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    float *d = y + t * ldy + o0 + g * 16 + 8 * h;
+                    _mm256_storeu_ps(d, e0 ? _mm256_add_ps(_mm256_loadu_ps(d), acc[t][g][h]) : acc[t][g][h]);
+                }
+    }
 }
 
 T_AVX2_INL void gemv_dt(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
@@ -340,25 +356,53 @@ T_AVX2_INL void gemv_dt(float *y, int64_t ldy, const float *x, int64_t n, const 
     const int64_t k = w->k, m = w->m, full = m / SNUG_PANEL;
     const size_t stride = snug_linear_panel_offset(dt, m, k, 1);
     const unsigned char *base = w->data;
+    const bool blocked = n > SNUG_GEMV_MAX_N; /* rows the GEMM would take on other machines */
     int64_t p = p0, pf = SNUG_MIN(p1, full);
-    for (; p < pf; p++) {
+    /* past SNUG_GEMV_MAX_N rows, passes of 4 rows over two panels in turn,
+     * then the last 1 or 2 rows over both at once: their 2 or 4 chains of
+     * dependent multiply-adds per panel (the GEMM's order, no split) would
+     * leave the FMA units idle half the time or more */
+    for (int64_t np; p < pf; p += np) {
+        np = blocked && p + 1 < pf ? 2 : 1;
         const unsigned char *b = base + p * stride;
-        for (int64_t t0 = 0; t0 < n; t0 += SNUG_GEMV_MAX_N) { /* 4 rows a pass: later passes find the panel in L2 */
+        for (int64_t t0 = 0; t0 < n; t0 += SNUG_GEMV_MAX_N) { /* later passes find the panels in L2 */
             float *yt = y + t0 * ldy;
             const float *xt = x + t0 * k;
-            switch (SNUG_MIN(n - t0, (int64_t)SNUG_GEMV_MAX_N)) {
-            case 1: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 1, 1); break;
-            case 2: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 2, 1); break;
-            case 3: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 3, 1); break;
-            default: gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 4, 1); break;
+            const int64_t nt = SNUG_MIN(n - t0, (int64_t)SNUG_GEMV_MAX_N);
+            if (blocked && np == 2 && nt <= 2) {
+                if (nt == 1) gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 1, 2, true);
+                else gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 2, 2, true);
+                continue;
+            }
+            for (int64_t j = 0; j < np; j++) {
+                const unsigned char *bj = b + j * stride;
+                const int64_t o0 = (p + j) * 16;
+                switch (nt + (blocked ? 4 : 0)) {
+                case 1: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 1, 1, false); break;
+                case 2: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 2, 1, false); break;
+                case 3: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 3, 1, false); break;
+                case 4: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 4, 1, false); break;
+                case 5: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 1, 1, true); break;
+                case 6: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 2, 1, true); break;
+                case 7: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 3, 1, true); break;
+                default: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 4, 1, true); break;
+                }
             }
         }
     }
-    /* the narrow last panel (a few rows of one matrix): element by element */
+    /* the narrow last panel (a few rows of one matrix): element by element;
+     * past SNUG_GEMV_MAX_N rows as the GEMM's edge tile sums them (a
+     * multiply-add chain per block of AVX2_KC, the blocks added in turn) */
     for (int64_t o = full * SNUG_PANEL; p1 > full && o < m; o++)
         for (int64_t t = 0; t < n; t++) {
             float s = 0.0f;
-            for (int64_t e = 0; e < k; e++) s += x[t * k + e] * snug_linear_elem(w, o, e);
+            for (int64_t e = 0; !blocked && e < k; e++) s += x[t * k + e] * snug_linear_elem(w, o, e);
+            for (int64_t e0 = 0; blocked && e0 < k; e0 += AVX2_KC) {
+                float blk = 0.0f;
+                for (int64_t e = e0; e < SNUG_MIN(k, e0 + AVX2_KC); e++)
+                    blk = fmaf(x[t * k + e], snug_linear_elem(w, o, e), blk);
+                s = e0 ? s + blk : blk;
+            }
             y[t * ldy + o] = s;
         }
 }
@@ -476,9 +520,9 @@ const snug_matmul_ops snug_avx2_matmul_ops = {
     .gemv = snug_avx2_gemv,
     .gemv_insn = SNUG_INSN_FMA_YMM,
     .gemv_max_n = AVX2_GEMV_MAX_N,
-    .f32 = {micro_avx2_f32, MR, 256, false, SNUG_INSN_FMA_YMM},
-    .f16 = {micro_avx2_f16, MR, 256, false, SNUG_INSN_FMA_YMM},
-    .bf16_fma = {micro_avx2_bf16, MR, 256, false, SNUG_INSN_FMA_YMM},
+    .f32 = {micro_avx2_f32, MR, AVX2_KC, false, SNUG_INSN_FMA_YMM},
+    .f16 = {micro_avx2_f16, MR, AVX2_KC, false, SNUG_INSN_FMA_YMM},
+    .bf16_fma = {micro_avx2_bf16, MR, AVX2_KC, false, SNUG_INSN_FMA_YMM},
     .convert_min_n = 24,
     .bf16_to_f32 = bf16_to_f32_avx2,
     .quant_slice = snug_quant_slice_f32_avx2,
