@@ -12,13 +12,12 @@
  * through a matrix-vector routine that streams one panel at a time, 4 rows
  * of x a pass (the later passes find the panel in L2; past 4 rows two
  * panels at a time, each block of 256 elements summed as the GEMM sums it,
- * so that a row's result does not depend on its step's other rows), which
- * on Zen 3 ran
- * 8 rows in 1.4-1.9 times 4 rows' time (nine runs) where the 6 x 16 tiles
- * took 2.0-2.5, and 16 in 1.9-2.9 times against 2.0-4.4, mostly 3.1-3.7
+ * so that a row's result does not depend on its step's other rows). On
+ * Zen 3, 8 rows ran in 1.4-1.9 times 4 rows' time (nine runs) where the
+ * 6 x 16 tiles took 2.0-2.5, and 16 in 1.9-2.9 times against 2.0-4.4
  * (bench/matmul's row sweep; one pass of 8 rows, a half panel at a time
- * to fit the registers, measured slower at 1.9-2.1); the AVX-512 tables
- * use it up to 4 rows.
+ * to fit the registers, measured slower). The AVX-512 tables use it up to
+ * 4 rows.
  * attention: for head sizes that are a multiple of 8 up to 128, a tile of
  * query rows and heads against chunks of up to 32 keys, each chunk's keys
  * and values converted once per tile (the keys transposed, so that scores
@@ -350,6 +349,25 @@ T_AVX2_INL void gemv_panels(float *y, const float *x, int64_t k, int64_t ldy, co
     }
 }
 
+/* gemv_panels for nt (1 to 4) rows with pg panels (2 only for nt <= 2)
+ * and blocked, as constants. */
+T_AVX2_INL void gemv_pass(float *y, const float *x, int64_t k, int64_t ldy, const unsigned char *b, size_t stride,
+                          int64_t o0, const snug_dtype dt, int64_t nt, int pg, bool blocked)
+{
+    switch (nt + 4 * (pg - 1) + 8 * blocked) {
+    case 1: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 1, 1, false); break;
+    case 2: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 2, 1, false); break;
+    case 3: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 3, 1, false); break;
+    case 4: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 4, 1, false); break;
+    case 9: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 1, 1, true); break;
+    case 10: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 2, 1, true); break;
+    case 11: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 3, 1, true); break;
+    case 12: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 4, 1, true); break;
+    case 13: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 1, 2, true); break;
+    default: gemv_panels(y, x, k, ldy, b, stride, o0, dt, 2, 2, true); break; /* 14 */
+    }
+}
+
 T_AVX2_INL void gemv_dt(float *y, int64_t ldy, const float *x, int64_t n, const snug_linear *w, int64_t p0,
                         int64_t p1, const snug_dtype dt)
 {
@@ -364,30 +382,12 @@ T_AVX2_INL void gemv_dt(float *y, int64_t ldy, const float *x, int64_t n, const 
      * leave the FMA units idle half the time or more */
     for (int64_t np; p < pf; p += np) {
         np = blocked && p + 1 < pf ? 2 : 1;
-        const unsigned char *b = base + p * stride;
         for (int64_t t0 = 0; t0 < n; t0 += SNUG_GEMV_MAX_N) { /* later passes find the panels in L2 */
-            float *yt = y + t0 * ldy;
-            const float *xt = x + t0 * k;
             const int64_t nt = SNUG_MIN(n - t0, (int64_t)SNUG_GEMV_MAX_N);
-            if (blocked && np == 2 && nt <= 2) {
-                if (nt == 1) gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 1, 2, true);
-                else gemv_panels(yt, xt, k, ldy, b, stride, p * 16, dt, 2, 2, true);
-                continue;
-            }
-            for (int64_t j = 0; j < np; j++) {
-                const unsigned char *bj = b + j * stride;
-                const int64_t o0 = (p + j) * 16;
-                switch (nt + (blocked ? 4 : 0)) {
-                case 1: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 1, 1, false); break;
-                case 2: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 2, 1, false); break;
-                case 3: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 3, 1, false); break;
-                case 4: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 4, 1, false); break;
-                case 5: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 1, 1, true); break;
-                case 6: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 2, 1, true); break;
-                case 7: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 3, 1, true); break;
-                default: gemv_panels(yt, xt, k, ldy, bj, stride, o0, dt, 4, 1, true); break;
-                }
-            }
+            const bool both = blocked && np == 2 && nt <= 2;
+            for (int64_t j = 0; j < (both ? 1 : np); j++)
+                gemv_pass(y + t0 * ldy, x + t0 * k, k, ldy, base + (p + j) * stride, stride, (p + j) * 16, dt, nt,
+                          both ? 2 : 1, blocked);
         }
     }
     /* the narrow last panel (a few rows of one matrix): element by element;
