@@ -461,31 +461,49 @@ static void gemv_panels(const matmul_job *j, int64_t p0, int64_t p1)
     else j->o->gemv(j->y, j->ldy, j->x, j->n, j->w, p0, p1);
 }
 
-/* Thread tid's share of job j: for a matrix-vector product (no GEMM
- * kind), chunks of panels taken from the pool's counter; for a GEMM, whole
- * panels, balanced (the narrow last one, if any, to the last thread that
- * takes a share), after it packs its share of x and waits at the pool's
- * barrier for the others'. */
+/* Chunks of panels of a GEMM per thread of the pool, taken one at a time
+ * as the matrix-vector path's are: a thread that the host or its neighbours
+ * slow takes fewer, so that the step does not wait on it at the end. */
+enum { GEMM_CHUNKS_PER_THREAD = 4 };
+
+/* Panels per chunk when nt threads share panels panels of a GEMM: whole
+ * multiples of unit (the panels a register tile takes together), about
+ * GEMM_CHUNKS_PER_THREAD per thread. */
+static int64_t gemm_chunk_panels(int64_t panels, int64_t nt, int64_t unit)
+{
+    int64_t per = SNUG_MAX(1, panels / (nt * GEMM_CHUNKS_PER_THREAD));
+    return (per + unit - 1) / unit * unit;
+}
+
+/* Thread tid's share of job j: chunks of panels taken from the pool's
+ * counter (a matrix-vector product's, GEMV_CHUNKS_PER_THREAD a thread; a
+ * GEMM's, after every thread has packed or quantized its share of x and
+ * waited at the pool's barrier for the others', GEMM_CHUNKS_PER_THREAD, the
+ * float GEMM's narrow last panel, if any, a chunk of its own); without a
+ * pool, every panel. A panel's sums are the same floats whichever thread
+ * takes it. */
 static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
 {
     (void)n_pool;
     const matmul_job *j = ctx;
     int64_t nth = j->nt, m = j->w->m, panels = (m + SNUG_PANEL - 1) / SNUG_PANEL, full = m / SNUG_PANEL;
-    int64_t p0 = 0, p1 = 0;
-    if (tid < nth) snug_pool_split(full, 1, tid, (int32_t)nth, &p0, &p1);
-    if (j->qgemm) { /* each thread quantizes its share of x's groups of rows, then its panels */
+    unsigned char *tb = j->scratch + (size_t)tid * thread_bytes(j->w->k);
+    if (j->qgemm) { /* each thread quantizes its share of x's groups of rows, then takes panels */
         int64_t groups = (j->n + SNUG_QGEMM_XROWS - 1) / SNUG_QGEMM_XROWS, g0 = 0, g1 = 0;
-        unsigned char *tb = j->scratch + (size_t)tid * thread_bytes(j->w->k);
         if (tid < nth) snug_pool_split(groups, 1, tid, (int32_t)nth, &g0, &g1);
         if (g0 < g1)
             snug_qgemm_pack_x(j->ap, j->x, j->n, j->w->k, j->w->dtype, g0, g1, (snug_x8_block *)(void *)tb);
-        if (j->pool) snug_pool_barrier(j->pool, tid);
-        if (tid == nth - 1) p1 = panels;
-        if (p0 < p1) j->qgemm(j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
+        if (!j->pool) {
+            j->qgemm(j->y, j->ldy, j->ap, j->n, j->w, 0, panels, tb);
+            return;
+        }
+        snug_pool_barrier(j->pool, tid);
+        int64_t per = gemm_chunk_panels(panels, nth, 1), chunks = (panels + per - 1) / per;
+        for (int64_t c; tid < nth && (c = snug_pool_next(j->pool, chunks)) >= 0;)
+            j->qgemm(j->y, j->ldy, j->ap, j->n, j->w, c * per, SNUG_MIN(panels, (c + 1) * per), tb);
         return;
     }
-    if (!j->g) { /* memory-bound: chunks from the counter, so that a thread slowed by the others'
-                  * traffic or the host takes fewer */
+    if (!j->g) { /* memory-bound: smaller chunks, as the others' traffic slows a thread too */
         if (!j->pool) {
             gemv_panels(j, 0, panels);
             return;
@@ -499,11 +517,18 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
     if (tid < nth) snug_pool_split(panels_a, 1, tid, (int32_t)nth, &a0, &a1);
     pack_a(j->g, j->ap, j->x, j->n, j->w->k, panels_a, a0, a1,
            snug_dtype_is_quant(j->w->dtype) ? j->w->dtype : SNUG_DTYPE_NONE);
-    if (j->pool) snug_pool_barrier(j->pool, tid);
-    unsigned char *tb = j->scratch + (size_t)tid * thread_bytes(j->w->k);
-    if (p0 < p1) gemm_thread(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, p0, p1, tb);
-    if (tid == nth - 1 && full < panels)
-        gemm_thread_edge(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
+    if (!j->pool) {
+        if (full > 0) gemm_thread(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, 0, full, tb);
+        if (full < panels) gemm_thread_edge(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
+        return;
+    }
+    snug_pool_barrier(j->pool, tid);
+    int64_t per = gemm_chunk_panels(full, nth, 3), chunks = (full + per - 1) / per + (full < panels);
+    for (int64_t c; tid < nth && (c = snug_pool_next(j->pool, chunks)) >= 0;) {
+        if (c * per >= full) gemm_thread_edge(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
+        else gemm_thread(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, c * per,
+                         SNUG_MIN(full, (c + 1) * per), tb);
+    }
 }
 
 void snug_matmul_blocked(const snug_kernels *kt, const snug_matmul_ops *o, float *y, int64_t ldy,
