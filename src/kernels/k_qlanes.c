@@ -910,56 +910,78 @@ static inline int32_t ql_xpair(const ql_xs *x, int t, int c)
     return (int32_t)(sa | sb << 16);
 }
 
-/* Half h of one Q4_K block on vpmaddubsw with its scales in integers
- * (q4k_scales_int at sci): per row of x the sub-blocks' 16-bit sums,
- * widened by vpmaddwd with the scale, add up in 32 bits over the block, the
- * minimums' part likewise (mn times x's sums, vpmaddwd); then d and dmin
- * once a block (at most 8 x 63 x 32 x 15 x 127 in 32 bits). */
-T_Q_INL void q4k_block_int(const uint8_t *g, int h, const uint8_t *sci, const ql_xs *x, const int NX,
-                           __m256 acc[], float *accm, ql_pf pf)
+/* Halves h .. h + NH - 1 of one Q4_K block (NH 1, or 2 for both halves
+ * from h 0) on vpmaddubsw with its scales in integers (q4k_scales_int at
+ * sci), half h + i into acc[i] (or accm, NH 1): per row of x the
+ * sub-blocks' 16-bit sums, widened by vpmaddwd with the scale, add up in
+ * 32 bits over the block, the minimums' part likewise (mn times x's sums,
+ * vpmaddwd); then d and dmin once a block (at most 8 x 63 x 32 x 15 x 127
+ * in 32 bits). Both halves in one pass share each line's broadcasts of x
+ * and the loop around them: with one row of x, 207 instructions a sub-block
+ * pair against 230 in two passes (decode of a Q4_K_M 1B on Zen 3, 6 runs
+ * in turn: 1.10x tokens/s); more rows would spill. The same floats either
+ * way. */
+T_Q_INL void q4k_block_int(const uint8_t *g, int h, const int NH, const uint8_t *sci, const ql_xs *x, const int NX,
+                           __m256 *const acc[], float *accm, ql_pf pf)
 {
     for (int i = 0; i < 4; i++) ql_fetch(&pf, i);
     const __m256i lo = _mm256_set1_epi8(15);
-    __m256i bi[QL_XT];
-    __m256 blk[QL_XT];
-    const __m256 d = _mm256_loadu_ps((const float *)(const void *)(sci + 768 + 32 * h));
-    const __m256 dmin = _mm256_loadu_ps((const float *)(const void *)(sci + 832 + 32 * h));
+    __m256i bi[2][QL_XT];
+    __m256 blk[2][QL_XT];
+#pragma GCC unroll 2
+    for (int i = 0; i < NH; i++) {
+        const __m256 dmin = _mm256_loadu_ps((const float *)(const void *)(sci + 832 + 32 * (h + i)));
 #pragma GCC unroll 8
-    for (int t = 0; t < NX; t++) {
-        __m256i bm = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++)
-            bm = _mm256_add_epi32(bm, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(sci + 512 + 64 * c + 32 * h)),
-                                                        _mm256_set1_epi32(ql_xpair(x, t, c))));
-        blk[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(bm), dmin);
-        bi[t] = _mm256_setzero_si256();
+        for (int t = 0; t < NX; t++) {
+            __m256i bm = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++)
+                bm = _mm256_add_epi32(bm, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(sci + 512 + 64 * c + 32 * (h + i))),
+                                                            _mm256_set1_epi32(ql_xpair(x, t, c))));
+            blk[i][t] = _mm256_mul_ps(_mm256_cvtepi32_ps(bm), dmin);
+            bi[i][t] = _mm256_setzero_si256();
+        }
     }
 #pragma GCC unroll 1
     for (int c = 0; c < 4; c++) {
-        __m256i il[QL_XT], ih[QL_XT];
+        __m256i il[2][QL_XT], ih[2][QL_XT];
 #pragma GCC unroll 8
-        for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+        for (int t = 0; t < NX; t++) il[0][t] = ih[0][t] = il[1][t] = ih[1][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q4K_VALUES + 64 * (8 * c + j) + 32 * h));
-            __m256i vl = _mm256_and_si256(v, lo), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
+            __m256i vl[2], vh[2];
+#pragma GCC unroll 2
+            for (int i = 0; i < NH; i++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + Q4K_VALUES + 64 * (8 * c + j) + 32 * (h + i)));
+                vl[i] = _mm256_and_si256(v, lo), vh[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
+            }
             ql_fetch(&pf, 4 + 8 * c + j);
 #pragma GCC unroll 8
             for (int t = 0; t < NX; t++) {
                 int32_t a, b;
                 memcpy(&a, ql_xq(x, t, 2 * c, j), 4), memcpy(&b, ql_xq(x, t, 2 * c + 1, j), 4);
-                il[t] = _mm256_add_epi16(il[t], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(a)));
-                ih[t] = _mm256_add_epi16(ih[t], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(b)));
+#pragma GCC unroll 2
+                for (int i = 0; i < NH; i++) {
+                    il[i][t] = _mm256_add_epi16(il[i][t], _mm256_maddubs_epi16(vl[i], _mm256_set1_epi32(a)));
+                    ih[i][t] = _mm256_add_epi16(ih[i][t], _mm256_maddubs_epi16(vh[i], _mm256_set1_epi32(b)));
+                }
             }
         }
-        const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c) + 32 * h));
-        const __m256i s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c + 1) + 32 * h));
+#pragma GCC unroll 2
+        for (int i = 0; i < NH; i++) {
+            const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c) + 32 * (h + i)));
+            const __m256i s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c + 1) + 32 * (h + i)));
 #pragma GCC unroll 8
-        for (int t = 0; t < NX; t++)
-            bi[t] = _mm256_add_epi32(bi[t], _mm256_add_epi32(_mm256_madd_epi16(il[t], s0), _mm256_madd_epi16(ih[t], s1)));
+            for (int t = 0; t < NX; t++)
+                bi[i][t] = _mm256_add_epi32(bi[i][t], _mm256_add_epi32(_mm256_madd_epi16(il[i][t], s0), _mm256_madd_epi16(ih[i][t], s1)));
+        }
     }
+#pragma GCC unroll 2
+    for (int i = 0; i < NH; i++) {
+        const __m256 d = _mm256_loadu_ps((const float *)(const void *)(sci + 768 + 32 * (h + i)));
 #pragma GCC unroll 8
-    for (int t = 0; t < NX; t++) blk[t] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(bi[t]), d, blk[t]);
-    ql_finish_ymm(blk, x, NX, acc, accm);
+        for (int t = 0; t < NX; t++) blk[i][t] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(bi[i][t]), d, blk[i][t]);
+        ql_finish_ymm(blk[i], x, NX, acc[i], accm);
+    }
 }
 
 /* Half hr of Q6_K's values as q6k_values_zmm, on AVX2. */

@@ -23,7 +23,8 @@ QLY_INL void QLY_NAME(q4k_block)(const uint8_t *g, int h, const float *scl, cons
                                  __m256 acc[], float *accm, ql_pf pf)
 {
 #if !QLY_VNNI
-    q4k_block_int(g, h, (const uint8_t *)(const void *)scl, x, NX, acc, accm, pf);
+    __m256 *const accs[1] = {acc};
+    q4k_block_int(g, h, 1, (const uint8_t *)(const void *)scl, x, NX, accs, accm, pf);
 #else
     for (int i = 0; i < 4; i++) ql_fetch(&pf, i);
     const __m256i lo = _mm256_set1_epi8(15), hi = _mm256_set1_epi8((char)0xF0);
@@ -245,6 +246,13 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
                 continue;
             }
             if (QLY_VNNI) q4k_x_sums(x8, kb, b, NT, xs);
+#if !QLY_VNNI
+            if (NT == 1 && width > 8) { /* both halves in one pass (q4k_block_int) */
+                __m256 *const accs[2] = {acc[0], acc[1]};
+                q4k_block_int(g, 0, 2, (const uint8_t *)(const void *)scl, &x, NT, accs, NULL, pf);
+                continue;
+            }
+#endif
             QLY_NAME(q4k_block)(g, 0, scl, &x, NT, acc[0], NULL, pf);
             if (width > 8) QLY_NAME(q4k_block)(g, 1, scl, &x, NT, acc[1], NULL, none);
         }
