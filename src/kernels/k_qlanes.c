@@ -910,6 +910,39 @@ static inline int32_t ql_xpair(const ql_xs *x, int t, int c)
     return (int32_t)(sa | sb << 16);
 }
 
+/* One line of NH halves (their values vl and vh) against NX rows of x
+ * (x's words of line j in its blocks of 32 bl and bh) into the 16-bit
+ * sums il and ih (vpmaddubsw, the pairs added by vpaddw). */
+T_Q_INL void ql_line_maddubs(__m256i il[][QL_XT], __m256i ih[][QL_XT], const __m256i vl[], const __m256i vh[],
+                             const ql_xs *x, int bl, int bh, int j, const int NX, const int NH)
+{
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; t++) {
+        int32_t a, b;
+        memcpy(&a, ql_xq(x, t, bl, j), 4), memcpy(&b, ql_xq(x, t, bh, j), 4);
+#pragma GCC unroll 2
+        for (int i = 0; i < NH; i++) {
+            il[i][t] = _mm256_add_epi16(il[i][t], _mm256_maddubs_epi16(vl[i], _mm256_set1_epi32(a)));
+            ih[i][t] = _mm256_add_epi16(ih[i][t], _mm256_maddubs_epi16(vh[i], _mm256_set1_epi32(b)));
+        }
+    }
+}
+
+/* bi[i][t] += il's and ih's 16-bit sums widened by vpmaddwd with the
+ * scales at s0 + 32 i and s1 + 32 i (half i's 8 rows). */
+T_Q_INL void ql_widen_maddwd(__m256i bi[][QL_XT], __m256i il[][QL_XT], __m256i ih[][QL_XT], const uint8_t *s0,
+                             const uint8_t *s1, const int NX, const int NH)
+{
+#pragma GCC unroll 2
+    for (int i = 0; i < NH; i++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(s0 + 32 * i));
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(s1 + 32 * i));
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; t++)
+            bi[i][t] = _mm256_add_epi32(bi[i][t], _mm256_add_epi32(_mm256_madd_epi16(il[i][t], a), _mm256_madd_epi16(ih[i][t], b)));
+    }
+}
+
 /* Halves h .. h + NH - 1 of one Q4_K block (NH 1, or 2 for both halves
  * from h 0) on vpmaddubsw with its scales in integers (q4k_scales_int at
  * sci), half h + i into acc[i] (or accm, NH 1): per row of x the
@@ -955,25 +988,9 @@ T_Q_INL void q4k_block_int(const uint8_t *g, int h, const int NH, const uint8_t 
                 vl[i] = _mm256_and_si256(v, lo), vh[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
             }
             ql_fetch(&pf, 4 + 8 * c + j);
-#pragma GCC unroll 8
-            for (int t = 0; t < NX; t++) {
-                int32_t a, b;
-                memcpy(&a, ql_xq(x, t, 2 * c, j), 4), memcpy(&b, ql_xq(x, t, 2 * c + 1, j), 4);
-#pragma GCC unroll 2
-                for (int i = 0; i < NH; i++) {
-                    il[i][t] = _mm256_add_epi16(il[i][t], _mm256_maddubs_epi16(vl[i], _mm256_set1_epi32(a)));
-                    ih[i][t] = _mm256_add_epi16(ih[i][t], _mm256_maddubs_epi16(vh[i], _mm256_set1_epi32(b)));
-                }
-            }
+            ql_line_maddubs(il, ih, vl, vh, x, 2 * c, 2 * c + 1, j, NX, NH);
         }
-#pragma GCC unroll 2
-        for (int i = 0; i < NH; i++) {
-            const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c) + 32 * (h + i)));
-            const __m256i s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * c + 1) + 32 * (h + i)));
-#pragma GCC unroll 8
-            for (int t = 0; t < NX; t++)
-                bi[i][t] = _mm256_add_epi32(bi[i][t], _mm256_add_epi32(_mm256_madd_epi16(il[i][t], s0), _mm256_madd_epi16(ih[i][t], s1)));
-        }
+        ql_widen_maddwd(bi, il, ih, sci + 64 * (2 * c) + 32 * h, sci + 64 * (2 * c + 1) + 32 * h, NX, NH);
     }
 #pragma GCC unroll 2
     for (int i = 0; i < NH; i++) {
@@ -1015,22 +1032,25 @@ T_Q_INL void q6k_plus32_ymm(const uint8_t *pairs, const ql_xs *x, const int NX, 
     }
 }
 
-/* Half hr of one Q6_K block on vpmaddubsw with its scales in integers
- * (q6k_scales_int at sci): two lines' 16-bit pair sums (at most
- * 2 x 2 x 63 x 127) widened by vpmaddwd with the sub-block's scale, added
- * up in 32 bits over the block (at most 16 x 127 x 4 x 63 x 127 x 16);
- * d once a block. */
-T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const uint8_t *sci, const ql_xs *x, const int NX,
-                           __m256 acc[], float *accm, ql_pf pf)
+/* Halves hr .. hr + NH - 1 of one Q6_K block (NH 1, or 2 for both from
+ * hr 0, sharing x's broadcasts as q4k_block_int does) on vpmaddubsw with
+ * its scales in integers (q6k_scales_int at sci), half hr + i into acc[i]
+ * (or accm, NH 1): two lines' 16-bit pair sums (at most 2 x 2 x 63 x 127)
+ * widened by vpmaddwd with the sub-block's scale, added up in 32 bits over
+ * the block (at most 16 x 127 x 4 x 63 x 127 x 16); d once a block. */
+T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const int NH, const uint8_t *sci, const ql_xs *x, const int NX,
+                           __m256 *const acc[], float *accm, ql_pf pf)
 {
     for (int i = 0; i < 5; i++) ql_fetch(&pf, 48 + i);
-    __m256 blk[QL_XT];
-    __m256i bi[QL_XT];
-    const __m256 d = _mm256_loadu_ps((const float *)(const void *)(sci + 1536 + 32 * hr));
-    const __m256 m32d = _mm256_mul_ps(d, _mm256_set1_ps(-32.0f));
-    q6k_plus32_ymm(sci + 1024 + 32 * hr, x, NX, m32d, blk);
+    __m256 blk[2][QL_XT];
+    __m256i bi[2][QL_XT];
+#pragma GCC unroll 2
+    for (int i = 0; i < NH; i++) {
+        const __m256 d = _mm256_loadu_ps((const float *)(const void *)(sci + 1536 + 32 * (hr + i)));
+        q6k_plus32_ymm(sci + 1024 + 32 * (hr + i), x, NX, _mm256_mul_ps(d, _mm256_set1_ps(-32.0f)), blk[i]);
 #pragma GCC unroll 8
-    for (int t = 0; t < NX; t++) bi[t] = _mm256_setzero_si256();
+        for (int t = 0; t < NX; t++) bi[i][t] = _mm256_setzero_si256();
+    }
 #pragma GCC unroll 1
     for (int h = 0; h < 2; h++)
 #pragma GCC unroll 1
@@ -1039,32 +1059,28 @@ T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const uint8_t *sci, const q
             for (int m = 0; m < 2; m++)
 #pragma GCC unroll 2
                 for (int jp = 0; jp < 2; jp++) { /* lines 4 sb + 2 jp and the next */
-                    __m256i il[QL_XT], ih[QL_XT];
+                    __m256i il[2][QL_XT], ih[2][QL_XT];
 #pragma GCC unroll 8
-                    for (int t = 0; t < NX; t++) il[t] = ih[t] = _mm256_setzero_si256();
+                    for (int t = 0; t < NX; t++) il[0][t] = ih[0][t] = il[1][t] = ih[1][t] = _mm256_setzero_si256();
 #pragma GCC unroll 2
                     for (int j = 4 * sb + 2 * jp; j < 4 * sb + 2 * jp + 2; j++) {
-                        __m256i vl, vh;
-                        q6k_values_ymm(g, hr, h, m, j, &vl, &vh);
+                        __m256i vl[2], vh[2];
+#pragma GCC unroll 2
+                        for (int i = 0; i < NH; i++) q6k_values_ymm(g, hr + i, h, m, j, &vl[i], &vh[i]);
                         ql_fetch(&pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
-                    if (m == 0) ql_fetch(&pf, Q6K_HIGH / 64 + 8 * h + j);
-#pragma GCC unroll 8
-                        for (int t = 0; t < NX; t++) {
-                            int32_t a, b;
-                            memcpy(&a, ql_xq(x, t, 4 * h + m, j), 4), memcpy(&b, ql_xq(x, t, 4 * h + 2 + m, j), 4);
-                            il[t] = _mm256_add_epi16(il[t], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(a)));
-                            ih[t] = _mm256_add_epi16(ih[t], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(b)));
-                        }
+                        if (m == 0) ql_fetch(&pf, Q6K_HIGH / 64 + 8 * h + j);
+                        ql_line_maddubs(il, ih, vl, vh, x, 4 * h + m, 4 * h + 2 + m, j, NX, NH);
                     }
-                    const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * (4 * h + m) + sb) + 32 * hr));
-                    const __m256i s1 = _mm256_loadu_si256((const __m256i *)(const void *)(sci + 64 * (2 * (4 * h + 2 + m) + sb) + 32 * hr));
-#pragma GCC unroll 8
-                    for (int t = 0; t < NX; t++)
-                        bi[t] = _mm256_add_epi32(bi[t], _mm256_add_epi32(_mm256_madd_epi16(il[t], s0), _mm256_madd_epi16(ih[t], s1)));
+                    ql_widen_maddwd(bi, il, ih, sci + 64 * (2 * (4 * h + m) + sb) + 32 * hr,
+                                    sci + 64 * (2 * (4 * h + 2 + m) + sb) + 32 * hr, NX, NH);
                 }
+#pragma GCC unroll 2
+    for (int i = 0; i < NH; i++) {
+        const __m256 d = _mm256_loadu_ps((const float *)(const void *)(sci + 1536 + 32 * (hr + i)));
 #pragma GCC unroll 8
-    for (int t = 0; t < NX; t++) blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bi[t]), d, blk[t]);
-    ql_finish_ymm(blk, x, NX, acc, accm);
+        for (int t = 0; t < NX; t++) blk[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bi[i][t]), d, blk[i][t]);
+        ql_finish_ymm(blk[i], x, NX, acc[i], accm);
+    }
 }
 
 /* The ymm paths: one per instruction (k_qlanes_ymm.h). */

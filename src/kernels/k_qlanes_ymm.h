@@ -69,7 +69,8 @@ QLY_INL void QLY_NAME(q6k_block)(const uint8_t *g, int hr, const float *scl, con
                                  __m256 acc[], float *accm, ql_pf pf)
 {
 #if !QLY_VNNI
-    q6k_block_int(g, hr, (const uint8_t *)(const void *)scl, x, NX, acc, accm, pf);
+    __m256 *const accs[1] = {acc};
+    q6k_block_int(g, hr, 1, (const uint8_t *)(const void *)scl, x, NX, accs, accm, pf);
 #else
     for (int i = 0; i < 5; i++) ql_fetch(&pf, 48 + i);
     __m256 blk[QL_XT];
@@ -240,19 +241,21 @@ QLY_INL void QLY_NAME(ql_gemv_n)(float *y, int64_t ldy, const snug_x8_block *x8,
             const ql_xs x = {(const uint8_t *)(x8 + 8 * b), (size_t)kb * sizeof *x8, sizeof *x8, xs[0], 8, 1};
             const ql_pf pf = {ql_block_next(&pn, b, gb), g == pad ? NULL : g + gb}, none = {NULL, NULL};
             ql_scales(w->dtype, g, !QLY_VNNI, scl);
+#if !QLY_VNNI
+            if (NT == 1 && width > 8) { /* both halves in one pass (q4k_block_int, q6k_block_int) */
+                __m256 *const accs[2] = {acc[0], acc[1]};
+                const uint8_t *sci = (const uint8_t *)(const void *)scl;
+                if (w->dtype == SNUG_DTYPE_Q6_K) q6k_block_int(g, 0, 2, sci, &x, NT, accs, NULL, pf);
+                else q4k_block_int(g, 0, 2, sci, &x, NT, accs, NULL, pf);
+                continue;
+            }
+#endif
             if (w->dtype == SNUG_DTYPE_Q6_K) {
                 QLY_NAME(q6k_block)(g, 0, scl, &x, NT, acc[0], NULL, pf);
                 if (width > 8) QLY_NAME(q6k_block)(g, 1, scl, &x, NT, acc[1], NULL, none);
                 continue;
             }
             if (QLY_VNNI) q4k_x_sums(x8, kb, b, NT, xs);
-#if !QLY_VNNI
-            if (NT == 1 && width > 8) { /* both halves in one pass (q4k_block_int) */
-                __m256 *const accs[2] = {acc[0], acc[1]};
-                q4k_block_int(g, 0, 2, (const uint8_t *)(const void *)scl, &x, NT, accs, NULL, pf);
-                continue;
-            }
-#endif
             QLY_NAME(q4k_block)(g, 0, scl, &x, NT, acc[0], NULL, pf);
             if (width > 8) QLY_NAME(q4k_block)(g, 1, scl, &x, NT, acc[1], NULL, none);
         }
