@@ -466,12 +466,12 @@ static void gemv_panels(const matmul_job *j, int64_t p0, int64_t p1)
  * slow takes fewer, so that the step does not wait on it at the end. */
 enum { GEMM_CHUNKS_PER_THREAD = 4 };
 
-/* Panels per chunk when nt threads share panels panels of a GEMM: whole
- * multiples of unit (the panels a register tile takes together), about
- * GEMM_CHUNKS_PER_THREAD per thread. */
-static int64_t gemm_chunk_panels(int64_t panels, int64_t nt, int64_t unit)
+/* Panels per chunk when nt threads share panels panels, about per_thread
+ * chunks a thread (GEMV_ or GEMM_CHUNKS_PER_THREAD): whole multiples of unit
+ * (the panels a register tile takes together; 1 where any count serves). */
+static int64_t chunk_panels(int64_t panels, int64_t nt, int64_t per_thread, int64_t unit)
 {
-    int64_t per = SNUG_MAX(1, panels / (nt * GEMM_CHUNKS_PER_THREAD));
+    int64_t per = SNUG_MAX(1, panels / (nt * per_thread));
     return (per + unit - 1) / unit * unit;
 }
 
@@ -498,7 +498,7 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
             return;
         }
         snug_pool_barrier(j->pool, tid);
-        int64_t per = gemm_chunk_panels(panels, nth, 1), chunks = (panels + per - 1) / per;
+        int64_t per = chunk_panels(panels, nth, GEMM_CHUNKS_PER_THREAD, 1), chunks = (panels + per - 1) / per;
         for (int64_t c; tid < nth && (c = snug_pool_next(j->pool, chunks)) >= 0;)
             j->qgemm(j->y, j->ldy, j->ap, j->n, j->w, c * per, SNUG_MIN(panels, (c + 1) * per), tb);
         return;
@@ -508,7 +508,7 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
             gemv_panels(j, 0, panels);
             return;
         }
-        int64_t per = SNUG_MAX(1, panels / (nth * GEMV_CHUNKS_PER_THREAD)), chunks = (panels + per - 1) / per;
+        int64_t per = chunk_panels(panels, nth, GEMV_CHUNKS_PER_THREAD, 1), chunks = (panels + per - 1) / per;
         for (int64_t c; (c = snug_pool_next(j->pool, chunks)) >= 0;)
             gemv_panels(j, c * per, SNUG_MIN(panels, (c + 1) * per));
         return;
@@ -523,7 +523,7 @@ static void matmul_part(void *ctx, int32_t tid, int32_t n_pool)
         return;
     }
     snug_pool_barrier(j->pool, tid);
-    int64_t per = gemm_chunk_panels(full, nth, 3), chunks = (full + per - 1) / per + (full < panels);
+    int64_t per = chunk_panels(full, nth, GEMM_CHUNKS_PER_THREAD, 3), chunks = (full + per - 1) / per + (full < panels);
     for (int64_t c; tid < nth && (c = snug_pool_next(j->pool, chunks)) >= 0;) {
         if (c * per >= full) gemm_thread_edge(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, full, tb);
         else gemm_thread(j->g, j->convert, j->o, j->y, j->ldy, j->ap, j->n, j->w, c * per,
