@@ -2,7 +2,7 @@
  * matmul.c: the matmul kernel at the shapes of a Llama-3.2-1B layer against
  * limits measured in the same run (bench/limits.h).
  *
- *   matmul [THREADS [ISA [DTYPE [--l1 | --peak]]]]
+ *   matmul [THREADS [ISA [DTYPE [--l1 | --peak | --gemv | --scaling]]]]
  *                                    defaults: 2, the best the CPU runs (ISA
  *                                    "-" for it too), bf16; DTYPE a torch name
  *                                    or a block format (q4_k, q6_k, q8_0, ...:
@@ -14,7 +14,10 @@
  *                                    THREADS threads (bench_peaks), as JSON;
  *                                    --gemv (block formats) only the
  *                                    matrix-vector product's compute limit
- *                                    below, as JSON
+ *                                    below, as JSON; --scaling only the GEMM
+ *                                    at 512 rows on 1 thread against
+ *                                    THREADS, call by call in turn
+ *                                    (print_scaling)
  *
  * The weights are packed in the kernels' panel layout, as the loader holds
  * them (a block format's interleaved across its rows where linear.h says). For bf16 the kernels' instruction is chosen by the same calibration
@@ -174,6 +177,84 @@ static bool print_gemv_limit(const snug_kernels *kern, snug_dtype wdt, int threa
     return true;
 }
 
+/* copies copies of an m x k matrix of wdt (seeded values, quantized by
+ * snug's own quantizer for a block format) in the kernels' panel layout,
+ * one after another, 64-byte aligned (free() it). */
+static unsigned char *packed_weights(snug_dtype wdt, int64_t k, int64_t m, int copies)
+{
+    size_t wbytes = snug_linear_bytes(wdt, m, k);
+    unsigned char *w = aligned_alloc(64, snug_round_up(wbytes * (size_t)copies, 64));
+    float *tmp = malloc((size_t)(k * m) * sizeof(float));
+    bool quant = snug_dtype_is_quant(wdt);
+    void *raw = malloc(quant ? snug_qtype_bytes(snug_dtype_qtype(wdt), k * m) : (size_t)(k * m) * snug_dtype_size(wdt));
+    for (int64_t i = 0; i < k * m; i++) tmp[i] = (float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f;
+    if (quant) snug_quant_quantize(snug_dtype_qtype(wdt), tmp, raw, k * m);
+    else snug_convert(raw, wdt, tmp, SNUG_DTYPE_F32, (size_t)(k * m));
+    for (int c = 0; c < copies; c++) snug_linear_pack(w + (size_t)c * wbytes, raw, wdt, m, k);
+    free(tmp);
+    free(raw);
+    return w;
+}
+
+/* The order statistic q (0 the least, 0.5 the median) of v[0 .. n) (sorts v). */
+static double order_stat(double *v, int n, double q)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return v[(int)(q * (n - 1) + 0.5)];
+}
+
+/* --scaling: the GEMM of each of the layer's matrices at 512 rows of x on
+ * one thread and on `threads`, call by call in turn in this one process
+ * (the two orders alternating), so that both meet the same minutes of the
+ * host and its neighbours: each one's best and median GFLOP/s and the
+ * ratios of the two. The best calls' ratio is how far the kernels scale;
+ * the medians' the host's share of what a run meets. Returns false where
+ * a pool or the buffers cannot be made. */
+static bool print_scaling(const snug_kernels *kern, snug_dtype wdt, int threads)
+{
+    static const shape shapes[] = {{"qkv", 2048, 3072}, {"o", 2048, 2048}, {"gate_up", 2048, 16384}, {"down", 8192, 2048}};
+    enum { CALLS = 16, N = 512 };
+    snug_error err = {0};
+    snug_pool *pools[2] = {NULL, NULL};
+    if (snug_pool_create(1, 0, &pools[0], &err) != SNUG_OK || snug_pool_create(threads, 0, &pools[1], &err) != SNUG_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        snug_pool_free(pools[0]);
+        return false;
+    }
+    void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(threads, N, 8192), 64));
+    float *x = aligned_alloc(64, (size_t)N * 8192 * sizeof(float)), *y = aligned_alloc(64, (size_t)N * 16384 * sizeof(float));
+    for (size_t i = 0; i < (size_t)N * 8192; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    printf("isa %s, %s weights, %d rows of x, 1 thread against %d, %d calls each in turn\n", snug_isa_name(kern->isa),
+           snug_dtype_name(wdt), N, threads, CALLS);
+    for (size_t s = 0; s < SNUG_ARRAY_LEN(shapes); s++) {
+        int64_t k = shapes[s].k, m = shapes[s].m;
+        unsigned char *w = packed_weights(wdt, k, m, 1);
+        snug_linear lin = {wdt, m, k, w};
+        double t[2][CALLS], flops = 2.0 * (double)N * (double)k * (double)m;
+        for (int c = 0; c < 2; c++) snug_matmul(kern, y, x, N, &lin, scratch, pools[c]); /* warm */
+        for (int r = 0; r < CALLS; r++)
+            for (int i = 0; i < 2; i++) {
+                int c = (r + i) % 2;
+                double t0 = bench_now();
+                snug_matmul(kern, y, x, N, &lin, scratch, pools[c]);
+                t[c][r] = bench_now() - t0;
+            }
+        double b1 = flops / order_stat(t[0], CALLS, 0) / 1e9, m1 = flops / order_stat(t[0], CALLS, 0.5) / 1e9;
+        double bn = flops / order_stat(t[1], CALLS, 0) / 1e9, mn = flops / order_stat(t[1], CALLS, 0.5) / 1e9;
+        printf("%-8s k=%-5ld m=%-6ld 1 thread best %6.1f median %6.1f GFLOP/s; %d threads best %6.1f median %6.1f; "
+               "%d / 1: best %.2f, median %.2f\n", shapes[s].name, (long)k, (long)m, b1, m1, threads, bn, mn, threads,
+               bn / b1, mn / m1);
+        free(w);
+    }
+    free(scratch), free(x), free(y);
+    snug_pool_free(pools[0]), snug_pool_free(pools[1]);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     bench_omp_passive(argv);
@@ -197,6 +278,7 @@ int main(int argc, char **argv)
     snug_kernels_calibrate(&kern);
     if (argc > 4 && strcmp(argv[4], "--l1") == 0) return print_l1_ceiling(&kern, wdt, true) ? 0 : 1;
     if (argc > 4 && strcmp(argv[4], "--gemv") == 0) return print_gemv_limit(&kern, wdt, threads) ? 0 : 1;
+    if (argc > 4 && strcmp(argv[4], "--scaling") == 0) return print_scaling(&kern, wdt, threads) ? 0 : 1;
     if (argc > 4 && strcmp(argv[4], "--peak") == 0) {
         double peaks[SNUG_INSN_COUNT], best = bench_peaks(wdt, threads, 9, peaks);
         int at = 0;
@@ -231,7 +313,6 @@ int main(int argc, char **argv)
                kern.calib_gflops[SNUG_INSN_FMA_ZMM], kern.calib_gflops[SNUG_INSN_DPBF16_ZMM],
                snug_insn_name(kern.bf16_insn));
     print_l1_ceiling(&kern, wdt, false);
-    size_t esz = snug_dtype_size(wdt);
     void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(threads, 512, 8192), 64));
     size_t x_max = 512 * 8192, y_max = 512 * 16384;
     float *x = aligned_alloc(64, x_max * sizeof(float));
@@ -242,17 +323,7 @@ int main(int argc, char **argv)
         int64_t k = shapes[s].k, m = shapes[s].m;
         size_t wbytes = snug_linear_bytes(wdt, m, k);
         int copies = (int)SNUG_MAX(1, (size_t)(256 << 20) / wbytes);
-        unsigned char *w = aligned_alloc(64, snug_round_up(wbytes * (size_t)copies, 64));
-        float *tmp = malloc((size_t)(k * m) * sizeof(float));
-        bool quant = snug_dtype_is_quant(wdt);
-        void *raw = malloc(quant ? snug_qtype_bytes(snug_dtype_qtype(wdt), k * m) : (size_t)(k * m) * esz);
-        for (int64_t i = 0; i < k * m; i++)
-            tmp[i] = (float)(((uint64_t)i * 11400714819323198485ull) >> 44) / 1048576.0f - 0.5f;
-        if (quant) snug_quant_quantize(snug_dtype_qtype(wdt), tmp, raw, k * m);
-        else snug_convert(raw, wdt, tmp, SNUG_DTYPE_F32, (size_t)(k * m));
-        for (int c = 0; c < copies; c++) snug_linear_pack(w + (size_t)c * wbytes, raw, wdt, m, k);
-        free(tmp);
-        free(raw);
+        unsigned char *w = packed_weights(wdt, k, m, copies);
         for (size_t ni = 0; ni < SNUG_ARRAY_LEN(ns); ni++) {
             int64_t n = ns[ni];
             double flops = 2.0 * (double)n * (double)k * (double)m;
