@@ -210,8 +210,9 @@ static double order_stat(double *v, int n, double q)
 /* --scaling: the GEMM of each of the layer's matrices at 512 rows of x on
  * one thread and on `threads`, call by call in turn in this one process
  * (the two orders alternating), so that both meet the same minutes of the
- * host and its neighbours: each one's best and median GFLOP/s and the
- * ratios of the two. The best calls' ratio is how far the kernels scale;
+ * host and its neighbours: each one's best and median GFLOP/s, against
+ * the peak of the instruction that ran on as many threads, and the ratios
+ * of the two. The best calls' ratio is how far the kernels scale;
  * the medians' the host's share of what a run meets. Returns false where
  * a pool or the buffers cannot be made. */
 static bool print_scaling(const snug_kernels *kern, snug_dtype wdt, int threads)
@@ -228,8 +229,11 @@ static bool print_scaling(const snug_kernels *kern, snug_dtype wdt, int threads)
     void *scratch = aligned_alloc(64, snug_round_up(snug_matmul_scratch_bytes(threads, N, 8192), 64));
     float *x = aligned_alloc(64, (size_t)N * 8192 * sizeof(float)), *y = aligned_alloc(64, (size_t)N * 16384 * sizeof(float));
     for (size_t i = 0; i < (size_t)N * 8192; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    printf("isa %s, %s weights, %d rows of x, 1 thread against %d, %d calls each in turn\n", snug_isa_name(kern->isa),
-           snug_dtype_name(wdt), N, threads, CALLS);
+    snug_insn insn = snug_matmul_insn(kern, wdt, N);
+    double p1 = bench_insn_peak(insn, 1, 9) / 1e9, pn = bench_insn_peak(insn, threads, 9) / 1e9;
+    printf("isa %s, %s weights, %d rows of x, 1 thread against %d, %d calls each in turn; ran %s, its peak %.1f "
+           "GFLOP/s on 1 thread, %.1f on %d\n", snug_isa_name(kern->isa), snug_dtype_name(wdt), N, threads, CALLS,
+           snug_insn_name(insn), p1, pn, threads);
     for (size_t s = 0; s < SNUG_ARRAY_LEN(shapes); s++) {
         int64_t k = shapes[s].k, m = shapes[s].m;
         unsigned char *w = packed_weights(wdt, k, m, 1);
@@ -245,9 +249,10 @@ static bool print_scaling(const snug_kernels *kern, snug_dtype wdt, int threads)
             }
         double b1 = flops / order_stat(t[0], CALLS, 0) / 1e9, m1 = flops / order_stat(t[0], CALLS, 0.5) / 1e9;
         double bn = flops / order_stat(t[1], CALLS, 0) / 1e9, mn = flops / order_stat(t[1], CALLS, 0.5) / 1e9;
-        printf("%-8s k=%-5ld m=%-6ld 1 thread best %6.1f median %6.1f GFLOP/s; %d threads best %6.1f median %6.1f; "
-               "%d / 1: best %.2f, median %.2f\n", shapes[s].name, (long)k, (long)m, b1, m1, threads, bn, mn, threads,
-               bn / b1, mn / m1);
+        printf("%-8s k=%-5ld m=%-6ld 1 thread best %6.1f median %6.1f GFLOP/s (%.2f, %.2f of the peak); %d threads "
+               "best %6.1f median %6.1f (%.2f, %.2f); %d / 1: best %.2f, median %.2f\n", shapes[s].name, (long)k, (long)m,
+               b1, m1, p1 > 0 ? b1 / p1 : 0.0, p1 > 0 ? m1 / p1 : 0.0, threads, bn, mn, pn > 0 ? bn / pn : 0.0,
+               pn > 0 ? mn / pn : 0.0, threads, bn / b1, mn / m1);
         free(w);
     }
     free(scratch), free(x), free(y);
