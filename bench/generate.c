@@ -40,6 +40,7 @@
 #include "base/sysinfo.h"
 #include "model/kvcache.h"
 #include "limits.h"
+#include "stats.h"
 #include "model/loader.h"
 #include "model/model.h"
 
@@ -100,19 +101,6 @@ static void release_all(bench *b)
     for (int i = 0; i < BATCH; i++) snug_block_table_release(&b->tables[i], &b->pool);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The median of v[0 .. n) (sorts v). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Decode at batch BATCH, each sequence with a CONTEXT-token prompt: tokens/s;
  * the seconds and flops of the timed steps into *tb and *fl_b. With
  * peak_insn not scalar, each timed step right after a short reading of that
@@ -135,7 +123,7 @@ static double decode_batch_timed(bench *b, double *tb, double *fl_b, snug_insn p
         }
     }
     release_all(b);
-    *step_median = median(ratio, DECODE_STEPS);
+    *step_median = bench_median(ratio, DECODE_STEPS);
     return BATCH * DECODE_STEPS / *tb;
 }
 
@@ -323,7 +311,7 @@ int main(int argc, char **argv)
     release_all(&b);
     snug_mem_free(bw_step_buf);
     double tps1 = DECODE_STEPS / t1;
-    double r_decode1_steps = median(step_ratio, DECODE_STEPS);
+    double r_decode1_steps = bench_median(step_ratio, DECODE_STEPS);
 
     /* The compute-bound steps are held against the best instruction's peak
      * the same way: each also against a reading of it right before it (the

@@ -24,6 +24,7 @@
 #include "base/mem.h"
 #include "base/json.h"
 #include "base/strbuf.h"
+#include "stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,18 +38,6 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int by_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_double);
-    return n ? v[n / 2] : 0;
 }
 
 static void die(const char *what, const snug_error *err)
@@ -163,10 +152,10 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    double ms = median(t_walk_same, n_each), me = median(t_each, n_each);
+    double ms = bench_median(t_walk_same, n_each), me = bench_median(t_each, n_each);
     double worst = 0;
     for (size_t i = 0; i < n_ids; i++) worst = worst > t_walk[i] ? worst : t_walk[i];
-    double mw = median(t_walk, (int)n_ids), mean_walk = 0, mean_cached = 0;
+    double mw = bench_median(t_walk, (int)n_ids), mean_walk = 0, mean_cached = 0;
     for (size_t i = 0; i < n_ids; i++) mean_walk += t_walk[i] / (double)n_ids, mean_cached += t_cached[i] / (double)n_ids;
     printf("bench/grammar: %s, %d tokens; trie %d nodes (%.1f MB), built in %.1f ms\n", dir, n_vocab, trie->n_nodes,
            (double)trie->bytes / 1e6, t_trie * 1e3);

@@ -51,6 +51,7 @@
 #include "kernels/kernels.h"
 #include "kernels/qdot.h"
 #include "limits.h"
+#include "stats.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -196,17 +197,6 @@ static unsigned char *packed_weights(snug_dtype wdt, int64_t k, int64_t m, int c
     return w;
 }
 
-/* The order statistic q (0 the least, 0.5 the median) of v[0 .. n) (sorts v). */
-static double order_stat(double *v, int n, double q)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1], v[j - 1] = t;
-        }
-    return v[(int)(q * (n - 1) + 0.5)];
-}
-
 /* --scaling: the GEMM of each of the layer's matrices at 512 rows of x on
  * one thread and on `threads`, call by call in turn in this one process
  * (the two orders alternating), so that both meet the same minutes of the
@@ -247,8 +237,8 @@ static bool print_scaling(const snug_kernels *kern, snug_dtype wdt, int threads)
                 snug_matmul(kern, y, x, N, &lin, scratch, pools[c]);
                 t[c][r] = bench_now() - t0;
             }
-        double b1 = flops / order_stat(t[0], CALLS, 0) / 1e9, m1 = flops / order_stat(t[0], CALLS, 0.5) / 1e9;
-        double bn = flops / order_stat(t[1], CALLS, 0) / 1e9, mn = flops / order_stat(t[1], CALLS, 0.5) / 1e9;
+        double m1 = flops / bench_median(t[0], CALLS) / 1e9, b1 = flops / t[0][0] / 1e9; /* (sorted) */
+        double mn = flops / bench_median(t[1], CALLS) / 1e9, bn = flops / t[1][0] / 1e9;
         printf("%-8s k=%-5ld m=%-6ld 1 thread best %6.1f median %6.1f GFLOP/s (%.2f, %.2f of the peak); %d threads "
                "best %6.1f median %6.1f (%.2f, %.2f); %d / 1: best %.2f, median %.2f\n", shapes[s].name, (long)k, (long)m,
                b1, m1, p1 > 0 ? b1 / p1 : 0.0, p1 > 0 ? m1 / p1 : 0.0, threads, bn, mn, pn > 0 ? bn / pn : 0.0,

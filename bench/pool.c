@@ -22,6 +22,7 @@
  */
 #include "base/pool.h"
 #include "base/sysinfo.h"
+#include "stats.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -39,24 +40,6 @@ static void sleep_us(int64_t us)
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) != 0) {
     }
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
-static double percentile(double *v, int n, double q)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[(int)(q * (n - 1))];
 }
 
 /* ---- the floor: a cache line there and back ---------------------------- */
@@ -93,7 +76,7 @@ static double round_trip_ns(void)
         per[b] = (now() - t0) / (double)g_volleys * 1e9;
         pthread_join(t, NULL);
     }
-    return median(per, BATCHES);
+    return bench_median(per, BATCHES);
 }
 
 /* ---- the pool and OpenMP --------------------------------------------- */
@@ -111,7 +94,7 @@ static double pool_run_ns(snug_pool *p, int runs)
         for (int i = 0; i < runs; i++) snug_pool_run(p, empty, NULL);
         per[b] = (now() - t0) / runs * 1e9;
     }
-    return median(per, BATCHES);
+    return bench_median(per, BATCHES);
 }
 
 static double omp_region_ns(int threads, int runs)
@@ -125,7 +108,7 @@ static double omp_region_ns(int threads, int runs)
         }
         per[b] = (now() - t0) / runs * 1e9;
     }
-    return median(per, BATCHES);
+    return bench_median(per, BATCHES);
 }
 
 /* One run's ns after a pause of gap_us, median and 90th percentile. */
@@ -143,8 +126,8 @@ static void after_pause(snug_pool *p, int threads, int64_t gap_us, double *med, 
         }
         v[i] = (now() - t0) * 1e9;
     }
-    *med = median(v, WAKE_SAMPLES);
-    *p90 = percentile(v, WAKE_SAMPLES, 0.9);
+    *med = bench_median(v, WAKE_SAMPLES);
+    *p90 = bench_percentile(v, WAKE_SAMPLES, 0.9);
 }
 
 int main(int argc, char **argv)
