@@ -41,8 +41,12 @@
  * The GEMM (x from snug_qlanes_pack_x: its x8 blocks in tiles of 8 rows,
  * then each 32 values' sum as a float, for Q8_0 times 128 d) takes its thread's panels for one
  * block of x's rows at a time (as many as stay in 1 MiB of L2), each
- * panel's scales worked out once for the block, then register tiles of
- * QZ_NX (zmm) or QY_NX (ymm) rows of x over every block of k, their sums
+ * panel's scales worked out once for the block (on vpmaddubsw, and for
+ * a block of more than 2 tiles, Q6_K's values too, q6k_unpack_ymm: in its
+ * tiles they took 8 of a line's 33 instructions; on Zen 3, each call
+ * beside the other's in one process, 1.16-1.24x GFLOP/s at 512 rows of x
+ * on one thread, 1.15-1.40x on two, 1.07-1.40x at 32), then register
+ * tiles of QZ_NX (zmm) or QY_NX (ymm) rows of x over every block of k, their sums
  * for y in the thread's scratch between blocks. Every pass over a panel
  * that reads it from memory asks for the panel QL_AHEAD further on. A
  * narrow last panel goes through a copy widened to 16 rows
@@ -72,6 +76,7 @@ enum {
     Q40_GROUP = 16 * 18,  /* Q4_0's: 16 d, then 4 lines of nibbles */
     Q40_VALUES = 32,
     QL_SCL = 512,         /* floats of a block's worked-out scales (q4k_scales, q6k_scales) */
+    Q6K_UNPACKED = 4096,  /* bytes of a Q6_K group's values unpacked, a byte each (q6k_unpack_ymm) */
     QL_XT = 8            /* rows of x in a tile of the GEMM's x, and the most a register tile takes */
 };
 
@@ -112,7 +117,8 @@ size_t snug_qlanes_x_bytes(int64_t n, int64_t k)
 
 size_t snug_qlanes_scratch_bytes(int64_t k)
 {
-    return QL_ACC + SNUG_MAX((size_t)(k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP), (size_t)(k / 32) * Q80_GROUP);
+    return QL_ACC + SNUG_MAX((size_t)(k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP + Q6K_UNPACKED),
+                             (size_t)(k / 32) * Q80_GROUP);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -1013,6 +1019,26 @@ T_Q_INL void q6k_values_ymm(const uint8_t *g, int hr, int h, int m, int j, __m25
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), h_hi);
 }
 
+/* The values of the nb groups of a Q6_K panel at gs (full width) as
+ * q6k_values_ymm makes them, into un: half hr's of block b from
+ * Q6K_UNPACKED / 2 (hr nb + b), line (h, m, j)'s low and high vectors at
+ * 64 (16 h + 8 m + j) after. Once per panel and block of x's rows, so
+ * that the GEMM's tiles take them with two loads a line instead of the
+ * eight instructions that assemble them (q6k_block_int, UN). */
+T_Q_INL void q6k_unpack_ymm(const uint8_t *gs, int64_t nb, uint8_t *un)
+{
+    for (int hr = 0; hr < 2; hr++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *half = un + (size_t)(hr * nb + b) * (Q6K_UNPACKED / 2);
+            for (int line = 0; line < 32; line++) {
+                __m256i lo, hi;
+                q6k_values_ymm(gs + (size_t)b * Q6K_GROUP, hr, line / 16, line / 8 % 2, line % 8, &lo, &hi);
+                _mm256_storeu_si256((__m256i *)(void *)(half + 64 * line), lo);
+                _mm256_storeu_si256((__m256i *)(void *)(half + 64 * line + 32), hi);
+            }
+        }
+}
+
 /* blk[t] (8 rows) = m32d times the sum over the block's 8 blocks of 32 b
  * of x's two sums of 16 (sum16) times the rows' sc pair at pairs + 64 b
  * (16-bit, q6k_scales' layout): the + 32 of Q6_K's stored values, taken
@@ -1035,11 +1061,12 @@ T_Q_INL void q6k_plus32_ymm(const uint8_t *pairs, const ql_xs *x, const int NX, 
 /* Halves hr .. hr + NH - 1 of one Q6_K block (NH 1, or 2 for both from
  * hr 0, sharing x's broadcasts as q4k_block_int does) on vpmaddubsw with
  * its scales in integers (q6k_scales_int at sci), half hr + i into acc[i]
- * (or accm, NH 1): two lines' 16-bit pair sums (at most 2 x 2 x 63 x 127)
- * widened by vpmaddwd with the sub-block's scale, added up in 32 bits over
+ * (or accm, NH 1); g its group, or (UN, NH 1) half hr's values unpacked
+ * (q6k_unpack_ymm's, from the half's start): two lines' 16-bit pair sums
+ * (at most 2 x 2 x 63 x 127) widened by vpmaddwd with the sub-block's scale, added up in 32 bits over
  * the block (at most 16 x 127 x 4 x 63 x 127 x 16); d once a block. */
-T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const int NH, const uint8_t *sci, const ql_xs *x, const int NX,
-                           __m256 *const acc[], float *accm, ql_pf pf)
+T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const int NH, const bool UN, const uint8_t *sci, const ql_xs *x,
+                           const int NX, __m256 *const acc[], float *accm, ql_pf pf)
 {
     for (int i = 0; i < 5; i++) ql_fetch(&pf, 48 + i);
     __m256 blk[2][QL_XT];
@@ -1066,7 +1093,12 @@ T_Q_INL void q6k_block_int(const uint8_t *g, int hr, const int NH, const uint8_t
                     for (int j = 4 * sb + 2 * jp; j < 4 * sb + 2 * jp + 2; j++) {
                         __m256i vl[2], vh[2];
 #pragma GCC unroll 2
-                        for (int i = 0; i < NH; i++) q6k_values_ymm(g, hr + i, h, m, j, &vl[i], &vh[i]);
+                        for (int i = 0; i < NH && UN; i++) {
+                            vl[i] = _mm256_loadu_si256((const __m256i *)(const void *)(g + 64 * (16 * h + 8 * m + j)));
+                            vh[i] = _mm256_loadu_si256((const __m256i *)(const void *)(g + 64 * (16 * h + 8 * m + j) + 32));
+                        }
+#pragma GCC unroll 2
+                        for (int i = 0; i < NH && !UN; i++) q6k_values_ymm(g, hr + i, h, m, j, &vl[i], &vh[i]);
                         ql_fetch(&pf, 4 * (4 * h + 2 * sb + m) + j - 4 * sb);
                         if (m == 0) ql_fetch(&pf, Q6K_HIGH / 64 + 8 * h + j);
                         ql_line_maddubs(il, ih, vl, vh, x, 4 * h + m, 4 * h + 2 + m, j, NX, NH);
