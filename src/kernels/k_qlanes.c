@@ -115,10 +115,22 @@ size_t snug_qlanes_x_bytes(int64_t n, int64_t k)
     return (size_t)ql_x_rows(n) * (size_t)(k / 32) * (sizeof(snug_x8_block) + sizeof(float));
 }
 
+/* The thread's scratch of the GEMM (tb): a tile's sums (QL_ACC), then per
+ * block of 256 its scales (QL_SCL floats), a narrow panel's groups widened
+ * (ql_panel_prep), and Q6_K's values unpacked (ql_unpacked_at); the
+ * formats of blocks of 32 use only the widened groups, from the scales'
+ * place. */
 size_t snug_qlanes_scratch_bytes(int64_t k)
 {
     return QL_ACC + SNUG_MAX((size_t)(k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP + Q6K_UNPACKED),
                              (size_t)(k / 32) * Q80_GROUP);
+}
+
+/* Where the scratch tb of rows of k (snug_qlanes_scratch_bytes) holds
+ * Q6_K's unpacked values (q6k_unpack_ymm). */
+static inline uint8_t *ql_unpacked_at(void *tb, int64_t k)
+{
+    return (uint8_t *)tb + QL_ACC + (size_t)(k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP);
 }
 
 #if defined(__x86_64__) || defined(__i386__)

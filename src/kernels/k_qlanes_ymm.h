@@ -352,7 +352,7 @@ QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int
              * against unpacking in each tile: 0.91-1.13x at 5 and 8 rows of x, 1.03-1.25x at 12) */
             uint8_t *un = NULL;
             if (six && !QLY_VNNI && SNUG_MIN(n, x0 + xblock) - x0 > 2 * QY_NX) {
-                un = (uint8_t *)tb + QL_ACC + (size_t)(w->k / 256) * (QL_SCL * sizeof(float) + Q6K_GROUP);
+                un = ql_unpacked_at(tb, w->k);
                 q6k_unpack_ymm(gs, w->k / 256, un);
             }
             for (int64_t t0 = x0; t0 < SNUG_MIN(n, x0 + xblock) && ql_b32(w->dtype); t0 += QY_NX) {
