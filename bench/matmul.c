@@ -119,6 +119,11 @@ static bool print_l1_ceiling(const snug_kernels *kern, snug_dtype wdt, bool json
     return true;
 }
 
+/* The matrix-vector limit's trials: at most GEMV_TRIALS, for GEMV_WINDOW
+ * seconds (and at least 9). */
+enum { GEMV_TRIALS = 2048 };
+#define GEMV_WINDOW 1.5
+
 /* One thread's share of the matrix-vector measurement: its own panels of
  * a matrix that fits in its L2, called again and again. */
 typedef struct gemv_job {
@@ -144,8 +149,12 @@ static void gemv_part(void *ctx, int32_t thread, int32_t n_threads)
  * at once, each over its own 4 panels (64 rows, k 4096: 147 KiB of Q4_K,
  * 215 of Q6_K, 272 of Q8_0), held in L2, so that memory does not limit it:
  * what a decode step of those weights could reach with the bandwidth
- * unbounded. Printed as JSON; false (nothing printed) without a kernel for
- * wdt. */
+ * unbounded. A trial (400 calls) takes a few milliseconds, and a host's
+ * neighbours can halve a core's rate for seconds at a time (on a Zen 3 VM
+ * the best of 9 trials in a row read 30-54 GB/s of Q4_K from one run to
+ * the next): so trials go on for GEMV_WINDOW seconds and the limit is the
+ * best, their median printed beside it. Printed as JSON; false (nothing
+ * printed) without a kernel for wdt. */
 static bool print_gemv_limit(const snug_kernels *kern, snug_dtype wdt, int threads)
 {
     const int64_t k = 4096, per = 4, m = (int64_t)threads * per * SNUG_PANEL;
@@ -165,14 +174,17 @@ static bool print_gemv_limit(const snug_kernels *kern, snug_dtype wdt, int threa
     snug_x8_quantize(v, k, wdt, x8);
     snug_linear lin = {wdt, m, k, w};
     gemv_job job = {kern, &lin, x8, y, 400, per};
-    double best = 1e30;
-    for (int tr = 0; tr < 9; tr++) {
+    double t[GEMV_TRIALS];
+    int trials = 0;
+    for (double start = bench_now(); trials < GEMV_TRIALS && (trials < 9 || bench_now() - start < GEMV_WINDOW);) {
         double t0 = bench_now();
         snug_pool_run(pool, gemv_part, &job);
-        best = SNUG_MIN(best, bench_now() - t0);
+        t[trials++] = bench_now() - t0;
     }
-    printf("{\"dtype\": \"%s\", \"threads\": %d, \"insn\": \"%s\", \"gemv_gbs\": %.2f}\n", snug_dtype_name(wdt),
-           threads, snug_insn_name(kern->qgemv_insn), (double)wbytes * (double)job.reps / best / 1e9);
+    double bytes = (double)wbytes * (double)job.reps, median = bench_median(t, trials); /* sorts t */
+    printf("{\"dtype\": \"%s\", \"threads\": %d, \"insn\": \"%s\", \"gemv_gbs\": %.2f, \"gemv_gbs_median\": %.2f, "
+           "\"trials\": %d}\n", snug_dtype_name(wdt), threads, snug_insn_name(kern->qgemv_insn), bytes / t[0] / 1e9,
+           bytes / median / 1e9, trials);
     snug_pool_free(pool);
     free(v), free(y), free(raw), free(x8), free(w);
     return true;
