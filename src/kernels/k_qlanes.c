@@ -181,18 +181,18 @@ T_Q_INL void q4k_scales(const uint8_t *g, float *scl)
 
 /* Q4_K's scales for vpmaddubsw, applied in integers: at byte 64 j + 4 r
  * row r's sc of sub-block j twice as 16 bits (vpmaddwd's multiplier, so
- * that widening the 16-bit sums scales them for free); at 512 + 64 c + 4 r
+ * that widening the 16-bit sums scales them for free; each byte paired
+ * with itself and widened, two instructions for 8 rows); at 512 + 64 c + 4 r
  * its mn of sub-blocks 2c and 2c + 1 as 16 bits; at 768 its d, at 832 its
  * dmin (floats). */
 T_Q_INL void q4k_scales_int(const uint8_t *g, uint8_t *sci)
 {
     __m128i sc[8], mn[8];
     q4k_fields(g, sc, mn);
-    for (int j = 0; j < 8; j++)
-        for (int h = 0; h < 2; h++) {
-            __m256i v = _mm256_cvtepu8_epi32(h ? _mm_srli_si128(sc[j], 8) : sc[j]);
-            _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * j + 32 * h), _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
-        }
+    for (int j = 0; j < 8; j++) {
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * j), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sc[j], sc[j])));
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * j + 32), _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sc[j], sc[j])));
+    }
     for (int c = 0; c < 4; c++) {
         __m128i lo = _mm_unpacklo_epi8(mn[2 * c], mn[2 * c + 1]), hi = _mm_unpackhi_epi8(mn[2 * c], mn[2 * c + 1]);
         _mm256_storeu_si256((__m256i *)(void *)(sci + 512 + 64 * c), _mm256_cvtepu8_epi16(lo));
@@ -220,18 +220,17 @@ T_Q_INL void q6k_planes(const uint8_t *g, __m128i pl[16], uint8_t *pairs)
 }
 
 /* Q6_K's scales for vpmaddubsw, applied in integers: at byte 64 i + 4 r
- * row r's sc of sub-block i twice as 16 bits (vpmaddwd's multiplier); at
- * 1024 q6k_planes' pairs; at 1536 its d (floats). */
+ * row r's sc of sub-block i twice as 16 bits (vpmaddwd's multiplier,
+ * made as q4k_scales_int makes its own but sign-extended: Q6_K's sc are
+ * signed); at 1024 q6k_planes' pairs; at 1536 its d (floats). */
 T_Q_INL void q6k_scales_int(const uint8_t *g, uint8_t *sci)
 {
     __m128i pl[16];
     q6k_planes(g, pl, sci + 1024);
-    for (int i = 0; i < 16; i++)
-        for (int h = 0; h < 2; h++) {
-            __m256i v = _mm256_cvtepi8_epi32(h ? _mm_srli_si128(pl[i], 8) : pl[i]);
-            v = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
-            _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * i + 32 * h), v);
-        }
+    for (int i = 0; i < 16; i++) {
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * i), _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(pl[i], pl[i])));
+        _mm256_storeu_si256((__m256i *)(void *)(sci + 64 * i + 32), _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(pl[i], pl[i])));
+    }
     for (int h = 0; h < 2; h++)
         _mm256_storeu_ps((float *)(void *)(sci + 1536 + 32 * h),
                          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + Q6K_D + 16 * h))));
