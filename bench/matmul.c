@@ -183,8 +183,8 @@ static bool print_gemv_limit(const snug_kernels *kern, snug_dtype wdt, int threa
     }
     double bytes = (double)wbytes * (double)job.reps, median = bench_median(t, trials); /* sorts t */
     printf("{\"dtype\": \"%s\", \"threads\": %d, \"insn\": \"%s\", \"gemv_gbs\": %.2f, \"gemv_gbs_median\": %.2f, "
-           "\"trials\": %d}\n", snug_dtype_name(wdt), threads, snug_insn_name(kern->qgemv_insn), bytes / t[0] / 1e9,
-           bytes / median / 1e9, trials);
+           "\"trials\": %d, \"window_s\": %.1f}\n", snug_dtype_name(wdt), threads, snug_insn_name(kern->qgemv_insn),
+           bytes / t[0] / 1e9, bytes / median / 1e9, trials, GEMV_WINDOW);
     snug_pool_free(pool);
     free(v), free(y), free(raw), free(x8), free(w);
     return true;
