@@ -43,9 +43,8 @@
  * block of x's rows at a time (as many as stay in 1 MiB of L2), each
  * panel's scales worked out once for the block (on vpmaddubsw, and for
  * a block of more than 2 tiles, Q6_K's values too, q6k_unpack_ymm: in its
- * tiles they took 8 of a line's 33 instructions; on Zen 3, each call
- * beside the other's in one process, 1.16-1.24x GFLOP/s at 512 rows of x
- * on one thread, 1.15-1.40x on two, 1.07-1.40x at 32), then register
+ * tiles they took 8 of a line's 33 instructions; the measurements beside
+ * the call in snug_qlanes_gemm), then register
  * tiles of QZ_NX (zmm) or QY_NX (ymm) rows of x over every block of k, their sums
  * for y in the thread's scratch between blocks. Every pass over a panel
  * that reads it from memory asks for the panel QL_AHEAD further on. A

@@ -349,7 +349,9 @@ QLY_T void QLY_NAME(snug_qlanes_gemm)(float *y, int64_t ldy, const void *xt, int
             float *scl;
             const uint8_t *gs = ql_panel_prep(w, p, !QLY_VNNI, tb, &scl), *ahead = ql_next(w, p);
             /* Q6_K's values unpacked once for the block's tiles where it has more than 2 (on Zen 3,
-             * against unpacking in each tile: 0.91-1.13x at 5 and 8 rows of x, 1.03-1.25x at 12) */
+             * each call beside the other's in one process, against unpacking in each tile:
+             * 1.15-1.40x GFLOP/s at 512 rows of x, 1.07-1.40x at 32, 1.03-1.25x at 12, 0.91-1.13x at
+             * 5 and 8) */
             uint8_t *un = NULL;
             if (six && !QLY_VNNI && SNUG_MIN(n, x0 + xblock) - x0 > 2 * QY_NX) {
                 un = ql_unpacked_at(tb, w->k);
